@@ -1,0 +1,26 @@
+# The README's two commands: `make compare` (the main job) and `make test`.
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: compare test lint clean
+
+$(STAMP): pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (or run: make PYTHON=python3)"; exit 1; }
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+compare: $(STAMP)
+	$(PY) -m compare $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 $(ARGS)
+
+lint: $(STAMP)
+	$(PY) -m ruff check minijax compare tests
+
+clean:
+	rm -rf $(VENV) compare/out .pytest_cache

@@ -1,0 +1,29 @@
+"""compare: run the same programs through minijax and real JAX, check they agree, time both.
+
+`python -m compare [topic ...] [--json PATH] [--quick]` runs topics (all by default) and writes
+`compare/out/report.md`. Each topic is a module `compare/<topic>.py` with a `run(quick=False)`
+function returning a `TopicResult` (see `compare/_report.py`).
+
+Eight CPU devices are requested here, before JAX is first imported, so sharding topics have a mesh.
+"""
+
+import os
+
+if "jax" not in __import__("sys").modules:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+
+# Topics in report order: the minijax-vs-JAX topics first, then the real-JAX-only JAX 201 topics.
+TOPICS = [
+    "core",
+    "mnist_mlp",
+    "placement",
+    "sharding",
+    "shard_map",
+    "callbacks",
+    "offloading",
+    "pallas",
+    "profiling",
+    "precision_xla",
+]

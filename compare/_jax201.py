@@ -1,0 +1,133 @@
+"""Small helpers shared by the real-JAX-only ("JAX 201") topics.
+
+Nothing here knows about a particular topic: timing with a blocking wrapper, catching an error so
+the report can quote it, counting the collectives XLA wrote into a compiled program, capturing
+printed output, and picking an output folder that is safe when tests run in parallel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+
+from compare._report import OUT_DIR, TopicResult, median_ms
+
+# The HLO opcodes that move data between devices. Async forms appear as `<op>-start`/`<op>-done`
+# pairs; we count the `-start` half (or the plain op) so each transfer is counted once.
+COLLECTIVES = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+_OPCODE = re.compile(r"\b(" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+
+
+def count_collectives(hlo_text: str) -> dict[str, int]:
+    """How many of each collective opcode appear in an HLO module's text."""
+    counts = {c: 0 for c in COLLECTIVES}
+    for line in hlo_text.splitlines():
+        # An instruction line reads `%name = type opcode(operands), attrs`; look after the `=`.
+        _, eq, rhs = line.partition("=")
+        if not eq:
+            continue
+        for m in _OPCODE.finditer(rhs):
+            counts[m.group(1)] += 1
+    return counts
+
+
+def collective_lines(hlo_text: str, limit: int = 6, width: int = 160) -> list[str]:
+    """The instruction lines that are collectives, trimmed, for quoting in the report."""
+    out = []
+    for line in hlo_text.splitlines():
+        _, eq, rhs = line.partition("=")
+        if eq and _OPCODE.search(rhs):
+            s = line.strip()
+            out.append(s if len(s) <= width else s[: width - 3] + "...")
+    return out[:limit]
+
+
+def fmt_counts(counts: dict[str, int]) -> str:
+    """`all-reduce x1, all-gather x2` (only nonzero), or `none`."""
+    parts = [f"{k} x{v}" for k, v in counts.items() if v]
+    return ", ".join(parts) if parts else "none"
+
+
+def blocked(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Wrap `fn` so that it waits for its (possibly asynchronous) result."""
+    return lambda: jax.block_until_ready(fn())
+
+
+def time_into(res: TopicResult, name: str, fn: Callable[[], Any], quick: bool) -> float:
+    """Median wall time of a blocking call of `fn`, stored under `res.timings_ms[name]`."""
+    ms = median_ms(blocked(fn), repeat=5 if quick else 30, warmup=1 if quick else 3)
+    res.timings_ms[name] = ms
+    return ms
+
+
+def catch(fn: Callable[[], Any]) -> tuple[str | None, str]:
+    """Run `fn`; return (exception type name, first lines of its message) or (None, repr)."""
+    try:
+        out = fn()
+    except Exception as e:  # noqa: BLE001 - we want to report whatever JAX raises
+        return type(e).__name__, first_lines(str(e))
+    return None, repr(out)[:200]
+
+
+def first_lines(msg: str, n: int = 4, width: int = 400) -> str:
+    """The first `n` non-empty lines of a message, each cut to `width` characters."""
+    lines = [ln for ln in msg.splitlines() if ln.strip() and not ln.startswith("-----")][:n]
+    lines = [ln if len(ln) <= width else ln[: width - 3] + "..." for ln in lines]
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def captured_stdout():
+    """Collect everything printed (Python-level `print`, incl. JAX debug callbacks) into a buffer.
+
+    JAX runs debug callbacks on a runtime thread; `redirect_stdout` swaps `sys.stdout` for the
+    whole process, so those prints land in the buffer too. Call `jax.effects_barrier()` before
+    leaving the block so every pending callback has run.
+    """
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        yield buf
+
+
+def code(text: str, lang: str = "") -> str:
+    """A fenced markdown code block."""
+    return f"```{lang}\n{text.rstrip()}\n```"
+
+
+def table(header: list[str], rows: list[list[Any]]) -> str:
+    """A markdown table."""
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(v) for v in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def out_folder(name: str, quick: bool) -> Path:
+    """Where a topic writes files: a fresh `compare/out/<name>` normally, a temp dir when quick.
+
+    Quick runs are what the tests use, possibly several processes at once, so they never share
+    a folder; the full run owns `compare/out/<name>` and clears it first so it does not grow.
+    """
+    if quick:
+        return Path(tempfile.mkdtemp(prefix=f"compare-{name}-"))
+    path = OUT_DIR / name
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def rel(path: Path) -> str:
+    """A path relative to the repo root when it lies inside it, else as is."""
+    try:
+        return str(Path(path).resolve().relative_to(OUT_DIR.parent.parent.resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,291 @@
+"""Precision and XLA: matmul precision, accumulation types, compiler options, HLO dumps, fusion.
+
+Real JAX only. The program shows:
+
+* `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
+  program, what the CPU does with it, and (emulated with explicit bfloat16 passes) what the
+  levels mean on hardware whose matrix units work in bfloat16;
+* `preferred_element_type`: bfloat16 inputs with float32 accumulation, and int8 inputs with
+  int32 accumulation;
+* per-function XLA options via `jit(f).lower(...).compile(compiler_options={...})`, here
+  switching off the fusion pass for one function only;
+* dumping HLO with `--xla_dump_to`, which must happen in a fresh process because XLA reads
+  `XLA_FLAGS` once, when the backend starts;
+* fusion: an elementwise chain becomes a single fused kernel in the optimized HLO.
+
+Errors are measured against NumPy float64 (or int64) references computed from the same inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from compare._jax201 import catch, code, out_folder, rel, table, time_into
+from compare._report import TopicResult
+
+BF16 = jnp.bfloat16
+F32 = jnp.float32
+
+
+def chain(x):
+    """A chain of elementwise operations: a natural candidate for one fused loop."""
+    return jnp.tanh(jnp.sin(x) * 2.0 + jnp.cos(x)) ** 2 - x / 3.0
+
+
+def bf16_passes(a, b, passes):
+    """Matmul from bfloat16 pieces with float32 accumulation, as bf16 matrix units do it.
+
+    passes=1: round both inputs to bf16 (what DEFAULT means on a TPU).
+    passes=3: split each input into a bf16 high part and a bf16 remainder, and add the three
+    largest cross products (the 'bf16_3x' algorithm behind HIGH).
+    """
+    a_hi, b_hi = a.astype(BF16), b.astype(BF16)
+    dot = lambda u, v: jnp.matmul(u, v, preferred_element_type=F32)
+    if passes == 1:
+        return dot(a_hi, b_hi)
+    a_lo = (a - a_hi.astype(F32)).astype(BF16)
+    b_lo = (b - b_hi.astype(F32)).astype(BF16)
+    return dot(a_hi, b_hi) + dot(a_hi, b_lo) + dot(a_lo, b_hi)
+
+
+def _ops(hlo_text: str) -> list[str]:
+    return re.findall(r"=\s*[^\s=]+\s+([a-z][a-z\-]*)\(", hlo_text)
+
+
+def _entry(hlo_text: str) -> str:
+    i = hlo_text.find("\nENTRY")
+    return hlo_text[i + 1:] if i >= 0 else hlo_text
+
+
+CHILD = textwrap.dedent("""
+    import jax, jax.numpy as jnp
+    def chain(x):
+        return jnp.tanh(jnp.sin(x) * 2.0 + jnp.cos(x)) ** 2 - x / 3.0
+    x = jnp.linspace(-2.0, 2.0, {n}, dtype=jnp.float32)
+    print(repr(float(jax.jit(chain)(x).sum())))
+""")
+
+
+def run(quick: bool = False) -> TopicResult:
+    res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion")
+    res.chapter = "chapters/18-precision-and-xla.md"
+    res.devices = 1
+    rng = np.random.default_rng(0)
+    m, k, n = (64, 256, 32) if quick else (256, 2048, 256)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((k, n)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(exact).max()
+
+    # ---------------------------------------------------------------- precision levels
+    rows, outs = [], {}
+    for prec in (lax.Precision.DEFAULT, lax.Precision.HIGH, lax.Precision.HIGHEST):
+        f = jax.jit(lambda x, y, p=prec: jnp.matmul(x, y, precision=p))
+        out = np.asarray(f(a, b), np.float64)
+        outs[prec.name] = out
+        text = f.lower(a, b).as_text()
+        attr = re.search(r"precision = \[([A-Z]+), ([A-Z]+)\]", text)
+        res.check_true(f"{prec.name}: precision recorded in the StableHLO dot",
+                       attr is not None and attr.group(1) == prec.name)
+        res.check(f"{prec.name}: f32 matmul vs float64 reference", out, exact,
+                  rtol=1e-4, atol=1e-4 * scale)
+        ms = time_into(res, f"f32 matmul {m}x{k}x{n}, precision={prec.name}",
+                       lambda f=f: f(a, b), quick)
+        rows.append([prec.name, attr.group(0) if attr else "-",
+                     f"{np.abs(out - exact).max() / scale:.2e}", f"{ms:.3g}"])
+    with jax.default_matmul_precision("highest"):
+        ctx_text = jax.jit(jnp.matmul).lower(a, b).as_text()
+    res.check_true("default_matmul_precision('highest') changes the recorded precision",
+                   "precision = [HIGHEST, HIGHEST]" in ctx_text)
+    same_on_cpu = all(np.array_equal(outs["DEFAULT"], o) for o in outs.values())
+    emu = {}
+    for label, fn in (("1 bf16 pass (TPU DEFAULT)", lambda x, y: bf16_passes(x, y, 1)),
+                      ("3 bf16 passes (TPU HIGH, bf16_3x)", lambda x, y: bf16_passes(x, y, 3)),
+                      ("float32 (HIGHEST)", lambda x, y: jnp.matmul(x, y, precision="highest"))):
+        out = np.asarray(jax.jit(fn)(a, b), np.float64)
+        emu[label] = np.abs(out - exact).max() / scale
+    e1, e3, e32 = emu.values()
+    res.check_true("emulated 1-pass bf16 is much less accurate than 3 passes", e1 > 20 * e3)
+    res.check_true("3 bf16 passes come within 20x of float32", e3 < 20 * max(e32, 1e-9))
+    presets = []
+    for name in ("DEFAULT", "F32_F32_F32", "BF16_BF16_F32", "BF16_BF16_F32_X3",
+                 "BF16_BF16_F32_X6", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F16_F16_F32"):
+        fn = jax.jit(lambda x, y, name=name: jnp.matmul(x, y, precision=name))
+        kind, msg = catch(lambda fn=fn: np.asarray(fn(a, b)))
+        err = "-"
+        if kind is None:
+            out = np.asarray(fn(a, b), np.float64)
+            err = f"{np.abs(out - exact).max() / scale:.2e}"
+        presets.append([f"`{name}`", "accepted" if kind is None else
+                        f"{kind}: {msg.splitlines()[0][:90]}", err])
+    res.sections.append(
+        "### Matmul precision levels\n\n"
+        f"`jnp.matmul(a, b, precision=...)` for float32 a: {m}x{k}, b: {k}x{n}; error is "
+        "max |result - float64 result| / max |float64 result|:\n\n"
+        + table(["precision", "in the StableHLO", "relative error", "median ms"], rows)
+        + "\n\nThe level is only a request written into the `dot_general` op (and "
+        "`jax.default_matmul_precision(...)` sets it for a whole region). What it buys is "
+        "backend-specific. On this CPU the three levels give "
+        f"{'bit-identical' if same_on_cpu else 'different'} results: XLA:CPU computes "
+        "float32 dots in float32 whatever you ask. Matrix units on TPUs (and TF32 tensor "
+        "cores on recent NVIDIA GPUs) work on narrower inputs, and there the levels mean "
+        "different algorithms. Emulating them here with explicit bfloat16 passes and "
+        "float32 accumulation:\n\n"
+        + table(["algorithm", "relative error"], [[kk_, f"{v:.2e}"] for kk_, v in emu.items()])
+        + "\n\nOne bf16 pass keeps only 8 significant bits per input, so its error is "
+        f"{e1 / max(e32, 1e-12):.0f}x float32's here; splitting each input into a high and "
+        "a low bf16 part and adding three products recovers nearly full float32 accuracy "
+        "for 3x the matrix-unit work. Named algorithms (`jax.lax.DotAlgorithmPreset`) can "
+        "also be passed as `precision=`; which ones a backend accepts varies. On this CPU:\n\n"
+        + table(["preset", "CPU backend", "relative error"], presets)
+    )
+
+    # ---------------------------------------------------------------- preferred_element_type
+    ab, bb = jnp.asarray(a, BF16), jnp.asarray(b, BF16)
+    exact_bf = np.asarray(ab, np.float64) @ np.asarray(bb, np.float64)
+    o_bf = jax.jit(jnp.matmul)(ab, bb)
+    o_f32 = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=F32))(ab, bb)
+    err_bf = np.abs(np.asarray(o_bf, np.float64) - exact_bf).max() / scale
+    err_f32 = np.abs(np.asarray(o_f32, np.float64) - exact_bf).max() / scale
+    res.check_true("bf16 x bf16 -> bf16 result dtype", o_bf.dtype == BF16)
+    res.check_true("preferred_element_type=float32 -> float32 result", o_f32.dtype == F32)
+    res.check("bf16 inputs, f32 accumulation vs exact product of the bf16 values", o_f32,
+              exact_bf, rtol=1e-4, atol=1e-4 * scale)
+    res.check_true("bf16 output is much coarser than f32 accumulation", err_bf > 10 * err_f32)
+    ai = rng.integers(-128, 128, (m, k)).astype(np.int8)
+    bi = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    exact_i = ai.astype(np.int64) @ bi.astype(np.int64)
+    o_i8 = np.asarray(jax.jit(jnp.matmul)(ai, bi)).astype(np.int64)
+    o_i32 = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.int32))(ai, bi)
+    res.check("int8 inputs, int32 accumulation is exact", np.asarray(o_i32), exact_i,
+              rtol=0, atol=0)
+    wrapped = int(np.sum(o_i8 != exact_i))
+    res.check_true("int8 x int8 -> int8 wraps around", wrapped > 0)
+    res.sections.append(
+        "### preferred_element_type: the accumulator's type\n\n"
+        "`preferred_element_type` sets the dtype the dot produces, which is also the type "
+        "the hardware accumulates in. Relative to the exact product of the same bf16 values:"
+        "\n\n" + table(["inputs", "result dtype", "relative error / mismatches"], [
+            ["bf16 x bf16", "bfloat16", f"{err_bf:.2e}"],
+            ["bf16 x bf16, preferred_element_type=float32", "float32", f"{err_f32:.2e}"],
+            ["int8 x int8", "int8", f"{wrapped} of {exact_i.size} entries wrong (wrapped)"],
+            ["int8 x int8, preferred_element_type=int32", "int32", "exact"],
+        ])
+        + "\n\nThe usual mixed-precision recipe is the second row: store and move bf16 (half "
+        "the bytes), but accumulate sums of many products in float32. For quantized int8 "
+        f"matmuls the int32 accumulator is not optional: sums of {k} products of int8 values "
+        "overflow int8 immediately."
+    )
+
+    # ---------------------------------------------------------------- per-function options
+    size = 256 if quick else 2048
+    x = jnp.linspace(-2.0, 2.0, size * size, dtype=F32).reshape(size, size)
+    lowered = jax.jit(chain).lower(x)
+    fused = lowered.compile()
+    unfused = lowered.compile(compiler_options={"xla_disable_hlo_passes": "fusion"})
+    fast_math = lowered.compile(compiler_options={"xla_cpu_enable_fast_math": True})
+    x64 = np.asarray(x, np.float64)
+    ref = np.tanh(np.sin(x64) * 2.0 + np.cos(x64)) ** 2 - x64 / 3.0
+    for label, c in (("default", fused), ("fusion pass disabled", unfused),
+                     ("xla_cpu_enable_fast_math", fast_math)):
+        res.check(f"compiled with {label}: values", c(x), ref, rtol=1e-5, atol=1e-5)
+    n_fused = _ops(_entry(fused.as_text())).count("fusion")
+    n_unfused = _ops(_entry(unfused.as_text())).count("fusion")
+    res.check_true("disabling fusion for this one function gives more kernels",
+                   n_unfused > n_fused)
+    t_f = time_into(res, f"chain {size}x{size}: default (fused)", lambda: fused(x), quick)
+    t_u = time_into(res, f"chain {size}x{size}: fusion disabled", lambda: unfused(x), quick)
+    kind_bad, msg_bad = catch(lambda: lowered.compile(compiler_options={"xla_no_such_flag": 1}))
+    res.check_true("an unknown compiler option is rejected", kind_bad is not None)
+    via_jit = jax.jit(chain, compiler_options={"xla_disable_hlo_passes": "fusion"})
+    res.check("jax.jit(..., compiler_options=...) form", via_jit(x), ref, rtol=1e-5, atol=1e-5)
+    res.sections.append(
+        "### XLA options for one function\n\n"
+        "`XLA_FLAGS` applies to the whole process and is read once. For a single function, "
+        "pass options when compiling: `jax.jit(f).lower(x).compile(compiler_options={...})`, "
+        "or `jax.jit(f, compiler_options={...})`. Keys are XLA debug-option names; values "
+        "are parsed like the flags. Here the same lowered `chain` is compiled three ways:\n\n"
+        + table(["compile options", "kernels (fusion instrs) in ENTRY", "median ms"], [
+            ["(none)", n_fused, f"{t_f:.3g}"],
+            ["`{'xla_disable_hlo_passes': 'fusion'}`", n_unfused, f"{t_u:.3g}"],
+            ["`{'xla_cpu_enable_fast_math': True}`",
+             _ops(_entry(fast_math.as_text())).count("fusion"), "-"],
+        ])
+        + "\n\nWith the fusion pass off, each elementwise op becomes its own kernel (XLA:CPU "
+        "still wraps single ops as `wrapped_*` fusions), so every intermediate is written "
+        "to memory and read back. All three give the same values (checked). A misspelt "
+        "option fails loudly instead of being ignored:\n\n" + code(f"{kind_bad}: {msg_bad}")
+    )
+
+    # ---------------------------------------------------------------- HLO dump in a subprocess
+    dump_dir = out_folder("xla_dump", quick)
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text "
+                        "--xla_dump_hlo_module_re=jit_chain")
+    child_n = 1000
+    proc = subprocess.run([sys.executable, "-c", CHILD.format(n=child_n)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    res.check_true("dump subprocess exited cleanly", proc.returncode == 0)
+    xs = np.linspace(-2.0, 2.0, child_n, dtype=np.float32)
+    want = float(np.asarray(jax.jit(chain)(xs)).sum())
+    got = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else float("nan")
+    res.check("subprocess computed the same value", np.float64(got), np.float64(want),
+              rtol=1e-6, atol=1e-6)
+    files = sorted(p.name for p in dump_dir.iterdir() if p.is_file()) if dump_dir.exists() else []
+    before = [f for f in files if f.endswith("before_optimizations.txt")]
+    after = [f for f in files if f.endswith("after_optimizations.txt")]
+    res.check_true("dump has before- and after-optimization HLO for jit_chain",
+                   bool(before) and bool(after))
+    dump_rows = []
+    after_entry = ""
+    if before and after:
+        b_ops = _ops((dump_dir / before[0]).read_text())
+        a_text = (dump_dir / after[0]).read_text()
+        a_ops = _ops(_entry(a_text))
+        after_entry = _entry(a_text).split("\n}\n")[0] + "\n}"
+        res.check_true("after optimization the chain is one fusion",
+                       a_ops.count("fusion") == 1)
+        for label, ops in (("before optimizations", b_ops), ("after (ENTRY only)", a_ops)):
+            counts = {o: ops.count(o) for o in sorted(set(ops)) if o != "parameter"}
+            dump_rows.append([label, len(ops), ", ".join(f"{o} x{c}" for o, c in counts.items())])
+    res.sections.append(
+        "### Dumping HLO (in a subprocess)\n\n"
+        "`XLA_FLAGS` is read when the XLA backend starts, and this process started long ago "
+        "(with 8 fake devices). So the program runs a fresh Python with\n\n"
+        + code(f"XLA_FLAGS='--xla_dump_to={rel(dump_dir) if not quick else '<tmp>'} "
+               "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=jit_chain'")
+        + f"\n\nand a tiny script that jits `chain`. It exited with code {proc.returncode} and "
+        "computed the same sum as this process. `--xla_dump_hlo_module_re` keeps only "
+        "modules whose name matches (otherwise every little `jit` JAX runs internally gets "
+        "dumped too). Files written:\n\n" + code("\n".join(files))
+        + "\n\n`*.before_optimizations.txt` is the HLO as JAX handed it over, "
+        "`*.cpu_after_optimizations.txt` what XLA:CPU will run; the buffer-assignment and "
+        "memory-usage reports, the LLVM IR (`.ll`) and object files (`.o`) show the later "
+        "stages. Instruction counts:\n\n" + table(["module", "instructions", "opcodes"], dump_rows)
+    )
+
+    # ---------------------------------------------------------------- fusion
+    res.sections.append(
+        "### Fusion\n\n"
+        "`chain(x) = tanh(sin(x) * 2 + cos(x)) ** 2 - x / 3` is a dozen HLO instructions, each "
+        "a full pass over the array if run one by one. XLA's fusion pass merges producer-"
+        "consumer elementwise ops into a single loop that reads x once and writes the result "
+        "once; intermediates live in registers. The optimized entry computation from the "
+        "dump:\n\n" + code(after_entry or "(dump missing)")
+        + f"\n\nOne `fusion` instruction (`kind=kLoop`) calls a fused computation holding all "
+        "the arithmetic. Timed above: fused "
+        f"{t_f:.3g} ms against {t_u:.3g} ms with the fusion pass disabled "
+        f"({size}x{size} float32). Fusion is also why counting jaxpr equations says little "
+        "about runtime: what matters is how many kernels and how many bytes of memory "
+        "traffic remain after XLA is done."
+    )
+    return res

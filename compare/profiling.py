@@ -1,0 +1,257 @@
+"""Profiling: traces, memory profiles, cost analysis, and how not to benchmark.
+
+Real JAX only. The program:
+
+* records a `jax.profiler.trace` of a few steps of a small MLP training loop, with a
+  `StepTraceAnnotation` per step, and reads the Perfetto trace back to count the steps and find
+  the busiest events (the raw `.xplane.pb` is what TensorBoard/XProf open);
+* writes a device memory profile (`jax.profiler.save_device_memory_profile`, pprof format);
+* asks the compiler for its cost model (`lowered.cost_analysis()` and
+  `compiled.cost_analysis()`) and checks the matmul flop count against 2*m*n*k;
+* demonstrates three benchmarking mistakes next to the correct measurement: not waiting for
+  the asynchronous result, timing the first (compiling) call, and re-creating the jitted
+  function inside the loop. The timings are recorded, not asserted.
+
+Full runs write to `compare/out/profile/`; quick runs (the tests) use a temporary folder.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import json
+import statistics
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from compare._jax201 import catch, code, out_folder, rel, table, time_into
+from compare._report import TopicResult, median_ms
+
+
+def init_params(key, sizes):
+    params = []
+    for k, (m, n) in zip(jax.random.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
+        params.append((jax.random.normal(k, (m, n)) / np.sqrt(m), jnp.zeros(n)))
+    return params
+
+
+def loss_fn(params, x, y):
+    h = x
+    for w, b in params[:-1]:
+        h = jnp.tanh(h @ w + b)
+    w, b = params[-1]
+    return jnp.mean((h @ w + b - y) ** 2)
+
+
+@jax.jit
+def train_step(params, x, y):
+    loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+    new = jax.tree.map(lambda p, g: p - 0.05 * g, params, grads)
+    return new, loss
+
+
+def _trace_events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as fh:
+        doc = json.load(fh)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def run(quick: bool = False) -> TopicResult:
+    res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking")
+    res.chapter = "chapters/17-profiling.md"
+    res.devices = 1
+    folder = out_folder("profile", quick)
+    batch, sizes = (32, [16, 32, 4]) if quick else (256, [64, 256, 256, 8])
+    steps = 3 if quick else 5
+    key = jax.random.key(0)
+    kx, ky, kp = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (batch, sizes[0]))
+    y = jax.random.normal(ky, (batch, sizes[-1]))
+    params = init_params(kp, sizes)
+
+    # ---------------------------------------------------------------- a trace
+    p, l0 = train_step(params, x, y)  # compile outside the trace
+    jax.block_until_ready(p)
+    trace_dir = folder / "trace"
+    losses = []
+
+    def traced_loop(**kw):
+        nonlocal p
+        with jax.profiler.trace(str(trace_dir), **kw):
+            for i in range(steps):
+                with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                    p, loss = train_step(p, x, y)
+                    losses.append(float(loss))  # float() waits for the step to finish
+
+    kind, msg = catch(lambda: traced_loop(create_perfetto_trace=True))
+    perfetto_ok = kind is None
+    if not perfetto_ok:  # fall back to the plain XPlane dump
+        losses.clear()
+        traced_loop()
+    xplanes = sorted(trace_dir.rglob("*.xplane.pb"))
+    perfetto = sorted(trace_dir.rglob("perfetto_trace.json.gz"))
+    res.check_true("trace wrote an .xplane.pb file",
+                   bool(xplanes) and xplanes[0].stat().st_size > 0)
+    res.check_true("training loss went down while tracing", losses[-1] < float(l0))
+    top_rows, n_steps, found_fn = [], 0, False
+    if perfetto:
+        events = _trace_events(perfetto[0])
+        n_steps = sum(1 for e in events if e.get("name") == "train" and e.get("ph") == "X")
+        found_fn = any("train_step" in str(e.get("name", "")) for e in events)
+        total = collections.Counter()
+        count = collections.Counter()
+        for e in events:
+            name = str(e.get("name", ""))
+            if e.get("ph") == "X" and not name.startswith("$"):  # `$...` = Python frames
+                total[name] += float(e.get("dur", 0))
+                count[name] += 1
+        top_rows = [[f"`{nm}`", count[nm], f"{us:.0f}"] for nm, us in total.most_common(8)]
+    res.check_true("perfetto trace written (create_perfetto_trace=True)", bool(perfetto))
+    res.check_true("trace holds one 'train' event per step", n_steps == steps)
+    res.check_true("trace names the jitted train_step", found_fn)
+    files = sorted(str(q.relative_to(folder)) for q in folder.rglob("*") if q.is_file())
+    res.sections.append(
+        "### A profiler trace of a training loop\n\n"
+        f"`jax.profiler.trace(dir, create_perfetto_trace=True)` around {steps} steps of an "
+        f"MLP {sizes} on batch {batch}, each step wrapped in "
+        "`jax.profiler.StepTraceAnnotation('train', step_num=i)`. The first call (compilation) "
+        "happened before the trace so only steady-state steps are recorded. Files written "
+        f"under `{rel(folder) if not quick else '<tmp>'}`:\n\n" + code("\n".join(files))
+        + "\n\nThe `.xplane.pb` is the profiler's native format (open it with TensorBoard's "
+        "profile plugin or XProf); `perfetto_trace.json.gz` is Chrome-trace JSON that "
+        "ui.perfetto.dev loads without any server. Reading that JSON back: "
+        f"{n_steps} `train` step events (one per step), and the jitted function appears as "
+        "`PjitFunction(train_step)`. Busiest non-Python events by total duration (the "
+        "`$`-prefixed Python-frame events, recorded by the Python tracer, are left out):\n\n"
+        + table(["event", "count", "total us"], top_rows)
+        + "\n\nOn the CPU backend the compiled program runs on host threads, so XLA's kernels "
+        "(fusions, dot ops) appear next to runtime bookkeeping such as argument handling and "
+        "buffer allocation; on a GPU they would sit on separate device streams."
+        + ("" if perfetto_ok else "\n\n`create_perfetto_trace=True` failed here: "
+           + code(f"{kind}: {msg}"))
+    )
+
+    # ---------------------------------------------------------------- memory profile
+    mem_path = folder / "device_memory.prof"
+    jax.profiler.save_device_memory_profile(str(mem_path))
+    head = mem_path.read_bytes()[:2] if mem_path.exists() else b""
+    res.check_true("device memory profile written (gzip-compressed pprof)",
+                   mem_path.exists() and mem_path.stat().st_size > 0 and head == b"\x1f\x8b")
+    live = jax.live_arrays()
+    res.sections.append(
+        "### Device memory profile\n\n"
+        f"`jax.profiler.save_device_memory_profile(path)` wrote "
+        f"{mem_path.stat().st_size if mem_path.exists() else 0} bytes: a gzip-compressed "
+        "pprof profile of the buffers currently alive, attributed to the Python code that "
+        "created them (`go tool pprof` / pprof's web UI read it). At that moment "
+        f"{len(live)} arrays were live, {sum(a.nbytes for a in live)} bytes in total. It is "
+        "the tool for 'who is holding memory?'; the trace above is the tool for 'where does "
+        "the time go?'."
+    )
+
+    # ---------------------------------------------------------------- cost analysis
+    m, k, n = (32, 48, 16) if quick else (256, 512, 128)
+    a = jnp.ones((m, k), jnp.float32)
+    b = jnp.ones((k, n), jnp.float32)
+    lowered = jax.jit(jnp.matmul).lower(a, b)
+    compiled = lowered.compile()
+    c_low = lowered.cost_analysis() or {}
+    c_comp = compiled.cost_analysis() or {}
+    if isinstance(c_comp, list):  # older JAX returned one dict per device
+        c_comp = c_comp[0]
+    want_flops = 2 * m * n * k
+    res.check("cost_analysis flops of a matmul = 2*m*n*k (compiled)",
+              np.float64(c_comp.get("flops", -1)), np.float64(want_flops), rtol=0, atol=0.5)
+    res.check("cost_analysis flops (lowered, pre-optimization)",
+              np.float64(c_low.get("flops", -1)), np.float64(want_flops), rtol=0, atol=0.5)
+    res.check("bytes accessed = inputs + output", np.float64(c_comp.get("bytes accessed", -1)),
+              np.float64(4 * (m * k + k * n + m * n)), rtol=0, atol=0.5)
+    step_cost = train_step.lower(params, x, y).compile().cost_analysis() or {}
+    if isinstance(step_cost, list):
+        step_cost = step_cost[0]
+    dense_flops = sum(2 * batch * i * o for i, o in zip(sizes[:-1], sizes[1:]))
+    ratio = float(step_cost.get("flops", float("nan"))) / dense_flops
+    res.check_true("training-step flops between 2x and 3.5x the forward matmuls",
+                   2.0 <= ratio <= 3.5)
+    mem = compiled.memory_analysis()
+    res.sections.append(
+        "### What the compiler thinks a program costs\n\n"
+        f"For `a @ b` with a: {m}x{k}, b: {k}x{n}, `compiled.cost_analysis()` reports "
+        f"`flops = {c_comp.get('flops')}` (expected 2*m*n*k = {want_flops}: one multiply and "
+        f"one add per term) and `bytes accessed = {c_comp.get('bytes accessed')}` (the two "
+        "inputs plus the output, each read or written once). The same numbers are available "
+        "before optimization from `lowered.cost_analysis()`. `memory_analysis()` gives the "
+        f"buffer sizes: arguments {getattr(mem, 'argument_size_in_bytes', 'n/a')} B, output "
+        f"{getattr(mem, 'output_size_in_bytes', 'n/a')} B, temporaries "
+        f"{getattr(mem, 'temp_size_in_bytes', 'n/a')} B.\n\n"
+        f"For the whole training step the estimate is {step_cost.get('flops', 'n/a')} flops "
+        f"and {step_cost.get('bytes accessed', 'n/a')} bytes accessed; the forward matmuls "
+        f"alone are {dense_flops} flops. The backward pass adds up to two matmuls per layer "
+        "(weight gradient and input gradient; the first layer needs no input gradient), so "
+        f"the step should cost between 2x and 3x the forward matmuls plus elementwise work: "
+        f"the ratio here is {ratio:.2f}. Dividing such counts by a "
+        "measured step time gives achieved FLOP/s, the usual way to judge how close a program "
+        "runs to the hardware's peak."
+    )
+
+    # ---------------------------------------------------------------- benchmarking pitfalls
+    size = 128 if quick else 1024
+    big = jax.random.normal(key, (size, size))
+    big_np = np.asarray(big)
+
+    def work(t):
+        return jnp.tanh(t @ t) @ t
+
+    fast = jax.jit(work)
+    repeat = 5 if quick else 20
+    t0 = time.perf_counter()
+    fast(big).block_until_ready()
+    first_ms = (time.perf_counter() - t0) * 1e3
+    res.timings_ms["first call (trace + compile + run)"] = first_ms
+    no_block = median_ms(lambda: fast(big), repeat=repeat)  # WRONG: measures dispatch only
+    res.timings_ms["warm, without block_until_ready (wrong)"] = no_block
+    with_block = time_into(res, "warm, with block_until_ready (right)", lambda: fast(big), quick)
+    np_input = time_into(res, "warm, NumPy input (includes host->device copy)",
+                         lambda: fast(big_np), quick)
+    fresh = []
+    for _ in range(3 if quick else 5):  # WRONG: a new function object every time -> recompiles
+        t0 = time.perf_counter()
+        jax.jit(lambda t: jnp.tanh(t @ t) @ t)(big).block_until_ready()
+        fresh.append((time.perf_counter() - t0) * 1e3)
+    res.timings_ms["jit(lambda ...) re-created inside the loop (wrong)"] = statistics.median(fresh)
+    # Same mistake made by calling a jitted function with a new Python scalar that is static.
+    static = jax.jit(lambda t, s: t * s, static_argnums=1)
+    scal = []
+    for i in range(3 if quick else 5):
+        t0 = time.perf_counter()
+        static(big, float(i) + 0.5).block_until_ready()
+        scal.append((time.perf_counter() - t0) * 1e3)
+    res.timings_ms["changing a static argument each call (wrong)"] = statistics.median(scal)
+    res.timings_ms["... same op, warm"] = median_ms(
+        lambda: static(big, 0.5).block_until_ready(), repeat=repeat)
+    rows = [
+        ["first call: trace + compile + run", f"{first_ms:.3g}"],
+        ["warm, no `block_until_ready` (wrong)", f"{no_block:.3g}"],
+        ["warm, with `block_until_ready` (right)", f"{with_block:.3g}"],
+        ["warm, NumPy argument each call", f"{np_input:.3g}"],
+        ["`jax.jit(lambda ...)` built inside the loop", f"{statistics.median(fresh):.3g}"],
+        ["new value of a static argument each call", f"{statistics.median(scal):.3g}"],
+    ]
+    res.sections.append(
+        "### Benchmarking pitfalls\n\n"
+        f"`jit(lambda t: tanh(t @ t) @ t)` on a {size}x{size} float32 matrix, timed several "
+        "ways (medians in ms; recorded, not asserted):\n\n" + table(["how", "ms"], rows)
+        + "\n\nWhat to read from it. JAX dispatches asynchronously: the call returns as soon "
+        "as the work is queued, so a timer that does not wait with `block_until_ready()` "
+        "measures dispatch overhead, not compute (compare rows 2 and 3; the gap grows with "
+        "the size of the work). The first call includes tracing and XLA compilation, so "
+        "warm up before timing. A jitted function is cached on the function object and on "
+        "the static arguments; building `jax.jit(lambda ...)` inside the loop, or passing a "
+        "new static value each time, recompiles every iteration. Passing NumPy arrays adds "
+        "a host-to-device copy per call (small on CPU, a PCIe transfer on a GPU)."
+    )
+    return res

@@ -1,0 +1,271 @@
+"""Sharding: NamedSharding, PartitionSpec, and what the compiler does with them.
+
+Real JAX only, on a 2 x 4 mesh of CPU devices with axes `data` and `model`. The program shows:
+
+* how a PartitionSpec cuts an array into per-device shards, and how many bytes each device
+  holds (read from the array's addressable shards);
+* `jit(in_shardings=..., out_shardings=...)` moving inputs and results to requested layouts;
+* sharding propagation through a two-layer MLP under data, model and 2D (data x model)
+  parallelism, in Explicit mode (JAX 0.10's default: shardings are part of the types, and a
+  matmul whose result layout is ambiguous must be told its `out_sharding`) and in Auto mode
+  (the compiler propagates shardings itself);
+* changing a layout inside a program with `jax.sharding.reshard` (Explicit) and
+  `jax.lax.with_sharding_constraint` (Auto);
+* which collectives XLA's SPMD partitioner inserted, counted in `compiled.as_text()`.
+
+Every sharded result is compared with the same function run unsharded on one device.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import AxisType, NamedSharding, reshard
+from jax.sharding import PartitionSpec as P
+
+from compare._jax201 import (catch, code, collective_lines, count_collectives, fmt_counts,
+                             table, time_into)
+from compare._report import TopicResult
+
+
+def mlp(params, x, out_sharding=None):
+    """Two dense layers with a ReLU between them. `out_sharding` only matters in Explicit mode."""
+    w1, w2 = params
+    h = jnp.maximum(x @ w1, 0.0)
+    return jnp.matmul(h, w2, out_sharding=out_sharding)
+
+
+def loss_fn(params, x, y):
+    return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+def tile_map(arr) -> str:
+    """A small text picture: for each block of a 2-D array, which device ids hold it."""
+    owners: dict[tuple, list[int]] = {}
+    for s in arr.addressable_shards:
+        key = tuple((sl.start or 0) for sl in s.index)
+        owners.setdefault(key, []).append(s.device.id)
+    rows = sorted({k[0] for k in owners})
+    cols = sorted({k[1] for k in owners})
+    cells = [[",".join(map(str, sorted(owners[(r, c)]))) for c in cols] for r in rows]
+    w = max(len(c) for row in cells for c in row)
+    return "\n".join(" | ".join(c.ljust(w) for c in row) for row in cells)
+
+
+def run(quick: bool = False) -> TopicResult:
+    res = TopicResult("Sharding: NamedSharding, jit shardings, propagation, collectives")
+    res.chapter = "chapters/12-sharding.md"
+    res.devices = jax.device_count()
+    if quick:
+        B, D, H, O = 16, 32, 64, 16
+    else:
+        B, D, H, O = 256, 512, 1024, 256
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((B, D), dtype=np.float32)
+    y_np = rng.standard_normal((B, O), dtype=np.float32)
+    w1_np = (rng.standard_normal((D, H)) / np.sqrt(D)).astype(np.float32)
+    w2_np = (rng.standard_normal((H, O)) / np.sqrt(H)).astype(np.float32)
+    params_np = (w1_np, w2_np)
+
+    # The single-device reference everything else is compared with.
+    ref_fwd = jax.jit(mlp)(params_np, x_np)
+    ref_grad = jax.jit(jax.grad(loss_fn))(params_np, x_np, y_np)
+    time_into(res, "MLP forward, 1 device", lambda: jax.jit(mlp)(params_np, x_np), quick)
+
+    mesh_e = jax.make_mesh((2, 4), ("data", "model"))
+    mesh_a = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+
+    # ---------------------------------------------------------------- specs, shards, bytes
+    rows, pictures = [], []
+    total = x_np.nbytes
+    for spec in (P(), P("data"), P(None, "model"), P("data", "model"), P(("data", "model")),
+                 P("model", "data")):
+        arr = jax.device_put(x_np, NamedSharding(mesh_e, spec))
+        per_dev = {s.device.id: s.data.nbytes for s in arr.addressable_shards}
+        distinct = len({tuple((sl.start, sl.stop) for sl in s.index)
+                        for s in arr.addressable_shards})
+        copies = len(per_dev) // distinct
+        res.check(f"{spec}: shards reassemble to the array", arr, x_np)
+        res.check_true(f"{spec}: bytes per device = total / number of distinct shards",
+                       all(b == total // distinct for b in per_dev.values()))
+        res.check_true(f"{spec}: sum over devices = total x replication",
+                       sum(per_dev.values()) == total * copies)
+        shard_shape = arr.addressable_shards[0].data.shape
+        rows.append([f"`{spec}`", f"`{jax.typeof(arr)}`", shard_shape, per_dev[0],
+                     sum(per_dev.values()), copies])
+        if spec in (P("data", "model"), P("model", "data"), P(None, "model")):
+            pictures.append(f"{spec}: device ids per block of x[{B},{D}]\n{tile_map(arr)}")
+    res.sections.append(
+        "### PartitionSpec -> shards -> bytes per device\n\n"
+        f"A `NamedSharding(mesh, spec)` names, for each array dimension, the mesh axes it is "
+        f"split over; unnamed mesh axes mean copies. For x of shape {x_np.shape} "
+        f"({total} bytes) on the 2 x 4 mesh (`data` = 2, `model` = 4):\n\n"
+        + table(["spec", "type (Explicit mesh)", "shard shape", "bytes on device 0",
+                 "bytes on all devices", "copies of each shard"], rows)
+        + "\n\nThe per-device numbers come straight from `arr.addressable_shards[i].data.nbytes`."
+        " Splitting over both axes (`P('data','model')` or the flattened `P(('data','model'))`)"
+        " leaves each device 1/8 of the data; `P()` keeps eight full copies. Who holds what:\n\n"
+        + code("\n\n".join(pictures))
+    )
+
+    # ---------------------------------------------------------------- jit in/out shardings
+    jit_rows = []
+    for label, mesh in (("Explicit", mesh_e), ("Auto", mesh_a)):
+        f = jax.jit(lambda a: jnp.sin(a) * 2.0,
+                    in_shardings=NamedSharding(mesh, P("data")),
+                    out_shardings=NamedSharding(mesh, P(None, "model")))
+        out = f(x_np)
+        hlo = f.lower(x_np).compile().as_text()
+        res.check(f"{label}: jit with in/out shardings matches", out, np.sin(x_np) * 2.0,
+                  rtol=1e-6, atol=1e-6)
+        res.check_true(f"{label}: output has the requested sharding",
+                       out.sharding.spec == P(None, "model"))
+        jit_rows.append([label, f"`{jax.typeof(out)}`", f"`{out.sharding.spec}`",
+                         fmt_counts(count_collectives(hlo))])
+    res.sections.append(
+        "### jit with in_shardings / out_shardings\n\n"
+        "`jit(f, in_shardings=NamedSharding(mesh, P('data')), out_shardings=NamedSharding(mesh, "
+        "P(None, 'model')))` on an elementwise `sin(x) * 2`: a NumPy input is uncommitted, so "
+        "JAX places it as `in_shardings` asks; the result must come out split by columns, so "
+        "the compiled program has to move data between the two layouts. In both modes the "
+        "partitioner does it inside the program:\n\n"
+        + table(["mode", "result type", "result spec", "collectives in compiled HLO"], jit_rows)
+    )
+
+    # ---------------------------------------------------------------- the MLP, three ways
+    strategies = {
+        # name: (x spec, w1 spec, w2 spec, out spec needed in Explicit mode)
+        "data parallel": (P("data"), P(), P(), P("data", None)),
+        "model parallel": (P(), P(None, "model"), P("model", None), P(None, None)),
+        "2D (data x model)": (P("data"), P(None, "model"), P("model", None), P("data", None)),
+    }
+    mlp_rows, hlo_quotes, mem_rows = [], [], []
+    for name, (xs, w1s, w2s, outs) in strategies.items():
+        for label, mesh in (("Explicit", mesh_e), ("Auto", mesh_a)):
+            put = lambda a, s, mesh=mesh: jax.device_put(a, NamedSharding(mesh, s))
+            xa, pa = put(x_np, xs), (put(w1_np, w1s), put(w2_np, w2s))
+            note = ""
+            if label == "Explicit":
+                kind, msg = catch(lambda pa=pa, xa=xa: jax.jit(mlp)(pa, xa))
+                if kind:
+                    note = f"without out_sharding: `{kind}`: {msg.split('. ')[0]}."
+                out_s = NamedSharding(mesh, outs)
+                fn = jax.jit(lambda p, a, s=out_s: mlp(p, a, s))
+            else:
+                fn = jax.jit(mlp)
+            out = fn(pa, xa)
+            compiled = fn.lower(pa, xa).compile()
+            hlo = compiled.as_text()
+            counts = count_collectives(hlo)
+            res.check(f"{name} [{label}]: output equals unsharded run", out, ref_fwd,
+                      rtol=1e-4, atol=1e-4)
+            mlp_rows.append([name, label, f"`{jax.typeof(out)}`", f"`{out.sharding.spec}`",
+                             fmt_counts(counts), note or "-"])
+            if label == "Auto":
+                time_into(res, f"MLP forward, {name} (8 devices, Auto)",
+                          lambda fn=fn, pa=pa, xa=xa: fn(pa, xa), quick)
+                hlo_quotes.append(f"# {name}\n" + ("\n".join(collective_lines(hlo, 4))
+                                                    or "(no collectives)"))
+                dev0 = sum(a.addressable_shards[0].data.nbytes for a in (*pa, xa))
+                ma = compiled.memory_analysis()
+                mem_rows.append([name, dev0, w1_np.nbytes + w2_np.nbytes + x_np.nbytes,
+                                 getattr(ma, "argument_size_in_bytes", "n/a"),
+                                 getattr(ma, "temp_size_in_bytes", "n/a")])
+                if name == "model parallel":
+                    res.check_true("model parallel: partitioner inserted an all-reduce",
+                                   counts["all-reduce"] >= 1)
+                if name == "data parallel":
+                    res.check_true("data parallel forward needs no collectives",
+                                   sum(counts.values()) == 0)
+    res.sections.append(
+        "### Sharding propagation through a 2-layer MLP\n\n"
+        "`mlp(params, x) = relu(x @ w1) @ w2`, with only the inputs' shardings chosen by us. "
+        "Data parallel splits the batch and copies the weights; model parallel splits the "
+        "hidden dimension (columns of `w1`, rows of `w2`, Megatron style); 2D does both. Every "
+        "row's output equals the one-device run (see the checks).\n\n"
+        + table(["strategy", "mode", "result type", "result spec", "collectives XLA inserted",
+                 "note"], mlp_rows)
+        + "\n\nWhat to notice. Data parallelism needs no communication in the forward pass: "
+        "each device owns whole rows. In model parallelism the second matmul contracts over "
+        "the split hidden dimension, so each device holds a *partial sum* of the output and "
+        "an all-reduce over `model` finishes it. In Explicit mode JAX will not guess how that "
+        "result should be laid out (replicated? split?), so the plain program fails at trace "
+        "time with the message in the note column, and we pass `out_sharding=` to the second "
+        "matmul. In Auto mode the partitioner decides on its own. On the CPU backend XLA "
+        "expresses a reduce-scatter as all-reduce followed by a dynamic slice, so asking for a "
+        "split output shows up as `all-reduce` too. The collective instructions, as they "
+        "appear in `compiled.as_text()` (Auto mode):\n\n" + code("\n\n".join(hlo_quotes))
+        + "\n\nParameters + input bytes held by device 0 (from addressable shards) and XLA's "
+        "own per-device accounting (`compiled.memory_analysis()`):\n\n"
+        + table(["strategy", "device-0 bytes (x, w1, w2)", "unsharded bytes",
+                 "memory_analysis argument bytes", "temp bytes"], mem_rows)
+    )
+
+    # Data-parallel training step: gradient all-reduce.
+    rep = NamedSharding(mesh_a, P())
+    batch = NamedSharding(mesh_a, P(("data", "model")))
+    grad_fn = jax.jit(jax.grad(loss_fn), in_shardings=((rep, rep), batch, batch))
+    g = grad_fn(params_np, x_np, y_np)
+    g_counts = count_collectives(grad_fn.lower(params_np, x_np, y_np).compile().as_text())
+    res.check("data-parallel gradient equals unsharded gradient", g, ref_grad,
+              rtol=1e-4, atol=1e-5)
+    res.check_true("data-parallel gradient uses an all-reduce", g_counts["all-reduce"] >= 1)
+    time_into(res, "data-parallel grad step (8 devices)",
+              lambda: grad_fn(params_np, x_np, y_np), quick)
+    res.sections.append(
+        "### Data-parallel gradients\n\n"
+        "Split the batch over all eight devices (`P(('data', 'model'))`) and take `jax.grad` of "
+        "the mean-squared error. Each device computes the gradient of its slice; the true "
+        "gradient is their sum, so XLA inserts an all-reduce. Collectives in the compiled "
+        f"gradient: **{fmt_counts(g_counts)}**. There are two weight gradients but XLA's "
+        "all-reduce combiner may merge them into one tuple-shaped all-reduce, so the count can "
+        "be lower than the number of parameters."
+    )
+
+    # ---------------------------------------------------------------- reshard / constraint
+    moves = [(P("data", None), P()), (P("data", None), P(None, "model")),
+             (P(), P("data", "model")), (P("data", "model"), P("model", "data"))]
+    mv_rows = []
+    for src, dst in moves:
+        a = jax.device_put(x_np, NamedSharding(mesh_e, src))
+        f = jax.jit(lambda t, dst=dst: reshard(jnp.cos(t), NamedSharding(mesh_e, dst)) * 3.0)
+        out = f(a)
+        ce = count_collectives(f.lower(a).compile().as_text())
+        res.check(f"reshard {src} -> {dst}: values", out, np.cos(x_np) * 3.0,
+                  rtol=1e-6, atol=1e-6)
+        res.check_true(f"reshard {src} -> {dst}: result has layout {dst}",
+                       out.sharding.is_equivalent_to(NamedSharding(mesh_e, dst), out.ndim))
+        b = jax.device_put(x_np, NamedSharding(mesh_a, src))
+        g2 = jax.jit(lambda t, dst=dst: jax.lax.with_sharding_constraint(
+            jnp.cos(t), NamedSharding(mesh_a, dst)) * 3.0)
+        out2 = g2(b)
+        ca = count_collectives(g2.lower(b).compile().as_text())
+        res.check(f"with_sharding_constraint {src} -> {dst}: values", out2,
+                  np.cos(x_np) * 3.0, rtol=1e-6, atol=1e-6)
+        mv_rows.append([f"`{src}` -> `{dst}`", f"`{jax.typeof(out)}`", fmt_counts(ce),
+                        f"`{out2.sharding.spec}`", fmt_counts(ca)])
+    a = jax.device_put(x_np, NamedSharding(mesh_e, P("data")))
+    kind, msg = catch(lambda: jax.jit(
+        lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh_e, P("model"))))(a))
+    res.check_true("Explicit mode: with_sharding_constraint to a different spec raises",
+                   kind is not None)
+    res.sections.append(
+        "### Changing layout inside a program: reshard and with_sharding_constraint\n\n"
+        "`jax.sharding.reshard(x, spec)` (Explicit) changes the array's type to the new layout; "
+        "`jax.lax.with_sharding_constraint(x, sharding)` (Auto) pins the layout of an "
+        "intermediate and lets the partitioner work out the rest. Each row computes "
+        "`cos(x)`, changes the layout, multiplies by 3:\n\n"
+        + table(["move", "Explicit result type", "Explicit: collectives",
+                 "Auto result spec", "Auto: collectives"], mv_rows)
+        + "\n\nSplit to replicated needs an all-gather. `P('data', None)` to `P(None, 'model')` "
+        "changes which mesh axis does the splitting, so XLA gathers the rows over `data` and "
+        "each device then cuts out its columns locally (no second collective). Replicated to "
+        "split needs no communication at all: each device keeps its slice. Swapping the two "
+        "axes (`P('data','model')` to `P('model','data')`) makes devices trade pieces, which "
+        "XLA does with an all-to-all plus a collective-permute. In Explicit mode "
+        "`with_sharding_constraint` is only an assertion: asking it for a different layout "
+        "fails, pointing you to `reshard`:\n\n"
+        + code(f"{kind}: {msg}")
+    )
+    return res

@@ -1,0 +1,23 @@
+"""minijax: JAX rebuilt from scratch, to read next to the real thing.
+
+The public names mirror `jax`: `minijax.jit`, `minijax.grad`, `minijax.numpy`, ...
+Start reading at minijax/core.py (chapters/02-tracing.md).
+"""
+
+from minijax import array as _array  # noqa: F401  (registers Array with core)
+from minijax import lax, nn, numpy, tree_util  # noqa: F401
+from minijax.api import (  # noqa: F401
+    ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
+    jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
+)
+from minijax.array import Array  # noqa: F401
+from minijax.config import config  # noqa: F401
+from minijax.core import (  # noqa: F401
+    ConcretizationTypeError, TracerArrayConversionError, TracerIntegerConversionError,
+    UnexpectedTracerError,
+)
+from minijax.core import eval_jaxpr  # noqa: F401
+from minijax.lax.lax import stop_gradient  # noqa: F401
+from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
+
+__version__ = "0.1.0"

@@ -1,0 +1,531 @@
+"""The user-facing transformations: jvp, vmap, linearize, vjp, grad, jacobians, make_jaxpr.
+
+Each flattens its pytree arguments, runs the flat interpreter (interpreters/ad.py,
+batching.py, partial_eval.py) and rebuilds the output pytrees. Mirrors jax/_src/api.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax.array import Array
+from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.interpreters import ad, batching
+from minijax.interpreters import partial_eval as pe
+from minijax.pjit import jit  # noqa: F401  (re-exported)
+from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
+from minijax.util import safe_zip
+
+
+def _fun_name(f) -> str:
+    return getattr(f, "__name__", type(f).__name__)
+
+
+def _flatten_fun(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
+    """A function of flat leaves that calls `fun` on the rebuilt pytrees and flattens its
+    output (whose structure lands in `out_store`)."""
+    def flat_fun(*leaves):
+        args = tree_unflatten(in_tree, leaves)
+        out = fun(*args)
+        out_flat, out_tree = tree_flatten(out)
+        out_store[:] = [out_tree]
+        return out_flat
+    return flat_fun
+
+
+def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
+    """Like `_flatten_fun` for `fun` returning `(out, aux)`: flat outputs are out + aux."""
+    def flat_fun(*leaves):
+        args = tree_unflatten(in_tree, leaves)
+        res = fun(*args)
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise TypeError("with has_aux=True the function must return a pair (output, aux), "
+                            f"got {type(res).__name__}")
+        out, aux = res
+        out_flat, out_tree = tree_flatten(out)
+        aux_flat, aux_tree = tree_flatten(aux)
+        out_store[:] = [out_tree, aux_tree, len(out_flat)]
+        return out_flat + aux_flat
+    return flat_fun
+
+
+# ---------------------------------------------------------------------------------------------
+# make_jaxpr
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/api.py make_jaxpr
+def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Callable:
+    """`make_jaxpr(f)(*args)` traces `f` on the avals of `args` (pytrees) and returns the
+    `ClosedJaxpr`; print it to read the program.
+
+    Example: `make_jaxpr(jnp.sin)(jnp.ones(3))` prints
+    `{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }`.
+    """
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+
+    @functools.wraps(fun)
+    def make(*args, **kwargs):
+        static = {i: args[i] for i in static_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        flat, in_tree = tree_flatten((dyn, kwargs))
+
+        def f(*leaves):
+            d, kw = tree_unflatten(in_tree, leaves)
+            it = iter(d)
+            full = [static[i] if i in static else next(it) for i in range(len(args))]
+            return tree_flatten(fun(*full, **kw))[0]
+
+        avals = [core.get_aval(x) for x in flat]
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(f, avals, fun_name=_fun_name(fun))
+        return ClosedJaxpr(jaxpr, consts)
+    return make
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward mode
+# ---------------------------------------------------------------------------------------------
+
+def _check_tangent(p, t, i):
+    pa, ta = core.get_aval(p), core.get_aval(t)
+    want = pa.to_tangent_aval()
+    if pa.shape != ta.shape or (want.dtype != ta.dtype and not (
+            want.dtype == core.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
+            and ta.dtype == pa.dtype)):
+        raise ValueError(f"jvp: primal and tangent arguments must have equal shapes and "
+                         f"dtypes; primal {i} is {pa.str_short()} but its tangent is "
+                         f"{ta.str_short()}")
+
+
+# JAX: jax/_src/api.py jvp
+def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False):
+    """Forward-mode derivative: returns `(fun(*primals), J @ tangents)` (and aux).
+
+    `primals` and `tangents` are tuples/lists of pytrees with equal structure, shapes and
+    dtypes (ValueError/TypeError otherwise). Mirrors jax/_src/api.py jvp.
+    """
+    if not isinstance(primals, (tuple, list)) or not isinstance(tangents, (tuple, list)):
+        raise TypeError("jvp: primal and tangent arguments must be tuples or lists; found "
+                        f"{type(primals).__name__} and {type(tangents).__name__}")
+    flat_p, tree_p = tree_flatten(tuple(primals))
+    flat_t, tree_t = tree_flatten(tuple(tangents))
+    if tree_p != tree_t:
+        raise TypeError(f"jvp: primal and tangent arguments must have the same tree "
+                        f"structure; got {tree_p} and {tree_t}")
+    for i, (p, t) in enumerate(zip(flat_p, flat_t)):
+        _check_tangent(p, t, i)
+    store: list = []
+    flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, tree_p, store)
+    outs_p, outs_t = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun))
+    outs_t = [ad.instantiate_zeros(t) for t in outs_t]
+    if has_aux:
+        out_tree, aux_tree, n = store
+        return (tree_unflatten(out_tree, outs_p[:n]), tree_unflatten(out_tree, outs_t[:n]),
+                tree_unflatten(aux_tree, outs_p[n:]))
+    return tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
+
+
+# JAX: jax/_src/api.py linearize
+def linearize(fun: Callable, *primals):
+    """Returns `(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates the linear map
+    recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
+    flat_p, in_tree = tree_flatten(primals)
+    store: list = []
+    outs, lin = ad.linearize_flat(_flatten_fun(fun, in_tree, store), flat_p, _fun_name(fun))
+    out_tree = store[0]
+
+    def f_jvp(*tangents):
+        flat_t, t_tree = tree_flatten(tangents)
+        if t_tree != in_tree:
+            raise TypeError(f"linearize: tangents must have structure {in_tree}, got {t_tree}")
+        return tree_unflatten(out_tree, core.eval_jaxpr(lin.jaxpr, lin.consts, *flat_t))
+
+    f_jvp.jaxpr = lin
+    return tree_unflatten(out_tree, outs), f_jvp
+
+
+# ---------------------------------------------------------------------------------------------
+# Reverse mode
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/api.py vjp
+def vjp(fun: Callable, *primals, has_aux: bool = False):
+    """Returns `(fun(*primals), f_vjp)` (plus aux) where `f_vjp(ct)` maps an output cotangent
+    (a pytree like the output) to a tuple of input cotangents, one per primal.
+
+    Built as linearize + transpose (`ad.backward_pass`). Mirrors jax/_src/api.py vjp.
+    """
+    flat_p, in_tree = tree_flatten(primals)
+    store: list = []
+    flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, in_tree, store)
+    if has_aux:
+        def split_fun(*xs):
+            outs = flat_fun(*xs)
+            n = store[2]
+            # aux values leave the differentiated computation as plain (stopped) values
+            return outs[:n], outs[n:]
+        outs, pullback, aux_flat = _vjp_with_aux(split_fun, flat_p, _fun_name(fun))
+        out_tree, aux_tree = store[0], store[1]
+    else:
+        outs, pullback, _ = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun))
+        out_tree = store[0]
+    out_avals = [core.get_aval(o) for o in outs]
+
+    def f_vjp(ct):
+        flat_ct, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise TypeError(f"vjp: cotangent must have the output's structure {out_tree}, "
+                            f"got {ct_tree}")
+        for c, a in zip(flat_ct, out_avals):
+            ca = core.get_aval(c)
+            if ca.shape != a.shape:
+                raise ValueError(f"vjp: cotangent of shape {ca.str_short()} does not match "
+                                 f"the output {a.str_short()}")
+        cts = pullback(flat_ct)
+        return tree_unflatten(in_tree, cts)
+
+    primal_out = tree_unflatten(out_tree, outs)
+    if has_aux:
+        return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
+    return primal_out, f_vjp
+
+
+def _vjp_with_aux(split_fun, flat_p, name):
+    """vjp of a function returning (outs, aux): aux values leave as their primal values."""
+    aux_box: list = []
+
+    def main_fun(*xs):
+        outs, aux = split_fun(*xs)
+        # We run under the JVPTrace here; an aux value's primal part is what the user gets.
+        trace = core.current_trace()
+        aux_box[:] = [[trace.to_primal_tangent_pair(a)[0] for a in aux]]
+        return outs
+
+    outs, pullback, _ = ad.vjp_flat(main_fun, flat_p, name)
+    return outs, pullback, aux_box[0]
+
+
+def _check_float_input(x, name: str, allow_int: bool) -> None:
+    aval = core.get_aval(x)
+    if allow_int:
+        return
+    if not dtypes.is_float(aval.dtype):
+        raise TypeError(
+            f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
+            f"of np.inexact), but got {aval.dtype.name}. If you want to use Boolean- or "
+            "integer-valued inputs, use vjp or set allow_int to True.")
+
+
+# JAX: jax/_src/api.py value_and_grad
+def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+                   allow_int: bool = False) -> Callable:
+    """A function returning `(fun(*args), gradient)` (with aux: `((value, aux), gradient)`).
+
+    `fun` must return a real scalar (TypeError otherwise). `argnums` picks the differentiated
+    positional arguments (int: one gradient; tuple: a tuple of gradients), each a pytree of
+    float arrays (TypeError for integer inputs unless allow_int).
+    """
+    int_argnums = isinstance(argnums, int)
+    nums = (argnums,) if int_argnums else tuple(argnums)
+
+    @functools.wraps(fun)
+    def value_and_grad_f(*args, **kwargs):
+        for i in nums:
+            if not -len(args) <= i < len(args):
+                raise TypeError(f"differentiating with respect to argnums={argnums} requires "
+                                f"at least {max(nums) + 1} positional arguments, got "
+                                f"{len(args)}")
+        nums_ = tuple(i % len(args) for i in nums)
+        dyn = tuple(args[i] for i in nums_)
+        for leaf in tree_flatten(dyn)[0]:
+            _check_float_input(leaf, "grad", allow_int)
+
+        def partial_fun(*dyn_args):
+            full = list(args)
+            for i, a in zip(nums_, dyn_args):
+                full[i] = a
+            return fun(*full, **kwargs)
+
+        if has_aux:
+            ans, f_vjp, aux = vjp(partial_fun, *dyn, has_aux=True)
+        else:
+            ans, f_vjp = vjp(partial_fun, *dyn)
+        aval = core.get_aval(ans) if not isinstance(ans, (tuple, list, dict)) else None
+        if aval is None or aval.shape != ():
+            shape = None if aval is None else aval.shape
+            raise TypeError("Gradient only defined for scalar-output functions. Output "
+                            + (f"had shape: {shape}." if aval is not None else
+                               f"was a {type(ans).__name__}."))
+        if not dtypes.is_float(aval.dtype):
+            raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
+                            f"sub-dtype of np.floating), but got {aval.dtype.name}. For "
+                            "holomorphic differentiation, pass holomorphic=True.")
+        g = f_vjp(np.ones((), aval.dtype))
+        g = g[0] if int_argnums else tuple(g)
+        return ((ans, aux), g) if has_aux else (ans, g)
+
+    return value_and_grad_f
+
+
+# JAX: jax/_src/api.py grad
+def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         allow_int: bool = False) -> Callable:
+    """The gradient of a real scalar function (see value_and_grad for arguments and errors).
+    Returns a function giving the gradient (a pytree like the argument), plus aux if has_aux."""
+    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+
+    @functools.wraps(fun)
+    def grad_f(*args, **kwargs):
+        if has_aux:
+            (_, aux), g = vg(*args, **kwargs)
+            return g, aux
+        return vg(*args, **kwargs)[1]
+
+    return grad_f
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap
+# ---------------------------------------------------------------------------------------------
+
+def _broadcast_prefix(prefix, tree, what: str) -> list:
+    """One entry of `prefix` (a pytree prefix of `tree`, ints/None at its leaves) per leaf."""
+    if prefix is None or isinstance(prefix, int):
+        return [prefix] * len(tree_flatten(tree)[0])
+    if isinstance(prefix, (tuple, list)) and isinstance(tree, (tuple, list)):
+        if len(prefix) != len(tree):
+            raise ValueError(f"vmap {what} specification must be a tree prefix of the "
+                             f"corresponding value, got a {type(prefix).__name__} of length "
+                             f"{len(prefix)} for a value of length {len(tree)}")
+        return [d for p, t in zip(prefix, tree) for d in _broadcast_prefix(p, t, what)]
+    if isinstance(prefix, dict) and isinstance(tree, dict):
+        if set(prefix) != set(tree):
+            raise ValueError(f"vmap {what}: dict keys {sorted(prefix)} do not match "
+                             f"{sorted(tree)}")
+        return [d for k in sorted(tree) for d in _broadcast_prefix(prefix[k], tree[k], what)]
+    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
+                     f"value; got {prefix!r} for a value of type {type(tree).__name__}")
+
+
+# JAX: jax/_src/api.py vmap
+def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None):
+    """Vectorize `fun` over a new leading (or `in_axes`) axis.
+
+    Args:
+      in_axes: int, None, or a pytree prefix of the positional arguments (a tuple with one
+        entry per argument); negative ints count from the end; None means not mapped.
+      out_axes: the same for the outputs.
+    Raises ValueError for inconsistent mapped sizes, bad axes, or no mapped input without
+    `axis_size`. Mirrors jax/_src/api.py vmap.
+    """
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+
+    @functools.wraps(fun)
+    def vmap_f(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(f"vmap in_axes specification must be a tree prefix of the "
+                             f"corresponding value, got specification {in_axes} for value "
+                             f"tree of {len(args)} positional arguments")
+        flat, in_tree = tree_flatten(args)
+        dims = _broadcast_prefix(in_axes if isinstance(in_axes, tuple) else in_axes, args,
+                                 "in_axes")
+        sizes = []
+        norm_dims = []
+        for i, (x, d) in enumerate(zip(flat, dims)):
+            if d is None:
+                norm_dims.append(None)
+                continue
+            aval = core.get_aval(x)
+            if not -aval.ndim <= d < aval.ndim:
+                raise ValueError(f"vmap was requested to map its argument along axis {d}, "
+                                 f"which implies that its rank should be at least {d + 1 if d >= 0 else -d}, "
+                                 f"but is only {aval.ndim} (its shape is {aval.shape})")
+            d = d % aval.ndim
+            norm_dims.append(d)
+            sizes.append((aval.shape[d], i, aval))
+        if not sizes and axis_size is None:
+            raise ValueError("vmap must have at least one non-None value in in_axes")
+        size = axis_size if axis_size is not None else sizes[0][0]
+        if any(s != size for s, _, _ in sizes):
+            lines = "\n".join(f"  * argument leaf {i} of type {a.str_short()} has size {s} "
+                              f"along its mapped axis" for s, i, a in sizes)
+            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
+                             f"{lines}")
+        store: list = []
+        flat_fun = _flatten_fun(lambda *a: fun(*a, **kwargs), in_tree, store)
+
+        def out_dims_wanted(n):
+            out_tree = store[0]
+            example = tree_unflatten(out_tree, [0] * n)
+            return _broadcast_prefix(out_axes, example, "out_axes")
+
+        outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
+                                  _fun_name(fun))
+        return tree_unflatten(store[0], outs)
+
+    return vmap_f
+
+
+# ---------------------------------------------------------------------------------------------
+# Jacobians
+# ---------------------------------------------------------------------------------------------
+
+def _std_basis(flat_leaves) -> tuple[Any, list[int]]:
+    sizes = [int(np.prod(core.get_aval(x).shape, dtype=np.int64)) for x in flat_leaves]
+    dtype = dtypes.result_type(*[core.get_aval(x).dtype for x in flat_leaves])
+    return np.eye(sum(sizes), dtype=dtype), sizes
+
+
+def _split_basis(basis_rows, leaves, sizes):
+    """Cut a (k, total) batch of flat vectors into per-leaf arrays of shape leaf.shape."""
+    from minijax import numpy as jnp
+    out, start = [], 0
+    for x, n in zip(leaves, sizes):
+        aval = core.get_aval(x)
+        piece = basis_rows[..., start:start + n]
+        out.append(jnp.reshape(piece, piece.shape[:-1] + aval.shape).astype(aval.dtype))
+        start += n
+    return out
+
+
+def _argnums_partial(fun, args, argnums):
+    int_argnums = isinstance(argnums, int)
+    nums = (argnums,) if int_argnums else tuple(argnums)
+    dyn = tuple(args[i] for i in nums)
+
+    def f(*dyn_args):
+        full = list(args)
+        for i, a in zip(nums, dyn_args):
+            full[i] = a
+        return fun(*full)
+    return f, dyn, int_argnums
+
+
+# JAX: jax/_src/api.py jacfwd
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian by forward mode: one jvp per input element, batched with vmap.
+
+    For an input leaf of shape `in` and an output leaf of shape `out`, the Jacobian leaf has
+    shape `out + in` (pytrees: output structure on the outside, then input structure)."""
+    def jac(*args):
+        f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
+        for leaf in tree_flatten(dyn)[0]:
+            _check_float_input(leaf, "jacfwd", False)
+        flat_in, in_tree = tree_flatten(dyn)
+        basis, sizes = _std_basis(flat_in)
+
+        def push(row):
+            tangents = tree_unflatten(in_tree, _split_basis(row, flat_in, sizes))
+            if has_aux:
+                y, t, aux = jvp(f, dyn, tangents, has_aux=True)
+                return t, (y, aux)
+            y, t = jvp(f, dyn, tangents)
+            return t, y
+
+        jac_t, rest = vmap(push, out_axes=(-1, None))(basis)
+        y = rest[0] if has_aux else rest
+        out_flat, out_tree = tree_flatten(jac_t)
+        per_out = []
+        for o in out_flat:
+            pieces = _split_last(o, flat_in, sizes)
+            tree = tree_unflatten(in_tree, pieces)
+            per_out.append(tree[0] if int_argnums else tree)
+        result = tree_unflatten(out_tree, per_out)
+        return (result, rest[1]) if has_aux else result
+    return jac
+
+
+def _split_last(o, flat_in, sizes):
+    from minijax import numpy as jnp
+    out, start = [], 0
+    lead = o.shape[:-1]
+    for x, n in zip(flat_in, sizes):
+        piece = o[..., start:start + n]
+        out.append(jnp.reshape(piece, lead + core.get_aval(x).shape))
+        start += n
+    return out
+
+
+# JAX: jax/_src/api.py jacrev
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+    """The Jacobian by reverse mode: one vjp per output element, batched with vmap.
+    Shapes as in jacfwd (`out + in` per leaf pair)."""
+    def jac(*args):
+        f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
+        for leaf in tree_flatten(dyn)[0]:
+            _check_float_input(leaf, "jacrev", False)
+        if has_aux:
+            y, f_vjp, aux = vjp(f, *dyn, has_aux=True)
+        else:
+            y, f_vjp = vjp(f, *dyn)
+        flat_out, out_tree = tree_flatten(y)
+        basis, sizes = _std_basis(flat_out)
+        rows = vmap(lambda row: f_vjp(tree_unflatten(out_tree,
+                                                     _split_basis(row, flat_out, sizes))))(basis)
+        # rows: a tuple (one per dyn arg) of pytrees whose leaves have shape (total_out,) + in
+        flat_rows, rows_tree = tree_flatten(rows)
+        per_in = []
+        for r in flat_rows:
+            pieces, start = [], 0
+            from minijax import numpy as jnp
+            for yl, n in zip(flat_out, sizes):
+                piece = r[start:start + n]
+                pieces.append(jnp.reshape(piece, core.get_aval(yl).shape + r.shape[1:]))
+                start += n
+            per_in.append(pieces)
+        # regroup: output structure outside, input structure inside
+        n_out = len(flat_out)
+        outs = []
+        for k in range(n_out):
+            tree = tree_unflatten(rows_tree, [p[k] for p in per_in])
+            outs.append(tree[0] if int_argnums else tuple(tree))
+        result = tree_unflatten(out_tree, outs)
+        return (result, aux) if has_aux else result
+    return jac
+
+
+# JAX: jax/_src/api.py hessian
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+    """`jacfwd(jacrev(fun))`: for an input of shape `in` and scalar output, shape `in + in`."""
+    return jacfwd(jacrev(fun, argnums), argnums)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrays and devices
+# ---------------------------------------------------------------------------------------------
+
+def block_until_ready(x):
+    """Wait for every array in the pytree `x` to be computed; returns `x`."""
+    for leaf in tree_flatten(x)[0]:
+        if isinstance(leaf, Array):
+            leaf.block_until_ready()
+    return x
+
+
+def device_put(x, device=None):
+    """Copy the arrays of pytree `x` to the (single) device; returns minijax Arrays."""
+    def put(v):
+        aval = core.get_aval(v)
+        arr = v if isinstance(v, Array) else Array(aval.update(weak_type=False),
+                                                   npy=core.to_numpy(v, aval))
+        arr.device_buffer()
+        return arr
+    return tree_map(put, x)
+
+
+def devices():
+    from minijax import compiler
+    return [compiler.default_device()]
+
+
+def ShapeDtypeStruct(shape, dtype):  # noqa: N802 (JAX's name)
+    """An abstract argument for `jit(f).lower(...)`: shape and dtype only."""
+    return core.ShapedArray(tuple(shape), dtypes.canonicalize_dtype(dtype))
+
+
+core.pytype_aval_mappings[ShapedArray] = lambda a: a

@@ -1,0 +1,132 @@
+"""`minijax.Array`: a concrete array, held as a numpy array (eager results) or as an XLA device
+buffer (results of `jit`), converted between the two only when needed.
+
+Chained jitted calls pass device buffers along without a host round-trip; `np.asarray(x)` or an
+eager operation fetches the value to the host once and caches it. Mirrors jax/_src/array.py
+(ArrayImpl). Taught in chapters/07-jit.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minijax import core
+
+
+# JAX: jax/_src/array.py ArrayImpl — differs: one device only; numpy-backed when eager
+class Array:
+    """A concrete value with an aval. Attributes: `shape`, `dtype` (numpy dtype), `ndim`, `size`,
+    `weak_type`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those of
+    `minijax.numpy` (attached by minijax/numpy/array_methods.py)."""
+
+    __slots__ = ("aval", "_npy", "_buf", "_deleted", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None) -> None:
+        self.aval = aval
+        self._npy = npy
+        self._buf = buf
+        self._deleted = False
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def _check_alive(self) -> None:
+        if self._deleted:
+            raise RuntimeError(f"Array has been deleted (donated to a jitted computation) "
+                               f"with aval {self.aval.str_short()}")
+
+    def _value(self) -> np.ndarray:
+        """The value as numpy, fetched from the device (and cached) if needed."""
+        self._check_alive()
+        if self._npy is None:
+            self._npy = np.asarray(self._buf)
+            if self._npy.dtype != self.aval.dtype:
+                self._npy = self._npy.astype(self.aval.dtype)
+        return self._npy
+
+    def device_buffer(self):
+        """The value as an XLA device buffer, transferred (and cached) if needed."""
+        self._check_alive()
+        if self._buf is None:
+            from minijax import compiler
+            self._buf = compiler.device_put(self._npy)
+        return self._buf
+
+    def delete(self) -> None:
+        self._deleted = True
+        self._npy = self._buf = None
+
+    def is_deleted(self) -> bool:
+        return self._deleted
+
+    # JAX: jax/_src/array.py ArrayImpl.block_until_ready
+    def block_until_ready(self) -> "Array":
+        """Wait until the value has been computed; returns self."""
+        self._check_alive()
+        if self._buf is not None and hasattr(self._buf, "block_until_ready"):
+            self._buf.block_until_ready()
+        return self
+
+    def __array__(self, dtype=None, copy=None):
+        v = self._value()
+        return v if dtype is None else v.astype(dtype)
+
+    def item(self):
+        return self._value().item()
+
+    def tolist(self):
+        return self._value().tolist()
+
+    def __bool__(self):
+        return bool(self._value())
+
+    def __int__(self):
+        return int(self._value())
+
+    def __float__(self):
+        return float(self._value())
+
+    def __complex__(self):
+        return complex(self._value())
+
+    def __index__(self):
+        return int(self._value().__index__())
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __format__(self, spec):
+        return format(self._value().item(), spec) if self.ndim == 0 else str(self)
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        if self._deleted:
+            return f"Array(<deleted>, {self.aval.str_short()})"
+        body = np.array2string(self._value(), separator=", ", prefix="Array(")
+        extra = f", dtype={self.dtype.name}"
+        if self.weak_type:
+            extra += ", weak_type=True"
+        return f"Array({body}{extra})"
+
+    def __str__(self) -> str:
+        return str(self._value())
+
+
+def array_from_numpy(val: np.ndarray, weak_type: bool = False) -> Array:
+    return Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
+
+
+core.array_from_numpy = array_from_numpy
+core.pytype_aval_mappings[Array] = lambda x: x.aval

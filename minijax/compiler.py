@@ -1,0 +1,52 @@
+"""Compiling StableHLO with XLA and running executables, through `jax.extend.backend`.
+
+This is the only place (with interpreters/mlir.py) where minijax touches JAX: as the compiler
+backend, and for device buffers (the inputs and outputs of executables).
+Mirrors jax/_src/compiler.py and the executable half of jax/_src/interpreters/pxla.py.
+Taught in chapters/07-jit.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Sequence
+
+import numpy as np
+
+
+@functools.cache
+def backend():
+    import jax.extend.backend as jeb
+    return jeb.get_backend()
+
+
+@functools.cache
+def default_device():
+    return backend().local_devices()[0]
+
+
+# JAX: jax/_src/compiler.py backend_compile_and_load
+def compile(module) -> Any:
+    """Compile a StableHLO module (an `ir.Module` or its text) for the default device.
+
+    Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
+    Raises XLA's error (a RuntimeError subclass) if the module is invalid.
+    """
+    import jax.extend.backend as jeb
+    from jaxlib._jax import DeviceList
+    text = module if isinstance(module, str) else str(module)
+    options = jeb.get_compile_options(num_replicas=1, num_partitions=1)
+    return backend().compile_and_load(text, DeviceList((default_device(),)), options)
+
+
+def execute(executable, buffers: Sequence[Any]) -> list:
+    """Run `executable` on device buffers; returns one device buffer per output, without
+    waiting for the computation to finish (XLA dispatches asynchronously)."""
+    results = executable.execute_sharded(list(buffers))
+    return [outs[0] for outs in results.disassemble_into_single_device_arrays()]
+
+
+def device_put(value: np.ndarray):
+    """Copy a numpy array to the default device; returns the device buffer."""
+    import jax  # device buffers are the one part of JAX's runtime minijax uses
+    return jax.device_put(value, default_device())

@@ -1,0 +1,45 @@
+"""Process-wide options, read like JAX's: `minijax.config.update("jax_enable_x64", True)`.
+
+Mirrors jax/_src/config.py (which has hundreds of flags, thread-local contexts and env variables).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+
+# JAX: jax/_src/config.py Config — differs: a plain dict of values, no per-thread scopes
+class Config:
+    """Options: jax_enable_x64 (bool, default False): 64-bit dtypes are kept instead of
+    being narrowed to 32 bits; jax_explain_cache_misses (bool): print why `jit` retraced."""
+
+    _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False}
+
+    def __init__(self) -> None:
+        self._values: dict[str, Any] = dict(self._defaults)
+
+    def update(self, name: str, value: Any) -> None:
+        if name not in self._values:
+            raise AttributeError(f"minijax.config: unknown option {name!r}; "
+                                 f"known: {sorted(self._values)}")
+        self._values[name] = value
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(f"minijax.config has no option {name!r}") from None
+
+    @contextlib.contextmanager
+    def override(self, name: str, value: Any):
+        """Temporarily set an option (tests use this for x64)."""
+        old = self._values[name]
+        self.update(name, value)
+        try:
+            yield
+        finally:
+            self._values[name] = old
+
+
+config = Config()

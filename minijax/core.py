@@ -1,0 +1,707 @@
+"""The core: abstract values, primitives, traces and tracers, and the jaxpr IR.
+
+Every value inside a transformation is either a concrete array or a `Tracer` that belongs to a
+`Trace`. Every operation is a `Primitive` whose `bind` hands it to the *current* trace, which is
+held in a context (`trace_ctx`) rather than found by searching a stack of levels: this is JAX's
+"stackless" design. Each trace knows its parent trace and lifts values that are not its own
+tracers as constants.
+
+Mirrors jax/_src/core.py. Taught in chapters/02-tracing.md and chapters/03-jaxprs.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import dtypes
+from minijax.util import safe_map, safe_zip
+
+# ---------------------------------------------------------------------------------------------
+# Abstract values
+# ---------------------------------------------------------------------------------------------
+
+_DTYPE_SHORT = {
+    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
+    "complex64": "c64", "complex128": "c128",
+}
+
+# JAX: jax/_src/dtypes.py float0 — the dtype of tangents of integer and boolean values
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+def dtype_short(dtype: np.dtype) -> str:
+    if dtype == float0:
+        return "float0"
+    return _DTYPE_SHORT.get(np.dtype(dtype).name, np.dtype(dtype).name)
+
+
+# JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
+class ShapedArray:
+    """What is known about a value at trace time: its shape, dtype and weak_type.
+
+    `weak_type=True` marks values that come from Python scalars: they take the dtype of the
+    other operand in arithmetic (see minijax/dtypes.py).
+    """
+
+    __slots__ = ("shape", "dtype", "weak_type")
+    array_abstraction_level = 1
+
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def strip_weak_type(self) -> "ShapedArray":
+        return self.update(weak_type=False) if self.weak_type else self
+
+    # JAX: jax/_src/core.py ShapedArray.to_tangent_aval
+    def to_tangent_aval(self) -> "ShapedArray":
+        if dtypes.is_float(self.dtype):
+            return self
+        return ShapedArray(self.shape, float0, False)
+
+    def str_short(self) -> str:
+        return f"{dtype_short(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is ShapedArray and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self) -> str:
+        return f"ShapedArray({self.str_short()}{', weak_type=True' if self.weak_type else ''})"
+
+
+def typematch(a: ShapedArray, b: ShapedArray) -> bool:
+    """Same shape and dtype (weak_type is ignored, as in JAX's `typematch`)."""
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
+# JAX: jax/_src/core.py pytype_aval_mappings — how each concrete Python type becomes an aval
+pytype_aval_mappings: dict[type, Callable[[Any], ShapedArray]] = {}
+
+
+def _scalar_aval(x) -> ShapedArray:
+    return ShapedArray((), dtypes.python_scalar_dtype(x), type(x) is not bool)
+
+
+def _numpy_aval(x) -> ShapedArray:
+    return ShapedArray(np.shape(x), dtypes.canonicalize_dtype(x.dtype), False)
+
+
+for _t in (bool, int, float, complex):
+    pytype_aval_mappings[_t] = _scalar_aval
+pytype_aval_mappings[np.ndarray] = _numpy_aval
+for _t in set(np.sctypeDict.values()):
+    pytype_aval_mappings[_t] = _numpy_aval
+
+
+# JAX: jax/_src/core.py get_aval
+def get_aval(x) -> ShapedArray:
+    """The `ShapedArray` of a tracer, an Array, a numpy value or a Python scalar.
+
+    Raises TypeError for values that are not arrays (strings, functions, ...).
+    """
+    if isinstance(x, Tracer):
+        return x.aval
+    fn = pytype_aval_mappings.get(type(x))
+    if fn is not None:
+        return fn(x)
+    if hasattr(x, "__array__") and hasattr(x, "dtype"):  # e.g. a jax.Array or ml_dtypes scalar
+        return _numpy_aval(np.asarray(x))
+    raise TypeError(f"Value {x!r} of type {type(x).__name__} is not a valid minijax type: "
+                    "expected an array, a numpy value or a Python scalar")
+
+
+def is_concrete(x) -> bool:
+    return not isinstance(x, Tracer)
+
+
+# ---------------------------------------------------------------------------------------------
+# Primitives
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py Primitive
+class Primitive:
+    """A named operation. `bind` hands it, with its operands and params, to the current trace.
+
+    Rules live in tables keyed by the primitive: `impl` (numpy evaluation) and `abstract_eval`
+    (avals in -> avals out) here; jvp/transpose in `interpreters/ad.py`, batching in
+    `interpreters/batching.py`, lowering in `interpreters/mlir.py`.
+    """
+
+    multiple_results = False
+    # The eager path converts operands to numpy before calling `impl`; jit_p opts out.
+    eager_numpy = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    # JAX: jax/_src/core.py Primitive.bind — differs: no canonicalization of params
+    def bind(self, *args, **params):
+        return trace_ctx.trace.process_primitive(self, args, params)
+
+    def bind_with_trace(self, trace: "Trace", args, params: dict):
+        return trace.process_primitive(self, args, params)
+
+    def def_impl(self, impl: Callable) -> Callable:
+        self.impl = impl
+        return impl
+
+    def def_abstract_eval(self, rule: Callable) -> Callable:
+        self.abstract_eval = rule
+        return rule
+
+    def impl(self, *args, **params):
+        raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
+
+    def abstract_eval(self, *avals, **params):
+        raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors
+# ---------------------------------------------------------------------------------------------
+
+_CHAPTER_TRACING = "chapters/02-tracing.md"
+
+
+# JAX: jax/_src/errors.py ConcretizationTypeError
+class ConcretizationTypeError(TypeError):
+    """A traced (abstract) value was used where Python needs a concrete one (`if`, `bool`, ...)."""
+
+
+# JAX: jax/_src/errors.py TracerArrayConversionError
+class TracerArrayConversionError(TypeError):
+    """`np.asarray` (or another numpy conversion) was called on a tracer."""
+
+
+# JAX: jax/_src/errors.py TracerIntegerConversionError
+class TracerIntegerConversionError(TypeError):
+    """A tracer was used where Python needs an integer (`range`, list index, `int`)."""
+
+
+# JAX: jax/_src/errors.py UnexpectedTracerError
+class UnexpectedTracerError(Exception):
+    """A tracer escaped the transformation that created it and was used after it ended."""
+
+
+def _concretization_error(tracer: "Tracer", what: str, cls=ConcretizationTypeError):
+    ctx = tracer._trace.describe()
+    return cls(
+        f"Abstract tracer value encountered where concrete value is expected: {what} was "
+        f"called on a traced array with shape {tracer.aval.str_short()}{ctx}.\n"
+        "Python control flow and conversions need a concrete value, but under this "
+        "transformation the value is only known by its shape and dtype. Use lax.cond or "
+        "jnp.where instead of `if` on arrays, lax.fori_loop/lax.while_loop for loops, or mark "
+        "the argument static (jit's static_argnums / static_argnames). "
+        f"See {_CHAPTER_TRACING}.")
+
+
+def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:
+    return UnexpectedTracerError(
+        f"Encountered an unexpected tracer: a {type(tracer).__name__} with aval "
+        f"{tracer.aval.str_short()} created by {tracer._trace.describe().strip() or 'a trace'} "
+        "is being used after that transformation finished (it escaped its scope, e.g. through "
+        "a global variable, a list outside the function, or a side-effecting closure). Return "
+        f"values out of transformed functions instead. See {_CHAPTER_TRACING}.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Traces and tracers
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py Trace
+class Trace:
+    """An interpreter. `process_primitive` says what happens when a primitive is bound while
+    this trace is current. A trace is invalidated when its transformation ends, so its tracers
+    can be recognised as escaped."""
+
+    def __init__(self) -> None:
+        self._invalidated = False
+
+    def process_primitive(self, primitive: Primitive, tracers: Sequence[Any], params: dict):
+        raise NotImplementedError(type(self).__name__)
+
+    def invalidate(self) -> None:
+        self._invalidated = True
+
+    def is_valid(self) -> bool:
+        return not self._invalidated
+
+    def describe(self) -> str:
+        """A phrase for error messages, e.g. " while tracing the function f for jit"."""
+        return ""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}"
+
+
+def check_not_escaped(x) -> None:
+    """Raise UnexpectedTracerError if `x` is a tracer whose transformation has ended."""
+    if isinstance(x, Tracer) and x._trace._invalidated:
+        raise _escaped_error(x)
+
+
+# JAX: jax/_src/core.py EvalTrace — differs: impls are numpy functions, results wrapped as Array
+class EvalTrace(Trace):
+    """The bottom trace: primitives are evaluated right away with their numpy `impl`."""
+
+    def process_primitive(self, primitive, tracers, params):
+        for x in tracers:
+            if isinstance(x, Tracer):
+                raise _escaped_error(x)
+        if not primitive.eager_numpy:
+            return primitive.impl(*tracers, **params)
+        avals_in = [get_aval(x) for x in tracers]
+        out_avals = primitive.abstract_eval(*avals_in, **params)
+        vals = [to_numpy(x, a) for x, a in safe_zip(tracers, avals_in)]
+        out = primitive.impl(*vals, **params)
+        if primitive.multiple_results:
+            return [_wrap(o, a) for o, a in safe_zip(out, out_avals)]
+        return _wrap(out, out_avals)
+
+
+def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
+    """A concrete value as a numpy array of its minijax dtype (Python scalars included)."""
+    if isinstance(x, np.ndarray):
+        if aval is not None and x.dtype != aval.dtype:
+            return x.astype(aval.dtype)
+        return x
+    aval = aval or get_aval(x)
+    return np.asarray(x, dtype=aval.dtype)
+
+
+def _wrap(val, aval: ShapedArray):
+    val = np.asarray(val, dtype=aval.dtype)
+    if val.shape != aval.shape:
+        raise AssertionError(f"impl produced shape {val.shape}, expected {aval.str_short()}")
+    return array_from_numpy(val, aval.weak_type)
+
+
+def array_from_numpy(val: np.ndarray, weak_type: bool = False):
+    """Wrap a numpy value as a minijax Array (set by minijax/array.py)."""
+    raise NotImplementedError  # replaced when minijax.array is imported
+
+
+eval_trace = EvalTrace()
+
+
+# JAX: jax/_src/core.py TracingContext — differs: holds only the current trace
+class TracingContext(threading.local):
+    """Which trace a `bind` goes to right now. Per thread, like JAX's."""
+
+    def __init__(self) -> None:
+        self.trace: Trace = eval_trace
+
+
+trace_ctx = TracingContext()
+
+
+# JAX: jax/_src/core.py set_current_trace
+@contextlib.contextmanager
+def set_current_trace(trace: Trace):
+    """Make `trace` current inside the block; the previous one comes back even on errors."""
+    prev = trace_ctx.trace
+    trace_ctx.trace = trace
+    try:
+        yield trace
+    finally:
+        trace_ctx.trace = prev
+
+
+def current_trace() -> Trace:
+    return trace_ctx.trace
+
+
+# JAX: jax/_src/core.py Tracer
+class Tracer:
+    """A stand-in for an array while a transformation runs. Subclasses add their payload
+    (primal and tangent, batched value and axis, a jaxpr variable...)."""
+
+    __slots__ = ("_trace",)
+    __array_priority__ = 1000
+
+    @property
+    def aval(self) -> ShapedArray:
+        raise NotImplementedError
+
+    shape = property(lambda self: self.aval.shape)
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: self.aval.ndim)
+    size = property(lambda self: self.aval.size)
+    weak_type = property(lambda self: self.aval.weak_type)
+
+    def to_concrete_value(self):
+        """The concrete value if this trace knows it (e.g. jvp of an eager value), else None."""
+        return None
+
+    def _concrete(self, what: str, cls=ConcretizationTypeError):
+        check_not_escaped(self)
+        val = self.to_concrete_value()
+        if val is None:
+            raise _concretization_error(self, what, cls)
+        return val
+
+    def __bool__(self):
+        return bool(self._concrete("bool()"))
+
+    def __int__(self):
+        return int(self._concrete("int()", TracerIntegerConversionError))
+
+    def __float__(self):
+        return float(self._concrete("float()"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex()"))
+
+    def __index__(self):
+        return int(self._concrete("__index__()", TracerIntegerConversionError))
+
+    def __array__(self, dtype=None, copy=None):
+        val = self.to_concrete_value()
+        if val is None:
+            raise TracerArrayConversionError(
+                f"The numpy.ndarray conversion method __array__() was called on a traced array "
+                f"with shape {self.aval.str_short()}{self._trace.describe()}. A tracer has no "
+                "concrete value; use minijax.numpy instead of numpy inside transformed "
+                f"functions. See {_CHAPTER_TRACING}.")
+        return np.asarray(val, dtype=dtype)
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    __hash__ = None  # tracers are unhashable, as in JAX
+
+    def __repr__(self) -> str:
+        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# The jaxpr IR
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py Var — differs: names are given at print time only
+class Var:
+    """A variable of a jaxpr: an aval and an identity (names like `a`, `b` are assigned when
+    printing, in order of first appearance)."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray) -> None:
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Var({self.aval.str_short()})"
+
+
+# JAX: jax/_src/core.py DropVar
+class DropVar(Var):
+    """An output nobody reads; printed as `_`."""
+
+    __slots__ = ()
+
+
+# JAX: jax/_src/core.py Literal
+class Literal:
+    """A scalar constant written inline in a jaxpr, e.g. `2.0:f32[]`."""
+
+    __slots__ = ("val", "aval")
+
+    def __init__(self, val, aval: ShapedArray) -> None:
+        self.val = val
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"Literal({self.val})"
+
+
+Atom = Var | Literal
+
+
+# JAX: jax/_src/core.py JaxprEqn — differs: no effects, source info or context
+class JaxprEqn:
+    """One line of a jaxpr: `outvars = primitive[params] invars`."""
+
+    __slots__ = ("invars", "outvars", "primitive", "params")
+
+    def __init__(self, invars: list[Atom], outvars: list[Var], primitive: Primitive,
+                 params: dict[str, Any]) -> None:
+        self.invars = invars
+        self.outvars = outvars
+        self.primitive = primitive
+        self.params = params
+
+    def replace(self, **kw) -> "JaxprEqn":
+        d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
+                 params=self.params)
+        d.update(kw)
+        return JaxprEqn(**d)
+
+    def __repr__(self) -> str:
+        return pp_eqn(self, _NameContext(), 0)
+
+
+# JAX: jax/_src/core.py Jaxpr — differs: no effects or debug info
+class Jaxpr:
+    """A typed, first-order program in A-normal form: `{ lambda constvars ; invars. let eqns in
+    outvars }`. Consts are bound separately (see ClosedJaxpr)."""
+
+    __slots__ = ("constvars", "invars", "outvars", "eqns")
+
+    def __init__(self, constvars: list[Var], invars: list[Var], outvars: list[Atom],
+                 eqns: list[JaxprEqn]) -> None:
+        self.constvars = list(constvars)
+        self.invars = list(invars)
+        self.outvars = list(outvars)
+        self.eqns = list(eqns)
+
+    in_avals = property(lambda self: [v.aval for v in self.invars])
+    out_avals = property(lambda self: [v.aval for v in self.outvars])
+
+    def __str__(self) -> str:
+        return pp_jaxpr(self, _NameContext())
+
+    __repr__ = __str__
+
+
+# JAX: jax/_src/core.py ClosedJaxpr
+class ClosedJaxpr:
+    """A jaxpr together with the values of its constvars."""
+
+    __slots__ = ("jaxpr", "consts")
+
+    def __init__(self, jaxpr: Jaxpr, consts: Sequence[Any]) -> None:
+        assert len(jaxpr.constvars) == len(consts)
+        self.jaxpr = jaxpr
+        self.consts = list(consts)
+
+    in_avals = property(lambda self: self.jaxpr.in_avals)
+    out_avals = property(lambda self: self.jaxpr.out_avals)
+    eqns = property(lambda self: self.jaxpr.eqns)
+
+    def __str__(self) -> str:
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+
+# JAX: jax/_src/core.py eval_jaxpr
+def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args) -> list:
+    """Run a jaxpr by binding each equation's primitive in turn, under the current trace.
+
+    Because it only calls `bind`, evaluating a jaxpr under jvp/vmap/jit tracing transforms it.
+    Raises TypeError if the number of consts or args does not match the jaxpr.
+    """
+    if len(consts) != len(jaxpr.constvars) or len(args) != len(jaxpr.invars):
+        raise TypeError(f"eval_jaxpr: jaxpr takes {len(jaxpr.constvars)} consts and "
+                        f"{len(jaxpr.invars)} args, got {len(consts)} and {len(args)}")
+    env: dict[Var, Any] = {}
+
+    def read(v: Atom):
+        return v.val if isinstance(v, Literal) else env[v]
+
+    for v, x in zip(jaxpr.constvars, consts):
+        env[v] = x
+    for v, x in zip(jaxpr.invars, args):
+        env[v] = x
+    for eqn in jaxpr.eqns:
+        outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, x in safe_zip(eqn.outvars, outs):
+            if not isinstance(v, DropVar):
+                env[v] = x
+    return [read(v) for v in jaxpr.outvars]
+
+
+def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:
+    return lambda *args: eval_jaxpr(closed.jaxpr, closed.consts, *args)
+
+
+# JAX: jax/_src/core.py JaxprTypeError
+class JaxprTypeError(TypeError):
+    """A jaxpr is ill-typed: a variable used before definition, defined twice, or an equation
+    whose output types disagree with its primitive's abstract evaluation."""
+
+
+# JAX: jax/_src/core.py check_jaxpr
+def check_jaxpr(jaxpr: Jaxpr) -> None:
+    """Type-check a jaxpr (recursively for jaxprs in params). Raises JaxprTypeError."""
+    defined: set[Var] = set()
+
+    def define(v: Var, where: str):
+        if isinstance(v, DropVar):
+            return
+        if v in defined:
+            raise JaxprTypeError(f"Variable {v} defined twice ({where})")
+        defined.add(v)
+
+    def read(v: Atom, where: str) -> ShapedArray:
+        if isinstance(v, Literal):
+            return v.aval
+        if v not in defined:
+            raise JaxprTypeError(f"Variable {v} used before it is defined ({where})")
+        return v.aval
+
+    for v in jaxpr.constvars:
+        define(v, "constvar")
+    for v in jaxpr.invars:
+        define(v, "invar")
+    for i, eqn in enumerate(jaxpr.eqns):
+        where = f"equation {i}: {eqn.primitive.name}"
+        in_avals = [read(v, where) for v in eqn.invars]
+        for p in eqn.params.values():
+            for sub in jaxprs_in_param(p):
+                check_jaxpr(sub)
+        out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        out = out if eqn.primitive.multiple_results else [out]
+        if len(out) != len(eqn.outvars):
+            raise JaxprTypeError(f"{where}: {len(eqn.outvars)} outvars, rule gives {len(out)}")
+        for v, a in zip(eqn.outvars, out):
+            if not typematch(v.aval, a):
+                raise JaxprTypeError(f"{where}: outvar has type {v.aval.str_short()} but "
+                                     f"the abstract evaluation rule gives {a.str_short()}")
+            define(v, where)
+    for v in jaxpr.outvars:
+        read(v, "outvars")
+
+
+def jaxprs_in_param(p) -> list[Jaxpr]:
+    if isinstance(p, ClosedJaxpr):
+        return [p.jaxpr]
+    if isinstance(p, Jaxpr):
+        return [p]
+    if isinstance(p, tuple):
+        return [j for x in p for j in jaxprs_in_param(x)]
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# Pretty-printing, in JAX's grammar
+# ---------------------------------------------------------------------------------------------
+
+def _encode_name(n: int) -> str:
+    s = ""
+    while not s or n:
+        n, i = divmod(n, 26)
+        s = chr(97 + i) + s
+    return s
+
+
+class _NameContext:
+    """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.names: dict[Var, str] = {}
+        self.counter = itertools.count()
+
+    def __call__(self, v: Atom) -> str:
+        if isinstance(v, Literal):
+            return pp_literal(v)
+        if isinstance(v, DropVar):
+            return "_"
+        if v not in self.names:
+            self.names[v] = _encode_name(next(self.counter))
+        return self.names[v]
+
+
+def pp_literal(lit: Literal) -> str:
+    val = lit.val
+    if isinstance(val, np.ndarray) or isinstance(val, np.generic):
+        val = val.item()
+    elif hasattr(val, "aval") and not isinstance(val, Tracer):
+        val = np.asarray(val).item()
+    if isinstance(val, float) and dtypes.is_float(lit.aval.dtype):
+        text = repr(float(val))
+    elif isinstance(val, bool):
+        text = str(val)
+    else:
+        text = str(val)
+    return f"{text}:{lit.aval.str_short()}"
+
+
+def _pp_param(v, names: _NameContext, indent: int) -> str:
+    if isinstance(v, (ClosedJaxpr, Jaxpr)):
+        j = v.jaxpr if isinstance(v, ClosedJaxpr) else v
+        return pp_jaxpr(j, names, indent + 4)
+    if isinstance(v, np.dtype):
+        return v.name
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v).name
+    if callable(v) and hasattr(v, "__name__"):
+        return v.__name__
+    return str(v)
+
+
+def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
+    outs = " ".join(f"{names(v)}:{v.aval.str_short()}" for v in eqn.outvars)
+    ins = " ".join(names(v) for v in eqn.invars)
+    params = {k: v for k, v in eqn.params.items() if k not in _hidden_params(eqn)}
+    head = f"{outs} = {eqn.primitive.name}"
+    if not params:
+        return f"{head} {ins}".rstrip()
+    items = [f"{k}={_pp_param(params[k], names, indent)}" for k in sorted(params)]
+    one_line = f"{head}[{' '.join(items)}] {ins}".rstrip()
+    if len(one_line) + indent <= 80 and "\n" not in one_line:
+        return one_line
+    pad = " " * (indent + 2)
+    body = "\n".join(pad + it for it in items)
+    return f"{head}[\n{body}\n{' ' * indent}] {ins}".rstrip()
+
+
+def _hidden_params(eqn: JaxprEqn) -> set[str]:
+    # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
+    hidden = set(getattr(eqn.primitive, "pp_hidden_params", ()))
+    for k, v in eqn.params.items():
+        if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and v == ():
+            hidden.add(k)
+    return hidden
+
+
+def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0) -> str:
+    """Render a jaxpr the way `jax.make_jaxpr(f)(x)` prints: one line when short, else one
+    equation per line."""
+    decl = lambda vs: " ".join(f"{names(v)}:{v.aval.str_short()}" for v in vs)
+    consts = decl(jaxpr.constvars)
+    invars = decl(jaxpr.invars)
+    head = f"{{ lambda {consts}{' ' if consts else ''}; {invars}. let"
+    head = head.replace("; . let", ";. let") if not jaxpr.invars else head
+    eqns = [pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
+    outs = ", ".join(names(v) for v in jaxpr.outvars)
+    out_text = f"({outs}{',' if len(jaxpr.outvars) == 1 else ''})"
+    if len(eqns) == 0:
+        return f"{head}  in {out_text} }}"
+    one = f"{head} {eqns[0]} in {out_text} }}"
+    if len(eqns) == 1 and "\n" not in eqns[0] and len(one) + indent <= 80:
+        return one
+    pad = " " * (indent + 4)
+    body = "\n".join(pad + e for e in eqns)
+    return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_text} }}"

@@ -1,0 +1,179 @@
+"""Dtypes, weak types and type promotion, following JAX's promotion lattice.
+
+A Python scalar is *weakly typed*: `f32_array * 2.0` stays float32, because a weak float sits
+below every float dtype in the lattice. With x64 off (the default), 64-bit dtypes are narrowed to
+32 bits ("canonicalized"). Mirrors jax/_src/dtypes.py (`_type_promotion_lattice`,
+`promote_types`, `result_type`, `canonicalize_dtype`). Taught in chapters/02-tracing.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from minijax.config import config
+
+bfloat16 = np.dtype(ml_dtypes.bfloat16)
+bool_ = np.dtype(np.bool_)
+int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
+uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
+float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
+complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+# The three weak "types" of Python scalars, as lattice nodes.
+_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
+
+# JAX: jax/_src/dtypes.py _type_promotion_lattice — each node lists the nodes just above it.
+_LATTICE: dict[Any, tuple] = {
+    bool_: (_WEAK_INT,),
+    _WEAK_INT: (uint8, int8),
+    uint8: (int16, uint16), uint16: (int32, uint32), uint32: (int64, uint64),
+    uint64: (_WEAK_FLOAT,),
+    int8: (int16,), int16: (int32,), int32: (int64,), int64: (_WEAK_FLOAT,),
+    _WEAK_FLOAT: (bfloat16, float16, _WEAK_COMPLEX),
+    bfloat16: (float32,), float16: (float32,), float32: (float64, complex64),
+    float64: (complex128,),
+    _WEAK_COMPLEX: (complex64,), complex64: (complex128,), complex128: (),
+}
+
+
+@functools.cache
+def _upper_set(node) -> frozenset:
+    out = {node}
+    for up in _LATTICE[node]:
+        out |= _upper_set(up)
+    return frozenset(out)
+
+
+@functools.cache
+def _join(a, b):
+    common = _upper_set(a) & _upper_set(b)
+    # the least upper bound is the common node whose upper set is all of `common`
+    for n in common:
+        if _upper_set(n) == common:
+            return n
+    raise TypeError(f"no type promotion for {a} and {b}")
+
+
+def x64_enabled() -> bool:
+    return bool(config.jax_enable_x64)
+
+
+_NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
+
+
+# JAX: jax/_src/dtypes.py canonicalize_dtype
+def canonicalize_dtype(dtype) -> np.dtype:
+    """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64."""
+    dtype = np.dtype(dtype)
+    if not x64_enabled():
+        return _NARROW.get(dtype, dtype)
+    return dtype
+
+
+def default_int_dtype() -> np.dtype:
+    return canonicalize_dtype(int64)
+
+
+def default_float_dtype() -> np.dtype:
+    return canonicalize_dtype(float64)
+
+
+def default_complex_dtype() -> np.dtype:
+    return canonicalize_dtype(complex128)
+
+
+def _weak_node_dtype(node) -> np.dtype:
+    return {_WEAK_INT: default_int_dtype(), _WEAK_FLOAT: default_float_dtype(),
+            _WEAK_COMPLEX: default_complex_dtype()}[node]
+
+
+def _node(dtype: np.dtype, weak: bool):
+    if not weak:
+        return np.dtype(dtype)
+    kind = np.dtype(dtype).kind
+    if kind == "b":
+        return bool_
+    return {"i": _WEAK_INT, "u": _WEAK_INT, "f": _WEAK_FLOAT, "c": _WEAK_COMPLEX}[kind]
+
+
+def is_python_scalar(x) -> bool:
+    return type(x) in (bool, int, float, complex)
+
+
+def python_scalar_dtype(x) -> np.dtype:
+    """The dtype JAX gives a Python scalar: bool, default int, default float or default complex."""
+    t = type(x)
+    if t is bool:
+        return bool_
+    if t is int:
+        return default_int_dtype()
+    if t is float:
+        return default_float_dtype()
+    if t is complex:
+        return default_complex_dtype()
+    raise TypeError(f"not a Python scalar: {x!r}")
+
+
+# JAX: jax/_src/dtypes.py dtype
+def dtype_and_weak(x) -> tuple[np.dtype, bool]:
+    """(canonical dtype, weak_type) of a value: Python scalars are weak (bools are not)."""
+    if is_python_scalar(x):
+        return python_scalar_dtype(x), type(x) is not bool
+    aval = getattr(x, "aval", None)
+    if aval is not None:
+        return aval.dtype, aval.weak_type
+    return canonicalize_dtype(np.result_type(x)), False
+
+
+# JAX: jax/_src/dtypes.py promote_types
+def promote_types(a, b) -> np.dtype:
+    """The dtype both `a` and `b` promote to (strong types; no weak inputs here)."""
+    return canonicalize_dtype(_join(np.dtype(a), np.dtype(b)))
+
+
+# JAX: jax/_src/dtypes.py _lattice_result_type
+def result_type_weak(*dtypes_and_weak: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
+    """Promote (dtype, weak_type) pairs; returns (canonical dtype, weak_type of the result)."""
+    nodes = [_node(d, w) for d, w in dtypes_and_weak]
+    out = nodes[0]
+    for n in nodes[1:]:
+        out = _join(out, n)
+    if out in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX):
+        return _weak_node_dtype(out), True
+    return canonicalize_dtype(out), False
+
+
+# JAX: jax/_src/dtypes.py result_type
+def result_type(*args) -> np.dtype:
+    """The dtype of `jnp` arithmetic on `args` (arrays, tracers, dtypes or Python scalars)."""
+    pairs = []
+    for a in args:
+        if isinstance(a, (np.dtype, type)) and not is_python_scalar(a):
+            pairs.append((np.dtype(a), False))
+        elif isinstance(a, str):
+            pairs.append((np.dtype(a), False))
+        else:
+            pairs.append(dtype_and_weak(a))
+    return result_type_weak(*pairs)[0]
+
+
+def issubdtype(a, b) -> bool:
+    if a == bfloat16 or np.dtype(a) == bfloat16:
+        return b in (np.floating, np.inexact, np.number, np.generic, bfloat16)
+    return np.issubdtype(a, b)
+
+
+def is_float(dtype) -> bool:
+    return issubdtype(np.dtype(dtype), np.inexact)
+
+
+def finfo(dtype):
+    return ml_dtypes.finfo(dtype) if np.dtype(dtype) == bfloat16 else np.finfo(dtype)
+
+
+def iinfo(dtype):
+    return np.iinfo(dtype)

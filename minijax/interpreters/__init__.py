@@ -1,0 +1,1 @@
+"""The interpreters: one file per Trace subclass and its rule tables."""

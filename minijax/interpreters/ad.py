@@ -1,0 +1,348 @@
+"""Automatic differentiation: forward mode (JVPTrace), linearization and transposition.
+
+Forward mode pushes a tangent alongside every primal value, using each primitive's jvp rule.
+Reverse mode is built the way JAX builds it: *linearize* (split the jvp into the primal
+computation, done now, and the tangent computation, recorded as a linear jaxpr), then
+*transpose* that linear jaxpr with `backward_pass`, running it backwards with each primitive's
+transpose rule.
+
+Which linearization? minijax linearizes by running the jvp under partial evaluation
+(`partial_eval.JaxprTrace`: known primal work is done at once, unknown tangent work is recorded).
+That is JAX's classic path (`jvp` + `partial_eval`, Autodidax's too), chosen here because it
+needs no rule beyond jvp and transpose and makes "the linear jaxpr is the backward pass" easy to
+see. JAX today defaults to *direct linearize* (`LinearizeTrace`, flag `jax_use_direct_linearize`),
+where each primitive may have its own linearization rule; the door is open here through
+`primitive_linearizations`-style rules keyed by primitive, which chapters/06-reverse-mode.md
+contrasts. Mirrors jax/_src/interpreters/ad.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.ad_util import Zero, add_jaxvals_p
+from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
+from minijax.interpreters import partial_eval as pe
+from minijax.util import safe_zip
+
+_CHAPTER_JVP = "chapters/04-forward-mode.md"
+_CHAPTER_REV = "chapters/06-reverse-mode.md"
+
+# JAX: jax/_src/interpreters/ad.py primitive_jvps
+primitive_jvps: dict[core.Primitive, Callable] = {}
+# JAX: jax/_src/interpreters/ad.py primitive_transposes
+primitive_transposes: dict[core.Primitive, Callable] = {}
+
+# ---------------------------------------------------------------------------------------------
+# Tangent helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def zeros_like_aval(aval: ShapedArray):
+    """A concrete-or-traced array of zeros of type `aval` (bound under the current trace)."""
+    if aval.dtype == core.float0:
+        return np.zeros(aval.shape, core.float0)
+    from minijax.lax import lax
+    return lax.full(aval.shape, 0, aval.dtype)
+
+
+# JAX: jax/_src/interpreters/ad.py instantiate_zeros
+def instantiate_zeros(t):
+    return zeros_like_aval(t.aval) if type(t) is Zero else t
+
+
+# JAX: jax/_src/interpreters/ad.py add_tangents
+def add_tangents(x, y):
+    if type(x) is Zero:
+        return y
+    if type(y) is Zero:
+        return x
+    return add_jaxvals_p.bind(x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward mode
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/ad.py JVPTracer
+class JVPTracer(Tracer):
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace: "JVPTrace", primal, tangent) -> None:
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return core.get_aval(self.primal)
+
+    def to_concrete_value(self):
+        p = self.primal
+        return p.to_concrete_value() if isinstance(p, Tracer) else p
+
+
+# JAX: jax/_src/interpreters/ad.py JVPTrace
+class JVPTrace(core.Trace):
+    """Forward mode: each tracer carries (primal, tangent). A primitive's jvp rule runs in the
+    parent trace and returns the primal and tangent outputs."""
+
+    def __init__(self, parent_trace: core.Trace, fun_name: str = "fun") -> None:
+        super().__init__()
+        self.parent_trace = parent_trace
+        self.fun_name = fun_name
+
+    def describe(self) -> str:
+        return f" while differentiating the function {self.fun_name} (jvp)"
+
+    def to_primal_tangent_pair(self, x):
+        if isinstance(x, JVPTracer) and x._trace is self:
+            return x.primal, x.tangent
+        core.check_not_escaped(x)
+        return x, Zero.from_primal_value(x)
+
+    def process_primitive(self, primitive, tracers, params):
+        primals, tangents = zip(*map(self.to_primal_tangent_pair, tracers)) if tracers else ((), ())
+        if all(type(t) is Zero for t in tangents):
+            return primitive.bind_with_trace(self.parent_trace, primals, params)
+        rule = primitive_jvps.get(primitive)
+        if rule is None:
+            raise NotImplementedError(
+                f"Differentiation rule for '{primitive.name}' not implemented "
+                f"(no jvp rule) — see {_CHAPTER_JVP}")
+        with core.set_current_trace(self.parent_trace):
+            primal_out, tangent_out = rule(list(primals), list(tangents), **params)
+        if primitive.multiple_results:
+            return [maybe_jvp_tracer(self, p, t) for p, t in safe_zip(primal_out, tangent_out)]
+        return maybe_jvp_tracer(self, primal_out, tangent_out)
+
+
+def maybe_jvp_tracer(trace: JVPTrace, primal, tangent):
+    if type(tangent) is Zero:
+        return primal
+    return JVPTracer(trace, primal, tangent)
+
+
+def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
+             fun_name: str = "fun") -> tuple[list, list]:
+    """Forward mode on a flat function. Tangents may be `Zero`. Returns (primals_out,
+    tangents_out), with Zero tangents left symbolic."""
+    trace = JVPTrace(core.current_trace(), fun_name)
+    try:
+        in_tracers = [maybe_jvp_tracer(trace, p, t) for p, t in safe_zip(primals, tangents)]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        pairs = [trace.to_primal_tangent_pair(o) for o in outs]
+    finally:
+        trace.invalidate()
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+# ---------------------------------------------------------------------------------------------
+# Rule helpers (as in JAX's ad.py)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/ad.py defjvp
+def defjvp(primitive: core.Primitive, *jvprules: Callable | None) -> None:
+    """Register a jvp built from one rule per operand: `rule(t_i, *primals, **params)` gives
+    that operand's contribution to the output tangent (None: the output does not depend on it).
+    """
+    def jvp(primals, tangents, **params):
+        primal_out = primitive.bind(*primals, **params)
+        out = Zero(core.get_aval(primal_out).to_tangent_aval())
+        for rule, t in zip(jvprules, tangents):
+            if rule is not None and type(t) is not Zero:
+                out = add_tangents(out, rule(t, *primals, **params))
+        return primal_out, out
+    primitive_jvps[primitive] = jvp
+
+
+# JAX: jax/_src/interpreters/ad.py defjvp_zero
+def defjvp_zero(primitive: core.Primitive) -> None:
+    """The output tangent is zero (integer/boolean results, stop_gradient...)."""
+    def jvp(primals, tangents, **params):
+        out = primitive.bind(*primals, **params)
+        if primitive.multiple_results:
+            return out, [Zero.from_primal_value(o) for o in out]
+        return out, Zero.from_primal_value(out)
+    primitive_jvps[primitive] = jvp
+
+
+# JAX: jax/_src/interpreters/ad.py deflinear2 — differs: one helper for unary and n-ary
+def deflinear(primitive: core.Primitive, transpose_rule: Callable) -> None:
+    """A primitive linear in all its operands: its jvp applies it to the tangents."""
+    def jvp(primals, tangents, **params):
+        primal_out = primitive.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents):
+            return primal_out, Zero.from_primal_value(primal_out)
+        tangent_out = primitive.bind(*map(instantiate_zeros, tangents), **params)
+        return primal_out, tangent_out
+    primitive_jvps[primitive] = jvp
+    primitive_transposes[primitive] = transpose_rule
+
+
+# ---------------------------------------------------------------------------------------------
+# Linearize: jvp under partial evaluation
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/ad.py linearize (the jvp + partial_eval path)
+def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"
+                   ) -> tuple[list, ClosedJaxpr]:
+    """Evaluate `fun` at `primals` and record its linear tangent map as a jaxpr.
+
+    Returns (primals_out, lin) where `lin` is a ClosedJaxpr taking one tangent per primal and
+    returning one tangent per output; its consts are the residuals (values the tangent
+    computation needs from the primal one, e.g. `cos x` for `sin`).
+    """
+    parent = core.current_trace()
+    pe_trace = pe.JaxprTrace(parent, fun_name, "linearize")
+    try:
+        tangent_avals = [core.get_aval(p).to_tangent_aval() for p in primals]
+        tangents_in = [pe_trace.new_arg(a) for a in tangent_avals]
+        with core.set_current_trace(pe_trace):
+            primals_out, tangents_out = jvp_flat(fun, primals, tangents_in, fun_name)
+            tangents_out = [instantiate_zeros(t) for t in tangents_out]
+        for p in primals_out:
+            if pe_trace.is_own(p):
+                raise AssertionError("a primal output depends on a tangent")
+        jaxpr, consts = pe_trace.to_jaxpr(tangents_out)
+    finally:
+        pe_trace.invalidate()
+    all_constvars = jaxpr.constvars
+    jaxpr, _ = pe.dce_jaxpr(jaxpr, instantiate=True)
+    kept = set(jaxpr.constvars)
+    consts = [c for v, c in safe_zip(all_constvars, consts) if v in kept]
+    return list(primals_out), ClosedJaxpr(jaxpr, consts)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transposition
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/ad.py UndefinedPrimal
+class UndefinedPrimal:
+    """Marks a linear input of an equation being transposed: its value is unknown, only its
+    aval; the transpose rule returns the cotangent for it."""
+
+    __slots__ = ("aval",)
+
+    def __init__(self, aval: ShapedArray) -> None:
+        self.aval = aval
+
+    def __repr__(self) -> str:
+        return f"UndefinedPrimal({self.aval.str_short()})"
+
+
+def is_undefined_primal(x) -> bool:
+    return type(x) is UndefinedPrimal
+
+
+# JAX: jax/_src/interpreters/ad.py backward_pass
+def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any],
+                  cts_out: Sequence[Any]) -> list:
+    """Transpose a jaxpr that is linear in the inputs given as `UndefinedPrimal`.
+
+    Walks the equations in reverse; each linear equation's transpose rule maps the cotangents of
+    its outputs to cotangents of its linear inputs, which are summed per variable. Equations
+    with no linear input are evaluated forward first. Returns one cotangent per invar (Zero
+    where none flowed; None for inputs that were not linear).
+    """
+    primal_env: dict[Var, Any] = {}
+    ct_env: dict[Var, Any] = {}
+
+    def read_primal(v):
+        if isinstance(v, Literal):
+            return v.val
+        return primal_env.get(v, UndefinedPrimal(v.aval))
+
+    def write_ct(v, ct):
+        if isinstance(v, Var) and ct is not None and type(ct) is not Zero:
+            ct_env[v] = add_tangents(ct_env[v], ct) if v in ct_env else ct
+
+    for v, c in safe_zip(jaxpr.constvars, consts):
+        primal_env[v] = c
+    for v, x in safe_zip(jaxpr.invars, primals_in):
+        if not is_undefined_primal(x):
+            primal_env[v] = x
+    # Forward pass over the non-linear equations (those whose inputs are all known).
+    linear_eqns = []
+    for eqn in jaxpr.eqns:
+        invals = [read_primal(v) for v in eqn.invars]
+        if any(is_undefined_primal(x) for x in invals):
+            linear_eqns.append(eqn)
+            continue
+        outs = eqn.primitive.bind(*invals, **eqn.params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for v, x in safe_zip(eqn.outvars, outs):
+            primal_env[v] = x
+    for v, ct in safe_zip(jaxpr.outvars, cts_out):
+        write_ct(v, ct)
+    for eqn in reversed(linear_eqns):
+        cts = [ct_env.pop(v, None) for v in eqn.outvars]
+        if all(c is None for c in cts):
+            continue
+        cts = [Zero(v.aval) if c is None else c for v, c in zip(eqn.outvars, cts)]
+        rule = primitive_transposes.get(eqn.primitive)
+        if rule is None:
+            raise NotImplementedError(
+                f"Transpose rule (for reverse-mode differentiation) for "
+                f"'{eqn.primitive.name}' not implemented — see {_CHAPTER_REV}")
+        invals = [read_primal(v) for v in eqn.invars]
+        ct_arg = cts if eqn.primitive.multiple_results else cts[0]
+        cts_in = rule(ct_arg, *invals, **eqn.params)
+        for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
+            if is_undefined_primal(x):
+                write_ct(v, ct)
+    out = []
+    for v, x in safe_zip(jaxpr.invars, primals_in):
+        if is_undefined_primal(x):
+            out.append(ct_env.get(v, Zero(v.aval)))
+        else:
+            out.append(None)
+    return out
+
+
+def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"):
+    """Returns (primals_out, pullback) where pullback(cts_out) gives one cotangent per primal
+    (instantiated as arrays)."""
+    primals_out, lin = linearize_flat(fun, primals, fun_name)
+
+    def pullback(cts_out: Sequence[Any]) -> list:
+        undef = [UndefinedPrimal(a) for a in lin.in_avals]
+        cts = backward_pass(lin.jaxpr, lin.consts, undef, cts_out)
+        return [instantiate_zeros(c) for c in cts]
+
+    return primals_out, pullback, lin
+
+
+# ---------------------------------------------------------------------------------------------
+# Transforming jaxprs (used by the rules of primitives that hold jaxprs, like jit_p)
+# ---------------------------------------------------------------------------------------------
+
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: bool = True
+              ) -> tuple[ClosedJaxpr, list[bool]]:
+    """A jaxpr computing (primals_out, tangents_out) from (primals, nonzero tangents).
+
+    Returns (jaxpr, out_nonzeros); with `instantiate`, every output tangent is present.
+    """
+    tangent_avals = [a.to_tangent_aval() for a, nz in safe_zip(closed.in_avals, nonzeros) if nz]
+    n = len(closed.in_avals)
+    out_nz: list[bool] = []
+
+    def fun(*args):
+        primals, tans = args[:n], iter(args[n:])
+        tangents = [next(tans) if nz else Zero(a.to_tangent_aval())
+                    for nz, a in safe_zip(nonzeros, closed.in_avals)]
+        outs_p, outs_t = jvp_flat(lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs),
+                                  primals, tangents)
+        if instantiate:
+            outs_t = [instantiate_zeros(t) for t in outs_t]
+        out_nz[:] = [type(t) is not Zero for t in outs_t]
+        return list(outs_p) + [t for t in outs_t if type(t) is not Zero]
+
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(fun, list(closed.in_avals) + tangent_avals,
+                                                 purpose="jvp")
+    return ClosedJaxpr(jaxpr, consts), out_nz

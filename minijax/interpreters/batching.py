@@ -1,0 +1,187 @@
+"""Automatic batching: `vmap` with BatchTrace.
+
+A BatchTracer carries a value with one extra axis (its `batch_dim`) or with none (`not_mapped`,
+a value shared by all examples). Each primitive's batching rule says how to compute the batched
+output from batched inputs, and where the output's batch axis ends up.
+Mirrors jax/_src/interpreters/batching.py. Taught in chapters/05-batching.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from minijax import core
+from minijax.core import ShapedArray, Tracer
+from minijax.util import safe_zip
+
+_CHAPTER = "chapters/05-batching.md"
+
+# JAX: jax/_src/interpreters/batching.py not_mapped
+not_mapped = None
+
+# JAX: jax/_src/interpreters/batching.py primitive_batchers
+primitive_batchers: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/batching.py BatchTracer
+class BatchTracer(Tracer):
+    __slots__ = ("val", "batch_dim")
+
+    def __init__(self, trace: "BatchTrace", val, batch_dim: int | None) -> None:
+        self._trace = trace
+        self.val = val
+        self.batch_dim = batch_dim
+
+    @property
+    def aval(self) -> ShapedArray:
+        aval = core.get_aval(self.val)
+        if self.batch_dim is not_mapped:
+            return aval
+        shape = aval.shape[:self.batch_dim] + aval.shape[self.batch_dim + 1:]
+        return aval.update(shape=shape)
+
+
+# JAX: jax/_src/interpreters/batching.py BatchTrace
+class BatchTrace(core.Trace):
+    """vmap's interpreter: each primitive's batching rule runs in the parent trace on the
+    underlying batched values."""
+
+    def __init__(self, parent_trace: core.Trace, axis_size: int, axis_name=None,
+                 fun_name: str = "fun") -> None:
+        super().__init__()
+        self.parent_trace = parent_trace
+        self.axis_size = axis_size
+        self.axis_name = axis_name
+        self.fun_name = fun_name
+
+    def describe(self) -> str:
+        return f" while batching the function {self.fun_name} (vmap)"
+
+    def to_batch_info(self, x):
+        if isinstance(x, BatchTracer) and x._trace is self:
+            return x.val, x.batch_dim
+        core.check_not_escaped(x)
+        return x, not_mapped
+
+    def process_primitive(self, primitive, tracers, params):
+        vals, dims = zip(*map(self.to_batch_info, tracers)) if tracers else ((), ())
+        if all(d is not_mapped for d in dims):
+            return primitive.bind_with_trace(self.parent_trace, vals, params)
+        rule = primitive_batchers.get(primitive)
+        if rule is None:
+            raise NotImplementedError(
+                f"Batching rule for '{primitive.name}' not implemented — see {_CHAPTER}")
+        with core.set_current_trace(self.parent_trace):
+            out, out_dim = rule(list(vals), list(dims), axis_size=self.axis_size, **params)
+        if primitive.multiple_results:
+            return [self._wrap(o, d) for o, d in safe_zip(out, out_dim)]
+        return self._wrap(out, out_dim)
+
+    def _wrap(self, val, dim):
+        return val if dim is not_mapped else BatchTracer(self, val, dim)
+
+
+def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
+              axis_size: int, out_dims_wanted: Callable[[int], Sequence[int | None]],
+              axis_name=None, fun_name: str = "fun") -> list:
+    """Batch a flat function. `in_dims[i]` is the batch axis of args[i] (None: not batched).
+    `out_dims_wanted(n_out)` gives where each output's batch axis must go (None: unbatched,
+    which requires the output not to depend on the batch). Returns the outputs."""
+    trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name)
+    try:
+        in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        pairs = [trace.to_batch_info(o) for o in outs]
+    finally:
+        trace.invalidate()
+    wanted = out_dims_wanted(len(pairs))
+    result = []
+    for i, ((val, dim), want) in enumerate(safe_zip(pairs, wanted)):
+        if want is None:
+            if dim is not not_mapped:
+                raise ValueError(
+                    f"vmap has mapped output (output {i}, batched at axis {dim}) but "
+                    "out_axes is None: an output with out_axes=None must not depend on the "
+                    "mapped inputs")
+            result.append(val)
+        else:
+            result.append(matchaxis(axis_size, dim, want, val))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for rules
+# ---------------------------------------------------------------------------------------------
+
+def moveaxis(x, src: int, dst: int):
+    from minijax.lax import lax
+    if src == dst:
+        return x
+    nd = core.get_aval(x).ndim
+    perm = [i for i in range(nd) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(x, tuple(perm))
+
+
+def bdim_at_front(x, dim: int | None, axis_size: int):
+    """`x` with its batch axis at 0, broadcasting unbatched values to `axis_size`."""
+    from minijax.lax import lax
+    if dim is not_mapped:
+        aval = core.get_aval(x)
+        return lax.broadcast_in_dim(x, (axis_size,) + aval.shape,
+                                    tuple(range(1, aval.ndim + 1)))
+    return moveaxis(x, dim, 0)
+
+
+# JAX: jax/_src/interpreters/batching.py matchaxis
+def matchaxis(axis_size: int, src: int | None, dst: int, x):
+    """Move (or create, by broadcasting) the batch axis of `x` from `src` to `dst`."""
+    if src is not_mapped:
+        x = bdim_at_front(x, None, axis_size)
+        src = 0
+    nd = core.get_aval(x).ndim
+    dst = dst + nd if dst < 0 else dst
+    return moveaxis(x, src, dst)
+
+
+# JAX: jax/_src/interpreters/batching.py defvectorized
+def defvectorized(primitive: core.Primitive) -> None:
+    """Elementwise unary primitives: apply as-is; the batch axis stays where it is."""
+    def rule(vals, dims, *, axis_size, **params):
+        (x,), (d,) = vals, dims
+        return primitive.bind(x, **params), d
+    primitive_batchers[primitive] = rule
+
+
+# JAX: jax/_src/interpreters/batching.py defbroadcasting
+def defbroadcasting(primitive: core.Primitive) -> None:
+    """Elementwise n-ary primitives (operands of equal rank, or rank 0): move every batch axis
+    to the front and give unbatched operands a leading axis of size 1."""
+    def rule(vals, dims, *, axis_size, **params):
+        avals = [core.get_aval(v) for v in vals]
+        ranks = [a.ndim - (d is not not_mapped) for a, d in zip(avals, dims)]
+        rank = max(ranks)
+        args = []
+        for x, d, r in zip(vals, dims, ranks):
+            if d is not_mapped:
+                args.append(x if r == 0 else _expand_front(x))
+            else:
+                x = moveaxis(x, d, 0)
+                if r < rank:  # a batched scalar against arrays: (B,) -> (B, 1, ..., 1)
+                    x = _reshape_ones(x, rank - r)
+                args.append(x)
+        return primitive.bind(*args, **params), 0
+    primitive_batchers[primitive] = rule
+
+
+def _expand_front(x):
+    from minijax.lax import lax
+    aval = core.get_aval(x)
+    return lax.broadcast_in_dim(x, (1,) + aval.shape, tuple(range(1, aval.ndim + 1)))
+
+
+def _reshape_ones(x, n: int):
+    from minijax.lax import lax
+    aval = core.get_aval(x)
+    return lax.reshape(x, aval.shape + (1,) * n)

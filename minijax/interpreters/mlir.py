@@ -1,0 +1,221 @@
+"""Lowering jaxprs to StableHLO, built with JAX's MLIR Python bindings (`jax.extend.mlir`).
+
+Each primitive registers a lowering rule `rule(ctx, *operands, **params)` that emits StableHLO
+ops for one equation and returns its result value(s). `lower_jaxpr_to_module` walks a jaxpr and
+produces a module with one public function `main`. The MLIR bindings are imported on first use,
+so importing `minijax.lax` (which registers rules) does not load them.
+Mirrors jax/_src/interpreters/mlir.py. Taught in chapters/07-jit.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+
+_CHAPTER = "chapters/07-jit.md"
+
+# The MLIR modules, set by `_load()`: `ir`, `hlo` (the stablehlo dialect), `func`.
+ir: Any = None
+hlo: Any = None
+func: Any = None
+
+# JAX: jax/_src/interpreters/mlir.py _lowerings
+_lowerings: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/mlir.py register_lowering
+def register_lowering(primitive: core.Primitive, rule: Callable) -> None:
+    """Register `rule(ctx, *operands, **params) -> ir.Value | list[ir.Value]` for `primitive`."""
+    _lowerings[primitive] = rule
+
+
+def _load() -> None:
+    global ir, hlo, func
+    if ir is None:
+        from jax.extend.mlir import ir as _ir
+        from jax.extend.mlir.dialects import func as _func
+        from jax.extend.mlir.dialects import stablehlo as _hlo
+        ir, hlo, func = _ir, _hlo, _func
+
+
+# JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no module context
+class LoweringRuleContext:
+    """What a lowering rule knows besides its operands: the avals of inputs and outputs."""
+
+    __slots__ = ("avals_in", "avals_out")
+
+    def __init__(self, avals_in: Sequence[ShapedArray], avals_out: Sequence[ShapedArray]):
+        self.avals_in = list(avals_in)
+        self.avals_out = list(avals_out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Types and constants
+# ---------------------------------------------------------------------------------------------
+
+def dtype_to_ir_type(dtype: np.dtype):
+    dtype = np.dtype(dtype)
+    if dtype == dtypes.bfloat16:
+        return ir.BF16Type.get()
+    kind, bits = dtype.kind, dtype.itemsize * 8
+    if kind == "b":
+        return ir.IntegerType.get_signless(1)
+    if kind == "i":
+        return ir.IntegerType.get_signless(bits)
+    if kind == "u":
+        return ir.IntegerType.get_unsigned(bits)
+    if kind == "f":
+        return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get()
+    if kind == "c":
+        return ir.ComplexType.get(dtype_to_ir_type(np.dtype(f"float{bits // 2}")))
+    raise TypeError(f"no MLIR type for dtype {dtype}")
+
+
+# JAX: jax/_src/interpreters/mlir.py aval_to_ir_type
+def aval_to_ir_type(aval: ShapedArray):
+    return ir.RankedTensorType.get(aval.shape, dtype_to_ir_type(aval.dtype))
+
+
+# JAX: jax/_src/interpreters/mlir.py ir_constant
+def ir_constant(val) -> Any:
+    """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given)."""
+    val = np.asarray(val)
+    elt = dtype_to_ir_type(val.dtype)
+    shape = val.shape
+    if val.dtype == np.bool_:
+        data = np.packbits(np.ravel(val), bitorder="little")
+    elif val.dtype == dtypes.bfloat16:
+        data = val.view(np.uint16)
+    else:
+        data = val
+    data = np.ascontiguousarray(data)
+    if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
+        # a splat: one element repeated (cheap to emit and to read)
+        one = np.ravel(val)[:1]
+        one = np.packbits(one, bitorder="little") if val.dtype == np.bool_ else (
+            one.view(np.uint16) if val.dtype == dtypes.bfloat16 else one)
+        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(one), type=elt, shape=shape)
+    else:
+        attr = ir.DenseElementsAttr.get(data, type=elt, shape=shape)
+    return hlo.constant(attr)
+
+
+def full_like_aval(value, aval: ShapedArray):
+    return ir_constant(np.full(aval.shape, value, aval.dtype))
+
+
+# JAX: jax/_src/interpreters/mlir.py broadcast_in_dim (the helper for implicit broadcasting)
+def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
+    """Broadcast `x` of `aval_in` (rank 0, or same rank with 1s) to `aval_out`'s shape."""
+    if aval_in.shape == aval_out.shape:
+        return x
+    dims = list(range(aval_out.ndim)) if aval_in.ndim else []
+    out_type = ir.RankedTensorType.get(aval_out.shape, dtype_to_ir_type(aval_in.dtype))
+    return hlo.broadcast_in_dim(out_type, x, dims)
+
+
+def nary_lowering(op_name: str) -> Callable:
+    """A rule for an elementwise primitive: broadcast the operands to the output shape (lax
+    allows rank-0 and size-1 operands) and apply `stablehlo.<op_name>`."""
+    def rule(ctx: LoweringRuleContext, *args, **params):
+        out = ctx.avals_out[0]
+        args = [broadcast_to(a, av, av.update(shape=out.shape)) for a, av in
+                zip(args, ctx.avals_in)]
+        return getattr(hlo, op_name)(*args)
+    rule.__name__ = f"_{op_name}_lowering"
+    return rule
+
+
+# ---------------------------------------------------------------------------------------------
+# Jaxprs to modules
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/mlir.py jaxpr_subcomp
+def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> list:
+    """Emit ops for every equation of `jaxpr` at the current insertion point; return the
+    values of its outputs. `consts` are numpy values, embedded as constants."""
+    env: dict[core.Var, Any] = {}
+
+    def read(v):
+        if isinstance(v, Literal):
+            return ir_constant(np.asarray(v.val, v.aval.dtype))
+        return env[v]
+
+    for v, c in zip(jaxpr.constvars, consts):
+        env[v] = ir_constant(core.to_numpy(c, v.aval))
+    for v, a in zip(jaxpr.invars, args):
+        env[v] = a
+    for eqn in jaxpr.eqns:
+        rule = _lowerings.get(eqn.primitive)
+        if rule is None:
+            raise NotImplementedError(
+                f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
+                f"see {_CHAPTER}")
+        ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
+        outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
+        if not eqn.primitive.multiple_results:
+            outs = [outs]
+        for v, o in zip(eqn.outvars, outs):
+            env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def make_ir_context():
+    _load()
+    ctx = ir.Context()
+    hlo.register_dialect(ctx)
+    return ctx
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_module
+def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
+                          donated: Sequence[bool] = ()) -> Any:
+    """A StableHLO module whose public function `main` computes `closed`.
+
+    Args:
+      closed: the jaxpr; its consts must be concrete (numpy/Array) values.
+      donated: per input, whether its buffer may be reused for an output of the same type
+        (emitted as `tf.aliasing_output` attributes, as JAX does).
+    Returns: an `ir.Module` (print it with `str()` for the text).
+    """
+    ctx = make_ir_context()
+    with ctx, ir.Location.unknown():
+        module = ir.Module.create()
+        module.operation.attributes["sym_name"] = ir.StringAttr.get(_sanitize(name))
+        in_types = [aval_to_ir_type(a) for a in closed.in_avals]
+        out_types = [aval_to_ir_type(a) for a in closed.out_avals]
+        fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
+                         ip=ir.InsertionPoint(module.body))
+        fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
+        if any(donated):
+            _set_aliases(fn, closed, donated)
+        entry = fn.add_entry_block()
+        with ir.InsertionPoint(entry):
+            outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
+            func.ReturnOp(outs)
+    return module
+
+
+def _set_aliases(fn, closed: ClosedJaxpr, donated: Sequence[bool]) -> None:
+    free_outs = list(enumerate(closed.out_avals))
+    arg_attrs = []
+    for aval, d in zip(closed.in_avals, donated):
+        attrs = {}
+        if d:
+            for k, (i, out_aval) in enumerate(free_outs):
+                if core.typematch(out_aval, aval):
+                    attrs["tf.aliasing_output"] = ir.IntegerAttr.get(
+                        ir.IntegerType.get_signless(32), i)
+                    del free_outs[k]
+                    break
+        arg_attrs.append(ir.DictAttr.get(attrs))
+    fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
+
+
+def _sanitize(name: str) -> str:
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return "jit_" + (out or "fun")

@@ -1,0 +1,283 @@
+"""Tracing to jaxprs, partial evaluation (the known/unknown split), and dead-code elimination.
+
+`DynamicJaxprTrace` records every primitive bound while it is current as an equation: this is
+how `make_jaxpr` and `jit` turn a Python function into a jaxpr. `JaxprTrace` does the same only
+for operations that touch *unknown* values and evaluates the rest right away: run a jvp under it
+with unknown tangents and the recorded jaxpr is the linear (tangent) part of the program — how
+`linearize` and reverse mode are built here. Mirrors jax/_src/interpreters/partial_eval.py.
+Taught in chapters/03-jaxprs.md and chapters/06-reverse-mode.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+from minijax import core, dtypes
+from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
+                          Var)
+from minijax.util import safe_zip
+
+# ---------------------------------------------------------------------------------------------
+# Tracing to a jaxpr
+# ---------------------------------------------------------------------------------------------
+
+
+# JAX: jax/_src/interpreters/partial_eval.py JaxprStackFrame
+class JaxprStackFrame:
+    """The jaxpr being built: its input variables, equations and constants (by identity)."""
+
+    def __init__(self) -> None:
+        self.invars: list[Var] = []
+        self.eqns: list[JaxprEqn] = []
+        self.tracer_to_var: dict[int, Var] = {}
+        self.tracers: list[Tracer] = []  # keeps tracers alive so their ids stay unique
+        self.const_to_var: dict[int, Var] = {}
+        self.constvar_to_val: dict[Var, Any] = {}
+
+    def to_jaxpr(self, outvars: Sequence[core.Atom]) -> tuple[Jaxpr, list]:
+        constvars = list(self.constvar_to_val)
+        consts = [self.constvar_to_val[v] for v in constvars]
+        return Jaxpr(constvars, self.invars, list(outvars), self.eqns), consts
+
+
+# JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTracer
+class DynamicJaxprTracer(Tracer):
+    __slots__ = ("_aval",)
+
+    def __init__(self, trace: "DynamicJaxprTrace", aval: ShapedArray) -> None:
+        self._trace = trace
+        self._aval = aval
+
+    @property
+    def aval(self) -> ShapedArray:
+        return self._aval
+
+
+def _is_literalable(x) -> bool:
+    # Concrete scalars are written inline (`2.0:f32[]`); anything bigger becomes a constvar.
+    if isinstance(x, Tracer):
+        return False
+    if dtypes.is_python_scalar(x):
+        return True
+    return core.get_aval(x).shape == () and not isinstance(x, Tracer)
+
+
+# JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTrace
+class DynamicJaxprTrace(core.Trace):
+    """Records each primitive as an equation of a jaxpr, computing output avals with the
+    primitive's abstract evaluation rule. Values that are not its own tracers (numpy arrays,
+    Python scalars, tracers of outer transformations) become literals or constvars."""
+
+    def __init__(self, fun_name: str = "fun", purpose: str = "make_jaxpr") -> None:
+        super().__init__()
+        self.frame = JaxprStackFrame()
+        self.fun_name = fun_name
+        self.purpose = purpose
+
+    def describe(self) -> str:
+        return f" while tracing the function {self.fun_name} for {self.purpose}"
+
+    def new_arg(self, aval: ShapedArray) -> DynamicJaxprTracer:
+        t = self._new_tracer(aval)
+        self.frame.invars.append(self.frame.tracer_to_var[id(t)])
+        return t
+
+    def _new_tracer(self, aval: ShapedArray) -> DynamicJaxprTracer:
+        t = DynamicJaxprTracer(self, aval)
+        self.frame.tracers.append(t)
+        self.frame.tracer_to_var[id(t)] = Var(aval)
+        return t
+
+    def is_own(self, x) -> bool:
+        return isinstance(x, DynamicJaxprTracer) and x._trace is self
+
+    def to_jaxpr_atom(self, x) -> core.Atom:
+        if self.is_own(x):
+            return self.frame.tracer_to_var[id(x)]
+        core.check_not_escaped(x)
+        return self.new_const(x)
+
+    def new_const(self, x) -> core.Atom:
+        aval = core.get_aval(x)
+        if _is_literalable(x):
+            val = x if dtypes.is_python_scalar(x) else core.to_numpy(x, aval)
+            return Literal(val, aval)
+        var = self.frame.const_to_var.get(id(x))
+        if var is None:
+            var = self.frame.const_to_var[id(x)] = Var(aval)
+            self.frame.constvar_to_val[var] = x
+        return var
+
+    def process_primitive(self, primitive, tracers, params):
+        invars = [self.to_jaxpr_atom(x) for x in tracers]
+        out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
+        return self.emit(primitive, invars, out_avals, params)
+
+    def emit(self, primitive, invars, out_avals, params):
+        """Append an equation and return tracers for its outputs."""
+        multiple = primitive.multiple_results
+        outs = [self._new_tracer(a) for a in (out_avals if multiple else [out_avals])]
+        outvars = [self.frame.tracer_to_var[id(t)] for t in outs]
+        self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        return outs if multiple else outs[0]
+
+    def to_jaxpr(self, out_tracers: Sequence[Any]) -> tuple[Jaxpr, list]:
+        """The recorded jaxpr with `out_tracers` (any values) as outputs, and its consts."""
+        outvars = [self.to_jaxpr_atom(x) for x in out_tracers]
+        return self.frame.to_jaxpr(outvars)
+
+
+# JAX: jax/_src/interpreters/partial_eval.py trace_to_jaxpr_dynamic
+def trace_to_jaxpr_dynamic(fun: Callable, in_avals: Sequence[ShapedArray], *,
+                           fun_name: str = "fun", purpose: str = "make_jaxpr"
+                           ) -> tuple[Jaxpr, list, list]:
+    """Trace `fun` (flat args -> flat list of outputs) on abstract inputs.
+
+    Returns (jaxpr, consts, out_avals). Tracers of outer transformations that `fun` closes over
+    end up among the consts.
+    """
+    trace = DynamicJaxprTrace(fun_name, purpose)
+    try:
+        in_tracers = [trace.new_arg(a) for a in in_avals]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        jaxpr, consts = trace.to_jaxpr(outs)
+    finally:
+        trace.invalidate()
+    return jaxpr, consts, [v.aval for v in jaxpr.outvars]
+
+
+# JAX: jax/_src/interpreters/partial_eval.py convert_constvars_jaxpr
+def convert_constvars_jaxpr(jaxpr: Jaxpr) -> Jaxpr:
+    """Turn constvars into leading invars (so consts can be passed as arguments)."""
+    return Jaxpr([], jaxpr.constvars + jaxpr.invars, jaxpr.outvars, jaxpr.eqns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partial evaluation: known values are computed now, unknown ones are recorded
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/partial_eval.py custom_partial_eval_rules
+custom_partial_eval_rules: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/partial_eval.py JaxprTrace — differs: unknown values are recorded
+# directly into a jaxpr (as DynamicJaxprTrace does) instead of through a graph of recipes.
+class JaxprTrace(DynamicJaxprTrace):
+    """Partial evaluation. Its own tracers are *unknown* values; everything else is *known*
+    and lives in the parent trace. A primitive with only known inputs is evaluated in the parent
+    right away; one with any unknown input is recorded, and its known inputs become constvars
+    of the recorded jaxpr (the *residuals*)."""
+
+    def __init__(self, parent_trace: core.Trace, fun_name: str = "fun",
+                 purpose: str = "linearize") -> None:
+        super().__init__(fun_name, purpose)
+        self.parent_trace = parent_trace
+
+    def process_primitive(self, primitive, tracers, params):
+        if not any(self.is_own(x) for x in tracers):
+            return primitive.bind_with_trace(self.parent_trace, tracers, params)
+        rule = custom_partial_eval_rules.get(primitive)
+        if rule is not None:
+            return rule(self, *tracers, **params)
+        return super().process_primitive(primitive, tracers, params)
+
+
+# JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_nounits
+def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool]
+                               ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
+    """Split a jaxpr into the part computable from the known inputs and the rest.
+
+    Returns (jaxpr_known, jaxpr_unknown, out_unknowns, num_res): `jaxpr_known` maps the known
+    inputs to the known outputs followed by `num_res` residuals; `jaxpr_unknown` maps the
+    residuals followed by the unknown inputs to the unknown outputs.
+    """
+    known_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if not u]
+    unknown_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if u]
+    holder: dict[str, Any] = {}
+
+    def known_fun(*known_args):
+        # Runs under a DynamicJaxprTrace (the known jaxpr); a JaxprTrace on top records the rest.
+        pe_trace = JaxprTrace(core.current_trace(), purpose="partial evaluation")
+        try:
+            unk_tracers = [pe_trace.new_arg(a) for a in unknown_avals]
+            kit, uit = iter(known_args), iter(unk_tracers)
+            args = [next(uit) if u else next(kit) for u in unknowns]
+            with core.set_current_trace(pe_trace):
+                outs = core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
+            out_unknowns = [pe_trace.is_own(o) for o in outs]
+            unk_outs = [o for o, u in zip(outs, out_unknowns) if u]
+            jaxpr_unk, residuals = pe_trace.to_jaxpr(unk_outs)
+        finally:
+            pe_trace.invalidate()
+        holder.update(jaxpr_unk=jaxpr_unk, out_unknowns=out_unknowns, num_res=len(residuals))
+        known_outs = [o for o, u in zip(outs, out_unknowns) if not u]
+        return known_outs + list(residuals)
+
+    jaxpr_k, consts_k, _ = trace_to_jaxpr_dynamic(known_fun, known_avals,
+                                                  purpose="partial evaluation")
+    jaxpr_unk = convert_constvars_jaxpr(holder["jaxpr_unk"])
+    return (ClosedJaxpr(jaxpr_k, consts_k), ClosedJaxpr(jaxpr_unk, []),
+            holder["out_unknowns"], holder["num_res"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Dead-code elimination
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/partial_eval.py dce_rules
+dce_rules: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr
+def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
+              instantiate: bool = False) -> tuple[Jaxpr, list[bool]]:
+    """Drop equations whose outputs are not needed (all primitives here are pure).
+
+    Returns (new_jaxpr, used_inputs). With `instantiate=True` every invar is kept, even unused.
+    Outputs not in `used_outputs` are removed from the jaxpr's outvars.
+    """
+    if used_outputs is None:
+        used_outputs = [True] * len(jaxpr.outvars)
+    outvars = [v for v, u in safe_zip(jaxpr.outvars, used_outputs) if u]
+    live: set[Var] = {v for v in outvars if isinstance(v, Var)}
+    new_eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        used = [v in live for v in eqn.outvars]
+        if not any(used):
+            continue
+        rule = dce_rules.get(eqn.primitive)
+        if rule is not None:
+            eqn = rule(eqn, used)
+        else:
+            eqn = eqn.replace(outvars=[v if u else DropVar(v.aval)
+                                       for v, u in zip(eqn.outvars, used)])
+        new_eqns.append(eqn)
+        live.update(v for v in eqn.invars if isinstance(v, Var))
+    new_eqns.reverse()
+    used_inputs = [v in live for v in jaxpr.invars]
+    invars = jaxpr.invars if instantiate else [v for v, u in zip(jaxpr.invars, used_inputs) if u]
+    constvars = [v for v in jaxpr.constvars if v in live]
+    if instantiate:
+        used_inputs = [True] * len(jaxpr.invars)
+    return Jaxpr(constvars, invars, outvars, new_eqns), used_inputs
+
+
+def dce_closed_jaxpr(closed: ClosedJaxpr, used_outputs: Sequence[bool] | None = None,
+                     instantiate: bool = True) -> ClosedJaxpr:
+    """DCE a ClosedJaxpr, dropping consts no equation reads (invars kept when instantiate)."""
+    new, _ = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=instantiate)
+    kept = set(new.constvars)
+    consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
+    return ClosedJaxpr(new, consts)
+
+
+def count_eqns(jaxpr: Jaxpr) -> int:
+    """Equations in a jaxpr, counting those of jaxprs nested in params (for benchmarks)."""
+    n = 0
+    for e in jaxpr.eqns:
+        n += 1
+        for p in e.params.values():
+            for sub in core.jaxprs_in_param(p):
+                n += count_eqns(sub)
+    return n

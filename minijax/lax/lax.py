@@ -1,0 +1,1618 @@
+"""The primitives, each with all of its rules in one registration paragraph.
+
+Order in every paragraph: `foo_p = Primitive('foo')`, impl (numpy), abstract eval, jvp,
+transpose (linear primitives only), batching, lowering. The functions `sin`, `add`, ... are thin
+wrappers around `bind`, as in `jax.lax`: they do not promote dtypes or broadcast ranks
+(`minijax.numpy` does that) — except that, like JAX's lax, elementwise operands may be rank 0
+or have size-1 dimensions. Mirrors jax/_src/lax/lax.py. Taught in chapters/09-primitives.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Sequence
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax.ad_util import Zero, add_jaxvals_p
+from minijax.core import Primitive, ShapedArray
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters.ad import defjvp, defjvp_zero, deflinear, is_undefined_primal
+from minijax.interpreters.batching import defbroadcasting, defvectorized, not_mapped
+
+_max, _min, _abs = builtins.max, builtins.min, builtins.abs
+
+# ---------------------------------------------------------------------------------------------
+# Shape and dtype rules shared by the elementwise primitives
+# ---------------------------------------------------------------------------------------------
+
+_float = "float"
+_int = "int"
+_bool = "bool"
+_num = "number"
+_any = "any"
+
+
+def _dtype_ok(dtype: np.dtype, kind: str) -> bool:
+    if kind == _any:
+        return True
+    if kind == _float:
+        return dtypes.is_float(dtype)
+    if kind == _int:
+        return np.dtype(dtype).kind in "iu"
+    if kind == _bool:
+        return np.dtype(dtype).kind == "b"
+    if kind == _num:
+        return np.dtype(dtype).kind in "iufc" or dtype == dtypes.bfloat16
+    if kind == "int_or_bool":
+        return np.dtype(dtype).kind in "iub"
+    raise ValueError(kind)
+
+
+def _check_dtype(name: str, aval: ShapedArray, kind: str) -> None:
+    if not _dtype_ok(aval.dtype, kind):
+        raise TypeError(f"{name} does not accept dtype {aval.dtype.name} (operand "
+                        f"{aval.str_short()}); it expects {kind} operands")
+
+
+def _broadcasting_shape(name: str, *avals: ShapedArray) -> tuple[int, ...]:
+    shapes = [a.shape for a in avals if a.ndim]
+    if not shapes:
+        return ()
+    if len({len(s) for s in shapes}) != 1:
+        raise TypeError(f"{name}: arrays must have the same number of dimensions, got "
+                        f"{', '.join(a.str_short() for a in avals)}")
+    out = []
+    for ds in zip(*shapes):
+        sizes = {d for d in ds if d != 1}
+        if len(sizes) > 1:
+            raise TypeError(f"{name}: incompatible shapes for broadcasting: "
+                            f"{', '.join(a.str_short() for a in avals)}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def unop(name: str, kind: str, impl) -> Primitive:
+    """An elementwise unary primitive with impl and abstract eval registered."""
+    prim = Primitive(name)
+
+    def abstract_eval(x: ShapedArray) -> ShapedArray:
+        _check_dtype(name, x, kind)
+        return x
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(abstract_eval)
+    return prim
+
+
+def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
+    """An elementwise n-ary primitive: operands of one dtype, broadcast as lax allows."""
+    prim = Primitive(name)
+
+    def abstract_eval(*avals: ShapedArray) -> ShapedArray:
+        for a in avals:
+            _check_dtype(name, a, kind)
+        if len({a.dtype for a in avals}) != 1:
+            raise TypeError(
+                f"lax.{name} requires arguments to have the same dtypes, got "
+                f"{', '.join(a.dtype.name for a in avals)}. (Tip: jnp.{name} is a similar "
+                "function that does automatic type promotion on inputs.)")
+        shape = _broadcasting_shape(name, *avals)
+        dtype = avals[0].dtype if result_dtype is None else result_dtype
+        weak = all(a.weak_type for a in avals) and result_dtype is None
+        return ShapedArray(shape, dtype, weak)
+
+    prim.def_impl(impl)
+    prim.def_abstract_eval(abstract_eval)
+    return prim
+
+
+def _unbroadcast(aval: ShapedArray, x):
+    """Sum `x` down to `aval`'s shape (the transpose of lax's implicit broadcasting)."""
+    x_aval = core.get_aval(x)
+    if x_aval.shape == aval.shape:
+        return x
+    if aval.ndim == 0:
+        return reduce_sum(x, tuple(range(x_aval.ndim)))
+    dims = tuple(i for i, (a, b) in enumerate(zip(aval.shape, x_aval.shape)) if a == 1 != b)
+    if dims:
+        x = reduce_sum(x, dims)
+    return reshape(x, aval.shape)
+
+
+def _unbroadcast_ct(ct, x):
+    """The cotangent `ct` reduced to the shape of the (undefined) operand `x`."""
+    if type(ct) is Zero:
+        return Zero(x.aval)
+    return _unbroadcast(x.aval, ct)
+
+
+# ---------------------------------------------------------------------------------------------
+# Unary elementwise
+# ---------------------------------------------------------------------------------------------
+
+def neg(x):
+    r"""Elementwise :math:`-x`. Same aval in and out."""
+    return neg_p.bind(x)
+
+
+neg_p = unop("neg", _num, np.negative)
+deflinear(neg_p, lambda ct, x: [neg(ct) if type(ct) is not Zero else ct])
+defvectorized(neg_p)
+mlir.register_lowering(neg_p, mlir.nary_lowering("negate"))
+
+
+def sin(x):
+    """Elementwise sine (float dtypes)."""
+    return sin_p.bind(x)
+
+
+sin_p = unop("sin", _float, np.sin)
+defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+defvectorized(sin_p)
+mlir.register_lowering(sin_p, mlir.nary_lowering("sine"))
+
+
+def cos(x):
+    """Elementwise cosine (float dtypes)."""
+    return cos_p.bind(x)
+
+
+cos_p = unop("cos", _float, np.cos)
+defjvp(cos_p, lambda g, x: neg(mul(g, sin(x))))
+defvectorized(cos_p)
+mlir.register_lowering(cos_p, mlir.nary_lowering("cosine"))
+
+
+def exp(x):
+    """Elementwise e**x (float dtypes)."""
+    return exp_p.bind(x)
+
+
+exp_p = unop("exp", _float, np.exp)
+defjvp(exp_p, lambda g, x: mul(g, exp(x)))
+defvectorized(exp_p)
+mlir.register_lowering(exp_p, mlir.nary_lowering("exponential"))
+
+
+def log(x):
+    """Elementwise natural logarithm (float dtypes)."""
+    return log_p.bind(x)
+
+
+log_p = unop("log", _float, np.log)
+defjvp(log_p, lambda g, x: div(g, x))
+defvectorized(log_p)
+mlir.register_lowering(log_p, mlir.nary_lowering("log"))
+
+
+def log1p(x):
+    """Elementwise log(1 + x), accurate near 0 (float dtypes)."""
+    return log1p_p.bind(x)
+
+
+log1p_p = unop("log1p", _float, np.log1p)
+defjvp(log1p_p, lambda g, x: div(g, add(x, _const(x, 1))))
+defvectorized(log1p_p)
+mlir.register_lowering(log1p_p, mlir.nary_lowering("log_plus_one"))
+
+
+def tanh(x):
+    """Elementwise hyperbolic tangent (float dtypes)."""
+    return tanh_p.bind(x)
+
+
+tanh_p = unop("tanh", _float, np.tanh)
+defjvp(tanh_p, lambda g, x: mul(g, sub(_const(x, 1), square(tanh(x)))))
+defvectorized(tanh_p)
+mlir.register_lowering(tanh_p, mlir.nary_lowering("tanh"))
+
+
+def _logistic_impl(x):
+    # 1 / (1 + exp(-x)), computed without overflow for large |x|
+    return np.where(x >= 0, 1 / (1 + np.exp(-np.abs(x))), 1 - 1 / (1 + np.exp(-np.abs(x))))
+
+
+def logistic(x):
+    """Elementwise 1 / (1 + exp(-x)) (float dtypes)."""
+    return logistic_p.bind(x)
+
+
+logistic_p = unop("logistic", _float, _logistic_impl)
+defjvp(logistic_p, lambda g, x: mul(g, mul(logistic(x), sub(_const(x, 1), logistic(x)))))
+defvectorized(logistic_p)
+mlir.register_lowering(logistic_p, mlir.nary_lowering("logistic"))
+
+
+def sqrt(x):
+    """Elementwise square root (float dtypes)."""
+    return sqrt_p.bind(x)
+
+
+sqrt_p = unop("sqrt", _float, np.sqrt)
+defjvp(sqrt_p, lambda g, x: div(g, mul(_const(x, 2), sqrt(x))))
+defvectorized(sqrt_p)
+mlir.register_lowering(sqrt_p, mlir.nary_lowering("sqrt"))
+
+
+def rsqrt(x):
+    """Elementwise 1 / sqrt(x) (float dtypes)."""
+    return rsqrt_p.bind(x)
+
+
+rsqrt_p = unop("rsqrt", _float, lambda x: 1 / np.sqrt(x))
+defjvp(rsqrt_p, lambda g, x: mul(g, mul(_const(x, -0.5), div(rsqrt(x), x))))
+defvectorized(rsqrt_p)
+mlir.register_lowering(rsqrt_p, mlir.nary_lowering("rsqrt"))
+
+
+def abs(x):
+    """Elementwise |x| (signed and float dtypes)."""
+    return abs_p.bind(x)
+
+
+abs_p = unop("abs", _num, np.abs)
+defjvp(abs_p, lambda g, x: mul(g, sign(x)))
+defvectorized(abs_p)
+mlir.register_lowering(abs_p, mlir.nary_lowering("abs"))
+
+
+def sign(x):
+    """Elementwise sign: -1, 0 or 1 (0 for -0.0 and NaN stays NaN)."""
+    return sign_p.bind(x)
+
+
+sign_p = unop("sign", _num, np.sign)
+defjvp_zero(sign_p)
+defvectorized(sign_p)
+mlir.register_lowering(sign_p, mlir.nary_lowering("sign"))
+
+
+def floor(x):
+    """Elementwise floor (float dtypes)."""
+    return floor_p.bind(x)
+
+
+floor_p = unop("floor", _float, np.floor)
+defjvp_zero(floor_p)
+defvectorized(floor_p)
+mlir.register_lowering(floor_p, mlir.nary_lowering("floor"))
+
+
+def bitwise_not(x):
+    """Elementwise logical not (bool) or bitwise not (integers)."""
+    return not_p.bind(x)
+
+
+not_p = unop("not", "int_or_bool", np.invert)
+defjvp_zero(not_p)
+defvectorized(not_p)
+mlir.register_lowering(not_p, mlir.nary_lowering("not_"))
+
+
+def stop_gradient(x):
+    """The identity, whose derivative is zero: gradients do not flow through `x`."""
+    return stop_gradient_p.bind(x)
+
+
+stop_gradient_p = unop("stop_gradient", _any, lambda x: x)
+defjvp_zero(stop_gradient_p)
+defvectorized(stop_gradient_p)
+mlir.register_lowering(stop_gradient_p, lambda ctx, x: x)
+
+
+def _integer_pow_impl(x, *, y):
+    return np.power(x, y) if y >= 0 else 1 / np.power(x, -y)
+
+
+def _integer_pow_abstract_eval(x, *, y):
+    _check_dtype("integer_pow", x, _num)
+    if y < 0 and not dtypes.is_float(x.dtype):
+        raise TypeError(f"integer_pow: negative power {y} needs a float operand, got "
+                        f"{x.str_short()}")
+    return x
+
+
+def _integer_pow_jvp(g, x, *, y):
+    return g if y == 1 else mul(g, mul(_const(x, y), integer_pow(x, y - 1)))
+
+
+def _integer_pow_lowering(ctx, x, *, y):
+    # exponentiation by squaring, as XLA has no integer power op
+    acc = None
+    base = x
+    n = _abs(y)
+    while n:
+        if n & 1:
+            acc = base if acc is None else mlir.hlo.multiply(acc, base)
+        n >>= 1
+        if n:
+            base = mlir.hlo.multiply(base, base)
+    if acc is None:
+        acc = mlir.full_like_aval(1, ctx.avals_out[0])
+    if y < 0:
+        acc = mlir.hlo.divide(mlir.full_like_aval(1, ctx.avals_out[0]), acc)
+    return acc
+
+
+def integer_pow(x, y: int):
+    """Elementwise x**y for a static Python int `y`."""
+    return integer_pow_p.bind(x, y=int(y))
+
+
+integer_pow_p = Primitive("integer_pow")
+integer_pow_p.def_impl(_integer_pow_impl)
+integer_pow_p.def_abstract_eval(_integer_pow_abstract_eval)
+defjvp(integer_pow_p, _integer_pow_jvp)
+defvectorized(integer_pow_p)
+mlir.register_lowering(integer_pow_p, _integer_pow_lowering)
+
+
+def square(x):
+    """x * x, as `integer_pow(x, 2)`."""
+    return integer_pow(x, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Binary elementwise
+# ---------------------------------------------------------------------------------------------
+
+def add(x, y):
+    """Elementwise x + y (same dtype; rank-0 or size-1 operands broadcast)."""
+    return add_p.bind(x, y)
+
+
+def _add_transpose(ct, x, y):
+    return [_unbroadcast_ct(ct, x) if is_undefined_primal(x) else None,
+            _unbroadcast_ct(ct, y) if is_undefined_primal(y) else None]
+
+
+add_p = naryop("add", _num, np.add)
+deflinear(add_p, _add_transpose)
+defbroadcasting(add_p)
+mlir.register_lowering(add_p, mlir.nary_lowering("add"))
+
+
+def _add_any_transpose(ct, x, y):
+    return [ct, ct]
+
+
+# add_any (JAX's add_jaxvals_p) sums tangents and cotangents; defined in ad_util.py.
+add_jaxvals_p.def_impl(np.add)
+add_jaxvals_p.def_abstract_eval(lambda x, y: x)
+deflinear(add_jaxvals_p, _add_any_transpose)
+defbroadcasting(add_jaxvals_p)
+mlir.register_lowering(add_jaxvals_p, mlir.nary_lowering("add"))
+
+
+def sub(x, y):
+    """Elementwise x - y."""
+    return sub_p.bind(x, y)
+
+
+def _sub_transpose(ct, x, y):
+    neg_ct = ct if type(ct) is Zero else neg(ct)
+    return [_unbroadcast_ct(ct, x) if is_undefined_primal(x) else None,
+            _unbroadcast_ct(neg_ct, y) if is_undefined_primal(y) else None]
+
+
+sub_p = naryop("sub", _num, np.subtract)
+deflinear(sub_p, _sub_transpose)
+defbroadcasting(sub_p)
+mlir.register_lowering(sub_p, mlir.nary_lowering("subtract"))
+
+
+def mul(x, y):
+    """Elementwise x * y."""
+    return mul_p.bind(x, y)
+
+
+def _mul_transpose(ct, x, y):
+    # mul is linear in one operand at a time; the other is a known value
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(y.aval) if is_undefined_primal(y) else None]
+    if is_undefined_primal(x):
+        return [_unbroadcast(x.aval, mul(ct, y)), None]
+    return [None, _unbroadcast(y.aval, mul(x, ct))]
+
+
+mul_p = naryop("mul", _num, np.multiply)
+defjvp(mul_p, lambda g, x, y: mul(g, y), lambda g, x, y: mul(x, g))
+ad.primitive_transposes[mul_p] = _mul_transpose
+defbroadcasting(mul_p)
+mlir.register_lowering(mul_p, mlir.nary_lowering("multiply"))
+
+
+def _div_impl(x, y):
+    if np.result_type(x).kind in "iu":
+        # integer division rounds toward zero, as in C and XLA
+        q = np.floor_divide(x, y)
+        fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+        return q + fix
+    return np.divide(x, y)
+
+
+def _div_transpose(ct, x, y):
+    if is_undefined_primal(y):
+        raise NotImplementedError("div is not linear in its divisor")
+    return [_unbroadcast_ct(ct if type(ct) is Zero else div(ct, y), x), None]
+
+
+def div(x, y):
+    """Elementwise x / y; integer division rounds toward zero."""
+    return div_p.bind(x, y)
+
+
+div_p = naryop("div", _num, _div_impl)
+defjvp(div_p, lambda g, x, y: div(g, y),
+       lambda g, x, y: mul(neg(g), div(x, integer_pow(y, 2))))
+ad.primitive_transposes[div_p] = _div_transpose
+defbroadcasting(div_p)
+mlir.register_lowering(div_p, mlir.nary_lowering("divide"))
+
+
+def rem(x, y):
+    """Elementwise remainder with the sign of `x` (C's fmod), like XLA's."""
+    return rem_p.bind(x, y)
+
+
+rem_p = naryop("rem", _num, np.fmod)
+defjvp(rem_p, lambda g, x, y: _unbroadcast_to_out(g, x, y),
+       lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
+defbroadcasting(rem_p)
+mlir.register_lowering(rem_p, mlir.nary_lowering("remainder"))
+
+
+def _unbroadcast_to_out(g, x, y):
+    # the tangent of an operand that may be smaller than the output: broadcast it up
+    out_shape = _broadcasting_shape("rem", core.get_aval(x), core.get_aval(y))
+    g_aval = core.get_aval(g)
+    if g_aval.shape == out_shape:
+        return g
+    return broadcast_in_dim(g, out_shape, tuple(range(g_aval.ndim)) if g_aval.ndim else ())
+
+
+def _pow_jvp_lhs(g, x, y):
+    y_minus_1 = sub(y, _const(y, 1))
+    return mul(g, mul(y, pow(x, y_minus_1)))
+
+
+def _pow_jvp_rhs(g, x, y):
+    # d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX does)
+    safe_log = select_n(eq(x, _const(x, 0)), log(x), full_like(x, 0))
+    return mul(g, mul(safe_log, pow(x, y)))
+
+
+def pow(x, y):
+    """Elementwise x ** y (float operands of one dtype)."""
+    return pow_p.bind(x, y)
+
+
+pow_p = naryop("pow", _float, np.power)
+defjvp(pow_p, _pow_jvp_lhs, _pow_jvp_rhs)
+defbroadcasting(pow_p)
+mlir.register_lowering(pow_p, mlir.nary_lowering("power"))
+
+
+def _balanced_eq(x, z, y):
+    # 1 where x wins, 0.5 where x and y tie, 0 elsewhere (JAX splits ties evenly)
+    one, half, zero = _const(z, 1), _const(z, 0.5), _const(z, 0)
+    return select_n(eq(x, z), zero, select_n(eq(y, z), one, half))
+
+
+def max(x, y):
+    """Elementwise maximum (NaN propagates)."""
+    return max_p.bind(x, y)
+
+
+max_p = naryop("max", _any, np.maximum)
+defjvp(max_p,
+       lambda g, x, y: mul(g, _balanced_eq(x, max(x, y), y)),
+       lambda g, x, y: mul(g, _balanced_eq(y, max(x, y), x)))
+defbroadcasting(max_p)
+mlir.register_lowering(max_p, mlir.nary_lowering("maximum"))
+
+
+def min(x, y):
+    """Elementwise minimum (NaN propagates)."""
+    return min_p.bind(x, y)
+
+
+min_p = naryop("min", _any, np.minimum)
+defjvp(min_p,
+       lambda g, x, y: mul(g, _balanced_eq(x, min(x, y), y)),
+       lambda g, x, y: mul(g, _balanced_eq(y, min(x, y), x)))
+defbroadcasting(min_p)
+mlir.register_lowering(min_p, mlir.nary_lowering("minimum"))
+
+
+def bitwise_and(x, y):
+    """Elementwise logical and (bool) or bitwise and (integers)."""
+    return and_p.bind(x, y)
+
+
+and_p = naryop("and", "int_or_bool", np.bitwise_and)
+defjvp_zero(and_p)
+defbroadcasting(and_p)
+mlir.register_lowering(and_p, mlir.nary_lowering("and_"))
+
+
+def bitwise_or(x, y):
+    """Elementwise logical or (bool) or bitwise or (integers)."""
+    return or_p.bind(x, y)
+
+
+or_p = naryop("or", "int_or_bool", np.bitwise_or)
+defjvp_zero(or_p)
+defbroadcasting(or_p)
+mlir.register_lowering(or_p, mlir.nary_lowering("or_"))
+
+
+def _compare_lowering(direction: str):
+    def rule(ctx, x, y):
+        aval = ctx.avals_in[0]
+        out = ctx.avals_out[0]
+        x = mlir.broadcast_to(x, aval, aval.update(shape=out.shape))
+        y = mlir.broadcast_to(y, ctx.avals_in[1], ctx.avals_in[1].update(shape=out.shape))
+        kind = aval.dtype.kind
+        ctype = ("FLOAT" if dtypes.is_float(aval.dtype) else "UNSIGNED" if kind in "ub"
+                 else "SIGNED")
+        return mlir.hlo.compare(x, y, mlir.hlo.ComparisonDirectionAttr.get(direction),
+                                compare_type=mlir.hlo.ComparisonTypeAttr.get(ctype))
+    rule.__name__ = f"_compare_{direction.lower()}_lowering"
+    return rule
+
+
+def eq(x, y):
+    """Elementwise x == y, giving bool."""
+    return eq_p.bind(x, y)
+
+
+eq_p = naryop("eq", _any, np.equal, result_dtype=dtypes.bool_)
+defjvp_zero(eq_p)
+defbroadcasting(eq_p)
+mlir.register_lowering(eq_p, _compare_lowering("EQ"))
+
+
+def ne(x, y):
+    """Elementwise x != y, giving bool."""
+    return ne_p.bind(x, y)
+
+
+ne_p = naryop("ne", _any, np.not_equal, result_dtype=dtypes.bool_)
+defjvp_zero(ne_p)
+defbroadcasting(ne_p)
+mlir.register_lowering(ne_p, _compare_lowering("NE"))
+
+
+def lt(x, y):
+    """Elementwise x < y, giving bool."""
+    return lt_p.bind(x, y)
+
+
+lt_p = naryop("lt", _any, np.less, result_dtype=dtypes.bool_)
+defjvp_zero(lt_p)
+defbroadcasting(lt_p)
+mlir.register_lowering(lt_p, _compare_lowering("LT"))
+
+
+def le(x, y):
+    """Elementwise x <= y, giving bool."""
+    return le_p.bind(x, y)
+
+
+le_p = naryop("le", _any, np.less_equal, result_dtype=dtypes.bool_)
+defjvp_zero(le_p)
+defbroadcasting(le_p)
+mlir.register_lowering(le_p, _compare_lowering("LE"))
+
+
+def gt(x, y):
+    """Elementwise x > y, giving bool."""
+    return gt_p.bind(x, y)
+
+
+gt_p = naryop("gt", _any, np.greater, result_dtype=dtypes.bool_)
+defjvp_zero(gt_p)
+defbroadcasting(gt_p)
+mlir.register_lowering(gt_p, _compare_lowering("GT"))
+
+
+def ge(x, y):
+    """Elementwise x >= y, giving bool."""
+    return ge_p.bind(x, y)
+
+
+ge_p = naryop("ge", _any, np.greater_equal, result_dtype=dtypes.bool_)
+defjvp_zero(ge_p)
+defbroadcasting(ge_p)
+mlir.register_lowering(ge_p, _compare_lowering("GE"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection and conversion
+# ---------------------------------------------------------------------------------------------
+
+def _select_n_impl(which, *cases):
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0]) if len(cases) == 2 else cases[0]
+    return np.choose(which, np.broadcast_arrays(*cases))
+
+
+def _select_n_abstract_eval(which, *cases):
+    if not cases:
+        raise TypeError("select_n needs at least one case")
+    if len({(c.shape, c.dtype) for c in cases}) != 1:
+        raise TypeError(f"select_n: cases must have the same shape and dtype, got "
+                        f"{', '.join(c.str_short() for c in cases)}")
+    if which.dtype != np.bool_ and which.dtype.kind not in "iu":
+        raise TypeError(f"select_n: `which` must be bool or int32, got {which.str_short()}")
+    if which.dtype == np.bool_ and len(cases) > 2:
+        raise TypeError("select_n: a boolean `which` selects between at most 2 cases")
+    if which.shape and which.shape != cases[0].shape:
+        raise TypeError(f"select_n: `which` must be scalar or have the cases' shape, got "
+                        f"{which.str_short()} for cases {cases[0].str_short()}")
+    return cases[0].update(weak_type=all(c.weak_type for c in cases))
+
+
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    out = select_n(which, *cases)
+    if all(type(t) is Zero for t in tangents[1:]):
+        return out, Zero.from_primal_value(out)
+    return out, select_n(which, *map(ad.instantiate_zeros, tangents[1:]))
+
+
+def _select_n_transpose(ct, which, *cases):
+    if is_undefined_primal(which):
+        raise NotImplementedError("select_n is not linear in its predicate")
+    if type(ct) is Zero:
+        return [None] + [Zero(c.aval) if is_undefined_primal(c) else None for c in cases]
+    zeros = full_like(ct, 0)
+    return [None] + [select_n(which, *[ct if j == i else zeros for j in range(len(cases))])
+                     if is_undefined_primal(c) else None for i, c in enumerate(cases)]
+
+
+def _select_n_batch_rule(vals, dims, *, axis_size):
+    which, *cases = vals
+    which_dim, *case_dims = dims
+    case_aval = next(core.get_aval(c) for c, d in zip(cases, case_dims))
+    case_shape = case_aval.shape if case_dims[0] is not_mapped else (
+        case_aval.shape[:case_dims[0]] + case_aval.shape[case_dims[0] + 1:])
+    cases = [batching.bdim_at_front(c, d, axis_size) for c, d in zip(cases, case_dims)]
+    if which_dim is not_mapped and core.get_aval(which).ndim == 0:
+        return select_n(which, *cases), 0
+    which = batching.bdim_at_front(which, which_dim, axis_size)
+    if core.get_aval(which).ndim == 1 and case_shape:  # a batched scalar predicate
+        which = broadcast_in_dim(which, (axis_size,) + case_shape, (0,))
+    return select_n(which, *cases), 0
+
+
+def _select_n_lowering(ctx, which, *cases):
+    which_aval = ctx.avals_in[0]
+    if which_aval.dtype == np.bool_:
+        return mlir.hlo.select(which, cases[1], cases[0]) if len(cases) == 2 else cases[0]
+    out = cases[0]
+    for i in range(1, len(cases)):
+        idx = mlir.ir_constant(np.full(which_aval.shape, i, which_aval.dtype))
+        pred = mlir.hlo.compare(which, idx, mlir.hlo.ComparisonDirectionAttr.get("EQ"))
+        out = mlir.hlo.select(pred, cases[i], out)
+    return out
+
+
+def select_n(which, *cases):
+    """`cases[which]` elementwise. `which`: bool (2 cases) or int32, scalar or the cases'
+    shape; cases: same shape and dtype. Raises TypeError otherwise."""
+    return select_n_p.bind(which, *cases)
+
+
+select_n_p = Primitive("select_n")
+select_n_p.def_impl(_select_n_impl)
+select_n_p.def_abstract_eval(_select_n_abstract_eval)
+ad.primitive_jvps[select_n_p] = _select_n_jvp
+ad.primitive_transposes[select_n_p] = _select_n_transpose
+batching.primitive_batchers[select_n_p] = _select_n_batch_rule
+mlir.register_lowering(select_n_p, _select_n_lowering)
+
+
+def select(pred, on_true, on_false):
+    """`on_true` where `pred` else `on_false` (JAX's lax.select)."""
+    return select_n(pred, on_false, on_true)
+
+
+def _convert_element_type_impl(x, *, new_dtype, weak_type):
+    return x.astype(new_dtype)
+
+
+def _convert_element_type_abstract_eval(x, *, new_dtype, weak_type):
+    return ShapedArray(x.shape, new_dtype, weak_type)
+
+
+def _convert_element_type_jvp(primals, tangents, *, new_dtype, weak_type):
+    (x,), (t,) = primals, tangents
+    out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if type(t) is Zero or not dtypes.is_float(new_dtype) or not dtypes.is_float(
+            core.get_aval(x).dtype):
+        return out, Zero.from_primal_value(out)
+    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+def _convert_element_type_transpose(ct, x, *, new_dtype, weak_type):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype,
+                                        weak_type=x.aval.weak_type)]
+
+
+def _convert_element_type_lowering(ctx, x, *, new_dtype, weak_type):
+    aval_in, aval_out = ctx.avals_in[0], ctx.avals_out[0]
+    if new_dtype == np.bool_ and aval_in.dtype != np.bool_:
+        zero = mlir.full_like_aval(0, aval_in)
+        ctype = "FLOAT" if dtypes.is_float(aval_in.dtype) else (
+            "UNSIGNED" if aval_in.dtype.kind == "u" else "SIGNED")
+        return mlir.hlo.compare(x, zero, mlir.hlo.ComparisonDirectionAttr.get("NE"),
+                                compare_type=mlir.hlo.ComparisonTypeAttr.get(ctype))
+    if aval_in.dtype == aval_out.dtype:
+        return x
+    return mlir.hlo.convert(mlir.aval_to_ir_type(aval_out), x)
+
+
+convert_element_type_p = Primitive("convert_element_type")
+convert_element_type_p.def_impl(_convert_element_type_impl)
+convert_element_type_p.def_abstract_eval(_convert_element_type_abstract_eval)
+ad.primitive_jvps[convert_element_type_p] = _convert_element_type_jvp
+ad.primitive_transposes[convert_element_type_p] = _convert_element_type_transpose
+defvectorized(convert_element_type_p)
+mlir.register_lowering(convert_element_type_p, _convert_element_type_lowering)
+
+
+def convert_element_type(x, new_dtype, weak_type: bool = False):
+    """`x` converted to `new_dtype` (canonicalized: 64-bit narrows unless x64 is on).
+
+    A concrete (non-traced) operand is converted right away with numpy, as JAX does, so
+    constants stay literals in jaxprs."""
+    new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    if not isinstance(x, core.Tracer):
+        aval = core.get_aval(x)
+        if aval.dtype == new_dtype and aval.weak_type == weak_type and not dtypes.is_python_scalar(x):
+            return x
+        return core.array_from_numpy(core.to_numpy(x, aval).astype(new_dtype), weak_type)
+    aval = x.aval
+    if aval.dtype == new_dtype and aval.weak_type == weak_type:
+        return x
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes: broadcast_in_dim, reshape, transpose, squeeze
+# ---------------------------------------------------------------------------------------------
+
+def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    expanded = [1] * len(shape)
+    for src, dst in enumerate(broadcast_dimensions):
+        expanded[dst] = x.shape[src]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
+    ok = (len(broadcast_dimensions) == x.ndim
+          and all(0 <= d < len(shape) for d in broadcast_dimensions)
+          and list(broadcast_dimensions) == sorted(set(broadcast_dimensions))
+          and all(x.shape[i] in (1, shape[d]) for i, d in enumerate(broadcast_dimensions)))
+    if not ok:
+        raise TypeError(f"broadcast_in_dim: cannot broadcast operand {x.str_short()} to shape "
+                        f"{tuple(shape)} with broadcast_dimensions={tuple(broadcast_dimensions)}"
+                        "; expected one strictly increasing target dimension per operand "
+                        "dimension, each of equal size or size 1 in the operand")
+    return x.update(shape=shape)
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    new_dims = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
+    ones = tuple(d for i, d in enumerate(broadcast_dimensions)
+                 if x.aval.shape[i] == 1 and shape[d] != 1)
+    summed = reduce_sum(ct, tuple(sorted(new_dims + ones)))
+    return [reshape(summed, x.aval.shape) if ones else summed]
+
+
+def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    bdims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
+    return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims), 0
+
+
+def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions):
+    return mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(ctx.avals_out[0]), x,
+                                     list(broadcast_dimensions))
+
+
+def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
+    """Broadcast `x` to `shape`; operand dimension i becomes output dimension
+    `broadcast_dimensions[i]` (sizes equal, or 1 in the operand)."""
+    shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    if not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape:
+        return x
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims)
+
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim")
+broadcast_in_dim_p.pp_hidden_params = ("shape",)
+broadcast_in_dim_p.pp_hide_if_empty = ("broadcast_dimensions",)
+broadcast_in_dim_p.def_impl(_broadcast_in_dim_impl)
+broadcast_in_dim_p.def_abstract_eval(_broadcast_in_dim_abstract_eval)
+deflinear(broadcast_in_dim_p, _broadcast_in_dim_transpose)
+batching.primitive_batchers[broadcast_in_dim_p] = _broadcast_in_dim_batch_rule
+mlir.register_lowering(broadcast_in_dim_p, _broadcast_in_dim_lowering)
+
+
+def broadcast(x, sizes: Sequence[int]):
+    """Add leading dimensions of `sizes` to `x`."""
+    aval = core.get_aval(x)
+    return broadcast_in_dim(x, tuple(sizes) + aval.shape,
+                            tuple(range(len(sizes), len(sizes) + aval.ndim)))
+
+
+def expand_dims(x, dimensions: Sequence[int]):
+    """Insert size-1 dimensions at `dimensions` (a broadcast_in_dim, as in JAX)."""
+    aval = core.get_aval(x)
+    ndim = aval.ndim + len(dimensions)
+    dims = sorted(d % ndim for d in dimensions)
+    shape = list(aval.shape)
+    for d in dims:
+        shape.insert(d, 1)
+    kept = tuple(i for i in range(ndim) if i not in dims)
+    return broadcast_in_dim(x, tuple(shape), kept)
+
+
+def _reshape_abstract_eval(x, *, new_sizes, dimensions):
+    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+        raise TypeError(f"reshape: total size must be unchanged, got new_sizes={new_sizes} "
+                        f"for operand {x.str_short()} of size {x.size}")
+    return x.update(shape=new_sizes)
+
+
+def _reshape_transpose(ct, x, *, new_sizes, dimensions):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [reshape(ct, x.aval.shape)]
+
+
+def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return reshape(x, (axis_size,) + tuple(new_sizes)), 0
+
+
+def reshape(x, new_sizes: Sequence[int], dimensions=None):
+    """`x` with shape `new_sizes` (same total size), in row-major order."""
+    new_sizes = tuple(int(d) for d in new_sizes)
+    if dimensions is not None:
+        x = transpose(x, tuple(dimensions))
+    if core.get_aval(x).shape == new_sizes and not isinstance(x, core.Tracer):
+        return x
+    if isinstance(x, core.Tracer) and x.aval.shape == new_sizes:
+        return x
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None)
+
+
+reshape_p = Primitive("reshape")
+reshape_p.def_impl(lambda x, *, new_sizes, dimensions: x.reshape(new_sizes))
+reshape_p.def_abstract_eval(_reshape_abstract_eval)
+deflinear(reshape_p, _reshape_transpose)
+batching.primitive_batchers[reshape_p] = _reshape_batch_rule
+mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions:
+                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+
+
+def _transpose_abstract_eval(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise TypeError(f"transpose: permutation {permutation} is not a permutation of the "
+                        f"dimensions of operand {x.str_short()}")
+    return x.update(shape=tuple(x.shape[p] for p in permutation))
+
+
+def _transpose_transpose(ct, x, *, permutation):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [transpose(ct, tuple(np.argsort(permutation)))]
+
+
+def _transpose_batch_rule(vals, dims, *, axis_size, permutation):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return transpose(x, (0,) + tuple(p + 1 for p in permutation)), 0
+
+
+def transpose(x, permutation: Sequence[int]):
+    """Permute the dimensions of `x`: output dimension i is operand dimension permutation[i]."""
+    permutation = tuple(int(p) for p in permutation)
+    if permutation == tuple(range(len(permutation))) and not isinstance(x, core.Tracer):
+        return x
+    return transpose_p.bind(x, permutation=permutation)
+
+
+transpose_p = Primitive("transpose")
+transpose_p.def_impl(lambda x, *, permutation: np.transpose(x, permutation))
+transpose_p.def_abstract_eval(_transpose_abstract_eval)
+deflinear(transpose_p, _transpose_transpose)
+batching.primitive_batchers[transpose_p] = _transpose_batch_rule
+mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
+                       mlir.hlo.transpose(x, list(permutation)))
+
+
+def _squeeze_abstract_eval(x, *, dimensions):
+    if any(not 0 <= d < x.ndim or x.shape[d] != 1 for d in dimensions):
+        raise TypeError(f"squeeze: dimensions {dimensions} must all be of size 1 in operand "
+                        f"{x.str_short()}")
+    return x.update(shape=tuple(s for i, s in enumerate(x.shape) if i not in dimensions))
+
+
+def _squeeze_transpose(ct, x, *, dimensions):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [reshape(ct, x.aval.shape)]
+
+
+def _squeeze_batch_rule(vals, dims, *, axis_size, dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return squeeze(x, tuple(i + 1 for i in dimensions)), 0
+
+
+def squeeze(x, dimensions: Sequence[int]):
+    """Remove the size-1 `dimensions` of `x`."""
+    nd = core.get_aval(x).ndim
+    dimensions = tuple(sorted(int(d) % nd for d in dimensions)) if nd else ()
+    return squeeze_p.bind(x, dimensions=dimensions)
+
+
+squeeze_p = Primitive("squeeze")
+squeeze_p.def_impl(lambda x, *, dimensions: np.squeeze(x, axis=dimensions))
+squeeze_p.def_abstract_eval(_squeeze_abstract_eval)
+deflinear(squeeze_p, _squeeze_transpose)
+batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
+mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
+                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Reductions
+# ---------------------------------------------------------------------------------------------
+
+def _reduce_abstract_eval(name: str, kind: str):
+    def rule(x, *, axes):
+        _check_dtype(name, x, kind)
+        if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
+            raise TypeError(f"{name}: axes {axes} out of range or repeated for operand "
+                            f"{x.str_short()}")
+        return x.update(shape=tuple(s for i, s in enumerate(x.shape) if i not in axes))
+    return rule
+
+
+def _reduce_batch_rule(prim):
+    def rule(vals, dims, *, axis_size, axes, **params):
+        (x,), (d,) = vals, dims
+        x = batching.moveaxis(x, d, 0)
+        return prim.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
+    return rule
+
+
+def _reduce_lowering(op_name: str, init):
+    def rule(ctx, x, *, axes):
+        aval_out = ctx.avals_out[0]
+        scalar = ShapedArray((), aval_out.dtype)
+        init_val = mlir.ir_constant(np.array(init(aval_out.dtype), aval_out.dtype))
+        op = mlir.hlo.ReduceOp([mlir.aval_to_ir_type(aval_out)], [x], [init_val], list(axes))
+        block = op.regions[0].blocks.append(mlir.aval_to_ir_type(scalar),
+                                            mlir.aval_to_ir_type(scalar))
+        with mlir.ir.InsertionPoint(block):
+            mlir.hlo.return_([getattr(mlir.hlo, op_name)(*block.arguments)])
+        return op.result
+    rule.__name__ = f"_reduce_{op_name}_lowering"
+    return rule
+
+
+def _lowest(dtype):
+    if dtypes.is_float(dtype):
+        return -np.inf
+    return False if dtype == np.bool_ else dtypes.iinfo(dtype).min
+
+
+def _highest(dtype):
+    if dtypes.is_float(dtype):
+        return np.inf
+    return True if dtype == np.bool_ else dtypes.iinfo(dtype).max
+
+
+def _reduce_sum_transpose(ct, x, *, axes):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    kept = tuple(i for i in range(x.aval.ndim) if i not in axes)
+    return [broadcast_in_dim(ct, x.aval.shape, kept)]
+
+
+def reduce_sum(x, axes: Sequence[int]):
+    """Sum of `x` over `axes` (the dimensions are removed)."""
+    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+reduce_sum_p = Primitive("reduce_sum")
+reduce_sum_p.def_impl(lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype))
+reduce_sum_p.def_abstract_eval(_reduce_abstract_eval("reduce_sum", _num))
+deflinear(reduce_sum_p, _reduce_sum_transpose)
+batching.primitive_batchers[reduce_sum_p] = _reduce_batch_rule(reduce_sum_p)
+mlir.register_lowering(reduce_sum_p, _reduce_lowering("add", lambda d: 0))
+
+
+def _reduce_chooser_jvp(prim):
+    # the tangent flows from the positions that attain the max (or min), split evenly on ties
+    def jvp(primals, tangents, *, axes):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axes=axes)
+        aval = core.get_aval(x)
+        kept = tuple(i for i in range(aval.ndim) if i not in axes)
+        at_ans = eq(x, broadcast_in_dim(ans, aval.shape, kept))
+        mask = convert_element_type(at_ans, aval.dtype)
+        counts = reduce_sum(mask, axes)
+        return ans, div(reduce_sum(mul(t, mask), axes), counts)
+    return jvp
+
+
+def reduce_max(x, axes: Sequence[int]):
+    """Maximum of `x` over `axes`."""
+    return reduce_max_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+reduce_max_p = Primitive("reduce_max")
+reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes))
+reduce_max_p.def_abstract_eval(_reduce_abstract_eval("reduce_max", _any))
+ad.primitive_jvps[reduce_max_p] = _reduce_chooser_jvp(reduce_max_p)
+batching.primitive_batchers[reduce_max_p] = _reduce_batch_rule(reduce_max_p)
+mlir.register_lowering(reduce_max_p, _reduce_lowering("maximum", _lowest))
+
+
+def reduce_min(x, axes: Sequence[int]):
+    """Minimum of `x` over `axes`."""
+    return reduce_min_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+reduce_min_p = Primitive("reduce_min")
+reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes))
+reduce_min_p.def_abstract_eval(_reduce_abstract_eval("reduce_min", _any))
+ad.primitive_jvps[reduce_min_p] = _reduce_chooser_jvp(reduce_min_p)
+batching.primitive_batchers[reduce_min_p] = _reduce_batch_rule(reduce_min_p)
+mlir.register_lowering(reduce_min_p, _reduce_lowering("minimum", _highest))
+
+
+def _argminmax_abstract_eval(name):
+    def rule(x, *, axes, index_dtype):
+        if len(axes) != 1 or not 0 <= axes[0] < x.ndim:
+            raise TypeError(f"{name}: needs exactly one axis within operand {x.str_short()}, "
+                            f"got axes={axes}")
+        if x.shape[axes[0]] == 0:
+            raise ValueError(f"{name}: cannot reduce over an empty axis of {x.str_short()}")
+        return ShapedArray(tuple(s for i, s in enumerate(x.shape) if i != axes[0]),
+                           index_dtype)
+    return rule
+
+
+def _argminmax_lowering(direction: str):
+    # A variadic reduce over (value, index) pairs. NaN counts as the extreme value, and ties
+    # pick the smaller index, so the result matches numpy's first-occurrence rule.
+    def rule(ctx, x, *, axes, index_dtype):
+        hlo, ir = mlir.hlo, mlir.ir
+        aval_in, aval_out = ctx.avals_in[0], ctx.avals_out[0]
+        axis = axes[0]
+        idx_aval = ShapedArray(aval_in.shape, index_dtype)
+        iota_v = hlo.iota(mlir.aval_to_ir_type(idx_aval), axis)
+        val_scalar = mlir.aval_to_ir_type(ShapedArray((), aval_in.dtype))
+        idx_scalar = mlir.aval_to_ir_type(ShapedArray((), index_dtype))
+        init_v = mlir.ir_constant(np.array(
+            _lowest(aval_in.dtype) if direction == "GT" else _highest(aval_in.dtype),
+            aval_in.dtype))
+        init_i = mlir.ir_constant(np.array(0, index_dtype))
+        op = hlo.ReduceOp([mlir.aval_to_ir_type(aval_out.update(dtype=aval_in.dtype)),
+                           mlir.aval_to_ir_type(aval_out)],
+                          [x, iota_v], [init_v, init_i], [axis])
+        block = op.regions[0].blocks.append(val_scalar, idx_scalar, val_scalar, idx_scalar)
+        is_float = dtypes.is_float(aval_in.dtype)
+        ctype = hlo.ComparisonTypeAttr.get("FLOAT" if is_float else (
+            "UNSIGNED" if aval_in.dtype.kind in "ub" else "SIGNED"))
+        cmp = lambda a, b, d: hlo.compare(a, b, hlo.ComparisonDirectionAttr.get(d),
+                                          compare_type=ctype)
+        icmp = lambda a, b, d: hlo.compare(a, b, hlo.ComparisonDirectionAttr.get(d),
+                                           compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+        with ir.InsertionPoint(block):
+            va, ia, vb, ib = block.arguments
+            better = cmp(va, vb, direction)
+            same = cmp(va, vb, "EQ")
+            if is_float:
+                a_nan, b_nan = cmp(va, va, "NE"), cmp(vb, vb, "NE")
+                better = hlo.or_(better, hlo.and_(a_nan, hlo.not_(b_nan)))
+                same = hlo.or_(same, hlo.and_(a_nan, b_nan))
+            pick_a = hlo.or_(better, hlo.and_(same, icmp(ia, ib, "LT")))
+            hlo.return_([hlo.select(pick_a, va, vb), hlo.select(pick_a, ia, ib)])
+        return op.results[1]
+    return rule
+
+
+def _argminmax_batch_rule(prim):
+    def rule(vals, dims, *, axis_size, axes, index_dtype):
+        (x,), (d,) = vals, dims
+        x = batching.moveaxis(x, d, 0)
+        return prim.bind(x, axes=(axes[0] + 1,), index_dtype=index_dtype), 0
+    return rule
+
+
+def argmax(x, axis: int, index_dtype=np.int32):
+    """Index of the largest element along `axis` (first one on ties; NaN counts as largest)."""
+    return argmax_p.bind(x, axes=(int(axis),), index_dtype=np.dtype(index_dtype))
+
+
+argmax_p = Primitive("argmax")
+argmax_p.def_impl(lambda x, *, axes, index_dtype: np.argmax(x, axis=axes[0]).astype(index_dtype))
+argmax_p.def_abstract_eval(_argminmax_abstract_eval("argmax"))
+defjvp_zero(argmax_p)
+batching.primitive_batchers[argmax_p] = _argminmax_batch_rule(argmax_p)
+mlir.register_lowering(argmax_p, _argminmax_lowering("GT"))
+
+
+def argmin(x, axis: int, index_dtype=np.int32):
+    """Index of the smallest element along `axis` (first one on ties; NaN counts as smallest)."""
+    return argmin_p.bind(x, axes=(int(axis),), index_dtype=np.dtype(index_dtype))
+
+
+argmin_p = Primitive("argmin")
+argmin_p.def_impl(lambda x, *, axes, index_dtype: np.argmin(x, axis=axes[0]).astype(index_dtype))
+argmin_p.def_abstract_eval(_argminmax_abstract_eval("argmin"))
+defjvp_zero(argmin_p)
+batching.primitive_batchers[argmin_p] = _argminmax_batch_rule(argmin_p)
+mlir.register_lowering(argmin_p, _argminmax_lowering("LT"))
+
+
+# ---------------------------------------------------------------------------------------------
+# dot_general
+# ---------------------------------------------------------------------------------------------
+
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    l_sub = [next(letters) for _ in range(lhs.ndim)]
+    r_sub = [next(letters) for _ in range(rhs.ndim)]
+    for a, b in zip(lc + lb, rc + rb):
+        r_sub[b] = l_sub[a]
+    batch = [l_sub[a] for a in lb]
+    l_free = [s for i, s in enumerate(l_sub) if i not in lc and i not in lb]
+    r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
+    spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
+    out_dtype = preferred_element_type or lhs.dtype
+    return np.einsum(spec, lhs, rhs, dtype=None).astype(out_dtype)
+
+
+def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
+                               preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    where = f"dot_general({lhs.str_short()}, {rhs.str_short()}, dimension_numbers=" \
+            f"{dimension_numbers})"
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"{where}: operands must have the same dtype (jnp.dot promotes)")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise TypeError(f"{where}: contracting/batch dimension lists differ in length")
+    for a, b in zip(lc + lb, rc + rb):
+        if not (0 <= a < lhs.ndim and 0 <= b < rhs.ndim) or lhs.shape[a] != rhs.shape[b]:
+            raise TypeError(f"{where}: dimension sizes do not match (lhs dim {a} vs rhs dim {b})")
+    batch = [lhs.shape[a] for a in lb]
+    l_free = [s for i, s in enumerate(lhs.shape) if i not in lc and i not in lb]
+    r_free = [s for i, s in enumerate(rhs.shape) if i not in rc and i not in rb]
+    dtype = preferred_element_type or lhs.dtype
+    return ShapedArray(tuple(batch + l_free + r_free), dtype,
+                       lhs.weak_type and rhs.weak_type)
+
+
+def _ranges_like(*xs):
+    start = 0
+    for x in xs:
+        yield tuple(range(start, start + len(x)))
+        start += len(x)
+
+
+def _remaining(original, *removed):
+    removed = set().union(*map(set, removed))
+    return [i for i in original if i not in removed]
+
+
+def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
+                               preferred_element_type, swap_ans=False):
+    # The cotangent of x contracts ct with y over y's free dimensions (and batches over the
+    # batch dimensions); a final transpose puts x's dimensions back in their original order.
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    x_aval = x.aval if is_undefined_primal(x) else core.get_aval(x)
+    y_ndim = core.get_aval(y).ndim if not is_undefined_primal(y) else y.aval.ndim
+    x_kept = _remaining(range(x_aval.ndim), x_contract, x_batch)
+    y_kept = _remaining(range(y_ndim), y_contract, y_batch)
+    if swap_ans:
+        ans_batch, ans_y, _ = _ranges_like(x_batch, y_kept, x_kept)
+    else:
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+    dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
+    x_contract_sorted_by_y = [x_contract[i] for i in np.argsort(y_contract)]
+    out_axes = np.argsort(list(x_batch) + x_kept + x_contract_sorted_by_y)
+    x_bar = dot_general(ct, y, dims, precision=precision,
+                        preferred_element_type=preferred_element_type)
+    x_bar = transpose(x_bar, tuple(int(a) for a in out_axes))
+    if core.get_aval(x_bar).dtype != x_aval.dtype:
+        x_bar = convert_element_type(x_bar, x_aval.dtype)
+    return x_bar
+
+
+def _dot_general_transpose(ct, x, y, *, dimension_numbers, precision, preferred_element_type):
+    (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(y.aval) if is_undefined_primal(y) else None]
+    if is_undefined_primal(x):
+        return [_dot_general_transpose_lhs(ct, x, y, dimension_numbers=dimension_numbers,
+                                           precision=precision,
+                                           preferred_element_type=preferred_element_type),
+                None]
+    swapped = ((y_contract, x_contract), (y_batch, x_batch))
+    return [None, _dot_general_transpose_lhs(ct, y, x, dimension_numbers=swapped,
+                                             precision=precision,
+                                             preferred_element_type=preferred_element_type,
+                                             swap_ans=True)]
+
+
+def _dot_general_batch_rule(vals, dims, *, axis_size, dimension_numbers, precision,
+                            preferred_element_type):
+    (lhs, rhs), (ld, rd) = vals, dims
+    (lc, rc), (lb, rb) = dimension_numbers
+    shift = lambda ds: tuple(d + 1 for d in ds)
+    params = dict(precision=precision, preferred_element_type=preferred_element_type)
+    if ld is not not_mapped and rd is not not_mapped:
+        lhs, rhs = batching.moveaxis(lhs, ld, 0), batching.moveaxis(rhs, rd, 0)
+        dn = ((shift(lc), shift(rc)), ((0,) + shift(lb), (0,) + shift(rb)))
+        return dot_general(lhs, rhs, dn, **params), 0
+    if ld is not not_mapped:
+        # the batch axis becomes the first free dimension of lhs
+        lhs = batching.moveaxis(lhs, ld, 0)
+        dn = ((shift(lc), rc), (shift(lb), rb))
+        return dot_general(lhs, rhs, dn, **params), len(lb)
+    rhs = batching.moveaxis(rhs, rd, 0)
+    dn = ((lc, shift(rc)), (lb, shift(rb)))
+    lhs_ndim = core.get_aval(lhs).ndim
+    n_lhs_free = lhs_ndim - len(lc) - len(lb)
+    return dot_general(lhs, rhs, dn, **params), len(lb) + n_lhs_free
+
+
+def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
+                          preferred_element_type):
+    (lc, rc), (lb, rb) = dimension_numbers
+    dnums = mlir.hlo.DotDimensionNumbers.get(
+        lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
+        lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
+    return mlir.hlo.dot_general(mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums)
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Generalized tensor contraction.
+
+    Args:
+      dimension_numbers: `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`,
+        tuples of dimension indices.
+      preferred_element_type: output dtype (default: the operands' dtype).
+    Returns: an array of shape `batch + lhs_free + rhs_free`.
+    Raises TypeError on mismatched dtypes or dimension sizes.
+    """
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+          (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
+                              preferred_element_type=pet)
+
+
+dot_general_p = Primitive("dot_general")
+dot_general_p.pp_hidden_params = ("precision",)
+dot_general_p.def_impl(_dot_general_impl)
+dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
+defjvp(dot_general_p,
+       lambda g, x, y, **p: dot_general_p.bind(g, y, **p),
+       lambda g, x, y, **p: dot_general_p.bind(x, g, **p))
+ad.primitive_transposes[dot_general_p] = _dot_general_transpose
+batching.primitive_batchers[dot_general_p] = _dot_general_batch_rule
+mlir.register_lowering(dot_general_p, _dot_general_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# iota, slice, concatenate, pad
+# ---------------------------------------------------------------------------------------------
+
+def _iota_impl(*, dtype, shape, dimension):
+    ar = np.arange(shape[dimension], dtype=dtype)
+    expanded = [1] * len(shape)
+    expanded[dimension] = shape[dimension]
+    return np.broadcast_to(ar.reshape(expanded), shape)
+
+
+def _iota_abstract_eval(*, dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise TypeError(f"iota: dimension {dimension} out of range for shape {shape}")
+    return ShapedArray(shape, dtype)
+
+
+def iota(dtype, size: int):
+    """`[0, 1, ..., size-1]` of `dtype`."""
+    return broadcasted_iota(dtype, (int(size),), 0)
+
+
+def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
+    """An array of `shape` whose entries count along `dimension`."""
+    dtype = dtypes.canonicalize_dtype(dtype)
+    return iota_p.bind(dtype=dtype, shape=tuple(int(s) for s in shape), dimension=int(dimension))
+
+
+iota_p = Primitive("iota")
+iota_p.def_impl(_iota_impl)
+iota_p.def_abstract_eval(_iota_abstract_eval)
+defjvp_zero(iota_p)
+# iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
+mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension:
+                       mlir.hlo.iota(mlir.aval_to_ir_type(ctx.avals_out[0]), dimension))
+
+
+def _slice_impl(x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    return x[tuple(builtins.slice(s, l, st)
+                   for s, l, st in zip(start_indices, limit_indices, strides))]
+
+
+def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * x.ndim
+    if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim) or any(
+            not 0 <= s <= l <= d or st < 1
+            for s, l, d, st in zip(start_indices, limit_indices, x.shape, strides)):
+        raise TypeError(f"slice: start_indices={start_indices}, limit_indices={limit_indices},"
+                        f" strides={strides} are not valid for operand {x.str_short()}; "
+                        "expected 0 <= start <= limit <= size and strides >= 1 per dimension")
+    shape = tuple((l - s + st - 1) // st for s, l, st in zip(start_indices, limit_indices,
+                                                               strides))
+    return x.update(shape=shape)
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    strides = strides or (1,) * x.aval.ndim
+    out_shape = core.get_aval(ct).shape
+    config = []
+    for s, d, st, n in zip(start_indices, x.aval.shape, strides, out_shape):
+        used = s + (n - 1) * st + 1 if n else s
+        config.append((s, d - used, st - 1 if n else 0))
+    return [pad(ct, _const(ct, 0), tuple(config))]
+
+
+def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, strides):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    strides = None if strides is None else (1,) + tuple(strides)
+    return slice(x, (0,) + tuple(start_indices), (axis_size,) + tuple(limit_indices),
+                 strides), 0
+
+
+def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * len(start_indices)
+    return mlir.hlo.slice(x, list(start_indices), list(limit_indices), list(strides))
+
+
+def slice(x, start_indices, limit_indices, strides=None):
+    """`x[start:limit:stride]` per dimension, with static bounds."""
+    return slice_p.bind(x, start_indices=tuple(int(i) for i in start_indices),
+                        limit_indices=tuple(int(i) for i in limit_indices),
+                        strides=None if strides is None else tuple(int(s) for s in strides))
+
+
+slice_p = Primitive("slice")
+slice_p.def_impl(_slice_impl)
+slice_p.def_abstract_eval(_slice_abstract_eval)
+deflinear(slice_p, _slice_transpose)
+batching.primitive_batchers[slice_p] = _slice_batch_rule
+mlir.register_lowering(slice_p, _slice_lowering)
+
+
+def _concatenate_abstract_eval(*xs, dimension):
+    first = xs[0]
+    if not 0 <= dimension < first.ndim:
+        raise TypeError(f"concatenate: dimension {dimension} out of range for "
+                        f"{first.str_short()}")
+    for x in xs[1:]:
+        if (x.dtype != first.dtype or x.ndim != first.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, first.shape)) if i != dimension)):
+            raise TypeError(f"concatenate: operands must agree in dtype and in every "
+                            f"dimension but {dimension}, got "
+                            f"{', '.join(x.str_short() for x in xs)}")
+    shape = list(first.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapedArray(shape, first.dtype, all(x.weak_type for x in xs))
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    avals = [x.aval if is_undefined_primal(x) else core.get_aval(x) for x in xs]
+    if type(ct) is Zero:
+        return [Zero(a) if is_undefined_primal(x) else None for x, a in zip(xs, avals)]
+    out, start = [], 0
+    full_shape = core.get_aval(ct).shape
+    for x, a in zip(xs, avals):
+        stop = start + a.shape[dimension]
+        if is_undefined_primal(x):
+            starts = [0] * len(full_shape)
+            limits = list(full_shape)
+            starts[dimension], limits[dimension] = start, stop
+            out.append(slice(ct, starts, limits))
+        else:
+            out.append(None)
+        start = stop
+    return out
+
+
+def _concatenate_batch_rule(vals, dims, *, axis_size, dimension):
+    xs = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals, dims)]
+    return concatenate(xs, dimension + 1), 0
+
+
+def concatenate(operands: Sequence, dimension: int):
+    """Join arrays of one dtype along `dimension` (other dimensions must agree)."""
+    return concatenate_p.bind(*operands, dimension=int(dimension))
+
+
+concatenate_p = Primitive("concatenate")
+concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+concatenate_p.def_abstract_eval(_concatenate_abstract_eval)
+deflinear(concatenate_p, _concatenate_transpose)
+batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
+mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
+                       mlir.hlo.concatenate(list(xs), dimension))
+
+
+def _pad_impl(x, padding_value, *, padding_config):
+    # interior and positive edge padding first, then crop the negative edges
+    shape = [lo_pos + hi_pos + d + _max(d - 1, 0) * interior
+             for d, (lo_pos, hi_pos, interior) in
+             zip(x.shape, [(_max(lo, 0), _max(hi, 0), i) for lo, hi, i in padding_config])]
+    out = np.full(shape, padding_value, dtype=x.dtype)
+    index = tuple(builtins.slice(_max(lo, 0), _max(lo, 0) + (d - 1) * (i + 1) + 1 if d else
+                                 _max(lo, 0), i + 1)
+                  for d, (lo, hi, i) in zip(x.shape, padding_config))
+    out[index] = x
+    crop = tuple(builtins.slice(-_min(lo, 0), s + _min(hi, 0))
+                 for s, (lo, hi, _) in zip(shape, padding_config))
+    return out[crop]
+
+
+def _pad_abstract_eval(x, padding_value, *, padding_config):
+    if padding_value.shape != () or padding_value.dtype != x.dtype:
+        raise TypeError(f"pad: padding_value must be a scalar of the operand's dtype, got "
+                        f"{padding_value.str_short()} for operand {x.str_short()}")
+    if len(padding_config) != x.ndim or any(i < 0 for _, _, i in padding_config):
+        raise TypeError(f"pad: padding_config {padding_config} needs one (low, high, interior)"
+                        f" per dimension of {x.str_short()}, with interior >= 0")
+    shape = tuple(lo + hi + d + _max(d - 1, 0) * i for d, (lo, hi, i) in
+                  zip(x.shape, padding_config))
+    if any(s < 0 for s in shape):
+        raise TypeError(f"pad: negative output size {shape} for {x.str_short()}")
+    return x.update(shape=shape, weak_type=x.weak_type and padding_value.weak_type)
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    lo, hi, interior = zip(*padding_config)
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
+    ct_x = None
+    if is_undefined_primal(x):
+        unpadded = pad(ct, _const(ct, 0), tuple((-a, -b, 0) for a, b in zip(lo, hi)))
+        shape = core.get_aval(unpadded).shape
+        ct_x = slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for i in interior))
+    ct_pv = None
+    if is_undefined_primal(padding_value):
+        all_axes = lambda t: tuple(range(core.get_aval(t).ndim))
+        total = reduce_sum(ct, all_axes(ct))
+        ct_pv = total if ct_x is None else sub(total, reduce_sum(ct_x, all_axes(ct_x)))
+    return [ct_x, ct_pv]
+
+
+def _pad_batch_rule(vals, dims, *, axis_size, padding_config):
+    (x, pv), (xd, pvd) = vals, dims
+    config = ((0, 0, 0),) + tuple(padding_config)
+    x = batching.bdim_at_front(x, xd, axis_size)
+    if pvd is not_mapped:
+        return pad(x, pv, config), 0
+    # a batched padding value: pad with zeros, then select the padding positions per example
+    x_aval = core.get_aval(x)
+    padded = pad(x, _const(x, 0), config)
+    mask = pad(full(x_aval.shape, True, np.bool_), np.array(False), config)
+    out_shape = core.get_aval(padded).shape
+    pv_full = broadcast_in_dim(batching.moveaxis(pv, pvd, 0), out_shape, (0,))
+    return select_n(mask, pv_full, padded), 0
+
+
+def pad(x, padding_value, padding_config):
+    """Pad `x` with the scalar `padding_value`.
+
+    Args:
+      padding_config: one `(low, high, interior)` per dimension; low/high may be negative
+        (cropping), interior (inserted between elements) must be >= 0.
+    """
+    config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    return pad_p.bind(x, padding_value, padding_config=config)
+
+
+pad_p = Primitive("pad")
+pad_p.def_impl(_pad_impl)
+pad_p.def_abstract_eval(_pad_abstract_eval)
+deflinear(pad_p, _pad_transpose)
+batching.primitive_batchers[pad_p] = _pad_batch_rule
+mlir.register_lowering(pad_p, lambda ctx, x, pv, *, padding_config: mlir.hlo.pad(
+    x, pv, [c[0] for c in padding_config], [c[1] for c in padding_config],
+    [c[2] for c in padding_config]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Constants
+# ---------------------------------------------------------------------------------------------
+
+def _const(example, val) -> np.ndarray:
+    """A 0-d numpy constant with the dtype of `example` (written inline as a literal)."""
+    return np.array(val, dtype=core.get_aval(example).dtype)
+
+
+def full(shape: Sequence[int], fill_value, dtype=None):
+    """An array of `shape` filled with `fill_value` (dtype: given, or that of the value)."""
+    shape = tuple(int(s) for s in shape)
+    if dtype is None:
+        dtype, weak = dtypes.dtype_and_weak(fill_value)
+    else:
+        weak = False
+    fill = convert_element_type(fill_value, dtype, weak)
+    if core.get_aval(fill).shape != ():
+        raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
+    return broadcast_in_dim_p.bind(fill, shape=shape, broadcast_dimensions=())
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    """An array like `x` (its shape and dtype unless given) filled with `fill_value`."""
+    aval = core.get_aval(x)
+    return full(aval.shape if shape is None else shape, fill_value,
+                aval.dtype if dtype is None else dtype)
+
+
+def zeros_like_array(x):
+    return full_like(x, 0)
+
+
+def _rev_transpose(ct, x, *, dimensions):
+    return [Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)]
+
+
+def _rev_batch_rule(vals, dims, *, axis_size, dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return rev(x, tuple(i + 1 for i in dimensions)), 0
+
+
+def rev(x, dimensions: Sequence[int]):
+    """`x` reversed along `dimensions` (what `x[::-1]` uses)."""
+    return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
+
+
+rev_p = Primitive("rev")
+rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
+rev_p.def_abstract_eval(lambda x, *, dimensions: x)
+deflinear(rev_p, _rev_transpose)
+batching.primitive_batchers[rev_p] = _rev_batch_rule
+mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
+                       mlir.hlo.reverse(x, list(dimensions)))

@@ -1,0 +1,77 @@
+"""`minijax.nn`: activations and helpers written with `minijax.numpy`, as `jax.nn`.
+
+Mirrors jax/_src/nn/functions.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minijax import lax
+from minijax import numpy as jnp
+
+
+def relu(x):
+    """max(x, 0). Its derivative at 0 is 0, as in JAX."""
+    return jnp.maximum(x, 0)
+
+
+def sigmoid(x):
+    """1 / (1 + exp(-x)), the `logistic` primitive."""
+    (x,) = _inexact("sigmoid", x)
+    return lax.logistic(x)
+
+
+def _inexact(name, *args):
+    from minijax.numpy.lax_numpy import promote_args_inexact
+    return promote_args_inexact(name, *args)
+
+
+def gelu(x, approximate: bool = True):
+    """Gaussian error linear unit. With approximate=True (JAX's default) the tanh form
+    `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))`. The exact erf form needs the erf
+    primitive, which minijax does not have yet: approximate=False raises NotImplementedError."""
+    if not approximate:
+        raise NotImplementedError("gelu(approximate=False) needs an erf primitive, not yet in "
+                                  "minijax")
+    (x,) = _inexact("gelu", x)
+    c = np.sqrt(2 / np.pi).astype(x.dtype)
+    cdf = 0.5 * (1.0 + jnp.tanh(c * (x + 0.044715 * (x ** 3))))
+    return x * cdf
+
+
+def softmax(x, axis: int = -1):
+    """exp(x) / sum(exp(x)) along `axis`, shifted by the (gradient-stopped) max for stability."""
+    x_max = jnp.max(x, axis, keepdims=True)
+    unnormalized = jnp.exp(x - lax.stop_gradient(x_max))
+    return unnormalized / jnp.sum(unnormalized, axis, keepdims=True)
+
+
+def log_softmax(x, axis: int = -1):
+    """x - logsumexp(x) along `axis`, computed stably."""
+    x_max = jnp.max(x, axis, keepdims=True)
+    shifted = x - lax.stop_gradient(x_max)
+    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis, keepdims=True))
+
+
+def logsumexp(a, axis=None, keepdims: bool = False):
+    """log(sum(exp(a))) over `axis`, stable for large values; -inf entries are handled."""
+    a = jnp.asarray(a)
+    amax = jnp.max(a, axis, keepdims=True)
+    amax = lax.stop_gradient(jnp.where(jnp.isfinite(amax), amax, jnp.zeros_like(amax)))
+    out = jnp.log(jnp.sum(jnp.exp(a - amax), axis, keepdims=True)) + amax
+    if not keepdims:
+        axes = tuple(range(jnp.ndim(a))) if axis is None else (
+            (axis,) if isinstance(axis, int) else tuple(axis))
+        out = jnp.squeeze(out, axes)
+    return out
+
+
+def one_hot(x, num_classes: int, dtype=jnp.float32, axis: int = -1):
+    """`x[..., None] == arange(num_classes)` as `dtype`; out-of-range values give all zeros."""
+    x = jnp.asarray(x)
+    pos = axis % (jnp.ndim(x) + 1)
+    classes_shape = [1] * (jnp.ndim(x) + 1)
+    classes_shape[pos] = num_classes
+    classes = lax.broadcasted_iota(np.int32, tuple(classes_shape), pos)
+    return (jnp.expand_dims(x, pos) == classes).astype(dtype)

@@ -1,0 +1,395 @@
+"""`jit`: trace once per input signature, lower to StableHLO, compile with XLA, run.
+
+`jit_p` is a primitive whose param is a jaxpr. Binding it under EvalTrace compiles and runs
+that jaxpr; under the other traces its rules (jvp, partial eval, transpose, batching, lowering)
+transform the *inner jaxpr* and bind `jit_p` again, so every transformation composes with jit
+in either order. Mirrors jax/_src/pjit.py. Taught in chapters/07-jit.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable, Sequence
+
+from minijax import compiler, core
+from minijax.ad_util import Zero
+from minijax.array import Array
+from minijax.core import ClosedJaxpr, ShapedArray, Tracer
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import safe_zip, split_list
+
+# Counters tests read to check caching: how many times jit traced and compiled.
+cache_stats = {"traces": 0, "compiles": 0}
+
+
+def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
+    """Turn a ClosedJaxpr's consts into leading arguments: (const-free jaxpr, consts)."""
+    if not closed.consts:
+        return closed, []
+    return ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), []), list(closed.consts)
+
+
+def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) -> list:
+    """Bind jit_p on `args`, passing the jaxpr's consts as leading arguments."""
+    closed, consts = _hoist_consts(closed)
+    params = dict(jaxpr=closed, name=name)
+    trace = trace or core.current_trace()
+    return jit_p.bind_with_trace(trace, [*consts, *args], params)
+
+
+# ---------------------------------------------------------------------------------------------
+# jit_p and its rules
+# ---------------------------------------------------------------------------------------------
+
+_executables: dict[int, tuple[ClosedJaxpr, Any]] = {}
+
+
+def _compiled(jaxpr: ClosedJaxpr):
+    hit = _executables.get(id(jaxpr))
+    if hit is not None and hit[0] is jaxpr:
+        return hit[1]
+    module = mlir.lower_jaxpr_to_module(jaxpr)
+    exe = compiler.compile(module)
+    cache_stats["compiles"] += 1
+    _executables[id(jaxpr)] = (jaxpr, exe)
+    return exe
+
+
+def to_device(x, aval: ShapedArray):
+    """A device buffer for a concrete argument of type `aval`."""
+    if type(x) is Array and x.aval.dtype == aval.dtype:
+        return x.device_buffer()
+    return compiler.device_put(core.to_numpy(x, aval))
+
+
+def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str):
+    exe = _compiled(jaxpr)
+    bufs = [to_device(x, a) for x, a in safe_zip(args, jaxpr.in_avals)]
+    outs = compiler.execute(exe, bufs)
+    return [Array(a, buf=b) for a, b in safe_zip(jaxpr.out_avals, outs)]
+
+
+def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str):
+    for i, (a, b) in enumerate(zip(avals, jaxpr.in_avals)):
+        if not core.typematch(a, b):
+            raise TypeError(f"jit {name}: argument {i} has type {a.str_short()}, but the "
+                            f"jaxpr expects {b.str_short()}")
+    return jaxpr.out_avals
+
+
+def _per_jaxpr_cache(fn):
+    """Memoize a jaxpr-to-jaxpr transformation on (the jaxpr's identity, other args)."""
+    cache: dict = {}
+
+    @functools.wraps(fn)
+    def cached(jaxpr: ClosedJaxpr, *args):
+        key = (id(jaxpr), *args)
+        hit = cache.get(key)
+        if hit is None or hit[0] is not jaxpr:
+            hit = cache[key] = (jaxpr, fn(jaxpr, *args))
+        return hit[1]
+    return cached
+
+
+@_per_jaxpr_cache
+def _jvp_of(jaxpr: ClosedJaxpr, nonzeros: tuple[bool, ...]):
+    return ad.jvp_jaxpr(jaxpr, nonzeros, instantiate=False)
+
+
+def _jit_jvp(primals, tangents, *, jaxpr, name):
+    nonzeros = tuple(type(t) is not Zero for t in tangents)
+    jvp_closed, out_nz = _jvp_of(jaxpr, nonzeros)
+    nz_tangents = [t for t in tangents if type(t) is not Zero]
+    outs = bind_jit(jvp_closed, [*primals, *nz_tangents], f"jvp({name})")
+    primals_out, tangents_nz = split_list(outs, [len(jaxpr.out_avals)])
+    it = iter(tangents_nz)
+    tangents_out = [next(it) if nz else Zero(a.to_tangent_aval())
+                    for nz, a in safe_zip(out_nz, jaxpr.out_avals)]
+    return primals_out, tangents_out
+
+
+@_per_jaxpr_cache
+def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
+    return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns)
+
+
+def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name):
+    unknowns = tuple(trace.is_own(x) for x in args)
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
+    known_args = [x for x, u in zip(args, unknowns) if not u]
+    known_outs = bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace)
+    known_vals, residuals = split_list(known_outs, [len(known_outs) - num_res])
+    unknown_args = [x for x, u in zip(args, unknowns) if u]
+    if any(out_unknowns):
+        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
+            trace, jit_p, [*residuals, *unknown_args], dict(jaxpr=jaxpr_unknown, name=name))
+    else:
+        unknown_outs = []
+    kit, uit = iter(known_vals), iter(unknown_outs)
+    return [next(uit) if u else next(kit) for u in out_unknowns]
+
+
+@_per_jaxpr_cache
+def _transpose_of(jaxpr: ClosedJaxpr, undefined: tuple[bool, ...]):
+    in_avals = jaxpr.in_avals
+    known_avals = [a for a, u in zip(in_avals, undefined) if not u]
+    ct_avals = [a.to_tangent_aval() for a in jaxpr.out_avals]
+
+    def transposed(*args):
+        known, cts = split_list(args, [len(known_avals)])
+        kit = iter(known)
+        primals_in = [ad.UndefinedPrimal(a) if u else next(kit)
+                      for a, u in zip(in_avals, undefined)]
+        cts_in = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, primals_in, cts)
+        return [ad.instantiate_zeros(c) for c, u in zip(cts_in, undefined) if u]
+
+    t_jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(transposed, known_avals + ct_avals,
+                                                   purpose="transpose")
+    return ClosedJaxpr(t_jaxpr, consts)
+
+
+def _jit_transpose(cts, *args, jaxpr, name):
+    undefined = tuple(ad.is_undefined_primal(x) for x in args)
+    t_closed = _transpose_of(jaxpr, undefined)
+    known = [x for x in args if not ad.is_undefined_primal(x)]
+    cts = [ad.instantiate_zeros(c) for c in cts]
+    outs = iter(bind_jit(t_closed, [*known, *cts], f"transpose({name})"))
+    return [next(outs) if u else None for u in undefined]
+
+
+@_per_jaxpr_cache
+def _batch_of(jaxpr: ClosedJaxpr, dims: tuple, axis_size: int):
+    in_avals = []
+    for a, d in zip(jaxpr.in_avals, dims):
+        if d is batching.not_mapped:
+            in_avals.append(a)
+        else:
+            shape = list(a.shape)
+            shape.insert(d, axis_size)
+            in_avals.append(a.update(shape=tuple(shape)))
+
+    def batched(*args):
+        return batching.vmap_flat(lambda *xs: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs),
+                                  args, dims, axis_size, lambda n: [0] * n)
+
+    b_jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(batched, in_avals, purpose="vmap")
+    return ClosedJaxpr(b_jaxpr, consts)
+
+
+def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name):
+    b_closed = _batch_of(jaxpr, tuple(dims), axis_size)
+    outs = bind_jit(b_closed, vals, name)
+    return outs, [0] * len(outs)
+
+
+def _jit_lowering(ctx, *args, jaxpr, name):
+    return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
+
+
+def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
+    closed = eqn.params["jaxpr"]
+    inner, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs)
+    kept = set(inner.constvars)
+    consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
+    return eqn.replace(
+        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
+        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
+        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts)))
+
+
+jit_p = core.Primitive("jit")
+jit_p.multiple_results = True
+jit_p.eager_numpy = False
+jit_p.def_impl(_jit_impl)
+jit_p.def_abstract_eval(_jit_abstract_eval)
+ad.primitive_jvps[jit_p] = _jit_jvp
+pe.custom_partial_eval_rules[jit_p] = _jit_partial_eval
+ad.primitive_transposes[jit_p] = _jit_transpose
+batching.primitive_batchers[jit_p] = _jit_batch_rule
+mlir.register_lowering(jit_p, _jit_lowering)
+pe.dce_rules[jit_p] = _jit_dce_rule
+
+
+# ---------------------------------------------------------------------------------------------
+# The user-facing wrapper and its stages
+# ---------------------------------------------------------------------------------------------
+
+def _hashable_static(value, what: str):
+    try:
+        hash(value)
+    except TypeError:
+        raise ValueError(
+            f"Non-hashable static arguments are not supported. An error occurred while trying "
+            f"to hash an object of type {type(value)}, {value}. The error was:\nTypeError: "
+            f"unhashable type: '{type(value).__name__}' ({what})") from None
+    return value
+
+
+# JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
+class Lowered:
+    """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
+
+    def __init__(self, closed: ClosedJaxpr, out_tree, name: str) -> None:
+        self.jaxpr = closed
+        self._out_tree = out_tree
+        self._name = name
+        self._module = mlir.lower_jaxpr_to_module(closed, name)
+
+    def as_text(self) -> str:
+        """The StableHLO module as text (MLIR's generic printing)."""
+        return str(self._module)
+
+    def compiler_ir(self):
+        """The `ir.Module` object."""
+        return self._module
+
+    def compile(self) -> "Compiled":
+        return Compiled(self.jaxpr, compiler.compile(self._module), self._out_tree)
+
+
+# JAX: jax/_src/stages.py Compiled
+class Compiled:
+    """An XLA executable for one input signature; call it with arguments of those types."""
+
+    def __init__(self, closed: ClosedJaxpr, executable, out_tree) -> None:
+        self.jaxpr = closed
+        self._executable = executable
+        self._out_tree = out_tree
+
+    def as_text(self) -> str:
+        """The optimized HLO XLA produced (after fusion)."""
+        return self._executable.get_hlo_text()
+
+    def cost_analysis(self):
+        return self._executable.cost_analysis()
+
+    def __call__(self, *args):
+        flat, _ = tree_flatten(args)
+        avals = [core.get_aval(x) for x in flat]
+        if len(avals) != len(self.jaxpr.in_avals) or any(
+                not core.typematch(a, b) for a, b in zip(avals, self.jaxpr.in_avals)):
+            raise TypeError(
+                "Compiled function called with arguments of types "
+                f"{[a.str_short() for a in avals]}, but it was compiled for "
+                f"{[a.str_short() for a in self.jaxpr.in_avals]}")
+        bufs = [to_device(x, a) for x, a in zip(flat, self.jaxpr.in_avals)]
+        outs = compiler.execute(self._executable, bufs)
+        return tree_unflatten(self._out_tree, [Array(a, buf=b) for a, b in
+                                               zip(self.jaxpr.out_avals, outs)])
+
+
+# JAX: jax/_src/pjit.py JitWrapped (the object `jax.jit` returns)
+class JitWrapped:
+    """`jit(fun)`: call it like `fun`. Traces once per (pytree structure, input avals incl.
+    weak_type, static arguments), compiles once per traced jaxpr, and then only dispatches."""
+
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=()) -> None:
+        self.fun = fun
+        self.__name__ = getattr(fun, "__name__", "fun")
+        self.__doc__ = getattr(fun, "__doc__", None)
+        self.__wrapped__ = fun
+        if isinstance(static_argnums, int):
+            static_argnums = (static_argnums,)
+        if isinstance(static_argnames, str):
+            static_argnames = (static_argnames,)
+        self.static_argnums = tuple(static_argnums)
+        self.static_argnames = tuple(static_argnames)
+        try:
+            self._signature = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._signature = None
+        self._cache: dict = {}
+
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        static_nums = {i % nargs if nargs else i for i in self.static_argnums if -nargs <= i < nargs}
+        statics = tuple((i, _hashable_static(args[i], f"static argument {i}"))
+                        for i in sorted(static_nums))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        static_kw = tuple(sorted((k, _hashable_static(v, f"static argument {k!r}"))
+                                 for k, v in kwargs.items() if k in self.static_argnames))
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        return statics, static_kw, dyn_args, dyn_kwargs
+
+    def _get_jaxpr(self, args, kwargs):
+        statics, static_kw, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
+        avals = tuple(core.get_aval(x) for x in flat)
+        key = (in_tree, avals, statics, static_kw)
+        hit = self._cache.get(key)
+        if hit is not None:
+            return hit, flat
+        out_tree_box = []
+
+        def flat_fun(*dyn_flat):
+            d_args, d_kwargs = tree_unflatten(in_tree, dyn_flat)
+            full_args, it = [], iter(d_args)
+            static_map = dict(statics)
+            for i in range(len(d_args) + len(statics)):
+                full_args.append(static_map[i] if i in static_map else next(it))
+            out = self.fun(*full_args, **d_kwargs, **dict(static_kw))
+            out_flat, out_tree = tree_flatten(out)
+            out_tree_box.append(out_tree)
+            return out_flat
+
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self.__name__,
+                                                     purpose="jit")
+        cache_stats["traces"] += 1
+        closed, hoisted = _hoist_consts(ClosedJaxpr(jaxpr, consts))
+        entry = (closed, hoisted, out_tree_box[0])
+        if not any(isinstance(c, Tracer) for c in hoisted):
+            self._cache[key] = entry
+        return entry, flat
+
+    def __call__(self, *args, **kwargs):
+        (closed, consts, out_tree), flat = self._get_jaxpr(args, kwargs)
+        outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__)
+        return tree_unflatten(out_tree, outs)
+
+    def trace(self, *args, **kwargs) -> "Traced":
+        (closed, consts, out_tree), _ = self._get_jaxpr(args, kwargs)
+        return Traced(closed, consts, out_tree, self.__name__)
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        return self.trace(*args, **kwargs).lower()
+
+
+# JAX: jax/_src/stages.py Traced
+class Traced:
+    """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
+
+    def __init__(self, closed: ClosedJaxpr, consts, out_tree, name: str) -> None:
+        self.jaxpr = closed
+        self._consts = consts
+        self._out_tree = out_tree
+        self._name = name
+        self.out_info = tree_unflatten(out_tree, closed.out_avals)
+
+    def lower(self) -> Lowered:
+        if self._consts:
+            # closed-over arrays become constants of the module, as in the traced program
+            inner = self.jaxpr.jaxpr
+            n = len(self._consts)
+            closed = ClosedJaxpr(core.Jaxpr(inner.invars[:n], inner.invars[n:], inner.outvars,
+                                            inner.eqns), self._consts)
+            return Lowered(closed, self._out_tree, self._name)
+        return Lowered(self.jaxpr, self._out_tree, self._name)
+
+
+def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=()):
+    """Compile `fun` with XLA.
+
+    Args:
+      fun: a function of arrays (pytrees of arrays) returning arrays.
+      static_argnums / static_argnames: arguments treated as compile-time constants; they must
+        be hashable (ValueError otherwise) and a new value retraces.
+    Returns: a `JitWrapped` callable with `.trace`, `.lower` stages.
+    Mirrors jax/_src/api.py jit and jax/_src/pjit.py.
+    """
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames)
+    return JitWrapped(fun, static_argnums, static_argnames)

@@ -1,0 +1,66 @@
+"""Small list helpers used by every interpreter.
+
+Mirrors jax/_src/util.py (safe_map, safe_zip, unzip2, split_list, partition_list).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
+
+
+# JAX: jax/_src/util.py safe_map — differs: returns a list, same as JAX's
+def safe_map(f: Callable[..., T], *args: Iterable) -> list[T]:
+    args = [list(a) for a in args]
+    n = len(args[0])
+    for a in args[1:]:
+        if len(a) != n:
+            raise ValueError(f"safe_map: length mismatch {[len(a) for a in args]}")
+    return list(map(f, *args))
+
+
+# JAX: jax/_src/util.py safe_zip
+def safe_zip(*args: Iterable) -> list[tuple]:
+    args = [list(a) for a in args]
+    n = len(args[0])
+    for a in args[1:]:
+        if len(a) != n:
+            raise ValueError(f"safe_zip: length mismatch {[len(a) for a in args]}")
+    return list(zip(*args))
+
+
+# JAX: jax/_src/util.py unzip2
+def unzip2(pairs: Iterable[tuple[Any, Any]]) -> tuple[list, list]:
+    xs, ys = [], []
+    for x, y in pairs:
+        xs.append(x)
+        ys.append(y)
+    return xs, ys
+
+
+# JAX: jax/_src/util.py split_list
+def split_list(xs: Sequence[T], ns: Sequence[int]) -> list[list[T]]:
+    xs = list(xs)
+    out = []
+    for n in ns:
+        out.append(xs[:n])
+        xs = xs[n:]
+    out.append(xs)
+    return out
+
+
+# JAX: jax/_src/util.py partition_list
+def partition_list(bs: Sequence[bool], xs: Sequence[T]) -> tuple[list[T], list[T]]:
+    falses, trues = [], []
+    for b, x in safe_zip(bs, xs):
+        (trues if b else falses).append(x)
+    return falses, trues
+
+
+# JAX: jax/_src/util.py merge_lists
+def merge_lists(bs: Sequence[bool], falses: Sequence[T], trues: Sequence[T]) -> list[T]:
+    fi, ti = iter(falses), iter(trues)
+    out = [next(ti) if b else next(fi) for b in bs]
+    assert next(fi, None) is None and next(ti, None) is None
+    return out

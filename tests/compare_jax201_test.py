@@ -1,0 +1,26 @@
+"""The real-JAX-only ("JAX 201") comparison topics, run at quick sizes: every check must pass.
+
+Each topic is one test so `pytest -n 2` can spread them over workers. Quick mode writes any
+files (profiler traces, XLA dumps) to fresh temporary folders, so parallel workers never share
+an output path.
+"""
+
+import importlib
+
+import pytest
+
+TOPICS = ["placement", "sharding", "shard_map", "callbacks", "offloading", "pallas",
+          "profiling", "precision_xla"]
+
+
+@pytest.mark.parametrize("topic", TOPICS)
+def test_topic_checks_pass(topic):
+    mod = importlib.import_module(f"compare.{topic}")
+    res = mod.run(quick=True)
+    assert res.checks, f"{topic}: no checks were recorded"
+    failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
+    if failing:
+        print(f"{topic}: failing checks:\n  " + "\n  ".join(failing))
+    assert not failing, f"{topic}: {len(failing)} failing check(s): {failing}"
+    assert res.sections, f"{topic}: no explanatory sections"
+    assert all(v >= 0 for v in res.timings_ms.values()), f"{topic}: negative timing"
