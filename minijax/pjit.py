@@ -281,6 +281,26 @@ class Compiled:
                                                zip(self.jaxpr.out_avals, outs)])
 
 
+def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree) -> Callable:
+    """A closure that runs `closed`'s executable on flat concrete arguments (what JAX's C++
+    dispatch does): no tracing, no bind, just buffers in and Arrays out."""
+    exe = _compiled(closed)
+    n = len(consts)
+    const_bufs = [to_device(c, a) for c, a in zip(consts, closed.in_avals[:n])]
+    in_avals = closed.in_avals[n:]
+    out_avals = closed.out_avals
+
+    def run(leaves):
+        bufs = list(const_bufs)
+        for x, a in zip(leaves, in_avals):
+            buf = x._buf if type(x) is Array else None
+            bufs.append(buf if buf is not None else to_device(x, a))
+        outs = exe.execute(bufs)
+        return tree_unflatten(out_tree, [Array(a, None, b) for a, b in zip(out_avals, outs)])
+
+    return run
+
+
 # JAX: jax/_src/pjit.py JitWrapped (the object `jax.jit` returns)
 class JitWrapped:
     """`jit(fun)`: call it like `fun`. Traces once per (pytree structure, input avals incl.
@@ -302,6 +322,9 @@ class JitWrapped:
         except (TypeError, ValueError):
             self._signature = None
         self._cache: dict = {}
+        # (pytree structure, avals) -> a closure that runs the executable directly: the fast
+        # path for calls outside any transformation with no static or keyword arguments.
+        self._fast_cache: dict = {}
 
     def _split(self, args, kwargs):
         nargs = len(args)
@@ -345,8 +368,18 @@ class JitWrapped:
         return entry, flat
 
     def __call__(self, *args, **kwargs):
+        fast_ok = not kwargs and not self.static_argnums and core.trace_ctx.trace is core.eval_trace
+        if fast_ok:
+            leaves, in_tree = tree_flatten(args)
+            key = (in_tree, tuple([x.aval if type(x) is Array else core.get_aval(x)
+                                   for x in leaves]))
+            run = self._fast_cache.get(key)
+            if run is not None:
+                return run(leaves)
         (closed, consts, out_tree), flat = self._get_jaxpr(args, kwargs)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__)
+        if fast_ok and not any(isinstance(c, Tracer) for c in consts):
+            self._fast_cache[key] = _fast_runner(closed, consts, out_tree)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> "Traced":

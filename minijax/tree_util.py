@@ -6,7 +6,6 @@ rebuild the structure. Mirrors jax/_src/tree_util.py (whose fast path is C++).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 _registry: dict[type, tuple[Callable, Callable]] = {}
@@ -44,20 +43,30 @@ register_pytree_node(
 register_pytree_node(type(None), lambda _: ([], None), lambda _, xs: None)
 
 
-# JAX: jax/_src/tree_util.py PyTreeDef — differs: a plain Python dataclass
-@dataclass(frozen=True)
+# JAX: jax/_src/tree_util.py PyTreeDef — differs: a plain Python class (JAX's is C++)
 class PyTreeDef:
-    """The structure of a pytree: node type, its aux data and child structures (`None` = leaf)."""
+    """The structure of a pytree: node type, its aux data and child structures (`None` = leaf).
 
-    node_type: type | None
-    node_data: Hashable
-    children: tuple["PyTreeDef", ...]
+    Hashable and comparable, so it can be part of a cache key (`jit` uses it)."""
 
-    @property
-    def num_leaves(self) -> int:
-        if self.node_type is None:
-            return 1
-        return sum(c.num_leaves for c in self.children)
+    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash")
+
+    def __init__(self, node_type: type | None, node_data: Hashable,
+                 children: tuple["PyTreeDef", ...]) -> None:
+        self.node_type = node_type
+        self.node_data = node_data
+        self.children = children
+        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self._hash = hash((node_type, node_data, children))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (
+            type(other) is PyTreeDef and self._hash == other._hash
+            and self.node_type is other.node_type and self.node_data == other.node_data
+            and self.children == other.children)
 
     def __repr__(self) -> str:
         return f"PyTreeDef({self._str()})"
@@ -86,6 +95,8 @@ def _flatten(x: Any, is_leaf: Callable | None, leaves: list) -> PyTreeDef:
         leaves.append(x)
         return _LEAF
     t = type(x)
+    if t is tuple or t is list:  # the common containers, without a registry lookup
+        return PyTreeDef(t, None, tuple(_flatten(c, is_leaf, leaves) for c in x))
     if t in _registry:
         children, aux = _registry[t][0](x)
     elif _is_namedtuple(x):
