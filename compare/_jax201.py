@@ -38,6 +38,36 @@ def count_collectives(hlo_text: str) -> dict[str, int]:
     return counts
 
 
+def hlo_opcodes(hlo_text: str) -> list[str]:
+    """The opcode of every instruction in HLO text, in order.
+
+    An instruction reads `[ROOT] %name = TYPE opcode(operands), attrs`, where TYPE may be a
+    tuple such as `(s32[], f32[4,4]{1,0})` containing spaces, so it is skipped by matching
+    parentheses rather than by a regular expression.
+    """
+    ops = []
+    for line in hlo_text.splitlines():
+        head, eq, rhs = line.partition(" = ")
+        name = head.strip().removeprefix("ROOT").strip()
+        if not eq or not name.startswith("%"):
+            continue
+        rhs = rhs.lstrip()
+        if rhs.startswith("("):
+            depth = 0
+            for i, ch in enumerate(rhs):
+                depth += ch == "("
+                depth -= ch == ")"
+                if depth == 0:
+                    rhs = rhs[i + 1:]
+                    break
+        else:
+            rhs = rhs.split(" ", 1)[1] if " " in rhs else ""
+        m = re.match(r"\s*([a-z][a-z0-9\-]*)\(", rhs)
+        if m:
+            ops.append(m.group(1))
+    return ops
+
+
 def collective_lines(hlo_text: str, limit: int = 6, width: int = 160) -> list[str]:
     """The instruction lines that are collectives, trimmed, for quoting in the report."""
     out = []

@@ -247,6 +247,11 @@ def run(quick: bool = False) -> TopicResult:
         g = jax.jit(jax.grad(sin_then_sum))(x)
         jax.effects_barrier()
         grad_out = records(buf.getvalue())
+        buf.truncate(0), buf.seek(0)
+        plain = jax.jit(lambda a: (print("a =", a), a * 2.0)[1])
+        plain(x), plain(x + 1.0)
+        jax.effects_barrier()
+        plain_out = [ln for ln in buf.getvalue().splitlines() if ln.strip()]
     res.check_true("debug.print under jit prints one line", len(jit_out) == 1)
     res.check("... with the runtime values", numbers(jit_out[0]), np.r_[x, x.sum()], rtol=1e-5)
     res.check_true("debug.print under vmap prints once per example", len(vmap_out) == 2)
@@ -257,15 +262,19 @@ def run(quick: bool = False) -> TopicResult:
     res.check("... the values of sin(a)", numbers(grad_out[0]), np.sin(x), rtol=1e-5,
               atol=1e-6)
     res.check("grad unaffected by debug.print", g, np.cos(x), rtol=1e-6)
+    res.check_true("plain print inside jit: one line, at trace time, showing a tracer",
+                   len(plain_out) == 1 and "Trace" in plain_out[0])
     res.sections.append(
         "### jax.debug.print under jit, vmap and grad\n\n"
         "Captured output (stdout redirected, `jax.effects_barrier()` before reading):\n\n"
         + code("# jit\n" + "\n".join(jit_out) + "\n# jit(vmap) over 2 rows\n"
                + "\n".join(vmap_out) + "\n# jit(grad) of sum(sin(a)) printing sin(a)\n"
-               + "\n".join(grad_out))
-        + "\n\nUnder `jit` the values are the runtime ones, not tracers (a plain `print` would "
-        "show a tracer, once, at trace time). Under `vmap` the print is batched into one line "
-        "per example. Under `grad` only the forward pass prints: `debug.print` has no "
+               + "\n".join(grad_out) + "\n# plain print() in a jitted function, called twice\n"
+               + "\n".join(plain_out))
+        + "\n\nUnder `jit` the values are the runtime ones. A plain `print` runs only while "
+        "tracing, so it shows an abstract tracer, once, however often the function is called "
+        "afterwards. Under `vmap` the debug print is batched into one printed record per "
+        "example. Under `grad` only the forward pass prints: `debug.print` has no "
         "cotangent, so the backward pass adds nothing."
     )
 

@@ -183,7 +183,7 @@ def run(quick: bool = False) -> TopicResult:
     }
     grad_fn = jax.jit(jax.grad(stack_loss), static_argnums=(2, 3))
     ref = grad_fn(w, x, None, depth)
-    mem_rows, resid_text, host_temps = [], [], []
+    mem_rows, resid_text, host_temps, dev_temps = [], [], [], {}
     for name, pol in policies.items():
         kind, msg = catch(lambda pol=pol: grad_fn(w, x, pol, depth))
         if kind:  # record, do not fail: offload support is backend-dependent
@@ -204,11 +204,14 @@ def run(quick: bool = False) -> TopicResult:
         ms = time_into(res, f"grad step, {name}", lambda pol=pol: grad_fn(w, x, pol, depth),
                        quick)
         host_temps.append(getattr(ma, "host_temp_size_in_bytes", None))
+        dev_temps[name] = getattr(ma, "temp_size_in_bytes", 0)
         mem_rows.append([name, len(saved), on_host,
                          getattr(ma, "temp_size_in_bytes", "n/a"),
                          getattr(ma, "host_temp_size_in_bytes", "n/a"), f"{ms:.3g}"])
         if "only_these_names" in name:
             resid_text = saved
+    recompute_temp = dev_temps.get("nothing_saveable (recompute all)", 0)
+    no_shrink = all(v >= recompute_temp for k_, v in dev_temps.items() if "offload" in k_)
     res.sections.append(
         "### Remat that offloads residuals\n\n"
         f"A stack of {depth} layers `tanh(checkpoint_name(sin(x @ w), 'h') @ w.T)` on "
@@ -225,8 +228,9 @@ def run(quick: bool = False) -> TopicResult:
         "and `device_put` to `MemorySpace.Host` / back, and the gradient is right. The "
         "*physical* offload does not happen: the CPU lowering drops the placement (see the "
         f"previous section), so XLA reports host temp bytes of {sorted(set(host_temps))} "
-        "across the policies, and the offloading policies' device temp size is no smaller "
-        "than recomputing (compare the rows). On a GPU or TPU the same program copies `h` to "
+        "across the policies, and the offloading policies' device temp size is "
+        + ("no smaller than recomputing's" if no_shrink else "different from recomputing's")
+        + " (compare the rows). On a GPU or TPU the same program copies `h` to "
         "pinned host memory after the forward pass and back before the backward pass, "
         "lowering peak device memory at the cost of transfer time. Where the offload itself "
         "is impossible JAX would raise; any such error would appear in the table above "

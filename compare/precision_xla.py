@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -29,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from compare._jax201 import catch, code, out_folder, rel, table, time_into
+from compare._jax201 import catch, code, hlo_opcodes, out_folder, rel, table, time_into
 from compare._report import TopicResult
 
 BF16 = jnp.bfloat16
@@ -58,7 +59,7 @@ def bf16_passes(a, b, passes):
 
 
 def _ops(hlo_text: str) -> list[str]:
-    return re.findall(r"=\s*[^\s=]+\s+([a-z][a-z\-]*)\(", hlo_text)
+    return hlo_opcodes(hlo_text)
 
 
 def _entry(hlo_text: str) -> str:
@@ -288,4 +289,6 @@ def run(quick: bool = False) -> TopicResult:
         "about runtime: what matters is how many kernels and how many bytes of memory "
         "traffic remain after XLA is done."
     )
+    if quick:  # the temporary dump folder has served its purpose
+        shutil.rmtree(dump_dir, ignore_errors=True)
     return res

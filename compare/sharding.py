@@ -192,9 +192,9 @@ def run(quick: bool = False) -> TopicResult:
         "an all-reduce over `model` finishes it. In Explicit mode JAX will not guess how that "
         "result should be laid out (replicated? split?), so the plain program fails at trace "
         "time with the message in the note column, and we pass `out_sharding=` to the second "
-        "matmul. In Auto mode the partitioner decides on its own. On the CPU backend XLA "
-        "expresses a reduce-scatter as all-reduce followed by a dynamic slice, so asking for a "
-        "split output shows up as `all-reduce` too. The collective instructions, as they "
+        "matmul. In Auto mode the partitioner decides on its own. (The timings are for "
+        "orientation only: the eight CPU 'devices' share this machine's cores, so sharding "
+        "adds communication without adding compute.) The collective instructions, as they "
         "appear in `compiled.as_text()` (Auto mode):\n\n" + code("\n\n".join(hlo_quotes))
         + "\n\nParameters + input bytes held by device 0 (from addressable shards) and XLA's "
         "own per-device accounting (`compiled.memory_analysis()`):\n\n"
