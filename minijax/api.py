@@ -15,6 +15,7 @@ from minijax import core, dtypes
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
+from minijax.lax import lax
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
@@ -186,12 +187,25 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 raise ValueError(f"vjp: cotangent of shape {ca.str_short()} does not match "
                                  f"the output {a.str_short()}")
         cts = pullback(flat_ct)
-        return tree_unflatten(in_tree, cts)
+        return tree_unflatten(in_tree, [_cast_to_primal_type(c, core.get_aval(p))
+                                        for c, p in safe_zip(cts, flat_p)])
 
     primal_out = tree_unflatten(out_tree, outs)
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
     return primal_out, f_vjp
+
+
+def _cast_to_primal_type(ct, aval: ShapedArray):
+    """An input cotangent as an array of its primal's dtype and weak_type, as JAX returns it
+    (`grad(f)(1.0)` is weakly typed; a cotangent that passed through untouched is no longer a
+    bare numpy value)."""
+    tangent_aval = aval.to_tangent_aval()
+    if tangent_aval.dtype == core.float0:
+        return ct
+    if isinstance(ct, np.ndarray):
+        ct = core.array_from_numpy(ct, core.get_aval(ct).weak_type)
+    return lax.convert_element_type(ct, tangent_aval.dtype, aval.weak_type)
 
 
 def _vjp_with_aux(split_fun, flat_p, name):
@@ -250,6 +264,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
                 full[i] = a
             return fun(*full, **kwargs)
 
+        partial_fun.__name__ = _fun_name(fun)  # error messages name the user's function
         if has_aux:
             ans, f_vjp, aux = vjp(partial_fun, *dyn, has_aux=True)
         else:

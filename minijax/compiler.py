@@ -9,9 +9,16 @@ Taught in chapters/07-jit.md.
 from __future__ import annotations
 
 import functools
+import hashlib
+import os
 from typing import Any, Sequence
 
 import numpy as np
+
+from minijax.config import config
+
+# Counters tests read: persistent-cache hits and misses in this process.
+persistent_cache_stats = {"hits": 0, "misses": 0}
 
 
 @functools.cache
@@ -36,7 +43,34 @@ def compile(module) -> Any:
     from jaxlib._jax import DeviceList
     text = module if isinstance(module, str) else str(module)
     options = jeb.get_compile_options(num_replicas=1, num_partitions=1)
-    return backend().compile_and_load(text, DeviceList((default_device(),)), options)
+    devices = DeviceList((default_device(),))
+    cache_dir = config.jax_compilation_cache_dir
+    if cache_dir is None:
+        return backend().compile_and_load(text, devices, options)
+    path = os.path.join(cache_dir, _cache_key(text) + ".xla")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            persistent_cache_stats["hits"] += 1
+            return backend().deserialize_executable(f.read(), devices, options)
+    persistent_cache_stats["misses"] += 1
+    exe = backend().compile_and_load(text, devices, options)
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(exe.serialize())
+    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    return exe
+
+
+# JAX: jax/_src/cache_key.py get — differs: hashes only the module text and the backend
+def _cache_key(module_text: str) -> str:
+    import jaxlib
+    h = hashlib.sha256()
+    for part in (module_text, backend().platform, backend().platform_version,
+                 jaxlib.__version__):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
 
 
 def execute(executable, buffers: Sequence[Any]) -> list:

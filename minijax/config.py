@@ -12,9 +12,12 @@ from typing import Any
 # JAX: jax/_src/config.py Config — differs: a plain dict of values, no per-thread scopes
 class Config:
     """Options: jax_enable_x64 (bool, default False): 64-bit dtypes are kept instead of
-    being narrowed to 32 bits; jax_explain_cache_misses (bool): print why `jit` retraced."""
+    being narrowed to 32 bits; jax_explain_cache_misses (bool): warn why `jit` retraced;
+    jax_compilation_cache_dir (str or None): a directory where compiled executables are
+    stored and looked up across processes (the persistent compilation cache)."""
 
-    _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False}
+    _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False,
+                 "jax_compilation_cache_dir": None}
 
     def __init__(self) -> None:
         self._values: dict[str, Any] = dict(self._defaults)

@@ -202,7 +202,7 @@ class TracerIntegerConversionError(TypeError):
 
 
 # JAX: jax/_src/errors.py UnexpectedTracerError
-class UnexpectedTracerError(Exception):
+class UnexpectedTracerError(TypeError):
     """A tracer escaped the transformation that created it and was used after it ended."""
 
 
@@ -221,7 +221,7 @@ def _concretization_error(tracer: "Tracer", what: str, cls=ConcretizationTypeErr
 def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:
     return UnexpectedTracerError(
         f"Encountered an unexpected tracer: a {type(tracer).__name__} with aval "
-        f"{tracer.aval.str_short()} created by {tracer._trace.describe().strip() or 'a trace'} "
+        f"{tracer.aval.str_short()} created{tracer._trace.describe() or ' by a transformation'} "
         "is being used after that transformation finished (it escaped its scope, e.g. through "
         "a global variable, a list outside the function, or a side-effecting closure). Return "
         f"values out of transformed functions instead. See {_CHAPTER_TRACING}.")
@@ -367,7 +367,7 @@ class Tracer:
         return bool(self._concrete("bool()"))
 
     def __int__(self):
-        return int(self._concrete("int()", TracerIntegerConversionError))
+        return int(self._concrete("int()"))  # JAX: ConcretizationTypeError; __index__ differs
 
     def __float__(self):
         return float(self._concrete("float()"))
@@ -668,10 +668,14 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
     head = f"{outs} = {eqn.primitive.name}"
     if not params:
         return f"{head} {ins}".rstrip()
-    items = [f"{k}={_pp_param(params[k], names, indent)}" for k in sorted(params)]
-    one_line = f"{head}[{' '.join(items)}] {ins}".rstrip()
+    first = [k for k in getattr(eqn.primitive, "pp_first_params", ()) if k in params]
+    keys = first + sorted(k for k in params if k not in first)
+    items = [f"{k}={_pp_param(params[k], names, indent)}" for k in keys]
+    one_line = f"{head}[{' '.join(items)}]"
+    # As JAX's printer: the params stay on one line if the closing `]` fits in 80 columns
+    # (the operands after it may run past).
     if len(one_line) + indent <= 80 and "\n" not in one_line:
-        return one_line
+        return f"{one_line} {ins}".rstrip()
     pad = " " * (indent + 2)
     body = "\n".join(pad + it for it in items)
     return f"{head}[\n{body}\n{' ' * indent}] {ins}".rstrip()
@@ -681,7 +685,9 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
     # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
     hidden = set(getattr(eqn.primitive, "pp_hidden_params", ()))
     for k, v in eqn.params.items():
-        if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and v == ():
+        # hidden when empty, or all False (like jit's donated_invars without donation)
+        if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and (
+                v == () or (isinstance(v, tuple) and all(x is False for x in v))):
             hidden.add(k)
     return hidden
 
@@ -692,8 +698,7 @@ def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0) -> str:
     decl = lambda vs: " ".join(f"{names(v)}:{v.aval.str_short()}" for v in vs)
     consts = decl(jaxpr.constvars)
     invars = decl(jaxpr.invars)
-    head = f"{{ lambda {consts}{' ' if consts else ''}; {invars}. let"
-    head = head.replace("; . let", ";. let") if not jaxpr.invars else head
+    head = f"{{ lambda {consts}; {invars}. let"  # JAX: `{ lambda a:f32[3]; . let` when no invars
     eqns = [pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
     outs = ", ".join(names(v) for v in jaxpr.outvars)
     out_text = f"({outs}{',' if len(jaxpr.outvars) == 1 else ''})"

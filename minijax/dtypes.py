@@ -41,19 +41,27 @@ _LATTICE: dict[Any, tuple] = {
 
 
 @functools.cache
-def _upper_set(node) -> frozenset:
+def _upper_set(node, x64: bool) -> frozenset:
+    ups = _LATTICE[node]
+    if node == uint32 and not x64:
+        # JAX's x32 lattice: u32 x i32 -> i32, so no 64-bit type forms from 32-bit inputs
+        ups = (int32, uint64)
     out = {node}
-    for up in _LATTICE[node]:
-        out |= _upper_set(up)
+    for up in ups:
+        out |= _upper_set(up, x64)
     return frozenset(out)
 
 
-@functools.cache
 def _join(a, b):
-    common = _upper_set(a) & _upper_set(b)
+    return _join_in(a, b, x64_enabled())
+
+
+@functools.cache
+def _join_in(a, b, x64: bool):
+    common = _upper_set(a, x64) & _upper_set(b, x64)
     # the least upper bound is the common node whose upper set is all of `common`
     for n in common:
-        if _upper_set(n) == common:
+        if _upper_set(n, x64) == common:
             return n
     raise TypeError(f"no type promotion for {a} and {b}")
 
@@ -129,10 +137,19 @@ def dtype_and_weak(x) -> tuple[np.dtype, bool]:
     return canonicalize_dtype(np.result_type(x)), False
 
 
+_PY_WEAK_NODES = {int: _WEAK_INT, float: _WEAK_FLOAT, complex: _WEAK_COMPLEX}
+
+
 # JAX: jax/_src/dtypes.py promote_types
 def promote_types(a, b) -> np.dtype:
-    """The dtype both `a` and `b` promote to (strong types; no weak inputs here)."""
-    return canonicalize_dtype(_join(np.dtype(a), np.dtype(b)))
+    """The dtype both `a` and `b` promote to. Like JAX's, the result is *not* canonicalized
+    (`promote_types(int64, bool)` is int64 even with x64 off), and the Python types `int`,
+    `float`, `complex` stand for the weak types (`promote_types(int, int8)` is int8)."""
+    # identity, not `in`: np.dtype("int64") == int is True
+    node = lambda t: next((n for p, n in _PY_WEAK_NODES.items() if t is p), None) or np.dtype(t)
+    out = _join(node(a), node(b))
+    return np.dtype({_WEAK_INT: int64, _WEAK_FLOAT: float64,
+                     _WEAK_COMPLEX: complex128}.get(out, out))
 
 
 # JAX: jax/_src/dtypes.py _lattice_result_type

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import warnings
 from typing import Any, Callable, Sequence
 
 from minijax import compiler, core
+from minijax.config import config
 from minijax.ad_util import Zero
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, ShapedArray, Tracer
@@ -33,9 +35,9 @@ def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
 
 
 def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) -> list:
-    """Bind jit_p on `args`, passing the jaxpr's consts as leading arguments."""
+    """Bind jit_p on `args` (nothing donated), passing the jaxpr's consts as leading args."""
     closed, consts = _hoist_consts(closed)
-    params = dict(jaxpr=closed, name=name)
+    params = dict(jaxpr=closed, name=name, donated_invars=(False,) * (len(consts) + len(args)))
     trace = trace or core.current_trace()
     return jit_p.bind_with_trace(trace, [*consts, *args], params)
 
@@ -44,18 +46,31 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 # jit_p and its rules
 # ---------------------------------------------------------------------------------------------
 
-_executables: dict[int, tuple[ClosedJaxpr, Any]] = {}
+_executables: dict[tuple, tuple[ClosedJaxpr, Any]] = {}
 
 
-def _compiled(jaxpr: ClosedJaxpr):
-    hit = _executables.get(id(jaxpr))
+def _compiled(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...] = (), name: str = "main"):
+    key = (id(jaxpr), donated_invars)
+    hit = _executables.get(key)
     if hit is not None and hit[0] is jaxpr:
         return hit[1]
-    module = mlir.lower_jaxpr_to_module(jaxpr)
+    module = mlir.lower_jaxpr_to_module(jaxpr, name, donated_invars)
+    unusable = mlir.unused_donations(jaxpr, donated_invars)
+    if unusable:
+        warnings.warn(f"Some donated buffers were not usable: "
+                      f"{', '.join(a.str_short() for a in unusable)}. Donation works when an "
+                      "output has the same shape and dtype as the donated input.")
     exe = compiler.compile(module)
     cache_stats["compiles"] += 1
-    _executables[id(jaxpr)] = (jaxpr, exe)
+    _executables[key] = (jaxpr, exe)
     return exe
+
+
+def _delete_donated(args, donated_invars) -> None:
+    # A donated buffer may now hold an output: the input Array must not be read again.
+    for x, d in zip(args, donated_invars):
+        if d and type(x) is Array:
+            x.delete()
 
 
 def to_device(x, aval: ShapedArray):
@@ -65,14 +80,15 @@ def to_device(x, aval: ShapedArray):
     return compiler.device_put(core.to_numpy(x, aval))
 
 
-def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str):
-    exe = _compiled(jaxpr)
+def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
+    exe = _compiled(jaxpr, donated_invars, name)
     bufs = [to_device(x, a) for x, a in safe_zip(args, jaxpr.in_avals)]
     outs = compiler.execute(exe, bufs)
+    _delete_donated(args, donated_invars)
     return [Array(a, buf=b) for a, b in safe_zip(jaxpr.out_avals, outs)]
 
 
-def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str):
+def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, donated_invars=()):
     for i, (a, b) in enumerate(zip(avals, jaxpr.in_avals)):
         if not core.typematch(a, b):
             raise TypeError(f"jit {name}: argument {i} has type {a.str_short()}, but the "
@@ -99,7 +115,7 @@ def _jvp_of(jaxpr: ClosedJaxpr, nonzeros: tuple[bool, ...]):
     return ad.jvp_jaxpr(jaxpr, nonzeros, instantiate=False)
 
 
-def _jit_jvp(primals, tangents, *, jaxpr, name):
+def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
     nonzeros = tuple(type(t) is not Zero for t in tangents)
     jvp_closed, out_nz = _jvp_of(jaxpr, nonzeros)
     nz_tangents = [t for t in tangents if type(t) is not Zero]
@@ -116,7 +132,7 @@ def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
     return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns)
 
 
-def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name):
+def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknowns = tuple(trace.is_own(x) for x in args)
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
     known_args = [x for x, u in zip(args, unknowns) if not u]
@@ -124,8 +140,10 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name):
     known_vals, residuals = split_list(known_outs, [len(known_outs) - num_res])
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
+        unknown_ins = [*residuals, *unknown_args]
         unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, jit_p, [*residuals, *unknown_args], dict(jaxpr=jaxpr_unknown, name=name))
+            trace, jit_p, unknown_ins,
+            dict(jaxpr=jaxpr_unknown, name=name, donated_invars=(False,) * len(unknown_ins)))
     else:
         unknown_outs = []
     kit, uit = iter(known_vals), iter(unknown_outs)
@@ -151,7 +169,7 @@ def _transpose_of(jaxpr: ClosedJaxpr, undefined: tuple[bool, ...]):
     return ClosedJaxpr(t_jaxpr, consts)
 
 
-def _jit_transpose(cts, *args, jaxpr, name):
+def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     undefined = tuple(ad.is_undefined_primal(x) for x in args)
     t_closed = _transpose_of(jaxpr, undefined)
     known = [x for x in args if not ad.is_undefined_primal(x)]
@@ -179,13 +197,13 @@ def _batch_of(jaxpr: ClosedJaxpr, dims: tuple, axis_size: int):
     return ClosedJaxpr(b_jaxpr, consts)
 
 
-def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name):
+def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name, donated_invars):
     b_closed = _batch_of(jaxpr, tuple(dims), axis_size)
     outs = bind_jit(b_closed, vals, name)
     return outs, [0] * len(outs)
 
 
-def _jit_lowering(ctx, *args, jaxpr, name):
+def _jit_lowering(ctx, *args, jaxpr, name, donated_invars):
     return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
 
 
@@ -194,15 +212,18 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
     inner, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs)
     kept = set(inner.constvars)
     consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
+    donated = tuple(d for d, u in zip(eqn.params["donated_invars"], used_inputs) if u)
     return eqn.replace(
         invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
         outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts)))
+        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts), donated_invars=donated))
 
 
 jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
 jit_p.eager_numpy = False
+jit_p.pp_hide_if_empty = ("donated_invars",)
+jit_p.pp_first_params = ("name",)  # JAX prints jit's name before its jaxpr
 jit_p.def_impl(_jit_impl)
 jit_p.def_abstract_eval(_jit_abstract_eval)
 ad.primitive_jvps[jit_p] = _jit_jvp
@@ -264,7 +285,12 @@ class Compiled:
         return self._executable.get_hlo_text()
 
     def cost_analysis(self):
+        """XLA's estimates for the executable: a dict with 'flops', 'bytes accessed', ..."""
         return self._executable.cost_analysis()
+
+    def memory_analysis(self):
+        """XLA's buffer sizes in bytes (arguments, outputs, temporaries, generated code)."""
+        return self._executable.get_compiled_memory_stats()
 
     def __call__(self, *args):
         flat, _ = tree_flatten(args)
@@ -281,11 +307,13 @@ class Compiled:
                                                zip(self.jaxpr.out_avals, outs)])
 
 
-def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree) -> Callable:
+def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree, donated: tuple[bool, ...],
+                 name: str) -> Callable:
     """A closure that runs `closed`'s executable on flat concrete arguments (what JAX's C++
     dispatch does): no tracing, no bind, just buffers in and Arrays out."""
-    exe = _compiled(closed)
+    exe = _compiled(closed, donated, name)
     n = len(consts)
+    donated_args = donated[n:] if any(donated) else None
     const_bufs = [to_device(c, a) for c, a in zip(consts, closed.in_avals[:n])]
     in_avals = closed.in_avals[n:]
     out_avals = closed.out_avals
@@ -296,6 +324,8 @@ def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree) -> Callable:
             buf = x._buf if type(x) is Array else None
             bufs.append(buf if buf is not None else to_device(x, a))
         outs = exe.execute(bufs)
+        if donated_args:
+            _delete_donated(leaves, donated_args)
         return tree_unflatten(out_tree, [Array(a, None, b) for a, b in zip(out_avals, outs)])
 
     return run
@@ -306,7 +336,8 @@ class JitWrapped:
     """`jit(fun)`: call it like `fun`. Traces once per (pytree structure, input avals incl.
     weak_type, static arguments), compiles once per traced jaxpr, and then only dispatches."""
 
-    def __init__(self, fun: Callable, static_argnums=(), static_argnames=()) -> None:
+    def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
+                 donate_argnames=()) -> None:
         self.fun = fun
         self.__name__ = getattr(fun, "__name__", "fun")
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -317,6 +348,12 @@ class JitWrapped:
             static_argnames = (static_argnames,)
         self.static_argnums = tuple(static_argnums)
         self.static_argnames = tuple(static_argnames)
+        if isinstance(donate_argnums, int):
+            donate_argnums = (donate_argnums,)
+        if isinstance(donate_argnames, str):
+            donate_argnames = (donate_argnames,)
+        self.donate_argnums = tuple(donate_argnums)
+        self.donate_argnames = tuple(donate_argnames)
         try:
             self._signature = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -337,6 +374,22 @@ class JitWrapped:
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
         return statics, static_kw, dyn_args, dyn_kwargs
 
+    def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
+        """One flag per flat dynamic leaf: does it belong to a donated argument?"""
+        if not self.donate_argnums and not self.donate_argnames:
+            return ()
+        static_nums = {i for i, _ in statics}
+        nargs = len(args)
+        donate = {i % nargs for i in self.donate_argnums if -nargs <= i < nargs}
+        flags: list[bool] = []
+        for i, a in enumerate(args):
+            if i not in static_nums:
+                flags += [i in donate] * len(tree_flatten(a)[0])
+        for k in sorted(kwargs):
+            if k not in self.static_argnames:
+                flags += [k in self.donate_argnames] * len(tree_flatten(kwargs[k])[0])
+        return tuple(flags)
+
     def _get_jaxpr(self, args, kwargs):
         statics, static_kw, dyn_args, dyn_kwargs = self._split(args, kwargs)
         flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
@@ -345,6 +398,8 @@ class JitWrapped:
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat
+        if config.jax_explain_cache_misses:
+            _explain_cache_miss(self.__name__, key, list(self._cache))
         out_tree_box = []
 
         def flat_fun(*dyn_flat):
@@ -362,7 +417,9 @@ class JitWrapped:
                                                      purpose="jit")
         cache_stats["traces"] += 1
         closed, hoisted = _hoist_consts(ClosedJaxpr(jaxpr, consts))
-        entry = (closed, hoisted, out_tree_box[0])
+        donated = self._donated_leaves(args, kwargs, statics)
+        donated = (False,) * len(hoisted) + (donated or (False,) * len(flat))
+        entry = (closed, hoisted, out_tree_box[0], donated)
         if not any(isinstance(c, Tracer) for c in hoisted):
             self._cache[key] = entry
         return entry, flat
@@ -376,14 +433,18 @@ class JitWrapped:
             run = self._fast_cache.get(key)
             if run is not None:
                 return run(leaves)
-        (closed, consts, out_tree), flat = self._get_jaxpr(args, kwargs)
-        outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__)
+        (closed, consts, out_tree, donated), flat = self._get_jaxpr(args, kwargs)
+        if core.trace_ctx.trace is not core.eval_trace:
+            donated = (False,) * len(donated)  # donation only applies to a top-level call
+        outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
+                          donated_invars=donated)
         if fast_ok and not any(isinstance(c, Tracer) for c in consts):
-            self._fast_cache[key] = _fast_runner(closed, consts, out_tree)
+            self._fast_cache[key] = _fast_runner(closed, consts, out_tree, donated,
+                                                 self.__name__)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> "Traced":
-        (closed, consts, out_tree), _ = self._get_jaxpr(args, kwargs)
+        (closed, consts, out_tree, _), _ = self._get_jaxpr(args, kwargs)
         return Traced(closed, consts, out_tree, self.__name__)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -412,17 +473,49 @@ class Traced:
         return Lowered(self.jaxpr, self._out_tree, self._name)
 
 
-def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=()):
+def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
+    """Warn why `name` is traced again: what differs from the closest earlier signature."""
+    if not previous:
+        warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)")
+        return
+    in_tree, avals, statics, static_kw = key
+
+    def differences(old) -> list[str]:
+        o_tree, o_avals, o_statics, o_kw = old
+        out = []
+        if o_tree != in_tree:
+            out.append(f"the pytree structure of the arguments changed from {o_tree} to "
+                       f"{in_tree}")
+        elif o_avals != avals:
+            for i, (a, b) in enumerate(zip(o_avals, avals)):
+                if a != b:
+                    what = ("weak_type changed" if core.typematch(a, b) else "type changed")
+                    out.append(f"argument leaf {i}: {what} from {a!r} to {b!r}")
+        if o_statics != statics or o_kw != static_kw:
+            out.append(f"static arguments changed from {dict(o_statics) | dict(o_kw)} to "
+                       f"{dict(statics) | dict(static_kw)}")
+        return out
+
+    best = min((differences(k) for k in previous), key=len)
+    warnings.warn(f"TRACING CACHE MISS for jit({name}) because: " + "; ".join(best))
+
+
+def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
+        donate_argnums=(), donate_argnames=()):
     """Compile `fun` with XLA.
 
     Args:
       fun: a function of arrays (pytrees of arrays) returning arrays.
       static_argnums / static_argnames: arguments treated as compile-time constants; they must
         be hashable (ValueError otherwise) and a new value retraces.
+      donate_argnums / donate_argnames: arguments whose buffers the computation may reuse for
+        outputs of the same type; afterwards those Arrays are deleted (reading them raises
+        RuntimeError). A donation no output can use gives a warning.
     Returns: a `JitWrapped` callable with `.trace`, `.lower` stages.
     Mirrors jax/_src/api.py jit and jax/_src/pjit.py.
     """
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames)
-    return JitWrapped(fun, static_argnums, static_argnames)
+                                 static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)

@@ -200,20 +200,34 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
     return module
 
 
-def _set_aliases(fn, closed: ClosedJaxpr, donated: Sequence[bool]) -> None:
-    free_outs = list(enumerate(closed.out_avals))
-    arg_attrs = []
-    for aval, d in zip(closed.in_avals, donated):
-        attrs = {}
+def _alias_pairs(closed: ClosedJaxpr, donated: Sequence[bool]) -> dict[int, int]:
+    """Donated input index -> the output index whose buffer it becomes (first output of the
+    same type not yet taken)."""
+    free = list(enumerate(closed.out_avals))
+    pairs = {}
+    for i, (aval, d) in enumerate(zip(closed.in_avals, donated)):
         if d:
-            for k, (i, out_aval) in enumerate(free_outs):
+            for k, (j, out_aval) in enumerate(free):
                 if core.typematch(out_aval, aval):
-                    attrs["tf.aliasing_output"] = ir.IntegerAttr.get(
-                        ir.IntegerType.get_signless(32), i)
-                    del free_outs[k]
+                    pairs[i] = j
+                    del free[k]
                     break
-        arg_attrs.append(ir.DictAttr.get(attrs))
-    fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
+    return pairs
+
+
+def unused_donations(closed: ClosedJaxpr, donated: Sequence[bool]) -> list[ShapedArray]:
+    """Avals of donated inputs that no output can reuse."""
+    pairs = _alias_pairs(closed, donated)
+    return [a for i, (a, d) in enumerate(zip(closed.in_avals, donated)) if d and i not in pairs]
+
+
+def _set_aliases(fn, closed: ClosedJaxpr, donated: Sequence[bool]) -> None:
+    pairs = _alias_pairs(closed, donated)
+    i32 = ir.IntegerType.get_signless(32)
+    fn.arg_attrs = ir.ArrayAttr.get([
+        ir.DictAttr.get({"tf.aliasing_output": ir.IntegerAttr.get(i32, pairs[i])}
+                        if i in pairs else {})
+        for i in range(len(closed.in_avals))])
 
 
 def _sanitize(name: str) -> str:

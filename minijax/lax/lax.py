@@ -498,7 +498,7 @@ mlir.register_lowering(pow_p, mlir.nary_lowering("power"))
 
 def _balanced_eq(x, z, y):
     # 1 where x wins, 0.5 where x and y tie, 0 elsewhere (JAX splits ties evenly)
-    one, half, zero = _const(z, 1), _const(z, 0.5), _const(z, 0)
+    one, half, zero = full_like(z, 1), full_like(z, 0.5), full_like(z, 0)
     return select_n(eq(x, z), zero, select_n(eq(y, z), one, half))
 
 

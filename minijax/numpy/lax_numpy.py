@@ -16,6 +16,7 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
+from minijax.lax import lax as lax_internal
 from minijax.array import Array
 from minijax.core import Tracer
 
@@ -124,8 +125,11 @@ def _astype(x, dtype):
 def array(object, dtype=None, copy=True) -> Any:
     """A minijax array from array-like `object` (nested lists may hold tracers).
 
-    Python floats give float32 (with x64 off), ints int32, as in JAX; the result is not weakly
-    typed. Raises TypeError for non-numeric input."""
+    Python floats give float32 (with x64 off), ints int32, as in JAX; without `dtype`, a Python
+    scalar or a weakly typed array gives a weakly typed result (JAX: `dtypes.is_weakly_typed`).
+    Raises TypeError for non-numeric input."""
+    weak = dtype is None and (dtypes.is_python_scalar(object) or isinstance(
+        object, (Tracer, Array))) and dtypes.dtype_and_weak(object)[1]
     if isinstance(object, (Tracer, Array)):
         out = object
     elif isinstance(object, (list, tuple)) and any(
@@ -136,10 +140,10 @@ def array(object, dtype=None, copy=True) -> Any:
         if val.dtype.kind not in "biufc" and val.dtype != dtypes.bfloat16:
             raise TypeError(f"array: unsupported value of dtype {val.dtype} ({object!r})")
         canon = dtypes.canonicalize_dtype(val.dtype if dtype is None else dtype)
-        return Array(core.ShapedArray(val.shape, canon), npy=val.astype(canon))
+        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon))
     if dtype is not None:
         return lax.convert_element_type(out, dtype)
-    return lax.convert_element_type(out, core.get_aval(out).dtype, False)
+    return lax.convert_element_type(out, core.get_aval(out).dtype, weak)
 
 
 def _iter_leaves(x):
@@ -300,9 +304,9 @@ def floor_divide(x, y):
     if np.dtype(core.get_aval(x).dtype).kind in "iu":
         q = lax.div(x, y)
         r = lax.rem(x, y)
-        fix = lax.bitwise_and(lax.ne(r, lax._const(r, 0)),
-                              lax.ne(lax.lt(r, lax._const(r, 0)), lax.lt(y, lax._const(y, 0))))
-        return lax.select(fix, lax.sub(q, lax._const(q, 1)), q)
+        fix = lax.bitwise_and(lax.ne(r, lax_internal._const(r, 0)),
+                              lax.ne(lax.lt(r, lax_internal._const(r, 0)), lax.lt(y, lax_internal._const(y, 0))))
+        return lax.select(fix, lax.sub(q, lax_internal._const(q, 1)), q)
     return lax.floor(lax.div(x, y))
 
 
@@ -310,7 +314,7 @@ def remainder(x, y):
     """x % y with the sign of y (as numpy's `%`)."""
     x, y = promote_args("remainder", x, y)
     r = lax.rem(x, y)
-    zero = lax._const(r, 0)
+    zero = lax_internal._const(r, 0)
     fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
     return lax.select(fix, lax.add(r, y), r)
 
@@ -373,7 +377,7 @@ def isfinite(x):
     x = asarray(x)
     if not dtypes.is_float(core.get_aval(x).dtype):
         return full_like(x, True, bool_)
-    return logical_and(lax.eq(x, x), lax.ne(lax.abs(x), lax._const(x, np.inf)))
+    return logical_and(lax.eq(x, x), lax.ne(lax.abs(x), lax_internal._const(x, np.inf)))
 
 
 def isnan(x):
@@ -564,7 +568,7 @@ def mean(a, axis=None, dtype=None, keepdims: bool = False):
     n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
     d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
     total = lax.reduce_sum(_astype(a, d), axes)
-    out = lax.div(total, lax._const(total, n))
+    out = lax.div(total, lax_internal._const(total, n))
     return _keepdims(out, axes, keepdims)
 
 
@@ -612,7 +616,7 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     centered = lax.sub(a, mean(a, axes, keepdims=True))
     n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
     ss = lax.reduce_sum(lax.integer_pow(centered, 2), axes)
-    out = lax.div(ss, lax._const(ss, _max(n - ddof, 0)))
+    out = lax.div(ss, lax_internal._const(ss, _max(n - ddof, 0)))
     return _keepdims(out, axes, keepdims)
 
 
@@ -831,9 +835,8 @@ def _rewriting_take(x, idx):
         if isinstance(i, builtins.slice):
             start, stop, step = i.indices(size_d)
             if step > 0:
-                n = _max(0, (stop - start + step - 1) // step)
                 starts.append(start)
-                limits.append(start + (n - 1) * step + 1 if n else start)
+                limits.append(_max(start, stop))  # as JAX: not trimmed to the last element
                 strides.append(step)
             else:
                 n = _max(0, (start - stop - step - 1) // (-step))
