@@ -27,11 +27,21 @@ from minijax.util import safe_zip, split_list
 cache_stats = {"traces": 0, "compiles": 0}
 
 
+_hoisted: dict[int, tuple[ClosedJaxpr, ClosedJaxpr]] = {}
+
+
 def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
-    """Turn a ClosedJaxpr's consts into leading arguments: (const-free jaxpr, consts)."""
+    """Turn a ClosedJaxpr's consts into leading arguments: (const-free jaxpr, consts).
+
+    Memoized on the jaxpr's identity, so the same transformed jaxpr always yields the same
+    const-free jaxpr object, and the executable cache (keyed by identity) hits."""
     if not closed.consts:
         return closed, []
-    return ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), []), list(closed.consts)
+    hit = _hoisted.get(id(closed))
+    if hit is None or hit[0] is not closed:
+        hit = _hoisted[id(closed)] = (
+            closed, ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), []))
+    return hit[1], list(closed.consts)
 
 
 def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) -> list:
@@ -46,46 +56,64 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 # jit_p and its rules
 # ---------------------------------------------------------------------------------------------
 
-_executables: dict[tuple, tuple[ClosedJaxpr, Any]] = {}
+_executables: dict[tuple, tuple[ClosedJaxpr, Any, tuple[bool, ...]]] = {}
 
 
 def _compiled(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...] = (), name: str = "main"):
+    """(executable, per input: donated and actually reused for an output)."""
     key = (id(jaxpr), donated_invars)
     hit = _executables.get(key)
     if hit is not None and hit[0] is jaxpr:
-        return hit[1]
+        return hit[1], hit[2]
     module = mlir.lower_jaxpr_to_module(jaxpr, name, donated_invars)
-    unusable = mlir.unused_donations(jaxpr, donated_invars)
+    exe = compiler.compile(module)
+    cache_stats["compiles"] += 1
+    usable = mlir.usable_donations(jaxpr, donated_invars)
+    _warn_unusable_donations(jaxpr, donated_invars, usable)
+    _executables[key] = (jaxpr, exe, usable)
+    return exe, usable
+
+
+def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
+    unusable = [a for a, d, u in zip(jaxpr.in_avals, donated, usable) if d and not u]
     if unusable:
         warnings.warn(f"Some donated buffers were not usable: "
                       f"{', '.join(a.str_short() for a in unusable)}. Donation works when an "
                       "output has the same shape and dtype as the donated input.")
-    exe = compiler.compile(module)
-    cache_stats["compiles"] += 1
-    _executables[key] = (jaxpr, exe)
-    return exe
 
 
-def _delete_donated(args, donated_invars) -> None:
-    # A donated buffer may now hold an output: the input Array must not be read again.
-    for x, d in zip(args, donated_invars):
+def _delete_donated(args, usable_donations) -> None:
+    # A reused buffer now holds an output: the input Array must not be read again. As in JAX,
+    # an input whose donation no output could use stays alive.
+    for x, d in zip(args, usable_donations):
         if d and type(x) is Array:
             x.delete()
+
+
+def _committed(args) -> bool:
+    # JAX: a computation runs on the devices of its committed arguments, and its outputs are
+    # committed there; with only uncommitted arguments they stay uncommitted.
+    return any(type(x) is Array and x._committed for x in args)
 
 
 def to_device(x, aval: ShapedArray):
     """A device buffer for a concrete argument of type `aval`."""
     if type(x) is Array and x.aval.dtype == aval.dtype:
         return x.device_buffer()
+    from minijax.api import ShapeDtypeStruct  # api imports this module
+    if isinstance(x, (ShapedArray, ShapeDtypeStruct)):
+        raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
+                        "jit(f).trace(...) or .lower(...), not to a call")
     return compiler.device_put(core.to_numpy(x, aval))
 
 
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
-    exe = _compiled(jaxpr, donated_invars, name)
+    exe, usable = _compiled(jaxpr, donated_invars, name)
     bufs = [to_device(x, a) for x, a in safe_zip(args, jaxpr.in_avals)]
     outs = compiler.execute(exe, bufs)
-    _delete_donated(args, donated_invars)
-    return [Array(a, buf=b) for a, b in safe_zip(jaxpr.out_avals, outs)]
+    _delete_donated(args, usable)
+    committed = _committed(args)
+    return [Array(a, buf=b, committed=committed) for a, b in safe_zip(jaxpr.out_avals, outs)]
 
 
 def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, donated_invars=()):
@@ -119,7 +147,7 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
     nonzeros = tuple(type(t) is not Zero for t in tangents)
     jvp_closed, out_nz = _jvp_of(jaxpr, nonzeros)
     nz_tangents = [t for t in tangents if type(t) is not Zero]
-    outs = bind_jit(jvp_closed, [*primals, *nz_tangents], f"jvp({name})")
+    outs = bind_jit(jvp_closed, [*primals, *nz_tangents], name)
     primals_out, tangents_nz = split_list(outs, [len(jaxpr.out_avals)])
     it = iter(tangents_nz)
     tangents_out = [next(it) if nz else Zero(a.to_tangent_aval())
@@ -174,7 +202,7 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     t_closed = _transpose_of(jaxpr, undefined)
     known = [x for x in args if not ad.is_undefined_primal(x)]
     cts = [ad.instantiate_zeros(c) for c in cts]
-    outs = iter(bind_jit(t_closed, [*known, *cts], f"transpose({name})"))
+    outs = iter(bind_jit(t_closed, [*known, *cts], name))
     return [next(outs) if u else None for u in undefined]
 
 
@@ -189,34 +217,52 @@ def _batch_of(jaxpr: ClosedJaxpr, dims: tuple, axis_size: int):
             shape.insert(d, axis_size)
             in_avals.append(a.update(shape=tuple(shape)))
 
+    # Outputs that do not depend on a mapped input stay unbatched (JAX: batch_jaxpr with
+    # instantiate=False), so e.g. jacfwd's out_axes=None primal works through jit.
+    out_dims: list = []
+
     def batched(*args):
-        return batching.vmap_flat(lambda *xs: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs),
-                                  args, dims, axis_size, lambda n: [0] * n)
+        trace = batching.BatchTrace(core.current_trace(), axis_size)
+        try:
+            in_tracers = [trace._wrap(x, d) for x, d in zip(args, dims)]
+            with core.set_current_trace(trace):
+                outs = core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *in_tracers)
+            pairs = [trace.to_batch_info(o) for o in outs]
+        finally:
+            trace.invalidate()
+        out_dims[:] = [batching.not_mapped if d is batching.not_mapped else 0 for _, d in pairs]
+        return [v if d is batching.not_mapped else batching.moveaxis(v, d, 0) for v, d in pairs]
 
     b_jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(batched, in_avals, purpose="vmap")
-    return ClosedJaxpr(b_jaxpr, consts)
+    return ClosedJaxpr(b_jaxpr, consts), tuple(out_dims)
 
 
 def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name, donated_invars):
-    b_closed = _batch_of(jaxpr, tuple(dims), axis_size)
+    b_closed, out_dims = _batch_of(jaxpr, tuple(dims), axis_size)
     outs = bind_jit(b_closed, vals, name)
-    return outs, [0] * len(outs)
+    return outs, list(out_dims)
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, donated_invars):
     return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
 
 
-def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
-    closed = eqn.params["jaxpr"]
+@_per_jaxpr_cache
+def _dce_of(closed: ClosedJaxpr, used_outputs: tuple[bool, ...]):
     inner, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs)
     kept = set(inner.constvars)
     consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
+    return ClosedJaxpr(inner, consts), used_inputs
+
+
+def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
+    # memoized, so DCE keeps handing out the same inner jaxpr object (caches key on identity)
+    new_closed, used_inputs = _dce_of(eqn.params["jaxpr"], tuple(used_outputs))
     donated = tuple(d for d, u in zip(eqn.params["donated_invars"], used_inputs) if u)
     return eqn.replace(
         invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
         outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts), donated_invars=donated))
+        params=dict(eqn.params, jaxpr=new_closed, donated_invars=donated))
 
 
 jit_p = core.Primitive("jit")
@@ -253,14 +299,17 @@ def _hashable_static(value, what: str):
 class Lowered:
     """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
 
-    def __init__(self, closed: ClosedJaxpr, out_tree, name: str) -> None:
+    def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
+                 donated: tuple[bool, ...] = ()) -> None:
         self.jaxpr = closed
+        self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
-        self._module = mlir.lower_jaxpr_to_module(closed, name)
+        self._donated = donated
+        self._module = mlir.lower_jaxpr_to_module(closed, name, donated)
 
     def as_text(self) -> str:
-        """The StableHLO module as text (MLIR's generic printing)."""
+        """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
         return str(self._module)
 
     def compiler_ir(self):
@@ -268,17 +317,25 @@ class Lowered:
         return self._module
 
     def compile(self) -> "Compiled":
-        return Compiled(self.jaxpr, compiler.compile(self._module), self._out_tree)
+        """Compile the module with XLA (cache_stats["compiles"] counts it)."""
+        exe = compiler.compile(self._module)
+        cache_stats["compiles"] += 1
+        usable = mlir.usable_donations(self.jaxpr, self._donated)
+        _warn_unusable_donations(self.jaxpr, self._donated, usable)
+        return Compiled(self.jaxpr, exe, self._in_tree, self._out_tree, usable)
 
 
 # JAX: jax/_src/stages.py Compiled
 class Compiled:
     """An XLA executable for one input signature; call it with arguments of those types."""
 
-    def __init__(self, closed: ClosedJaxpr, executable, out_tree) -> None:
+    def __init__(self, closed: ClosedJaxpr, executable, in_tree, out_tree,
+                 usable_donations: tuple[bool, ...] = ()) -> None:
         self.jaxpr = closed
         self._executable = executable
+        self._in_tree = in_tree
         self._out_tree = out_tree
+        self._usable_donations = usable_donations
 
     def as_text(self) -> str:
         """The optimized HLO XLA produced (after fusion)."""
@@ -292,41 +349,58 @@ class Compiled:
         """XLA's buffer sizes in bytes (arguments, outputs, temporaries, generated code)."""
         return self._executable.get_compiled_memory_stats()
 
-    def __call__(self, *args):
-        flat, _ = tree_flatten(args)
+    def __call__(self, *args, **kwargs):
+        """Run on arguments of the compiled types (static arguments left out).
+
+        Raises TypeError naming each argument leaf whose type differs (expected vs got), or
+        the pytree structures if those differ. Mirrors jax/_src/stages.py Compiled.call.
+        """
+        flat, in_tree = tree_flatten((args, kwargs))
+        if in_tree != self._in_tree:
+            raise TypeError("Compiled function called with a different pytree structure of "
+                            f"arguments: compiled for {self._in_tree}, called with {in_tree}")
         avals = [core.get_aval(x) for x in flat]
-        if len(avals) != len(self.jaxpr.in_avals) or any(
-                not core.typematch(a, b) for a, b in zip(avals, self.jaxpr.in_avals)):
-            raise TypeError(
-                "Compiled function called with arguments of types "
-                f"{[a.str_short() for a in avals]}, but it was compiled for "
-                f"{[a.str_short() for a in self.jaxpr.in_avals]}")
+        bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with {a.str_short()}"
+               for i, (a, b) in enumerate(zip(avals, self.jaxpr.in_avals))
+               if not core.typematch(a, b)]
+        if bad:
+            raise TypeError("Argument types differ from the types for which this computation "
+                            "was compiled. The mismatches are:\n" + "\n".join(bad))
         bufs = [to_device(x, a) for x, a in zip(flat, self.jaxpr.in_avals)]
         outs = compiler.execute(self._executable, bufs)
-        return tree_unflatten(self._out_tree, [Array(a, buf=b) for a, b in
-                                               zip(self.jaxpr.out_avals, outs)])
+        _delete_donated(flat, self._usable_donations)
+        committed = _committed(flat)
+        return tree_unflatten(self._out_tree, [Array(a, buf=b, committed=committed)
+                                               for a, b in zip(self.jaxpr.out_avals, outs)])
 
 
 def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree, donated: tuple[bool, ...],
                  name: str) -> Callable:
     """A closure that runs `closed`'s executable on flat concrete arguments (what JAX's C++
     dispatch does): no tracing, no bind, just buffers in and Arrays out."""
-    exe = _compiled(closed, donated, name)
+    exe, usable = _compiled(closed, donated, name)
     n = len(consts)
-    donated_args = donated[n:] if any(donated) else None
+    usable_args = usable[n:] if any(usable) else None
     const_bufs = [to_device(c, a) for c, a in zip(consts, closed.in_avals[:n])]
     in_avals = closed.in_avals[n:]
     out_avals = closed.out_avals
+    handlers = compiler.result_handlers(out_avals)
 
     def run(leaves):
         bufs = list(const_bufs)
+        committed = False
         for x, a in zip(leaves, in_avals):
-            buf = x._buf if type(x) is Array else None
-            bufs.append(buf if buf is not None else to_device(x, a))
-        outs = exe.execute(bufs)
-        if donated_args:
-            _delete_donated(leaves, donated_args)
-        return tree_unflatten(out_tree, [Array(a, None, b) for a, b in zip(out_avals, outs)])
+            if type(x) is Array:
+                committed = committed or x._committed
+                buf = x._buf
+                bufs.append(buf if buf is not None else x.device_buffer())
+            else:
+                bufs.append(to_device(x, a))
+        outs = compiler.execute(exe, bufs, handlers)
+        if usable_args:
+            _delete_donated(leaves, usable_args)
+        return tree_unflatten(out_tree, [Array(a, None, b, committed)
+                                         for a, b in zip(out_avals, outs)])
 
     return run
 
@@ -397,7 +471,7 @@ class JitWrapped:
         key = (in_tree, avals, statics, static_kw)
         hit = self._cache.get(key)
         if hit is not None:
-            return hit, flat
+            return hit, flat, in_tree
         if config.jax_explain_cache_misses:
             _explain_cache_miss(self.__name__, key, list(self._cache))
         out_tree_box = []
@@ -422,7 +496,7 @@ class JitWrapped:
         entry = (closed, hoisted, out_tree_box[0], donated)
         if not any(isinstance(c, Tracer) for c in hoisted):
             self._cache[key] = entry
-        return entry, flat
+        return entry, flat, in_tree
 
     def __call__(self, *args, **kwargs):
         fast_ok = not kwargs and not self.static_argnums and core.trace_ctx.trace is core.eval_trace
@@ -433,19 +507,28 @@ class JitWrapped:
             run = self._fast_cache.get(key)
             if run is not None:
                 return run(leaves)
-        (closed, consts, out_tree, donated), flat = self._get_jaxpr(args, kwargs)
+        (closed, consts, out_tree, donated), flat, _ = self._get_jaxpr(args, kwargs)
         if core.trace_ctx.trace is not core.eval_trace:
             donated = (False,) * len(donated)  # donation only applies to a top-level call
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=donated)
+        if consts and core.trace_ctx.trace is core.eval_trace:
+            committed = _committed(flat)  # as in JAX, closed-over arrays do not commit outputs
+            for o in outs:
+                o._committed = committed
         if fast_ok and not any(isinstance(c, Tracer) for c in consts):
             self._fast_cache[key] = _fast_runner(closed, consts, out_tree, donated,
                                                  self.__name__)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> "Traced":
-        (closed, consts, out_tree, _), _ = self._get_jaxpr(args, kwargs)
-        return Traced(closed, consts, out_tree, self.__name__)
+        """Trace for the types of `args` (arrays or `ShapeDtypeStruct`s); no compilation.
+
+        Returns a `Traced` with `.jaxpr`, `.out_info` and `.lower()`. Traced at most once per
+        signature: the cache is the one calls use. Mirrors jax/_src/pjit.py JitWrapped.trace.
+        """
+        (closed, consts, out_tree, donated), _, in_tree = self._get_jaxpr(args, kwargs)
+        return Traced(closed, consts, in_tree, out_tree, self.__name__, donated)
 
     def lower(self, *args, **kwargs) -> Lowered:
         return self.trace(*args, **kwargs).lower()
@@ -455,22 +538,25 @@ class JitWrapped:
 class Traced:
     """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
 
-    def __init__(self, closed: ClosedJaxpr, consts, out_tree, name: str) -> None:
-        self.jaxpr = closed
-        self._consts = consts
+    def __init__(self, hoisted: ClosedJaxpr, consts, in_tree, out_tree, name: str,
+                 donated: tuple[bool, ...]) -> None:
+        n = len(consts)
+        if n:
+            # put the closed-over arrays back as constants, as in the traced program
+            inner = hoisted.jaxpr
+            hoisted = ClosedJaxpr(core.Jaxpr(inner.invars[:n], inner.invars[n:], inner.outvars,
+                                             inner.eqns), consts)
+        self.jaxpr = hoisted
+        self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
-        self.out_info = tree_unflatten(out_tree, closed.out_avals)
+        self._donated = donated[n:]
+        from minijax.api import ShapeDtypeStruct  # api imports this module
+        self.out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                                  for a in hoisted.out_avals])
 
     def lower(self) -> Lowered:
-        if self._consts:
-            # closed-over arrays become constants of the module, as in the traced program
-            inner = self.jaxpr.jaxpr
-            n = len(self._consts)
-            closed = ClosedJaxpr(core.Jaxpr(inner.invars[:n], inner.invars[n:], inner.outvars,
-                                            inner.eqns), self._consts)
-            return Lowered(closed, self._out_tree, self._name)
-        return Lowered(self.jaxpr, self._out_tree, self._name)
+        return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated)
 
 
 def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
