@@ -278,8 +278,13 @@ class EvalTrace(Trace):
         vals = [to_numpy(x, a) for x, a in safe_zip(tracers, avals_in)]
         out = primitive.impl(*vals, **params)
         if primitive.multiple_results:
-            return [_wrap(o, a) for o, a in safe_zip(out, out_avals)]
-        return _wrap(out, out_avals)
+            outs = [_wrap(o, a) for o, a in safe_zip(out, out_avals)]
+        else:
+            outs = [_wrap(out, out_avals)]
+        if any(getattr(x, "committed", False) for x in tracers):
+            for o in outs:  # as in JAX, an op on a committed array gives a committed result
+                o._committed = True
+        return outs if primitive.multiple_results else outs[0]
 
 
 def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
@@ -379,14 +384,13 @@ class Tracer:
         return int(self._concrete("__index__()", TracerIntegerConversionError))
 
     def __array__(self, dtype=None, copy=None):
-        val = self.to_concrete_value()
-        if val is None:
-            raise TracerArrayConversionError(
-                f"The numpy.ndarray conversion method __array__() was called on a traced array "
-                f"with shape {self.aval.str_short()}{self._trace.describe()}. A tracer has no "
-                "concrete value; use minijax.numpy instead of numpy inside transformed "
-                f"functions. See {_CHAPTER_TRACING}.")
-        return np.asarray(val, dtype=dtype)
+        # Always an error, as in JAX, even where the value is known (e.g. under grad): numpy
+        # code would silently drop the tracer and with it the derivative.
+        raise TracerArrayConversionError(
+            f"The numpy.ndarray conversion method __array__() was called on a traced array "
+            f"with shape {self.aval.str_short()}{self._trace.describe()}. numpy cannot see "
+            "through tracers; use minijax.numpy instead of numpy inside transformed "
+            f"functions. See {_CHAPTER_TRACING}.")
 
     def __len__(self):
         if not self.shape:
@@ -651,7 +655,11 @@ def pp_literal(lit: Literal) -> str:
 def _pp_param(v, names: _NameContext, indent: int) -> str:
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         j = v.jaxpr if isinstance(v, ClosedJaxpr) else v
-        return pp_jaxpr(j, names, indent + 4)
+        return pp_jaxpr(j, names, indent + 2)
+    if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
+        # cond's `branches`: one jaxpr per line inside parentheses, as JAX prints them
+        inner = "\n".join(" " * (indent + 4) + _pp_param(x, names, indent + 2) for x in v)
+        return f"(\n{inner}\n{' ' * (indent + 2)})"
     if isinstance(v, np.dtype):
         return v.name
     if isinstance(v, type) and issubclass(v, np.generic):
@@ -670,7 +678,9 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
         return f"{head} {ins}".rstrip()
     first = [k for k in getattr(eqn.primitive, "pp_first_params", ()) if k in params]
     keys = first + sorted(k for k in params if k not in first)
-    items = [f"{k}={_pp_param(params[k], names, indent)}" for k in keys]
+    fmt = getattr(eqn.primitive, "pp_param_formatters", {})
+    items = [f"{k}={fmt[k](params[k]) if k in fmt else _pp_param(params[k], names, indent)}"
+             for k in keys]
     one_line = f"{head}[{' '.join(items)}]"
     # As JAX's printer: the params stay on one line if the closing `]` fits in 80 columns
     # (the operands after it may run past).
@@ -685,9 +695,11 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
     # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
     hidden = set(getattr(eqn.primitive, "pp_hidden_params", ()))
     for k, v in eqn.params.items():
-        # hidden when empty, or all False (like jit's donated_invars without donation)
+        # hidden when empty, zero (custom_jvp_call's num_consts), or all False (like jit's
+        # donated_invars without donation)
         if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and (
-                v == () or (isinstance(v, tuple) and all(x is False for x in v))):
+                v == () or (type(v) is int and v == 0)
+                or (isinstance(v, tuple) and all(x is False for x in v))):
             hidden.add(k)
     return hidden
 

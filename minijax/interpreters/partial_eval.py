@@ -37,7 +37,19 @@ class JaxprStackFrame:
     def to_jaxpr(self, outvars: Sequence[core.Atom]) -> tuple[Jaxpr, list]:
         constvars = list(self.constvar_to_val)
         consts = [self.constvar_to_val[v] for v in constvars]
-        return Jaxpr(constvars, self.invars, list(outvars), self.eqns), consts
+        return Jaxpr(constvars, self.invars, list(outvars), _drop_unused_vars(self.eqns,
+                                                                              outvars)), consts
+
+
+# JAX: jax/_src/interpreters/partial_eval.py _drop_unused_vars
+def _drop_unused_vars(eqns: list[JaxprEqn], outvars) -> list[JaxprEqn]:
+    """Mark equation outputs nobody reads as DropVar (printed `_`); equations are kept."""
+    used = {v for v in outvars if isinstance(v, Var)}
+    for e in eqns:
+        used.update(v for v in e.invars if isinstance(v, Var))
+    return [e if all(v in used for v in e.outvars) else
+            e.replace(outvars=[v if v in used else DropVar(v.aval) for v in e.outvars])
+            for e in eqns]
 
 
 # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTracer
@@ -101,6 +113,10 @@ class DynamicJaxprTrace(core.Trace):
         aval = core.get_aval(x)
         if _is_literalable(x):
             val = x if dtypes.is_python_scalar(x) else core.to_numpy(x, aval)
+            if aval.weak_type and not dtypes.is_python_scalar(val):
+                # keep a weak literal weak when the jaxpr is evaluated again (jvp of jit...)
+                item = val.item()
+                val = item if core.get_aval(item) == aval else val
             return Literal(val, aval)
         var = self.frame.const_to_var.get(id(x))
         if var is None:
@@ -184,13 +200,16 @@ class JaxprTrace(DynamicJaxprTrace):
 
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_nounits
-def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool]
+def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
+                               instantiate: bool | Sequence[bool] = False
                                ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """Split a jaxpr into the part computable from the known inputs and the rest.
 
     Returns (jaxpr_known, jaxpr_unknown, out_unknowns, num_res): `jaxpr_known` maps the known
     inputs to the known outputs followed by `num_res` residuals; `jaxpr_unknown` maps the
-    residuals followed by the unknown inputs to the unknown outputs.
+    residuals followed by the unknown inputs to the unknown outputs. Outputs where
+    `instantiate` (one bool, or one per output) is true are made unknown even if they are known
+    (their value becomes a residual), as control-flow rules need to line up branch outputs.
     """
     known_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if not u]
     unknown_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if u]
@@ -205,7 +224,8 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool]
             args = [next(uit) if u else next(kit) for u in unknowns]
             with core.set_current_trace(pe_trace):
                 outs = core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *args)
-            out_unknowns = [pe_trace.is_own(o) for o in outs]
+            inst = [instantiate] * len(outs) if isinstance(instantiate, bool) else instantiate
+            out_unknowns = [pe_trace.is_own(o) or i for o, i in safe_zip(outs, inst)]
             unk_outs = [o for o, u in zip(outs, out_unknowns) if u]
             jaxpr_unk, residuals = pe_trace.to_jaxpr(unk_outs)
         finally:
@@ -231,11 +251,12 @@ dce_rules: dict[core.Primitive, Callable] = {}
 
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
-              instantiate: bool = False) -> tuple[Jaxpr, list[bool]]:
+              instantiate: bool | Sequence[bool] = False) -> tuple[Jaxpr, list[bool]]:
     """Drop equations whose outputs are not needed (all primitives here are pure).
 
-    Returns (new_jaxpr, used_inputs). With `instantiate=True` every invar is kept, even unused.
-    Outputs not in `used_outputs` are removed from the jaxpr's outvars.
+    Returns (new_jaxpr, used_inputs). Invars where `instantiate` (one bool, or one per invar)
+    is true are kept even if unused, and count as used. Outputs not in `used_outputs` are
+    removed from the jaxpr's outvars.
     """
     if used_outputs is None:
         used_outputs = [True] * len(jaxpr.outvars)
@@ -255,11 +276,11 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
         new_eqns.append(eqn)
         live.update(v for v in eqn.invars if isinstance(v, Var))
     new_eqns.reverse()
-    used_inputs = [v in live for v in jaxpr.invars]
-    invars = jaxpr.invars if instantiate else [v for v, u in zip(jaxpr.invars, used_inputs) if u]
+    if isinstance(instantiate, bool):
+        instantiate = [instantiate] * len(jaxpr.invars)
+    used_inputs = [v in live or i for v, i in safe_zip(jaxpr.invars, instantiate)]
+    invars = [v for v, u in zip(jaxpr.invars, used_inputs) if u]
     constvars = [v for v in jaxpr.constvars if v in live]
-    if instantiate:
-        used_inputs = [True] * len(jaxpr.invars)
     return Jaxpr(constvars, invars, outvars, new_eqns), used_inputs
 
 

@@ -47,6 +47,8 @@ def _dtype_ok(dtype: np.dtype, kind: str) -> bool:
         return np.dtype(dtype).kind in "iufc" or dtype == dtypes.bfloat16
     if kind == "int_or_bool":
         return np.dtype(dtype).kind in "iub"
+    if kind == "signed":
+        return dtypes.is_float(dtype) or np.dtype(dtype).kind == "i"
     raise ValueError(kind)
 
 
@@ -252,8 +254,8 @@ def abs(x):
     return abs_p.bind(x)
 
 
-abs_p = unop("abs", _num, np.abs)
-defjvp(abs_p, lambda g, x: mul(g, sign(x)))
+abs_p = unop("abs", "signed", np.abs)
+defjvp(abs_p, lambda g, x: select_n(ge(x, _const(x, 0)), neg(g), g))  # g at 0, as in JAX
 defvectorized(abs_p)
 mlir.register_lowering(abs_p, mlir.nary_lowering("abs"))
 
@@ -263,7 +265,8 @@ def sign(x):
     return sign_p.bind(x)
 
 
-sign_p = unop("sign", _num, np.sign)
+# np.sign(-0.0) is 0.0; XLA (and so JAX) keeps the zero's sign
+sign_p = unop("sign", _num, lambda x: np.where(x == 0, x, np.sign(x)))
 defjvp_zero(sign_p)
 defvectorized(sign_p)
 mlir.register_lowering(sign_p, mlir.nary_lowering("sign"))
@@ -315,7 +318,13 @@ def _integer_pow_abstract_eval(x, *, y):
 
 
 def _integer_pow_jvp(g, x, *, y):
-    return g if y == 1 else mul(g, mul(_const(x, y), integer_pow(x, y - 1)))
+    if y == 0:
+        return full_like(g, 0)  # not 0 * x**-1, which is NaN at x == 0
+    if y == 1:
+        return g
+    if y == 2:  # as JAX: 2 * x, not 2 * integer_pow(x, 1)
+        return mul(g, mul(_const(x, y), x))
+    return mul(g, mul(_const(x, y), integer_pow(x, y - 1)))
 
 
 def _integer_pow_lowering(ctx, x, *, y):
@@ -378,11 +387,18 @@ def _add_any_transpose(ct, x, y):
     return [ct, ct]
 
 
+def _add_any_batch_rule(vals, dims, *, axis_size):
+    # add_any's operands have equal shapes (its output aval is its first operand's), so an
+    # unbatched operand is broadcast to the full batch, not given a size-1 axis
+    x, y = (batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims))
+    return add_jaxvals_p.bind(x, y), 0
+
+
 # add_any (JAX's add_jaxvals_p) sums tangents and cotangents; defined in ad_util.py.
 add_jaxvals_p.def_impl(np.add)
 add_jaxvals_p.def_abstract_eval(lambda x, y: x)
 deflinear(add_jaxvals_p, _add_any_transpose)
-defbroadcasting(add_jaxvals_p)
+batching.primitive_batchers[add_jaxvals_p] = _add_any_batch_rule
 mlir.register_lowering(add_jaxvals_p, mlir.nary_lowering("add"))
 
 
@@ -723,6 +739,13 @@ def select(pred, on_true, on_false):
 
 
 def _convert_element_type_impl(x, *, new_dtype, weak_type):
+    if dtypes.is_float(x.dtype) and np.dtype(new_dtype).kind in "iu":
+        # XLA's float -> int conversion saturates, and NaN becomes 0 (numpy's is undefined)
+        info = dtypes.iinfo(new_dtype)
+        x = x.astype(np.float64)
+        too_big, too_small = x >= float(info.max), x <= float(info.min)
+        out = np.where(np.isnan(x) | too_big | too_small, 0, x).astype(new_dtype)
+        return np.where(too_big, info.max, np.where(too_small, info.min, out)).astype(new_dtype)
     return x.astype(new_dtype)
 
 
@@ -778,7 +801,9 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
         aval = core.get_aval(x)
         if aval.dtype == new_dtype and aval.weak_type == weak_type and not dtypes.is_python_scalar(x):
             return x
-        return core.array_from_numpy(core.to_numpy(x, aval).astype(new_dtype), weak_type)
+        val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
+                                         weak_type=weak_type)
+        return core.array_from_numpy(val, weak_type)
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return x
@@ -947,8 +972,8 @@ mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
 
 def _squeeze_abstract_eval(x, *, dimensions):
     if any(not 0 <= d < x.ndim or x.shape[d] != 1 for d in dimensions):
-        raise TypeError(f"squeeze: dimensions {dimensions} must all be of size 1 in operand "
-                        f"{x.str_short()}")
+        raise ValueError(f"squeeze: dimensions {dimensions} must all be of size 1 in operand "
+                         f"{x.str_short()}")
     return x.update(shape=tuple(s for i, s in enumerate(x.shape) if i not in dimensions))
 
 
@@ -988,8 +1013,8 @@ def _reduce_abstract_eval(name: str, kind: str):
     def rule(x, *, axes):
         _check_dtype(name, x, kind)
         if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
-            raise TypeError(f"{name}: axes {axes} out of range or repeated for operand "
-                            f"{x.str_short()}")
+            raise ValueError(f"{name}: axes {axes} out of range or repeated for operand "
+                             f"{x.str_short()}")
         return x.update(shape=tuple(s for i, s in enumerate(x.shape) if i not in axes))
     return rule
 
@@ -1069,7 +1094,7 @@ def reduce_max(x, axes: Sequence[int]):
 
 
 reduce_max_p = Primitive("reduce_max")
-reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes))
+reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes, initial=_lowest(x.dtype)))
 reduce_max_p.def_abstract_eval(_reduce_abstract_eval("reduce_max", _any))
 ad.primitive_jvps[reduce_max_p] = _reduce_chooser_jvp(reduce_max_p)
 batching.primitive_batchers[reduce_max_p] = _reduce_batch_rule(reduce_max_p)
@@ -1082,7 +1107,7 @@ def reduce_min(x, axes: Sequence[int]):
 
 
 reduce_min_p = Primitive("reduce_min")
-reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes))
+reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes, initial=_highest(x.dtype)))
 reduce_min_p.def_abstract_eval(_reduce_abstract_eval("reduce_min", _any))
 ad.primitive_jvps[reduce_min_p] = _reduce_chooser_jvp(reduce_min_p)
 batching.primitive_batchers[reduce_min_p] = _reduce_batch_rule(reduce_min_p)
@@ -1191,7 +1216,8 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
     spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
     out_dtype = preferred_element_type or lhs.dtype
-    return np.einsum(spec, lhs, rhs, dtype=None).astype(out_dtype)
+    # accumulate in the output dtype (int8 operands with an int32 result must not wrap)
+    return np.einsum(spec, lhs.astype(out_dtype), rhs.astype(out_dtype)).astype(out_dtype)
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
@@ -1242,6 +1268,9 @@ def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
     dims = ((tuple(ans_y), tuple(y_kept)), (tuple(ans_batch), tuple(y_batch)))
     x_contract_sorted_by_y = [x_contract[i] for i in np.argsort(y_contract)]
     out_axes = np.argsort(list(x_batch) + x_kept + x_contract_sorted_by_y)
+    ct_dtype = core.get_aval(ct).dtype
+    if core.get_aval(y).dtype != ct_dtype:  # preferred_element_type made ct wider than y
+        y = convert_element_type(y, ct_dtype)
     x_bar = dot_general(ct, y, dims, precision=precision,
                         preferred_element_type=preferred_element_type)
     x_bar = transpose(x_bar, tuple(int(a) for a in out_axes))
@@ -1318,6 +1347,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 dot_general_p = Primitive("dot_general")
 dot_general_p.pp_hidden_params = ("precision",)
+dot_general_p.pp_param_formatters = {  # JAX prints the dimension lists as lists
+    "dimension_numbers": lambda dn: str(tuple(tuple(list(d) for d in pair) for pair in dn))}
 dot_general_p.def_impl(_dot_general_impl)
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
 defjvp(dot_general_p,
@@ -1498,8 +1529,8 @@ def _pad_abstract_eval(x, padding_value, *, padding_config):
         raise TypeError(f"pad: padding_value must be a scalar of the operand's dtype, got "
                         f"{padding_value.str_short()} for operand {x.str_short()}")
     if len(padding_config) != x.ndim or any(i < 0 for _, _, i in padding_config):
-        raise TypeError(f"pad: padding_config {padding_config} needs one (low, high, interior)"
-                        f" per dimension of {x.str_short()}, with interior >= 0")
+        raise ValueError(f"pad: padding_config {padding_config} needs one (low, high, "
+                         f"interior) per dimension of {x.str_short()}, with interior >= 0")
     shape = tuple(lo + hi + d + _max(d - 1, 0) * i for d, (lo, hi, i) in
                   zip(x.shape, padding_config))
     if any(s < 0 for s in shape):
@@ -1512,17 +1543,16 @@ def _pad_transpose(ct, x, padding_value, *, padding_config):
     if type(ct) is Zero:
         return [Zero(x.aval) if is_undefined_primal(x) else None,
                 Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
-    ct_x = None
-    if is_undefined_primal(x):
-        unpadded = pad(ct, _const(ct, 0), tuple((-a, -b, 0) for a, b in zip(lo, hi)))
-        shape = core.get_aval(unpadded).shape
-        ct_x = slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for i in interior))
+    # the cotangent at the operand's positions (needed for the padding value's too: it is
+    # everything else)
+    unpadded = pad(ct, _const(ct, 0), tuple((-a, -b, 0) for a, b in zip(lo, hi)))
+    shape = core.get_aval(unpadded).shape
+    ct_operand = slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for i in interior))
     ct_pv = None
     if is_undefined_primal(padding_value):
         all_axes = lambda t: tuple(range(core.get_aval(t).ndim))
-        total = reduce_sum(ct, all_axes(ct))
-        ct_pv = total if ct_x is None else sub(total, reduce_sum(ct_x, all_axes(ct_x)))
-    return [ct_x, ct_pv]
+        ct_pv = sub(reduce_sum(ct, all_axes(ct)), reduce_sum(ct_operand, all_axes(ct_operand)))
+    return [ct_operand if is_undefined_primal(x) else None, ct_pv]
 
 
 def _pad_batch_rule(vals, dims, *, axis_size, padding_config):
@@ -1616,3 +1646,302 @@ deflinear(rev_p, _rev_transpose)
 batching.primitive_batchers[rev_p] = _rev_batch_rule
 mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
                        mlir.hlo.reverse(x, list(dimensions)))
+
+
+# ---------------------------------------------------------------------------------------------
+# Bits: xor, shifts and bitcasts (the threefry PRNG in minijax/prng.py is built from these)
+# ---------------------------------------------------------------------------------------------
+
+def bitwise_xor(x, y):
+    """Elementwise logical xor (bool) or bitwise xor (integers)."""
+    return xor_p.bind(x, y)
+
+
+xor_p = naryop("xor", "int_or_bool", np.bitwise_xor)
+defjvp_zero(xor_p)
+defbroadcasting(xor_p)
+mlir.register_lowering(xor_p, mlir.nary_lowering("xor"))
+
+
+def _shift_amounts(x, y):
+    # XLA reads a shift amount as unsigned: a negative amount counts as a huge one. Amounts of
+    # the bit width or more shift every bit out, which C and numpy leave undefined, so they
+    # are masked here and the in-range amounts clamped to stay defined.
+    bits = x.dtype.itemsize * 8
+    y = np.asarray(y).astype(f"uint{bits}")
+    return bits, y >= bits, np.minimum(y, bits - 1)
+
+
+def _shift_left_impl(x, y):
+    bits, too_far, y = _shift_amounts(x, y)
+    return np.where(too_far, 0, np.left_shift(x, y.astype(x.dtype))).astype(x.dtype)
+
+
+def _shift_right_logical_impl(x, y):
+    bits, too_far, y = _shift_amounts(x, y)
+    xu = x.astype(f"uint{bits}")  # logical: the bits as unsigned, zeros shifted in
+    return np.where(too_far, 0, np.right_shift(xu, y)).astype(x.dtype)
+
+
+def _shift_right_arithmetic_impl(x, y):
+    bits, too_far, y = _shift_amounts(x, y)
+    xs = x.astype(f"int{bits}")  # arithmetic: the bits as signed, copies of the sign shifted in
+    y = np.where(too_far, bits - 1, y).astype(xs.dtype)
+    return np.right_shift(xs, y).astype(x.dtype)
+
+
+def shift_left(x, y):
+    """Elementwise `x << y` (integers). Amounts >= the bit width give 0, as in XLA."""
+    return shift_left_p.bind(x, y)
+
+
+shift_left_p = naryop("shift_left", _int, _shift_left_impl)
+defjvp_zero(shift_left_p)
+defbroadcasting(shift_left_p)
+mlir.register_lowering(shift_left_p, mlir.nary_lowering("shift_left"))
+
+
+def shift_right_logical(x, y):
+    """Elementwise `x >> y` shifting in zeros (integers, signed ones included). Amounts >= the
+    bit width give 0, as in XLA."""
+    return shift_right_logical_p.bind(x, y)
+
+
+shift_right_logical_p = naryop("shift_right_logical", _int, _shift_right_logical_impl)
+defjvp_zero(shift_right_logical_p)
+defbroadcasting(shift_right_logical_p)
+mlir.register_lowering(shift_right_logical_p, mlir.nary_lowering("shift_right_logical"))
+
+
+def shift_right_arithmetic(x, y):
+    """Elementwise `x >> y` shifting in copies of the sign bit (integers, unsigned ones read as
+    signed). Amounts >= the bit width give 0 or -1 (the sign), as in XLA."""
+    return shift_right_arithmetic_p.bind(x, y)
+
+
+shift_right_arithmetic_p = naryop("shift_right_arithmetic", _int, _shift_right_arithmetic_impl)
+defjvp_zero(shift_right_arithmetic_p)
+defbroadcasting(shift_right_arithmetic_p)
+mlir.register_lowering(shift_right_arithmetic_p, mlir.nary_lowering("shift_right_arithmetic"))
+
+
+def _bitcast_convert_type_abstract_eval(x, *, new_dtype):
+    if x.dtype.itemsize != new_dtype.itemsize:
+        raise TypeError(f"bitcast_convert_type: {x.str_short()} to {new_dtype.name} changes the "
+                        "bit width; minijax only bitcasts between dtypes of the same width")
+    return ShapedArray(x.shape, new_dtype)
+
+
+def bitcast_convert_type(x, new_dtype):
+    """The bits of `x` reinterpreted as `new_dtype` (same bit width), e.g. f32 <-> u32."""
+    return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new_dtype))
+
+
+bitcast_convert_type_p = Primitive("bitcast_convert_type")
+bitcast_convert_type_p.def_impl(lambda x, *, new_dtype: np.ascontiguousarray(x).view(new_dtype))
+bitcast_convert_type_p.def_abstract_eval(_bitcast_convert_type_abstract_eval)
+defjvp_zero(bitcast_convert_type_p)
+defvectorized(bitcast_convert_type_p)
+mlir.register_lowering(bitcast_convert_type_p, lambda ctx, x, *, new_dtype:
+                       mlir.hlo.bitcast_convert(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+
+
+def nextafter(x1, x2):
+    """The next float after `x1` in the direction of `x2` (one ulp step)."""
+    return nextafter_p.bind(x1, x2)
+
+
+# no jvp, as in JAX: the result is a step function of x1
+nextafter_p = naryop("nextafter", _float, np.nextafter)
+defbroadcasting(nextafter_p)
+mlir.register_lowering(nextafter_p, lambda ctx, x, y: mlir.chlo.next_after(
+    *[mlir.broadcast_to(a, av, av.update(shape=ctx.avals_out[0].shape))
+      for a, av in zip((x, y), ctx.avals_in)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# sort and cumsum
+# ---------------------------------------------------------------------------------------------
+
+def _sort_impl(*operands, dimension, is_stable, num_keys):
+    # np.lexsort is stable, sorts by its *last* key first, puts NaNs last and treats -0.0 and
+    # 0.0 as equal: the order of JAX's comparator.
+    keys = [np.asarray(k) for k in operands[:num_keys]]
+    perm = np.lexsort(keys[::-1], axis=dimension)
+    return [np.take_along_axis(op, perm, axis=dimension) for op in operands]
+
+
+def _sort_abstract_eval(*operands, dimension, is_stable, num_keys):
+    shape = operands[0].shape
+    if any(op.shape != shape for op in operands):
+        raise TypeError(f"sort: operands must have the same shape, got "
+                        f"{', '.join(op.str_short() for op in operands)}")
+    if not 0 <= dimension < len(shape):
+        raise TypeError(f"sort: dimension {dimension} out of range for {operands[0].str_short()}")
+    if not 1 <= num_keys <= len(operands):
+        raise TypeError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                        f"operands ({len(operands)})")
+    return [op.strip_weak_type() for op in operands]
+
+
+def _take_along_onehot(x, idx, axis: int):
+    """`x` gathered at `idx` (same shape) along `axis`, with a one-hot mask and a sum: built
+    from linear primitives, so it can be transposed (minijax has no gather primitive yet)."""
+    shape = core.get_aval(x).shape
+    n = shape[axis]
+    wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # out position at axis, source at axis+1
+    keep = tuple(i for i in range(len(wide)) if i != axis)
+    x_b = broadcast_in_dim(x, wide, keep)
+    idx_b = broadcast_in_dim(idx, wide, tuple(range(axis + 1)) + tuple(range(axis + 2,
+                                                                              len(wide))))
+    mask = eq(idx_b, broadcasted_iota(core.get_aval(idx).dtype, wide, axis + 1))
+    return reduce_sum(select_n(mask, full_like(x_b, 0), x_b), (axis + 1,))
+
+
+def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
+    # sort an iota along with the operands: it records where each output came from, and the
+    # tangents are gathered from there (JAX's _sort_jvp does the same with gather)
+    shape = core.get_aval(primals[0]).shape
+    iota = broadcasted_iota(np.int32, shape, dimension)
+    *sorted_primals, perm = sort_p.bind(*primals, iota, dimension=dimension,
+                                        is_stable=is_stable, num_keys=num_keys)
+    tangents_out = [t if type(t) is Zero else _take_along_onehot(t, perm, dimension)
+                    for t in tangents]
+    tangents_out = [Zero.from_primal_value(p) if type(t) is Zero else t
+                    for p, t in zip(sorted_primals, tangents_out)]
+    return sorted_primals, tangents_out
+
+
+def _sort_batch_rule(vals, dims, *, axis_size, dimension, is_stable, num_keys):
+    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
+    outs = sort_p.bind(*vals, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
+    return outs, [0] * len(outs)
+
+
+def _sort_compare(a, b, dtype):
+    """(a < b, a == b) for sort's comparator. Floats: -0.0 is made 0.0 and every NaN the same
+    NaN, then compared in IEEE total order, so NaNs sort last (JAX's _sort_lt_comparator)."""
+    hlo = mlir.hlo
+    direction = lambda d: hlo.ComparisonDirectionAttr.get(d)
+    if dtypes.is_float(dtype):
+        scalar = ShapedArray((), dtype)
+        zero, nan = mlir.full_like_aval(0, scalar), mlir.full_like_aval(np.nan, scalar)
+        float_type = hlo.ComparisonTypeAttr.get("FLOAT")
+
+        def canonical(v):
+            v = hlo.select(hlo.compare(v, zero, direction("EQ"), compare_type=float_type),
+                           zero, v)
+            return hlo.select(hlo.compare(v, v, direction("NE"), compare_type=float_type),
+                              nan, v)
+        a, b = canonical(a), canonical(b)
+        ctype = hlo.ComparisonTypeAttr.get("TOTALORDER")
+    else:
+        ctype = hlo.ComparisonTypeAttr.get(
+            "UNSIGNED" if np.dtype(dtype).kind in "ub" else "SIGNED")
+    return (hlo.compare(a, b, direction("LT"), compare_type=ctype),
+            hlo.compare(a, b, direction("EQ"), compare_type=ctype))
+
+
+def _sort_lowering(ctx, *operands, dimension, is_stable, num_keys):
+    hlo = mlir.hlo
+    op = hlo.SortOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], list(operands),
+                    dimension=dimension, is_stable=is_stable)
+    scalar_types = [mlir.aval_to_ir_type(ShapedArray((), a.dtype))
+                    for a in ctx.avals_in for _ in range(2)]
+    block = op.comparator.blocks.append(*scalar_types)
+    with mlir.ir.InsertionPoint(block):
+        args = block.arguments
+        pred = None  # lexicographic: key i decides unless equal, then key i+1
+        for i in reversed(range(num_keys)):
+            lt, eq_ = _sort_compare(args[2 * i], args[2 * i + 1], ctx.avals_in[i].dtype)
+            pred = lt if pred is None else hlo.or_(lt, hlo.and_(eq_, pred))
+        hlo.return_([pred])
+    return list(op.results)
+
+
+def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
+    """Sort along `dimension`. `operand` is an array or a sequence of arrays of one shape: all
+    are permuted together, ordered lexicographically by the first `num_keys`. Floats order as
+    -inf < ... < -0.0 == 0.0 < ... < inf < NaN. Returns an array or a list like `operand`."""
+    ops = [operand] if not isinstance(operand, (list, tuple)) else list(operand)
+    nd = core.get_aval(ops[0]).ndim
+    dimension = int(dimension) % nd if nd else int(dimension)
+    outs = sort_p.bind(*ops, dimension=dimension, is_stable=bool(is_stable),
+                       num_keys=int(num_keys))
+    return outs if isinstance(operand, (list, tuple)) else outs[0]
+
+
+def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
+    """`(sorted keys, values permuted the same way)` along `dimension`."""
+    k, v = sort([keys, values], dimension, is_stable, num_keys=1)
+    return k, v
+
+
+sort_p = Primitive("sort")
+sort_p.multiple_results = True
+sort_p.def_impl(_sort_impl)
+sort_p.def_abstract_eval(_sort_abstract_eval)
+ad.primitive_jvps[sort_p] = _sort_jvp
+batching.primitive_batchers[sort_p] = _sort_batch_rule
+mlir.register_lowering(sort_p, _sort_lowering)
+
+
+def _cumsum_impl(x, *, axis, reverse):
+    if reverse:
+        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+    return np.cumsum(x, axis=axis, dtype=x.dtype)
+
+
+def _cumsum_abstract_eval(x, *, axis, reverse):
+    _check_dtype("cumsum", x, _num)
+    if not 0 <= axis < x.ndim:
+        raise TypeError(f"cumsum: axis {axis} out of range for {x.str_short()}")
+    return x
+
+
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    return [Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis, not reverse)]
+
+
+def _cumsum_batch_rule(vals, dims, *, axis_size, axis, reverse):
+    (x,), (d,) = vals, dims
+    return cumsum_p.bind(x, axis=axis + (d <= axis), reverse=reverse), d
+
+
+def _cumsum_lowering(ctx, x, *, axis, reverse):
+    # As JAX on CPU: a reduce_window whose window is the whole axis, padded by n-1 zeros on
+    # one side, so output i sums inputs [0, i] (XLA rewrites it into an efficient scan).
+    hlo = mlir.hlo
+    aval = ctx.avals_in[0]
+    n = aval.shape[axis]
+    if n == 0:
+        return x
+    window = [1] * aval.ndim
+    window[axis] = n
+    padding = np.zeros((aval.ndim, 2), np.int64)
+    padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
+    scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+    op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
+                            [mlir.ir_constant(np.zeros((), aval.dtype))], window,
+                            window_strides=[1] * aval.ndim, base_dilations=[1] * aval.ndim,
+                            window_dilations=[1] * aval.ndim,
+                            padding=mlir.ir.DenseIntElementsAttr.get(padding))
+    block = op.body.blocks.append(scalar, scalar)
+    with mlir.ir.InsertionPoint(block):
+        hlo.return_([hlo.add(*block.arguments)])
+    return op.result
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumsum_p
+def cumsum(x, axis: int = 0, reverse: bool = False):
+    """Running sum of `x` along `axis` (from the end when `reverse`)."""
+    nd = core.get_aval(x).ndim
+    return cumsum_p.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
+
+
+cumsum_p = Primitive("cumsum")
+cumsum_p.def_impl(_cumsum_impl)
+cumsum_p.def_abstract_eval(_cumsum_abstract_eval)
+deflinear(cumsum_p, _cumsum_transpose)
+batching.primitive_batchers[cumsum_p] = _cumsum_batch_rule
+mlir.register_lowering(cumsum_p, _cumsum_lowering)

@@ -1,0 +1,89 @@
+"""Every chapter runs: its ```python blocks execute in order, in one kernel, and each
+```output block shows exactly what the code block before it printed.
+
+Chapters are plain markdown read by jupytext (```python fences become code cells) and executed
+with nbclient, the engine nbmake uses. Links to source files and `file.py: Symbol` pointers must
+name files and symbols that exist.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
+
+
+def _execute(path: Path):
+    import jupytext
+    from nbclient import NotebookClient
+
+    nb = jupytext.read(path)
+    NotebookClient(nb, timeout=600, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    return nb
+
+
+def _stdout(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+
+def _norm(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines())
+
+
+_OUTPUT_BLOCK = re.compile(r"^```output\n(.*?)^```", re.S | re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_runs_and_outputs_match(path):
+    nb = _execute(path)
+    cells = nb.cells
+    for i, cell in enumerate(cells[:-1]):
+        nxt = cells[i + 1]
+        if cell.cell_type != "code" or nxt.cell_type != "markdown":
+            continue
+        m = _OUTPUT_BLOCK.match(nxt.source.lstrip())
+        if m:
+            assert _norm(_stdout(cell)) == _norm(m.group(1)), (
+                f"{path.name}: the output shown after code cell {i} differs from what it prints"
+                f"\n--- shown ---\n{m.group(1)}\n--- printed ---\n{_stdout(cell)}")
+
+
+_LINK = re.compile(r"\]\((\.\./[^)#\s]+)(?:#[^)]*)?\)")
+_SYMBOL = re.compile(r"`((?:minijax|compare|tests)/[\w/]+\.py):? ([A-Za-z_][\w.]*)`")
+
+
+def _defined_names(py: Path) -> set[str]:
+    tree = ast.parse(py.read_text())
+    names: set[str] = set()
+
+    def visit(node, prefix=""):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(prefix + child.name)
+                visit(child, prefix + child.name + ".")
+            elif isinstance(child, (ast.Assign, ast.AnnAssign)) and not prefix:
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        names.add(t.id)
+    visit(tree)
+    return names
+
+
+@pytest.mark.parametrize("path", CHAPTERS + [ROOT / "chapters" / "README.md"],
+                         ids=[p.stem for p in CHAPTERS] + ["README"])
+def test_links_and_symbols_exist(path):
+    text = path.read_text()
+    for rel in _LINK.findall(text):
+        assert (path.parent / rel).resolve().exists(), f"{path.name}: broken link {rel}"
+    for file, symbol in _SYMBOL.findall(text):
+        py = ROOT / file
+        assert py.exists(), f"{path.name}: {file} does not exist"
+        assert symbol in _defined_names(py), f"{path.name}: {file} has no symbol {symbol}"
