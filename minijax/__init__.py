@@ -6,6 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 from minijax import array as _array  # noqa: F401  (registers Array with core)
 from minijax import lax, nn, numpy, tree_util  # noqa: F401
+from minijax import random  # noqa: F401
 from minijax.api import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
     jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
@@ -17,6 +18,8 @@ from minijax.core import (  # noqa: F401
     UnexpectedTracerError,
 )
 from minijax.core import eval_jaxpr  # noqa: F401
+from minijax.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
+from minijax.ad_checkpoint import checkpoint, checkpoint_policies, remat  # noqa: F401
 from minijax.lax.lax import stop_gradient  # noqa: F401
 from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
 

@@ -9,6 +9,7 @@ Mirrors jax/_src/interpreters/mlir.py. Taught in chapters/07-jit.md.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -18,10 +19,11 @@ from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 
 _CHAPTER = "chapters/07-jit.md"
 
-# The MLIR modules, set by `_load()`: `ir`, `hlo` (the stablehlo dialect), `func`.
+# The MLIR modules, set by `_load()`: `ir`, `hlo` (the stablehlo dialect), `func`, `chlo`.
 ir: Any = None
 hlo: Any = None
 func: Any = None
+chlo: Any = None  # the "client HLO" dialect: ops XLA expands itself (erf, erf_inv, next_after)
 
 # JAX: jax/_src/interpreters/mlir.py _lowerings
 _lowerings: dict[core.Primitive, Callable] = {}
@@ -34,12 +36,13 @@ def register_lowering(primitive: core.Primitive, rule: Callable) -> None:
 
 
 def _load() -> None:
-    global ir, hlo, func
+    global ir, hlo, func, chlo
     if ir is None:
         from jax.extend.mlir import ir as _ir
+        from jax.extend.mlir.dialects import chlo as _chlo
         from jax.extend.mlir.dialects import func as _func
         from jax.extend.mlir.dialects import stablehlo as _hlo
-        ir, hlo, func = _ir, _hlo, _func
+        ir, hlo, func, chlo = _ir, _hlo, _func, _chlo
 
 
 # JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no module context
@@ -164,10 +167,24 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
     return [read(v) for v in jaxpr.outvars]
 
 
+@functools.cache
+def _upstream_dialects():
+    # the `func` (and other upstream MLIR) dialects: without them a module does not verify,
+    # and prints in MLIR's generic form ("func.func"() ...) instead of `func.func public @main`
+    from jaxlib.mlir._mlir_libs import _jax_mlir_ext
+    registry = ir.DialectRegistry()
+    _jax_mlir_ext.register_dialects(registry)
+    return registry
+
+
+# JAX: jax/_src/interpreters/mlir.py make_ir_context
 def make_ir_context():
     _load()
     ctx = ir.Context()
+    ctx.append_dialect_registry(_upstream_dialects())
+    ctx.dialects["func"]  # load just `func` (loading every dialect costs ~4 ms per lowering)
     hlo.register_dialect(ctx)
+    chlo.register_dialect(ctx)
     return ctx
 
 
@@ -215,10 +232,10 @@ def _alias_pairs(closed: ClosedJaxpr, donated: Sequence[bool]) -> dict[int, int]
     return pairs
 
 
-def unused_donations(closed: ClosedJaxpr, donated: Sequence[bool]) -> list[ShapedArray]:
-    """Avals of donated inputs that no output can reuse."""
+def usable_donations(closed: ClosedJaxpr, donated: Sequence[bool]) -> tuple[bool, ...]:
+    """Per input: donated *and* reused for an output (JAX deletes only those inputs)."""
     pairs = _alias_pairs(closed, donated)
-    return [a for i, (a, d) in enumerate(zip(closed.in_avals, donated)) if d and i not in pairs]
+    return tuple(i in pairs for i in range(len(closed.in_avals)))
 
 
 def _set_aliases(fn, closed: ClosedJaxpr, donated: Sequence[bool]) -> None:

@@ -8,3 +8,15 @@ from minijax.lax.lax import (  # noqa: F401
     reshape, rev, rsqrt, select, select_n, sign, sin, slice, sqrt, square, squeeze, stop_gradient,
     sub, tanh, transpose, zeros_like_array,
 )
+from minijax.lax.slicing import (  # noqa: F401
+    dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
+    dynamic_update_slice, dynamic_update_slice_in_dim,
+)
+from minijax.lax.lax import (  # noqa: F401
+    bitcast_convert_type, bitwise_xor, cumsum, nextafter, shift_left, shift_right_arithmetic,
+    shift_right_logical, sort, sort_key_val,
+)
+from minijax.lax.special import erf, erf_inv  # noqa: F401
+from minijax.lax.control_flow import (  # noqa: F401
+    cond, fori_loop, map, scan, switch, while_loop,
+)

@@ -1543,8 +1543,7 @@ def _pad_transpose(ct, x, padding_value, *, padding_config):
     if type(ct) is Zero:
         return [Zero(x.aval) if is_undefined_primal(x) else None,
                 Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
-    # the cotangent at the operand's positions (needed for the padding value's too: it is
-    # everything else)
+    # the cotangent at the operand's positions; the padding value's is the total minus it
     unpadded = pad(ct, _const(ct, 0), tuple((-a, -b, 0) for a, b in zip(lo, hi)))
     shape = core.get_aval(unpadded).shape
     ct_operand = slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for i in interior))

@@ -1,6 +1,7 @@
 """`minijax.nn`: activations and helpers written with `minijax.numpy`, as `jax.nn`.
 
-Mirrors jax/_src/nn/functions.py.
+Mirrors jax/_src/nn/functions.py; `minijax.nn.initializers` (minijax/nn/initializers.py)
+mirrors jax/_src/nn/initializers.py.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import numpy as np
 
 from minijax import lax
 from minijax import numpy as jnp
+from minijax.nn import initializers  # noqa: F401
 
 
 def relu(x):
@@ -17,8 +19,8 @@ def relu(x):
 
 
 def sigmoid(x):
-    """1 / (1 + exp(-x)), the `logistic` primitive."""
-    (x,) = _inexact("sigmoid", x)
+    """1 / (1 + exp(-x)), the `logistic` primitive. As in JAX there is no promotion: integer
+    inputs raise TypeError."""
     return lax.logistic(x)
 
 
