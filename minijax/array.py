@@ -19,20 +19,35 @@ class Array:
     `weak_type`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those of
     `minijax.numpy` (attached by minijax/numpy/array_methods.py)."""
 
-    __slots__ = ("aval", "_npy", "_buf", "_deleted", "__weakref__")
+    __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "__weakref__")
     __array_priority__ = 100
 
-    def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None) -> None:
+    def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None,
+                 committed: bool = False) -> None:
         self.aval = aval
         self._npy = npy
         self._buf = buf
         self._deleted = False
+        self._committed = committed
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
     ndim = property(lambda self: self.aval.ndim)
     size = property(lambda self: self.aval.size)
     weak_type = property(lambda self: self.aval.weak_type)
+
+    # JAX: jax/_src/array.py ArrayImpl.committed — differs: one device, so only the flag remains
+    @property
+    def committed(self) -> bool:
+        """Whether the user fixed this array's device (`device_put(x, device)`), or it was
+        computed from such an array. JAX places a computation on the devices of its committed
+        arguments; uncommitted arrays (eager results, `device_put(x)`) may be moved freely."""
+        return self._committed
+
+    def devices(self) -> set:
+        """The set of devices holding this array: minijax's one device."""
+        from minijax import compiler
+        return {compiler.default_device()}
 
     def _check_alive(self) -> None:
         if self._deleted:
@@ -73,7 +88,7 @@ class Array:
 
     def __array__(self, dtype=None, copy=None):
         v = self._value()
-        return v if dtype is None else v.astype(dtype)
+        return v if dtype is None else v.astype(dtype, copy=False)
 
     def item(self):
         return self._value().item()

@@ -113,7 +113,7 @@ for _t in set(np.sctypeDict.values()):
     pytype_aval_mappings[_t] = _numpy_aval
 
 
-# JAX: jax/_src/core.py get_aval
+# JAX: jax/_src/core.py typeof — differs: keeps the older name get_aval
 def get_aval(x) -> ShapedArray:
     """The `ShapedArray` of a tracer, an Array, a numpy value or a Python scalar.
 
@@ -652,10 +652,11 @@ def pp_literal(lit: Literal) -> str:
     return f"{text}:{lit.aval.str_short()}"
 
 
-def _pp_param(v, names: _NameContext, indent: int) -> str:
+def _pp_param(v, names: _NameContext, indent: int, lead: int = 0) -> str:
+    # `lead`: characters before the value on its first line (the `name=` of the param)
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         j = v.jaxpr if isinstance(v, ClosedJaxpr) else v
-        return pp_jaxpr(j, names, indent + 2)
+        return pp_jaxpr(j, names, indent + 2, lead)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
         # cond's `branches`: one jaxpr per line inside parentheses, as JAX prints them
         inner = "\n".join(" " * (indent + 4) + _pp_param(x, names, indent + 2) for x in v)
@@ -679,7 +680,8 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
     first = [k for k in getattr(eqn.primitive, "pp_first_params", ()) if k in params]
     keys = first + sorted(k for k in params if k not in first)
     fmt = getattr(eqn.primitive, "pp_param_formatters", {})
-    items = [f"{k}={fmt[k](params[k]) if k in fmt else _pp_param(params[k], names, indent)}"
+    items = [f"{k}=" + (fmt[k](params[k]) if k in fmt
+                        else _pp_param(params[k], names, indent, len(k) + 1))
              for k in keys]
     one_line = f"{head}[{' '.join(items)}]"
     # As JAX's printer: the params stay on one line if the closing `]` fits in 80 columns
@@ -704,9 +706,10 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
     return hidden
 
 
-def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0) -> str:
-    """Render a jaxpr the way `jax.make_jaxpr(f)(x)` prints: one line when short, else one
-    equation per line."""
+def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0, lead: int = 0) -> str:
+    """Render a jaxpr the way `jax.make_jaxpr(f)(x)` prints: one line when it fits in 80
+    columns (after `indent + lead` characters, e.g. a param's `name=`), else one equation per
+    line."""
     decl = lambda vs: " ".join(f"{names(v)}:{v.aval.str_short()}" for v in vs)
     consts = decl(jaxpr.constvars)
     invars = decl(jaxpr.invars)
@@ -717,7 +720,7 @@ def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0) -> str:
     if len(eqns) == 0:
         return f"{head}  in {out_text} }}"
     one = f"{head} {eqns[0]} in {out_text} }}"
-    if len(eqns) == 1 and "\n" not in eqns[0] and len(one) + indent <= 80:
+    if len(eqns) == 1 and "\n" not in eqns[0] and len(one) + indent + lead <= 80:
         return one
     pad = " " * (indent + 4)
     body = "\n".join(pad + e for e in eqns)

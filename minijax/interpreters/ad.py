@@ -10,10 +10,11 @@ Which linearization? minijax linearizes by running the jvp under partial evaluat
 (`partial_eval.JaxprTrace`: known primal work is done at once, unknown tangent work is recorded).
 That is JAX's classic path (`jvp` + `partial_eval`, Autodidax's too), chosen here because it
 needs no rule beyond jvp and transpose and makes "the linear jaxpr is the backward pass" easy to
-see. JAX today defaults to *direct linearize* (`LinearizeTrace`, flag `jax_use_direct_linearize`),
-where each primitive may have its own linearization rule; the door is open here through
-`primitive_linearizations`-style rules keyed by primitive, which chapters/06-reverse-mode.md
-contrasts. Mirrors jax/_src/interpreters/ad.py.
+see. JAX 0.10 linearizes *directly* (`LinearizeTrace`; the flag `jax_use_direct_linearize` is
+still defined but nothing reads it): primal work goes to the parent trace, tangent work to a
+separate jaxpr trace, and a primitive may register its own rule in `primitive_linearizations`
+(the others fall back to their jvp rule). chapters/06-reverse-mode.md contrasts the two.
+Mirrors jax/_src/interpreters/ad.py.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ def zeros_like_aval(aval: ShapedArray):
     if aval.dtype == core.float0:
         return np.zeros(aval.shape, core.float0)
     from minijax.lax import lax
-    return lax.full(aval.shape, 0, aval.dtype)
+    zero = lax.convert_element_type(0, aval.dtype, aval.weak_type)
+    return lax.broadcast_in_dim(zero, aval.shape, ())
 
 
 # JAX: jax/_src/interpreters/ad.py instantiate_zeros
@@ -156,6 +158,20 @@ def defjvp(primitive: core.Primitive, *jvprules: Callable | None) -> None:
         for rule, t in zip(jvprules, tangents):
             if rule is not None and type(t) is not Zero:
                 out = add_tangents(out, rule(t, *primals, **params))
+        return primal_out, out
+    primitive_jvps[primitive] = jvp
+
+
+# JAX: jax/_src/interpreters/ad.py defjvp2
+def defjvp2(primitive: core.Primitive, *jvprules: Callable | None) -> None:
+    """Like defjvp, but each rule also gets the primal output: `rule(t_i, ans, *primals)`,
+    so e.g. tanh's derivative 1 - ans**2 reuses the computed tanh instead of recomputing it."""
+    def jvp(primals, tangents, **params):
+        primal_out = primitive.bind(*primals, **params)
+        out = Zero(core.get_aval(primal_out).to_tangent_aval())
+        for rule, t in zip(jvprules, tangents):
+            if rule is not None and type(t) is not Zero:
+                out = add_tangents(out, rule(t, primal_out, *primals, **params))
         return primal_out, out
     primitive_jvps[primitive] = jvp
 
@@ -322,11 +338,12 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"):
 # Transforming jaxprs (used by the rules of primitives that hold jaxprs, like jit_p)
 # ---------------------------------------------------------------------------------------------
 
-def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: bool = True
-              ) -> tuple[ClosedJaxpr, list[bool]]:
+def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
+              instantiate: bool | Sequence[bool] = True) -> tuple[ClosedJaxpr, list[bool]]:
     """A jaxpr computing (primals_out, tangents_out) from (primals, nonzero tangents).
 
-    Returns (jaxpr, out_nonzeros); with `instantiate`, every output tangent is present.
+    Returns (jaxpr, out_nonzeros); the tangents of outputs where `instantiate` (one bool, or one
+    per output) is true are present even when zero.
     """
     tangent_avals = [a.to_tangent_aval() for a, nz in safe_zip(closed.in_avals, nonzeros) if nz]
     n = len(closed.in_avals)
@@ -338,8 +355,8 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool], instantiate: bool =
                     for nz, a in safe_zip(nonzeros, closed.in_avals)]
         outs_p, outs_t = jvp_flat(lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs),
                                   primals, tangents)
-        if instantiate:
-            outs_t = [instantiate_zeros(t) for t in outs_t]
+        inst = [instantiate] * len(outs_t) if isinstance(instantiate, bool) else instantiate
+        outs_t = [instantiate_zeros(t) if i else t for t, i in safe_zip(outs_t, inst)]
         out_nz[:] = [type(t) is not Zero for t in outs_t]
         return list(outs_p) + [t for t in outs_t if type(t) is not Zero]
 

@@ -18,7 +18,7 @@ from minijax import core, dtypes
 from minijax.ad_util import Zero, add_jaxvals_p
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters.ad import defjvp, defjvp_zero, deflinear, is_undefined_primal
+from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defvectorized, not_mapped
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
@@ -173,7 +173,7 @@ def exp(x):
 
 
 exp_p = unop("exp", _float, np.exp)
-defjvp(exp_p, lambda g, x: mul(g, exp(x)))
+defjvp2(exp_p, lambda g, ans, x: mul(g, ans))
 defvectorized(exp_p)
 mlir.register_lowering(exp_p, mlir.nary_lowering("exponential"))
 
@@ -206,7 +206,7 @@ def tanh(x):
 
 
 tanh_p = unop("tanh", _float, np.tanh)
-defjvp(tanh_p, lambda g, x: mul(g, sub(_const(x, 1), square(tanh(x)))))
+defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_const(x, 1), square(ans))))
 defvectorized(tanh_p)
 mlir.register_lowering(tanh_p, mlir.nary_lowering("tanh"))
 
@@ -222,7 +222,7 @@ def logistic(x):
 
 
 logistic_p = unop("logistic", _float, _logistic_impl)
-defjvp(logistic_p, lambda g, x: mul(g, mul(logistic(x), sub(_const(x, 1), logistic(x)))))
+defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(x, 1), ans))))
 defvectorized(logistic_p)
 mlir.register_lowering(logistic_p, mlir.nary_lowering("logistic"))
 
@@ -233,7 +233,7 @@ def sqrt(x):
 
 
 sqrt_p = unop("sqrt", _float, np.sqrt)
-defjvp(sqrt_p, lambda g, x: div(g, mul(_const(x, 2), sqrt(x))))
+defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(_const(x, 2), ans)))
 defvectorized(sqrt_p)
 mlir.register_lowering(sqrt_p, mlir.nary_lowering("sqrt"))
 
@@ -244,7 +244,7 @@ def rsqrt(x):
 
 
 rsqrt_p = unop("rsqrt", _float, lambda x: 1 / np.sqrt(x))
-defjvp(rsqrt_p, lambda g, x: mul(g, mul(_const(x, -0.5), div(rsqrt(x), x))))
+defjvp2(rsqrt_p, lambda g, ans, x: mul(g, mul(_const(x, -0.5), div(ans, x))))
 defvectorized(rsqrt_p)
 mlir.register_lowering(rsqrt_p, mlir.nary_lowering("rsqrt"))
 
@@ -377,8 +377,34 @@ def _add_transpose(ct, x, y):
             _unbroadcast_ct(ct, y) if is_undefined_primal(y) else None]
 
 
+def _to_out_shape(t, out):
+    # a tangent of an operand lax broadcast implicitly (rank 0 or size-1 dims), made full size
+    t_aval, out_aval = core.get_aval(t), core.get_aval(out)
+    if t_aval.shape == out_aval.shape:
+        return t
+    if t_aval.ndim == 0:
+        return broadcast_in_dim(t, out_aval.shape, ())
+    kept = tuple(i for i, d in enumerate(t_aval.shape) if d == out_aval.shape[i])
+    return broadcast_in_dim(reshape(t, tuple(t_aval.shape[i] for i in kept)), out_aval.shape,
+                            kept)
+
+
+def _add_jvp(primals, tangents):
+    # JAX's add_jvp: a zero tangent is skipped, not materialized and added
+    (x, y), (tx, ty) = primals, tangents
+    out = add(x, y)
+    if type(tx) is Zero and type(ty) is Zero:
+        return out, Zero.from_primal_value(out)
+    if type(tx) is Zero:
+        return out, _to_out_shape(ty, out)
+    if type(ty) is Zero:
+        return out, _to_out_shape(tx, out)
+    return out, add(tx, ty)
+
+
 add_p = naryop("add", _num, np.add)
-deflinear(add_p, _add_transpose)
+ad.primitive_jvps[add_p] = _add_jvp
+ad.primitive_transposes[add_p] = _add_transpose
 defbroadcasting(add_p)
 mlir.register_lowering(add_p, mlir.nary_lowering("add"))
 
@@ -408,13 +434,27 @@ def sub(x, y):
 
 
 def _sub_transpose(ct, x, y):
-    neg_ct = ct if type(ct) is Zero else neg(ct)
-    return [_unbroadcast_ct(ct, x) if is_undefined_primal(x) else None,
-            _unbroadcast_ct(neg_ct, y) if is_undefined_primal(y) else None]
+    ct_y = None
+    if is_undefined_primal(y):
+        ct_y = _unbroadcast_ct(ct if type(ct) is Zero else neg(ct), y)
+    return [_unbroadcast_ct(ct, x) if is_undefined_primal(x) else None, ct_y]
+
+
+def _sub_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    out = sub(x, y)
+    if type(tx) is Zero and type(ty) is Zero:
+        return out, Zero.from_primal_value(out)
+    if type(tx) is Zero:
+        return out, _to_out_shape(neg(ty), out)
+    if type(ty) is Zero:
+        return out, _to_out_shape(tx, out)
+    return out, sub(tx, ty)
 
 
 sub_p = naryop("sub", _num, np.subtract)
-deflinear(sub_p, _sub_transpose)
+ad.primitive_jvps[sub_p] = _sub_jvp
+ad.primitive_transposes[sub_p] = _sub_transpose
 defbroadcasting(sub_p)
 mlir.register_lowering(sub_p, mlir.nary_lowering("subtract"))
 
