@@ -700,7 +700,7 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
         # hidden when empty, zero (custom_jvp_call's num_consts), or all False (like jit's
         # donated_invars without donation)
         if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and (
-                v == () or (type(v) is int and v == 0)
+                v is None or v == () or (type(v) is int and v == 0)
                 or (isinstance(v, tuple) and all(x is False for x in v))):
             hidden.add(k)
     return hidden

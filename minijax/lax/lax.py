@@ -996,7 +996,7 @@ def _transpose_batch_rule(vals, dims, *, axis_size, permutation):
 def transpose(x, permutation: Sequence[int]):
     """Permute the dimensions of `x`: output dimension i is operand dimension permutation[i]."""
     permutation = tuple(int(p) for p in permutation)
-    if permutation == tuple(range(len(permutation))) and not isinstance(x, core.Tracer):
+    if permutation == tuple(range(len(permutation))):
         return x
     return transpose_p.bind(x, permutation=permutation)
 
@@ -1387,6 +1387,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
 
 dot_general_p = Primitive("dot_general")
 dot_general_p.pp_hidden_params = ("precision",)
+dot_general_p.pp_hide_if_empty = ("preferred_element_type",)
 dot_general_p.pp_param_formatters = {  # JAX prints the dimension lists as lists
     "dimension_numbers": lambda dn: str(tuple(tuple(list(d) for d in pair) for pair in dn))}
 dot_general_p.def_impl(_dot_general_impl)
