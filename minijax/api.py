@@ -11,11 +11,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import compiler, core, dtypes
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
-from minijax.lax import lax
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
@@ -52,6 +51,20 @@ def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Call
         out_store[:] = [out_tree, aux_tree, len(out_flat)]
         return out_flat + aux_flat
     return flat_fun
+
+
+def _as_arrays(xs: list) -> list:
+    """Outputs of a transformation as minijax Arrays (or tracers of an outer one), never bare
+    numpy values or Python scalars — e.g. `vmap(lambda x, c: c * 2, (0, None))` or an output
+    that is an input passed through untouched. (float0 tangents stay numpy, as in JAX.)"""
+    def as_array(x):
+        if isinstance(x, (core.Tracer, Array)):
+            return x
+        aval = core.get_aval(x)
+        if aval.dtype == core.float0:
+            return x
+        return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
+    return [as_array(x) for x in xs]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +135,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     store: list = []
     flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, tree_p, store)
     outs_p, outs_t = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun))
-    outs_t = [ad.instantiate_zeros(t) for t in outs_t]
+    outs_p = _as_arrays(outs_p)
+    outs_t = _as_arrays([ad.instantiate_zeros(t) for t in outs_t])
     if has_aux:
         out_tree, aux_tree, n = store
         return (tree_unflatten(out_tree, outs_p[:n]), tree_unflatten(out_tree, outs_t[:n]),
@@ -143,10 +157,11 @@ def linearize(fun: Callable, *primals):
         flat_t, t_tree = tree_flatten(tangents)
         if t_tree != in_tree:
             raise TypeError(f"linearize: tangents must have structure {in_tree}, got {t_tree}")
-        return tree_unflatten(out_tree, core.eval_jaxpr(lin.jaxpr, lin.consts, *flat_t))
+        return tree_unflatten(out_tree,
+                              _as_arrays(core.eval_jaxpr(lin.jaxpr, lin.consts, *flat_t)))
 
     f_jvp.jaxpr = lin
-    return tree_unflatten(out_tree, outs), f_jvp
+    return tree_unflatten(out_tree, _as_arrays(outs)), f_jvp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,25 +202,12 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
                 raise ValueError(f"vjp: cotangent of shape {ca.str_short()} does not match "
                                  f"the output {a.str_short()}")
         cts = pullback(flat_ct)
-        return tree_unflatten(in_tree, [_cast_to_primal_type(c, core.get_aval(p))
-                                        for c, p in safe_zip(cts, flat_p)])
+        return tree_unflatten(in_tree, _as_arrays(cts))
 
-    primal_out = tree_unflatten(out_tree, outs)
+    primal_out = tree_unflatten(out_tree, _as_arrays(outs))
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
     return primal_out, f_vjp
-
-
-def _cast_to_primal_type(ct, aval: ShapedArray):
-    """An input cotangent as an array of its primal's dtype and weak_type, as JAX returns it
-    (`grad(f)(1.0)` is weakly typed; a cotangent that passed through untouched is no longer a
-    bare numpy value)."""
-    tangent_aval = aval.to_tangent_aval()
-    if tangent_aval.dtype == core.float0:
-        return ct
-    if isinstance(ct, np.ndarray):
-        ct = core.array_from_numpy(ct, core.get_aval(ct).weak_type)
-    return lax.convert_element_type(ct, tangent_aval.dtype, aval.weak_type)
 
 
 def _vjp_with_aux(split_fun, flat_p, name):
@@ -279,7 +281,9 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
             raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
                             f"sub-dtype of np.floating), but got {aval.dtype.name}. For "
                             "holomorphic differentiation, pass holomorphic=True.")
-        g = f_vjp(np.ones((), aval.dtype))
+        # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
+        # grad(f)(1.0) comes back weakly typed like its input
+        g = f_vjp(core.array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
         g = g[0] if int_argnums else tuple(g)
         return ((ans, aux), g) if has_aux else (ans, g)
 
@@ -381,7 +385,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
 
         outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
                                   _fun_name(fun))
-        return tree_unflatten(store[0], outs)
+        return tree_unflatten(store[0], _as_arrays(outs))
 
     return vmap_f
 
@@ -515,32 +519,89 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
 # ---------------------------------------------------------------------------------------------
 
 def block_until_ready(x):
-    """Wait for every array in the pytree `x` to be computed; returns `x`."""
+    """Wait for every array in the pytree `x` to be computed; returns `x`.
+
+    Raises RuntimeError for a deleted (donated) Array. Mirrors jax/_src/api.py
+    block_until_ready, which also waits on all device buffers in one call."""
+    bufs = []
     for leaf in tree_flatten(x)[0]:
         if isinstance(leaf, Array):
-            leaf.block_until_ready()
+            leaf._check_alive()
+            if leaf._buf is not None:
+                bufs.append(leaf._buf)
+    if bufs:
+        compiler.block_until_ready(bufs)
     return x
 
 
+# JAX: jax/_src/api.py device_put — differs: one device; no shardings or memory kinds
 def device_put(x, device=None):
-    """Copy the arrays of pytree `x` to the (single) device; returns minijax Arrays."""
+    """Put the arrays of pytree `x` on the device; returns minijax Arrays.
+
+    Args:
+      x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
+      device: None, or the device from `minijax.devices()`. With a device the results are
+        *committed* (`Array.committed`): computations on them stay on that device. Without one,
+        a minijax Array is returned as it is, and other values become uncommitted Arrays.
+    Raises ValueError for a device minijax does not run on.
+    """
+    if device is not None and device != compiler.default_device():
+        raise ValueError(f"device_put: minijax runs on one device, {compiler.default_device()}, "
+                         f"not {device} (see minijax.devices())")
+
     def put(v):
-        aval = core.get_aval(v)
-        arr = v if isinstance(v, Array) else Array(aval.update(weak_type=False),
-                                                   npy=core.to_numpy(v, aval))
+        if isinstance(v, Array):
+            if device is None:
+                return v
+            arr = Array(v.aval, v._npy, v.device_buffer(), committed=True)
+        else:
+            aval = core.get_aval(v)
+            arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
         arr.device_buffer()
         return arr
     return tree_map(put, x)
 
 
-def devices():
-    from minijax import compiler
+# JAX: jax/_src/xla_bridge.py devices — differs: minijax compiles for one device only
+def devices() -> list:
+    """The devices minijax runs on: the XLA backend's first device (a list of one)."""
     return [compiler.default_device()]
 
 
-def ShapeDtypeStruct(shape, dtype):  # noqa: N802 (JAX's name)
-    """An abstract argument for `jit(f).lower(...)`: shape and dtype only."""
-    return core.ShapedArray(tuple(shape), dtypes.canonicalize_dtype(dtype))
+# JAX: jax/_src/api.py ShapeDtypeStruct — differs: no sharding or vma
+class ShapeDtypeStruct:
+    """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
+    `.lower(...)` in place of an array to compile for that type without making one.
+
+    Attributes: `shape`, `dtype` (as given), `weak_type`, `ndim`, `size`, and `aval`, the
+    `ShapedArray` it stands for (dtype canonicalized: f64 is f32 unless x64 is on).
+    """
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is ShapeDtypeStruct and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
 
 
+core.pytype_aval_mappings[ShapeDtypeStruct] = lambda s: s.aval
 core.pytype_aval_mappings[ShapedArray] = lambda a: a

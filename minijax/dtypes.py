@@ -152,7 +152,7 @@ def promote_types(a, b) -> np.dtype:
                      _WEAK_COMPLEX: complex128}.get(out, out))
 
 
-# JAX: jax/_src/dtypes.py _lattice_result_type
+# JAX: jax/_src/dtypes.py lattice_result_type
 def result_type_weak(*dtypes_and_weak: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Promote (dtype, weak_type) pairs; returns (canonical dtype, weak_type of the result)."""
     nodes = [_node(d, w) for d, w in dtypes_and_weak]
@@ -169,10 +169,12 @@ def result_type(*args) -> np.dtype:
     """The dtype of `jnp` arithmetic on `args` (arrays, tracers, dtypes or Python scalars)."""
     pairs = []
     for a in args:
-        if isinstance(a, (np.dtype, type)) and not is_python_scalar(a):
-            pairs.append((np.dtype(a), False))
-        elif isinstance(a, str):
-            pairs.append((np.dtype(a), False))
+        weak_node = next((n for p, n in _PY_WEAK_NODES.items() if a is p), None)
+        if weak_node is not None:  # the Python types int, float, complex are weak, like values
+            pairs.append((_weak_node_dtype(weak_node), True))
+        elif isinstance(a, (np.dtype, type, str)):
+            # canonicalized first, as JAX does: with x64 off, int8 with uint64 is int32
+            pairs.append((canonicalize_dtype(a), False))
         else:
             pairs.append(dtype_and_weak(a))
     return result_type_weak(*pairs)[0]

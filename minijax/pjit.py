@@ -79,7 +79,7 @@ def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
     if unusable:
         warnings.warn(f"Some donated buffers were not usable: "
                       f"{', '.join(a.str_short() for a in unusable)}. Donation works when an "
-                      "output has the same shape and dtype as the donated input.")
+                      "output has the same shape and dtype as the donated input.", stacklevel=2)
 
 
 def _delete_donated(args, usable_donations) -> None:
@@ -439,7 +439,8 @@ class JitWrapped:
 
     def _split(self, args, kwargs):
         nargs = len(args)
-        static_nums = {i % nargs if nargs else i for i in self.static_argnums if -nargs <= i < nargs}
+        static_nums = {i % nargs if nargs else i
+                       for i in self.static_argnums if -nargs <= i < nargs}
         statics = tuple((i, _hashable_static(args[i], f"static argument {i}"))
                         for i in sorted(static_nums))
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
@@ -562,7 +563,8 @@ class Traced:
 def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
     """Warn why `name` is traced again: what differs from the closest earlier signature."""
     if not previous:
-        warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)")
+        warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)",
+                      stacklevel=4)  # the user's call of jit(f) or of .trace
         return
     in_tree, avals, statics, static_kw = key
 
@@ -583,7 +585,8 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
         return out
 
     best = min((differences(k) for k in previous), key=len)
-    warnings.warn(f"TRACING CACHE MISS for jit({name}) because: " + "; ".join(best))
+    warnings.warn(f"TRACING CACHE MISS for jit({name}) because: " + "; ".join(best),
+                  stacklevel=4)
 
 
 def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),

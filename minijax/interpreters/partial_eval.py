@@ -41,7 +41,8 @@ class JaxprStackFrame:
                                                                               outvars)), consts
 
 
-# JAX: jax/_src/interpreters/partial_eval.py _drop_unused_vars
+# JAX: jax/_src/core.py _dropvars — differs: JAX prints unused outputs as `_`; here they become
+# DropVars when the jaxpr is built
 def _drop_unused_vars(eqns: list[JaxprEqn], outvars) -> list[JaxprEqn]:
     """Mark equation outputs nobody reads as DropVar (printed `_`); equations are kept."""
     used = {v for v in outvars if isinstance(v, Var)}

@@ -180,9 +180,8 @@ def ones(shape, dtype=None):
 
 
 def full(shape, fill_value, dtype=None):
-    """An array of `shape` filled with `fill_value`."""
-    if dtype is None:
-        dtype = dtypes.dtype_and_weak(fill_value)[0]
+    """An array of `shape` filled with `fill_value` (weakly typed for a Python scalar fill and
+    no dtype, as in JAX)."""
     return lax.full(_shape_tuple(shape), fill_value, dtype)
 
 
@@ -304,8 +303,8 @@ def floor_divide(x, y):
     if np.dtype(core.get_aval(x).dtype).kind in "iu":
         q = lax.div(x, y)
         r = lax.rem(x, y)
-        fix = lax.bitwise_and(lax.ne(r, lax_internal._const(r, 0)),
-                              lax.ne(lax.lt(r, lax_internal._const(r, 0)), lax.lt(y, lax_internal._const(y, 0))))
+        zero = lax_internal._const(r, 0)
+        fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
         return lax.select(fix, lax.sub(q, lax_internal._const(q, 1)), q)
     return lax.floor(lax.div(x, y))
 
@@ -590,8 +589,9 @@ amax, amin = max, min
 def argmax(a, axis=None, keepdims: bool = False):
     """Index of the maximum (over the flattened array when axis is None), as int32."""
     a = asarray(a)
-    if axis is None:
-        a, axis = ravel(a), 0
+    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
+        out = lax.argmax(ravel(a), 0, dtypes.default_int_dtype())
+        return _keepdims(out, tuple(range(ndim(a))), keepdims)
     axis = _canonicalize_axis(axis, ndim(a))
     out = lax.argmax(a, axis, dtypes.default_int_dtype())
     return _keepdims(out, (axis,), keepdims)
@@ -599,8 +599,9 @@ def argmax(a, axis=None, keepdims: bool = False):
 
 def argmin(a, axis=None, keepdims: bool = False):
     a = asarray(a)
-    if axis is None:
-        a, axis = ravel(a), 0
+    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
+        out = lax.argmin(ravel(a), 0, dtypes.default_int_dtype())
+        return _keepdims(out, tuple(range(ndim(a))), keepdims)
     axis = _canonicalize_axis(axis, ndim(a))
     out = lax.argmin(a, axis, dtypes.default_int_dtype())
     return _keepdims(out, (axis,), keepdims)
@@ -824,6 +825,7 @@ def _rewriting_take(x, idx):
     else:
         idx = idx + (builtins.slice(None),) * (aval.ndim - n_real)
     starts, limits, strides, flips, squeeze_dims, new_axes = [], [], [], [], [], []
+    dynamic = {}  # dim -> traced integer index
     dim = 0
     out_pos = 0
     for i in idx:
@@ -856,16 +858,29 @@ def _rewriting_take(x, idx):
             limits.append(v + 1)
             strides.append(1)
             squeeze_dims.append(dim)
+        elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
+            # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
+            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice
+            dynamic[dim] = lax.convert_element_type(i, np.int32)
+            starts.append(0)
+            limits.append(size_d)
+            strides.append(1)
+            squeeze_dims.append(dim)
         else:
             raise NotImplementedError(
-                f"minijax indexing supports ints, slices, None and Ellipsis; got "
-                f"{type(i).__name__}{'' if not isinstance(i, Tracer) else ' (a traced index)'}"
-                ". Array indices (gather) and traced indices (dynamic_slice) come later.")
+                f"minijax indexing supports ints (also traced scalar ints), slices, None and "
+                f"Ellipsis; got {type(i).__name__}"
+                f"{'' if not isinstance(i, Tracer) else ' (a traced array index)'}"
+                ". Array indices (gather) come later.")
         dim += 1
     out = x
     if (tuple(starts), tuple(limits)) != ((0,) * aval.ndim, aval.shape) or any(
             s != 1 for s in strides):
         out = lax.slice(out, starts, limits, None if all(s == 1 for s in strides) else strides)
+    if dynamic:
+        shape = core.get_aval(out).shape
+        out = lax.dynamic_slice(out, [dynamic.get(d, np.int32(0)) for d in range(len(shape))],
+                                [1 if d in dynamic else n for d, n in enumerate(shape)])
     if flips:
         out = lax.rev(out, tuple(flips))
     if squeeze_dims:

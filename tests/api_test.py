@@ -1,0 +1,656 @@
+"""Tests for minijax/api.py and minijax/pjit.py: the transformations and jit, against real JAX.
+
+One program, two modules: `def program(J): ...` runs with `J=jax` and `J=minijax`; JAX's
+results (values, dtypes, weak types, pytree structure, and the fact of raising) are expected.
+"""
+
+import jax
+import jax.numpy as jjnp
+import numpy as np
+import pytest
+
+import minijax
+import minijax.numpy as mjnp
+from minijax import core, pjit
+from minijax.array import Array
+
+RNG = np.random.default_rng(0)
+
+
+def _rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _leaves(tree, J):
+    return J.tree_util.tree_flatten(tree)
+
+
+def assert_same(got, want, rtol=1e-5, atol=1e-6, weak=True):
+    """Same pytree structure, and leaf by leaf the same shape, dtype, weak_type and values."""
+    g_leaves, g_tree = minijax.tree_util.tree_flatten(got)
+    w_leaves, w_tree = jax.tree_util.tree_flatten(want)
+    assert str(g_tree).replace("PyTreeDef", "") == str(w_tree).replace("PyTreeDef", ""), (
+        g_tree, w_tree)
+    for g, w in zip(g_leaves, w_leaves):
+        assert isinstance(g, Array), type(g)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        assert g.dtype == w.dtype, (g.dtype, w.dtype)
+        if weak:  # (JAX returns a few pass-through outputs as numpy arrays: not weak)
+            assert g.weak_type == getattr(w, "weak_type", False), (g.weak_type, w)
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                   rtol=rtol, atol=atol)
+
+
+def check(program, *args, jit_reference=True, **kw):
+    """Run `program(J)(*args)` with J=jax and J=minijax and compare the results. The JAX
+    reference runs under `jax.jit` (one XLA compilation instead of one per operation) unless
+    the program needs concrete values (Python control flow, static arguments)."""
+    ref = program(jax)
+    want = (jax.jit(ref) if jit_reference else ref)(*args)
+    got = program(minijax)(*args)
+    assert_same(got, want, **kw)
+    return got
+
+
+X3 = _rand(3)
+M23 = _rand(2, 3)
+
+
+def _f(J):
+    """A small scalar-valued function of a vector, used throughout."""
+    jnp = J.numpy
+    return lambda x: jnp.sum(jnp.sin(x) * x + jnp.exp(0.5 * x))
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward and reverse mode
+# ---------------------------------------------------------------------------------------------
+
+def test_jvp():
+    check(lambda J: lambda x, t: J.jvp(_f(J), (x,), (t,)), X3, _rand(3))
+
+
+def test_jvp_pytrees_and_python_scalars():
+    def program(J):
+        jnp = J.numpy
+
+        def f(d, s):
+            return {"u": jnp.tanh(d["a"]) * s, "v": d["b"] ** 3}
+        return lambda: J.jvp(f, ({"a": X3, "b": M23}, 2.0), ({"a": X3, "b": M23}, 0.5))
+    check(program)
+
+
+def test_jvp_has_aux():
+    def program(J):
+        f = lambda x: (J.numpy.sin(x), {"aux": x * 2.0})
+        return lambda x: J.jvp(f, (x,), (x,), has_aux=True)
+    check(program, X3)
+
+
+def test_jvp_errors():
+    f = lambda x: x
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.jvp(f, X3, X3)  # primals must be a tuple/list
+        with pytest.raises((TypeError, ValueError)):
+            J.jvp(f, (X3,), (M23,))  # shape mismatch
+
+
+def test_vjp():
+    def program(J):
+        jnp = J.numpy
+
+        def f(x, y):
+            return jnp.sin(x) * y, jnp.sum(x * y)
+        return lambda x, y: J.vjp(f, x, y)[1]((jnp.ones(3), 2.0))
+    check(program, X3, _rand(3))
+
+
+def test_vjp_has_aux():
+    def program(J):
+        f = lambda x: (J.numpy.cos(x), x + 1.0)
+        return lambda x: (lambda out, pb, aux: (out, pb(J.numpy.ones(3)), aux))(
+            *J.vjp(f, x, has_aux=True))
+    check(program, X3)
+
+
+def test_grad():
+    check(lambda J: J.grad(_f(J)), X3)
+
+
+@pytest.mark.parametrize("argnums", [0, 1, (0,), (0, 2), (2, 0), -1])
+def test_grad_argnums(argnums):
+    def program(J):
+        jnp = J.numpy
+        return J.grad(lambda x, y, z: jnp.sum(x * y * jnp.sin(z)), argnums=argnums)
+    check(program, X3, _rand(3), _rand(3))
+
+
+def test_value_and_grad_has_aux_pytree():
+    def program(J):
+        jnp = J.numpy
+
+        def loss(params, x):
+            y = jnp.tanh(x @ params["w"] + params["b"])
+            return jnp.mean(y ** 2), {"pred": y}
+        return J.value_and_grad(loss, has_aux=True)
+    params = {"w": _rand(3, 2), "b": _rand(2)}
+    check(program, params, M23)
+
+
+def test_grad_has_aux():
+    check(lambda J: J.grad(lambda x: (J.numpy.sum(x ** 2), x.sum()), has_aux=True), X3)
+
+
+def test_grad_python_scalar_gives_weak_result():
+    check(lambda J: J.grad(lambda x: x * 3.0), 1.0)
+    check(lambda J: J.grad(lambda x, y: x * y, argnums=(0, 1)), 1.0, np.float32(2.0))
+
+
+def test_grad_of_identity_returns_an_array():
+    check(lambda J: J.grad(lambda x: x), 1.0)
+    check(lambda J: J.grad(lambda x: x.sum()), X3)
+
+
+def test_grad_concrete_control_flow():
+    # under grad alone (no jit) Python control flow on the value works, as in JAX
+    check(lambda J: J.grad(lambda x: x if x > 0 else -x), 1.0, jit_reference=False)
+    check(lambda J: J.grad(lambda x: x if x > 0 else -x), -2.0, jit_reference=False)
+    check(lambda J: J.grad(lambda x: J.numpy.sin(x) * (2 if x > 1 else 3)), 1.5,
+          jit_reference=False)
+
+
+def test_grad_integer_input_raises_like_jax():
+    msgs = []
+    for J in (jax, minijax):
+        with pytest.raises(TypeError) as e:
+            J.grad(lambda x: x * 2)(1)
+        msgs.append(str(e.value))
+    for m in msgs:
+        assert "grad requires real- or complex-valued inputs" in m
+        assert "int32" in m and "allow_int" in m
+
+
+def test_grad_allow_int_gives_float0():
+    for J in (jax, minijax):
+        gx, gn = J.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(2.0, 3)
+        assert float(gx) == 3.0
+        assert gn.dtype == jax.dtypes.float0 and np.shape(gn) == ()
+
+
+def test_grad_non_scalar_output_raises_like_jax():
+    msgs = []
+    for J in (jax, minijax):
+        with pytest.raises(TypeError) as e:
+            J.grad(lambda x: x * 2)(X3)
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]  # "Gradient only defined for scalar-output functions. ..."
+
+
+def test_linearize():
+    def program(J):
+        def run(x, t1, t2):
+            y, f_jvp = J.linearize(_f(J), x)
+            return y, f_jvp(t1), f_jvp(t2)
+        return run
+    check(program, X3, _rand(3), _rand(3))
+
+
+def test_linearize_pytree():
+    def program(J):
+        f = lambda p: (p[0] * J.numpy.exp(p[1]), p[1])
+        def run(a, b):
+            y, f_jvp = J.linearize(f, (a, b))
+            return y, f_jvp((b, a))
+        return run
+    check(program, X3, _rand(3))
+
+
+@pytest.mark.parametrize("which", ["jacfwd", "jacrev"])
+def test_jacobians(which):
+    def program(J):
+        jnp = J.numpy
+        f = lambda x: jnp.sin(x) * jnp.sum(x ** 2)
+        return getattr(J, which)(f)
+    check(program, X3)
+
+
+@pytest.mark.parametrize("which", ["jacfwd", "jacrev"])
+def test_jacobians_pytree_and_argnums(which):
+    def program(J):
+        jnp = J.numpy
+
+        def f(x, y):
+            return {"a": x * y[0], "b": jnp.sum(x) * y}
+        return getattr(J, which)(f, argnums=(0, 1))
+    check(program, X3, _rand(2))
+
+
+def test_hessian():
+    check(lambda J: J.hessian(lambda x: J.numpy.sum(J.numpy.sin(x) * x ** 3)), X3)
+
+
+def test_jacfwd_has_aux():
+    check(lambda J: J.jacfwd(lambda x: (x ** 2, x.sum()), has_aux=True), X3)
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("in_axes,shapes", [
+    (0, [(4, 3), (4, 3)]),
+    (1, [(3, 4), (3, 4)]),
+    (-1, [(3, 4), (3, 4)]),
+    ((0, None), [(4, 3), (3,)]),
+    ((None, 1), [(3,), (3, 4)]),
+    ((-2, 0), [(4, 3), (4, 3)]),
+    ([1, 0], [(3, 4), (4, 3)]),
+])
+def test_vmap_in_axes(in_axes, shapes):
+    a, b = (_rand(*s) for s in shapes)
+    check(lambda J: J.vmap(lambda x, y: J.numpy.sin(x) * y + x.sum(), in_axes=in_axes), a, b)
+
+
+@pytest.mark.parametrize("out_axes", [0, 1, -1, (0, None), (-1, 0)])
+def test_vmap_out_axes(out_axes):
+    def program(J):
+        def f(x, c):
+            return x * c, c * 2.0
+        # with an int out_axes the unbatched second output is broadcast along the new axis
+        return J.vmap(f, in_axes=(0, None), out_axes=out_axes)
+    check(program, M23, _rand(3))
+
+
+def test_vmap_pytree_in_axes():
+    def program(J):
+        def f(d, s):
+            return d["w"] @ d["x"] + s
+        return J.vmap(f, in_axes=({"w": None, "x": 1}, 0))
+    d = {"w": _rand(2, 3), "x": _rand(3, 5)}
+    check(program, d, _rand(5))
+
+
+def test_vmap_pytree_outputs_and_out_axes_prefix():
+    def program(J):
+        def f(x):
+            return {"p": x * 2, "q": (x.sum(), x[0])}
+        return J.vmap(f, out_axes={"p": 1, "q": 0})
+    check(program, M23)
+
+
+def test_nested_vmap():
+    def program(J):
+        jnp = J.numpy
+        inner = J.vmap(lambda a, b: jnp.dot(a, b), in_axes=(None, 0))
+        return J.vmap(inner, in_axes=(0, None))
+    check(program, _rand(4, 3), _rand(5, 3))
+
+
+def test_nested_vmap_different_axes():
+    check(lambda J: J.vmap(J.vmap(lambda x: x.sum() * x, in_axes=1), in_axes=2),
+          _rand(2, 3, 4))
+
+
+def test_vmap_axis_size_mismatch_raises():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="inconsistent sizes"):
+            J.vmap(lambda x, y: x + y)(np.ones(3), np.ones(4))
+
+
+def test_vmap_out_axes_none_on_mapped_output_raises():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            J.vmap(lambda x: x * 2, out_axes=None)(X3)
+
+
+def test_vmap_bad_axis_raises():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            J.vmap(lambda x: x, in_axes=2)(M23)
+
+
+def test_vmap_no_mapped_inputs_raises():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            J.vmap(lambda x: x, in_axes=None)(X3)
+
+
+# ---------------------------------------------------------------------------------------------
+# Compositions
+# ---------------------------------------------------------------------------------------------
+
+def _g(J):
+    jnp = J.numpy
+    return lambda x: jnp.sin(x) * jnp.exp(-x * x) + x ** 3
+
+
+COMPOSITIONS = {
+    "grad_of_grad": lambda J: J.grad(J.grad(_g(J))),
+    "grad_grad_grad": lambda J: J.grad(J.grad(J.grad(_g(J)))),
+    "jvp_of_grad": lambda J: lambda x: J.jvp(J.grad(_g(J)), (x,), (2.0,)),
+    "vmap_of_grad": lambda J: lambda xs: J.vmap(J.grad(_g(J)))(xs),
+    "jit_of_grad": lambda J: J.jit(J.grad(_g(J))),
+    "grad_of_jit": lambda J: J.grad(J.jit(_g(J))),
+    "grad_of_grad_of_jit": lambda J: J.grad(J.grad(J.jit(_g(J)))),
+    "vmap_of_jit": lambda J: lambda xs: J.vmap(J.jit(_g(J)))(xs),
+    "jit_of_vmap": lambda J: lambda xs: J.jit(J.vmap(_g(J)))(xs),
+    "vmap_grad_jit": lambda J: lambda xs: J.vmap(J.grad(lambda x: J.jit(_g(J))(x) * 2.0))(xs),
+    "jvp_of_jit": lambda J: lambda x: J.jvp(J.jit(_g(J)), (x,), (1.0,)),
+}
+_COMPOSITION_ARGS = {"vmap_of_grad": X3, "vmap_of_jit": X3, "jit_of_vmap": X3,
+                     "vmap_grad_jit": X3}
+
+
+@pytest.mark.parametrize("name", sorted(COMPOSITIONS))
+def test_compositions(name):
+    arg = _COMPOSITION_ARGS.get(name, np.float32(0.7))
+    check(COMPOSITIONS[name], arg, rtol=2e-5)
+
+
+def test_jit_inside_grad_inside_vmap():
+    def program(J):
+        jnp = J.numpy
+        inner = J.jit(lambda w, x: jnp.tanh(jnp.dot(x, w)))
+        loss = lambda w, x, y: (inner(w, x) - y) ** 2
+        return J.vmap(J.grad(loss), in_axes=(None, 0, 0))
+    check(program, _rand(3), _rand(4, 3), _rand(4))
+
+
+def test_hessian_of_jit_and_jit_of_hessian():
+    f = lambda J: lambda x: J.numpy.sum(J.numpy.tanh(x) ** 2)
+    check(lambda J: J.hessian(J.jit(f(J))), X3)
+    check(lambda J: J.jit(J.hessian(f(J))), X3)
+
+
+def test_linearize_of_jit():
+    def program(J):
+        def run(x):
+            y, f_jvp = J.linearize(J.jit(_g(J)), x)
+            return y, f_jvp(J.numpy.ones(3))
+        return run
+    check(program, X3)
+
+
+# ---------------------------------------------------------------------------------------------
+# jit
+# ---------------------------------------------------------------------------------------------
+
+def _stats():
+    return dict(pjit.cache_stats)
+
+
+def _delta(before):
+    return {k: pjit.cache_stats[k] - before[k] for k in before}
+
+
+def test_jit_matches_jax():
+    def program(J):
+        jnp = J.numpy
+        return J.jit(lambda x, y: (jnp.dot(x, y.T), jnp.max(x, axis=1), x.astype(jnp.int32)))
+    check(program, M23, _rand(4, 3))
+
+
+def test_jit_pytree_args_and_kwargs():
+    def program(J):
+        def f(d, scale=1.0):
+            return {"s": d["a"] * scale, "t": [d["b"][0] + 1, d["b"][1]]}
+        return lambda d: J.jit(f)(d, scale=3.0)
+    check(program, {"a": X3, "b": (M23, np.int32(3))})
+
+
+def test_jit_cache_hit_on_second_call():
+    f = minijax.jit(lambda x: mjnp.sin(x) * 2.0)
+    before = _stats()
+    y1 = f(X3)
+    assert _delta(before) == {"traces": 1, "compiles": 1}
+    before = _stats()
+    y2 = f(X3 + 1)  # same shape/dtype: no retrace, no recompile
+    assert _delta(before) == {"traces": 0, "compiles": 0}
+    np.testing.assert_allclose(np.asarray(y1), np.sin(X3) * 2, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(y2), np.sin(X3 + 1) * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("second", [
+    lambda J: np.ones(4, np.float32),                 # new shape
+    lambda J: np.ones(3, np.int32),                   # new dtype
+    lambda J: J.numpy.arange(3) * 2.0,                # same shape/dtype, weak_type=True
+], ids=["shape", "dtype", "weak_type"])
+def test_jit_retraces_on_new_signature(second):
+    f = minijax.jit(lambda x: x * 2)
+    f(np.ones(3, np.float32))
+    before = _stats()
+    out = f(second(minijax))
+    assert _delta(before) == {"traces": 1, "compiles": 1}
+    assert_same(out, jax.jit(lambda x: x * 2)(second(jax)))
+
+
+def test_jit_static_argnums_and_argnames():
+    def program(J):
+        def f(x, n, *, mode):
+            y = x * n
+            return -y if mode == "neg" else y
+        g = J.jit(f, static_argnums=(1,), static_argnames=("mode",))
+        return lambda x: (g(x, 2, mode="neg"), g(x, 3, mode="pos"))
+    check(program, X3)
+
+
+def test_jit_static_arg_retraces_only_on_new_value():
+    f = minijax.jit(lambda x, n: x * n, static_argnums=1)
+    f(X3, 2)
+    before = _stats()
+    f(X3, 2)
+    assert _delta(before)["traces"] == 0
+    f(X3, 5)
+    assert _delta(before)["traces"] == 1
+
+
+def test_jit_static_arg_controls_python_flow():
+    def program(J):
+        def f(x, n):
+            for _ in range(n):
+                x = J.numpy.sin(x)
+            return x
+        return J.jit(f, static_argnums=1)
+    check(program, X3, 3, jit_reference=False)
+
+
+def test_jit_unhashable_static_arg_raises():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="Non-hashable static arguments"):
+            J.jit(lambda x, n: x, static_argnums=1)(X3, [1, 2])
+
+
+def test_jit_lower_as_text_and_compile():
+    f = minijax.jit(lambda x: mjnp.sin(x) + 1.0)
+    lowered = f.lower(X3)
+    text = lowered.as_text()
+    assert "stablehlo" in text
+    assert "func.func" in text and "main" in text
+    assert "stablehlo.sine" in text
+    compiled = lowered.compile()
+    out = compiled(X3)
+    assert isinstance(out, Array)
+    np.testing.assert_allclose(np.asarray(out), np.sin(X3) + 1, rtol=1e-6)
+
+
+def test_jit_lower_with_shape_dtype_struct():
+    lowered = minijax.jit(lambda x: x * 2).lower(minijax.ShapeDtypeStruct((2, 5), np.float32))
+    assert "tensor<2x5xf32>" in lowered.as_text()
+
+
+def test_jit_returns_before_completion_and_block_until_ready():
+    @minijax.jit
+    def heavy(x):
+        for _ in range(12):
+            x = mjnp.tanh(x @ x) * 0.5
+        return x
+
+    x = np.full((384, 384), 0.01, np.float32)
+    heavy(x).block_until_ready()  # compile
+    saw_pending = False
+    for _ in range(5):
+        out = heavy(x)
+        assert out._npy is None  # nothing was fetched to the host
+        if not out._buf.is_ready():
+            saw_pending = True
+        assert out.block_until_ready() is out
+        assert out._buf.is_ready()
+        if saw_pending:
+            break
+    assert saw_pending, "every jitted call had already finished when it returned"
+    want = jax.jit(lambda x: jax.lax.fori_loop(0, 12, lambda i, x: jjnp.tanh(x @ x) * 0.5, x))(x)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-4, atol=1e-6)
+
+
+def test_block_until_ready_on_pytrees():
+    out = minijax.jit(lambda x: (x + 1.0, [x * 2.0]))(X3)
+    assert minijax.block_until_ready(out) is out
+
+
+def test_chained_jit_calls_stay_on_device():
+    f = minijax.jit(lambda x: mjnp.exp(x) * 2.0)
+    g = minijax.jit(lambda y: mjnp.sum(y))
+    y = f(X3)
+    z = g(y)
+    assert isinstance(y, Array) and y._npy is None and y._buf is not None
+    z.block_until_ready()
+    assert y._npy is None, "the intermediate result was fetched to the host"
+    want = jax.jit(lambda x: jjnp.sum(jjnp.exp(x) * 2.0))(X3)
+    np.testing.assert_allclose(float(z), float(want), rtol=1e-5)
+
+
+def test_jit_closed_over_array_and_python_scalar():
+    c = mjnp.arange(3.0)
+
+    def program(J):
+        c = J.numpy.arange(3.0)
+        return J.jit(lambda x: x * c + 1)
+    check(program, X3)
+    assert c._npy is not None
+
+
+# ---------------------------------------------------------------------------------------------
+# Errors (spec section 2)
+# ---------------------------------------------------------------------------------------------
+
+def _assert_clean_trace_state():
+    assert core.trace_ctx.trace is core.eval_trace
+    # and the next transformation works normally
+    out = minijax.jit(lambda x: x + 1.0)(np.float32(1.0))
+    assert float(out) == 2.0
+    assert float(minijax.grad(lambda x: x * x)(3.0)) == 6.0
+
+
+def test_python_if_on_tracer_in_jit():
+    def branchy(x):
+        if x > 0:
+            return x
+        return -x
+
+    with pytest.raises(jax.errors.ConcretizationTypeError):
+        jax.jit(branchy)(1.0)
+    with pytest.raises(minijax.ConcretizationTypeError) as e:
+        minijax.jit(branchy)(1.0)
+    msg = str(e.value)
+    assert "branchy" in msg  # names the function being traced
+    for hint in ("lax.cond", "jnp.where", "static_argnums"):
+        assert hint in msg
+    _assert_clean_trace_state()
+
+
+@pytest.mark.parametrize("conv", [bool, int, float], ids=["bool", "int", "float"])
+def test_concrete_conversions_of_tracers(conv):
+    def f(x):
+        return conv(x) * x
+
+    for J, err in ((jax, jax.errors.ConcretizationTypeError),
+                   (minijax, minijax.ConcretizationTypeError)):
+        with pytest.raises(err) as e:
+            J.jit(f)(1.0)
+        assert "the function f" in str(e.value)
+    _assert_clean_trace_state()
+
+
+def test_index_conversion_of_tracer():
+    for J in (jax, minijax):
+        with pytest.raises(J.errors.TracerIntegerConversionError if J is jax
+                           else minijax.TracerIntegerConversionError):
+            J.jit(lambda n: list(range(n)))(3)
+    _assert_clean_trace_state()
+
+
+def test_np_asarray_of_tracer():
+    for J, err in ((jax, jax.errors.TracerArrayConversionError),
+                   (minijax, minijax.TracerArrayConversionError)):
+        with pytest.raises(err):
+            J.jit(lambda x: np.asarray(x) + 1)(X3)
+        with pytest.raises(err):
+            J.grad(lambda x: np.sin(np.asarray(x)).sum())(X3)
+    _assert_clean_trace_state()
+
+
+@pytest.mark.parametrize("transform", ["jit", "vmap", "grad", "jvp", "make_jaxpr"])
+def test_leaked_tracer_raises_unexpected_tracer_error(transform):
+    def run(J):
+        leaked = []
+
+        def f(x):
+            leaked.append(x)
+            return (x * 2.0).sum()
+        if transform == "jvp":
+            J.jvp(f, (X3,), (X3,))
+        elif transform == "vmap":
+            J.vmap(f)(M23)
+        else:
+            getattr(J, transform)(f)(X3)
+        return leaked[0]
+
+    for J, err in ((jax, jax.errors.UnexpectedTracerError),
+                   (minijax, minijax.UnexpectedTracerError)):
+        t = run(J)
+        with pytest.raises(err):
+            J.numpy.sin(t)
+        with pytest.raises(err):
+            J.jit(lambda y, t=t: y + t)(X3)
+    _assert_clean_trace_state()
+
+
+def test_leaked_tracer_error_is_a_type_error_like_jax():
+    assert issubclass(jax.errors.UnexpectedTracerError, TypeError)
+    assert issubclass(minijax.UnexpectedTracerError, TypeError)
+
+
+@pytest.mark.parametrize("transform", ["jit", "vmap", "grad", "jvp", "jacrev", "make_jaxpr",
+                                       "jit_of_grad", "vmap_of_jit"])
+def test_trace_state_restored_after_any_exception(transform):
+    class Boom(Exception):
+        pass
+
+    def f(x):
+        mjnp.sin(x)  # some traced work first
+        raise Boom("inside")
+
+    transforms = {
+        "jit": lambda: minijax.jit(f)(X3),
+        "vmap": lambda: minijax.vmap(f)(M23),
+        "grad": lambda: minijax.grad(f)(X3),
+        "jvp": lambda: minijax.jvp(f, (X3,), (X3,)),
+        "jacrev": lambda: minijax.jacrev(f)(X3),
+        "make_jaxpr": lambda: minijax.make_jaxpr(f)(X3),
+        "jit_of_grad": lambda: minijax.jit(minijax.grad(f))(X3),
+        "vmap_of_jit": lambda: minijax.vmap(minijax.jit(f))(M23),
+    }
+    with pytest.raises(Boom):
+        transforms[transform]()
+    _assert_clean_trace_state()
+
+
+def test_shape_error_inside_jit_then_next_call_works():
+    f = minijax.jit(lambda x, y: x + y)
+    with pytest.raises((TypeError, ValueError)):
+        f(X3, np.ones(4, np.float32))
+    with pytest.raises((TypeError, ValueError)):
+        jax.jit(lambda x, y: x + y)(X3, np.ones(4, np.float32))
+    _assert_clean_trace_state()
+    np.testing.assert_allclose(np.asarray(f(X3, X3)), 2 * X3)
