@@ -18,6 +18,8 @@ if "jax" not in __import__("sys").modules:
 TOPICS = [
     "core",
     "mnist_mlp",
+    "jit",
+    "control_flow",
     "placement",
     "sharding",
     "shard_map",

@@ -568,7 +568,7 @@ def devices() -> list:
     return [compiler.default_device()]
 
 
-# JAX: jax/_src/api.py ShapeDtypeStruct — differs: no sharding or vma
+# JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
 class ShapeDtypeStruct:
     """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
     `.lower(...)` in place of an array to compile for that type without making one.

@@ -29,17 +29,16 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
-def _is_namedtuple(x: Any) -> bool:
-    return isinstance(x, tuple) and hasattr(type(x), "_fields")
-
-
 register_pytree_node(tuple, lambda t: (list(t), None), lambda _, xs: tuple(xs))
 register_pytree_node(list, lambda t: (list(t), None), lambda _, xs: list(xs))
-register_pytree_node(
-    dict,
-    lambda d: ([d[k] for k in sorted(d)], tuple(sorted(d))),
-    lambda keys, xs: dict(zip(keys, xs)),
-)
+
+
+def _flatten_dict(d: dict) -> tuple[list, tuple]:
+    keys = tuple(sorted(d))  # sorted once: the children and the aux data share the order
+    return [d[k] for k in keys], keys
+
+
+register_pytree_node(dict, _flatten_dict, lambda keys, xs: dict(zip(keys, xs)))
 register_pytree_node(type(None), lambda _: ([], None), lambda _, xs: None)
 
 
@@ -96,15 +95,15 @@ def _flatten(x: Any, is_leaf: Callable | None, leaves: list) -> PyTreeDef:
         return _LEAF
     t = type(x)
     if t is tuple or t is list:  # the common containers, without a registry lookup
-        return PyTreeDef(t, None, tuple(_flatten(c, is_leaf, leaves) for c in x))
-    if t in _registry:
+        children, aux = x, None
+    elif t in _registry:
         children, aux = _registry[t][0](x)
-    elif _is_namedtuple(x):
-        children, aux = list(x), None
+    elif isinstance(x, tuple) and hasattr(t, "_fields"):  # a namedtuple
+        children, aux = x, None
     else:
         leaves.append(x)
         return _LEAF
-    return PyTreeDef(t, aux, tuple(_flatten(c, is_leaf, leaves) for c in children))
+    return PyTreeDef(t, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
 
 
 # JAX: jax/_src/tree_util.py tree_flatten

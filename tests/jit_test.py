@@ -1,0 +1,536 @@
+"""jit in depth, against real JAX: the stages (trace, lower, compile), ShapeDtypeStruct,
+caching and retracing, cache-miss explanations, donation, async dispatch, committed arrays,
+the persistent compilation cache, and the type-promotion table (x64 off and on).
+
+Mirrors tests/api_test.py (jit parts) and tests/dtypes_test.py in JAX. Taught in
+chapters/07-jit.md.
+"""
+
+import itertools
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import jax
+import ml_dtypes
+import numpy as np
+import pytest
+
+import minijax
+from minijax import compiler, pjit
+
+MODULES = [jax, minijax]
+
+
+def _f32(*shape, seed=0):
+    return np.random.default_rng(seed).normal(size=shape).astype(np.float32)
+
+
+def _elementwise(J):
+    jnp = J.numpy
+
+    def f(x, y):
+        return jnp.sin(x) * y + 1.0, jnp.exp(x)
+    return f
+
+
+# ---------------------------------------------------------------------------------------------
+# The stages: trace -> lower -> compile
+# ---------------------------------------------------------------------------------------------
+
+def test_trace_jaxpr_text_matches_jax():
+    x, y = _f32(2, 3), _f32(2, 3, seed=1)
+    texts = [str(J.jit(_elementwise(J)).trace(x, y).jaxpr) for J in MODULES]
+    assert texts[0] == texts[1]
+
+
+def test_trace_of_closed_over_array_prints_constvar_like_jax():
+    c = np.arange(3.0, dtype=np.float32)
+    texts = []
+    for J in MODULES:
+        cc = J.numpy.asarray(c)
+        texts.append(str(J.jit(lambda a, cc=cc: a * cc).trace(c).jaxpr))
+    assert texts[0] == texts[1]
+
+
+def test_out_info_is_shape_dtype_structs_like_jax():
+    def prog(J):
+        jnp = J.numpy
+        f = J.jit(lambda a: {"x": a, "y": (a.sum(), 1.0, a.astype(jnp.int32))})
+        return f.trace(np.ones((3, 2), np.float32)).out_info
+    got, want = prog(minijax), prog(jax)
+    assert isinstance(got["x"], minijax.ShapeDtypeStruct)
+    g_leaves, g_tree = minijax.tree_util.tree_flatten(got)
+    w_leaves, w_tree = jax.tree_util.tree_flatten(want)
+    assert str(g_tree).replace("PyTreeDef", "") == str(w_tree).replace("PyTreeDef", "")
+    assert [(g.shape, g.dtype, g.weak_type) for g in g_leaves] == \
+        [(w.shape, w.dtype, w.weak_type) for w in w_leaves]
+    assert [repr(g) for g in g_leaves] == [repr(w) for w in w_leaves]
+
+
+def test_lower_as_text_is_stablehlo_with_public_main():
+    x, y = _f32(2, 3), _f32(2, 3, seed=1)
+    for J in MODULES:
+        text = J.jit(_elementwise(J)).lower(x, y).as_text()
+        assert re.search(r"func\.func public @main\(", text), (J.__name__, text)
+        for op in ("stablehlo.sine", "stablehlo.multiply", "stablehlo.add",
+                   "stablehlo.exponential"):
+            assert op in text, (J.__name__, op, text)
+
+
+def test_compile_as_text_is_optimized_hlo_and_runs_like_jax():
+    x, y = _f32(2, 3), _f32(2, 3, seed=1)
+    outs = []
+    for J in MODULES:
+        compiled = J.jit(_elementwise(J)).lower(x, y).compile()
+        text = compiled.as_text()
+        assert text.startswith("HloModule") and "ENTRY" in text, text[:200]
+        outs.append([np.asarray(o) for o in compiled(x, y)])
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_cost_analysis_flops_of_matmul_is_2mnk_like_jax():
+    m, k, n = 8, 16, 32
+    flops = []
+    for J in MODULES:
+        c = J.jit(lambda a, b: a @ b).lower(_f32(m, k), _f32(k, n)).compile()
+        flops.append(c.cost_analysis()["flops"])
+    assert flops[1] == flops[0] == 2 * m * n * k
+
+
+def test_memory_analysis_sizes_match_jax():
+    stats = []
+    for J in MODULES:
+        c = J.jit(lambda a, b: (a @ b, a.sum())).lower(_f32(4, 5), _f32(5, 6)).compile()
+        m = c.memory_analysis()
+        stats.append((m.argument_size_in_bytes, m.output_size_in_bytes, m.alias_size_in_bytes))
+    assert stats[1] == stats[0]
+    assert stats[1][0] == 4 * (4 * 5 + 5 * 6)
+
+
+def test_compiled_call_with_wrong_types_raises_type_error_naming_both():
+    x = _f32(2, 3)
+    for J in MODULES:
+        c = J.jit(lambda a: a * 2).lower(x).compile()
+        for bad in (np.ones((2, 4), np.float32), np.ones((2, 3), np.int32)):
+            with pytest.raises(TypeError):
+                c(bad)
+    c = minijax.jit(lambda a: a * 2).lower(x).compile()
+    with pytest.raises(TypeError, match=r"compiled for f32\[2,3\], called with f32\[2,4\]"):
+        c(np.ones((2, 4), np.float32))
+    with pytest.raises(TypeError, match=r"compiled for f32\[2,3\], called with i32\[2,3\]"):
+        c(np.ones((2, 3), np.int32))
+    with pytest.raises(TypeError, match="pytree structure"):
+        c(x, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# ShapeDtypeStruct
+# ---------------------------------------------------------------------------------------------
+
+def test_shape_dtype_struct_attributes_match_jax():
+    for shape, dtype, weak in [((2, 3), np.float32, False), ((), np.int32, True),
+                               ((4,), ml_dtypes.bfloat16, False)]:
+        s = minijax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+        j = jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+        assert (s.shape, s.dtype, s.weak_type, s.ndim, s.size) == \
+            (j.shape, j.dtype, j.weak_type, j.ndim, j.size)
+        assert repr(s) == repr(j)
+        assert s == minijax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+        assert hash(s) == hash(minijax.ShapeDtypeStruct(shape, np.dtype(dtype), weak))
+        assert s.aval == minijax.core.ShapedArray(shape, dtype, weak)
+        assert minijax.core.get_aval(s) == s.aval
+
+
+def test_shape_dtype_struct_args_to_trace_and_lower():
+    def prog(J):
+        S = J.ShapeDtypeStruct
+        f = J.jit(_elementwise(J))
+        args = (S((2, 3), np.float32), S((2, 3), np.float32))
+        traced = f.trace(*args)
+        compiled = f.lower(*args).compile()
+        return str(traced.jaxpr), compiled(_f32(2, 3), _f32(2, 3, seed=1))
+    (jt, jout), (mt, mout) = prog(jax), prog(minijax)
+    assert mt == jt
+    for g, w in zip(mout, jout):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)
+
+
+def test_shape_dtype_struct_float64_is_canonicalized_like_jax():
+    texts = []
+    for J in MODULES:
+        texts.append(str(J.jit(lambda a: a * 2).trace(
+            J.ShapeDtypeStruct((2,), np.float64)).jaxpr))
+    assert texts[0] == texts[1] and "f32[2]" in texts[1]
+
+
+def test_calling_jit_with_a_shape_dtype_struct_raises_type_error():
+    for J in MODULES:
+        with pytest.raises(TypeError):
+            J.jit(lambda a: a * 2)(J.ShapeDtypeStruct((2,), np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# Caching and retracing
+# ---------------------------------------------------------------------------------------------
+
+def _retrace_counts(J):
+    """Trace counts after each call of a sequence that changes one thing at a time."""
+    jnp = J.numpy
+    n = [0]
+
+    def f(a, k):
+        n[0] += 1
+        return J.tree_util.tree_map(lambda t: t * k, a)
+    g = J.jit(f, static_argnums=1)
+    x3 = jnp.ones(3)
+    calls = [
+        ("first call", lambda: g(x3, 2)),
+        ("same avals", lambda: g(jnp.zeros(3), 2)),
+        ("numpy array of the same type", lambda: g(np.ones(3, np.float32), 2)),
+        ("new shape", lambda: g(jnp.ones(4), 2)),
+        ("new dtype", lambda: g(jnp.ones(4, jnp.int32), 2)),
+        ("strong f32 scalar", lambda: g(jnp.float32(1.0), 2)),
+        ("weak f32 scalar (Python float)", lambda: g(1.0, 2)),
+        ("weak again", lambda: g(2.0, 2)),
+        ("new pytree structure", lambda: g((x3, x3), 2)),
+        ("new dict keys", lambda: g({"a": x3}, 2)),
+        ("new static value", lambda: g(x3, 3)),
+        ("old static value again", lambda: g(x3, 2)),
+    ]
+    counts = []
+    for what, call in calls:
+        J.block_until_ready(call())
+        counts.append((what, n[0]))
+    return counts
+
+
+def test_retracing_matches_jax():
+    before = dict(pjit.cache_stats)
+    got = _retrace_counts(minijax)
+    traces = pjit.cache_stats["traces"] - before["traces"]
+    compiles = pjit.cache_stats["compiles"] - before["compiles"]
+    assert got == _retrace_counts(jax)
+    assert traces == got[-1][1]  # the counter counts exactly the Python-level traces
+    assert compiles == traces    # one executable per traced signature
+
+
+def test_trace_and_lower_share_the_call_cache():
+    n = [0]
+
+    def f(a):
+        n[0] += 1
+        return a + 1
+    g = minijax.jit(f)
+    x = np.ones(3, np.float32)
+    g.trace(x)
+    g.lower(x)
+    g(x)
+    g.trace(minijax.ShapeDtypeStruct((3,), np.float32))
+    assert n[0] == 1
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__()
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def _explain_messages(J, calls):
+    """The cache-miss explanations each call in `calls` produces, one string per call."""
+    out = []
+    if J is jax:
+        logger = logging.getLogger("jax._src.interpreters.partial_eval")
+        handler = _ListHandler()
+        logger.addHandler(handler)
+        try:
+            with jax.explain_cache_misses(True):
+                for call in calls:
+                    handler.messages.clear()
+                    call()
+                    out.append("\n".join(handler.messages))
+        finally:
+            logger.removeHandler(handler)
+        return out
+    with minijax.config.override("jax_explain_cache_misses", True):
+        for call in calls:
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                call()
+            out.append("\n".join(str(m.message) for m in w if "CACHE MISS" in str(m.message)))
+    return out
+
+
+def test_explain_cache_misses_names_what_changed_like_jax():
+    def calls(J):
+        jnp = J.numpy
+
+        def f(a, k):
+            return a * k
+        g = J.jit(f, static_argnums=1)
+        h = J.jit(lambda a: a * 2)
+        return [lambda: g(jnp.ones(3), 2),   # first call
+                lambda: g(jnp.ones(3), 2),   # hit: no message
+                lambda: g(jnp.ones(4), 2),   # shape
+                lambda: g(jnp.ones(4, jnp.int32), 2),  # dtype
+                lambda: g(jnp.ones(4, jnp.int32), 7),  # static value
+                lambda: h(jnp.float32(1.0)),
+                lambda: h(1.0),               # weak type
+                lambda: h((jnp.ones(2),))]    # pytree structure
+    want, got = _explain_messages(jax, calls(jax)), _explain_messages(minijax, calls(minijax))
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert ("TRACING CACHE MISS" in w) == ("TRACING CACHE MISS" in g), (i, w, g)
+    assert want[1] == got[1] == ""
+    # each explanation names the same change in both modules
+    for i, needles in [(2, ["f32[4]", "f32[3]"]), (3, ["i32[4]", "f32[3]"]),
+                       (4, ["static", "7", "2"]), (6, ["weak_type"]), (7, ["pytree"])]:
+        for s in needles:
+            assert s in want[i].lower() or s in want[i], (i, s, want[i])
+            assert s in got[i].lower() or s in got[i], (i, s, got[i])
+
+
+def test_unhashable_static_argument_raises_like_jax():
+    errors = []
+    for J in MODULES:
+        g = J.jit(lambda a, n: a * n[0], static_argnums=1)
+        with pytest.raises(Exception) as info:
+            g(np.ones(2, np.float32), [2])
+        errors.append(info.value)
+        h = J.jit(lambda a, n: a * n[0], static_argnames="n")
+        with pytest.raises(type(errors[0])):
+            h(np.ones(2, np.float32), n=[2])
+    assert type(errors[1]) is type(errors[0]) is ValueError
+    head = "Non-hashable static arguments are not supported"
+    assert str(errors[0]).startswith(head) and str(errors[1]).startswith(head)
+    assert "unhashable type: 'list'" in str(errors[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Donation
+# ---------------------------------------------------------------------------------------------
+
+def _donation(J):
+    jnp = J.numpy
+    g = J.jit(lambda a: a + 1, donate_argnums=0)
+    x = jnp.arange(4.0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = g(x)
+    result = {"out": np.asarray(out), "donated_deleted": x.is_deleted(),
+              "warned_when_usable": any("donated" in str(m.message) for m in w)}
+    try:
+        np.asarray(x)
+        result["read_error"] = None
+    except Exception as e:  # noqa: BLE001 (comparing which error each module raises)
+        result["read_error"] = (type(e), "deleted" in str(e))
+    h = J.jit(lambda a: a.sum(), donate_argnums=0)
+    z = jnp.arange(4.0)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        h(z)
+    result["unusable_warning"] = any("Some donated buffers were not usable" in str(m.message)
+                                     for m in w)
+    result["unusable_deleted"] = z.is_deleted()
+    compiled = g.lower(np.ones(4, np.float32)).compile()  # the AOT path donates too
+    v = jnp.arange(4.0)
+    compiled(v)
+    result["aot_donated_deleted"] = v.is_deleted()
+    return result
+
+
+def test_donation_matches_jax():
+    got, want = _donation(minijax), _donation(jax)
+    np.testing.assert_array_equal(got.pop("out"), want.pop("out"))
+    assert got == want
+    assert got["read_error"] == (RuntimeError, True)
+
+
+def test_donated_argument_cannot_be_passed_again():
+    g = minijax.jit(lambda a: a * 2, donate_argnums=0)
+    x = minijax.numpy.ones(3)
+    g(x)
+    g(minijax.numpy.ones(3))  # now the fast path is cached
+    with pytest.raises(RuntimeError, match="deleted"):
+        g(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Async dispatch, block_until_ready, no host round-trips
+# ---------------------------------------------------------------------------------------------
+
+def test_jitted_call_returns_device_array_and_block_until_ready():
+    x = _f32(64, 64)
+    f = minijax.jit(lambda a: (a @ a).sum(0))
+    out = f(x)
+    assert type(out) is minijax.Array
+    assert out._npy is None and out._buf is not None  # still on the device
+    assert out.block_until_ready() is out
+    tree = {"a": out, "b": [f(x)]}
+    assert minijax.block_until_ready(tree) is tree
+    assert out._npy is None  # waiting does not fetch the value
+    want = jax.jit(lambda a: (a @ a).sum(0))(x)
+    np.testing.assert_allclose(np.asarray(out), np.asarray(want), rtol=1e-5)
+
+
+def test_chained_jitted_calls_keep_values_on_device():
+    x = _f32(8, 8)
+    f = minijax.jit(lambda a: minijax.numpy.tanh(a @ a))
+    y = f(x)
+    z = f(y)  # slow path: traced for y's aval
+    w = f(z)  # fast path
+    for a in (y, z, w):
+        assert type(a) is minijax.Array and a._npy is None
+    jf = jax.jit(lambda a: jax.numpy.tanh(a @ a))
+    np.testing.assert_allclose(np.asarray(w), np.asarray(jf(jf(jf(x)))), rtol=1e-5)
+
+
+def test_jit_with_x64_keeps_64_bit_values_like_jax():
+    x = np.arange(3, dtype=np.float64) + 0.1
+    i = np.arange(3, dtype=np.int64) + 2**40  # needs 64 bits
+    outs = []
+    for J, x64 in ((jax, jax.enable_x64(True)),
+                   (minijax, minijax.config.override("jax_enable_x64", True))):
+        with x64:
+            f = J.jit(lambda a, b: (a * 2, b + 1))
+            once = f(x, i)
+            outs.append([np.asarray(o) for o in f(*once)])  # fast path, device inputs
+    for got, want in zip(outs[1], outs[0]):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# Devices and committed arrays
+# ---------------------------------------------------------------------------------------------
+
+def _placement(J):
+    jnp = J.numpy
+    dev = J.devices()[0]
+    u = jnp.ones(3)
+    c = J.device_put(np.ones(3, np.float32), dev)
+    f = J.jit(lambda a: a * 2)
+    add = J.jit(lambda a, b: a + b)
+    return {
+        "jnp.ones": u.committed,
+        "device_put(np)": J.device_put(np.ones(3, np.float32)).committed,
+        "device_put(np, dev)": c.committed,
+        "device_put(uncommitted) is itself": J.device_put(u) is u,
+        "device_put(committed) is itself": J.device_put(c) is c,
+        "device_put(uncommitted, dev)": J.device_put(u, dev).committed,
+        "device_put(uncommitted, dev) is new": J.device_put(u, dev) is not u,
+        "device_put(2.0) weak": J.device_put(2.0).weak_type,
+        "jit(uncommitted)": f(u).committed,
+        "jit(committed)": f(c).committed,
+        "jit(numpy)": f(np.ones(3, np.float32)).committed,
+        "jit(committed, uncommitted)": add(c, u).committed,
+        "jit(closure over committed)": J.jit(lambda a: a + c)(u).committed,
+        "eager committed * 2": (c * 2).committed,
+        "eager sin(committed)": jnp.sin(c).committed,
+        "eager uncommitted * 2": (u * 2).committed,
+        "devices of c": [d.id for d in c.devices()],
+    }
+
+
+def test_committed_placement_matches_jax():
+    assert _placement(minijax) == _placement(jax)
+
+
+def test_devices_and_device_put_to_another_device():
+    devs = minijax.devices()
+    assert devs == [jax.devices()[0]]
+    if len(jax.devices()) > 1:
+        with pytest.raises(ValueError, match="one device"):
+            minijax.device_put(np.ones(2), jax.devices()[1])
+
+
+# ---------------------------------------------------------------------------------------------
+# The persistent compilation cache
+# ---------------------------------------------------------------------------------------------
+
+_CACHE_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import minijax
+    from minijax import compiler
+    minijax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    f = minijax.jit(lambda x: minijax.numpy.sin(x) * 2.0)
+    out = np.asarray(f(np.arange(4.0, dtype=np.float32)))
+    print(json.dumps({"stats": compiler.persistent_cache_stats, "out": out.tolist()}))
+""")
+
+
+def test_persistent_compilation_cache_hits_in_a_second_process(tmp_path):
+    def run():
+        proc = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT, str(tmp_path / "cache")],
+                              capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ, JAX_PLATFORMS="cpu"))
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    first, second = run(), run()
+    assert first["stats"] == {"hits": 0, "misses": 1}
+    assert second["stats"] == {"hits": 1, "misses": 0}
+    want = np.asarray(jax.numpy.sin(np.arange(4.0, dtype=np.float32)) * 2.0)
+    np.testing.assert_allclose(second["out"], want, rtol=1e-6)
+    np.testing.assert_allclose(first["out"], want, rtol=1e-6)
+
+
+def test_no_persistent_cache_by_default():
+    before = dict(compiler.persistent_cache_stats)
+    minijax.jit(lambda x: x * 3.0 - 1.0)(np.ones(2, np.float32))
+    assert compiler.persistent_cache_stats == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Type promotion: every pair, x64 off and on
+# ---------------------------------------------------------------------------------------------
+
+_PROMO_NAMES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+                "float16", "bfloat16", "float32", "float64", "weak_int", "weak_float"]
+_PY_TYPES = {"weak_int": int, "weak_float": float}
+
+
+def _dtype(name):
+    return _PY_TYPES.get(name) or np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name)
+
+
+def _value(J, name):
+    if name in _PY_TYPES:
+        return _PY_TYPES[name](1)
+    return J.numpy.zeros((), _dtype(name))
+
+
+def _promotion_table(J):
+    """{(a, b): (dtype and weak_type of add(a, b), promote_types, result_type of the dtypes
+    and of the values)}."""
+    table = {}
+    for a, b in itertools.product(_PROMO_NAMES, _PROMO_NAMES):
+        x, y = _value(J, a), _value(J, b)
+        op = J.numpy.logical_or if a == b == "bool" else J.numpy.add
+        # JAX would compile each eager add; eval_shape gives the same type without compiling
+        r = jax.eval_shape(op, x, y) if J is jax else op(x, y)
+        table[a, b] = (np.dtype(r.dtype).name, bool(r.weak_type),
+                       np.dtype(J.numpy.promote_types(_dtype(a), _dtype(b))).name,
+                       np.dtype(J.numpy.result_type(_dtype(a), _dtype(b))).name,
+                       np.dtype(J.numpy.result_type(x, y)).name)
+    return table
+
+
+@pytest.mark.parametrize("x64", [False, True], ids=["x32", "x64"])
+def test_type_promotion_table_matches_jax(x64):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Explicitly requested dtype float64..." with x64 off
+        with jax.enable_x64(x64):
+            want = _promotion_table(jax)
+        with minijax.config.override("jax_enable_x64", x64):
+            got = _promotion_table(minijax)
+    bad = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
+    assert not bad, bad
