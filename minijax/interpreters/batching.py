@@ -16,7 +16,7 @@ from minijax.util import safe_zip
 
 _CHAPTER = "chapters/05-batching.md"
 
-# JAX: jax/_src/interpreters/batching.py not_mapped
+# JAX: jax/_src/interpreters/batching.py NotMapped — JAX marks unbatched values with None too
 not_mapped = None
 
 # JAX: jax/_src/interpreters/batching.py primitive_batchers
@@ -185,3 +185,49 @@ def _reshape_ones(x, n: int):
     from minijax.lax import lax
     aval = core.get_aval(x)
     return lax.reshape(x, aval.shape + (1,) * n)
+
+
+# JAX: jax/_src/interpreters/batching.py batch — differs: a flat function, out dims returned
+def batch_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
+               axis_size: int, fun_name: str = "fun") -> tuple[list, list[int | None]]:
+    """Run the flat function `fun` batched (`args[i]` batched at `in_dims[i]`). Returns its
+    outputs and where their batch axis is: 0, or None for an output that depends on no batched
+    input (left unbatched, unlike `vmap_flat`, which places every output where it is asked)."""
+    trace = BatchTrace(core.current_trace(), axis_size, fun_name=fun_name)
+    try:
+        in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        pairs = [trace.to_batch_info(o) for o in outs]
+    finally:
+        trace.invalidate()
+    return ([v if d is not_mapped else moveaxis(v, d, 0) for v, d in pairs],
+            [not_mapped if d is not_mapped else 0 for _, d in pairs])
+
+
+# JAX: jax/_src/interpreters/batching.py batch_jaxpr
+def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size: int
+                ) -> tuple[core.ClosedJaxpr, list[int | None]]:
+    """The jaxpr of `vmap(closed)`: input i carries its batch axis at `dims[i]` (None: not
+    batched). Returns it with each output's batch axis: 0, or None for an output that depends
+    on no batched input (it stays unbatched, so that e.g. `jacfwd`'s `out_axes=None` holds).
+    Used by the batching rules of primitives that hold a jaxpr (custom_jvp_call, remat2)."""
+    from minijax.interpreters import partial_eval as pe
+    in_avals = []
+    for a, d in safe_zip(closed.in_avals, dims):
+        if d is not_mapped:
+            in_avals.append(a)
+        else:
+            shape = list(a.shape)
+            shape.insert(d, axis_size)
+            in_avals.append(a.update(shape=tuple(shape)))
+    out_dims: list[int | None] = []
+
+    def batched(*args):
+        outs, out_dims[:] = batch_flat(
+            lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), args, dims,
+            axis_size)
+        return outs
+
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(batched, in_avals, purpose="vmap")
+    return core.ClosedJaxpr(jaxpr, consts), out_dims

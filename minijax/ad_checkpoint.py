@@ -1,0 +1,307 @@
+"""Rematerialization: `checkpoint` (alias `remat`) and its saving policies.
+
+`checkpoint(f)` binds the primitive `remat2`, which holds `f`'s jaxpr. It computes what `f`
+computes; the difference shows under reverse mode. Linearizing an ordinary function saves every
+intermediate the tangent computation reads (`cos x` for `sin x`) as a residual. Linearizing a
+`remat2` equation saves only what the *policy* allows (by default: nothing but its inputs) and
+puts the recomputation of everything else inside the `remat2[differentiated=True]` equation of
+the linear program, so it runs again in the backward pass. The known/unknown split is ordinary
+partial evaluation (`partial_eval.partial_eval_jaxpr_nounits`); the policy then decides, per
+residual, whether it is saved or recomputed from saved values (`_recompute_residuals`).
+
+Mirrors jax/_src/ad_checkpoint.py. Taught in chapters/06-reverse-mode.md (rematerialization).
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any, Callable, Sequence
+
+from minijax import core
+from minijax.ad_util import Zero
+from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import merge_lists, partition_list, safe_zip, split_list
+
+# ---------------------------------------------------------------------------------------------
+# Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be
+# saved as residuals
+# ---------------------------------------------------------------------------------------------
+
+
+# JAX: jax/_src/ad_checkpoint.py everything_saveable
+def everything_saveable(*_, **__) -> bool:
+    """Save every residual: differentiation behaves as if `checkpoint` were not used."""
+    return True
+
+
+# JAX: jax/_src/ad_checkpoint.py nothing_saveable
+def nothing_saveable(*_, **__) -> bool:
+    """Save only the inputs of the checkpointed function; recompute everything else. This is
+    what `policy=None` means."""
+    return False
+
+
+# JAX: jax/_src/ad_checkpoint.py DotsSaveable
+class DotsSaveable:
+    """Save the results of matrix multiplications (`dot_general`), recompute the rest; with
+    `only_if_no_batch_dims`, only those without batch dimensions."""
+
+    def __init__(self, only_if_no_batch_dims: bool) -> None:
+        self.only_if_no_batch_dims = only_if_no_batch_dims
+        self.__name__ = ("dots_with_no_batch_dims_saveable" if only_if_no_batch_dims
+                         else "dots_saveable")
+
+    def __call__(self, prim, *avals, **params) -> bool:
+        if prim.name != "dot_general":
+            return False
+        if self.only_if_no_batch_dims:
+            (_, _), (lhs_batch, rhs_batch) = params["dimension_numbers"]
+            return not lhs_batch and not rhs_batch
+        return True
+
+
+dots_saveable = DotsSaveable(False)
+dots_with_no_batch_dims_saveable = DotsSaveable(True)
+
+# JAX: jax/_src/ad_checkpoint.py checkpoint_policies — differs: no name- or offload-based ones
+checkpoint_policies = types.SimpleNamespace(
+    everything_saveable=everything_saveable,
+    nothing_saveable=nothing_saveable,
+    dots_saveable=dots_saveable,
+    checkpoint_dots=dots_saveable,
+    dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
+    checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# The user-facing wrapper
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/ad_checkpoint.py checkpoint — differs: no prevent_cse tuples, no static_argnames
+def checkpoint(fun: Callable, *, prevent_cse: bool = True,
+               policy: Callable[..., bool] | None = None,
+               static_argnums: int | tuple[int, ...] = ()) -> Callable:
+    """`fun`, recomputing its intermediate values in the backward pass instead of saving them.
+
+    Args:
+      fun: a function of pytrees of arrays.
+      prevent_cse: keep XLA from merging the recomputation with the forward computation (an
+        optimization barrier on the inputs of the differentiated `remat2` when lowered).
+      policy: which intermediates may be saved, e.g. `checkpoint_policies.dots_saveable`;
+        None saves nothing but the inputs.
+      static_argnums: positional arguments passed as Python values (not traced).
+    Returns: a function with `fun`'s signature. Raises TypeError for a non-bool prevent_cse and
+    ValueError for out-of-range static_argnums.
+    """
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if not isinstance(prevent_cse, bool):
+        raise TypeError(f"prevent_cse must be a bool, got {type(prevent_cse)=}")
+
+    @functools.wraps(fun)
+    def fun_remat(*args, **kwargs):
+        nargs = len(args)
+        if not all(-nargs <= i < nargs for i in static_argnums):
+            raise ValueError("the `static_argnums` argument to `jax.checkpoint` / `jax.remat` "
+                             "can only take integer values greater than or equal to "
+                             f"`-len(args)` and less than `len(args)`, but got {static_argnums},"
+                             f" while `len(args)` = {nargs}")
+        static = {i % nargs: args[i] for i in static_argnums}
+        dyn = [a for i, a in enumerate(args) if i not in static]
+        flat, in_tree = tree_flatten((dyn, kwargs))
+        store: list = []
+
+        def flat_fun(*leaves):
+            d, kw = tree_unflatten(in_tree, leaves)
+            it = iter(d)
+            out = fun(*[static[i] if i in static else next(it) for i in range(nargs)], **kw)
+            out_flat, out_tree = tree_flatten(out)
+            store[:] = [out_tree]
+            return out_flat
+
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+            flat_fun, [core.get_aval(x) for x in flat], fun_name=getattr(fun, "__name__", "fun"),
+            purpose="checkpoint")
+        outs = remat_p.bind(*consts, *flat, jaxpr=pe.convert_constvars_jaxpr(jaxpr),
+                            prevent_cse=prevent_cse, differentiated=False, policy=policy)
+        return tree_unflatten(store[0], outs)
+
+    return fun_remat
+
+
+# JAX: jax/_src/ad_checkpoint.py remat
+def remat(fun: Callable, *, prevent_cse: bool = True, policy: Callable[..., bool] | None = None,
+          static_argnums: int | tuple[int, ...] = ()) -> Callable:
+    """Alias of `checkpoint`."""
+    return checkpoint(fun, prevent_cse=prevent_cse, policy=policy,
+                      static_argnums=static_argnums)
+
+
+# ---------------------------------------------------------------------------------------------
+# remat2 and its rules
+# ---------------------------------------------------------------------------------------------
+
+def _closed(jaxpr: Jaxpr) -> ClosedJaxpr:
+    return ClosedJaxpr(jaxpr, [])
+
+
+def _bind_hoisted(closed: ClosedJaxpr, args: Sequence[Any], **params) -> list:
+    """Bind remat2 on `closed`, passing its consts as leading arguments (its jaxpr param has no
+    constvars, as in JAX)."""
+    return remat_p.bind(*closed.consts, *args, jaxpr=pe.convert_constvars_jaxpr(closed.jaxpr),
+                        **params)
+
+
+def _remat_impl(*args, jaxpr, prevent_cse, differentiated, policy):
+    return core.eval_jaxpr(jaxpr, [], *args)
+
+
+def _remat_abstract_eval(*avals, jaxpr, prevent_cse, differentiated, policy):
+    if len(avals) != len(jaxpr.invars) or not all(map(core.typematch, avals, jaxpr.in_avals)):
+        raise TypeError(f"remat2: operands {[a.str_short() for a in avals]} do not match the "
+                        f"jaxpr's inputs {[a.str_short() for a in jaxpr.in_avals]}")
+    return jaxpr.out_avals
+
+
+def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy):
+    nonzeros = [type(t) is not Zero for t in tangents]
+    jvp_closed, out_nz = ad.jvp_jaxpr(_closed(jaxpr), nonzeros, instantiate=False)
+    outs = _bind_hoisted(jvp_closed, [*primals, *(t for t in tangents if type(t) is not Zero)],
+                         prevent_cse=prevent_cse, differentiated=differentiated, policy=policy)
+    primals_out, nz_tangents_out = split_list(outs, [len(jaxpr.outvars)])
+    it = iter(nz_tangents_out)
+    return primals_out, [next(it) if nz else Zero(a.to_tangent_aval())
+                         for nz, a in safe_zip(out_nz, jaxpr.out_avals)]
+
+
+def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, num_res: int,
+                         policy: Callable) -> tuple[ClosedJaxpr, ClosedJaxpr, int]:
+    """Apply a saving policy to the split made by partial evaluation.
+
+    `jaxpr_known` computes the known outputs followed by `num_res` residuals; `jaxpr_unknown`
+    takes the residuals followed by the unknown inputs. A value may be saved if it is an input
+    (or const) of `jaxpr_known` or the output of an equation the policy accepts; the other
+    residuals are recomputed, from saved values, at the start of the new unknown jaxpr.
+    Returns (jaxpr_known, jaxpr_unknown, num_res) with the same calling convention.
+    """
+    jk = jaxpr_known.jaxpr
+    n_known_out = len(jk.outvars) - num_res
+    saved: list[Var] = [*jk.constvars, *jk.invars]
+    recomputed: list[JaxprEqn] = []
+    for eqn in jk.eqns:
+        if policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params):
+            saved.extend(eqn.outvars)
+        else:
+            recomputed.append(eqn)
+    old_res = jk.outvars[n_known_out:]
+    # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
+    recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
+    new_res = [v for v, u in safe_zip(saved, used) if u]
+    known = pe.dce_closed_jaxpr(
+        ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
+                          jk.eqns), jaxpr_known.consts))
+
+    def unknown_fun(*args):
+        res, unknown_args = split_list(args, [len(new_res)])
+        residuals = core.eval_jaxpr(recompute, [], *res)
+        return core.eval_jaxpr(jaxpr_unknown.jaxpr, jaxpr_unknown.consts, *residuals,
+                               *unknown_args)
+
+    in_avals = [v.aval for v in new_res] + jaxpr_unknown.in_avals[num_res:]
+    jaxpr_u, consts_u, _ = pe.trace_to_jaxpr_dynamic(unknown_fun, in_avals,
+                                                     purpose="rematerialization")
+    return known, ClosedJaxpr(jaxpr_u, consts_u), len(new_res)
+
+
+def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, differentiated,
+                        policy):
+    unknowns = [trace.is_own(x) for x in tracers]
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = pe.partial_eval_jaxpr_nounits(
+        _closed(jaxpr), unknowns)
+    jaxpr_known, jaxpr_unknown, num_res = _recompute_residuals(
+        jaxpr_known, jaxpr_unknown, num_res, policy or nothing_saveable)
+    known_args, unknown_args = partition_list(unknowns, tracers)
+    # The known part (the primal computation, plus any saved residuals) runs now, outside remat2.
+    with core.set_current_trace(trace.parent_trace):
+        known_outs = core.eval_jaxpr(jaxpr_known.jaxpr, jaxpr_known.consts, *known_args)
+    known_outs, residuals = split_list(known_outs, [len(known_outs) - num_res])
+    if not any(out_unknowns):
+        return known_outs
+    # The unknown part, recomputation included, is recorded as one remat2 equation.
+    unknown_jaxpr = pe.convert_constvars_jaxpr(jaxpr_unknown.jaxpr)
+    params = dict(jaxpr=unknown_jaxpr, prevent_cse=prevent_cse, differentiated=True,
+                  policy=policy)
+    unknown_outs = pe.DynamicJaxprTrace.process_primitive(
+        trace, remat_p, [*jaxpr_unknown.consts, *residuals, *unknown_args], params)
+    return merge_lists(out_unknowns, known_outs, unknown_outs)
+
+
+# JAX: jax/_src/ad_checkpoint.py transpose_jaxpr
+def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool]) -> ClosedJaxpr:
+    """A jaxpr mapping (non-linear inputs, output cotangents) to the cotangents of the linear
+    inputs. Its non-linear equations (the recomputation) are evaluated forward first, by
+    `ad.backward_pass`, so they end up in the transposed jaxpr."""
+    known_avals = [a for a, lin in safe_zip(closed.in_avals, linear) if not lin]
+    ct_avals = [a.to_tangent_aval() for a in closed.out_avals]
+
+    def transposed(*args):
+        known, cts = split_list(args, [len(known_avals)])
+        kit = iter(known)
+        primals_in = [ad.UndefinedPrimal(a) if lin else next(kit)
+                      for a, lin in safe_zip(closed.in_avals, linear)]
+        cts_in = ad.backward_pass(closed.jaxpr, closed.consts, primals_in, cts)
+        return [ad.instantiate_zeros(c) for c, lin in safe_zip(cts_in, linear) if lin]
+
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(transposed, known_avals + ct_avals,
+                                                 purpose="transpose")
+    return ClosedJaxpr(jaxpr, consts)
+
+
+def _remat_transpose(cts, *args, jaxpr, prevent_cse, differentiated, policy):
+    linear = [ad.is_undefined_primal(x) for x in args]
+    t_closed = transpose_jaxpr(_closed(jaxpr), linear)
+    known = [x for x, lin in safe_zip(args, linear) if not lin]
+    outs = iter(_bind_hoisted(t_closed, [*known, *map(ad.instantiate_zeros, cts)],
+                              prevent_cse=prevent_cse, differentiated=differentiated,
+                              policy=policy))
+    return [next(outs) if lin else None for lin in linear]
+
+
+def _remat_batch_rule(vals, dims, *, axis_size, jaxpr, prevent_cse, differentiated, policy):
+    b_closed, out_dims = batching.batch_jaxpr(_closed(jaxpr), dims, axis_size)
+    outs = _bind_hoisted(b_closed, vals, prevent_cse=prevent_cse,
+                         differentiated=differentiated, policy=policy)
+    return outs, out_dims
+
+
+def _remat_lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
+    if differentiated and prevent_cse and args:
+        # keep XLA from sharing the recomputation with the forward pass (JAX does the same)
+        args = list(mlir.hlo.OptimizationBarrierOp(list(args)).results)
+    return mlir.lower_jaxpr(jaxpr, [], args)
+
+
+def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
+    inner, used_inputs = pe.dce_jaxpr(eqn.params["jaxpr"], used_outputs)
+    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
+                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
+                       params=dict(eqn.params, jaxpr=inner))
+
+
+# JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)
+remat_p = core.Primitive("remat2")
+remat_p.multiple_results = True
+remat_p.eager_numpy = False
+remat_p.def_impl(_remat_impl)
+remat_p.def_abstract_eval(_remat_abstract_eval)
+ad.primitive_jvps[remat_p] = _remat_jvp
+pe.custom_partial_eval_rules[remat_p] = _remat_partial_eval
+ad.primitive_transposes[remat_p] = _remat_transpose
+batching.primitive_batchers[remat_p] = _remat_batch_rule
+mlir.register_lowering(remat_p, _remat_lowering)
+pe.dce_rules[remat_p] = _remat_dce_rule

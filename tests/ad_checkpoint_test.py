@@ -1,0 +1,181 @@
+"""Tests for minijax/ad_checkpoint.py: checkpoint / remat and its policies, against real JAX.
+
+Values and derivatives are compared with JAX's; the jaxprs are checked for *where* the work
+happens: with the default policy the backward `remat2[differentiated=True]` equation recomputes
+the primal (its body has `sin`), with `everything_saveable` it does not. Mirrors the remat tests
+of JAX's tests/api_test.py.
+"""
+
+import collections
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+from minijax import core
+from minijax.interpreters import partial_eval as pe
+from minijax.test_util import check_grads
+
+RNG = np.random.default_rng(1)
+X3 = RNG.standard_normal(3).astype(np.float32)
+W23 = RNG.standard_normal((2, 3)).astype(np.float32)
+
+
+def assert_same(got, want, rtol=2e-5, atol=2e-6):
+    g_leaves, _ = minijax.tree_util.tree_flatten(got)
+    w_leaves, _ = jax.tree_util.tree_flatten(want)
+    assert len(g_leaves) == len(w_leaves)
+    for g, w in zip(g_leaves, w_leaves):
+        assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
+        np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+                                   rtol=rtol, atol=atol)
+
+
+def check(program, *args):
+    got = program(minijax)(*args)
+    assert_same(got, program(jax)(*args))
+    return got
+
+
+def _sin2(J):
+    return lambda x: J.numpy.sin(J.numpy.sin(x))
+
+
+def _layer(J):
+    """tanh(W @ sin(x)), summed: a dot_general between two elementwise ops."""
+    jnp = J.numpy
+    return lambda x, w: jnp.tanh(jnp.dot(w, jnp.sin(x))).sum()
+
+
+POLICIES = {
+    "default": lambda J: None,
+    "nothing": lambda J: J.checkpoint_policies.nothing_saveable,
+    "everything": lambda J: J.checkpoint_policies.everything_saveable,
+    "dots": lambda J: J.checkpoint_policies.dots_saveable,
+    "dots_no_batch": lambda J: J.checkpoint_policies.dots_with_no_batch_dims_saveable,
+}
+
+
+def _remat_eqns(jaxpr, differentiated):
+    return [e for e in jaxpr.eqns if e.primitive.name == "remat2"
+            and e.params["differentiated"] == differentiated]
+
+
+def _prim_counts(jaxpr) -> collections.Counter:
+    return collections.Counter(e.primitive.name for e in jaxpr.eqns)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values and derivatives against JAX
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_grads_match_jax(policy):
+    def program(J):
+        f = J.checkpoint(_layer(J), policy=POLICIES[policy](J))
+        return lambda x, w: (f(x, w), J.grad(f, (0, 1))(x, w))
+    check(program, X3, W23)
+
+
+@pytest.mark.parametrize("name,program", [
+    ("jvp", lambda J: lambda x: J.jvp(J.checkpoint(_sin2(J)), (x,), (x,))),
+    ("linearize", lambda J: lambda x: J.linearize(J.checkpoint(_sin2(J)), x)[1](x * 2)),
+    ("vmap", lambda J: J.vmap(J.checkpoint(_sin2(J)))),
+    ("vmap_of_grad", lambda J: J.vmap(J.grad(J.checkpoint(_sin2(J))))),
+    ("grad_of_vmap", lambda J: J.grad(lambda x: J.vmap(J.checkpoint(_sin2(J)))(x).sum())),
+    ("jit_of_grad", lambda J: J.jit(J.grad(lambda x: J.checkpoint(_sin2(J))(x).sum()))),
+    ("grad_of_jit", lambda J: J.grad(lambda x: J.jit(J.checkpoint(_sin2(J)))(x).sum())),
+    ("grad_of_grad", lambda J: J.vmap(J.grad(J.grad(J.checkpoint(_sin2(J)))))),
+    ("nested", lambda J: J.grad(lambda x: J.checkpoint(
+        lambda y: J.checkpoint(_sin2(J))(y) * 2.0)(x).sum())),
+    ("remat_alias", lambda J: J.grad(lambda x: J.remat(_sin2(J))(x).sum())),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_compositions_match_jax(name, program):
+    check(program, X3)
+
+
+def test_pytrees_kwargs_and_static_argnums():
+    def program(J):
+        jnp = J.numpy
+
+        def f(d, n, scale=1.0):
+            return {"out": jnp.sin(d["a"]) ** n * d["b"] * scale}
+
+        g = J.checkpoint(f, static_argnums=(1,))
+        return lambda a, b: J.grad(lambda d: g(d, 3, scale=2.0)["out"].sum())(
+            {"a": a, "b": b})
+    check(program, X3, X3 + 1)
+
+
+def test_check_grads_order_2():
+    f = minijax.checkpoint(lambda x, w: minijax.numpy.tanh(w @ minijax.numpy.sin(x)))
+    check_grads(f, (X3, W23), order=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# The jaxprs: what is saved, what is recomputed
+# ---------------------------------------------------------------------------------------------
+
+def test_jaxpr_of_checkpoint_matches_jax():
+    want = str(jax.make_jaxpr(jax.checkpoint(jax.numpy.sin))(1.0))
+    got = str(minijax.make_jaxpr(minijax.checkpoint(minijax.numpy.sin))(1.0))
+    assert got == want
+
+
+@pytest.mark.parametrize("J", [jax, minijax], ids=["jax", "minijax"])
+def test_grad_recomputes_in_the_backward_pass(J):
+    jaxpr = J.make_jaxpr(J.grad(J.checkpoint(_sin2(J))))(1.0).jaxpr
+    (bwd,) = _remat_eqns(jaxpr, differentiated=True)
+    body = _prim_counts(bwd.params["jaxpr"])
+    assert body["sin"] == 1 and body["cos"] == 2  # sin x recomputed; both cosines too
+    assert _prim_counts(jaxpr)["sin"] == 2  # the forward pass, outside the remat2
+
+
+@pytest.mark.parametrize("J", [jax, minijax], ids=["jax", "minijax"])
+def test_everything_saveable_saves_the_residuals(J):
+    f = J.checkpoint(_sin2(J), policy=J.checkpoint_policies.everything_saveable)
+    jaxpr = J.make_jaxpr(J.grad(f))(1.0).jaxpr
+    (bwd,) = _remat_eqns(jaxpr, differentiated=True)
+    body = _prim_counts(bwd.params["jaxpr"])
+    assert body["sin"] == 0 and body["cos"] == 0 and body["mul"] == 2
+    assert len(bwd.invars) == 3  # two saved cosines and the output cotangent
+
+
+@pytest.mark.parametrize("policy", ["default", "everything", "dots"])
+def test_backward_body_counts_match_jax(policy):
+    def counts(J):
+        f = J.checkpoint(_layer(J), policy=POLICIES[policy](J))
+        jaxpr = J.make_jaxpr(J.grad(f, (0, 1)))(X3, W23).jaxpr
+        (bwd,) = _remat_eqns(jaxpr, differentiated=True)
+        c = _prim_counts(bwd.params["jaxpr"])
+        return {p: c[p] for p in ("sin", "cos", "tanh", "dot_general")}
+    assert counts(minijax) == counts(jax)
+
+
+def test_check_jaxpr_after_transformations():
+    f = minijax.checkpoint(_layer(minijax))
+    xs = np.stack([X3, 2 * X3])
+    for fun, args in [(f, (X3, W23)), (minijax.grad(f, (0, 1)), (X3, W23)),
+                      (minijax.vmap(f, (0, None)), (xs, W23)),
+                      (minijax.vmap(minijax.grad(f), (0, None)), (xs, W23)),
+                      (lambda x, w: minijax.jvp(f, (x, w), (x, w)), (X3, W23))]:
+        core.check_jaxpr(minijax.make_jaxpr(fun)(*args).jaxpr)
+
+
+def test_dce_drops_unused_outputs_and_inputs():
+    jnp = minijax.numpy
+    f = minijax.checkpoint(lambda x, y: (jnp.sin(x), jnp.cos(y)))
+    closed = minijax.make_jaxpr(f)(X3, X3)
+    jaxpr, used_inputs = pe.dce_jaxpr(closed.jaxpr, [True, False])
+    (eqn,) = jaxpr.eqns
+    assert used_inputs == [True, False] and len(eqn.invars) == 1 and len(eqn.outvars) == 1
+    assert _prim_counts(eqn.params["jaxpr"]) == {"sin": 1}
+
+
+def test_errors_match_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.checkpoint(jax.numpy.sin, prevent_cse=3)
+        with pytest.raises(ValueError):
+            J.checkpoint(lambda x, n: x * n, static_argnums=(2,))(1.0, 2)
