@@ -839,7 +839,8 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
     if not isinstance(x, core.Tracer):
         aval = core.get_aval(x)
-        if aval.dtype == new_dtype and aval.weak_type == weak_type and not dtypes.is_python_scalar(x):
+        if (aval.dtype == new_dtype and aval.weak_type == weak_type
+                and not dtypes.is_python_scalar(x)):
             return x
         val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
                                          weak_type=weak_type)

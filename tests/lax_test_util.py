@@ -1,0 +1,311 @@
+"""The table of lax operations that lax_test, lax_autodiff_test and lax_vmap_test share.
+
+Each `Case` is one program written against a module alias (`fun(J, *args)` run with `J=jax` and
+`J=minijax`), the shapes/dtypes/domains of its array arguments, and which primitive it exercises.
+Mirrors jax/_src/internal_test_util/lax_test_util.py (JAX's shared op records). Not a test file.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from minijax import ad_util, dtypes
+
+F32, F16 = np.dtype(np.float32), np.dtype(np.float16)
+I32, I8, BOOL = np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.bool_)
+
+
+def rand(rng: np.random.RandomState, shape, dtype, domain: str = "any") -> np.ndarray:
+    """A random numpy array. Domains: any, pos (0.5..2), gt-1 (-0.5..2), nonzero (|x| >= 0.5),
+    small (|x| < 0.4), idx3 (ints 0..2), big (ints -100..99)."""
+    shape, dtype = tuple(shape), np.dtype(dtype)
+    if dtype == BOOL:
+        return np.asarray(rng.rand(*shape) < 0.5)
+    if dtype.kind in "iu":
+        lo, hi = {"pos": (1, 6), "idx3": (0, 3), "big": (-100, 100)}.get(domain, (-5, 6))
+        x = rng.randint(lo, hi, size=shape)
+        if domain == "nonzero":
+            x = np.where(x == 0, 3, x)
+        return np.asarray(x, dtype)
+    if domain == "pos":
+        x = rng.uniform(0.5, 2.0, shape)
+    elif domain == "small":
+        x = rng.uniform(-0.4, 0.4, shape)
+    elif domain == "gt-1":
+        x = rng.uniform(-0.5, 2.0, shape)
+    elif domain == "nonzero":
+        x = rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    else:
+        x = rng.randn(*shape)
+    return np.asarray(x, dtype)
+
+
+class Case:
+    """One lax program. `specs`: per argument (shape, dtype, domain). `diff`: the argnums to
+    differentiate (default: the float ones; empty for non-differentiable primitives)."""
+
+    def __init__(self, name: str, prim: str, fun, specs, diff=None, linear: bool = False,
+                 tol: float | None = None, make_args=None):
+        self.name, self.prim, self.fun, self.specs = name, prim, fun, list(specs)
+        self.diff = tuple(i for i, s in enumerate(self.specs) if np.dtype(s[1]).kind == "f"
+                          ) if diff is None else tuple(diff)
+        self.linear, self.tol, self._make_args = linear, tol, make_args
+
+    def args(self, rng: np.random.RandomState) -> list[np.ndarray]:
+        if self._make_args is not None:
+            return self._make_args(rng)
+        return [rand(rng, s, d, dom) for s, d, dom in self.specs]
+
+    def __call__(self, J, *args):
+        return self.fun(J, *args)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def lax_fn(name: str, **params):
+    """`fun(J, *args)` calling `J.lax.<name>(*args, **params)`."""
+    def fun(J, *args):
+        return getattr(J.lax, name)(*args, **params)
+    fun.__name__ = name
+    return fun
+
+
+def add_any(J, x, y):
+    # minijax exposes JAX's add_jaxvals_p as ad_util.add_jaxvals_p; JAX's reference is lax.add.
+    if J.__name__ == "jax":
+        return J.lax.add(x, y)
+    return ad_util.add_jaxvals_p.bind(x, y)
+
+
+S = (2, 3)
+
+# (lax name, primitive name, float domain, differentiable)
+UNARY_FLOAT = [
+    ("sin", "sin", "any", True), ("cos", "cos", "any", True), ("exp", "exp", "any", True),
+    ("log", "log", "pos", True), ("log1p", "log1p", "gt-1", True),
+    ("tanh", "tanh", "any", True), ("logistic", "logistic", "any", True),
+    ("sqrt", "sqrt", "pos", True), ("rsqrt", "rsqrt", "pos", True),
+    ("floor", "floor", "any", True), ("neg", "neg", "any", True), ("abs", "abs", "any", True),
+    ("sign", "sign", "any", True), ("stop_gradient", "stop_gradient", "any", False),
+]
+UNARY_INT = [("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("bitwise_not", "not")]
+
+# (lax name, primitive name, lhs domain, rhs domain, differentiable)
+BINARY_FLOAT = [
+    ("add", "add", "any", "any", True), ("sub", "sub", "any", "any", True),
+    ("mul", "mul", "any", "any", True), ("div", "div", "any", "nonzero", True),
+    ("rem", "rem", "any", "nonzero", True), ("pow", "pow", "pos", "any", True),
+    ("max", "max", "any", "any", True), ("min", "min", "any", "any", True),
+]
+BINARY_INT = ["add", "sub", "mul", "div", "rem", "max", "min"]
+COMPARE = ["eq", "ne", "lt", "le", "gt", "ge"]
+BITWISE = [("bitwise_and", "and"), ("bitwise_or", "or")]
+
+# lax's implicit broadcasting: equal shapes, a rank-0 operand, or size-1 dimensions
+BROADCAST_SHAPES = [(S, S), ((), S), (S, ()), ((1, 3), (2, 1)), (S, (1, 3))]
+
+
+def _rem_args(rng):
+    # keep x / y away from integers, where rem's derivative in y jumps
+    y = rand(rng, S, F32, "nonzero")
+    q = rng.uniform(0.2, 0.8, S) + rng.randint(-2, 3, S)
+    return [np.asarray(q * y, F32), y]
+
+
+def _unary_cases() -> list[Case]:
+    cases = []
+    for name, prim, dom, d in UNARY_FLOAT:
+        for shape in [S, ()]:
+            cases.append(Case(f"{name}_f32{list(shape)}", prim, lax_fn(name),
+                              [(shape, F32, dom)], diff=None if d else (),
+                              linear=name == "neg"))
+    for name, prim in UNARY_INT:
+        cases.append(Case(f"{name}_i32", prim, lax_fn(name), [(S, I32, "any")]))
+    cases.append(Case("bitwise_not_bool", "not", lax_fn("bitwise_not"), [(S, BOOL, "any")]))
+    for y in [-2, 0, 1, 2, 3]:
+        cases.append(Case(f"integer_pow_f32_{y}", "integer_pow", lax_fn("integer_pow", y=y),
+                          [(S, F32, "nonzero" if y < 0 else "any")]))
+    for y in [0, 3]:
+        cases.append(Case(f"integer_pow_i32_{y}", "integer_pow", lax_fn("integer_pow", y=y),
+                          [(S, I32, "any")]))
+    return cases
+
+
+def _binary_cases() -> list[Case]:
+    cases = []
+    for name, prim, dx, dy, d in BINARY_FLOAT:
+        for sx, sy in BROADCAST_SHAPES:
+            # rem: |x / y| < 1 when broadcasting, away from the jumps of rem in y
+            dxx = "small" if name == "rem" and sx != sy else dx
+            cases.append(Case(f"{name}_f32{list(sx)}{list(sy)}", prim, lax_fn(name),
+                              [(sx, F32, dxx), (sy, F32, dy)], diff=None if d else (),
+                              linear=name in ("add", "sub"),
+                              make_args=_rem_args if (name == "rem" and sx == sy) else None))
+    for name in BINARY_INT:
+        cases.append(Case(f"{name}_i32", name, lax_fn(name),
+                          [(S, I32, "any"), (S, I32, "nonzero" if name in ("div", "rem")
+                                                else "any")]))
+    for name in COMPARE:
+        cases.append(Case(f"{name}_f32", name, lax_fn(name), [(S, F32, "any"), ((), F32, "any")]))
+        cases.append(Case(f"{name}_i32", name, lax_fn(name), [((1, 3), I32, "any"),
+                                                             (S, I32, "any")]))
+    for name in ["eq", "ne", "lt", "max", "min"]:
+        cases.append(Case(f"{name}_bool", name, lax_fn(name), [(S, BOOL, "any"), (S, BOOL, "")]))
+    for name, prim in BITWISE:
+        cases.append(Case(f"{name}_i32", prim, lax_fn(name), [(S, I32, "any"), (S, I32, "")]))
+        cases.append(Case(f"{name}_bool", prim, lax_fn(name), [(S, BOOL, "any"), ((), BOOL, "")]))
+    cases.append(Case("add_any", "add_any", add_any, [(S, F32, "any"), (S, F32, "any")],
+                      linear=True))
+    return cases
+
+
+def _select_n(J, which, *cases):
+    return J.lax.select_n(which, *cases)
+
+
+def _structural_cases() -> list[Case]:
+    c = []
+    c.append(Case("select_n_bool", "select_n", _select_n,
+                  [(S, BOOL, ""), (S, F32, "any"), (S, F32, "any")], linear=True))
+    c.append(Case("select_n_bool_scalar", "select_n", _select_n,
+                  [((), BOOL, ""), (S, F32, "any"), (S, F32, "any")], linear=True))
+    c.append(Case("select_n_int_scalar", "select_n", _select_n,
+                  [((), I32, "idx3"), (S, F32, "any"), (S, F32, "any"), (S, F32, "any")],
+                  linear=True))
+    c.append(Case("select_n_int3", "select_n", _select_n,
+                  [(S, I32, "idx3"), (S, F32, "any"), (S, F32, "any"), (S, F32, "any")],
+                  linear=True))
+    conv = lambda dt: (lambda J, x: J.lax.convert_element_type(x, dt))
+    c.append(Case("convert_f32_i32", "convert_element_type", conv(np.int32),
+                  [(S, F32, "nonzero")], diff=()))
+    c.append(Case("convert_i32_f32", "convert_element_type", conv(np.float32), [(S, I32, "")]))
+    c.append(Case("convert_f32_bool", "convert_element_type", conv(np.bool_),
+                  [(S, F32, "any")], diff=()))
+    c.append(Case("convert_bool_f32", "convert_element_type", conv(np.float32), [(S, BOOL, "")]))
+    c.append(Case("convert_i32_bool", "convert_element_type", conv(np.bool_), [(S, I32, "idx3")]))
+    c.append(Case("convert_f16_f32", "convert_element_type", conv(np.float32),
+                  [(S, F16, "any")], linear=True))
+    c.append(Case("convert_f32_f16", "convert_element_type", conv(np.float16),
+                  [(S, F32, "any")], linear=True, tol=1e-3))
+    c.append(Case("convert_f32_bf16", "convert_element_type", conv(dtypes.bfloat16),
+                  [(S, F32, "any")], linear=True, tol=1e-2))
+    bid = lambda shape, dims: (lambda J, x: J.lax.broadcast_in_dim(x, shape, dims))
+    c.append(Case("broadcast_in_dim_row", "broadcast_in_dim", bid((2, 3), (1,)),
+                  [((3,), F32, "any")], linear=True))
+    c.append(Case("broadcast_in_dim_size1", "broadcast_in_dim", bid((2, 4, 3), (0, 2)),
+                  [((1, 3), F32, "any")], linear=True))
+    c.append(Case("broadcast_in_dim_scalar", "broadcast_in_dim", bid((2, 3), ()),
+                  [((), F32, "any")], linear=True))
+    c.append(Case("reshape", "reshape", lambda J, x: J.lax.reshape(x, (3, 2)),
+                  [(S, F32, "any")], linear=True))
+    c.append(Case("reshape_flat", "reshape", lambda J, x: J.lax.reshape(x, (6, 1)),
+                  [((3, 2), F32, "any")], linear=True))
+    c.append(Case("reshape_dimensions", "reshape",
+                  lambda J, x: J.lax.reshape(x, (6,), dimensions=(1, 0)),
+                  [((3, 2), F32, "any")], linear=True))
+    c.append(Case("transpose", "transpose", lambda J, x: J.lax.transpose(x, (2, 0, 1)),
+                  [((2, 3, 4), F32, "any")], linear=True))
+    c.append(Case("squeeze", "squeeze", lambda J, x: J.lax.squeeze(x, (1, -1)),
+                  [((2, 1, 3, 1), F32, "any")], linear=True))
+    c.append(Case("squeeze_all", "squeeze", lambda J, x: J.lax.squeeze(x, (0,)),
+                  [((1,), F32, "any")], linear=True))
+    for axes in [(1,), (0, 2), (), (0, 1, 2)]:
+        c.append(Case(f"reduce_sum{list(axes)}", "reduce_sum",
+                      lambda J, x, axes=axes: J.lax.reduce_sum(x, axes),
+                      [((2, 3, 4), F32, "any")], linear=True))
+    for name in ["reduce_max", "reduce_min"]:
+        for axes in [(1,), (0, 2)]:
+            c.append(Case(f"{name}{list(axes)}", name,
+                          lambda J, x, n=name, axes=axes: getattr(J.lax, n)(x, axes),
+                          [((2, 3, 4), F32, "any")]))
+        c.append(Case(f"{name}_i32", name, lambda J, x, n=name: getattr(J.lax, n)(x, (0,)),
+                      [((4, 3), I32, "any")]))
+    for name in ["reduce_max", "reduce_min"]:
+        c.append(Case(f"{name}_bool", name, lambda J, x, n=name: getattr(J.lax, n)(x, (1,)),
+                      [((4, 3), BOOL, "")]))
+    c.append(Case("reduce_sum_i32", "reduce_sum", lambda J, x: J.lax.reduce_sum(x, (1,)),
+                  [((4, 3), I32, "any")]))
+    for name in ["argmax", "argmin"]:
+        for axis in [0, 1]:
+            c.append(Case(f"{name}_axis{axis}", name,
+                          lambda J, x, n=name, a=axis: getattr(J.lax, n)(x, a, np.int32),
+                          [((3, 4), F32, "any")]))
+        c.append(Case(f"{name}_i32", name,
+                      lambda J, x, n=name: getattr(J.lax, n)(x, 1, np.int32),
+                      [((3, 4), I32, "idx3")]))
+    dg = lambda dn, **kw: (lambda J, x, y: J.lax.dot_general(x, y, dn, **kw))
+    c.append(Case("dot_general_matmul", "dot_general", dg((((1,), (0,)), ((), ()))),
+                  [((2, 3), F32, "any"), ((3, 4), F32, "any")]))
+    c.append(Case("dot_general_vdot", "dot_general", dg((((0,), (0,)), ((), ()))),
+                  [((3,), F32, "any"), ((3,), F32, "any")]))
+    c.append(Case("dot_general_outer", "dot_general", dg((((), ()), ((), ()))),
+                  [((2,), F32, "any"), ((3,), F32, "any")]))
+    c.append(Case("dot_general_batch", "dot_general", dg((((2,), (1,)), ((0,), (0,)))),
+                  [((2, 3, 4), F32, "any"), ((2, 4, 5), F32, "any")]))
+    c.append(Case("dot_general_batch_mid", "dot_general", dg((((2,), (0,)), ((1,), (1,)))),
+                  [((3, 2, 4), F32, "any"), ((4, 2, 5), F32, "any")]))
+    c.append(Case("dot_general_two_contract", "dot_general",
+                  dg((((0, 2), (1, 0)), ((), ()))),
+                  [((3, 2, 4), F32, "any"), ((4, 3, 5), F32, "any")]))
+    c.append(Case("dot_general_i32", "dot_general", dg((((1,), (0,)), ((), ()))),
+                  [((2, 3), I32, "any"), ((3, 4), I32, "any")]))
+    c.append(Case("dot_general_i8_to_i32", "dot_general",
+                  dg((((1,), (0,)), ((), ())), preferred_element_type=np.int32),
+                  [((4, 8), I8, "big"), ((8, 3), I8, "big")]))
+    c.append(Case("iota", "iota", lambda J: J.lax.iota(np.int32, 5), []))
+    c.append(Case("broadcasted_iota", "iota",
+                  lambda J: J.lax.broadcasted_iota(np.float32, (2, 3), 1), []))
+    sl = lambda *a: (lambda J, x: J.lax.slice(x, *a))
+    c.append(Case("slice", "slice", sl((1, 0), (4, 6)), [((5, 6), F32, "any")], linear=True))
+    c.append(Case("slice_strided", "slice", sl((1, 0), (5, 6), (2, 4)),
+                  [((5, 6), F32, "any")], linear=True))
+    c.append(Case("slice_strided_1d", "slice", sl((0,), (5,), (2,)),
+                  [((5,), F32, "any")], linear=True))
+    c.append(Case("slice_empty", "slice", sl((2, 1), (2, 3)), [((5, 6), F32, "any")],
+                  linear=True))
+    cat = lambda dim: (lambda J, *xs: J.lax.concatenate(xs, dim))
+    c.append(Case("concatenate_0", "concatenate", cat(0),
+                  [((2, 3), F32, "any"), ((4, 3), F32, "any")], linear=True))
+    c.append(Case("concatenate_1", "concatenate", cat(1),
+                  [((2, 1), F32, "any"), (S, F32, "any"), ((2, 2), F32, "any")], linear=True))
+    pad = lambda cfg: (lambda J, x, pv: J.lax.pad(x, pv, cfg))
+    c.append(Case("pad", "pad", pad(((1, 2, 0), (0, 0, 1))),
+                  [((3, 4), F32, "any"), ((), F32, "any")], linear=True))
+    c.append(Case("pad_negative", "pad", pad(((-1, 1, 0), (2, -2, 1))),
+                  [((3, 4), F32, "any"), ((), F32, "any")], linear=True))
+    c.append(Case("pad_interior_crop", "pad", pad(((0, 0, 2), (-1, -1, 0))),
+                  [((3, 4), F32, "any"), ((), F32, "any")], linear=True))
+    for dims in [(0,), (0, 1), ()]:
+        c.append(Case(f"rev{list(dims)}", "rev", lambda J, x, d=dims: J.lax.rev(x, d),
+                      [((3, 4), F32, "any")], linear=True))
+    return c
+
+
+UNARY_CASES = _unary_cases()
+BINARY_CASES = _binary_cases()
+STRUCTURAL_CASES = _structural_cases()
+ALL_CASES = UNARY_CASES + BINARY_CASES + STRUCTURAL_CASES
+
+# Primitives that are linear in (some of) their operands and carry a transpose rule.
+LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
+                "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
+                "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
+                "jit"}
+
+
+def is_differentiable(case: Case) -> bool:
+    return bool(case.diff) and case.prim not in ("iota",)
+
+
+def assert_close(got, want, name: str = "", tol: float | None = None) -> None:
+    """Same shape and dtype; floats to a relative tolerance, everything else exactly."""
+    got_np, want_np = np.asarray(got), np.asarray(want)
+    assert got_np.shape == want_np.shape, f"{name}: shape {got_np.shape} != {want_np.shape}"
+    assert got_np.dtype == want_np.dtype, f"{name}: dtype {got_np.dtype} != {want_np.dtype}"
+    if got_np.dtype.kind in "fc" or got_np.dtype == dtypes.bfloat16:
+        tol = tol or (1e-2 if got_np.dtype.itemsize <= 2 else 2e-5)
+        np.testing.assert_allclose(got_np.astype(np.float64), want_np.astype(np.float64),
+                                   rtol=tol, atol=tol, equal_nan=True, err_msg=name)
+    else:
+        np.testing.assert_array_equal(got_np, want_np, err_msg=name)
