@@ -31,7 +31,7 @@ def update(path: Path) -> int:
 
     def repl(m):
         nonlocal changed
-        code = m.group(1).rsplit("```python\n", 1)[1].rsplit("```", 1)[0].strip()
+        code = m.group(1).rsplit("```python\n", 1)[1].split("\n```", 1)[0].strip()
         new = outputs.get(code)
         if new is None or new.strip() == m.group(2).strip():
             return m.group(0)
