@@ -18,6 +18,7 @@ if "jax" not in __import__("sys").modules:
 TOPICS = [
     "core",
     "mnist_mlp",
+    "numpy_cnn",
     "jit",
     "control_flow",
     "placement",

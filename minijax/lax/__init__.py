@@ -12,6 +12,14 @@ from minijax.lax.slicing import (  # noqa: F401
     dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
     dynamic_update_slice, dynamic_update_slice_in_dim,
 )
+from minijax.lax.slicing import (  # noqa: F401
+    GatherDimensionNumbers, ScatterDimensionNumbers, gather, scatter, scatter_add, scatter_max,
+    scatter_min, scatter_mul,
+)
+from minijax.lax.convolution import (  # noqa: F401
+    ConvDimensionNumbers, conv_dimension_numbers, conv_general_dilated, padtype_to_pads,
+)
+from minijax.lax.windowed_reductions import reduce_window  # noqa: F401
 from minijax.lax.lax import (  # noqa: F401
     bitcast_convert_type, bitwise_xor, cumsum, nextafter, shift_left, shift_right_arithmetic,
     shift_right_logical, sort, sort_key_val,

@@ -1,0 +1,380 @@
+"""`lax.cond` and `lax.switch`: the `cond` primitive, which holds one jaxpr per branch.
+
+Python's `if` cannot branch on a traced value (it needs a bool *now*), so data-dependent
+branching is a primitive: both branches are traced to jaxprs, and `cond_p` picks one at run
+time from an int32 index. Every rule transforms the branch jaxprs and binds `cond_p` again,
+as jit_p's rules do with its one jaxpr (minijax/pjit.py); under `vmap` with a batched
+predicate the cond becomes a `select_n` of all branches' results.
+Mirrors jax/_src/lax/control_flow/conditionals.py. Taught in chapters/08-control-flow.md.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.ad_util import Zero
+from minijax.core import ClosedJaxpr, ShapedArray, Var
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.interpreters.batching import not_mapped
+from minijax.lax import lax
+from minijax.lax.control_flow.common import (
+    _as_array, _avals_short, _batch_jaxpr, _check_branch_outputs, _eval_closed,
+    _initial_style_jaxpr, _is_zero, _jaxpr_forwarding, _merge_common_consts, _prune_outputs,
+    _trace_closed, _typematch_all, _with_invars)
+from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import merge_lists, safe_zip, split_list
+
+_no_operand_sentinel = object()
+
+# ---------------------------------------------------------------------------------------------
+# The user-facing functions
+# ---------------------------------------------------------------------------------------------
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py switch
+def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_sentinel):
+    """Apply `branches[index](*operands)`; `index` is clamped to `[0, len(branches) - 1]`.
+
+    Args:
+      index: an integer scalar (i32[] or any int dtype; traced values are fine).
+      branches: functions of `operands` returning the same pytree of the same types.
+      operands: pytrees of arrays passed to the chosen branch.
+    Returns: the chosen branch's output. All branches are traced (to jaxprs).
+    Raises: TypeError for a non-scalar or non-integer index, non-callable branches, or branch
+      outputs of different structure or types; ValueError for an empty list of branches.
+    """
+    if not all(callable(b) for b in branches):
+        raise TypeError("lax.switch: branches argument should be a sequence of callables.")
+    if operand is not _no_operand_sentinel:
+        if operands:
+            raise TypeError("if 'operand' keyword is passed then no positional operands can "
+                            f"be passed, got operand={operand} and positional operands "
+                            f"{operands}")
+        operands = (operand,)
+    aval = core.get_aval(index)
+    if aval.shape != ():
+        raise TypeError(f"Branch index must be scalar, got {index} of shape {aval.shape}.")
+    if aval.dtype.kind not in "iu":
+        raise TypeError(f"Index type must be an integer, got {index} as {aval.dtype}")
+    branches = tuple(branches)
+    if not branches:
+        raise ValueError("Empty branch sequence")
+    if len(branches) == 1:
+        return branches[0](*operands)
+    index = lax.convert_element_type(index, np.int32)
+    index = lax.max(np.array(0, np.int32), lax.min(index, np.array(len(branches) - 1,
+                                                                    np.int32)))
+    names = [f"branch {i}" for i in range(len(branches))]
+    return _cond_internal("switch", index, branches, names, operands)
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py cond
+def cond(pred, true_fun: Callable, false_fun: Callable, *operands,
+         operand=_no_operand_sentinel):
+    """`true_fun(*operands)` if `pred` else `false_fun(*operands)`, as one primitive.
+
+    Args:
+      pred: a boolean (or number, compared with 0) scalar; may be traced.
+      true_fun, false_fun: functions of `operands` returning the same pytree of the same types.
+      operands: pytrees of arrays passed to the branch.
+    Returns: the taken branch's output. Both branches are traced; under `vmap` with a batched
+      `pred` both run and the results are selected elementwise.
+    Raises: TypeError if `pred` is not a scalar bool/number, a branch is not callable, or the
+      branches' outputs differ in pytree structure or types (the message names both types).
+    """
+    if not (callable(true_fun) and callable(false_fun)):
+        raise TypeError("lax.cond: true_fun and false_fun arguments should be callable.")
+    if operand is not _no_operand_sentinel:
+        if operands:
+            raise TypeError("if 'operand' keyword is passed then no positional operands can "
+                            f"be passed, got operand={operand} and positional operands "
+                            f"{operands}")
+        operands = (operand,)
+    if pred is None:
+        raise TypeError("cond predicate is None")
+    if isinstance(pred, (list, tuple)):
+        raise TypeError(f"Pred must be a scalar, got {pred} of type {type(pred)}")
+    aval = core.get_aval(pred)
+    if aval.shape != ():
+        raise TypeError(f"Pred must be a scalar, got {pred} of shape {aval.shape}.")
+    if aval.dtype.kind != "b":
+        if aval.dtype.kind not in "iuf":
+            raise TypeError(f"Pred type must be either boolean or number, got {aval.dtype}.")
+        pred = lax.ne(pred, np.zeros((), aval.dtype))
+    index = lax.convert_element_type(pred, np.int32)
+    return _cond_internal("cond", index, (false_fun, true_fun), ["false_fun", "true_fun"],
+                          operands)
+
+
+def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequence[str],
+                   operands: tuple):
+    ops_flat, in_tree = tree_flatten(operands)
+    avals = [core.get_aval(x) for x in ops_flat]
+    jaxprs, all_consts, out_trees = [], [], []
+    for f in funs:
+        box = []
+
+        def flat_fun(*leaves, f=f, box=box):
+            out_flat, out_tree = tree_flatten(f(*tree_unflatten(in_tree, leaves)))
+            box.append(out_tree)
+            return out_flat
+
+        jaxpr, consts = _initial_style_jaxpr(flat_fun, avals, getattr(f, "__name__", "branch"))
+        jaxprs.append(jaxpr)
+        all_consts.append(consts)
+        out_trees.append(box[0])
+    # cond's branches come as (false_fun, true_fun); JAX reports true_fun as the first.
+    order = range(len(funs)) if api_name == "switch" else [1, 0]
+    first = order[0]
+    for i in order[1:]:
+        _check_branch_outputs(api_name, names[first], names[i], out_trees[first],
+                              jaxprs[first].out_avals, out_trees[i], jaxprs[i].out_avals)
+    branches, consts = _merge_common_consts(jaxprs, all_consts)
+    # An output that every branch returns unchanged from the same input needs no cond.
+    fwds = [_jaxpr_forwarding(b.jaxpr) for b in branches]
+    in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*fwds)]
+    keep = [f is None for f in in_fwd]
+    branches = [_prune_outputs(b, keep) for b in branches]
+    outs = iter(cond_p.bind(index, *consts, *ops_flat, branches=tuple(branches)))
+    all_inputs = [*consts, *ops_flat]
+    out = [next(outs) if f is None else _as_array(all_inputs[f], core.get_aval(all_inputs[f]))
+           for f in in_fwd]
+    return tree_unflatten(out_trees[0], out)
+
+
+# ---------------------------------------------------------------------------------------------
+# cond_p and its rules
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/lax/control_flow/conditionals.py cond_p — differs: impl evaluates one branch
+def _cond_impl(index, *args, branches: tuple[ClosedJaxpr, ...]):
+    i = int(np.clip(core.to_numpy(index), 0, len(branches) - 1))
+    with core.set_current_trace(core.eval_trace):
+        outs = _eval_closed(branches[i], *args)
+    return [_as_array(o, a) for o, a in safe_zip(outs, branches[0].out_avals)]
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_abstract_eval
+def _cond_abstract_eval(index: ShapedArray, *avals: ShapedArray, branches):
+    if index.shape != () or index.dtype != np.int32:
+        raise TypeError(f"cond: the branch index must be an i32[] scalar, got "
+                        f"{index.str_short()}")
+    for i, b in enumerate(branches):
+        if not _typematch_all(b.in_avals, avals):
+            raise TypeError(f"cond: branch {i} takes ({_avals_short(b.in_avals)}) but is "
+                            f"called with operands ({_avals_short(avals)})")
+        out0 = branches[0].out_avals
+        if not _typematch_all(b.out_avals, out0):
+            raise TypeError(f"cond: branch 0 returns ({_avals_short(out0)}) but branch {i} "
+                            f"returns ({_avals_short(b.out_avals)})")
+    return branches[0].out_avals
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_jvp
+def _cond_jvp(primals, tangents, *, branches):
+    index, *ops = primals
+    _, *ops_dot = tangents
+    ops_nz = [not _is_zero(t) for t in ops_dot]
+    branches_out_nz = [ad.jvp_jaxpr(b, ops_nz, instantiate=False)[1] for b in branches]
+    out_nz = [any(nz) for nz in zip(*branches_out_nz)]
+    branches_jvp = tuple(ad.jvp_jaxpr(b, ops_nz, instantiate=out_nz)[0] for b in branches)
+    nz_dots = [t for t, nz in safe_zip(ops_dot, ops_nz) if nz]
+    out = cond_p.bind(index, *ops, *nz_dots, branches=branches_jvp)
+    out_primals, out_tangents = split_list(out, [len(out_nz)])
+    it = iter(out_tangents)
+    return out_primals, [next(it) if nz else Zero.from_primal_value(p)
+                         for p, nz in safe_zip(out_primals, out_nz)]
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _merge_branch_residuals
+def _merge_branch_residuals(branch_res_avals: Sequence[Sequence[ShapedArray]]
+                            ) -> tuple[list[ShapedArray], list[list[int]]]:
+    """One list of residual slots for all branches: slots of equal type are shared between
+    branches (only one branch runs). Returns (slot avals, for each branch its slot indices)."""
+    def tag(avals):  # the k-th residual of a type in a branch gets the tag (type, k)
+        seen: dict[ShapedArray, int] = {}
+        out = []
+        for a in avals:
+            out.append((a, seen.get(a, 0)))
+            seen[a] = seen.get(a, 0) + 1
+        return out
+
+    tagged = [tag(avals) for avals in branch_res_avals]
+    slots = list(dict.fromkeys(t for ts in tagged for t in ts))
+    where = {t: i for i, t in enumerate(slots)}
+    return [a for a, _ in slots], [[where[t] for t in ts] for ts in tagged]
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _join_cond_outputs
+def _join_cond_outputs(jaxprs: Sequence[ClosedJaxpr], all_res_avals: Sequence[ShapedArray],
+                       res_indices: Sequence[list[int]], num_non_res: int) -> tuple:
+    """Make every known branch return all residual slots (zeros in those it does not fill)."""
+    def augment(jaxpr, indices):
+        def f(*args):
+            outs, res = split_list(_eval_closed(jaxpr, *args), [num_non_res])
+            slots = dict(safe_zip(indices, res))
+            return outs + [slots[i] if i in slots else ad.zeros_like_aval(a)
+                           for i, a in enumerate(all_res_avals)]
+        return _trace_closed(f, jaxpr.in_avals, "partial evaluation")
+    return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _join_cond_pe_staged_jaxpr_inputs
+def _join_cond_pe_staged_jaxpr_inputs(jaxprs: Sequence[ClosedJaxpr],
+                                      all_res_avals: Sequence[ShapedArray],
+                                      res_indices: Sequence[list[int]]) -> tuple:
+    """Make every unknown branch take all residual slots (ignoring those it does not read)."""
+    def augment(jaxpr, indices):
+        res_vars, other = split_list(jaxpr.jaxpr.invars, [len(indices)])
+        slots = [Var(a) for a in all_res_avals]
+        for i, v in safe_zip(indices, res_vars):
+            slots[i] = v
+        return _with_invars(jaxpr, slots + other)
+    return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_partial_eval
+def _cond_partial_eval(trace: pe.JaxprTrace, index, *ops, branches):
+    if trace.is_own(index):  # an unknown index: the whole cond is unknown
+        return pe.DynamicJaxprTrace.process_primitive(trace, cond_p, [index, *ops],
+                                                      dict(branches=branches))
+    unknowns = [trace.is_own(x) for x in ops]
+    branches_out_uks = [pe.partial_eval_jaxpr_nounits(b, unknowns)[2] for b in branches]
+    out_uks = [any(uks) for uks in zip(*branches_out_uks)]
+    known, unknown, res_avals = [], [], []
+    for b in branches:
+        jk, ju, _, num_res = pe.partial_eval_jaxpr_nounits(b, unknowns, instantiate=out_uks)
+        known.append(jk)
+        unknown.append(ju)
+        res_avals.append(jk.out_avals[len(jk.out_avals) - num_res:])
+    all_res_avals, res_indices = _merge_branch_residuals(res_avals)
+    num_known_outs = len(out_uks) - sum(out_uks)
+    known = _join_cond_outputs(known, all_res_avals, res_indices, num_known_outs)
+    unknown = _join_cond_pe_staged_jaxpr_inputs(unknown, all_res_avals, res_indices)
+    known_ops = [x for x, u in safe_zip(ops, unknowns) if not u]
+    outs, unknown_outs = [], []
+    if known[0].out_avals:  # the known cond: known outputs and residuals, computed now
+        outs = cond_p.bind_with_trace(trace.parent_trace, [index, *known_ops],
+                                      dict(branches=known))
+    known_outs, res = split_list(outs, [num_known_outs])
+    unknown_ops = [x for x, u in safe_zip(ops, unknowns) if u]
+    if any(out_uks):  # the unknown cond, recorded: it reads the index and residuals as consts
+        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
+            trace, cond_p, [index, *res, *unknown_ops], dict(branches=unknown))
+    return merge_lists(out_uks, known_outs, unknown_outs)
+
+
+def _transpose_branch(branch: ClosedJaxpr, undefined: Sequence[bool]) -> ClosedJaxpr:
+    known_avals = [a for a, u in safe_zip(branch.in_avals, undefined) if not u]
+    ct_avals = [a.to_tangent_aval() for a in branch.out_avals]
+
+    def transposed(*args):
+        known, cts = split_list(args, [len(known_avals)])
+        it = iter(known)
+        primals = [ad.UndefinedPrimal(a) if u else next(it)
+                   for a, u in safe_zip(branch.in_avals, undefined)]
+        cts_in = ad.backward_pass(branch.jaxpr, branch.consts, primals, cts)
+        return [ad.instantiate_zeros(c) for c, u in safe_zip(cts_in, undefined) if u]
+
+    return _trace_closed(transposed, known_avals + ct_avals, "transpose")
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_transpose_fancy — differs: UndefinedPrimal
+def _cond_transpose(cts, index, *ops, branches):
+    if ad.is_undefined_primal(index):
+        raise ValueError("cond: transposing with respect to the branch index (it is not "
+                         "linear) — see chapters/06-reverse-mode.md")
+    undefined = [ad.is_undefined_primal(x) for x in ops]
+    trans = tuple(_transpose_branch(b, undefined) for b in branches)
+    known = [x for x, u in safe_zip(ops, undefined) if not u]
+    cts = [ad.instantiate_zeros(c) for c in cts]
+    outs = iter(cond_p.bind(index, *known, *cts, branches=trans))
+    return [None] + [next(outs) if u else None for u in undefined]
+
+
+def _bcast_select(pred, on_true, on_false):
+    shape = core.get_aval(on_true).shape
+    if core.get_aval(pred).shape != shape:
+        pred = lax.broadcast_in_dim(pred, shape, (0,))
+    return lax.select(pred, on_true, on_false)
+
+
+def _bcast_select_n(which, *cases):
+    shape = core.get_aval(cases[0]).shape
+    if core.get_aval(which).shape != shape:
+        which = lax.broadcast_in_dim(which, shape, (0,))
+    return lax.select_n(which, *cases)
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_batching_rule
+def _cond_batch_rule(vals, dims, *, axis_size, branches):
+    index, *ops = vals
+    index_dim, *op_dims = dims
+    if index_dim is not not_mapped:
+        # A batched predicate: run every branch on the whole batch and select per example.
+        index, *ops = [batching.bdim_at_front(x, d, axis_size) for x, d in safe_zip(vals, dims)]
+        in_batched = [True] * len(ops)
+        out_batched = [True] * len(branches[0].out_avals)
+        branch_outs = []
+        for i, b in enumerate(branches):
+            b_batched, _ = _batch_jaxpr(b, axis_size, in_batched, out_batched)
+            # Examples that do not take this branch see their inputs through stop_gradient, so
+            # a NaN in the untaken branch's derivative cannot leak (JAX issue #1052).
+            pred = lax.eq(index, np.array(i, np.int32))
+            ops_ = [_bcast_select(pred, x, lax.stop_gradient(x)) for x in ops]
+            branch_outs.append(_eval_closed(b_batched, *ops_))
+        out = [_bcast_select_n(index, *outs) for outs in zip(*branch_outs)]
+        return out, [0] * len(out)
+    ops_bat = [d is not not_mapped for d in op_dims]
+    ops = [batching.moveaxis(x, d, 0) if b else x for x, d, b in safe_zip(ops, op_dims, ops_bat)]
+    branches_out_bat = [_batch_jaxpr(b, axis_size, ops_bat, False)[1] for b in branches]
+    out_bat = [any(bs) for bs in zip(*branches_out_bat)]
+    branches_batched = tuple(_batch_jaxpr(b, axis_size, ops_bat, out_bat)[0]
+                             for b in branches)
+    out = cond_p.bind(index, *ops, branches=branches_batched)
+    return out, [0 if b else not_mapped for b in out_bat]
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_lowering — differs: no effects
+def _cond_lowering(ctx, index, *args, branches):
+    out_types = [mlir.aval_to_ir_type(a) for a in ctx.avals_out]
+    # stablehlo.case runs region `index` (the last one if out of range); the regions read the
+    # operands from the enclosing scope.
+    case_op = mlir.hlo.CaseOp(out_types, index, len(branches))
+    for i, b in enumerate(branches):
+        block = case_op.regions[i].blocks.append()
+        with mlir.ir.InsertionPoint(block):
+            mlir.hlo.return_(mlir.lower_jaxpr(b.jaxpr, b.consts, args))
+    return list(case_op.results)
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_dce_rule
+def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
+    branches = eqn.params["branches"]
+    used_inputs = [False] * (len(eqn.invars) - 1)
+    for b in branches:
+        _, used = pe.dce_jaxpr(b.jaxpr, used_outputs)
+        used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
+    new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)
+                         for b in branches)
+    return eqn.replace(
+        invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],
+        outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
+        params=dict(eqn.params, branches=new_branches))
+
+
+cond_p = core.Primitive("cond")
+cond_p.multiple_results = True
+cond_p.eager_numpy = False
+cond_p.def_impl(_cond_impl)
+cond_p.def_abstract_eval(_cond_abstract_eval)
+ad.primitive_jvps[cond_p] = _cond_jvp
+pe.custom_partial_eval_rules[cond_p] = _cond_partial_eval
+ad.primitive_transposes[cond_p] = _cond_transpose
+batching.primitive_batchers[cond_p] = _cond_batch_rule
+mlir.register_lowering(cond_p, _cond_lowering)
+pe.dce_rules[cond_p] = _cond_dce_rule

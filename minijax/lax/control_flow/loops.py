@@ -1,0 +1,772 @@
+"""Loops: `lax.while_loop`, `lax.scan`, and `fori_loop` / `map` built on them.
+
+A Python loop inside `jit` is unrolled while tracing; a loop *primitive* holds its body as a
+jaxpr and runs it many times, so a long loop traces once and compiles to one
+`stablehlo.while`. `while_p` runs until a predicate jaxpr says stop (so its trip count is
+unknown: forward-mode differentiable, not reverse-mode); `scan_p` runs a fixed number of
+times, slicing inputs `xs` and stacking outputs `ys` along a leading axis, and so has a
+reverse-mode rule: its transpose is a scan running backwards over the transposed body.
+Mirrors jax/_src/lax/control_flow/loops.py. Taught in chapters/08-control-flow.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.ad_util import Zero
+from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.interpreters.batching import not_mapped
+from minijax.lax import lax
+from minijax.lax.control_flow.common import (
+    _as_array, _avals_short, _batch_jaxpr, _check_carry_type, _eval_closed, _hoist_consts,
+    _initial_style_jaxpr, _is_zero, _jaxpr_forwarding, _promote_weak_typed_input,
+    _prune_outputs, _rearrange_binders, _trace_closed, _typematch_all, _with_invars)
+from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import merge_lists, partition_list, safe_zip, split_list
+
+def _or(xs: Sequence[bool], ys: Sequence[bool]) -> list[bool]:
+    return [x or y for x, y in safe_zip(xs, ys)]
+
+
+# =============================================================================================
+# scan
+# =============================================================================================
+
+# JAX: jax/_src/lax/control_flow/loops.py _infer_scan_length
+def _infer_scan_length(xs_avals: Sequence[ShapedArray], length) -> int:
+    if any(a.ndim == 0 for a in xs_avals):
+        raise ValueError("scan got value with no leading axis to scan over: "
+                         f"{_avals_short([a for a in xs_avals if a.ndim == 0])}.")
+    lengths = [a.shape[0] for a in xs_avals]
+    if length is not None:
+        try:
+            length = int(length)
+        except core.ConcretizationTypeError:
+            raise core.ConcretizationTypeError(
+                "The `length` argument to `scan` expects a concrete `int` value. For "
+                "scan-like iteration with a dynamic length, use `while_loop` or "
+                "`fori_loop`.") from None
+        if not all(length == n for n in lengths):
+            raise ValueError(f"scan got `length` argument of {length} which disagrees with "
+                             f"leading axis sizes {lengths}.")
+        return length
+    if len(set(lengths)) > 1:
+        raise ValueError("scan got values with different leading axis sizes: "
+                         f"{', '.join(map(str, lengths))}.")
+    if not lengths:
+        raise ValueError("scan got no values to scan over and `length` not provided.")
+    return lengths[0]
+
+
+# JAX: jax/_src/lax/control_flow/loops.py scan — differs: no forwarding optimizations
+def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False,
+         unroll: int | bool = 1):
+    """Loop `carry, y = f(carry, x)` over the leading axis of `xs`, stacking the `y`s.
+
+    Semantics (for arrays; `init`, `xs` and the outputs may be pytrees):
+
+        carry, ys = init, []
+        for x in (reversed(xs) if reverse else xs):   # or `length` times with x = None
+            carry, y = f(carry, x)
+            ys.append(y)
+        return carry, stack(ys)                       # ys reversed back when `reverse`
+
+    Args:
+      f: `(carry, x) -> (carry, y)`; the carry keeps its pytree structure and types
+        (f32[3] stays f32[3]); `x` has `xs`'s leading axis removed (f32[n,3] -> f32[3]).
+      init: the initial carry (pytree of arrays).
+      xs: a pytree of arrays with a common leading size n, or None (then give `length`).
+      length: the trip count n; must agree with `xs` if both are given.
+      reverse: scan from the end (ys still line up with xs).
+      unroll: accepted for JAX compatibility (a bool or non-negative int); minijax always
+        lowers to a rolled `stablehlo.while`.
+    Returns: `(carry, ys)` with ys' leaves of shape `(n, *y.shape)`.
+    Raises: TypeError if `f` is not callable, does not return a pair, or changes the carry's
+      structure or types; ValueError for inconsistent or missing lengths or a bad `unroll`.
+    """
+    if not callable(f):
+        raise TypeError("lax.scan: f argument should be a callable.")
+    init_flat, init_tree = tree_flatten(init)
+    xs_flat, xs_tree = tree_flatten(xs)
+    xs_avals = [core.get_aval(x) for x in xs_flat]
+    length = _infer_scan_length(xs_avals, length)
+    if isinstance(unroll, bool):
+        unroll = max(length, 1) if unroll else 1
+    if int(unroll) < 0:
+        raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    x_avals = [a.update(shape=a.shape[1:]) for a in xs_avals]
+    num_carry = len(init_flat)
+    trees: dict[str, Any] = {}
+
+    def flat_fun(*leaves):
+        carry = tree_unflatten(init_tree, leaves[:num_carry])
+        out = f(carry, tree_unflatten(xs_tree, leaves[num_carry:]))
+        if not (isinstance(out, (tuple, list)) and len(out) == 2):
+            raise TypeError(f"scan body output must be a pair, got {out}.")
+        carry_flat, trees["carry"] = tree_flatten(out[0])
+        ys_flat, trees["ys"] = tree_flatten(out[1])
+        return carry_flat + ys_flat
+
+    def trace(init_avals):
+        jaxpr, consts = _initial_style_jaxpr(flat_fun, init_avals + x_avals,
+                                             getattr(f, "__name__", "scan_body"))
+        return jaxpr, consts, jaxpr.out_avals[:trees["carry"].num_leaves]
+
+    init_avals = [core.get_aval(x) for x in init_flat]
+    jaxpr, consts, carry_out_avals = trace(init_avals)
+    if trees["carry"] == init_tree:
+        promoted = [_promote_weak_typed_input(x, a, b)
+                    for x, a, b in safe_zip(init_flat, init_avals, carry_out_avals)]
+        if any(changed for _, changed in promoted):
+            init_flat = [x for x, _ in promoted]
+            init_avals = [core.get_aval(x) for x in init_flat]
+            jaxpr, consts, carry_out_avals = trace(init_avals)
+    _check_carry_type("scan body", init_tree, init_avals, trees["carry"], carry_out_avals)
+    outs = scan_p.bind(*consts, *init_flat, *xs_flat, reverse=bool(reverse), length=length,
+                       jaxpr=_hoist_consts(jaxpr), num_consts=len(consts),
+                       num_carry=num_carry, unroll=int(unroll))
+    carry, ys = split_list(outs, [num_carry])
+    return tree_unflatten(init_tree, carry), tree_unflatten(trees["ys"], ys)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_impl — differs: a Python loop
+def _scan_impl(*args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    consts, carry, xs = split_list(args, [num_consts, num_carry])
+    xs = [core.to_numpy(x) for x in xs]
+    carry_avals, y_avals = split_list(jaxpr.out_avals, [num_carry])
+    ys = []
+    with core.set_current_trace(core.eval_trace):
+        for i in (reversed(range(length)) if reverse else range(length)):
+            carry, y = split_list(_eval_closed(jaxpr, *consts, *carry, *[x[i] for x in xs]),
+                                  [num_carry])
+            ys.append([core.to_numpy(v, a) for v, a in safe_zip(y, y_avals)])
+    if reverse:
+        ys.reverse()
+    stacked = [np.stack([y[j] for y in ys]) if ys else np.zeros((0, *a.shape), a.dtype)
+               for j, a in enumerate(y_avals)]
+    return ([_as_array(c, a) for c, a in safe_zip(carry, carry_avals)]
+            + [_as_array(s, a) for s, a in safe_zip(stacked, y_avals)])
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_abstract_eval
+def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    if len(avals) != len(jaxpr.in_avals):
+        raise TypeError(f"scan: {len(avals)} operands, but the body takes "
+                        f"{len(jaxpr.in_avals)}")
+    consts, init, xs = split_list(avals, [num_consts, num_carry])
+    for x in xs:
+        if x.ndim == 0 or x.shape[0] != length:
+            raise TypeError(f"scan: xs operand {x.str_short()} has no leading axis of the scan "
+                            f"length {length}")
+    given = [*consts, *init, *[x.update(shape=x.shape[1:]) for x in xs]]
+    if not _typematch_all(given, jaxpr.in_avals):
+        raise TypeError(f"scan: the body takes ({_avals_short(jaxpr.in_avals)}) but is given "
+                        f"({_avals_short(given)})")
+    carry_avals, y_avals = split_list(jaxpr.out_avals, [num_carry])
+    if not _typematch_all(init, carry_avals):
+        raise TypeError(f"scan: the body maps the carry ({_avals_short(init)}) to "
+                        f"({_avals_short(carry_avals)}), of another type")
+    return carry_avals + [a.update(shape=(length, *a.shape)) for a in y_avals]
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_jvp
+def _scan_jvp(primals, tangents, *, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    num_xs = len(jaxpr.in_avals) - num_consts - num_carry
+    num_ys = len(jaxpr.out_avals) - num_carry
+    nonzeros = [not _is_zero(t) for t in tangents]
+    const_nz, init_nz, xs_nz = split_list(nonzeros, [num_consts, num_carry])
+    # Fixpoint: a carry tangent is nonzero if it starts nonzero or the body makes it so.
+    carry_nz = init_nz
+    for _ in range(1 + num_carry):
+        nonzeros = const_nz + carry_nz + xs_nz
+        jaxpr_jvp, nz_out = ad.jvp_jaxpr(jaxpr, nonzeros,
+                                         instantiate=carry_nz + [False] * num_ys)
+        if nz_out[:num_carry] == carry_nz:
+            break
+        carry_nz = _or(carry_nz, nz_out[:num_carry])
+    consts, init, xs = split_list(primals, [num_consts, num_carry])
+    tangents = [ad.instantiate_zeros(t) if nz else None for t, nz in safe_zip(tangents, nonzeros)]
+    consts_dot, init_dot, xs_dot = [[t for t in ts if t is not None]
+                                    for ts in split_list(tangents, [num_consts, num_carry])]
+    jaxpr_jvp = _rearrange_binders(
+        jaxpr_jvp, [num_consts, num_carry, num_xs], [len(consts_dot), len(init_dot), len(xs_dot)],
+        [num_carry, num_ys], [len(init_dot), sum(nz_out) - len(init_dot)])
+    out = scan_p.bind(*consts, *consts_dot, *init, *init_dot, *xs, *xs_dot, reverse=reverse,
+                      length=length, jaxpr=jaxpr_jvp, num_consts=num_consts + len(consts_dot),
+                      num_carry=num_carry + len(init_dot), unroll=unroll)
+    carry, carry_dot, ys, ys_dot = split_list(out, [num_carry, len(init_dot), num_ys])
+    primals_out = carry + ys
+    it = iter(carry_dot + ys_dot)
+    return primals_out, [next(it) if nz else Zero.from_primal_value(p)
+                         for p, nz in safe_zip(primals_out, nz_out)]
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_partial_eval
+def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_consts,
+                       num_carry, unroll):
+    num_ys = len(jaxpr.out_avals) - num_carry
+    const_uk, init_uk, xs_uk = split_list([trace.is_own(x) for x in args],
+                                          [num_consts, num_carry])
+    # Fixpoint: a carry is unknown if it starts unknown or the body makes it so.
+    carry_uk = init_uk
+    for _ in range(1 + num_carry):
+        unknowns = const_uk + carry_uk + xs_uk
+        jaxpr_known, jaxpr_unknown, out_uk, num_res = pe.partial_eval_jaxpr_nounits(
+            jaxpr, unknowns, instantiate=carry_uk + [False] * num_ys)
+        if out_uk[:num_carry] == carry_uk:
+            break
+        carry_uk = _or(carry_uk, out_uk[:num_carry])
+    known_args, unknown_args = partition_list(unknowns, args)
+    known_consts, known_init, known_xs = split_list(
+        known_args, [num_consts - sum(const_uk), num_carry - sum(carry_uk)])
+    num_known_outs = len(out_uk) - sum(out_uk)
+
+    # jaxpr_known: [known consts, carry, xs] -> [known carry, known ys, residuals]. Residuals
+    # that depend on the consts only are loop-invariant: compute them once, before the loop
+    # ("hoisting"), rather than stacking `length` copies; the rest become extensive outputs.
+    n_kc = len(known_consts)
+    jaxpr_hoist, jaxpr_known, out_uk2, num_res2 = pe.partial_eval_jaxpr_nounits(
+        jaxpr_known, [False] * n_kc + [True] * (len(jaxpr_known.in_avals) - n_kc),
+        instantiate=[True] * num_known_outs + [False] * num_res)
+    with core.set_current_trace(trace.parent_trace):
+        hoisted_res2 = _eval_closed(jaxpr_hoist, *known_consts)
+    hoisted, res2 = split_list(hoisted_res2, [len(hoisted_res2) - num_res2])
+    which_hoisted = [not u for u in out_uk2[num_known_outs:]]
+    # Residuals that are just slices of a known xs are read from that xs, not copied.
+    xs_start = len(res2) + len(known_init)
+    res_fwd = [f if f is not None and f >= xs_start else None
+               for f in _jaxpr_forwarding(jaxpr_known.jaxpr)[num_known_outs:]]
+    jaxpr_known = _prune_outputs(jaxpr_known,
+                                 [True] * num_known_outs + [f is None for f in res_fwd])
+    if jaxpr_known.out_avals:
+        outs = scan_p.bind_with_trace(
+            trace.parent_trace, [*res2, *known_init, *known_xs],
+            dict(reverse=reverse, length=length, jaxpr=jaxpr_known, num_consts=len(res2),
+                 num_carry=len(known_init), unroll=unroll))
+    else:
+        outs = []
+    known_outs, stacked = split_list(outs, [num_known_outs])
+    it = iter(stacked)
+    ext_res = [next(it) if f is None else known_xs[f - xs_start] for f in res_fwd]
+
+    # jaxpr_unknown: [residuals, unknown consts, carry, xs] -> [unknown carry, unknown ys];
+    # hoisted residuals join its consts, the others its xs.
+    res_vars, uk_vars = split_list(jaxpr_unknown.jaxpr.invars, [num_res])
+    ext_vars, int_vars = partition_list(which_hoisted, res_vars)
+    jaxpr_unknown = _with_invars(jaxpr_unknown, int_vars + uk_vars + ext_vars)
+    if any(out_uk):
+        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
+            trace, scan_p, [*hoisted, *unknown_args, *ext_res],
+            dict(reverse=reverse, length=length, jaxpr=jaxpr_unknown,
+                 num_consts=len(hoisted) + sum(const_uk), num_carry=sum(carry_uk),
+                 unroll=unroll))
+    else:
+        unknown_outs = []
+    return merge_lists(out_uk, known_outs, unknown_outs)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _transpose_scan_jaxpr_fancy
+def _transpose_scan_jaxpr(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
+                          const_lin: Sequence[bool], xs_lin: Sequence[bool]) -> ClosedJaxpr:
+    # The transposed body, scanned in the other direction:
+    #   [ires | ct_consts_acc, ct_carry | ct_y, eres] -> [ct_consts_acc', ct_carry' | ct_x]
+    # where ires / eres are the known (residual) consts / xs, and ct_consts_acc accumulates the
+    # cotangents of the linear consts over the iterations.
+    const_avals, carry_avals, x_avals = split_list(jaxpr.in_avals, [num_consts, num_carry])
+    ires_avals = [a for a, lin in safe_zip(const_avals, const_lin) if not lin]
+    eres_avals = [a for a, lin in safe_zip(x_avals, xs_lin) if not lin]
+    ct_const_avals = [a.to_tangent_aval() for a, lin in safe_zip(const_avals, const_lin) if lin]
+    ct_carry_avals = [a.to_tangent_aval() for a in carry_avals]
+    ct_y_avals = [a.to_tangent_aval() for a in jaxpr.out_avals[num_carry:]]
+
+    def transposed(*args):
+        ires, ct_consts, ct_carry, ct_y, eres = split_list(
+            args, [len(ires_avals), len(ct_const_avals), num_carry, len(ct_y_avals)])
+        ires_it, eres_it = iter(ires), iter(eres)
+        primals = ([ad.UndefinedPrimal(a) if lin else next(ires_it)
+                    for a, lin in safe_zip(const_avals, const_lin)]
+                   + [ad.UndefinedPrimal(a) for a in carry_avals]
+                   + [ad.UndefinedPrimal(a) if lin else next(eres_it)
+                      for a, lin in safe_zip(x_avals, xs_lin)])
+        cts = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, primals, [*ct_carry, *ct_y])
+        ct_c, ct_init, ct_x = split_list(cts, [num_consts, num_carry])
+        ct_c = [c for c, lin in safe_zip(ct_c, const_lin) if lin]
+        ct_x = [c for c, lin in safe_zip(ct_x, xs_lin) if lin]
+        acc = [ad.instantiate_zeros(ad.add_tangents(a, c)) for a, c in safe_zip(ct_consts, ct_c)]
+        return acc + [ad.instantiate_zeros(c) for c in ct_init + ct_x]
+
+    return _trace_closed(transposed, ires_avals + ct_const_avals + ct_carry_avals + ct_y_avals
+                         + eres_avals, "transpose")
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_transpose_fancy — differs: UndefinedPrimal
+def _scan_transpose(cts, *args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    # Every carry is treated as linear (a carry whose initial value is a known zero tangent
+    # still carries tangents); known consts and xs are residuals.
+    consts, init, xs = split_list(args, [num_consts, num_carry])
+    const_lin = [ad.is_undefined_primal(x) for x in consts]
+    xs_lin = [ad.is_undefined_primal(x) for x in xs]
+    ires = [x for x, lin in safe_zip(consts, const_lin) if not lin]
+    eres = [x for x, lin in safe_zip(xs, xs_lin) if not lin]
+    ct_consts = [ad.zeros_like_aval(x.aval.to_tangent_aval())
+                 for x, lin in safe_zip(consts, const_lin) if lin]
+    cts = [ad.instantiate_zeros(c) for c in cts]
+    jaxpr_trans = _transpose_scan_jaxpr(jaxpr, num_consts, num_carry, const_lin, xs_lin)
+    outs = scan_p.bind(*ires, *ct_consts, *cts, *eres, reverse=not reverse, length=length,
+                       jaxpr=jaxpr_trans, num_consts=len(ires),
+                       num_carry=len(ct_consts) + num_carry, unroll=unroll)
+    ct_consts, ct_init, ct_xs = split_list(outs, [len(ct_consts), num_carry])
+    ct_consts_it, ct_xs_it = iter(ct_consts), iter(ct_xs)
+    return ([next(ct_consts_it) if lin else None for lin in const_lin]
+            + [c if ad.is_undefined_primal(x) else None for x, c in safe_zip(init, ct_init)]
+            + [next(ct_xs_it) if lin else None for lin in xs_lin])
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_batching_rule
+def _scan_batch_rule(vals, dims, *, axis_size, reverse, length, jaxpr, num_consts, num_carry,
+                     unroll):
+    num_ys = len(jaxpr.out_avals) - num_carry
+    const_b, init_b, xs_b = split_list([d is not not_mapped for d in dims],
+                                       [num_consts, num_carry])
+    # Fixpoint: a carry is batched if it starts batched or the body makes it so.
+    carry_b = init_b
+    for _ in range(1 + num_carry):
+        jaxpr_b, out_b = _batch_jaxpr(jaxpr, axis_size, const_b + carry_b + xs_b,
+                                      instantiate=carry_b + [False] * num_ys)
+        if out_b[:num_carry] == carry_b:
+            break
+        carry_b = _or(carry_b, out_b[:num_carry])
+    consts, init, xs = split_list(vals, [num_consts, num_carry])
+    const_d, init_d, xs_d = split_list(dims, [num_consts, num_carry])
+    consts = [x if d is not_mapped else batching.moveaxis(x, d, 0)
+              for x, d in safe_zip(consts, const_d)]
+    init = [batching.bdim_at_front(x, d, axis_size) if b else x
+            for x, d, b in safe_zip(init, init_d, carry_b)]
+    # xs keep the scanned axis in front: their batch axis goes to 1.
+    xs = [x if d is not_mapped else batching.moveaxis(x, d, 1) for x, d in safe_zip(xs, xs_d)]
+    outs = scan_p.bind(*consts, *init, *xs, reverse=reverse, length=length, jaxpr=jaxpr_b,
+                       num_consts=num_consts, num_carry=num_carry, unroll=unroll)
+    return outs, ([0 if b else not_mapped for b in carry_b]
+                  + [1 if b else not_mapped for b in out_b[num_carry:]])
+
+
+def _scalar_i32(v: int):
+    return mlir.ir_constant(np.array(v, np.int32))
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_impl — differs: emits the while directly
+def _scan_lowering(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    # A stablehlo.while over an index i: the loop state is (i, consts, carry, xs, ys buffers);
+    # each trip slices x = xs[i], runs the body and writes ys[i] = y. (`unroll` is ignored.)
+    hlo, ir = mlir.hlo, mlir.ir
+    num_xs = len(args) - num_consts - num_carry
+    xs_avals = ctx.avals_in[num_consts + num_carry:]
+    ys_avals = ctx.avals_out[num_carry:]
+    state_avals = [ShapedArray((), np.int32), *ctx.avals_in, *ys_avals]
+    types = [mlir.aval_to_ir_type(a) for a in state_avals]
+    init = [_scalar_i32(0), *args, *[mlir.full_like_aval(0, a) for a in ys_avals]]
+    while_op = hlo.WhileOp(types, init)
+
+    cond_block = while_op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(cond_block):
+        pred = hlo.compare(cond_block.arguments[0], _scalar_i32(length),
+                           hlo.ComparisonDirectionAttr.get("LT"),
+                           compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+        hlo.return_([pred])
+
+    body_block = while_op.regions[1].blocks.append(*types)
+    with ir.InsertionPoint(body_block):
+        i, *state = list(body_block.arguments)
+        consts, carry, xs, ys = split_list(state, [num_consts, num_carry, num_xs])
+        idx = hlo.subtract(_scalar_i32(length - 1), i) if reverse else i
+        zero = _scalar_i32(0)
+        x_slices = []
+        for x, a in safe_zip(xs, xs_avals):
+            sliced = hlo.dynamic_slice(x, [idx] + [zero] * (a.ndim - 1), [1, *a.shape[1:]])
+            x_slices.append(hlo.reshape(mlir.aval_to_ir_type(a.update(shape=a.shape[1:])),
+                                        sliced))
+        new_carry, y = split_list(mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts,
+                                                   [*consts, *carry, *x_slices]), [num_carry])
+        new_ys = []
+        for buf, v, a in safe_zip(ys, y, ys_avals):
+            update = hlo.reshape(mlir.aval_to_ir_type(a.update(shape=(1, *a.shape[1:]))), v)
+            new_ys.append(hlo.dynamic_update_slice(buf, update, [idx] + [zero] * (a.ndim - 1)))
+        hlo.return_([hlo.add(i, _scalar_i32(1)), *consts, *new_carry, *xs, *new_ys])
+
+    _, _, carry_out, _, ys_out = split_list(list(while_op.results),
+                                            [1, num_consts, num_carry, num_xs])
+    return carry_out + ys_out
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _scan_dce_rule
+def _scan_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
+    jaxpr = eqn.params["jaxpr"]
+    num_consts, num_carry = eqn.params["num_consts"], eqn.params["num_carry"]
+    num_xs = len(jaxpr.in_avals) - num_consts - num_carry
+    used_carry, used_ys = split_list(used_outputs, [num_carry])
+    # Fixpoint: a carry output is needed if it is used, or if the body reads that carry.
+    for _ in range(1 + num_carry):
+        inner, used_inputs = pe.dce_jaxpr(
+            jaxpr.jaxpr, used_carry + used_ys,
+            instantiate=[False] * num_consts + used_carry + [False] * num_xs)
+        used_consts, used_carry_in, used_xs = split_list(used_inputs, [num_consts, num_carry])
+        if used_carry_in == used_carry:
+            break
+        used_carry = _or(used_carry, used_carry_in)
+    kept = set(inner.constvars)
+    consts = [c for v, c in safe_zip(jaxpr.jaxpr.constvars, jaxpr.consts) if v in kept]
+    outvars = [v if u else core.DropVar(v.aval)
+               for v, u, keep in safe_zip(eqn.outvars, used_outputs, used_carry + used_ys)
+               if keep]
+    return eqn.replace(
+        invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u], outvars=outvars,
+        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts), num_consts=sum(used_consts),
+                    num_carry=sum(used_carry)))
+
+
+scan_p = core.Primitive("scan")
+scan_p.multiple_results = True
+scan_p.eager_numpy = False
+scan_p.def_impl(_scan_impl)
+scan_p.def_abstract_eval(_scan_abstract_eval)
+ad.primitive_jvps[scan_p] = _scan_jvp
+pe.custom_partial_eval_rules[scan_p] = _scan_partial_eval
+ad.primitive_transposes[scan_p] = _scan_transpose
+batching.primitive_batchers[scan_p] = _scan_batch_rule
+mlir.register_lowering(scan_p, _scan_lowering)
+pe.dce_rules[scan_p] = _scan_dce_rule
+
+
+# =============================================================================================
+# while_loop
+# =============================================================================================
+
+# JAX: jax/_src/lax/control_flow/loops.py while_loop — differs: no forwarding optimizations
+def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
+    """Run `val = body_fun(val)` while `cond_fun(val)`, as one primitive.
+
+    Semantics:
+
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+        return val
+
+    Args:
+      cond_fun: `val -> bool[]` (a boolean scalar).
+      body_fun: `val -> val`, keeping the pytree structure and types of `val`.
+      init_val: the initial value (pytree of arrays).
+    Returns: the final value. Forward-mode differentiable; reverse mode raises (the trip count
+      is unknown, so the values of every iteration cannot be stored): use `scan` or a
+      `fori_loop` with concrete bounds.
+    Raises: TypeError if a function is not callable, `cond_fun` does not return a boolean
+      scalar, or `body_fun` changes the structure or types of the carry.
+    """
+    if not (callable(body_fun) and callable(cond_fun)):
+        raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    init_flat, in_tree = tree_flatten(init_val)
+    trees: dict[str, Any] = {}
+
+    def cond_flat(*leaves):
+        out_flat, trees["cond"] = tree_flatten(cond_fun(tree_unflatten(in_tree, leaves)))
+        return out_flat
+
+    def body_flat(*leaves):
+        out_flat, trees["body"] = tree_flatten(body_fun(tree_unflatten(in_tree, leaves)))
+        return out_flat
+
+    def trace(avals):
+        cond_jaxpr, cond_consts = _initial_style_jaxpr(
+            cond_flat, avals, getattr(cond_fun, "__name__", "cond_fun"))
+        body_jaxpr, body_consts = _initial_style_jaxpr(
+            body_flat, avals, getattr(body_fun, "__name__", "body_fun"))
+        if trees["cond"].num_leaves != 1 or trees["cond"].node_type is not None:
+            raise TypeError(f"cond_fun must return a boolean scalar, but got pytree "
+                            f"{trees['cond']}.")
+        pred = cond_jaxpr.out_avals[0]
+        if pred.shape != () or pred.dtype != np.bool_:
+            raise TypeError("cond_fun must return a boolean scalar, but got output type(s) "
+                            f"[{pred.str_short()}].")
+        return cond_jaxpr, cond_consts, body_jaxpr, body_consts
+
+    init_avals = [core.get_aval(x) for x in init_flat]
+    cond_jaxpr, cond_consts, body_jaxpr, body_consts = trace(init_avals)
+    if trees["body"] == in_tree:
+        promoted = [_promote_weak_typed_input(x, a, b)
+                    for x, a, b in safe_zip(init_flat, init_avals, body_jaxpr.out_avals)]
+        if any(changed for _, changed in promoted):
+            init_flat = [x for x, _ in promoted]
+            init_avals = [core.get_aval(x) for x in init_flat]
+            cond_jaxpr, cond_consts, body_jaxpr, body_consts = trace(init_avals)
+    _check_carry_type("while_loop body", in_tree, init_avals, trees["body"],
+                      body_jaxpr.out_avals)
+    outs = while_p.bind(*cond_consts, *body_consts, *init_flat,
+                        cond_jaxpr=_hoist_consts(cond_jaxpr), body_jaxpr=_hoist_consts(body_jaxpr),
+                        cond_nconsts=len(cond_consts), body_nconsts=len(body_consts))
+    return tree_unflatten(in_tree, outs)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py while_p — differs: impl is a Python loop
+def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts, body_consts, carry = split_list(args, [cond_nconsts, body_nconsts])
+    with core.set_current_trace(core.eval_trace):
+        while bool(core.to_numpy(_eval_closed(cond_jaxpr, *cond_consts, *carry)[0])):
+            carry = _eval_closed(body_jaxpr, *body_consts, *carry)
+    return [_as_array(c, a) for c, a in safe_zip(carry, body_jaxpr.out_avals)]
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_loop_abstract_eval
+def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    cond_consts, body_consts, carry = split_list(avals, [cond_nconsts, body_nconsts])
+    if not _typematch_all([*cond_consts, *carry], cond_jaxpr.in_avals):
+        raise TypeError(f"while: cond_jaxpr takes ({_avals_short(cond_jaxpr.in_avals)}) but is "
+                        f"given ({_avals_short([*cond_consts, *carry])})")
+    if not _typematch_all([*body_consts, *carry], body_jaxpr.in_avals):
+        raise TypeError(f"while: body_jaxpr takes ({_avals_short(body_jaxpr.in_avals)}) but is "
+                        f"given ({_avals_short([*body_consts, *carry])})")
+    (pred,) = cond_jaxpr.out_avals
+    if pred.shape != () or pred.dtype != np.bool_:
+        raise TypeError(f"while: cond_jaxpr must return bool[], got {pred.str_short()}")
+    if not _typematch_all(carry, body_jaxpr.out_avals):
+        raise TypeError(f"while: body_jaxpr maps the carry ({_avals_short(carry)}) to "
+                        f"({_avals_short(body_jaxpr.out_avals)}), of another type")
+    return body_jaxpr.out_avals
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_loop_jvp
+def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    nonzeros = [not _is_zero(t) for t in tangents]
+    _, bconst_nz, init_nz = split_list(nonzeros, [cond_nconsts, body_nconsts])
+    carry_nz = init_nz
+    for _ in range(1 + len(carry_nz)):
+        body_jvp, nz_out = ad.jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz)
+        if nz_out == carry_nz:
+            break
+        carry_nz = _or(carry_nz, nz_out)
+    cconsts, bconsts, init = split_list(primals, [cond_nconsts, body_nconsts])
+    _, bconst_t, init_t = split_list(tangents, [cond_nconsts, body_nconsts])
+    bconst_dot = [t for t, nz in safe_zip(bconst_t, bconst_nz) if nz]
+    init_dot = [ad.instantiate_zeros(t) for t, nz in safe_zip(init_t, carry_nz) if nz]
+    num_carry = len(init)
+    body_jvp = _rearrange_binders(body_jvp, [body_nconsts, num_carry],
+                                  [len(bconst_dot), len(init_dot)], [num_carry], [len(init_dot)])
+    # The predicate reads the primal carry only: extra binders for the tangents, unused.
+    cond_aug = _with_invars(cond_jaxpr, cond_jaxpr.jaxpr.invars
+                            + [core.Var(core.get_aval(t)) for t in init_dot])
+    out = while_p.bind(*cconsts, *bconsts, *bconst_dot, *init, *init_dot,
+                       cond_jaxpr=cond_aug, body_jaxpr=body_jvp, cond_nconsts=cond_nconsts,
+                       body_nconsts=body_nconsts + len(bconst_dot))
+    carry, carry_dot = split_list(out, [num_carry])
+    it = iter(carry_dot)
+    return carry, [next(it) if nz else Zero.from_primal_value(p)
+                   for p, nz in safe_zip(carry, carry_nz)]
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_partial_eval
+def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, cond_nconsts,
+                        body_nconsts):
+    # As JAX does: the known carries are computed by a while over the known part of the body;
+    # the unknown ones by recording the *whole* loop (recomputing the known part), since no
+    # residuals can be saved per iteration of a loop of unknown length. This keeps `linearize`
+    # (forward mode) working; transposing the recorded loop raises the reverse-mode error.
+    params = dict(cond_jaxpr=cond_jaxpr, body_jaxpr=body_jaxpr, cond_nconsts=cond_nconsts,
+                  body_nconsts=body_nconsts)
+    unknowns = [trace.is_own(x) for x in args]
+    cconst_uk, bconst_uk, init_uk = split_list(unknowns, [cond_nconsts, body_nconsts])
+    carry_uk = init_uk
+    for _ in range(1 + len(carry_uk)):
+        _, _, carry_out_uk, _ = pe.partial_eval_jaxpr_nounits(
+            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)
+        if carry_out_uk == carry_uk:
+            break
+        carry_uk = _or(carry_uk, carry_out_uk)
+    _, _, (pred_uk,), _ = pe.partial_eval_jaxpr_nounits(cond_jaxpr, cconst_uk + carry_uk)
+    if pred_uk or all(carry_uk):
+        return pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+    # The known loop: the known carries, through the body and predicate with unknowns dropped.
+    cond_known = _drop_unknown_inputs(cond_jaxpr, cconst_uk + carry_uk, [True])
+    body_known = _drop_unknown_inputs(body_jaxpr, bconst_uk + carry_uk,
+                                      [not u for u in carry_uk])
+    cconsts, bconsts, init = split_list(args, [cond_nconsts, body_nconsts])
+    known = lambda xs, uks: [x for x, u in safe_zip(xs, uks) if not u]
+    known_cconsts, known_bconsts = known(cconsts, cconst_uk), known(bconsts, bconst_uk)
+    out_known = while_p.bind_with_trace(
+        trace.parent_trace, [*known_cconsts, *known_bconsts, *known(init, carry_uk)],
+        dict(cond_jaxpr=cond_known, body_jaxpr=body_known, cond_nconsts=len(known_cconsts),
+             body_nconsts=len(known_bconsts)))
+    if not any(carry_uk):  # only unused inputs were unknown
+        return out_known
+    out_all = pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+    return merge_lists(carry_uk, out_known, [o for o, u in safe_zip(out_all, carry_uk) if u])
+
+
+def _drop_unknown_inputs(closed: ClosedJaxpr, unknowns: Sequence[bool],
+                         used_outputs: Sequence[bool]) -> ClosedJaxpr:
+    """The jaxpr keeping only `used_outputs`, which must not read the unknown inputs."""
+    dced = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
+    assert len(dced.in_avals) == len(unknowns) - sum(unknowns)
+    return dced
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_transpose_error
+def _while_transpose(cts, *args, **params):
+    raise ValueError("Reverse-mode differentiation does not work for lax.while_loop or "
+                     "lax.fori_loop with dynamic start/stop values. Try using lax.scan, or "
+                     "using fori_loop with static start/stop.")
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_loop_batching_rule — differs: see below
+def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nconsts,
+                      body_nconsts):
+    cconst_b, bconst_b, init_b = split_list([d is not not_mapped for d in dims],
+                                            [cond_nconsts, body_nconsts])
+    # Fixpoint: a carry is batched if it starts batched or the body makes it so.
+    carry_b = init_b
+    for _ in range(1 + len(carry_b)):
+        _, carry_b_out = _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b,
+                                      instantiate=carry_b)
+        if carry_b_out == carry_b:
+            break
+        carry_b = _or(carry_b, carry_b_out)
+    _, (pred_b,) = _batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, instantiate=False)
+    if pred_b:  # every example loops until its own predicate is false: batch all carries
+        carry_b = [True] * len(carry_b)
+    cconsts, bconsts, init = split_list(vals, [cond_nconsts, body_nconsts])
+    cdims, bdims, idims = split_list(dims, [cond_nconsts, body_nconsts])
+    cconsts = [x if d is not_mapped else batching.moveaxis(x, d, 0)
+               for x, d in safe_zip(cconsts, cdims)]
+    bconsts = [x if d is not_mapped else batching.moveaxis(x, d, 0)
+               for x, d in safe_zip(bconsts, bdims)]
+    init = [batching.bdim_at_front(x, d, axis_size) if b else x
+            for x, d, b in safe_zip(init, idims, carry_b)]
+    cond_b, _ = _batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, pred_b)
+    body_b, _ = _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, carry_b)
+    if not pred_b:
+        outs = while_p.bind(*cconsts, *bconsts, *init, cond_jaxpr=cond_b, body_jaxpr=body_b,
+                            cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
+        return outs, [0 if b else not_mapped for b in carry_b]
+    # A batched predicate: loop while *any* example's predicate holds; an example whose
+    # predicate is false keeps its carry (a select), so it stops changing. (JAX keeps the
+    # bool[n] predicate in the cond jaxpr and does the `any` and the select in the lowering;
+    # here they are ordinary equations of the jaxprs.)
+    carry_avals = [v.aval for v in body_b.jaxpr.outvars]
+    ncc, nbc = len(cconsts), len(bconsts)
+
+    def cond_any(*args):
+        (pred,) = _eval_closed(cond_b, *args)
+        return [lax.reduce_max(pred, (0,))]
+
+    def body_select(*args):
+        cc, bc, carry = split_list(args, [ncc, nbc])
+        (pred,) = _eval_closed(cond_b, *cc, *carry)
+        new = _eval_closed(body_b, *bc, *carry)
+        return [lax.select(_bcast_pred(pred, a), n, c)
+                for n, c, a in safe_zip(new, carry, carry_avals)]
+
+    cond_avals = cond_b.in_avals
+    cond_any_jaxpr = _trace_closed(cond_any, cond_avals, "vmap")
+    body_select_jaxpr = _trace_closed(
+        body_select, cond_avals[:ncc] + body_b.in_avals, "vmap")
+    outs = while_p.bind(*cconsts, *cconsts, *bconsts, *init, cond_jaxpr=cond_any_jaxpr,
+                        body_jaxpr=body_select_jaxpr, cond_nconsts=ncc, body_nconsts=ncc + nbc)
+    return outs, [0] * len(outs)
+
+
+def _bcast_pred(pred, aval: ShapedArray):
+    return pred if aval.ndim == 1 else lax.broadcast_in_dim(pred, aval.shape, (0,))
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering — differs: no effects
+def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
+    # The consts travel through the loop state with the carry (regions only see their
+    # arguments here, as in JAX's lowering).
+    hlo, ir = mlir.hlo, mlir.ir
+    types = [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
+    while_op = hlo.WhileOp(types, list(args))
+    cond_block = while_op.regions[0].blocks.append(*types)
+    with ir.InsertionPoint(cond_block):
+        cc, _, carry = split_list(list(cond_block.arguments), [cond_nconsts, body_nconsts])
+        hlo.return_(mlir.lower_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, [*cc, *carry]))
+    body_block = while_op.regions[1].blocks.append(*types)
+    with ir.InsertionPoint(body_block):
+        cc, bc, carry = split_list(list(body_block.arguments), [cond_nconsts, body_nconsts])
+        new = mlir.lower_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, [*bc, *carry])
+        hlo.return_([*cc, *bc, *new])
+    return list(while_op.results)[cond_nconsts + body_nconsts:]
+
+
+while_p = core.Primitive("while")
+while_p.multiple_results = True
+while_p.eager_numpy = False
+while_p.def_impl(_while_impl)
+while_p.def_abstract_eval(_while_abstract_eval)
+ad.primitive_jvps[while_p] = _while_jvp
+pe.custom_partial_eval_rules[while_p] = _while_partial_eval
+ad.primitive_transposes[while_p] = _while_transpose
+batching.primitive_batchers[while_p] = _while_batch_rule
+mlir.register_lowering(while_p, _while_lowering)
+
+
+# =============================================================================================
+# fori_loop and map
+# =============================================================================================
+
+# JAX: jax/_src/lax/control_flow/loops.py fori_loop
+def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool | None = None):
+    """`val = body_fun(i, val)` for `i` in `range(lower, upper)`.
+
+    With concrete bounds (Python ints or concrete arrays) this is a `scan` of length
+    `upper - lower`, so reverse mode works; with traced bounds it is a `while_loop` (forward
+    mode only). `i` is an integer scalar of the bounds' dtype.
+    Raises: TypeError for bounds of different dtypes or a non-callable body; ValueError for
+      `unroll` with traced bounds.
+    """
+    if not callable(body_fun):
+        raise TypeError("lax.fori_loop: body_fun argument should be callable.")
+    lower_aval, upper_aval = core.get_aval(lower), core.get_aval(upper)
+    dtype = lower_aval.dtype
+    if lower_aval.dtype != upper_aval.dtype:
+        if lower_aval.weak_type and not upper_aval.weak_type:
+            dtype = upper_aval.dtype
+        elif upper_aval.weak_type and not lower_aval.weak_type:
+            dtype = lower_aval.dtype
+        else:
+            raise TypeError("lower and upper arguments to fori_loop must have equal types, "
+                            f"got {lower_aval.dtype.name} and {upper_aval.dtype.name}")
+    if core.is_concrete(lower) and core.is_concrete(upper):
+        lower_, upper_ = int(core.to_numpy(lower)), int(core.to_numpy(upper))
+
+        def scanned(carry, _):
+            i, x = carry
+            return (i + 1, body_fun(i, x)), None
+
+        (_, result), _ = scan(scanned, (lower_, init_val), None,
+                              length=max(upper_ - lower_, 0),
+                              unroll=False if unroll is None else unroll)
+        return result
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
+    lower = lax.convert_element_type(lower, dtype)
+    upper = lax.convert_element_type(upper, dtype)
+
+    def while_body(carry):
+        i, hi, x = carry
+        return lax.add(i, np.array(1, dtype)), hi, body_fun(i, x)
+
+    _, _, result = while_loop(lambda carry: lax.lt(carry[0], carry[1]), while_body,
+                              (lower, upper, init_val))
+    return result
+
+
+# JAX: jax/_src/lax/control_flow/loops.py map — differs: no batch_size
+def map(f: Callable, xs):
+    """`stack([f(x) for x in xs])` over the leading axis of the pytree `xs`, as a `scan`
+    (one traced body, one loop; unlike `vmap`, the examples run one after another)."""
+    _, ys = scan(lambda _, x: ((), f(x)), (), xs)
+    return ys
