@@ -13,7 +13,7 @@ Rules must not close over traced values of enclosing transformations (pass them 
 JAX has the same restriction (see `jax.closure_convert`).
 
 Mirrors jax/_src/custom_derivatives.py (and `custom_lin` from jax/_src/interpreters/ad.py).
-Taught in chapters/06-reverse-mode.md (custom rules).
+Taught in chapters/09-primitives.md (custom rules).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from minijax.util import safe_zip, split_list
 
-_CHAPTER = "chapters/06-reverse-mode.md"
+_CHAPTER = "chapters/09-primitives.md"
 
 
 def _fun_name(f) -> str:

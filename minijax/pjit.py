@@ -208,33 +208,9 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
 
 @_per_jaxpr_cache
 def _batch_of(jaxpr: ClosedJaxpr, dims: tuple, axis_size: int):
-    in_avals = []
-    for a, d in zip(jaxpr.in_avals, dims):
-        if d is batching.not_mapped:
-            in_avals.append(a)
-        else:
-            shape = list(a.shape)
-            shape.insert(d, axis_size)
-            in_avals.append(a.update(shape=tuple(shape)))
-
-    # Outputs that do not depend on a mapped input stay unbatched (JAX: batch_jaxpr with
-    # instantiate=False), so e.g. jacfwd's out_axes=None primal works through jit.
-    out_dims: list = []
-
-    def batched(*args):
-        trace = batching.BatchTrace(core.current_trace(), axis_size)
-        try:
-            in_tracers = [trace._wrap(x, d) for x, d in zip(args, dims)]
-            with core.set_current_trace(trace):
-                outs = core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *in_tracers)
-            pairs = [trace.to_batch_info(o) for o in outs]
-        finally:
-            trace.invalidate()
-        out_dims[:] = [batching.not_mapped if d is batching.not_mapped else 0 for _, d in pairs]
-        return [v if d is batching.not_mapped else batching.moveaxis(v, d, 0) for v, d in pairs]
-
-    b_jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(batched, in_avals, purpose="vmap")
-    return ClosedJaxpr(b_jaxpr, consts), tuple(out_dims)
+    # outputs that do not depend on a mapped input stay unbatched (JAX: instantiate=False)
+    b_closed, out_dims = batching.batch_jaxpr(jaxpr, dims, axis_size)
+    return b_closed, tuple(out_dims)
 
 
 def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name, donated_invars):

@@ -11,7 +11,7 @@ rounds of add / rotate / xor on two 32-bit words, with the key added every 4 rou
 
 Mirrors jax/_src/random/prng.py (keys, `iota_2x32_shape`) and jax/_src/random/threefry2x32.py
 (the hash, seed, split, fold_in, random_bits), with `jax_threefry_partitionable=True` (the
-default in JAX 0.10). Taught in the random-numbers chapter (not yet written).
+default in JAX 0.10). Taught in chapters/10-pytrees-prng.md.
 """
 
 from __future__ import annotations

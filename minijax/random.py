@@ -9,7 +9,7 @@ results equal JAX's. Keys may be typed (`key`) or raw u32[2] arrays (`PRNGKey`).
 
 Defaults as in JAX 0.10 with x64 off: float32/int32/uint32 results, the threefry2x32
 implementation, `jax_threefry_partitionable=True`. Mirrors jax/_src/random/core.py.
-Taught in the random-numbers chapter (not yet written).
+Taught in chapters/10-pytrees-prng.md.
 """
 
 from __future__ import annotations

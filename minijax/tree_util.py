@@ -2,6 +2,7 @@
 
 Transformations flatten their arguments to a flat list of leaves plus a `PyTreeDef` that can
 rebuild the structure. Mirrors jax/_src/tree_util.py (whose fast path is C++).
+Taught in chapters/10-pytrees-prng.md.
 """
 
 from __future__ import annotations

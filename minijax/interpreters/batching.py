@@ -189,10 +189,12 @@ def _reshape_ones(x, n: int):
 
 # JAX: jax/_src/interpreters/batching.py batch — differs: a flat function, out dims returned
 def batch_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
-               axis_size: int, fun_name: str = "fun") -> tuple[list, list[int | None]]:
+               axis_size: int, fun_name: str = "fun",
+               instantiate: bool | Sequence[bool] = False) -> tuple[list, list[int | None]]:
     """Run the flat function `fun` batched (`args[i]` batched at `in_dims[i]`). Returns its
     outputs and where their batch axis is: 0, or None for an output that depends on no batched
-    input (left unbatched, unlike `vmap_flat`, which places every output where it is asked)."""
+    input (left unbatched, unlike `vmap_flat`, which places every output where it is asked) —
+    unless `instantiate` (one bool, or one per output) asks for it batched (broadcast)."""
     trace = BatchTrace(core.current_trace(), axis_size, fun_name=fun_name)
     try:
         in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
@@ -201,17 +203,21 @@ def batch_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None]
         pairs = [trace.to_batch_info(o) for o in outs]
     finally:
         trace.invalidate()
-    return ([v if d is not_mapped else moveaxis(v, d, 0) for v, d in pairs],
-            [not_mapped if d is not_mapped else 0 for _, d in pairs])
+    inst = [instantiate] * len(pairs) if isinstance(instantiate, bool) else list(instantiate)
+    return ([v if d is not_mapped and not i else matchaxis(axis_size, d, 0, v)
+             for (v, d), i in safe_zip(pairs, inst)],
+            [not_mapped if d is not_mapped and not i else 0 for (_, d), i in safe_zip(pairs, inst)])
 
 
 # JAX: jax/_src/interpreters/batching.py batch_jaxpr
-def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size: int
+def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size: int,
+                instantiate: bool | Sequence[bool] = False
                 ) -> tuple[core.ClosedJaxpr, list[int | None]]:
     """The jaxpr of `vmap(closed)`: input i carries its batch axis at `dims[i]` (None: not
     batched). Returns it with each output's batch axis: 0, or None for an output that depends
-    on no batched input (it stays unbatched, so that e.g. `jacfwd`'s `out_axes=None` holds).
-    Used by the batching rules of primitives that hold a jaxpr (custom_jvp_call, remat2)."""
+    on no batched input (it stays unbatched, so that e.g. `jacfwd`'s `out_axes=None` holds)
+    unless `instantiate` asks for it. Used by the batching rules of every primitive that holds
+    a jaxpr (jit_p, custom_jvp_call, remat2, cond, while, scan)."""
     from minijax.interpreters import partial_eval as pe
     in_avals = []
     for a, d in safe_zip(closed.in_avals, dims):
@@ -226,7 +232,7 @@ def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size:
     def batched(*args):
         outs, out_dims[:] = batch_flat(
             lambda *xs: core.eval_jaxpr(closed.jaxpr, closed.consts, *xs), args, dims,
-            axis_size)
+            axis_size, instantiate=instantiate)
         return outs
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(batched, in_avals, purpose="vmap")

@@ -15,7 +15,9 @@ from minijax.nn import initializers  # noqa: F401
 
 def relu(x):
     """max(x, 0). Its derivative at 0 is 0, as in JAX."""
-    return jnp.maximum(x, 0)
+    # jnp.maximum alone would split the derivative at the tie x == 0 (0.5, as lax.max does);
+    # JAX's relu is a custom_jvp with derivative 0 there, which this select reproduces
+    return jnp.where(x > 0, x, lax.stop_gradient(jnp.maximum(x, 0)))
 
 
 def sigmoid(x):

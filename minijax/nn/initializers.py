@@ -4,7 +4,7 @@ Each builder (`glorot_normal()`, `he_uniform()`, ...) returns `init(key, shape, 
 are all `variance_scaling`: draw from a (truncated) normal or a uniform distribution and scale
 so the variance is `scale / n`, where n counts the layer's inputs, outputs or their mean
 (from `_compute_fans`). Given the same key, the values equal JAX's bit for bit.
-Mirrors jax/_src/nn/initializers.py. Taught in the random-numbers chapter (not yet written).
+Mirrors jax/_src/nn/initializers.py. Taught in chapters/10-pytrees-prng.md.
 """
 
 from __future__ import annotations

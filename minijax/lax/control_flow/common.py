@@ -228,32 +228,13 @@ def _eval_closed(closed: ClosedJaxpr, *args) -> list:
 # JAX: jax/_src/interpreters/batching.py batch_jaxpr — differs: batch axes always at 0
 def _batch_jaxpr(closed: ClosedJaxpr, axis_size: int, in_batched: Sequence[bool],
                  instantiate: bool | Sequence[bool]) -> tuple[ClosedJaxpr, list[bool]]:
-    """The jaxpr of `vmap(closed)`: inputs where `in_batched` have a leading axis of size
-    `axis_size`; an output is batched (at axis 0) if it depends on a batched input or if
-    `instantiate` (one bool, or one per output) asks for it (then it is broadcast).
+    """`batching.batch_jaxpr` with batch axes at 0, in terms of flags: inputs where
+    `in_batched` have a leading axis of size `axis_size`; an output is batched if it depends on
+    a batched input or if `instantiate` (one bool, or one per output) asks for it.
 
     Returns (batched_jaxpr, out_batched): loop rules need to know which outputs come out
-    batched to find the fixpoint of which carries are batched. (`batching.batch_jaxpr` batches
-    every output instead.)
+    batched to find the fixpoint of which carries are batched.
     """
-    in_avals = [a.update(shape=(axis_size, *a.shape)) if b else a
-                for a, b in safe_zip(closed.in_avals, in_batched)]
-    out_batched: list[bool] = []
-
-    def batched_fun(*args):
-        trace = batching.BatchTrace(core.current_trace(), axis_size, fun_name="batch_jaxpr")
-        try:
-            in_tracers = [trace._wrap(x, 0 if b else batching.not_mapped)
-                          for x, b in safe_zip(args, in_batched)]
-            with core.set_current_trace(trace):
-                outs = _eval_closed(closed, *in_tracers)
-            pairs = [trace.to_batch_info(o) for o in outs]
-        finally:
-            trace.invalidate()
-        inst = [instantiate] * len(pairs) if isinstance(instantiate, bool) else instantiate
-        out_batched[:] = [d is not batching.not_mapped or i
-                          for (_, d), i in safe_zip(pairs, inst)]
-        return [batching.matchaxis(axis_size, d, 0, v) if b else v
-                for (v, d), b in safe_zip(pairs, out_batched)]
-
-    return _trace_closed(batched_fun, in_avals, "vmap"), list(out_batched)
+    dims = [0 if b else batching.not_mapped for b in in_batched]
+    b_closed, out_dims = batching.batch_jaxpr(closed, dims, axis_size, instantiate)
+    return b_closed, [d is not batching.not_mapped for d in out_dims]
