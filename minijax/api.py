@@ -18,7 +18,6 @@ from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
-from minijax.util import safe_zip
 
 
 def _fun_name(f) -> str:
@@ -362,7 +361,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             aval = core.get_aval(x)
             if not -aval.ndim <= d < aval.ndim:
                 raise ValueError(f"vmap was requested to map its argument along axis {d}, "
-                                 f"which implies that its rank should be at least {d + 1 if d >= 0 else -d}, "
+                                 "which implies that its rank should be at least "
+                                 f"{d + 1 if d >= 0 else -d}, "
                                  f"but is only {aval.ndim} (its shape is {aval.shape})")
             d = d % aval.ndim
             norm_dims.append(d)
@@ -447,7 +447,6 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
             return t, y
 
         jac_t, rest = vmap(push, out_axes=(-1, None))(basis)
-        y = rest[0] if has_aux else rest
         out_flat, out_tree = tree_flatten(jac_t)
         per_out = []
         for o in out_flat:

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import dtypes
-from minijax.util import safe_map, safe_zip
+from minijax.util import safe_zip
 
 # ---------------------------------------------------------------------------------------------
 # Abstract values

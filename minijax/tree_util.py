@@ -110,7 +110,9 @@ def _flatten(x: Any, is_leaf: Callable | None, leaves: list) -> PyTreeDef:
 # JAX: jax/_src/tree_util.py tree_flatten
 def tree_flatten(tree: Any, is_leaf: Callable[[Any], bool] | None = None
                  ) -> tuple[list, PyTreeDef]:
-    """Flatten `tree` to (leaves, treedef). Leaves are in the order JAX uses (dicts by sorted key)."""
+    """Flatten `tree` to (leaves, treedef).
+
+    Leaves are in the order JAX uses (dicts by sorted key)."""
     leaves: list = []
     treedef = _flatten(tree, is_leaf, leaves)
     return leaves, treedef
