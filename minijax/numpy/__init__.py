@@ -15,5 +15,6 @@ from minijax.numpy.lax_numpy import (  # noqa: F401
     true_divide, uint8, uint16, uint32, uint64, var, vdot, where, zeros, zeros_like, _astype,
     _rewriting_take,
 )
+from minijax.numpy import linalg  # noqa: F401,E402
 
 _array_methods.install()

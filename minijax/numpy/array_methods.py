@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from minijax import core
 from minijax.array import Array
+from minijax.numpy.indexing import _IndexUpdateHelper
 
 
 def _defer_to_unrecognized(binary):
@@ -53,6 +54,7 @@ def _set_methods(cls) -> None:
     cls.__abs__ = lambda self: jnp.abs(self)
     cls.__invert__ = lambda self: jnp.invert(self)
     cls.__getitem__ = lambda self, idx: jnp._rewriting_take(self, idx)
+    cls.at = property(lambda self: _IndexUpdateHelper(self))
     cls.T = property(lambda self: jnp.transpose(self))
     cls.reshape = lambda self, *shape, order="C": jnp.reshape(
         self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)

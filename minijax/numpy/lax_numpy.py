@@ -8,7 +8,6 @@ ufuncs.py and reductions.py. Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
-import math
 import string
 from typing import Any, Sequence
 
@@ -20,7 +19,7 @@ from minijax.lax import lax as lax_internal
 from minijax.array import Array
 from minijax.core import Tracer
 
-_max, _min, _abs, _sum, _round = builtins.max, builtins.min, builtins.abs, builtins.sum, builtins.round
+_max, _min, _abs, _sum = builtins.max, builtins.min, builtins.abs, builtins.sum
 
 # dtypes, as jnp exposes them
 bool_ = np.bool_
@@ -751,7 +750,7 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
     for i in range(1, len(terms)):
         s1, o1 = terms[i]
         rest = set(range(i + 1, len(terms)))
-        later = lambda c: c in out or any(c in terms[j][0] for j in rest)
+        later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
         common = [c for c in s0 if c in s1]
         batch = [c for c in common if later(c)]
         contract = [c for c in common if not later(c)]
@@ -807,11 +806,16 @@ def take_along_axis(arr, indices, axis: int):
     return sum(picked, axis=axis + 1, dtype=core.get_aval(arr).dtype)
 
 
-def _rewriting_take(x, idx):
-    """Basic indexing: ints, slices (any step), None and Ellipsis."""
+def _rewriting_take(x, idx, mode=None, fill_value=None):
+    """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis. An index with
+    an integer array, a list or a boolean mask is advanced indexing, one gather:
+    minijax/numpy/indexing.py `advanced_take`, which `mode`/`fill_value` apply to."""
     x = asarray(x)
     aval = core.get_aval(x)
     idx = idx if isinstance(idx, tuple) else (idx,)
+    from minijax.numpy import indexing
+    if builtins.any(indexing.is_advanced(i) for i in idx):
+        return indexing.advanced_take(x, idx, mode, fill_value)
     n_ell = _sum(1 for i in idx if i is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")

@@ -1,0 +1,340 @@
+"""Convolution: `conv_general_dilated`, XLA's convolution with strides, padding, dilations and
+feature groups.
+
+The primitive is bilinear in (lhs, rhs), so its jvp applies it to each tangent and its two
+transposes are convolutions again (JAX's `_conv_general_dilated_transpose_lhs/rhs`): the lhs
+cotangent convolves the output cotangent with the spatially reversed kernel, the rhs cotangent
+convolves the input with the output cotangent. The numpy impl lays out windows with
+`sliding_window_view` and contracts them with `einsum`. Mirrors jax/_src/lax/convolution.py.
+Taught in chapters/09-primitives.md.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.ad_util import Zero
+from minijax.core import Primitive
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters.ad import is_undefined_primal
+from minijax.interpreters.batching import not_mapped
+from minijax.lax import lax
+
+
+# JAX: jax/_src/lax/convolution.py ConvDimensionNumbers
+class ConvDimensionNumbers(NamedTuple):
+    """Each spec lists dimension indices: lhs (batch N, feature C, spatial...), rhs (out
+    feature O, in feature I, spatial...), out (N, C, spatial...)."""
+    lhs_spec: tuple[int, ...]
+    rhs_spec: tuple[int, ...]
+    out_spec: tuple[int, ...]
+
+
+# JAX: jax/_src/lax/convolution.py conv_dimension_numbers
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers) -> ConvDimensionNumbers:
+    """None (NC..., OI..., NC...), a ConvDimensionNumbers, or three strings like
+    ('NHWC', 'HWIO', 'NHWC') -> ConvDimensionNumbers. Raises TypeError on bad specs."""
+    if isinstance(dimension_numbers, ConvDimensionNumbers):
+        return dimension_numbers
+    if len(lhs_shape) != len(rhs_shape):
+        raise TypeError(f"convolution requires lhs and rhs ndim to be equal, got "
+                        f"{len(lhs_shape)} and {len(rhs_shape)}.")
+    if dimension_numbers is None:
+        iota = tuple(range(len(lhs_shape)))
+        return ConvDimensionNumbers(iota, iota, iota)
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for spec, (a, b) in zip(dimension_numbers, pairs):
+        if len(spec) != len(lhs_shape) or spec.count(a) != 1 or spec.count(b) != 1 or len(
+                set(spec)) != len(spec):
+            raise TypeError(f"convolution dimension_numbers {dimension_numbers}: {spec} must "
+                            f"have {len(lhs_shape)} distinct characters including {a} and {b}")
+    if not set(lhs_spec) - {"N", "C"} == set(rhs_spec) - {"O", "I"} == set(out_spec) - {"N", "C"}:
+        raise TypeError(f"convolution dimension_numbers elements must each have the same set "
+                        f"of spatial characters, got {dimension_numbers}.")
+
+    def perm(spec, pair):
+        spatial = [i for i, c in enumerate(spec) if c not in pair]
+        if spec is not rhs_spec:
+            spatial.sort(key=lambda i: rhs_spec.index(spec[i]))
+        return (spec.index(pair[0]), spec.index(pair[1])) + tuple(spatial)
+
+    return ConvDimensionNumbers(*(perm(s, p) for s, p in zip(dimension_numbers, pairs)))
+
+
+def _dilate_shape(shape, dilation):
+    return tuple(0 if d == 0 else 1 + r * (d - 1) for d, r in zip(shape, dilation))
+
+
+# JAX: jax/_src/lax/lax.py padtype_to_pads
+def padtype_to_pads(in_shape, window_shape, window_strides, padding: str):
+    """'SAME' (output size ceil(in / stride)) or 'VALID' (no padding) -> (lo, hi) pairs."""
+    if padding.upper() == "VALID":
+        return [(0, 0)] * len(in_shape)
+    if padding.upper() != "SAME":
+        raise TypeError(f"Unknown padding type: {padding}.")
+    out = [-(-i // s) for i, s in zip(in_shape, window_strides)]
+    total = [max((o - 1) * s + w - i, 0)
+             for o, s, w, i in zip(out, window_strides, window_shape, in_shape)]
+    return [(t // 2, t - t // 2) for t in total]
+
+
+def _spatial(shape, spec):
+    return tuple(shape[i] for i in spec[2:])
+
+
+def _dilate(x, dilation, first_axis: int):
+    if all(d == 1 for d in dilation):
+        return x
+    shape = list(x.shape)
+    index = [slice(None)] * x.ndim
+    for k, d in enumerate(dilation):
+        shape[first_axis + k] = _dilate_shape([x.shape[first_axis + k]], [d])[0]
+        index[first_axis + k] = slice(None, None, d)
+    out = np.zeros(shape, x.dtype)
+    out[tuple(index)] = x
+    return out
+
+
+def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+               dimension_numbers, feature_group_count):
+    ls, rs, os_ = dimension_numbers
+    x = _dilate(np.transpose(lhs, ls), lhs_dilation, 2)  # N, C, spatial
+    w = _dilate(np.transpose(rhs, rs), rhs_dilation, 2)  # O, I, spatial
+    nsp = x.ndim - 2
+    x = np.pad(x, [(0, 0)] * 2 + [(max(lo, 0), max(hi, 0)) for lo, hi in padding])
+    x = x[(slice(None),) * 2 + tuple(slice(-min(lo, 0), x.shape[2 + k] + min(hi, 0))
+                                     for k, (lo, hi) in enumerate(padding))]
+    win = np.lib.stride_tricks.sliding_window_view(x, w.shape[2:], axis=tuple(range(2, 2 + nsp)))
+    win = win[(slice(None),) * 2 + tuple(slice(None, None, s) for s in window_strides)]
+    g = feature_group_count
+    n, c = win.shape[:2]
+    win = win.reshape((n, g, c // g) + win.shape[2:])
+    w = w.reshape((g, w.shape[0] // g) + w.shape[1:])
+    sp = "hijklm"[:nsp]
+    kk = "tuvwxy"[:nsp]
+    out = np.einsum(f"ngc{sp}{kk},goc{kk}->ngo{sp}", win, w)
+    out = out.reshape((n, -1) + out.shape[3:]).astype(lhs.dtype)
+    return np.transpose(out, np.argsort(os_))
+
+
+def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                        dimension_numbers, feature_group_count):
+    ls, rs, os_ = dimension_numbers
+    where = f"conv_general_dilated({lhs.str_short()}, {rhs.str_short()})"
+    if lhs.dtype != rhs.dtype:
+        raise TypeError(f"{where}: lhs and rhs must have the same dtype")
+    g = feature_group_count
+    c, i_feat, o = lhs.shape[ls[1]], rhs.shape[rs[1]], rhs.shape[rs[0]]
+    if c != i_feat * g or o % g:
+        raise TypeError(f"{where}: lhs features ({c}) must be rhs input features ({i_feat}) "
+                        f"x feature_group_count ({g}), and rhs output features ({o}) divisible "
+                        f"by it")
+    lhs_sp = _dilate_shape(_spatial(lhs.shape, ls), lhs_dilation)
+    rhs_sp = _dilate_shape(_spatial(rhs.shape, rs), rhs_dilation)
+    out_sp = [max((d + lo + hi - k) // s + 1, 0) if d + lo + hi >= k else 0
+              for d, (lo, hi), k, s in zip(lhs_sp, padding, rhs_sp, window_strides)]
+    canonical = (lhs.shape[ls[0]], o) + tuple(out_sp)
+    shape = [0] * lhs.ndim
+    for j, a in enumerate(os_):
+        shape[a] = canonical[j]
+    return lhs.update(shape=tuple(shape), weak_type=lhs.weak_type and rhs.weak_type)
+
+
+def _conv_jvp_lhs(g, lhs, rhs, **params):
+    return conv_general_dilated_p.bind(g, rhs, **params)
+
+
+def _conv_jvp_rhs(g, lhs, rhs, **params):
+    return conv_general_dilated_p.bind(lhs, g, **params)
+
+
+def _spec_transpose(spec):
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+# JAX: jax/_src/lax/convolution.py _conv_general_vjp_lhs_padding
+def _conv_general_vjp_lhs_padding(in_shape, window_dimensions, window_strides, out_shape,
+                                  padding, lhs_dilation, rhs_dilation):
+    lhs_d = _dilate_shape(in_shape, lhs_dilation)
+    rhs_d = _dilate_shape(window_dimensions, rhs_dilation)
+    out_d = _dilate_shape(out_shape, window_strides)
+    before = [r - lo - 1 for r, (lo, _) in zip(rhs_d, padding)]
+    after = [l + r - 1 - o - b for l, r, o, b in zip(lhs_d, rhs_d, out_d, before)]
+    return tuple(zip(before, after))
+
+
+# JAX: jax/_src/lax/convolution.py _conv_general_vjp_rhs_padding
+def _conv_general_vjp_rhs_padding(in_shape, window_dimensions, window_strides, out_shape,
+                                  padding, lhs_dilation, rhs_dilation):
+    lhs_d = _dilate_shape(in_shape, lhs_dilation)
+    rhs_d = _dilate_shape(window_dimensions, rhs_dilation)
+    out_d = _dilate_shape(out_shape, window_strides)
+    hi = [o - l + r - lo - 1 for o, l, r, (lo, _) in zip(out_d, lhs_d, rhs_d, padding)]
+    return tuple((lo, h) for (lo, _), h in zip(padding, hi))
+
+
+def _split(x, axis: int, groups: int):
+    shape = core.get_aval(x).shape
+    size = shape[axis] // groups
+    return [lax.slice(x, [size * k if a == axis else 0 for a in range(len(shape))],
+                      [size * (k + 1) if a == axis else d for a, d in enumerate(shape)])
+            for k in range(groups)]
+
+
+def _transpose_lhs_one_group(g, lhs_shape, rhs, *, window_strides, padding, lhs_dilation,
+                             rhs_dilation, dimension_numbers):
+    ls, rs, os_ = dimension_numbers
+    rhs_shape = core.get_aval(rhs).shape
+    pads = _conv_general_vjp_lhs_padding(
+        _spatial(lhs_shape, ls), _spatial(rhs_shape, rs), window_strides,
+        _spatial(core.get_aval(g).shape, os_), padding, lhs_dilation, rhs_dilation)
+    return conv_general_dilated(
+        g, lax.rev(rhs, rs[2:]), window_strides=lhs_dilation, padding=pads,
+        lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
+        dimension_numbers=ConvDimensionNumbers(os_, _spec_transpose(rs), ls))
+
+
+def _transpose_rhs_one_group(g, lhs, rhs_shape, *, window_strides, padding, lhs_dilation,
+                             rhs_dilation, dimension_numbers):
+    ls, rs, os_ = dimension_numbers
+    pads = _conv_general_vjp_rhs_padding(
+        _spatial(core.get_aval(lhs).shape, ls), _spatial(rhs_shape, rs), window_strides,
+        _spatial(core.get_aval(g).shape, os_), padding, lhs_dilation, rhs_dilation)
+    dn = ConvDimensionNumbers(_spec_transpose(ls), _spec_transpose(os_), _spec_transpose(rs))
+    return conv_general_dilated(lhs, g, window_strides=rhs_dilation, padding=pads,
+                                lhs_dilation=lhs_dilation, rhs_dilation=window_strides,
+                                dimension_numbers=dn)
+
+
+def _conv_transpose(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                    dimension_numbers, feature_group_count):
+    # with feature groups, each group is transposed on its own and the results concatenated
+    # (JAX folds the groups into batch_group_count instead, which minijax does not have)
+    ls, rs, os_ = dimension_numbers
+    params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+                  rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers)
+    G = feature_group_count
+    if is_undefined_primal(lhs):
+        if type(ct) is Zero:
+            return [Zero(lhs.aval), None]
+        shape = list(lhs.aval.shape)
+        shape[ls[1]] //= G
+        parts = [_transpose_lhs_one_group(g, tuple(shape), r, **params)
+                 for g, r in zip(_split(ct, os_[1], G), _split(rhs, rs[0], G))]
+        return [parts[0] if G == 1 else lax.concatenate(parts, ls[1]), None]
+    if type(ct) is Zero:
+        return [None, Zero(rhs.aval)]
+    shape = list(rhs.aval.shape)
+    shape[rs[0]] //= G
+    parts = [_transpose_rhs_one_group(g, x, tuple(shape), **params)
+             for g, x in zip(_split(ct, os_[1], G), _split(lhs, ls[1], G))]
+    return [None, parts[0] if G == 1 else lax.concatenate(parts, rs[0])]
+
+
+# JAX: jax/_src/lax/convolution.py _reshape_axis_into
+def _reshape_axis_into(src: int, dst: int, x):
+    """Merge axis `src` into axis `dst` (an index among the other axes), `src` major."""
+    shape = core.get_aval(x).shape
+    perm = [i for i in range(len(shape)) if i != src]
+    perm.insert(dst, src)
+    new_shape = [d for i, d in enumerate(shape) if i != src]
+    new_shape[dst] *= shape[src]
+    return lax.reshape(x, new_shape, tuple(perm))
+
+
+# JAX: jax/_src/lax/convolution.py _reshape_axis_out_of
+def _reshape_axis_out_of(src: int, size1: int, x):
+    shape = list(core.get_aval(x).shape)
+    shape[src:src + 1] = [size1, shape[src] // size1]
+    return lax.reshape(x, shape)
+
+
+def _conv_batch_rule(vals, dims, *, axis_size, **params):
+    (lhs, rhs), (ld, rd) = vals, dims
+    ls, rs, os_ = params["dimension_numbers"]
+    B = axis_size
+    if rd is not_mapped:  # the batch joins N
+        out = conv_general_dilated_p.bind(_reshape_axis_into(ld, ls[0], lhs), rhs, **params)
+        return _reshape_axis_out_of(os_[0], B, out), os_[0]
+    if params["feature_group_count"] != 1:
+        raise NotImplementedError("conv_general_dilated: vmap over the kernel with "
+                                  "feature_group_count > 1 is not implemented in minijax — "
+                                  "see chapters/05-batching.md")
+    rhs = _reshape_axis_into(rd, rs[0], rhs)  # the batch joins O, major
+    if ld is not_mapped:
+        out = conv_general_dilated_p.bind(lhs, rhs, **params)
+    else:  # and C: one feature group per example
+        lhs = _reshape_axis_into(ld, ls[1], lhs)
+        out = conv_general_dilated_p.bind(lhs, rhs, **dict(params, feature_group_count=B))
+    return _reshape_axis_out_of(os_[1], B, out), os_[1]
+
+
+def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                   dimension_numbers, feature_group_count):
+    ls, rs, os_ = dimension_numbers
+    dnums = mlir.hlo.ConvDimensionNumbers.get(
+        input_batch_dimension=ls[0], input_feature_dimension=ls[1],
+        input_spatial_dimensions=list(ls[2:]), kernel_output_feature_dimension=rs[0],
+        kernel_input_feature_dimension=rs[1], kernel_spatial_dimensions=list(rs[2:]),
+        output_batch_dimension=os_[0], output_feature_dimension=os_[1],
+        output_spatial_dimensions=list(os_[2:]))
+    pads = mlir.ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(-1, 2))
+    return mlir.hlo.convolution(
+        mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums, feature_group_count, 1,
+        window_strides=list(window_strides), padding=pads, lhs_dilation=list(lhs_dilation),
+        rhs_dilation=list(rhs_dilation))
+
+
+# JAX: jax/_src/lax/convolution.py conv_general_dilated
+def conv_general_dilated(lhs, rhs, window_strides: Sequence[int], padding,
+                         lhs_dilation: Sequence[int] | None = None,
+                         rhs_dilation: Sequence[int] | None = None, dimension_numbers=None,
+                         feature_group_count: int = 1, batch_group_count: int = 1,
+                         precision=None, preferred_element_type=None):
+    """General n-d convolution (cross-correlation, as XLA's).
+
+    Args:
+      lhs: `T[N,C,spatial...]` in the layout `dimension_numbers[0]` names.
+      rhs: `T[O,I,spatial...]` (layout `dimension_numbers[1]`), with `C == I *
+        feature_group_count` and `O` divisible by `feature_group_count`.
+      window_strides: one stride per spatial dim.
+      padding: 'SAME', 'VALID' or one `(lo, hi)` pair per spatial dim (may be negative).
+      lhs_dilation / rhs_dilation: input (transposed-conv) and kernel (atrous) dilations.
+      dimension_numbers: None, a ConvDimensionNumbers or strings like
+        `('NCHW', 'OIHW', 'NCHW')` / `('NHWC', 'HWIO', 'NHWC')`.
+    Returns: `T[N,O,out_spatial...]` in the layout `dimension_numbers[2]` names, with
+      `out = floor((dilated_in + lo + hi - dilated_window) / stride) + 1`.
+    Raises TypeError for mismatched dtypes/features or bad specs; NotImplementedError for
+    `batch_group_count != 1` or `preferred_element_type` (not in minijax).
+    """
+    if batch_group_count != 1 or preferred_element_type is not None:
+        raise NotImplementedError("conv_general_dilated: batch_group_count and "
+                                  "preferred_element_type are not supported by minijax")
+    l_shape, r_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
+    dn = conv_dimension_numbers(l_shape, r_shape, dimension_numbers)
+    nsp = len(l_shape) - 2
+    lhs_dilation = tuple(int(d) for d in lhs_dilation or (1,) * nsp)
+    rhs_dilation = tuple(int(d) for d in rhs_dilation or (1,) * nsp)
+    window_strides = tuple(int(s) for s in window_strides)
+    if isinstance(padding, str):
+        padding = padtype_to_pads(_dilate_shape(_spatial(l_shape, dn.lhs_spec), lhs_dilation),
+                                  _dilate_shape(_spatial(r_shape, dn.rhs_spec), rhs_dilation),
+                                  window_strides, padding)
+    padding = tuple((int(lo), int(hi)) for lo, hi in padding)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation, dimension_numbers=dn,
+        feature_group_count=int(feature_group_count))
+
+
+conv_general_dilated_p = Primitive("conv_general_dilated")
+conv_general_dilated_p.def_impl(_conv_impl)
+conv_general_dilated_p.def_abstract_eval(_conv_abstract_eval)
+ad.defjvp(conv_general_dilated_p, _conv_jvp_lhs, _conv_jvp_rhs)
+ad.primitive_transposes[conv_general_dilated_p] = _conv_transpose
+batching.primitive_batchers[conv_general_dilated_p] = _conv_batch_rule
+mlir.register_lowering(conv_general_dilated_p, _conv_lowering)

@@ -1,0 +1,855 @@
+"""Slicing at traced positions: `dynamic_slice` and `dynamic_update_slice`.
+
+`lax.slice` takes its bounds as params, fixed when the program is traced. Here the start
+indices are *operands* (scalar integers, possibly traced) while the slice sizes stay static, so
+shapes are still known at trace time. As in XLA, start indices are clamped so that the slice
+fits: start is clamped to [0, dim - size]. The wrappers first turn negative indices into
+`index + dim` (JAX's `allow_negative_indices=True`).
+
+`gather` and the `scatter*` family generalize both to many windows at once: an array of index
+vectors, one window per vector (what NumPy's integer-array indexing and `x.at[idx]` become,
+see minijax/numpy/indexing.py). gather and scatter_add are each other's transpose.
+
+Each primitive's paragraph follows lax.py's order: impl, abstract eval, jvp, transpose,
+batching, lowering. Mirrors jax/_src/lax/slicing.py. Taught in chapters/09-primitives.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any, NamedTuple, Sequence
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax.ad_util import Zero
+from minijax.core import Primitive, ShapedArray
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters.ad import is_undefined_primal
+from minijax.interpreters.batching import not_mapped
+from minijax.lax import lax
+from minijax.lax.lax import _const
+
+# ---------------------------------------------------------------------------------------------
+# Index helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _clamped_starts(shape: Sequence[int], starts, sizes: Sequence[int]) -> list[int]:
+    return [builtins.min(builtins.max(int(s), 0), d - z) for s, d, z in zip(starts, shape, sizes)]
+
+
+def _check_indices(name: str, operand: ShapedArray, indices: Sequence[ShapedArray]) -> None:
+    if len(indices) != operand.ndim:
+        raise TypeError(f"{name} start_indices must have length equal to the rank of operand, "
+                        f"got {len(indices)} indices for operand shape {operand.shape}.")
+    if any(i.ndim != 0 for i in indices):
+        raise TypeError(f"start_indices arguments to {name} must be scalars, got indices "
+                        f"{[i.str_short() for i in indices]}")
+    if any(i.dtype != indices[0].dtype or i.dtype.kind not in "iu" for i in indices):
+        raise TypeError(f"index arguments to {name} must be integers of the same type, got: "
+                        f"{', '.join(i.dtype.name for i in indices)}")
+
+
+# JAX: jax/_src/lax/slicing.py _dynamic_slice_indices
+def _dynamic_slice_indices(shape: Sequence[int], start_indices: Sequence[Any],
+                           allow_negative_indices: bool = True) -> list:
+    """One integer scalar per dimension, negative ones wrapped to `index + dim`. Python ints
+    are wrapped now and become int32 constants; traced ones get `select(i < 0, i + dim, i)`.
+    Raises ValueError when the number of indices is not the rank."""
+    if len(start_indices) != len(shape):
+        raise ValueError(f"Length of slice indices must match number of operand dimensions "
+                         f"({len(start_indices)} vs {tuple(shape)})")
+    out = []
+    for i, d in zip(start_indices, shape):
+        if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
+            if i < 0 and not allow_negative_indices:
+                raise ValueError(f"Index {i} is out of bounds for dimension {d} if "
+                                 "allow_negative_indices=False")
+            v = int(i) + d if i < 0 else int(i)
+            out.append(np.asarray(v, dtypes.canonicalize_dtype(np.asarray(i).dtype)))
+            continue
+        aval = core.get_aval(i)
+        if aval.dtype.kind != "i" or not allow_negative_indices:  # unsigned: never negative
+            out.append(i)
+            continue
+        out.append(lax.select(lax.lt(i, _const(i, 0)), lax.add(i, _const(i, d)), i))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic_slice
+# ---------------------------------------------------------------------------------------------
+
+def _dynamic_slice_impl(x, *starts, slice_sizes):
+    st = _clamped_starts(x.shape, starts, slice_sizes)
+    return x[tuple(builtins.slice(s, s + z) for s, z in zip(st, slice_sizes))]
+
+
+def _dynamic_slice_abstract_eval(x, *starts, slice_sizes):
+    if len(slice_sizes) != x.ndim or any(z < 0 or z > d for z, d in zip(slice_sizes, x.shape)):
+        raise TypeError(f"slice slice_sizes must be non-negative and less than or equal to "
+                        f"operand shape, got slice_sizes {slice_sizes} for operand shape "
+                        f"{x.shape}.")
+    _check_indices("dynamic_slice", x, starts)
+    return x.update(shape=tuple(slice_sizes))
+
+
+def _dynamic_slice_jvp(primals, tangents, *, slice_sizes):
+    x, *starts = primals
+    out = dynamic_slice_p.bind(x, *starts, slice_sizes=slice_sizes)
+    t = tangents[0]
+    if type(t) is Zero:
+        return out, Zero.from_primal_value(out)
+    return out, dynamic_slice_p.bind(t, *starts, slice_sizes=slice_sizes)
+
+
+def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
+    if any(is_undefined_primal(s) for s in starts):
+        raise NotImplementedError("dynamic_slice is not linear in its start indices")
+    none = [None] * len(starts)
+    if type(ct) is Zero:
+        return [Zero(x.aval)] + none
+    zeros = lax.full(x.aval.shape, 0, x.aval.dtype)
+    return [dynamic_update_slice_p.bind(zeros, ct, *starts)] + none
+
+
+def _start_vectors(starts, dims, axis_size: int, shape, sizes) -> list:
+    """Per dimension, the clamped start index of every example, as an int32[axis_size]."""
+    out = []
+    for s, d, n, z in zip(starts, dims, shape, sizes):
+        s = lax.convert_element_type(s, np.int32)
+        s = lax.max(lax.min(s, np.int32(n - z)), np.int32(0))
+        out.append(batching.bdim_at_front(s, d, axis_size))
+    return out
+
+
+def _one_hot_take(y, starts_b, k: int, n: int, z: int, axis_size: int):
+    """`y[b, ..., starts_b[b] : starts_b[b] + z, ...]` along axis k + 1 (size n), per example b,
+    as select + reduce_sum over a one-hot mask of shape (B, z, n)."""
+    shape = core.get_aval(y).shape
+    offsets = lax.add(lax.broadcast_in_dim(starts_b, (axis_size, z), (0,)),
+                      lax.broadcasted_iota(np.int32, (axis_size, z), 1))
+    mask = lax.eq(lax.broadcast_in_dim(offsets, (axis_size, z, n), (0, 1)),
+                  lax.broadcasted_iota(np.int32, (axis_size, z, n), 2))
+    big = shape[:k + 1] + (z,) + shape[k + 1:]  # a new axis of size z before axis k + 1
+    y_dims = tuple(i if i <= k else i + 1 for i in range(len(shape)))
+    y_b = lax.broadcast_in_dim(y, big, y_dims)
+    mask_b = lax.broadcast_in_dim(mask, big, (0, k + 1, k + 2))
+    return lax.reduce_sum(lax.select_n(mask_b, lax.full_like(y_b, 0), y_b), (k + 2,))
+
+
+def _as_summable(x):
+    # select + reduce_sum needs a number type; booleans take a detour through int32
+    return lax.convert_element_type(x, np.int32) if core.get_aval(x).dtype == np.bool_ else x
+
+
+def _dynamic_slice_batch_rule(vals, dims, *, axis_size, slice_sizes):
+    x, *starts = vals
+    x_dim, *start_dims = dims
+    if all(d is not_mapped for d in start_dims):
+        x = batching.moveaxis(x, x_dim, 0)
+        zero = np.zeros((), core.get_aval(starts[0]).dtype if starts else np.int32)
+        return dynamic_slice_p.bind(x, zero, *starts, slice_sizes=(axis_size, *slice_sizes)), 0
+    # Batched start indices: JAX emits a gather here; minijax selects with one-hot masks.
+    aval = core.get_aval(x)
+    shape = aval.shape if x_dim is not_mapped else aval.shape[:x_dim] + aval.shape[x_dim + 1:]
+    y = _as_summable(batching.bdim_at_front(x, x_dim, axis_size))
+    for k, s in enumerate(_start_vectors(starts, start_dims, axis_size, shape, slice_sizes)):
+        y = _one_hot_take(y, s, k, shape[k], slice_sizes[k], axis_size)
+    return lax.convert_element_type(y, aval.dtype), 0
+
+
+def _dynamic_slice_lowering(ctx, x, *starts, slice_sizes):
+    return mlir.hlo.dynamic_slice(x, list(starts), list(slice_sizes))
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_slice
+def dynamic_slice(operand, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
+                  allow_negative_indices: bool = True):
+    """`operand[s0:s0+z0, s1:s1+z1, ...]` with traced starts `s` and static sizes `z`.
+
+    Args:
+      operand: an array `T[d0,...,dn]`.
+      start_indices: one integer scalar per dimension (Python ints or integer arrays of one
+        dtype, possibly traced); negative ones count from the end. Each start is then clamped to
+        [0, d - z] so the slice always fits, as XLA does.
+      slice_sizes: static ints with 0 <= z <= d.
+    Returns: `T[z0,...,zn]`. Raises ValueError for the wrong number of indices, TypeError for
+    bad sizes or non-integer/mixed-dtype indices.
+
+    Under vmap with batched start indices the batching rule selects with one-hot masks
+    (select_n + reduce_sum) where JAX uses a gather.
+    """
+    aval = core.get_aval(operand)
+    starts = _dynamic_slice_indices(aval.shape, start_indices, allow_negative_indices)
+    return dynamic_slice_p.bind(operand, *starts, slice_sizes=tuple(int(z) for z in slice_sizes))
+
+
+dynamic_slice_p = Primitive("dynamic_slice")
+dynamic_slice_p.def_impl(_dynamic_slice_impl)
+dynamic_slice_p.def_abstract_eval(_dynamic_slice_abstract_eval)
+ad.primitive_jvps[dynamic_slice_p] = _dynamic_slice_jvp
+ad.primitive_transposes[dynamic_slice_p] = _dynamic_slice_transpose
+batching.primitive_batchers[dynamic_slice_p] = _dynamic_slice_batch_rule
+mlir.register_lowering(dynamic_slice_p, _dynamic_slice_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# dynamic_update_slice
+# ---------------------------------------------------------------------------------------------
+
+def _dynamic_update_slice_impl(x, update, *starts):
+    st = _clamped_starts(x.shape, starts, update.shape)
+    out = x.copy()
+    out[tuple(builtins.slice(s, s + z) for s, z in zip(st, update.shape))] = update
+    return out
+
+
+def _dynamic_update_slice_abstract_eval(x, update, *starts):
+    if update.ndim != x.ndim or any(u > d for u, d in zip(update.shape, x.shape)):
+        raise TypeError(f"dynamic_update_slice update must have the same rank as operand and "
+                        f"be no larger, got update shape {update.shape} for operand shape "
+                        f"{x.shape}.")
+    if update.dtype != x.dtype:
+        raise TypeError(f"lax.dynamic_update_slice requires arguments to have the same dtypes, "
+                        f"got {x.dtype.name}, {update.dtype.name}.")
+    _check_indices("dynamic_update_slice", x, starts)
+    return x.update(weak_type=x.weak_type and update.weak_type)
+
+
+def _dynamic_update_slice_jvp(primals, tangents):
+    x, update, *starts = primals
+    out = dynamic_update_slice_p.bind(x, update, *starts)
+    tx, tu = tangents[:2]
+    if type(tx) is Zero and type(tu) is Zero:
+        return out, Zero.from_primal_value(out)
+    return out, dynamic_update_slice_p.bind(ad.instantiate_zeros(tx), ad.instantiate_zeros(tu),
+                                            *starts)
+
+
+def _dynamic_update_slice_transpose(ct, x, update, *starts):
+    if any(is_undefined_primal(s) for s in starts):
+        raise NotImplementedError("dynamic_update_slice is not linear in its start indices")
+    none = [None] * len(starts)
+    x_lin, u_lin = is_undefined_primal(x), is_undefined_primal(update)
+    u_aval = update.aval if u_lin else core.get_aval(update)
+    if type(ct) is Zero:
+        return [Zero(x.aval) if x_lin else None, Zero(u_aval) if u_lin else None] + none
+    ct_x = (dynamic_update_slice_p.bind(ct, lax.full(u_aval.shape, 0, u_aval.dtype), *starts)
+            if x_lin else None)
+    ct_u = dynamic_slice_p.bind(ct, *starts, slice_sizes=u_aval.shape) if u_lin else None
+    return [ct_x, ct_u] + none
+
+
+def _one_hot_place(u, starts_b, k: int, n: int, z: int, axis_size: int):
+    """Per example b, move axis k + 1 of `u` (size z) to positions starts_b[b] ... of an axis of
+    size n (zeros elsewhere): select + reduce_sum over a one-hot mask of shape (B, n, z)."""
+    shape = core.get_aval(u).shape
+    rel = lax.sub(lax.broadcasted_iota(np.int32, (axis_size, n), 1),
+                  lax.broadcast_in_dim(starts_b, (axis_size, n), (0,)))
+    mask = lax.eq(lax.broadcast_in_dim(rel, (axis_size, n, z), (0, 1)),
+                  lax.broadcasted_iota(np.int32, (axis_size, n, z), 2))
+    big = shape[:k + 1] + (n,) + shape[k + 1:]  # a new axis of size n before axis k + 1
+    u_dims = tuple(i if i <= k else i + 1 for i in range(len(shape)))
+    u_b = lax.broadcast_in_dim(u, big, u_dims)
+    mask_b = lax.broadcast_in_dim(mask, big, (0, k + 1, k + 2))
+    return lax.reduce_sum(lax.select_n(mask_b, lax.full_like(u_b, 0), u_b), (k + 2,))
+
+
+def _dynamic_update_slice_batch_rule(vals, dims, *, axis_size):
+    x, update, *starts = vals
+    x_dim, u_dim, *start_dims = dims
+    x = batching.bdim_at_front(x, x_dim, axis_size)
+    update = batching.bdim_at_front(update, u_dim, axis_size)
+    if all(d is not_mapped for d in start_dims):
+        zero = np.zeros((), core.get_aval(starts[0]).dtype if starts else np.int32)
+        return dynamic_update_slice_p.bind(x, update, zero, *starts), 0
+    # Batched start indices: JAX emits a scatter here; minijax places the update with one-hot
+    # masks and selects between it and the operand.
+    x_aval, u_aval = core.get_aval(x), core.get_aval(update)
+    shape, u_shape = x_aval.shape[1:], u_aval.shape[1:]
+    placed = _as_summable(update)
+    inside = None
+    for k, s in enumerate(_start_vectors(starts, start_dims, axis_size, shape, u_shape)):
+        placed = _one_hot_place(placed, s, k, shape[k], u_shape[k], axis_size)
+        rel = lax.sub(lax.broadcasted_iota(np.int32, (axis_size, shape[k]), 1),
+                      lax.broadcast_in_dim(s, (axis_size, shape[k]), (0,)))
+        in_k = lax.bitwise_and(lax.ge(rel, np.int32(0)), lax.lt(rel, np.int32(u_shape[k])))
+        in_k = lax.broadcast_in_dim(in_k, x_aval.shape, (0, k + 1))
+        inside = in_k if inside is None else lax.bitwise_and(inside, in_k)
+    placed = lax.convert_element_type(placed, x_aval.dtype)
+    return lax.select_n(inside, x, placed), 0
+
+
+def _dynamic_update_slice_lowering(ctx, x, update, *starts):
+    return mlir.hlo.dynamic_update_slice(x, update, list(starts))
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_update_slice
+def dynamic_update_slice(operand, update, start_indices: Sequence[Any], *,
+                         allow_negative_indices: bool = True):
+    """`operand` with `update` written at `start_indices` (traced starts, static shape).
+
+    Args:
+      operand: `T[d0,...,dn]`; update: `T[u0,...,un]` with u <= d per dimension.
+      start_indices: one integer scalar per dimension, as in `dynamic_slice` (negative ones
+        count from the end; each is clamped to [0, d - u] so the update fits).
+    Returns: `T[d0,...,dn]`. Raises ValueError for the wrong number of indices, TypeError for
+    rank/size/dtype mismatches.
+
+    Under vmap with batched start indices the batching rule places the update with one-hot
+    masks (select_n + reduce_sum) where JAX uses a scatter.
+    """
+    aval = core.get_aval(operand)
+    starts = _dynamic_slice_indices(aval.shape, start_indices, allow_negative_indices)
+    return dynamic_update_slice_p.bind(operand, update, *starts)
+
+
+dynamic_update_slice_p = Primitive("dynamic_update_slice")
+dynamic_update_slice_p.def_impl(_dynamic_update_slice_impl)
+dynamic_update_slice_p.def_abstract_eval(_dynamic_update_slice_abstract_eval)
+ad.primitive_jvps[dynamic_update_slice_p] = _dynamic_update_slice_jvp
+ad.primitive_transposes[dynamic_update_slice_p] = _dynamic_update_slice_transpose
+batching.primitive_batchers[dynamic_update_slice_p] = _dynamic_update_slice_batch_rule
+mlir.register_lowering(dynamic_update_slice_p, _dynamic_update_slice_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# Convenience wrappers along one axis
+# ---------------------------------------------------------------------------------------------
+
+def _starts_in_dim(ndim: int, start_index, axis: int) -> list:
+    zero = 0 if isinstance(start_index, (int, np.integer)) else _const(start_index, 0)
+    starts = [zero] * ndim
+    starts[axis] = start_index
+    return starts
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_slice_in_dim
+def dynamic_slice_in_dim(operand, start_index, slice_size: int = 1, axis: int = 0, *,
+                         allow_negative_indices: bool = True):
+    """`dynamic_slice` along `axis` only: `T[..., d, ...] -> T[..., slice_size, ...]`."""
+    aval = core.get_aval(operand)
+    axis = int(axis) % aval.ndim
+    sizes = list(aval.shape)
+    sizes[axis] = int(slice_size)
+    return dynamic_slice(operand, _starts_in_dim(aval.ndim, start_index, axis), sizes,
+                         allow_negative_indices=allow_negative_indices)
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_index_in_dim
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True, *,
+                         allow_negative_indices: bool = True):
+    """Entry `index` (traced, negative counts from the end, clamped) along `axis`:
+    `T[..., d, ...] -> T[..., 1, ...]`, or with `keepdims=False` that axis removed."""
+    out = dynamic_slice_in_dim(operand, index, 1, axis,
+                               allow_negative_indices=allow_negative_indices)
+    if keepdims:
+        return out
+    return lax.squeeze(out, (int(axis) % core.get_aval(operand).ndim,))
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_update_slice_in_dim
+def dynamic_update_slice_in_dim(operand, update, start_index, axis: int, *,
+                                allow_negative_indices: bool = True):
+    """`dynamic_update_slice` along `axis` only (other starts are 0)."""
+    aval = core.get_aval(operand)
+    axis = int(axis) % aval.ndim
+    return dynamic_update_slice(operand, update, _starts_in_dim(aval.ndim, start_index, axis),
+                                allow_negative_indices=allow_negative_indices)
+
+
+# JAX: jax/_src/lax/slicing.py dynamic_update_index_in_dim
+def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
+                                allow_negative_indices: bool = True):
+    """Write `update` (`T[..., 1, ...]`, or without that axis) at `index` along `axis`."""
+    aval = core.get_aval(operand)
+    axis = int(axis) % aval.ndim
+    if core.get_aval(update).ndim == aval.ndim - 1:
+        update = lax.expand_dims(update, (axis,))
+    return dynamic_update_slice_in_dim(operand, update, index, axis,
+                                       allow_negative_indices=allow_negative_indices)
+
+
+# ---------------------------------------------------------------------------------------------
+# gather and scatter
+# ---------------------------------------------------------------------------------------------
+#
+# minijax's gather/scatter primitives have XLA's *native* out-of-bounds behaviour: gather
+# clamps each start so the window fits, scatter skips (drops) a window that does not fit. The
+# `mode=` of the wrappers is applied around the primitive with other lax ops: "fill" masks a
+# clamped gather, "clip" clamps scatter indices first. (JAX carries `mode`, `fill_value`,
+# `unique_indices` and `indices_are_sorted` as params and does the same rewriting inside its
+# lowering.) The index vector is always the last dimension of the indices, as in JAX; the
+# dimension numbers have no operand/indices batching dims (vmap adds an iota index instead).
+
+
+# JAX: jax/_src/lax/slicing.py GatherDimensionNumbers — differs: no operand_batching_dims
+class GatherDimensionNumbers(NamedTuple):
+    """`offset_dims`: output dims holding the slice; `collapsed_slice_dims`: operand dims of
+    slice size 1 dropped from the output; `start_index_map`: the operand dim each component of
+    the index vector starts."""
+    offset_dims: tuple[int, ...]
+    collapsed_slice_dims: tuple[int, ...]
+    start_index_map: tuple[int, ...]
+
+
+# JAX: jax/_src/lax/slicing.py ScatterDimensionNumbers — differs: no operand_batching_dims
+class ScatterDimensionNumbers(NamedTuple):
+    """`update_window_dims`: dims of `updates` that are window dims; `inserted_window_dims`:
+    operand dims with window size 1 absent from `updates`; `scatter_dims_to_operand_dims`: the
+    operand dim each component of the index vector starts."""
+    update_window_dims: tuple[int, ...]
+    inserted_window_dims: tuple[int, ...]
+    scatter_dims_to_operand_dims: tuple[int, ...]
+
+
+_MODES = (None, "clip", "fill", "drop", "promise_in_bounds")
+
+
+def _check_mode(mode) -> None:
+    if mode not in _MODES:
+        raise ValueError(f'Unknown gather mode "{mode}" (minijax knows {_MODES})')
+
+
+def _window_starts(shape, indices, index_map):
+    """Per batch position, the start of the window in every operand dim: int64[..., ndim]."""
+    starts = np.zeros(indices.shape[:-1] + (len(shape),), np.int64)
+    for k, d in enumerate(index_map):
+        starts[..., d] = indices[..., k]
+    return starts
+
+
+def _window_index(starts, window):
+    """Advanced-index arrays picking `window` at each start: each of shape batch + window."""
+    nb = starts.ndim - 1
+    out = []
+    for d, z in enumerate(window):
+        ar_shape = [1] * (nb + len(window))
+        ar_shape[nb + d] = z
+        start = starts[..., d].reshape(starts.shape[:-1] + (1,) * len(window))
+        out.append(start + np.arange(z).reshape(ar_shape))
+    return tuple(out)
+
+
+def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    starts = _window_starts(operand.shape, indices, dn.start_index_map)
+    starts = np.clip(starts, 0, np.array(operand.shape) - np.array(slice_sizes))
+    out = operand[_window_index(starts, slice_sizes)]  # batch + slice_sizes
+    nb = indices.ndim - 1
+    out = out.reshape(indices.shape[:-1] + tuple(
+        z for d, z in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims))
+    out_ndim = nb + len(dn.offset_dims)
+    batch_pos = [i for i in range(out_ndim) if i not in dn.offset_dims]
+    src = [0] * out_ndim
+    for j, p in enumerate(batch_pos):
+        src[p] = j
+    for j, p in enumerate(dn.offset_dims):
+        src[p] = nb + j
+    return np.transpose(out, src)
+
+
+def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    where = f"gather({operand.str_short()}, {indices.str_short()}, {dn}, {slice_sizes})"
+    if indices.dtype.kind not in "iu" or indices.ndim < 1:
+        raise TypeError(f"{where}: indices must be integers with the index vector last")
+    if indices.shape[-1] != len(dn.start_index_map):
+        raise TypeError(f"{where}: the index vector has {indices.shape[-1]} components but "
+                        f"start_index_map has {len(dn.start_index_map)}")
+    if len(slice_sizes) != operand.ndim or any(
+            not 0 <= z <= d for z, d in zip(slice_sizes, operand.shape)):
+        raise TypeError(f"{where}: slice_sizes must be one size in [0, dim] per operand dim")
+    if any(slice_sizes[d] != 1 for d in dn.collapsed_slice_dims):
+        raise TypeError(f"{where}: collapsed_slice_dims must have slice size 1")
+    offset_sizes = [z for d, z in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
+    if len(offset_sizes) != len(dn.offset_dims):
+        raise TypeError(f"{where}: offset_dims must name one output dim per uncollapsed "
+                        f"operand dim ({len(offset_sizes)})")
+    batch = iter(indices.shape[:-1])
+    offset = iter(offset_sizes)
+    out_ndim = indices.ndim - 1 + len(dn.offset_dims)
+    shape = tuple(next(offset) if i in dn.offset_dims else next(batch) for i in range(out_ndim))
+    return operand.update(shape=shape)
+
+
+def _gather_jvp(g, operand, indices, *, dimension_numbers, slice_sizes):
+    return gather_p.bind(g, indices, dimension_numbers=dimension_numbers,
+                         slice_sizes=slice_sizes)
+
+
+def _clamp_indices(indices, upper):
+    """`indices` (the index vector last) clamped to [0, upper] component-wise."""
+    aval = core.get_aval(indices)
+    hi = np.asarray(upper, aval.dtype).reshape((1,) * (aval.ndim - 1) + (len(upper),))
+    return lax.max(lax.min(indices, hi), _const(indices, 0))
+
+
+def _in_bounds(indices, upper):
+    """bool[batch]: every component of the index vector within [0, upper]."""
+    aval = core.get_aval(indices)
+    hi = np.asarray(upper, aval.dtype).reshape((1,) * (aval.ndim - 1) + (len(upper),))
+    ok = lax.bitwise_and(lax.ge(indices, _const(indices, 0)), lax.le(indices, hi))
+    ok = lax.convert_element_type(ok, np.int32)
+    return lax.eq(lax.reduce_min(ok, (aval.ndim - 1,)), np.int32(1))
+
+
+def _gather_transpose(ct, operand, indices, *, dimension_numbers, slice_sizes):
+    if is_undefined_primal(indices):
+        raise NotImplementedError("gather is not linear in its indices")
+    if type(ct) is Zero:
+        return [Zero(operand.aval), None]
+    dn = dimension_numbers
+    upper = [operand.aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
+    sdn = ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map)
+    zeros = lax.full(operand.aval.shape, 0, operand.aval.dtype)
+    return [scatter_add_p.bind(zeros, _clamp_indices(indices, upper), ct,
+                               dimension_numbers=sdn), None]
+
+
+def _shift(dims, by=1):
+    return tuple(d + by for d in dims)
+
+
+def _with_batch_iota(indices, axis_size: int):
+    """Indices batched at 0 with the batch position prepended to every index vector."""
+    aval = core.get_aval(indices)
+    counts = lax.broadcasted_iota(aval.dtype, aval.shape[:-1] + (1,), 0)
+    return lax.concatenate([counts, indices], aval.ndim - 1)
+
+
+def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes):
+    (operand, indices), (od, idd) = vals, dims
+    dn = dimension_numbers
+    if idd is not_mapped:  # the batch axis becomes the first offset dim
+        operand = batching.moveaxis(operand, od, 0)
+        new = GatherDimensionNumbers((0,) + _shift(dn.offset_dims), _shift(dn.collapsed_slice_dims),
+                                     _shift(dn.start_index_map))
+        return gather_p.bind(operand, indices, dimension_numbers=new,
+                             slice_sizes=(axis_size,) + slice_sizes), 0
+    indices = batching.moveaxis(indices, idd, 0)
+    if od is not_mapped:  # the batch axis is the first batch dim of the indices
+        new = GatherDimensionNumbers(_shift(dn.offset_dims), dn.collapsed_slice_dims,
+                                     dn.start_index_map)
+        return gather_p.bind(operand, indices, dimension_numbers=new,
+                             slice_sizes=slice_sizes), 0
+    operand = batching.moveaxis(operand, od, 0)
+    new = GatherDimensionNumbers(_shift(dn.offset_dims), (0,) + _shift(dn.collapsed_slice_dims),
+                                 (0,) + _shift(dn.start_index_map))
+    return gather_p.bind(operand, _with_batch_iota(indices, axis_size), dimension_numbers=new,
+                         slice_sizes=(1,) + slice_sizes), 0
+
+
+def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes):
+    dn = dimension_numbers
+    dnums = mlir.hlo.GatherDimensionNumbers.get(
+        offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
+        operand_batching_dims=[], start_indices_batching_dims=[],
+        start_index_map=list(dn.start_index_map), index_vector_dim=ctx.avals_in[1].ndim - 1)
+    return mlir.hlo.gather(operand, indices, dnums, list(slice_sizes), indices_are_sorted=False)
+
+
+# JAX: jax/_src/lax/slicing.py _gather_fill
+def _gather_fill(operand, indices, dn: GatherDimensionNumbers, slice_sizes, fill_value):
+    aval = core.get_aval(operand)
+    upper = [aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
+    out = gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes)
+    out_shape = core.get_aval(out).shape
+    batch_pos = tuple(i for i in range(len(out_shape)) if i not in dn.offset_dims)
+    mask = lax.broadcast_in_dim(_in_bounds(indices, upper), out_shape, batch_pos)
+    return lax.select(mask, out, lax.full_like(out, fill_value))
+
+
+def _default_fill(dtype):
+    if dtypes.is_float(dtype) or np.dtype(dtype).kind == "c":
+        return np.nan
+    if np.dtype(dtype).kind == "i":
+        return dtypes.iinfo(dtype).min
+    if np.dtype(dtype).kind == "u":
+        return dtypes.iinfo(dtype).max
+    return True
+
+
+# JAX: jax/_src/lax/slicing.py gather
+def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
+           slice_sizes: Sequence[int], *, unique_indices: bool = False,
+           indices_are_sorted: bool = False, mode=None, fill_value=None):
+    """XLA's gather: for each index vector in `start_indices`, a slice of `operand`.
+
+    Args:
+      operand: `T[d0,...,dn]`.
+      start_indices: `int[b..., k]`, the index vector last; component j starts operand dim
+        `dimension_numbers.start_index_map[j]`.
+      dimension_numbers: a `GatherDimensionNumbers` (no batching dims; see above).
+      slice_sizes: one static size per operand dim.
+      mode: None or "promise_in_bounds" or "clip" (starts clamped so the slice fits), or
+        "fill" (a slice that does not fit is `fill_value`: NaN for floats, the minimum for
+        signed ints, the maximum for unsigned, True for bool).
+    Returns: `T[...]` of rank `len(b) + len(offset_dims)`: the slice dims at `offset_dims`, the
+    index batch dims in the other positions. Raises TypeError for inconsistent dims/sizes.
+    `unique_indices`/`indices_are_sorted` are accepted for JAX compatibility and unused.
+    The transpose (a scatter_add) sends each cotangent to the clamped window, so out-of-range
+    indices under mode None differ from JAX, whose gradient drops them (a broken promise).
+    """
+    _check_mode(mode)
+    dn = GatherDimensionNumbers(*(tuple(int(d) for d in f) for f in dimension_numbers))
+    sizes = tuple(int(z) for z in slice_sizes)
+    if mode in ("fill", "drop"):
+        dtype = core.get_aval(operand).dtype
+        fill = _default_fill(dtype) if fill_value is None else fill_value
+        return _gather_fill(operand, start_indices, dn, sizes, fill)
+    return gather_p.bind(operand, start_indices, dimension_numbers=dn, slice_sizes=sizes)
+
+
+gather_p = Primitive("gather")
+gather_p.def_impl(_gather_impl)
+gather_p.def_abstract_eval(_gather_abstract_eval)
+ad.defjvp(gather_p, _gather_jvp, None)
+ad.primitive_transposes[gather_p] = _gather_transpose
+batching.primitive_batchers[gather_p] = _gather_batch_rule
+mlir.register_lowering(gather_p, _gather_lowering)
+
+
+def _scatter_window(operand_shape, updates_shape, dn: ScatterDimensionNumbers):
+    """The window size in every operand dim (1 where inserted)."""
+    sizes = iter(updates_shape[d] for d in dn.update_window_dims)
+    return tuple(1 if d in dn.inserted_window_dims else next(sizes)
+                 for d in range(len(operand_shape)))
+
+
+def _scatter_impl_rule(ufunc):
+    def impl(operand, indices, updates, *, dimension_numbers):
+        dn = dimension_numbers
+        window = _scatter_window(operand.shape, updates.shape, dn)
+        scatter_dims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
+        u = np.transpose(updates, scatter_dims + list(dn.update_window_dims))
+        batch = indices.shape[:-1]
+        u = u.reshape(batch + window)
+        starts = _window_starts(operand.shape, indices, dn.scatter_dims_to_operand_dims)
+        ok = np.all((starts >= 0) & (starts <= np.array(operand.shape) - np.array(window)), -1)
+        idx = _window_index(starts, window)
+        keep = np.broadcast_to(ok.reshape(batch + (1,) * len(window)), u.shape)
+        idx = tuple(np.broadcast_to(i, u.shape)[keep] for i in idx)
+        out = operand.copy()
+        if ufunc is None:
+            out[idx] = u[keep]  # with repeated indices, the last write wins
+        else:
+            ufunc.at(out, idx, u[keep])
+        return out
+    return impl
+
+
+def _scatter_abstract_eval(name):
+    def rule(operand, indices, updates, *, dimension_numbers):
+        dn = dimension_numbers
+        where = (f"{name}({operand.str_short()}, {indices.str_short()}, "
+                 f"{updates.str_short()}, {dn})")
+        if indices.dtype.kind not in "iu" or indices.ndim < 1:
+            raise TypeError(f"{where}: indices must be integers with the index vector last")
+        if operand.dtype != updates.dtype:
+            raise TypeError(f"{where}: operand and updates must have the same dtype")
+        if indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
+            raise TypeError(f"{where}: index vector size != len(scatter_dims_to_operand_dims)")
+        if len(dn.update_window_dims) + len(dn.inserted_window_dims) != operand.ndim:
+            raise TypeError(f"{where}: update_window_dims and inserted_window_dims must "
+                            "account for every operand dim")
+        scatter_shape = tuple(s for d, s in enumerate(updates.shape)
+                              if d not in dn.update_window_dims)
+        if scatter_shape != indices.shape[:-1]:
+            raise TypeError(f"{where}: the updates' scatter dims {scatter_shape} must equal "
+                            f"the indices' batch dims {indices.shape[:-1]}")
+        window = _scatter_window(operand.shape, updates.shape, dn)
+        if any(w > d for w, d in zip(window, operand.shape)):
+            raise TypeError(f"{where}: update window {window} larger than the operand")
+        return operand.update(weak_type=operand.weak_type and updates.weak_type)
+    return rule
+
+
+def _scatter_gather_dnums(dn: ScatterDimensionNumbers, operand_shape, updates_shape):
+    """The gather reading back what a scatter with `dn` writes (for transposes)."""
+    gdn = GatherDimensionNumbers(dn.update_window_dims, dn.inserted_window_dims,
+                                 dn.scatter_dims_to_operand_dims)
+    return gdn, _scatter_window(operand_shape, updates_shape, dn)
+
+
+def _scatter_linear_jvp(prim):
+    def jvp(primals, tangents, *, dimension_numbers):
+        operand, indices, updates = primals
+        t_op, _, t_up = tangents
+        out = prim.bind(operand, indices, updates, dimension_numbers=dimension_numbers)
+        t_out = prim.bind(ad.instantiate_zeros(t_op), indices, ad.instantiate_zeros(t_up),
+                          dimension_numbers=dimension_numbers)
+        return out, t_out
+    return jvp
+
+
+def _scatter_add_transpose(ct, operand, indices, updates, *, dimension_numbers):
+    if is_undefined_primal(indices):
+        raise NotImplementedError("scatter_add is not linear in its indices")
+    op_lin, up_lin = is_undefined_primal(operand), is_undefined_primal(updates)
+    if type(ct) is Zero:
+        return [Zero(operand.aval) if op_lin else None, None,
+                Zero(updates.aval) if up_lin else None]
+    ct_up = None
+    if up_lin:
+        gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(ct).shape,
+                                           updates.aval.shape)
+        ct_up = _gather_fill(ct, indices, gdn, sizes, 0)  # dropped windows get no cotangent
+    return [ct if op_lin else None, None, ct_up]
+
+
+def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers):
+    # assumes unique indices (as JAX's scatter transpose does): each written position came from
+    # exactly one update and its old operand value is lost
+    if is_undefined_primal(indices):
+        raise NotImplementedError("scatter is not linear in its indices")
+    op_lin, up_lin = is_undefined_primal(operand), is_undefined_primal(updates)
+    if type(ct) is Zero:
+        return [Zero(operand.aval) if op_lin else None, None,
+                Zero(updates.aval) if up_lin else None]
+    u_aval = updates.aval if up_lin else core.get_aval(updates)
+    ct_op = ct_up = None
+    if op_lin:
+        ct_op = scatter_p.bind(ct, indices, lax.full(u_aval.shape, 0, u_aval.dtype),
+                               dimension_numbers=dimension_numbers)
+    if up_lin:
+        gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(ct).shape,
+                                           u_aval.shape)
+        ct_up = _gather_fill(ct, indices, gdn, sizes, 0)
+    return [ct_op, None, ct_up]
+
+
+def _scatter_mul_jvp(primals, tangents, *, dimension_numbers):
+    operand, indices, updates = primals
+    t_op, _, t_up = tangents
+    if type(t_up) is not Zero:
+        raise NotImplementedError("scatter_mul: differentiation with respect to the updates "
+                                  "is not implemented (JAX has it for unique_indices=True "
+                                  "only) — see chapters/04-forward-mode.md")
+    out = scatter_mul_p.bind(operand, indices, updates, dimension_numbers=dimension_numbers)
+    return out, scatter_mul_p.bind(t_op, indices, updates, dimension_numbers=dimension_numbers)
+
+
+def _scatter_mul_transpose(ct, operand, indices, updates, *, dimension_numbers):
+    # linear in the operand only (with known updates): each position is scaled by its updates
+    if is_undefined_primal(indices) or is_undefined_primal(updates):
+        raise NotImplementedError("scatter_mul is linear only in its operand")
+    if type(ct) is Zero:
+        return [Zero(operand.aval), None, None]
+    return [scatter_mul_p.bind(ct, indices, updates, dimension_numbers=dimension_numbers),
+            None, None]
+
+
+def _scatter_batch_rule(prim):
+    def rule(vals, dims, *, axis_size, dimension_numbers):
+        (operand, indices, updates), (od, idd, ud) = vals, dims
+        dn = dimension_numbers
+        operand = batching.bdim_at_front(operand, od, axis_size)
+        updates = batching.bdim_at_front(updates, ud, axis_size)
+        if idd is not_mapped:  # the batch axis is a window dim of every update
+            new = ScatterDimensionNumbers((0,) + _shift(dn.update_window_dims),
+                                          _shift(dn.inserted_window_dims),
+                                          _shift(dn.scatter_dims_to_operand_dims))
+            return prim.bind(operand, indices, updates, dimension_numbers=new), 0
+        indices = _with_batch_iota(batching.moveaxis(indices, idd, 0), axis_size)
+        new = ScatterDimensionNumbers(_shift(dn.update_window_dims),
+                                      (0,) + _shift(dn.inserted_window_dims),
+                                      (0,) + _shift(dn.scatter_dims_to_operand_dims))
+        return prim.bind(operand, indices, updates, dimension_numbers=new), 0
+    return rule
+
+
+def _scatter_lowering(combine: str | None):
+    def rule(ctx, operand, indices, updates, *, dimension_numbers):
+        dn = dimension_numbers
+        dnums = mlir.hlo.ScatterDimensionNumbers.get(
+            update_window_dims=list(dn.update_window_dims),
+            inserted_window_dims=list(dn.inserted_window_dims),
+            input_batching_dims=[], scatter_indices_batching_dims=[],
+            scattered_dims_to_operand_dims=list(dn.scatter_dims_to_operand_dims),
+            index_vector_dim=ctx.avals_in[1].ndim - 1)
+        aval_out = ctx.avals_out[0]
+        op = mlir.hlo.ScatterOp([mlir.aval_to_ir_type(aval_out)], [operand], indices, [updates],
+                                dnums, indices_are_sorted=False, unique_indices=False)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval_out.dtype))
+        block = op.update_computation.blocks.append(scalar, scalar)
+        with mlir.ir.InsertionPoint(block):
+            old, new = block.arguments
+            mlir.hlo.return_([new if combine is None else getattr(mlir.hlo, combine)(old, new)])
+        return op.result
+    rule.__name__ = f"_scatter_{combine or 'replace'}_lowering"
+    return rule
+
+
+def _scatter_wrapper(prim):
+    def wrapper(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers,
+                *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
+        _check_mode(mode)
+        dn = ScatterDimensionNumbers(*(tuple(int(d) for d in f) for f in dimension_numbers))
+        if mode == "clip":
+            shape = core.get_aval(operand).shape
+            window = _scatter_window(shape, core.get_aval(updates).shape, dn)
+            upper = [shape[d] - window[d] for d in dn.scatter_dims_to_operand_dims]
+            scatter_indices = _clamp_indices(scatter_indices, upper)
+        return prim.bind(operand, scatter_indices, updates, dimension_numbers=dn)
+    return wrapper
+
+
+_SCATTER_DOC = """Scatter `updates` into `operand` at `scatter_indices`, {how}.
+
+    Args:
+      operand: `T[d0,...,dn]`; scatter_indices: `int[b..., k]` (index vector last);
+      updates: `T[...]` whose non-window dims equal `b`, window dims at `update_window_dims`.
+      dimension_numbers: a `ScatterDimensionNumbers` (no batching dims).
+      mode: None, "fill", "drop" or "promise_in_bounds" (a window that does not fit is
+        skipped, XLA's behaviour) or "clip" (indices clamped so every window fits).
+    Returns: `T[d0,...,dn]`. Raises TypeError for inconsistent shapes or dtypes.
+    """
+
+
+def _scatter_primitive(name: str, ufunc, combine: str | None) -> Primitive:
+    prim = Primitive(name)
+    prim.def_impl(_scatter_impl_rule(ufunc))
+    prim.def_abstract_eval(_scatter_abstract_eval(name))
+    batching.primitive_batchers[prim] = _scatter_batch_rule(prim)
+    mlir.register_lowering(prim, _scatter_lowering(combine))
+    return prim
+
+
+scatter_p = _scatter_primitive("scatter", None, None)
+ad.primitive_jvps[scatter_p] = _scatter_linear_jvp(scatter_p)  # unique indices assumed
+ad.primitive_transposes[scatter_p] = _scatter_transpose
+# JAX: jax/_src/lax/slicing.py scatter
+scatter = _scatter_wrapper(scatter_p)
+scatter.__name__ = "scatter"
+scatter.__doc__ = _SCATTER_DOC.format(how="replacing (with repeated indices one write wins)")
+
+scatter_add_p = _scatter_primitive("scatter-add", np.add, "add")
+ad.primitive_jvps[scatter_add_p] = _scatter_linear_jvp(scatter_add_p)
+ad.primitive_transposes[scatter_add_p] = _scatter_add_transpose
+# JAX: jax/_src/lax/slicing.py scatter_add
+scatter_add = _scatter_wrapper(scatter_add_p)
+scatter_add.__name__ = "scatter_add"
+scatter_add.__doc__ = _SCATTER_DOC.format(how="adding (repeated indices accumulate)")
+
+scatter_mul_p = _scatter_primitive("scatter-mul", np.multiply, "multiply")
+ad.primitive_jvps[scatter_mul_p] = _scatter_mul_jvp
+ad.primitive_transposes[scatter_mul_p] = _scatter_mul_transpose
+# JAX: jax/_src/lax/slicing.py scatter_mul
+scatter_mul = _scatter_wrapper(scatter_mul_p)
+scatter_mul.__name__ = "scatter_mul"
+scatter_mul.__doc__ = _SCATTER_DOC.format(how="multiplying (no derivative for `updates`)")
+
+scatter_min_p = _scatter_primitive("scatter-min", np.minimum, "minimum")
+# JAX: jax/_src/lax/slicing.py scatter_min
+scatter_min = _scatter_wrapper(scatter_min_p)
+scatter_min.__name__ = "scatter_min"
+scatter_min.__doc__ = _SCATTER_DOC.format(how="taking the minimum (not differentiable here)")
+
+scatter_max_p = _scatter_primitive("scatter-max", np.maximum, "maximum")
+# JAX: jax/_src/lax/slicing.py scatter_max
+scatter_max = _scatter_wrapper(scatter_max_p)
+scatter_max.__name__ = "scatter_max"
+scatter_max.__doc__ = _SCATTER_DOC.format(how="taking the maximum (not differentiable here)")
