@@ -5,7 +5,9 @@ note in minijax/ points at a file and a symbol that exist in the installed JAX.
 The matrix is what chapters/09-primitives.md shows as a table (`coverage_table()` renders it).
 """
 
+import importlib
 import pathlib
+import pkgutil
 import re
 
 import jax
@@ -23,9 +25,11 @@ from lax_test_util import ALL_CASES, LINEAR_PRIMS
 
 
 def _primitives() -> list[core.Primitive]:
-    found = {id(p): p for p in vars(lax_module).values() if isinstance(p, core.Primitive)}
-    found[id(add_jaxvals_p)] = add_jaxvals_p
-    found[id(jit_p)] = jit_p
+    """Every Primitive object defined at module level anywhere in the minijax package."""
+    found = {id(add_jaxvals_p): add_jaxvals_p, id(jit_p): jit_p}
+    for info in pkgutil.walk_packages(minijax.__path__, "minijax."):
+        module = importlib.import_module(info.name)
+        found.update({id(p): p for p in vars(module).values() if isinstance(p, core.Primitive)})
     return sorted(found.values(), key=lambda p: p.name)
 
 
