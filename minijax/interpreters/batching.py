@@ -81,20 +81,26 @@ class BatchTrace(core.Trace):
         return val if dim is not_mapped else BatchTracer(self, val, dim)
 
 
+def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_name: str
+                 ) -> list[tuple[Any, int | None]]:
+    """Call `fun` on BatchTracers of a fresh BatchTrace; return (value, batch_dim) per output."""
+    trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name)
+    try:
+        in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        return [trace.to_batch_info(o) for o in outs]
+    finally:
+        trace.invalidate()
+
+
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
               axis_size: int, out_dims_wanted: Callable[[int], Sequence[int | None]],
               axis_name=None, fun_name: str = "fun") -> list:
     """Batch a flat function. `in_dims[i]` is the batch axis of args[i] (None: not batched).
     `out_dims_wanted(n_out)` gives where each output's batch axis must go (None: unbatched,
     which requires the output not to depend on the batch). Returns the outputs."""
-    trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name)
-    try:
-        in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
-        with core.set_current_trace(trace):
-            outs = fun(*in_tracers)
-        pairs = [trace.to_batch_info(o) for o in outs]
-    finally:
-        trace.invalidate()
+    pairs = _run_batched(fun, args, in_dims, axis_size, axis_name, fun_name)
     wanted = out_dims_wanted(len(pairs))
     result = []
     for i, ((val, dim), want) in enumerate(safe_zip(pairs, wanted)):
@@ -195,14 +201,7 @@ def batch_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None]
     outputs and where their batch axis is: 0, or None for an output that depends on no batched
     input (left unbatched, unlike `vmap_flat`, which places every output where it is asked) —
     unless `instantiate` (one bool, or one per output) asks for it batched (broadcast)."""
-    trace = BatchTrace(core.current_trace(), axis_size, fun_name=fun_name)
-    try:
-        in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
-        with core.set_current_trace(trace):
-            outs = fun(*in_tracers)
-        pairs = [trace.to_batch_info(o) for o in outs]
-    finally:
-        trace.invalidate()
+    pairs = _run_batched(fun, args, in_dims, axis_size, None, fun_name)
     inst = [instantiate] * len(pairs) if isinstance(instantiate, bool) else list(instantiate)
     return ([v if d is not_mapped and not i else matchaxis(axis_size, d, 0, v)
              for (v, d), i in safe_zip(pairs, inst)],
