@@ -38,7 +38,7 @@ def _where(arr) -> str:
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Placement: devices, meshes, committed arrays, device_put")
-    res.chapter = "chapters/11-placement.md"
+    res.chapter = "chapters/11-aot-async-benchmarking.md"
     devs = jax.devices()
     res.devices = jax.device_count()
     n = 64 if quick else 1024

@@ -78,7 +78,7 @@ CHILD = textwrap.dedent("""
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion")
-    res.chapter = "chapters/18-precision-and-xla.md"
+    res.chapter = "chapters/07-jit.md"
     res.devices = 1
     rng = np.random.default_rng(0)
     m, k, n = (64, 256, 32) if quick else (256, 2048, 256)

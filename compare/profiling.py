@@ -63,7 +63,7 @@ def _trace_events(path: Path) -> list[dict]:
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking")
-    res.chapter = "chapters/17-profiling.md"
+    res.chapter = "chapters/11-aot-async-benchmarking.md"
     res.devices = 1
     folder = out_folder("profile", quick)
     batch, sizes = (32, [16, 32, 4]) if quick else (256, [64, 256, 256, 8])
