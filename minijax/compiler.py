@@ -88,7 +88,11 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
 # JAX: jax/_src/array.py _array_global_result_handler — differs: one device, uncommitted
 def result_handlers(avals) -> list | None:
     """One C++ result handler per output aval (what JAX's dispatch uses), or None where an
-    aval has no plain XLA type (float0), for which `execute` takes jaxlib's generic path."""
+    aval has no plain XLA type (float0), for which `execute` takes jaxlib's generic path.
+
+    This is device-buffer plumbing, not tracing: jaxlib's handler wraps each output buffer as
+    a device array and only accepts JAX's own ShapedArray as the buffer's type descriptor, so
+    that one class is borrowed here. Nothing of JAX's tracing or transformations runs."""
     import jax
     from jax.sharding import SingleDeviceSharding
     from jaxlib import _jax
