@@ -6,7 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 from minijax import array as _array  # noqa: F401  (registers Array with core)
 from minijax import lax, nn, numpy, tree_util  # noqa: F401
-from minijax import random  # noqa: F401
+from minijax import errors, random  # noqa: F401
 from minijax.api import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
     jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
