@@ -291,6 +291,7 @@ ALL_CASES = UNARY_CASES + BINARY_CASES + STRUCTURAL_CASES
 LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
+                "reduce_precision",
                 "jit",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",
@@ -315,3 +316,72 @@ def assert_close(got, want, name: str = "", tol: float | None = None) -> None:
                                    rtol=tol, atol=tol, equal_nan=True, err_msg=name)
     else:
         np.testing.assert_array_equal(got_np, want_np, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 5: expm1, atan2, is_finite, clamp, lgamma, digamma, reduce_precision, top_k and the
+# cumulative reductions
+# ---------------------------------------------------------------------------------------------
+
+def _clamp_args(rng):
+    # min < x < max, x < min and x > max all occur, each at least 0.2 from the kinks
+    lo = np.asarray(rng.uniform(-1.0, -0.6, S), F32)
+    hi = np.asarray(rng.uniform(0.6, 1.0, S), F32)
+    x = rng.choice([-1.5, 0.0, 1.5], S) + rng.uniform(-0.3, 0.3, S)
+    return [lo, np.asarray(x, F32), hi]
+
+
+def _issue5_cases() -> list[Case]:
+    c = []
+    for name, dom in [("expm1", "any"), ("lgamma", "pos"), ("digamma", "pos")]:
+        for shape in [S, ()]:
+            c.append(Case(f"{name}_f32{list(shape)}", name, lax_fn(name), [(shape, F32, dom)]))
+    c.append(Case("digamma_f32_negative", "digamma", lax_fn("digamma"),
+                  [(S, F32, "nonzero")], make_args=lambda rng: [np.asarray(
+                      rng.uniform(-2.8, -2.2, S), F32)]))
+    c.append(Case("is_finite_f32", "is_finite", lax_fn("is_finite"), [(S, F32, "any")],
+                  make_args=lambda rng: [np.asarray(rng.choice(
+                      [0.5, -2.0, np.inf, -np.inf, np.nan], S), F32)]))
+    for sx, sy in BROADCAST_SHAPES:
+        c.append(Case(f"atan2_f32{list(sx)}{list(sy)}", "atan2", lax_fn("atan2"),
+                      [(sx, F32, "nonzero"), (sy, F32, "nonzero")]))
+    c.append(Case("clamp_scalar_bounds", "clamp",
+                  lambda J, x: J.lax.clamp(np.float32(-0.5), x, np.float32(0.7)),
+                  [(S, F32, "any")]))
+    c.append(Case("clamp_f32", "clamp", lambda J, lo, x, hi: J.lax.clamp(lo, x, hi),
+                  [(S, F32, "any"), (S, F32, "any"), (S, F32, "any")], make_args=_clamp_args))
+    # not differentiated in the scalar min: JAX's jvp rule fails there (select of a scalar g)
+    c.append(Case("clamp_scalar_min", "clamp", lambda J, lo, x, hi: J.lax.clamp(lo, x, hi),
+                  [((), F32, "small"), (S, F32, "any"), (S, F32, "pos")], diff=(1, 2)))
+    c.append(Case("clamp_i32", "clamp", lambda J, lo, x, hi: J.lax.clamp(lo, x, hi),
+                  [((), I32, "idx3"), (S, I32, "any"), ((), I32, "pos")]))
+    rp = lambda e, m: (lambda J, x: J.lax.reduce_precision(x, e, m))
+    c.append(Case("reduce_precision_f16_format", "reduce_precision", rp(5, 10),
+                  [(S, F32, "any")], diff=()))
+    c.append(Case("reduce_precision_bf16_format", "reduce_precision", rp(8, 7),
+                  [(S, F32, "any")], diff=()))
+    # few bits lost: the rounding is far below finite-difference steps, so it checks as linear
+    c.append(Case("reduce_precision_8_20", "reduce_precision", rp(8, 20), [(S, F32, "any")],
+                  linear=True, tol=1e-4))
+    c.append(Case("top_k_values", "top_k", lambda J, x: J.lax.top_k(x, 2)[0],
+                  [((3, 5), F32, "any")]))
+    c.append(Case("top_k_indices", "top_k", lambda J, x: J.lax.top_k(x, 3)[1],
+                  [((3, 5), F32, "any")]))
+    c.append(Case("top_k_axis0", "top_k", lambda J, x: J.lax.top_k(x, 2, axis=0)[0],
+                  [((4, 3), F32, "any")]))
+    c.append(Case("top_k_i32", "top_k", lambda J, x: J.lax.top_k(x, 2)[1],
+                  [((6,), I32, "big")], make_args=lambda rng: [np.asarray(
+                      rng.permutation(6) - 3, I32)]))
+    for name in ["cumprod", "cummax", "cummin", "cumlogsumexp"]:
+        for axis, reverse in [(1, False), (0, True)]:
+            c.append(Case(f"{name}_axis{axis}{'_reverse' if reverse else ''}", name,
+                          lambda J, x, n=name, a=axis, r=reverse: getattr(J.lax, n)(x, a, r),
+                          [((3, 4), F32, "any")]))
+    for name in ["cumprod", "cummax", "cummin"]:
+        c.append(Case(f"{name}_i32", name, lambda J, x, n=name: getattr(J.lax, n)(x, 0),
+                      [((4, 3), I32, "any")]))
+    return c
+
+
+ISSUE5_CASES = _issue5_cases()
+ALL_CASES += ISSUE5_CASES

@@ -25,6 +25,11 @@ from minijax.lax.lax import (  # noqa: F401
     shift_right_logical, sort, sort_key_val,
 )
 from minijax.lax.special import erf, erf_inv  # noqa: F401
+from minijax.lax.lax import (  # noqa: F401
+    atan2, clamp, cumlogsumexp, cummax, cummin, cumprod, expm1, is_finite, reduce_precision,
+    top_k,
+)
+from minijax.lax.special import digamma, lgamma  # noqa: F401
 from minijax.lax.control_flow import (  # noqa: F401
     cond, fori_loop, map, scan, switch, while_loop,
 )

@@ -10,6 +10,7 @@ or have size-1 dimensions. Mirrors jax/_src/lax/lax.py. Taught in chapters/09-pr
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -1986,3 +1987,421 @@ cumsum_p.def_abstract_eval(_cumsum_abstract_eval)
 deflinear(cumsum_p, _cumsum_transpose)
 batching.primitive_batchers[cumsum_p] = _cumsum_batch_rule
 mlir.register_lowering(cumsum_p, _cumsum_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# More elementwise: expm1, atan2, is_finite, clamp, reduce_precision
+# ---------------------------------------------------------------------------------------------
+
+def expm1(x):
+    """Elementwise exp(x) - 1, accurate near 0 (float dtypes)."""
+    return expm1_p.bind(x)
+
+
+expm1_p = unop("expm1", _float, np.expm1)
+defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
+defvectorized(expm1_p)
+mlir.register_lowering(expm1_p, mlir.nary_lowering("exponential_minus_one"))
+
+
+def atan2(x, y):
+    """Elementwise arctangent of x / y, in the quadrant of the point (y, x) (floats of one
+    dtype)."""
+    return atan2_p.bind(x, y)
+
+
+atan2_p = naryop("atan2", _float, np.arctan2)
+defjvp(atan2_p,
+       lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
+       lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
+defbroadcasting(atan2_p)
+mlir.register_lowering(atan2_p, mlir.nary_lowering("atan2"))
+
+
+def is_finite(x):
+    """Elementwise: True where `x` is neither inf nor NaN (float dtypes); gives bool."""
+    return is_finite_p.bind(x)
+
+
+def _is_finite_abstract_eval(x):
+    _check_dtype("is_finite", x, _float)
+    return ShapedArray(x.shape, dtypes.bool_)
+
+
+is_finite_p = Primitive("is_finite")
+is_finite_p.def_impl(np.isfinite)
+is_finite_p.def_abstract_eval(_is_finite_abstract_eval)
+defjvp_zero(is_finite_p)
+defvectorized(is_finite_p)
+mlir.register_lowering(is_finite_p, mlir.nary_lowering("is_finite"))
+
+
+def _clamp_impl(lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _clamp_abstract_eval(lo, x, hi):
+    for a in (lo, x, hi):
+        _check_dtype("clamp", a, _any)
+    if len({lo.dtype, x.dtype, hi.dtype}) != 1:
+        raise TypeError(f"clamp requires min, x and max to have the same dtype, got "
+                        f"{lo.str_short()}, {x.str_short()}, {hi.str_short()}")
+    for name, a in (("min", lo), ("max", hi)):
+        if a.ndim and a.shape != x.shape:
+            raise TypeError(f"clamp: {name} {a.str_short()} must be a scalar or have the shape "
+                            f"of x {x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
+
+
+def _clamp_tangent(g, pred, x):
+    shape = core.get_aval(x).shape
+    if core.get_aval(g).shape != shape:  # the tangent of a scalar min or max
+        g = broadcast_in_dim(g, shape, ())
+    return select(pred, g, full_like(x, 0))
+
+
+def _clamp_batch_rule(vals, dims, *, axis_size):
+    # batch axes to the front; min and max stay scalars only if unbatched
+    (lo, x, hi), (dlo, dx, dhi) = vals, dims
+
+    def unbatched_shape(v, d):
+        shape = core.get_aval(v).shape
+        return shape if d is not_mapped else shape[:d] + shape[d + 1:]
+
+    # x's shape, or that of min or max when x is a scalar
+    out_shape = (axis_size,) + builtins.max(map(unbatched_shape, vals, dims), key=len)
+
+    def full_size(v, d):
+        v = batching.bdim_at_front(v, d, axis_size)
+        if core.get_aval(v).shape == out_shape:
+            return v
+        return broadcast_in_dim(v, out_shape, (0,))  # a batched scalar
+
+    x = full_size(x, dx)
+    lo = lo if dlo is not_mapped and not core.get_aval(lo).ndim else full_size(lo, dlo)
+    hi = hi if dhi is not_mapped and not core.get_aval(hi).ndim else full_size(hi, dhi)
+    return clamp_p.bind(lo, x, hi), 0
+
+
+# JAX: jax/_src/lax/lax.py clamp_p
+def clamp(min, x, max):
+    """Elementwise `min(max(x, min), max)`. `min` and `max` are scalars or have the shape of
+    `x`; all three share one dtype, else TypeError."""
+    return clamp_p.bind(min, x, max)
+
+
+clamp_p = Primitive("clamp")
+clamp_p.def_impl(_clamp_impl)
+clamp_p.def_abstract_eval(_clamp_abstract_eval)
+defjvp(clamp_p,
+       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
+       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
+       lambda g, lo, x, hi: _clamp_tangent(g, lt(hi, x), x))
+batching.primitive_batchers[clamp_p] = _clamp_batch_rule
+mlir.register_lowering(clamp_p, lambda ctx, lo, x, hi: mlir.hlo.clamp(lo, x, hi))
+
+
+_FLOAT_BITS = {  # dtype: (unsigned int of the same width, exponent bits, mantissa bits)
+    np.dtype(np.float64): (np.uint64, 11, 52), np.dtype(np.float32): (np.uint32, 8, 23),
+    np.dtype(np.float16): (np.uint16, 5, 10), np.dtype(dtypes.bfloat16): (np.uint16, 8, 7)}
+
+
+def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
+    # XLA's algorithm on the bits: round the mantissa to nearest even, then flush exponents out
+    # of range to zero or inf (xla/service/elemental_ir_emitter.cc EmitReducePrecisionIR)
+    uint, src_exp, src_mant = _FLOAT_BITS[x.dtype]
+    bits = np.asarray(x).view(uint).copy()
+    one = uint(1)
+    if mantissa_bits < src_mant:
+        shift = uint(src_mant - mantissa_bits)
+        last_bit = one << shift
+        bias = (last_bit >> one) - one + ((bits & last_bit) >> shift)
+        bits = (bits + bias) & ~(last_bit - one)
+    if exponent_bits < src_exp:
+        exp_mask = ((one << uint(src_exp)) - one) << uint(src_mant)
+        exp_bias = (1 << (src_exp - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        signed_zero = bits & (one << uint(8 * bits.itemsize - 1))
+        bits = np.where(exponent > uint((exp_bias + reduced_bias) << src_mant),
+                        signed_zero | exp_mask,
+                        np.where(exponent <= uint((exp_bias - reduced_bias) << src_mant),
+                                 signed_zero, bits))
+    return np.where(np.isnan(x), x, np.asarray(bits, uint).view(x.dtype))  # NaNs stay NaN
+
+
+def _reduce_precision_abstract_eval(x, *, exponent_bits, mantissa_bits):
+    _check_dtype("reduce_precision", x, _float)
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: needs exponent_bits >= 1 and mantissa_bits >= 0, "
+                         f"got {exponent_bits} and {mantissa_bits}")
+    return x
+
+
+def _reduce_precision_lowering(ctx, x, *, exponent_bits, mantissa_bits):
+    i32 = mlir.ir.IntegerType.get_signless(32)
+    return mlir.hlo.reduce_precision(x, mlir.ir.IntegerAttr.get(i32, exponent_bits),
+                                     mlir.ir.IntegerAttr.get(i32, mantissa_bits))
+
+
+# JAX: jax/_src/lax/lax.py reduce_precision_p
+def reduce_precision(x, exponent_bits: int, mantissa_bits: int):
+    """`x` (a float array) rounded to a float format with the given numbers of exponent and
+    mantissa bits, keeping its dtype; e.g. (8, 7) rounds to bfloat16. ValueError for
+    exponent_bits < 1 or mantissa_bits < 0."""
+    return reduce_precision_p.bind(x, exponent_bits=int(exponent_bits),
+                                   mantissa_bits=int(mantissa_bits))
+
+
+reduce_precision_p = Primitive("reduce_precision")
+reduce_precision_p.def_impl(_reduce_precision_impl)
+reduce_precision_p.def_abstract_eval(_reduce_precision_abstract_eval)
+# linear, as JAX declares it: the tangent is rounded the same way
+deflinear(reduce_precision_p, lambda ct, x, **params: [
+    Zero(x.aval) if type(ct) is Zero else reduce_precision_p.bind(ct, **params)])
+defvectorized(reduce_precision_p)
+mlir.register_lowering(reduce_precision_p, _reduce_precision_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# top_k
+# ---------------------------------------------------------------------------------------------
+
+def _top_k_impl(x, *, k, axis):
+    # a stable sort, NaNs first, then by descending value: ties keep the lower index first,
+    # as XLA's TopK (np.lexsort sorts by its last key first)
+    x64 = np.asarray(x, np.float64)
+    order = np.lexsort((-x64, ~np.isnan(x64)), axis=axis)
+    idx = np.take(order, np.arange(k), axis=axis)
+    return [np.take_along_axis(x, idx, axis=axis), idx.astype(np.int32)]
+
+
+def _top_k_abstract_eval(x, *, k, axis):
+    if x.ndim == 0:
+        raise TypeError(f"top_k: operand must have at least one dimension, got {x.str_short()}")
+    _check_dtype("top_k", x, _num)
+    if not 0 <= k <= x.shape[axis]:
+        raise ValueError(f"top_k: k={k} must be between 0 and the size of axis {axis} of "
+                         f"{x.str_short()}")
+    shape = x.shape[:axis] + (k,) + x.shape[axis + 1:]
+    return [ShapedArray(shape, x.dtype), ShapedArray(shape, np.dtype(np.int32))]
+
+
+def _top_k_jvp(primals, tangents, *, k, axis):
+    # the tangents at the chosen indices, through a one-hot mask (JAX's _top_k_jvp gathers):
+    # `wide` holds the output position at `axis` and the source position at `axis + 1`
+    (x,), (t,) = primals, tangents
+    values, idx = top_k_p.bind(x, k=k, axis=axis)
+    if type(t) is Zero:
+        return [values, idx], [Zero.from_primal_value(values), Zero.from_primal_value(idx)]
+    out_shape = core.get_aval(idx).shape
+    n = core.get_aval(x).shape[axis]
+    wide = out_shape[:axis + 1] + (n,) + out_shape[axis + 1:]
+    t_dims = tuple(d if d < axis else d + 1 for d in range(len(out_shape)))
+    idx_dims = tuple(d if d <= axis else d + 1 for d in range(len(out_shape)))
+    mask = eq(broadcast_in_dim(idx, wide, idx_dims), broadcasted_iota(np.int32, wide, axis + 1))
+    t_b = broadcast_in_dim(t, wide, t_dims)
+    t_out = reduce_sum(select_n(mask, full_like(t_b, 0), t_b), (axis + 1,))
+    return [values, idx], [t_out, Zero.from_primal_value(idx)]
+
+
+def _top_k_batch_rule(vals, dims, *, axis_size, k, axis):
+    (x,), (d,) = vals, dims
+    outs = top_k_p.bind(x, k=k, axis=axis + (d <= axis))
+    return outs, [d, d]
+
+
+def _top_k_lowering(ctx, x, *, k, axis):
+    # chlo.top_k works on the last axis: swap `axis` there and back
+    hlo = mlir.hlo
+    ndim = ctx.avals_in[0].ndim
+    perm = list(range(ndim))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    if axis != ndim - 1:
+        x = hlo.transpose(x, mlir.ir.DenseI64ArrayAttr.get(perm))
+    outs = list(mlir.chlo.top_k(x, k))
+    if axis != ndim - 1:
+        outs = [hlo.transpose(o, mlir.ir.DenseI64ArrayAttr.get(perm)) for o in outs]
+    return outs
+
+
+# JAX: jax/_src/lax/lax.py top_k
+def top_k(operand, k: int, *, axis: int = -1):
+    """The `k` largest entries along `axis` and their positions: `(values, indices)`, both of
+    `operand`'s shape with `k` at `axis`; indices are i32, ties go to the lower index.
+    TypeError for a rank-0 operand, ValueError unless 0 <= k <= the axis size."""
+    nd = core.get_aval(operand).ndim
+    values, indices = top_k_p.bind(operand, k=int(k), axis=int(axis) % nd if nd else int(axis))
+    return values, indices
+
+
+top_k_p = Primitive("top_k")
+top_k_p.multiple_results = True
+top_k_p.def_impl(_top_k_impl)
+top_k_p.def_abstract_eval(_top_k_abstract_eval)
+ad.primitive_jvps[top_k_p] = _top_k_jvp
+batching.primitive_batchers[top_k_p] = _top_k_batch_rule
+mlir.register_lowering(top_k_p, _top_k_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cumulative reductions: cumprod, cummax, cummin, cumlogsumexp (cumsum's siblings)
+# ---------------------------------------------------------------------------------------------
+
+def _cumulative_impl(ufunc):
+    def impl(x, *, axis, reverse):
+        if reverse:
+            return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+    return impl
+
+
+def _cumulative_abstract_eval(name, kind):
+    def rule(x, *, axis, reverse):
+        _check_dtype(name, x, kind)
+        if not 0 <= axis < x.ndim:
+            raise TypeError(f"{name}: axis {axis} out of range for {x.str_short()}")
+        return x
+    return rule
+
+
+def _cumulative_jvp(weights):
+    # Every cumulative reduction's tangent is linear in t: t_out[i] = sum_j w[j, i] * t[j],
+    # with w (zero where j is not yet reduced into i) built from primals only, so the jvp
+    # transposes. JAX differentiates an associative_scan instead; this dense form is O(n^2)
+    # but reads as the math. `wide` holds j at `axis` and i at `axis + 1`.
+    def jvp(primals, tangents, *, prim, axis, reverse):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, axis=axis, reverse=reverse)
+        if type(t) is Zero:
+            return out, Zero.from_primal_value(out)
+        shape = core.get_aval(x).shape
+        wide = shape[:axis] + (shape[axis],) + shape[axis:]
+        j_dims = tuple(range(axis + 1)) + tuple(range(axis + 2, len(wide)))
+        i_dims = tuple(d for d in range(len(wide)) if d != axis)
+        j = broadcasted_iota(np.int32, wide, axis)
+        i = broadcasted_iota(np.int32, wide, axis + 1)
+        reached = ge(j, i) if reverse else le(j, i)
+        w = weights(x, out, lambda v: broadcast_in_dim(v, wide, j_dims),
+                    lambda v: broadcast_in_dim(v, wide, i_dims), j, i, reached, axis, reverse)
+        w = select(reached, w, full_like(w, 0))
+        return out, reduce_sum(mul(w, broadcast_in_dim(t, wide, j_dims)), (axis,))
+    return jvp
+
+
+def _cumprod_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # w[j, i] = product of x[k] over the k reduced into i, except k == j (no division by x[j])
+    x_k = at_i(x)
+    return cumprod(select(eq(j, i), full_like(x_k, 1), x_k), axis + 1, reverse)
+
+
+def _cumextreme_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # the tangent of the extreme so far; tied positions share it equally
+    hits = convert_element_type(eq(at_j(x), at_i(out)), core.get_aval(x).dtype)
+    hits = select(reached, hits, full_like(hits, 0))
+    return div(hits, at_i(reduce_sum(hits, (axis,))))
+
+
+def _cumlogsumexp_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # d out[i] / d x[j] = exp(x[j] - out[i]), the softmax weight of j among those reduced
+    return exp(sub(at_j(x), at_i(out)))
+
+
+def _cumulative_batch_rule(prim):
+    def rule(vals, dims, *, axis_size, axis, reverse):
+        (x,), (d,) = vals, dims
+        return prim.bind(x, axis=axis + (d <= axis), reverse=reverse), d
+    rule.__name__ = f"_{prim.name}_batch_rule"
+    return rule
+
+
+def _logaddexp_hlo(a, b):
+    # log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a - b is NaN when both are the same
+    # infinity, and then a + b is the answer (JAX's logaddexp)
+    hlo = mlir.hlo
+    amax = hlo.maximum(a, b)
+    delta = hlo.subtract(a, b)
+    is_nan = hlo.compare(delta, delta, hlo.ComparisonDirectionAttr.get("NE"),
+                         compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
+    return hlo.select(is_nan, hlo.add(a, b),
+                      hlo.add(amax, hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))))
+
+
+def _cumulative_lowering(combine, init):
+    # cumsum's lowering with another monoid: a reduce_window over the whole axis, padded on one
+    # side with the identity `init(dtype)` (JAX: cumred_reduce_window_impl)
+    def rule(ctx, x, *, axis, reverse):
+        hlo = mlir.hlo
+        aval = ctx.avals_in[0]
+        n = aval.shape[axis]
+        if n == 0:
+            return x
+        window = [1] * aval.ndim
+        window[axis] = n
+        padding = np.zeros((aval.ndim, 2), np.int64)
+        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
+                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
+                                window, window_strides=[1] * aval.ndim,
+                                base_dilations=[1] * aval.ndim,
+                                window_dilations=[1] * aval.ndim,
+                                padding=mlir.ir.DenseIntElementsAttr.get(padding))
+        block = op.body.blocks.append(scalar, scalar)
+        with mlir.ir.InsertionPoint(block):
+            hlo.return_([combine(*block.arguments)])
+        return op.result
+    return rule
+
+
+def _cumulative_primitive(name, kind, ufunc, weights, combine, init):
+    prim = Primitive(name)
+    prim.def_impl(_cumulative_impl(ufunc))
+    prim.def_abstract_eval(_cumulative_abstract_eval(name, kind))
+    ad.primitive_jvps[prim] = functools.partial(_cumulative_jvp(weights), prim=prim)
+    batching.primitive_batchers[prim] = _cumulative_batch_rule(prim)
+    mlir.register_lowering(prim, _cumulative_lowering(combine, init))
+    return prim
+
+
+def _cumulative_wrapper(prim):
+    def wrapper(x, axis: int = 0, reverse: bool = False):
+        nd = core.get_aval(x).ndim
+        return prim.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
+    return wrapper
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumprod_p
+def cumprod(x, axis: int = 0, reverse: bool = False):
+    """Running product of `x` along `axis` (from the end when `reverse`); number dtypes."""
+    return _cumulative_wrapper(cumprod_p)(x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cummax_p
+def cummax(x, axis: int = 0, reverse: bool = False):
+    """Running maximum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
+    return _cumulative_wrapper(cummax_p)(x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cummin_p
+def cummin(x, axis: int = 0, reverse: bool = False):
+    """Running minimum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
+    return _cumulative_wrapper(cummin_p)(x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumlogsumexp_p
+def cumlogsumexp(x, axis: int = 0, reverse: bool = False):
+    """Running log(sum(exp(x))) along `axis` (from the end when `reverse`), computed stably;
+    float dtypes."""
+    return _cumulative_wrapper(cumlogsumexp_p)(x, axis, reverse)
+
+
+cumprod_p = _cumulative_primitive("cumprod", _num, np.multiply, _cumprod_weights,
+                                  lambda a, b: mlir.hlo.multiply(a, b), lambda dt: 1)
+cummax_p = _cumulative_primitive("cummax", _num, np.maximum, _cumextreme_weights,
+                                 lambda a, b: mlir.hlo.maximum(a, b), _lowest)
+cummin_p = _cumulative_primitive("cummin", _num, np.minimum, _cumextreme_weights,
+                                 lambda a, b: mlir.hlo.minimum(a, b), _highest)
+cumlogsumexp_p = _cumulative_primitive("cumlogsumexp", _float, np.logaddexp,
+                                       _cumlogsumexp_weights, _logaddexp_hlo,
+                                       lambda dt: -np.inf)

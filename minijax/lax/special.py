@@ -16,7 +16,8 @@ import numpy as np
 from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp
 from minijax.interpreters.batching import defvectorized
-from minijax.lax.lax import _const, exp, mul, neg, square, unop
+from minijax.lax.lax import (_const, add, div, exp, full_like, lt, mul, neg, select, sin, square,
+                             sub, unop)
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -79,3 +80,86 @@ defjvp(erf_inv_p, lambda g, x: mul(g, mul(_const(x, np.sqrt(np.pi) / 2),
                                           exp(square(erf_inv(x))))))
 defvectorized(erf_inv_p)
 mlir.register_lowering(erf_inv_p, lambda ctx, x: mlir.chlo.erf_inv(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# lgamma and digamma
+# ---------------------------------------------------------------------------------------------
+
+def _lgamma_f64(v: float) -> float:
+    try:
+        return math.lgamma(v)
+    except ValueError:  # a pole: 0, -1, -2, ...
+        return math.inf
+
+
+_lgamma_vec = np.vectorize(_lgamma_f64, otypes=[np.float64])
+
+
+def _lgamma_impl(x):
+    return _lgamma_vec(x).astype(x.dtype)
+
+
+def lgamma(x):
+    """Elementwise log|Gamma(x)| (float dtypes); +inf at the poles 0, -1, -2, ..."""
+    return lgamma_p.bind(x)
+
+
+lgamma_p = unop("lgamma", "float", _lgamma_impl)
+defjvp(lgamma_p, lambda g, x: mul(g, digamma(x)))
+defvectorized(lgamma_p)
+mlir.register_lowering(lgamma_p, lambda ctx, x: mlir.chlo.lgamma(x))
+
+
+def _digamma_f64(x: np.ndarray) -> np.ndarray:
+    # psi(x) = psi(x + 6) - sum_{k<6} 1/(x + k), then the asymptotic series at x + 6; for
+    # x < 0.5 the reflection psi(x) = psi(1 - x) - pi / tan(pi x). NaN at the poles, as XLA.
+    reflect = x < 0.5
+    z = np.where(reflect, 1 - x, x)
+    acc = np.zeros_like(z)
+    for k in range(6):
+        acc -= 1 / (z + k)
+    z = z + 6
+    z2 = 1 / (z * z)
+    series = z2 * (1 / 12 - z2 * (1 / 120 - z2 * (1 / 252 - z2 * (1 / 240 - z2 / 132))))
+    psi = acc + np.log(z) - 0.5 / z - series
+    with np.errstate(divide="ignore", invalid="ignore"):
+        psi = np.where(reflect, psi - np.pi / np.tan(np.pi * x), psi)
+        return np.where((x <= 0) & (x == np.floor(x)), np.nan, psi)
+
+
+def _digamma_impl(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _digamma_f64(np.asarray(x, np.float64)).astype(x.dtype)
+
+
+def _trigamma(x):
+    # psi'(x) from lax ops (JAX uses polygamma(1, x), a primitive minijax lacks): the same
+    # shift-and-series as digamma, psi'(z) ~ 1/z + 1/(2z^2) + 1/(6z^3) - 1/(30z^5) + ...,
+    # and the reflection psi'(x) = pi^2 / sin(pi x)^2 - psi'(1 - x) for x < 0.5
+    reflect = lt(x, _const(x, 0.5))
+    z = select(reflect, sub(_const(x, 1), x), x)
+    acc = full_like(x, 0)
+    for k in range(6):
+        acc = add(acc, div(_const(x, 1), square(add(z, _const(x, k)))))
+    z = add(z, _const(x, 6))
+    r = div(_const(x, 1), z)
+    r2 = square(r)
+    inner = add(_const(x, 1 / 6), mul(r2, add(_const(x, -1 / 30), mul(r2, add(
+        _const(x, 1 / 42), mul(r2, _const(x, -1 / 30)))))))
+    tail = mul(r, add(_const(x, 1), mul(r, add(_const(x, 0.5), mul(r, inner)))))
+    direct = add(acc, tail)
+    pi = _const(x, np.pi)
+    reflected = sub(div(square(pi), square(sin(mul(pi, x)))), direct)
+    return select(reflect, reflected, direct)
+
+
+def digamma(x):
+    """Elementwise psi(x) = d/dx log Gamma(x) (float dtypes); NaN at 0, -1, -2, ..."""
+    return digamma_p.bind(x)
+
+
+digamma_p = unop("digamma", "float", _digamma_impl)
+defjvp(digamma_p, lambda g, x: mul(g, _trigamma(x)))
+defvectorized(digamma_p)
+mlir.register_lowering(digamma_p, lambda ctx, x: mlir.chlo.digamma(x))

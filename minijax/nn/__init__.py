@@ -33,12 +33,13 @@ def _inexact(name, *args):
 
 def gelu(x, approximate: bool = True):
     """Gaussian error linear unit. With approximate=True (JAX's default) the tanh form
-    `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))`. The exact erf form needs the erf
-    primitive, which minijax does not have yet: approximate=False raises NotImplementedError."""
-    if not approximate:
-        raise NotImplementedError("gelu(approximate=False) needs an erf primitive, not yet in "
-                                  "minijax")
+    `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x**3)))`; with approximate=False the exact
+    `x/2 * (1 + erf(x / sqrt(2)))` (JAX writes it with erfc, which minijax lacks). Integer
+    inputs are promoted to float."""
     (x,) = _inexact("gelu", x)
+    if not approximate:
+        sqrt_half = np.sqrt(0.5).astype(x.dtype)
+        return 0.5 * x * (1.0 + lax.erf(x * sqrt_half))
     c = np.sqrt(2 / np.pi).astype(x.dtype)
     cdf = 0.5 * (1.0 + jnp.tanh(c * (x + 0.044715 * (x ** 3))))
     return x * cdf
@@ -79,3 +80,53 @@ def one_hot(x, num_classes: int, dtype=jnp.float32, axis: int = -1):
     classes_shape[pos] = num_classes
     classes = lax.broadcasted_iota(np.int32, tuple(classes_shape), pos)
     return (jnp.expand_dims(x, pos) == classes).astype(dtype)
+
+
+# JAX: jax/_src/nn/functions.py relu6 — differs: a select instead of a custom_jvp
+def relu6(x):
+    """min(max(x, 0), 6). Its derivative is 0 at x == 0 and x == 6, as in JAX."""
+    # as in relu: the select keeps the kinks' derivative 0 (jnp.minimum/maximum split ties)
+    inside = (x > 0) & (x < 6)
+    return jnp.where(inside, x, lax.stop_gradient(jnp.minimum(jnp.maximum(x, 0), 6.0)))
+
+
+# JAX: jax/_src/nn/functions.py silu
+def silu(x):
+    """x * sigmoid(x) (float dtypes; integers raise TypeError, as sigmoid's do). Also named
+    `swish`."""
+    return x * sigmoid(x)
+
+
+swish = silu
+
+
+# JAX: jax/_src/nn/functions.py softplus
+def softplus(x):
+    """log(1 + exp(x)), computed as logaddexp(x, 0) so large x do not overflow."""
+    return jnp.logaddexp(x, 0)
+
+
+# JAX: jax/_src/nn/functions.py log_sigmoid
+def log_sigmoid(x):
+    """log(sigmoid(x)) = -softplus(-x), stable for large |x|."""
+    return -softplus(-x)
+
+
+# JAX: jax/_src/nn/functions.py standardize — differs: no `where` mask
+def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, *,
+                algorithm: str = "fast"):
+    """(x - mean) / sqrt(variance + epsilon) over `axis` (an int or tuple). `mean` and
+    `variance` are computed when not given (keepdims shapes); algorithm "fast" uses
+    E[x**2] - E[x]**2 clipped at 0, "stable" E[(x - mean)**2]. ValueError for another
+    algorithm."""
+    if mean is None:
+        mean = jnp.mean(x, axis, keepdims=True)
+    if variance is None:
+        if algorithm == "stable":
+            variance = jnp.mean(jnp.square(jnp.subtract(x, mean)), axis, keepdims=True)
+        elif algorithm == "fast":
+            variance = jnp.mean(jnp.square(x), axis, keepdims=True) - jnp.square(mean)
+            variance = jnp.clip(variance, 0)
+        else:
+            raise ValueError(f"Unknown algorithm '{algorithm}'. Expected 'fast' or 'stable'.")
+    return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)
