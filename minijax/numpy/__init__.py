@@ -16,5 +16,6 @@ from minijax.numpy.lax_numpy import (  # noqa: F401
     _rewriting_take,
 )
 from minijax.numpy import linalg  # noqa: F401,E402
+from minijax.numpy.extra import *  # noqa: F401,F403,E402
 
 _array_methods.install()

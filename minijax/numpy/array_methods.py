@@ -79,6 +79,13 @@ def _set_methods(cls) -> None:
     cls.ravel = lambda self: jnp.ravel(self)
     cls.flatten = lambda self: jnp.ravel(self)
     cls.clip = lambda self, min=None, max=None: jnp.clip(self, min, max)
+    # methods forwarding to minijax/numpy/extra.py, same keywords as the functions
+    for name in ("prod", "any", "all", "cumsum", "cumprod", "sort", "argsort", "round", "take",
+                 "repeat", "nonzero", "diagonal", "trace", "ptp", "conj", "conjugate",
+                 "searchsorted"):
+        setattr(cls, name, getattr(jnp, name))
+    cls.real = property(lambda self: jnp.real(self))
+    cls.imag = property(lambda self: jnp.imag(self))
 
 
 def install() -> None:

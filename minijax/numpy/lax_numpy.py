@@ -383,12 +383,15 @@ def isnan(x):
     return lax.ne(x, x)
 
 
-def where(condition, x=None, y=None):
-    """`x` where `condition` else `y`, broadcasting all three (JAX's three-argument form;
-    the one-argument form needs a static size and is not provided)."""
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
+    """`x` where `condition` else `y`, broadcasting all three. The one-argument form
+    `where(condition)` is `nonzero(condition, size=size, fill_value=fill_value)`."""
+    if x is None and y is None:
+        from minijax.numpy.extra import nonzero
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
-        raise ValueError("minijax.numpy.where needs three arguments (condition, x, y); the "
-                         "one-argument form returns a data-dependent shape")
+        raise ValueError("Either both or neither of the x and y arguments should be provided "
+                         "to jax.numpy.where, got one of them.")
     x, y = promote_dtypes(x, y)
     condition = _astype(condition, bool_)
     condition, x, y = promote_shapes("where", condition, x, y)
