@@ -1780,7 +1780,8 @@ def bitcast_convert_type(x, new_dtype):
 
 
 bitcast_convert_type_p = Primitive("bitcast_convert_type")
-bitcast_convert_type_p.def_impl(lambda x, *, new_dtype: np.ascontiguousarray(x).view(new_dtype))
+bitcast_convert_type_p.def_impl(lambda x, *, new_dtype:
+                               np.ascontiguousarray(x).view(new_dtype).reshape(np.shape(x)))
 bitcast_convert_type_p.def_abstract_eval(_bitcast_convert_type_abstract_eval)
 defjvp_zero(bitcast_convert_type_p)
 defvectorized(bitcast_convert_type_p)
