@@ -1951,28 +1951,32 @@ def _cumsum_batch_rule(vals, dims, *, axis_size, axis, reverse):
     return cumsum_p.bind(x, axis=axis + (d <= axis), reverse=reverse), d
 
 
-def _cumsum_lowering(ctx, x, *, axis, reverse):
-    # As JAX on CPU: a reduce_window whose window is the whole axis, padded by n-1 zeros on
-    # one side, so output i sums inputs [0, i] (XLA rewrites it into an efficient scan).
-    hlo = mlir.hlo
-    aval = ctx.avals_in[0]
-    n = aval.shape[axis]
-    if n == 0:
-        return x
-    window = [1] * aval.ndim
-    window[axis] = n
-    padding = np.zeros((aval.ndim, 2), np.int64)
-    padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
-    scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
-    op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
-                            [mlir.ir_constant(np.zeros((), aval.dtype))], window,
-                            window_strides=[1] * aval.ndim, base_dilations=[1] * aval.ndim,
-                            window_dilations=[1] * aval.ndim,
-                            padding=mlir.ir.DenseIntElementsAttr.get(padding))
-    block = op.body.blocks.append(scalar, scalar)
-    with mlir.ir.InsertionPoint(block):
-        hlo.return_([hlo.add(*block.arguments)])
-    return op.result
+def _cumulative_lowering(combine, init):
+    # As JAX on CPU (cumred_reduce_window_impl): a reduce_window whose window is the whole
+    # axis, padded by n-1 identities `init(dtype)` on one side, so output i combines inputs
+    # [0, i] (XLA rewrites it into an efficient scan). Shared by cumsum and the cum* family.
+    def rule(ctx, x, *, axis, reverse):
+        hlo = mlir.hlo
+        aval = ctx.avals_in[0]
+        n = aval.shape[axis]
+        if n == 0:
+            return x
+        window = [1] * aval.ndim
+        window[axis] = n
+        padding = np.zeros((aval.ndim, 2), np.int64)
+        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
+                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
+                                window, window_strides=[1] * aval.ndim,
+                                base_dilations=[1] * aval.ndim,
+                                window_dilations=[1] * aval.ndim,
+                                padding=mlir.ir.DenseIntElementsAttr.get(padding))
+        block = op.body.blocks.append(scalar, scalar)
+        with mlir.ir.InsertionPoint(block):
+            hlo.return_([combine(*block.arguments)])
+        return op.result
+    return rule
 
 
 # JAX: jax/_src/lax/control_flow/loops.py cumsum_p
@@ -1987,7 +1991,8 @@ cumsum_p.def_impl(_cumsum_impl)
 cumsum_p.def_abstract_eval(_cumsum_abstract_eval)
 deflinear(cumsum_p, _cumsum_transpose)
 batching.primitive_batchers[cumsum_p] = _cumsum_batch_rule
-mlir.register_lowering(cumsum_p, _cumsum_lowering)
+mlir.register_lowering(cumsum_p, _cumulative_lowering(lambda a, b: mlir.hlo.add(a, b),
+                                                       lambda dtype: 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2326,33 +2331,6 @@ def _logaddexp_hlo(a, b):
                          compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
     return hlo.select(is_nan, hlo.add(a, b),
                       hlo.add(amax, hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))))
-
-
-def _cumulative_lowering(combine, init):
-    # cumsum's lowering with another monoid: a reduce_window over the whole axis, padded on one
-    # side with the identity `init(dtype)` (JAX: cumred_reduce_window_impl)
-    def rule(ctx, x, *, axis, reverse):
-        hlo = mlir.hlo
-        aval = ctx.avals_in[0]
-        n = aval.shape[axis]
-        if n == 0:
-            return x
-        window = [1] * aval.ndim
-        window[axis] = n
-        padding = np.zeros((aval.ndim, 2), np.int64)
-        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
-        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
-        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
-                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
-                                window, window_strides=[1] * aval.ndim,
-                                base_dilations=[1] * aval.ndim,
-                                window_dilations=[1] * aval.ndim,
-                                padding=mlir.ir.DenseIntElementsAttr.get(padding))
-        block = op.body.blocks.append(scalar, scalar)
-        with mlir.ir.InsertionPoint(block):
-            hlo.return_([combine(*block.arguments)])
-        return op.result
-    return rule
 
 
 def _cumulative_primitive(name, kind, ufunc, weights, combine, init):

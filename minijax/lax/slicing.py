@@ -124,19 +124,24 @@ def _start_vectors(starts, dims, axis_size: int, shape, sizes) -> list:
     return out
 
 
+def _masked_sum(x, mask, k: int, new: int):
+    """Insert an axis of size `new` before axis k + 1 of `x` (batched at 0), keep the entries
+    where the (B, new, old) one-hot `mask` is true, and sum out the old axis k + 1."""
+    shape = core.get_aval(x).shape
+    big = shape[:k + 1] + (new,) + shape[k + 1:]
+    x_b = lax.broadcast_in_dim(x, big, tuple(i if i <= k else i + 1 for i in range(len(shape))))
+    mask_b = lax.broadcast_in_dim(mask, big, (0, k + 1, k + 2))
+    return lax.reduce_sum(lax.select_n(mask_b, lax.full_like(x_b, 0), x_b), (k + 2,))
+
+
 def _one_hot_take(y, starts_b, k: int, n: int, z: int, axis_size: int):
     """`y[b, ..., starts_b[b] : starts_b[b] + z, ...]` along axis k + 1 (size n), per example b,
     as select + reduce_sum over a one-hot mask of shape (B, z, n)."""
-    shape = core.get_aval(y).shape
     offsets = lax.add(lax.broadcast_in_dim(starts_b, (axis_size, z), (0,)),
                       lax.broadcasted_iota(np.int32, (axis_size, z), 1))
     mask = lax.eq(lax.broadcast_in_dim(offsets, (axis_size, z, n), (0, 1)),
                   lax.broadcasted_iota(np.int32, (axis_size, z, n), 2))
-    big = shape[:k + 1] + (z,) + shape[k + 1:]  # a new axis of size z before axis k + 1
-    y_dims = tuple(i if i <= k else i + 1 for i in range(len(shape)))
-    y_b = lax.broadcast_in_dim(y, big, y_dims)
-    mask_b = lax.broadcast_in_dim(mask, big, (0, k + 1, k + 2))
-    return lax.reduce_sum(lax.select_n(mask_b, lax.full_like(y_b, 0), y_b), (k + 2,))
+    return _masked_sum(y, mask, k, z)
 
 
 def _as_summable(x):
@@ -245,16 +250,11 @@ def _dynamic_update_slice_transpose(ct, x, update, *starts):
 def _one_hot_place(u, starts_b, k: int, n: int, z: int, axis_size: int):
     """Per example b, move axis k + 1 of `u` (size z) to positions starts_b[b] ... of an axis of
     size n (zeros elsewhere): select + reduce_sum over a one-hot mask of shape (B, n, z)."""
-    shape = core.get_aval(u).shape
     rel = lax.sub(lax.broadcasted_iota(np.int32, (axis_size, n), 1),
                   lax.broadcast_in_dim(starts_b, (axis_size, n), (0,)))
     mask = lax.eq(lax.broadcast_in_dim(rel, (axis_size, n, z), (0, 1)),
                   lax.broadcasted_iota(np.int32, (axis_size, n, z), 2))
-    big = shape[:k + 1] + (n,) + shape[k + 1:]  # a new axis of size n before axis k + 1
-    u_dims = tuple(i if i <= k else i + 1 for i in range(len(shape)))
-    u_b = lax.broadcast_in_dim(u, big, u_dims)
-    mask_b = lax.broadcast_in_dim(mask, big, (0, k + 1, k + 2))
-    return lax.reduce_sum(lax.select_n(mask_b, lax.full_like(u_b, 0), u_b), (k + 2,))
+    return _masked_sum(u, mask, k, n)
 
 
 def _dynamic_update_slice_batch_rule(vals, dims, *, axis_size):

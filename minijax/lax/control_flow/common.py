@@ -136,11 +136,17 @@ def _check_branch_outputs(api_name: str, name1: str, name2: str, tree1: PyTreeDe
              for i, (a1, a2) in enumerate(safe_zip(avals1, avals2))
              if not core.typematch(a1, a2)]
     if diffs:
-        text = "\n".join(f"  * {d};" for d in diffs) if len(diffs) > 1 else (
-            diffs[0][0].upper() + diffs[0][1:] + ".")
+        text = _bullets(diffs)
         raise TypeError(
             f"{api_name} branches must have equal output types but they differ.\n\n{text}\n\n"
             f"Revise {name1} and/or {name2} so that all output types match.")
+
+
+def _bullets(diffs: list[str]) -> str:
+    """One difference as a sentence; several as a bulleted list (JAX's message layout)."""
+    if len(diffs) == 1:
+        return diffs[0][0].upper() + diffs[0][1:] + "."
+    return "\n".join(f"  * {d};" for d in diffs)
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _check_carry_type — differs: leaf indices
@@ -161,8 +167,7 @@ def _check_carry_type(name: str, in_tree: PyTreeDef, in_avals: Sequence[ShapedAr
              for i, (a, b) in enumerate(safe_zip(in_avals, out_avals))
              if not core.typematch(a, b)]
     if diffs:
-        text = "\n".join(f"  * {d};" for d in diffs) if len(diffs) > 1 else (
-            diffs[0][0].upper() + diffs[0][1:] + ".")
+        text = _bullets(diffs)
         raise TypeError(
             f"{name} function carry input and carry output must have equal types, but they "
             f"differ:\n\n{text}\n\nRevise the function so that all output types match the "
