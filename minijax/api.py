@@ -13,7 +13,7 @@ import numpy as np
 
 from minijax import compiler, core, dtypes
 from minijax.array import Array
-from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.core import ClosedJaxpr
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
@@ -567,40 +567,3 @@ def devices() -> list:
     return [compiler.default_device()]
 
 
-# JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
-class ShapeDtypeStruct:
-    """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
-    `.lower(...)` in place of an array to compile for that type without making one.
-
-    Attributes: `shape`, `dtype` (as given), `weak_type`, `ndim`, `size`, and `aval`, the
-    `ShapedArray` it stands for (dtype canonicalized: f64 is f32 unless x64 is on).
-    """
-
-    __slots__ = ("shape", "dtype", "weak_type")
-
-    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
-        self.weak_type = bool(weak_type)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-    @property
-    def aval(self) -> ShapedArray:
-        return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
-
-    def __eq__(self, other) -> bool:
-        return (type(other) is ShapeDtypeStruct and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.weak_type))
-
-    def __repr__(self) -> str:
-        weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
-
-
-core.pytype_aval_mappings[ShapeDtypeStruct] = lambda s: s.aval
-core.pytype_aval_mappings[ShapedArray] = lambda a: a

@@ -140,8 +140,8 @@ class Array:
 
 
 def array_from_numpy(val: np.ndarray, weak_type: bool = False) -> Array:
+    """Wrap a numpy array (not copied) as an uncommitted Array."""
     return Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
 
 
-core.array_from_numpy = array_from_numpy
 core.pytype_aval_mappings[Array] = lambda x: x.aval

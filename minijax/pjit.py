@@ -100,7 +100,7 @@ def to_device(x, aval: ShapedArray):
     """A device buffer for a concrete argument of type `aval`."""
     if type(x) is Array and x.aval.dtype == aval.dtype:
         return x.device_buffer()
-    from minijax.api import ShapeDtypeStruct  # api imports this module
+    from minijax.core import ShapeDtypeStruct
     if isinstance(x, (ShapedArray, ShapeDtypeStruct)):
         raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
                         "jit(f).trace(...) or .lower(...), not to a call")
@@ -243,7 +243,6 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
 
 jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
-jit_p.eager_numpy = False
 jit_p.pp_hide_if_empty = ("donated_invars",)
 jit_p.pp_first_params = ("name",)  # JAX prints jit's name before its jaxpr
 jit_p.def_impl(_jit_impl)
@@ -528,7 +527,7 @@ class Traced:
         self._out_tree = out_tree
         self._name = name
         self._donated = donated[n:]
-        from minijax.api import ShapeDtypeStruct  # api imports this module
+        from minijax.core import ShapeDtypeStruct
         self.out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                                   for a in hoisted.out_avals])
 

@@ -99,6 +99,10 @@ def promote_shapes(name: str, *args):
 
 
 def promote_args(name: str, *args):
+    first = args[0].aval if isinstance(args[0], (Array, Tracer)) else None
+    if first is not None and all(isinstance(a, (Array, Tracer)) and a.aval == first
+                                 for a in args[1:]):
+        return args  # the common case, operands of one type: nothing to promote or broadcast
     _check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
 
