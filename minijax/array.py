@@ -81,9 +81,11 @@ class Array:
     # JAX: jax/_src/array.py ArrayImpl.block_until_ready
     def block_until_ready(self) -> "Array":
         """Wait until the value has been computed; returns self."""
-        self._check_alive()
-        if self._buf is not None and hasattr(self._buf, "block_until_ready"):
-            self._buf.block_until_ready()
+        buf = self._buf
+        if buf is not None:
+            buf.block_until_ready()
+        else:
+            self._check_alive()
         return self
 
     def __array__(self, dtype=None, copy=None):

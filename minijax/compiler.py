@@ -15,6 +15,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from minijax import core
+from minijax.array import Array
 from minijax.config import config
 
 # Counters tests read: persistent-cache hits and misses in this process.
@@ -110,6 +112,60 @@ def block_until_ready(buffers: Sequence[Any]) -> None:
         return
     from jaxlib import _jax
     _jax.batched_block_until_ready(list(buffers))
+
+
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
+class ExecuteReplicated:
+    """The one way a compiled program runs, built once per executable (the first call, later
+    calls, `Compiled.__call__` and `jit_p`'s impl all call it).
+
+    Calling it with concrete arguments: takes each minijax Array's device buffer as it is (no
+    copy), puts NumPy values and Python scalars on the device, runs the executable
+    asynchronously, deletes the donated Arrays whose buffers an output reused, and returns the
+    outputs as Arrays (built by C++ result handlers), committed if an argument was.
+    """
+
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
+
+    def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
+        self.executable = executable
+        self.in_avals = tuple(in_avals)
+        self.out_avals = tuple(out_avals)
+        # per input: donated and reused for an output (only those Arrays are deleted)
+        self.donated = tuple(donated) if any(donated) else None
+        self.handlers = result_handlers(out_avals)
+
+    def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
+        """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
+        deciding commitment) followed by `args`."""
+        bufs = [c.device_buffer() for c in consts] if consts else []
+        n = len(bufs)
+        committed = False
+        for i, x in enumerate(args):
+            if type(x) is Array:
+                if x._committed:
+                    committed = True
+                buf = x._buf
+                bufs.append(buf if buf is not None else x.device_buffer())
+            else:
+                bufs.append(device_put_arg(x, self.in_avals[n + i], i))
+        outs = execute(self.executable, bufs, self.handlers)
+        if self.donated is not None:
+            # A reused buffer now holds an output: the input Array must not be read again. As
+            # in JAX, an input whose donation no output could use stays alive.
+            for x, d in zip(args, self.donated[n:]):
+                if d and type(x) is Array:
+                    x.delete()
+        return [Array(a, None, b, committed) for a, b in zip(self.out_avals, outs)]
+
+
+def device_put_arg(x, aval: core.ShapedArray, index: int):
+    """The device buffer for argument `index`, a value that is not a minijax Array."""
+    if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
+        raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
+                        "jit(f).trace(...) or .lower(...), not to a call")
+    return device_put(core.to_numpy(x, aval))
 
 
 def device_put(value: np.ndarray):
