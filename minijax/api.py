@@ -503,7 +503,8 @@ def device_put(x, device=None):
         if isinstance(v, Array):
             if device is None:
                 return v
-            arr = Array(v.aval, v._npy, v.device_buffer(), committed=True)
+            buf = v.device_buffer()
+            arr = Array(v.aval, v._npy, buf, committed=True)
         else:
             aval = core.get_aval(v)
             arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)

@@ -96,11 +96,10 @@ def result_handlers(avals) -> list | None:
     a device array and only accepts JAX's own ShapedArray as the buffer's type descriptor, so
     that one class is borrowed here. Nothing of JAX's tracing or transformations runs."""
     import jax
-    from jax.sharding import SingleDeviceSharding
     from jaxlib import _jax
     if any(a.dtype.names is not None for a in avals):  # float0 is a structured dtype
         return None
-    sharding = SingleDeviceSharding(default_device())
+    sharding = _single_device_sharding()
     return [_jax.array_result_handler(jax.core.ShapedArray(a.shape, a.dtype), sharding,
                                       committed=False, _skip_checks=True) for a in avals]
 
@@ -168,12 +167,34 @@ def device_put_arg(x, aval: core.ShapedArray, index: int):
     return device_put(core.to_numpy(x, aval))
 
 
+# JAX: jax/_src/interpreters/pxla.py batched_device_put
 def device_put(value: np.ndarray):
-    """Copy a numpy array to the default device; returns the device buffer."""
+    """Put a numpy array on the default device; returns the device buffer (uncommitted).
+
+    The transfer is asynchronous; the runtime may alias 64-byte-aligned host memory instead of
+    copying it (on CPU). The dtype is kept as given: minijax canonicalizes 64-bit values with
+    its own x64 flag before they get here. Like `result_handlers`, this is buffer plumbing
+    that borrows JAX's ShapedArray as the buffer's type descriptor."""
     import jax  # device buffers are the one part of JAX's runtime minijax uses
-    if value.dtype.itemsize == 8 and not jax.config.jax_enable_x64:
-        # jax.device_put would narrow a 64-bit value to 32 bits under JAX's own x64 flag;
-        # minijax decides that with its flag, before the value gets here
-        with jax.enable_x64(True):
-            return jax.device_put(value, default_device())
-    return jax.device_put(value, default_device())
+    if value.dtype.names is not None:  # float0 (a structured dtype): JAX's own conversion
+        return jax.device_put(value, default_device())
+    from jaxlib import _jax
+    return _jax.batched_device_put(jax.core.ShapedArray(value.shape, value.dtype),
+                                   _single_device_sharding(), [value], [default_device()],
+                                   False, enable_x64=True)
+
+
+@functools.cache
+def _single_device_sharding():
+    from jax.sharding import SingleDeviceSharding
+    return SingleDeviceSharding(default_device())
+
+
+def release_host_copy(buffer) -> None:
+    """Wait until `buffer`'s host-to-device transfer is done and let the runtime drop its
+    reference to the host array now. (jaxlib releases Python objects its threads held in
+    batches, normally at the next garbage collection; for a big array that would keep the
+    host copy alive next to the device copy.)"""
+    from jaxlib import _jax
+    buffer.block_until_ready()
+    _jax.collect_garbage()
