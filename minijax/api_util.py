@@ -35,7 +35,7 @@ def flatten_fun_nokwargs(fun: Callable, in_tree: PyTreeDef, out_store: list) -> 
     return flat_fun
 
 
-# JAX: jax/_src/api_util.py flatten_fun_nokwargs2
+# JAX: jax/_src/api_util.py flatten_fun_nokwargs — differs: also flattens an aux output
 def flatten_fun_nokwargs_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
     """Like `flatten_fun_nokwargs` for `fun` returning `(out, aux)`: flat outputs are out +
     aux; `out_store` gets (out_tree, aux_tree, number of out leaves)."""
