@@ -67,6 +67,16 @@ def _check_arraylike(name: str, *args) -> None:
         core.get_aval(a)  # raises a clear TypeError for strings, functions, ...
 
 
+def _one_type(args) -> bool:
+    if not isinstance(args[0], (Array, Tracer)):
+        return False
+    first = args[0].aval
+    for a in args[1:]:
+        if not isinstance(a, (Array, Tracer)) or (a.aval is not first and a.aval != first):
+            return False
+    return True
+
+
 # JAX: jax/_src/numpy/util.py promote_dtypes
 def promote_dtypes(*args):
     """Convert all args to their common dtype (JAX's lattice; weak types respected)."""
@@ -99,9 +109,7 @@ def promote_shapes(name: str, *args):
 
 
 def promote_args(name: str, *args):
-    first = args[0].aval if isinstance(args[0], (Array, Tracer)) else None
-    if first is not None and all(isinstance(a, (Array, Tracer)) and a.aval == first
-                                 for a in args[1:]):
+    if _one_type(args):
         return args  # the common case, operands of one type: nothing to promote or broadcast
     _check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
