@@ -8,7 +8,8 @@ Mirrors jax/_src/api_util.py (`flatten_fun_nokwargs`, `argnums_partial`,
 
 from __future__ import annotations
 
-import functools
+import inspect
+import weakref
 from typing import Any, Callable, Sequence
 
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
@@ -16,6 +17,36 @@ from minijax.tree_util import PyTreeDef, tree_flatten, tree_unflatten
 
 def fun_name(f) -> str:
     return getattr(f, "__name__", type(f).__name__)
+
+
+# JAX: jax/_src/api_util.py check_callable
+def check_callable(fun) -> None:
+    """TypeError unless `fun` is a callable that is not a generator function (tracing runs a
+    function once; a generator's body would not run at all)."""
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun}")
+    if inspect.isgeneratorfunction(fun):
+        raise TypeError(f"Expected a function, got a generator function: {fun}")
+
+
+# JAX: jax/_src/api_util.py infer_argnums_and_argnames
+def infer_argnums_and_argnames(sig: inspect.Signature | None, argnums: tuple[int, ...],
+                               argnames: tuple[str, ...]) -> tuple[tuple[int, ...],
+                                                                   tuple[str, ...]]:
+    """Complete `argnums` with the positions of `argnames` and `argnames` with the names of
+    `argnums`, from the signature: an argument marked either way is marked however it is
+    passed (positionally or by keyword)."""
+    if sig is None:
+        return argnums, argnames
+    params = list(sig.parameters.values())
+    positional = [p.name for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    keyword = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    nums = set(argnums) | {positional.index(n) for n in argnames if n in positional}
+    names = set(argnames) | {positional[i] for i in argnums
+                             if -len(positional) <= i < len(positional)
+                             and positional[i] in keyword}
+    return tuple(sorted(nums)), tuple(sorted(names))
 
 
 # JAX: jax/_src/api_util.py _ensure_index_tuple
@@ -110,19 +141,24 @@ def merge_static(statics: tuple, dyn_args: Sequence[Any]) -> list:
             for i in range(len(dyn_args) + len(statics))]
 
 
-# JAX: jax/_src/util.py weakref_lru_cache — differs: keyed on identity, entries kept alive
+# JAX: jax/_src/util.py weakref_lru_cache — differs: no LRU bound
 def identity_cache(fn: Callable) -> Callable:
-    """Memoize `fn(obj, *args)` on (the identity of `obj`, args). The entry holds `obj`, so
-    its id cannot be reused while cached; the same jaxpr always gets the same result object,
-    which keeps the caches downstream (keyed on identity too) hitting."""
-    cache: dict = {}
+    """Memoize `fn(obj, *args)` on (the identity of `obj`, args), holding `obj` weakly: the
+    entries die with `obj`. While `obj` lives, the same call gets the same result object, which
+    keeps the caches downstream (keyed on identity too) hitting."""
+    cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    @functools.wraps(fn)
     def cached(obj, *args):
-        key = (id(obj), *args)
-        hit = cache.get(key)
-        if hit is None or hit[0] is not obj:
-            hit = cache[key] = (obj, fn(obj, *args))
-        return hit[1]
+        per_obj = cache.get(obj)
+        if per_obj is None:
+            per_obj = cache[obj] = {}
+        hit = per_obj.get(args, _MISSING)
+        if hit is _MISSING:
+            hit = per_obj[args] = fn(obj, *args)
+        return hit
+    cached.__name__, cached.__doc__, cached.__wrapped__ = fn.__name__, fn.__doc__, fn
     cached.cache = cache
     return cached
+
+
+_MISSING = object()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
@@ -34,26 +36,37 @@ def default_device():
     return backend().local_devices()[0]
 
 
-# JAX: jax/_src/compiler.py backend_compile_and_load
+# JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device.
 
     Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
-    Raises XLA's error (a RuntimeError subclass) if the module is invalid.
+    Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
+    `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
+    be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
+    written again, as JAX does.
     """
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
     text = module if isinstance(module, str) else str(module)
-    options = jeb.get_compile_options(num_replicas=1, num_partitions=1)
+    num_partitions = 1
+    options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
     devices = DeviceList((default_device(),))
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)
-    path = os.path.join(cache_dir, _cache_key(text) + ".xla")
+    path = os.path.join(cache_dir, _cache_key(text, options, devices, num_partitions) + ".xla")
     if os.path.exists(path):
-        with open(path, "rb") as f:
+        try:
+            with open(path, "rb") as f:
+                exe = backend().deserialize_executable(f.read(), devices, options)
             persistent_cache_stats["hits"] += 1
-            return backend().deserialize_executable(f.read(), devices, options)
+            return exe
+        except Exception as e:  # whatever the runtime raises for bytes it cannot load
+            name = re.search(r"module @([\w.$-]+)", text)
+            warnings.warn(f"Error reading persistent compilation cache entry for "
+                          f"'{name.group(1) if name else path}': {type(e).__name__}: {e}",
+                          stacklevel=2)
     persistent_cache_stats["misses"] += 1
     exe = backend().compile_and_load(text, devices, options)
     os.makedirs(cache_dir, exist_ok=True)
@@ -64,13 +77,17 @@ def compile(module) -> Any:
     return exe
 
 
-# JAX: jax/_src/cache_key.py get — differs: hashes only the module text and the backend
-def _cache_key(module_text: str) -> str:
+# JAX: jax/_src/cache_key.py get
+def _cache_key(module_text: str, options, devices, num_partitions: int) -> str:
+    """What the executable depends on: the module, the compile options (serialized), the
+    device assignment and the number of partitions, the backend and jaxlib's version."""
     import jaxlib
     h = hashlib.sha256()
-    for part in (module_text, backend().platform, backend().platform_version,
-                 jaxlib.__version__):
-        h.update(part.encode())
+    parts = (module_text, options.SerializeAsString(),
+             ",".join(f"{d.platform}:{d.id}" for d in devices), str(num_partitions),
+             backend().platform, backend().platform_version, jaxlib.__version__)
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode())
         h.update(b"\0")
     return h.hexdigest()
 

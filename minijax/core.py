@@ -103,6 +103,9 @@ def _scalar_aval(x) -> ShapedArray:
 
 
 def _numpy_aval(x) -> ShapedArray:
+    if not x.dtype.isnative:
+        raise TypeError(f"Value of dtype {x.dtype.str!r} (non-native byte order) is not a valid "
+                        "minijax type: convert it first, e.g. x.astype(x.dtype.newbyteorder('='))")
     return ShapedArray(np.shape(x), dtypes.canonicalize_dtype(x.dtype), False)
 
 
@@ -513,7 +516,7 @@ class Jaxpr:
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
 
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "__weakref__")  # weakly held by the caches of minijax/pjit.py
 
     def __init__(self, jaxpr: Jaxpr, consts: Sequence[Any]) -> None:
         assert len(jaxpr.constvars) == len(consts)

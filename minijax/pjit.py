@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import warnings
+import weakref
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
@@ -197,6 +199,28 @@ pe.dce_rules[jit_p] = _jit_dce_rule
 
 _ONE_LEAF = tree_flatten(0)[1]
 
+# fun -> {jit options: (trace cache, fast cache)}: every jit(fun) with the same options shares
+# the caches (as JAX keys its caches on the function and jit's options, not on the wrapper), and
+# they die with the function (held weakly), taking their jaxprs and executables with them.
+_jit_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _leaf_avals(leaves) -> tuple | None:
+    try:
+        return tuple([x.aval if type(x) is Array else core.get_aval(x) for x in leaves])
+    except TypeError:
+        return None
+
+
+def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
+    try:
+        per_fun = _jit_caches.get(fun)
+        if per_fun is None:
+            per_fun = _jit_caches[fun] = {}
+    except TypeError:  # not weakly referenceable or not hashable: the wrapper's own caches
+        return {}, {}
+    return per_fun.setdefault(options, ({}, {}))
+
 
 # JAX: jax/_src/pjit.py JitWrapped (the object `jax.jit` returns)
 class JitWrapped:
@@ -209,21 +233,25 @@ class JitWrapped:
         self.__name__ = getattr(fun, "__name__", "fun")
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
-        self.static_argnums = api_util.ensure_index_tuple(static_argnums)
-        self.static_argnames = ((static_argnames,) if isinstance(static_argnames, str)
-                                else tuple(static_argnames))
-        self.donate_argnums = api_util.ensure_index_tuple(donate_argnums)
-        self.donate_argnames = ((donate_argnames,) if isinstance(donate_argnames, str)
-                                else tuple(donate_argnames))
         try:
             self._signature = inspect.signature(fun)
         except (TypeError, ValueError):
             self._signature = None
-        # (pytree structure, avals, static arguments) -> (jaxpr, consts, out_tree, donated)
-        self._cache: dict = {}
-        # (pytree structure, avals) -> run(leaves): the whole call, for top-level calls with
-        # no static or keyword arguments (what JAX's C++ dispatch caches)
-        self._fast_cache: dict = {}
+        # an argument marked static (or donated) by position is also marked by name, and the
+        # other way round, however it is passed (JAX: infer_argnums_and_argnames)
+        self.static_argnums, self.static_argnames = api_util.infer_argnums_and_argnames(
+            self._signature, api_util.ensure_index_tuple(static_argnums),
+            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames))
+        self.donate_argnums, self.donate_argnames = api_util.infer_argnums_and_argnames(
+            self._signature, api_util.ensure_index_tuple(donate_argnums),
+            (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames))
+        # (pytree structure, avals, static arguments and their types) -> (jaxpr, consts,
+        # out_tree, donated); (avals) or (pytree structure, avals) -> run(leaves), the whole
+        # call for top-level calls with no static or keyword arguments (what JAX's C++
+        # dispatch caches). Shared by every jit of `fun` with these options.
+        self._cache, self._fast_cache = _caches_for(
+            fun, (self.static_argnums, self.static_argnames, self.donate_argnums,
+                  self.donate_argnames))
         self._last_call: tuple | None = None  # (key, run) of the last fast-path call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
@@ -242,12 +270,21 @@ class JitWrapped:
                 flags += [k in self.donate_argnames] * len(tree_flatten(kwargs[k])[0])
         return tuple(flags)
 
+    def __get__(self, obj, objtype=None):
+        # a jitted method binds to its instance, as a plain function does
+        return self if obj is None else types.MethodType(self, obj)
+
     def _get_jaxpr(self, args, kwargs):
         statics, static_kw, dyn_args, dyn_kwargs = api_util.split_static(
             args, kwargs, self.static_argnums, self.static_argnames)
         flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
-        avals = tuple(core.get_aval(x) for x in flat)
-        key = (in_tree, avals, statics, static_kw)
+        try:
+            avals = tuple(core.get_aval(x) for x in flat)
+        except TypeError as e:
+            raise self._argument_error(args, dyn_kwargs, statics, e) from None
+        # static values of different types (2 and 2.0) are different keys, as in JAX
+        static_types = tuple(type(v) for _, v in statics + static_kw)
+        key = (in_tree, avals, statics, static_kw, static_types)
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
@@ -259,6 +296,14 @@ class JitWrapped:
             d_args, d_kwargs = tree_unflatten(in_tree, dyn_flat)
             out = self.fun(*api_util.merge_static(statics, d_args), **d_kwargs, **dict(static_kw))
             out_flat, out_tree = tree_flatten(out)
+            for x in out_flat:
+                if not isinstance(x, Tracer):
+                    try:
+                        core.get_aval(x)
+                    except TypeError:
+                        raise TypeError(f"function {self._where()} traced for jit returned a "
+                                        f"value of type {type(x)}, which is not a valid "
+                                        "minijax type") from None
             out_tree_box.append(out_tree)
             return out_flat
 
@@ -272,6 +317,37 @@ class JitWrapped:
         if not any(isinstance(c, Tracer) for c in hoisted):
             self._cache[key] = entry
         return entry, flat, in_tree
+
+    def _where(self) -> str:
+        code = getattr(self.fun, "__code__", None)
+        where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+        return f"{self.__name__}{where}"
+
+    def _argument_error(self, args, dyn_kwargs, statics, error: TypeError) -> TypeError:
+        """The error for a dynamic argument that is not an array: which one, at which path."""
+        static_nums = {i for i, _ in statics}
+        names = ([p.name for p in self._signature.parameters.values()]
+                 if self._signature is not None else [])
+        parts = [(names[i] if i < len(names) else f"args[{i}]", a)
+                 for i, a in enumerate(args) if i not in static_nums]
+        parts += sorted(dyn_kwargs.items())
+        path, bad = "?", None
+        for name, a in parts:
+            leaves = tree_flatten(a)[0]
+            for j, x in enumerate(leaves):
+                try:
+                    core.get_aval(x)
+                except TypeError:
+                    path, bad = (name if len(leaves) == 1 else f"{name} (leaf {j})"), x
+                    break
+            if bad is not None:
+                break
+        return TypeError(
+            f"Error interpreting argument to {self._where()} as an abstract array. The "
+            f"problematic value is of type {type(bad)} and was passed to the function at path "
+            f"{path}.\nThis typically means that a jit-wrapped function was called with a "
+            "non-array argument, and this argument was not marked as static using the "
+            f"static_argnums or static_argnames parameters of jit. ({error})")
 
     def _runner(self, entry) -> Callable | None:
         """run(leaves) for a top-level call of a cached signature: the executor, with the
@@ -296,8 +372,7 @@ class JitWrapped:
                 for x in args:
                     if type(x) is not Array:
                         leaves, in_tree = tree_flatten(args)
-                        key = (in_tree, tuple([x.aval if type(x) is Array else core.get_aval(x)
-                                               for x in leaves]))
+                        key = (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
                         break
                     avals.append(x.aval)
                 else:
@@ -344,10 +419,10 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
         warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)",
                       stacklevel=4)  # the user's call of jit(f) or of .trace
         return
-    in_tree, avals, statics, static_kw = key
+    in_tree, avals, statics, static_kw, static_types = key
 
     def differences(old) -> list[str]:
-        o_tree, o_avals, o_statics, o_kw = old
+        o_tree, o_avals, o_statics, o_kw, o_types = old
         out = []
         if o_tree != in_tree:
             out.append(f"the pytree structure of the arguments changed from {o_tree} to "
@@ -360,6 +435,9 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
         if o_statics != statics or o_kw != static_kw:
             out.append(f"static arguments changed from {dict(o_statics) | dict(o_kw)} to "
                        f"{dict(statics) | dict(static_kw)}")
+        elif o_types != static_types:
+            out.append("the types of static arguments changed from "
+                       f"{[t.__name__ for t in o_types]} to {[t.__name__ for t in static_types]}")
         return out
 
     best = min((differences(k) for k in previous), key=len)
@@ -385,4 +463,5 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    api_util.check_callable(fun)
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
