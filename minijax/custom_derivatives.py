@@ -305,7 +305,7 @@ def _call_lowering(ctx, *args, call_jaxpr, **params):
 
 def _dce_call_jaxpr(call_jaxpr: ClosedJaxpr, used_outputs: list[bool]) -> ClosedJaxpr:
     # every input is kept: the custom rule may read inputs the primal function does not
-    return pe.dce_closed_jaxpr(call_jaxpr, used_outputs, instantiate=True)
+    return pe.dce_closed_jaxpr(call_jaxpr, used_outputs, instantiate=True)[0]
 
 
 def _custom_jvp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:

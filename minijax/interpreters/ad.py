@@ -152,26 +152,25 @@ def defjvp(primitive: core.Primitive, *jvprules: Callable | None) -> None:
     """Register a jvp built from one rule per operand: `rule(t_i, *primals, **params)` gives
     that operand's contribution to the output tangent (None: the output does not depend on it).
     """
-    def jvp(primals, tangents, **params):
-        primal_out = primitive.bind(*primals, **params)
-        out = Zero(core.get_aval(primal_out).to_tangent_aval())
-        for rule, t in zip(jvprules, tangents):
-            if rule is not None and type(t) is not Zero:
-                out = add_tangents(out, rule(t, *primals, **params))
-        return primal_out, out
-    primitive_jvps[primitive] = jvp
+    _defjvp_sum(primitive, jvprules, with_ans=False)
 
 
 # JAX: jax/_src/interpreters/ad.py defjvp2
 def defjvp2(primitive: core.Primitive, *jvprules: Callable | None) -> None:
     """Like defjvp, but each rule also gets the primal output: `rule(t_i, ans, *primals)`,
     so e.g. tanh's derivative 1 - ans**2 reuses the computed tanh instead of recomputing it."""
+    _defjvp_sum(primitive, jvprules, with_ans=True)
+
+
+def _defjvp_sum(primitive: core.Primitive, jvprules, with_ans: bool) -> None:
+    # The output tangent is the sum of each nonzero input tangent's contribution.
     def jvp(primals, tangents, **params):
         primal_out = primitive.bind(*primals, **params)
+        ans = (primal_out,) if with_ans else ()
         out = Zero(core.get_aval(primal_out).to_tangent_aval())
         for rule, t in zip(jvprules, tangents):
             if rule is not None and type(t) is not Zero:
-                out = add_tangents(out, rule(t, primal_out, *primals, **params))
+                out = add_tangents(out, rule(t, *ans, *primals, **params))
         return primal_out, out
     primitive_jvps[primitive] = jvp
 
@@ -227,11 +226,8 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"
         jaxpr, consts = pe_trace.to_jaxpr(tangents_out)
     finally:
         pe_trace.invalidate()
-    all_constvars = jaxpr.constvars
-    jaxpr, _ = pe.dce_jaxpr(jaxpr, instantiate=True)
-    kept = set(jaxpr.constvars)
-    consts = [c for v, c in safe_zip(all_constvars, consts) if v in kept]
-    return list(primals_out), ClosedJaxpr(jaxpr, consts)
+    lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    return list(primals_out), lin
 
 
 # ---------------------------------------------------------------------------------------------

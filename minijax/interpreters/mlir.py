@@ -88,23 +88,22 @@ def ir_constant(val) -> Any:
     """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given)."""
     val = np.asarray(val)
     elt = dtype_to_ir_type(val.dtype)
-    shape = val.shape
-    if val.dtype == np.bool_:
-        data = np.packbits(np.ravel(val), bitorder="little")
-    elif val.dtype == dtypes.bfloat16:
-        data = val.view(np.uint16)
-    else:
-        data = val
-    data = np.ascontiguousarray(data)
     if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
-        # a splat: one element repeated (cheap to emit and to read)
-        one = np.ravel(val)[:1]
-        one = np.packbits(one, bitorder="little") if val.dtype == np.bool_ else (
-            one.view(np.uint16) if val.dtype == dtypes.bfloat16 else one)
-        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(one), type=elt, shape=shape)
+        val_data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and read)
     else:
-        attr = ir.DenseElementsAttr.get(data, type=elt, shape=shape)
+        val_data = val
+    attr = ir.DenseElementsAttr.get(_dense_data(val_data), type=elt, shape=val.shape)
     return hlo.constant(attr)
+
+
+# JAX: jax/_src/interpreters/mlir.py _numpy_array_attribute — differs: packs the buffer itself
+def _dense_data(val: np.ndarray) -> np.ndarray:
+    # The buffer DenseElementsAttr reads: booleans as packed bits, bfloat16 as its raw bits.
+    if val.dtype == np.bool_:
+        val = np.packbits(np.ravel(val), bitorder="little")
+    elif val.dtype == dtypes.bfloat16:
+        val = val.view(np.uint16)
+    return np.ascontiguousarray(val)
 
 
 def full_like_aval(value, aval: ShapedArray):

@@ -240,8 +240,7 @@ def _join_cond_pe_staged_jaxpr_inputs(jaxprs: Sequence[ClosedJaxpr],
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_partial_eval
 def _cond_partial_eval(trace: pe.JaxprTrace, index, *ops, branches):
     if trace.is_own(index):  # an unknown index: the whole cond is unknown
-        return pe.DynamicJaxprTrace.process_primitive(trace, cond_p, [index, *ops],
-                                                      dict(branches=branches))
+        return trace.default_process_primitive(cond_p, [index, *ops], dict(branches=branches))
     unknowns = [trace.is_own(x) for x in ops]
     branches_out_uks = [pe.partial_eval_jaxpr_nounits(b, unknowns)[2] for b in branches]
     out_uks = [any(uks) for uks in zip(*branches_out_uks)]
@@ -263,8 +262,8 @@ def _cond_partial_eval(trace: pe.JaxprTrace, index, *ops, branches):
     known_outs, res = split_list(outs, [num_known_outs])
     unknown_ops = [x for x, u in safe_zip(ops, unknowns) if u]
     if any(out_uks):  # the unknown cond, recorded: it reads the index and residuals as consts
-        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, cond_p, [index, *res, *unknown_ops], dict(branches=unknown))
+        unknown_outs = trace.default_process_primitive(
+            cond_p, [index, *res, *unknown_ops], dict(branches=unknown))
     return merge_lists(out_uks, known_outs, unknown_outs)
 
 
@@ -359,7 +358,7 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
     for b in branches:
         _, used = pe.dce_jaxpr(b.jaxpr, used_outputs)
         used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
-    new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)
+    new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)[0]
                          for b in branches)
     return eqn.replace(
         invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],

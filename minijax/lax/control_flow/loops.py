@@ -29,8 +29,20 @@ from minijax.lax.control_flow.common import (
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
 
-def _or(xs: Sequence[bool], ys: Sequence[bool]) -> list[bool]:
-    return [x or y for x, y in safe_zip(xs, ys)]
+
+def _carry_fixpoint(step: Callable[[list[bool]], tuple[Any, list[bool]]],
+                    init_flags: Sequence[bool]) -> tuple[list[bool], Any]:
+    """The loop rules' fixpoint over per-carry flags (nonzero tangent, unknown, batched, used):
+    a carry has the property if it starts with it or the body gives it to the carry output.
+    `step(flags)` transforms the body assuming `flags` and returns (result, out_flags), with
+    out_flags >= flags; repeats until out_flags == flags. Returns (flags, result)."""
+    flags = list(init_flags)
+    for _ in range(1 + len(flags)):  # each repeat turns at least one flag on
+        result, out = step(flags)
+        if out == flags:
+            return flags, result
+        flags = [x or y for x, y in safe_zip(flags, out)]
+    raise AssertionError("loop rule: the carry fixpoint was not reached")
 
 
 # =============================================================================================
@@ -181,14 +193,12 @@ def _scan_jvp(primals, tangents, *, reverse, length, jaxpr, num_consts, num_carr
     nonzeros = [not _is_zero(t) for t in tangents]
     const_nz, init_nz, xs_nz = split_list(nonzeros, [num_consts, num_carry])
     # Fixpoint: a carry tangent is nonzero if it starts nonzero or the body makes it so.
-    carry_nz = init_nz
-    for _ in range(1 + num_carry):
-        nonzeros = const_nz + carry_nz + xs_nz
-        jaxpr_jvp, nz_out = ad.jvp_jaxpr(jaxpr, nonzeros,
+    def step(carry_nz):
+        jaxpr_jvp, nz_out = ad.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz,
                                          instantiate=carry_nz + [False] * num_ys)
-        if nz_out[:num_carry] == carry_nz:
-            break
-        carry_nz = _or(carry_nz, nz_out[:num_carry])
+        return (jaxpr_jvp, nz_out), nz_out[:num_carry]
+    carry_nz, (jaxpr_jvp, nz_out) = _carry_fixpoint(step, init_nz)
+    nonzeros = const_nz + carry_nz + xs_nz
     consts, init, xs = split_list(primals, [num_consts, num_carry])
     tangents = [ad.instantiate_zeros(t) if nz else None for t, nz in safe_zip(tangents, nonzeros)]
     consts_dot, init_dot, xs_dot = [[t for t in ts if t is not None]
@@ -213,14 +223,12 @@ def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_
     const_uk, init_uk, xs_uk = split_list([trace.is_own(x) for x in args],
                                           [num_consts, num_carry])
     # Fixpoint: a carry is unknown if it starts unknown or the body makes it so.
-    carry_uk = init_uk
-    for _ in range(1 + num_carry):
-        unknowns = const_uk + carry_uk + xs_uk
-        jaxpr_known, jaxpr_unknown, out_uk, num_res = pe.partial_eval_jaxpr_nounits(
-            jaxpr, unknowns, instantiate=carry_uk + [False] * num_ys)
-        if out_uk[:num_carry] == carry_uk:
-            break
-        carry_uk = _or(carry_uk, out_uk[:num_carry])
+    def step(carry_uk):
+        split = pe.partial_eval_jaxpr_nounits(jaxpr, const_uk + carry_uk + xs_uk,
+                                              instantiate=carry_uk + [False] * num_ys)
+        return split, split[2][:num_carry]
+    carry_uk, (jaxpr_known, jaxpr_unknown, out_uk, num_res) = _carry_fixpoint(step, init_uk)
+    unknowns = const_uk + carry_uk + xs_uk
     known_args, unknown_args = partition_list(unknowns, args)
     known_consts, known_init, known_xs = split_list(
         known_args, [num_consts - sum(const_uk), num_carry - sum(carry_uk)])
@@ -260,8 +268,8 @@ def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_
     ext_vars, int_vars = partition_list(which_hoisted, res_vars)
     jaxpr_unknown = _with_invars(jaxpr_unknown, int_vars + uk_vars + ext_vars)
     if any(out_uk):
-        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, scan_p, [*hoisted, *unknown_args, *ext_res],
+        unknown_outs = trace.default_process_primitive(
+            scan_p, [*hoisted, *unknown_args, *ext_res],
             dict(reverse=reverse, length=length, jaxpr=jaxpr_unknown,
                  num_consts=len(hoisted) + sum(const_uk), num_carry=sum(carry_uk),
                  unroll=unroll))
@@ -334,13 +342,11 @@ def _scan_batch_rule(vals, dims, *, axis_size, reverse, length, jaxpr, num_const
     const_b, init_b, xs_b = split_list([d is not not_mapped for d in dims],
                                        [num_consts, num_carry])
     # Fixpoint: a carry is batched if it starts batched or the body makes it so.
-    carry_b = init_b
-    for _ in range(1 + num_carry):
+    def step(carry_b):
         jaxpr_b, out_b = _batch_jaxpr(jaxpr, axis_size, const_b + carry_b + xs_b,
                                       instantiate=carry_b + [False] * num_ys)
-        if out_b[:num_carry] == carry_b:
-            break
-        carry_b = _or(carry_b, out_b[:num_carry])
+        return (jaxpr_b, out_b), out_b[:num_carry]
+    carry_b, (jaxpr_b, out_b) = _carry_fixpoint(step, init_b)
     consts, init, xs = split_list(vals, [num_consts, num_carry])
     const_d, init_d, xs_d = split_list(dims, [num_consts, num_carry])
     consts = [x if d is not_mapped else batching.moveaxis(x, d, 0)
@@ -410,22 +416,19 @@ def _scan_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
     num_xs = len(jaxpr.in_avals) - num_consts - num_carry
     used_carry, used_ys = split_list(used_outputs, [num_carry])
     # Fixpoint: a carry output is needed if it is used, or if the body reads that carry.
-    for _ in range(1 + num_carry):
-        inner, used_inputs = pe.dce_jaxpr(
-            jaxpr.jaxpr, used_carry + used_ys,
+    def step(used_carry):
+        new_jaxpr, used_inputs = pe.dce_closed_jaxpr(
+            jaxpr, used_carry + used_ys,
             instantiate=[False] * num_consts + used_carry + [False] * num_xs)
-        used_consts, used_carry_in, used_xs = split_list(used_inputs, [num_consts, num_carry])
-        if used_carry_in == used_carry:
-            break
-        used_carry = _or(used_carry, used_carry_in)
-    kept = set(inner.constvars)
-    consts = [c for v, c in safe_zip(jaxpr.jaxpr.constvars, jaxpr.consts) if v in kept]
+        return (new_jaxpr, used_inputs), used_inputs[num_consts:num_consts + num_carry]
+    used_carry, (new_jaxpr, used_inputs) = _carry_fixpoint(step, used_carry)
+    used_consts = used_inputs[:num_consts]
     outvars = [v if u else core.DropVar(v.aval)
                for v, u, keep in safe_zip(eqn.outvars, used_outputs, used_carry + used_ys)
                if keep]
     return eqn.replace(
         invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u], outvars=outvars,
-        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts), num_consts=sum(used_consts),
+        params=dict(eqn.params, jaxpr=new_jaxpr, num_consts=sum(used_consts),
                     num_carry=sum(used_carry)))
 
 
@@ -542,12 +545,9 @@ def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncon
 def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     nonzeros = [not _is_zero(t) for t in tangents]
     _, bconst_nz, init_nz = split_list(nonzeros, [cond_nconsts, body_nconsts])
-    carry_nz = init_nz
-    for _ in range(1 + len(carry_nz)):
-        body_jvp, nz_out = ad.jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz)
-        if nz_out == carry_nz:
-            break
-        carry_nz = _or(carry_nz, nz_out)
+    carry_nz, body_jvp = _carry_fixpoint(
+        lambda carry_nz: ad.jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz),
+        init_nz)
     cconsts, bconsts, init = split_list(primals, [cond_nconsts, body_nconsts])
     _, bconst_t, init_t = split_list(tangents, [cond_nconsts, body_nconsts])
     bconst_dot = [t for t, nz in safe_zip(bconst_t, bconst_nz) if nz]
@@ -578,16 +578,13 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
                   body_nconsts=body_nconsts)
     unknowns = [trace.is_own(x) for x in args]
     cconst_uk, bconst_uk, init_uk = split_list(unknowns, [cond_nconsts, body_nconsts])
-    carry_uk = init_uk
-    for _ in range(1 + len(carry_uk)):
-        _, _, carry_out_uk, _ = pe.partial_eval_jaxpr_nounits(
-            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)
-        if carry_out_uk == carry_uk:
-            break
-        carry_uk = _or(carry_uk, carry_out_uk)
+    carry_uk, _ = _carry_fixpoint(
+        lambda carry_uk: (None, pe.partial_eval_jaxpr_nounits(
+            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)[2]),
+        init_uk)
     _, _, (pred_uk,), _ = pe.partial_eval_jaxpr_nounits(cond_jaxpr, cconst_uk + carry_uk)
     if pred_uk or all(carry_uk):
-        return pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+        return trace.default_process_primitive(while_p, args, params)
     # The known loop: the known carries, through the body and predicate with unknowns dropped.
     cond_known = _drop_unknown_inputs(cond_jaxpr, cconst_uk + carry_uk, [True])
     body_known = _drop_unknown_inputs(body_jaxpr, bconst_uk + carry_uk,
@@ -601,14 +598,14 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
              body_nconsts=len(known_bconsts)))
     if not any(carry_uk):  # only unused inputs were unknown
         return out_known
-    out_all = pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+    out_all = trace.default_process_primitive(while_p, args, params)
     return merge_lists(carry_uk, out_known, [o for o, u in safe_zip(out_all, carry_uk) if u])
 
 
 def _drop_unknown_inputs(closed: ClosedJaxpr, unknowns: Sequence[bool],
                          used_outputs: Sequence[bool]) -> ClosedJaxpr:
     """The jaxpr keeping only `used_outputs`, which must not read the unknown inputs."""
-    dced = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
+    dced, _ = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
     assert len(dced.in_avals) == len(unknowns) - sum(unknowns)
     return dced
 
@@ -626,13 +623,10 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
     cconst_b, bconst_b, init_b = split_list([d is not not_mapped for d in dims],
                                             [cond_nconsts, body_nconsts])
     # Fixpoint: a carry is batched if it starts batched or the body makes it so.
-    carry_b = init_b
-    for _ in range(1 + len(carry_b)):
-        _, carry_b_out = _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b,
-                                      instantiate=carry_b)
-        if carry_b_out == carry_b:
-            break
-        carry_b = _or(carry_b, carry_b_out)
+    carry_b, _ = _carry_fixpoint(
+        lambda carry_b: _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b,
+                                     instantiate=carry_b),
+        init_b)
     _, (pred_b,) = _batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, instantiate=False)
     if pred_b:  # every example loops until its own predicate is false: batch all carries
         carry_b = [True] * len(carry_b)
