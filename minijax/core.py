@@ -332,6 +332,29 @@ def current_trace() -> Trace:
     return trace_ctx.trace
 
 
+# JAX: jax/_src/core.py check_bool_conversion
+def check_bool_conversion(aval: ShapedArray) -> None:
+    if aval.size == 0:
+        raise ValueError("The truth value of an empty array is ambiguous. Use "
+                         "`array.size > 0` to check that an array is not empty.")
+    if aval.size > 1:
+        raise ValueError("The truth value of an array with more than one element is "
+                         "ambiguous. Use a.any() or a.all()")
+
+
+# JAX: jax/_src/core.py check_scalar_conversion
+def check_scalar_conversion(aval: ShapedArray) -> None:
+    if aval.ndim > 0:
+        raise TypeError("Only scalar arrays can be converted to Python scalars; "
+                        f"got arr.ndim={aval.ndim}")
+
+
+# JAX: jax/_src/core.py check_integer_conversion
+def check_integer_conversion(aval: ShapedArray) -> None:
+    if not (aval.shape == () and dtypes.issubdtype(aval.dtype, np.integer)):
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+
+
 # JAX: jax/_src/core.py Tracer
 class Tracer:
     """A stand-in for an array while a transformation runs. Subclasses add their payload
@@ -361,34 +384,25 @@ class Tracer:
             raise _concretization_error(self, what, cls)
         return val
 
-    # JAX: jax/_src/core.py Tracer.__bool__ — the shape checks are JAX's (check_*_conversion)
     def __bool__(self):
-        if self.aval.size != 1:
-            raise ValueError("The truth value of an array with more than one element is "
-                             "ambiguous. Use a.any() or a.all()" if self.aval.size else
-                             "The truth value of an empty array is ambiguous. Use "
-                             "`array.size > 0` to check that an array is not empty.")
+        check_bool_conversion(self.aval)
         return bool(self._concrete("bool()", TracerBoolConversionError))
 
     def __int__(self):
-        return int(self._scalar("int()"))  # as JAX: ConcretizationTypeError, not __index__'s
+        check_scalar_conversion(self.aval)
+        return int(self._concrete("int()"))  # as JAX: ConcretizationTypeError, not __index__'s
 
     def __float__(self):
-        return float(self._scalar("float()"))
+        check_scalar_conversion(self.aval)
+        return float(self._concrete("float()"))
 
     def __complex__(self):
-        return complex(self._scalar("complex()"))
+        check_scalar_conversion(self.aval)
+        return complex(self._concrete("complex()"))
 
     def __index__(self):
-        if self.aval.shape != () or not dtypes.issubdtype(self.aval.dtype, np.integer):
-            raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+        check_integer_conversion(self.aval)
         return int(self._concrete("__index__()", TracerIntegerConversionError))
-
-    def _scalar(self, what: str):
-        if self.aval.ndim > 0:
-            raise TypeError("Only scalar arrays can be converted to Python scalars; got "
-                            f"arr.ndim={self.aval.ndim}")
-        return self._concrete(what)
 
     def __array__(self, dtype=None, copy=None):
         # Always an error, as in JAX, even where the value is known (e.g. under grad): numpy
