@@ -83,27 +83,18 @@ def aval_to_ir_type(aval: ShapedArray):
     return ir.RankedTensorType.get(aval.shape, dtype_to_ir_type(aval.dtype))
 
 
-# JAX: jax/_src/interpreters/mlir.py ir_constant
+# JAX: jax/_src/interpreters/mlir.py ir_constant (through _numpy_array_attribute)
 def ir_constant(val) -> Any:
-    """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given)."""
+    """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given; bool and
+    bfloat16 buffers are read by MLIR as they are)."""
     val = np.asarray(val)
     elt = dtype_to_ir_type(val.dtype)
     if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
-        val_data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and read)
+        data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and to read)
     else:
-        val_data = val
-    attr = ir.DenseElementsAttr.get(_dense_data(val_data), type=elt, shape=val.shape)
+        data = val
+    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=elt, shape=val.shape)
     return hlo.constant(attr)
-
-
-# JAX: jax/_src/interpreters/mlir.py _numpy_array_attribute — differs: packs the buffer itself
-def _dense_data(val: np.ndarray) -> np.ndarray:
-    # The buffer DenseElementsAttr reads: booleans as packed bits, bfloat16 as its raw bits.
-    if val.dtype == np.bool_:
-        val = np.packbits(np.ravel(val), bitorder="little")
-    elif val.dtype == dtypes.bfloat16:
-        val = val.view(np.uint16)
-    return np.ascontiguousarray(val)
 
 
 def full_like_aval(value, aval: ShapedArray):
