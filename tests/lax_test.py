@@ -347,3 +347,18 @@ def test_conv_and_conv_with_general_padding(padding):
         want = getattr(jax.lax, name)(lhs, rhs, (1, 2), padding, **kw)
         got = getattr(mlax, name)(lhs, rhs, (1, 2), padding, **kw)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8, np.uint32])
+def test_integer_div_rem_by_zero_as_xla(dtype):
+    # XLA defines x / 0 as -1 (all bits set) and x % 0 as x; INT_MIN / -1 wraps
+    signed = np.dtype(dtype).kind == "i"
+    x = np.array([3, -2 if signed else 2, 1, np.iinfo(dtype).min], dtype)
+    y = np.array([1, 0, 0, -1 if signed else 1], dtype)
+    for name in ("div", "rem"):
+        want = getattr(jax.lax, name)(x, y)
+        got = getattr(mlax, name)(x, y)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(getattr(mlax, name)(x[1], y[1]),
+                                      getattr(jax.lax, name)(x[1], y[1]))
