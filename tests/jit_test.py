@@ -443,6 +443,7 @@ def _bad_function_errors(J):
 
 def test_jit_of_generator_function_and_string_output_raise_type_error_like_jax():
     got, want = _bad_function_errors(minijax), _bad_function_errors(jax)
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace  # no trace state left
     assert None not in got and None not in want
     assert got[:2] == want[:2]  # "Expected a function, got a generator function: ..."
     assert "traced for jit returned a value of type <class 'str'>" in want[2]
@@ -459,6 +460,7 @@ def _byte_order_error(J):
 
 def test_non_native_byte_order_input_raises_type_error_naming_the_argument_like_jax():
     got, want = _byte_order_error(minijax), _byte_order_error(jax)
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
     for msg in (got, want):
         assert msg is not None and "passed to the function at path y" in msg, msg
     assert "byte order" in got
