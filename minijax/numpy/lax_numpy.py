@@ -959,7 +959,7 @@ def triu_indices(n: int, k: int = 0, m: int | None = None):
 def diag_indices(n: int, ndim: int = 2):
     """`(iota(n),) * ndim`: the indices of the main diagonal of an n x ... x n array."""
     if int(n) < 0:
-        raise ValueError("n argument to diag_indices must be nonnegative, got {n}")
+        raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
     return (lax.iota(dtypes.default_int_dtype(), int(n)),) * int(ndim)
 
 
