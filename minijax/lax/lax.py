@@ -864,6 +864,9 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
+    if any(d < 0 for d in shape):
+        raise TypeError(f"broadcast_in_dim: shape must have every element be nonnegative, got "
+                        f"{tuple(shape)}")
     ok = (len(broadcast_dimensions) == x.ndim
           and all(0 <= d < len(shape) for d in broadcast_dimensions)
           and list(broadcast_dimensions) == sorted(set(broadcast_dimensions))
@@ -902,7 +905,8 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand)."""
     shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
-    if not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape:
+    if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
+            and bdims == tuple(range(len(shape)))):
         return x
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims)
 
@@ -998,7 +1002,7 @@ def _transpose_batch_rule(vals, dims, *, axis_size, permutation):
 def transpose(x, permutation: Sequence[int]):
     """Permute the dimensions of `x`: output dimension i is operand dimension permutation[i]."""
     permutation = tuple(int(p) for p in permutation)
-    if permutation == tuple(range(len(permutation))):
+    if permutation == tuple(range(core.get_aval(x).ndim)):
         return x
     return transpose_p.bind(x, permutation=permutation)
 
@@ -1686,6 +1690,13 @@ def _rev_batch_rule(vals, dims, *, axis_size, dimensions):
     return rev(x, tuple(i + 1 for i in dimensions)), 0
 
 
+def _rev_abstract_eval(x, *, dimensions):
+    if len(set(dimensions)) != len(dimensions) or any(not 0 <= d < x.ndim for d in dimensions):
+        raise TypeError(f"rev: dimensions {dimensions} must be distinct dimensions of operand "
+                        f"{x.str_short()}")
+    return x
+
+
 def rev(x, dimensions: Sequence[int]):
     """`x` reversed along `dimensions` (what `x[::-1]` uses)."""
     return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
@@ -1693,7 +1704,7 @@ def rev(x, dimensions: Sequence[int]):
 
 rev_p = Primitive("rev")
 rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
-rev_p.def_abstract_eval(lambda x, *, dimensions: x)
+rev_p.def_abstract_eval(_rev_abstract_eval)
 deflinear(rev_p, _rev_transpose)
 batching.primitive_batchers[rev_p] = _rev_batch_rule
 mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:

@@ -417,7 +417,9 @@ def clip(a, min=None, max=None):
 def _canonicalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
     axis = int(axis)
     if not -ndim <= axis < _max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ValueError(f"{name} {axis} is out of bounds for array of dimension {ndim}")
+        # numpy's AxisError, a ValueError and an IndexError (JAX raises one or the other)
+        raise np.exceptions.AxisError(f"{name} {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     return axis % ndim if ndim else 0
 
 
@@ -427,7 +429,8 @@ def reshape(a, newshape, order="C"):
     newshape = _shape_tuple(newshape)
     aval = core.get_aval(a)
     if newshape.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
+                        f"{newshape}")
     if -1 in newshape:
         known = int(np.prod([d for d in newshape if d != -1], dtype=np.int64))
         if known == 0 or aval.size % known:

@@ -727,9 +727,11 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     lower_aval, upper_aval = core.get_aval(lower), core.get_aval(upper)
     dtype = lower_aval.dtype
     if lower_aval.dtype != upper_aval.dtype:
-        if lower_aval.weak_type and not upper_aval.weak_type:
+        # as JAX: only a weak (Python) signed integer bound takes the other bound's dtype
+        signed = all(np.issubdtype(a.dtype, np.signedinteger) for a in (lower_aval, upper_aval))
+        if signed and lower_aval.weak_type and not upper_aval.weak_type:
             dtype = upper_aval.dtype
-        elif upper_aval.weak_type and not lower_aval.weak_type:
+        elif signed and upper_aval.weak_type and not lower_aval.weak_type:
             dtype = lower_aval.dtype
         else:
             raise TypeError("lower and upper arguments to fori_loop must have equal types, "
