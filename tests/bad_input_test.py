@@ -36,6 +36,7 @@ CASES = {
         "unhashable_static_argument": lambda J: J.jit(lambda x, n: x, static_argnums=1)(V, [1]),
         "shape_mismatch_inside": lambda J: J.jit(lambda x, y: x + y)(V, W),
         "too_many_arguments": lambda J: J.jit(lambda x: x)(V, V),
+        "non_native_byte_order": lambda J: J.jit(lambda x: x * 2.0)(V.astype(">f4")),
     },
     "grad": {
         "not_callable": lambda J: J.grad(3)(V),
@@ -45,6 +46,7 @@ CASES = {
         "argnums_out_of_range": lambda J: J.grad(lambda x: x.sum(), argnums=2)(V),
         "string_argument": lambda J: J.grad(lambda x: x)("abc"),
         "has_aux_not_a_pair": lambda J: J.grad(lambda x: x.sum(), has_aux=True)(V),
+        "non_native_byte_order": lambda J: J.grad(lambda x: (x * x).sum())(V.astype(">f4")),
         "bool_of_traced_value": lambda J: J.grad(lambda x: x if x.sum() > 0 else -x)(V),
     },
     "vmap": {
@@ -125,6 +127,8 @@ CASES = {
         "einsum_bad_subscripts": lambda J: J.numpy.einsum("ij,jk->ik", X, X),
         "where_shape_mismatch": lambda J: J.numpy.where(V > 0, V, W),
         "string_argument": lambda J: J.numpy.sin("abc"),
+        "non_native_byte_order": lambda J: J.numpy.asarray(V.astype(">f4")),
+        "non_native_dtype_argument": lambda J: J.numpy.zeros(3, ">f4"),
         "astype_unknown_dtype": lambda J: J.numpy.asarray(V).astype("not_a_dtype"),
     },
 }
