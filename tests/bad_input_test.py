@@ -107,6 +107,18 @@ CASES = {
         "while_cond_not_bool": lambda J: J.lax.while_loop(lambda c: c, lambda c: c, 1.0),
         "fori_loop_bounds_types": lambda J: J.lax.fori_loop(0, np.float32(3.0),
                                                             lambda i, c: c, 0.0),
+        "conv_strides_length": lambda J: J.lax.conv_general_dilated(
+            X[None, None], np.ones((1, 1, 2, 2), np.float32), (1,), "VALID"),
+        "conv_feature_mismatch": lambda J: J.lax.conv_general_dilated(
+            X[None, None], np.ones((1, 2, 2, 2), np.float32), (1, 1), "VALID"),
+        "expand_dims_out_of_range": lambda J: J.lax.expand_dims(X, (5,)),
+        "squeeze_out_of_range": lambda J: J.lax.squeeze(X[None], (4,)),
+        "cumsum_axis_out_of_range": lambda J: J.lax.cumsum(X, 4),
+        "sort_dimension_out_of_range": lambda J: J.lax.sort(X, dimension=3),
+        "top_k_axis_out_of_range": lambda J: J.lax.top_k(X, 1, axis=3),
+        "argmax_axis_out_of_range": lambda J: J.lax.argmax(X, 3, np.int32),
+        "convert_to_string_dtype": lambda J: J.lax.convert_element_type(X, np.str_),
+        "iota_float_size": lambda J: J.lax.iota(np.int32, 2.5),
     },
     "numpy": {
         "sum_axis_out_of_range": lambda J: J.numpy.sum(X, axis=5),

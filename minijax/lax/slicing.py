@@ -29,6 +29,7 @@ from minijax.interpreters.ad import is_undefined_primal
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
 from minijax.lax.lax import _const
+from minijax.util import canonicalize_axis
 
 # ---------------------------------------------------------------------------------------------
 # Index helpers
@@ -331,7 +332,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int = 1, axis: int = 
                          allow_negative_indices: bool = True):
     """`dynamic_slice` along `axis` only: `T[..., d, ...] -> T[..., slice_size, ...]`."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     sizes = list(aval.shape)
     sizes[axis] = int(slice_size)
     return dynamic_slice(operand, _starts_in_dim(aval.ndim, start_index, axis), sizes,
@@ -355,7 +356,7 @@ def dynamic_update_slice_in_dim(operand, update, start_index, axis: int, *,
                                 allow_negative_indices: bool = True):
     """`dynamic_update_slice` along `axis` only (other starts are 0)."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     return dynamic_update_slice(operand, update, _starts_in_dim(aval.ndim, start_index, axis),
                                 allow_negative_indices=allow_negative_indices)
 
@@ -365,7 +366,7 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
                                 allow_negative_indices: bool = True):
     """Write `update` (`T[..., 1, ...]`, or without that axis) at `index` along `axis`."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     if core.get_aval(update).ndim == aval.ndim - 1:
         update = lax.expand_dims(update, (axis,))
     return dynamic_update_slice_in_dim(operand, update, index, axis,
