@@ -260,7 +260,8 @@ def reshape(a, newshape, order="C"):
     newshape = canonicalize_shape(newshape)
     aval = core.get_aval(a)
     if newshape.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
+                        f"{newshape}")
     if -1 in newshape:
         known = int(np.prod([d for d in newshape if d != -1], dtype=np.int64))
         if known == 0 or aval.size % known:
