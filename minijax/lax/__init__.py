@@ -33,3 +33,4 @@ from minijax.lax.special import digamma, lgamma  # noqa: F401
 from minijax.lax.control_flow import (  # noqa: F401
     cond, fori_loop, map, scan, switch, while_loop,
 )
+from minijax.lax import linalg  # noqa: F401,E402
