@@ -106,9 +106,10 @@ def _check_matrix(name: str, x: ShapedArray, square: bool) -> None:
     if not dtypes.is_float(x.dtype):
         raise TypeError(f"{name} does not accept dtype {np.dtype(x.dtype).name}: minijax's "
                         "linear algebra takes real floating dtypes")
-    if x.ndim < 2 or (square and x.shape[-1] != x.shape[-2]):
-        kind = "[..., n, n]" if square else "[..., m, n]"
-        raise ValueError(f"{name}: argument must have shape {kind}, got {x.str_short()}")
+    if x.ndim < 2:
+        raise TypeError(f"Input 0 to {name} must have rank at least 2, but got shape={x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"{name}: argument must have shape [..., n, n], got {x.str_short()}")
 
 
 def _front_batch_rule(prim: Primitive) -> Callable:
@@ -264,7 +265,7 @@ def cholesky(x, *, symmetrize_input: bool = True):
       x: `f32[..., n, n]`; only its lower triangle is read unless `symmetrize_input`.
       symmetrize_input: use `(x + x^T) / 2` (what makes the gradient symmetric).
     Returns: `f32[..., n, n]`, zero above the diagonal; NaNs where `x` is not positive definite.
-    Raises TypeError for a non-float dtype, ValueError for a non-square operand.
+    Raises TypeError for a non-float dtype or rank < 2, ValueError for a non-square operand.
     JAX: jax/_src/lax/linalg.py cholesky.
     """
     if symmetrize_input:
@@ -339,7 +340,7 @@ def eigh(x, *, lower: bool = True, symmetrize_input: bool = True, sort_eigenvalu
       x: `f32[..., n, n]`; the `lower` (or upper) triangle is read unless `symmetrize_input`.
     Returns: `(v, w)`: `v: f32[..., n, n]` (eigenvectors in columns), `w: f32[..., n]`
       ascending.
-    Raises TypeError for a non-float dtype, ValueError for a non-square operand,
+    Raises TypeError for a non-float dtype or rank < 2, ValueError for a non-square operand,
     NotImplementedError for a `subset_by_index` short of all eigenvalues.
     JAX: jax/_src/lax/linalg.py eigh.
     """
@@ -454,7 +455,7 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
         `[..., k, n]`).
       compute_uv: False returns only `s`.
     Returns: `(u, s, vt)` with `s: f32[..., k]` descending, or `s` alone.
-    Raises TypeError for a non-float dtype, ValueError for rank < 2.
+    Raises TypeError for a non-float dtype or rank < 2.
     JAX: jax/_src/lax/linalg.py svd.
     """
     outs = svd_p.bind(x, full_matrices=full_matrices, compute_uv=compute_uv,
@@ -543,7 +544,9 @@ def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma):
         h = r
     h_aval = q_aval
     (q,) = _lapack_call("orgqr_ffi", [h, taus], [h_aval, taus_aval], [h_aval], {0: 0})
-    (r,) = _lower_fun(lambda a: [_triu(lax.slice(a, (0,) * (nb + 2), r_aval.shape))], [aval], r)
+    if r_aval.shape != aval.shape:  # the thin r of a tall matrix: its top n rows
+        (r,) = _lower_fun(lambda a: [lax.slice(a, (0,) * (nb + 2), r_aval.shape)], [aval], r)
+    (r,) = _lower_fun(lambda a: [_triu(a)], [r_aval], r)
     return [q, r]
 
 
@@ -555,7 +558,7 @@ def qr(x, *, full_matrices: bool = True):
       full_matrices: `q: f32[..., m, m]`, `r: f32[..., m, n]` (else `[..., m, k]`,
         `[..., k, n]`).
     Returns: `(q, r)`, signs as LAPACK's Householder QR gives them.
-    Raises TypeError for a non-float dtype, ValueError for rank < 2.
+    Raises TypeError for a non-float dtype or rank < 2.
     JAX: jax/_src/lax/linalg.py qr.
     """
     q, r = qr_p.bind(x, pivoting=False, full_matrices=full_matrices, use_magma=None)
@@ -646,8 +649,9 @@ def _lu_jvp(primals, tangents):
                                         Zero.from_primal_value(permutation)]
 
 
-# JAX: jax/_src/lax/linalg.py _lu_pivots_to_permutation — differs: one-hot selects, not
-# scatter/gather, so one loop body serves every batch shape
+# JAX: jax/_src/lax/linalg.py _generic_lu_pivots_to_permutation — differs: a function, not
+# the primitive lu_pivots_to_permutation_p; one-hot selects, not gather/scatter, so one loop
+# body serves every batch shape
 def _lu_pivots_to_permutation(pivots, permutation_size: int):
     """Apply the row swaps `i <-> pivots[..., i]` in order to the identity permutation."""
     from minijax.lax.control_flow import fori_loop
@@ -668,7 +672,7 @@ def _lu_pivots_to_permutation(pivots, permutation_size: int):
 
 
 def _lu_lowering(ctx, x):
-    (aval,), (lu_aval, piv_aval, perm_aval) = ctx.avals_in, ctx.avals_out
+    (aval,), (lu_aval, piv_aval, _) = ctx.avals_in, ctx.avals_out
     batch = aval.shape[:-2]
     lu_, pivots, info = _lapack_call("getrf_ffi", [x], [aval],
                                      [lu_aval, piv_aval, ShapedArray(batch, np.int32)], {0: 0})
@@ -688,7 +692,7 @@ def lu(x):
     Returns: `(lu, pivots, permutation)`: `lu: f32[..., m, n]` holds U on and above the
       diagonal and L (unit diagonal, not stored) below it; `pivots: i32[..., k]` (row i was
       swapped with row pivots[i]); `permutation: i32[..., m]`.
-    Raises TypeError for a non-float dtype, ValueError for rank < 2.
+    Raises TypeError for a non-float dtype or rank < 2.
     JAX: jax/_src/lax/linalg.py lu.
     """
     lu_, pivots, permutation = lu_p.bind(x)

@@ -159,11 +159,13 @@ def _promote_dtypes_inexact(name: str, *args):
 
 
 def _matrix_arg(name: str, a, square: bool = True):
+    """`a` promoted to a float dtype; ValueError unless `T[..., n, n]` when `square` (a
+    rectangular `a` of rank < 2 is left to the primitive's TypeError, as in JAX)."""
     (a,) = jnp.promote_args_inexact(f"jnp.linalg.{name}", a)
     shape = jnp.shape(a)
-    if len(shape) < 2 or (square and shape[-1] != shape[-2]):
-        kind = "[..., n, n]" if square else "[..., m, n]"
-        raise ValueError(f"Argument to jnp.linalg.{name} must have shape {kind}, got {shape}.")
+    if square and (len(shape) < 2 or shape[-1] != shape[-2]):
+        raise ValueError(f"Argument to jnp.linalg.{name} must have shape [..., n, n], got "
+                         f"{shape}.")
     return a
 
 
@@ -206,7 +208,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
 
     Returns: `SVDResult(U: f32[..., m, m], S: f32[..., k] descending, Vh: f32[..., n, n])`
     (`[..., m, k]` and `[..., k, n]` if not `full_matrices`), or `S` alone if not
-    `compute_uv`. Raises ValueError for rank < 2; NotImplementedError for `hermitian=True`.
+    `compute_uv`. Raises TypeError for rank < 2; NotImplementedError for `hermitian=True`.
     """
     if hermitian:
         raise NotImplementedError("jnp.linalg.svd(hermitian=True) is not supported by minijax")
@@ -233,7 +235,8 @@ def qr(a, mode: str = "reduced"):
       mode: 'reduced' (`Q: f32[..., m, k]`, `R: f32[..., k, n]`), 'complete'
         (`Q: f32[..., m, m]`, `R: f32[..., m, n]`), or 'r' (only the reduced `R`).
     Returns: `QRResult(Q, R)`, or `R` for mode 'r'.
-    Raises ValueError for an unknown mode or rank < 2; NotImplementedError for 'raw'.
+    Raises ValueError for an unknown mode, TypeError for rank < 2; NotImplementedError for
+    'raw'.
     """
     if mode == "raw":
         raise NotImplementedError("jnp.linalg.qr(mode='raw') is not supported by minijax")
@@ -351,7 +354,7 @@ def det(a):
 def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
     """The Moore-Penrose pseudo-inverse `f32[..., n, m]` of `a: f32[..., m, n]`: singular
     values at most `rtol` times the largest (default 10 * max(m, n) * eps) count as zero.
-    Raises ValueError if both `rtol` and `rcond` are given, or for rank < 2."""
+    Raises ValueError if both `rtol` and `rcond` are given, TypeError for rank < 2."""
     if rcond is not None:
         if rtol is not None:
             raise ValueError("pinv: only one of rtol and rcond may be specified.")
