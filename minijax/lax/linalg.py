@@ -49,9 +49,8 @@ def _matmul(a, b):
 
 def _tri_mask(shape: Sequence[int], k: int, lower: bool):
     nd = len(shape)
-    rows = lax.broadcasted_iota(np.int32, shape, nd - 2)
+    rows = lax.add(lax.broadcasted_iota(np.int32, shape, nd - 2), np.int32(k))
     cols = lax.broadcasted_iota(np.int32, shape, nd - 1)
-    rows = lax.add(rows, np.int32(k))
     return lax.ge(rows, cols) if lower else lax.le(rows, cols)
 
 
@@ -518,10 +517,27 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
         dq, dr1 = _thin_qr_jvp(q, cols(r, 0, m), cols(dx, 0, m))
         dr2 = lax.add(_matmul(_T(dq), cols(x, m, n)), _matmul(_T(q), cols(dx, m, n)))
         return [q, r], [dq, lax.concatenate([dr1, dr2], nb + 1)]
-    if full_matrices and m > n:
-        raise NotImplementedError("qr: the jvp of full_matrices=True for a tall matrix is not "
-                                  "implemented in minijax (use full_matrices=False)")
-    dq, dr = _thin_qr_jvp(q, r, dx)
+    if not full_matrices or m == n:
+        dq, dr = _thin_qr_jvp(q, r, dx)
+        return [q, r], [dq, dr]
+    # a tall matrix's complete q: its first n columns as in the thin case, the other p = m - n
+    # from orthogonality (Roberts & Roberts, arXiv:2409.13374, eqs. 32-33)
+    rows = lambda a, lo, hi: lax.slice(a, (0,) * nb + (lo, 0), (*_shape(a)[:-2], hi,
+                                                                _shape(a)[-1]))
+    q_mn, q_mp = cols(q, 0, n), cols(q, n, m)
+    dq_mn, dr_nn = _thin_qr_jvp(q_mn, rows(r, 0, n), dx)
+    q_nn, q_pn = rows(q_mn, 0, n), rows(q_mn, n, m)
+    dq_nn, dq_pn = rows(dq_mn, 0, n), rows(dq_mn, n, m)
+    # z_pn = q_pn (q_nn - I)^-1, from the solve (q_nn - I)^T z_pn^T = q_pn^T
+    eye = _eye(core.get_aval(x).dtype, _shape(q_nn))
+    lu_, _, permutation = lu(_T(lax.sub(q_nn, eye)))
+    z_pn_t = _lu_solve(lu_, permutation, _T(q_pn))
+    z_pn = _T(z_pn_t)
+    dq_mp = lax.sub(_matmul(dq_mn, z_pn_t),
+                    _matmul(lax.add(q_mn, _matmul(q_mp, z_pn)),
+                            _T(lax.sub(dq_pn, _matmul(z_pn, dq_nn)))))
+    dq = lax.concatenate([dq_mn, dq_mp], nb + 1)
+    dr = lax.concatenate([dr_nn, lax.full((*batch, m - n, n), 0, core.get_aval(x).dtype)], nb)
     return [q, r], [dq, dr]
 
 
@@ -706,6 +722,14 @@ lu_p.def_abstract_eval(_lu_abstract_eval)
 ad.primitive_jvps[lu_p] = _lu_jvp
 batching.primitive_batchers[lu_p] = _front_batch_rule(lu_p)
 mlir.register_lowering(lu_p, _lu_lowering)
+
+
+# JAX: jax/_src/lax/linalg.py _lu_solve_core — differs: rows permuted by a one-hot matmul
+def _lu_solve(lu_, permutation, b):
+    """`a^-1 b` from `a`'s LU factors; `b: f32[..., m, k]` with `lu_`'s batch axes."""
+    x = _matmul(_permutation_matrix(permutation, core.get_aval(lu_).dtype), b)
+    x = triangular_solve(lu_, x, left_side=True, lower=True, unit_diagonal=True)
+    return triangular_solve(lu_, x, left_side=True, lower=False)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -251,15 +251,6 @@ def qr(a, mode: str = "reduced"):
 # Solves and determinants, through LU
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/lax/linalg.py _lu_solve_core
-def _lu_solve(lu, permutation, b):
-    """`a^-1 b` from `a`'s LU factors; `b: f32[..., m, k]` with `lu`'s batch axes."""
-    dtype = _dtype(lu)
-    x = lax_linalg._matmul(lax_linalg._permutation_matrix(permutation, dtype), b)
-    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
-    return lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
-
-
 # JAX: jax/_src/numpy/linalg.py solve
 def solve(a, b):
     """The solution `x` of `a x = b`.
@@ -288,7 +279,7 @@ def solve(a, b):
         a = jnp.broadcast_to(a, (*batch, m, m))
         b = jnp.broadcast_to(b, (*batch, *b_shape[-2:]))
     lu, _, permutation = lax_linalg.lu(a)
-    x = _lu_solve(lu, permutation, b)
+    x = lax_linalg._lu_solve(lu, permutation, b)
     return lax.squeeze(x, (len(a_shape) - 1,)) if vector else x
 
 
