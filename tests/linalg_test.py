@@ -109,6 +109,8 @@ SQ = _well_conditioned((3, 3), RNG)
 SQ_B = _well_conditioned((2, 3, 3), RNG)
 SPD = _spd((3, 3), RNG)
 SPD_B = _spd((2, 3, 3), RNG)
+SYM = np.diag(np.array([3.0, -2.0, 0.5], np.float32)) + 0.1 * (SPD / np.abs(SPD).max())
+SYM_B = np.stack([SYM, SYM[::-1, ::-1]])
 TALL = RNG.standard_normal((4, 3)).astype(np.float32)
 TALL_B = RNG.standard_normal((2, 4, 3)).astype(np.float32)
 WIDE = RNG.standard_normal((3, 4)).astype(np.float32)
@@ -121,8 +123,8 @@ def _eigh(J, a):
     return w, J.numpy.abs(v), (v * w[..., None, :]) @ J.numpy.swapaxes(v, -1, -2)
 
 
-def _svd(J, a, full):
-    u, s, vh = J.numpy.linalg.svd(a, full_matrices=full)
+def _svd(J, a, full, hermitian=False):
+    u, s, vh = J.numpy.linalg.svd(a, full_matrices=full, hermitian=hermitian)
     k = s.shape[-1]
     return (s, J.numpy.abs(u[..., :k]), J.numpy.abs(vh[..., :k, :]),
             (u[..., :k] * s[..., None, :]) @ vh[..., :k, :])
@@ -140,6 +142,7 @@ PROGRAMS = {
     "eigvalsh": (lambda J, a: J.numpy.linalg.eigvalsh(a), (SPD,), (SPD_B,)),
     "svd_square": (lambda J, a: _svd(J, a, True), (SQ,), (SQ_B,)),
     "svd_tall_thin": (lambda J, a: _svd(J, a, False), (TALL,), (TALL_B,)),
+    "svd_hermitian": (lambda J, a: _svd(J, a, True, hermitian=True), (SYM,), (SYM_B,)),
     "svdvals": (lambda J, a: J.numpy.linalg.svdvals(a), (TALL,), (TALL_B,)),
     "qr_reduced": (lambda J, a: J.numpy.linalg.qr(a), (TALL,), (TALL_B,)),
     "qr_complete": (lambda J, a: J.numpy.linalg.qr(a, mode="complete"), (TALL,), (TALL_B,)),
@@ -181,8 +184,8 @@ MODES = {  # how a program runs, given one module J
 
 
 # jit of vmap (a lowering with batch axes) once per LAPACK kernel, to keep compilations few
-JIT_VMAP = {"cholesky", "eigh", "svd_tall_thin", "qr_complete", "qr_wide", "lu", "solve",
-            "triangular_solve_right_t"}
+JIT_VMAP = {"cholesky", "eigh", "svd_hermitian", "svd_tall_thin", "qr_complete", "qr_wide",
+            "lu", "solve", "triangular_solve_right_t"}
 
 
 @pytest.mark.parametrize("name,mode", [(n, m) for n in PROGRAMS for m in MODES
@@ -220,6 +223,7 @@ GRAD_PROGRAMS = {
     "eigh": (lambda J, a: _eigh(J, a)[:2], SPD),
     "svd": (lambda J, a: _svd(J, a, False)[:3], TALL),
     "svd_wide": (lambda J, a: _svd(J, a, False)[:3], WIDE),
+    "svd_hermitian": (lambda J, a: _svd(J, a, False, hermitian=True)[:3], SYM),
     "qr": (lambda J, a: tuple(J.numpy.linalg.qr(a)), TALL),
     "qr_wide": (lambda J, a: tuple(J.numpy.linalg.qr(a)), WIDE),
     "qr_complete": (lambda J, a: tuple(J.numpy.linalg.qr(a, mode="complete")), TALL),

@@ -9,8 +9,8 @@ out here, since numpy has no LU). Under `jit`, each lowers for CPU the way JAX d
 with column-major operand layouts and the kernel's `info` output turned into NaNs.
 The jvp rules follow JAX's (perturbation theory for eigh and svd, De Hoog et al. for lu,
 Murray 2016 for cholesky); `triangular_solve` is linear in `b` and has a transpose rule.
-Real floating dtypes only (JAX also accepts complex).
-Mirrors jax/_src/lax/linalg.py. Taught in chapters/09-primitives.md.
+Real floating dtypes only (JAX also accepts complex). `minijax.numpy.linalg` builds the NumPy
+API on these. Mirrors jax/_src/lax/linalg.py.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def _T(x):
     return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
+# JAX: jax/_src/lax/lax.py batch_matmul
 def _matmul(a, b):
     """`a @ b` for `T[..., m, k] @ T[..., k, n]` with equal batch axes."""
     nd = len(_shape(a))
@@ -221,14 +222,15 @@ def _cholesky_one(x: np.ndarray) -> np.ndarray:
 
 
 def _cholesky_impl(x):
-    # like LAPACK's potrf: the factor in the lower triangle, the input's upper triangle kept,
-    # NaNs for a matrix that is not positive definite
+    # like LAPACK's potrf: the factor in the lower triangle and the input's upper triangle
+    # kept; all NaNs for a matrix that is not positive definite (JAX's lowering does the same)
     try:
         low = np.linalg.cholesky(x)
     except np.linalg.LinAlgError:
         flat = x.reshape((-1,) + x.shape[-2:])
         low = np.stack([_cholesky_one(m) for m in flat]).reshape(x.shape)
-    return np.where(np.tri(x.shape[-1], dtype=bool), low, x).astype(x.dtype)
+    upper = np.where(np.isnan(low).all(axis=(-2, -1), keepdims=True), np.nan, x)
+    return np.where(np.tri(x.shape[-1], dtype=bool), low, upper).astype(x.dtype)
 
 
 def _cholesky_abstract_eval(x):

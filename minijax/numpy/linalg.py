@@ -208,10 +208,11 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
 
     Returns: `SVDResult(U: f32[..., m, m], S: f32[..., k] descending, Vh: f32[..., n, n])`
     (`[..., m, k]` and `[..., k, n]` if not `full_matrices`), or `S` alone if not
-    `compute_uv`. Raises TypeError for rank < 2; NotImplementedError for `hermitian=True`.
+    `compute_uv`. `hermitian=True` takes `a` symmetric and computes it from `eigh`.
+    Raises TypeError for rank < 2 (ValueError if `hermitian` and not square).
     """
     if hermitian:
-        raise NotImplementedError("jnp.linalg.svd(hermitian=True) is not supported by minijax")
+        return _svd_hermitian(_matrix_arg("svd", a), compute_uv, subset_by_index)
     a = _matrix_arg("svd", a, square=False)
     if not compute_uv:
         return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=False,
@@ -219,6 +220,21 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
     u, s, vh = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=True,
                               subset_by_index=subset_by_index)
     return SVDResult(u, s, vh)
+
+
+def _svd_hermitian(a, compute_uv: bool, subset_by_index):
+    # a = V diag(w) V^T = (V) diag(|w|) (sign(w) V)^T, ordered by |w| descending
+    vecs, vals = lax_linalg.eigh(a, subset_by_index=subset_by_index)
+    last = jnp.ndim(vals) - 1
+    s = lax.abs(vals)
+    if not compute_uv:
+        return lax.rev(lax.sort(s, dimension=last), (last,))
+    order = lax.broadcasted_iota(np.int32, jnp.shape(s), last)
+    s, order, sign = [lax.rev(v, (last,)) for v in
+                      lax.sort([s, order, lax.sign(vals)], dimension=last, num_keys=1)]
+    u = jnp.take_along_axis(vecs, jnp.broadcast_to(jnp.expand_dims(order, -2),
+                                                   jnp.shape(vecs)), axis=-1)
+    return SVDResult(u, s, lax_linalg._T(jnp.multiply(u, jnp.expand_dims(sign, -2))))
 
 
 # JAX: jax/_src/numpy/linalg.py svdvals
