@@ -284,6 +284,42 @@ def test_triangular_solve_vmap_over_b_only(left_side):
     assert eqn.invars[0].aval.shape == (3, 3)  # a stays unbatched
 
 
+@pytest.mark.parametrize("name", list(GRAD_PROGRAMS))
+def test_jvp_matches_jax(name):
+    program, x = GRAD_PROGRAMS[name]
+    t = np.cos(np.arange(x.size, dtype=np.float32)).reshape(x.shape)
+    got = minijax.jvp(lambda a: program(minijax, a), (x,), (t,))
+    want = jax.jit(lambda a, t: jax.jvp(lambda b: program(jax, b), (a,), (t,)))(x, t)
+    check_tree(got, want, rtol=1e-3, atol=1e-3)
+
+
+def test_vmap_over_other_axes_matches_jax():
+    spd = np.moveaxis(SPD_B, 0, 2)  # batch axis last
+    f = lambda J: J.vmap(J.numpy.linalg.cholesky, in_axes=2, out_axes=1)
+    check_tree(f(minijax)(spd), jax.jit(f(jax))(spd))
+    a, b = np.moveaxis(SQ_B, 0, 1), np.moveaxis(RHS_B, 0, 2)
+    g = lambda J: J.vmap(lambda a, b: J.lax.linalg.triangular_solve(a, b, left_side=True),
+                         in_axes=(1, 2))
+    check_tree(g(minijax)(a, b), jax.jit(g(jax))(a, b))
+
+
+def test_float64_uses_the_double_kernels():
+    def program(J, a, spd, b):
+        jl = J.numpy.linalg
+        return (jl.cholesky(spd), jl.eigvalsh(spd), jl.svdvals(a), jl.qr(a).R, jl.solve(a, b),
+                jl.det(a))
+    args = [v.astype(np.float64) for v in (SQ, SPD, RHS)]
+    with minijax.config.override("jax_enable_x64", True), jax.enable_x64(True):
+        f = minijax.jit(lambda *a: program(minijax, *a))
+        text = f.lower(*args).as_text()
+        for kernel in ("dpotrf", "dsyevd", "dgesdd", "dgeqrf", "dorgqr", "dgetrf", "dtrsm"):
+            assert f"@lapack_{kernel}_ffi(" in text, kernel
+        check_tree(f(*args), jax.jit(lambda *a: program(jax, *a))(*args), rtol=1e-10,
+                   atol=1e-10)
+        check_grads(lambda a: minijax.numpy.linalg.det(a), (args[0],), order=2)
+        check_grads(lambda a: minijax.numpy.linalg.eigh(a)[0], (args[1],), order=1)
+
+
 def test_lapack_custom_calls_in_lowering():
     jnp = minijax.numpy
     for f, target in [(jnp.linalg.cholesky, "lapack_spotrf_ffi"),

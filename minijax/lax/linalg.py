@@ -682,6 +682,7 @@ def _lu_pivots_to_permutation(pivots, permutation_size: int):
     spread = lambda s: lax.broadcast_in_dim(s, shape, tuple(range(len(batch))))
 
     def swap(i, perm):
+        i = lax.convert_element_type(i, np.int32)
         j = spread(pick(pivots, lax.eq(steps, i)))
         at_i, at_j = lax.eq(positions, i), lax.eq(positions, j)
         p_i, p_j = spread(pick(perm, at_i)), spread(pick(perm, at_j))

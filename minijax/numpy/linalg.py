@@ -316,6 +316,12 @@ def _lu_diagonal_and_parity(a):
     return diag, swaps
 
 
+def _parity_sign(count, dtype):
+    """(-1) ** count, as `dtype`."""
+    odd = jnp.equal(jnp.remainder(count, 2), 1)
+    return jnp.where(odd, np.array(-1, dtype), np.array(1, dtype))
+
+
 # JAX: jax/_src/numpy/linalg.py slogdet
 def slogdet(a, *, method: str | None = None) -> SlogdetResult:
     """Sign and log|det| of `a: f32[..., n, n]`.
@@ -332,8 +338,7 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
     is_zero = extra.any(lax.eq(diag, lax_internal._const(diag, 0)), axis=-1)
     parity = lax.add(swaps, extra.count_nonzero(lax.lt(diag, lax_internal._const(diag, 0)),
                                                 axis=-1))
-    sign = lax.convert_element_type(lax.sub(np.int32(1), lax.mul(np.int32(2), lax.rem(
-        parity, np.int32(2)))), dtype)
+    sign = _parity_sign(parity, dtype)
     sign = jnp.where(is_zero, np.zeros((), dtype), sign)
     logdet = jnp.where(is_zero, np.array(-np.inf, dtype),
                        jnp.sum(jnp.log(jnp.abs(diag)), axis=-1))
@@ -347,8 +352,7 @@ def det(a):
     Raises ValueError for a non-square `a`."""
     a = _matrix_arg("det", a)
     diag, swaps = _lu_diagonal_and_parity(a)
-    sign = lax.convert_element_type(lax.sub(np.int32(1), lax.mul(np.int32(2), lax.rem(
-        swaps, np.int32(2)))), _dtype(a))
+    sign = _parity_sign(swaps, _dtype(a))
     return lax.mul(sign, extra.prod(diag, axis=-1))
 
 
