@@ -447,7 +447,8 @@ def _svd_lowering(ctx, x, *, full_matrices, compute_uv, subset_by_index, algorit
     return outs
 
 
-def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None):
+def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_index=None,
+        algorithm=None):
     """Singular value decomposition `x = u diag(s) vt`.
 
     Args:
@@ -455,12 +456,14 @@ def svd(x, *, full_matrices: bool = True, compute_uv: bool = True, subset_by_ind
       full_matrices: `u: f32[..., m, m]`, `vt: f32[..., n, n]` (else `[..., m, k]`,
         `[..., k, n]`).
       compute_uv: False returns only `s`.
+      subset_by_index, algorithm: None only (the whole decomposition, LAPACK's gesdd).
     Returns: `(u, s, vt)` with `s: f32[..., k]` descending, or `s` alone.
-    Raises TypeError for a non-float dtype or rank < 2.
+    Raises TypeError for a non-float dtype or rank < 2; NotImplementedError for a partial
+    `subset_by_index` or another `algorithm`.
     JAX: jax/_src/lax/linalg.py svd.
     """
     outs = svd_p.bind(x, full_matrices=full_matrices, compute_uv=compute_uv,
-                      subset_by_index=subset_by_index, algorithm=None)
+                      subset_by_index=subset_by_index, algorithm=algorithm)
     if not compute_uv:
         return outs[0]
     s, u, vt = outs
@@ -568,18 +571,19 @@ def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma):
     return [q, r]
 
 
-def qr(x, *, full_matrices: bool = True):
+def qr(x, *, pivoting: bool = False, full_matrices: bool = True, use_magma=None):
     """QR decomposition `x = q r`, `q` orthonormal columns, `r` upper triangular.
 
     Args:
       x: `f32[..., m, n]`, k = min(m, n).
       full_matrices: `q: f32[..., m, m]`, `r: f32[..., m, n]` (else `[..., m, k]`,
         `[..., k, n]`).
+      pivoting, use_magma: False / None only (no column pivoting; magma is for GPUs).
     Returns: `(q, r)`, signs as LAPACK's Householder QR gives them.
-    Raises TypeError for a non-float dtype or rank < 2.
+    Raises TypeError for a non-float dtype or rank < 2; NotImplementedError for pivoting.
     JAX: jax/_src/lax/linalg.py qr.
     """
-    q, r = qr_p.bind(x, pivoting=False, full_matrices=full_matrices, use_magma=None)
+    q, r = qr_p.bind(x, pivoting=pivoting, full_matrices=full_matrices, use_magma=use_magma)
     return q, r
 
 
