@@ -13,6 +13,8 @@ Mirrors JAX's tests/linalg_test.py.
 import jax
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minijax
 from minijax.public_test_util import check_grads
@@ -147,7 +149,10 @@ PROGRAMS = {
     "qr_reduced": (lambda J, a: J.numpy.linalg.qr(a), (TALL,), (TALL_B,)),
     "qr_complete": (lambda J, a: J.numpy.linalg.qr(a, mode="complete"), (TALL,), (TALL_B,)),
     "qr_wide": (lambda J, a: J.numpy.linalg.qr(a), (WIDE,), (WIDE[None],)),
+    "qr_square": (lambda J, a: J.lax.linalg.qr(a), (SQ,), (SQ_B,)),
     "lu": (lambda J, a: J.lax.linalg.lu(a), (SQ,), (SQ_B,)),
+    "lu_tall": (lambda J, a: J.lax.linalg.lu(a), (TALL,), (TALL_B,)),
+    "lu_wide": (lambda J, a: J.lax.linalg.lu(a), (WIDE,), (WIDE[None],)),
     "solve": (lambda J, a, b: J.numpy.linalg.solve(a, b), (SQ, RHS), (SQ_B, RHS_B)),
     "solve_vector": (lambda J, a, b: J.numpy.linalg.solve(a, b), (SQ, RHS[:, 0]),
                      (SQ_B, RHS_B[:, :, 0])),
@@ -206,6 +211,36 @@ def test_leading_batch_axes_match_jax(name):
     check_tree(program(minijax, *batched), program(jax, *batched))
 
 
+@settings(max_examples=20, deadline=None)
+@given(shape=st.tuples(st.integers(0, 2), st.integers(1, 4), st.integers(1, 4)),
+       seed=st.integers(0, 2**16))
+def test_decompositions_of_any_shape_reconstruct_their_input(shape, seed):
+    # eager, every shape: the factors multiply back to the input and have their structure
+    batch, m, n = shape
+    a = np.random.default_rng(seed).standard_normal((batch, m, n)[0 if batch else 1:])
+    a = a.astype(np.float32)
+    k = min(m, n)
+    eye = lambda d: np.broadcast_to(np.eye(d, dtype=np.float32), a.shape[:-2] + (d, d))
+    mT = lambda x: np.swapaxes(np.asarray(x), -1, -2)
+    close = lambda x, y: np.testing.assert_allclose(np.asarray(x), y, atol=2e-5, rtol=2e-5)
+    jl, lax_linalg = minijax.numpy.linalg, minijax.lax.linalg
+    for mode, cols in (("reduced", k), ("complete", m)):
+        q, r = jl.qr(a, mode=mode)
+        assert q.shape[-1] == cols and r.shape[-2] == cols
+        close(np.asarray(q) @ np.asarray(r), a)
+        close(mT(q) @ np.asarray(q), eye(cols))
+        close(np.asarray(r), np.triu(np.asarray(r)))
+    u, s, vh = jl.svd(a, full_matrices=False)
+    close((np.asarray(u) * np.asarray(s)[..., None, :]) @ np.asarray(vh), a)
+    assert np.all(np.diff(np.asarray(s), axis=-1) <= 0) and np.all(np.asarray(s) >= 0)
+    lu, pivots, perm = lax_linalg.lu(a)
+    lu = np.asarray(lu)
+    lower = np.tril(lu, -1)[..., :, :k] + np.eye(m, k, dtype=np.float32)
+    close(lower @ np.triu(lu)[..., :k, :], np.take_along_axis(a, np.asarray(perm)[..., None],
+                                                              axis=-2))
+    assert pivots.shape == a.shape[:-2] + (k,) and perm.shape == a.shape[:-2] + (m,)
+
+
 def test_decompositions_reconstruct_their_input():
     jnp = minijax.numpy
     q, r = jnp.linalg.qr(TALL)
@@ -228,6 +263,8 @@ GRAD_PROGRAMS = {
     "qr_wide": (lambda J, a: tuple(J.numpy.linalg.qr(a)), WIDE),
     "qr_complete": (lambda J, a: tuple(J.numpy.linalg.qr(a, mode="complete")), TALL),
     "lu": (lambda J, a: J.lax.linalg.lu(a)[0], SQ),
+    "lu_tall": (lambda J, a: J.lax.linalg.lu(a)[0], TALL),
+    "lu_wide": (lambda J, a: J.lax.linalg.lu(a)[0], WIDE),
     "solve": (lambda J, a: J.numpy.linalg.solve(a, RHS), SQ),
     "inv": (lambda J, a: J.numpy.linalg.inv(a), SQ),
     "det": (lambda J, a: J.numpy.linalg.det(a), SQ),
