@@ -109,6 +109,8 @@ def _spd(shape, rng):
 
 SQ = _well_conditioned((3, 3), RNG)
 SQ_B = _well_conditioned((2, 3, 3), RNG)
+SQ4 = _well_conditioned((4, 4), RNG)
+SQ4_B = _well_conditioned((2, 4, 4), RNG)
 SPD = _spd((3, 3), RNG)
 SPD_B = _spd((2, 3, 3), RNG)
 SYM = np.diag(np.array([3.0, -2.0, 0.5], np.float32)) + 0.1 * (SPD / np.abs(SPD).max())
@@ -158,6 +160,7 @@ PROGRAMS = {
                      (SQ_B, RHS_B[:, :, 0])),
     "inv": (lambda J, a: J.numpy.linalg.inv(a), (SQ,), (SQ_B,)),
     "det": (lambda J, a: J.numpy.linalg.det(a), (SQ,), (SQ_B,)),
+    "det_4x4": (lambda J, a: J.numpy.linalg.det(a), (SQ4,), (SQ4_B,)),
     "slogdet": (lambda J, a: tuple(J.numpy.linalg.slogdet(-a)), (SQ,), (SQ_B,)),
     "pinv": (lambda J, a: J.numpy.linalg.pinv(a), (TALL,), (TALL_B,)),
     "matrix_rank": (lambda J, a: J.numpy.linalg.matrix_rank(a), (TALL,), (TALL_B,)),
@@ -190,7 +193,7 @@ MODES = {  # how a program runs, given one module J
 
 # jit of vmap (a lowering with batch axes) once per LAPACK kernel, to keep compilations few
 JIT_VMAP = {"cholesky", "eigh", "svd_hermitian", "svd_tall_thin", "qr_complete", "qr_wide",
-            "lu", "solve", "triangular_solve_right_t"}
+            "lu", "solve", "det_4x4", "triangular_solve_right_t"}
 
 
 @pytest.mark.parametrize("name,mode", [(n, m) for n in PROGRAMS for m in MODES
@@ -268,6 +271,7 @@ GRAD_PROGRAMS = {
     "solve": (lambda J, a: J.numpy.linalg.solve(a, RHS), SQ),
     "inv": (lambda J, a: J.numpy.linalg.inv(a), SQ),
     "det": (lambda J, a: J.numpy.linalg.det(a), SQ),
+    "det_4x4": (lambda J, a: J.numpy.linalg.det(a), SQ4),
     "slogdet": (lambda J, a: J.numpy.linalg.slogdet(a)[1], SQ),
     "norm_2": (lambda J, a: J.numpy.linalg.norm(a, 2), TALL),
     "norm_nuc": (lambda J, a: J.numpy.linalg.norm(a, "nuc"), TALL),
@@ -353,7 +357,7 @@ def test_float64_uses_the_double_kernels():
             assert f"@lapack_{kernel}_ffi(" in text, kernel
         check_tree(f(*args), jax.jit(lambda *a: program(jax, *a))(*args), rtol=1e-10,
                    atol=1e-10)
-        check_grads(lambda a: minijax.numpy.linalg.det(a), (args[0],), order=2)
+        check_grads(minijax.numpy.linalg.det, (SQ4.astype(np.float64),), order=2)
         check_grads(lambda a: minijax.numpy.linalg.eigh(a)[0], (args[1],), order=1)
 
 
@@ -363,7 +367,7 @@ def test_lapack_custom_calls_in_lowering():
                       (jnp.linalg.eigh, "lapack_ssyevd_ffi"),
                       (jnp.linalg.svd, "lapack_sgesdd_ffi"),
                       (jnp.linalg.qr, "lapack_sorgqr_ffi"),
-                      (jnp.linalg.det, "lapack_sgetrf_ffi"),
+                      (jnp.linalg.inv, "lapack_sgetrf_ffi"),
                       (lambda a: jnp.linalg.solve(a, a), "lapack_strsm_ffi")]:
         text = minijax.jit(f).lower(SPD).as_text()
         assert f"@{target}(" in text, (target, text)
@@ -376,6 +380,20 @@ def test_singular_and_not_positive_definite_inputs_match_jax():
     # not positive definite: NaNs from the eager impl and from LAPACK's info, as in JAX
     check(lambda J: J.numpy.linalg.cholesky, -SPD)
     check(lambda J: J.jit(J.numpy.linalg.cholesky), -SPD)
+
+
+@pytest.mark.parametrize("rank", [3, 2])
+def test_det_gradient_of_singular_matrices_matches_jax(rank):
+    # the adjugate: finite for corank 1, zero for lower ranks (JAX's _cofactor_solve)
+    u = np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], np.float32)[:, :rank]
+    v = np.array([[1, 2, 0, 1], [0, 1, 1, -1], [1, 0, 2, 0]], np.float32)[:rank]
+    singular = u @ v
+    assert np.linalg.matrix_rank(singular) == rank
+    small = np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9]], np.float32)  # explicit 3x3 formula
+    for program, x in ((lambda J: J.grad(J.numpy.linalg.det), singular),
+                       (lambda J: J.jit(J.grad(J.numpy.linalg.det)), singular),
+                       (lambda J: J.grad(J.numpy.linalg.det), small)):
+        check_tree(program(minijax)(x), jax.jit(program(jax))(x), atol=1e-5)
 
 
 def test_linalg_errors_match_jax():

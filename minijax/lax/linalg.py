@@ -743,18 +743,28 @@ def _lu_solve(lu_, permutation, b):
 # triangular_solve
 # ---------------------------------------------------------------------------------------------
 
-def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    a = np.tril(a) if lower else np.triu(a)
-    if unit_diagonal:
-        n = a.shape[-1]
-        a = np.where(np.eye(n, dtype=bool), np.ones((), a.dtype), a)
-    if transpose_a:
-        a = np.swapaxes(a, -1, -2)
+def _substitute(a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool) -> np.ndarray:
+    """Solve `a x = b` for triangular `a: [..., m, m]`, `b: [..., m, n]`, row by row (forward
+    substitution if `lower`, else backward). A zero pivot gives inf/NaN, as LAPACK's trsm."""
+    x = np.array(b, copy=True)
+    m = a.shape[-1]
     with np.errstate(divide="ignore", invalid="ignore"):
-        if left_side:
-            return np.linalg.solve(a, b).astype(b.dtype)
-        return np.swapaxes(np.linalg.solve(np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)),
-                           -1, -2).astype(b.dtype)
+        for i in (range(m) if lower else range(m - 1, -1, -1)):
+            done = slice(0, i) if lower else slice(i + 1, m)
+            x[..., i, :] -= np.einsum("...j,...jk->...k", a[..., i, done], x[..., done, :])
+            if not unit_diagonal:
+                x[..., i, :] /= a[..., i, i, None]
+    return x
+
+
+def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    # op(a) x = b directly; x op(a) = b as op(a)^T x^T = b^T. Transposing flips the triangle.
+    t = np.swapaxes
+    if transpose_a:
+        a, lower = t(a, -1, -2), not lower
+    if left_side:
+        return _substitute(a, b, lower, unit_diagonal)
+    return t(_substitute(t(a, -1, -2), t(b, -1, -2), not lower, unit_diagonal), -1, -2)
 
 
 def _triangular_solve_abstract_eval(a, b, *, left_side, lower, transpose_a, conjugate_a,

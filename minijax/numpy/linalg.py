@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from minijax import core, dtypes, lax
+from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
 from minijax.lax import linalg as lax_linalg
 from minijax.numpy import extra
@@ -312,8 +313,7 @@ def _lu_diagonal_and_parity(a):
     lu, pivots, _ = lax_linalg.lu(a)
     diag = lax_linalg._extract_diagonal(lu)
     steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
-    swaps = extra.count_nonzero(lax.ne(pivots, steps), axis=-1)
-    return diag, swaps
+    return diag, extra.count_nonzero(lax.ne(pivots, steps), axis=-1)
 
 
 def _parity_sign(count, dtype):
@@ -327,33 +327,108 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
     """Sign and log|det| of `a: f32[..., n, n]`.
 
     Returns: `SlogdetResult(sign: f32[...], logabsdet: f32[...])`; (0, -inf) where singular.
+    The derivative of logabsdet is trace(a^-1 a') (inf where singular), that of sign zero.
     Raises ValueError for a non-square `a` or a method other than None/'lu'.
     """
     if method not in (None, "lu"):
         raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' "
                          "(`None`), and 'qr' is not supported by minijax.")
-    a = _matrix_arg("slogdet", a)
-    dtype = _dtype(a)
-    diag, swaps = _lu_diagonal_and_parity(a)
-    is_zero = extra.any(lax.eq(diag, lax_internal._const(diag, 0)), axis=-1)
-    parity = lax.add(swaps, extra.count_nonzero(lax.lt(diag, lax_internal._const(diag, 0)),
-                                                axis=-1))
-    sign = _parity_sign(parity, dtype)
-    sign = jnp.where(is_zero, np.zeros((), dtype), sign)
-    logdet = jnp.where(is_zero, np.array(-np.inf, dtype),
-                       jnp.sum(jnp.log(jnp.abs(diag)), axis=-1))
+    sign, logdet = _slogdet_lu(_matrix_arg("slogdet", a))
     return SlogdetResult(sign, logdet)
+
+
+# JAX: jax/_src/numpy/linalg.py _slogdet_lu
+@custom_jvp
+def _slogdet_lu(a):
+    diag, swaps = _lu_diagonal_and_parity(a)
+    is_zero = extra.any(jnp.equal(diag, 0), axis=-1)
+    sign = _parity_sign(jnp.add(swaps, extra.count_nonzero(jnp.less(diag, 0), axis=-1)),
+                        _dtype(a))
+    sign = jnp.where(is_zero, np.zeros((), _dtype(a)), sign)
+    logdet = jnp.where(is_zero, np.array(-np.inf, _dtype(a)),
+                       jnp.sum(jnp.log(jnp.abs(diag)), axis=-1))
+    return sign, logdet
+
+
+# JAX: jax/_src/numpy/linalg.py _slogdet_jvp
+@_slogdet_lu.defjvp
+def _slogdet_jvp(primals, tangents):
+    (x,), (g,) = primals, tangents
+    sign, logdet = _slogdet_lu(x)
+    return (sign, logdet), (jnp.zeros_like(sign), extra.trace(solve(x, g), axis1=-1, axis2=-2))
+
+
+# JAX: jax/_src/numpy/linalg.py _cofactor_solve
+def _cofactor_solve(a, b):
+    """`(det(a), adj(a) @ b)`, which for an invertible `a` is `det(a) * solve(a, b)`, and stays
+    finite where `a` is singular. With `a[perm] = L U`: `det(a) solve(a, b) = prod(diag U) U^-1
+    L^-1 b[perm]`. For rank n-1 only U's last pivot is zero: replace it by 1 / (the product of
+    the others) and scale the other rows of `L^-1 b[perm]` by det(a) (= 0); for a lower rank
+    the adjugate is zero, and `U^-1` of ones shows inf/NaN. `a`, `b`: `f32[..., n, n]`."""
+    if jnp.shape(a)[-1] == 1:
+        return a[..., 0, 0], b
+    lu, pivots, permutation = lax_linalg.lu(a)
+    diag = lax_linalg._extract_diagonal(lu)
+    steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
+    sign = _parity_sign(extra.count_nonzero(lax.ne(pivots, steps), axis=-1), _dtype(a))
+    partial_det = jnp.multiply(extra.cumprod(diag, axis=-1), jnp.expand_dims(sign, -1))
+    lu = lu.at[..., -1, -1].set(jnp.divide(1.0, partial_det[..., -2]))
+    ones = jnp.ones(jnp.shape(a)[:-1] + (1,), _dtype(a))
+    probe = lax_linalg.triangular_solve(lu, ones, left_side=True, lower=False)
+    low_rank = extra.any(jnp.logical_not(jnp.isfinite(probe)), axis=(-2, -1))
+    low_rank = jnp.broadcast_to(low_rank[..., None, None], jnp.shape(b))
+    x = jnp.where(low_rank, jnp.zeros_like(b), b)
+    x = lax_linalg._matmul(lax_linalg._permutation_matrix(permutation, _dtype(a)), x)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = jnp.concatenate([jnp.multiply(x[..., :-1, :], partial_det[..., -1, None, None]),
+                         x[..., -1:, :]], axis=-2)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    return partial_det[..., -1], jnp.where(low_rank, jnp.zeros_like(x), x)
 
 
 # JAX: jax/_src/numpy/linalg.py det
 def det(a):
-    """The determinant `f32[...]` of `a: f32[..., n, n]`: the product of U's diagonal in
-    `a`'s LU decomposition, signed by the parity of the row swaps.
+    """The determinant `f32[...]` of `a: f32[..., n, n]`: explicit products for n = 2 and 3,
+    otherwise U's diagonal from `a`'s LU decomposition, signed by the parity of the row swaps.
+    Its derivative is trace(adj(a) a'), finite also where `a` is singular.
     Raises ValueError for a non-square `a`."""
     a = _matrix_arg("det", a)
-    diag, swaps = _lu_diagonal_and_parity(a)
-    sign = _parity_sign(swaps, _dtype(a))
-    return lax.mul(sign, extra.prod(diag, axis=-1))
+    n = jnp.shape(a)[-1]
+    if n == 2:
+        return _det_2x2(a)
+    if n == 3:
+        return _det_3x3(a)
+    return _det(a)
+
+
+# JAX: jax/_src/numpy/linalg.py _det_2x2
+def _det_2x2(a):
+    return a[..., 0, 0] * a[..., 1, 1] - a[..., 0, 1] * a[..., 1, 0]
+
+
+# JAX: jax/_src/numpy/linalg.py _det_3x3
+def _det_3x3(a):
+    return (a[..., 0, 0] * a[..., 1, 1] * a[..., 2, 2] +
+            a[..., 0, 1] * a[..., 1, 2] * a[..., 2, 0] +
+            a[..., 0, 2] * a[..., 1, 0] * a[..., 2, 1] -
+            a[..., 0, 2] * a[..., 1, 1] * a[..., 2, 0] -
+            a[..., 0, 0] * a[..., 1, 2] * a[..., 2, 1] -
+            a[..., 0, 1] * a[..., 1, 0] * a[..., 2, 2])
+
+
+# JAX: jax/_src/numpy/linalg.py _det
+@custom_jvp
+def _det(a):
+    sign, logdet = _slogdet_lu(a)
+    return jnp.multiply(sign, jnp.exp(logdet))
+
+
+# JAX: jax/_src/numpy/linalg.py _det_jvp
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    (x,), (g,) = primals, tangents
+    y, z = _cofactor_solve(x, g)
+    return y, extra.trace(z, axis1=-1, axis2=-2)
 
 
 # ---------------------------------------------------------------------------------------------
