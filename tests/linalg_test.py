@@ -124,8 +124,8 @@ RHS = RNG.standard_normal((3, 2)).astype(np.float32)
 RHS_B = RNG.standard_normal((2, 3, 2)).astype(np.float32)
 
 
-def _eigh(J, a):
-    w, v = J.numpy.linalg.eigh(a)
+def _eigh(J, a, **kw):
+    w, v = J.numpy.linalg.eigh(a, **kw)
     return w, J.numpy.abs(v), (v * w[..., None, :]) @ J.numpy.swapaxes(v, -1, -2)
 
 
@@ -145,6 +145,8 @@ PROGRAMS = {
     "cholesky": (lambda J, a: J.numpy.linalg.cholesky(a), (SPD,), (SPD_B,)),
     "cholesky_upper": (lambda J, a: J.numpy.linalg.cholesky(a, upper=True), (SPD,), (SPD_B,)),
     "eigh": (_eigh, (SPD,), (SPD_B,)),
+    "eigh_upper_only": (lambda J, a: _eigh(J, a, UPLO="U", symmetrize_input=False),
+                        (SPD + np.tril(SQ, -1),), (SPD_B + np.tril(SQ_B, -1),)),
     "eigvalsh": (lambda J, a: J.numpy.linalg.eigvalsh(a), (SPD,), (SPD_B,)),
     "svd_square": (lambda J, a: _svd(J, a, True), (SQ,), (SQ_B,)),
     "svd_tall_thin": (lambda J, a: _svd(J, a, False), (TALL,), (TALL_B,)),
