@@ -2,10 +2,11 @@
 
 Norms are built from `minijax.numpy` operations, so their derivatives are those of the pieces:
 the 2-norm's gradient at the zero vector is NaN in minijax as in JAX (sqrt'(0) = inf times a
-zero tangent). Decompositions call the primitives of `minijax.lax.linalg`; `solve`, `inv`,
-`det` and `slogdet` go through `lu` and `triangular_solve`, and are differentiated through
-their jvp rules (JAX gives `solve` a `custom_linear_solve` and `det`/`slogdet` custom jvps; the
-derivatives agree wherever the matrix is invertible).
+zero tangent). Decompositions call the primitives of `minijax.lax.linalg`. `solve` and `inv`
+go through `lu` and `triangular_solve` and are differentiated through those primitives' jvp
+rules (JAX wraps the solve in `custom_linear_solve`; the derivatives agree). `det` and
+`slogdet` have JAX's custom jvps: `det`'s uses the adjugate (`_cofactor_solve`), so its
+gradient stays finite at singular matrices.
 Mirrors jax/_src/numpy/linalg.py.
 """
 
