@@ -20,8 +20,9 @@ from minijax import core, dtypes, lax
 from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
 from minijax.lax import linalg as lax_linalg
-from minijax.numpy import extra
-from minijax.numpy import lax_numpy as jnp
+from minijax import numpy as jnp
+from minijax.numpy.util import (canonicalize_axis, check_arraylike, promote_args_inexact,
+                                promote_dtypes)
 
 
 def _sum_sq(x, axis, keepdims):
@@ -45,7 +46,7 @@ def vector_norm(x, ord=2, axis=None, keepdims: bool = False):
     Returns: `f32[...]`, the reduced axes removed (kept as size 1 with keepdims).
     Raises ValueError for a string `ord`.
     """
-    (x,) = jnp.promote_args_inexact("jnp.linalg.vector_norm", x)
+    (x,) = promote_args_inexact("jnp.linalg.vector_norm", x)
     if ord is None or ord == 2:
         return jnp.sqrt(_sum_sq(x, axis, keepdims))
     if isinstance(ord, str):
@@ -79,16 +80,16 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     Returns: a float array with the reduced axes removed.
     Raises ValueError for an invalid `ord` or number of axes.
     """
-    (x,) = jnp.promote_args_inexact("jnp.linalg.norm", x)
+    (x,) = promote_args_inexact("jnp.linalg.norm", x)
     nd = jnp.ndim(x)
     if axis is None:
         if ord is None:
             return jnp.sqrt(_sum_sq(x, None, keepdims))
         axis = tuple(range(nd))
     elif isinstance(axis, tuple):
-        axis = tuple(jnp._canonicalize_axis(a, nd) for a in axis)
+        axis = tuple(canonicalize_axis(a, nd) for a in axis)
     else:
-        axis = (jnp._canonicalize_axis(axis, nd),)
+        axis = (canonicalize_axis(axis, nd),)
     if len(axis) == 1:
         return vector_norm(x, ord=2 if ord is None else ord, axis=axis, keepdims=keepdims)
     if len(axis) != 2:
@@ -152,8 +153,8 @@ def _dtype(x) -> np.dtype:
 # JAX: jax/_src/numpy/util.py promote_dtypes_inexact
 def _promote_dtypes_inexact(name: str, *args):
     """One float dtype for all `args` (ints -> the default float); shapes left alone."""
-    jnp._check_arraylike(name, *args)
-    args = jnp.promote_dtypes(*args)
+    check_arraylike(name, *args)
+    args = promote_dtypes(*args)
     d, weak = dtypes.dtype_and_weak(args[0])
     if not dtypes.is_float(d):
         args = [lax.convert_element_type(a, dtypes.default_float_dtype(), weak) for a in args]
@@ -163,7 +164,7 @@ def _promote_dtypes_inexact(name: str, *args):
 def _matrix_arg(name: str, a, square: bool = True):
     """`a` promoted to a float dtype; ValueError unless `T[..., n, n]` when `square` (a
     rectangular `a` of rank < 2 is left to the primitive's TypeError, as in JAX)."""
-    (a,) = jnp.promote_args_inexact(f"jnp.linalg.{name}", a)
+    (a,) = promote_args_inexact(f"jnp.linalg.{name}", a)
     shape = jnp.shape(a)
     if square and (len(shape) < 2 or shape[-1] != shape[-2]):
         raise ValueError(f"Argument to jnp.linalg.{name} must have shape [..., n, n], got "
@@ -314,7 +315,7 @@ def _lu_diagonal_and_parity(a):
     lu, pivots, _ = lax_linalg.lu(a)
     diag = lax_linalg._extract_diagonal(lu)
     steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
-    return diag, extra.count_nonzero(lax.ne(pivots, steps), axis=-1)
+    return diag, jnp.count_nonzero(lax.ne(pivots, steps), axis=-1)
 
 
 def _parity_sign(count, dtype):
@@ -342,8 +343,8 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
 @custom_jvp
 def _slogdet_lu(a):
     diag, swaps = _lu_diagonal_and_parity(a)
-    is_zero = extra.any(jnp.equal(diag, 0), axis=-1)
-    sign = _parity_sign(jnp.add(swaps, extra.count_nonzero(jnp.less(diag, 0), axis=-1)),
+    is_zero = jnp.any(jnp.equal(diag, 0), axis=-1)
+    sign = _parity_sign(jnp.add(swaps, jnp.count_nonzero(jnp.less(diag, 0), axis=-1)),
                         _dtype(a))
     sign = jnp.where(is_zero, np.zeros((), _dtype(a)), sign)
     logdet = jnp.where(is_zero, np.array(-np.inf, _dtype(a)),
@@ -356,7 +357,7 @@ def _slogdet_lu(a):
 def _slogdet_jvp(primals, tangents):
     (x,), (g,) = primals, tangents
     sign, logdet = _slogdet_lu(x)
-    return (sign, logdet), (jnp.zeros_like(sign), extra.trace(solve(x, g), axis1=-1, axis2=-2))
+    return (sign, logdet), (jnp.zeros_like(sign), jnp.trace(solve(x, g), axis1=-1, axis2=-2))
 
 
 # JAX: jax/_src/numpy/linalg.py _cofactor_solve
@@ -371,12 +372,12 @@ def _cofactor_solve(a, b):
     lu, pivots, permutation = lax_linalg.lu(a)
     diag = lax_linalg._extract_diagonal(lu)
     steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
-    sign = _parity_sign(extra.count_nonzero(lax.ne(pivots, steps), axis=-1), _dtype(a))
-    partial_det = jnp.multiply(extra.cumprod(diag, axis=-1), jnp.expand_dims(sign, -1))
+    sign = _parity_sign(jnp.count_nonzero(lax.ne(pivots, steps), axis=-1), _dtype(a))
+    partial_det = jnp.multiply(jnp.cumprod(diag, axis=-1), jnp.expand_dims(sign, -1))
     lu = lu.at[..., -1, -1].set(jnp.divide(1.0, partial_det[..., -2]))
     ones = jnp.ones(jnp.shape(a)[:-1] + (1,), _dtype(a))
     probe = lax_linalg.triangular_solve(lu, ones, left_side=True, lower=False)
-    low_rank = extra.any(jnp.logical_not(jnp.isfinite(probe)), axis=(-2, -1))
+    low_rank = jnp.any(jnp.logical_not(jnp.isfinite(probe)), axis=(-2, -1))
     low_rank = jnp.broadcast_to(low_rank[..., None, None], jnp.shape(b))
     x = jnp.where(low_rank, jnp.zeros_like(b), b)
     x = lax_linalg._matmul(lax_linalg._permutation_matrix(permutation, _dtype(a)), x)
@@ -429,7 +430,7 @@ def _det(a):
 def _det_jvp(primals, tangents):
     (x,), (g,) = primals, tangents
     y, z = _cofactor_solve(x, g)
-    return y, extra.trace(z, axis1=-1, axis2=-2)
+    return y, jnp.trace(z, axis1=-1, axis2=-2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,9 +467,9 @@ def matrix_rank(M, rtol=None, *, tol=None):
         if rtol is not None:
             raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
         rtol = tol
-    (M,) = jnp.promote_args_inexact("jnp.linalg.matrix_rank", M)
+    (M,) = promote_args_inexact("jnp.linalg.matrix_rank", M)
     if jnp.ndim(M) < 2:
-        return lax.convert_element_type(extra.any(jnp.not_equal(M, 0)), np.int32)
+        return lax.convert_element_type(jnp.any(jnp.not_equal(M, 0)), np.int32)
     s = svd(M, full_matrices=False, compute_uv=False)
     if rtol is None:
         rtol = jnp.multiply(jnp.max(s, axis=-1),
