@@ -348,6 +348,14 @@ def test_vmap_over_other_axes_matches_jax():
     check_tree(g(minijax)(a, b), jax.jit(g(jax))(a, b))
 
 
+@pytest.mark.parametrize("in_axes", [(0, None), (None, 0)])
+def test_solve_vmap_with_one_operand_batched(in_axes):
+    a = SQ_B if in_axes[0] == 0 else SQ
+    b = RHS_B if in_axes[1] == 0 else RHS
+    f = lambda J: J.vmap(J.numpy.linalg.solve, in_axes=in_axes)
+    check_tree(f(minijax)(a, b), jax.jit(f(jax))(a, b))
+
+
 def test_float64_uses_the_double_kernels():
     def program(J, a, spd, b):
         jl = J.numpy.linalg
