@@ -475,7 +475,10 @@ def _quantile(a, q, axis, method, keepdims, *, squash_nans: bool):
                              tuple(range(len(rest))))
 
     v_lo, v_hi = pick(lo), pick(hi)
-    w = lax.broadcast_in_dim(w, shape_of(v_lo), tuple(range(q_nd)))
+    # w is per quantile (Q) or, when NaNs are squashed, per quantile and slice (Q + rest)
+    w_nd, v_nd = len(shape_of(w)), len(shape_of(v_lo))
+    w = lax.broadcast_in_dim(w, shape_of(v_lo), tuple(range(q_nd)) if w_nd == q_nd
+                             else tuple(range(v_nd - w_nd, v_nd)))
     res = lax.add(lax.mul(v_lo, lax.sub(_const(w, 1), w)), lax.mul(v_hi, w))
     # quantile: a slice with a NaN is NaN; nanquantile: an all-NaN slice is
     has_nan = lax.broadcast_in_dim((all if squash_nans else any)(ufuncs.isnan(x), axis=-1),
