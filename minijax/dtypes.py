@@ -89,16 +89,22 @@ _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64
 
 # JAX: jax/_src/dtypes.py canonicalize_dtype (also cached on the dtype and the x64 flag)
 def canonicalize_dtype(dtype) -> np.dtype:
-    """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64."""
+    """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64.
+    Raises TypeError for a non-native byte order (`>f4` on this machine), as JAX's
+    check_valid_dtype does."""
     try:
-        return _canonicalize(dtype, config.jax_enable_x64)
-    except TypeError:  # unhashable, e.g. an array passed as a dtype: numpy decides
+        hash(dtype)
+    except TypeError:  # unhashable, e.g. an array passed as a dtype: numpy decides, uncached
         return _canonicalize.__wrapped__(dtype, config.jax_enable_x64)
+    return _canonicalize(dtype, config.jax_enable_x64)
 
 
 @functools.lru_cache(maxsize=512)
 def _canonicalize(dtype, x64: bool) -> np.dtype:
     dtype = np.dtype(dtype)
+    if not dtype.isnative:
+        raise TypeError(f"Dtype {dtype.str} is not a valid minijax array type: only native byte "
+                        "order is supported (convert with x.astype(x.dtype.newbyteorder('=')))")
     return dtype if x64 else _NARROW.get(dtype, dtype)
 
 
