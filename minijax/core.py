@@ -85,10 +85,7 @@ def _scalar_aval(x) -> ShapedArray:
     return ShapedArray((), dtypes.python_scalar_dtype(x), type(x) is not bool)
 
 
-def _numpy_aval(x) -> ShapedArray:
-    if not x.dtype.isnative:
-        raise TypeError(f"Value of dtype {x.dtype.str!r} (non-native byte order) is not a valid "
-                        "minijax type: convert it first, e.g. x.astype(x.dtype.newbyteorder('='))")
+def _numpy_aval(x) -> ShapedArray:  # a non-native byte order raises in canonicalize_dtype
     return ShapedArray(np.shape(x), dtypes.canonicalize_dtype(x.dtype), False)
 
 
