@@ -95,9 +95,15 @@ def _cast_value(ref, val):
     return val
 
 
-def _broadcast_to(val, shape):
+def _broadcast_to(name, ref, val, shape):
     from minijax import numpy as jnp
-    return val if tuple(val.shape) == tuple(shape) else jnp.broadcast_to(val, shape)
+    if tuple(val.shape) == tuple(shape):
+        return val
+    try:
+        return jnp.broadcast_to(val, shape)
+    except ValueError:
+        raise ValueError(f"Invalid shape for `{name}`. Ref shape: {ref.shape}. Expected shape: "
+                         f"{tuple(shape)}. Value shape: {tuple(val.shape)}.") from None
 
 
 # JAX: jax/_src/state/primitives.py get_ref_and_transforms / ref_get
@@ -111,7 +117,7 @@ def ref_get(ref, idx=()):
 def ref_swap(ref, idx, value):
     """Write `value` into `ref[idx]` and return what was there."""
     spec, starts = make_indexer(idx, ref.shape, "ref[...] = v")
-    value = _broadcast_to(_cast_value(ref, value), indexed_shape(spec))
+    value = _broadcast_to("swap", ref, _cast_value(ref, value), indexed_shape(spec))
     return swap_p.bind(ref, value, *starts, indexer=spec)
 
 
@@ -125,23 +131,30 @@ def ref_set(ref, idx, value) -> None:
 def ref_addupdate(ref, idx, value) -> None:
     """`ref[idx] += value`, as one primitive."""
     spec, starts = make_indexer(idx, ref.shape, "ref_addupdate")
-    value = _broadcast_to(_cast_value(ref, value), indexed_shape(spec))
+    value = _broadcast_to("addupdate", ref, _cast_value(ref, value), indexed_shape(spec))
     addupdate_p.bind(ref, value, *starts, indexer=spec)
 
 
 # JAX: jax/_src/state/types.py AbstractRef._getitem / _setitem (the aval handles indexing of
 # a traced ref) — differs: minijax's Tracer has no aval forwarding, so the two methods are
 # installed on core.Tracer here and fall back to array indexing for non-refs.
+import minijax.numpy  # noqa: E402,F401  (installs the array methods we fall back to)
+
+_array_getitem = core.Tracer.__getitem__
+_array_setitem = getattr(core.Tracer, "__setitem__", None)
+
+
 def _tracer_getitem(self, idx):
     if isinstance(self.aval, AbstractRef):
         return ref_get(self, idx)
-    from minijax.numpy import indexing
-    return indexing.rewriting_take(self, idx)
+    return _array_getitem(self, idx)
 
 
 def _tracer_setitem(self, idx, value):
     if isinstance(self.aval, AbstractRef):
         return ref_set(self, idx, value)
+    if _array_setitem is not None:
+        return _array_setitem(self, idx, value)
     raise TypeError(f"'{type(self).__name__}' object does not support item assignment. JAX "
                     "arrays are immutable. Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)``"
                     " or another .at[] method")

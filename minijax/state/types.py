@@ -149,3 +149,8 @@ def pp_indexer(spec) -> str:
 
 def indexed_shape(spec) -> tuple[int, ...]:
     return tuple(s[1] for s in spec if s[0] == "slice")
+
+
+# `make_jaxpr(f)(AbstractRef(...))` traces `f` on a ref, as in JAX's state tests: an
+# AbstractRef passed as an argument stands for itself.
+core.pytype_aval_mappings[AbstractRef] = lambda a: a
