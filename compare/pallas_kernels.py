@@ -173,6 +173,106 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
             interpret=True,
         )(q, k, v)
 
+    # ------------------------------------------------------------------ FlashAttention backward
+    def fa_bwd_dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *,
+                           bq, scale, causal):
+        """One key block against the query blocks: accumulate dK and dV for this block."""
+        bk, d = k_ref.shape
+        seq = q_ref.shape[0]
+        kj = pl.program_id(1)
+        k = k_ref[...].astype(F32)
+        v = v_ref[...].astype(F32)
+
+        def body(i, carry):
+            dk, dv = carry
+            rows = pl.ds(i * bq, bq)
+            q = q_ref[rows, :].astype(F32)
+            do = do_ref[rows, :].astype(F32)
+            s = jnp.dot(q, k.T) * scale
+            if causal:
+                s = _causal_mask(s, i * bq, kj * bk)
+            p = jnp.exp(s - lse_ref[rows][:, None])  # probabilities, recomputed from the lse
+            dv = dv + jnp.dot(p.T, do)
+            dp = jnp.dot(do, v.T)
+            ds = p * (dp - delta_ref[rows][:, None])
+            dk = dk + jnp.dot(ds.T, q) * scale
+            return dk, dv
+
+        start = (kj * bk) // bq if causal else 0  # earlier query blocks cannot see this block
+        zeros = jnp.zeros((bk, d), F32)
+        dk, dv = lax.fori_loop(start, seq // bq, body, (zeros, zeros))
+        dk_ref[...] = dk.astype(dk_ref.dtype)
+        dv_ref[...] = dv.astype(dv_ref.dtype)
+
+    def fa_bwd_dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, *,
+                         bk, scale, causal):
+        """One query block against the key blocks: accumulate dQ for this block."""
+        bq, d = q_ref.shape
+        seq = k_ref.shape[0]
+        qi = pl.program_id(1)
+        q = q_ref[...].astype(F32)
+        do = do_ref[...].astype(F32)
+        lse = lse_ref[...]
+        delta = delta_ref[...]
+
+        def body(j, dq):
+            cols = pl.ds(j * bk, bk)
+            k = k_ref[cols, :].astype(F32)
+            v = v_ref[cols, :].astype(F32)
+            s = jnp.dot(q, k.T) * scale
+            if causal:
+                s = _causal_mask(s, qi * bq, j * bk)
+            p = jnp.exp(s - lse[:, None])
+            dp = jnp.dot(do, v.T)
+            ds = p * (dp - delta[:, None])
+            return dq + jnp.dot(ds, k) * scale
+
+        n_k = (jnp.minimum(seq, (qi + 1) * bq) + bk - 1) // bk if causal else seq // bk
+        dq = lax.fori_loop(0, n_k, body, jnp.zeros((bq, d), F32))
+        dq_ref[...] = dq.astype(dq_ref.dtype)
+
+    def flash_backward(q, k, v, o, lse, do, *, bq=16, bk=16, causal=False):
+        bh, seq, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        delta = jnp.sum(do.astype(F32) * o.astype(F32), axis=-1)  # rowsum(dO * O)
+        whole = pl.BlockSpec((None, seq, d), lambda b, i: (b, 0, 0))
+        vwhole = pl.BlockSpec((None, seq), lambda b, i: (b, 0))
+        kblock = pl.BlockSpec((None, bk, d), lambda b, i: (b, i, 0))
+        dk, dv = pl.pallas_call(
+            functools.partial(fa_bwd_dkdv_kernel, bq=bq, scale=scale, causal=causal),
+            out_shape=(SDS(k.shape, k.dtype), SDS(v.shape, v.dtype)),
+            grid=(bh, seq // bk),
+            in_specs=[whole, kblock, kblock, whole, vwhole, vwhole],
+            out_specs=(kblock, kblock),
+            interpret=True,
+        )(q, k, v, do, lse, delta)
+        qblock = pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0))
+        vblock = pl.BlockSpec((None, bq), lambda b, i: (b, i))
+        dq = pl.pallas_call(
+            functools.partial(fa_bwd_dq_kernel, bk=bk, scale=scale, causal=causal),
+            out_shape=SDS(q.shape, q.dtype),
+            grid=(bh, seq // bq),
+            in_specs=[qblock, whole, whole, qblock, vblock, vblock],
+            out_specs=qblock,
+            interpret=True,
+        )(q, k, v, do, lse, delta)
+        return dq, dk, dv
+
+    def _flash(q, k, v, bq, bk, causal):
+        return flash_forward(q, k, v, bq=bq, bk=bk, causal=causal)[0]
+
+    flash_attention = jax.custom_vjp(_flash, nondiff_argnums=(3, 4, 5))
+
+    def _fa_fwd(q, k, v, bq, bk, causal):
+        o, lse = flash_forward(q, k, v, bq=bq, bk=bk, causal=causal)
+        return o, (q, k, v, o, lse)
+
+    def _fa_bwd(bq, bk, causal, saved, do):
+        q, k, v, o, lse = saved
+        return flash_backward(q, k, v, o, lse, do, bq=bq, bk=bk, causal=causal)
+
+    flash_attention.defvjp(_fa_fwd, _fa_bwd)
+
     # ------------------------------------------------------------------ jnp references
     def attention_ref(q, k, v, causal=False):
         s = jnp.einsum("bqd,bkd->bqk", q, k) / math.sqrt(q.shape[-1])
@@ -210,4 +310,4 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
 
     return types.SimpleNamespace(**{k: v for k, v in locals().items()
                                     if callable(v) and not k.startswith("_")
-                                    and k not in ("SDS",)})
+                                    and k not in ("SDS", "jax", "pl", "plgpu")})

@@ -170,3 +170,20 @@ def test_no_interpret_and_no_jvp():
                         interpret=True)(x)
     with pytest.raises(ValueError, match="inside a kernel"):
         mpl.program_id(0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_backward_through_custom_vjp(causal):
+    q, k, v, ct = rand(1, 32, 8), rand(1, 32, 8), rand(1, 32, 8), rand(1, 32, 8)
+
+    def loss(mod, att):
+        return lambda q, k, v: mod.numpy.sum(att(q, k, v) * ct)
+
+    got = minijax.grad(loss(minijax, lambda *a: M.flash_attention(*a, 8, 8, causal)),
+                       argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(loss(jax, lambda *a: J.flash_attention(*a, 8, 8, causal)),
+                    argnums=(0, 1, 2))(q, k, v)
+    ref = jax.grad(loss(jax, lambda *a: J.attention_ref(*a, causal)), argnums=(0, 1, 2))(q, k, v)
+    for g, w, r in zip(got, want, ref):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
