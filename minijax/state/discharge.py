@@ -52,7 +52,7 @@ def _write(x, val, starts, indexer):
     return lax.dynamic_update_slice(x, val, _starts(starts), allow_negative_indices=False)
 
 
-# JAX: jax/_src/state/discharge.py discharge_rules — the rules for primitives whose
+# JAX: jax/_src/state/discharge.py _discharge_rules — the rules for primitives whose
 # operands may include refs: rule(in_vals, is_ref, **params) -> (outs, new ref values), where
 # new ref values has one entry per operand (None: unchanged or not a ref).
 discharge_rules: dict[core.Primitive, Callable] = {}
@@ -152,7 +152,7 @@ def _inner(aval):
     return aval.inner_aval if isinstance(aval, AbstractRef) else aval
 
 
-# JAX: jax/_src/state/discharge.py _cond_state_discharge_rule
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_state_discharge_rule
 def _cond_discharge(in_vals, is_ref, *, branches):
     from minijax.lax.control_flow.conditionals import cond_p
     index, *ops = in_vals
@@ -181,7 +181,7 @@ def _trace_closed(fun, avals, name) -> ClosedJaxpr:
     return ClosedJaxpr(jaxpr, consts)
 
 
-# JAX: jax/_src/state/discharge.py _while_discharge_rule — differs: refs only as body consts
+# JAX: jax/_src/lax/control_flow/loops.py _while_partial_discharge_rule — differs: refs only as body consts
 def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     from minijax.lax.control_flow.loops import while_p
     cref, bref, carry_ref = split_list(is_ref, [cond_nconsts, body_nconsts])
@@ -220,7 +220,7 @@ def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, b
     return outs, new + [None] * len(carry)
 
 
-# JAX: jax/_src/state/discharge.py _scan_discharge_rule — differs: refs only as consts
+# JAX: jax/_src/lax/control_flow/loops.py _scan_state_partial_discharge_rule — differs: refs only as consts
 def _scan_discharge(in_vals, is_ref, *, reverse, length, jaxpr, num_consts, num_carry, unroll):
     from minijax.lax.control_flow.loops import scan_p
     kref, rest = is_ref[:num_consts], is_ref[num_consts:]

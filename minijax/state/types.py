@@ -3,7 +3,7 @@
 A ref is a mutable array that exists only while tracing: a kernel (or a stateful function)
 receives refs, reads them with `ref[idx]` (the `get` primitive) and writes them with
 `ref[idx] = v` (`swap`). `discharge_state` (minijax/state/discharge.py) turns such a jaxpr
-back into a pure one. Mirrors jax/_src/state/types.py and jax/_src/state/indexing.py.
+back into a pure one. Mirrors jax/_src/state/types.py and jax/_src/indexing.py.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def is_ref(x) -> bool:
     return isinstance(aval, AbstractRef)
 
 
-# JAX: jax/_src/state/indexing.py Slice — differs: stride is always 1
+# JAX: jax/_src/indexing.py Slice — differs: stride is always 1
 class Slice:
     """`size` consecutive elements starting at `start` (an int or a traced integer scalar)."""
 
@@ -79,7 +79,7 @@ class Slice:
         return f"Slice(start={self.start!r}, size={self.size})"
 
 
-# JAX: jax/_src/state/indexing.py ds / dslice
+# JAX: jax/_src/indexing.py dslice
 def ds(start, size: int | None = None) -> Slice:
     """`pl.ds(start, size)`: a dynamic slice of `size` elements from `start`. With one
     argument, `pl.ds(n)` is `pl.ds(0, n)`."""
