@@ -187,3 +187,22 @@ def test_flash_attention_backward_through_custom_vjp(causal):
     for g, w, r in zip(got, want, ref):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+
+
+def test_a_ref_used_outside_its_kernel_is_an_error_naming_the_kernel():
+    leaked = []
+
+    def leaky_kernel(x_ref, o_ref):
+        leaked.append(x_ref)
+        o_ref[...] = x_ref[...]
+
+    x = rand(4)
+    out = mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                          interpret=True)(x)
+    np.testing.assert_array_equal(np.asarray(out), x)
+    with pytest.raises(minijax.UnexpectedTracerError, match="leaky_kernel"):
+        leaked[0][...]
+    with pytest.raises(ValueError, match="2 in_specs for 1 inputs"):
+        spec = mpl.BlockSpec((4,), lambda: (0,))
+        mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                        in_specs=[spec, spec], interpret=True)(x)

@@ -181,7 +181,8 @@ def _trace_closed(fun, avals, name) -> ClosedJaxpr:
     return ClosedJaxpr(jaxpr, consts)
 
 
-# JAX: jax/_src/lax/control_flow/loops.py _while_partial_discharge_rule — differs: refs only as body consts
+# JAX: jax/_src/lax/control_flow/loops.py _while_partial_discharge_rule — differs: refs
+# only as body consts
 def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     from minijax.lax.control_flow.loops import while_p
     cref, bref, carry_ref = split_list(is_ref, [cond_nconsts, body_nconsts])
@@ -220,7 +221,8 @@ def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, b
     return outs, new + [None] * len(carry)
 
 
-# JAX: jax/_src/lax/control_flow/loops.py _scan_state_partial_discharge_rule — differs: refs only as consts
+# JAX: jax/_src/lax/control_flow/loops.py _scan_state_partial_discharge_rule — differs:
+# refs only as consts
 def _scan_discharge(in_vals, is_ref, *, reverse, length, jaxpr, num_consts, num_carry, unroll):
     from minijax.lax.control_flow.loops import scan_p
     kref, rest = is_ref[:num_consts], is_ref[num_consts:]
