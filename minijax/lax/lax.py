@@ -1216,7 +1216,7 @@ def _squeeze_abstract_eval(x, *, dimensions):
 def _squeeze_transpose(ct, x, *, dimensions):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    return [reshape(ct, x.aval.shape)]
+    return [expand_dims(ct, dimensions)]
 
 
 def _squeeze_batch_rule(vals, dims, *, axis_size, dimensions):

@@ -18,7 +18,7 @@ from minijax.lax import lax as lax_internal
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
     broadcast_arrays, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
-    promote_args_inexact, promote_shapes, shape_of, where,
+    promote_args_inexact, promote_args_numeric, promote_shapes, shape_of, where,
 )
 
 _const = lax_internal._const
@@ -70,11 +70,14 @@ sign = _one_to_one_unary("sign", lax.sign)
 floor = _one_to_one_unary("floor", lambda x: x if np.dtype(x.dtype).kind in "iub"
                           else lax.floor(x))
 
-add = _one_to_one_binary("add", lax.add)
+# JAX: jax/_src/numpy/ufuncs.py add, multiply — on bools, logical or and and
+add = _one_to_one_binary(
+    "add", lambda x, y: lax.bitwise_or(x, y) if dtype_of(x) == np.bool_ else lax.add(x, y))
 
 subtract = _one_to_one_binary("subtract", lax.sub)
 
-multiply = _one_to_one_binary("multiply", lax.mul)
+multiply = _one_to_one_binary(
+    "multiply", lambda x, y: lax.bitwise_and(x, y) if dtype_of(x) == np.bool_ else lax.mul(x, y))
 
 maximum = _one_to_one_binary("maximum", lax.max)
 
@@ -100,8 +103,8 @@ def ceil(x):
 
 
 def square(x):
-    (x,) = promote_args("square", x)
-    return lax.integer_pow(x, 2)
+    (x,) = promote_args_numeric("square", x)
+    return lax.square(x)
 
 
 def reciprocal(x):
@@ -119,7 +122,7 @@ divide = true_divide
 
 def floor_divide(x, y):
     """x // y, rounding toward minus infinity (as numpy)."""
-    x, y = promote_args("floor_divide", x, y)
+    x, y = promote_args_numeric("floor_divide", x, y)
     if np.dtype(core.get_aval(x).dtype).kind in "iu":
         q = lax.div(x, y)
         r = lax.rem(x, y)
@@ -131,7 +134,7 @@ def floor_divide(x, y):
 
 def remainder(x, y):
     """x % y with the sign of y (as numpy's `%`)."""
-    x, y = promote_args("remainder", x, y)
+    x, y = promote_args_numeric("remainder", x, y)
     r = lax.rem(x, y)
     zero = _const(r, 0)
     fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
@@ -143,13 +146,29 @@ mod = remainder
 def power(x, y):
     """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX."""
     if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
-        (x,) = promote_args("power", x)
+        (x,) = promote_args_numeric("power", x)
         d = core.get_aval(x).dtype
         if np.dtype(d).kind in "iu" and y < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         return lax.integer_pow(x, int(y))
+    x, y = promote_shapes("power", x, y)
+    xn, yn = promote_args_numeric("power", x, y)
+    if dtype_kind(xn) in "iu":
+        return _pow_int_int(xn, yn)
     x, y = promote_args_inexact("power", x, y)
     return lax.pow(x, y)
+
+
+# JAX: jax/_src/numpy/ufuncs.py _pow_int_int
+def _pow_int_int(x, y):
+    # binary exponentiation over the bits of y (6 of them: more overflows for any x > 1)
+    zero, one = _const(y, 0), _const(y, 1)
+    acc = where(lax.bitwise_and(lax.eq(x, zero), lax.ne(y, zero)), zero, one)
+    for _ in range(6):
+        acc = where(lax.ne(lax.bitwise_and(y, one), zero), lax.mul(acc, x), acc)
+        x = lax.mul(x, x)
+        y = lax.shift_right_logical(y, one)
+    return acc
 
 pow = power
 
