@@ -118,6 +118,6 @@ def kron(a, b):
     b = lax.reshape(b, (1,) * (nd - core.get_aval(b).ndim) + shape_of(b))
     a_e = lax.reshape(a, tuple(x for s in shape_of(a) for x in (s, 1)))
     b_e = lax.reshape(b, tuple(x for s in shape_of(b) for x in (1, s)))
-    prod_ = ufuncs.multiply(a_e, b_e)
+    prod_ = lax.mul(a_e, b_e)  # lax's, as JAX's kron: bools raise TypeError
     return lax.reshape(prod_, tuple(p * q for p, q in zip(shape_of(a), shape_of(b))))
 
