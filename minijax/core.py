@@ -492,7 +492,7 @@ class JaxprEqn:
         return JaxprEqn(**d)
 
     def __repr__(self) -> str:
-        return pp_eqn(self, _NameContext(), 0)
+        return pp_eqn(self, NameContext(), 0)
 
 
 # JAX: jax/_src/core.py Jaxpr — differs: no effects or debug info
@@ -710,7 +710,7 @@ def _encode_name(n: int) -> str:
 
 
 # JAX: jax/_src/core.py JaxprPpContext
-class _NameContext:
+class NameContext:
     """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance (skipping
     the names of jaxprs printed as `let name = ...`), and `_` to dropped ones."""
 
@@ -752,7 +752,7 @@ def pp_literal(lit: Literal) -> str:
     return f"{val}:{lit.aval.str_short()}"
 
 
-def _pp_param(v, names: _NameContext, indent: int = 0, lead: int = 0) -> str:
+def pp_param(v, names: NameContext, indent: int = 0, lead: int = 0) -> str:
     """A param's value as text, laid out from column `indent + lead` (after its `name=`)."""
     return _layout(_pp_param_doc(v, names), indent, lead)
 
@@ -763,7 +763,7 @@ def _layout(doc, indent: int, lead: int = 0) -> str:
     return _format(_nest(indent, _concat([_text(" " * start), doc])))[start:]
 
 
-def _pp_param_doc(v, names: _NameContext) -> tuple:
+def _pp_param_doc(v, names: NameContext) -> tuple:
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         return _pp_jaxpr_doc(v.jaxpr if isinstance(v, ClosedJaxpr) else v, names)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
@@ -781,7 +781,7 @@ def _pp_param_doc(v, names: _NameContext) -> tuple:
     return _text(str(v))
 
 
-def _pp_vars(vs: Sequence[Atom], names: _NameContext, sep: str = "",
+def _pp_vars(vs: Sequence[Atom], names: NameContext, sep: str = "",
              shapes: bool = False) -> tuple:
     # JAX: jax/_src/core.py pp_vars — each space may break, independently of the others
     items = [_text(f"{names(v)}:{v.aval.str_short()}" if shapes else names(v)) for v in vs]
@@ -789,9 +789,9 @@ def _pp_vars(vs: Sequence[Atom], names: _NameContext, sep: str = "",
 
 
 # JAX: jax/_src/core.py pp_eqn
-def _pp_eqn_doc(eqn: JaxprEqn, names: _NameContext) -> tuple:
+def _pp_eqn_doc(eqn: JaxprEqn, names: NameContext) -> tuple:
     prim = eqn.primitive
-    params = {k: v for k, v in eqn.params.items() if k not in _hidden_params(eqn)}
+    params = {k: v for k, v in eqn.params.items() if k not in hidden_params(eqn)}
     for v in params.values():
         if (prim.pp_inner_names_like_outer and isinstance(v, (Jaxpr, ClosedJaxpr))
                 and (v.jaxpr if isinstance(v, ClosedJaxpr) else v) not in names.shared_jaxprs):
@@ -810,11 +810,11 @@ def _pp_eqn_doc(eqn: JaxprEqn, names: _NameContext) -> tuple:
     return _concat([lhs, _text(" = "), *rhs] if eqn.outvars else rhs)
 
 
-def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int = 0) -> str:
+def pp_eqn(eqn: JaxprEqn, names: NameContext, indent: int = 0) -> str:
     return _layout(_pp_eqn_doc(eqn, names), indent)
 
 
-def _hidden_params(eqn: JaxprEqn) -> set[str]:
+def hidden_params(eqn: JaxprEqn) -> set[str]:
     # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
     hidden = set(eqn.primitive.pp_hidden_params)
     for k, v in eqn.params.items():
@@ -828,7 +828,7 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
 
 
 # JAX: jax/_src/core.py pp_jaxpr_skeleton
-def _pp_jaxpr_doc(jaxpr: Jaxpr, names: _NameContext, shared_ok: bool = True) -> tuple:
+def _pp_jaxpr_doc(jaxpr: Jaxpr, names: NameContext, shared_ok: bool = True) -> tuple:
     if shared_ok and jaxpr in names.shared_jaxprs:
         return _text(names.shared_jaxprs[jaxpr])
     constvars = _pp_vars(jaxpr.constvars, names, shapes=True)
@@ -880,17 +880,17 @@ def _shared_jaxprs(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
     return shared
 
 
-def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0, lead: int = 0) -> str:
+def pp_jaxpr(jaxpr: Jaxpr, names: NameContext, indent: int = 0, lead: int = 0) -> str:
     """Render `jaxpr` as `jax.make_jaxpr(f)(x)` prints it, starting `indent + lead` columns in
     (e.g. after a param's `name=`)."""
     return _layout(_pp_jaxpr_doc(jaxpr, names), indent, lead)
 
 
 # JAX: jax/_src/core.py pp_toplevel_jaxpr
-def pp_toplevel_jaxpr(jaxpr: Jaxpr, names: _NameContext | None = None) -> str:
+def pp_toplevel_jaxpr(jaxpr: Jaxpr, names: NameContext | None = None) -> str:
     """The text of `str(jaxpr)`: shared inner jaxprs first, then the jaxpr itself. `names`
     (fresh if None) is left holding the name of every variable (minijax/viz.py draws them)."""
-    names = _NameContext() if names is None else names
+    names = NameContext() if names is None else names
     names.names.update(_dropvars(jaxpr))
     shared = _shared_jaxprs(jaxpr)
     names.shared_jaxprs.update((j, name) for name, j in shared)
