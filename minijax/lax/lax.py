@@ -1477,8 +1477,10 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
     spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
     out_dtype = preferred_element_type or lhs.dtype
-    # accumulate in the output dtype (int8 operands with an int32 result must not wrap)
-    return np.einsum(spec, lhs.astype(out_dtype), rhs.astype(out_dtype)).astype(out_dtype)
+    # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy's
+    # einsum has no bfloat16, which accumulates in float32 (as XLA on CPU does)
+    acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
+    return np.einsum(spec, lhs.astype(acc_dtype), rhs.astype(acc_dtype)).astype(out_dtype)
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
