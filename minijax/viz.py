@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 
 from minijax import core
-from minijax.core import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Var
+from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
 
 _INSTALL_HINT = ("install Graphviz, which provides it: `apt-get install graphviz` (Debian/"
                  "Ubuntu), `brew install graphviz` (macOS) or `conda install graphviz`")
@@ -64,7 +64,7 @@ class _DotWriter:
         # Name variables exactly as the text printer does (run it once and keep its names),
         # so the picture and `print(jaxpr)` agree letter for letter.
         self.names = core.NameContext()
-        core.pp_jaxpr(jaxpr, self.names)
+        core.pp_toplevel_jaxpr(jaxpr, self.names)
         self.ids = itertools.count()
         self.var_node: dict[Var, str] = {}
         self.lines: list[str] = []
@@ -82,7 +82,8 @@ class _DotWriter:
     def var(self, v: Var, indent: str, **attrs) -> str:
         nid = self.var_node.get(v)
         if nid is None:
-            label = "_" if isinstance(v, DropVar) else f"{self.names(v)}:{v.aval.str_short()}"
+            name = self.names(v)
+            label = "_" if name == "_" else f"{name}:{v.aval.str_short()}"
             nid = self.var_node[v] = self.node(label, indent, shape="ellipse", **attrs)
         return nid
 
