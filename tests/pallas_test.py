@@ -206,3 +206,23 @@ def test_a_ref_used_outside_its_kernel_is_an_error_naming_the_kernel():
         spec = mpl.BlockSpec((4,), lambda: (0,))
         mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
                         in_specs=[spec, spec], interpret=True)(x)
+
+
+def test_eager_calls_compile_once_per_kernel_program():
+    import importlib
+    pc_module = importlib.import_module("minijax.experimental.pallas.pallas_call")
+
+    def call(c, x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + c  # c: a numpy constant of the kernel jaxpr
+        return mpl.pallas_call(kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                               interpret=True)(x)
+
+    x = rand(4)
+    n0 = len(pc_module._impl_cache)
+    one, two = np.full(4, 1.0, np.float32), np.full(4, 2.0, np.float32)
+    np.testing.assert_allclose(np.asarray(call(one, x)), x + 1)
+    np.testing.assert_allclose(np.asarray(call(one, x)), x + 1)  # a retrace, same program
+    assert len(pc_module._impl_cache) == n0 + 1
+    np.testing.assert_allclose(np.asarray(call(two, x)), x + 2)  # other consts: not shared
+    assert len(pc_module._impl_cache) == n0 + 2

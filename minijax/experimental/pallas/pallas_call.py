@@ -489,19 +489,53 @@ mlir.register_lowering(pallas_call_p, _pallas_call_lowering)
 
 
 # JAX: jax/_src/pallas/pallas_call.py _pallas_call_impl — differs: always interpret mode
-_impl_cache: dict[int, tuple[Any, Callable]] = {}
+_impl_cache: dict[Any, Callable] = {}
+
+
+def _consts_key(consts) -> tuple:
+    return tuple((np.asarray(c).dtype.str, np.shape(c), np.asarray(c).tobytes()) for c in consts)
+
+
+def _callables_key(jaxpr: core.Jaxpr) -> tuple:
+    # the printer shows a callable param by its name only; tell same-named ones apart by id
+    out = []
+    for eqn in jaxpr.eqns:
+        for v in eqn.params.values():
+            for sub in core.jaxprs_in_param(v):
+                out.extend(_callables_key(sub))
+            if callable(v) and not isinstance(v, (core.Jaxpr, ClosedJaxpr, type)):
+                out.append(id(v))
+    return tuple(out)
+
+
+def _params_key(params: dict) -> tuple:
+    """A hashable key for a pallas_call's params: each retrace of a kernel makes new jaxpr
+    objects, so equal programs are recognised by their text (and consts)."""
+    def closed_key(c: ClosedJaxpr):
+        return str(c.jaxpr), _consts_key(c.consts), _callables_key(c.jaxpr)
+    key = []
+    for k in sorted(params):
+        v = params[k]
+        if isinstance(v, ClosedJaxpr):
+            key.append((k, closed_key(v)))
+        elif k.endswith("block_mappings"):
+            key.append((k, tuple((bm.origin, bm.array_aval, bm.block_shape,
+                                  closed_key(bm.index_map_jaxpr)) for bm in v)))
+        else:
+            key.append((k, v))
+    return tuple(key)
 
 
 @pallas_call_p.def_impl
 def _pallas_call_impl(*args, **params):
-    """Eagerly, a pallas_call is `jit` of itself (one compilation per kernel jaxpr)."""
+    """Eagerly, a pallas_call is `jit` of itself, compiled once per distinct kernel program
+    (the same kernel called again with the same shapes reuses the executable)."""
     from minijax.pjit import jit
-    key = id(params["jaxpr"])
-    hit = _impl_cache.get(key)
-    if hit is None or hit[0] is not params["jaxpr"]:
-        fn = jit(functools.partial(pallas_call_p.bind, **params))
-        hit = _impl_cache[key] = (params["jaxpr"], fn)
-    return hit[1](*args)
+    key = _params_key(params)
+    fn = _impl_cache.get(key)
+    if fn is None:
+        fn = _impl_cache[key] = jit(functools.partial(pallas_call_p.bind, **params))
+    return fn(*args)
 
 
 # ---------------------------------------------------------------------------------------------
