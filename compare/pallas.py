@@ -102,6 +102,7 @@ def run(quick: bool = False) -> TopicResult:
     # kernel jaxpr, before and after discharge
     xb = x[:256]
     closed = minijax.make_jaxpr(functools.partial(M.vector_add, block=128))(xb, xb)
+    # (the masked add reads program_id; interpret mode substitutes the grid loop's index)
     kernel_jaxpr = closed.jaxpr.eqns[0].params["jaxpr"]
     pure, _ = discharge_state(kernel_jaxpr.jaxpr, kernel_jaxpr.consts)
     jclosed = jax.make_jaxpr(functools.partial(J.vector_add, block=128))(xb, xb)
@@ -112,8 +113,8 @@ def run(quick: bool = False) -> TopicResult:
         "### A kernel as a jaxpr, before and after discharge\n\n"
         "`pallas_call` traces the kernel once, on refs of the *block* shapes, and keeps the "
         "jaxpr as the param of the `pallas_call` primitive. minijax's kernel jaxpr of the "
-        "vector add (grid indices come first, as inputs; JAX binds a `program_id` primitive "
-        "instead, and prints `get`/`swap` as `<-`):\n\n"
+        "vector add (`get` and `swap` print as equations; JAX prints them as `<-`, and shows "
+        "the refs' effects):\n\n"
         + code(str(kernel_jaxpr)) + "\n\nJAX's:\n\n" + code(str(jkernel))
         + "\n\nState discharge (`minijax/state/discharge.py: discharge_state`) turns it into a "
         "pure function of the blocks' contents that returns their final contents; "

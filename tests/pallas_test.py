@@ -226,3 +226,39 @@ def test_eager_calls_compile_once_per_kernel_program():
     assert len(pc_module._impl_cache) == n0 + 1
     np.testing.assert_allclose(np.asarray(call(two, x)), x + 2)  # other consts: not shared
     assert len(pc_module._impl_cache) == n0 + 2
+
+
+def test_program_id_inside_when_and_loop_bodies():
+    # JAX's interpret mode cannot lower a program_id read inside a `when` branch or a loop
+    # body; minijax's can. JAX runs the variant that reads it outside, as the reference.
+    def call(J, pl, x, inside=False, loop=False):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+            pid = None if inside else pl.program_id(0)
+
+            @pl.when(pl.program_id(0) > 0)
+            def _():
+                p = pl.program_id(0) if inside else pid
+                o_ref[...] += p.astype(np.float32)
+
+            if loop:
+                t = J.lax.fori_loop(0, 3, lambda i, c: c + pl.program_id(0), 0)
+                o_ref[0] = o_ref[0] + t.astype(np.float32) * 10.0
+
+        spec = pl.BlockSpec((4,), lambda i: (i,))
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((12,), np.float32),
+                              grid=(3,), in_specs=[spec], out_specs=spec, interpret=True)(x)
+
+    x = rand(12)
+    want = np.asarray(call(jax, jpl, x))
+    for inside in (False, True):
+        np.testing.assert_allclose(np.asarray(call(minijax, mpl, x, inside)), want, rtol=1e-6)
+    expect = want.copy()
+    expect[[4, 8]] += np.array([30.0, 60.0], np.float32)  # 3 * program_id * 10
+    got = call(minijax, mpl, x, inside=True, loop=True)
+    np.testing.assert_allclose(np.asarray(got), expect, rtol=1e-6)
+    jaxpr = minijax.make_jaxpr(functools.partial(call, minijax, mpl))(x)
+    kernel = jaxpr.jaxpr.eqns[0].params["jaxpr"]
+    jkernel = jax.make_jaxpr(functools.partial(call, jax, jpl))(x).jaxpr.eqns[0].params["jaxpr"]
+    line = "= program_id[axis=0]"
+    assert line in str(kernel) and line in str(jkernel)

@@ -100,7 +100,7 @@ def _eval_discharged(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -
         is_ref = [isinstance(v, core.Var) and v in refs for v in eqn.invars]
         in_vals = [read(v) for v in eqn.invars]
         rule = discharge_rules.get(eqn.primitive)
-        if rule is not None and (any(is_ref) or eqn.primitive in _always):
+        if rule is not None and (any(is_ref) or eqn.primitive in always_discharge):
             outs, new_refs = rule(in_vals, is_ref, **eqn.params)
             for v, new in zip(eqn.invars, new_refs):
                 if new is not None:
@@ -122,7 +122,10 @@ def _eval_discharged(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -
     return [read(v) for v in jaxpr.outvars] + [env[v] for v in jaxpr.invars if v in refs]
 
 
-_always: set[core.Primitive] = set()
+# Primitives whose discharge rule runs even without ref operands: the control-flow ones (their
+# bodies may hold equations that must be rewritten, e.g. Pallas' program_id), and any that a
+# caller registers (minijax/experimental/pallas/pallas_call.py: program_id_p).
+always_discharge: set[core.Primitive] = set()
 
 
 # JAX: jax/_src/state/discharge.py discharge_state — differs: discharges every ref input
@@ -157,8 +160,20 @@ def _cond_discharge(in_vals, is_ref, *, branches):
     from minijax.lax.control_flow.conditionals import cond_p
     index, *ops = in_vals
     refs = is_ref[1:]
-    new_branches = tuple(_discharged_closed(b, refs) for b in branches)
-    outs = cond_p.bind(index, *ops, branches=new_branches)
+    new = [_discharged_closed(b, refs) for b in branches]
+    # A re-traced branch may close over values of the enclosing trace: pass every branch's
+    # consts to all branches as leading operands (each branch ignores the others').
+    all_consts = [c for b in new for c in b.consts]
+    n_before = 0
+    hoisted = []
+    for b in new:
+        before = [core.Var(core.get_aval(c)) for c in all_consts[:n_before]]
+        after = [core.Var(core.get_aval(c)) for c in all_consts[n_before + len(b.consts):]]
+        j = b.jaxpr
+        hoisted.append(ClosedJaxpr(Jaxpr([], before + j.constvars + after + j.invars,
+                                         j.outvars, j.eqns), []))
+        n_before += len(b.consts)
+    outs = cond_p.bind(index, *all_consts, *ops, branches=tuple(hoisted))
     n_out = len(branches[0].out_avals)
     outs, finals = outs[:n_out], iter(outs[n_out:])
     return outs, [None] + [next(finals) if r else None for r in refs]
@@ -205,7 +220,7 @@ def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, b
 
     def cond(*args):
         cc, _, c = split_list(list(args), [cond_nconsts, n_r])
-        return core.eval_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, *cc, *c)
+        return _eval_discharged(cond_jaxpr.jaxpr, cond_jaxpr.consts, [*cc, *c])
 
     body_c = _trace_closed(body, p_avals + r_avals + carry_avals, "while_body")
     cond_c = _trace_closed(cond, c_avals + r_avals + carry_avals, "while_cond")
@@ -260,6 +275,7 @@ def _register_control_flow() -> None:
     discharge_rules[cond_p] = _cond_discharge
     discharge_rules[while_p] = _while_discharge
     discharge_rules[scan_p] = _scan_discharge
+    always_discharge.update((cond_p, while_p, scan_p))
 
 
 _register_control_flow()

@@ -23,7 +23,7 @@ from minijax import core
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
-from minijax.state.discharge import discharge_state
+from minijax.state.discharge import _eval_discharged, always_discharge, discharge_rules
 from minijax.state.types import AbstractRef
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -36,36 +36,59 @@ _CHAPTER = "chapters/16-pallas.md"
 
 class _GridContext(threading.local):
     def __init__(self) -> None:
-        self.stack: list[tuple[tuple[int, ...], list[Any]]] = []
+        self.stack: list[tuple[int, ...]] = []  # grids of the kernels being traced
+        self.ids: list[list[Any]] = []  # grid indices of the loop iteration being traced
 
 
 _grid_ctx = _GridContext()
 
 
-def _current_grid(what: str):
+def _current_grid(what: str) -> tuple[int, ...]:
     if not _grid_ctx.stack:
         raise ValueError(f"pl.{what} can only be called inside a kernel run by pallas_call")
     return _grid_ctx.stack[-1]
 
 
-# JAX: jax/_src/pallas/primitives.py program_id — differs: no program_id primitive; while the
-# kernel is traced each grid index is an extra (leading) input of the kernel jaxpr
+def _check_axis(what: str, axis: int, grid: tuple[int, ...]) -> None:
+    if not 0 <= axis < len(grid):
+        raise ValueError(f"pl.{what}: axis {axis} is out of range for a grid of rank "
+                         f"{len(grid)}")
+
+
+# JAX: jax/_src/pallas/primitives.py program_id_p
+program_id_p = core.Primitive("program_id")
+program_id_p.def_abstract_eval(lambda *, axis: ShapedArray((), np.int32))
+
+
+@program_id_p.def_impl
+def _program_id_impl(*, axis):
+    raise ValueError("program_id: only meaningful inside a kernel run by pallas_call")
+
+
+def _program_id_discharge(in_vals, is_ref, *, axis):
+    # inside interpret mode's grid loop: the loop's index along `axis`; elsewhere (e.g.
+    # discharge_state of a kernel jaxpr on its own) the equation stays as it is
+    if _grid_ctx.ids:
+        return _grid_ctx.ids[-1][axis], []
+    return program_id_p.bind(axis=axis), []
+
+
+discharge_rules[program_id_p] = _program_id_discharge
+always_discharge.add(program_id_p)
+
+
+# JAX: jax/_src/pallas/primitives.py program_id
 def program_id(axis: int):
     """The index of this kernel instance along grid axis `axis` (an int32 scalar)."""
-    grid, ids = _current_grid("program_id")
-    if not 0 <= axis < len(grid):
-        raise ValueError(f"pl.program_id: axis {axis} is out of range for a grid of rank "
-                         f"{len(grid)}")
-    return ids[axis]
+    _check_axis("program_id", axis, _current_grid("program_id"))
+    return program_id_p.bind(axis=axis)
 
 
-# JAX: jax/_src/pallas/primitives.py num_programs
+# JAX: jax/_src/pallas/primitives.py num_programs — differs: grids are static, so no primitive
 def num_programs(axis: int) -> int:
     """The size of grid axis `axis` (a Python int: grids are static here)."""
-    grid, _ = _current_grid("num_programs")
-    if not 0 <= axis < len(grid):
-        raise ValueError(f"pl.num_programs: axis {axis} is out of range for a grid of rank "
-                         f"{len(grid)}")
+    grid = _current_grid("num_programs")
+    _check_axis("num_programs", axis, grid)
     return grid[axis]
 
 
@@ -333,9 +356,8 @@ def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_spec
 def _trace_kernel(kernel, kernel_name, grid, ref_avals) -> ClosedJaxpr:
     trace = pe.DynamicJaxprTrace(kernel_name, "a pallas_call kernel")
     try:
-        ids = [trace.new_arg(ShapedArray((), np.int32)) for _ in grid]
         refs = [trace.new_arg(a) for a in ref_avals]
-        _grid_ctx.stack.append((grid, ids))
+        _grid_ctx.stack.append(grid)
         try:
             with core.set_current_trace(trace):
                 out = kernel(*refs)
@@ -442,7 +464,6 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
     from minijax import lax
     from minijax import numpy as jnp
     del name
-    pure, pure_consts = discharge_state(jaxpr.jaxpr, jaxpr.consts)
     n_in, n_out = len(in_block_mappings), len(out_block_mappings)
     alias = dict(input_output_aliases)
     ins = [_pad(x, bm) for x, bm in zip(args, in_block_mappings)]
@@ -464,8 +485,13 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
                      zip(ins, in_block_mappings, in_starts)]
         out_blocks = [_read_block(x, bm, s) for x, bm, s in
                       zip(outs, out_block_mappings, out_starts)]
-        finals = core.eval_jaxpr(pure, pure_consts, *ids[vmapped_dims:], *in_blocks,
-                                 *out_blocks, *scratch)
+        # the kernel, discharged, with program_id reading this iteration's grid indices
+        _grid_ctx.ids.append(ids[vmapped_dims:])
+        try:
+            finals = _eval_discharged(jaxpr.jaxpr, jaxpr.consts,
+                                      [*in_blocks, *out_blocks, *scratch])
+        finally:
+            _grid_ctx.ids.pop()
         _, new_outs, new_scratch = finals[:n_in], finals[n_in:n_in + n_out], finals[n_in + n_out:]
         outs = [_write_block(x, blk, bm, s) for x, blk, bm, s in
                 zip(outs, new_outs, out_block_mappings, out_starts)]
