@@ -102,7 +102,6 @@ def run(quick: bool = False) -> TopicResult:
     # kernel jaxpr, before and after discharge
     xb = x[:256]
     closed = minijax.make_jaxpr(functools.partial(M.vector_add, block=128))(xb, xb)
-    # (the masked add reads program_id; interpret mode substitutes the grid loop's index)
     kernel_jaxpr = closed.jaxpr.eqns[0].params["jaxpr"]
     pure, _ = discharge_state(kernel_jaxpr.jaxpr, kernel_jaxpr.consts)
     jclosed = jax.make_jaxpr(functools.partial(J.vector_add, block=128))(xb, xb)
