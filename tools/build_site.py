@@ -99,12 +99,20 @@ def layout(docs: Path) -> list:
     pages = sorted(CHAPTERS.glob("[0-9][0-9]-*.md")) + [CHAPTERS / "LAYOUT.md",
                                                           CHAPTERS / "README.md"]
     needed: set[Path] = set()
-    for md in pages:
-        src = md.relative_to(ROOT)
+    queue = [md.relative_to(ROOT) for md in pages]
+    done: set[Path] = set()
+    while queue:  # the pages, then every markdown file they link to, and so on
+        src = queue.pop()
+        if src in done:
+            continue
+        done.add(src)
         out = docs / _docs_path(src)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(_rewrite_links(md.read_text(), src, needed))
-    for repo in sorted(needed):
+        found: set[Path] = set()
+        out.write_text(_rewrite_links((ROOT / src).read_text(), src, found))
+        queue += [p for p in found if p.suffix == ".md" and (ROOT / p).is_file()]
+        needed |= found
+    for repo in sorted(needed - done):
         if not (ROOT / repo).is_file():
             continue  # a broken link: mkdocs --strict (and tests/chapters) report it
         out = docs / _docs_path(repo)
