@@ -60,7 +60,7 @@ def _as_arrays(xs: list) -> list:
         if isinstance(x, (core.Tracer, Array)):
             return x
         aval = core.get_aval(x)
-        if aval.dtype == core.float0:
+        if aval.dtype == dtypes.float0:
             return x
         return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
     return [as_array(x) for x in xs]
@@ -107,7 +107,7 @@ def _check_tangent(p, t, i):
     pa, ta = core.get_aval(p), core.get_aval(t)
     want = pa.to_tangent_aval()
     if pa.shape != ta.shape or (want.dtype != ta.dtype and not (
-            want.dtype == core.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
+            want.dtype == dtypes.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
             and ta.dtype == pa.dtype)):
         raise ValueError(f"jvp: primal and tangent arguments must have equal shapes and "
                          f"dtypes; primal {i} is {pa.str_short()} but its tangent is "
@@ -183,7 +183,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
             n = store[2]
             # aux values leave the differentiated computation as plain (stopped) values
             return outs[:n], outs[n:]
-        outs, pullback, aux_flat = _vjp_with_aux(split_fun, flat_p, _fun_name(fun))
+        outs, pullback, _, aux_flat = ad.vjp_flat(split_fun, flat_p, _fun_name(fun),
+                                                  has_aux=True)
         out_tree, aux_tree = store[0], store[1]
     else:
         outs, pullback, _ = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun))
@@ -207,21 +208,6 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     if has_aux:
         return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
     return primal_out, f_vjp
-
-
-def _vjp_with_aux(split_fun, flat_p, name):
-    """vjp of a function returning (outs, aux): aux values leave as their primal values."""
-    aux_box: list = []
-
-    def main_fun(*xs):
-        outs, aux = split_fun(*xs)
-        # We run under the JVPTrace here; an aux value's primal part is what the user gets.
-        trace = core.current_trace()
-        aux_box[:] = [[trace.to_primal_tangent_pair(a)[0] for a in aux]]
-        return outs
-
-    outs, pullback, _ = ad.vjp_flat(main_fun, flat_p, name)
-    return outs, pullback, aux_box[0]
 
 
 def _check_float_input(x, name: str, allow_int: bool) -> None:
