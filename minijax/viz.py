@@ -1,10 +1,12 @@
-"""Pictures: a jaxpr as a data-flow graph, and the chain of traces a `bind` would walk.
+"""Pictures: jaxprs as data-flow graphs, the chain of traces a `bind` would walk, a pytree
+flattened, and the structure of Threefry-2x32.
 
-Both functions return Graphviz DOT source (plain text, no dependency); `render` turns DOT into
+Every function returns Graphviz DOT source (plain text, no dependency); `render` turns DOT into
 an SVG or PNG file with the `dot` program. JAX has no drawing code of its own: it prints jaxprs
 as text (jax/_src/core.py pp_jaxpr) and lists the active traces with
 jax/_src/core.py unsafe_get_trace_stack. Taught in chapters/03-jaxprs.md (jaxpr pictures) and
-chapters/02-tracing.md (the trace chain).
+chapters/02-tracing.md (the trace chain); chapters 04-06, 08 and 10 draw their transformed
+jaxprs, pytrees and Threefry with it.
 """
 
 from __future__ import annotations
