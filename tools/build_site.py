@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -71,10 +72,13 @@ def _source_page(repo_path: Path) -> str:
 def _vendor_mathjax(dest: Path) -> None:
     cache = ROOT / "build" / "vendor"
     wheels = sorted(cache.glob("jupyter_server_mathjax-*.whl"))
-    if not wheels:
+    if not wheels:  # download into a fresh folder, then move: parallel builds may race here
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--only-binary=:all:", MATHJAX_WHEEL, "-d", str(cache)], check=True)
+        with tempfile.TemporaryDirectory(dir=cache) as tmp:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                            "--only-binary=:all:", MATHJAX_WHEEL, "-d", tmp], check=True)
+            for wheel in Path(tmp).glob("*.whl"):
+                os.replace(wheel, cache / wheel.name)
         wheels = sorted(cache.glob("jupyter_server_mathjax-*.whl"))
     with zipfile.ZipFile(wheels[-1]) as zf:
         for name in zf.namelist():
