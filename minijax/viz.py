@@ -11,6 +11,7 @@ jaxprs, pytrees and Threefry with it.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import shutil
 import subprocess
@@ -340,7 +341,7 @@ def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "sv
       graph: a `Jaxpr`, a `ClosedJaxpr`, or DOT text.
       path: the file to write; its parent directories are created.
       format: 'svg' or 'png'.
-    Returns: `path` as a `Path`.
+    Returns: `path` as a `Path`. An SVG carries a comment with the hash of its DOT source.
     Raises: ValueError for another format; RuntimeError if the Graphviz `dot` program is not
       installed (the message says how to install it).
     """
@@ -359,5 +360,17 @@ def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "sv
                               capture_output=True).stdout
     else:
         data = graphviz.Source(source).pipe(format=format)
+    if format == "svg":  # a stamp of the DOT source, so a stale picture can be detected
+        data = data.replace(b"<svg ", f"<!-- {SOURCE_STAMP}{source_digest(source)} -->\n<svg "
+                            .encode(), 1)
     path.write_bytes(data)
     return path
+
+
+SOURCE_STAMP = "minijax.viz DOT source sha256: "
+
+
+def source_digest(source: str) -> str:
+    """The hash `render` writes into an SVG: the same DOT text gives the same picture, whatever
+    Graphviz version drew it (tests/chapters/chapters_test.py compares these)."""
+    return hashlib.sha256(source.encode()).hexdigest()

@@ -92,6 +92,8 @@ def test_render(tmp_path, fmt):
     data = out.read_bytes()
     if fmt == "svg":
         assert b"<svg" in data and b"reduce_sum" in data
+        stamp = viz.SOURCE_STAMP + viz.source_digest(viz.jaxpr_to_dot(closed))
+        assert stamp.encode() in data  # what the chapter test compares to spot stale pictures
     else:
         assert data.startswith(b"\x89PNG")
     out = viz.render(viz.trace_stack_to_dot(), tmp_path / f"t.{fmt}", fmt)

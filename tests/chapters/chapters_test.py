@@ -1,6 +1,9 @@
 """Every chapter runs: its ```python blocks execute in order, in one kernel, and each
 ```output block shows exactly what the code block before it printed.
 
+Pictures drawn by the chapter's code (minijax.viz.render) carry a hash of their DOT source;
+the test fails if running the chapter redrew one from a different source (a stale picture).
+
 Timings differ on every run, so a block tagged ```output-timing is compared with its numbers
 masked: the same lines, words and units, any numbers. Every block right after a code block
 must be one of the two (a ```text block there would go unchecked, and go stale).
@@ -52,9 +55,30 @@ def _mask_numbers(text: str) -> str:
     return "\n".join(" ".join(_NUMBER.sub("#", line).split()) for line in text.splitlines())
 
 
+_PICTURE = re.compile(r"\]\((img/[\w.-]+\.svg)\)")
+_STAMP = re.compile(r"<!-- minijax\.viz DOT source sha256: (\w+) -->")
+
+
+def _picture_stamps(path: Path) -> dict[str, str | None]:
+    """For each SVG the chapter shows, the DOT-source hash that minijax.viz.render stamped in
+    it (None if absent): the chapter's own code redraws them, so a changed hash after running
+    it means the committed picture no longer showed what the code draws."""
+    stamps = {}
+    for rel in _PICTURE.findall(path.read_text()):
+        svg = path.parent / rel
+        m = _STAMP.search(svg.read_text()) if svg.exists() else None
+        stamps[rel] = m.group(1) if m else None
+    return stamps
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_runs_and_outputs_match(path):
+    before = _picture_stamps(path)
     nb = _execute(path)
+    after = _picture_stamps(path)
+    stale = [rel for rel in before if after[rel] is not None and after[rel] != before[rel]]
+    assert not stale, (f"{path.name}: running the chapter redrew {stale}, which showed an older "
+                       "program: commit the redrawn pictures")
     cells = nb.cells
     for i, cell in enumerate(cells[:-1]):
         nxt = cells[i + 1]
