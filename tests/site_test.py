@@ -81,10 +81,16 @@ def test_source_links_are_pages(site):
 
 def test_math_renders_offline(site):
     mathjax = site / "extra" / "mathjax"
-    assert (mathjax / "MathJax.js").is_file()
-    assert (mathjax / "jax" / "output" / "SVG" / "fonts" / "STIX-Web" / "fontdata.js").is_file()
     html = (site / "chapters" / "06-reverse-mode" / "index.html").read_text()
-    assert 'class="arithmatex"' in html and "extra/mathjax/MathJax.js" in html
+    assert 'class="arithmatex"' in html
+    (config,) = re.findall(r'src="[./]*extra/mathjax/MathJax\.js\?config=([\w-]+)"', html)
+    # the combined configuration holds the code of the TeX input and HTML-CSS output, and the
+    # fonts that mathjax-config.js asks for ship with it
+    assert "HTML-CSS" in (mathjax / "config" / f"{config}.js").read_text()
+    fonts = mathjax / "jax" / "output" / "HTML-CSS" / "fonts" / "STIX-Web"
+    assert (fonts / "fontdata.js").is_file()
+    assert list((mathjax / "fonts" / "HTML-CSS" / "STIX-Web" / "woff").rglob("*.woff"))
+    assert 'webFont: "STIX-Web"' in (site / "extra" / "mathjax-config.js").read_text()
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
