@@ -132,3 +132,12 @@ def test_links_and_symbols_exist(path):
         py = ROOT / file
         assert py.exists(), f"{path.name}: {file} does not exist"
         assert symbol in _defined_names(py), f"{path.name}: {file} has no symbol {symbol}"
+
+
+def test_timing_blocks_compare_words_not_numbers():
+    shown = "minijax  gather   0.43 ms   scatter-add   2.11 ms\ncores busy 1.00: True"
+    assert _mask_numbers(shown) == _mask_numbers(
+        "minijax  gather  12.5 ms   scatter-add 101.00 ms\ncores busy 2: True")
+    assert _mask_numbers(shown) != _mask_numbers(
+        "minijax  gather   0.43 s   scatter-add   2.11 ms\ncores busy 1.00: True")
+    assert _mask_numbers(shown) != _mask_numbers(shown.replace("True", "False"))
