@@ -141,3 +141,14 @@ def test_timing_blocks_compare_words_not_numbers():
     assert _mask_numbers(shown) != _mask_numbers(
         "minijax  gather   0.43 s   scatter-add   2.11 ms\ncores busy 1.00: True")
     assert _mask_numbers(shown) != _mask_numbers(shown.replace("True", "False"))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_pictures_exist(path):
+    """Every picture a chapter shows is in chapters/img; from chapter 02 on, each chapter on a
+    transformation shows at least one (they are drawn by its own code)."""
+    pictures = re.findall(r"!\[[^\]]*\]\((img/[^)]+)\)", path.read_text())
+    for rel in pictures:
+        assert (path.parent / rel).is_file(), f"{path.name}: missing picture {rel}"
+    if "02" <= path.name[:2] <= "10":
+        assert pictures, f"{path.name} shows no picture"
