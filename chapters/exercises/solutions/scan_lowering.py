@@ -4,8 +4,9 @@ XLA has no scan instruction. JAX runs a scan as a while loop whose carry holds a
 the scan's carry, and the stacked outputs written so far: each iteration reads `xs[i]` with a
 dynamic slice, runs the body, and writes `ys[i]` with a dynamic update slice
 (jax/_src/lax/control_flow/loops.py `_scan_impl`; scan's lowering rule there is
-`mlir.lower_fun(_scan_impl)`: that function, traced and lowered, is what XLA receives). Write that lowering with minijax's
-`lax.while_loop`, `lax.dynamic_index_in_dim` and `lax.dynamic_update_index_in_dim`.
+`mlir.lower_fun(_scan_impl)`: that function, traced and lowered, is what XLA receives).
+Write that lowering with minijax's `lax.while_loop`, `lax.dynamic_index_in_dim` and
+`lax.dynamic_update_index_in_dim`.
 
 Here the carry, `xs` and `ys` are single arrays (no pytrees). The output buffer must exist
 before the loop starts, so you need the type of `ys[i]` first: `minijax.make_jaxpr` of the body
