@@ -135,33 +135,6 @@ def ref_addupdate(ref, idx, value) -> None:
     addupdate_p.bind(ref, value, *starts, indexer=spec)
 
 
-# JAX: jax/_src/state/types.py AbstractRef._getitem / _setitem (the aval handles indexing of
-# a traced ref) — differs: minijax's Tracer has no aval forwarding, so the two methods are
-# installed on core.Tracer here and fall back to array indexing for non-refs.
-import minijax.numpy  # noqa: E402,F401  (installs the array methods we fall back to)
-
-_array_getitem = core.Tracer.__getitem__
-_array_setitem = getattr(core.Tracer, "__setitem__", None)
-
-
-def _tracer_getitem(self, idx):
-    if isinstance(self.aval, AbstractRef):
-        return ref_get(self, idx)
-    return _array_getitem(self, idx)
-
-
-def _tracer_setitem(self, idx, value):
-    if isinstance(self.aval, AbstractRef):
-        return ref_set(self, idx, value)
-    if _array_setitem is not None:
-        return _array_setitem(self, idx, value)
-    raise TypeError(f"'{type(self).__name__}' object does not support item assignment. JAX "
-                    "arrays are immutable. Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)``"
-                    " or another .at[] method")
-
-
-core.Tracer.__getitem__ = _tracer_getitem
-core.Tracer.__setitem__ = _tracer_setitem
 
 
 # ---------------------------------------------------------------------------------------------

@@ -47,6 +47,17 @@ class AbstractRef:
     def str_short(self) -> str:
         return f"Ref{{{self.inner_aval.str_short()}}}"
 
+    # A traced ref is indexed through its aval (core.Tracer forwards `t[idx]` and
+    # `t[idx] = v` to `t.aval._getitem` / `_setitem`), as JAX's AbstractRef is.
+    # JAX: jax/_src/state/types.py AbstractRef._getitem, AbstractRef._setitem
+    def _getitem(self, tracer, idx):
+        from minijax.state.primitives import ref_get
+        return ref_get(tracer, idx)
+
+    def _setitem(self, tracer, idx, value) -> None:
+        from minijax.state.primitives import ref_set
+        return ref_set(tracer, idx, value)
+
     def __eq__(self, other) -> bool:
         return type(other) is AbstractRef and self.inner_aval == other.inner_aval
 
