@@ -160,8 +160,6 @@ EXCEPTIONS = {
                       "mode, and JAX folds `lt` of the constant indices eagerly",
     "09 softplus grad": "JAX's softplus is a jitted logaddexp(x, 0) with its custom_jvp and "
                         "inf guards; minijax's nn.softplus has a different body",
-    "07 grad jit": "JAX's partial evaluation of jit forwards known inputs that are residuals "
-                   "instead of returning them from the known call",
 }
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 import minijax
 
 N_PROGRAMS = 300
-RATE_FLOOR = 0.9
+RATE_FLOOR = 0.95
 
 SHAPES = [(3, 4), (4,), (3, 1)]
 
