@@ -5,7 +5,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
 from minijax import array as _array  # noqa: F401  (registers Array with core)
-from minijax import lax, nn, numpy, tree_util  # noqa: F401
+from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
 from minijax.api import (  # noqa: F401
     ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
