@@ -1,0 +1,176 @@
+"""Tests for minijax/tree_util.py and minijax/tree.py against jax.tree_util / jax.tree.
+
+One program, two modules: each program runs with `J=jax` and `J=minijax` and must give the same
+leaves, the same treedef text, the same rebuilt values and types, and raise the same errors.
+"""
+
+import collections
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+
+NT = collections.namedtuple("NT", "a b")
+
+
+def _plain(x):
+    """Leaves as Python/numpy values, so results of both modules compare with ==."""
+    if isinstance(x, (jax.Array, minijax.Array)):
+        return ("array", np.asarray(x).tolist(), str(np.asarray(x).dtype))
+    return x
+
+
+def _same(program):
+    got, want = program(minijax), program(jax)
+    g = jax.tree_util.tree_map(_plain, got, is_leaf=lambda x: isinstance(x, minijax.Array))
+    w = jax.tree_util.tree_map(_plain, want)
+    assert repr(g) == repr(w), (g, w)
+    return got
+
+
+TREES = [
+    {"b": 1, "a": [2.0, (3, None)], "c": "s"},
+    collections.OrderedDict([("z", 1), ("a", 2), ("m", {"y": 3, "x": 4})]),
+    collections.defaultdict(list, {"b": 1, "a": (2, 3)}),
+    NT(1, NT(2, [3, 4])),
+    [NT(a=(), b=None), {}, ()],
+    {1: "one", 0: "zero"},
+    (1,),
+    None,
+    5,
+]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=range(len(TREES)))
+def test_flatten_unflatten_and_repr(tree):
+    def program(J):
+        leaves, treedef = J.tree_util.tree_flatten(tree)
+        rebuilt = J.tree_util.tree_unflatten(treedef, [f"L{i}" for i in range(len(leaves))])
+        return (leaves, str(treedef), treedef.num_leaves, type(rebuilt).__name__, repr(rebuilt),
+                str(J.tree.structure(tree)), J.tree.leaves(tree))
+    _same(program)
+
+
+@pytest.mark.parametrize("tree", TREES, ids=range(len(TREES)))
+def test_key_paths(tree):
+    def program(J):
+        pairs, treedef = J.tree_util.tree_flatten_with_path(tree)
+        return ([(repr(p), J.tree_util.keystr(p), J.tree_util.keystr(p, simple=True,
+                                                                      separator="/"), x)
+                 for p, x in pairs], str(treedef),
+                J.tree.map_with_path(lambda p, x: J.tree_util.keystr(p), tree),
+                [repr(p) for p, _ in J.tree.leaves_with_path(tree)])
+    _same(program)
+
+
+def test_key_types_and_registered_nodes_without_keys():
+    class Box:
+        def __init__(self, *xs):
+            self.xs = xs
+
+    def program(J):
+        tu = J.tree_util
+        tu.register_pytree_node(Box, lambda b: (b.xs, None), lambda _, xs: Box(*xs))
+        keys = [tu.DictKey("k"), tu.SequenceKey(3), tu.GetAttrKey("w"), tu.FlattenedIndexKey(2)]
+        pairs, _ = tu.tree_flatten_with_path({"box": Box(1, [2])})
+        again = [tu.DictKey("k"), tu.SequenceKey(3), tu.GetAttrKey("w"), tu.FlattenedIndexKey(2)]
+        return ([(repr(k), str(k), k == k2, hash(k) == hash(k2), k == tu.DictKey("other"))
+                 for k, k2 in zip(keys, again)],
+            [(tu.keystr(p), x) for p, x in pairs], keys[0].key, keys[1].idx, keys[2].name)
+    _same(program)
+
+
+def test_ordered_and_default_dicts_through_transformations():
+    od = collections.OrderedDict([("w", np.float32(2.0)), ("b", np.float32(3.0))])
+    dd = collections.defaultdict(int, {"w": np.float32(2.0), "b": np.float32(3.0)})
+
+    def program(J):
+        loss = lambda p: p["w"] * p["b"] ** 2
+        g_od, g_dd = J.grad(loss)(od), J.jit(J.grad(loss))(dd)
+        out = J.vmap(lambda p: J.tree.map(lambda x: x * 2, p))(
+            collections.OrderedDict(z=np.ones(3, np.float32), a=np.zeros(3, np.float32)))
+        return (type(g_od).__name__, list(g_od.items()), type(g_dd).__name__,
+                g_dd.default_factory, sorted(g_dd.items()), type(out).__name__, list(out))
+    _same(program)
+
+
+def test_register_dataclass():
+    @dataclasses.dataclass
+    class Params:
+        w: object
+        b: object
+        name: str = dataclasses.field(default="p", metadata=dict(static=True))
+
+    @dataclasses.dataclass
+    class Pair:
+        x: object
+        tag: str
+
+    def program(J):
+        P = J.tree_util.register_dataclass(
+            dataclasses.make_dataclass("Params", [("w", object), ("b", object), (
+                "name", str, dataclasses.field(default="p", metadata=dict(static=True)))]))
+        Q = dataclasses.make_dataclass("Pair", [("x", object), ("tag", str)])
+        J.tree_util.register_dataclass(Q, data_fields=["x"], meta_fields=["tag"])
+        p = P(np.float32(2.0), np.float32(3.0), "lin")
+        leaves, treedef = J.tree_util.tree_flatten(p)
+        g = J.grad(lambda p: p.w * p.b)(p)
+        q_leaves, q_def = J.tree_util.tree_flatten_with_path(Q([1, 2], "t"))
+        return (leaves, str(treedef), type(g).__name__, g.name, float(g.w), float(g.b),
+                [(J.tree_util.keystr(k), v) for k, v in q_leaves], str(q_def))
+    _same(program)
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.tree_util.register_dataclass(type("NotADataclass", (), {}))
+        with pytest.raises(ValueError):  # a field that is neither data nor meta
+            J.tree_util.register_dataclass(Pair, data_fields=["x"], meta_fields=[])
+
+
+def test_tree_functions():
+    def program(J):
+        t = {"a": [1, 2], "b": (3,)}
+        return (J.tree.map(lambda x, y: x * 10 + y, t, {"a": [5, 6], "b": (7,)}),
+                J.tree.map(lambda x: x is None, [None, 1], is_leaf=lambda x: x is None),
+                J.tree.reduce(lambda a, b: a + b, t), J.tree.reduce(lambda a, b: a + b, t, 100),
+                J.tree.all(t), J.tree.all([1, 0]), J.tree.all([]),
+                J.tree.transpose(J.tree.structure([0, 0]), J.tree.structure((0, 0, 0)),
+                                 [(1, 2, 3), (4, 5, 6)]),
+                J.tree.transpose(J.tree.structure([0, 0]), None, [{"x": 1}, {"x": 2}]),
+                J.tree.flatten(t)[0], J.tree.unflatten(J.tree.structure(t), range(3)),
+                # the other trees may be deeper than the first one (its leaves are a prefix)
+                J.tree.map(lambda x, y: (x, y), [1, 2], [(3, 4), {"k": 5}]),
+                J.tree_util.tree_structure(t).flatten_up_to({"a": [[1], 2], "b": (None,)}),
+                J.tree_util.tree_structure(t).num_nodes)
+    _same(program)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda J: J.tree.map(lambda x, y: x, [1, 2], [1, 2, 3]),
+    lambda J: J.tree.map(lambda x, y: x, {"a": 1}, {"b": 1}),
+    lambda J: J.tree.map(lambda x, y: x, (1, 2), [1, 2]),
+    lambda J: J.tree.unflatten(J.tree.structure([0, 0]), [1]),
+    lambda J: J.tree.reduce(lambda a, b: a + b, []),
+    lambda J: J.tree.transpose(J.tree.structure([0, 0]), J.tree.structure((0, 0)),
+                               [(1, 2), (3,)]),
+    lambda J: J.tree_util.register_pytree_node(tuple, lambda t: (t, None), tuple),
+])
+def test_errors_like_jax(bad):
+    with pytest.raises(Exception) as want:
+        bad(jax)
+    with pytest.raises(want.type):
+        bad(minijax)
+
+
+def test_partial_is_a_pytree():
+    def program(J):
+        add = J.tree_util.Partial(lambda x, y, scale=1.0: (x + y) * scale, np.float32(1.0),
+                                  scale=np.float32(3.0))
+        call = J.jit(lambda f, y: f(y))
+        leaves, treedef = J.tree_util.tree_flatten(add)
+        back = J.jit(lambda f: f)(add)
+        return (call(add, 2.0), leaves, str(treedef).split("[")[0], type(back).__name__,
+                back(np.float32(1.0)), J.tree_util.tree_structure(add) == treedef)
+    _same(program)
