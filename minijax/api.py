@@ -17,7 +17,8 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
-from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
+from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
+                               tree_unflatten)
 
 
 def _fun_name(f) -> str:
@@ -37,7 +38,10 @@ def _flatten_fun(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable
 
 
 def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
-    """Like `_flatten_fun` for `fun` returning `(out, aux)`: flat outputs are out + aux."""
+    """Like `_flatten_fun` for `fun` returning `(out, aux)`: the flat outputs are those of
+    `out`; `aux` lands in `out_store` (after `out`'s structure), with the current trace's
+    tracers replaced by their primal values. Other leaves (Python ints, strings, ...) pass
+    untouched, as in JAX (jax/_src/interpreters/ad.py: jvp_subtrace_aux)."""
     def flat_fun(*leaves):
         args = tree_unflatten(in_tree, leaves)
         res = fun(*args)
@@ -46,9 +50,10 @@ def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Call
                             f"got {type(res).__name__}")
         out, aux = res
         out_flat, out_tree = tree_flatten(out)
-        aux_flat, aux_tree = tree_flatten(aux)
-        out_store[:] = [out_tree, aux_tree, len(out_flat)]
-        return out_flat + aux_flat
+        trace = core.current_trace()
+        out_store[:] = [out_tree, tree_map(
+            lambda x: x.primal if isinstance(x, ad.JVPTracer) and x._trace is trace else x, aux)]
+        return out_flat
     return flat_fun
 
 
@@ -136,11 +141,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     outs_p, outs_t = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun))
     outs_p = _as_arrays(outs_p)
     outs_t = _as_arrays([ad.instantiate_zeros(t) for t in outs_t])
-    if has_aux:
-        out_tree, aux_tree, n = store
-        return (tree_unflatten(out_tree, outs_p[:n]), tree_unflatten(out_tree, outs_t[:n]),
-                tree_unflatten(aux_tree, outs_p[n:]))
-    return tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
+    out = tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
+    return (*out, store[1]) if has_aux else out
 
 
 # JAX: jax/_src/api.py linearize
@@ -150,17 +152,25 @@ def linearize(fun: Callable, *primals):
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
     outs, lin = ad.linearize_flat(_flatten_fun(fun, in_tree, store), flat_p, _fun_name(fun))
-    out_tree = store[0]
-
-    def f_jvp(*tangents):
-        flat_t, t_tree = tree_flatten(tangents)
-        if t_tree != in_tree:
-            raise TypeError(f"linearize: tangents must have structure {in_tree}, got {t_tree}")
-        return tree_unflatten(out_tree,
-                              _as_arrays(core.eval_jaxpr(lin.jaxpr, lin.consts, *flat_t)))
-
+    # A pytree whose leaves are the residuals, so it can leave a jit (JAX: Partial too)
+    f_jvp = Partial(_LinearizedJVP(lin.jaxpr, in_tree, store[0]), lin.consts)
     f_jvp.jaxpr = lin
-    return tree_unflatten(out_tree, _as_arrays(outs)), f_jvp
+    return tree_unflatten(store[0], _as_arrays(outs)), f_jvp
+
+
+class _LinearizedJVP:
+    """The function inside linearize's Partial: (residuals, *tangents) -> output tangents."""
+
+    def __init__(self, jaxpr: core.Jaxpr, in_tree: PyTreeDef, out_tree: PyTreeDef) -> None:
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+
+    def __call__(self, residuals, *tangents):
+        flat_t, t_tree = tree_flatten(tangents)
+        if t_tree != self.in_tree:
+            raise TypeError(f"linearize: tangents must have structure {self.in_tree}, got "
+                            f"{t_tree}")
+        return tree_unflatten(self.out_tree,
+                              _as_arrays(core.eval_jaxpr(self.jaxpr, residuals, *flat_t)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,51 +187,42 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
     flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, in_tree, store)
-    if has_aux:
-        def split_fun(*xs):
-            outs = flat_fun(*xs)
-            n = store[2]
-            # aux values leave the differentiated computation as plain (stopped) values
-            return outs[:n], outs[n:]
-        outs, pullback, aux_flat = _vjp_with_aux(split_fun, flat_p, _fun_name(fun))
-        out_tree, aux_tree = store[0], store[1]
-    else:
-        outs, pullback, _ = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun))
-        out_tree = store[0]
-    out_avals = [core.get_aval(o) for o in outs]
+    outs, _, lin = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun))
+    out_tree = store[0]
+    f_vjp = VJP(lin.jaxpr, in_tree, out_tree, tuple(core.get_aval(o) for o in outs), lin.consts)
+    primal_out = tree_unflatten(out_tree, _as_arrays(outs))
+    return (primal_out, f_vjp, store[1]) if has_aux else (primal_out, f_vjp)
 
-    def f_vjp(ct):
+
+# JAX: jax/_src/api.py VJP — differs: one list of residuals (JAX also keeps opaque ones)
+class VJP:
+    """The function `vjp` returns: `f_vjp(ct)` maps an output cotangent to the input
+    cotangents by transposing the linear jaxpr (`ad.backward_pass`). A pytree whose leaves are
+    the residuals, so it can be returned from `jit` or passed into it."""
+
+    def __init__(self, jaxpr: core.Jaxpr, in_tree: PyTreeDef, out_tree: PyTreeDef,
+                 out_avals: tuple[ShapedArray, ...], residuals: list) -> None:
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+        self.out_avals, self.residuals = out_avals, list(residuals)
+
+    def __call__(self, ct):
         flat_ct, ct_tree = tree_flatten(ct)
-        if ct_tree != out_tree:
-            raise TypeError(f"vjp: cotangent must have the output's structure {out_tree}, "
-                            f"got {ct_tree}")
-        for c, a in zip(flat_ct, out_avals):
+        if ct_tree != self.out_tree:
+            raise TypeError(f"vjp: cotangent must have the output's structure "
+                            f"{self.out_tree}, got {ct_tree}")
+        for c, a in zip(flat_ct, self.out_avals):
             ca = core.get_aval(c)
             if ca.shape != a.shape:
                 raise ValueError(f"vjp: cotangent of shape {ca.str_short()} does not match "
                                  f"the output {a.str_short()}")
-        cts = pullback(flat_ct)
-        return tree_unflatten(in_tree, _as_arrays(cts))
-
-    primal_out = tree_unflatten(out_tree, _as_arrays(outs))
-    if has_aux:
-        return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
-    return primal_out, f_vjp
+        undef = [ad.UndefinedPrimal(a) for a in self.jaxpr.in_avals]
+        cts = ad.backward_pass(self.jaxpr, self.residuals, undef, flat_ct)
+        return tree_unflatten(self.in_tree, _as_arrays([ad.instantiate_zeros(c) for c in cts]))
 
 
-def _vjp_with_aux(split_fun, flat_p, name):
-    """vjp of a function returning (outs, aux): aux values leave as their primal values."""
-    aux_box: list = []
-
-    def main_fun(*xs):
-        outs, aux = split_fun(*xs)
-        # We run under the JVPTrace here; an aux value's primal part is what the user gets.
-        trace = core.current_trace()
-        aux_box[:] = [[trace.to_primal_tangent_pair(a)[0] for a in aux]]
-        return outs
-
-    outs, pullback, _ = ad.vjp_flat(main_fun, flat_p, name)
-    return outs, pullback, aux_box[0]
+register_pytree_node(
+    VJP, lambda v: ((v.residuals,), (v.jaxpr, v.in_tree, v.out_tree, v.out_avals)),
+    lambda meta, children: VJP(*meta, children[0]))
 
 
 def _check_float_input(x, name: str, allow_int: bool) -> None:
@@ -385,7 +386,19 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
 
         outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
                                   _fun_name(fun))
-        return tree_unflatten(store[0], _as_arrays(outs))
+        # An unbatched output with out_axes=None comes back as it came (a Python float stays
+        # a float), as in JAX; the others are arrays.
+        for o in outs:
+            if not isinstance(o, core.Tracer):
+                try:
+                    core.get_aval(o)
+                except TypeError:
+                    raise TypeError(f"Output from batched function {o!r} with type "
+                                    f"{type(o)} is not a valid minijax type") from None
+        wanted = out_dims_wanted(len(outs))
+        outs = [o if d is None and not isinstance(o, core.Tracer) else _as_arrays([o])[0]
+                for o, d in zip(outs, wanted)]
+        return tree_unflatten(store[0], outs)
 
     return vmap_f
 

@@ -477,13 +477,36 @@ def treedef_is_leaf(treedef: PyTreeDef) -> bool:
 # Partial: a function with bound arguments that is itself a pytree
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/tree_util.py Partial — differs: no shim for nested functools.partial hashing
+# JAX: jax/_src/tree_util.py _HashableCallableShim
+class _HashableCallableShim:
+    """Wraps a functools.partial given to Partial, which Python would otherwise merge into the
+    new partial (its bound arguments would become children); it stays static aux data."""
+
+    def __init__(self, fun: Callable) -> None:
+        self.fun = fun
+
+    def __call__(self, *args, **kwargs):
+        return self.fun(*args, **kwargs)
+
+    def __hash__(self) -> int:
+        return hash(self.fun)
+
+    def __eq__(self, other) -> bool:
+        return self.fun == (other.fun if isinstance(other, _HashableCallableShim) else other)
+
+
+# JAX: jax/_src/tree_util.py Partial
 class Partial(functools.partial):
     """`functools.partial` as a pytree: the bound arguments are its children (so arrays in
     them are leaves that transformations see), the function is aux data (static).
 
-    So a `Partial` may be passed into or returned from `jit`; `vjp` and `linearize` return
-    one, whose leaves are the residuals."""
+    So a `Partial` may be passed into or returned from `jit`; `linearize` returns one, whose
+    leaves are the residuals (`vjp` returns `api.VJP`, a pytree of the same kind)."""
+
+    def __new__(cls, func, *args, **kwargs):
+        if isinstance(func, functools.partial):
+            func = _HashableCallableShim(func)
+        return super().__new__(cls, func, *args, **kwargs)
 
 
 register_pytree_node(

@@ -174,3 +174,113 @@ def test_partial_is_a_pytree():
         return (call(add, 2.0), leaves, str(treedef).split("[")[0], type(back).__name__,
                 back(np.float32(1.0)), J.tree_util.tree_structure(add) == treedef)
     _same(program)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pytrees through the transformations: what JAX leaves alone comes back as it came
+# ---------------------------------------------------------------------------------------------
+
+def _typed(tree, J):
+    """Each leaf as (type family, value): arrays of either module compare equal, while a
+    Python int/float/str/bool (JAX may return a float subclass) stays distinguishable."""
+    def one(x):
+        if isinstance(x, (jax.Array, minijax.Array)):
+            return ("array", str(x.dtype), np.asarray(x).tolist())
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            return ("numpy", np.asarray(x).tolist())
+        for t in (bool, int, float, str):
+            if isinstance(x, t):
+                return (t.__name__, t(x))
+        return (type(x).__name__, x)
+    return J.tree_util.tree_map(one, tree)
+
+
+def _same_typed(program):
+    got, want = _typed(program(minijax), minijax), _typed(program(jax), jax)
+    assert repr(got) == repr(want), (got, want)
+
+
+AUX = {"n": 3, "f": 1.5, "s": "hi", "none": None, "b": True, "od": collections.OrderedDict(
+    z=1, a=2.5)}
+
+
+@pytest.mark.parametrize("which", ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jit_grad"])
+def test_has_aux_payload_passes_through(which):
+    def program(J):
+        f = lambda x: ((x * x).sum(), dict(AUX, arr=x * 2))  # noqa: E731
+        x = np.arange(3, dtype=np.float32)
+        if which == "grad":
+            return J.grad(f, has_aux=True)(x)
+        if which == "value_and_grad":
+            return J.value_and_grad(f, has_aux=True)(x)
+        if which == "vjp":
+            out, f_vjp, aux = J.vjp(f, x, has_aux=True)
+            return out, f_vjp(np.float32(1.0)), aux
+        if which == "jvp":
+            return J.jvp(f, (x,), (x,), has_aux=True)
+        if which == "jacrev":
+            return J.jacrev(f, has_aux=True)(x)
+        return J.jit(J.grad(lambda x: (f(x)[0], {"arr": f(x)[1]["arr"]}), has_aux=True))(x)
+    _same_typed(program)
+
+
+def test_has_aux_jacfwd_rejects_strings_like_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.jacfwd(lambda x: (x, {"s": "hi"}), has_aux=True)(np.float32(1.0))
+
+
+@pytest.mark.parametrize("c", [2.5, 7, True, np.float32(3.0), np.arange(2)])
+def test_vmap_unbatched_out_axes_none_passes_through(c):
+    def program(J):
+        xs = np.ones((3, 2), np.float32)
+        return (J.vmap(lambda x, c: (x * 2, c), in_axes=(0, None), out_axes=(0, None))(xs, c),
+                J.vmap(lambda x, c: c, in_axes=(0, None), out_axes=None)(xs, c),
+                J.vmap(lambda x: 3.0, out_axes=None)(xs),
+                J.vmap(lambda x, c: c, in_axes=(0, None))(xs, c))  # out_axes=0: broadcast
+    _same_typed(program)
+
+
+def test_vmap_rejects_string_outputs_like_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.vmap(lambda x: (x, "s"), out_axes=(0, None))(np.ones(3))
+
+
+def test_stop_gradient_on_pytrees():
+    tree = {"a": np.ones(2, np.float32), "f": 1.5, "i": 3, "ints": np.arange(3, dtype=np.int32),
+            "none": None, "t": (2.0, [np.float32(4.0)])}
+
+    def program(J):
+        eager = J.lax.stop_gradient(tree)
+        jitted = J.jit(lambda t: J.lax.stop_gradient(t))(tree)
+        g = J.grad(lambda x: J.lax.stop_gradient({"a": x, "b": 2})["a"] * x
+                   + J.lax.stop_gradient(J.numpy.arange(3)).sum() * x)(3.0)
+        return eager, jitted, g, type(J.lax.stop_gradient(collections.OrderedDict(b=1.0))
+                                      ).__name__
+    _same_typed(program)
+    def both(J):
+        return lambda x: J.lax.stop_gradient((x, J.numpy.arange(2) + 1))
+    jaxprs = [str(J.make_jaxpr(both(J))(1.0)) for J in (jax, minijax)]
+    assert jaxprs[0].count("stop_gradient") == jaxprs[1].count("stop_gradient") == 2
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.lax.stop_gradient({"s": "not an array"})
+
+
+@pytest.mark.parametrize("which", ["vjp", "linearize"])
+def test_vjp_and_linearize_return_pytrees(which):
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+
+    def program(J):
+        def make(x):
+            if which == "vjp":
+                return J.vjp(lambda x: J.numpy.sin(x) * x, x)[1]
+            return J.linearize(lambda x: J.numpy.sin(x) * x, x)[1]
+        fn = J.jit(make)(x)  # a function returned from jit
+        leaves = J.tree_util.tree_leaves(make(x))
+        n_res = len(J.make_jaxpr(make)(x).jaxpr.outvars)
+        again = J.jit(lambda f, t: f(t))(fn, x)  # and passed into one
+        return (type(fn).__name__, fn(x), again, len(leaves), n_res,
+                J.tree.map(lambda r: r.shape, leaves))
+    _same_typed(program)

@@ -295,9 +295,18 @@ defvectorized(not_p)
 mlir.register_lowering(not_p, mlir.nary_lowering("not_"))
 
 
+# JAX: jax/_src/lax/lax.py stop_gradient
 def stop_gradient(x):
-    """The identity, whose derivative is zero: gradients do not flow through `x`."""
-    return stop_gradient_p.bind(x)
+    """The identity, whose derivative is zero: gradients do not flow through `x`, a pytree of
+    arrays (any dtype). Concrete leaves come back as they came (a Python float stays a float);
+    TypeError for a leaf that is not an array or scalar."""
+    def stop(leaf):
+        if isinstance(leaf, core.Tracer):
+            return stop_gradient_p.bind(leaf)
+        core.get_aval(leaf)  # the TypeError for strings and other non-arrays
+        return leaf
+    from minijax.tree_util import tree_map
+    return tree_map(stop, x)
 
 
 stop_gradient_p = unop("stop_gradient", _any, lambda x: x)
