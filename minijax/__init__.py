@@ -8,11 +8,12 @@ from minijax import array as _array  # noqa: F401  (registers Array with core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
 from minijax.api import (  # noqa: F401
-    ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
+    ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacobian,
+    jacrev,
     jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
 )
 from minijax.array import Array  # noqa: F401
-from minijax.config import config  # noqa: F401
+from minijax.config import config, numpy_dtype_promotion  # noqa: F401
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, TracerArrayConversionError, TracerIntegerConversionError,
     UnexpectedTracerError,

@@ -225,25 +225,76 @@ register_pytree_node(
     lambda meta, children: VJP(*meta, children[0]))
 
 
-def _check_float_input(x, name: str, allow_int: bool) -> None:
-    aval = core.get_aval(x)
-    if allow_int:
-        return
-    if not dtypes.is_float(aval.dtype):
+def _is_complex(dtype) -> bool:
+    return dtypes.issubdtype(dtype, np.complexfloating)
+
+
+# JAX: jax/_src/api.py _check_input_dtype_revderiv
+def _check_input_dtype_revderiv(name: str, holomorphic: bool, allow_int: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic and not _is_complex(dtype):
+        raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
+                        f"but got {dtype.name}.")
+    if not dtypes.is_float(dtype) and not allow_int:
         raise TypeError(
             f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
-            f"of np.inexact), but got {aval.dtype.name}. If you want to use Boolean- or "
+            f"of np.inexact), but got {dtype.name}. If you want to use Boolean- or "
             "integer-valued inputs, use vjp or set allow_int to True.")
+
+
+# JAX: jax/_src/api.py _check_output_dtype_revderiv
+def _check_output_dtype_revderiv(name: str, holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic:
+        if not _is_complex(dtype):
+            raise TypeError(f"{name} with holomorphic=True requires outputs with complex "
+                            f"dtype, but got {dtype.name}.")
+    elif _is_complex(dtype):
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex outputs, use "
+                        "minijax.vjp directly.")
+    elif not dtypes.is_float(dtype):
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {dtype.name}. For "
+                        "differentiation of functions with integer outputs, use minijax.vjp "
+                        "directly.")
+
+
+# JAX: jax/_src/api.py _check_input_dtype_jacfwd
+def _check_input_dtype_jacfwd(holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic:
+        if not _is_complex(dtype):
+            raise TypeError("jacfwd with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dtype.name}.")
+    elif not dtypes.is_float(dtype) or _is_complex(dtype):
+        raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype "
+                        f"of np.floating), but got {dtype.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex inputs or integer "
+                        "inputs, use minijax.jvp directly.")
+
+
+# JAX: jax/_src/api.py _check_output_dtype_jacfwd
+def _check_output_dtype_jacfwd(holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic and not _is_complex(dtype):
+        raise TypeError("jacfwd with holomorphic=True requires outputs with complex dtype, "
+                        f"but got {dtype.name}.")
 
 
 # JAX: jax/_src/api.py value_and_grad
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-                   allow_int: bool = False) -> Callable:
+                   holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """A function returning `(fun(*args), gradient)` (with aux: `((value, aux), gradient)`).
 
     `fun` must return a real scalar (TypeError otherwise). `argnums` picks the differentiated
     positional arguments (int: one gradient; tuple: a tuple of gradients), each a pytree of
-    float arrays (TypeError for integer inputs unless allow_int).
+    float arrays (TypeError for integer inputs unless allow_int). With `holomorphic=True`
+    inputs and output must be complex and the result is df/dz; for a real function of
+    complex inputs the gradient is conjugated (JAX's convention: df/dx - i df/dy).
     """
     int_argnums = isinstance(argnums, int)
     nums = (argnums,) if int_argnums else tuple(argnums)
@@ -258,7 +309,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         nums_ = tuple(i % len(args) for i in nums)
         dyn = tuple(args[i] for i in nums_)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "grad", allow_int)
+            _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
 
         def partial_fun(*dyn_args):
             full = list(args)
@@ -277,10 +328,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
             raise TypeError("Gradient only defined for scalar-output functions. Output "
                             + (f"had shape: {shape}." if aval is not None else
                                f"was a {type(ans).__name__}."))
-        if not dtypes.is_float(aval.dtype):
-            raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
-                            f"sub-dtype of np.floating), but got {aval.dtype.name}. For "
-                            "holomorphic differentiation, pass holomorphic=True.")
+        _check_output_dtype_revderiv("grad", holomorphic, ans)
         # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
         # grad(f)(1.0) comes back weakly typed like its input
         g = f_vjp(core.array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
@@ -292,10 +340,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 # JAX: jax/_src/api.py grad
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         allow_int: bool = False) -> Callable:
+         holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """The gradient of a real scalar function (see value_and_grad for arguments and errors).
     Returns a function giving the gradient (a pytree like the argument), plus aux if has_aux."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
     def grad_f(*args, **kwargs):
@@ -439,15 +487,17 @@ def _argnums_partial(fun, args, argnums):
 
 
 # JAX: jax/_src/api.py jacfwd
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """The Jacobian by forward mode: one jvp per input element, batched with vmap.
 
     For an input leaf of shape `in` and an output leaf of shape `out`, the Jacobian leaf has
-    shape `out + in` (pytrees: output structure on the outside, then input structure)."""
+    shape `out + in` (pytrees: output structure on the outside, then input structure).
+    Inputs must be real floats, or complex with `holomorphic=True` (TypeError otherwise)."""
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "jacfwd", False)
+            _check_input_dtype_jacfwd(holomorphic, leaf)
         flat_in, in_tree = tree_flatten(dyn)
         basis, sizes = _std_basis(flat_in)
 
@@ -461,6 +511,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
         jac_t, rest = vmap(push, out_axes=(-1, None))(basis)
         out_flat, out_tree = tree_flatten(jac_t)
+        for o in out_flat:
+            _check_output_dtype_jacfwd(holomorphic, o)
         per_out = []
         for o in out_flat:
             pieces = _split_last(o, flat_in, sizes)
@@ -483,18 +535,22 @@ def _split_last(o, flat_in, sizes):
 
 
 # JAX: jax/_src/api.py jacrev
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """The Jacobian by reverse mode: one vjp per output element, batched with vmap.
-    Shapes as in jacfwd (`out + in` per leaf pair)."""
+    Shapes as in jacfwd (`out + in` per leaf pair). Outputs must be real floats, or complex
+    with `holomorphic=True` (TypeError otherwise)."""
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "jacrev", False)
+            _check_input_dtype_revderiv("jacrev", holomorphic, allow_int, leaf)
         if has_aux:
             y, f_vjp, aux = vjp(f, *dyn, has_aux=True)
         else:
             y, f_vjp = vjp(f, *dyn)
         flat_out, out_tree = tree_flatten(y)
+        for o in flat_out:
+            _check_output_dtype_revderiv("jacrev", holomorphic, o)
         basis, sizes = _std_basis(flat_out)
         rows = vmap(lambda row: f_vjp(tree_unflatten(out_tree,
                                                      _split_basis(row, flat_out, sizes))))(basis)
@@ -521,9 +577,15 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 # JAX: jax/_src/api.py hessian
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
     """`jacfwd(jacrev(fun))`: for an input of shape `in` and scalar output, shape `in + in`."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+# JAX: jax/_src/api.py jacobian
+jacobian = jacrev
 
 
 # ---------------------------------------------------------------------------------------------

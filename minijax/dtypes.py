@@ -53,7 +53,43 @@ def _upper_set(node, x64: bool) -> frozenset:
 
 
 def _join(a, b):
+    if config.jax_numpy_dtype_promotion == "strict":
+        return _join_strict(a, b)
     return _join_in(a, b, x64_enabled())
+
+
+# JAX: jax/_src/dtypes.py TypePromotionError
+class TypePromotionError(ValueError):
+    """Raised when two dtypes have no implicit promotion (jax_numpy_dtype_promotion=strict)."""
+
+
+_WEAK_KIND = {_WEAK_INT: "iub", _WEAK_FLOAT: "f", _WEAK_COMPLEX: "c"}
+
+
+# JAX: jax/_src/dtypes.py _type_promotion_lattice(strict=True): a weak type promotes to every
+# strong dtype of its kind and to the next weak kind; strong dtypes promote to nothing
+def _strict_upper_set(node) -> set:
+    weak = (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX)
+    if node not in weak:
+        return {node}
+    ups = set(weak[weak.index(node):])
+    for kind_node in ups.copy():
+        ups |= {n for n in _LATTICE if n not in weak and n != bool_
+                and np.dtype(n).kind in _WEAK_KIND[kind_node].replace("b", "")}
+    return ups
+
+
+def _join_strict(a, b):
+    common = _strict_upper_set(a) & _strict_upper_set(b)
+    for n in common:
+        if _strict_upper_set(n) >= common:
+            return n
+    name = lambda n: f"<class '{ {_WEAK_INT: 'int', _WEAK_FLOAT: 'float'}.get(n, 'complex')}'>" \
+        if n in _WEAK_KIND else str(n)  # noqa: E731
+    raise TypePromotionError(
+        f"Input dtypes {(name(a), name(b))} have no available implicit dtype promotion path "
+        "when jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+        "output type, or set jax_numpy_dtype_promotion=standard.")
 
 
 @functools.cache
