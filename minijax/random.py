@@ -23,6 +23,7 @@ import numpy as np
 from minijax import core, dtypes, prng
 from minijax import numpy as jnp
 from minijax.lax import lax
+from minijax.lax.control_flow.loops import cumsum
 from minijax.lax.special import erf, erf_inv
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
@@ -484,7 +485,7 @@ def _choice_with_p(key, p_arr, shape, replace, mode):
     # JAX runs these steps eagerly, each op compiled by XLA; jit here gives the same floats
     if replace:
         # inverse CDF: the first index whose running total reaches r
-        p_cuml = lax.cumsum(p_arr)
+        p_cuml = cumsum(p_arr)
         total = p_cuml[-1]
         r = total * (1 - _uniform(key, 0.0, 1.0, shape, core.get_aval(p_cuml).dtype))
         below = jnp.expand_dims(p_cuml, tuple(range(len(shape)))) < jnp.expand_dims(r, -1)

@@ -181,6 +181,19 @@ def defbroadcasting(primitive: core.Primitive) -> None:
     primitive_batchers[primitive] = rule
 
 
+# JAX: jax/_src/interpreters/batching.py defreducer
+def defreducer(primitive: core.Primitive) -> None:
+    """Reductions over the param `axes` (reduce_sum, argmax, ...): the batch axis stays where
+    it is, the reduced axes are renumbered around it, and the output's batch axis is where the
+    batch axis lands among the kept ones."""
+    def rule(vals, dims, *, axis_size, axes, **params):
+        (x,), (d,) = vals, dims
+        axes = tuple(a + (a >= d) for a in axes)
+        out_dim = d - sum(a < d for a in axes)
+        return primitive.bind(x, axes=axes, **params), out_dim
+    primitive_batchers[primitive] = rule
+
+
 def _expand_front(x):
     from minijax.lax import lax
     aval = core.get_aval(x)

@@ -1,35 +1,44 @@
 """`minijax.lax`: the primitives and thin wrappers around `bind`, as `jax.lax`."""
 
-from minijax.lax.lax import (  # noqa: F401
-    abs, add, argmax, argmin, bitwise_and, bitwise_not, bitwise_or, broadcast,
-    broadcast_in_dim, broadcasted_iota, concatenate, convert_element_type, cos, div, dot_general,
-    eq, exp, expand_dims, floor, full, full_like, ge, gt, integer_pow, iota, le, log, log1p,
-    logistic, lt, max, min, mul, ne, neg, pad, pow, reduce_max, reduce_min, reduce_sum, rem,
-    reshape, rev, rsqrt, select, select_n, sign, sin, slice, sqrt, square, squeeze, stop_gradient,
-    sub, tanh, transpose, zeros_like_array,
+# ruff: noqa: F401
+from minijax.lax.control_flow import (
+    cond, cond_p, fori_loop, map, scan, scan_p, switch, while_loop, while_p,
 )
-from minijax.lax.slicing import (  # noqa: F401
-    dynamic_index_in_dim, dynamic_slice, dynamic_slice_in_dim, dynamic_update_index_in_dim,
-    dynamic_update_slice, dynamic_update_slice_in_dim,
+from minijax.lax.control_flow.loops import (
+    cumlogsumexp, cumlogsumexp_p, cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p, cumsum,
+    cumsum_p,
 )
-from minijax.lax.slicing import (  # noqa: F401
-    GatherDimensionNumbers, ScatterDimensionNumbers, gather, scatter, scatter_add, scatter_max,
-    scatter_min, scatter_mul,
+from minijax.lax.convolution import (
+    ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,
+    conv_general_dilated_p, conv_with_general_padding, padtype_to_pads,
 )
-from minijax.lax.convolution import (  # noqa: F401
-    ConvDimensionNumbers, conv_dimension_numbers, conv_general_dilated, padtype_to_pads,
+from minijax.lax.lax import (
+    abs, abs_p, add, add_p, and_p, argmax, argmax_p, argmin, argmin_p, atan2, atan2_p,
+    bitcast_convert_type, bitcast_convert_type_p, bitwise_and, bitwise_not, bitwise_or,
+    bitwise_xor, broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota, clamp, clamp_p,
+    concatenate, concatenate_p, convert_element_type, convert_element_type_p, cos, cos_p, div,
+    div_p, dot_general, dot_general_p, eq, eq_p, exp, exp_p, expand_dims, expm1, expm1_p, floor,
+    floor_p, full, full_like, ge, ge_p, gt, gt_p, integer_pow, integer_pow_p, iota, iota_p,
+    is_finite, is_finite_p, le, le_p, log, log1p, log1p_p, log_p, logistic, logistic_p, lt, lt_p,
+    max, max_p, min, min_p, mul, mul_p, ne, ne_p, neg, neg_p, nextafter, nextafter_p, not_p, or_p,
+    pad, pad_p, pow, pow_p, reduce_max, reduce_max_p, reduce_min, reduce_min_p, reduce_precision,
+    reduce_precision_p, reduce_sum, reduce_sum_p, rem, rem_p, reshape, reshape_p, rev, rev_p,
+    rsqrt, rsqrt_p, select, select_n, select_n_p, shift_left, shift_left_p,
+    shift_right_arithmetic, shift_right_arithmetic_p, shift_right_logical, shift_right_logical_p,
+    sign, sign_p, sin, sin_p, slice, slice_p, sort, sort_key_val, sort_p, sqrt, sqrt_p, square,
+    squeeze, squeeze_p, stop_gradient, stop_gradient_p, sub, sub_p, tanh, tanh_p, top_k, top_k_p,
+    transpose, transpose_p, xor_p, zeros_like_array,
 )
-from minijax.lax.windowed_reductions import reduce_window  # noqa: F401
-from minijax.lax.lax import (  # noqa: F401
-    bitcast_convert_type, bitwise_xor, cumsum, nextafter, shift_left, shift_right_arithmetic,
-    shift_right_logical, sort, sort_key_val,
+from minijax.lax.slicing import (
+    GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
+    dynamic_slice_in_dim, dynamic_slice_p, dynamic_update_index_in_dim, dynamic_update_slice,
+    dynamic_update_slice_in_dim, dynamic_update_slice_p, gather, gather_p, scatter, scatter_add,
+    scatter_add_p, scatter_max, scatter_max_p, scatter_min, scatter_min_p, scatter_mul,
+    scatter_mul_p, scatter_p,
 )
-from minijax.lax.special import erf, erf_inv  # noqa: F401
-from minijax.lax.lax import (  # noqa: F401
-    atan2, clamp, cumlogsumexp, cummax, cummin, cumprod, expm1, is_finite, reduce_precision,
-    top_k,
+from minijax.lax.special import (
+    digamma, digamma_p, erf, erf_inv, erf_inv_p, erf_p, lgamma, lgamma_p,
 )
-from minijax.lax.special import digamma, lgamma  # noqa: F401
-from minijax.lax.control_flow import (  # noqa: F401
-    cond, fori_loop, map, scan, switch, while_loop,
+from minijax.lax.windowed_reductions import (
+    reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
 )

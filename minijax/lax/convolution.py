@@ -124,13 +124,13 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
 def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
                         dimension_numbers, feature_group_count):
     ls, rs, os_ = dimension_numbers
-    where = f"conv_general_dilated({lhs.str_short()}, {rhs.str_short()})"
+    where = lambda: f"conv_general_dilated({lhs.str_short()}, {rhs.str_short()})"  # on error
     if lhs.dtype != rhs.dtype:
-        raise TypeError(f"{where}: lhs and rhs must have the same dtype")
+        raise TypeError(f"{where()}: lhs and rhs must have the same dtype")
     g = feature_group_count
     c, i_feat, o = lhs.shape[ls[1]], rhs.shape[rs[1]], rhs.shape[rs[0]]
     if c != i_feat * g or o % g:
-        raise TypeError(f"{where}: lhs features ({c}) must be rhs input features ({i_feat}) "
+        raise TypeError(f"{where()}: lhs features ({c}) must be rhs input features ({i_feat}) "
                         f"x feature_group_count ({g}), and rhs output features ({o}) divisible "
                         f"by it")
     lhs_sp = _dilate_shape(_spatial(lhs.shape, ls), lhs_dilation)
@@ -338,3 +338,24 @@ ad.defjvp(conv_general_dilated_p, _conv_jvp_lhs, _conv_jvp_rhs)
 ad.primitive_transposes[conv_general_dilated_p] = _conv_transpose
 batching.primitive_batchers[conv_general_dilated_p] = _conv_batch_rule
 mlir.register_lowering(conv_general_dilated_p, _conv_lowering)
+
+
+# JAX: jax/_src/lax/convolution.py conv
+def conv(lhs, rhs, window_strides: Sequence[int], padding, precision=None,
+         preferred_element_type=None):
+    """`conv_general_dilated` without dilation, in the NCHW / OIHW layout: lhs `T[N,C,...]`,
+    rhs `T[O,C,...]`; `padding` is 'SAME', 'VALID' or `(lo, hi)` pairs. Returns `T[N,O,...]`."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+# JAX: jax/_src/lax/convolution.py conv_with_general_padding
+def conv_with_general_padding(lhs, rhs, window_strides: Sequence[int], padding,
+                              lhs_dilation: Sequence[int] | None,
+                              rhs_dilation: Sequence[int] | None, precision=None,
+                              preferred_element_type=None):
+    """`conv_general_dilated` in the NCHW / OIHW layout, with dilations: lhs `T[N,C,...]`,
+    rhs `T[O,C,...]`. Returns `T[N,O,...]`."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
+                                rhs_dilation=rhs_dilation, precision=precision,
+                                preferred_element_type=preferred_element_type)

@@ -20,7 +20,7 @@ from minijax.ad_util import Zero, add_jaxvals_p
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
-from minijax.interpreters.batching import defbroadcasting, defvectorized, not_mapped
+from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -28,10 +28,14 @@ _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 # Shape and dtype rules shared by the elementwise primitives
 # ---------------------------------------------------------------------------------------------
 
+# The dtype kinds an operand may have (JAX: jax/_src/lax/lax.py _float, _int, _num, ...), as
+# the names the error messages print.
 _float = "float"
 _int = "int"
 _bool = "bool"
 _num = "number"
+_int_or_bool = "int or bool"
+_signed = "signed"
 _any = "any"
 
 
@@ -41,15 +45,15 @@ def _dtype_ok(dtype: np.dtype, kind: str) -> bool:
     if kind == _float:
         return dtypes.is_float(dtype)
     if kind == _int:
-        return np.dtype(dtype).kind in "iu"
+        return dtype.kind in "iu"
     if kind == _bool:
-        return np.dtype(dtype).kind == "b"
+        return dtype.kind == "b"
     if kind == _num:
-        return np.dtype(dtype).kind in "iufc" or dtype == dtypes.bfloat16
-    if kind == "int_or_bool":
-        return np.dtype(dtype).kind in "iub"
-    if kind == "signed":
-        return dtypes.is_float(dtype) or np.dtype(dtype).kind == "i"
+        return dtype.kind in "iufc" or dtype == dtypes.bfloat16
+    if kind == _int_or_bool:
+        return dtype.kind in "iub"
+    if kind == _signed:
+        return dtypes.is_float(dtype) or dtype.kind == "i"
     raise ValueError(kind)
 
 
@@ -255,7 +259,7 @@ def abs(x):
     return abs_p.bind(x)
 
 
-abs_p = unop("abs", "signed", np.abs)
+abs_p = unop("abs", _signed, np.abs)
 defjvp(abs_p, lambda g, x: select_n(ge(x, _const(x, 0)), neg(g), g))  # g at 0, as in JAX
 defvectorized(abs_p)
 mlir.register_lowering(abs_p, mlir.nary_lowering("abs"))
@@ -289,7 +293,7 @@ def bitwise_not(x):
     return not_p.bind(x)
 
 
-not_p = unop("not", "int_or_bool", np.invert)
+not_p = unop("not", _int_or_bool, np.invert)
 defjvp_zero(not_p)
 defvectorized(not_p)
 mlir.register_lowering(not_p, mlir.nary_lowering("not_"))
@@ -373,6 +377,35 @@ def square(x):
     return integer_pow(x, 2)
 
 
+def expm1(x):
+    """Elementwise exp(x) - 1, accurate near 0 (float dtypes)."""
+    return expm1_p.bind(x)
+
+
+expm1_p = unop("expm1", _float, np.expm1)
+defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
+defvectorized(expm1_p)
+mlir.register_lowering(expm1_p, mlir.nary_lowering("exponential_minus_one"))
+
+
+def is_finite(x):
+    """Elementwise: True where `x` is neither inf nor NaN (float dtypes); gives bool."""
+    return is_finite_p.bind(x)
+
+
+def _is_finite_abstract_eval(x):
+    _check_dtype("is_finite", x, _float)
+    return ShapedArray(x.shape, dtypes.bool_)
+
+
+is_finite_p = Primitive("is_finite")
+is_finite_p.def_impl(np.isfinite)
+is_finite_p.def_abstract_eval(_is_finite_abstract_eval)
+defjvp_zero(is_finite_p)
+defvectorized(is_finite_p)
+mlir.register_lowering(is_finite_p, mlir.nary_lowering("is_finite"))
+
+
 # ---------------------------------------------------------------------------------------------
 # Binary elementwise
 # ---------------------------------------------------------------------------------------------
@@ -387,33 +420,34 @@ def _add_transpose(ct, x, y):
             _unbroadcast_ct(ct, y) if is_undefined_primal(y) else None]
 
 
-def _to_out_shape(t, out):
+# JAX: jax/_src/lax/lax.py _maybe_broadcast
+def _maybe_broadcast(shape: tuple[int, ...], t):
     # a tangent of an operand lax broadcast implicitly (rank 0 or size-1 dims), made full size
-    t_aval, out_aval = core.get_aval(t), core.get_aval(out)
-    if t_aval.shape == out_aval.shape:
+    t_shape = core.get_aval(t).shape
+    if t_shape == shape:
         return t
-    if t_aval.ndim == 0:
-        return broadcast_in_dim(t, out_aval.shape, ())
-    kept = tuple(i for i, d in enumerate(t_aval.shape) if d == out_aval.shape[i])
-    return broadcast_in_dim(reshape(t, tuple(t_aval.shape[i] for i in kept)), out_aval.shape,
-                            kept)
+    if not t_shape:
+        return broadcast_in_dim(t, shape, ())
+    kept = tuple(i for i, d in enumerate(t_shape) if d == shape[i])
+    return broadcast_in_dim(reshape(t, tuple(t_shape[i] for i in kept)), shape, kept)
 
 
-def _add_jvp(primals, tangents):
-    # JAX's add_jvp: a zero tangent is skipped, not materialized and added
+def _add_sub_jvp(prim, primals, tangents):
+    # JAX's _add_jvp and _sub_jvp: a zero tangent is skipped, not materialized and combined
     (x, y), (tx, ty) = primals, tangents
-    out = add(x, y)
+    out = prim.bind(x, y)
+    shape = core.get_aval(out).shape
     if type(tx) is Zero and type(ty) is Zero:
         return out, Zero.from_primal_value(out)
     if type(tx) is Zero:
-        return out, _to_out_shape(ty, out)
+        return out, _maybe_broadcast(shape, ty if prim is add_p else neg(ty))
     if type(ty) is Zero:
-        return out, _to_out_shape(tx, out)
-    return out, add(tx, ty)
+        return out, _maybe_broadcast(shape, tx)
+    return out, prim.bind(tx, ty)
 
 
 add_p = naryop("add", _num, np.add)
-ad.primitive_jvps[add_p] = _add_jvp
+ad.primitive_jvps[add_p] = functools.partial(_add_sub_jvp, add_p)
 ad.primitive_transposes[add_p] = _add_transpose
 defbroadcasting(add_p)
 mlir.register_lowering(add_p, mlir.nary_lowering("add"))
@@ -450,20 +484,8 @@ def _sub_transpose(ct, x, y):
     return [_unbroadcast_ct(ct, x) if is_undefined_primal(x) else None, ct_y]
 
 
-def _sub_jvp(primals, tangents):
-    (x, y), (tx, ty) = primals, tangents
-    out = sub(x, y)
-    if type(tx) is Zero and type(ty) is Zero:
-        return out, Zero.from_primal_value(out)
-    if type(tx) is Zero:
-        return out, _to_out_shape(neg(ty), out)
-    if type(ty) is Zero:
-        return out, _to_out_shape(tx, out)
-    return out, sub(tx, ty)
-
-
 sub_p = naryop("sub", _num, np.subtract)
-ad.primitive_jvps[sub_p] = _sub_jvp
+ad.primitive_jvps[sub_p] = functools.partial(_add_sub_jvp, sub_p)
 ad.primitive_transposes[sub_p] = _sub_transpose
 defbroadcasting(sub_p)
 mlir.register_lowering(sub_p, mlir.nary_lowering("subtract"))
@@ -525,19 +547,11 @@ def rem(x, y):
 
 
 rem_p = naryop("rem", _num, np.fmod)
-defjvp(rem_p, lambda g, x, y: _unbroadcast_to_out(g, x, y),
+defjvp(rem_p, lambda g, x, y: _maybe_broadcast(
+           _broadcasting_shape("rem", core.get_aval(x), core.get_aval(y)), g),
        lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))
 defbroadcasting(rem_p)
 mlir.register_lowering(rem_p, mlir.nary_lowering("remainder"))
-
-
-def _unbroadcast_to_out(g, x, y):
-    # the tangent of an operand that may be smaller than the output: broadcast it up
-    out_shape = _broadcasting_shape("rem", core.get_aval(x), core.get_aval(y))
-    g_aval = core.get_aval(g)
-    if g_aval.shape == out_shape:
-        return g
-    return broadcast_in_dim(g, out_shape, tuple(range(g_aval.ndim)) if g_aval.ndim else ())
 
 
 def _pow_jvp_lhs(g, x, y):
@@ -599,7 +613,7 @@ def bitwise_and(x, y):
     return and_p.bind(x, y)
 
 
-and_p = naryop("and", "int_or_bool", np.bitwise_and)
+and_p = naryop("and", _int_or_bool, np.bitwise_and)
 defjvp_zero(and_p)
 defbroadcasting(and_p)
 mlir.register_lowering(and_p, mlir.nary_lowering("and_"))
@@ -610,7 +624,7 @@ def bitwise_or(x, y):
     return or_p.bind(x, y)
 
 
-or_p = naryop("or", "int_or_bool", np.bitwise_or)
+or_p = naryop("or", _int_or_bool, np.bitwise_or)
 defjvp_zero(or_p)
 defbroadcasting(or_p)
 mlir.register_lowering(or_p, mlir.nary_lowering("or_"))
@@ -697,8 +711,35 @@ defbroadcasting(ge_p)
 mlir.register_lowering(ge_p, _compare_lowering("GE"))
 
 
+def atan2(x, y):
+    """Elementwise arctangent of x / y, in the quadrant of the point (y, x) (floats of one
+    dtype)."""
+    return atan2_p.bind(x, y)
+
+
+atan2_p = naryop("atan2", _float, np.arctan2)
+defjvp(atan2_p,
+       lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
+       lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
+defbroadcasting(atan2_p)
+mlir.register_lowering(atan2_p, mlir.nary_lowering("atan2"))
+
+
+def nextafter(x1, x2):
+    """The next float after `x1` in the direction of `x2` (one ulp step)."""
+    return nextafter_p.bind(x1, x2)
+
+
+# no jvp, as in JAX: the result is a step function of x1
+nextafter_p = naryop("nextafter", _float, np.nextafter)
+defbroadcasting(nextafter_p)
+mlir.register_lowering(nextafter_p, lambda ctx, x, y: mlir.chlo.next_after(
+    *[mlir.broadcast_to(a, av, av.update(shape=ctx.avals_out[0].shape))
+      for a, av in zip((x, y), ctx.avals_in)]))
+
+
 # ---------------------------------------------------------------------------------------------
-# Selection and conversion
+# Selection and conversion: select_n, convert_element_type, clamp, reduce_precision
 # ---------------------------------------------------------------------------------------------
 
 def _select_n_impl(which, *cases):
@@ -861,8 +902,135 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
 
 
+def _clamp_impl(lo, x, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+def _clamp_abstract_eval(lo, x, hi):
+    for a in (lo, x, hi):
+        _check_dtype("clamp", a, _any)
+    if len({lo.dtype, x.dtype, hi.dtype}) != 1:
+        raise TypeError(f"clamp requires min, x and max to have the same dtype, got "
+                        f"{lo.str_short()}, {x.str_short()}, {hi.str_short()}")
+    for name, a in (("min", lo), ("max", hi)):
+        if a.ndim and a.shape != x.shape:
+            raise TypeError(f"clamp: {name} {a.str_short()} must be a scalar or have the shape "
+                            f"of x {x.str_short()}")
+    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
+
+
+def _clamp_tangent(g, pred, x):
+    shape = core.get_aval(x).shape
+    if core.get_aval(g).shape != shape:  # the tangent of a scalar min or max
+        g = broadcast_in_dim(g, shape, ())
+    return select(pred, g, full_like(x, 0))
+
+
+def _clamp_batch_rule(vals, dims, *, axis_size):
+    # batch axes to the front; min and max stay scalars only if unbatched
+    (lo, x, hi), (dlo, dx, dhi) = vals, dims
+
+    def unbatched_shape(v, d):
+        shape = core.get_aval(v).shape
+        return shape if d is not_mapped else shape[:d] + shape[d + 1:]
+
+    # x's shape, or that of min or max when x is a scalar
+    out_shape = (axis_size,) + builtins.max(map(unbatched_shape, vals, dims), key=len)
+
+    def full_size(v, d):
+        v = batching.bdim_at_front(v, d, axis_size)
+        if core.get_aval(v).shape == out_shape:
+            return v
+        return broadcast_in_dim(v, out_shape, (0,))  # a batched scalar
+
+    x = full_size(x, dx)
+    lo = lo if dlo is not_mapped and not core.get_aval(lo).ndim else full_size(lo, dlo)
+    hi = hi if dhi is not_mapped and not core.get_aval(hi).ndim else full_size(hi, dhi)
+    return clamp_p.bind(lo, x, hi), 0
+
+
+# JAX: jax/_src/lax/lax.py clamp_p
+def clamp(min, x, max):
+    """Elementwise `min(max(x, min), max)`. `min` and `max` are scalars or have the shape of
+    `x`; all three share one dtype, else TypeError."""
+    return clamp_p.bind(min, x, max)
+
+
+clamp_p = Primitive("clamp")
+clamp_p.def_impl(_clamp_impl)
+clamp_p.def_abstract_eval(_clamp_abstract_eval)
+defjvp(clamp_p,
+       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
+       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
+       lambda g, lo, x, hi: _clamp_tangent(g, lt(hi, x), x))
+batching.primitive_batchers[clamp_p] = _clamp_batch_rule
+mlir.register_lowering(clamp_p, lambda ctx, lo, x, hi: mlir.hlo.clamp(lo, x, hi))
+
+
+_FLOAT_BITS = {  # dtype: (unsigned int of the same width, exponent bits, mantissa bits)
+    np.dtype(np.float64): (np.uint64, 11, 52), np.dtype(np.float32): (np.uint32, 8, 23),
+    np.dtype(np.float16): (np.uint16, 5, 10), np.dtype(dtypes.bfloat16): (np.uint16, 8, 7)}
+
+
+def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
+    # XLA's algorithm on the bits: round the mantissa to nearest even, then flush exponents out
+    # of range to zero or inf (xla/service/elemental_ir_emitter.cc EmitReducePrecisionIR)
+    uint, src_exp, src_mant = _FLOAT_BITS[x.dtype]
+    bits = np.asarray(x).view(uint).copy()
+    one = uint(1)
+    if mantissa_bits < src_mant:
+        shift = uint(src_mant - mantissa_bits)
+        last_bit = one << shift
+        bias = (last_bit >> one) - one + ((bits & last_bit) >> shift)
+        bits = (bits + bias) & ~(last_bit - one)
+    if exponent_bits < src_exp:
+        exp_mask = ((one << uint(src_exp)) - one) << uint(src_mant)
+        exp_bias = (1 << (src_exp - 1)) - 1
+        reduced_bias = (1 << (exponent_bits - 1)) - 1
+        exponent = bits & exp_mask
+        signed_zero = bits & (one << uint(8 * bits.itemsize - 1))
+        bits = np.where(exponent > uint((exp_bias + reduced_bias) << src_mant),
+                        signed_zero | exp_mask,
+                        np.where(exponent <= uint((exp_bias - reduced_bias) << src_mant),
+                                 signed_zero, bits))
+    return np.where(np.isnan(x), x, np.asarray(bits, uint).view(x.dtype))  # NaNs stay NaN
+
+
+def _reduce_precision_abstract_eval(x, *, exponent_bits, mantissa_bits):
+    _check_dtype("reduce_precision", x, _float)
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise ValueError(f"reduce_precision: needs exponent_bits >= 1 and mantissa_bits >= 0, "
+                         f"got {exponent_bits} and {mantissa_bits}")
+    return x
+
+
+def _reduce_precision_lowering(ctx, x, *, exponent_bits, mantissa_bits):
+    i32 = mlir.ir.IntegerType.get_signless(32)
+    return mlir.hlo.reduce_precision(x, mlir.ir.IntegerAttr.get(i32, exponent_bits),
+                                     mlir.ir.IntegerAttr.get(i32, mantissa_bits))
+
+
+# JAX: jax/_src/lax/lax.py reduce_precision_p
+def reduce_precision(x, exponent_bits: int, mantissa_bits: int):
+    """`x` (a float array) rounded to a float format with the given numbers of exponent and
+    mantissa bits, keeping its dtype; e.g. (8, 7) rounds to bfloat16. ValueError for
+    exponent_bits < 1 or mantissa_bits < 0."""
+    return reduce_precision_p.bind(x, exponent_bits=int(exponent_bits),
+                                   mantissa_bits=int(mantissa_bits))
+
+
+reduce_precision_p = Primitive("reduce_precision")
+reduce_precision_p.def_impl(_reduce_precision_impl)
+reduce_precision_p.def_abstract_eval(_reduce_precision_abstract_eval)
+# linear, as JAX declares it: the tangent is rounded the same way
+deflinear(reduce_precision_p, lambda ct, x, **params: [
+    Zero(x.aval) if type(ct) is Zero else reduce_precision_p.bind(ct, **params)])
+defvectorized(reduce_precision_p)
+mlir.register_lowering(reduce_precision_p, _reduce_precision_lowering)
+
+
 # ---------------------------------------------------------------------------------------------
-# Shapes: broadcast_in_dim, reshape, transpose, squeeze
+# Shapes: broadcast_in_dim, reshape, transpose, squeeze, rev
 # ---------------------------------------------------------------------------------------------
 
 def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
@@ -1056,6 +1224,30 @@ mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
                        mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
 
 
+def _rev_transpose(ct, x, *, dimensions):
+    return [Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)]
+
+
+def _rev_batch_rule(vals, dims, *, axis_size, dimensions):
+    (x,), (d,) = vals, dims
+    x = batching.moveaxis(x, d, 0)
+    return rev(x, tuple(i + 1 for i in dimensions)), 0
+
+
+def rev(x, dimensions: Sequence[int]):
+    """`x` reversed along `dimensions` (what `x[::-1]` uses)."""
+    return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
+
+
+rev_p = Primitive("rev")
+rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
+rev_p.def_abstract_eval(lambda x, *, dimensions: x)
+deflinear(rev_p, _rev_transpose)
+batching.primitive_batchers[rev_p] = _rev_batch_rule
+mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
+                       mlir.hlo.reverse(x, list(dimensions)))
+
+
 # ---------------------------------------------------------------------------------------------
 # Reductions
 # ---------------------------------------------------------------------------------------------
@@ -1067,14 +1259,6 @@ def _reduce_abstract_eval(name: str, kind: str):
             raise ValueError(f"{name}: axes {axes} out of range or repeated for operand "
                              f"{x.str_short()}")
         return x.update(shape=tuple(s for i, s in enumerate(x.shape) if i not in axes))
-    return rule
-
-
-def _reduce_batch_rule(prim):
-    def rule(vals, dims, *, axis_size, axes, **params):
-        (x,), (d,) = vals, dims
-        x = batching.moveaxis(x, d, 0)
-        return prim.bind(x, axes=tuple(a + 1 for a in axes), **params), 0
     return rule
 
 
@@ -1121,7 +1305,7 @@ reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.def_impl(lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype))
 reduce_sum_p.def_abstract_eval(_reduce_abstract_eval("reduce_sum", _num))
 deflinear(reduce_sum_p, _reduce_sum_transpose)
-batching.primitive_batchers[reduce_sum_p] = _reduce_batch_rule(reduce_sum_p)
+defreducer(reduce_sum_p)
 mlir.register_lowering(reduce_sum_p, _reduce_lowering("add", lambda d: 0))
 
 
@@ -1148,7 +1332,7 @@ reduce_max_p = Primitive("reduce_max")
 reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes, initial=_lowest(x.dtype)))
 reduce_max_p.def_abstract_eval(_reduce_abstract_eval("reduce_max", _any))
 ad.primitive_jvps[reduce_max_p] = _reduce_chooser_jvp(reduce_max_p)
-batching.primitive_batchers[reduce_max_p] = _reduce_batch_rule(reduce_max_p)
+defreducer(reduce_max_p)
 mlir.register_lowering(reduce_max_p, _reduce_lowering("maximum", _lowest))
 
 
@@ -1161,7 +1345,7 @@ reduce_min_p = Primitive("reduce_min")
 reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes, initial=_highest(x.dtype)))
 reduce_min_p.def_abstract_eval(_reduce_abstract_eval("reduce_min", _any))
 ad.primitive_jvps[reduce_min_p] = _reduce_chooser_jvp(reduce_min_p)
-batching.primitive_batchers[reduce_min_p] = _reduce_batch_rule(reduce_min_p)
+defreducer(reduce_min_p)
 mlir.register_lowering(reduce_min_p, _reduce_lowering("minimum", _highest))
 
 
@@ -1217,14 +1401,6 @@ def _argminmax_lowering(direction: str):
     return rule
 
 
-def _argminmax_batch_rule(prim):
-    def rule(vals, dims, *, axis_size, axes, index_dtype):
-        (x,), (d,) = vals, dims
-        x = batching.moveaxis(x, d, 0)
-        return prim.bind(x, axes=(axes[0] + 1,), index_dtype=index_dtype), 0
-    return rule
-
-
 def argmax(x, axis: int, index_dtype=np.int32):
     """Index of the largest element along `axis` (first one on ties; NaN counts as largest)."""
     return argmax_p.bind(x, axes=(int(axis),), index_dtype=np.dtype(index_dtype))
@@ -1234,7 +1410,7 @@ argmax_p = Primitive("argmax")
 argmax_p.def_impl(lambda x, *, axes, index_dtype: np.argmax(x, axis=axes[0]).astype(index_dtype))
 argmax_p.def_abstract_eval(_argminmax_abstract_eval("argmax"))
 defjvp_zero(argmax_p)
-batching.primitive_batchers[argmax_p] = _argminmax_batch_rule(argmax_p)
+defreducer(argmax_p)
 mlir.register_lowering(argmax_p, _argminmax_lowering("GT"))
 
 
@@ -1247,7 +1423,7 @@ argmin_p = Primitive("argmin")
 argmin_p.def_impl(lambda x, *, axes, index_dtype: np.argmin(x, axis=axes[0]).astype(index_dtype))
 argmin_p.def_abstract_eval(_argminmax_abstract_eval("argmin"))
 defjvp_zero(argmin_p)
-batching.primitive_batchers[argmin_p] = _argminmax_batch_rule(argmin_p)
+defreducer(argmin_p)
 mlir.register_lowering(argmin_p, _argminmax_lowering("LT"))
 
 
@@ -1274,15 +1450,17 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
                                preferred_element_type):
     (lc, rc), (lb, rb) = dimension_numbers
-    where = f"dot_general({lhs.str_short()}, {rhs.str_short()}, dimension_numbers=" \
-            f"{dimension_numbers})"
+
+    def error(what: str) -> TypeError:  # built only when raised: this rule is on the hot path
+        return TypeError(f"dot_general({lhs.str_short()}, {rhs.str_short()}, "
+                         f"dimension_numbers={dimension_numbers}): {what}")
     if lhs.dtype != rhs.dtype:
-        raise TypeError(f"{where}: operands must have the same dtype (jnp.dot promotes)")
+        raise error("operands must have the same dtype (jnp.dot promotes)")
     if len(lc) != len(rc) or len(lb) != len(rb):
-        raise TypeError(f"{where}: contracting/batch dimension lists differ in length")
+        raise error("contracting/batch dimension lists differ in length")
     for a, b in zip(lc + lb, rc + rb):
         if not (0 <= a < lhs.ndim and 0 <= b < rhs.ndim) or lhs.shape[a] != rhs.shape[b]:
-            raise TypeError(f"{where}: dimension sizes do not match (lhs dim {a} vs rhs dim {b})")
+            raise error(f"dimension sizes do not match (lhs dim {a} vs rhs dim {b})")
     batch = [lhs.shape[a] for a in lb]
     l_free = [s for i, s in enumerate(lhs.shape) if i not in lc and i not in lb]
     r_free = [s for i, s in enumerate(rhs.shape) if i not in rc and i not in rb]
@@ -1675,30 +1853,6 @@ def zeros_like_array(x):
     return full_like(x, 0)
 
 
-def _rev_transpose(ct, x, *, dimensions):
-    return [Zero(x.aval) if type(ct) is Zero else rev(ct, dimensions)]
-
-
-def _rev_batch_rule(vals, dims, *, axis_size, dimensions):
-    (x,), (d,) = vals, dims
-    x = batching.moveaxis(x, d, 0)
-    return rev(x, tuple(i + 1 for i in dimensions)), 0
-
-
-def rev(x, dimensions: Sequence[int]):
-    """`x` reversed along `dimensions` (what `x[::-1]` uses)."""
-    return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
-
-
-rev_p = Primitive("rev")
-rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
-rev_p.def_abstract_eval(lambda x, *, dimensions: x)
-deflinear(rev_p, _rev_transpose)
-batching.primitive_batchers[rev_p] = _rev_batch_rule
-mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
-                       mlir.hlo.reverse(x, list(dimensions)))
-
-
 # ---------------------------------------------------------------------------------------------
 # Bits: xor, shifts and bitcasts (the threefry PRNG in minijax/prng.py is built from these)
 # ---------------------------------------------------------------------------------------------
@@ -1708,7 +1862,7 @@ def bitwise_xor(x, y):
     return xor_p.bind(x, y)
 
 
-xor_p = naryop("xor", "int_or_bool", np.bitwise_xor)
+xor_p = naryop("xor", _int_or_bool, np.bitwise_xor)
 defjvp_zero(xor_p)
 defbroadcasting(xor_p)
 mlir.register_lowering(xor_p, mlir.nary_lowering("xor"))
@@ -1798,21 +1952,8 @@ mlir.register_lowering(bitcast_convert_type_p, lambda ctx, x, *, new_dtype:
                        mlir.hlo.bitcast_convert(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
 
 
-def nextafter(x1, x2):
-    """The next float after `x1` in the direction of `x2` (one ulp step)."""
-    return nextafter_p.bind(x1, x2)
-
-
-# no jvp, as in JAX: the result is a step function of x1
-nextafter_p = naryop("nextafter", _float, np.nextafter)
-defbroadcasting(nextafter_p)
-mlir.register_lowering(nextafter_p, lambda ctx, x, y: mlir.chlo.next_after(
-    *[mlir.broadcast_to(a, av, av.update(shape=ctx.avals_out[0].shape))
-      for a, av in zip((x, y), ctx.avals_in)]))
-
-
 # ---------------------------------------------------------------------------------------------
-# sort and cumsum
+# sort and top_k
 # ---------------------------------------------------------------------------------------------
 
 def _sort_impl(*operands, dimension, is_stable, num_keys):
@@ -1938,250 +2079,6 @@ batching.primitive_batchers[sort_p] = _sort_batch_rule
 mlir.register_lowering(sort_p, _sort_lowering)
 
 
-def _cumsum_impl(x, *, axis, reverse):
-    if reverse:
-        return np.flip(np.cumsum(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-    return np.cumsum(x, axis=axis, dtype=x.dtype)
-
-
-def _cumsum_abstract_eval(x, *, axis, reverse):
-    _check_dtype("cumsum", x, _num)
-    if not 0 <= axis < x.ndim:
-        raise TypeError(f"cumsum: axis {axis} out of range for {x.str_short()}")
-    return x
-
-
-def _cumsum_transpose(ct, x, *, axis, reverse):
-    return [Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis, not reverse)]
-
-
-def _cumsum_batch_rule(vals, dims, *, axis_size, axis, reverse):
-    (x,), (d,) = vals, dims
-    return cumsum_p.bind(x, axis=axis + (d <= axis), reverse=reverse), d
-
-
-def _cumulative_lowering(combine, init):
-    # As JAX on CPU (cumred_reduce_window_impl): a reduce_window whose window is the whole
-    # axis, padded by n-1 identities `init(dtype)` on one side, so output i combines inputs
-    # [0, i] (XLA rewrites it into an efficient scan). Shared by cumsum and the cum* family.
-    def rule(ctx, x, *, axis, reverse):
-        hlo = mlir.hlo
-        aval = ctx.avals_in[0]
-        n = aval.shape[axis]
-        if n == 0:
-            return x
-        window = [1] * aval.ndim
-        window[axis] = n
-        padding = np.zeros((aval.ndim, 2), np.int64)
-        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
-        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
-        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
-                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
-                                window, window_strides=[1] * aval.ndim,
-                                base_dilations=[1] * aval.ndim,
-                                window_dilations=[1] * aval.ndim,
-                                padding=mlir.ir.DenseIntElementsAttr.get(padding))
-        block = op.body.blocks.append(scalar, scalar)
-        with mlir.ir.InsertionPoint(block):
-            hlo.return_([combine(*block.arguments)])
-        return op.result
-    return rule
-
-
-# JAX: jax/_src/lax/control_flow/loops.py cumsum_p
-def cumsum(x, axis: int = 0, reverse: bool = False):
-    """Running sum of `x` along `axis` (from the end when `reverse`)."""
-    nd = core.get_aval(x).ndim
-    return cumsum_p.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
-
-
-cumsum_p = Primitive("cumsum")
-cumsum_p.def_impl(_cumsum_impl)
-cumsum_p.def_abstract_eval(_cumsum_abstract_eval)
-deflinear(cumsum_p, _cumsum_transpose)
-batching.primitive_batchers[cumsum_p] = _cumsum_batch_rule
-mlir.register_lowering(cumsum_p, _cumulative_lowering(lambda a, b: mlir.hlo.add(a, b),
-                                                       lambda dtype: 0))
-
-
-# ---------------------------------------------------------------------------------------------
-# More elementwise: expm1, atan2, is_finite, clamp, reduce_precision
-# ---------------------------------------------------------------------------------------------
-
-def expm1(x):
-    """Elementwise exp(x) - 1, accurate near 0 (float dtypes)."""
-    return expm1_p.bind(x)
-
-
-expm1_p = unop("expm1", _float, np.expm1)
-defjvp2(expm1_p, lambda g, ans, x: mul(g, add(ans, _const(ans, 1))))
-defvectorized(expm1_p)
-mlir.register_lowering(expm1_p, mlir.nary_lowering("exponential_minus_one"))
-
-
-def atan2(x, y):
-    """Elementwise arctangent of x / y, in the quadrant of the point (y, x) (floats of one
-    dtype)."""
-    return atan2_p.bind(x, y)
-
-
-atan2_p = naryop("atan2", _float, np.arctan2)
-defjvp(atan2_p,
-       lambda g, x, y: mul(g, div(y, add(square(x), square(y)))),
-       lambda g, x, y: mul(g, div(neg(x), add(square(x), square(y)))))
-defbroadcasting(atan2_p)
-mlir.register_lowering(atan2_p, mlir.nary_lowering("atan2"))
-
-
-def is_finite(x):
-    """Elementwise: True where `x` is neither inf nor NaN (float dtypes); gives bool."""
-    return is_finite_p.bind(x)
-
-
-def _is_finite_abstract_eval(x):
-    _check_dtype("is_finite", x, _float)
-    return ShapedArray(x.shape, dtypes.bool_)
-
-
-is_finite_p = Primitive("is_finite")
-is_finite_p.def_impl(np.isfinite)
-is_finite_p.def_abstract_eval(_is_finite_abstract_eval)
-defjvp_zero(is_finite_p)
-defvectorized(is_finite_p)
-mlir.register_lowering(is_finite_p, mlir.nary_lowering("is_finite"))
-
-
-def _clamp_impl(lo, x, hi):
-    return np.minimum(np.maximum(x, lo), hi)
-
-
-def _clamp_abstract_eval(lo, x, hi):
-    for a in (lo, x, hi):
-        _check_dtype("clamp", a, _any)
-    if len({lo.dtype, x.dtype, hi.dtype}) != 1:
-        raise TypeError(f"clamp requires min, x and max to have the same dtype, got "
-                        f"{lo.str_short()}, {x.str_short()}, {hi.str_short()}")
-    for name, a in (("min", lo), ("max", hi)):
-        if a.ndim and a.shape != x.shape:
-            raise TypeError(f"clamp: {name} {a.str_short()} must be a scalar or have the shape "
-                            f"of x {x.str_short()}")
-    return ShapedArray(x.shape, x.dtype, lo.weak_type and x.weak_type and hi.weak_type)
-
-
-def _clamp_tangent(g, pred, x):
-    shape = core.get_aval(x).shape
-    if core.get_aval(g).shape != shape:  # the tangent of a scalar min or max
-        g = broadcast_in_dim(g, shape, ())
-    return select(pred, g, full_like(x, 0))
-
-
-def _clamp_batch_rule(vals, dims, *, axis_size):
-    # batch axes to the front; min and max stay scalars only if unbatched
-    (lo, x, hi), (dlo, dx, dhi) = vals, dims
-
-    def unbatched_shape(v, d):
-        shape = core.get_aval(v).shape
-        return shape if d is not_mapped else shape[:d] + shape[d + 1:]
-
-    # x's shape, or that of min or max when x is a scalar
-    out_shape = (axis_size,) + builtins.max(map(unbatched_shape, vals, dims), key=len)
-
-    def full_size(v, d):
-        v = batching.bdim_at_front(v, d, axis_size)
-        if core.get_aval(v).shape == out_shape:
-            return v
-        return broadcast_in_dim(v, out_shape, (0,))  # a batched scalar
-
-    x = full_size(x, dx)
-    lo = lo if dlo is not_mapped and not core.get_aval(lo).ndim else full_size(lo, dlo)
-    hi = hi if dhi is not_mapped and not core.get_aval(hi).ndim else full_size(hi, dhi)
-    return clamp_p.bind(lo, x, hi), 0
-
-
-# JAX: jax/_src/lax/lax.py clamp_p
-def clamp(min, x, max):
-    """Elementwise `min(max(x, min), max)`. `min` and `max` are scalars or have the shape of
-    `x`; all three share one dtype, else TypeError."""
-    return clamp_p.bind(min, x, max)
-
-
-clamp_p = Primitive("clamp")
-clamp_p.def_impl(_clamp_impl)
-clamp_p.def_abstract_eval(_clamp_abstract_eval)
-defjvp(clamp_p,
-       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
-       lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
-       lambda g, lo, x, hi: _clamp_tangent(g, lt(hi, x), x))
-batching.primitive_batchers[clamp_p] = _clamp_batch_rule
-mlir.register_lowering(clamp_p, lambda ctx, lo, x, hi: mlir.hlo.clamp(lo, x, hi))
-
-
-_FLOAT_BITS = {  # dtype: (unsigned int of the same width, exponent bits, mantissa bits)
-    np.dtype(np.float64): (np.uint64, 11, 52), np.dtype(np.float32): (np.uint32, 8, 23),
-    np.dtype(np.float16): (np.uint16, 5, 10), np.dtype(dtypes.bfloat16): (np.uint16, 8, 7)}
-
-
-def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
-    # XLA's algorithm on the bits: round the mantissa to nearest even, then flush exponents out
-    # of range to zero or inf (xla/service/elemental_ir_emitter.cc EmitReducePrecisionIR)
-    uint, src_exp, src_mant = _FLOAT_BITS[x.dtype]
-    bits = np.asarray(x).view(uint).copy()
-    one = uint(1)
-    if mantissa_bits < src_mant:
-        shift = uint(src_mant - mantissa_bits)
-        last_bit = one << shift
-        bias = (last_bit >> one) - one + ((bits & last_bit) >> shift)
-        bits = (bits + bias) & ~(last_bit - one)
-    if exponent_bits < src_exp:
-        exp_mask = ((one << uint(src_exp)) - one) << uint(src_mant)
-        exp_bias = (1 << (src_exp - 1)) - 1
-        reduced_bias = (1 << (exponent_bits - 1)) - 1
-        exponent = bits & exp_mask
-        signed_zero = bits & (one << uint(8 * bits.itemsize - 1))
-        bits = np.where(exponent > uint((exp_bias + reduced_bias) << src_mant),
-                        signed_zero | exp_mask,
-                        np.where(exponent <= uint((exp_bias - reduced_bias) << src_mant),
-                                 signed_zero, bits))
-    return np.where(np.isnan(x), x, np.asarray(bits, uint).view(x.dtype))  # NaNs stay NaN
-
-
-def _reduce_precision_abstract_eval(x, *, exponent_bits, mantissa_bits):
-    _check_dtype("reduce_precision", x, _float)
-    if exponent_bits < 1 or mantissa_bits < 0:
-        raise ValueError(f"reduce_precision: needs exponent_bits >= 1 and mantissa_bits >= 0, "
-                         f"got {exponent_bits} and {mantissa_bits}")
-    return x
-
-
-def _reduce_precision_lowering(ctx, x, *, exponent_bits, mantissa_bits):
-    i32 = mlir.ir.IntegerType.get_signless(32)
-    return mlir.hlo.reduce_precision(x, mlir.ir.IntegerAttr.get(i32, exponent_bits),
-                                     mlir.ir.IntegerAttr.get(i32, mantissa_bits))
-
-
-# JAX: jax/_src/lax/lax.py reduce_precision_p
-def reduce_precision(x, exponent_bits: int, mantissa_bits: int):
-    """`x` (a float array) rounded to a float format with the given numbers of exponent and
-    mantissa bits, keeping its dtype; e.g. (8, 7) rounds to bfloat16. ValueError for
-    exponent_bits < 1 or mantissa_bits < 0."""
-    return reduce_precision_p.bind(x, exponent_bits=int(exponent_bits),
-                                   mantissa_bits=int(mantissa_bits))
-
-
-reduce_precision_p = Primitive("reduce_precision")
-reduce_precision_p.def_impl(_reduce_precision_impl)
-reduce_precision_p.def_abstract_eval(_reduce_precision_abstract_eval)
-# linear, as JAX declares it: the tangent is rounded the same way
-deflinear(reduce_precision_p, lambda ct, x, **params: [
-    Zero(x.aval) if type(ct) is Zero else reduce_precision_p.bind(ct, **params)])
-defvectorized(reduce_precision_p)
-mlir.register_lowering(reduce_precision_p, _reduce_precision_lowering)
-
-
-# ---------------------------------------------------------------------------------------------
-# top_k
-# ---------------------------------------------------------------------------------------------
-
 def _top_k_impl(x, *, k, axis):
     # a stable sort, NaNs first, then by descending value: ties keep the lower index first,
     # as XLA's TopK (np.lexsort sorts by its last key first)
@@ -2257,139 +2154,3 @@ top_k_p.def_abstract_eval(_top_k_abstract_eval)
 ad.primitive_jvps[top_k_p] = _top_k_jvp
 batching.primitive_batchers[top_k_p] = _top_k_batch_rule
 mlir.register_lowering(top_k_p, _top_k_lowering)
-
-
-# ---------------------------------------------------------------------------------------------
-# Cumulative reductions: cumprod, cummax, cummin, cumlogsumexp (cumsum's siblings)
-# ---------------------------------------------------------------------------------------------
-
-def _cumulative_impl(ufunc):
-    def impl(x, *, axis, reverse):
-        if reverse:
-            return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
-        return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
-    return impl
-
-
-def _cumulative_abstract_eval(name, kind):
-    def rule(x, *, axis, reverse):
-        _check_dtype(name, x, kind)
-        if not 0 <= axis < x.ndim:
-            raise TypeError(f"{name}: axis {axis} out of range for {x.str_short()}")
-        return x
-    return rule
-
-
-def _cumulative_jvp(weights):
-    # Every cumulative reduction's tangent is linear in t: t_out[i] = sum_j w[j, i] * t[j],
-    # with w (zero where j is not yet reduced into i) built from primals only, so the jvp
-    # transposes. JAX differentiates an associative_scan instead; this dense form is O(n^2)
-    # but reads as the math. `wide` holds j at `axis` and i at `axis + 1`.
-    def jvp(primals, tangents, *, prim, axis, reverse):
-        (x,), (t,) = primals, tangents
-        out = prim.bind(x, axis=axis, reverse=reverse)
-        if type(t) is Zero:
-            return out, Zero.from_primal_value(out)
-        shape = core.get_aval(x).shape
-        wide = shape[:axis] + (shape[axis],) + shape[axis:]
-        j_dims = tuple(range(axis + 1)) + tuple(range(axis + 2, len(wide)))
-        i_dims = tuple(d for d in range(len(wide)) if d != axis)
-        j = broadcasted_iota(np.int32, wide, axis)
-        i = broadcasted_iota(np.int32, wide, axis + 1)
-        reached = ge(j, i) if reverse else le(j, i)
-        w = weights(x, out, lambda v: broadcast_in_dim(v, wide, j_dims),
-                    lambda v: broadcast_in_dim(v, wide, i_dims), j, i, reached, axis, reverse)
-        w = select(reached, w, full_like(w, 0))
-        return out, reduce_sum(mul(w, broadcast_in_dim(t, wide, j_dims)), (axis,))
-    return jvp
-
-
-def _cumprod_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
-    # w[j, i] = product of x[k] over the k reduced into i, except k == j (no division by x[j])
-    x_k = at_i(x)
-    return cumprod(select(eq(j, i), full_like(x_k, 1), x_k), axis + 1, reverse)
-
-
-def _cumextreme_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
-    # the tangent of the extreme so far; tied positions share it equally
-    hits = convert_element_type(eq(at_j(x), at_i(out)), core.get_aval(x).dtype)
-    hits = select(reached, hits, full_like(hits, 0))
-    return div(hits, at_i(reduce_sum(hits, (axis,))))
-
-
-def _cumlogsumexp_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
-    # d out[i] / d x[j] = exp(x[j] - out[i]), the softmax weight of j among those reduced
-    return exp(sub(at_j(x), at_i(out)))
-
-
-def _cumulative_batch_rule(prim):
-    def rule(vals, dims, *, axis_size, axis, reverse):
-        (x,), (d,) = vals, dims
-        return prim.bind(x, axis=axis + (d <= axis), reverse=reverse), d
-    rule.__name__ = f"_{prim.name}_batch_rule"
-    return rule
-
-
-def _logaddexp_hlo(a, b):
-    # log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a - b is NaN when both are the same
-    # infinity, and then a + b is the answer (JAX's logaddexp)
-    hlo = mlir.hlo
-    amax = hlo.maximum(a, b)
-    delta = hlo.subtract(a, b)
-    is_nan = hlo.compare(delta, delta, hlo.ComparisonDirectionAttr.get("NE"),
-                         compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
-    return hlo.select(is_nan, hlo.add(a, b),
-                      hlo.add(amax, hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))))
-
-
-def _cumulative_primitive(name, kind, ufunc, weights, combine, init):
-    prim = Primitive(name)
-    prim.def_impl(_cumulative_impl(ufunc))
-    prim.def_abstract_eval(_cumulative_abstract_eval(name, kind))
-    ad.primitive_jvps[prim] = functools.partial(_cumulative_jvp(weights), prim=prim)
-    batching.primitive_batchers[prim] = _cumulative_batch_rule(prim)
-    mlir.register_lowering(prim, _cumulative_lowering(combine, init))
-    return prim
-
-
-def _cumulative_wrapper(prim):
-    def wrapper(x, axis: int = 0, reverse: bool = False):
-        nd = core.get_aval(x).ndim
-        return prim.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
-    return wrapper
-
-
-# JAX: jax/_src/lax/control_flow/loops.py cumprod_p
-def cumprod(x, axis: int = 0, reverse: bool = False):
-    """Running product of `x` along `axis` (from the end when `reverse`); number dtypes."""
-    return _cumulative_wrapper(cumprod_p)(x, axis, reverse)
-
-
-# JAX: jax/_src/lax/control_flow/loops.py cummax_p
-def cummax(x, axis: int = 0, reverse: bool = False):
-    """Running maximum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
-    return _cumulative_wrapper(cummax_p)(x, axis, reverse)
-
-
-# JAX: jax/_src/lax/control_flow/loops.py cummin_p
-def cummin(x, axis: int = 0, reverse: bool = False):
-    """Running minimum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
-    return _cumulative_wrapper(cummin_p)(x, axis, reverse)
-
-
-# JAX: jax/_src/lax/control_flow/loops.py cumlogsumexp_p
-def cumlogsumexp(x, axis: int = 0, reverse: bool = False):
-    """Running log(sum(exp(x))) along `axis` (from the end when `reverse`), computed stably;
-    float dtypes."""
-    return _cumulative_wrapper(cumlogsumexp_p)(x, axis, reverse)
-
-
-cumprod_p = _cumulative_primitive("cumprod", _num, np.multiply, _cumprod_weights,
-                                  lambda a, b: mlir.hlo.multiply(a, b), lambda dt: 1)
-cummax_p = _cumulative_primitive("cummax", _num, np.maximum, _cumextreme_weights,
-                                 lambda a, b: mlir.hlo.maximum(a, b), _lowest)
-cummin_p = _cumulative_primitive("cummin", _num, np.minimum, _cumextreme_weights,
-                                 lambda a, b: mlir.hlo.minimum(a, b), _highest)
-cumlogsumexp_p = _cumulative_primitive("cumlogsumexp", _float, np.logaddexp,
-                                       _cumlogsumexp_weights, _logaddexp_hlo,
-                                       lambda dt: -np.inf)

@@ -16,8 +16,8 @@ import numpy as np
 from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp
 from minijax.interpreters.batching import defvectorized
-from minijax.lax.lax import (_const, add, div, exp, full_like, lt, mul, neg, select, sin, square,
-                             sub, unop)
+from minijax.lax.lax import (_const, _float, add, div, exp, full_like, lt, mul, neg, select,
+                             sin, square, sub, unop)
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -31,7 +31,7 @@ def erf(x):
     return erf_p.bind(x)
 
 
-erf_p = unop("erf", "float", _erf_impl)
+erf_p = unop("erf", _float, _erf_impl)
 defjvp(erf_p, lambda g, x: mul(g, mul(_const(x, 2 / np.sqrt(np.pi)), exp(neg(square(x))))))
 defvectorized(erf_p)
 mlir.register_lowering(erf_p, lambda ctx, x: mlir.chlo.erf(x))
@@ -75,7 +75,7 @@ def erf_inv(x):
     return erf_inv_p.bind(x)
 
 
-erf_inv_p = unop("erf_inv", "float", _erf_inv_impl)
+erf_inv_p = unop("erf_inv", _float, _erf_inv_impl)
 defjvp(erf_inv_p, lambda g, x: mul(g, mul(_const(x, np.sqrt(np.pi) / 2),
                                           exp(square(erf_inv(x))))))
 defvectorized(erf_inv_p)
@@ -105,7 +105,7 @@ def lgamma(x):
     return lgamma_p.bind(x)
 
 
-lgamma_p = unop("lgamma", "float", _lgamma_impl)
+lgamma_p = unop("lgamma", _float, _lgamma_impl)
 defjvp(lgamma_p, lambda g, x: mul(g, digamma(x)))
 defvectorized(lgamma_p)
 mlir.register_lowering(lgamma_p, lambda ctx, x: mlir.chlo.lgamma(x))
@@ -159,7 +159,7 @@ def digamma(x):
     return digamma_p.bind(x)
 
 
-digamma_p = unop("digamma", "float", _digamma_impl)
+digamma_p = unop("digamma", _float, _digamma_impl)
 defjvp(digamma_p, lambda g, x: mul(g, _trigamma(x)))
 defvectorized(digamma_p)
 mlir.register_lowering(digamma_p, lambda ctx, x: mlir.chlo.digamma(x))

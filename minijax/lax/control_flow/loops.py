@@ -11,6 +11,7 @@ Mirrors jax/_src/lax/control_flow/loops.py. Taught in chapters/08-control-flow.m
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -770,3 +771,188 @@ def map(f: Callable, xs):
     (one traced body, one loop; unlike `vmap`, the examples run one after another)."""
     _, ys = scan(lambda _, x: ((), f(x)), (), xs)
     return ys
+
+
+# =============================================================================================
+# Cumulative reductions: cumsum, cumprod, cummax, cummin, cumlogsumexp
+# =============================================================================================
+
+def _cumred_impl(ufunc):
+    def impl(x, *, axis, reverse):
+        if reverse:
+            return np.flip(ufunc.accumulate(np.flip(x, axis), axis=axis, dtype=x.dtype), axis)
+        return ufunc.accumulate(x, axis=axis, dtype=x.dtype)
+    return impl
+
+
+def _cumred_abstract_eval(name: str, kind: str):
+    def rule(x, *, axis, reverse):
+        lax._check_dtype(name, x, kind)
+        if not 0 <= axis < x.ndim:
+            raise TypeError(f"{name}: axis {axis} out of range for {x.str_short()}")
+        return x
+    return rule
+
+
+def _cumred_batch_rule(prim, vals, dims, *, axis_size, axis, reverse):
+    (x,), (d,) = vals, dims
+    return prim.bind(x, axis=axis + (d <= axis), reverse=reverse), d
+
+
+def _cumred_lowering(combine, init):
+    # As JAX on CPU (cumred_reduce_window_impl): a reduce_window whose window is the whole
+    # axis, padded by n-1 identities `init(dtype)` on one side, so output i combines inputs
+    # [0, i] (XLA rewrites it into an efficient scan).
+    def rule(ctx, x, *, axis, reverse):
+        hlo = mlir.hlo
+        aval = ctx.avals_in[0]
+        n = aval.shape[axis]
+        if n == 0:
+            return x
+        window = [1] * aval.ndim
+        window[axis] = n
+        padding = np.zeros((aval.ndim, 2), np.int64)
+        padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
+                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
+                                window, window_strides=[1] * aval.ndim,
+                                base_dilations=[1] * aval.ndim,
+                                window_dilations=[1] * aval.ndim,
+                                padding=mlir.ir.DenseIntElementsAttr.get(padding))
+        block = op.body.blocks.append(scalar, scalar)
+        with mlir.ir.InsertionPoint(block):
+            hlo.return_([combine(*block.arguments)])
+        return op.result
+    return rule
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _cumulative_reduction_primitive
+def _cumulative_reduction_primitive(name: str, kind: str, ufunc, combine, init
+                                    ) -> core.Primitive:
+    """A cumulative reduction along one axis: impl (`ufunc.accumulate`), abstract eval,
+    batching and lowering (`combine` of two scalars, identity `init(dtype)`). Its jvp or
+    transpose is registered by the caller."""
+    prim = core.Primitive(name)
+    prim.def_impl(_cumred_impl(ufunc))
+    prim.def_abstract_eval(_cumred_abstract_eval(name, kind))
+    batching.primitive_batchers[prim] = functools.partial(_cumred_batch_rule, prim)
+    mlir.register_lowering(prim, _cumred_lowering(combine, init))
+    return prim
+
+
+def _cumulative_jvp(primals, tangents, *, prim, weights, axis, reverse):
+    # Every cumulative reduction's tangent is linear in t: t_out[i] = sum_j w[j, i] * t[j],
+    # with w (zero where j is not yet reduced into i) built from primals only, so the jvp
+    # transposes. JAX differentiates an associative_scan instead; this dense form is O(n^2)
+    # but reads as the math. `wide` holds j at `axis` and i at `axis + 1`.
+    (x,), (t,) = primals, tangents
+    out = prim.bind(x, axis=axis, reverse=reverse)
+    if type(t) is Zero:
+        return out, Zero.from_primal_value(out)
+    shape = core.get_aval(x).shape
+    wide = shape[:axis] + (shape[axis],) + shape[axis:]
+    j_dims = tuple(range(axis + 1)) + tuple(range(axis + 2, len(wide)))
+    i_dims = tuple(d for d in range(len(wide)) if d != axis)
+    j = lax.broadcasted_iota(np.int32, wide, axis)
+    i = lax.broadcasted_iota(np.int32, wide, axis + 1)
+    reached = lax.ge(j, i) if reverse else lax.le(j, i)
+    w = weights(x, out, lambda v: lax.broadcast_in_dim(v, wide, j_dims),
+                lambda v: lax.broadcast_in_dim(v, wide, i_dims), j, i, reached, axis, reverse)
+    w = lax.select(reached, w, lax.full_like(w, 0))
+    return out, lax.reduce_sum(lax.mul(w, lax.broadcast_in_dim(t, wide, j_dims)), (axis,))
+
+
+def _cumprod_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # w[j, i] = product of x[k] over the k reduced into i, except k == j (no division by x[j])
+    x_k = at_i(x)
+    return cumprod(lax.select(lax.eq(j, i), lax.full_like(x_k, 1), x_k), axis + 1, reverse)
+
+
+def _cumextreme_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # the tangent of the extreme so far; tied positions share it equally
+    hits = lax.convert_element_type(lax.eq(at_j(x), at_i(out)), core.get_aval(x).dtype)
+    hits = lax.select(reached, hits, lax.full_like(hits, 0))
+    return lax.div(hits, at_i(lax.reduce_sum(hits, (axis,))))
+
+
+def _cumlogsumexp_weights(x, out, at_j, at_i, j, i, reached, axis, reverse):
+    # d out[i] / d x[j] = exp(x[j] - out[i]), the softmax weight of j among those reduced
+    return lax.exp(lax.sub(at_j(x), at_i(out)))
+
+
+def _logaddexp_hlo(a, b):
+    # log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); a - b is NaN when both are the same
+    # infinity, and then a + b is the answer (JAX's logaddexp)
+    hlo = mlir.hlo
+    amax = hlo.maximum(a, b)
+    delta = hlo.subtract(a, b)
+    is_nan = hlo.compare(delta, delta, hlo.ComparisonDirectionAttr.get("NE"),
+                         compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
+    return hlo.select(is_nan, hlo.add(a, b),
+                      hlo.add(amax, hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))))
+
+
+def _cumred_bind(prim: core.Primitive, x, axis: int, reverse: bool):
+    nd = core.get_aval(x).ndim
+    return prim.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumsum
+def cumsum(x, axis: int = 0, reverse: bool = False):
+    """Running sum of `x` along `axis` (from the end when `reverse`); number dtypes."""
+    return _cumred_bind(cumsum_p, x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumprod
+def cumprod(x, axis: int = 0, reverse: bool = False):
+    """Running product of `x` along `axis` (from the end when `reverse`); number dtypes."""
+    return _cumred_bind(cumprod_p, x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cummax
+def cummax(x, axis: int = 0, reverse: bool = False):
+    """Running maximum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
+    return _cumred_bind(cummax_p, x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cummin
+def cummin(x, axis: int = 0, reverse: bool = False):
+    """Running minimum of `x` along `axis` (from the end when `reverse`); NaN propagates."""
+    return _cumred_bind(cummin_p, x, axis, reverse)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py cumlogsumexp
+def cumlogsumexp(x, axis: int = 0, reverse: bool = False):
+    """Running log(sum(exp(x))) along `axis` (from the end when `reverse`), computed stably;
+    float dtypes."""
+    return _cumred_bind(cumlogsumexp_p, x, axis, reverse)
+
+
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    return [Zero(x.aval) if type(ct) is Zero else cumsum(ct, axis, not reverse)]
+
+
+cumsum_p = _cumulative_reduction_primitive("cumsum", lax._num, np.add,
+                                           lambda a, b: mlir.hlo.add(a, b), lambda dt: 0)
+ad.deflinear(cumsum_p, _cumsum_transpose)
+
+cumprod_p = _cumulative_reduction_primitive("cumprod", lax._num, np.multiply,
+                                            lambda a, b: mlir.hlo.multiply(a, b), lambda dt: 1)
+ad.primitive_jvps[cumprod_p] = functools.partial(_cumulative_jvp, prim=cumprod_p,
+                                                 weights=_cumprod_weights)
+
+cummax_p = _cumulative_reduction_primitive("cummax", lax._num, np.maximum,
+                                           lambda a, b: mlir.hlo.maximum(a, b), lax._lowest)
+ad.primitive_jvps[cummax_p] = functools.partial(_cumulative_jvp, prim=cummax_p,
+                                                weights=_cumextreme_weights)
+
+cummin_p = _cumulative_reduction_primitive("cummin", lax._num, np.minimum,
+                                           lambda a, b: mlir.hlo.minimum(a, b), lax._highest)
+ad.primitive_jvps[cummin_p] = functools.partial(_cumulative_jvp, prim=cummin_p,
+                                                weights=_cumextreme_weights)
+
+cumlogsumexp_p = _cumulative_reduction_primitive("cumlogsumexp", lax._float, np.logaddexp,
+                                                 _logaddexp_hlo, lambda dt: -np.inf)
+ad.primitive_jvps[cumlogsumexp_p] = functools.partial(_cumulative_jvp, prim=cumlogsumexp_p,
+                                                      weights=_cumlogsumexp_weights)
