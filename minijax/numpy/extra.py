@@ -251,18 +251,21 @@ def copysign(x1, x2):
 
 
 def real(val):
-    """The real part; minijax arrays are real, so `val` itself."""
-    return asarray(val)
+    """The real part (`lax.real`); `val` itself for a real array."""
+    val = asarray(val)
+    return lax.real(val) if iscomplexobj(val) else val
 
 
 def imag(val):
-    """The imaginary part; zeros for real `val`."""
-    return lax.full_like(asarray(val), 0)
+    """The imaginary part (`lax.imag`); zeros for a real array."""
+    val = asarray(val)
+    return lax.imag(val) if iscomplexobj(val) else lax.full_like(val, 0)
 
 
 def conjugate(x):
-    """The complex conjugate; `x` itself for real `x`."""
-    return asarray(x)
+    """The complex conjugate (`lax.conj`); `x` itself for a real array."""
+    x = asarray(x)
+    return lax.conj(x) if iscomplexobj(x) else x
 
 
 conj = conjugate
