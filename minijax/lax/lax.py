@@ -867,7 +867,7 @@ def _conj_transpose(ct, x, *, input_dtype):
 
 
 def _conj_lowering(ctx, x, *, input_dtype):
-    (aval,), out = ctx.avals_in, ctx.avals_out[0]
+    (aval,) = ctx.avals_in
     if aval.dtype.kind != "c":
         return mlir.hlo.complex(x, mlir.full_like_aval(0, aval))
     return mlir.hlo.complex(mlir.hlo.real(x), mlir.hlo.negate(mlir.hlo.imag(x)))
