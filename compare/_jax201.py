@@ -126,11 +126,6 @@ def captured_stdout():
         yield buf
 
 
-def code(text: str, lang: str = "") -> str:
-    """A fenced markdown code block."""
-    return f"```{lang}\n{text.rstrip()}\n```"
-
-
 def table(header: list[str], rows: list[list[Any]]) -> str:
     """A markdown table."""
     def cell(v: Any) -> str:

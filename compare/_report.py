@@ -15,6 +15,11 @@ import numpy as np
 OUT_DIR = Path(__file__).parent / "out"
 
 
+def code(text: str, lang: str = "") -> str:
+    """A fenced markdown code block (`lang` names the highlighting, e.g. "python")."""
+    return f"```{lang}\n{text.rstrip()}\n```"
+
+
 @dataclasses.dataclass
 class Check:
     """One agreement check: `ok` and the largest absolute error seen (None if not numeric)."""

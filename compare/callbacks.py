@@ -26,8 +26,8 @@ from jax.experimental import io_callback
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from compare._jax201 import captured_stdout, catch, code, table, time_into
-from compare._report import TopicResult
+from compare._jax201 import captured_stdout, catch, table, time_into
+from compare._report import TopicResult, code
 
 
 def numbers(line: str) -> np.ndarray:

@@ -24,8 +24,8 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import TopicResult, median_ms
-from compare.core import GRADES, code, jaxpr_grade
+from compare._report import TopicResult, code, median_ms
+from compare.core import GRADES, jaxpr_grade
 
 MODULES = (("jax", jax), ("minijax", minijax))
 EQN_RATIO_TARGET = 1.25

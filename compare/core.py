@@ -28,7 +28,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import TopicResult
+from compare._report import TopicResult, code
 
 MODULES = (("jax", jax), ("minijax", minijax))
 
@@ -290,10 +290,6 @@ def _run_one(J, prog: Program, args: tuple, rng_seed: int) -> dict:
 
 def _np(tree):
     return [np.asarray(x) for x in _leaves(tree)]
-
-
-def code(text: str) -> str:
-    return "```\n" + text + "\n```"
 
 
 def run(quick: bool = False) -> TopicResult:

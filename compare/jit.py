@@ -37,7 +37,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import TopicResult
+from compare._report import TopicResult, code
 from compare.core import jaxpr_grade
 from compare.mnist_mlp import init_params, program
 
@@ -54,14 +54,10 @@ def stage_fn(J):
     return f
 
 
-def _code(text: str, lang: str = "") -> str:
-    return f"```{lang}\n{text.rstrip()}\n```"
-
-
 def _side_by_side(title: str, texts: dict[str, str], note: str = "", lang: str = "") -> str:
     out = f"### {title}\n\n" + (note + "\n\n" if note else "")
     for name, _ in MODULES:
-        out += f"{name}:\n\n{_code(texts[name], lang)}\n\n"
+        out += f"{name}:\n\n{code(texts[name], lang)}\n\n"
     return out.rstrip()
 
 
@@ -136,7 +132,7 @@ def _stage_checks(res: TopicResult, args) -> None:
 
     src = textwrap.dedent(inspect.getsource(stage_fn)).strip()
     shapes = ", ".join(f"f32{list(a.shape)}" for a in args)
-    res.sections.append("### The function\n\n" + _code(src, "python") + f"\n\nArguments: {shapes}. "
+    res.sections.append("### The function\n\n" + code(src, "python") + f"\n\nArguments: {shapes}. "
                         "Each module runs `J.jit(f).trace(*args)`, `.lower()`, `.compile()`.")
     res.sections.append(_side_by_side(
         "Stage 1: trace -> jaxpr", {n: s["jaxpr"] for n, s in st.items()},

@@ -26,8 +26,8 @@ from jax.ad_checkpoint import checkpoint_name
 from jax.sharding import AxisType, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from compare._jax201 import captured_stdout, catch, code, table, time_into
-from compare._report import OUT_DIR, TopicResult
+from compare._jax201 import captured_stdout, catch, table, time_into
+from compare._report import OUT_DIR, TopicResult, code
 
 
 def live_bytes_by_kind() -> dict[str, int]:

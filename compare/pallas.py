@@ -27,8 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import pallas as pl
 
-from compare._jax201 import catch, code, hlo_opcodes, table, time_into
-from compare._report import TopicResult
+from compare._jax201 import catch, hlo_opcodes, table, time_into
+from compare._report import TopicResult, code
 
 F32 = jnp.float32
 

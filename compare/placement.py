@@ -23,8 +23,8 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
-from compare._jax201 import catch, code, table, time_into
-from compare._report import TopicResult
+from compare._jax201 import catch, table, time_into
+from compare._report import TopicResult, code
 
 
 def _ids(arr) -> list[int]:

@@ -30,8 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from compare._jax201 import catch, code, hlo_opcodes, out_folder, rel, table, time_into
-from compare._report import TopicResult
+from compare._jax201 import catch, hlo_opcodes, out_folder, rel, table, time_into
+from compare._report import TopicResult, code
 
 BF16 = jnp.bfloat16
 F32 = jnp.float32

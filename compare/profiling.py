@@ -29,8 +29,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from compare._jax201 import catch, code, out_folder, rel, table, time_into
-from compare._report import TopicResult, median_ms
+from compare._jax201 import catch, out_folder, rel, table, time_into
+from compare._report import TopicResult, code, median_ms
 
 
 def init_params(key, sizes):

@@ -23,8 +23,8 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from compare._jax201 import (catch, code, count_collectives, fmt_counts, table, time_into)
-from compare._report import TopicResult
+from compare._jax201 import catch, count_collectives, fmt_counts, table, time_into
+from compare._report import TopicResult, code
 
 AX = "i"
 

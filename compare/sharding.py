@@ -24,9 +24,9 @@ import numpy as np
 from jax.sharding import AxisType, NamedSharding, reshard
 from jax.sharding import PartitionSpec as P
 
-from compare._jax201 import (catch, code, collective_lines, count_collectives, fmt_counts,
-                             table, time_into)
-from compare._report import TopicResult
+from compare._jax201 import (catch, collective_lines, count_collectives, fmt_counts, table,
+                             time_into)
+from compare._report import TopicResult, code
 
 
 def mlp(params, x, out_sharding=None):

@@ -250,9 +250,9 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
     # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
     recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
     new_res = [v for v, u in safe_zip(saved, used) if u]
-    known = pe.dce_closed_jaxpr(
+    known, _ = pe.dce_closed_jaxpr(
         ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
-                          jk.eqns), jaxpr_known.consts))
+                          jk.eqns), jaxpr_known.consts), instantiate=True)
 
     def unknown_fun(*args):
         res, unknown_args = split_list(args, [len(new_res)])
@@ -284,8 +284,8 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     unknown_jaxpr = pe.convert_constvars_jaxpr(jaxpr_unknown.jaxpr)
     params = dict(jaxpr=unknown_jaxpr, prevent_cse=prevent_cse, differentiated=True,
                   policy=policy)
-    unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-        trace, remat_p, [*jaxpr_unknown.consts, *residuals, *unknown_args], params)
+    unknown_outs = trace.default_process_primitive(
+        remat_p, [*jaxpr_unknown.consts, *residuals, *unknown_args], params)
     return merge_lists(out_unknowns, known_outs, unknown_outs)
 
 

@@ -6,6 +6,8 @@ work for inputs that do not depend on the differentiated arguments. Mirrors jax/
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
 from minijax import core
 from minijax.core import ShapedArray
 
@@ -29,3 +31,13 @@ class Zero:
 
 # JAX: jax/_src/ad_util.py add_jaxvals_p — its rules are registered in minijax/lax/lax.py
 add_jaxvals_p = core.Primitive("add_any")
+
+
+# JAX: jax/_src/ad_util.py aval_zeros_likers — filled in by minijax/lax/lax.py
+aval_zeros_likers: dict[type, Callable[[Any], Any]] = {}
+
+
+# JAX: jax/_src/ad_util.py zeros_like_aval
+def zeros_like_aval(aval: ShapedArray):
+    """An array of zeros of type `aval`, bound under the current trace (numpy for float0)."""
+    return aval_zeros_likers[type(aval)](aval)

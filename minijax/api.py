@@ -38,10 +38,8 @@ def _flatten_fun(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable
 
 
 def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
-    """Like `_flatten_fun` for `fun` returning `(out, aux)`: the flat outputs are those of
-    `out`; `aux` lands in `out_store` (after `out`'s structure), with the current trace's
-    tracers replaced by their primal values. Other leaves (Python ints, strings, ...) pass
-    untouched, as in JAX (jax/_src/interpreters/ad.py: jvp_subtrace_aux)."""
+    """Like `_flatten_fun` for `fun` returning `(out, aux)`: returns the flat leaves of both
+    (`ad.jvp_flat(..., has_aux=True)` keeps aux's leaves out of differentiation)."""
     def flat_fun(*leaves):
         args = tree_unflatten(in_tree, leaves)
         res = fun(*args)
@@ -50,10 +48,9 @@ def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Call
                             f"got {type(res).__name__}")
         out, aux = res
         out_flat, out_tree = tree_flatten(out)
-        trace = core.current_trace()
-        out_store[:] = [out_tree, tree_map(
-            lambda x: x.primal if isinstance(x, ad.JVPTracer) and x._trace is trace else x, aux)]
-        return out_flat
+        aux_flat, aux_tree = tree_flatten(aux)
+        out_store[:] = [out_tree, aux_tree]
+        return out_flat, aux_flat
     return flat_fun
 
 
@@ -65,7 +62,7 @@ def _as_arrays(xs: list) -> list:
         if isinstance(x, (core.Tracer, Array)):
             return x
         aval = core.get_aval(x)
-        if aval.dtype == core.float0:
+        if aval.dtype == dtypes.float0:
             return x
         return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
     return [as_array(x) for x in xs]
@@ -112,7 +109,7 @@ def _check_tangent(p, t, i):
     pa, ta = core.get_aval(p), core.get_aval(t)
     want = pa.to_tangent_aval()
     if pa.shape != ta.shape or (want.dtype != ta.dtype and not (
-            want.dtype == core.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
+            want.dtype == dtypes.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
             and ta.dtype == pa.dtype)):
         raise ValueError(f"jvp: primal and tangent arguments must have equal shapes and "
                          f"dtypes; primal {i} is {pa.str_short()} but its tangent is "
@@ -138,11 +135,11 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         _check_tangent(p, t, i)
     store: list = []
     flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, tree_p, store)
-    outs_p, outs_t = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun))
+    outs_p, outs_t, *aux = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun), has_aux)
     outs_p = _as_arrays(outs_p)
     outs_t = _as_arrays([ad.instantiate_zeros(t) for t in outs_t])
     out = tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
-    return (*out, store[1]) if has_aux else out
+    return (*out, tree_unflatten(store[1], aux[0])) if has_aux else out
 
 
 # JAX: jax/_src/api.py linearize
@@ -187,11 +184,13 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
     flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, in_tree, store)
-    outs, _, lin = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun))
+    outs, _, lin, *aux = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun), has_aux)
     out_tree = store[0]
     f_vjp = VJP(lin.jaxpr, in_tree, out_tree, tuple(core.get_aval(o) for o in outs), lin.consts)
     primal_out = tree_unflatten(out_tree, _as_arrays(outs))
-    return (primal_out, f_vjp, store[1]) if has_aux else (primal_out, f_vjp)
+    if has_aux:
+        return primal_out, f_vjp, tree_unflatten(store[1], aux[0])
+    return primal_out, f_vjp
 
 
 # JAX: jax/_src/api.py VJP — differs: one list of residuals (JAX also keeps opaque ones)

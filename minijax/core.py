@@ -25,23 +25,6 @@ from minijax.util import safe_zip
 # Abstract values
 # ---------------------------------------------------------------------------------------------
 
-_DTYPE_SHORT = {
-    "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
-    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
-    "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
-    "complex64": "c64", "complex128": "c128",
-}
-
-# JAX: jax/_src/dtypes.py float0 — the dtype of tangents of integer and boolean values
-float0 = np.dtype([("float0", np.void, 0)])
-
-
-def dtype_short(dtype: np.dtype) -> str:
-    if dtype == float0:
-        return "float0"
-    return _DTYPE_SHORT.get(np.dtype(dtype).name, np.dtype(dtype).name)
-
-
 # JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
 class ShapedArray:
     """What is known about a value at trace time: its shape, dtype and weak_type.
@@ -73,10 +56,10 @@ class ShapedArray:
     def to_tangent_aval(self) -> "ShapedArray":
         if dtypes.is_float(self.dtype):
             return self
-        return ShapedArray(self.shape, float0, False)
+        return ShapedArray(self.shape, dtypes.float0, False)
 
     def str_short(self) -> str:
-        return f"{dtype_short(self.dtype)}[{','.join(map(str, self.shape))}]"
+        return f"{dtypes.short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
 
     def __eq__(self, other) -> bool:
         return (type(other) is ShapedArray and self.shape == other.shape
@@ -91,7 +74,7 @@ class ShapedArray:
     # JAX: jax/_src/core.py ShapedArray.__str__ — `~float32[3]` (`~`: weakly typed), as
     # `jax.typeof(x)` and tracer reprs print it
     def __str__(self) -> str:
-        name = "float0" if self.dtype == float0 else self.dtype.name
+        name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
         return f"{'~' if self.weak_type else ''}{name}[{','.join(map(str, self.shape))}]"
 
 
@@ -156,6 +139,11 @@ class Primitive:
     multiple_results = False
     # The eager path converts operands to numpy before calling `impl`; jit_p opts out.
     eager_numpy = True
+    # How the jaxpr printer shows this primitive's params (JAX's pp rules; set per primitive):
+    pp_first_params: tuple[str, ...] = ()  # printed first, in this order (jit's `name`)
+    pp_hidden_params: tuple[str, ...] = ()  # never printed (the output type states them)
+    pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
+    pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -195,6 +183,11 @@ _CHAPTER_TRACING = "chapters/02-tracing.md"
 # JAX: jax/_src/errors.py ConcretizationTypeError
 class ConcretizationTypeError(TypeError):
     """A traced (abstract) value was used where Python needs a concrete one (`if`, `bool`, ...)."""
+
+
+# JAX: jax/_src/errors.py TracerBoolConversionError
+class TracerBoolConversionError(ConcretizationTypeError):
+    """`bool()` of a tracer: Python's `if`, `while`, `and`/`or` or `not` on a traced value."""
 
 
 # JAX: jax/_src/errors.py TracerArrayConversionError
@@ -345,6 +338,29 @@ def current_trace() -> Trace:
     return trace_ctx.trace
 
 
+# JAX: jax/_src/core.py check_bool_conversion
+def check_bool_conversion(aval: ShapedArray) -> None:
+    if aval.size == 0:
+        raise ValueError("The truth value of an empty array is ambiguous. Use "
+                         "`array.size > 0` to check that an array is not empty.")
+    if aval.size > 1:
+        raise ValueError("The truth value of an array with more than one element is "
+                         "ambiguous. Use a.any() or a.all()")
+
+
+# JAX: jax/_src/core.py check_scalar_conversion
+def check_scalar_conversion(aval: ShapedArray) -> None:
+    if aval.ndim > 0:
+        raise TypeError("Only scalar arrays can be converted to Python scalars; "
+                        f"got arr.ndim={aval.ndim}")
+
+
+# JAX: jax/_src/core.py check_integer_conversion
+def check_integer_conversion(aval: ShapedArray) -> None:
+    if not (aval.shape == () and dtypes.issubdtype(aval.dtype, np.integer)):
+        raise TypeError("Only integer scalar arrays can be converted to a scalar index.")
+
+
 # JAX: jax/_src/core.py Tracer
 class Tracer:
     """A stand-in for an array while a transformation runs. Subclasses add their payload
@@ -375,18 +391,23 @@ class Tracer:
         return val
 
     def __bool__(self):
-        return bool(self._concrete("bool()"))
+        check_bool_conversion(self.aval)
+        return bool(self._concrete("bool()", TracerBoolConversionError))
 
     def __int__(self):
-        return int(self._concrete("int()"))  # JAX: ConcretizationTypeError; __index__ differs
+        check_scalar_conversion(self.aval)
+        return int(self._concrete("int()"))  # as JAX: ConcretizationTypeError, not __index__'s
 
     def __float__(self):
+        check_scalar_conversion(self.aval)
         return float(self._concrete("float()"))
 
     def __complex__(self):
+        check_scalar_conversion(self.aval)
         return complex(self._concrete("complex()"))
 
     def __index__(self):
+        check_integer_conversion(self.aval)
         return int(self._concrete("__index__()", TracerIntegerConversionError))
 
     def __array__(self, dtype=None, copy=None):
@@ -651,17 +672,9 @@ class _NameContext:
 
 def pp_literal(lit: Literal) -> str:
     val = lit.val
-    if isinstance(val, np.ndarray) or isinstance(val, np.generic):
-        val = val.item()
-    elif hasattr(val, "aval") and not isinstance(val, Tracer):
-        val = np.asarray(val).item()
-    if isinstance(val, float) and dtypes.is_float(lit.aval.dtype):
-        text = repr(float(val))
-    elif isinstance(val, bool):
-        text = str(val)
-    else:
-        text = str(val)
-    return f"{text}:{lit.aval.str_short()}"
+    if not isinstance(val, (bool, int, float, complex)):
+        val = np.asarray(val).item()  # a numpy scalar or 0-d array, or a minijax Array
+    return f"{val}:{lit.aval.str_short()}"
 
 
 def _pp_param(v, names: _NameContext, indent: int, lead: int = 0) -> str:
@@ -689,9 +702,9 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
     head = f"{outs} = {eqn.primitive.name}"
     if not params:
         return f"{head} {ins}".rstrip()
-    first = [k for k in getattr(eqn.primitive, "pp_first_params", ()) if k in params]
+    first = [k for k in eqn.primitive.pp_first_params if k in params]
     keys = first + sorted(k for k in params if k not in first)
-    fmt = getattr(eqn.primitive, "pp_param_formatters", {})
+    fmt = eqn.primitive.pp_param_formatters
     items = [f"{k}=" + (fmt[k](params[k]) if k in fmt
                         else _pp_param(params[k], names, indent, len(k) + 1))
              for k in keys]
@@ -707,11 +720,11 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
 
 def _hidden_params(eqn: JaxprEqn) -> set[str]:
     # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
-    hidden = set(getattr(eqn.primitive, "pp_hidden_params", ()))
+    hidden = set(eqn.primitive.pp_hidden_params)
     for k, v in eqn.params.items():
         # hidden when empty, zero (custom_jvp_call's num_consts), or all False (like jit's
         # donated_invars without donation)
-        if k in getattr(eqn.primitive, "pp_hide_if_empty", ()) and (
+        if k in eqn.primitive.pp_hide_if_empty and (
                 v is None or v == () or (type(v) is int and v == 0)
                 or (isinstance(v, tuple) and all(x is False for x in v))):
             hidden.add(k)

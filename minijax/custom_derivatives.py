@@ -22,7 +22,7 @@ import functools
 import inspect
 from typing import Callable, Sequence
 
-from minijax import core
+from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray, Tracer
 from minijax.interpreters import ad, batching, mlir
@@ -305,7 +305,7 @@ def _call_lowering(ctx, *args, call_jaxpr, **params):
 
 def _dce_call_jaxpr(call_jaxpr: ClosedJaxpr, used_outputs: list[bool]) -> ClosedJaxpr:
     # every input is kept: the custom rule may read inputs the primal function does not
-    return pe.dce_closed_jaxpr(call_jaxpr, used_outputs, instantiate=True)
+    return pe.dce_closed_jaxpr(call_jaxpr, used_outputs, instantiate=True)[0]
 
 
 def _custom_jvp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
@@ -494,7 +494,7 @@ def _flatten_bwd(bwd: Callable, bwd_name: str, in_tree: PyTreeDef,
         out = []
         for i, (ct, aval) in enumerate(safe_zip(leaves, in_avals)):
             t_aval = aval.to_tangent_aval()
-            if ct is None or t_aval.dtype == core.float0:
+            if ct is None or t_aval.dtype == dtypes.float0:
                 out.append(Zero(t_aval))
                 continue
             ct_aval = core.get_aval(ct)
@@ -537,7 +537,7 @@ def _custom_vjp_call_batch_rule(vals, dims, *, axis_size, call_jaxpr, fwd, bwd, 
     b_call, b_consts = _hoisted(b_closed)
     arg_dims = list(dims[num_consts:])
     arg_avals = call_jaxpr.in_avals[num_consts:]
-    keep = [a.to_tangent_aval().dtype != core.float0 for a in arg_avals]
+    keep = [a.to_tangent_aval().dtype != dtypes.float0 for a in arg_avals]
     res_dims: list = []  # where the residuals' batch axes are, set by batched_fwd for bwd
 
     def batched_fwd(*args):

@@ -23,6 +23,20 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
+# JAX: jax/_src/dtypes.py float0 — the dtype of tangents of integer and boolean values
+float0 = np.dtype([("float0", np.void, 0)])
+
+
+# JAX: jax/_src/dtypes.py short_dtype_name — differs: float0 is named here too
+def short_dtype_name(dtype) -> str:
+    """The name the jaxpr printer uses: f32, i32, u8, bf16, c64, bool, float0."""
+    dtype = np.dtype(dtype)
+    if dtype == float0:
+        return "float0"
+    return (dtype.name.replace("float", "f").replace("uint", "u").replace("int", "i")
+            .replace("complex", "c"))
+
+
 # The three weak "types" of Python scalars, as lattice nodes.
 _WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX = "i*", "f*", "c*"
 

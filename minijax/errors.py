@@ -5,5 +5,5 @@ Defined in minijax/core.py; explained in chapters/02-tracing.md.
 
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, JaxprTypeError, TracerArrayConversionError,
-    TracerIntegerConversionError, UnexpectedTracerError,
+    TracerBoolConversionError, TracerIntegerConversionError, UnexpectedTracerError,
 )

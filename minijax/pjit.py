@@ -169,8 +169,8 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
         unknown_ins = [*residuals, *unknown_args]
-        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, jit_p, unknown_ins,
+        unknown_outs = trace.default_process_primitive(
+            jit_p, unknown_ins,
             dict(jaxpr=jaxpr_unknown, name=name, donated_invars=(False,) * len(unknown_ins)))
     else:
         unknown_outs = []
@@ -225,10 +225,7 @@ def _jit_lowering(ctx, *args, jaxpr, name, donated_invars):
 
 @_per_jaxpr_cache
 def _dce_of(closed: ClosedJaxpr, used_outputs: tuple[bool, ...]):
-    inner, used_inputs = pe.dce_jaxpr(closed.jaxpr, used_outputs)
-    kept = set(inner.constvars)
-    consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
-    return ClosedJaxpr(inner, consts), used_inputs
+    return pe.dce_closed_jaxpr(closed, used_outputs)
 
 
 def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:

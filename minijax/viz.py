@@ -48,7 +48,7 @@ def _sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Jaxpr, list]]:
 def _eqn_label(eqn: JaxprEqn, names) -> str:
     """`name` plus one `key=value` line per param that the printer shows (jaxprs excepted)."""
     hidden = core._hidden_params(eqn)
-    fmt = getattr(eqn.primitive, "pp_param_formatters", {})
+    fmt = eqn.primitive.pp_param_formatters
     lines = [eqn.primitive.name]
     for k in sorted(eqn.params):
         v = eqn.params[k]

@@ -61,7 +61,7 @@ def test_shaped_array_str_short_matches_jax(shape, dtype):
 
 def test_tangent_aval():
     assert ShapedArray((2,), np.float32).to_tangent_aval() == ShapedArray((2,), np.float32)
-    assert ShapedArray((2,), np.int32).to_tangent_aval().dtype == core.float0
+    assert ShapedArray((2,), np.int32).to_tangent_aval().dtype == dtypes.float0
 
 
 @pytest.mark.parametrize("make", [

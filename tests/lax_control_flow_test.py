@@ -396,7 +396,7 @@ def test_dce_of_loops_and_cond():
                              lambda a: (a, a), x)
         return c[1], z[0]
 
-    dced = pe.dce_closed_jaxpr(minijax.make_jaxpr(f)(X0))
+    dced, _ = pe.dce_closed_jaxpr(minijax.make_jaxpr(f)(X0))
     core.check_jaxpr(dced.jaxpr)
     (scan_eqn,) = _eqns_of(dced, scan_p)
     # only the carry c[1] is needed: c[0] and ys (and their equations) are gone

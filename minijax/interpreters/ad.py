@@ -21,10 +21,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
 from minijax import core
-from minijax.ad_util import Zero, add_jaxvals_p
+from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
 from minijax.util import safe_zip
@@ -40,15 +38,6 @@ primitive_transposes: dict[core.Primitive, Callable] = {}
 # ---------------------------------------------------------------------------------------------
 # Tangent helpers
 # ---------------------------------------------------------------------------------------------
-
-
-def zeros_like_aval(aval: ShapedArray):
-    """A concrete-or-traced array of zeros of type `aval` (bound under the current trace)."""
-    if aval.dtype == core.float0:
-        return np.zeros(aval.shape, core.float0)
-    from minijax.lax import lax
-    zero = lax.convert_element_type(0, aval.dtype, aval.weak_type)
-    return lax.broadcast_in_dim(zero, aval.shape, ())
 
 
 # JAX: jax/_src/interpreters/ad.py instantiate_zeros
@@ -137,19 +126,25 @@ def maybe_jvp_tracer(trace: JVPTrace, primal, tangent):
     return JVPTracer(trace, primal, tangent)
 
 
+# JAX: jax/_src/interpreters/ad.py jvp_subtrace (jvp_subtrace_aux with has_aux)
 def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
-             fun_name: str = "fun") -> tuple[list, list]:
+             fun_name: str = "fun", has_aux: bool = False):
     """Forward mode on a flat function. Tangents may be `Zero`. Returns (primals_out,
-    tangents_out), with Zero tangents left symbolic."""
+    tangents_out), with Zero tangents left symbolic. With `has_aux`, `fun` returns
+    (outs, aux) and a third list is returned: aux's primal values (not differentiated)."""
     trace = JVPTrace(core.current_trace(), fun_name)
     try:
         in_tracers = [maybe_jvp_tracer(trace, p, t) for p, t in safe_zip(primals, tangents)]
         with core.set_current_trace(trace):
             outs = fun(*in_tracers)
+        outs, aux = outs if has_aux else (outs, [])
         pairs = [trace.to_primal_tangent_pair(o) for o in outs]
+        # aux leaves that are not tracers (ints, strings, ...) pass untouched, as in JAX
+        aux = [trace.to_primal_tangent_pair(a)[0] if isinstance(a, Tracer) else a for a in aux]
     finally:
         trace.invalidate()
-    return [p for p, _ in pairs], [t for _, t in pairs]
+    primals_out, tangents_out = [p for p, _ in pairs], [t for _, t in pairs]
+    return (primals_out, tangents_out, aux) if has_aux else (primals_out, tangents_out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,26 +156,25 @@ def defjvp(primitive: core.Primitive, *jvprules: Callable | None) -> None:
     """Register a jvp built from one rule per operand: `rule(t_i, *primals, **params)` gives
     that operand's contribution to the output tangent (None: the output does not depend on it).
     """
-    def jvp(primals, tangents, **params):
-        primal_out = primitive.bind(*primals, **params)
-        out = Zero(core.get_aval(primal_out).to_tangent_aval())
-        for rule, t in zip(jvprules, tangents):
-            if rule is not None and type(t) is not Zero:
-                out = add_tangents(out, rule(t, *primals, **params))
-        return primal_out, out
-    primitive_jvps[primitive] = jvp
+    _defjvp_sum(primitive, jvprules, with_ans=False)
 
 
 # JAX: jax/_src/interpreters/ad.py defjvp2
 def defjvp2(primitive: core.Primitive, *jvprules: Callable | None) -> None:
     """Like defjvp, but each rule also gets the primal output: `rule(t_i, ans, *primals)`,
     so e.g. tanh's derivative 1 - ans**2 reuses the computed tanh instead of recomputing it."""
+    _defjvp_sum(primitive, jvprules, with_ans=True)
+
+
+def _defjvp_sum(primitive: core.Primitive, jvprules, with_ans: bool) -> None:
+    # The output tangent is the sum of each nonzero input tangent's contribution.
     def jvp(primals, tangents, **params):
         primal_out = primitive.bind(*primals, **params)
+        ans = (primal_out,) if with_ans else ()
         out = Zero(core.get_aval(primal_out).to_tangent_aval())
         for rule, t in zip(jvprules, tangents):
             if rule is not None and type(t) is not Zero:
-                out = add_tangents(out, rule(t, primal_out, *primals, **params))
+                out = add_tangents(out, rule(t, *ans, *primals, **params))
         return primal_out, out
     primitive_jvps[primitive] = jvp
 
@@ -214,13 +208,14 @@ def deflinear(primitive: core.Primitive, transpose_rule: Callable) -> None:
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/interpreters/ad.py linearize (the jvp + partial_eval path)
-def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"
-                   ) -> tuple[list, ClosedJaxpr]:
+def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
+                   has_aux: bool = False):
     """Evaluate `fun` at `primals` and record its linear tangent map as a jaxpr.
 
     Returns (primals_out, lin) where `lin` is a ClosedJaxpr taking one tangent per primal and
     returning one tangent per output; its consts are the residuals (values the tangent
-    computation needs from the primal one, e.g. `cos x` for `sin`).
+    computation needs from the primal one, e.g. `cos x` for `sin`). With `has_aux` (`fun`
+    returns (outs, aux)), also aux's values: (primals_out, lin, aux).
     """
     parent = core.current_trace()
     pe_trace = pe.JaxprTrace(parent, fun_name, "linearize")
@@ -228,7 +223,8 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"
         tangent_avals = [core.get_aval(p).to_tangent_aval() for p in primals]
         tangents_in = [pe_trace.new_arg(a) for a in tangent_avals]
         with core.set_current_trace(pe_trace):
-            primals_out, tangents_out = jvp_flat(fun, primals, tangents_in, fun_name)
+            primals_out, tangents_out, *aux = jvp_flat(fun, primals, tangents_in, fun_name,
+                                                       has_aux)
             tangents_out = [instantiate_zeros(t) for t in tangents_out]
         for p in primals_out:
             if pe_trace.is_own(p):
@@ -236,11 +232,8 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"
         jaxpr, consts = pe_trace.to_jaxpr(tangents_out)
     finally:
         pe_trace.invalidate()
-    all_constvars = jaxpr.constvars
-    jaxpr, _ = pe.dce_jaxpr(jaxpr, instantiate=True)
-    kept = set(jaxpr.constvars)
-    consts = [c for v, c in safe_zip(all_constvars, consts) if v in kept]
-    return list(primals_out), ClosedJaxpr(jaxpr, consts)
+    lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    return (list(primals_out), lin, *aux)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -330,17 +323,19 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
     return out
 
 
-def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun"):
-    """Returns (primals_out, pullback) where pullback(cts_out) gives one cotangent per primal
-    (instantiated as arrays)."""
-    primals_out, lin = linearize_flat(fun, primals, fun_name)
+def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
+             has_aux: bool = False):
+    """Returns (primals_out, pullback, lin): pullback(cts_out) gives one cotangent per primal
+    (instantiated as arrays); `lin` is the linear jaxpr it transposes (see linearize_flat).
+    With `has_aux`, `fun` returns (outs, aux) and aux's values come fourth."""
+    primals_out, lin, *aux = linearize_flat(fun, primals, fun_name, has_aux)
 
     def pullback(cts_out: Sequence[Any]) -> list:
         undef = [UndefinedPrimal(a) for a in lin.in_avals]
         cts = backward_pass(lin.jaxpr, lin.consts, undef, cts_out)
         return [instantiate_zeros(c) for c in cts]
 
-    return primals_out, pullback, lin
+    return (primals_out, pullback, lin, *aux)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,27 +83,17 @@ def aval_to_ir_type(aval: ShapedArray):
     return ir.RankedTensorType.get(aval.shape, dtype_to_ir_type(aval.dtype))
 
 
-# JAX: jax/_src/interpreters/mlir.py ir_constant
+# JAX: jax/_src/interpreters/mlir.py ir_constant (through _numpy_array_attribute)
 def ir_constant(val) -> Any:
-    """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given)."""
+    """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given; bool and
+    bfloat16 buffers are read by MLIR as they are)."""
     val = np.asarray(val)
     elt = dtype_to_ir_type(val.dtype)
-    shape = val.shape
-    if val.dtype == np.bool_:
-        data = np.packbits(np.ravel(val), bitorder="little")
-    elif val.dtype == dtypes.bfloat16:
-        data = val.view(np.uint16)
+    if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
+        data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and to read)
     else:
         data = val
-    data = np.ascontiguousarray(data)
-    if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
-        # a splat: one element repeated (cheap to emit and to read)
-        one = np.ravel(val)[:1]
-        one = np.packbits(one, bitorder="little") if val.dtype == np.bool_ else (
-            one.view(np.uint16) if val.dtype == dtypes.bfloat16 else one)
-        attr = ir.DenseElementsAttr.get(np.ascontiguousarray(one), type=elt, shape=shape)
-    else:
-        attr = ir.DenseElementsAttr.get(data, type=elt, shape=shape)
+    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=elt, shape=val.shape)
     return hlo.constant(attr)
 
 

@@ -24,13 +24,13 @@ from minijax.util import safe_zip
 
 # JAX: jax/_src/interpreters/partial_eval.py JaxprStackFrame
 class JaxprStackFrame:
-    """The jaxpr being built: its input variables, equations and constants (by identity)."""
+    """The jaxpr being built: its input variables, equations and constants (by identity; the
+    frame holds each constant, so its id stays unique). A tracer's variable lives on the tracer
+    (`DynamicJaxprTracer.val`)."""
 
     def __init__(self) -> None:
         self.invars: list[Var] = []
         self.eqns: list[JaxprEqn] = []
-        self.tracer_to_var: dict[int, Var] = {}
-        self.tracers: list[Tracer] = []  # keeps tracers alive so their ids stay unique
         self.const_to_var: dict[int, Var] = {}
         self.constvar_to_val: dict[Var, Any] = {}
 
@@ -53,17 +53,20 @@ def _drop_unused_vars(eqns: list[JaxprEqn], outvars) -> list[JaxprEqn]:
             for e in eqns]
 
 
-# JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTracer
+# JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTracer — differs: `val` is always a
+# Var (JAX's may be a Literal for a constant-folded value)
 class DynamicJaxprTracer(Tracer):
-    __slots__ = ("_aval",)
+    """A value being recorded: `val` is the jaxpr variable that stands for it."""
 
-    def __init__(self, trace: "DynamicJaxprTrace", aval: ShapedArray) -> None:
+    __slots__ = ("val",)
+
+    def __init__(self, trace: "DynamicJaxprTrace", val: Var) -> None:
         self._trace = trace
-        self._aval = aval
+        self.val = val
 
     @property
     def aval(self) -> ShapedArray:
-        return self._aval
+        return self.val.aval
 
     def _short_repr(self) -> str:  # JAX: JitTracer, under jit and make_jaxpr alike
         return f"JitTracer({self.aval})"
@@ -75,7 +78,7 @@ def _is_literalable(x) -> bool:
         return False
     if dtypes.is_python_scalar(x):
         return True
-    return core.get_aval(x).shape == () and not isinstance(x, Tracer)
+    return core.get_aval(x).shape == ()
 
 
 # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTrace
@@ -94,14 +97,8 @@ class DynamicJaxprTrace(core.Trace):
         return f" while tracing the function {self.fun_name} for {self.purpose}"
 
     def new_arg(self, aval: ShapedArray) -> DynamicJaxprTracer:
-        t = self._new_tracer(aval)
-        self.frame.invars.append(self.frame.tracer_to_var[id(t)])
-        return t
-
-    def _new_tracer(self, aval: ShapedArray) -> DynamicJaxprTracer:
-        t = DynamicJaxprTracer(self, aval)
-        self.frame.tracers.append(t)
-        self.frame.tracer_to_var[id(t)] = Var(aval)
+        t = DynamicJaxprTracer(self, Var(aval))
+        self.frame.invars.append(t.val)
         return t
 
     def is_own(self, x) -> bool:
@@ -109,7 +106,7 @@ class DynamicJaxprTrace(core.Trace):
 
     def to_jaxpr_atom(self, x) -> core.Atom:
         if self.is_own(x):
-            return self.frame.tracer_to_var[id(x)]
+            return x.val
         core.check_not_escaped(x)
         return self.new_const(x)
 
@@ -129,6 +126,12 @@ class DynamicJaxprTrace(core.Trace):
         return var
 
     def process_primitive(self, primitive, tracers, params):
+        return self.default_process_primitive(primitive, tracers, params)
+
+    # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTrace.default_process_primitive
+    def default_process_primitive(self, primitive, tracers, params):
+        """Record `primitive` as one equation, whatever a subclass does in process_primitive
+        (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
         invars = [self.to_jaxpr_atom(x) for x in tracers]
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         return self.emit(primitive, invars, out_avals, params)
@@ -136,9 +139,9 @@ class DynamicJaxprTrace(core.Trace):
     def emit(self, primitive, invars, out_avals, params):
         """Append an equation and return tracers for its outputs."""
         multiple = primitive.multiple_results
-        outs = [self._new_tracer(a) for a in (out_avals if multiple else [out_avals])]
-        outvars = [self.frame.tracer_to_var[id(t)] for t in outs]
+        outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
         self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 
     def to_jaxpr(self, out_tracers: Sequence[Any]) -> tuple[Jaxpr, list]:
@@ -200,7 +203,7 @@ class JaxprTrace(DynamicJaxprTrace):
         rule = custom_partial_eval_rules.get(primitive)
         if rule is not None:
             return rule(self, *tracers, **params)
-        return super().process_primitive(primitive, tracers, params)
+        return self.default_process_primitive(primitive, tracers, params)
 
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_nounits
@@ -288,13 +291,18 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
     return Jaxpr(constvars, invars, outvars, new_eqns), used_inputs
 
 
+# JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr_consts — differs: keeps the consts bound
 def dce_closed_jaxpr(closed: ClosedJaxpr, used_outputs: Sequence[bool] | None = None,
-                     instantiate: bool = True) -> ClosedJaxpr:
-    """DCE a ClosedJaxpr, dropping consts no equation reads (invars kept when instantiate)."""
-    new, _ = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=instantiate)
+                     instantiate: bool | Sequence[bool] = False
+                     ) -> tuple[ClosedJaxpr, list[bool]]:
+    """`dce_jaxpr` of a ClosedJaxpr that also drops the consts no remaining equation reads.
+
+    Returns (new_closed, used_inputs), with `used_outputs` and `instantiate` as in dce_jaxpr.
+    """
+    new, used_inputs = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=instantiate)
     kept = set(new.constvars)
-    consts = [c for v, c in zip(closed.jaxpr.constvars, closed.consts) if v in kept]
-    return ClosedJaxpr(new, consts)
+    consts = [c for v, c in safe_zip(closed.jaxpr.constvars, closed.consts) if v in kept]
+    return ClosedJaxpr(new, consts), used_inputs
 
 
 def count_eqns(jaxpr: Jaxpr) -> int:

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from minijax import core, dtypes
-from minijax.ad_util import Zero, add_jaxvals_p
+from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
@@ -1998,6 +1998,16 @@ def full_like(x, fill_value, dtype=None, shape=None):
 
 def zeros_like_array(x):
     return full_like(x, 0)
+
+
+# JAX: jax/_src/lax/lax.py zeros_like_shaped_array
+def zeros_like_shaped_array(aval: ShapedArray):
+    if aval.dtype == dtypes.float0:
+        return np.zeros(aval.shape, dtypes.float0)  # float0 zeros stay numpy, as in JAX
+    return broadcast_in_dim(convert_element_type(0, aval.dtype, aval.weak_type), aval.shape, ())
+
+
+aval_zeros_likers[ShapedArray] = zeros_like_shaped_array
 
 
 # ---------------------------------------------------------------------------------------------

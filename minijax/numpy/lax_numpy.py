@@ -78,16 +78,17 @@ def promote_dtypes(*args):
 # JAX: jax/_src/numpy/util.py promote_shapes
 def promote_shapes(name: str, *args):
     """Give non-scalar args a common rank by adding leading size-1 dimensions (lax broadcasts
-    size-1 and rank-0 operands itself). Raises ValueError for incompatible shapes."""
+    size-1 and rank-0 operands itself). Incompatible shapes: as in JAX, the lax op raises
+    TypeError when no rank is added, else this raises ValueError."""
     shapes = [core.get_aval(a).shape for a in args]
+    ranks = {len(s) for s in shapes if len(s)}
+    if len(ranks) < 2:
+        return list(args)
     try:
         np.broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes="
                          f"{[tuple(s) for s in shapes]}") from None
-    ranks = {len(s) for s in shapes if len(s)}
-    if len(ranks) < 2:
-        return list(args)
     rank = _max(ranks)
     out = []
     for a, s in zip(args, shapes):

@@ -24,24 +24,24 @@ from minijax.util import safe_zip, split_list
 
 
 # JAX: jax/_src/interpreters/partial_eval.py separate_consts — differs: also traces
-def _initial_style_jaxpr(flat_fun: Callable, in_avals: Sequence[ShapedArray], fun_name: str
+def initial_style_jaxpr(flat_fun: Callable, in_avals: Sequence[ShapedArray], fun_name: str
                          ) -> tuple[Jaxpr, list]:
     """Trace `flat_fun` (flat args -> flat outputs) to a jaxpr. Returns (jaxpr, consts): the
     consts are what the function closed over (arrays, or tracers of outer transformations),
-    still bound to the jaxpr's constvars; `_hoist_consts` turns them into operands."""
+    still bound to the jaxpr's constvars; `hoist_consts` turns them into operands."""
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_fun, list(in_avals), fun_name=fun_name,
                                                  purpose="a control-flow primitive")
     return jaxpr, consts
 
 
-def _hoist_consts(jaxpr: Jaxpr) -> ClosedJaxpr:
+def hoist_consts(jaxpr: Jaxpr) -> ClosedJaxpr:
     """The jaxpr with its constvars turned into leading invars: a const-free ClosedJaxpr, so a
     primitive's params never hold tracers (the consts are passed as operands instead)."""
     return ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
 
 
 # JAX: jax/_src/lax/control_flow/common.py _merge_common_consts
-def _merge_common_consts(jaxprs: Sequence[Jaxpr], all_consts: Sequence[list]
+def merge_common_consts(jaxprs: Sequence[Jaxpr], all_consts: Sequence[list]
                          ) -> tuple[list[ClosedJaxpr], list]:
     """Give several jaxprs (cond's branches) one shared list of leading const operands.
 
@@ -66,7 +66,7 @@ def _merge_common_consts(jaxprs: Sequence[Jaxpr], all_consts: Sequence[list]
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _promote_weak_typed_input
-def _promote_weak_typed_input(in_val, in_aval: ShapedArray, out_aval: ShapedArray
+def promote_weak_typed_input(in_val, in_aval: ShapedArray, out_aval: ShapedArray
                               ) -> tuple[Any, bool]:
     """A weakly typed initial carry (a Python scalar) whose loop output has another dtype is
     converted to that dtype, so `scan(f, 0, xs)` with a float body works as in JAX. Returns
@@ -79,7 +79,7 @@ def _promote_weak_typed_input(in_val, in_aval: ShapedArray, out_aval: ShapedArra
     return in_val, False
 
 
-def _as_array(x, aval: ShapedArray):
+def as_array(x, aval: ShapedArray):
     """A value an impl returns, as a minijax Array of exactly the output's aval (concrete
     inputs passed through a jaxpr may be Python scalars or numpy arrays, and literals
     re-evaluated eagerly lose their weak type)."""
@@ -88,22 +88,22 @@ def _as_array(x, aval: ShapedArray):
     return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
 
 
-def _is_zero(t) -> bool:
+def is_zero(t) -> bool:
     """A tangent that carries nothing: symbolic `Zero`, or a float0 array (the tangent of an
     integer input passed explicitly to `jvp`)."""
     return type(t) is Zero or (not isinstance(t, Tracer) and getattr(t, "dtype", None)
-                               == core.float0)
+                               == dtypes.float0)
 
 
 # ---------------------------------------------------------------------------------------------
 # Type checks, with JAX's error texts
 # ---------------------------------------------------------------------------------------------
 
-def _typematch_all(xs: Sequence[ShapedArray], ys: Sequence[ShapedArray]) -> bool:
+def typematch_all(xs: Sequence[ShapedArray], ys: Sequence[ShapedArray]) -> bool:
     return len(xs) == len(ys) and all(core.typematch(x, y) for x, y in zip(xs, ys))
 
 
-def _avals_short(avals: Sequence[ShapedArray]) -> str:
+def avals_short(avals: Sequence[ShapedArray]) -> str:
     return ", ".join(a.str_short() for a in avals)
 
 
@@ -120,7 +120,7 @@ def _component(i: int, n: int) -> str:
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _check_branch_outputs — differs: leaf
 # indices instead of pytree paths
-def _check_branch_outputs(api_name: str, name1: str, name2: str, tree1: PyTreeDef,
+def check_branch_outputs(api_name: str, name1: str, name2: str, tree1: PyTreeDef,
                           avals1: Sequence[ShapedArray], tree2: PyTreeDef,
                           avals2: Sequence[ShapedArray]) -> None:
     """Raise TypeError unless two branches return the same pytree of the same types."""
@@ -150,7 +150,7 @@ def _bullets(diffs: list[str]) -> str:
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _check_carry_type — differs: leaf indices
-def _check_carry_type(name: str, in_tree: PyTreeDef, in_avals: Sequence[ShapedArray],
+def check_carry_type(name: str, in_tree: PyTreeDef, in_avals: Sequence[ShapedArray],
                       out_tree: PyTreeDef, out_avals: Sequence[ShapedArray]) -> None:
     """Raise TypeError unless a loop body returns a carry of the input carry's pytree and
     types (weak types may differ)."""
@@ -179,20 +179,20 @@ def _check_carry_type(name: str, in_tree: PyTreeDef, in_avals: Sequence[ShapedAr
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/interpreters/partial_eval.py _jaxpr_forwarding
-def _jaxpr_forwarding(jaxpr: Jaxpr) -> list[int | None]:
+def jaxpr_forwarding(jaxpr: Jaxpr) -> list[int | None]:
     """For each output, the index of the input it simply returns (None if it computes it)."""
     where = {v: i for i, v in enumerate(jaxpr.invars)}
     return [where.get(v) if isinstance(v, Var) else None for v in jaxpr.outvars]
 
 
-def _prune_outputs(closed: ClosedJaxpr, keep: Sequence[bool]) -> ClosedJaxpr:
+def prune_outputs(closed: ClosedJaxpr, keep: Sequence[bool]) -> ClosedJaxpr:
     """The jaxpr with only the outputs where `keep` (the equations stay; DCE drops them)."""
     j = closed.jaxpr
     outvars = [v for v, k in safe_zip(j.outvars, keep) if k]
     return ClosedJaxpr(Jaxpr(j.constvars, j.invars, outvars, j.eqns), closed.consts)
 
 
-def _with_invars(closed: ClosedJaxpr, invars: Sequence[Var]) -> ClosedJaxpr:
+def with_invars(closed: ClosedJaxpr, invars: Sequence[Var]) -> ClosedJaxpr:
     """The same jaxpr with its binders replaced (reordered, or padded with unused ones)."""
     j = closed.jaxpr
     return ClosedJaxpr(Jaxpr(j.constvars, list(invars), j.outvars, j.eqns), closed.consts)
@@ -207,7 +207,7 @@ def _interleave(primal_counts: Sequence[int], tangent_counts: Sequence[int], xs:
 
 
 # JAX: jax/_src/interpreters/ad.py rearrange_binders
-def _rearrange_binders(closed: ClosedJaxpr, primals_in: Sequence[int],
+def rearrange_binders(closed: ClosedJaxpr, primals_in: Sequence[int],
                        tangents_in: Sequence[int], primals_out: Sequence[int],
                        tangents_out: Sequence[int]) -> ClosedJaxpr:
     """Reorder a jvp jaxpr's binders from `[P1 P2 .. T1 T2 ..]` (all primals, then all
@@ -219,19 +219,19 @@ def _rearrange_binders(closed: ClosedJaxpr, primals_in: Sequence[int],
                        closed.consts)
 
 
-def _trace_closed(fun: Callable, in_avals: Sequence[ShapedArray], purpose: str
+def trace_closed(fun: Callable, in_avals: Sequence[ShapedArray], purpose: str
                   ) -> ClosedJaxpr:
     """Trace a flat function built by a rule (its consts are concrete values)."""
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(fun, list(in_avals), purpose=purpose)
     return ClosedJaxpr(jaxpr, consts)
 
 
-def _eval_closed(closed: ClosedJaxpr, *args) -> list:
+def eval_closed(closed: ClosedJaxpr, *args) -> list:
     return core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
 
 
 # JAX: jax/_src/interpreters/batching.py batch_jaxpr — differs: batch axes always at 0
-def _batch_jaxpr(closed: ClosedJaxpr, axis_size: int, in_batched: Sequence[bool],
+def batch_jaxpr_flags(closed: ClosedJaxpr, axis_size: int, in_batched: Sequence[bool],
                  instantiate: bool | Sequence[bool]) -> tuple[ClosedJaxpr, list[bool]]:
     """`batching.batch_jaxpr` with batch axes at 0, in terms of flags: inputs where
     `in_batched` have a leading axis of size `axis_size`; an output is batched if it depends on

@@ -22,9 +22,9 @@ from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
 from minijax.lax.control_flow.common import (
-    _as_array, _avals_short, _batch_jaxpr, _check_branch_outputs, _eval_closed,
-    _initial_style_jaxpr, _is_zero, _jaxpr_forwarding, _merge_common_consts, _prune_outputs,
-    _trace_closed, _typematch_all, _with_invars)
+    as_array, avals_short, batch_jaxpr_flags, check_branch_outputs, eval_closed,
+    initial_style_jaxpr, is_zero, jaxpr_forwarding, merge_common_consts, prune_outputs,
+    trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
 
@@ -123,7 +123,7 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
             box.append(out_tree)
             return out_flat
 
-        jaxpr, consts = _initial_style_jaxpr(flat_fun, avals, getattr(f, "__name__", "branch"))
+        jaxpr, consts = initial_style_jaxpr(flat_fun, avals, getattr(f, "__name__", "branch"))
         jaxprs.append(jaxpr)
         all_consts.append(consts)
         out_trees.append(box[0])
@@ -131,17 +131,17 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
     order = range(len(funs)) if api_name == "switch" else [1, 0]
     first = order[0]
     for i in order[1:]:
-        _check_branch_outputs(api_name, names[first], names[i], out_trees[first],
+        check_branch_outputs(api_name, names[first], names[i], out_trees[first],
                               jaxprs[first].out_avals, out_trees[i], jaxprs[i].out_avals)
-    branches, consts = _merge_common_consts(jaxprs, all_consts)
+    branches, consts = merge_common_consts(jaxprs, all_consts)
     # An output that every branch returns unchanged from the same input needs no cond.
-    fwds = [_jaxpr_forwarding(b.jaxpr) for b in branches]
+    fwds = [jaxpr_forwarding(b.jaxpr) for b in branches]
     in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*fwds)]
     keep = [f is None for f in in_fwd]
-    branches = [_prune_outputs(b, keep) for b in branches]
+    branches = [prune_outputs(b, keep) for b in branches]
     outs = iter(cond_p.bind(index, *consts, *ops_flat, branches=tuple(branches)))
     all_inputs = [*consts, *ops_flat]
-    out = [next(outs) if f is None else _as_array(all_inputs[f], core.get_aval(all_inputs[f]))
+    out = [next(outs) if f is None else as_array(all_inputs[f], core.get_aval(all_inputs[f]))
            for f in in_fwd]
     return tree_unflatten(out_trees[0], out)
 
@@ -154,8 +154,8 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
 def _cond_impl(index, *args, branches: tuple[ClosedJaxpr, ...]):
     i = int(np.clip(core.to_numpy(index), 0, len(branches) - 1))
     with core.set_current_trace(core.eval_trace):
-        outs = _eval_closed(branches[i], *args)
-    return [_as_array(o, a) for o, a in safe_zip(outs, branches[0].out_avals)]
+        outs = eval_closed(branches[i], *args)
+    return [as_array(o, a) for o, a in safe_zip(outs, branches[0].out_avals)]
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_abstract_eval
@@ -164,13 +164,13 @@ def _cond_abstract_eval(index: ShapedArray, *avals: ShapedArray, branches):
         raise TypeError(f"cond: the branch index must be an i32[] scalar, got "
                         f"{index.str_short()}")
     for i, b in enumerate(branches):
-        if not _typematch_all(b.in_avals, avals):
-            raise TypeError(f"cond: branch {i} takes ({_avals_short(b.in_avals)}) but is "
-                            f"called with operands ({_avals_short(avals)})")
+        if not typematch_all(b.in_avals, avals):
+            raise TypeError(f"cond: branch {i} takes ({avals_short(b.in_avals)}) but is "
+                            f"called with operands ({avals_short(avals)})")
         out0 = branches[0].out_avals
-        if not _typematch_all(b.out_avals, out0):
-            raise TypeError(f"cond: branch 0 returns ({_avals_short(out0)}) but branch {i} "
-                            f"returns ({_avals_short(b.out_avals)})")
+        if not typematch_all(b.out_avals, out0):
+            raise TypeError(f"cond: branch 0 returns ({avals_short(out0)}) but branch {i} "
+                            f"returns ({avals_short(b.out_avals)})")
     return branches[0].out_avals
 
 
@@ -178,7 +178,7 @@ def _cond_abstract_eval(index: ShapedArray, *avals: ShapedArray, branches):
 def _cond_jvp(primals, tangents, *, branches):
     index, *ops = primals
     _, *ops_dot = tangents
-    ops_nz = [not _is_zero(t) for t in ops_dot]
+    ops_nz = [not is_zero(t) for t in ops_dot]
     branches_out_nz = [ad.jvp_jaxpr(b, ops_nz, instantiate=False)[1] for b in branches]
     out_nz = [any(nz) for nz in zip(*branches_out_nz)]
     branches_jvp = tuple(ad.jvp_jaxpr(b, ops_nz, instantiate=out_nz)[0] for b in branches)
@@ -215,11 +215,11 @@ def _join_cond_outputs(jaxprs: Sequence[ClosedJaxpr], all_res_avals: Sequence[Sh
     """Make every known branch return all residual slots (zeros in those it does not fill)."""
     def augment(jaxpr, indices):
         def f(*args):
-            outs, res = split_list(_eval_closed(jaxpr, *args), [num_non_res])
+            outs, res = split_list(eval_closed(jaxpr, *args), [num_non_res])
             slots = dict(safe_zip(indices, res))
             return outs + [slots[i] if i in slots else ad.zeros_like_aval(a)
                            for i, a in enumerate(all_res_avals)]
-        return _trace_closed(f, jaxpr.in_avals, "partial evaluation")
+        return trace_closed(f, jaxpr.in_avals, "partial evaluation")
     return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
 
 
@@ -233,15 +233,14 @@ def _join_cond_pe_staged_jaxpr_inputs(jaxprs: Sequence[ClosedJaxpr],
         slots = [Var(a) for a in all_res_avals]
         for i, v in safe_zip(indices, res_vars):
             slots[i] = v
-        return _with_invars(jaxpr, slots + other)
+        return with_invars(jaxpr, slots + other)
     return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_partial_eval
 def _cond_partial_eval(trace: pe.JaxprTrace, index, *ops, branches):
     if trace.is_own(index):  # an unknown index: the whole cond is unknown
-        return pe.DynamicJaxprTrace.process_primitive(trace, cond_p, [index, *ops],
-                                                      dict(branches=branches))
+        return trace.default_process_primitive(cond_p, [index, *ops], dict(branches=branches))
     unknowns = [trace.is_own(x) for x in ops]
     branches_out_uks = [pe.partial_eval_jaxpr_nounits(b, unknowns)[2] for b in branches]
     out_uks = [any(uks) for uks in zip(*branches_out_uks)]
@@ -263,8 +262,8 @@ def _cond_partial_eval(trace: pe.JaxprTrace, index, *ops, branches):
     known_outs, res = split_list(outs, [num_known_outs])
     unknown_ops = [x for x, u in safe_zip(ops, unknowns) if u]
     if any(out_uks):  # the unknown cond, recorded: it reads the index and residuals as consts
-        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, cond_p, [index, *res, *unknown_ops], dict(branches=unknown))
+        unknown_outs = trace.default_process_primitive(
+            cond_p, [index, *res, *unknown_ops], dict(branches=unknown))
     return merge_lists(out_uks, known_outs, unknown_outs)
 
 
@@ -280,7 +279,7 @@ def _transpose_branch(branch: ClosedJaxpr, undefined: Sequence[bool]) -> ClosedJ
         cts_in = ad.backward_pass(branch.jaxpr, branch.consts, primals, cts)
         return [ad.instantiate_zeros(c) for c, u in safe_zip(cts_in, undefined) if u]
 
-    return _trace_closed(transposed, known_avals + ct_avals, "transpose")
+    return trace_closed(transposed, known_avals + ct_avals, "transpose")
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_transpose_fancy — differs: UndefinedPrimal
@@ -321,19 +320,19 @@ def _cond_batch_rule(vals, dims, *, axis_size, branches):
         out_batched = [True] * len(branches[0].out_avals)
         branch_outs = []
         for i, b in enumerate(branches):
-            b_batched, _ = _batch_jaxpr(b, axis_size, in_batched, out_batched)
+            b_batched, _ = batch_jaxpr_flags(b, axis_size, in_batched, out_batched)
             # Examples that do not take this branch see their inputs through stop_gradient, so
             # a NaN in the untaken branch's derivative cannot leak (JAX issue #1052).
             pred = lax.eq(index, np.array(i, np.int32))
             ops_ = [_bcast_select(pred, x, lax.stop_gradient(x)) for x in ops]
-            branch_outs.append(_eval_closed(b_batched, *ops_))
+            branch_outs.append(eval_closed(b_batched, *ops_))
         out = [_bcast_select_n(index, *outs) for outs in zip(*branch_outs)]
         return out, [0] * len(out)
     ops_bat = [d is not not_mapped for d in op_dims]
     ops = [batching.moveaxis(x, d, 0) if b else x for x, d, b in safe_zip(ops, op_dims, ops_bat)]
-    branches_out_bat = [_batch_jaxpr(b, axis_size, ops_bat, False)[1] for b in branches]
+    branches_out_bat = [batch_jaxpr_flags(b, axis_size, ops_bat, False)[1] for b in branches]
     out_bat = [any(bs) for bs in zip(*branches_out_bat)]
-    branches_batched = tuple(_batch_jaxpr(b, axis_size, ops_bat, out_bat)[0]
+    branches_batched = tuple(batch_jaxpr_flags(b, axis_size, ops_bat, out_bat)[0]
                              for b in branches)
     out = cond_p.bind(index, *ops, branches=branches_batched)
     return out, [0 if b else not_mapped for b in out_bat]
@@ -359,7 +358,7 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
     for b in branches:
         _, used = pe.dce_jaxpr(b.jaxpr, used_outputs)
         used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
-    new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)
+    new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)[0]
                          for b in branches)
     return eqn.replace(
         invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],

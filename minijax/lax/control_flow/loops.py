@@ -24,14 +24,26 @@ from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
 from minijax.lax.control_flow.common import (
-    _as_array, _avals_short, _batch_jaxpr, _check_carry_type, _eval_closed, _hoist_consts,
-    _initial_style_jaxpr, _is_zero, _jaxpr_forwarding, _promote_weak_typed_input,
-    _prune_outputs, _rearrange_binders, _trace_closed, _typematch_all, _with_invars)
+    as_array, avals_short, batch_jaxpr_flags, check_carry_type, eval_closed, hoist_consts,
+    initial_style_jaxpr, is_zero, jaxpr_forwarding, promote_weak_typed_input,
+    prune_outputs, rearrange_binders, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
 
-def _or(xs: Sequence[bool], ys: Sequence[bool]) -> list[bool]:
-    return [x or y for x, y in safe_zip(xs, ys)]
+
+def _carry_fixpoint(step: Callable[[list[bool]], tuple[Any, list[bool]]],
+                    init_flags: Sequence[bool]) -> tuple[list[bool], Any]:
+    """The loop rules' fixpoint over per-carry flags (nonzero tangent, unknown, batched, used):
+    a carry has the property if it starts with it or the body gives it to the carry output.
+    `step(flags)` transforms the body assuming `flags` and returns (result, out_flags), with
+    out_flags >= flags; repeats until out_flags == flags. Returns (flags, result)."""
+    flags = list(init_flags)
+    for _ in range(1 + len(flags)):  # each repeat turns at least one flag on
+        result, out = step(flags)
+        if out == flags:
+            return flags, result
+        flags = [x or y for x, y in safe_zip(flags, out)]
+    raise AssertionError("loop rule: the carry fixpoint was not reached")
 
 
 # =============================================================================================
@@ -42,7 +54,7 @@ def _or(xs: Sequence[bool], ys: Sequence[bool]) -> list[bool]:
 def _infer_scan_length(xs_avals: Sequence[ShapedArray], length) -> int:
     if any(a.ndim == 0 for a in xs_avals):
         raise ValueError("scan got value with no leading axis to scan over: "
-                         f"{_avals_short([a for a in xs_avals if a.ndim == 0])}.")
+                         f"{avals_short([a for a in xs_avals if a.ndim == 0])}.")
     lengths = [a.shape[0] for a in xs_avals]
     if length is not None:
         try:
@@ -64,7 +76,9 @@ def _infer_scan_length(xs_avals: Sequence[ShapedArray], length) -> int:
     return lengths[0]
 
 
-# JAX: jax/_src/lax/control_flow/loops.py scan — differs: no forwarding optimizations
+# JAX: jax/_src/lax/control_flow/loops.py scan — differs: a carry the body passes through is
+# not moved to the consts, nor an xs passed through to ys copied around the loop (only the
+# partial-eval rule forwards, residuals that are slices of xs)
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1):
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`, stacking the `y`s.
@@ -114,22 +128,22 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         return carry_flat + ys_flat
 
     def trace(init_avals):
-        jaxpr, consts = _initial_style_jaxpr(flat_fun, init_avals + x_avals,
+        jaxpr, consts = initial_style_jaxpr(flat_fun, init_avals + x_avals,
                                              getattr(f, "__name__", "scan_body"))
         return jaxpr, consts, jaxpr.out_avals[:trees["carry"].num_leaves]
 
     init_avals = [core.get_aval(x) for x in init_flat]
     jaxpr, consts, carry_out_avals = trace(init_avals)
     if trees["carry"] == init_tree:
-        promoted = [_promote_weak_typed_input(x, a, b)
+        promoted = [promote_weak_typed_input(x, a, b)
                     for x, a, b in safe_zip(init_flat, init_avals, carry_out_avals)]
         if any(changed for _, changed in promoted):
             init_flat = [x for x, _ in promoted]
             init_avals = [core.get_aval(x) for x in init_flat]
             jaxpr, consts, carry_out_avals = trace(init_avals)
-    _check_carry_type("scan body", init_tree, init_avals, trees["carry"], carry_out_avals)
+    check_carry_type("scan body", init_tree, init_avals, trees["carry"], carry_out_avals)
     outs = scan_p.bind(*consts, *init_flat, *xs_flat, reverse=bool(reverse), length=length,
-                       jaxpr=_hoist_consts(jaxpr), num_consts=len(consts),
+                       jaxpr=hoist_consts(jaxpr), num_consts=len(consts),
                        num_carry=num_carry, unroll=int(unroll))
     carry, ys = split_list(outs, [num_carry])
     return tree_unflatten(init_tree, carry), tree_unflatten(trees["ys"], ys)
@@ -143,15 +157,15 @@ def _scan_impl(*args, reverse, length, jaxpr, num_consts, num_carry, unroll):
     ys = []
     with core.set_current_trace(core.eval_trace):
         for i in (reversed(range(length)) if reverse else range(length)):
-            carry, y = split_list(_eval_closed(jaxpr, *consts, *carry, *[x[i] for x in xs]),
+            carry, y = split_list(eval_closed(jaxpr, *consts, *carry, *[x[i] for x in xs]),
                                   [num_carry])
             ys.append([core.to_numpy(v, a) for v, a in safe_zip(y, y_avals)])
     if reverse:
         ys.reverse()
     stacked = [np.stack([y[j] for y in ys]) if ys else np.zeros((0, *a.shape), a.dtype)
                for j, a in enumerate(y_avals)]
-    return ([_as_array(c, a) for c, a in safe_zip(carry, carry_avals)]
-            + [_as_array(s, a) for s, a in safe_zip(stacked, y_avals)])
+    return ([as_array(c, a) for c, a in safe_zip(carry, carry_avals)]
+            + [as_array(s, a) for s, a in safe_zip(stacked, y_avals)])
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_abstract_eval
@@ -165,13 +179,13 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
             raise TypeError(f"scan: xs operand {x.str_short()} has no leading axis of the scan "
                             f"length {length}")
     given = [*consts, *init, *[x.update(shape=x.shape[1:]) for x in xs]]
-    if not _typematch_all(given, jaxpr.in_avals):
-        raise TypeError(f"scan: the body takes ({_avals_short(jaxpr.in_avals)}) but is given "
-                        f"({_avals_short(given)})")
+    if not typematch_all(given, jaxpr.in_avals):
+        raise TypeError(f"scan: the body takes ({avals_short(jaxpr.in_avals)}) but is given "
+                        f"({avals_short(given)})")
     carry_avals, y_avals = split_list(jaxpr.out_avals, [num_carry])
-    if not _typematch_all(init, carry_avals):
-        raise TypeError(f"scan: the body maps the carry ({_avals_short(init)}) to "
-                        f"({_avals_short(carry_avals)}), of another type")
+    if not typematch_all(init, carry_avals):
+        raise TypeError(f"scan: the body maps the carry ({avals_short(init)}) to "
+                        f"({avals_short(carry_avals)}), of another type")
     return carry_avals + [a.update(shape=(length, *a.shape)) for a in y_avals]
 
 
@@ -179,22 +193,20 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
 def _scan_jvp(primals, tangents, *, reverse, length, jaxpr, num_consts, num_carry, unroll):
     num_xs = len(jaxpr.in_avals) - num_consts - num_carry
     num_ys = len(jaxpr.out_avals) - num_carry
-    nonzeros = [not _is_zero(t) for t in tangents]
+    nonzeros = [not is_zero(t) for t in tangents]
     const_nz, init_nz, xs_nz = split_list(nonzeros, [num_consts, num_carry])
     # Fixpoint: a carry tangent is nonzero if it starts nonzero or the body makes it so.
-    carry_nz = init_nz
-    for _ in range(1 + num_carry):
-        nonzeros = const_nz + carry_nz + xs_nz
-        jaxpr_jvp, nz_out = ad.jvp_jaxpr(jaxpr, nonzeros,
+    def step(carry_nz):
+        jaxpr_jvp, nz_out = ad.jvp_jaxpr(jaxpr, const_nz + carry_nz + xs_nz,
                                          instantiate=carry_nz + [False] * num_ys)
-        if nz_out[:num_carry] == carry_nz:
-            break
-        carry_nz = _or(carry_nz, nz_out[:num_carry])
+        return (jaxpr_jvp, nz_out), nz_out[:num_carry]
+    carry_nz, (jaxpr_jvp, nz_out) = _carry_fixpoint(step, init_nz)
+    nonzeros = const_nz + carry_nz + xs_nz
     consts, init, xs = split_list(primals, [num_consts, num_carry])
     tangents = [ad.instantiate_zeros(t) if nz else None for t, nz in safe_zip(tangents, nonzeros)]
     consts_dot, init_dot, xs_dot = [[t for t in ts if t is not None]
                                     for ts in split_list(tangents, [num_consts, num_carry])]
-    jaxpr_jvp = _rearrange_binders(
+    jaxpr_jvp = rearrange_binders(
         jaxpr_jvp, [num_consts, num_carry, num_xs], [len(consts_dot), len(init_dot), len(xs_dot)],
         [num_carry, num_ys], [len(init_dot), sum(nz_out) - len(init_dot)])
     out = scan_p.bind(*consts, *consts_dot, *init, *init_dot, *xs, *xs_dot, reverse=reverse,
@@ -214,14 +226,12 @@ def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_
     const_uk, init_uk, xs_uk = split_list([trace.is_own(x) for x in args],
                                           [num_consts, num_carry])
     # Fixpoint: a carry is unknown if it starts unknown or the body makes it so.
-    carry_uk = init_uk
-    for _ in range(1 + num_carry):
-        unknowns = const_uk + carry_uk + xs_uk
-        jaxpr_known, jaxpr_unknown, out_uk, num_res = pe.partial_eval_jaxpr_nounits(
-            jaxpr, unknowns, instantiate=carry_uk + [False] * num_ys)
-        if out_uk[:num_carry] == carry_uk:
-            break
-        carry_uk = _or(carry_uk, out_uk[:num_carry])
+    def step(carry_uk):
+        split = pe.partial_eval_jaxpr_nounits(jaxpr, const_uk + carry_uk + xs_uk,
+                                              instantiate=carry_uk + [False] * num_ys)
+        return split, split[2][:num_carry]
+    carry_uk, (jaxpr_known, jaxpr_unknown, out_uk, num_res) = _carry_fixpoint(step, init_uk)
+    unknowns = const_uk + carry_uk + xs_uk
     known_args, unknown_args = partition_list(unknowns, args)
     known_consts, known_init, known_xs = split_list(
         known_args, [num_consts - sum(const_uk), num_carry - sum(carry_uk)])
@@ -235,14 +245,14 @@ def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_
         jaxpr_known, [False] * n_kc + [True] * (len(jaxpr_known.in_avals) - n_kc),
         instantiate=[True] * num_known_outs + [False] * num_res)
     with core.set_current_trace(trace.parent_trace):
-        hoisted_res2 = _eval_closed(jaxpr_hoist, *known_consts)
+        hoisted_res2 = eval_closed(jaxpr_hoist, *known_consts)
     hoisted, res2 = split_list(hoisted_res2, [len(hoisted_res2) - num_res2])
     which_hoisted = [not u for u in out_uk2[num_known_outs:]]
     # Residuals that are just slices of a known xs are read from that xs, not copied.
     xs_start = len(res2) + len(known_init)
     res_fwd = [f if f is not None and f >= xs_start else None
-               for f in _jaxpr_forwarding(jaxpr_known.jaxpr)[num_known_outs:]]
-    jaxpr_known = _prune_outputs(jaxpr_known,
+               for f in jaxpr_forwarding(jaxpr_known.jaxpr)[num_known_outs:]]
+    jaxpr_known = prune_outputs(jaxpr_known,
                                  [True] * num_known_outs + [f is None for f in res_fwd])
     if jaxpr_known.out_avals:
         outs = scan_p.bind_with_trace(
@@ -259,10 +269,10 @@ def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_
     # hoisted residuals join its consts, the others its xs.
     res_vars, uk_vars = split_list(jaxpr_unknown.jaxpr.invars, [num_res])
     ext_vars, int_vars = partition_list(which_hoisted, res_vars)
-    jaxpr_unknown = _with_invars(jaxpr_unknown, int_vars + uk_vars + ext_vars)
+    jaxpr_unknown = with_invars(jaxpr_unknown, int_vars + uk_vars + ext_vars)
     if any(out_uk):
-        unknown_outs = pe.DynamicJaxprTrace.process_primitive(
-            trace, scan_p, [*hoisted, *unknown_args, *ext_res],
+        unknown_outs = trace.default_process_primitive(
+            scan_p, [*hoisted, *unknown_args, *ext_res],
             dict(reverse=reverse, length=length, jaxpr=jaxpr_unknown,
                  num_consts=len(hoisted) + sum(const_uk), num_carry=sum(carry_uk),
                  unroll=unroll))
@@ -301,7 +311,7 @@ def _transpose_scan_jaxpr(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
         acc = [ad.instantiate_zeros(ad.add_tangents(a, c)) for a, c in safe_zip(ct_consts, ct_c)]
         return acc + [ad.instantiate_zeros(c) for c in ct_init + ct_x]
 
-    return _trace_closed(transposed, ires_avals + ct_const_avals + ct_carry_avals + ct_y_avals
+    return trace_closed(transposed, ires_avals + ct_const_avals + ct_carry_avals + ct_y_avals
                          + eres_avals, "transpose")
 
 
@@ -335,13 +345,11 @@ def _scan_batch_rule(vals, dims, *, axis_size, reverse, length, jaxpr, num_const
     const_b, init_b, xs_b = split_list([d is not not_mapped for d in dims],
                                        [num_consts, num_carry])
     # Fixpoint: a carry is batched if it starts batched or the body makes it so.
-    carry_b = init_b
-    for _ in range(1 + num_carry):
-        jaxpr_b, out_b = _batch_jaxpr(jaxpr, axis_size, const_b + carry_b + xs_b,
+    def step(carry_b):
+        jaxpr_b, out_b = batch_jaxpr_flags(jaxpr, axis_size, const_b + carry_b + xs_b,
                                       instantiate=carry_b + [False] * num_ys)
-        if out_b[:num_carry] == carry_b:
-            break
-        carry_b = _or(carry_b, out_b[:num_carry])
+        return (jaxpr_b, out_b), out_b[:num_carry]
+    carry_b, (jaxpr_b, out_b) = _carry_fixpoint(step, init_b)
     consts, init, xs = split_list(vals, [num_consts, num_carry])
     const_d, init_d, xs_d = split_list(dims, [num_consts, num_carry])
     consts = [x if d is not_mapped else batching.moveaxis(x, d, 0)
@@ -411,22 +419,19 @@ def _scan_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
     num_xs = len(jaxpr.in_avals) - num_consts - num_carry
     used_carry, used_ys = split_list(used_outputs, [num_carry])
     # Fixpoint: a carry output is needed if it is used, or if the body reads that carry.
-    for _ in range(1 + num_carry):
-        inner, used_inputs = pe.dce_jaxpr(
-            jaxpr.jaxpr, used_carry + used_ys,
+    def step(used_carry):
+        new_jaxpr, used_inputs = pe.dce_closed_jaxpr(
+            jaxpr, used_carry + used_ys,
             instantiate=[False] * num_consts + used_carry + [False] * num_xs)
-        used_consts, used_carry_in, used_xs = split_list(used_inputs, [num_consts, num_carry])
-        if used_carry_in == used_carry:
-            break
-        used_carry = _or(used_carry, used_carry_in)
-    kept = set(inner.constvars)
-    consts = [c for v, c in safe_zip(jaxpr.jaxpr.constvars, jaxpr.consts) if v in kept]
+        return (new_jaxpr, used_inputs), used_inputs[num_consts:num_consts + num_carry]
+    used_carry, (new_jaxpr, used_inputs) = _carry_fixpoint(step, used_carry)
+    used_consts = used_inputs[:num_consts]
     outvars = [v if u else core.DropVar(v.aval)
                for v, u, keep in safe_zip(eqn.outvars, used_outputs, used_carry + used_ys)
                if keep]
     return eqn.replace(
         invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u], outvars=outvars,
-        params=dict(eqn.params, jaxpr=ClosedJaxpr(inner, consts), num_consts=sum(used_consts),
+        params=dict(eqn.params, jaxpr=new_jaxpr, num_consts=sum(used_consts),
                     num_carry=sum(used_carry)))
 
 
@@ -482,9 +487,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
         return out_flat
 
     def trace(avals):
-        cond_jaxpr, cond_consts = _initial_style_jaxpr(
+        cond_jaxpr, cond_consts = initial_style_jaxpr(
             cond_flat, avals, getattr(cond_fun, "__name__", "cond_fun"))
-        body_jaxpr, body_consts = _initial_style_jaxpr(
+        body_jaxpr, body_consts = initial_style_jaxpr(
             body_flat, avals, getattr(body_fun, "__name__", "body_fun"))
         if trees["cond"].num_leaves != 1 or trees["cond"].node_type is not None:
             raise TypeError(f"cond_fun must return a boolean scalar, but got pytree "
@@ -498,16 +503,16 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     init_avals = [core.get_aval(x) for x in init_flat]
     cond_jaxpr, cond_consts, body_jaxpr, body_consts = trace(init_avals)
     if trees["body"] == in_tree:
-        promoted = [_promote_weak_typed_input(x, a, b)
+        promoted = [promote_weak_typed_input(x, a, b)
                     for x, a, b in safe_zip(init_flat, init_avals, body_jaxpr.out_avals)]
         if any(changed for _, changed in promoted):
             init_flat = [x for x, _ in promoted]
             init_avals = [core.get_aval(x) for x in init_flat]
             cond_jaxpr, cond_consts, body_jaxpr, body_consts = trace(init_avals)
-    _check_carry_type("while_loop body", in_tree, init_avals, trees["body"],
+    check_carry_type("while_loop body", in_tree, init_avals, trees["body"],
                       body_jaxpr.out_avals)
     outs = while_p.bind(*cond_consts, *body_consts, *init_flat,
-                        cond_jaxpr=_hoist_consts(cond_jaxpr), body_jaxpr=_hoist_consts(body_jaxpr),
+                        cond_jaxpr=hoist_consts(cond_jaxpr), body_jaxpr=hoist_consts(body_jaxpr),
                         cond_nconsts=len(cond_consts), body_nconsts=len(body_consts))
     return tree_unflatten(in_tree, outs)
 
@@ -516,48 +521,45 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
 def _while_impl(*args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts, body_consts, carry = split_list(args, [cond_nconsts, body_nconsts])
     with core.set_current_trace(core.eval_trace):
-        while bool(core.to_numpy(_eval_closed(cond_jaxpr, *cond_consts, *carry)[0])):
-            carry = _eval_closed(body_jaxpr, *body_consts, *carry)
-    return [_as_array(c, a) for c, a in safe_zip(carry, body_jaxpr.out_avals)]
+        while bool(core.to_numpy(eval_closed(cond_jaxpr, *cond_consts, *carry)[0])):
+            carry = eval_closed(body_jaxpr, *body_consts, *carry)
+    return [as_array(c, a) for c, a in safe_zip(carry, body_jaxpr.out_avals)]
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _while_loop_abstract_eval
 def _while_abstract_eval(*avals, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     cond_consts, body_consts, carry = split_list(avals, [cond_nconsts, body_nconsts])
-    if not _typematch_all([*cond_consts, *carry], cond_jaxpr.in_avals):
-        raise TypeError(f"while: cond_jaxpr takes ({_avals_short(cond_jaxpr.in_avals)}) but is "
-                        f"given ({_avals_short([*cond_consts, *carry])})")
-    if not _typematch_all([*body_consts, *carry], body_jaxpr.in_avals):
-        raise TypeError(f"while: body_jaxpr takes ({_avals_short(body_jaxpr.in_avals)}) but is "
-                        f"given ({_avals_short([*body_consts, *carry])})")
+    if not typematch_all([*cond_consts, *carry], cond_jaxpr.in_avals):
+        raise TypeError(f"while: cond_jaxpr takes ({avals_short(cond_jaxpr.in_avals)}) but is "
+                        f"given ({avals_short([*cond_consts, *carry])})")
+    if not typematch_all([*body_consts, *carry], body_jaxpr.in_avals):
+        raise TypeError(f"while: body_jaxpr takes ({avals_short(body_jaxpr.in_avals)}) but is "
+                        f"given ({avals_short([*body_consts, *carry])})")
     (pred,) = cond_jaxpr.out_avals
     if pred.shape != () or pred.dtype != np.bool_:
         raise TypeError(f"while: cond_jaxpr must return bool[], got {pred.str_short()}")
-    if not _typematch_all(carry, body_jaxpr.out_avals):
-        raise TypeError(f"while: body_jaxpr maps the carry ({_avals_short(carry)}) to "
-                        f"({_avals_short(body_jaxpr.out_avals)}), of another type")
+    if not typematch_all(carry, body_jaxpr.out_avals):
+        raise TypeError(f"while: body_jaxpr maps the carry ({avals_short(carry)}) to "
+                        f"({avals_short(body_jaxpr.out_avals)}), of another type")
     return body_jaxpr.out_avals
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _while_loop_jvp
 def _while_jvp(primals, tangents, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    nonzeros = [not _is_zero(t) for t in tangents]
+    nonzeros = [not is_zero(t) for t in tangents]
     _, bconst_nz, init_nz = split_list(nonzeros, [cond_nconsts, body_nconsts])
-    carry_nz = init_nz
-    for _ in range(1 + len(carry_nz)):
-        body_jvp, nz_out = ad.jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz)
-        if nz_out == carry_nz:
-            break
-        carry_nz = _or(carry_nz, nz_out)
+    carry_nz, body_jvp = _carry_fixpoint(
+        lambda carry_nz: ad.jvp_jaxpr(body_jaxpr, bconst_nz + carry_nz, instantiate=carry_nz),
+        init_nz)
     cconsts, bconsts, init = split_list(primals, [cond_nconsts, body_nconsts])
     _, bconst_t, init_t = split_list(tangents, [cond_nconsts, body_nconsts])
     bconst_dot = [t for t, nz in safe_zip(bconst_t, bconst_nz) if nz]
     init_dot = [ad.instantiate_zeros(t) for t, nz in safe_zip(init_t, carry_nz) if nz]
     num_carry = len(init)
-    body_jvp = _rearrange_binders(body_jvp, [body_nconsts, num_carry],
+    body_jvp = rearrange_binders(body_jvp, [body_nconsts, num_carry],
                                   [len(bconst_dot), len(init_dot)], [num_carry], [len(init_dot)])
     # The predicate reads the primal carry only: extra binders for the tangents, unused.
-    cond_aug = _with_invars(cond_jaxpr, cond_jaxpr.jaxpr.invars
+    cond_aug = with_invars(cond_jaxpr, cond_jaxpr.jaxpr.invars
                             + [core.Var(core.get_aval(t)) for t in init_dot])
     out = while_p.bind(*cconsts, *bconsts, *bconst_dot, *init, *init_dot,
                        cond_jaxpr=cond_aug, body_jaxpr=body_jvp, cond_nconsts=cond_nconsts,
@@ -579,16 +581,13 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
                   body_nconsts=body_nconsts)
     unknowns = [trace.is_own(x) for x in args]
     cconst_uk, bconst_uk, init_uk = split_list(unknowns, [cond_nconsts, body_nconsts])
-    carry_uk = init_uk
-    for _ in range(1 + len(carry_uk)):
-        _, _, carry_out_uk, _ = pe.partial_eval_jaxpr_nounits(
-            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)
-        if carry_out_uk == carry_uk:
-            break
-        carry_uk = _or(carry_uk, carry_out_uk)
+    carry_uk, _ = _carry_fixpoint(
+        lambda carry_uk: (None, pe.partial_eval_jaxpr_nounits(
+            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)[2]),
+        init_uk)
     _, _, (pred_uk,), _ = pe.partial_eval_jaxpr_nounits(cond_jaxpr, cconst_uk + carry_uk)
     if pred_uk or all(carry_uk):
-        return pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+        return trace.default_process_primitive(while_p, args, params)
     # The known loop: the known carries, through the body and predicate with unknowns dropped.
     cond_known = _drop_unknown_inputs(cond_jaxpr, cconst_uk + carry_uk, [True])
     body_known = _drop_unknown_inputs(body_jaxpr, bconst_uk + carry_uk,
@@ -602,14 +601,14 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
              body_nconsts=len(known_bconsts)))
     if not any(carry_uk):  # only unused inputs were unknown
         return out_known
-    out_all = pe.DynamicJaxprTrace.process_primitive(trace, while_p, args, params)
+    out_all = trace.default_process_primitive(while_p, args, params)
     return merge_lists(carry_uk, out_known, [o for o, u in safe_zip(out_all, carry_uk) if u])
 
 
 def _drop_unknown_inputs(closed: ClosedJaxpr, unknowns: Sequence[bool],
                          used_outputs: Sequence[bool]) -> ClosedJaxpr:
     """The jaxpr keeping only `used_outputs`, which must not read the unknown inputs."""
-    dced = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
+    dced, _ = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
     assert len(dced.in_avals) == len(unknowns) - sum(unknowns)
     return dced
 
@@ -627,14 +626,11 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
     cconst_b, bconst_b, init_b = split_list([d is not not_mapped for d in dims],
                                             [cond_nconsts, body_nconsts])
     # Fixpoint: a carry is batched if it starts batched or the body makes it so.
-    carry_b = init_b
-    for _ in range(1 + len(carry_b)):
-        _, carry_b_out = _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b,
-                                      instantiate=carry_b)
-        if carry_b_out == carry_b:
-            break
-        carry_b = _or(carry_b, carry_b_out)
-    _, (pred_b,) = _batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, instantiate=False)
+    carry_b, _ = _carry_fixpoint(
+        lambda carry_b: batch_jaxpr_flags(body_jaxpr, axis_size, bconst_b + carry_b,
+                                     instantiate=carry_b),
+        init_b)
+    _, (pred_b,) = batch_jaxpr_flags(cond_jaxpr, axis_size, cconst_b + carry_b, instantiate=False)
     if pred_b:  # every example loops until its own predicate is false: batch all carries
         carry_b = [True] * len(carry_b)
     cconsts, bconsts, init = split_list(vals, [cond_nconsts, body_nconsts])
@@ -645,8 +641,8 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
                for x, d in safe_zip(bconsts, bdims)]
     init = [batching.bdim_at_front(x, d, axis_size) if b else x
             for x, d, b in safe_zip(init, idims, carry_b)]
-    cond_b, _ = _batch_jaxpr(cond_jaxpr, axis_size, cconst_b + carry_b, pred_b)
-    body_b, _ = _batch_jaxpr(body_jaxpr, axis_size, bconst_b + carry_b, carry_b)
+    cond_b, _ = batch_jaxpr_flags(cond_jaxpr, axis_size, cconst_b + carry_b, pred_b)
+    body_b, _ = batch_jaxpr_flags(body_jaxpr, axis_size, bconst_b + carry_b, carry_b)
     if not pred_b:
         outs = while_p.bind(*cconsts, *bconsts, *init, cond_jaxpr=cond_b, body_jaxpr=body_b,
                             cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
@@ -659,19 +655,19 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
     ncc, nbc = len(cconsts), len(bconsts)
 
     def cond_any(*args):
-        (pred,) = _eval_closed(cond_b, *args)
+        (pred,) = eval_closed(cond_b, *args)
         return [lax.reduce_max(pred, (0,))]
 
     def body_select(*args):
         cc, bc, carry = split_list(args, [ncc, nbc])
-        (pred,) = _eval_closed(cond_b, *cc, *carry)
-        new = _eval_closed(body_b, *bc, *carry)
+        (pred,) = eval_closed(cond_b, *cc, *carry)
+        new = eval_closed(body_b, *bc, *carry)
         return [lax.select(_bcast_pred(pred, a), n, c)
                 for n, c, a in safe_zip(new, carry, carry_avals)]
 
     cond_avals = cond_b.in_avals
-    cond_any_jaxpr = _trace_closed(cond_any, cond_avals, "vmap")
-    body_select_jaxpr = _trace_closed(
+    cond_any_jaxpr = trace_closed(cond_any, cond_avals, "vmap")
+    body_select_jaxpr = trace_closed(
         body_select, cond_avals[:ncc] + body_b.in_avals, "vmap")
     outs = while_p.bind(*cconsts, *cconsts, *bconsts, *init, cond_jaxpr=cond_any_jaxpr,
                         body_jaxpr=body_select_jaxpr, cond_nconsts=ncc, body_nconsts=ncc + nbc)
