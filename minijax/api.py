@@ -584,7 +584,10 @@ def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fal
 
 
 # JAX: jax/_src/api.py jacobian
-jacobian = jacrev
+def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+             holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """Alias of `jacrev`."""
+    return jacrev(fun, argnums, has_aux, holomorphic, allow_int)
 
 
 # ---------------------------------------------------------------------------------------------
