@@ -358,23 +358,19 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 # vmap
 # ---------------------------------------------------------------------------------------------
 
+# JAX: jax/_src/tree_util.py broadcast_prefix
 def _broadcast_prefix(prefix, tree, what: str) -> list:
-    """One entry of `prefix` (a pytree prefix of `tree`, ints/None at its leaves) per leaf."""
-    if prefix is None or isinstance(prefix, int):
-        return [prefix] * len(tree_flatten(tree)[0])
-    if isinstance(prefix, (tuple, list)) and isinstance(tree, (tuple, list)):
-        if len(prefix) != len(tree):
-            raise ValueError(f"vmap {what} specification must be a tree prefix of the "
-                             f"corresponding value, got a {type(prefix).__name__} of length "
-                             f"{len(prefix)} for a value of length {len(tree)}")
-        return [d for p, t in zip(prefix, tree) for d in _broadcast_prefix(p, t, what)]
-    if isinstance(prefix, dict) and isinstance(tree, dict):
-        if set(prefix) != set(tree):
-            raise ValueError(f"vmap {what}: dict keys {sorted(prefix)} do not match "
-                             f"{sorted(tree)}")
-        return [d for k in sorted(tree) for d in _broadcast_prefix(prefix[k], tree[k], what)]
-    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
-                     f"value; got {prefix!r} for a value of type {type(tree).__name__}")
+    """One entry of `prefix` (a pytree prefix of `tree`, ints/None at its leaves) per leaf of
+    `tree`. The node types must match down to the prefix's leaves, as in JAX (an OrderedDict
+    is matched in its own key order). Raises ValueError otherwise."""
+    entries, prefix_tree = tree_flatten(prefix, is_leaf=lambda x: x is None)
+    try:
+        subtrees = prefix_tree.flatten_up_to(tree)
+    except ValueError as e:
+        raise ValueError(f"vmap {what} specification must be a tree prefix of the "
+                         f"corresponding value, got specification {prefix!r} for value tree "
+                         f"{tree_flatten(tree)[1]}: {e}") from None
+    return [d for d, sub in zip(entries, subtrees) for d in [d] * len(tree_flatten(sub)[0])]
 
 
 # JAX: jax/_src/api.py vmap

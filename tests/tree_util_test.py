@@ -284,3 +284,19 @@ def test_vjp_and_linearize_return_pytrees(which):
         return (type(fn).__name__, fn(x), again, len(leaves), n_res,
                 J.tree.map(lambda r: r.shape, leaves))
     _same_typed(program)
+
+
+def test_vmap_axes_prefixes_follow_the_tree_structure():
+    od = collections.OrderedDict(z=np.ones((3, 2), np.float32), a=np.arange(2.0, dtype=np.float32))
+
+    def program(J):
+        f = lambda d: collections.OrderedDict(s=d["z"] * d["a"], a=d["a"])  # noqa: E731
+        spec = collections.OrderedDict(z=0, a=None)
+        out = J.vmap(f, in_axes=(spec,), out_axes=collections.OrderedDict(s=1, a=None))(od)
+        return type(out).__name__, out["s"], out["a"]
+    _same_typed(program)
+    for bad in [({"z": 0, "a": None},), ([0, 1],)]:  # wrong node type at a prefix position
+        arg = od if isinstance(bad[0], dict) else (np.ones(3), np.ones(3))
+        for J in (jax, minijax):
+            with pytest.raises(ValueError):
+                J.vmap(lambda d: d, in_axes=bad)(arg)
