@@ -1,8 +1,8 @@
 """Special functions of `scipy.special`, written on minijax.numpy and lax.
 
-`logsumexp` (mirrors jax/_src/ops/special.py), `erf`, `erfinv`, `gammaln`, `digamma`, `xlogy`,
-`xlog1py`, `expit`, `logit`, `ndtr`, `ndtri` (mirror jax/_src/scipy/special.py). Integer inputs
-are promoted to the default float dtype, as in JAX.
+`logsumexp` (mirrors jax/_src/ops/special.py), `erf`, `erfc`, `erfinv`, `gammaln`, `digamma`,
+`xlogy`, `xlog1py`, `expit`, `logit`, `ndtr`, `ndtri` (mirror jax/_src/scipy/special.py).
+Integer inputs are promoted to the default float dtype, as in JAX.
 """
 
 from __future__ import annotations
@@ -73,6 +73,13 @@ def erf(x):
     """The error function, elementwise: f32[...] -> f32[...] (`lax.erf`)."""
     (x,) = promote_args_inexact("erf", x)
     return lax_special.erf(x)
+
+
+# JAX: jax/_src/scipy/special.py erfc
+def erfc(x):
+    """The complementary error function 1 - erf(x), elementwise (`lax.erfc`)."""
+    (x,) = promote_args_inexact("erfc", x)
+    return lax_special.erfc(x)
 
 
 # JAX: jax/_src/scipy/special.py erfinv
@@ -150,14 +157,18 @@ def _check_ndtr_dtype(name: str, x):
                         "float32 or float64")
 
 
-# JAX: jax/_src/scipy/special.py ndtr — differs: no erfc primitive in minijax.lax yet, so the
-# lower tail is 0.5 * (1 + erf(x / sqrt 2)) and loses relative precision below x ~ -3
+# JAX: jax/_src/scipy/special.py ndtr
 def ndtr(x):
-    """The standard normal CDF, elementwise: f32[...] -> f32[...]. TypeError for non-floats."""
+    """The standard normal CDF, elementwise: f32[...] -> f32[...]; erfc in the tails, where
+    1 + erf would lose the digits. TypeError for non-float inputs."""
     x = jnp.asarray(x)
     _check_ndtr_dtype("ndtr", x)
     half_sqrt_2 = _const(x, np.sqrt(0.5))
-    return _const(x, 0.5) * (_const(x, 1) + lax_special.erf(x * half_sqrt_2))
+    w = x * half_sqrt_2
+    z = jnp.abs(w)
+    y = jnp.where(z < half_sqrt_2, _const(x, 1) + lax_special.erf(w),
+                  jnp.where(w > 0, _const(x, 2) - lax_special.erfc(z), lax_special.erfc(z)))
+    return _const(x, 0.5) * y
 
 
 def _polyval(coeffs, x):
