@@ -29,8 +29,9 @@ def _same(got, want, rtol=2e-6, atol=1e-6):
 CASES = [
     ("erf", (X,)), ("erfc", (X,)), ("erfinv", (P * 0.99,)), ("gammaln", (np.abs(X) + 0.25,)),
     ("digamma", (np.abs(X) + 0.25,)), ("expit", (X,)), ("logit", (P,)), ("ndtri", (P,)),
-    ("ndtr", (X,)), ("ndtr", (np.float32([-12, -8, -5, 5, 8]),)), ("xlogy", (np.array([0, 0, 1, 2, 0], np.float32),
-                               np.array([0, 3, 2, 3, np.nan], np.float32))),
+    ("ndtr", (X,)), ("ndtr", (np.float32([-12, -8, -5, 5, 8]),)),
+    ("xlogy", (np.array([0, 0, 1, 2, 0], np.float32),
+               np.array([0, 3, 2, 3, np.nan], np.float32))),
     ("xlog1py", (np.array([0, 0, 1, 2], np.float32), np.array([-1, 3, 2, 3], np.float32))),
     ("erf", (np.arange(3),)), ("expit", (2,)),  # ints and Python scalars promote to float
 ]
