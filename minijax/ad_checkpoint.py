@@ -432,19 +432,18 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
     jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(residuals, [core.get_aval(x) for x in flat],
                                             purpose="saved_residuals")
     names = _arg_names(f, args, kwargs)
-    producers = {v: eqn for eqn in jaxpr.eqns for v in eqn.outvars}
-    result = []
-    for v in jaxpr.outvars:
-        if isinstance(v, core.Literal):
-            result.append((v.aval, "from a literal"))
-        elif v in jaxpr.constvars:
-            result.append((v.aval, "from a constant"))
-        elif v in jaxpr.invars:
-            result.append((v.aval, f"from the argument {names[jaxpr.invars.index(v)]}"))
-        elif producers[v].primitive is name_p:
-            result.append((v.aval, f"named '{producers[v].params['name']}'"))
-        else:
-            result.append((v.aval, f"output of {producers[v].primitive.name}"))
+    # In JAX's order: literals, constants, arguments, then outputs of equations in program order
+    res_vars = {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
+    result = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, core.Literal)]
+    result += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
+    result += [(v.aval, f"from the argument {name}")
+               for v, name in safe_zip(jaxpr.invars, names) if v in res_vars]
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            if v in res_vars:
+                what = (f"named '{eqn.params['name']}'" if eqn.primitive is name_p
+                        else f"output of {eqn.primitive.name}")
+                result.append((v.aval, what))
     return result
 
 
