@@ -467,7 +467,7 @@ def choice(key, a, shape: Sequence[int] = (), replace: bool = True, p=None, axis
             slices = (slice(None),) * axis + (slice(n_draws),)
             result = permutation(raw, n_inputs if nd == 0 else arr, axis)[slices]
     else:
-        from minijax.numpy.lax_numpy import promote_args_inexact
+        from minijax.numpy.util import promote_args_inexact
         (p_arr,) = promote_args_inexact("choice", p)
         if jnp.shape(p_arr) != (n_inputs,):
             raise ValueError(

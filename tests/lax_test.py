@@ -318,3 +318,48 @@ def test_escaped_tracer_after_error_is_detected():
     assert core.trace_ctx.trace is core.eval_trace
     with pytest.raises(minijax.UnexpectedTracerError):
         mlax.sin(leaked[0])
+
+
+def test_every_primitive_is_public_under_jax_lax_name():
+    # each primitive minijax defines that jax.lax exports is exported by minijax.lax too
+    import importlib
+    import pkgutil
+    found = set()
+    for info in pkgutil.walk_packages(minijax.__path__, "minijax."):
+        module = importlib.import_module(info.name)
+        found |= {n for n, v in vars(module).items() if isinstance(v, core.Primitive)}
+    in_jax = {n for n in found if n.endswith("_p") and hasattr(jax.lax, n)}
+    assert len(in_jax) > 60
+    missing = [n for n in sorted(in_jax) if not isinstance(getattr(mlax, n, None), core.Primitive)]
+    assert not missing, missing
+    assert mlax.exp_p.name == jax.lax.exp_p.name == "exp"
+
+
+@pytest.mark.parametrize("padding", ["SAME", "VALID", [(1, 0), (0, 2)]])
+def test_conv_and_conv_with_general_padding(padding):
+    rng = np.random.RandomState(0)
+    lhs = rng.randn(2, 3, 6, 5).astype(np.float32)
+    rhs = rng.randn(4, 3, 3, 2).astype(np.float32)
+    for name, kw in [("conv", {}),
+                     ("conv_with_general_padding", dict(lhs_dilation=(1, 2),
+                                                        rhs_dilation=(2, 1)))]:
+        if name == "conv_with_general_padding" and isinstance(padding, str):
+            continue  # JAX needs explicit pads there
+        want = getattr(jax.lax, name)(lhs, rhs, (1, 2), padding, **kw)
+        got = getattr(mlax, name)(lhs, rhs, (1, 2), padding, **kw)
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.uint8, np.uint32])
+def test_integer_div_rem_by_zero_as_xla(dtype):
+    # XLA defines x / 0 as -1 (all bits set) and x % 0 as x; INT_MIN / -1 wraps
+    signed = np.dtype(dtype).kind == "i"
+    x = np.array([3, -2 if signed else 2, 1, np.iinfo(dtype).min], dtype)
+    y = np.array([1, 0, 0, -1 if signed else 1], dtype)
+    for name in ("div", "rem"):
+        want = getattr(jax.lax, name)(x, y)
+        got = getattr(mlax, name)(x, y)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(getattr(mlax, name)(x[1], y[1]),
+                                      getattr(jax.lax, name)(x[1], y[1]))

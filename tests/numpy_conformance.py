@@ -685,7 +685,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
     ('nanvar', '*'): 'not implemented',
     ('nanquantile', '*'): 'not implemented',
     ('nanpercentile', '*'): 'not implemented',
-    ('astype', '*'): 'not implemented',
     ('permute_dims', '*'): 'not implemented',
     ('unstack', '*'): 'not implemented',
     ('concat', '*'): 'not implemented',

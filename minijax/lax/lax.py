@@ -531,11 +531,22 @@ mlir.register_lowering(mul_p, mlir.nary_lowering("multiply"))
 
 def _div_impl(x, y):
     if np.result_type(x).kind in "iu":
-        # integer division rounds toward zero, as in C and XLA
-        q = np.floor_divide(x, y)
-        fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
-        return q + fix
+        # integer division rounds toward zero, as in C and XLA; x / 0 is -1 (all bits set), as
+        # XLA defines it (numpy's is 0, with a warning)
+        by_zero = y == 0
+        y = np.where(by_zero, np.ones_like(y), y)
+        with np.errstate(over="ignore"):  # INT_MIN / -1 wraps to INT_MIN, as in XLA
+            q = np.floor_divide(x, y)
+        q = q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0)))
+        return np.where(by_zero, np.array(-1).astype(q.dtype), q)
     return np.divide(x, y)
+
+
+def _rem_impl(x, y):
+    if np.result_type(x).kind in "iu":  # x % 0 is x, as XLA defines it
+        by_zero = y == 0
+        return np.where(by_zero, x, np.fmod(x, np.where(by_zero, np.ones_like(y), y)))
+    return np.fmod(x, y)
 
 
 def _div_transpose(ct, x, y):
@@ -562,7 +573,7 @@ def rem(x, y):
     return rem_p.bind(x, y)
 
 
-rem_p = naryop("rem", _num, np.fmod)
+rem_p = naryop("rem", _num, _rem_impl)
 defjvp(rem_p, lambda g, x, y: _maybe_broadcast(
            _broadcasting_shape("rem", core.get_aval(x), core.get_aval(y)), g),
        lambda g, x, y: mul(neg(g), mul(sign(div(x, y)), floor(abs(div(x, y))))))

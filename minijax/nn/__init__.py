@@ -27,7 +27,7 @@ def sigmoid(x):
 
 
 def _inexact(name, *args):
-    from minijax.numpy.lax_numpy import promote_args_inexact
+    from minijax.numpy.util import promote_args_inexact
     return promote_args_inexact(name, *args)
 
 

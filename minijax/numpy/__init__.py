@@ -1,21 +1,57 @@
-"""`minijax.numpy` (import as `jnp`): the NumPy API on minijax's primitives."""
+"""`minijax.numpy` (import as `jnp`): the NumPy API on minijax's primitives.
+
+Re-exports only; each name lives in the module of its concept, as in jax/_src/numpy/.
+"""
 
 from minijax.numpy import array_methods as _array_methods
-from minijax.numpy.lax_numpy import (  # noqa: F401
-    abs, absolute, add, amax, amin, arange, argmax, argmin, array, asarray, bfloat16,
-    bitwise_and, bitwise_or, bool_, broadcast_to, ceil, clip, complex64, concatenate, cos, divide,
-    dot, dtype, e, einsum, equal, exp, expand_dims, eye, finfo, float16, float32, float64, floating,
-    floor, floor_divide, full, full_like, greater, greater_equal, iinfo, inexact, inf, int8, int16,
-    int32, int64, integer, invert, isfinite, isnan, issubdtype, less, less_equal, linspace, log,
-    log1p, logical_and, logical_and_or_bitwise_and, logical_not, logical_or,
-    logical_or_or_bitwise_or, matmul, max, maximum, mean, min, minimum, mod, moveaxis, multiply,
-    nan, ndarray, ndim, negative, newaxis, not_equal, number, ones, ones_like, outer, pi, power,
-    promote_types, ravel, reciprocal, remainder, reshape, result_type, shape, sign, sin, size,
-    sqrt, square, squeeze, stack, std, subtract, sum, swapaxes, take_along_axis, tanh, transpose,
-    true_divide, uint8, uint16, uint32, uint64, var, vdot, where, zeros, zeros_like, _astype,
-    _rewriting_take,
+from minijax.numpy.array_constructors import (  # noqa: F401
+    array, asarray,
 )
+from minijax.numpy.lax_numpy import (  # noqa: F401
+    allclose, append, arange, argwhere, array_split, astype, atleast_1d, atleast_2d, atleast_3d,
+    bfloat16, bool_, broadcast_arrays, broadcast_to, clip, column_stack, complex64, concatenate,
+    copy, diag, diagonal, diff, digitize, dstack, dtype, e, empty, empty_like, expand_dims, eye,
+    finfo, flatnonzero, flip, fliplr, flipud, float16, float32, float64, floating, full, full_like,
+    hsplit, hstack, identity, iinfo, inexact, inf, int16, int32, int64, int8, integer, interp,
+    isclose, iscomplexobj, isrealobj, isscalar, issubdtype, linspace, logspace, meshgrid, moveaxis,
+    nan, nan_to_num, ndarray, ndim, newaxis, nonzero, number, ones, ones_like, pad, pi,
+    promote_types, ravel, repeat, reshape, result_type, roll, searchsorted, select, shape, size,
+    split, squeeze, stack, swapaxes, tile, trace, transpose, tri, tril, triu, uint16, uint32,
+    uint64, uint8, unravel_index, vsplit, vstack, where, zeros, zeros_like,
+)
+from minijax.numpy.ufuncs import (  # noqa: F401
+    abs, absolute, acos, acosh, add, arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh,
+    around, asin, asinh, atan, atan2, atanh, bitwise_and, bitwise_invert, bitwise_left_shift,
+    bitwise_not, bitwise_or, bitwise_right_shift, bitwise_xor, cbrt, ceil, conj, conjugate,
+    copysign, cos, cosh, deg2rad, degrees, divide, divmod, equal, exp, exp2, expm1, fabs,
+    float_power, floor, floor_divide, fmax, fmin, fmod, greater, greater_equal, heaviside, hypot,
+    imag, invert, isfinite, isinf, isnan, isneginf, isposinf, left_shift, less, less_equal, log,
+    log10, log1p, log2, logaddexp, logaddexp2, logical_and, logical_not, logical_or, logical_xor,
+    maximum, minimum, mod, multiply, negative, not_equal, positive, pow, power, rad2deg, radians,
+    real, reciprocal, remainder, right_shift, round, sign, signbit, sin, sinh, sqrt, square,
+    subtract, tan, tanh, true_divide, trunc,
+)
+from minijax.numpy.reductions import (  # noqa: F401
+    all, amax, amin, any, argmax, argmin, average, count_nonzero, cumprod, cumsum, cumulative_prod,
+    cumulative_sum, max, mean, median, min, nanargmax, nanargmin, nancumprod, nancumsum, nanmax,
+    nanmean, nanmin, nanprod, nansum, percentile, prod, ptp, quantile, std, sum, var,
+)
+from minijax.numpy.indexing import (  # noqa: F401
+    take, take_along_axis,
+)
+from minijax.numpy.sorting import (  # noqa: F401
+    argsort, sort,
+)
+from minijax.numpy.setops import (  # noqa: F401
+    isin, unique,
+)
+from minijax.numpy.tensor_contractions import (  # noqa: F401
+    dot, inner, kron, matmul, outer, tensordot, vdot,
+)
+from minijax.numpy.einsum import (  # noqa: F401
+    einsum,
+)
+from minijax.numpy.util import broadcast_shapes  # noqa: F401
 from minijax.numpy import linalg  # noqa: F401,E402
-from minijax.numpy.extra import *  # noqa: F401,F403,E402
 
 _array_methods.install()

@@ -7,9 +7,12 @@ jax/_src/numpy/array_methods.py (`_set_tracer_aval_forwarding`, `_set_array_base
 
 from __future__ import annotations
 
+from typing import Any
+
 from minijax import core
 from minijax.array import Array
-from minijax.numpy.indexing import _IndexUpdateHelper
+from minijax.lax import slicing
+from minijax.numpy import indexing
 
 
 def _defer_to_unrecognized(binary):
@@ -40,8 +43,7 @@ def _set_methods(cls) -> None:
     binops = {
         "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "truediv": jnp.true_divide,
         "floordiv": jnp.floor_divide, "mod": jnp.remainder, "pow": jnp.power,
-        "matmul": jnp.matmul, "and": jnp.logical_and_or_bitwise_and,
-        "or": jnp.logical_or_or_bitwise_or,
+        "matmul": jnp.matmul, "and": jnp.bitwise_and, "or": jnp.bitwise_or,
     }
     for name, f in binops.items():
         setattr(cls, f"__{name}__", _defer_to_unrecognized(f))
@@ -53,7 +55,7 @@ def _set_methods(cls) -> None:
     cls.__pos__ = lambda self: self
     cls.__abs__ = lambda self: jnp.abs(self)
     cls.__invert__ = lambda self: jnp.invert(self)
-    cls.__getitem__ = lambda self, idx: jnp._rewriting_take(self, idx)
+    cls.__getitem__ = lambda self, idx: indexing.rewriting_take(self, idx)
     cls.at = property(lambda self: _IndexUpdateHelper(self))
     cls.T = property(lambda self: jnp.transpose(self))
     cls.reshape = lambda self, *shape, order="C": jnp.reshape(
@@ -61,7 +63,7 @@ def _set_methods(cls) -> None:
     cls.transpose = lambda self, *axes: jnp.transpose(
         self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
         else axes)
-    cls.astype = lambda self, dtype: jnp._astype(self, dtype)
+    cls.astype = lambda self, dtype: jnp.astype(self, dtype)
     cls.sum = lambda self, axis=None, dtype=None, keepdims=False: jnp.sum(self, axis, dtype,
                                                                           keepdims=keepdims)
     cls.mean = lambda self, axis=None, dtype=None, keepdims=False: jnp.mean(self, axis, dtype,
@@ -79,13 +81,69 @@ def _set_methods(cls) -> None:
     cls.ravel = lambda self: jnp.ravel(self)
     cls.flatten = lambda self: jnp.ravel(self)
     cls.clip = lambda self, min=None, max=None: jnp.clip(self, min, max)
-    # methods forwarding to minijax/numpy/extra.py, same keywords as the functions
+    # methods with the same signature as the jnp function of that name
     for name in ("prod", "any", "all", "cumsum", "cumprod", "sort", "argsort", "round", "take",
                  "repeat", "nonzero", "diagonal", "trace", "ptp", "conj", "conjugate",
                  "searchsorted"):
         setattr(cls, name, getattr(jnp, name))
     cls.real = property(lambda self: jnp.real(self))
     cls.imag = property(lambda self: jnp.imag(self))
+
+
+# JAX: jax/_src/numpy/array_methods.py _IndexUpdateHelper
+class _IndexUpdateHelper:
+    """`x.at`: `x.at[idx]` gives an `_IndexUpdateRef` for functional indexed updates."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array) -> None:
+        self.array = array
+
+    def __getitem__(self, index) -> "_IndexUpdateRef":
+        return _IndexUpdateRef(self.array, index)
+
+    def __repr__(self) -> str:
+        return f"_IndexUpdateHelper({self.array!r})"
+
+
+# JAX: jax/_src/numpy/array_methods.py _IndexUpdateRef
+class _IndexUpdateRef:
+    """`x.at[idx]`. Each method returns a new array (x itself never changes).
+
+    `get(mode=None, fill_value=None)` is `x[idx]` (mode "fill" gives `fill_value` out of range).
+    `set/add/mul/multiply/min/max(values, mode=None)`: `values` (cast to x's dtype, broadcast to
+    the shape of `x[idx]`) combined into x at idx. mode None/"fill"/"drop" skip out-of-range
+    indices (JAX's default for updates), "clip"/"promise_in_bounds" clamp them. With repeated
+    indices `add/mul/min/max` accumulate; `set` keeps one of the writes (and its gradient
+    assumes unique indices).
+    """
+
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index) -> None:
+        self.array = array
+        self.index = index
+
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None) -> Any:
+            return indexing.rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value)
+
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter, mode)
+
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_add, mode)
+
+    def mul(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_mul, mode)
+
+    multiply = mul
+
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_min, mode)
+
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_max, mode)
 
 
 def install() -> None:

@@ -1,7 +1,7 @@
 """NumPy's advanced indexing (`x[idx_array]`) and indexed updates (`x.at[idx].set(y)`).
 
 `x[...]` with only ints, slices, None and Ellipsis is *basic* indexing, done with `lax.slice`
-(and `dynamic_slice` for a traced int) in lax_numpy.py `_rewriting_take`. As soon as one index
+(and `dynamic_slice` for a traced int) in `rewriting_take`. As soon as one index
 is an integer array (or a list, or a concrete boolean mask, turned into integer arrays with
 `nonzero`), NumPy's advanced rules apply and the work becomes one `lax.gather`:
 
@@ -21,17 +21,126 @@ directly from the index, `_index_to_gather`). Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
-from typing import Any
 
 import numpy as np
 
 from minijax import core
 from minijax.array import Array
 from minijax.core import Tracer
-from minijax.lax import lax, slicing
+from minijax import lax
+from minijax.lax import slicing
+from minijax.numpy import ufuncs
+from minijax.numpy.array_constructors import asarray
+from minijax.numpy.util import broadcast_to, canonicalize_axis, dtype_kind, shape_of, where
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 
+
+# ---------------------------------------------------------------------------------------------
+# Basic indexing: x[ints, slices, None, ...]
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/indexing.py rewriting_take
+def rewriting_take(x, idx, mode=None, fill_value=None):
+    """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis. An index with
+    an integer array, a list or a boolean mask is advanced indexing, one gather:
+    `advanced_take` below, which `mode`/`fill_value` apply to."""
+    x = asarray(x)
+    aval = core.get_aval(x)
+    idx = idx if isinstance(idx, tuple) else (idx,)
+    if builtins.any(is_advanced(i) for i in idx):
+        return advanced_take(x, idx, mode, fill_value)
+    n_ell = builtins.sum(1 for i in idx if i is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    n_real = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if n_real > aval.ndim:
+        raise IndexError(f"Too many indices: array of shape {aval.shape} is {aval.ndim}-"
+                         f"dimensional, but {n_real} were indexed")
+    if n_ell:
+        k = idx.index(Ellipsis)
+        idx = idx[:k] + (builtins.slice(None),) * (aval.ndim - n_real) + idx[k + 1:]
+    else:
+        idx = idx + (builtins.slice(None),) * (aval.ndim - n_real)
+    starts, limits, strides, flips, squeeze_dims, new_axes = [], [], [], [], [], []
+    dynamic = {}  # dim -> traced integer index
+    dim = 0
+    out_pos = 0
+    for i in idx:
+        if i is None:
+            new_axes.append(out_pos)
+            out_pos += 1
+            continue
+        size_d = aval.shape[dim]
+        if isinstance(i, builtins.slice):
+            start, stop, step = i.indices(size_d)
+            if step > 0:
+                starts.append(start)
+                limits.append(builtins.max(start, stop))  # as JAX: not trimmed to the last element
+                strides.append(step)
+            else:
+                n = builtins.max(0, (start - stop - step - 1) // (-step))
+                first, last = start, start + (n - 1) * step if n else start
+                starts.append(last if n else 0)
+                limits.append(first + 1 if n else 0)
+                strides.append(-step)
+                if n:
+                    flips.append(dim)
+            out_pos += 1
+        elif _is_int_index(i):
+            v = int(i)
+            if not -size_d <= v < size_d:
+                raise IndexError(f"index {v} is out of bounds for axis {dim} with size {size_d}")
+            v %= size_d
+            starts.append(v)
+            limits.append(v + 1)
+            strides.append(1)
+            squeeze_dims.append(dim)
+        elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
+            # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
+            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice
+            dynamic[dim] = lax.convert_element_type(i, np.int32)
+            starts.append(0)
+            limits.append(size_d)
+            strides.append(1)
+            squeeze_dims.append(dim)
+        else:
+            raise NotImplementedError(
+                f"minijax indexing supports ints (also traced scalar ints), slices, None and "
+                f"Ellipsis; got {type(i).__name__}"
+                f"{'' if not isinstance(i, Tracer) else ' (a traced array index)'}"
+                ". Array indices (gather) come later.")
+        dim += 1
+    out = x
+    if (tuple(starts), tuple(limits)) != ((0,) * aval.ndim, aval.shape) or any(
+            s != 1 for s in strides):
+        out = lax.slice(out, starts, limits, None if all(s == 1 for s in strides) else strides)
+    if dynamic:
+        shape = core.get_aval(out).shape
+        out = lax.dynamic_slice(out, [dynamic.get(d, np.int32(0)) for d in range(len(shape))],
+                                [1 if d in dynamic else n for d, n in enumerate(shape)])
+    if flips:
+        out = lax.rev(out, tuple(flips))
+    if squeeze_dims:
+        out = lax.squeeze(out, tuple(squeeze_dims))
+    if new_axes:
+        out = lax.expand_dims(out, tuple(new_axes))
+    return out
+
+
+def _is_int_index(i) -> bool:
+    if isinstance(i, (bool, np.bool_)):
+        return False
+    if isinstance(i, (int, np.integer)):
+        return True
+    if isinstance(i, (Array, np.ndarray)) and i.shape == () and np.dtype(i.dtype).kind in "iu":
+        return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Advanced indexing: one gather
+# ---------------------------------------------------------------------------------------------
 
 def is_advanced(i) -> bool:
     """Whether index entry `i` makes the whole index an advanced one."""
@@ -88,13 +197,12 @@ def advanced_take(x, index, mode=None, fill_value=None):
     Returns: NumPy's advanced-indexing result. Raises IndexError for too many indices or a
     traced boolean mask, TypeError for non-integer index arrays.
     """
-    from minijax.numpy import lax_numpy as jnp
-    x = jnp.asarray(x)
+    x = asarray(x)
     shape = core.get_aval(x).shape
     entries = _normalize(index, len(shape))
     basic = tuple(builtins.slice(None) if _is_adv_entry(e) else e
                   for e in entries if e is not None)
-    y = jnp._rewriting_take(x, basic)
+    y = rewriting_take(x, basic)
     y_shape = core.get_aval(y).shape
     adv_dims, adv_vals = [], []
     dim = 0
@@ -103,10 +211,10 @@ def advanced_take(x, index, mode=None, fill_value=None):
             continue
         if _is_adv_entry(e):
             adv_dims.append(dim)
-            adv_vals.append(_wrapped(jnp.asarray(e), y_shape[dim]))
+            adv_vals.append(_wrapped(asarray(e), y_shape[dim]))
         dim += 1
     s_shape = np.broadcast_shapes(*(core.get_aval(v).shape for v in adv_vals))
-    vecs = [lax.expand_dims(jnp.broadcast_to(v, s_shape), (len(s_shape),)) for v in adv_vals]
+    vecs = [lax.expand_dims(broadcast_to(v, s_shape), (len(s_shape),)) for v in adv_vals]
     indices = vecs[0] if len(vecs) == 1 else lax.concatenate(vecs, len(s_shape))
     rest = [d for d in range(len(y_shape)) if d not in adv_dims]
     dn = slicing.GatherDimensionNumbers(
@@ -144,83 +252,77 @@ def _wrapped(i, n: int):
 
 
 # ---------------------------------------------------------------------------------------------
-# x.at[idx]
+# take and take_along_axis
 # ---------------------------------------------------------------------------------------------
 
-def _scatter_update(x, index, y, scatter_fn, mode):
-    from minijax.numpy import lax_numpy as jnp
+# JAX: jax/_src/numpy/indexing.py take
+def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """`a` at `indices` along `axis` (None: of the flattened `a`): shape
+    `a.shape[:axis] + indices.shape + a.shape[axis+1:]`. Negative indices wrap; out-of-range
+    ones give `fill_value` (default mode "fill": NaN for floats, the minimum for signed ints)
+    or, with mode "clip", are clamped. One gather (`advanced_take`)."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = lax.reshape(a, (core.get_aval(a).size,)), 0
+    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+    if mode is None:
+        mode = "fill"
+    if mode == "wrap":
+        indices = ufuncs.remainder(asarray(indices), shape_of(a)[axis])
+        mode = "clip"
+    if mode not in ("fill", "clip", "promise_in_bounds", "drop"):
+        raise ValueError(f"Invalid mode value: {mode!r}")
+    index = (builtins.slice(None),) * axis + (asarray(indices),)
+    return advanced_take(a, index, mode, fill_value)
+
+
+# JAX: jax/_src/numpy/indexing.py take_along_axis
+def take_along_axis(arr, indices, axis: int):
+    """`arr` picked at `indices` along `axis` (indices has arr's rank, size k on `axis`).
+
+    Built from a one-hot mask and a sum (no gather primitive yet), which is exact and
+    differentiable but O(k * n) along the axis. Out-of-range indices select nothing (0).
+    """
+    arr, indices = asarray(arr), asarray(indices)
+    nd = core.get_aval(arr).ndim
+    axis = canonicalize_axis(axis, nd)
+    n = core.get_aval(arr).shape[axis]
+    idx = indices if dtype_kind(indices) in "iu" else lax.convert_element_type(indices, np.int32)
+    idx = lax.convert_element_type(idx, np.int32)
+    idx = where(lax.lt(idx, np.array(0, np.int32)), lax.add(idx, np.array(n, np.int32)), idx)
+    # shapes: arr -> (..., 1, n, ...), idx -> (..., k, 1, ...)
+    arr_e = lax.expand_dims(arr, (axis,))
+    idx_e = lax.expand_dims(idx, (axis + 1,))
+    iota_shape = [1] * (nd + 1)
+    iota_shape[axis + 1] = n
+    pos = lax.broadcasted_iota(np.int32, tuple(iota_shape), axis + 1)
+    mask = ufuncs.equal(idx_e, pos)
+    picked = where(mask, arr_e, lax.full_like(arr_e, 0))
+    d = core.get_aval(arr).dtype
+    return lax.reduce_sum(lax.convert_element_type(picked, d), (axis + 1,))
+
+
+# ---------------------------------------------------------------------------------------------
+# x.at[idx]: indexed updates (the `.at` property is in array_methods.py)
+# ---------------------------------------------------------------------------------------------
+
+def scatter_update(x, index, y, scatter_fn, mode):
     if mode not in _MODES:
         raise ValueError(f'Unknown scatter mode "{mode}" (minijax knows {_MODES})')
-    x = jnp.asarray(x)
+    x = asarray(x)
     aval = core.get_aval(x)
     n = int(np.prod(aval.shape, dtype=np.int64))
     flat_ids = lax.reshape(lax.iota(np.int32, n), aval.shape)
     # out-of-range positions read as n, a position the flat scatter drops
     drop = mode in (None, "fill", "drop")
-    positions = jnp._rewriting_take(flat_ids, index, mode="fill" if drop else "clip",
-                                    fill_value=n if drop else None)
+    positions = rewriting_take(flat_ids, index, mode="fill" if drop else "clip",
+                               fill_value=n if drop else None)
     p_shape = core.get_aval(positions).shape
-    y = jnp.broadcast_to(lax.convert_element_type(jnp.asarray(y), aval.dtype), p_shape)
+    y = broadcast_to(lax.convert_element_type(asarray(y), aval.dtype), p_shape)
     m = int(np.prod(p_shape, dtype=np.int64))
     dn = slicing.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
                                          scatter_dims_to_operand_dims=(0,))
     out = scatter_fn(lax.reshape(x, (n,)), lax.reshape(positions, (m, 1)),
                      lax.reshape(y, (m,)), dn)
     return lax.reshape(out, aval.shape)
-
-
-# JAX: jax/_src/numpy/array_methods.py _IndexUpdateHelper
-class _IndexUpdateHelper:
-    """`x.at`: `x.at[idx]` gives an `_IndexUpdateRef` for functional indexed updates."""
-
-    __slots__ = ("array",)
-
-    def __init__(self, array) -> None:
-        self.array = array
-
-    def __getitem__(self, index) -> "_IndexUpdateRef":
-        return _IndexUpdateRef(self.array, index)
-
-    def __repr__(self) -> str:
-        return f"_IndexUpdateHelper({self.array!r})"
-
-
-# JAX: jax/_src/numpy/array_methods.py _IndexUpdateRef
-class _IndexUpdateRef:
-    """`x.at[idx]`. Each method returns a new array (x itself never changes).
-
-    `get(mode=None, fill_value=None)` is `x[idx]` (mode "fill" gives `fill_value` out of range).
-    `set/add/mul/multiply/min/max(values, mode=None)`: `values` (cast to x's dtype, broadcast to
-    the shape of `x[idx]`) combined into x at idx. mode None/"fill"/"drop" skip out-of-range
-    indices (JAX's default for updates), "clip"/"promise_in_bounds" clamp them. With repeated
-    indices `add/mul/min/max` accumulate; `set` keeps one of the writes (and its gradient
-    assumes unique indices).
-    """
-
-    __slots__ = ("array", "index")
-
-    def __init__(self, array, index) -> None:
-        self.array = array
-        self.index = index
-
-    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            fill_value=None) -> Any:
-        from minijax.numpy import lax_numpy as jnp
-        return jnp._rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value)
-
-    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, slicing.scatter, mode)
-
-    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, slicing.scatter_add, mode)
-
-    def mul(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, slicing.scatter_mul, mode)
-
-    multiply = mul
-
-    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, slicing.scatter_min, mode)
-
-    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return _scatter_update(self.array, self.index, values, slicing.scatter_max, mode)

@@ -1,27 +1,43 @@
 """`minijax.numpy`: the NumPy API on top of `minijax.lax`, with JAX's promotion rules.
 
-Each function promotes dtypes (weak types included, see minijax/dtypes.py), broadcasts ranks,
-and calls lax functions, which bind primitives. Mirrors jax/_src/numpy/lax_numpy.py,
-ufuncs.py and reductions.py. Taught in chapters/01-numpy.md.
+This module holds the dtypes jnp exposes, array creation, shapes (reshape, concatenate, pad,
+split, ...), diagonals, selection (`where`, `clip`, `select`), searching and interpolation, and the
+functions whose output shape depends on input values (nonzero, argwhere: concrete input or a
+static `size=`). The elementwise functions are in ufuncs.py, reductions in reductions.py,
+indexing in indexing.py, products in tensor_contractions.py and einsum.py, sorting and set
+operations in sorting.py and setops.py; minijax/numpy/__init__.py gathers the public names.
+Mirrors jax/_src/numpy/lax_numpy.py. Taught in chapters/01-numpy.md.
 """
 
 from __future__ import annotations
 
 import builtins
-import string
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
-from minijax.lax import lax as lax_internal
 from minijax.array import Array
 from minijax.core import Tracer
+from minijax.lax import lax as lax_internal
+from minijax.numpy import indexing, reductions, ufuncs, util
+from minijax.numpy.array_constructors import array, asarray
+from minijax.numpy.util import (
+    canonicalize_axis, canonicalize_shape, concrete_or_none, dtype_kind,
+    dtype_of, is_floating, keep_weak, promote_args, promote_dtypes, reduction_axes,
+    shape_of, size_error, slice_axis,
+)
 
-_max, _min, _abs, _sum = builtins.max, builtins.min, builtins.abs, builtins.sum
+_const = lax_internal._const
+_int = np.int32
 
+
+# ---------------------------------------------------------------------------------------------
 # dtypes, as jnp exposes them
+# ---------------------------------------------------------------------------------------------
+
+
 bool_ = np.bool_
 int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
 uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
@@ -55,134 +71,33 @@ def size(x):
     return core.get_aval(x).size
 
 
-# ---------------------------------------------------------------------------------------------
-# Promotion and broadcasting
-# ---------------------------------------------------------------------------------------------
-
-def _check_arraylike(name: str, *args) -> None:
-    for i, a in enumerate(args):
-        if isinstance(a, (list, tuple)):
-            raise TypeError(f"{name} requires ndarray or scalar arguments, got "
-                            f"{type(a).__name__} at position {i}.")
-        core.get_aval(a)  # raises a clear TypeError for strings, functions, ...
-
-
-# JAX: jax/_src/numpy/util.py promote_dtypes
-def promote_dtypes(*args):
-    """Convert all args to their common dtype (JAX's lattice; weak types respected)."""
-    pairs = [dtypes.dtype_and_weak(a) for a in args]
-    to_dtype, weak = dtypes.result_type_weak(*pairs)
-    return [lax.convert_element_type(a, to_dtype, weak) for a in args]
-
-
-# JAX: jax/_src/numpy/util.py promote_shapes
-def promote_shapes(name: str, *args):
-    """Give non-scalar args a common rank by adding leading size-1 dimensions (lax broadcasts
-    size-1 and rank-0 operands itself). Incompatible shapes: as in JAX, the lax op raises
-    TypeError when no rank is added, else this raises ValueError."""
-    shapes = [core.get_aval(a).shape for a in args]
-    ranks = {len(s) for s in shapes if len(s)}
-    if len(ranks) < 2:
-        return list(args)
-    try:
-        np.broadcast_shapes(*shapes)
-    except ValueError:
-        raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes="
-                         f"{[tuple(s) for s in shapes]}") from None
-    rank = _max(ranks)
-    out = []
-    for a, s in zip(args, shapes):
-        if len(s) and len(s) < rank:
-            pad = rank - len(s)
-            a = lax.broadcast_in_dim(a, (1,) * pad + s, tuple(range(pad, rank)))
-        out.append(a)
-    return out
-
-
-def promote_args(name: str, *args):
-    _check_arraylike(name, *args)
-    return promote_shapes(name, *promote_dtypes(*args))
-
-
-def promote_args_inexact(name: str, *args):
-    """Like promote_args, then to a float dtype (ints -> default float), as jnp.sin does."""
-    _check_arraylike(name, *args)
-    args = promote_dtypes(*args)
-    d, weak = dtypes.dtype_and_weak(args[0])
-    if not dtypes.is_float(d):
-        args = [lax.convert_element_type(a, dtypes.default_float_dtype(), weak) for a in args]
-    return promote_shapes(name, *args)
+def astype(x, dtype):
+    """`x` converted to `dtype` (`x.astype(dtype)`; jax.numpy.astype)."""
+    return lax.convert_element_type(x, dtype)
 
 
 # ---------------------------------------------------------------------------------------------
 # Array creation
 # ---------------------------------------------------------------------------------------------
 
-def _astype(x, dtype):
-    return lax.convert_element_type(x, dtype)
-
-
-def array(object, dtype=None, copy=True) -> Any:
-    """A minijax array from array-like `object` (nested lists may hold tracers).
-
-    Python floats give float32 (with x64 off), ints int32, as in JAX; without `dtype`, a Python
-    scalar or a weakly typed array gives a weakly typed result (JAX: `dtypes.is_weakly_typed`).
-    Raises TypeError for non-numeric input."""
-    weak = dtype is None and (dtypes.is_python_scalar(object) or isinstance(
-        object, (Tracer, Array))) and dtypes.dtype_and_weak(object)[1]
-    if isinstance(object, (Tracer, Array)):
-        out = object
-    elif isinstance(object, (list, tuple)) and any(
-            isinstance(leaf, (Tracer, Array)) for leaf in _iter_leaves(object)):
-        out = stack([array(o) for o in object])
-    else:
-        val = np.asarray(object)
-        if val.dtype.kind not in "biufc" and val.dtype != dtypes.bfloat16:
-            raise TypeError(f"array: unsupported value of dtype {val.dtype} ({object!r})")
-        canon = dtypes.canonicalize_dtype(val.dtype if dtype is None else dtype)
-        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon))
-    if dtype is not None:
-        return lax.convert_element_type(out, dtype)
-    return lax.convert_element_type(out, core.get_aval(out).dtype, weak)
-
-
-def _iter_leaves(x):
-    if isinstance(x, (list, tuple)):
-        for y in x:
-            yield from _iter_leaves(y)
-    else:
-        yield x
-
-
-def asarray(a, dtype=None) -> Any:
-    """Like `array`, but returns minijax arrays and tracers unchanged when no dtype is given."""
-    if isinstance(a, (Tracer, Array)) and dtype is None:
-        return a
-    return array(a, dtype)
-
-
 def _default_dtype(dtype):
     return dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
 
 
-def _shape_tuple(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-
-
 def zeros(shape, dtype=None):
     """An array of zeros (default dtype float32)."""
-    return lax.full(_shape_tuple(shape), 0, _default_dtype(dtype))
+    return lax.full(canonicalize_shape(shape), 0, _default_dtype(dtype))
 
 
 def ones(shape, dtype=None):
     """An array of ones (default dtype float32)."""
-    return lax.full(_shape_tuple(shape), 1, _default_dtype(dtype))
+    return lax.full(canonicalize_shape(shape), 1, _default_dtype(dtype))
 
 
 def full(shape, fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (weakly typed for a Python scalar fill and
     no dtype, as in JAX)."""
-    return lax.full(_shape_tuple(shape), fill_value, dtype)
+    return lax.full(canonicalize_shape(shape), fill_value, dtype)
 
 
 def zeros_like(a, dtype=None):
@@ -224,207 +139,127 @@ def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
     return array(np.eye(N, M, k), _default_dtype(dtype))
 
 
+def tri(N: int, M: int | None = None, k: int = 0, dtype=None):
+    """`T[N, M]`: ones at and below diagonal `k`, zeros above (default float dtype)."""
+    M = N if M is None else M
+    d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    return lax.convert_element_type(_tri_mask((int(N), int(M)), k, True), d)
+
+
+def identity(n: int, dtype=None):
+    """The n x n identity matrix (default float dtype)."""
+    return eye(n, dtype=dtype)
+
+
+def empty(shape, dtype=None):
+    """An array of `shape`; XLA has no uninitialized memory, so zeros (as JAX)."""
+    return zeros(shape, dtype)
+
+
+def empty_like(prototype, dtype=None, shape=None):
+    """Zeros like `prototype` (as JAX)."""
+    return lax.full_like(prototype, 0, dtype, shape)
+
+
+def copy(a, order=None):
+    """A copy of `a` (arrays are immutable, so the same values)."""
+    return array(a, copy=True)
+
+
+def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
+             axis: int = 0):
+    """`base ** linspace(start, stop, num)` (concrete bounds; default float dtype)."""
+    if axis != 0:
+        raise NotImplementedError("minijax.numpy.logspace: axis != 0")
+    exps = linspace(start, stop, num, endpoint)
+    d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    out_ = lax.pow(lax.full_like(exps, base), exps)
+    return lax.convert_element_type(out_, d)
+
+
 # ---------------------------------------------------------------------------------------------
-# Elementwise functions
+# Selection and comparison
 # ---------------------------------------------------------------------------------------------
-
-def _one_to_one_unary(name, lax_fn, inexact=False):
-    def f(x):
-        (x,) = (promote_args_inexact if inexact else promote_args)(name, x)
-        return lax_fn(x)
-    f.__name__ = name
-    f.__doc__ = f"Elementwise `{name}` (jax.numpy.{name})."
-    return f
-
-
-def _one_to_one_binary(name, lax_fn, inexact=False):
-    def f(x, y):
-        x, y = (promote_args_inexact if inexact else promote_args)(name, x, y)
-        return lax_fn(x, y)
-    f.__name__ = name
-    f.__doc__ = f"Elementwise `{name}` with JAX's dtype promotion and broadcasting."
-    return f
-
-
-negative = _one_to_one_unary("negative", lax.neg)
-sin = _one_to_one_unary("sin", lax.sin, True)
-cos = _one_to_one_unary("cos", lax.cos, True)
-exp = _one_to_one_unary("exp", lax.exp, True)
-log = _one_to_one_unary("log", lax.log, True)
-log1p = _one_to_one_unary("log1p", lax.log1p, True)
-tanh = _one_to_one_unary("tanh", lax.tanh, True)
-sqrt = _one_to_one_unary("sqrt", lax.sqrt, True)
-abs = _one_to_one_unary("abs", lax.abs)
-absolute = abs
-sign = _one_to_one_unary("sign", lax.sign)
-floor = _one_to_one_unary("floor", lambda x: x if np.dtype(x.dtype).kind in "iub"
-                          else lax.floor(x))
-add = _one_to_one_binary("add", lax.add)
-subtract = _one_to_one_binary("subtract", lax.sub)
-multiply = _one_to_one_binary("multiply", lax.mul)
-maximum = _one_to_one_binary("maximum", lax.max)
-minimum = _one_to_one_binary("minimum", lax.min)
-equal = _one_to_one_binary("equal", lax.eq)
-not_equal = _one_to_one_binary("not_equal", lax.ne)
-less = _one_to_one_binary("less", lax.lt)
-less_equal = _one_to_one_binary("less_equal", lax.le)
-greater = _one_to_one_binary("greater", lax.gt)
-greater_equal = _one_to_one_binary("greater_equal", lax.ge)
-
-
-def ceil(x):
-    """Elementwise ceiling: -floor(-x)."""
-    (x,) = promote_args("ceil", x)
-    return x if np.dtype(x.dtype).kind in "iub" else lax.neg(lax.floor(lax.neg(x)))
-
-
-def square(x):
-    (x,) = promote_args("square", x)
-    return lax.integer_pow(x, 2)
-
-
-def reciprocal(x):
-    (x,) = promote_args_inexact("reciprocal", x)
-    return lax.integer_pow(x, -1)
-
-
-def true_divide(x, y):
-    """x / y; integer inputs give floats (default float dtype)."""
-    x, y = promote_args_inexact("true_divide", x, y)
-    return lax.div(x, y)
-
-
-divide = true_divide
-
-
-def floor_divide(x, y):
-    """x // y, rounding toward minus infinity (as numpy)."""
-    x, y = promote_args("floor_divide", x, y)
-    if np.dtype(core.get_aval(x).dtype).kind in "iu":
-        q = lax.div(x, y)
-        r = lax.rem(x, y)
-        zero = lax_internal._const(r, 0)
-        fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
-        return lax.select(fix, lax.sub(q, lax_internal._const(q, 1)), q)
-    return lax.floor(lax.div(x, y))
-
-
-def remainder(x, y):
-    """x % y with the sign of y (as numpy's `%`)."""
-    x, y = promote_args("remainder", x, y)
-    r = lax.rem(x, y)
-    zero = lax_internal._const(r, 0)
-    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
-    return lax.select(fix, lax.add(r, y), r)
-
-
-mod = remainder
-
-
-def power(x, y):
-    """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX."""
-    if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
-        (x,) = promote_args("power", x)
-        d = core.get_aval(x).dtype
-        if np.dtype(d).kind in "iu" and y < 0:
-            raise ValueError("Integers to negative integer powers are not allowed.")
-        return lax.integer_pow(x, int(y))
-    x, y = promote_args_inexact("power", x, y)
-    return lax.pow(x, y)
-
-
-def logical_not(x):
-    return lax.bitwise_not(asarray(x).astype(bool_) if _kind(x) != "b" else x)
-
-
-def logical_and(x, y):
-    x, y = promote_shapes("logical_and", _astype(x, bool_), _astype(y, bool_))
-    return lax.bitwise_and(x, y)
-
-
-def logical_or(x, y):
-    x, y = promote_shapes("logical_or", _astype(x, bool_), _astype(y, bool_))
-    return lax.bitwise_or(x, y)
-
-
-def invert(x):
-    return lax.bitwise_not(x)
-
-
-def logical_and_or_bitwise_and(x, y):
-    """`&`: bitwise and of ints and bools (numpy's `__and__`)."""
-    x, y = promote_args("bitwise_and", x, y)
-    return lax.bitwise_and(x, y)
-
-
-def logical_or_or_bitwise_or(x, y):
-    """`|`: bitwise or of ints and bools (numpy's `__or__`)."""
-    x, y = promote_args("bitwise_or", x, y)
-    return lax.bitwise_or(x, y)
-
-
-bitwise_and = logical_and_or_bitwise_and
-bitwise_or = logical_or_or_bitwise_or
-
-
-def _kind(x) -> str:
-    return np.dtype(core.get_aval(x).dtype).kind
-
-
-def isfinite(x):
-    """True where x is neither inf nor NaN."""
-    x = asarray(x)
-    if not dtypes.is_float(core.get_aval(x).dtype):
-        return full_like(x, True, bool_)
-    return logical_and(lax.eq(x, x), lax.ne(lax.abs(x), lax_internal._const(x, np.inf)))
-
-
-def isnan(x):
-    x = asarray(x)
-    return lax.ne(x, x)
-
 
 def where(condition, x=None, y=None, *, size=None, fill_value=None):
     """`x` where `condition` else `y`, broadcasting all three. The one-argument form
     `where(condition)` is `nonzero(condition, size=size, fill_value=fill_value)`."""
     if x is None and y is None:
-        from minijax.numpy.extra import nonzero
         return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ValueError("Either both or neither of the x and y arguments should be provided "
                          "to jax.numpy.where, got one of them.")
-    x, y = promote_dtypes(x, y)
-    condition = _astype(condition, bool_)
-    condition, x, y = promote_shapes("where", condition, x, y)
-    out_shape = np.broadcast_shapes(*(core.get_aval(a).shape for a in (condition, x, y)))
-    condition, x, y = (broadcast_to(a, out_shape) for a in (condition, x, y))
-    return lax.select_n(condition, y, x)
+    return util.where(condition, x, y)
 
 
 def clip(a, min=None, max=None):
     """Clamp `a` to [min, max] (either may be None)."""
     if min is not None:
-        a = maximum(min, a)
+        a = ufuncs.maximum(min, a)
     if max is not None:
-        a = minimum(max, a)
+        a = ufuncs.minimum(max, a)
     return a
+
+
+def select(condlist, choicelist, default=0):
+    """The entry of the first true condition's choice, else `default` (all broadcast)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError(f"condlist must have length equal to choicelist ({len(condlist)} vs "
+                         f"{len(choicelist)})")
+    if not len(condlist):
+        raise ValueError("condlist must be non-empty")
+    out_ = default
+    for cond, choice in zip(condlist[::-1], choicelist[::-1]):
+        out_ = where(cond, choice, out_)
+    return out_
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
+    """bool[...]: |a - b| <= atol + rtol * |b| (infinities equal only to themselves); for
+    integer and bool inputs, equality."""
+    a, b = promote_args("isclose", a, b)
+    if not is_floating(a):
+        return lax.eq(a, b)
+    rtol, atol = lax.convert_element_type(rtol, dtype_of(a)), lax.convert_element_type(
+        atol, dtype_of(a))
+    close = lax.le(lax.abs(lax.sub(a, b)),
+                   lax.add(atol, lax.mul(rtol, lax.abs(b))))
+    a_inf, b_inf = ufuncs.isinf(a), ufuncs.isinf(b)
+    any_inf = lax.bitwise_or(a_inf, b_inf)
+    both_inf = lax.bitwise_and(lax.bitwise_and(a_inf, b_inf), lax.eq(a, b))
+    out = lax.select(any_inf, both_inf, lax.bitwise_and(close, lax.bitwise_not(any_inf)))
+    if equal_nan:
+        out = lax.bitwise_or(out, lax.bitwise_and(ufuncs.isnan(a), ufuncs.isnan(b)))
+    return out
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
+    """bool[]: whether `isclose` holds everywhere."""
+    return reductions.all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
+    """NaN -> `nan`, +inf -> `posinf` (default: the dtype's max), -inf -> `neginf` (default:
+    its min). Integer and bool inputs are returned unchanged."""
+    x = asarray(x)
+    if not is_floating(x):
+        return x
+    info = dtypes.finfo(dtype_of(x))
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    out = where(ufuncs.isnan(x), lax.full_like(x, nan), x)
+    out = where(ufuncs.isposinf(x), lax.full_like(x, posinf), out)
+    return where(ufuncs.isneginf(x), lax.full_like(x, neginf), out)
 
 
 # ---------------------------------------------------------------------------------------------
 # Shapes
 # ---------------------------------------------------------------------------------------------
 
-def _canonicalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
-    axis = int(axis)
-    if not -ndim <= axis < _max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ValueError(f"{name} {axis} is out of bounds for array of dimension {ndim}")
-    return axis % ndim if ndim else 0
-
-
 def reshape(a, newshape, order="C"):
     """`a` with shape `newshape` (one entry may be -1). Raises TypeError on size mismatch."""
     a = asarray(a)
-    newshape = _shape_tuple(newshape)
+    newshape = canonicalize_shape(newshape)
     aval = core.get_aval(a)
     if newshape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension")
@@ -448,21 +283,21 @@ def transpose(a, axes=None):
     a = asarray(a)
     nd = core.get_aval(a).ndim
     axes = tuple(range(nd))[::-1] if axes is None else tuple(
-        _canonicalize_axis(x, nd) for x in axes)
+        canonicalize_axis(x, nd) for x in axes)
     return lax.transpose(a, axes)
 
 
 def swapaxes(a, axis1: int, axis2: int):
     nd = ndim(a)
     perm = list(range(nd))
-    i, j = _canonicalize_axis(axis1, nd), _canonicalize_axis(axis2, nd)
+    i, j = canonicalize_axis(axis1, nd), canonicalize_axis(axis2, nd)
     perm[i], perm[j] = perm[j], perm[i]
     return lax.transpose(a, tuple(perm))
 
 
 def moveaxis(a, source: int, destination: int):
     nd = ndim(a)
-    s, d = _canonicalize_axis(source, nd), _canonicalize_axis(destination, nd)
+    s, d = canonicalize_axis(source, nd), canonicalize_axis(destination, nd)
     perm = [i for i in range(nd) if i != s]
     perm.insert(d, s)
     return lax.transpose(a, tuple(perm))
@@ -471,7 +306,7 @@ def moveaxis(a, source: int, destination: int):
 def expand_dims(a, axis):
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     nd = ndim(a) + len(axes)
-    return lax.expand_dims(asarray(a), tuple(_canonicalize_axis(x, nd) for x in axes))
+    return lax.expand_dims(asarray(a), tuple(canonicalize_axis(x, nd) for x in axes))
 
 
 def squeeze(a, axis=None):
@@ -479,7 +314,7 @@ def squeeze(a, axis=None):
     if axis is None:
         axes = tuple(i for i, s in enumerate(aval.shape) if s == 1)
     else:
-        axes = tuple(_canonicalize_axis(x, aval.ndim) for x in
+        axes = tuple(canonicalize_axis(x, aval.ndim) for x in
                      ((axis,) if isinstance(axis, int) else axis))
         bad = [x for x in axes if aval.shape[x] != 1]
         if bad:
@@ -490,19 +325,7 @@ def squeeze(a, axis=None):
 
 def broadcast_to(a, shape):
     """`a` broadcast to `shape` by numpy's rules (ValueError if incompatible)."""
-    a = asarray(a)
-    aval = core.get_aval(a)
-    shape = _shape_tuple(shape)
-    if aval.shape == shape:
-        return a
-    if len(shape) < aval.ndim or any(s not in (1, t) for s, t in
-                                     zip(aval.shape[::-1], shape[::-1])):
-        raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
-                         f"shape {shape}")
-    lead = len(shape) - aval.ndim
-    kept = tuple(i for i, s in enumerate(aval.shape) if s == shape[lead + i])
-    squeezed = lax.reshape(a, tuple(aval.shape[i] for i in kept)) if len(kept) < aval.ndim else a
-    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in kept))
+    return util.broadcast_to(asarray(a), shape)
 
 
 def concatenate(arrays: Sequence, axis: int = 0):
@@ -513,7 +336,7 @@ def concatenate(arrays: Sequence, axis: int = 0):
     nd = ndim(arrays[0])
     if nd == 0:
         raise ValueError("Zero-dimensional arrays cannot be concatenated.")
-    return lax.concatenate(arrays, _canonicalize_axis(axis, nd))
+    return lax.concatenate(arrays, canonicalize_axis(axis, nd))
 
 
 def stack(arrays: Sequence, axis: int = 0):
@@ -525,384 +348,543 @@ def stack(arrays: Sequence, axis: int = 0):
     if len(shapes) != 1:
         raise ValueError("All input arrays must have the same shape.")
     nd = ndim(arrays[0]) + 1
-    axis = _canonicalize_axis(axis, nd)
+    axis = canonicalize_axis(axis, nd)
     return concatenate([expand_dims(a, axis) for a in arrays], axis)
 
 
-# ---------------------------------------------------------------------------------------------
-# Reductions
-# ---------------------------------------------------------------------------------------------
+def broadcast_arrays(*args):
+    """All `args` broadcast to their common shape (a list)."""
+    return util.broadcast_arrays(*[asarray(a) for a in args])
 
-def _reduction_axes(a, axis) -> tuple[int, ...]:
-    nd = ndim(a)
+
+def flip(m, axis=None):
+    """`m` reversed along `axis` (None: every axis)."""
+    m = asarray(m)
+    axes = reduction_axes(m, axis)
+    return lax.rev(m, axes) if axes else m
+
+
+def fliplr(m):
+    """`m` reversed along axis 1."""
+    return flip(m, 1)
+
+
+def flipud(m):
+    """`m` reversed along axis 0."""
+    return flip(m, 0)
+
+
+def roll(a, shift, axis=None):
+    """Elements shifted by `shift` along `axis` (None: of the flattened array, then reshaped),
+    wrapping around. `shift` and `axis` may be tuples; a traced shift uses a dynamic_slice
+    of `a` joined to itself."""
+    a = asarray(a)
     if axis is None:
-        return tuple(range(nd))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    return tuple(sorted({_canonicalize_axis(x, nd) for x in axes}))
-
-
-def _keepdims(out, axes, keepdims):
-    return lax.expand_dims(out, axes) if keepdims and axes else out
-
-
-def _upcast_sum_dtype(d: np.dtype) -> np.dtype:
-    d = np.dtype(d)
-    if d.kind == "b" or (d.kind == "i" and d.itemsize < dtypes.default_int_dtype().itemsize):
-        return dtypes.default_int_dtype()
-    if d.kind == "u" and d.itemsize < dtypes.default_int_dtype().itemsize:
-        return dtypes.canonicalize_dtype(np.uint64)
-    return d
-
-
-def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
-    """Sum over `axis` (None: all). Bools and small ints sum in the default int dtype."""
-    a = asarray(a)
-    axes = _reduction_axes(a, axis)
-    d = _upcast_sum_dtype(core.get_aval(a).dtype) if dtype is None else dtype
-    return _keepdims(lax.reduce_sum(_astype(a, d), axes), axes, keepdims)
-
-
-def mean(a, axis=None, dtype=None, keepdims: bool = False):
-    """Arithmetic mean over `axis`; integer inputs give the default float dtype."""
-    a = asarray(a)
-    axes = _reduction_axes(a, axis)
-    aval = core.get_aval(a)
-    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
-    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
-    total = lax.reduce_sum(_astype(a, d), axes)
-    out = lax.div(total, lax_internal._const(total, n))
-    return _keepdims(out, axes, keepdims)
-
-
-def max(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    axes = _reduction_axes(a, axis)
-    return _keepdims(lax.reduce_max(a, axes), axes, keepdims)
-
-
-def min(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    axes = _reduction_axes(a, axis)
-    return _keepdims(lax.reduce_min(a, axes), axes, keepdims)
-
-
-amax, amin = max, min
-
-
-def argmax(a, axis=None, keepdims: bool = False):
-    """Index of the maximum (over the flattened array when axis is None), as int32."""
-    a = asarray(a)
-    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
-        out = lax.argmax(ravel(a), 0, dtypes.default_int_dtype())
-        return _keepdims(out, tuple(range(ndim(a))), keepdims)
-    axis = _canonicalize_axis(axis, ndim(a))
-    out = lax.argmax(a, axis, dtypes.default_int_dtype())
-    return _keepdims(out, (axis,), keepdims)
-
-
-def argmin(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
-        out = lax.argmin(ravel(a), 0, dtypes.default_int_dtype())
-        return _keepdims(out, tuple(range(ndim(a))), keepdims)
-    axis = _canonicalize_axis(axis, ndim(a))
-    out = lax.argmin(a, axis, dtypes.default_int_dtype())
-    return _keepdims(out, (axis,), keepdims)
-
-
-def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    """Variance: mean of squared deviations, divided by (n - ddof)."""
-    a = asarray(a)
-    axes = _reduction_axes(a, axis)
-    aval = core.get_aval(a)
-    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
-    a = _astype(a, d)
-    centered = lax.sub(a, mean(a, axes, keepdims=True))
-    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
-    ss = lax.reduce_sum(lax.integer_pow(centered, 2), axes)
-    out = lax.div(ss, lax_internal._const(ss, _max(n - ddof, 0)))
-    return _keepdims(out, axes, keepdims)
-
-
-def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    return sqrt(var(a, axis, dtype, ddof, keepdims))
-
-
-# ---------------------------------------------------------------------------------------------
-# Products
-# ---------------------------------------------------------------------------------------------
-
-def _dot_dtype(a, b):
-    a, b = promote_dtypes(a, b)
-    return a, b, core.get_aval(a).dtype
-
-
-def matmul(a, b):
-    """Matrix product with numpy's rules: 1-D operands are promoted and their axis removed;
-    leading (batch) dimensions broadcast."""
-    a, b, d = _dot_dtype(asarray(a), asarray(b))
-    a_aval, b_aval = core.get_aval(a), core.get_aval(b)
-    if a_aval.ndim == 0 or b_aval.ndim == 0:
-        raise ValueError(f"matmul: operands must be at least 1-D, got {a_aval.str_short()} "
-                         f"and {b_aval.str_short()}")
-    a_vec, b_vec = a_aval.ndim == 1, b_aval.ndim == 1
-    if a_vec:
-        a = lax.expand_dims(a, (0,))
-    if b_vec:
-        b = lax.expand_dims(b, (1,))
-    a_shape, b_shape = core.get_aval(a).shape, core.get_aval(b).shape
-    if a_shape[-1] != b_shape[-2]:
-        raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
-                        f"got {(a_shape[-1],)} and {(b_shape[-2],)}.")
-    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    nb = len(batch)
-    if nb:
-        a = broadcast_to(a, batch + a_shape[-2:])
-        b = broadcast_to(b, batch + b_shape[-2:])
-    dims = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
-    out = lax.dot_general(a, b, dims, preferred_element_type=d)
-    if a_vec:
-        out = lax.squeeze(out, (nb,))
-    if b_vec:
-        out = lax.squeeze(out, (ndim(out) - 1,))
-    return out
-
-
-def dot(a, b):
-    """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis."""
-    a, b, d = _dot_dtype(asarray(a), asarray(b))
-    na, nb = ndim(a), ndim(b)
-    if na == 0 or nb == 0:
-        return multiply(a, b)
-    contract_b = 0 if nb == 1 else nb - 2
-    if core.get_aval(a).shape[-1] != core.get_aval(b).shape[contract_b]:
-        raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
-                        f"got {(core.get_aval(a).shape[-1],)} and "
-                        f"{(core.get_aval(b).shape[contract_b],)}.")
-    out = lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
-                          preferred_element_type=d)
-    return out
-
-
-def vdot(a, b):
-    return dot(ravel(a), ravel(b))
-
-
-def outer(a, b):
-    return multiply(reshape(a, (-1, 1)), reshape(b, (1, -1)))
-
-
-def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None):
-    """Einstein summation, contracted left to right with `dot_general` (a documented simpler
-    path than JAX's opt_einsum ordering). Supports `...`, implicit output and sums over
-    indices that appear once; a repeated index within one operand (a diagonal) raises
-    NotImplementedError."""
-    operands = promote_dtypes(*[asarray(o) for o in operands])
-    d = core.get_aval(operands[0]).dtype if preferred_element_type is None else \
-        np.dtype(preferred_element_type)
-    subscripts = subscripts.replace(" ", "")
-    if "->" in subscripts:
-        lhs, out = subscripts.split("->")
-    else:
-        lhs, out = subscripts, None
-    ins = lhs.split(",")
-    if len(ins) != len(operands):
-        raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(operands)} operands")
-    # expand ellipses into fresh capital letters
-    free_letters = [c for c in string.ascii_uppercase if c not in subscripts]
-    ell_rank = 0
-    for s, o in zip(ins, operands):
-        if "..." in s:
-            ell_rank = _max(ell_rank, ndim(o) - (len(s) - 3))
-    ell = "".join(free_letters[:ell_rank])
-    new_ins = []
-    for s, o in zip(ins, operands):
-        if "..." in s:
-            k = ndim(o) - (len(s) - 3)
-            s = s.replace("...", ell[ell_rank - k:])
-        if len(s) != ndim(o):
-            raise ValueError(f"einsum: subscripts {s!r} do not match operand of rank {ndim(o)}")
-        if len(set(s)) != len(s):
-            raise NotImplementedError(f"einsum: repeated index within one operand ({s!r}) "
-                                      "is not supported by minijax's einsum")
-        new_ins.append(s)
-    if out is None:
-        counts = {c: "".join(new_ins).count(c) for c in "".join(new_ins)}
-        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
-    else:
-        out = out.replace("...", ell)
-    sizes: dict[str, int] = {}
-    for s, o in zip(new_ins, operands):
-        for c, n in zip(s, core.get_aval(o).shape):
-            if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
-                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
-            sizes[c] = _max(sizes[c], n)
-    terms = list(zip(new_ins, operands))
-
-    def needed_elsewhere(idx, skip):
-        return idx in out or any(idx in s for j, (s, _) in enumerate(terms) if j not in skip)
-
-    # sum out indices private to a single operand
-    for i, (s, o) in enumerate(terms):
-        private = [k for k, c in enumerate(s) if not needed_elsewhere(c, {i})]
-        if private:
-            o = lax.reduce_sum(o, tuple(private))
-            s = "".join(c for k, c in enumerate(s) if k not in private)
-        terms[i] = (s, o)
-    s0, acc = terms[0]
-    for i in range(1, len(terms)):
-        s1, o1 = terms[i]
-        rest = set(range(i + 1, len(terms)))
-        later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
-        common = [c for c in s0 if c in s1]
-        batch = [c for c in common if later(c)]
-        contract = [c for c in common if not later(c)]
-        acc, o1 = _einsum_broadcast_pair(acc, s0, o1, s1, batch, sizes)
-        dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
-                (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
-        acc = lax.dot_general(acc, o1, dims, preferred_element_type=d)
-        s0 = "".join(batch) + "".join(c for c in s0 if c not in common) + \
-            "".join(c for c in s1 if c not in common)
-    # remaining indices not in the output are summed; then order as the output
-    extra = tuple(k for k, c in enumerate(s0) if c not in out)
-    if extra:
-        acc = lax.reduce_sum(acc, extra)
-        s0 = "".join(c for c in s0 if c in out)
-    acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
-    return _astype(acc, d)
-
-
-def _einsum_broadcast_pair(a, sa, b, sb, batch, sizes):
-    # size-1 batch dimensions broadcast against the other operand's size
-    def fix(x, s):
-        shape = list(core.get_aval(x).shape)
-        want = [sizes[c] if c in batch else n for c, n in zip(s, shape)]
-        return broadcast_to(x, tuple(want)) if want != shape else x
-    return fix(a, sa), fix(b, sb)
-
-
-# ---------------------------------------------------------------------------------------------
-# Indexing
-# ---------------------------------------------------------------------------------------------
-
-def take_along_axis(arr, indices, axis: int):
-    """`arr` picked at `indices` along `axis` (indices has arr's rank, size k on `axis`).
-
-    Built from a one-hot mask and a sum (no gather primitive yet), which is exact and
-    differentiable but O(k * n) along the axis. Out-of-range indices select nothing (0).
-    """
-    arr, indices = asarray(arr), asarray(indices)
-    nd = ndim(arr)
-    axis = _canonicalize_axis(axis, nd)
-    n = core.get_aval(arr).shape[axis]
-    idx = indices if _kind(indices) in "iu" else _astype(indices, np.int32)
-    idx = lax.convert_element_type(idx, np.int32)
-    idx = where(lax.lt(idx, np.array(0, np.int32)), lax.add(idx, np.array(n, np.int32)), idx)
-    # shapes: arr -> (..., 1, n, ...), idx -> (..., k, 1, ...)
-    arr_e = expand_dims(arr, axis)
-    idx_e = expand_dims(idx, axis + 1)
-    iota_shape = [1] * (nd + 1)
-    iota_shape[axis + 1] = n
-    pos = lax.broadcasted_iota(np.int32, tuple(iota_shape), axis + 1)
-    mask = equal(idx_e, pos)
-    picked = where(mask, arr_e, zeros_like(arr_e))
-    return sum(picked, axis=axis + 1, dtype=core.get_aval(arr).dtype)
-
-
-def _rewriting_take(x, idx, mode=None, fill_value=None):
-    """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis. An index with
-    an integer array, a list or a boolean mask is advanced indexing, one gather:
-    minijax/numpy/indexing.py `advanced_take`, which `mode`/`fill_value` apply to."""
-    x = asarray(x)
-    aval = core.get_aval(x)
-    idx = idx if isinstance(idx, tuple) else (idx,)
-    from minijax.numpy import indexing
-    if builtins.any(indexing.is_advanced(i) for i in idx):
-        return indexing.advanced_take(x, idx, mode, fill_value)
-    n_ell = _sum(1 for i in idx if i is Ellipsis)
-    if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    n_real = _sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if n_real > aval.ndim:
-        raise IndexError(f"Too many indices: array of shape {aval.shape} is {aval.ndim}-"
-                         f"dimensional, but {n_real} were indexed")
-    if n_ell:
-        k = idx.index(Ellipsis)
-        idx = idx[:k] + (builtins.slice(None),) * (aval.ndim - n_real) + idx[k + 1:]
-    else:
-        idx = idx + (builtins.slice(None),) * (aval.ndim - n_real)
-    starts, limits, strides, flips, squeeze_dims, new_axes = [], [], [], [], [], []
-    dynamic = {}  # dim -> traced integer index
-    dim = 0
-    out_pos = 0
-    for i in idx:
-        if i is None:
-            new_axes.append(out_pos)
-            out_pos += 1
+        return reshape(roll(ravel(a), shift, 0), shape_of(a))
+    shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if len(shifts) == 1:
+        shifts = tuple(shifts) * len(axes)
+    if len(axes) == 1:
+        axes = tuple(axes) * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError("Inconsistent lengths of shift and axis")
+    for s, ax in zip(shifts, axes):
+        ax = canonicalize_axis(ax, core.get_aval(a).ndim)
+        n = shape_of(a)[ax]
+        if n == 0:
             continue
-        size_d = aval.shape[dim]
-        if isinstance(i, builtins.slice):
-            start, stop, step = i.indices(size_d)
-            if step > 0:
-                starts.append(start)
-                limits.append(_max(start, stop))  # as JAX: not trimmed to the last element
-                strides.append(step)
-            else:
-                n = _max(0, (start - stop - step - 1) // (-step))
-                first, last = start, start + (n - 1) * step if n else start
-                starts.append(last if n else 0)
-                limits.append(first + 1 if n else 0)
-                strides.append(-step)
-                if n:
-                    flips.append(dim)
-            out_pos += 1
-        elif _is_int_index(i):
-            v = int(i)
-            if not -size_d <= v < size_d:
-                raise IndexError(f"index {v} is out of bounds for axis {dim} with size {size_d}")
-            v %= size_d
-            starts.append(v)
-            limits.append(v + 1)
-            strides.append(1)
-            squeeze_dims.append(dim)
-        elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
-            # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
-            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice
-            dynamic[dim] = lax.convert_element_type(i, np.int32)
-            starts.append(0)
-            limits.append(size_d)
-            strides.append(1)
-            squeeze_dims.append(dim)
+        if isinstance(s, Tracer):
+            doubled = concatenate([a, a], ax)
+            start = ufuncs.remainder(lax.neg(lax.convert_element_type(s, _int)), n)
+            starts = [np.int32(0)] * core.get_aval(a).ndim
+            starts[ax] = start
+            a = lax.dynamic_slice(doubled, starts, shape_of(a))
         else:
-            raise NotImplementedError(
-                f"minijax indexing supports ints (also traced scalar ints), slices, None and "
-                f"Ellipsis; got {type(i).__name__}"
-                f"{'' if not isinstance(i, Tracer) else ' (a traced array index)'}"
-                ". Array indices (gather) come later.")
-        dim += 1
-    out = x
-    if (tuple(starts), tuple(limits)) != ((0,) * aval.ndim, aval.shape) or any(
-            s != 1 for s in strides):
-        out = lax.slice(out, starts, limits, None if all(s == 1 for s in strides) else strides)
-    if dynamic:
-        shape = core.get_aval(out).shape
-        out = lax.dynamic_slice(out, [dynamic.get(d, np.int32(0)) for d in range(len(shape))],
-                                [1 if d in dynamic else n for d, n in enumerate(shape)])
-    if flips:
-        out = lax.rev(out, tuple(flips))
-    if squeeze_dims:
-        out = lax.squeeze(out, tuple(squeeze_dims))
-    if new_axes:
-        out = lax.expand_dims(out, tuple(new_axes))
-    return out
+            s = int(s) % n
+            if s:
+                a = concatenate([slice_axis(a, ax, n - s, n), slice_axis(a, ax, 0, n - s)], ax)
+    return a
 
 
-def _is_int_index(i) -> bool:
-    if isinstance(i, (bool, np.bool_)):
-        return False
-    if isinstance(i, (int, np.integer)):
+def tile(A, reps):
+    """`A` repeated `reps[i]` times along each axis (A promoted to len(reps) dims, or reps
+    padded with leading 1s)."""
+    A = asarray(A)
+    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    nd = core.get_aval(A).ndim
+    reps = (1,) * (nd - len(reps)) + reps
+    shape = (1,) * (len(reps) - nd) + shape_of(A)
+    A = lax.reshape(A, shape)
+    big = tuple(x for r, s in zip(reps, shape) for x in (r, s))
+    A = lax.broadcast_in_dim(A, big, tuple(range(1, 2 * len(shape), 2)))
+    return lax.reshape(A, tuple(r * s for r, s in zip(reps, shape)))
+
+
+def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):
+    """Each element of `a` repeated along `axis` (None: flattened): `repeats` an int, or a
+    concrete sequence with one count per element (a traced `repeats` is not supported)."""
+    a = asarray(a)
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+    shape = shape_of(a)
+    if isinstance(repeats, Tracer):
+        repeats = repeats._concrete("jnp.repeat with a traced `repeats` (minijax needs it "
+                                    "concrete)")
+    reps = np.asarray(repeats)
+    if reps.ndim == 0:
+        r = int(reps)
+        big = shape[:axis + 1] + (r,) + shape[axis + 1:]
+        out_ = lax.broadcast_in_dim(a, big, tuple(i for i in range(len(big)) if i != axis + 1))
+        out_ = lax.reshape(out_, shape[:axis] + (shape[axis] * r,) + shape[axis + 1:])
+    else:
+        idx = np.repeat(np.arange(shape[axis]), reps).astype(_int)
+        out_ = indexing.take(a, idx, axis, mode="clip")
+    if total_repeat_length is not None and shape_of(out_)[axis] != total_repeat_length:
+        raise ValueError(f"repeat: total_repeat_length={total_repeat_length} does not match "
+                         f"the {shape_of(out_)[axis]} repeated elements")
+    return out_
+
+
+def atleast_1d(*arys):
+    """Each input with at least one dimension (a list when several are given)."""
+    outs = [reshape(asarray(a), (1,)) if core.get_aval(asarray(a)).ndim == 0 else asarray(a)
+            for a in arys]
+    return outs[0] if len(outs) == 1 else outs
+
+
+def atleast_2d(*arys):
+    """Each input with at least two dimensions (`(n,) -> (1, n)`)."""
+    outs = []
+    for a in arys:
+        a = asarray(a)
+        nd = core.get_aval(a).ndim
+        outs.append(a if nd >= 2 else lax.reshape(a, (1,) * (2 - nd) + shape_of(a)))
+    return outs[0] if len(outs) == 1 else outs
+
+
+def atleast_3d(*arys):
+    """Each input with at least three dimensions (`(n,) -> (1, n, 1)`, `(m, n) -> (m, n, 1)`)."""
+    outs = []
+    for a in arys:
+        a = asarray(a)
+        nd = core.get_aval(a).ndim
+        if nd == 0:
+            a = lax.reshape(a, (1, 1, 1))
+        elif nd == 1:
+            a = lax.reshape(a, (1,) + shape_of(a) + (1,))
+        elif nd == 2:
+            a = lax.reshape(a, shape_of(a) + (1,))
+        outs.append(a)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _as_list(tup, fn):
+    out = fn(*tup)
+    return out if isinstance(out, list) else [out]
+
+
+def hstack(tup, dtype=None):
+    """Join along axis 1 (axis 0 for 1-D inputs)."""
+    arrs = _as_list(tup, atleast_1d)
+    out_ = concatenate(arrs, 0 if core.get_aval(arrs[0]).ndim == 1 else 1)
+    return out_ if dtype is None else lax.convert_element_type(out_, dtype)
+
+
+def vstack(tup, dtype=None):
+    """Join along axis 0, 1-D inputs as rows."""
+    out_ = concatenate(_as_list(tup, atleast_2d), 0)
+    return out_ if dtype is None else lax.convert_element_type(out_, dtype)
+
+
+def dstack(tup, dtype=None):
+    """Join along axis 2 (inputs made at least 3-D)."""
+    out_ = concatenate(_as_list(tup, atleast_3d), 2)
+    return out_ if dtype is None else lax.convert_element_type(out_, dtype)
+
+
+def column_stack(tup):
+    """1-D inputs as columns, 2-D ones as they are, joined along axis 1."""
+    arrs = []
+    for a in tup:
+        a = asarray(a)
+        nd = core.get_aval(a).ndim
+        arrs.append(lax.reshape(a, (shape_of(a)[0] if nd else 1, 1)) if nd < 2 else a)
+    return concatenate(arrs, 1)
+
+
+def append(arr, values, axis: int | None = None):
+    """`arr` with `values` joined at the end of `axis` (None: both flattened)."""
+    if axis is None:
+        return concatenate([ravel(arr), ravel(values)], 0)
+    return concatenate([arr, values], axis)
+
+
+def _split(name, ary, indices_or_sections, axis: int, exact: bool):
+    ary = asarray(ary)
+    axis = canonicalize_axis(axis, core.get_aval(ary).ndim)
+    n = shape_of(ary)[axis]
+    if isinstance(indices_or_sections, (int, np.integer)):
+        k = int(indices_or_sections)
+        if k <= 0:
+            raise ValueError("number sections must be larger than 0.")
+        if exact and n % k:
+            raise ValueError("array split does not result in an equal division")
+        size, extra = builtins.divmod(n, k)
+        bounds = np.cumsum([0] + [size + 1] * extra + [size] * (k - extra)).tolist()
+    else:
+        idx = [int(i) for i in np.asarray(indices_or_sections).reshape(-1)]
+        bounds = [0] + [builtins.min(builtins.max(i if i >= 0 else i + n, 0), n)
+                        for i in idx] + [n]
+    return [slice_axis(ary, axis, lo, builtins.max(lo, hi))
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
+
+
+def split(ary, indices_or_sections, axis: int = 0):
+    """`ary` cut along `axis` into equal sections (an int, which must divide the axis) or at
+    the given indices. Returns a list of arrays."""
+    return _split("split", ary, indices_or_sections, axis, True)
+
+
+def array_split(ary, indices_or_sections, axis: int = 0):
+    """Like `split`, but an int need not divide the axis: the first n % k parts get one more."""
+    return _split("array_split", ary, indices_or_sections, axis, False)
+
+
+def hsplit(ary, indices_or_sections):
+    return split(ary, indices_or_sections, 0 if core.get_aval(asarray(ary)).ndim == 1 else 1)
+
+
+def vsplit(ary, indices_or_sections):
+    return split(ary, indices_or_sections, 0)
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+    """Coordinate arrays from 1-D `xi`: with indexing "xy" the first two axes are swapped
+    (Cartesian), with "ij" not (matrix). `sparse` keeps size-1 axes instead of broadcasting."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"Valid values for indexing are 'xy' and 'ij', got {indexing}")
+    xi = [asarray(x) for x in xi]
+    if builtins.any(core.get_aval(x).ndim != 1 for x in xi):
+        raise ValueError("Arguments to jax.numpy.meshgrid must be 1D")
+    shape = [shape_of(x)[0] for x in xi]
+    if indexing == "xy" and len(xi) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    outs = []
+    for i, x in enumerate(xi):
+        dim = 1 - i if indexing == "xy" and i < 2 and len(xi) >= 2 else i
+        s = [1] * len(xi) if sparse else list(shape)
+        s[dim] = shape_of(x)[0]
+        outs.append(lax.broadcast_in_dim(x, tuple(s), (dim,)))
+    return outs
+
+
+def pad(array, pad_width, mode: str = "constant", **kwargs):
+    """`array` padded by `pad_width` (an int, a (before, after) pair, or one pair per axis).
+
+    Modes: "constant" (`constant_values`, default 0: one lax.pad), "edge", "reflect",
+    "symmetric", "wrap" (one gather per padded axis, whose static index map is numpy's pad of
+    `arange(n)`; reflect_type "even" only). Other modes raise NotImplementedError."""
+    array = asarray(array)
+    nd = core.get_aval(array).ndim
+    pw = np.broadcast_to(np.asarray(pad_width, np.int64).reshape(
+        (-1, 2) if np.ndim(pad_width) > 0 and np.shape(pad_width)[-1] == 2 else (-1, 1)),
+        (nd, 2)) if nd else np.zeros((0, 2), np.int64)
+    if (pw < 0).any():
+        raise ValueError("index can't contain negative values")
+    if mode == "constant":
+        cv = np.asarray(kwargs.get("constant_values", 0)) if not isinstance(
+            kwargs.get("constant_values", 0), (Tracer, Array)) else kwargs["constant_values"]
+        if isinstance(cv, np.ndarray) and cv.ndim:
+            cvs = np.broadcast_to(cv.reshape((-1, 2) if cv.shape[-1] == 2 else (-1, 1)), (nd, 2))
+            for ax in range(nd):
+                for side in (0, 1):
+                    cfg = [(0, 0, 0)] * nd
+                    cfg[ax] = (int(pw[ax, 0]), 0, 0) if side == 0 else (0, int(pw[ax, 1]), 0)
+                    array = lax.pad(array, lax.convert_element_type(cvs[ax, side], dtype_of(array)),
+                                    cfg)
+            return array
+        value = lax.convert_element_type(cv, dtype_of(array))
+        return lax.pad(array, value, [(int(b), int(a), 0) for b, a in pw])
+    if mode not in ("edge", "reflect", "symmetric", "wrap"):
+        raise NotImplementedError(f"minijax.numpy.pad: mode {mode!r} is not supported")
+    if kwargs.get("reflect_type", "even") != "even":
+        raise NotImplementedError("minijax.numpy.pad: only reflect_type='even'")
+    for ax in range(nd):
+        before, after = int(pw[ax, 0]), int(pw[ax, 1])
+        if before == after == 0:
+            continue
+        n = shape_of(array)[ax]
+        if n == 0:
+            raise ValueError(f"can't extend empty axis {ax} using modes other than 'constant'")
+        idx = np.pad(np.arange(n), (before, after), mode=mode).astype(_int)
+        array = indexing.take(array, idx, ax, mode="clip")
+    return array
+
+
+# ---------------------------------------------------------------------------------------------
+# Diagonals and triangles
+# ---------------------------------------------------------------------------------------------
+
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1):
+    """The diagonal `offset` of the 2-D slices over (axis1, axis2), moved to the last axis:
+    `T[..., k]`. A strided slice of the flattened (axis1, axis2) block."""
+    a = asarray(a)
+    nd = core.get_aval(a).ndim
+    if nd < 2:
+        raise ValueError("diagonal requires an array of at least two dimensions.")
+    a1, a2 = canonicalize_axis(axis1, nd), canonicalize_axis(axis2, nd)
+    if a1 == a2:
+        raise ValueError("axis1 and axis2 must not be equal")
+    rest = [d for d in range(nd) if d not in (a1, a2)]
+    a = lax.transpose(a, tuple(rest) + (a1, a2))
+    *lead, n, m = shape_of(a)
+    offset = int(offset)
+    k = builtins.max(0, builtins.min(n, m - offset) if offset >= 0 else
+                      builtins.min(n + offset, m))
+    flat = lax.reshape(a, tuple(lead) + (n * m,))
+    if k == 0:
+        return lax.full(tuple(lead) + (0,), 0, dtype_of(a))
+    start = offset if offset >= 0 else -offset * m
+    return slice_axis(flat, len(lead), start, start + (k - 1) * (m + 1) + 1, m + 1)
+
+
+def trace(a, offset: int = 0, axis1: int = 0, axis2: int = 1, dtype=None, out=None):
+    """Sum of the diagonal `offset` (over axis1, axis2); small ints sum in the default int."""
+    return reductions.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def diag(v, k: int = 0):
+    """1-D `v` -> the 2-D array with `v` on diagonal `k`; 2-D `v` -> its diagonal `k`."""
+    v = asarray(v)
+    nd = core.get_aval(v).ndim
+    if nd == 2:
+        return diagonal(v, k)
+    if nd != 1:
+        raise ValueError("diag input must be 1d or 2d")
+    n = shape_of(v)[0] + builtins.abs(int(k))
+    v = lax.pad(v, _const(v, 0), [(0, n - shape_of(v)[0], 0)])
+    rows = lax.broadcasted_iota(_int, (n, n), 0)
+    cols = lax.broadcasted_iota(_int, (n, n), 1)
+    mask = lax.eq(lax.sub(cols, rows), np.array(k, _int))
+    vals = lax.broadcast_in_dim(v, (n, n), (0,) if k >= 0 else (1,))
+    return lax.select(mask, vals, lax.full_like(vals, 0))
+
+
+def _tri_mask(shape, k, lower: bool):
+    rows = lax.broadcasted_iota(_int, shape[-2:], 0)
+    cols = lax.broadcasted_iota(_int, shape[-2:], 1)
+    diff_ = lax.sub(cols, rows)
+    k = np.array(int(k), _int)
+    mask = lax.le(diff_, k) if lower else lax.ge(diff_, k)
+    return lax.broadcast_in_dim(mask, shape, (len(shape) - 2, len(shape) - 1))
+
+
+def tril(m, k: int = 0):
+    """`m` with entries above diagonal `k` zeroed (over the last two axes)."""
+    m = asarray(m)
+    if core.get_aval(m).ndim < 2:
+        raise ValueError("Argument to jax.numpy.tril must be at least 2D")
+    return lax.select(_tri_mask(shape_of(m), k, True), m, lax.full_like(m, 0))
+
+
+def triu(m, k: int = 0):
+    """`m` with entries below diagonal `k` zeroed (over the last two axes)."""
+    m = asarray(m)
+    if core.get_aval(m).ndim < 2:
+        raise ValueError("Argument to jax.numpy.triu must be at least 2D")
+    return lax.select(_tri_mask(shape_of(m), k, False), m, lax.full_like(m, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Differences, searching and interpolation
+# ---------------------------------------------------------------------------------------------
+
+def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None):
+    """The n-th discrete difference along `axis` (`a[1:] - a[:-1]`, n times; bools use !=).
+    `prepend`/`append` are joined to `a` first (scalars broadcast). Shape loses n on axis."""
+    a = asarray(a)
+    nd = core.get_aval(a).ndim
+    if nd == 0:
+        raise ValueError("diff requires input that is at least one dimensional; got a scalar")
+    axis = canonicalize_axis(axis, nd)
+    parts = []
+    for extra in (prepend, None, append):
+        if extra is None:
+            continue
+        extra = asarray(extra)
+        if core.get_aval(extra).ndim == 0:
+            shape = list(shape_of(a))
+            shape[axis] = 1
+            extra = broadcast_to(extra, tuple(shape))
+        parts.append(extra)
+    if prepend is not None or append is not None:
+        pieces = ([parts.pop(0)] if prepend is not None else []) + [a] + parts
+        a = concatenate(pieces, axis)
+    for _ in range(n):
+        m = shape_of(a)[axis]
+        hi = slice_axis(a, axis, 1, m)
+        lo = slice_axis(a, axis, 0, builtins.max(m - 1, 0))
+        a = lax.ne(hi, lo) if dtype_kind(a) == "b" else lax.sub(hi, lo)
+    return a
+
+
+def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan"):
+    """int32 indices where `v` would be inserted into the sorted 1-D `a` to keep it sorted:
+    for "left" the count of a < v, for "right" the count of a <= v (one comparison of every
+    pair, JAX's method="compare_all"; `method` is accepted and ignored)."""
+    if side not in ("left", "right"):
+        raise ValueError(f"{side!r} is an invalid value for keyword 'side'. Expected one of "
+                         "['left', 'right']")
+    a, v = asarray(a), asarray(v)
+    if core.get_aval(a).ndim != 1:
+        raise ValueError("a should be 1-dimensional")
+    if sorter is not None:
+        a = indexing.take(a, sorter)
+    a, v = promote_dtypes(a, v)
+    v_e = lax.expand_dims(v, (core.get_aval(v).ndim,))
+    a_b = lax.broadcast_in_dim(a, shape_of(v) + shape_of(a), (core.get_aval(v).ndim,))
+    v_b = broadcast_to(v_e, shape_of(v) + shape_of(a))
+    hit = lax.lt(a_b, v_b) if side == "left" else lax.le(a_b, v_b)
+    return reductions.sum(hit, axis=-1, dtype=_int)
+
+
+def digitize(x, bins, right: bool = False):
+    """int32 index of the bin of each x (bins monotonic, increasing or decreasing)."""
+    x, bins = asarray(x), asarray(bins)
+    if core.get_aval(bins).ndim != 1:
+        raise ValueError(f"digitize: bins must be a 1-dimensional array; got bins={bins}")
+    n = shape_of(bins)[0]
+    if n == 0:
+        return lax.full_like(x, 0, _int)
+    side = "left" if right else "right"
+    up = searchsorted(bins, x, side)
+    down = lax.sub(np.array(n, _int), searchsorted(lax.rev(bins, (0,)), x, side))
+    increasing = lax.ge(indexing.rewriting_take(bins, -1), indexing.rewriting_take(bins, 0))
+    return where(increasing, up, down)
+
+
+def interp(x, xp, fp, left=None, right=None, period=None):
+    """Piecewise-linear interpolation of the points (xp, fp) (xp increasing, 1-D) at `x`;
+    outside [xp[0], xp[-1]] the value is `left`/`right` (default fp[0]/fp[-1]). Float result.
+    `period` raises NotImplementedError."""
+    if period is not None:
+        raise NotImplementedError("minijax.numpy.interp: period is not supported")
+    x, xp, fp = promote_dtypes(asarray(x), asarray(xp), asarray(fp))
+    if not is_floating(x):
+        f = dtypes.default_float_dtype()
+        x, xp, fp = (lax.convert_element_type(v, f) for v in (x, xp, fp))
+    if core.get_aval(xp).ndim != 1 or shape_of(xp) != shape_of(fp):
+        raise ValueError("xp and fp must be one-dimensional arrays of equal size")
+    n = shape_of(xp)[0]
+    i = clip(searchsorted(xp, x, side="right"), 1, n - 1)
+    i0 = lax.sub(i, np.array(1, _int))
+    take = indexing.take
+    xp0, xp1, fp0, fp1 = take(xp, i0), take(xp, i), take(fp, i0), take(fp, i)
+    dx, df = lax.sub(xp1, xp0), lax.sub(fp1, fp0)
+    dx0 = lax.le(lax.abs(dx), _const(dx, np.spacing(dtypes.finfo(dtype_of(dx)).eps)))
+    safe_dx = lax.select(dx0, lax.full_like(dx, 1), dx)
+    out_ = lax.select(dx0, fp0, lax.add(fp0, lax.mul(lax.div(lax.sub(x, xp0), safe_dx), df)))
+    lo = indexing.rewriting_take(fp, 0) if left is None else left
+    hi = indexing.rewriting_take(fp, -1) if right is None else right
+    out_ = where(lax.lt(x, indexing.rewriting_take(xp, 0)), lo, out_)
+    return where(lax.gt(x, indexing.rewriting_take(xp, -1)), hi, out_)
+
+
+def unravel_index(indices, shape):
+    """The coordinates (a tuple of int arrays like `indices`) of flat `indices` in an array of
+    `shape`. As JAX (unlike numpy): negative indices wrap, out-of-range ones are clipped."""
+    indices = asarray(indices)
+    if dtype_kind(indices) not in "iu":
+        raise TypeError("Only integer indices are supported by unravel_index.")
+    shape = tuple(int(s) for s in shape)
+    total = int(np.prod(shape, dtype=np.int64))
+    i = clip(indices, -total, total - 1)
+    i = where(lax.lt(i, _const(i, 0)), lax.add(i, _const(i, total)), i)
+    outs = []
+    for s in shape[::-1]:
+        outs.append(lax.rem(i, _const(i, s)) if s else i)
+        i = lax.div(i, _const(i, s)) if s else i
+    return tuple(keep_weak(o, indices) for o in outs[::-1])
+
+
+# ---------------------------------------------------------------------------------------------
+# Value-dependent shapes: nonzero and friends
+# ---------------------------------------------------------------------------------------------
+
+def nonzero(a, *, size: int | None = None, fill_value=None):
+    """A tuple with one int32[k] index array per dimension of `a`, for the k nonzero entries
+    in row-major order. With `size`, k = size: extra entries are dropped, missing ones are
+    `fill_value` (default 0; a scalar or one per dimension). Without `size`, `a` must be
+    concrete (ConcretizationTypeError under tracing)."""
+    a = asarray(a)
+    nd = core.get_aval(a).ndim
+    if nd == 0:
+        raise ValueError("Calling nonzero on 0d arrays is not allowed. Use "
+                         "jnp.atleast_1d(scalar).nonzero() instead.")
+    shape = shape_of(a)
+    if size is None:
+        val = concrete_or_none(a, "nonzero")
+        if val is None:
+            raise size_error("nonzero", a)
+        size = int(np.count_nonzero(val))
+    mask = ravel(lax.ne(a, _const(a, 0)))
+    n = shape_of(mask)[0]
+    count_ = lax.cumsum(lax.convert_element_type(mask, _int), 0)
+    dest = lax.select(mask, lax.sub(count_, np.array(1, _int)), lax.full_like(count_, size))
+    flat = lax.full((size,), 0, _int).at[dest].set(lax.iota(_int, n), mode="drop")
+    valid = lax.lt(lax.iota(_int, size), indexing.rewriting_take(count_, -1) if n else
+                   np.array(0, _int))
+    fills = np.broadcast_to(np.asarray(0 if fill_value is None else fill_value), (nd,)) \
+        if not isinstance(fill_value, (tuple, list)) else fill_value
+    if len(fills) != nd:
+        raise ValueError(f"fill_value must be a scalar or a tuple of length {nd}; got "
+                         f"{fill_value}")
+    strides = np.cumprod((1,) + shape[::-1])[:-1][::-1]
+    outs = []
+    for d in range(nd):
+        coord = lax.rem(lax.div(flat, np.array(strides[d], _int)), np.array(shape[d] or 1, _int))
+        outs.append(lax.select(valid, coord, lax.full_like(coord, fills[d])))
+    return tuple(outs)
+
+
+def flatnonzero(a, *, size: int | None = None, fill_value=None):
+    """int32[k]: indices of the nonzero entries of the flattened `a` (see `nonzero`)."""
+    return nonzero(ravel(a), size=size, fill_value=fill_value)[0]
+
+
+def argwhere(a, *, size: int | None = None, fill_value=None):
+    """int32[k, a.ndim]: the indices of nonzero entries, one row per entry (see `nonzero`)."""
+    a = asarray(a)
+    nd = core.get_aval(a).ndim
+    idx = nonzero(atleast_1d(a), size=size, fill_value=fill_value)
+    out_ = stack(idx, axis=1)
+    return out_[:, :0] if nd == 0 else out_
+
+
+# ---------------------------------------------------------------------------------------------
+# Predicates
+# ---------------------------------------------------------------------------------------------
+
+def isscalar(element) -> bool:
+    """Whether `element` is a scalar: a Python/NumPy number, or a 0-d array (as JAX)."""
+    if isinstance(element, (np.generic, int, float, complex, bool)):
         return True
-    if isinstance(i, (Array, np.ndarray)) and i.shape == () and np.dtype(i.dtype).kind in "iu":
-        return True
+    if isinstance(element, (Array, Tracer, np.ndarray)):
+        return core.get_aval(element).ndim == 0
     return False
+
+
+def isrealobj(x) -> bool:
+    """Whether `x` does not have a complex dtype."""
+    return not iscomplexobj(x)
+
+
+def iscomplexobj(x) -> bool:
+    """Whether `x` has a complex dtype."""
+    try:
+        return np.dtype(dtype(x)).kind == "c"
+    except TypeError:
+        return False
+

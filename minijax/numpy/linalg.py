@@ -11,7 +11,8 @@ import numpy as np
 
 from minijax import lax
 from minijax.lax import lax as lax_internal
-from minijax.numpy import lax_numpy as jnp
+from minijax import numpy as jnp
+from minijax.numpy.util import canonicalize_axis, promote_args_inexact
 
 
 def _sum_sq(x, axis, keepdims):
@@ -35,7 +36,7 @@ def vector_norm(x, ord=2, axis=None, keepdims: bool = False):
     Returns: `f32[...]`, the reduced axes removed (kept as size 1 with keepdims).
     Raises ValueError for a string `ord`.
     """
-    (x,) = jnp.promote_args_inexact("jnp.linalg.vector_norm", x)
+    (x,) = promote_args_inexact("jnp.linalg.vector_norm", x)
     if ord is None or ord == 2:
         return jnp.sqrt(_sum_sq(x, axis, keepdims))
     if isinstance(ord, str):
@@ -69,16 +70,16 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     Raises ValueError for an invalid `ord` or number of axes; NotImplementedError for the
     singular-value norms (matrix ord 2, -2, 'nuc').
     """
-    (x,) = jnp.promote_args_inexact("jnp.linalg.norm", x)
+    (x,) = promote_args_inexact("jnp.linalg.norm", x)
     nd = jnp.ndim(x)
     if axis is None:
         if ord is None:
             return jnp.sqrt(_sum_sq(x, None, keepdims))
         axis = tuple(range(nd))
     elif isinstance(axis, tuple):
-        axis = tuple(jnp._canonicalize_axis(a, nd) for a in axis)
+        axis = tuple(canonicalize_axis(a, nd) for a in axis)
     else:
-        axis = (jnp._canonicalize_axis(axis, nd),)
+        axis = (canonicalize_axis(axis, nd),)
     if len(axis) == 1:
         return vector_norm(x, ord=2 if ord is None else ord, axis=axis, keepdims=keepdims)
     if len(axis) != 2:

@@ -13,7 +13,7 @@ from minijax import lax
 from minijax import numpy as jnp
 from minijax.custom_derivatives import custom_jvp
 from minijax.lax import special as lax_special
-from minijax.numpy.lax_numpy import promote_args_inexact
+from minijax.numpy.util import promote_args_inexact
 
 
 def _const(x, value):

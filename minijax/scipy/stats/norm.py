@@ -8,7 +8,7 @@ import numpy as np
 
 from minijax import lax
 from minijax import numpy as jnp
-from minijax.numpy.lax_numpy import promote_args_inexact
+from minijax.numpy.util import promote_args_inexact
 from minijax.scipy import special
 
 

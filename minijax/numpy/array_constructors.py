@@ -1,0 +1,62 @@
+"""`jnp.array` and `jnp.asarray`: minijax arrays from Python scalars, lists and NumPy arrays.
+
+Mirrors jax/_src/numpy/array_constructors.py. Taught in chapters/01-numpy.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax import lax
+from minijax.array import Array
+from minijax.core import Tracer
+from minijax.numpy.util import promote_dtypes
+
+
+# JAX: jax/_src/numpy/array_constructors.py array
+def array(object, dtype=None, copy=True) -> Any:
+    """A minijax array from array-like `object` (nested lists may hold tracers).
+
+    Python floats give float32 (with x64 off), ints int32, as in JAX; without `dtype`, a Python
+    scalar or a weakly typed array gives a weakly typed result (JAX: `dtypes.is_weakly_typed`).
+    Raises TypeError for non-numeric input."""
+    weak = dtype is None and (dtypes.is_python_scalar(object) or isinstance(
+        object, (Tracer, Array))) and dtypes.dtype_and_weak(object)[1]
+    if isinstance(object, (Tracer, Array)):
+        out = object
+    elif isinstance(object, (list, tuple)) and any(
+            isinstance(leaf, (Tracer, Array)) for leaf in _iter_leaves(object)):
+        # as jnp.stack: equal shapes, a new leading axis, one concatenate
+        elems = [array(o) for o in object]
+        if len({core.get_aval(e).shape for e in elems}) != 1:
+            raise ValueError("All input arrays must have the same shape.")
+        out = lax.concatenate(promote_dtypes(*[lax.expand_dims(e, (0,)) for e in elems]), 0)
+    else:
+        val = np.asarray(object)
+        if val.dtype.kind not in "biufc" and val.dtype != dtypes.bfloat16:
+            raise TypeError(f"array: unsupported value of dtype {val.dtype} ({object!r})")
+        canon = dtypes.canonicalize_dtype(val.dtype if dtype is None else dtype)
+        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon))
+    if dtype is not None:
+        return lax.convert_element_type(out, dtype)
+    return lax.convert_element_type(out, core.get_aval(out).dtype, weak)
+
+
+def _iter_leaves(x):
+    if isinstance(x, (list, tuple)):
+        for y in x:
+            yield from _iter_leaves(y)
+    else:
+        yield x
+
+
+# JAX: jax/_src/numpy/array_constructors.py asarray
+def asarray(a, dtype=None) -> Any:
+    """Like `array`, but returns minijax arrays and tracers unchanged when no dtype is given."""
+    if isinstance(a, (Tracer, Array)) and dtype is None:
+        return a
+    return array(a, dtype)
+

@@ -1,0 +1,108 @@
+"""`jnp.einsum`: Einstein summation as a chain of `dot_general`s.
+
+Mirrors jax/_src/numpy/einsum.py. Taught in chapters/01-numpy.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+import string
+
+import numpy as np
+
+from minijax import core
+from minijax import lax
+from minijax.numpy import lax_numpy
+from minijax.numpy.array_constructors import asarray
+from minijax.numpy.util import promote_dtypes
+
+
+def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None):
+    """Einstein summation, contracted left to right with `dot_general` (a documented simpler
+    path than JAX's opt_einsum ordering). Supports `...`, implicit output and sums over
+    indices that appear once; a repeated index within one operand (a diagonal) raises
+    NotImplementedError."""
+    operands = promote_dtypes(*[asarray(o) for o in operands])
+    d = core.get_aval(operands[0]).dtype if preferred_element_type is None else \
+        np.dtype(preferred_element_type)
+    subscripts = subscripts.replace(" ", "")
+    if "->" in subscripts:
+        lhs, out = subscripts.split("->")
+    else:
+        lhs, out = subscripts, None
+    ins = lhs.split(",")
+    if len(ins) != len(operands):
+        raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(operands)} operands")
+    # expand ellipses into fresh capital letters
+    free_letters = [c for c in string.ascii_uppercase if c not in subscripts]
+    ell_rank = 0
+    for s, o in zip(ins, operands):
+        if "..." in s:
+            ell_rank = builtins.max(ell_rank, lax_numpy.ndim(o) - (len(s) - 3))
+    ell = "".join(free_letters[:ell_rank])
+    new_ins = []
+    for s, o in zip(ins, operands):
+        if "..." in s:
+            k = lax_numpy.ndim(o) - (len(s) - 3)
+            s = s.replace("...", ell[ell_rank - k:])
+        if len(s) != lax_numpy.ndim(o):
+            raise ValueError(f"einsum: subscripts {s!r} do not match operand of rank "
+                             f"{lax_numpy.ndim(o)}")
+        if len(set(s)) != len(s):
+            raise NotImplementedError(f"einsum: repeated index within one operand ({s!r}) "
+                                      "is not supported by minijax's einsum")
+        new_ins.append(s)
+    if out is None:
+        counts = {c: "".join(new_ins).count(c) for c in "".join(new_ins)}
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    else:
+        out = out.replace("...", ell)
+    sizes: dict[str, int] = {}
+    for s, o in zip(new_ins, operands):
+        for c, n in zip(s, core.get_aval(o).shape):
+            if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+            sizes[c] = builtins.max(sizes[c], n)
+    terms = list(zip(new_ins, operands))
+
+    def needed_elsewhere(idx, skip):
+        return idx in out or any(idx in s for j, (s, _) in enumerate(terms) if j not in skip)
+
+    # sum out indices private to a single operand
+    for i, (s, o) in enumerate(terms):
+        private = [k for k, c in enumerate(s) if not needed_elsewhere(c, {i})]
+        if private:
+            o = lax.reduce_sum(o, tuple(private))
+            s = "".join(c for k, c in enumerate(s) if k not in private)
+        terms[i] = (s, o)
+    s0, acc = terms[0]
+    for i in range(1, len(terms)):
+        s1, o1 = terms[i]
+        rest = set(range(i + 1, len(terms)))
+        later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
+        common = [c for c in s0 if c in s1]
+        batch = [c for c in common if later(c)]
+        contract = [c for c in common if not later(c)]
+        acc, o1 = _einsum_broadcast_pair(acc, s0, o1, s1, batch, sizes)
+        dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
+                (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
+        acc = lax.dot_general(acc, o1, dims, preferred_element_type=d)
+        s0 = "".join(batch) + "".join(c for c in s0 if c not in common) + \
+            "".join(c for c in s1 if c not in common)
+    # remaining indices not in the output are summed; then order as the output
+    extra = tuple(k for k, c in enumerate(s0) if c not in out)
+    if extra:
+        acc = lax.reduce_sum(acc, extra)
+        s0 = "".join(c for c in s0 if c in out)
+    acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
+    return lax.convert_element_type(acc, d)
+
+
+def _einsum_broadcast_pair(a, sa, b, sb, batch, sizes):
+    # size-1 batch dimensions broadcast against the other operand's size
+    def fix(x, s):
+        shape = list(core.get_aval(x).shape)
+        want = [sizes[c] if c in batch else n for c, n in zip(s, shape)]
+        return lax_numpy.broadcast_to(x, tuple(want)) if want != shape else x
+    return fix(a, sa), fix(b, sb)
+

@@ -1,0 +1,425 @@
+"""Reductions: sums, products, extrema, means and variances, their NaN-ignoring forms,
+cumulative reductions and order statistics (quantile, median).
+
+Mirrors jax/_src/numpy/reductions.py. Taught in chapters/01-numpy.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax import lax
+from minijax.lax import lax as lax_internal
+from minijax.numpy import indexing
+from minijax.numpy import ufuncs
+from minijax.numpy.array_constructors import asarray
+from minijax.numpy.util import (
+    canonicalize_axis, dtype_kind, dtype_of, is_floating, promote_args_inexact, promote_dtypes,
+    reduction_axes, shape_of, where,
+)
+
+_const = lax_internal._const
+_int = np.int32
+
+
+# ---------------------------------------------------------------------------------------------
+# Sums, products and extrema
+# ---------------------------------------------------------------------------------------------
+
+def _keepdims(out, axes, keepdims):
+    return lax.expand_dims(out, axes) if keepdims and axes else out
+
+
+def _upcast_sum_dtype(d: np.dtype) -> np.dtype:
+    d = np.dtype(d)
+    if d.kind == "b" or (d.kind == "i" and d.itemsize < dtypes.default_int_dtype().itemsize):
+        return dtypes.default_int_dtype()
+    if d.kind == "u" and d.itemsize < dtypes.default_int_dtype().itemsize:
+        return dtypes.canonicalize_dtype(np.uint64)
+    return d
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+    """Sum over `axis` (None: all). Bools and small ints sum in the default int dtype."""
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    d = _upcast_sum_dtype(core.get_aval(a).dtype) if dtype is None else dtype
+    return _keepdims(lax.reduce_sum(lax.convert_element_type(a, d), axes), axes, keepdims)
+
+
+def max(a, axis=None, keepdims: bool = False):
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    return _keepdims(lax.reduce_max(a, axes), axes, keepdims)
+
+
+def min(a, axis=None, keepdims: bool = False):
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    return _keepdims(lax.reduce_min(a, axes), axes, keepdims)
+
+amax, amin = max, min
+
+
+def argmax(a, axis=None, keepdims: bool = False):
+    """Index of the maximum (over the flattened array when axis is None), as int32."""
+    a = asarray(a)
+    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
+        out = lax.argmax(lax.reshape(a, (core.get_aval(a).size,)), 0, dtypes.default_int_dtype())
+        return _keepdims(out, tuple(range(core.get_aval(a).ndim)), keepdims)
+    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+    out = lax.argmax(a, axis, dtypes.default_int_dtype())
+    return _keepdims(out, (axis,), keepdims)
+
+
+def argmin(a, axis=None, keepdims: bool = False):
+    a = asarray(a)
+    if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
+        out = lax.argmin(lax.reshape(a, (core.get_aval(a).size,)), 0, dtypes.default_int_dtype())
+        return _keepdims(out, tuple(range(core.get_aval(a).ndim)), keepdims)
+    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+    out = lax.argmin(a, axis, dtypes.default_int_dtype())
+    return _keepdims(out, (axis,), keepdims)
+
+
+def _tree_reduce(x, axes, op, identity):
+    """Reduce `axes` of `x` with a binary `op` by halving the (padded) axis: log2(n) steps of
+    elementwise `op` (minijax has no reduce_prod primitive)."""
+    shape = shape_of(x)
+    rest = [d for d in range(len(shape)) if d not in axes]
+    n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
+    x = lax.transpose(x, tuple(rest) + tuple(axes))
+    x = lax.reshape(x, tuple(shape[d] for d in rest) + (n,))
+    if n == 0:
+        return lax.full(tuple(shape[d] for d in rest), identity, dtype_of(x))
+    size = 1 << (n - 1).bit_length()
+    if size != n:
+        x = lax.pad(x, _const(x, identity), [(0, 0, 0)] * len(rest) + [(0, size - n, 0)])
+    while size > 1:
+        size //= 2
+        lo = lax.slice(x, (0,) * (len(rest) + 1), shape_of(x)[:-1] + (size,))
+        hi = lax.slice(x, (0,) * len(rest) + (size,), shape_of(x))
+        x = op(lo, hi)
+    return lax.squeeze(x, (len(rest),))
+
+
+def _where_fill(a, where_, fill):
+    return a if where_ is None else where(where_, a, lax.full_like(a, fill))
+
+
+def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None,
+         where=None, promote_integers: bool = True):
+    """Product over `axis` (None: all). Bools and small ints multiply in the default int
+    dtype, as `sum` (unless `promote_integers=False`). `initial` multiplies in; `where` masks
+    entries (they count as 1)."""
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    if dtype is None:
+        d = _upcast_sum_dtype(dtype_of(a)) if promote_integers else dtype_of(a)
+    else:
+        d = dtype
+    a = _where_fill(lax.convert_element_type(a, d), where, 1)
+    out_ = _tree_reduce(a, axes, lax.mul, 1)
+    if initial is not None:
+        out_ = lax.mul(out_, lax.convert_element_type(initial, d))
+    return _keepdims(out_, axes, keepdims)
+
+
+def any(a, axis=None, out=None, keepdims: bool = False, *, where=None):
+    """bool: whether any entry over `axis` is true (nonzero)."""
+    a = lax.convert_element_type(asarray(a), np.bool_)
+    axes = reduction_axes(a, axis)
+    a = _where_fill(a, where, False)
+    return _keepdims(lax.reduce_max(a, axes), axes, keepdims)
+
+
+def all(a, axis=None, out=None, keepdims: bool = False, *, where=None):
+    """bool: whether every entry over `axis` is true (nonzero)."""
+    a = lax.convert_element_type(asarray(a), np.bool_)
+    axes = reduction_axes(a, axis)
+    a = _where_fill(a, where, True)
+    return _keepdims(lax.reduce_min(a, axes), axes, keepdims)
+
+
+def count_nonzero(a, axis=None, keepdims: bool = False):
+    """int32: the number of nonzero entries over `axis`."""
+    a = asarray(a)
+    nz = lax.ne(a, _const(a, 0))
+    return sum(nz, axis, dtype=dtypes.default_int_dtype(), keepdims=keepdims)
+
+
+def ptp(a, axis=None, out=None, keepdims: bool = False):
+    """Peak to peak: max - min over `axis`."""
+    return ufuncs.subtract(max(a, axis, keepdims=keepdims), min(a, axis, keepdims=keepdims))
+
+
+def _nan_arg(fn, fill):
+    def f(a, axis=None, out=None, keepdims: bool = False):
+        a = asarray(a)
+        if is_floating(a):
+            a = where(ufuncs.isnan(a), lax.full_like(a, fill), a)
+        return fn(a, axis, keepdims=keepdims)
+    return f
+
+nanargmax = _nan_arg(argmax, -np.inf)
+
+nanargmax.__doc__ = "`argmax` ignoring NaNs."
+
+nanargmin = _nan_arg(argmin, np.inf)
+
+nanargmin.__doc__ = "`argmin` ignoring NaNs."
+
+
+# ---------------------------------------------------------------------------------------------
+# Means and variances
+# ---------------------------------------------------------------------------------------------
+
+def mean(a, axis=None, dtype=None, keepdims: bool = False):
+    """Arithmetic mean over `axis`; integer inputs give the default float dtype."""
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    aval = core.get_aval(a)
+    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
+    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
+    total = lax.reduce_sum(lax.convert_element_type(a, d), axes)
+    out = lax.div(total, _const(total, n))
+    return _keepdims(out, axes, keepdims)
+
+
+def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
+    """Variance: mean of squared deviations, divided by (n - ddof)."""
+    a = asarray(a)
+    axes = reduction_axes(a, axis)
+    aval = core.get_aval(a)
+    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
+    a = lax.convert_element_type(a, d)
+    centered = lax.sub(a, mean(a, axes, keepdims=True))
+    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
+    ss = lax.reduce_sum(lax.integer_pow(centered, 2), axes)
+    out = lax.div(ss, _const(ss, builtins.max(n - ddof, 0)))
+    return _keepdims(out, axes, keepdims)
+
+
+def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
+    return ufuncs.sqrt(var(a, axis, dtype, ddof, keepdims))
+
+
+# ---------------------------------------------------------------------------------------------
+# NaN-ignoring reductions
+# ---------------------------------------------------------------------------------------------
+
+def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+    """`sum` with NaNs counted as zero."""
+    a = asarray(a)
+    if is_floating(a):
+        a = where(ufuncs.isnan(a), lax.full_like(a, 0), a)
+    return sum(a, axis, dtype, keepdims=keepdims)
+
+
+def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+    """`prod` with NaNs counted as one."""
+    a = asarray(a)
+    if is_floating(a):
+        a = where(ufuncs.isnan(a), lax.full_like(a, 1), a)
+    return prod(a, axis, dtype, keepdims=keepdims)
+
+
+def _nan_extreme(reducer, fill):
+    def f(a, axis=None, out=None, keepdims: bool = False):
+        a = asarray(a)
+        if not is_floating(a):
+            return reducer(a, axis, keepdims=keepdims)
+        nan_mask = ufuncs.isnan(a)
+        out_ = reducer(where(nan_mask, lax.full_like(a, fill), a), axis, keepdims=keepdims)
+        all_nan = all(nan_mask, axis, keepdims=keepdims)
+        return where(all_nan, lax.full_like(out_, np.nan), out_)
+    return f
+
+nanmax = _nan_extreme(max, -np.inf)
+
+nanmax.__doc__ = "`max` ignoring NaNs (NaN where a slice is all NaN)."
+
+nanmin = _nan_extreme(min, np.inf)
+
+nanmin.__doc__ = "`min` ignoring NaNs (NaN where a slice is all NaN)."
+
+
+def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+    """`mean` over the non-NaN entries (NaN where there are none)."""
+    a = asarray(a)
+    if not is_floating(a):
+        return mean(a, axis, dtype, keepdims=keepdims)
+    total = nansum(a, axis, dtype, keepdims=keepdims)
+    count = sum(lax.bitwise_not(ufuncs.isnan(a)), axis, dtype=dtype_of(total), keepdims=keepdims)
+    return lax.div(total, count)
+
+
+def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):
+    """Weighted mean over `axis`: sum(a * w) / sum(w) (w broadcast along `axis` when 1-D).
+    With `returned`, also the sum of weights. Plain `mean` when weights is None."""
+    a = asarray(a)
+    if weights is None:
+        avg = mean(a, axis, keepdims=keepdims)
+        if not returned:
+            return avg
+        axes = reduction_axes(a, axis)
+        n = int(np.prod([shape_of(a)[i] for i in axes], dtype=np.int64))
+        return avg, lax.full_like(avg, n)
+    a, weights = promote_dtypes(a, asarray(weights))
+    if not is_floating(a):
+        f = dtypes.default_float_dtype()
+        a, weights = lax.convert_element_type(a, f), lax.convert_element_type(weights, f)
+    if shape_of(weights) != shape_of(a):
+        if axis is None or core.get_aval(weights).ndim != 1:
+            raise ValueError("Axis must be specified when shapes of a and weights differ, and "
+                             "weights must then be 1-D.")
+        ax = canonicalize_axis(axis, core.get_aval(a).ndim)
+        if shape_of(weights)[0] != shape_of(a)[ax]:
+            raise ValueError("Length of weights not compatible with specified axis.")
+        weights = lax.broadcast_in_dim(weights, shape_of(a), (ax,))
+    wsum = sum(weights, axis, keepdims=keepdims)
+    avg = lax.div(sum(lax.mul(a, weights), axis, keepdims=keepdims), wsum)
+    return (avg, wsum) if returned else avg
+
+
+# ---------------------------------------------------------------------------------------------
+# Cumulative reductions
+# ---------------------------------------------------------------------------------------------
+
+def _nan_cumulative(fn, fill):
+    def f(a, axis=None, dtype=None, out=None):
+        a = asarray(a)
+        if is_floating(a):
+            a = where(ufuncs.isnan(a), lax.full_like(a, fill), a)
+        return fn(a, axis, dtype)
+    return f
+
+
+def _cumulative(name, combine, identity):
+    def f(a, axis=None, dtype=None, out=None):
+        a = asarray(a)
+        if axis is None:
+            a, axis = lax.reshape(a, (core.get_aval(a).size,)), 0
+        axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+        if dtype is None:  # only bools are promoted (to the default int), unlike sum
+            dtype = dtypes.default_int_dtype() if dtype_kind(a) == "b" else dtype_of(a)
+        return combine(lax.convert_element_type(a, dtype), axis)
+    f.__name__ = name
+    return f
+
+cumsum = _cumulative("cumsum", lambda a, axis: lax.cumsum(a, axis), 0)
+
+cumsum.__doc__ = """Running sum along `axis` (None: the flattened array). Bools accumulate in
+the default int dtype, other dtypes in their own (as JAX). `T[...] -> T[...]`."""
+
+cumprod = _cumulative("cumprod", lambda a, axis: lax.cumprod(a, axis), 1)
+
+cumprod.__doc__ = """Running product along `axis` (None: the flattened array). Bools accumulate
+in the default int dtype, other dtypes in their own (as JAX). `T[...] -> T[...]`."""
+
+
+def _cumulative_include(fn, identity):
+    def f(x, /, *, axis=None, dtype=None, include_initial: bool = False):
+        x = asarray(x)
+        nd = core.get_aval(x).ndim
+        if axis is None:
+            if nd != 1:
+                raise ValueError("axis must be specified for arrays of more than one dimension")
+            axis = 0
+        axis = canonicalize_axis(axis, nd)
+        out_ = fn(x, axis, dtype)
+        if include_initial:
+            pad = [(0, 0, 0)] * nd
+            pad[axis] = (1, 0, 0)
+            out_ = lax.pad(out_, _const(out_, identity), pad)
+        return out_
+    return f
+
+nancumsum = _nan_cumulative(cumsum, 0)
+
+nancumsum.__doc__ = "`cumsum` with NaNs counted as zero."
+
+nancumprod = _nan_cumulative(cumprod, 1)
+
+nancumprod.__doc__ = "`cumprod` with NaNs counted as one."
+
+cumulative_sum = _cumulative_include(cumsum, 0)
+
+cumulative_sum.__doc__ = "jax.numpy.cumulative_sum: `cumsum` with `include_initial` (a leading 0)."
+
+cumulative_prod = _cumulative_include(cumprod, 1)
+
+cumulative_prod.__doc__ = "jax.numpy.cumulative_prod: `cumprod` with `include_initial` (a 1)."
+
+
+# ---------------------------------------------------------------------------------------------
+# Order statistics
+# ---------------------------------------------------------------------------------------------
+
+def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: str = "linear",
+             keepdims: bool = False):
+    """The q-th quantiles (q in [0, 1], any shape Q) over `axis`: `T[Q + reduced shape]`.
+
+    Sorts along the axis, then interpolates between the neighbours of position q * (n - 1)
+    (method "linear"; also "lower", "higher", "nearest", "midpoint"). Integer inputs give the
+    default float dtype; a slice containing NaN gives NaN."""
+    if method not in ("linear", "lower", "higher", "nearest", "midpoint"):
+        raise ValueError(f"method can only be 'linear', 'lower', 'higher', 'midpoint', or "
+                         f"'nearest'. Got {method}.")
+    a, q = promote_dtypes(asarray(a), asarray(q))
+    if not is_floating(a):
+        a, q = (lax.convert_element_type(x, dtypes.default_float_dtype()) for x in (a, q))
+    if core.get_aval(q).ndim > 1:
+        raise ValueError(f"q must be have rank <= 1, got shape {shape_of(q)}")
+    nd = core.get_aval(a).ndim
+    axes = reduction_axes(a, axis)
+    rest = [d for d in range(nd) if d not in axes]
+    n = int(np.prod([shape_of(a)[d] for d in axes], dtype=np.int64))
+    x = lax.transpose(a, tuple(rest) + tuple(axes))
+    x = lax.reshape(x, tuple(shape_of(a)[d] for d in rest) + (n,))
+    x = lax.sort(x, len(rest))
+    pos = lax.mul(q, _const(q, n - 1))
+    lo = lax.floor(pos)
+    hi = lax.min(lax.add(lo, _const(lo, 1)), _const(lo, n - 1))
+    w = lax.sub(pos, lo)
+    if method == "lower":
+        hi, w = lo, lax.full_like(w, 0)
+    elif method == "higher":
+        lo, w = lax.neg(lax.floor(lax.neg(pos))), lax.full_like(w, 0)
+    elif method == "nearest":
+        lo, w = ufuncs.round(pos), lax.full_like(w, 0)
+    elif method == "midpoint":
+        w = lax.select(lax.eq(w, _const(w, 0)), w, lax.full_like(w, 0.5))
+    q_nd = core.get_aval(q).ndim
+
+    def pick(i):  # x at positions i (shape Q) along the last axis, Q moved to the front
+        v = indexing.take(x, lax.convert_element_type(i, _int), axis=len(rest), mode="clip")
+        return lax.transpose(v, tuple(range(len(rest), len(rest) + q_nd)) +
+                             tuple(range(len(rest))))
+
+    v_lo, v_hi = pick(lo), pick(hi)
+    w = lax.broadcast_in_dim(w, shape_of(v_lo), tuple(range(q_nd)))
+    res = lax.add(lax.mul(v_lo, lax.sub(_const(w, 1), w)), lax.mul(v_hi, w))
+    has_nan = lax.broadcast_in_dim(any(ufuncs.isnan(x), axis=-1), shape_of(res),
+                                   tuple(range(q_nd, q_nd + len(rest))))
+    res = lax.select(has_nan, lax.full_like(res, np.nan), res)
+    if keepdims:
+        full_shape = shape_of(q) + tuple(1 if d in axes else s for d, s in enumerate(shape_of(a)))
+        res = lax.reshape(res, full_shape)
+    return res
+
+
+def percentile(a, q, axis=None, out=None, overwrite_input: bool = False,
+               method: str = "linear", keepdims: bool = False):
+    """The q-th percentiles (q in [0, 100]): `quantile(a, q / 100)`."""
+    (q,) = promote_args_inexact("percentile", q)
+    return quantile(a, lax.div(q, _const(q, 100)), axis, method=method, keepdims=keepdims)
+
+
+def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False):
+    """The median over `axis`: `quantile(a, 0.5)`."""
+    return quantile(a, 0.5, axis, method="midpoint", keepdims=keepdims)
+

@@ -1,0 +1,563 @@
+"""Elementwise functions (NumPy's ufuncs): arithmetic, comparisons, transcendental, logical,
+bitwise, rounding and floating-point classification.
+
+Each promotes its arguments (minijax/numpy/util.py) and calls lax, so jvp, vmap and jit come with
+the primitives. Mirrors jax/_src/numpy/ufuncs.py. Taught in chapters/01-numpy.md.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax import lax
+from minijax.custom_derivatives import custom_jvp
+from minijax.lax import lax as lax_internal
+from minijax.numpy.array_constructors import asarray
+from minijax.numpy.util import (
+    broadcast_arrays, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
+    promote_args_inexact, promote_shapes, shape_of, where,
+)
+
+_const = lax_internal._const
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic and comparisons
+# ---------------------------------------------------------------------------------------------
+
+def _one_to_one_unary(name, lax_fn, inexact=False):
+    def f(x):
+        (x,) = (promote_args_inexact if inexact else promote_args)(name, x)
+        return lax_fn(x)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise `{name}` (jax.numpy.{name})."
+    return f
+
+
+def _one_to_one_binary(name, lax_fn, inexact=False):
+    def f(x, y):
+        x, y = (promote_args_inexact if inexact else promote_args)(name, x, y)
+        return lax_fn(x, y)
+    f.__name__ = name
+    f.__doc__ = f"Elementwise `{name}` with JAX's dtype promotion and broadcasting."
+    return f
+
+negative = _one_to_one_unary("negative", lax.neg)
+
+sin = _one_to_one_unary("sin", lax.sin, True)
+
+cos = _one_to_one_unary("cos", lax.cos, True)
+
+exp = _one_to_one_unary("exp", lax.exp, True)
+
+log = _one_to_one_unary("log", lax.log, True)
+
+log1p = _one_to_one_unary("log1p", lax.log1p, True)
+
+tanh = _one_to_one_unary("tanh", lax.tanh, True)
+
+sqrt = _one_to_one_unary("sqrt", lax.sqrt, True)
+
+abs = _one_to_one_unary("abs", lax.abs)
+
+absolute = abs
+
+sign = _one_to_one_unary("sign", lax.sign)
+
+floor = _one_to_one_unary("floor", lambda x: x if np.dtype(x.dtype).kind in "iub"
+                          else lax.floor(x))
+
+add = _one_to_one_binary("add", lax.add)
+
+subtract = _one_to_one_binary("subtract", lax.sub)
+
+multiply = _one_to_one_binary("multiply", lax.mul)
+
+maximum = _one_to_one_binary("maximum", lax.max)
+
+minimum = _one_to_one_binary("minimum", lax.min)
+
+equal = _one_to_one_binary("equal", lax.eq)
+
+not_equal = _one_to_one_binary("not_equal", lax.ne)
+
+less = _one_to_one_binary("less", lax.lt)
+
+less_equal = _one_to_one_binary("less_equal", lax.le)
+
+greater = _one_to_one_binary("greater", lax.gt)
+
+greater_equal = _one_to_one_binary("greater_equal", lax.ge)
+
+
+def ceil(x):
+    """Elementwise ceiling: -floor(-x)."""
+    (x,) = promote_args("ceil", x)
+    return x if np.dtype(x.dtype).kind in "iub" else lax.neg(lax.floor(lax.neg(x)))
+
+
+def square(x):
+    (x,) = promote_args("square", x)
+    return lax.integer_pow(x, 2)
+
+
+def reciprocal(x):
+    (x,) = promote_args_inexact("reciprocal", x)
+    return lax.integer_pow(x, -1)
+
+
+def true_divide(x, y):
+    """x / y; integer inputs give floats (default float dtype)."""
+    x, y = promote_args_inexact("true_divide", x, y)
+    return lax.div(x, y)
+
+divide = true_divide
+
+
+def floor_divide(x, y):
+    """x // y, rounding toward minus infinity (as numpy)."""
+    x, y = promote_args("floor_divide", x, y)
+    if np.dtype(core.get_aval(x).dtype).kind in "iu":
+        q = lax.div(x, y)
+        r = lax.rem(x, y)
+        zero = _const(r, 0)
+        fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
+        return lax.select(fix, lax.sub(q, _const(q, 1)), q)
+    return lax.floor(lax.div(x, y))
+
+
+def remainder(x, y):
+    """x % y with the sign of y (as numpy's `%`)."""
+    x, y = promote_args("remainder", x, y)
+    r = lax.rem(x, y)
+    zero = _const(r, 0)
+    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
+    return lax.select(fix, lax.add(r, y), r)
+
+mod = remainder
+
+
+def power(x, y):
+    """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX."""
+    if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
+        (x,) = promote_args("power", x)
+        d = core.get_aval(x).dtype
+        if np.dtype(d).kind in "iu" and y < 0:
+            raise ValueError("Integers to negative integer powers are not allowed.")
+        return lax.integer_pow(x, int(y))
+    x, y = promote_args_inexact("power", x, y)
+    return lax.pow(x, y)
+
+pow = power
+
+
+def fabs(x):
+    """|x| as a float (integer inputs promoted to the default float dtype)."""
+    (x,) = promote_args_inexact("fabs", x)
+    return lax.abs(x)
+
+
+def fmod(x1, x2):
+    """C's remainder: x1 - trunc(x1 / x2) * x2, with the sign of x1 (lax.rem)."""
+    x1, x2 = _bool_to_int(*promote_args("fmod", x1, x2))
+    return lax.rem(x1, x2)
+
+
+def divmod(x1, x2):
+    """`(floor_divide(x1, x2), remainder(x1, x2))`."""
+    return floor_divide(x1, x2), remainder(x1, x2)
+
+
+def positive(x):
+    """`+x` (jax.numpy.positive): the same dtype."""
+    (x,) = promote_args("positive", x)
+    return asarray(x)
+
+
+def float_power(x, y):
+    """x ** y computed in the default float dtype (float32 with x64 off)."""
+    x, y = promote_args_inexact("float_power", x, y)
+    return lax.pow(x, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# Transcendental functions
+# ---------------------------------------------------------------------------------------------
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+
+def _unary_inexact(name, fn):
+    def f(x):
+        (x,) = promote_args_inexact(name, x)
+        return keep_weak(fn(x), x)
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise `{name}` (jax.numpy.{name}): `T[...] -> T[...]`, integer "
+                 "inputs promoted to the default float dtype.")
+    return f
+
+
+def _binary_inexact(name, fn):
+    def f(x1, x2):
+        x1, x2 = promote_args_inexact(name, x1, x2)
+        return keep_weak(fn(x1, x2), x1)
+    f.__name__ = name
+    f.__doc__ = (f"Elementwise `{name}` (jax.numpy.{name}) with JAX's promotion (to a float "
+                 "dtype) and broadcasting.")
+    return f
+
+
+def _sinh(x):
+    # (e^x - e^-x) / 2 as a difference of expm1s: no cancellation near 0
+    return lax.mul(lax.sub(lax.expm1(x), lax.expm1(lax.neg(x))), _const(x, 0.5))
+
+
+def _cosh(x):
+    e = lax.exp(x)
+    return lax.mul(lax.add(e, lax.div(_const(x, 1), e)), _const(x, 0.5))
+
+
+def _arcsin(x):
+    # 2 * atan2(x, 1 + sqrt(1 - x^2)), the half-angle form XLA's asin expands to
+    one = _const(x, 1)
+    root = lax.sqrt(lax.mul(lax.sub(one, x), lax.add(one, x)))
+    return lax.mul(_const(x, 2), lax.atan2(x, lax.add(one, root)))
+
+
+def _arccos(x):
+    # 2 * atan2(sqrt(1 - x^2), 1 + x), and pi at x = -1 (XLA's acos expansion)
+    one = _const(x, 1)
+    root = lax.sqrt(lax.mul(lax.sub(one, x), lax.add(one, x)))
+    out = lax.mul(_const(x, 2), lax.atan2(root, lax.add(one, x)))
+    return lax.select(lax.ne(x, _const(x, -1)), out, lax.full_like(x, np.pi))
+
+
+def _arcsinh(x):
+    # odd, and log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) keeps accuracy near 0
+    a = lax.abs(x)
+    a2 = lax.mul(a, a)
+    r = lax.log1p(lax.add(a, lax.div(a2, lax.add(_const(x, 1),
+                                                 lax.sqrt(lax.add(_const(x, 1), a2))))))
+    return lax.select(lax.lt(x, _const(x, 0)), lax.neg(r), r)
+
+
+def _arccosh(x):
+    one = _const(x, 1)
+    return lax.log(lax.add(x, lax.sqrt(lax.mul(lax.sub(x, one), lax.add(x, one)))))
+
+
+def _arctanh(x):
+    return lax.mul(lax.log1p(lax.div(lax.mul(_const(x, 2), x), lax.sub(_const(x, 1), x))),
+                   _const(x, 0.5))
+
+tan = _unary_inexact("tan", lambda x: lax.div(lax.sin(x), lax.cos(x)))
+
+arcsin = _unary_inexact("arcsin", _arcsin)
+
+arccos = _unary_inexact("arccos", _arccos)
+
+arctan = _unary_inexact("arctan", lambda x: lax.atan2(x, lax.full_like(x, 1)))
+
+expm1 = _unary_inexact("expm1", lax.expm1)
+
+asin, acos, atan = arcsin, arccos, arctan
+
+sinh = _unary_inexact("sinh", _sinh)
+
+cosh = _unary_inexact("cosh", _cosh)
+
+arcsinh = _unary_inexact("arcsinh", _arcsinh)
+
+arccosh = _unary_inexact("arccosh", _arccosh)
+
+arctanh = _unary_inexact("arctanh", _arctanh)
+
+asinh, acosh, atanh = arcsinh, arccosh, arctanh
+
+exp2 = _unary_inexact("exp2", lambda x: lax.exp(lax.mul(x, _const(x, _LN2))))
+
+log2 = _unary_inexact("log2", lambda x: lax.div(lax.log(x), _const(x, _LN2)))
+
+log10 = _unary_inexact("log10", lambda x: lax.div(lax.log(x), _const(x, _LN10)))
+
+deg2rad = _unary_inexact("deg2rad", lambda x: lax.mul(x, _const(x, np.pi / 180)))
+
+rad2deg = _unary_inexact("rad2deg", lambda x: lax.mul(x, _const(x, 180 / np.pi)))
+
+radians, degrees = deg2rad, rad2deg
+
+
+def _cbrt(x):
+    r = lax.pow(lax.abs(x), _const(x, 1 / 3))
+    return lax.select(lax.lt(x, _const(x, 0)), lax.neg(r), r)
+
+cbrt = _unary_inexact("cbrt", _cbrt)
+
+
+def _hypot(x1, x2):
+    # scaled so that squaring cannot overflow: a * sqrt(1 + (b/a)^2) with a = max(|x1|, |x2|)
+    a1, a2 = lax.abs(x1), lax.abs(x2)
+    hi, lo = lax.max(a1, a2), lax.min(a1, a2)
+    zero = lax.eq(hi, _const(hi, 0))
+    safe = lax.select(zero, lax.full_like(hi, 1), hi)
+    r = lax.div(lo, safe)
+    out = lax.mul(hi, lax.sqrt(lax.add(_const(r, 1), lax.mul(r, r))))
+    return lax.select(zero, lax.full_like(hi, 0), out)
+
+
+# JAX: jax/_src/lax/other.py logaddexp — same custom_jvp: d/dx1 = exp(x1 - out), which
+# splits a tie evenly and stays finite where the formula's abs() has a kink
+@custom_jvp
+def _logaddexp(x1, x2):
+    x1, x2 = broadcast_arrays(x1, x2)
+    amax = lax.max(x1, x2)
+    delta = lax.sub(x1, x2)
+    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
+    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)  # inf - inf, NaN inputs
+
+
+@_logaddexp.defjvp
+def _logaddexp_jvp(primals, tangents):
+    x1, x2 = primals
+    t1, t2 = tangents
+    out = _logaddexp(x1, x2)
+    d1 = lax.mul(t1, lax.exp(lax.sub(x1, out)))
+    d2 = lax.mul(t2, lax.exp(lax.sub(x2, out)))
+    return out, where(isnan(out), out, lax.add(d1, d2))
+
+
+def _heaviside(x1, x2):
+    zero = lax.full_like(x1, 0)
+    at_zero = where(isnan(x1), x1, x2)  # NaN stays NaN
+    return where(lax.lt(x1, zero), zero, where(lax.gt(x1, zero), lax.full_like(x1, 1), at_zero))
+
+hypot = _binary_inexact("hypot", _hypot)
+
+arctan2 = _binary_inexact("arctan2", lax.atan2)
+
+atan2 = arctan2
+
+logaddexp = _binary_inexact("logaddexp", _logaddexp)
+
+heaviside = _binary_inexact("heaviside", _heaviside)
+
+
+def logaddexp2(x1, x2):
+    """log2(2**x1 + 2**x2), computed stably (jax.numpy.logaddexp2)."""
+    x1, x2 = promote_args_inexact("logaddexp2", x1, x2)
+    ln2 = _const(x1, _LN2)
+    return keep_weak(lax.div(_logaddexp(lax.mul(x1, ln2), lax.mul(x2, ln2)), ln2), x1)
+
+
+def fmax(x1, x2):
+    """Elementwise maximum that ignores NaNs (NaN only where both are NaN)."""
+    x1, x2 = promote_args("fmax", x1, x2)
+    return where(lax.bitwise_or(lax.gt(x1, x2), isnan(x2)), x1, x2)
+
+
+def fmin(x1, x2):
+    """Elementwise minimum that ignores NaNs (NaN only where both are NaN)."""
+    x1, x2 = promote_args("fmin", x1, x2)
+    return where(lax.bitwise_or(lax.lt(x1, x2), isnan(x2)), x1, x2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Logical and bitwise
+# ---------------------------------------------------------------------------------------------
+
+def logical_not(x):
+    x = asarray(x)
+    return lax.bitwise_not(lax.convert_element_type(x, np.bool_) if dtype_kind(x) != "b" else x)
+
+
+def logical_and(x, y):
+    x, y = promote_shapes("logical_and", lax.convert_element_type(x, np.bool_),
+                          lax.convert_element_type(y, np.bool_))
+    return lax.bitwise_and(x, y)
+
+
+def logical_or(x, y):
+    x, y = promote_shapes("logical_or", lax.convert_element_type(x, np.bool_),
+                          lax.convert_element_type(y, np.bool_))
+    return lax.bitwise_or(x, y)
+
+
+def invert(x):
+    return lax.bitwise_not(x)
+
+
+def bitwise_and(x, y):
+    """`&`: bitwise and of ints and bools (numpy's `__and__`)."""
+    x, y = promote_args("bitwise_and", x, y)
+    return lax.bitwise_and(x, y)
+
+
+def bitwise_or(x, y):
+    """`|`: bitwise or of ints and bools (numpy's `__or__`)."""
+    x, y = promote_args("bitwise_or", x, y)
+    return lax.bitwise_or(x, y)
+
+
+def logical_xor(x1, x2):
+    """bool[...]: x1 != x2 as truth values."""
+    x1, x2 = promote_shapes("logical_xor", lax.convert_element_type(x1, np.bool_),
+                            lax.convert_element_type(x2, np.bool_))
+    return lax.bitwise_xor(x1, x2)
+
+
+def bitwise_xor(x1, x2):
+    """Bitwise xor of ints (logical xor of bools)."""
+    x1, x2 = promote_args("bitwise_xor", x1, x2)
+    return lax.bitwise_xor(x1, x2)
+
+
+def _bool_to_int(*args):
+    # bools take part in shifts and fmod as the default int (JAX's result dtype)
+    return [lax.convert_element_type(a, dtypes.default_int_dtype()) if dtype_kind(a) == "b" else a
+            for a in args]
+
+
+def left_shift(x, y):
+    """x << y for integers (bools as the default int)."""
+    x, y = _bool_to_int(*promote_args("left_shift", x, y))
+    return lax.shift_left(x, y)
+
+
+def right_shift(x1, x2):
+    """x1 >> x2 for integers: arithmetic for signed, logical for unsigned (as numpy)."""
+    x1, x2 = _bool_to_int(*promote_args("right_shift", x1, x2))
+    if dtype_kind(x1) == "u":
+        return lax.shift_right_logical(x1, x2)
+    return lax.shift_right_arithmetic(x1, x2)
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+bitwise_not = bitwise_invert = invert
+
+
+# ---------------------------------------------------------------------------------------------
+# Floating-point classification and sign
+# ---------------------------------------------------------------------------------------------
+
+def isfinite(x):
+    """True where x is neither inf nor NaN."""
+    x = asarray(x)
+    if not dtypes.is_float(core.get_aval(x).dtype):
+        return lax.full_like(x, True, np.bool_)
+    return logical_and(lax.eq(x, x), lax.ne(lax.abs(x), _const(x, np.inf)))
+
+
+def isnan(x):
+    x = asarray(x)
+    return lax.ne(x, x)
+
+
+def isinf(x):
+    """bool[...]: True where x is +inf or -inf (always False for ints and bools)."""
+    x = asarray(x)
+    if not is_floating(x):
+        return lax.full_like(x, False, np.bool_)
+    return lax.eq(lax.abs(x), _const(x, np.inf))
+
+
+def isposinf(x, /, out=None):
+    x = asarray(x)
+    if not is_floating(x):
+        return lax.full_like(x, False, np.bool_)
+    return lax.eq(x, _const(x, np.inf))
+
+
+def isneginf(x, /, out=None):
+    x = asarray(x)
+    if not is_floating(x):
+        return lax.full_like(x, False, np.bool_)
+    return lax.eq(x, _const(x, -np.inf))
+
+
+def signbit(x):
+    """bool[...]: True where the sign bit of `x` is set (also for -0.0 and -NaN)."""
+    (x,) = promote_args("signbit", x)
+    d = dtype_of(x)
+    if d.kind in "iu":
+        return lax.lt(x, _const(x, 0))
+    if d.kind == "b":
+        return lax.full_like(x, False, np.bool_)
+    int_type = {2: np.int16, 4: np.int32, 8: np.int64}[d.itemsize]
+    flat = lax.reshape(x, (int(np.prod(shape_of(x), dtype=np.int64)),))
+    bits = lax.reshape(lax.bitcast_convert_type(flat, int_type), shape_of(x))
+    return lax.lt(bits, np.array(0, int_type))
+
+
+def copysign(x1, x2):
+    """|x1| with the sign of x2 (float result)."""
+    x1, x2 = promote_args_inexact("copysign", x1, x2)
+    a = lax.abs(x1)
+    return keep_weak(where(signbit(x2), lax.neg(a), a), x1)
+
+
+def _is_complex(x) -> bool:
+    return core.get_aval(x).dtype.kind == "c"
+
+
+def real(val):
+    """The real part (`lax.real`); `val` itself for a real array."""
+    val = asarray(val)
+    return lax.real(val) if _is_complex(val) else val
+
+
+def imag(val):
+    """The imaginary part (`lax.imag`); zeros for a real array."""
+    val = asarray(val)
+    return lax.imag(val) if _is_complex(val) else lax.full_like(val, 0)
+
+
+def conjugate(x):
+    """The complex conjugate (`lax.conj`); `x` itself for a real array."""
+    x = asarray(x)
+    return lax.conj(x) if _is_complex(x) else x
+
+conj = conjugate
+
+
+# ---------------------------------------------------------------------------------------------
+# Rounding
+# ---------------------------------------------------------------------------------------------
+
+def _round_half_even(x):
+    f = lax.floor(x)
+    diff = lax.sub(x, f)
+    half = _const(x, 0.5)
+    up = lax.add(f, _const(x, 1))
+    f_even = lax.eq(lax.rem(f, _const(x, 2)), _const(x, 0))
+    tie = lax.select(f_even, f, up)
+    return lax.select(lax.gt(diff, half), up, lax.select(lax.lt(diff, half), f, tie))
+
+
+def round(a, decimals: int = 0, out=None):
+    """Round to `decimals` decimal places, ties to even (numpy's rule). Integer inputs are
+    returned unchanged for decimals >= 0 (NotImplementedError for decimals < 0, as JAX)."""
+    (a,) = promote_args("round", a)
+    if not is_floating(a):
+        if decimals < 0:
+            raise NotImplementedError("integer np.round not implemented for decimals < 0")
+        return asarray(a)
+    if decimals == 0:
+        return keep_weak(_round_half_even(a), a)
+    factor = _const(a, 10.0 ** decimals)
+    return keep_weak(lax.div(_round_half_even(lax.mul(a, factor)), factor), a)
+
+around = round
+
+
+def trunc(x):
+    """Round toward zero (ints unchanged)."""
+    (x,) = promote_args("trunc", x)
+    if not is_floating(x):
+        return asarray(x)
+    fl = lax.floor(x)
+    ce = lax.neg(lax.floor(lax.neg(x)))
+    return lax.select(lax.lt(x, _const(x, 0)), ce, fl)
+

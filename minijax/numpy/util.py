@@ -1,0 +1,206 @@
+"""Helpers the jnp modules share: dtype promotion, broadcasting, axes, and avals.
+
+`promote_args` and friends apply JAX's promotion lattice (weak types included, see
+minijax/dtypes.py) and NumPy's rank promotion before a function calls lax; `where` and
+`broadcast_to` here work on arrays already converted (the public jnp functions of the same names
+in lax_numpy.py accept any array-like). Mirrors jax/_src/numpy/util.py. Taught in
+chapters/01-numpy.md.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from minijax import core, dtypes
+from minijax import lax
+from minijax.core import Tracer
+
+
+# ---------------------------------------------------------------------------------------------
+# Promotion and broadcasting
+# ---------------------------------------------------------------------------------------------
+
+def check_arraylike(name: str, *args) -> None:
+    for i, a in enumerate(args):
+        if isinstance(a, (list, tuple)):
+            raise TypeError(f"{name} requires ndarray or scalar arguments, got "
+                            f"{type(a).__name__} at position {i}.")
+        core.get_aval(a)  # raises a clear TypeError for strings, functions, ...
+
+
+# JAX: jax/_src/numpy/util.py promote_dtypes
+def promote_dtypes(*args):
+    """Convert all args to their common dtype (JAX's lattice; weak types respected)."""
+    pairs = [dtypes.dtype_and_weak(a) for a in args]
+    to_dtype, weak = dtypes.result_type_weak(*pairs)
+    return [lax.convert_element_type(a, to_dtype, weak) for a in args]
+
+
+# JAX: jax/_src/numpy/util.py promote_shapes
+def promote_shapes(name: str, *args):
+    """Give non-scalar args a common rank by adding leading size-1 dimensions (lax broadcasts
+    size-1 and rank-0 operands itself). Incompatible shapes: as in JAX, the lax op raises
+    TypeError when no rank is added, else this raises ValueError."""
+    shapes = [core.get_aval(a).shape for a in args]
+    ranks = {len(s) for s in shapes if len(s)}
+    if len(ranks) < 2:
+        return list(args)
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes="
+                         f"{[tuple(s) for s in shapes]}") from None
+    rank = builtins.max(ranks)
+    out = []
+    for a, s in zip(args, shapes):
+        if len(s) and len(s) < rank:
+            pad = rank - len(s)
+            a = lax.broadcast_in_dim(a, (1,) * pad + s, tuple(range(pad, rank)))
+        out.append(a)
+    return out
+
+
+def promote_args(name: str, *args):
+    check_arraylike(name, *args)
+    return promote_shapes(name, *promote_dtypes(*args))
+
+
+def promote_args_inexact(name: str, *args):
+    """Like promote_args, then to a float dtype (ints -> default float), as jnp.sin does."""
+    check_arraylike(name, *args)
+    args = promote_dtypes(*args)
+    d, weak = dtypes.dtype_and_weak(args[0])
+    if not dtypes.is_float(d):
+        args = [lax.convert_element_type(a, dtypes.default_float_dtype(), weak) for a in args]
+    return promote_shapes(name, *args)
+
+
+# ---------------------------------------------------------------------------------------------
+# Axes and shapes
+# ---------------------------------------------------------------------------------------------
+
+def canonicalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
+    axis = int(axis)
+    if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ValueError(f"{name} {axis} is out of bounds for array of dimension {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def reduction_axes(a, axis) -> tuple[int, ...]:
+    nd = core.get_aval(a).ndim
+    if axis is None:
+        return tuple(range(nd))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    return tuple(sorted({canonicalize_axis(x, nd) for x in axes}))
+
+
+def canonicalize_shape(shape) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+
+
+# JAX: jax/_src/numpy/util.py _broadcast_to
+def broadcast_to(a, shape):
+    """`a` (an array, tracer or NumPy value) broadcast to `shape` by numpy's rules (ValueError if
+    incompatible)."""
+    aval = core.get_aval(a)
+    shape = canonicalize_shape(shape)
+    if aval.shape == shape:
+        return a
+    if len(shape) < aval.ndim or any(s not in (1, t) for s, t in
+                                     zip(aval.shape[::-1], shape[::-1])):
+        raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
+                         f"shape {shape}")
+    lead = len(shape) - aval.ndim
+    kept = tuple(i for i, s in enumerate(aval.shape) if s == shape[lead + i])
+    squeezed = lax.reshape(a, tuple(aval.shape[i] for i in kept)) if len(kept) < aval.ndim else a
+    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in kept))
+
+
+def broadcast_shapes(*shapes):
+    """The numpy broadcast of `shapes` (ValueError if incompatible)."""
+    try:
+        return tuple(int(d) for d in np.broadcast_shapes(*(
+            (s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
+
+
+# JAX: jax/_src/numpy/util.py _broadcast_arrays
+def broadcast_arrays(*args):
+    """All `args` (arrays or tracers) broadcast to their common shape (a list)."""
+    shape = broadcast_shapes(*(shape_of(a) for a in args))
+    return [broadcast_to(a, shape) for a in args]
+
+
+def slice_axis(a, axis: int, start: int, stop: int, stride: int = 1):
+    shape = shape_of(a)
+    starts = [0] * len(shape)
+    limits = list(shape)
+    strides = [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, stop, stride
+    return lax.slice(a, starts, limits, None if stride == 1 else strides)
+
+
+# ---------------------------------------------------------------------------------------------
+# Avals and weak types
+# ---------------------------------------------------------------------------------------------
+
+def dtype_kind(x) -> str:
+    return np.dtype(core.get_aval(x).dtype).kind
+
+
+def shape_of(x) -> tuple[int, ...]:
+    return core.get_aval(x).shape
+
+
+def dtype_of(x) -> np.dtype:
+    return np.dtype(core.get_aval(x).dtype)
+
+
+def is_floating(x) -> bool:
+    return dtypes.is_float(dtype_of(x))
+
+
+def keep_weak(out, like):
+    """`out` weakly typed if `like` is: the lax compositions here mix in strong numpy constants,
+    while JAX computes these with one primitive that keeps a Python scalar's weak type."""
+    if core.get_aval(like).weak_type and not core.get_aval(out).weak_type:
+        return lax.convert_element_type(out, dtype_of(out), True)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Selection
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/util.py _where
+def where(condition, x, y):
+    """`x` where `condition` else `y`, all three broadcast (the three-argument `jnp.where`)."""
+    x, y = promote_dtypes(x, y)
+    condition = lax.convert_element_type(condition, np.bool_)
+    condition, x, y = promote_shapes("where", condition, x, y)
+    out_shape = np.broadcast_shapes(*(core.get_aval(a).shape for a in (condition, x, y)))
+    condition, x, y = (broadcast_to(a, out_shape) for a in (condition, x, y))
+    return lax.select_n(condition, y, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Value-dependent shapes
+# ---------------------------------------------------------------------------------------------
+
+def concrete_or_none(x, name: str):
+    """The numpy value of `x` if known, else None (a tracer without a concrete value)."""
+    if isinstance(x, Tracer):
+        return x.to_concrete_value()
+    return np.asarray(x)
+
+
+def size_error(name: str, x):
+    return core.ConcretizationTypeError(
+        f"Abstract tracer value encountered where concrete value is expected: the size "
+        f"argument of jnp.{name} must be statically specified to use jnp.{name} within JAX "
+        f"transformations (the output shape depends on the values of "
+        f"{core.get_aval(x).str_short()}). Pass size= (and fill_value=).")
+

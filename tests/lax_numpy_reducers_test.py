@@ -1,0 +1,129 @@
+"""Reductions (minijax/numpy/reductions.py: prod, any/all, the nan* family, cumulative
+reductions, quantiles; and lax_numpy.py's diff and trace) against jax.numpy.
+
+One program, two modules: each case is `program(J)` run with `J=jax` and `J=minijax`; values,
+shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+from lax_numpy_test_util import A, A3, V, P, I, B, WNAN, assert_same, check, jnp
+
+CASES = {
+    "prod": lambda J: jnp(J).prod(A),
+    "prod_axis": lambda J: jnp(J).prod(A3, axis=(0, 2)),
+    "prod_keepdims": lambda J: jnp(J).prod(A3, axis=1, keepdims=True),
+    "prod_int": lambda J: jnp(J).prod(I, axis=0),
+    "prod_bool": lambda J: jnp(J).prod(B, axis=1),
+    "prod_initial": lambda J: jnp(J).prod(A, axis=1, initial=2.0),
+    "prod_where": lambda J: jnp(J).prod(A, axis=1, where=B),
+    "prod_odd": lambda J: jnp(J).prod(V),
+    "any": lambda J: jnp(J).any(B, axis=0),
+    "all": lambda J: jnp(J).all(B, axis=1),
+    "any_float": lambda J: jnp(J).any(I),
+    "all_keepdims": lambda J: jnp(J).all(I, axis=0, keepdims=True),
+    "count_nonzero": lambda J: jnp(J).count_nonzero(I),
+    "count_nonzero_axis": lambda J: jnp(J).count_nonzero(I, axis=1),
+    "ptp": lambda J: jnp(J).ptp(A, axis=0),
+    "ptp_int": lambda J: jnp(J).ptp(I),
+    "nansum": lambda J: jnp(J).nansum(WNAN, axis=1),
+    "nanprod": lambda J: jnp(J).nanprod(WNAN, axis=1),
+    "nanmax": lambda J: jnp(J).nanmax(WNAN, axis=1),
+    "nanmin": lambda J: jnp(J).nanmin(WNAN, axis=1),
+    "nanmin_all": lambda J: jnp(J).nanmin(WNAN),
+    "nanmean": lambda J: jnp(J).nanmean(WNAN, axis=1),
+    "nanmax_int": lambda J: jnp(J).nanmax(I, axis=0),
+    "average": lambda J: jnp(J).average(A),
+    "average_weights": lambda J: jnp(J).average(A, axis=1, weights=P[0]),
+    "average_returned": lambda J: jnp(J).average(A, axis=0, weights=P, returned=True),
+    "average_int": lambda J: jnp(J).average(I, axis=0),
+    "cumsum": lambda J: jnp(J).cumsum(A, axis=1),
+    "cumsum_flat": lambda J: jnp(J).cumsum(A3),
+    "cumsum_bool": lambda J: jnp(J).cumsum(B, axis=0),
+    "cumsum_dtype": lambda J: jnp(J).cumsum(I, axis=1, dtype=np.float32),
+    "cumprod": lambda J: jnp(J).cumprod(A3, axis=2),
+    "cumprod_int": lambda J: jnp(J).cumprod(I, axis=1),
+    "cumsum_int8": lambda J: jnp(J).cumsum(I.astype(np.int8), axis=0),
+    "cumprod_uint8": lambda J: jnp(J).cumprod(np.abs(I).astype(np.uint8), axis=0),
+    "cumprod_flat": lambda J: jnp(J).cumprod(P),
+    "nancumsum": lambda J: jnp(J).nancumsum(WNAN, axis=1),
+    "nancumprod": lambda J: jnp(J).nancumprod(WNAN),
+    "cumulative_sum": lambda J: jnp(J).cumulative_sum(A, axis=0, include_initial=True),
+    "cumulative_prod": lambda J: jnp(J).cumulative_prod(V),
+    "diff": lambda J: jnp(J).diff(A),
+    "diff_n2": lambda J: jnp(J).diff(A3, n=2, axis=1),
+    "diff_prepend": lambda J: jnp(J).diff(V, prepend=0.0, append=V[:2]),
+    "diff_bool": lambda J: jnp(J).diff(B, axis=0),
+    "diff_int": lambda J: jnp(J).diff(I),
+    "median": lambda J: jnp(J).median(A),
+    "median_axis": lambda J: jnp(J).median(A3, axis=1),
+    "median_keepdims": lambda J: jnp(J).median(A3, axis=(0, 2), keepdims=True),
+    "median_int": lambda J: jnp(J).median(I, axis=0),
+    "quantile": lambda J: jnp(J).quantile(A, 0.3),
+    "quantile_q": lambda J: jnp(J).quantile(A3, np.array([0.1, 0.5, 0.95], np.float32), axis=2),
+    "quantile_qarr_keep": lambda J: jnp(J).quantile(A3, np.array([0.2, 0.7], np.float32),
+                                                    axis=1, keepdims=True),
+    "quantile_nan": lambda J: jnp(J).quantile(WNAN, 0.5, axis=1),
+    "quantile_lower": lambda J: jnp(J).quantile(A, 0.3, axis=0, method="lower"),
+    "quantile_higher": lambda J: jnp(J).quantile(A, 0.3, axis=0, method="higher"),
+    "quantile_nearest": lambda J: jnp(J).quantile(A, 0.4, axis=1, method="nearest"),
+    "quantile_midpoint": lambda J: jnp(J).quantile(A, 0.4, axis=1, method="midpoint"),
+    "percentile": lambda J: jnp(J).percentile(A3, 40.0, axis=0),
+    "percentile_int": lambda J: jnp(J).percentile(I, np.array([10, 90]), axis=1),
+    "trace": lambda J: jnp(J).trace(A),
+    "trace_offset": lambda J: jnp(J).trace(A3, offset=-1, axis1=1, axis2=2),
+    "trace_int": lambda J: jnp(J).trace(I, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_jax(name):
+    check(CASES[name], rtol=2e-5, atol=2e-6)
+
+
+GRADS = {
+    "prod": (lambda J, x: jnp(J).prod(x, axis=1).sum(), A),
+    "cumprod": (lambda J, x: jnp(J).cumprod(x, axis=1).sum(), A),
+    "cumsum": (lambda J, x: (jnp(J).cumsum(x) ** 2).sum(), A),
+    "median": (lambda J, x: jnp(J).median(x, axis=1).sum(), A),
+    "quantile": (lambda J, x: jnp(J).quantile(x, 0.3), A3),
+    "trace": (lambda J, x: jnp(J).trace(x * x), A),
+    "nanmean": (lambda J, x: jnp(J).nanmean(x, axis=0).sum(), A),
+    "average": (lambda J, x: jnp(J).average(x, axis=1, weights=P[0]).sum(), A),
+    "diff": (lambda J, x: (jnp(J).diff(x, n=2) ** 2).sum(), A),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_grad_against_jax(name):
+    f, x = GRADS[name]
+    got = minijax.grad(lambda x: f(minijax, x))(x)
+    want = jax.grad(lambda x: f(jax, x))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+# under minijax.jit (traced input) and minijax.vmap (over a leading batch axis)
+JIT_VMAP = {
+ "cumsum": lambda J, x: jnp(J).cumsum(x, axis=1),
+ "cumprod": lambda J, x: jnp(J).cumprod(x, axis=0),
+ "prod": lambda J, x: jnp(J).prod(x, axis=1),
+ "median": lambda J, x: jnp(J).median(x, axis=0),
+ "quantile": lambda J, x: jnp(J).quantile(x, np.array([0.2, 0.9], np.float32)),
+ "trace": lambda J, x: jnp(J).trace(x),
+ "diff": lambda J, x: jnp(J).diff(x),
+ "nanmax": lambda J, x: jnp(J).nanmax(x, axis=0),
+ "any": lambda J, x: jnp(J).any(x > 1, axis=0),
+ "average": lambda J, x: jnp(J).average(x, axis=0, weights=np.arange(1., 4., dtype=np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JIT_VMAP))
+def test_jit_and_vmap(name):
+    f = JIT_VMAP[name]
+    x = A3[0].T[:3]
+    assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
+    xs = A3.transpose(0, 2, 1)[:, :3]
+    assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))

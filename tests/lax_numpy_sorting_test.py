@@ -1,0 +1,118 @@
+"""Sorting, searching and set operations (minijax/numpy/sorting.py, setops.py, and
+lax_numpy.py's searchsorted, digitize, interp, nonzero) against jax.numpy.
+
+One program, two modules: each case is `program(J)` run with `J=jax` and `J=minijax`; values,
+shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+from lax_numpy_test_util import (A, A3, DUP, DUPI, I, SORTED, SPECIAL, V, WNAN, assert_same,
+                                 check, jnp)
+
+CASES = {
+    "sort": lambda J: jnp(J).sort(A),
+    "sort_axis0": lambda J: jnp(J).sort(A3, axis=0),
+    "sort_none": lambda J: jnp(J).sort(A3, axis=None),
+    "sort_desc": lambda J: jnp(J).sort(DUP, descending=True),
+    "sort_nan": lambda J: jnp(J).sort(SPECIAL),
+    "sort_int": lambda J: jnp(J).sort(I, axis=0),
+    "argsort": lambda J: jnp(J).argsort(DUP),
+    "argsort_axis": lambda J: jnp(J).argsort(A3, axis=1),
+    "argsort_desc": lambda J: jnp(J).argsort(DUP, descending=True),
+    "argsort_none": lambda J: jnp(J).argsort(DUPI, axis=None),
+    "searchsorted": lambda J: jnp(J).searchsorted(SORTED, A),
+    "searchsorted_right": lambda J: jnp(J).searchsorted(SORTED, DUP - 1, side="right"),
+    "searchsorted_scalar": lambda J: jnp(J).searchsorted(SORTED, 0.0),
+    "searchsorted_sorter": lambda J: jnp(J).searchsorted(DUP, 2.0, sorter=np.argsort(DUP)),
+    "digitize": lambda J: jnp(J).digitize(A, SORTED),
+    "digitize_right": lambda J: jnp(J).digitize(DUP - 1, SORTED, right=True),
+    "digitize_decreasing": lambda J: jnp(J).digitize(A, SORTED[::-1]),
+    "interp": lambda J: jnp(J).interp(A * 3, SORTED, np.arange(5.0, dtype=np.float32) ** 2),
+    "interp_lr": lambda J: jnp(J).interp(A * 5, SORTED, -SORTED, left=-9.0, right=9.0),
+    "interp_int": lambda J: jnp(J).interp(I, np.array([0, 2, 4]), np.array([1, 0, 5])),
+    "isin": lambda J: jnp(J).isin(I, np.array([0, 3, 9])),
+    "isin_invert": lambda J: jnp(J).isin(DUP, DUPI, invert=True),
+    "nanargmax": lambda J: jnp(J).nanargmax(WNAN[:1], axis=1),
+    "nanargmin": lambda J: jnp(J).nanargmin(np.array([np.nan, 2, -1, np.nan], np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_against_jax(name):
+    check(CASES[name], rtol=2e-5, atol=2e-6)
+
+
+EAGER = {
+    "nonzero": lambda J: jnp(J).nonzero(I),
+    "nonzero_1d": lambda J: jnp(J).nonzero(V > 0),
+    "where_one_arg": lambda J: jnp(J).where(A3 > 0.5),
+    "flatnonzero": lambda J: jnp(J).flatnonzero(I),
+    "argwhere": lambda J: jnp(J).argwhere(I),
+    "unique": lambda J: jnp(J).unique(DUP),
+    "unique_int": lambda J: jnp(J).unique(DUPI),
+    "unique_counts": lambda J: jnp(J).unique(DUPI, return_counts=True),
+    "unique_all": lambda J: jnp(J).unique(DUPI, return_index=True, return_inverse=True,
+                                          return_counts=True),
+    "unique_all_float": lambda J: jnp(J).unique(DUP, return_index=True, return_inverse=True,
+                                                return_counts=True),
+    "isscalar": lambda J: (jnp(J).isscalar(1.0), jnp(J).isscalar(A),
+                           jnp(J).isscalar(jnp(J).array(2.0)), jnp(J).isscalar(np.float32(1))),
+    "iscomplexobj": lambda J: (jnp(J).iscomplexobj(A), jnp(J).iscomplexobj(I),
+                               jnp(J).isrealobj(A)),
+    "broadcast_shapes": lambda J: jnp(J).broadcast_shapes((3, 1), (4,), ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EAGER))
+def test_against_jax_eager(name):
+    check(EAGER[name], jit=False)
+
+
+def test_jit_with_size():
+    f = lambda J: J.jit(lambda x: (J.numpy.nonzero(x, size=4), J.numpy.unique(x, size=3),
+                                   J.numpy.argwhere(x > 1, size=2)))(I)
+    assert_same(f(minijax), f(jax))
+
+
+@pytest.mark.parametrize("name", ["nonzero", "unique", "argwhere", "flatnonzero"])
+def test_size_required_under_jit(name):
+    fn = getattr(minijax.numpy, name)
+    with pytest.raises(minijax.core.ConcretizationTypeError, match="size"):
+        minijax.jit(fn)(I)
+
+
+GRADS = {
+    "sort": (lambda J, x: (jnp(J).sort(x, axis=0) * A).sum(), A),
+    "interp": (lambda J, x: jnp(J).interp(x, SORTED, SORTED ** 2).sum(), A * 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADS))
+def test_grad_against_jax(name):
+    f, x = GRADS[name]
+    got = minijax.grad(lambda x: f(minijax, x))(x)
+    want = jax.grad(lambda x: f(jax, x))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
+
+
+# under minijax.jit (traced input) and minijax.vmap (over a leading batch axis)
+JIT_VMAP = {
+ "sort": lambda J, x: jnp(J).sort(x, axis=0),
+ "argsort": lambda J, x: jnp(J).argsort(x),
+ "searchsorted": lambda J, x: jnp(J).searchsorted(np.array([-1., 0, 1], np.float32), x),
+ "digitize": lambda J, x: jnp(J).digitize(x, np.array([-1., 0, 1], np.float32)),
+ "unique": lambda J, x: jnp(J).unique(jnp(J).round(x), size=4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JIT_VMAP))
+def test_jit_and_vmap(name):
+    f = JIT_VMAP[name]
+    x = A3[0].T[:3]
+    assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
+    xs = A3.transpose(0, 2, 1)[:, :3]
+    assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
