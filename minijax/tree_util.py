@@ -215,26 +215,35 @@ def _is_namedtuple(t: type) -> bool:
 # PyTreeDef
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/tree_util.py PyTreeDef — differs: a plain Python class (JAX's is C++);
-# `children` is an attribute here (a method in JAX: use treedef_children)
+# JAX: jax/_src/tree_util.py PyTreeDef — differs: a plain Python class (JAX's is C++)
 class PyTreeDef:
     """The structure of a pytree: node type, its aux data and child structures (`None` = leaf).
 
-    Hashable and comparable, so it can be part of a cache key (`jit` uses it)."""
+    Hashable and comparable, so it can be part of a cache key (`jit` uses it). As in JAX,
+    `children()` and `node_data()` (`(type, aux data)`, None for a leaf) are methods."""
 
-    __slots__ = ("node_type", "node_data", "children", "num_leaves", "_hash")
+    __slots__ = ("node_type", "_data", "_children", "num_leaves", "_hash")
 
     def __init__(self, node_type: type | None, node_data: Hashable,
                  children: tuple["PyTreeDef", ...]) -> None:
         self.node_type = node_type
-        self.node_data = node_data
-        self.children = children
+        self._data = node_data
+        self._children = children
         self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
         self._hash = hash((node_type, node_data, children))
 
+    def children(self) -> list["PyTreeDef"]:
+        return list(self._children)
+
+    def node_data(self) -> tuple[type, Any] | None:
+        if self.node_type is None:
+            return None
+        # (a dict's keys come back as a list, as JAX gives them)
+        return self.node_type, list(self._data) if self.node_type is dict else self._data
+
     @property
     def num_nodes(self) -> int:
-        return 1 + sum(c.num_nodes for c in self.children)
+        return 1 + sum(c.num_nodes for c in self._children)
 
     def unflatten(self, leaves) -> Any:
         return tree_unflatten(self, leaves)
@@ -252,8 +261,8 @@ class PyTreeDef:
     def __eq__(self, other) -> bool:
         return self is other or (
             type(other) is PyTreeDef and self._hash == other._hash
-            and self.node_type is other.node_type and self.node_data == other.node_data
-            and self.children == other.children)
+            and self.node_type is other.node_type and self._data == other._data
+            and self._children == other._children)
 
     def __repr__(self) -> str:
         return f"PyTreeDef({self._str()})"
@@ -262,19 +271,19 @@ class PyTreeDef:
         t = self.node_type
         if t is None:
             return "*"
-        inner = ", ".join(c._str() for c in self.children)
+        inner = ", ".join(c._str() for c in self._children)
         if t is tuple:
-            return f"({inner}{',' if len(self.children) == 1 else ''})"
+            return f"({inner}{',' if len(self._children) == 1 else ''})"
         if t is list:
             return f"[{inner}]"
         if t is dict:
             return "{" + ", ".join(f"{k!r}: {c._str()}" for k, c in
-                                   zip(self.node_data, self.children)) + "}"
+                                   zip(self._data, self._children)) + "}"
         if t is type(None):
             return "None"
         if t not in _registry and _is_namedtuple(t):
             return f"CustomNode(namedtuple[{t.__name__}], [{inner}])"
-        return f"CustomNode({t.__name__}[{self.node_data}], [{inner}])"
+        return f"CustomNode({t.__name__}[{self._data}], [{inner}])"
 
 
 _LEAF = PyTreeDef(None, None, ())
@@ -335,10 +344,10 @@ def _flatten_up_to(treedef: PyTreeDef, tree: Any, out: list) -> None:
     if node is None:
         raise ValueError(f"Expected {treedef.node_type.__name__}, got {tree!r}.")
     children, aux = node
-    if aux != treedef.node_data or len(children) != len(treedef.children):
-        raise ValueError(f"Mismatch custom node data: {aux!r} != {treedef.node_data!r}; "
+    if aux != treedef._data or len(children) != len(treedef._children):
+        raise ValueError(f"Mismatch custom node data: {aux!r} != {treedef._data!r}; "
                          f"value: {tree!r}.")
-    for c, sub in zip(children, treedef.children):
+    for c, sub in zip(children, treedef._children):
         _flatten_up_to(sub, c, out)
 
 
@@ -366,10 +375,10 @@ def tree_flatten_with_path(tree: Any, is_leaf: Callable | None = None
 def _unflatten(treedef: PyTreeDef, it) -> Any:
     if treedef.node_type is None:
         return next(it)
-    children = [_unflatten(c, it) for c in treedef.children]
+    children = [_unflatten(c, it) for c in treedef._children]
     t = treedef.node_type
     if t in _registry:
-        return _registry[t].unflatten(treedef.node_data, children)
+        return _registry[t].unflatten(treedef._data, children)
     return t(*children)  # namedtuple
 
 
@@ -465,12 +474,14 @@ def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
     return tree_unflatten(inner_treedef, columns)
 
 
+# JAX: jax/_src/tree_util.py treedef_children
 def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
-    return list(treedef.children)
+    return treedef.children()
 
 
+# JAX: jax/_src/tree_util.py treedef_is_leaf — true for a single node, so also for None and ()
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:
-    return treedef.node_type is None
+    return treedef.num_nodes == 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,7 +49,10 @@ def test_flatten_unflatten_and_repr(tree):
     def program(J):
         leaves, treedef = J.tree_util.tree_flatten(tree)
         rebuilt = J.tree_util.tree_unflatten(treedef, [f"L{i}" for i in range(len(leaves))])
-        return (leaves, str(treedef), treedef.num_leaves, type(rebuilt).__name__, repr(rebuilt),
+        return (leaves, str(treedef), treedef.num_leaves, treedef.num_nodes,
+                [str(c) for c in treedef.children()], str(treedef.node_data()),
+                [str(c) for c in J.tree_util.treedef_children(treedef)],
+                J.tree_util.treedef_is_leaf(treedef), type(rebuilt).__name__, repr(rebuilt),
                 str(J.tree.structure(tree)), J.tree.leaves(tree))
     _same(program)
 
