@@ -108,12 +108,14 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
 def _check_tangent(p, t, i):
     pa, ta = core.get_aval(p), core.get_aval(t)
     want = pa.to_tangent_aval()
+    # as JAX: a shape mismatch is a ValueError, a dtype mismatch a TypeError
+    cls = ValueError if pa.shape != ta.shape else TypeError
     if pa.shape != ta.shape or (want.dtype != ta.dtype and not (
             want.dtype == dtypes.float0 or dtypes.is_float(ta.dtype) == dtypes.is_float(pa.dtype)
             and ta.dtype == pa.dtype)):
-        raise ValueError(f"jvp: primal and tangent arguments must have equal shapes and "
-                         f"dtypes; primal {i} is {pa.str_short()} but its tangent is "
-                         f"{ta.str_short()}")
+        raise cls(f"jvp: primal and tangent arguments must have equal shapes and "
+                  f"dtypes; primal {i} is {pa.str_short()} but its tangent is "
+                  f"{ta.str_short()}")
 
 
 # JAX: jax/_src/api.py jvp
@@ -207,8 +209,8 @@ class VJP:
     def __call__(self, ct):
         flat_ct, ct_tree = tree_flatten(ct)
         if ct_tree != self.out_tree:
-            raise TypeError(f"vjp: cotangent must have the output's structure "
-                            f"{self.out_tree}, got {ct_tree}")
+            raise ValueError(f"vjp: cotangent must have the output's structure "
+                             f"{self.out_tree}, got {ct_tree}")
         for c, a in zip(flat_ct, self.out_avals):
             ca = core.get_aval(c)
             if ca.shape != a.shape:
@@ -386,6 +388,10 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
     """
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    if not (in_axes is None or type(in_axes) in (int, tuple)):  # as JAX's check
+        raise TypeError("vmap in_axes must be an int, None, or a tuple of entries "
+                        "corresponding to the positional arguments passed to the function, "
+                        f"but got {in_axes}.")
 
     @functools.wraps(fun)
     def vmap_f(*args, **kwargs):

@@ -502,7 +502,7 @@ class JaxprEqn:
         return JaxprEqn(**d)
 
     def __repr__(self) -> str:
-        return pp_eqn(self, _NameContext(), 0)
+        return pp_eqn(self, NameContext(), 0)
 
 
 # JAX: jax/_src/core.py Jaxpr — differs: no effects or debug info
@@ -523,7 +523,7 @@ class Jaxpr:
     out_avals = property(lambda self: [v.aval for v in self.outvars])
 
     def __str__(self) -> str:
-        return pp_jaxpr(self, _NameContext())
+        return pp_jaxpr(self, NameContext())
 
     __repr__ = __str__
 
@@ -653,7 +653,7 @@ def _encode_name(n: int) -> str:
     return s
 
 
-class _NameContext:
+class NameContext:
     """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance."""
 
     def __init__(self) -> None:
@@ -677,14 +677,14 @@ def pp_literal(lit: Literal) -> str:
     return f"{val}:{lit.aval.str_short()}"
 
 
-def _pp_param(v, names: _NameContext, indent: int, lead: int = 0) -> str:
+def pp_param(v, names: NameContext, indent: int, lead: int = 0) -> str:
     # `lead`: characters before the value on its first line (the `name=` of the param)
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
         j = v.jaxpr if isinstance(v, ClosedJaxpr) else v
         return pp_jaxpr(j, names, indent + 2, lead)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
         # cond's `branches`: one jaxpr per line inside parentheses, as JAX prints them
-        inner = "\n".join(" " * (indent + 4) + _pp_param(x, names, indent + 2) for x in v)
+        inner = "\n".join(" " * (indent + 4) + pp_param(x, names, indent + 2) for x in v)
         return f"(\n{inner}\n{' ' * (indent + 2)})"
     if isinstance(v, np.dtype):
         return v.name
@@ -695,10 +695,10 @@ def _pp_param(v, names: _NameContext, indent: int, lead: int = 0) -> str:
     return str(v)
 
 
-def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
+def pp_eqn(eqn: JaxprEqn, names: NameContext, indent: int) -> str:
     outs = " ".join(f"{names(v)}:{v.aval.str_short()}" for v in eqn.outvars)
     ins = " ".join(names(v) for v in eqn.invars)
-    params = {k: v for k, v in eqn.params.items() if k not in _hidden_params(eqn)}
+    params = {k: v for k, v in eqn.params.items() if k not in hidden_params(eqn)}
     head = f"{outs} = {eqn.primitive.name}"
     if not params:
         return f"{head} {ins}".rstrip()
@@ -706,7 +706,7 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
     keys = first + sorted(k for k in params if k not in first)
     fmt = eqn.primitive.pp_param_formatters
     items = [f"{k}=" + (fmt[k](params[k]) if k in fmt
-                        else _pp_param(params[k], names, indent, len(k) + 1))
+                        else pp_param(params[k], names, indent, len(k) + 1))
              for k in keys]
     one_line = f"{head}[{' '.join(items)}]"
     # As JAX's printer: the params stay on one line if the closing `]` fits in 80 columns
@@ -718,7 +718,7 @@ def pp_eqn(eqn: JaxprEqn, names: _NameContext, indent: int) -> str:
     return f"{head}[\n{body}\n{' ' * indent}] {ins}".rstrip()
 
 
-def _hidden_params(eqn: JaxprEqn) -> set[str]:
+def hidden_params(eqn: JaxprEqn) -> set[str]:
     # JAX omits params the output type already states (broadcast_in_dim's shape) and empty ones.
     hidden = set(eqn.primitive.pp_hidden_params)
     for k, v in eqn.params.items():
@@ -731,7 +731,7 @@ def _hidden_params(eqn: JaxprEqn) -> set[str]:
     return hidden
 
 
-def pp_jaxpr(jaxpr: Jaxpr, names: _NameContext, indent: int = 0, lead: int = 0) -> str:
+def pp_jaxpr(jaxpr: Jaxpr, names: NameContext, indent: int = 0, lead: int = 0) -> str:
     """Render a jaxpr the way `jax.make_jaxpr(f)(x)` prints: one line when it fits in 80
     columns (after `indent + lead` characters, e.g. a param's `name=`), else one equation per
     line."""

@@ -125,8 +125,13 @@ _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64
 
 # JAX: jax/_src/dtypes.py canonicalize_dtype
 def canonicalize_dtype(dtype) -> np.dtype:
-    """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64."""
+    """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64.
+    Raises TypeError for a non-native byte order (`>f4` on this machine), as JAX's
+    check_valid_dtype does."""
     dtype = np.dtype(dtype)
+    if not dtype.isnative:
+        raise TypeError(f"Dtype {dtype.str} is not a valid minijax array type: only native byte "
+                        "order is supported (convert with x.astype(x.dtype.newbyteorder('=')))")
     if not x64_enabled():
         return _NARROW.get(dtype, dtype)
     return dtype

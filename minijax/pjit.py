@@ -580,4 +580,6 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+    if not callable(fun):
+        raise TypeError(f"Expected a callable value, got {fun!r}")
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)

@@ -1,10 +1,12 @@
 """Small list helpers used by every interpreter.
 
-Mirrors jax/_src/util.py (safe_map, safe_zip, unzip2, split_list, partition_list).
+Mirrors jax/_src/util.py (safe_map, safe_zip, unzip2, split_list, partition_list,
+canonicalize_axis).
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -64,3 +66,13 @@ def merge_lists(bs: Sequence[bool], falses: Sequence[T], trues: Sequence[T]) -> 
     out = [next(ti) if b else next(fi) for b in bs]
     assert next(fi, None) is None and next(ti, None) is None
     return out
+
+
+# JAX: jax/_src/util.py canonicalize_axis
+def canonicalize_axis(axis, num_dims: int) -> int:
+    """`axis` (negative counts from the end) as an index in [0, num_dims). Raises ValueError
+    if it is out of range, TypeError if it is not an integer."""
+    axis = operator.index(axis)
+    if not -num_dims <= axis < num_dims:
+        raise ValueError(f"axis {axis} is out of bounds for array of dimension {num_dims}")
+    return axis + num_dims if axis < 0 else axis

@@ -47,14 +47,14 @@ def _sub_jaxprs(eqn: JaxprEqn) -> list[tuple[str, Jaxpr, list]]:
 
 def _eqn_label(eqn: JaxprEqn, names) -> str:
     """`name` plus one `key=value` line per param that the printer shows (jaxprs excepted)."""
-    hidden = core._hidden_params(eqn)
+    hidden = core.hidden_params(eqn)
     fmt = eqn.primitive.pp_param_formatters
     lines = [eqn.primitive.name]
     for k in sorted(eqn.params):
         v = eqn.params[k]
         if k in hidden or core.jaxprs_in_param(v):
             continue
-        text = fmt[k](v) if k in fmt else core._pp_param(v, names, 0)
+        text = fmt[k](v) if k in fmt else core.pp_param(v, names, 0)
         lines.append(f"{k}={text if len(text) <= 40 else text[:37] + '...'}")
     return "\n".join(lines)
 
@@ -63,7 +63,7 @@ class _DotWriter:
     def __init__(self, jaxpr: Jaxpr) -> None:
         # Name variables exactly as the text printer does (run it once and keep its names),
         # so the picture and `print(jaxpr)` agree letter for letter.
-        self.names = core._NameContext()
+        self.names = core.NameContext()
         core.pp_jaxpr(jaxpr, self.names)
         self.ids = itertools.count()
         self.var_node: dict[Var, str] = {}

@@ -450,3 +450,87 @@ def test_tracers_are_unhashable():
             hash(x)
         return x
     minijax.make_jaxpr(f)(1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Error families (issue 18): conversions of tracers and broadcasting, against JAX
+# ---------------------------------------------------------------------------------------------
+
+def test_error_classes_in_errors_module_as_in_jax():
+    for name in ("ConcretizationTypeError", "TracerBoolConversionError",
+                 "TracerIntegerConversionError", "TracerArrayConversionError",
+                 "UnexpectedTracerError"):
+        ours, theirs = getattr(minijax.errors, name), getattr(jax.errors, name)
+        assert issubclass(ours, TypeError) == issubclass(theirs, TypeError)
+        assert (issubclass(ours, minijax.errors.ConcretizationTypeError)
+                == issubclass(theirs, jax.errors.ConcretizationTypeError)), name
+
+
+_V = np.arange(3, dtype=np.float32)
+
+# what Python does to a traced value -> the error class JAX raises (looked up by name)
+_CONVERSIONS = {
+    "bool_of_scalar": (lambda x: bool(x), 1.0),
+    "if_on_scalar": (lambda x: 1.0 if x > 0 else 0.0, 1.0),
+    "not_of_scalar": (lambda x: not x, 1.0),
+    "int_of_scalar": (lambda x: int(x), 1.0),
+    "float_of_scalar": (lambda x: float(x), 1.0),
+    "complex_of_scalar": (lambda x: complex(x), 1.0),
+    "index_of_int_scalar": (lambda i: range(i), np.int32(2)),
+    "list_index_by_int": (lambda i: [1, 2][i], np.int32(1)),
+    "index_of_float_scalar": (lambda x: range(x), 1.0),
+    "bool_of_vector": (lambda x: bool(x), _V),
+    "int_of_vector": (lambda x: int(x), _V),
+    "float_of_vector": (lambda x: float(x), _V),
+    "index_of_int_vector": (lambda i: [1][i], np.arange(2, dtype=np.int32)),
+}
+
+
+@pytest.mark.parametrize("name", list(_CONVERSIONS))
+def test_tracer_conversion_errors_match_jax(name):
+    fun, arg = _CONVERSIONS[name]
+    raised = {}
+    for J in (jax, minijax):
+        with pytest.raises(Exception) as e:
+            J.jit(fun)(arg)
+        raised[J.__name__] = e.value
+    theirs, ours = raised["jax"], raised["minijax"]
+    if type(theirs).__name__ in dir(jax.errors):
+        assert type(ours).__name__ == type(theirs).__name__
+        assert type(ours) is getattr(minijax.errors, type(theirs).__name__)
+    else:  # a builtin: the same class
+        assert type(ours) is type(theirs), (ours, theirs)
+    assert core.current_trace() is core.eval_trace
+    assert float(minijax.jit(lambda x: x * 2.0)(1.0)) == 2.0
+
+
+def test_bool_conversion_error_is_a_concretization_error():
+    with pytest.raises(minijax.errors.ConcretizationTypeError, match="bool()"):
+        minijax.jit(lambda x: x if x > 0 else -x)(1.0)
+    # the concrete value is used where the trace knows it (jvp of an eager value), as in JAX
+    for J in (jax, minijax):
+        assert float(J.grad(lambda x: x if x > 0 else -x)(-2.0)) == -1.0
+
+
+@pytest.mark.parametrize("shapes", [((3,), (4,)), ((2, 3), (2, 4)), ((3,), (2, 4)),
+                                    ((2, 3), (4,)), ((3, 1), (2, 4, 5))],
+                         ids=["3+4", "2x3+2x4", "3+2x4", "2x3+4", "3x1+2x4x5"])
+@pytest.mark.parametrize("op", ["add", "multiply", "maximum", "arctan2"])
+def test_broadcasting_mismatch_errors_match_jax(shapes, op):
+    a, b = (np.ones(s, np.float32) for s in shapes)
+    for how in ("eager", "jit"):
+        raised = {}
+        for J in (jax, minijax):
+            f = getattr(J.numpy, op)
+            with pytest.raises(Exception) as e:
+                (J.jit(f) if how == "jit" else f)(J.numpy.asarray(a), J.numpy.asarray(b))
+            raised[J.__name__] = e.value
+        # equal ranks: the lax op's TypeError; ranks to promote: jnp's ValueError
+        assert type(raised["minijax"]) is type(raised["jax"]), (how, raised)
+        assert core.current_trace() is core.eval_trace
+
+
+def test_lax_broadcasting_mismatch_is_a_type_error_as_in_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError, match="add"):
+            J.lax.add(np.ones(3, np.float32), np.ones(4, np.float32))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import minijax
-from lax_numpy_test_util import A, A3, I, assert_same, check, jnp
+from lax_numpy_test_util import A, A3, B, I, assert_same, check, check_raises, jnp
 
 CASES = {
     "take": lambda J: jnp(J).take(A, np.array([2, 0, -1, 7])),
@@ -52,3 +52,82 @@ def test_jit_and_vmap(name):
     assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
     xs = A3.transpose(0, 2, 1)[:, :3]
     assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
+
+
+# ---------------------------------------------------------------------------------------------
+# Out-of-bounds indices: updates are dropped, reads clamp (or fill), each mode as JAX documents
+# ---------------------------------------------------------------------------------------------
+
+X5 = np.arange(5, dtype=np.float32)
+IDX_OOB = np.array([1, 7, -9, -2, 5])
+TAL_IDX = np.array([[0, 9, -1], [2, -5, 1], [3, 3, 4]])
+
+OOB = {
+    f"{op}_{name}": (lambda J, op=op, i=i: getattr(J.numpy.asarray(A).at[i], op)(2.5))
+    for op in ("set", "add", "multiply", "min", "max")
+    for name, i in (("row", 3), ("row_neg", -4), ("elem", (1, 4)), ("elem_neg", (-1, -5)),
+                    ("array", (IDX_OOB[:3] % 3, np.array([0, 9, -2]))),
+                    ("slice", (7, slice(1, 3))))
+}
+OOB.update({
+    "set_mode_clip": lambda J: J.numpy.asarray(X5).at[IDX_OOB].set(-1.0, mode="clip"),
+    "set_mode_drop": lambda J: J.numpy.asarray(X5).at[IDX_OOB].set(-1.0, mode="drop"),
+    "set_mode_fill": lambda J: J.numpy.asarray(X5).at[9].set(-1.0, mode="fill"),
+    "add_mode_clip_scalar": lambda J: J.numpy.asarray(X5).at[-9].add(10.0, mode="clip"),
+    "set_promise_in_bounds": lambda J: J.numpy.asarray(X5).at[3].set(
+        7.0, mode="promise_in_bounds"),
+    "add_repeated_oob": lambda J: J.numpy.asarray(X5).at[np.array([1, 1, 8, 8])].add(1.0),
+    "set_int_oob": lambda J: J.numpy.asarray(I).at[5, 1].set(100),
+    "read_int_oob": lambda J: J.numpy.asarray(A)[7],
+    "read_int_oob_neg": lambda J: J.numpy.asarray(A)[-9, 1],
+    "read_array_oob": lambda J: J.numpy.asarray(X5)[IDX_OOB],
+    "get_fill": lambda J: J.numpy.asarray(X5).at[IDX_OOB].get(mode="fill", fill_value=-3.0),
+    "get_fill_default_nan": lambda J: J.numpy.asarray(X5).at[8].get(mode="fill"),
+    "get_fill_int": lambda J: J.numpy.asarray(I).at[1, 6].get(mode="fill"),
+    "get_clip": lambda J: J.numpy.asarray(X5).at[IDX_OOB].get(mode="clip"),
+    "take_along_axis_oob": lambda J: J.numpy.take_along_axis(A[:, :3], TAL_IDX, axis=1),
+    "take_along_axis_fill": lambda J: J.numpy.take_along_axis(A[:, :3], TAL_IDX, axis=0,
+                                                              mode="fill", fill_value=7.0),
+    "take_along_axis_clip": lambda J: J.numpy.take_along_axis(A[:, :3], TAL_IDX, axis=1,
+                                                              mode="clip"),
+    "take_along_axis_int": lambda J: J.numpy.take_along_axis(I[:, :3], TAL_IDX, axis=1),
+    "take_along_axis_bool": lambda J: J.numpy.take_along_axis(B[:, :3], TAL_IDX, axis=1),
+    "take_along_axis_none": lambda J: J.numpy.take_along_axis(A, np.array([0, 11, 12, -1]),
+                                                              axis=None),
+    "take_along_axis_broadcast": lambda J: J.numpy.take_along_axis(A[:1], TAL_IDX, axis=1),
+    "take_fill_default_nan": lambda J: J.numpy.take(A, np.array([0, 12, -13])),
+    "take_mode_fill_value": lambda J: J.numpy.take(I, np.array([1, 9]), axis=1, mode="fill",
+                                                   fill_value=-7),
+})
+
+
+@pytest.mark.parametrize("name", sorted(OOB))
+def test_out_of_bounds(name):
+    check(OOB[name])
+
+
+def test_out_of_bounds_traced_indices():
+    def program(J):
+        x = J.numpy.asarray(X5)
+        upd = J.jit(lambda i: (x.at[i].set(9.0), x.at[i].add(1.0), x[i],
+                               x.at[i].get(mode="fill", fill_value=-1.0)))
+        return [upd(i) for i in (np.int32(2), np.int32(7), np.int32(-2), np.int32(-8))]
+    assert_same(program(minijax), program(jax))
+
+
+def test_out_of_bounds_vmap_and_grad():
+    def program(J):
+        x = J.numpy.asarray(X5)
+        batched = J.vmap(lambda i: x.at[i].set(9.0))(np.array([1, 7, -1, -8]))
+        g = J.grad(lambda v: (x.at[np.array([1, 9, -7])].set(v) ** 2).sum())(np.float32(3.0))
+        g_tal = J.grad(lambda a: J.numpy.take_along_axis(a, TAL_IDX, axis=1,
+                                                         mode="fill", fill_value=0.0).sum())(
+            A[:, :3])
+        return batched, g, g_tal
+    assert_same(program(minijax), program(jax))
+
+
+def test_index_mode_errors():
+    check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0.5, 1.0]), axis=None))
+    check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0, 1]), axis=1))
+    check_raises(lambda J: J.numpy.take_along_axis(A, np.array([[0]]), axis=1, mode="wrong"))

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import minijax
-from lax_numpy_test_util import A, A3, V, P, I, B, WNAN, assert_same, check, jnp
+from lax_numpy_test_util import A, A3, B, I, P, V, WNAN, assert_same, check, check_raises, jnp
 
 CASES = {
     "prod": lambda J: jnp(J).prod(A),
@@ -127,3 +127,69 @@ def test_jit_and_vmap(name):
     assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
     xs = A3.transpose(0, 2, 1)[:, :3]
     assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
+
+
+# ---------------------------------------------------------------------------------------------
+# initial= and where= on sum/prod/max/min; empty axes
+# ---------------------------------------------------------------------------------------------
+
+E03 = np.zeros((0, 3), np.float32)
+MASK = A > 0
+
+INITIAL_WHERE = {
+    f"{fn}_{name}": (lambda J, fn=fn, kw=kw: getattr(J.numpy, fn)(A, **kw))
+    for fn in ("sum", "prod", "max", "min", "amax", "amin")
+    for name, kw in (("initial", {"axis": 0, "initial": 0.5}),
+                     ("initial_all", {"initial": 3.0}),
+                     ("where_initial", {"axis": 1, "where": MASK, "initial": -2.0}),
+                     ("where_initial_keepdims", {"axis": 0, "where": MASK, "initial": 9.0,
+                                                 "keepdims": True}))
+}
+INITIAL_WHERE.update({
+    "sum_where": lambda J: J.numpy.sum(A, axis=1, where=MASK),
+    "prod_where": lambda J: J.numpy.prod(A, axis=0, where=MASK),
+    "sum_int_where": lambda J: J.numpy.sum(I, where=B),
+    "max_int_initial": lambda J: J.numpy.max(I, axis=1, initial=4),
+    "min_bool_where": lambda J: J.numpy.min(B, axis=0, where=I != 0, initial=True),
+    "max_where_broadcast": lambda J: J.numpy.max(A, axis=0, where=MASK[:1], initial=0.0),
+    "sum_promote_integers": lambda J: J.numpy.sum(I.astype(np.int8), promote_integers=False),
+    "sum_empty": lambda J: J.numpy.sum(E03, axis=0),
+    "prod_empty": lambda J: J.numpy.prod(E03, axis=0),
+    "sum_empty_all": lambda J: J.numpy.sum(E03),
+    "max_empty_initial": lambda J: J.numpy.max(E03, axis=0, initial=-1.0),
+    "min_empty_initial": lambda J: J.numpy.min(E03, initial=2.0),
+    "max_empty_other_axis": lambda J: J.numpy.max(E03, axis=1),
+    "any_empty": lambda J: J.numpy.any(E03, axis=0),
+    "all_empty": lambda J: J.numpy.all(E03, axis=0),
+})
+
+
+@pytest.mark.parametrize("name", sorted(INITIAL_WHERE))
+def test_initial_and_where(name):
+    check(INITIAL_WHERE[name])
+
+
+def test_initial_and_where_grad():
+    def program(J):
+        f = lambda x: (J.numpy.max(x, axis=1, where=MASK, initial=0.0).sum()  # noqa: E731
+                       + J.numpy.sum(x, where=MASK, initial=1.0))
+        return J.grad(f)(A)
+    assert_same(program(minijax), program(jax))
+
+
+REDUCTION_ERRORS = {
+    "max_empty": lambda J: J.numpy.max(E03, axis=0),
+    "min_empty": lambda J: J.numpy.min(E03),
+    "amax_empty": lambda J: J.numpy.amax(np.zeros((2, 0), np.float32), axis=1),
+    "argmax_empty": lambda J: J.numpy.argmax(E03, axis=0),
+    "argmin_empty": lambda J: J.numpy.argmin(np.zeros((0,), np.float32)),
+    "max_where_no_initial": lambda J: J.numpy.max(A, where=MASK),
+    "sum_list": lambda J: J.numpy.sum([1, 2, 3]),
+    "max_tuple": lambda J: J.numpy.max((1.0, 2.0)),
+    "mean_list": lambda J: J.numpy.mean([1.0, 2.0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTION_ERRORS))
+def test_reduction_errors(name):
+    check_raises(REDUCTION_ERRORS[name])

@@ -480,3 +480,70 @@ def test_errors_match_jax_kind():
             jnp.sin("abc")
         with pytest.raises(TypeError):
             J.nn.sigmoid(I)  # logistic accepts floating dtypes only
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar types are constructors (also of traced values); convolve, rot90
+# ---------------------------------------------------------------------------------------------
+
+SCALAR_TYPES = ["bool_", "int8", "int16", "int32", "uint8", "uint32", "float16", "float32",
+                "bfloat16"]
+
+
+@pytest.mark.parametrize("name", SCALAR_TYPES)
+def test_scalar_type_constructors(name):
+    def program(J):
+        t = getattr(J.numpy, name)
+        traced = J.jit(lambda x: t(x) * 1)(np.float32(2.7))
+        return t(3), t(np.array([1.5, -2.0], np.float32)), t(True), traced, \
+            J.vmap(t)(np.array([0.0, 1.25], np.float32))
+    assert_same(program(minijax), program(jax))
+
+
+@pytest.mark.parametrize("name", SCALAR_TYPES)
+def test_scalar_types_are_dtypes(name):
+    mt, jt = getattr(minijax.numpy, name), getattr(jax.numpy, name)
+    assert np.dtype(mt) == np.dtype(jt)
+    assert mt == jt.dtype.type and hash(mt) == hash(jt.dtype.type)
+    assert minijax.numpy.zeros(2, mt).dtype == jax.numpy.zeros(2, jt).dtype
+    assert minijax.numpy.dtype(mt) == jax.numpy.dtype(jt)
+    assert isinstance(np.zeros((), np.dtype(jt))[()], mt) == isinstance(
+        np.zeros((), np.dtype(jt))[()], jt)
+    assert repr(mt) == repr(jt).replace("jax.numpy", "minijax.numpy")
+
+
+CONV = np.array([1.0, -2.0, 0.5], np.float32)
+CONV_CASES = {
+    f"{fn}_{mode}_{n}": (lambda J, fn=fn, mode=mode, n=n: getattr(J.numpy, fn)(
+        np.arange(n, dtype=np.float32) - 2, CONV, mode=mode))
+    for fn in ("convolve", "correlate") for mode in ("full", "same", "valid") for n in (2, 5)
+}
+CONV_CASES.update({
+    "convolve_int": lambda J: J.numpy.convolve(np.array([1, 2, 3]), np.array([0, 1])),
+    "convolve_preferred": lambda J: J.numpy.convolve(np.array([1, 2, 3]), np.array([1, 1]),
+                                                     preferred_element_type=np.int32),
+    "rot90": lambda J: J.numpy.rot90(A),
+    "rot90_k2": lambda J: J.numpy.rot90(BATCH, k=2, axes=(1, 2)),
+    "rot90_k3": lambda J: J.numpy.rot90(BATCH, k=-1, axes=(2, 0)),
+    "rot90_k4": lambda J: J.numpy.rot90(I, k=4),
+})
+
+
+@cases(CONV_CASES)
+def test_convolve_rot90(name):
+    check(CONV_CASES[name])
+
+
+def test_convolve_rot90_errors_and_grad():
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            J.numpy.convolve(A, V)
+        with pytest.raises(ValueError):
+            J.numpy.convolve(V, V, mode="bad")
+        with pytest.raises(ValueError):
+            J.numpy.rot90(V)
+        with pytest.raises(ValueError):
+            J.numpy.rot90(A, axes=(1, 1))
+    grad = lambda J: J.grad(lambda v: J.numpy.convolve(v, CONV, mode="same").sum() +  # noqa
+                            J.numpy.rot90(J.numpy.outer(v, v))[0, 1])(V)
+    np.testing.assert_allclose(grad(minijax), grad(jax), rtol=1e-5, atol=1e-6)

@@ -58,3 +58,20 @@ def check(program, rtol=1e-5, atol=1e-6, jit=True):
 
 
 jnp = lambda J: J.numpy  # noqa: E731
+
+
+def check_raises(program):
+    """`program(J)` raises under both modules, minijax with JAX's exception type (or a
+    subclass of it)."""
+    errors = []
+    for J in (jax, minijax):
+        try:
+            program(J)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+        else:
+            errors.append(None)
+    want, got = errors
+    assert want is not None, "JAX does not raise"
+    assert got is not None, f"minijax does not raise (JAX: {type(want).__name__}: {want})"
+    assert isinstance(got, type(want)), (type(got), type(want), got)

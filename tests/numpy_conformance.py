@@ -661,63 +661,9 @@ def check_grad(name: str) -> str | None:
 # case id without its leading function name (e.g. 'float32-2x3-axis=0'), or 'grad' (the gradient
 # case). Regenerate candidates with `python tests/numpy_conformance.py`.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    ('sinc', '*'): 'not implemented',
-    ('abs', 'uint8'):
-        'minijax raises TypeError: abs does not accept dtype uint8; it expects signed operands',
-    ('absolute', 'uint8'):
-        'minijax raises TypeError: abs does not accept dtype uint8; it expects signed operands',
-    ('rint', '*'): 'not implemented',
-    ('isreal', '*'): 'not implemented',
-    ('add', 'bool'):
-        'minijax raises TypeError: add does not accept dtype bool; it expects number operands',
-    ('multiply', 'bool'):
-        'minijax raises TypeError: mul does not accept dtype bool; it expects number operands',
-    ('power', 'int32'): 'dtype float32 != JAX int32',
-    ('pow', 'int32'): 'dtype float32 != JAX int32',
-    ('nextafter', '*'): 'not implemented',
-    ('ldexp', '*'): 'not implemented',
-    ('gcd', '*'): 'not implemented',
-    ('lcm', '*'): 'not implemented',
-    ('modf', '*'): 'not implemented',
-    ('frexp', '*'): 'not implemented',
-    ('nanmedian', '*'): 'not implemented',
-    ('nanstd', '*'): 'not implemented',
-    ('nanvar', '*'): 'not implemented',
-    ('nanquantile', '*'): 'not implemented',
-    ('nanpercentile', '*'): 'not implemented',
-    ('permute_dims', '*'): 'not implemented',
-    ('unstack', '*'): 'not implemented',
-    ('concat', '*'): 'not implemented',
-    ('histogram', '*'): 'not implemented',
-    ('matrix_transpose', '*'): 'not implemented',
-    ('rot90', '*'): 'not implemented',
-    ('resize', '*'): 'not implemented',
-    ('delete', '*'): 'not implemented',
-    ('insert', '*'): 'not implemented',
-    ('take_along_axis', 'bool'):
-        'minijax raises TypeError: reduce_sum does not accept dtype bool; it expects number ...',
-    ('outer', 'bool'):
-        'minijax raises TypeError: mul does not accept dtype bool; it expects number operands',
-    ('array_equal', '*'): 'not implemented',
-    ('cross', '*'): 'not implemented',
+    # the eager dot_general impl (minijax/lax/lax.py) runs numpy's einsum, which has no bfloat16
     ('dot', 'bfloat16'): 'minijax raises TypeError: invalid data type for einsum',
     ('matmul', 'bfloat16'): 'minijax raises TypeError: invalid data type for einsum',
-    ('vecdot', '*'): 'not implemented',
-    ('convolve', '*'): 'not implemented',
-    ('correlate', '*'): 'not implemented',
-    ('polyval', '*'): 'not implemented',
-    ('cov', '*'): 'not implemented',
-    ('corrcoef', '*'): 'not implemented',
-    ('trapezoid', '*'): 'not implemented',
-    ('ediff1d', '*'): 'not implemented',
-    ('flatnonzero', 'bool-3'): 'minijax raises TypeError: gather(i32[0], i32[3,1], ...',
-    ('bincount', '*'): 'not implemented',
-    ('lexsort', '*'): 'not implemented',
-    ('geomspace', '*'): 'not implemented',
-    ('indices', '*'): 'not implemented',
-    ('tril_indices', '*'): 'not implemented',
-    ('triu_indices', '*'): 'not implemented',
-    ('diag_indices', '*'): 'not implemented',
 }
 
 

@@ -150,6 +150,8 @@ def matchaxis(axis_size: int, src: int | None, dst: int, x):
         x = bdim_at_front(x, None, axis_size)
         src = 0
     nd = core.get_aval(x).ndim
+    if not -nd <= dst < nd:
+        raise ValueError(f"axis {dst} is out of bounds for array of dimension {nd}")
     dst = dst + nd if dst < 0 else dst
     return moveaxis(x, src, dst)
 

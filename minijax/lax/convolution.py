@@ -130,7 +130,7 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
     g = feature_group_count
     c, i_feat, o = lhs.shape[ls[1]], rhs.shape[rs[1]], rhs.shape[rs[0]]
     if c != i_feat * g or o % g:
-        raise TypeError(f"{where()}: lhs features ({c}) must be rhs input features ({i_feat}) "
+        raise ValueError(f"{where()}: lhs features ({c}) must be rhs input features ({i_feat}) "
                         f"x feature_group_count ({g}), and rhs output features ({o}) divisible "
                         f"by it")
     lhs_sp = _dilate_shape(_spatial(lhs.shape, ls), lhs_dilation)
@@ -320,6 +320,12 @@ def conv_general_dilated(lhs, rhs, window_strides: Sequence[int], padding,
     lhs_dilation = tuple(int(d) for d in lhs_dilation or (1,) * nsp)
     rhs_dilation = tuple(int(d) for d in rhs_dilation or (1,) * nsp)
     window_strides = tuple(int(s) for s in window_strides)
+    for what, v in (("window_strides", window_strides), ("lhs_dilation", lhs_dilation),
+                    ("rhs_dilation", rhs_dilation)) + (() if isinstance(padding, str) else
+                                                       (("padding", tuple(padding)),)):
+        if len(v) != nsp:  # as JAX: ValueError
+            raise ValueError(f"conv_general_dilated: {what} must have one entry per spatial "
+                             f"dimension ({nsp}), got {v}")
     if isinstance(padding, str):
         padding = padtype_to_pads(_dilate_shape(_spatial(l_shape, dn.lhs_spec), lhs_dilation),
                                   _dilate_shape(_spatial(r_shape, dn.rhs_spec), rhs_dilation),

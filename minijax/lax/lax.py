@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import operator
 from typing import Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
+from minijax.util import canonicalize_axis
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -1046,6 +1048,9 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
     A concrete (non-traced) operand is converted right away with numpy, as JAX does, so
     constants stay literals in jaxprs."""
     new_dtype = dtypes.canonicalize_dtype(new_dtype)
+    if new_dtype.kind not in "biufc" and new_dtype != dtypes.bfloat16:
+        raise TypeError(f"convert_element_type: minijax supports number and bool dtypes, got "
+                        f"{new_dtype}")
     if not isinstance(x, core.Tracer):
         aval = core.get_aval(x)
         if (aval.dtype == new_dtype and aval.weak_type == weak_type
@@ -1199,6 +1204,9 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
+    if any(d < 0 for d in shape):
+        raise TypeError(f"broadcast_in_dim: shape must have every element be nonnegative, got "
+                        f"{tuple(shape)}")
     ok = (len(broadcast_dimensions) == x.ndim
           and all(0 <= d < len(shape) for d in broadcast_dimensions)
           and list(broadcast_dimensions) == sorted(set(broadcast_dimensions))
@@ -1237,7 +1245,8 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand)."""
     shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
-    if not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape:
+    if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
+            and bdims == tuple(range(len(shape)))):
         return x
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims)
 
@@ -1263,7 +1272,7 @@ def expand_dims(x, dimensions: Sequence[int]):
     """Insert size-1 dimensions at `dimensions` (a broadcast_in_dim, as in JAX)."""
     aval = core.get_aval(x)
     ndim = aval.ndim + len(dimensions)
-    dims = sorted(d % ndim for d in dimensions)
+    dims = sorted(canonicalize_axis(d, ndim) for d in dimensions)
     shape = list(aval.shape)
     for d in dims:
         shape.insert(d, 1)
@@ -1333,7 +1342,7 @@ def _transpose_batch_rule(vals, dims, *, axis_size, permutation):
 def transpose(x, permutation: Sequence[int]):
     """Permute the dimensions of `x`: output dimension i is operand dimension permutation[i]."""
     permutation = tuple(int(p) for p in permutation)
-    if permutation == tuple(range(len(permutation))):
+    if permutation == tuple(range(core.get_aval(x).ndim)):
         return x
     return transpose_p.bind(x, permutation=permutation)
 
@@ -1369,7 +1378,7 @@ def _squeeze_batch_rule(vals, dims, *, axis_size, dimensions):
 def squeeze(x, dimensions: Sequence[int]):
     """Remove the size-1 `dimensions` of `x`."""
     nd = core.get_aval(x).ndim
-    dimensions = tuple(sorted(int(d) % nd for d in dimensions)) if nd else ()
+    dimensions = tuple(sorted(canonicalize_axis(d, nd) for d in dimensions)) if nd else ()
     return squeeze_p.bind(x, dimensions=dimensions)
 
 
@@ -1392,6 +1401,13 @@ def _rev_batch_rule(vals, dims, *, axis_size, dimensions):
     return rev(x, tuple(i + 1 for i in dimensions)), 0
 
 
+def _rev_abstract_eval(x, *, dimensions):
+    if len(set(dimensions)) != len(dimensions) or any(not 0 <= d < x.ndim for d in dimensions):
+        raise TypeError(f"rev: dimensions {dimensions} must be distinct dimensions of operand "
+                        f"{x.str_short()}")
+    return x
+
+
 def rev(x, dimensions: Sequence[int]):
     """`x` reversed along `dimensions` (what `x[::-1]` uses)."""
     return rev_p.bind(x, dimensions=tuple(int(d) for d in dimensions))
@@ -1399,7 +1415,7 @@ def rev(x, dimensions: Sequence[int]):
 
 rev_p = Primitive("rev")
 rev_p.def_impl(lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x)
-rev_p.def_abstract_eval(lambda x, *, dimensions: x)
+rev_p.def_abstract_eval(_rev_abstract_eval)
 deflinear(rev_p, _rev_transpose)
 batching.primitive_batchers[rev_p] = _rev_batch_rule
 mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
@@ -1561,7 +1577,8 @@ def _argminmax_lowering(direction: str):
 
 def argmax(x, axis: int, index_dtype=np.int32):
     """Index of the largest element along `axis` (first one on ties; NaN counts as largest)."""
-    return argmax_p.bind(x, axes=(int(axis),), index_dtype=np.dtype(index_dtype))
+    axis = canonicalize_axis(axis, core.get_aval(x).ndim)
+    return argmax_p.bind(x, axes=(axis,), index_dtype=np.dtype(index_dtype))
 
 
 argmax_p = Primitive("argmax")
@@ -1574,7 +1591,8 @@ mlir.register_lowering(argmax_p, _argminmax_lowering("GT"))
 
 def argmin(x, axis: int, index_dtype=np.int32):
     """Index of the smallest element along `axis` (first one on ties; NaN counts as smallest)."""
-    return argmin_p.bind(x, axes=(int(axis),), index_dtype=np.dtype(index_dtype))
+    axis = canonicalize_axis(axis, core.get_aval(x).ndim)
+    return argmin_p.bind(x, axes=(axis,), index_dtype=np.dtype(index_dtype))
 
 
 argmin_p = Primitive("argmin")
@@ -1766,13 +1784,14 @@ def _iota_abstract_eval(*, dtype, shape, dimension):
 
 def iota(dtype, size: int):
     """`[0, 1, ..., size-1]` of `dtype`."""
-    return broadcasted_iota(dtype, (int(size),), 0)
+    return broadcasted_iota(dtype, (operator.index(size),), 0)
 
 
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
-    return iota_p.bind(dtype=dtype, shape=tuple(int(s) for s in shape), dimension=int(dimension))
+    return iota_p.bind(dtype=dtype, shape=tuple(operator.index(s) for s in shape),
+                       dimension=operator.index(dimension))
 
 
 iota_p = Primitive("iota")
@@ -2226,7 +2245,7 @@ def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1
     -inf < ... < -0.0 == 0.0 < ... < inf < NaN. Returns an array or a list like `operand`."""
     ops = [operand] if not isinstance(operand, (list, tuple)) else list(operand)
     nd = core.get_aval(ops[0]).ndim
-    dimension = int(dimension) % nd if nd else int(dimension)
+    dimension = canonicalize_axis(dimension, nd) if nd else int(dimension)
     outs = sort_p.bind(*ops, dimension=dimension, is_stable=bool(is_stable),
                        num_keys=int(num_keys))
     return outs if isinstance(operand, (list, tuple)) else outs[0]
@@ -2311,7 +2330,8 @@ def top_k(operand, k: int, *, axis: int = -1):
     `operand`'s shape with `k` at `axis`; indices are i32, ties go to the lower index.
     TypeError for a rank-0 operand, ValueError unless 0 <= k <= the axis size."""
     nd = core.get_aval(operand).ndim
-    values, indices = top_k_p.bind(operand, k=int(k), axis=int(axis) % nd if nd else int(axis))
+    axis = canonicalize_axis(axis, nd) if nd else int(axis)
+    values, indices = top_k_p.bind(operand, k=int(k), axis=axis)
     return values, indices
 
 

@@ -29,6 +29,7 @@ from minijax.interpreters.ad import is_undefined_primal
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
 from minijax.lax.lax import _const
+from minijax.util import canonicalize_axis
 
 # ---------------------------------------------------------------------------------------------
 # Index helpers
@@ -331,7 +332,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int = 1, axis: int = 
                          allow_negative_indices: bool = True):
     """`dynamic_slice` along `axis` only: `T[..., d, ...] -> T[..., slice_size, ...]`."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     sizes = list(aval.shape)
     sizes[axis] = int(slice_size)
     return dynamic_slice(operand, _starts_in_dim(aval.ndim, start_index, axis), sizes,
@@ -355,7 +356,7 @@ def dynamic_update_slice_in_dim(operand, update, start_index, axis: int, *,
                                 allow_negative_indices: bool = True):
     """`dynamic_update_slice` along `axis` only (other starts are 0)."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     return dynamic_update_slice(operand, update, _starts_in_dim(aval.ndim, start_index, axis),
                                 allow_negative_indices=allow_negative_indices)
 
@@ -365,7 +366,7 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
                                 allow_negative_indices: bool = True):
     """Write `update` (`T[..., 1, ...]`, or without that axis) at `index` along `axis`."""
     aval = core.get_aval(operand)
-    axis = int(axis) % aval.ndim
+    axis = canonicalize_axis(axis, aval.ndim)
     if core.get_aval(update).ndim == aval.ndim - 1:
         update = lax.expand_dims(update, (axis,))
     return dynamic_update_slice_in_dim(operand, update, index, axis,
@@ -462,6 +463,9 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes):
     if len(slice_sizes) != operand.ndim or any(
             not 0 <= z <= d for z, d in zip(slice_sizes, operand.shape)):
         raise TypeError(f"{where}: slice_sizes must be one size in [0, dim] per operand dim")
+    if any(not 0 <= d < operand.ndim for d in (*dn.collapsed_slice_dims, *dn.start_index_map)):
+        raise TypeError(f"{where}: collapsed_slice_dims and start_index_map must be operand "
+                        f"dims, in [0, {operand.ndim})")
     if any(slice_sizes[d] != 1 for d in dn.collapsed_slice_dims):
         raise TypeError(f"{where}: collapsed_slice_dims must have slice size 1")
     offset_sizes = [z for d, z in enumerate(slice_sizes) if d not in dn.collapsed_slice_dims]
@@ -471,6 +475,9 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes):
     batch = iter(indices.shape[:-1])
     offset = iter(offset_sizes)
     out_ndim = indices.ndim - 1 + len(dn.offset_dims)
+    if any(not 0 <= d < out_ndim for d in dn.offset_dims) or len(set(dn.offset_dims)) != len(
+            dn.offset_dims):
+        raise TypeError(f"{where}: offset_dims must be distinct output dims, in [0, {out_ndim})")
     shape = tuple(next(offset) if i in dn.offset_dims else next(batch) for i in range(out_ndim))
     return operand.update(shape=shape)
 
@@ -652,6 +659,11 @@ def _scatter_abstract_eval(name):
             raise TypeError(f"{where}: operand and updates must have the same dtype")
         if indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
             raise TypeError(f"{where}: index vector size != len(scatter_dims_to_operand_dims)")
+        if (any(not 0 <= d < operand.ndim
+                for d in (*dn.inserted_window_dims, *dn.scatter_dims_to_operand_dims))
+                or any(not 0 <= d < updates.ndim for d in dn.update_window_dims)):
+            raise TypeError(f"{where}: a dimension number is out of range (operand dims in "
+                            f"[0, {operand.ndim}), updates dims in [0, {updates.ndim}))")
         if len(dn.update_window_dims) + len(dn.inserted_window_dims) != operand.ndim:
             raise TypeError(f"{where}: update_window_dims and inserted_window_dims must "
                             "account for every operand dim")

@@ -19,9 +19,9 @@ from minijax.numpy.util import promote_dtypes
 
 def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None):
     """Einstein summation, contracted left to right with `dot_general` (a documented simpler
-    path than JAX's opt_einsum ordering). Supports `...`, implicit output and sums over
-    indices that appear once; a repeated index within one operand (a diagonal) raises
-    NotImplementedError."""
+    path than JAX's opt_einsum ordering). Supports `...`, implicit output, sums over indices
+    that appear once, and an index repeated within one operand (its diagonal: "ii->i",
+    "ii->", "iij->j"). Raises ValueError for mismatched subscripts or sizes."""
     operands = promote_dtypes(*[asarray(o) for o in operands])
     d = core.get_aval(operands[0]).dtype if preferred_element_type is None else \
         np.dtype(preferred_element_type)
@@ -48,15 +48,17 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         if len(s) != lax_numpy.ndim(o):
             raise ValueError(f"einsum: subscripts {s!r} do not match operand of rank "
                              f"{lax_numpy.ndim(o)}")
-        if len(set(s)) != len(s):
-            raise NotImplementedError(f"einsum: repeated index within one operand ({s!r}) "
-                                      "is not supported by minijax's einsum")
         new_ins.append(s)
     if out is None:
         counts = {c: "".join(new_ins).count(c) for c in "".join(new_ins)}
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
     else:
         out = out.replace("...", ell)
+    # an index repeated within one operand: take its diagonal ("ii->i", "ii->", "iij->j"),
+    # after the implicit output above has counted it twice
+    operands = list(operands)
+    for n, (s, o) in enumerate(zip(new_ins, operands)):
+        new_ins[n], operands[n] = _einsum_diagonals(s, o)
     sizes: dict[str, int] = {}
     for s, o in zip(new_ins, operands):
         for c, n in zip(s, core.get_aval(o).shape):
@@ -96,6 +98,21 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         s0 = "".join(c for c in s0 if c in out)
     acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
     return lax.convert_element_type(acc, d)
+
+
+def _einsum_diagonals(s: str, o):
+    """Subscripts and operand with each index repeated in `s` replaced by one axis, the
+    diagonal over its occurrences (moved last, as `jnp.diagonal` puts it)."""
+    while len(set(s)) != len(s):
+        c = next(c for c in s if s.count(c) > 1)
+        i = s.index(c)
+        j = s.index(c, i + 1)
+        if core.get_aval(o).shape[i] != core.get_aval(o).shape[j]:
+            raise ValueError(f"einsum: index {c!r} has sizes {core.get_aval(o).shape[i]} and "
+                             f"{core.get_aval(o).shape[j]} in one operand")
+        o = lax_numpy.diagonal(o, 0, i, j)
+        s = s[:i] + s[i + 1:j] + s[j + 1:] + c
+    return s, o
 
 
 def _einsum_broadcast_pair(a, sa, b, sb, batch, sizes):

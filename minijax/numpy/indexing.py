@@ -31,7 +31,7 @@ from minijax import lax
 from minijax.lax import slicing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
-from minijax.numpy.util import broadcast_to, canonicalize_axis, dtype_kind, shape_of, where
+from minijax.numpy.util import broadcast_to, canonicalize_axis, dtype_kind, shape_of
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 
@@ -44,7 +44,9 @@ _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 def rewriting_take(x, idx, mode=None, fill_value=None):
     """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis. An index with
     an integer array, a list or a boolean mask is advanced indexing, one gather:
-    `advanced_take` below, which `mode`/`fill_value` apply to."""
+    `advanced_take` below, which `mode`/`fill_value` apply to; so is an out-of-bounds int
+    (JAX clamps reads, mode "fill" gives `fill_value`) and, under mode "fill"/"drop", a traced
+    int."""
     x = asarray(x)
     aval = core.get_aval(x)
     idx = idx if isinstance(idx, tuple) else (idx,)
@@ -90,7 +92,8 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
         elif _is_int_index(i):
             v = int(i)
             if not -size_d <= v < size_d:
-                raise IndexError(f"index {v} is out of bounds for axis {dim} with size {size_d}")
+                # as JAX: an out-of-bounds read is clamped (or filled, mode "fill"): a gather
+                return advanced_take(x, idx, mode, fill_value)
             v %= size_d
             starts.append(v)
             limits.append(v + 1)
@@ -98,7 +101,10 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
             squeeze_dims.append(dim)
         elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
             # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
-            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice
+            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice.
+            # Modes "fill"/"drop" (and so x.at[i].set) need a gather, which can mask them.
+            if mode in ("fill", "drop"):
+                return advanced_take(x, idx, mode, fill_value)
             dynamic[dim] = lax.convert_element_type(i, np.int32)
             starts.append(0)
             limits.append(size_d)
@@ -278,29 +284,43 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
 
 
 # JAX: jax/_src/numpy/indexing.py take_along_axis
-def take_along_axis(arr, indices, axis: int):
-    """`arr` picked at `indices` along `axis` (indices has arr's rank, size k on `axis`).
+def take_along_axis(arr, indices, axis: int | None, mode=None, fill_value=None):
+    """`arr` picked at `indices` along `axis`: `out[..., j, ...] = arr[..., indices[..., j, ...],
+    ...]`. `indices` has arr's rank (1-D when `axis` is None: then `arr` is flattened); the other
+    dimensions broadcast. One gather: `arr[iota_0, ..., indices, ..., iota_n]`.
 
-    Built from a one-hot mask and a sum (no gather primitive yet), which is exact and
-    differentiable but O(k * n) along the axis. Out-of-range indices select nothing (0).
-    """
+    Negative indices wrap; out-of-bounds ones give `fill_value` (mode None/"fill": NaN for
+    floats, the minimum for signed ints, as JAX) or are clamped (mode "clip"). Raises TypeError
+    for non-integer indices, ValueError for a rank mismatch."""
     arr, indices = asarray(arr), asarray(indices)
-    nd = core.get_aval(arr).ndim
-    axis = canonicalize_axis(axis, nd)
-    n = core.get_aval(arr).shape[axis]
-    idx = indices if dtype_kind(indices) in "iu" else lax.convert_element_type(indices, np.int32)
-    idx = lax.convert_element_type(idx, np.int32)
-    idx = where(lax.lt(idx, np.array(0, np.int32)), lax.add(idx, np.array(n, np.int32)), idx)
-    # shapes: arr -> (..., 1, n, ...), idx -> (..., k, 1, ...)
-    arr_e = lax.expand_dims(arr, (axis,))
-    idx_e = lax.expand_dims(idx, (axis + 1,))
-    iota_shape = [1] * (nd + 1)
-    iota_shape[axis + 1] = n
-    pos = lax.broadcasted_iota(np.int32, tuple(iota_shape), axis + 1)
-    mask = ufuncs.equal(idx_e, pos)
-    picked = where(mask, arr_e, lax.full_like(arr_e, 0))
-    d = core.get_aval(arr).dtype
-    return lax.reduce_sum(lax.convert_element_type(picked, d), (axis + 1,))
+    if axis is None:
+        if core.get_aval(indices).ndim != 1:
+            raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape "
+                             f"{core.get_aval(indices).shape}")
+        arr, axis = lax.reshape(arr, (core.get_aval(arr).size,)), 0
+    a_shape, i_shape = core.get_aval(arr).shape, core.get_aval(indices).shape
+    if len(a_shape) != len(i_shape):
+        raise ValueError(f"indices and arr must have the same number of dimensions; "
+                         f"{len(i_shape)} vs. {len(a_shape)}")
+    if dtype_kind(indices) not in "iu":
+        raise TypeError(f"take_along_axis indices must be of integer type, got "
+                        f"{core.get_aval(indices).dtype}")
+    axis = canonicalize_axis(axis, len(a_shape))
+    mode = "fill" if mode is None else mode
+    if mode not in ("fill", "clip", "promise_in_bounds", "drop"):
+        raise ValueError(f"Invalid mode value: {mode!r}")
+    out_shape = tuple(i_shape[d] if d == axis else
+                      np.broadcast_shapes((a_shape[d],), (i_shape[d],))[0]
+                      for d in range(len(a_shape)))
+    index = []
+    for d in range(len(a_shape)):
+        if d == axis:
+            index.append(broadcast_to(indices, out_shape))
+        elif a_shape[d] == 1:  # a broadcast dimension of arr: always its entry 0
+            index.append(lax.full(out_shape, 0, np.int32))
+        else:
+            index.append(lax.broadcasted_iota(np.int32, out_shape, d))
+    return advanced_take(arr, tuple(index), mode, fill_value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +333,8 @@ def scatter_update(x, index, y, scatter_fn, mode):
     x = asarray(x)
     aval = core.get_aval(x)
     n = int(np.prod(aval.shape, dtype=np.int64))
+    if n == 0:  # nothing to update (and no position to gather from an empty iota)
+        return x
     flat_ids = lax.reshape(lax.iota(np.int32, n), aval.shape)
     # out-of-range positions read as n, a position the flat scatter drops
     drop = mode in (None, "fill", "drop")

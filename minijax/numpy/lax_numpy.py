@@ -25,7 +25,8 @@ from minijax.numpy import indexing, reductions, ufuncs, util
 from minijax.numpy.array_constructors import array, asarray
 from minijax.numpy.util import (
     canonicalize_axis, canonicalize_shape, concrete_or_none, dtype_kind,
-    dtype_of, is_floating, keep_weak, promote_args, promote_dtypes, reduction_axes,
+    dtype_of, is_floating, keep_weak, promote_args, promote_args_inexact, promote_dtypes,
+    reduction_axes,
     shape_of, size_error, slice_axis,
 )
 
@@ -34,16 +35,10 @@ _int = np.int32
 
 
 # ---------------------------------------------------------------------------------------------
-# dtypes, as jnp exposes them
+# dtypes, as jnp exposes them (the scalar types are in scalar_types.py)
 # ---------------------------------------------------------------------------------------------
 
 
-bool_ = np.bool_
-int8, int16, int32, int64 = np.int8, np.int16, np.int32, np.int64
-uint8, uint16, uint32, uint64 = np.uint8, np.uint16, np.uint32, np.uint64
-float16, float32, float64 = np.float16, np.float32, np.float64
-bfloat16 = dtypes.bfloat16.type
-complex64 = np.complex64
 inf, nan, pi, e = np.inf, np.nan, np.pi, np.e
 newaxis = None
 ndarray = Array
@@ -56,7 +51,10 @@ floating, integer, inexact, number = np.floating, np.integer, np.inexact, np.num
 
 
 def dtype(x):
-    return np.dtype(x) if not hasattr(x, "dtype") else core.get_aval(x).dtype
+    """The dtype of an array-like, or `x` itself as a dtype (a type, a name, a np.dtype)."""
+    if isinstance(x, (type, str, np.dtype)) or not hasattr(x, "dtype"):
+        return np.dtype(x)
+    return core.get_aval(x).dtype
 
 
 def shape(x):
@@ -262,7 +260,8 @@ def reshape(a, newshape, order="C"):
     newshape = canonicalize_shape(newshape)
     aval = core.get_aval(a)
     if newshape.count(-1) > 1:
-        raise ValueError("can only specify one unknown dimension")
+        raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
+                        f"{newshape}")
     if -1 in newshape:
         known = int(np.prod([d for d in newshape if d != -1], dtype=np.int64))
         if known == 0 or aval.size % known:
@@ -888,3 +887,410 @@ def iscomplexobj(x) -> bool:
     except TypeError:
         return False
 
+
+
+def isreal(x):
+    """bool[...]: True where the imaginary part is 0 (everywhere for real `x`)."""
+    return lax.full_like(asarray(x), True, np.bool_)
+
+
+def array_equal(a1, a2, equal_nan: bool = False):
+    """bool[]: whether `a1` and `a2` have the same shape and entries (False if shapes differ;
+    with `equal_nan`, NaNs equal each other)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    if shape_of(a1) != shape_of(a2):
+        return asarray(False)
+    eq = ufuncs.equal(a1, a2)
+    if equal_nan:
+        eq = ufuncs.logical_or(eq, ufuncs.logical_and(ufuncs.isnan(a1), ufuncs.isnan(a2)))
+    return reductions.all(eq)
+
+
+# ---------------------------------------------------------------------------------------------
+# More creation: grids of indices, geometric sequences
+# ---------------------------------------------------------------------------------------------
+
+def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
+    """`num` numbers from `start` to `stop` spaced evenly on a log scale (concrete bounds of
+    the same sign), converted to `dtype` (default float)."""
+    if axis != 0:
+        raise NotImplementedError("minijax.numpy.geomspace: axis != 0")
+    start, stop = float(start), float(stop)
+    if start == 0 or stop == 0:
+        raise ValueError("Geometric sequence cannot include zero")
+    sign = -1.0 if start < 0 else 1.0
+    out_ = logspace(np.log10(start / sign), np.log10(stop / sign), num, endpoint, 10.0)
+    out_ = lax.mul(out_, _const(out_, sign))
+    d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    return lax.convert_element_type(out_, d)
+
+
+def indices(dimensions, dtype=None, sparse: bool = False):
+    """The grid of indices of an array of shape `dimensions`: `int32[len(dims), *dims]` (with
+    `sparse`, a tuple of arrays of shape (1, .., d_i, .., 1))."""
+    dims = tuple(int(d) for d in dimensions)
+    d = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
+    grids = []
+    for i, n in enumerate(dims):
+        shape = tuple(n if j == i else 1 for j in range(len(dims)))
+        g = lax.broadcasted_iota(d, shape, i)
+        grids.append(g if sparse else lax.broadcast_in_dim(g, dims, tuple(range(len(dims)))))
+    if sparse:
+        return tuple(grids)
+    if not grids:
+        return lax.full((0,), 0, d)
+    return stack(grids)
+
+
+def _static_indices(fn, *args):
+    return tuple(asarray(i.astype(dtypes.default_int_dtype())) for i in fn(*args))
+
+
+def tril_indices(n: int, k: int = 0, m: int | None = None):
+    """`(rows, cols)`: int32 indices of the lower triangle (diagonal `k` and below) of an
+    n x m array (static sizes)."""
+    return _static_indices(np.tril_indices, int(n), int(k), m)
+
+
+def triu_indices(n: int, k: int = 0, m: int | None = None):
+    """`(rows, cols)`: int32 indices of the upper triangle (diagonal `k` and above)."""
+    return _static_indices(np.triu_indices, int(n), int(k), m)
+
+
+def diag_indices(n: int, ndim: int = 2):
+    """`(iota(n),) * ndim`: the indices of the main diagonal of an n x ... x n array."""
+    if int(n) < 0:
+        raise ValueError(f"n argument to diag_indices must be nonnegative, got {n}")
+    return (lax.iota(dtypes.default_int_dtype(), int(n)),) * int(ndim)
+
+
+# ---------------------------------------------------------------------------------------------
+# More shapes: rot90, resize, delete, insert, unstack and the array-API spellings
+# ---------------------------------------------------------------------------------------------
+
+def permute_dims(a, /, axes):
+    """`transpose(a, axes)` (the array-API name)."""
+    return transpose(a, axes)
+
+
+def matrix_transpose(x, /):
+    """`x` with its last two axes swapped. Raises ValueError below two dimensions."""
+    x = asarray(x)
+    nd = core.get_aval(x).ndim
+    if nd < 2:
+        raise ValueError(f"x must be at least two-dimensional for matrix_transpose; got {nd=}")
+    return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def concat(arrays, /, *, axis: int | None = 0):
+    """`concatenate` (the array-API name); axis None joins the flattened arrays."""
+    if axis is None:
+        return concatenate([ravel(a) for a in arrays], 0)
+    return concatenate(arrays, axis)
+
+
+def unstack(x, /, *, axis: int = 0):
+    """A tuple of the slices of `x` along `axis` (each without that axis)."""
+    x = asarray(x)
+    nd = core.get_aval(x).ndim
+    if nd == 0:
+        raise ValueError("Unstack requires arrays with rank > 0, however a scalar array was "
+                         "passed.")
+    axis = canonicalize_axis(axis, nd)
+    return tuple(lax.squeeze(slice_axis(x, axis, i, i + 1), (axis,))
+                 for i in range(shape_of(x)[axis]))
+
+
+# JAX: jax/_src/numpy/lax_numpy.py rot90
+def rot90(m, k: int = 1, axes: tuple[int, int] = (0, 1)):
+    """`m` rotated by 90 degrees `k` times in the plane of `axes` (from the first axis towards
+    the second). Raises ValueError below two dimensions or for equal axes."""
+    m = asarray(m)
+    nd = core.get_aval(m).ndim
+    if nd < 2:
+        raise ValueError(f"rot90 requires its first argument to have ndim at least two, but got "
+                         f"first argument of shape {shape_of(m)}, which has ndim {nd}")
+    ax1, ax2 = (canonicalize_axis(a, nd) for a in axes)
+    if ax1 == ax2:
+        raise ValueError("Axes must be different")
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return flip(flip(m, ax1), ax2)
+    perm = list(range(nd))
+    perm[ax1], perm[ax2] = perm[ax2], perm[ax1]
+    if k == 1:
+        return transpose(flip(m, ax2), perm)
+    return flip(transpose(m, perm), ax2)
+
+
+def resize(a, new_shape):
+    """`a` flattened, repeated and cut to `new_shape` (zeros if `a` is empty)."""
+    a = ravel(a)
+    new_shape = canonicalize_shape(new_shape)
+    size = int(np.prod(new_shape, dtype=np.int64))
+    n = shape_of(a)[0]
+    if n == 0 or size == 0:
+        return lax.full(new_shape, 0, dtype_of(a))
+    reps = -(-size // n)
+    return reshape(slice_axis(tile(a, reps), 0, 0, size), new_shape)
+
+
+def _concrete_positions(obj, n: int, name: str) -> np.ndarray:
+    if isinstance(obj, builtins.slice):
+        return np.arange(n)[obj]
+    if isinstance(obj, Tracer):
+        obj = obj._concrete(f"jnp.{name} with a traced index (minijax needs it concrete)")
+    return np.asarray(obj)
+
+
+def delete(arr, obj, axis: int | None = None, *, assume_unique_indices: bool = False):
+    """`arr` without the entries at `obj` (an int, a slice or concrete indices) along `axis`
+    (None: of the flattened array)."""
+    arr = asarray(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    axis = canonicalize_axis(axis, core.get_aval(arr).ndim)
+    n = shape_of(arr)[axis]
+    pos = _concrete_positions(obj, n, "delete")
+    if pos.dtype.kind == "b":
+        raise ValueError("np.delete(arr, obj): boolean obj is not supported")
+    keep = np.ones(n, bool)
+    keep[pos] = False
+    return indexing.take(arr, np.nonzero(keep)[0].astype(_int), axis, mode="clip")
+
+
+def insert(arr, obj, values, axis: int | None = None):
+    """`arr` with `values` inserted before index `obj` (an int) along `axis` (None: of the
+    flattened array); `values` broadcast to one slice (or as many as its leading dimension,
+    moved to `axis`). Array-valued `obj` raises NotImplementedError."""
+    arr = asarray(arr)
+    if axis is None:
+        arr, axis = ravel(arr), 0
+    nd = core.get_aval(arr).ndim
+    axis = canonicalize_axis(axis, nd)
+    n = shape_of(arr)[axis]
+    if isinstance(obj, Tracer) or np.ndim(obj) != 0:
+        raise NotImplementedError("minijax.numpy.insert: only a static integer obj")
+    i = int(obj)
+    if not -n <= i <= n:
+        raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
+    i %= n + 1 if n else 1
+    v = lax.convert_element_type(asarray(values), dtype_of(arr))
+    v_nd = core.get_aval(v).ndim
+    if v_nd < nd:
+        v = lax.reshape(v, (1,) * (nd - v_nd) + shape_of(v))
+    v = moveaxis(v, 0, axis)
+    shape = list(shape_of(arr))
+    shape[axis] = shape_of(v)[axis]
+    v = broadcast_to(v, tuple(shape))
+    return concatenate([slice_axis(arr, axis, 0, i), v, slice_axis(arr, axis, i, n)], axis)
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """The differences of the flattened `ary`, with `to_begin`/`to_end` joined at the ends."""
+    arr = ravel(ary)
+    out_ = diff(arr) if shape_of(arr)[0] else arr
+    parts = [out_]
+    if to_begin is not None:
+        parts.insert(0, lax.convert_element_type(ravel(to_begin), dtype_of(arr)))
+    if to_end is not None:
+        parts.append(lax.convert_element_type(ravel(to_end), dtype_of(arr)))
+    return concatenate(parts, 0) if len(parts) > 1 else out_
+
+
+# ---------------------------------------------------------------------------------------------
+# Products and statistics: cross, convolve, polyval, cov, histogram, ...
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/lax_numpy.py cross
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | None = None):
+    """The cross product of 2- or 3-vectors along `axisa`/`axisb` (result along `axisc`; a
+    2-vector cross product is the scalar z component). Raises ValueError for other sizes."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = promote_dtypes(asarray(a), asarray(b))
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    if shape_of(a)[-1] not in (2, 3) or shape_of(b)[-1] not in (2, 3):
+        raise ValueError("Dimension must be either 2 or 3 for cross product")
+    comp = lambda x, i: indexing.rewriting_take(x, (Ellipsis, i))  # noqa: E731
+    mul, sub = ufuncs.multiply, ufuncs.subtract
+    if shape_of(a)[-1] == 2 and shape_of(b)[-1] == 2:
+        return sub(mul(comp(a, 0), comp(b, 1)), mul(comp(a, 1), comp(b, 0)))
+    a0, a1, b0, b1 = comp(a, 0), comp(a, 1), comp(b, 0), comp(b, 1)
+    a2 = comp(a, 2) if shape_of(a)[-1] == 3 else lax.full_like(a0, 0)
+    b2 = comp(b, 2) if shape_of(b)[-1] == 3 else lax.full_like(b0, 0)
+    c = stack(broadcast_arrays(sub(mul(a1, b2), mul(a2, b1)), sub(mul(a2, b0), mul(a0, b2)),
+                               sub(mul(a0, b1), mul(a1, b0))))
+    return moveaxis(c, 0, axisc)
+
+
+# JAX: jax/_src/numpy/lax_numpy.py _conv — one conv_general_dilated
+def _conv(x, y, mode: str, op: str, preferred_element_type=None):
+    x, y = asarray(x), asarray(y)
+    if core.get_aval(x).ndim != 1 or core.get_aval(y).ndim != 1:
+        raise ValueError(f"{op}() only support 1-dimensional inputs.")
+    if preferred_element_type is None:
+        x, y = promote_args_inexact(op, x, y)
+    else:
+        x, y = promote_dtypes(x, y)
+    if shape_of(x)[0] == 0 or shape_of(y)[0] == 0:
+        raise ValueError(f"{op}: inputs cannot be empty, got shapes {shape_of(x)} and "
+                         f"{shape_of(y)}.")
+    reverse = False
+    if op == "correlate":
+        if shape_of(x)[0] < shape_of(y)[0]:
+            x, y, reverse = y, x, True
+    else:
+        if shape_of(x)[0] < shape_of(y)[0]:
+            x, y = y, x
+        y = lax.rev(y, (0,))
+    n = shape_of(y)[0]
+    padding = {"valid": [(0, 0)], "same": [(n // 2, n - n // 2 - 1)],
+               "full": [(n - 1, n - 1)]}.get(mode)
+    if padding is None:
+        raise ValueError("mode must be one of ['full', 'same', 'valid']")
+    # differs from JAX: lax.conv_general_dilated here takes no preferred_element_type, so the
+    # result is converted to it afterwards
+    out_ = lax.conv_general_dilated(lax.reshape(x, (1, 1) + shape_of(x)),
+                                    lax.reshape(y, (1, 1) + shape_of(y)), (1,), padding)
+    out_ = lax.reshape(out_, shape_of(out_)[2:])
+    if preferred_element_type is not None:
+        out_ = lax.convert_element_type(out_, preferred_element_type)
+    return lax.rev(out_, (0,)) if reverse else out_
+
+
+def convolve(a, v, mode: str = "full", *, precision=None, preferred_element_type=None):
+    """The discrete convolution of 1-D `a` and `v` (mode "full", "same" or "valid"); integer
+    inputs give the default float dtype unless `preferred_element_type` is given."""
+    return _conv(a, v, mode, "convolve", preferred_element_type)
+
+
+def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_type=None):
+    """The cross-correlation of 1-D `a` and `v` (mode "valid", "same" or "full")."""
+    return _conv(a, v, mode, "correlate", preferred_element_type)
+
+
+def polyval(p, x, *, unroll: int = 16):
+    """The polynomial with coefficients `p` (highest power first; more dimensions of p
+    broadcast against x) at `x`, by Horner's rule."""
+    p, x = asarray(p), asarray(x)
+    shape = np.broadcast_shapes(shape_of(p)[1:], shape_of(x))
+    y = lax.full(shape, 0, dtype_of(x))
+    for i in range(shape_of(p)[0]):
+        y = ufuncs.add(ufuncs.multiply(y, x), indexing.rewriting_take(p, i))
+    return y
+
+
+def trapezoid(y, x=None, dx=1.0, axis: int = -1):
+    """The integral of `y` along `axis` by the trapezoidal rule (sample spacing `dx`, or the
+    sample points `x`)."""
+    y = asarray(y)
+    if not is_floating(y):
+        y = lax.convert_element_type(y, dtypes.default_float_dtype())
+    y = moveaxis(y, axis, -1)
+    n = shape_of(y)[-1]
+    mids = ufuncs.add(slice_axis(y, -1 % core.get_aval(y).ndim, 1, n),
+                      slice_axis(y, -1 % core.get_aval(y).ndim, 0, builtins.max(n - 1, 0)))
+    if x is not None:
+        x = asarray(x)
+        d = diff(x, axis=-1 if core.get_aval(x).ndim == 1 else axis)
+        if core.get_aval(x).ndim != 1:
+            d = moveaxis(d, axis, -1)
+    else:
+        d = dx
+    return ufuncs.multiply(0.5, reductions.sum(ufuncs.multiply(d, mids), axis=-1))
+
+
+# JAX: jax/_src/numpy/lax_numpy.py cov
+def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof: int | None = None,
+        fweights=None, aweights=None):
+    """The covariance matrix of the variables in the rows (`rowvar`) or columns of `m` (and
+    `y`): `f32[k, k]` (a scalar for one variable). Weights raise NotImplementedError."""
+    if fweights is not None or aweights is not None:
+        raise NotImplementedError("minijax.numpy.cov: fweights and aweights")
+    X = atleast_2d(m)
+    if not rowvar and shape_of(X)[0] != 1:
+        X = matrix_transpose(X)
+    if y is not None:
+        Y = atleast_2d(y)
+        if not rowvar and shape_of(Y)[0] != 1:
+            Y = matrix_transpose(Y)
+        X = concatenate([X, Y], 0)
+    if not is_floating(X):
+        X = lax.convert_element_type(X, dtypes.default_float_dtype())
+    if ddof is None:
+        ddof = 0 if bias else 1
+    n = shape_of(X)[1]
+    X = ufuncs.subtract(X, reductions.mean(X, axis=1, keepdims=True))
+    c = _dot2d(X, matrix_transpose(X))
+    return squeeze(lax.div(c, _const(c, builtins.max(n - ddof, 0))))
+
+
+def _dot2d(a, b):
+    return lax.dot_general(a, b, (((1,), (0,)), ((), ())), preferred_element_type=dtype_of(a))
+
+
+def corrcoef(x, y=None, rowvar: bool = True):
+    """The correlation coefficients: `cov` normalized by the standard deviations, clipped to
+    [-1, 1]."""
+    c = cov(x, y, rowvar)
+    if core.get_aval(c).ndim == 0:
+        return lax.div(c, c)
+    d = diagonal(c)
+    std = ufuncs.sqrt(d)
+    c = lax.div(lax.div(c, lax.expand_dims(std, (1,))), lax.expand_dims(std, (0,)))
+    return clip(c, -1, 1)
+
+
+# JAX: jax/_src/numpy/lax_numpy.py histogram
+def histogram(a, bins=10, range=None, weights=None, density=None):
+    """`(counts, bin_edges)` of the flattened `a` over `bins` equal bins of [min, max] (or
+    `range`), or over the given bin edges; the last bin includes its right edge."""
+    a = ravel(a)
+    if not is_floating(a):
+        a = lax.convert_element_type(a, dtypes.default_float_dtype())
+    if np.ndim(bins) == 1:
+        edges = lax.convert_element_type(asarray(bins), dtype_of(a))
+    else:
+        nb = int(bins)
+        if range is None:
+            lo, hi = reductions.min(a), reductions.max(a)
+        else:
+            lo, hi = (lax.convert_element_type(asarray(r), dtype_of(a)) for r in range)
+        same = lax.eq(lo, hi)
+        lo = where(same, lax.sub(lo, _const(lo, 0.5)), lo)
+        hi = where(same, lax.add(hi, _const(hi, 0.5)), hi)
+        steps = lax.div(lax.iota(dtype_of(a), nb + 1), _const(lo, nb))
+        edges = lax.add(lo, lax.mul(steps, lax.sub(hi, lo)))
+        edges = lax.concatenate([slice_axis(edges, 0, 0, nb), lax.reshape(hi, (1,))], 0)
+    ne = shape_of(edges)[0]
+    idx = reductions.sum(lax.le(lax.broadcast_in_dim(edges, shape_of(a) + (ne,), (1,)),
+                                lax.broadcast_in_dim(a, shape_of(a) + (ne,), (0,))),
+                         axis=-1, dtype=_int)
+    idx = where(lax.eq(a, indexing.rewriting_take(edges, -1)), lax.full_like(idx, ne - 1), idx)
+    w = lax.full_like(a, 1) if weights is None else ravel(weights)
+    counts = lax.full((ne,), 0, dtype_of(w)).at[idx].add(w)
+    counts = slice_axis(counts, 0, 1, ne)
+    if density:
+        widths = diff(edges)
+        counts = lax.div(counts, lax.mul(widths, reductions.sum(counts)))
+    return counts, edges
+
+
+def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None):
+    """int32[length]: how often each value of the non-negative int array `x` occurs (or the
+    sum of its `weights`). `length` defaults to max(x) + 1 (x must then be concrete)."""
+    x = asarray(x)
+    if dtype_kind(x) not in "iu":
+        raise TypeError(f"x argument to bincount must have an integer type; got {dtype_of(x)}")
+    if core.get_aval(x).ndim != 1:
+        raise ValueError("only 1-dimensional input supported.")
+    if length is None:
+        val = concrete_or_none(x, "bincount")
+        if val is None:
+            raise size_error("bincount", x)
+        length = builtins.max(int(minlength), int(val.max()) + 1 if val.size else 0)
+    w = lax.full_like(x, 1, dtypes.default_int_dtype()) if weights is None else asarray(weights)
+    return lax.full((int(length),), 0, dtype_of(w)).at[ufuncs.maximum(x, 0)].add(w, mode="drop")

@@ -1,18 +1,28 @@
-"""`minijax.numpy.linalg`: vector and matrix norms (decompositions come later).
+"""`minijax.numpy.linalg`: norms, decompositions, solves and determinants.
 
-Built from `minijax.numpy` operations, so its derivatives are those of the pieces: the 2-norm's
-gradient at the zero vector is NaN in minijax as in JAX (sqrt'(0) = inf times a zero tangent).
+Norms are built from `minijax.numpy` operations, so their derivatives are those of the pieces:
+the 2-norm's gradient at the zero vector is NaN in minijax as in JAX (sqrt'(0) = inf times a
+zero tangent). Decompositions call the primitives of `minijax.lax.linalg`. `solve` and `inv`
+go through `lu` and `triangular_solve` and are differentiated through those primitives' jvp
+rules (JAX wraps the solve in `custom_linear_solve`; the derivatives agree). `det` and
+`slogdet` have JAX's custom jvps: `det`'s uses the adjugate (`_cofactor_solve`), so its
+gradient stays finite at singular matrices.
 Mirrors jax/_src/numpy/linalg.py.
 """
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
-from minijax import lax
+from minijax import core, dtypes, lax
+from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
+from minijax.lax import linalg as lax_linalg
 from minijax import numpy as jnp
-from minijax.numpy.util import canonicalize_axis, promote_args_inexact
+from minijax.numpy.util import (canonicalize_axis, check_arraylike, promote_args_inexact,
+                                promote_dtypes)
 
 
 def _sum_sq(x, axis, keepdims):
@@ -55,20 +65,20 @@ def vector_norm(x, ord=2, axis=None, keepdims: bool = False):
                      lax_internal._const(abs_x, 1.0 / p))
 
 
-# JAX: jax/_src/numpy/linalg.py norm — differs: no SVD-based norms (ord 2, -2, 'nuc' of matrices)
+# JAX: jax/_src/numpy/linalg.py norm
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """The norm of a vector (one axis) or a matrix (two axes) of `x`.
 
     Args:
       x: an array `T[...]`; integers are promoted to the default float dtype.
       ord: for vectors see `vector_norm`; for matrices None/'fro' (Frobenius), 1 / -1
-        (max / min column sum of |x|), inf / -inf (max / min row sum of |x|).
+        (max / min column sum of |x|), inf / -inf (max / min row sum of |x|), 2 / -2
+        (largest / smallest singular value), 'nuc' (sum of singular values).
       axis: None (with ord=None: the 2-norm of all entries, any rank; otherwise all axes), an
         int, or a tuple of one or two ints.
       keepdims: keep the reduced axes with size 1.
     Returns: a float array with the reduced axes removed.
-    Raises ValueError for an invalid `ord` or number of axes; NotImplementedError for the
-    singular-value norms (matrix ord 2, -2, 'nuc').
+    Raises ValueError for an invalid `ord` or number of axes.
     """
     (x,) = promote_args_inexact("jnp.linalg.norm", x)
     nd = jnp.ndim(x)
@@ -99,6 +109,370 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
         return (_amax0(sums, row, keepdims) if ord == np.inf
                 else jnp.min(sums, axis=row, keepdims=keepdims))
     if ord in ("nuc", 2, -2):
-        raise NotImplementedError(f"jnp.linalg.norm with ord={ord!r} for matrices needs the "
-                                  "singular value decomposition, which minijax does not have yet")
+        rest = [i for i in range(nd) if i not in axis]
+        s = svdvals(lax.transpose(x, (*rest, row, col)))
+        reducer = {2: jnp.max, -2: jnp.min, "nuc": jnp.sum}[ord]
+        y = reducer(s, axis=-1)
+        return lax.expand_dims(y, tuple(sorted(axis))) if keepdims else y
     raise ValueError(f"Invalid order '{ord}' for matrix norm.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Decompositions
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/linalg.py EighResult
+class EighResult(NamedTuple):
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+# JAX: jax/_src/numpy/linalg.py SVDResult
+class SVDResult(NamedTuple):
+    U: Any
+    S: Any
+    Vh: Any
+
+
+# JAX: jax/_src/numpy/linalg.py QRResult
+class QRResult(NamedTuple):
+    Q: Any
+    R: Any
+
+
+# JAX: jax/_src/numpy/linalg.py SlogdetResult
+class SlogdetResult(NamedTuple):
+    sign: Any
+    logabsdet: Any
+
+
+def _dtype(x) -> np.dtype:
+    return core.get_aval(x).dtype
+
+
+# JAX: jax/_src/numpy/util.py promote_dtypes_inexact
+def _promote_dtypes_inexact(name: str, *args):
+    """One float dtype for all `args` (ints -> the default float); shapes left alone."""
+    check_arraylike(name, *args)
+    args = promote_dtypes(*args)
+    d, weak = dtypes.dtype_and_weak(args[0])
+    if not dtypes.is_float(d):
+        args = [lax.convert_element_type(a, dtypes.default_float_dtype(), weak) for a in args]
+    return args
+
+
+def _matrix_arg(name: str, a, square: bool = True):
+    """`a` promoted to a float dtype; ValueError unless `T[..., n, n]` when `square` (a
+    rectangular `a` of rank < 2 is left to the primitive's TypeError, as in JAX)."""
+    (a,) = promote_args_inexact(f"jnp.linalg.{name}", a)
+    shape = jnp.shape(a)
+    if square and (len(shape) < 2 or shape[-1] != shape[-2]):
+        raise ValueError(f"Argument to jnp.linalg.{name} must have shape [..., n, n], got "
+                         f"{shape}.")
+    return a
+
+
+# JAX: jax/_src/numpy/linalg.py cholesky
+def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True):
+    """The Cholesky factor of a symmetric positive definite `a: f32[..., n, n]`.
+
+    Returns: `f32[..., n, n]`: lower `L` with `a = L L^T` (upper: `L^T`); NaNs where `a` is
+    not positive definite. Raises ValueError for a non-square `a`.
+    """
+    a = _matrix_arg("cholesky", a)
+    L = lax_linalg.cholesky(a, symmetrize_input=symmetrize_input)
+    return lax_linalg._T(L) if upper else L
+
+
+# JAX: jax/_src/numpy/linalg.py eigh
+def eigh(a, UPLO: str | None = None, symmetrize_input: bool = True) -> EighResult:
+    """Eigen-decomposition of a symmetric `a: f32[..., n, n]`.
+
+    Returns: `EighResult(eigenvalues: f32[..., n] ascending, eigenvectors: f32[..., n, n]
+    in columns)`. Raises ValueError for a non-square `a` or `UPLO` not None, 'L' or 'U'.
+    """
+    if UPLO not in (None, "L", "U"):
+        raise ValueError(f"UPLO must be one of None, 'L', or 'U', got {UPLO}")
+    a = _matrix_arg("eigh", a)
+    v, w = lax_linalg.eigh(a, lower=UPLO != "U", symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+# JAX: jax/_src/numpy/linalg.py eigvalsh
+def eigvalsh(a, UPLO: str | None = "L", *, symmetrize_input: bool = True):
+    """The eigenvalues `f32[..., n]` (ascending) of a symmetric `a: f32[..., n, n]`."""
+    return eigh(a, UPLO, symmetrize_input).eigenvalues
+
+
+# JAX: jax/_src/numpy/linalg.py svd
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False,
+        subset_by_index=None):
+    """Singular value decomposition `a = U diag(S) Vh` of `a: f32[..., m, n]`, k = min(m, n).
+
+    Returns: `SVDResult(U: f32[..., m, m], S: f32[..., k] descending, Vh: f32[..., n, n])`
+    (`[..., m, k]` and `[..., k, n]` if not `full_matrices`), or `S` alone if not
+    `compute_uv`. `hermitian=True` takes `a` symmetric and computes it from `eigh`.
+    Raises TypeError for rank < 2 (ValueError if `hermitian` and not square).
+    """
+    if hermitian:
+        return _svd_hermitian(_matrix_arg("svd", a), compute_uv, subset_by_index)
+    a = _matrix_arg("svd", a, square=False)
+    if not compute_uv:
+        return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=False,
+                              subset_by_index=subset_by_index)
+    u, s, vh = lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=True,
+                              subset_by_index=subset_by_index)
+    return SVDResult(u, s, vh)
+
+
+def _svd_hermitian(a, compute_uv: bool, subset_by_index):
+    # a = V diag(w) V^T = (V) diag(|w|) (sign(w) V)^T, ordered by |w| descending
+    vecs, vals = lax_linalg.eigh(a, subset_by_index=subset_by_index)
+    last = jnp.ndim(vals) - 1
+    s = lax.abs(vals)
+    if not compute_uv:
+        return lax.rev(lax.sort(s, dimension=last), (last,))
+    order = lax.broadcasted_iota(np.int32, jnp.shape(s), last)
+    s, order, sign = [lax.rev(v, (last,)) for v in
+                      lax.sort([s, order, lax.sign(vals)], dimension=last, num_keys=1)]
+    u = jnp.take_along_axis(vecs, jnp.broadcast_to(jnp.expand_dims(order, -2),
+                                                   jnp.shape(vecs)), axis=-1)
+    return SVDResult(u, s, lax_linalg._T(jnp.multiply(u, jnp.expand_dims(sign, -2))))
+
+
+# JAX: jax/_src/numpy/linalg.py svdvals
+def svdvals(x):
+    """The singular values `f32[..., min(m, n)]` (descending) of `x: f32[..., m, n]`."""
+    return svd(x, compute_uv=False)
+
+
+# JAX: jax/_src/numpy/linalg.py qr
+def qr(a, mode: str = "reduced"):
+    """QR decomposition of `a: f32[..., m, n]`, k = min(m, n).
+
+    Args:
+      mode: 'reduced' (`Q: f32[..., m, k]`, `R: f32[..., k, n]`), 'complete'
+        (`Q: f32[..., m, m]`, `R: f32[..., m, n]`), or 'r' (only the reduced `R`).
+    Returns: `QRResult(Q, R)`, or `R` for mode 'r'.
+    Raises ValueError for an unknown mode, TypeError for rank < 2; NotImplementedError for
+    'raw'.
+    """
+    if mode == "raw":
+        raise NotImplementedError("jnp.linalg.qr(mode='raw') is not supported by minijax")
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"Unsupported QR decomposition mode '{mode}'")
+    a = _matrix_arg("qr", a, square=False)
+    q, r = lax_linalg.qr(a, full_matrices=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# Solves and determinants, through LU
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/linalg.py solve
+def solve(a, b):
+    """The solution `x` of `a x = b`.
+
+    Args:
+      a: `f32[..., m, m]`.
+      b: `f32[m]` (one vector for every matrix) or `f32[..., m, n]` (batch axes broadcast
+        against `a`'s).
+    Returns: `f32[..., m]` or `f32[..., m, n]`.
+    Raises ValueError for rank < 2, a non-square `a`, or incompatible shapes.
+    """
+    a, b = _promote_dtypes_inexact("jnp.linalg.solve", a, b)
+    a_shape, b_shape = jnp.shape(a), jnp.shape(b)
+    if len(a_shape) < 2:
+        raise ValueError(f"left hand array must be at least two dimensional; got {a_shape=}")
+    m = a_shape[-1]
+    if a_shape[-2] != m or len(b_shape) < 1 or (
+            b_shape[-1] if len(b_shape) == 1 else b_shape[-2]) != m:
+        raise ValueError(f"Invalid shapes for solve: {a_shape}, {b_shape}: expected a of "
+                         "shape [..., m, m] and b of shape [m] or [..., m, n]")
+    vector = len(b_shape) == 1
+    if vector:
+        b = lax.broadcast_in_dim(b, (*a_shape[:-2], m, 1), (len(a_shape) - 2,))
+    else:
+        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+        a = jnp.broadcast_to(a, (*batch, m, m))
+        b = jnp.broadcast_to(b, (*batch, *b_shape[-2:]))
+    lu, _, permutation = lax_linalg.lu(a)
+    x = lax_linalg._lu_solve(lu, permutation, b)
+    return lax.squeeze(x, (len(a_shape) - 1,)) if vector else x
+
+
+# JAX: jax/_src/numpy/linalg.py inv
+def inv(a):
+    """The inverse `f32[..., n, n]` of `a: f32[..., n, n]` (inf/NaN where singular).
+    Raises ValueError for a non-square `a`."""
+    a = _matrix_arg("inv", a)
+    return solve(a, jnp.broadcast_to(jnp.eye(jnp.shape(a)[-1], dtype=_dtype(a)),
+                                     jnp.shape(a)))
+
+
+def _lu_diagonal_and_parity(a):
+    lu, pivots, _ = lax_linalg.lu(a)
+    diag = lax_linalg._extract_diagonal(lu)
+    steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
+    return diag, jnp.count_nonzero(lax.ne(pivots, steps), axis=-1)
+
+
+def _parity_sign(count, dtype):
+    """(-1) ** count, as `dtype`."""
+    odd = jnp.equal(jnp.remainder(count, 2), 1)
+    return jnp.where(odd, np.array(-1, dtype), np.array(1, dtype))
+
+
+# JAX: jax/_src/numpy/linalg.py slogdet
+def slogdet(a, *, method: str | None = None) -> SlogdetResult:
+    """Sign and log|det| of `a: f32[..., n, n]`.
+
+    Returns: `SlogdetResult(sign: f32[...], logabsdet: f32[...])`; (0, -inf) where singular.
+    The derivative of logabsdet is trace(a^-1 a') (inf where singular), that of sign zero.
+    Raises ValueError for a non-square `a` or a method other than None/'lu'.
+    """
+    if method not in (None, "lu"):
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' "
+                         "(`None`), and 'qr' is not supported by minijax.")
+    sign, logdet = _slogdet_lu(_matrix_arg("slogdet", a))
+    return SlogdetResult(sign, logdet)
+
+
+# JAX: jax/_src/numpy/linalg.py _slogdet_lu
+@custom_jvp
+def _slogdet_lu(a):
+    diag, swaps = _lu_diagonal_and_parity(a)
+    is_zero = jnp.any(jnp.equal(diag, 0), axis=-1)
+    sign = _parity_sign(jnp.add(swaps, jnp.count_nonzero(jnp.less(diag, 0), axis=-1)),
+                        _dtype(a))
+    sign = jnp.where(is_zero, np.zeros((), _dtype(a)), sign)
+    logdet = jnp.where(is_zero, np.array(-np.inf, _dtype(a)),
+                       jnp.sum(jnp.log(jnp.abs(diag)), axis=-1))
+    return sign, logdet
+
+
+# JAX: jax/_src/numpy/linalg.py _slogdet_jvp
+@_slogdet_lu.defjvp
+def _slogdet_jvp(primals, tangents):
+    (x,), (g,) = primals, tangents
+    sign, logdet = _slogdet_lu(x)
+    return (sign, logdet), (jnp.zeros_like(sign), jnp.trace(solve(x, g), axis1=-1, axis2=-2))
+
+
+# JAX: jax/_src/numpy/linalg.py _cofactor_solve
+def _cofactor_solve(a, b):
+    """`(det(a), adj(a) @ b)`, which for an invertible `a` is `det(a) * solve(a, b)`, and stays
+    finite where `a` is singular. With `a[perm] = L U`: `det(a) solve(a, b) = prod(diag U) U^-1
+    L^-1 b[perm]`. For rank n-1 only U's last pivot is zero: replace it by 1 / (the product of
+    the others) and scale the other rows of `L^-1 b[perm]` by det(a) (= 0); for a lower rank
+    the adjugate is zero, and `U^-1` of ones shows inf/NaN. `a`, `b`: `f32[..., n, n]`."""
+    if jnp.shape(a)[-1] == 1:
+        return a[..., 0, 0], b
+    lu, pivots, permutation = lax_linalg.lu(a)
+    diag = lax_linalg._extract_diagonal(lu)
+    steps = lax.broadcasted_iota(np.int32, jnp.shape(pivots), jnp.ndim(pivots) - 1)
+    sign = _parity_sign(jnp.count_nonzero(lax.ne(pivots, steps), axis=-1), _dtype(a))
+    partial_det = jnp.multiply(jnp.cumprod(diag, axis=-1), jnp.expand_dims(sign, -1))
+    lu = lu.at[..., -1, -1].set(jnp.divide(1.0, partial_det[..., -2]))
+    ones = jnp.ones(jnp.shape(a)[:-1] + (1,), _dtype(a))
+    probe = lax_linalg.triangular_solve(lu, ones, left_side=True, lower=False)
+    low_rank = jnp.any(jnp.logical_not(jnp.isfinite(probe)), axis=(-2, -1))
+    low_rank = jnp.broadcast_to(low_rank[..., None, None], jnp.shape(b))
+    x = jnp.where(low_rank, jnp.zeros_like(b), b)
+    x = lax_linalg._matmul(lax_linalg._permutation_matrix(permutation, _dtype(a)), x)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=True, unit_diagonal=True)
+    x = jnp.concatenate([jnp.multiply(x[..., :-1, :], partial_det[..., -1, None, None]),
+                         x[..., -1:, :]], axis=-2)
+    x = lax_linalg.triangular_solve(lu, x, left_side=True, lower=False)
+    return partial_det[..., -1], jnp.where(low_rank, jnp.zeros_like(x), x)
+
+
+# JAX: jax/_src/numpy/linalg.py det
+def det(a):
+    """The determinant `f32[...]` of `a: f32[..., n, n]`: explicit products for n = 2 and 3,
+    otherwise U's diagonal from `a`'s LU decomposition, signed by the parity of the row swaps.
+    Its derivative is trace(adj(a) a'), finite also where `a` is singular.
+    Raises ValueError for a non-square `a`."""
+    a = _matrix_arg("det", a)
+    n = jnp.shape(a)[-1]
+    if n == 2:
+        return _det_2x2(a)
+    if n == 3:
+        return _det_3x3(a)
+    return _det(a)
+
+
+# JAX: jax/_src/numpy/linalg.py _det_2x2
+def _det_2x2(a):
+    return a[..., 0, 0] * a[..., 1, 1] - a[..., 0, 1] * a[..., 1, 0]
+
+
+# JAX: jax/_src/numpy/linalg.py _det_3x3
+def _det_3x3(a):
+    return (a[..., 0, 0] * a[..., 1, 1] * a[..., 2, 2] +
+            a[..., 0, 1] * a[..., 1, 2] * a[..., 2, 0] +
+            a[..., 0, 2] * a[..., 1, 0] * a[..., 2, 1] -
+            a[..., 0, 2] * a[..., 1, 1] * a[..., 2, 0] -
+            a[..., 0, 0] * a[..., 1, 2] * a[..., 2, 1] -
+            a[..., 0, 1] * a[..., 1, 0] * a[..., 2, 2])
+
+
+# JAX: jax/_src/numpy/linalg.py _det
+@custom_jvp
+def _det(a):
+    sign, logdet = _slogdet_lu(a)
+    return jnp.multiply(sign, jnp.exp(logdet))
+
+
+# JAX: jax/_src/numpy/linalg.py _det_jvp
+@_det.defjvp
+def _det_jvp(primals, tangents):
+    (x,), (g,) = primals, tangents
+    y, z = _cofactor_solve(x, g)
+    return y, jnp.trace(z, axis1=-1, axis2=-2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the SVD
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/numpy/linalg.py pinv — differs: differentiated through svd's jvp rule, not a
+# custom jvp (the same derivative where the rank does not change)
+def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None):
+    """The Moore-Penrose pseudo-inverse `f32[..., n, m]` of `a: f32[..., m, n]`: singular
+    values at most `rtol` times the largest (default 10 * max(m, n) * eps) count as zero.
+    Raises ValueError if both `rtol` and `rcond` are given, TypeError for rank < 2."""
+    if rcond is not None:
+        if rtol is not None:
+            raise ValueError("pinv: only one of rtol and rcond may be specified.")
+        rtol = rcond
+    a = _matrix_arg("pinv", a, square=False)
+    dtype = _dtype(a)
+    if rtol is None:
+        rtol = 10.0 * max(jnp.shape(a)[-2:]) * dtypes.finfo(dtype).eps
+    u, s, vh = svd(a, full_matrices=False, hermitian=hermitian)
+    cutoff = jnp.multiply(jnp.expand_dims(jnp.asarray(rtol, dtype), -1),
+                          s[..., 0:1])
+    s = jnp.where(jnp.greater(s, cutoff), s, np.array(np.inf, dtype))
+    return jnp.matmul(lax_linalg._T(vh), jnp.divide(lax_linalg._T(u), jnp.expand_dims(s, -1)))
+
+
+# JAX: jax/_src/numpy/linalg.py matrix_rank
+def matrix_rank(M, rtol=None, *, tol=None):
+    """The number of singular values of `M: f32[..., m, n]` above `rtol` times the largest
+    (default max(m, n) * eps); `i32[...]`. A vector's rank is 1 unless it is all zeros.
+    Raises ValueError if both `rtol` and `tol` are given."""
+    if tol is not None:
+        if rtol is not None:
+            raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+        rtol = tol
+    (M,) = promote_args_inexact("jnp.linalg.matrix_rank", M)
+    if jnp.ndim(M) < 2:
+        return lax.convert_element_type(jnp.any(jnp.not_equal(M, 0)), np.int32)
+    s = svd(M, full_matrices=False, compute_uv=False)
+    if rtol is None:
+        rtol = jnp.multiply(jnp.max(s, axis=-1),
+                            max(jnp.shape(M)[-2:]) * dtypes.finfo(_dtype(s)).eps)
+    rtol = jnp.expand_dims(jnp.asarray(rtol), jnp.ndim(rtol))
+    return jnp.sum(jnp.greater(s, rtol), axis=-1)

@@ -17,7 +17,8 @@ from minijax.numpy import indexing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    canonicalize_axis, dtype_kind, dtype_of, is_floating, promote_args_inexact, promote_dtypes,
+    canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating, promote_args_inexact,
+    promote_dtypes,
     reduction_axes, shape_of, where,
 )
 
@@ -42,31 +43,73 @@ def _upcast_sum_dtype(d: np.dtype) -> np.dtype:
     return d
 
 
-def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
-    """Sum over `axis` (None: all). Bools and small ints sum in the default int dtype."""
-    a = asarray(a)
+def _arraylike(name: str, a):
+    check_arraylike(name, a)  # as JAX: a list or tuple is a TypeError, not an array
+    return asarray(a)
+
+
+def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None, where=None,
+        promote_integers: bool = True):
+    """Sum over `axis` (None: all). Bools and small ints sum in the default int dtype (unless
+    `promote_integers=False`). `where` masks entries (they count as 0), `initial` is added;
+    an empty axis sums to 0. Raises TypeError for a list or tuple (as JAX)."""
+    a = _arraylike("sum", a)
     axes = reduction_axes(a, axis)
-    d = _upcast_sum_dtype(core.get_aval(a).dtype) if dtype is None else dtype
-    return _keepdims(lax.reduce_sum(lax.convert_element_type(a, d), axes), axes, keepdims)
+    if dtype is None:
+        d = _upcast_sum_dtype(core.get_aval(a).dtype) if promote_integers else dtype_of(a)
+    else:
+        d = dtype
+    out_ = lax.reduce_sum(_where_fill(lax.convert_element_type(a, d), where, 0), axes)
+    if initial is not None:
+        out_ = lax.add(out_, lax.convert_element_type(initial, d))
+    return _keepdims(out_, axes, keepdims)
 
 
-def max(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    axes = reduction_axes(a, axis)
-    return _keepdims(lax.reduce_max(a, axes), axes, keepdims)
+def _lowest(d: np.dtype):
+    d = np.dtype(d)
+    return False if d.kind == "b" else -np.inf if d.kind == "f" or d == dtypes.bfloat16 else \
+        np.iinfo(d).min
 
 
-def min(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
-    axes = reduction_axes(a, axis)
-    return _keepdims(lax.reduce_min(a, axes), axes, keepdims)
+def _highest(d: np.dtype):
+    d = np.dtype(d)
+    return True if d.kind == "b" else np.inf if d.kind == "f" or d == dtypes.bfloat16 else \
+        np.iinfo(d).max
 
+
+def _extremum(name, lax_reduce, lax_op, fill):
+    # JAX: jax/_src/numpy/reductions.py _reduction — max and min have no identity: an empty
+    # axis or a `where` mask needs `initial`
+    def f(a, axis=None, out=None, keepdims: bool = False, initial=None, where=None):
+        a = _arraylike(name, a)
+        axes = reduction_axes(a, axis)
+        shape = shape_of(a)
+        if initial is None and where is not None:
+            raise ValueError(f"reduction operation {name} does not have an identity, so to use "
+                             "a where mask one has to specify 'initial'")
+        if initial is None and builtins.any(shape[d] == 0 for d in axes):
+            raise ValueError(f"zero-size array to reduction operation {name} which has no "
+                             "identity")
+        out_ = lax_reduce(_where_fill(a, where, fill(dtype_of(a))), axes)
+        if initial is not None:
+            out_ = lax_op(out_, lax.convert_element_type(initial, dtype_of(a)))
+        return _keepdims(out_, axes, keepdims)
+    f.__name__ = name
+    f.__doc__ = (f"The {name}imum over `axis` (None: all): `T[...]`, the reduced axes removed "
+                 "(kept with size 1 by `keepdims`). `initial` takes part in the reduction, "
+                 "`where` masks entries (it needs `initial`). Raises ValueError for an empty "
+                 "axis without `initial`, TypeError for a list or tuple (as JAX).")
+    return f
+
+
+max = _extremum("max", lax.reduce_max, lax.max, _lowest)
+min = _extremum("min", lax.reduce_min, lax.min, _highest)
 amax, amin = max, min
 
 
 def argmax(a, axis=None, keepdims: bool = False):
     """Index of the maximum (over the flattened array when axis is None), as int32."""
-    a = asarray(a)
+    a = _arraylike("argmax", a)
     if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
         out = lax.argmax(lax.reshape(a, (core.get_aval(a).size,)), 0, dtypes.default_int_dtype())
         return _keepdims(out, tuple(range(core.get_aval(a).ndim)), keepdims)
@@ -76,7 +119,8 @@ def argmax(a, axis=None, keepdims: bool = False):
 
 
 def argmin(a, axis=None, keepdims: bool = False):
-    a = asarray(a)
+    """Index of the minimum (over the flattened array when axis is None), as int32."""
+    a = _arraylike("argmin", a)
     if axis is None:  # over the flattened array; keepdims gives shape (1,) * a.ndim
         out = lax.argmin(lax.reshape(a, (core.get_aval(a).size,)), 0, dtypes.default_int_dtype())
         return _keepdims(out, tuple(range(core.get_aval(a).ndim)), keepdims)
@@ -115,7 +159,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=Non
     """Product over `axis` (None: all). Bools and small ints multiply in the default int
     dtype, as `sum` (unless `promote_integers=False`). `initial` multiplies in; `where` masks
     entries (they count as 1)."""
-    a = asarray(a)
+    a = _arraylike("prod", a)
     axes = reduction_axes(a, axis)
     if dtype is None:
         d = _upcast_sum_dtype(dtype_of(a)) if promote_integers else dtype_of(a)
@@ -130,7 +174,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=Non
 
 def any(a, axis=None, out=None, keepdims: bool = False, *, where=None):
     """bool: whether any entry over `axis` is true (nonzero)."""
-    a = lax.convert_element_type(asarray(a), np.bool_)
+    a = lax.convert_element_type(_arraylike("any", a), np.bool_)
     axes = reduction_axes(a, axis)
     a = _where_fill(a, where, False)
     return _keepdims(lax.reduce_max(a, axes), axes, keepdims)
@@ -138,7 +182,7 @@ def any(a, axis=None, out=None, keepdims: bool = False, *, where=None):
 
 def all(a, axis=None, out=None, keepdims: bool = False, *, where=None):
     """bool: whether every entry over `axis` is true (nonzero)."""
-    a = lax.convert_element_type(asarray(a), np.bool_)
+    a = lax.convert_element_type(_arraylike("all", a), np.bool_)
     axes = reduction_axes(a, axis)
     a = _where_fill(a, where, True)
     return _keepdims(lax.reduce_min(a, axes), axes, keepdims)
@@ -179,7 +223,7 @@ nanargmin.__doc__ = "`argmin` ignoring NaNs."
 
 def mean(a, axis=None, dtype=None, keepdims: bool = False):
     """Arithmetic mean over `axis`; integer inputs give the default float dtype."""
-    a = asarray(a)
+    a = _arraylike("mean", a)
     axes = reduction_axes(a, axis)
     aval = core.get_aval(a)
     n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
@@ -191,7 +235,7 @@ def mean(a, axis=None, dtype=None, keepdims: bool = False):
 
 def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     """Variance: mean of squared deviations, divided by (n - ddof)."""
-    a = asarray(a)
+    a = _arraylike("var", a)
     axes = reduction_axes(a, axis)
     aval = core.get_aval(a)
     d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
@@ -366,6 +410,18 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
     Sorts along the axis, then interpolates between the neighbours of position q * (n - 1)
     (method "linear"; also "lower", "higher", "nearest", "midpoint"). Integer inputs give the
     default float dtype; a slice containing NaN gives NaN."""
+    return _quantile(a, q, axis, method, keepdims, squash_nans=False)
+
+
+def nanquantile(a, q, axis=None, out=None, overwrite_input: bool = False,
+                method: str = "linear", keepdims: bool = False):
+    """`quantile` ignoring NaNs: each slice's positions count its non-NaN entries only (NaN
+    where a slice is all NaN)."""
+    return _quantile(a, q, axis, method, keepdims, squash_nans=True)
+
+
+# JAX: jax/_src/numpy/reductions.py _quantile
+def _quantile(a, q, axis, method, keepdims, *, squash_nans: bool):
     if method not in ("linear", "lower", "higher", "nearest", "midpoint"):
         raise ValueError(f"method can only be 'linear', 'lower', 'higher', 'midpoint', or "
                          f"'nearest'. Got {method}.")
@@ -380,10 +436,20 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
     n = int(np.prod([shape_of(a)[d] for d in axes], dtype=np.int64))
     x = lax.transpose(a, tuple(rest) + tuple(axes))
     x = lax.reshape(x, tuple(shape_of(a)[d] for d in rest) + (n,))
-    x = lax.sort(x, len(rest))
-    pos = lax.mul(q, _const(q, n - 1))
+    x = lax.sort(x, len(rest))  # NaNs sort last
+    q_nd = core.get_aval(q).ndim
+    if squash_nans:  # per slice: count = its non-NaN entries; positions of shape Q + rest
+        qr_shape = shape_of(q) + shape_of(x)[:-1]
+        count = sum(lax.bitwise_not(ufuncs.isnan(x)), axis=-1, dtype=dtype_of(x))
+        last = lax.broadcast_in_dim(lax.sub(count, _const(count, 1)), qr_shape,
+                                    tuple(range(q_nd, len(qr_shape))))
+        pos = lax.mul(lax.broadcast_in_dim(q, qr_shape, tuple(range(q_nd))),
+                      lax.max(last, _const(last, 0)))
+    else:
+        last = _const(q, n - 1)
+        pos = lax.mul(q, last)
     lo = lax.floor(pos)
-    hi = lax.min(lax.add(lo, _const(lo, 1)), _const(lo, n - 1))
+    hi = lax.min(lax.add(lo, _const(lo, 1)), lax.max(last, _const(lo, 0)))
     w = lax.sub(pos, lo)
     if method == "lower":
         hi, w = lo, lax.full_like(w, 0)
@@ -393,18 +459,30 @@ def quantile(a, q, axis=None, out=None, overwrite_input: bool = False, method: s
         lo, w = ufuncs.round(pos), lax.full_like(w, 0)
     elif method == "midpoint":
         w = lax.select(lax.eq(w, _const(w, 0)), w, lax.full_like(w, 0.5))
-    q_nd = core.get_aval(q).ndim
 
     def pick(i):  # x at positions i (shape Q) along the last axis, Q moved to the front
-        v = indexing.take(x, lax.convert_element_type(i, _int), axis=len(rest), mode="clip")
+        i = lax.convert_element_type(i, _int)
+        if squash_nans:  # i: Q + rest, one position per slice
+            i_rq = lax.transpose(i, tuple(range(q_nd, q_nd + len(rest))) + tuple(range(q_nd)))
+            if not q_nd:
+                i_rq = lax.expand_dims(i_rq, (len(rest),))
+            v = indexing.take_along_axis(x, i_rq, axis=len(rest), mode="clip")
+            if not q_nd:
+                v = lax.squeeze(v, (len(rest),))
+        else:
+            v = indexing.take(x, i, axis=len(rest), mode="clip")
         return lax.transpose(v, tuple(range(len(rest), len(rest) + q_nd)) +
                              tuple(range(len(rest))))
 
     v_lo, v_hi = pick(lo), pick(hi)
-    w = lax.broadcast_in_dim(w, shape_of(v_lo), tuple(range(q_nd)))
+    # w is per quantile (Q) or, when NaNs are squashed, per quantile and slice (Q + rest)
+    w_nd, v_nd = len(shape_of(w)), len(shape_of(v_lo))
+    w = lax.broadcast_in_dim(w, shape_of(v_lo), tuple(range(q_nd)) if w_nd == q_nd
+                             else tuple(range(v_nd - w_nd, v_nd)))
     res = lax.add(lax.mul(v_lo, lax.sub(_const(w, 1), w)), lax.mul(v_hi, w))
-    has_nan = lax.broadcast_in_dim(any(ufuncs.isnan(x), axis=-1), shape_of(res),
-                                   tuple(range(q_nd, q_nd + len(rest))))
+    # quantile: a slice with a NaN is NaN; nanquantile: an all-NaN slice is
+    has_nan = lax.broadcast_in_dim((all if squash_nans else any)(ufuncs.isnan(x), axis=-1),
+                                   shape_of(res), tuple(range(q_nd, q_nd + len(rest))))
     res = lax.select(has_nan, lax.full_like(res, np.nan), res)
     if keepdims:
         full_shape = shape_of(q) + tuple(1 if d in axes else s for d, s in enumerate(shape_of(a)))
@@ -422,4 +500,38 @@ def percentile(a, q, axis=None, out=None, overwrite_input: bool = False,
 def median(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False):
     """The median over `axis`: `quantile(a, 0.5)`."""
     return quantile(a, 0.5, axis, method="midpoint", keepdims=keepdims)
+
+
+def nanpercentile(a, q, axis=None, out=None, overwrite_input: bool = False,
+                  method: str = "linear", keepdims: bool = False):
+    """`percentile` ignoring NaNs: `nanquantile(a, q / 100)`."""
+    (q,) = promote_args_inexact("nanpercentile", q)
+    return nanquantile(a, lax.div(q, _const(q, 100)), axis, method=method, keepdims=keepdims)
+
+
+def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: bool = False):
+    """`median` ignoring NaNs: `nanquantile(a, 0.5)` (NaN where a slice is all NaN)."""
+    return nanquantile(a, 0.5, axis, method="midpoint", keepdims=keepdims)
+
+
+# JAX: jax/_src/numpy/reductions.py nanvar
+def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
+    """`var` over the non-NaN entries (NaN where fewer than ddof + 1 remain); integer inputs
+    give the default float dtype."""
+    a = _arraylike("nanvar", a)
+    d = dtype or (dtype_of(a) if is_floating(a) else dtypes.default_float_dtype())
+    a = lax.convert_element_type(a, d)
+    nan = ufuncs.isnan(a)
+    centered = where(nan, lax.full_like(a, 0), lax.sub(a, nanmean(a, axis, keepdims=True)))
+    total = sum(lax.integer_pow(centered, 2), axis, keepdims=keepdims)
+    count = lax.sub(sum(lax.bitwise_not(nan), axis, dtype=d, keepdims=keepdims),
+                    _const(total, ddof))
+    empty = lax.le(count, _const(count, 0))
+    return where(empty, lax.full_like(total, np.nan),
+                 lax.div(total, where(empty, lax.full_like(count, 1), count)))
+
+
+def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
+    """`std` over the non-NaN entries: `sqrt(nanvar(...))`."""
+    return ufuncs.sqrt(nanvar(a, axis, dtype, ddof=ddof, keepdims=keepdims))
 

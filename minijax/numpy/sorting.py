@@ -5,11 +5,13 @@ Mirrors jax/_src/numpy/sorting.py.
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 
 from minijax import core
 from minijax import lax
-from minijax.numpy import lax_numpy
+from minijax.numpy import indexing, lax_numpy
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import canonicalize_axis, shape_of
 
@@ -47,3 +49,23 @@ def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = T
         idx = lax.sub(np.array(shape_of(a)[axis] - 1, _int), lax.rev(idx, (axis,)))
     return idx
 
+
+
+def lexsort(keys, axis: int = -1):
+    """int32 indices that sort by the last key first, then the one before, ...: `keys` is a
+    sequence (or the rows of an array) of equal shapes. One stable sort per key."""
+    keys = [asarray(k) for k in keys] if not hasattr(keys, "shape") else \
+        [lax_numpy.squeeze(k, 0) for k in lax_numpy.split(asarray(keys), shape_of(keys)[0])]
+    if not keys:
+        raise TypeError("need sequence of keys with len > 0 in lexsort")
+    shape = shape_of(keys[0])
+    if builtins.any(shape_of(k) != shape for k in keys):
+        raise ValueError("all keys need to be the same shape")
+    axis = canonicalize_axis(axis, len(shape))
+    idx = lax.broadcasted_iota(_int, shape, axis)
+    for k in keys:  # least significant key first; a stable sort keeps earlier keys' order
+        k = indexing.take_along_axis(k, idx, axis)
+        _, perm = lax.sort_key_val(k, lax.broadcasted_iota(_int, shape, axis), axis,
+                                   is_stable=True)
+        idx = indexing.take_along_axis(idx, perm, axis)
+    return idx

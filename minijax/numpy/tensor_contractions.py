@@ -118,6 +118,24 @@ def kron(a, b):
     b = lax.reshape(b, (1,) * (nd - core.get_aval(b).ndim) + shape_of(b))
     a_e = lax.reshape(a, tuple(x for s in shape_of(a) for x in (s, 1)))
     b_e = lax.reshape(b, tuple(x for s in shape_of(b) for x in (1, s)))
-    prod_ = ufuncs.multiply(a_e, b_e)
+    prod_ = lax.mul(a_e, b_e)  # as JAX: lax.mul, so bool operands are a TypeError
     return lax.reshape(prod_, tuple(p * q for p, q in zip(shape_of(a), shape_of(b))))
 
+
+
+def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None):
+    """The dot product of `x1` and `x2` along `axis` (the other dimensions broadcast):
+    `sum(conj(x1) * x2, axis)`. Raises ValueError if the axis sizes differ."""
+    x1, x2 = promote_dtypes(asarray(x1), asarray(x2))
+    n1 = shape_of(x1)[canonicalize_axis(axis, core.get_aval(x1).ndim)]
+    n2 = shape_of(x2)[canonicalize_axis(axis, core.get_aval(x2).ndim)]
+    if n1 != n2:
+        raise ValueError(f"axes must match; got shapes {shape_of(x1)} and {shape_of(x2)} with "
+                         f"{axis=}")
+    x1, x2 = lax_numpy.moveaxis(x1, axis, -1), lax_numpy.moveaxis(x2, axis, -1)
+    x1, x2 = lax_numpy.broadcast_arrays(x1, x2)
+    nd = core.get_aval(x1).ndim
+    batch = tuple(range(nd - 1))
+    d = dtype_of(x1) if preferred_element_type is None else preferred_element_type
+    return lax.dot_general(x1, x2, (((nd - 1,), (nd - 1,)), (batch, batch)),
+                           preferred_element_type=d)

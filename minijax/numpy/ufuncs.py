@@ -17,7 +17,7 @@ from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    broadcast_arrays, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
+    broadcast_arrays, check_arraylike, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
     promote_args_inexact, promote_shapes, shape_of, where,
 )
 
@@ -61,7 +61,8 @@ tanh = _one_to_one_unary("tanh", lax.tanh, True)
 
 sqrt = _one_to_one_unary("sqrt", lax.sqrt, True)
 
-abs = _one_to_one_unary("abs", lax.abs)
+# JAX: jax/_src/numpy/ufuncs.py absolute — bool and unsigned inputs are returned as they are
+abs = _one_to_one_unary("abs", lambda x: x if dtype_kind(x) in "ub" else lax.abs(x))
 
 absolute = abs
 
@@ -70,11 +71,15 @@ sign = _one_to_one_unary("sign", lax.sign)
 floor = _one_to_one_unary("floor", lambda x: x if np.dtype(x.dtype).kind in "iub"
                           else lax.floor(x))
 
-add = _one_to_one_binary("add", lax.add)
+# JAX: jax/_src/numpy/ufuncs.py add, multiply — on bools they are `or` and `and` (lax.add and
+# lax.mul reject bool operands, in JAX as here)
+add = _one_to_one_binary("add", lambda x, y: lax.bitwise_or(x, y) if dtype_kind(x) == "b"
+                         else lax.add(x, y))
 
 subtract = _one_to_one_binary("subtract", lax.sub)
 
-multiply = _one_to_one_binary("multiply", lax.mul)
+multiply = _one_to_one_binary("multiply", lambda x, y: lax.bitwise_and(x, y)
+                              if dtype_kind(x) == "b" else lax.mul(x, y))
 
 maximum = _one_to_one_binary("maximum", lax.max)
 
@@ -148,8 +153,26 @@ def power(x, y):
         if np.dtype(d).kind in "iu" and y < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         return lax.integer_pow(x, int(y))
-    x, y = promote_args_inexact("power", x, y)
+    x, y = promote_args("power", x, y)
+    if dtype_kind(x) in "iu":
+        return _pow_int_int(x, y)
+    if dtype_kind(x) == "b":
+        raise TypeError(f"jnp.power: bool operands are not supported, got {dtype_of(x)}")
     return lax.pow(x, y)
+
+
+# JAX: jax/_src/numpy/ufuncs.py _pow_int_int — binary exponentiation, six squarings (a larger
+# exponent overflows for any |x| > 1)
+def _pow_int_int(x1, x2):
+    x1, x2 = broadcast_arrays(x1, x2)
+    zero, one = _const(x2, 0), _const(x2, 1)
+    acc = where(lax.bitwise_and(lax.eq(x1, zero), lax.ne(x2, zero)), lax.full_like(x1, 0),
+                lax.full_like(x1, 1))
+    for _ in range(6):
+        acc = where(lax.ne(lax.bitwise_and(x2, one), zero), lax.mul(acc, x1), acc)
+        x1 = lax.mul(x1, x1)
+        x2 = lax.shift_right_logical(x2, one)
+    return acc
 
 pow = power
 
@@ -561,3 +584,132 @@ def trunc(x):
     ce = lax.neg(lax.floor(lax.neg(x)))
     return lax.select(lax.lt(x, _const(x, 0)), ce, fl)
 
+
+
+def rint(x):
+    """Round to the nearest integer, ties to even; integer and bool inputs become the default
+    float dtype (jax.numpy.rint)."""
+    (x,) = promote_args_inexact("rint", x)
+    return keep_weak(_round_half_even(x), x)
+
+
+def modf(x, /, out=None):
+    """`(x - whole, whole)` with `whole = trunc(x)` (both in x's float dtype)."""
+    (x,) = promote_args_inexact("modf", x)
+    whole = where(lax.ge(x, _const(x, 0)), floor(x), ceil(x))
+    return lax.sub(x, whole), whole
+
+
+# ---------------------------------------------------------------------------------------------
+# Floating-point representation: frexp, ldexp, nextafter
+# ---------------------------------------------------------------------------------------------
+
+_INT_FOR_BITS = {16: np.int16, 32: np.int32, 64: np.int64}
+
+
+def _bitcast(x, dtype):
+    # bitcast_convert_type of a flat array, reshaped back (0-d operands included)
+    shape = shape_of(x)
+    flat = lax.reshape(x, (int(np.prod(shape, dtype=np.int64)),))
+    return lax.reshape(lax.bitcast_convert_type(flat, dtype), shape)
+
+
+# JAX: jax/_src/numpy/ufuncs.py frexp — same bit manipulation (subnormals normalized first)
+def frexp(x, /):
+    """`(m, e)` with `x = m * 2**e`, `0.5 <= |m| < 1` (m = x and e = 0 for 0, inf, NaN); e is
+    int32. Integer inputs are promoted to the default float dtype."""
+    (x,) = promote_args_inexact("frexp", x)
+    d = dtype_of(x)
+    info = dtypes.finfo(d)
+    int_type = _INT_FOR_BITS[info.bits]
+    nmant, mask, bias = int(info.nmant), (1 << int(info.nexp)) - 1, 1 - int(info.minexp)
+    tiny = lax.lt(lax.abs(x), _const(x, info.tiny))
+    x1 = _bitcast(where(tiny, lax.mul(x, _const(x, 1 << nmant)), x), int_type)
+    x2 = where(tiny, lax.full_like(x1, -nmant), lax.full_like(x1, 0))
+    c = lambda v: np.array(v, int_type)  # noqa: E731
+    x2 = lax.add(x2, lax.sub(lax.bitwise_and(lax.shift_right_arithmetic(x1, c(nmant)),
+                                             c(mask)), c(bias - 1)))
+    x1 = lax.bitwise_and(x1, c(~(mask << nmant)))
+    x1 = lax.bitwise_or(x1, c((bias - 1) << nmant))
+    m = _bitcast(x1, d)
+    special = lax.bitwise_or(lax.bitwise_or(isinf(x), isnan(x)), lax.eq(x, _const(x, 0)))
+    e = where(special, lax.full_like(x2, 0), x2)
+    return where(special, x, m), lax.convert_element_type(e, np.int32)
+
+
+# JAX: jax/_src/numpy/ufuncs.py ldexp — the same split of x1 with frexp, so that a small x1
+# and a large x2 do not overflow in between
+def ldexp(x1, x2, /):
+    """`x1 * 2**x2` for an integer `x2` (float result). Raises ValueError for a float `x2`."""
+    check_arraylike("ldexp", x1, x2)
+    if dtype_kind(x2) not in "iub":
+        raise ValueError(f"ldexp not supported for input types {(dtype_of(x1), dtype_of(x2))}")
+    (x1,) = promote_args_inexact("ldexp", x1)
+    x1, x2 = promote_shapes("ldexp", x1, lax.convert_element_type(x2, dtype_of(x1)))
+    m, e = frexp(x1)
+    e = lax.add(lax.convert_element_type(e, dtype_of(x1)), x2)
+    pos = lax.gt(e, _const(e, 0))
+    m = where(pos, lax.mul(m, _const(m, 2)), m)
+    e = where(pos, lax.sub(e, _const(e, 1)), e)
+    out = lax.mul(m, lax.pow(lax.full_like(e, 2), e))
+    return where(lax.bitwise_or(isinf(x1), lax.eq(x1, _const(x1, 0))), x1, out)
+
+
+def nextafter(x1, x2, /):
+    """The next float after `x1` towards `x2` (elementwise, in their promoted float dtype)."""
+    x1, x2 = promote_args_inexact("nextafter", x1, x2)
+    return lax.nextafter(x1, x2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer arithmetic: gcd, lcm
+# ---------------------------------------------------------------------------------------------
+
+def _gcd(x1, x2):
+    # Euclid's algorithm, as a while_loop over the whole array (JAX's formulation)
+    def cond(carry):
+        _, b = carry
+        return _any_true(lax.ne(b, _const(b, 0)))
+
+    def body(carry):
+        a, b = carry
+        safe = where(lax.eq(b, _const(b, 0)), lax.full_like(b, 1), b)
+        return (where(lax.eq(b, _const(b, 0)), a, b),
+                where(lax.eq(b, _const(b, 0)), b, lax.rem(a, safe)))
+
+    a, _ = lax.while_loop(cond, body, (lax.abs(x1), lax.abs(x2)))
+    return a
+
+
+def _any_true(x):
+    return lax.reduce_max(lax.convert_element_type(x, np.bool_), tuple(range(len(shape_of(x)))))
+
+
+def gcd(x1, x2):
+    """The greatest common divisor of |x1| and |x2| (integers; gcd(0, 0) = 0)."""
+    x1, x2 = promote_args("gcd", x1, x2)
+    if dtype_kind(x1) not in "iu":
+        raise ValueError("Arguments to jax.numpy.gcd must be integers.")
+    x1, x2 = broadcast_arrays(x1, x2)
+    return _gcd(x1, x2)
+
+
+def lcm(x1, x2):
+    """The least common multiple of |x1| and |x2| (integers; 0 if either is 0)."""
+    x1, x2 = promote_args("lcm", x1, x2)
+    if dtype_kind(x1) not in "iu":
+        raise ValueError("Arguments to jax.numpy.lcm must be integers.")
+    x1, x2 = broadcast_arrays(x1, x2)
+    d = _gcd(x1, x2)
+    zero = lax.eq(d, _const(d, 0))
+    return where(zero, lax.full_like(d, 0),
+                 lax.mul(lax.abs(x1), lax.div(lax.abs(x2), where(zero, lax.full_like(d, 1), d))))
+
+
+def sinc(x, /):
+    """`sin(pi x) / (pi x)`, 1 at x = 0 (float result)."""
+    (x,) = promote_args_inexact("sinc", x)
+    zero = lax.eq(x, _const(x, 0))
+    pi_x = lax.mul(_const(x, np.pi), x)
+    safe = where(zero, lax.full_like(x, 1), pi_x)
+    return keep_weak(where(zero, lax.full_like(x, 1), lax.div(lax.sin(safe), safe)), x)

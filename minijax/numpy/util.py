@@ -84,7 +84,9 @@ def promote_args_inexact(name: str, *args):
 def canonicalize_axis(axis: int, ndim: int, name: str = "axis") -> int:
     axis = int(axis)
     if not -ndim <= axis < builtins.max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ValueError(f"{name} {axis} is out of bounds for array of dimension {ndim}")
+        # numpy's AxisError, a ValueError and an IndexError (JAX raises one or the other)
+        raise np.exceptions.AxisError(f"{name} {axis} is out of bounds for array of dimension "
+                                      f"{ndim}")
     return axis % ndim if ndim else 0
 
 

@@ -28,7 +28,7 @@ from minijax.lax.control_flow.common import (
     initial_style_jaxpr, is_zero, jaxpr_forwarding, promote_weak_typed_input,
     prune_outputs, rearrange_binders, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax.util import merge_lists, partition_list, safe_zip, split_list
+from minijax.util import canonicalize_axis, merge_lists, partition_list, safe_zip, split_list
 
 
 def _carry_fixpoint(step: Callable[[list[bool]], tuple[Any, list[bool]]],
@@ -728,9 +728,11 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     lower_aval, upper_aval = core.get_aval(lower), core.get_aval(upper)
     dtype = lower_aval.dtype
     if lower_aval.dtype != upper_aval.dtype:
-        if lower_aval.weak_type and not upper_aval.weak_type:
+        # as JAX: only a weak (Python) signed integer bound takes the other bound's dtype
+        signed = all(np.issubdtype(a.dtype, np.signedinteger) for a in (lower_aval, upper_aval))
+        if signed and lower_aval.weak_type and not upper_aval.weak_type:
             dtype = upper_aval.dtype
-        elif upper_aval.weak_type and not lower_aval.weak_type:
+        elif signed and upper_aval.weak_type and not lower_aval.weak_type:
             dtype = lower_aval.dtype
         else:
             raise TypeError("lower and upper arguments to fori_loop must have equal types, "
@@ -891,7 +893,8 @@ def _logaddexp_hlo(a, b):
 
 def _cumred_bind(prim: core.Primitive, x, axis: int, reverse: bool):
     nd = core.get_aval(x).ndim
-    return prim.bind(x, axis=int(axis) % nd if nd else int(axis), reverse=bool(reverse))
+    axis = canonicalize_axis(axis, nd) if nd else int(axis)
+    return prim.bind(x, axis=axis, reverse=bool(reverse))
 
 
 # JAX: jax/_src/lax/control_flow/loops.py cumsum
