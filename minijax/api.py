@@ -669,6 +669,14 @@ class ShapeDtypeStruct:
     def aval(self) -> ShapedArray:
         return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
 
+    # JAX: jax/_src/core.py ShapeDtypeStruct.like — differs: no sharding
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The struct of `x` (an array, tracer, numpy value, Python scalar or struct): its
+        shape, dtype and weak_type. TypeError for a value that is not an array."""
+        aval = core.get_aval(x)
+        return cls(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
     def __eq__(self, other) -> bool:
         return (type(other) is ShapeDtypeStruct and self.shape == other.shape
                 and self.dtype == other.dtype and self.weak_type == other.weak_type)

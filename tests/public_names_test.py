@@ -82,3 +82,26 @@ def test_numpy_dtype_promotion_strict_and_standard():
                 pass
         with pytest.raises(ValueError):
             J.config.update("jax_numpy_dtype_promotion", "loose")
+
+
+@pytest.mark.parametrize("value", [1.0, 3, True, np.ones((2, 3)), np.arange(3, dtype=np.int8),
+                                   "array", "struct"])
+def test_shape_dtype_struct_like(value):
+    def program(J):
+        v = {"array": J.numpy.arange(3), "struct": J.ShapeDtypeStruct((2,), np.int8)}.get(
+            value, value) if isinstance(value, str) else value
+        seen = []
+
+        def f(x):
+            seen.append(repr(J.ShapeDtypeStruct.like(x)))
+            return x
+        J.jit(f)(v) if not isinstance(v, J.ShapeDtypeStruct) else None
+        s = J.ShapeDtypeStruct.like(v)
+        return repr(s), s.shape, str(s.dtype), s.weak_type, seen
+    assert program(minijax) == program(jax)
+
+
+def test_shape_dtype_struct_like_rejects_non_arrays():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.ShapeDtypeStruct.like("not an array")
