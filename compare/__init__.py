@@ -21,6 +21,7 @@ TOPICS = [
     "numpy_cnn",
     "numpy",
     "jit",
+    "dispatch",
     "control_flow",
     "placement",
     "sharding",

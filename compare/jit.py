@@ -255,7 +255,8 @@ def run(quick: bool = False) -> TopicResult:
         "(a dict for 10 and 20 leaves), called with `block_until_ready` each time; median of "
         f"{calls} single calls, timed one by one, the two modules alternating. "
         "JAX's dispatch runs in C++ (`jaxlib` `PjitFunction`); minijax's is the Python closure "
-        "`minijax/pjit.py: _fast_runner` (flatten, look up, execute, wrap).\n\n"
+        "`JitWrapped.__call__` fast path and its executor "
+        "`minijax/compiler.py: ExecuteReplicated` (look up, execute, wrap).\n\n"
         "| leaves | jax (us) | minijax (us) | minijax/jax | target |\n|---|---|---|---|---|\n"
         + "\n".join(rows))
     res.sections.append(

@@ -4,19 +4,18 @@ The public names mirror `jax`: `minijax.jit`, `minijax.grad`, `minijax.numpy`, .
 Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
-from minijax import array as _array  # noqa: F401  (registers Array with core)
+from minijax import core  # noqa: F401  (first: core imports the eager path built on it)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
 from minijax.api import (  # noqa: F401
-    ShapeDtypeStruct, block_until_ready, device_put, devices, grad, hessian, jacfwd, jacobian,
-    jacrev,
+    block_until_ready, device_put, devices, grad, hessian, jacfwd, jacobian, jacrev,
     jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
 )
 from minijax.array import Array  # noqa: F401
 from minijax.config import config, numpy_dtype_promotion  # noqa: F401
 from minijax.core import (  # noqa: F401
-    ConcretizationTypeError, TracerArrayConversionError, TracerIntegerConversionError,
-    UnexpectedTracerError,
+    ConcretizationTypeError, ShapeDtypeStruct, TracerArrayConversionError,
+    TracerIntegerConversionError, UnexpectedTracerError,
 )
 from minijax.core import eval_jaxpr  # noqa: F401
 from minijax.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401

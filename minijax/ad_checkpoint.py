@@ -344,7 +344,6 @@ def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprE
 # JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)
 remat_p = core.Primitive("remat2")
 remat_p.multiple_results = True
-remat_p.eager_numpy = False
 remat_p.def_impl(_remat_impl)
 remat_p.def_abstract_eval(_remat_abstract_eval)
 ad.primitive_jvps[remat_p] = _remat_jvp

@@ -11,47 +11,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import compiler, core, dtypes
-from minijax.array import Array
+from minijax import api_util, compiler, core, dtypes
+from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
+from minijax.array import Array, array_from_numpy
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
-
-
-def _fun_name(f) -> str:
-    return getattr(f, "__name__", type(f).__name__)
-
-
-def _flatten_fun(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
-    """A function of flat leaves that calls `fun` on the rebuilt pytrees and flattens its
-    output (whose structure lands in `out_store`)."""
-    def flat_fun(*leaves):
-        args = tree_unflatten(in_tree, leaves)
-        out = fun(*args)
-        out_flat, out_tree = tree_flatten(out)
-        out_store[:] = [out_tree]
-        return out_flat
-    return flat_fun
-
-
-def _flatten_fun_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
-    """Like `_flatten_fun` for `fun` returning `(out, aux)`: returns the flat leaves of both
-    (`ad.jvp_flat(..., has_aux=True)` keeps aux's leaves out of differentiation)."""
-    def flat_fun(*leaves):
-        args = tree_unflatten(in_tree, leaves)
-        res = fun(*args)
-        if not (isinstance(res, tuple) and len(res) == 2):
-            raise TypeError("with has_aux=True the function must return a pair (output, aux), "
-                            f"got {type(res).__name__}")
-        out, aux = res
-        out_flat, out_tree = tree_flatten(out)
-        aux_flat, aux_tree = tree_flatten(aux)
-        out_store[:] = [out_tree, aux_tree]
-        return out_flat, aux_flat
-    return flat_fun
 
 
 def _as_arrays(xs: list) -> list:
@@ -64,7 +32,7 @@ def _as_arrays(xs: list) -> list:
         aval = core.get_aval(x)
         if aval.dtype == dtypes.float0:
             return x
-        return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
+        return array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
     return [as_array(x) for x in xs]
 
 
@@ -80,23 +48,19 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
     Example: `make_jaxpr(jnp.sin)(jnp.ones(3))` prints
     `{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }`.
     """
-    if isinstance(static_argnums, int):
-        static_argnums = (static_argnums,)
+    static_argnums = api_util.ensure_index_tuple(static_argnums)
 
     @functools.wraps(fun)
     def make(*args, **kwargs):
-        static = {i: args[i] for i in static_argnums}
-        dyn = [a for i, a in enumerate(args) if i not in static]
+        statics, _, dyn, kwargs = api_util.split_static(args, kwargs, static_argnums, ())
         flat, in_tree = tree_flatten((dyn, kwargs))
 
         def f(*leaves):
             d, kw = tree_unflatten(in_tree, leaves)
-            it = iter(d)
-            full = [static[i] if i in static else next(it) for i in range(len(args))]
-            return tree_flatten(fun(*full, **kw))[0]
+            return tree_flatten(fun(*api_util.merge_static(statics, d), **kw))[0]
 
         avals = [core.get_aval(x) for x in flat]
-        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(f, avals, fun_name=_fun_name(fun))
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(f, avals, fun_name=fun_name(fun))
         return ClosedJaxpr(jaxpr, consts)
     return make
 
@@ -136,8 +100,8 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
     for i, (p, t) in enumerate(zip(flat_p, flat_t)):
         _check_tangent(p, t, i)
     store: list = []
-    flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, tree_p, store)
-    outs_p, outs_t, *aux = ad.jvp_flat(flat_fun, flat_p, flat_t, _fun_name(fun), has_aux)
+    flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, tree_p, store)
+    outs_p, outs_t, *aux = ad.jvp_flat(flat_fun, flat_p, flat_t, fun_name(fun), has_aux)
     outs_p = _as_arrays(outs_p)
     outs_t = _as_arrays([ad.instantiate_zeros(t) for t in outs_t])
     out = tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
@@ -150,7 +114,7 @@ def linearize(fun: Callable, *primals):
     recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
-    outs, lin = ad.linearize_flat(_flatten_fun(fun, in_tree, store), flat_p, _fun_name(fun))
+    outs, lin = ad.linearize_flat(flatten_fun_nokwargs(fun, in_tree, store), flat_p, fun_name(fun))
     # A pytree whose leaves are the residuals, so it can leave a jit (JAX: Partial too)
     f_jvp = Partial(_LinearizedJVP(lin.jaxpr, in_tree, store[0]), lin.consts)
     f_jvp.jaxpr = lin
@@ -185,8 +149,8 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     """
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
-    flat_fun = (_flatten_fun_aux if has_aux else _flatten_fun)(fun, in_tree, store)
-    outs, _, lin, *aux = ad.vjp_flat(flat_fun, flat_p, _fun_name(fun), has_aux)
+    flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, in_tree, store)
+    outs, _, lin, *aux = ad.vjp_flat(flat_fun, flat_p, fun_name(fun), has_aux)
     out_tree = store[0]
     f_vjp = VJP(lin.jaxpr, in_tree, out_tree, tuple(core.get_aval(o) for o in outs), lin.consts)
     primal_out = tree_unflatten(out_tree, _as_arrays(outs))
@@ -308,17 +272,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
                                 f"at least {max(nums) + 1} positional arguments, got "
                                 f"{len(args)}")
         nums_ = tuple(i % len(args) for i in nums)
-        dyn = tuple(args[i] for i in nums_)
+        partial_fun, dyn = api_util.argnums_partial(fun, nums_, args, kwargs)
         for leaf in tree_flatten(dyn)[0]:
             _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
 
-        def partial_fun(*dyn_args):
-            full = list(args)
-            for i, a in zip(nums_, dyn_args):
-                full[i] = a
-            return fun(*full, **kwargs)
-
-        partial_fun.__name__ = _fun_name(fun)  # error messages name the user's function
         if has_aux:
             ans, f_vjp, aux = vjp(partial_fun, *dyn, has_aux=True)
         else:
@@ -332,7 +289,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         _check_output_dtype_revderiv("grad", holomorphic, ans)
         # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
         # grad(f)(1.0) comes back weakly typed like its input
-        g = f_vjp(core.array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
+        g = f_vjp(array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
         g = g[0] if int_argnums else tuple(g)
         return ((ans, aux), g) if has_aux else (ans, g)
 
@@ -426,7 +383,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
                              f"{lines}")
         store: list = []
-        flat_fun = _flatten_fun(lambda *a: fun(*a, **kwargs), in_tree, store)
+        flat_fun = flatten_fun_nokwargs(lambda *a: fun(*a, **kwargs), in_tree, store)
 
         def out_dims_wanted(n):
             out_tree = store[0]
@@ -434,7 +391,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             return _broadcast_prefix(out_axes, example, "out_axes")
 
         outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
-                                  _fun_name(fun))
+                                  fun_name(fun))
         # An unbatched output with out_axes=None comes back as it came (a Python float stays
         # a float), as in JAX; the others are arrays.
         for o in outs:
@@ -476,14 +433,7 @@ def _split_basis(basis_rows, leaves, sizes):
 
 def _argnums_partial(fun, args, argnums):
     int_argnums = isinstance(argnums, int)
-    nums = (argnums,) if int_argnums else tuple(argnums)
-    dyn = tuple(args[i] for i in nums)
-
-    def f(*dyn_args):
-        full = list(args)
-        for i, a in zip(nums, dyn_args):
-            full[i] = a
-        return fun(*full)
+    f, dyn = api_util.argnums_partial(fun, api_util.ensure_index_tuple(argnums), args)
     return f, dyn, int_argnums
 
 
@@ -631,7 +581,8 @@ def device_put(x, device=None):
         if isinstance(v, Array):
             if device is None:
                 return v
-            arr = Array(v.aval, v._npy, v.device_buffer(), committed=True)
+            buf = v.device_buffer()
+            arr = Array(v.aval, v._npy, buf, committed=True)
         else:
             aval = core.get_aval(v)
             arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
@@ -646,48 +597,3 @@ def devices() -> list:
     return [compiler.default_device()]
 
 
-# JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
-class ShapeDtypeStruct:
-    """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
-    `.lower(...)` in place of an array to compile for that type without making one.
-
-    Attributes: `shape`, `dtype` (as given), `weak_type`, `ndim`, `size`, and `aval`, the
-    `ShapedArray` it stands for (dtype canonicalized: f64 is f32 unless x64 is on).
-    """
-
-    __slots__ = ("shape", "dtype", "weak_type")
-
-    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
-        self.weak_type = bool(weak_type)
-
-    ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
-
-    @property
-    def aval(self) -> ShapedArray:
-        return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
-
-    # JAX: jax/_src/core.py ShapeDtypeStruct.like — differs: no sharding
-    @classmethod
-    def like(cls, x) -> "ShapeDtypeStruct":
-        """The struct of `x` (an array, tracer, numpy value, Python scalar or struct): its
-        shape, dtype and weak_type. TypeError for a value that is not an array."""
-        aval = core.get_aval(x)
-        return cls(aval.shape, aval.dtype, weak_type=aval.weak_type)
-
-    def __eq__(self, other) -> bool:
-        return (type(other) is ShapeDtypeStruct and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.weak_type))
-
-    def __repr__(self) -> str:
-        weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
-
-
-core.pytype_aval_mappings[ShapeDtypeStruct] = lambda s: s.aval
-core.pytype_aval_mappings[ShapedArray] = lambda a: a

@@ -12,6 +12,8 @@ import numpy as np
 
 from minijax import core
 
+_BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it at once
+
 
 # JAX: jax/_src/array.py ArrayImpl — differs: one device only; numpy-backed when eager
 class Array:
@@ -55,7 +57,8 @@ class Array:
                                f"with aval {self.aval.str_short()}")
 
     def _value(self) -> np.ndarray:
-        """The value as numpy, fetched from the device (and cached) if needed."""
+        """The value as numpy, fetched from the device (and cached: on CPU a view of the
+        device buffer) if needed."""
         self._check_alive()
         if self._npy is None:
             self._npy = np.asarray(self._buf)
@@ -64,11 +67,18 @@ class Array:
         return self._npy
 
     def device_buffer(self):
-        """The value as an XLA device buffer, transferred (and cached) if needed."""
+        """The value as an XLA device buffer, transferred if needed.
+
+        The value then lives in one place: the host array is dropped (JAX's `device_put`
+        likewise aliases aligned host memory instead of copying it). On CPU, `np.asarray` of
+        the buffer, which eager operations use afterwards, is a view of it, not a copy."""
         self._check_alive()
         if self._buf is None:
             from minijax import compiler
-            self._buf = compiler.device_put(self._npy)
+            npy, self._npy = self._npy, None
+            self._buf = compiler.device_put(npy)
+            if npy.nbytes >= _BIG:
+                compiler.release_host_copy(self._buf)  # the host copy is freed now, not later
         return self._buf
 
     def delete(self) -> None:
@@ -81,9 +91,11 @@ class Array:
     # JAX: jax/_src/array.py ArrayImpl.block_until_ready
     def block_until_ready(self) -> "Array":
         """Wait until the value has been computed; returns self."""
-        self._check_alive()
-        if self._buf is not None and hasattr(self._buf, "block_until_ready"):
-            self._buf.block_until_ready()
+        buf = self._buf
+        if buf is not None:
+            buf.block_until_ready()
+        else:
+            self._check_alive()
         return self
 
     def __array__(self, dtype=None, copy=None):
@@ -140,8 +152,8 @@ class Array:
 
 
 def array_from_numpy(val: np.ndarray, weak_type: bool = False) -> Array:
+    """Wrap a numpy array (not copied) as an uncommitted Array."""
     return Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
 
 
-core.array_from_numpy = array_from_numpy
 core.pytype_aval_mappings[Array] = lambda x: x.aval

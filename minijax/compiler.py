@@ -11,10 +11,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
+import warnings
 from typing import Any, Sequence
 
 import numpy as np
 
+from minijax import core
+from minijax.array import Array
 from minijax.config import config
 
 # Counters tests read: persistent-cache hits and misses in this process.
@@ -32,26 +36,37 @@ def default_device():
     return backend().local_devices()[0]
 
 
-# JAX: jax/_src/compiler.py backend_compile_and_load
+# JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device.
 
     Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
-    Raises XLA's error (a RuntimeError subclass) if the module is invalid.
+    Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
+    `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
+    be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
+    written again, as JAX does.
     """
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
     text = module if isinstance(module, str) else str(module)
-    options = jeb.get_compile_options(num_replicas=1, num_partitions=1)
+    num_partitions = 1
+    options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
     devices = DeviceList((default_device(),))
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)
-    path = os.path.join(cache_dir, _cache_key(text) + ".xla")
+    path = os.path.join(cache_dir, _cache_key(text, options, devices, num_partitions) + ".xla")
     if os.path.exists(path):
-        with open(path, "rb") as f:
+        try:
+            with open(path, "rb") as f:
+                exe = backend().deserialize_executable(f.read(), devices, options)
             persistent_cache_stats["hits"] += 1
-            return backend().deserialize_executable(f.read(), devices, options)
+            return exe
+        except Exception as e:  # whatever the runtime raises for bytes it cannot load
+            name = re.search(r"module @([\w.$-]+)", text)
+            warnings.warn(f"Error reading persistent compilation cache entry for "
+                          f"'{name.group(1) if name else path}': {type(e).__name__}: {e}",
+                          stacklevel=2)
     persistent_cache_stats["misses"] += 1
     exe = backend().compile_and_load(text, devices, options)
     os.makedirs(cache_dir, exist_ok=True)
@@ -62,13 +77,17 @@ def compile(module) -> Any:
     return exe
 
 
-# JAX: jax/_src/cache_key.py get — differs: hashes only the module text and the backend
-def _cache_key(module_text: str) -> str:
+# JAX: jax/_src/cache_key.py get
+def _cache_key(module_text: str, options, devices, num_partitions: int) -> str:
+    """What the executable depends on: the module, the compile options (serialized), the
+    device assignment and the number of partitions, the backend and jaxlib's version."""
     import jaxlib
     h = hashlib.sha256()
-    for part in (module_text, backend().platform, backend().platform_version,
-                 jaxlib.__version__):
-        h.update(part.encode())
+    parts = (module_text, options.SerializeAsString(),
+             ",".join(f"{d.platform}:{d.id}" for d in devices), str(num_partitions),
+             backend().platform, backend().platform_version, jaxlib.__version__)
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else part.encode())
         h.update(b"\0")
     return h.hexdigest()
 
@@ -94,11 +113,10 @@ def result_handlers(avals) -> list | None:
     a device array and only accepts JAX's own ShapedArray as the buffer's type descriptor, so
     that one class is borrowed here. Nothing of JAX's tracing or transformations runs."""
     import jax
-    from jax.sharding import SingleDeviceSharding
     from jaxlib import _jax
     if any(a.dtype.names is not None for a in avals):  # float0 is a structured dtype
         return None
-    sharding = SingleDeviceSharding(default_device())
+    sharding = _single_device_sharding()
     return [_jax.array_result_handler(jax.core.ShapedArray(a.shape, a.dtype), sharding,
                                       committed=False, _skip_checks=True) for a in avals]
 
@@ -112,12 +130,88 @@ def block_until_ready(buffers: Sequence[Any]) -> None:
     _jax.batched_block_until_ready(list(buffers))
 
 
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
+class ExecuteReplicated:
+    """The one way a compiled program runs, built once per executable (the first call, later
+    calls, `Compiled.__call__` and `jit_p`'s impl all call it).
+
+    Calling it with concrete arguments: takes each minijax Array's device buffer as it is (no
+    copy), puts NumPy values and Python scalars on the device, runs the executable
+    asynchronously, deletes the donated Arrays whose buffers an output reused, and returns the
+    outputs as Arrays (built by C++ result handlers), committed if an argument was.
+    """
+
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
+
+    def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
+        self.executable = executable
+        self.in_avals = tuple(in_avals)
+        self.out_avals = tuple(out_avals)
+        # per input: donated and reused for an output (only those Arrays are deleted)
+        self.donated = tuple(donated) if any(donated) else None
+        self.handlers = result_handlers(out_avals)
+
+    def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
+        """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
+        deciding commitment) followed by `args`."""
+        bufs = [c.device_buffer() for c in consts] if consts else []
+        n = len(bufs)
+        committed = False
+        for i, x in enumerate(args):
+            if type(x) is Array:
+                if x._committed:
+                    committed = True
+                buf = x._buf
+                bufs.append(buf if buf is not None else x.device_buffer())
+            else:
+                bufs.append(device_put_arg(x, self.in_avals[n + i], i))
+        outs = execute(self.executable, bufs, self.handlers)
+        if self.donated is not None:
+            # A reused buffer now holds an output: the input Array must not be read again. As
+            # in JAX, an input whose donation no output could use stays alive.
+            for x, d in zip(args, self.donated[n:]):
+                if d and type(x) is Array:
+                    x.delete()
+        return [Array(a, None, b, committed) for a, b in zip(self.out_avals, outs)]
+
+
+def device_put_arg(x, aval: core.ShapedArray, index: int):
+    """The device buffer for argument `index`, a value that is not a minijax Array."""
+    if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
+        raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
+                        "jit(f).trace(...) or .lower(...), not to a call")
+    return device_put(core.to_numpy(x, aval))
+
+
+# JAX: jax/_src/interpreters/pxla.py batched_device_put
 def device_put(value: np.ndarray):
-    """Copy a numpy array to the default device; returns the device buffer."""
+    """Put a numpy array on the default device; returns the device buffer (uncommitted).
+
+    The transfer is asynchronous; the runtime may alias 64-byte-aligned host memory instead of
+    copying it (on CPU). The dtype is kept as given: minijax canonicalizes 64-bit values with
+    its own x64 flag before they get here. Like `result_handlers`, this is buffer plumbing
+    that borrows JAX's ShapedArray as the buffer's type descriptor."""
     import jax  # device buffers are the one part of JAX's runtime minijax uses
-    if value.dtype.itemsize == 8 and not jax.config.jax_enable_x64:
-        # jax.device_put would narrow a 64-bit value to 32 bits under JAX's own x64 flag;
-        # minijax decides that with its flag, before the value gets here
-        with jax.enable_x64(True):
-            return jax.device_put(value, default_device())
-    return jax.device_put(value, default_device())
+    if value.dtype.names is not None:  # float0 (a structured dtype): JAX's own conversion
+        return jax.device_put(value, default_device())
+    from jaxlib import _jax
+    return _jax.batched_device_put(jax.core.ShapedArray(value.shape, value.dtype),
+                                   _single_device_sharding(), [value], [default_device()],
+                                   False, enable_x64=True)
+
+
+@functools.cache
+def _single_device_sharding():
+    from jax.sharding import SingleDeviceSharding
+    return SingleDeviceSharding(default_device())
+
+
+def release_host_copy(buffer) -> None:
+    """Wait until `buffer`'s host-to-device transfer is done and let the runtime drop its
+    reference to the host array now. (jaxlib releases Python objects its threads held in
+    batches, normally at the next garbage collection; for a big array that would keep the
+    host copy alive next to the device copy.)"""
+    from jaxlib import _jax
+    buffer.block_until_ready()
+    _jax.collect_garbage()

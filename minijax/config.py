@@ -23,32 +23,30 @@ class Config:
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict")}
 
     def __init__(self) -> None:
-        self._values: dict[str, Any] = dict(self._defaults)
+        # plain instance attributes: reading an option on the eager hot path is one lookup
+        self.__dict__.update(self._defaults)
 
     def update(self, name: str, value: Any) -> None:
-        if name not in self._values:
+        if name not in self._defaults:
             raise AttributeError(f"minijax.config: unknown option {name!r}; "
-                                 f"known: {sorted(self._values)}")
+                                 f"known: {sorted(self._defaults)}")
         if name in self._choices and value not in self._choices[name]:
             raise ValueError(f"{value!r} is not a valid value for {name}; expected one of "
                              f"{self._choices[name]}")
-        self._values[name] = value
+        self.__dict__[name] = value
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["_values"][name]
-        except KeyError:
-            raise AttributeError(f"minijax.config has no option {name!r}") from None
+    def __getattr__(self, name: str) -> Any:  # only called for names that are not options
+        raise AttributeError(f"minijax.config has no option {name!r}")
 
     @contextlib.contextmanager
     def override(self, name: str, value: Any):
         """Temporarily set an option (tests use this for x64)."""
-        old = self._values[name]
+        old = getattr(self, name)
         self.update(name, value)
         try:
             yield
         finally:
-            self._values[name] = old
+            self.__dict__[name] = old
 
 
 config = Config()

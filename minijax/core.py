@@ -91,7 +91,7 @@ def _scalar_aval(x) -> ShapedArray:
     return ShapedArray((), dtypes.python_scalar_dtype(x), type(x) is not bool)
 
 
-def _numpy_aval(x) -> ShapedArray:
+def _numpy_aval(x) -> ShapedArray:  # a non-native byte order raises in canonicalize_dtype
     return ShapedArray(np.shape(x), dtypes.canonicalize_dtype(x.dtype), False)
 
 
@@ -119,6 +119,53 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a numpy value or a Python scalar")
 
 
+# JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
+class ShapeDtypeStruct:
+    """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
+    `.lower(...)` in place of an array to compile for that type without making one.
+
+    Attributes: `shape`, `dtype` (as given), `weak_type`, `ndim`, `size`, and `aval`, the
+    `ShapedArray` it stands for (dtype canonicalized: f64 is f32 unless x64 is on).
+    """
+
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.weak_type = bool(weak_type)
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+
+    @property
+    def aval(self) -> ShapedArray:
+        return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
+
+    # JAX: jax/_src/core.py ShapeDtypeStruct.like — differs: no sharding
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The struct of `x` (an array, tracer, numpy value, Python scalar or struct): its
+        shape, dtype and weak_type. TypeError for a value that is not an array."""
+        aval = get_aval(x)
+        return cls(aval.shape, aval.dtype, weak_type=aval.weak_type)
+
+    def __eq__(self, other) -> bool:
+        return (type(other) is ShapeDtypeStruct and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self) -> int:
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self) -> str:
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+
+pytype_aval_mappings[ShapeDtypeStruct] = lambda s: s.aval
+pytype_aval_mappings[ShapedArray] = lambda a: a
+
+
 def is_concrete(x) -> bool:
     return not isinstance(x, Tracer)
 
@@ -132,13 +179,14 @@ class Primitive:
     """A named operation. `bind` hands it, with its operands and params, to the current trace.
 
     Rules live in tables keyed by the primitive: `impl` (numpy evaluation) and `abstract_eval`
-    (avals in -> avals out) here; jvp/transpose in `interpreters/ad.py`, batching in
+    (avals in -> avals out) here. `impl` takes numpy arrays; eagerly it runs through
+    `minijax/dispatch.py: apply_primitive`, which converts the operands and wraps the results.
+    A higher-order primitive (its params hold jaxprs) gets the concrete minijax values instead,
+    and evaluates its jaxprs by binding; jvp/transpose in `interpreters/ad.py`, batching in
     `interpreters/batching.py`, lowering in `interpreters/mlir.py`.
     """
 
     multiple_results = False
-    # The eager path converts operands to numpy before calling `impl`; jit_p opts out.
-    eager_numpy = True
     # How the jaxpr printer shows this primitive's params (JAX's pp rules; set per primitive):
     pp_first_params: tuple[str, ...] = ()  # printed first, in this order (jit's `name`)
     pp_hidden_params: tuple[str, ...] = ()  # never printed (the output type states them)
@@ -262,28 +310,13 @@ def check_not_escaped(x) -> None:
         raise _escaped_error(x)
 
 
-# JAX: jax/_src/core.py EvalTrace — differs: impls are numpy functions, results wrapped as Array
+# JAX: jax/_src/core.py EvalTrace
 class EvalTrace(Trace):
-    """The bottom trace: primitives are evaluated right away with their numpy `impl`."""
+    """The bottom trace: a primitive is evaluated right away on concrete values, by
+    `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        for x in tracers:
-            if isinstance(x, Tracer):
-                raise _escaped_error(x)
-        if not primitive.eager_numpy:
-            return primitive.impl(*tracers, **params)
-        avals_in = [get_aval(x) for x in tracers]
-        out_avals = primitive.abstract_eval(*avals_in, **params)
-        vals = [to_numpy(x, a) for x, a in safe_zip(tracers, avals_in)]
-        out = primitive.impl(*vals, **params)
-        if primitive.multiple_results:
-            outs = [_wrap(o, a) for o, a in safe_zip(out, out_avals)]
-        else:
-            outs = [_wrap(out, out_avals)]
-        if any(getattr(x, "committed", False) for x in tracers):
-            for o in outs:  # as in JAX, an op on a committed array gives a committed result
-                o._committed = True
-        return outs if primitive.multiple_results else outs[0]
+        return apply_primitive(primitive, tracers, params)
 
 
 def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
@@ -294,18 +327,6 @@ def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
         return x
     aval = aval or get_aval(x)
     return np.asarray(x, dtype=aval.dtype)
-
-
-def _wrap(val, aval: ShapedArray):
-    val = np.asarray(val, dtype=aval.dtype)
-    if val.shape != aval.shape:
-        raise AssertionError(f"impl produced shape {val.shape}, expected {aval.str_short()}")
-    return array_from_numpy(val, aval.weak_type)
-
-
-def array_from_numpy(val: np.ndarray, weak_type: bool = False):
-    """Wrap a numpy value as a minijax Array (set by minijax/array.py)."""
-    raise NotImplementedError  # replaced when minijax.array is imported
 
 
 eval_trace = EvalTrace()
@@ -532,7 +553,7 @@ class Jaxpr:
 class ClosedJaxpr:
     """A jaxpr together with the values of its constvars."""
 
-    __slots__ = ("jaxpr", "consts")
+    __slots__ = ("jaxpr", "consts", "__weakref__")  # weakly held by the caches of minijax/pjit.py
 
     def __init__(self, jaxpr: Jaxpr, consts: Sequence[Any]) -> None:
         assert len(jaxpr.constvars) == len(consts)
@@ -750,3 +771,9 @@ def pp_jaxpr(jaxpr: Jaxpr, names: NameContext, indent: int = 0, lead: int = 0) -
     pad = " " * (indent + 4)
     body = "\n".join(pad + e for e in eqns)
     return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_text} }}"
+
+
+# The eager path and the Array type are built on this module, so they are imported last:
+# EvalTrace hands each primitive to apply_primitive, which wraps NumPy results as Arrays.
+from minijax.array import array_from_numpy  # noqa: E402,F401
+from minijax.dispatch import apply_primitive  # noqa: E402

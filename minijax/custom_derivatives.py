@@ -326,7 +326,6 @@ def _custom_jvp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
 
 custom_jvp_call_p = core.Primitive("custom_jvp_call")
 custom_jvp_call_p.multiple_results = True
-custom_jvp_call_p.eager_numpy = False
 custom_jvp_call_p.pp_first_params = ("name",)
 custom_jvp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_jvp_call_p.def_impl(_custom_jvp_call_impl)
@@ -602,7 +601,6 @@ def _custom_vjp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
 
 custom_vjp_call_p = core.Primitive("custom_vjp_call")
 custom_vjp_call_p.multiple_results = True
-custom_vjp_call_p.eager_numpy = False
 custom_vjp_call_p.pp_first_params = ("name",)
 custom_vjp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_vjp_call_p.def_impl(_custom_vjp_call_impl)
@@ -636,7 +634,6 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, symbolic_zeros, i
 # JAX: jax/_src/interpreters/ad.py custom_lin_p
 custom_lin_p = core.Primitive("custom_lin")
 custom_lin_p.multiple_results = True
-custom_lin_p.eager_numpy = False
 custom_lin_p.pp_hidden_params = ("out_avals",)
 custom_lin_p.def_impl(_custom_vjp_forward_error)
 custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)

@@ -123,18 +123,25 @@ def x64_enabled() -> bool:
 _NARROW = {int64: int32, uint64: uint32, float64: float32, complex128: complex64}
 
 
-# JAX: jax/_src/dtypes.py canonicalize_dtype
+# JAX: jax/_src/dtypes.py canonicalize_dtype (also cached on the dtype and the x64 flag)
 def canonicalize_dtype(dtype) -> np.dtype:
     """The dtype minijax actually uses for `dtype`: 64-bit types narrow to 32 bits unless x64.
     Raises TypeError for a non-native byte order (`>f4` on this machine), as JAX's
     check_valid_dtype does."""
+    try:
+        hash(dtype)
+    except TypeError:  # unhashable, e.g. an array passed as a dtype: numpy decides, uncached
+        return _canonicalize.__wrapped__(dtype, config.jax_enable_x64)
+    return _canonicalize(dtype, config.jax_enable_x64)
+
+
+@functools.lru_cache(maxsize=512)
+def _canonicalize(dtype, x64: bool) -> np.dtype:
     dtype = np.dtype(dtype)
     if not dtype.isnative:
         raise TypeError(f"Dtype {dtype.str} is not a valid minijax array type: only native byte "
                         "order is supported (convert with x.astype(x.dtype.newbyteorder('=')))")
-    if not x64_enabled():
-        return _NARROW.get(dtype, dtype)
-    return dtype
+    return dtype if x64 else _NARROW.get(dtype, dtype)
 
 
 def default_int_dtype() -> np.dtype:
@@ -209,11 +216,20 @@ def promote_types(a, b) -> np.dtype:
 
 # JAX: jax/_src/dtypes.py lattice_result_type
 def result_type_weak(*dtypes_and_weak: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
-    """Promote (dtype, weak_type) pairs; returns (canonical dtype, weak_type of the result)."""
+    """Promote (dtype, weak_type) pairs; returns (canonical dtype, weak_type of the result).
+    Cached on the pairs, the x64 flag and the promotion mode, as JAX caches its lattice
+    joins."""
+    return _result_type_weak(dtypes_and_weak, config.jax_enable_x64,
+                             config.jax_numpy_dtype_promotion == "strict")
+
+
+@functools.lru_cache(maxsize=1024)
+def _result_type_weak(dtypes_and_weak: tuple, x64: bool, strict: bool
+                      ) -> tuple[np.dtype, bool]:
     nodes = [_node(d, w) for d, w in dtypes_and_weak]
     out = nodes[0]
     for n in nodes[1:]:
-        out = _join(out, n)
+        out = _join_strict(out, n) if strict else _join_in(out, n, x64)
     if out in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX):
         return _weak_node_dtype(out), True
     return canonicalize_dtype(out), False
@@ -241,6 +257,7 @@ def issubdtype(a, b) -> bool:
     return np.issubdtype(a, b)
 
 
+@functools.lru_cache(maxsize=256)
 def is_float(dtype) -> bool:
     return issubdtype(np.dtype(dtype), np.inexact)
 

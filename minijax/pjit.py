@@ -10,24 +10,26 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import warnings
+import weakref
 from typing import Any, Callable, Sequence
 
-from minijax import compiler, core
+from minijax import api_util, compiler, core
 from minijax.config import config
 from minijax.ad_util import Zero
 from minijax.array import Array
-from minijax.core import ClosedJaxpr, ShapedArray, Tracer
+from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
+from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import safe_zip, split_list
 
-# Counters tests read to check caching: how many times jit traced and compiled.
-cache_stats = {"traces": 0, "compiles": 0}
 
-
-_hoisted: dict[int, tuple[ClosedJaxpr, ClosedJaxpr]] = {}
+@api_util.identity_cache
+def _const_free(closed: ClosedJaxpr) -> ClosedJaxpr:
+    return ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), [])
 
 
 def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
@@ -37,11 +39,7 @@ def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     const-free jaxpr object, and the executable cache (keyed by identity) hits."""
     if not closed.consts:
         return closed, []
-    hit = _hoisted.get(id(closed))
-    if hit is None or hit[0] is not closed:
-        hit = _hoisted[id(closed)] = (
-            closed, ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), []))
-    return hit[1], list(closed.consts)
+    return _const_free(closed), list(closed.consts)
 
 
 def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) -> list:
@@ -56,64 +54,18 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 # jit_p and its rules
 # ---------------------------------------------------------------------------------------------
 
-_executables: dict[tuple, tuple[ClosedJaxpr, Any, tuple[bool, ...]]] = {}
+# JAX: jax/_src/pjit.py _resolve_and_lower + compile — differs: cached on the jaxpr's identity
+@api_util.identity_cache
+def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
+              ) -> compiler.ExecuteReplicated:
+    """Lower and compile `jaxpr` once; the executor every call of it goes through."""
+    donated = donated_invars if any(donated_invars) else ()
+    return Lowered(jaxpr, None, None, name, donated).compile()._executor
 
 
-def _compiled(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...] = (), name: str = "main"):
-    """(executable, per input: donated and actually reused for an output)."""
-    key = (id(jaxpr), donated_invars)
-    hit = _executables.get(key)
-    if hit is not None and hit[0] is jaxpr:
-        return hit[1], hit[2]
-    module = mlir.lower_jaxpr_to_module(jaxpr, name, donated_invars)
-    exe = compiler.compile(module)
-    cache_stats["compiles"] += 1
-    usable = mlir.usable_donations(jaxpr, donated_invars)
-    _warn_unusable_donations(jaxpr, donated_invars, usable)
-    _executables[key] = (jaxpr, exe, usable)
-    return exe, usable
-
-
-def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
-    unusable = [a for a, d, u in zip(jaxpr.in_avals, donated, usable) if d and not u]
-    if unusable:
-        warnings.warn(f"Some donated buffers were not usable: "
-                      f"{', '.join(a.str_short() for a in unusable)}. Donation works when an "
-                      "output has the same shape and dtype as the donated input.", stacklevel=2)
-
-
-def _delete_donated(args, usable_donations) -> None:
-    # A reused buffer now holds an output: the input Array must not be read again. As in JAX,
-    # an input whose donation no output could use stays alive.
-    for x, d in zip(args, usable_donations):
-        if d and type(x) is Array:
-            x.delete()
-
-
-def _committed(args) -> bool:
-    # JAX: a computation runs on the devices of its committed arguments, and its outputs are
-    # committed there; with only uncommitted arguments they stay uncommitted.
-    return any(type(x) is Array and x._committed for x in args)
-
-
-def to_device(x, aval: ShapedArray):
-    """A device buffer for a concrete argument of type `aval`."""
-    if type(x) is Array and x.aval.dtype == aval.dtype:
-        return x.device_buffer()
-    from minijax.api import ShapeDtypeStruct  # api imports this module
-    if isinstance(x, (ShapedArray, ShapeDtypeStruct)):
-        raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
-                        "jit(f).trace(...) or .lower(...), not to a call")
-    return compiler.device_put(core.to_numpy(x, aval))
-
-
+# JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
-    exe, usable = _compiled(jaxpr, donated_invars, name)
-    bufs = [to_device(x, a) for x, a in safe_zip(args, jaxpr.in_avals)]
-    outs = compiler.execute(exe, bufs)
-    _delete_donated(args, usable)
-    committed = _committed(args)
-    return [Array(a, buf=b, committed=committed) for a, b in safe_zip(jaxpr.out_avals, outs)]
+    return _executor(jaxpr, donated_invars, name)(args)
 
 
 def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, donated_invars=()):
@@ -124,21 +76,7 @@ def _jit_abstract_eval(*avals, jaxpr: ClosedJaxpr, name: str, donated_invars=())
     return jaxpr.out_avals
 
 
-def _per_jaxpr_cache(fn):
-    """Memoize a jaxpr-to-jaxpr transformation on (the jaxpr's identity, other args)."""
-    cache: dict = {}
-
-    @functools.wraps(fn)
-    def cached(jaxpr: ClosedJaxpr, *args):
-        key = (id(jaxpr), *args)
-        hit = cache.get(key)
-        if hit is None or hit[0] is not jaxpr:
-            hit = cache[key] = (jaxpr, fn(jaxpr, *args))
-        return hit[1]
-    return cached
-
-
-@_per_jaxpr_cache
+@api_util.identity_cache
 def _jvp_of(jaxpr: ClosedJaxpr, nonzeros: tuple[bool, ...]):
     return ad.jvp_jaxpr(jaxpr, nonzeros, instantiate=False)
 
@@ -155,7 +93,7 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
     return primals_out, tangents_out
 
 
-@_per_jaxpr_cache
+@api_util.identity_cache
 def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
     return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns)
 
@@ -178,7 +116,7 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     return [next(uit) if u else next(kit) for u in out_unknowns]
 
 
-@_per_jaxpr_cache
+@api_util.identity_cache
 def _transpose_of(jaxpr: ClosedJaxpr, undefined: tuple[bool, ...]):
     in_avals = jaxpr.in_avals
     known_avals = [a for a, u in zip(in_avals, undefined) if not u]
@@ -206,7 +144,7 @@ def _jit_transpose(cts, *args, jaxpr, name, donated_invars):
     return [next(outs) if u else None for u in undefined]
 
 
-@_per_jaxpr_cache
+@api_util.identity_cache
 def _batch_of(jaxpr: ClosedJaxpr, dims: tuple, axis_size: int):
     # outputs that do not depend on a mapped input stay unbatched (JAX: instantiate=False)
     b_closed, out_dims = batching.batch_jaxpr(jaxpr, dims, axis_size)
@@ -223,7 +161,7 @@ def _jit_lowering(ctx, *args, jaxpr, name, donated_invars):
     return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
 
 
-@_per_jaxpr_cache
+@api_util.identity_cache
 def _dce_of(closed: ClosedJaxpr, used_outputs: tuple[bool, ...]):
     return pe.dce_closed_jaxpr(closed, used_outputs)
 
@@ -240,7 +178,6 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
 
 jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
-jit_p.eager_numpy = False
 jit_p.pp_hide_if_empty = ("donated_invars",)
 jit_p.pp_first_params = ("name",)  # JAX prints jit's name before its jaxpr
 jit_p.def_impl(_jit_impl)
@@ -257,125 +194,29 @@ pe.dce_rules[jit_p] = _jit_dce_rule
 # The user-facing wrapper and its stages
 # ---------------------------------------------------------------------------------------------
 
-def _hashable_static(value, what: str):
+_ONE_LEAF = tree_flatten(0)[1]
+
+# fun -> {jit options: (trace cache, fast cache)}: every jit(fun) with the same options shares
+# the caches (as JAX keys its caches on the function and jit's options, not on the wrapper), and
+# they die with the function (held weakly), taking their jaxprs and executables with them.
+_jit_caches: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _leaf_avals(leaves) -> tuple | None:
     try:
-        hash(value)
+        return tuple([x.aval if type(x) is Array else core.get_aval(x) for x in leaves])
     except TypeError:
-        raise ValueError(
-            f"Non-hashable static arguments are not supported. An error occurred while trying "
-            f"to hash an object of type {type(value)}, {value}. The error was:\nTypeError: "
-            f"unhashable type: '{type(value).__name__}' ({what})") from None
-    return value
+        return None
 
 
-# JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
-class Lowered:
-    """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
-
-    def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
-                 donated: tuple[bool, ...] = ()) -> None:
-        self.jaxpr = closed
-        self._in_tree = in_tree
-        self._out_tree = out_tree
-        self._name = name
-        self._donated = donated
-        self._module = mlir.lower_jaxpr_to_module(closed, name, donated)
-
-    def as_text(self) -> str:
-        """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
-        return str(self._module)
-
-    def compiler_ir(self):
-        """The `ir.Module` object."""
-        return self._module
-
-    def compile(self) -> "Compiled":
-        """Compile the module with XLA (cache_stats["compiles"] counts it)."""
-        exe = compiler.compile(self._module)
-        cache_stats["compiles"] += 1
-        usable = mlir.usable_donations(self.jaxpr, self._donated)
-        _warn_unusable_donations(self.jaxpr, self._donated, usable)
-        return Compiled(self.jaxpr, exe, self._in_tree, self._out_tree, usable)
-
-
-# JAX: jax/_src/stages.py Compiled
-class Compiled:
-    """An XLA executable for one input signature; call it with arguments of those types."""
-
-    def __init__(self, closed: ClosedJaxpr, executable, in_tree, out_tree,
-                 usable_donations: tuple[bool, ...] = ()) -> None:
-        self.jaxpr = closed
-        self._executable = executable
-        self._in_tree = in_tree
-        self._out_tree = out_tree
-        self._usable_donations = usable_donations
-
-    def as_text(self) -> str:
-        """The optimized HLO XLA produced (after fusion)."""
-        return self._executable.get_hlo_text()
-
-    def cost_analysis(self):
-        """XLA's estimates for the executable: a dict with 'flops', 'bytes accessed', ..."""
-        return self._executable.cost_analysis()
-
-    def memory_analysis(self):
-        """XLA's buffer sizes in bytes (arguments, outputs, temporaries, generated code)."""
-        return self._executable.get_compiled_memory_stats()
-
-    def __call__(self, *args, **kwargs):
-        """Run on arguments of the compiled types (static arguments left out).
-
-        Raises TypeError naming each argument leaf whose type differs (expected vs got), or
-        the pytree structures if those differ. Mirrors jax/_src/stages.py Compiled.call.
-        """
-        flat, in_tree = tree_flatten((args, kwargs))
-        if in_tree != self._in_tree:
-            raise TypeError("Compiled function called with a different pytree structure of "
-                            f"arguments: compiled for {self._in_tree}, called with {in_tree}")
-        avals = [core.get_aval(x) for x in flat]
-        bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with {a.str_short()}"
-               for i, (a, b) in enumerate(zip(avals, self.jaxpr.in_avals))
-               if not core.typematch(a, b)]
-        if bad:
-            raise TypeError("Argument types differ from the types for which this computation "
-                            "was compiled. The mismatches are:\n" + "\n".join(bad))
-        bufs = [to_device(x, a) for x, a in zip(flat, self.jaxpr.in_avals)]
-        outs = compiler.execute(self._executable, bufs)
-        _delete_donated(flat, self._usable_donations)
-        committed = _committed(flat)
-        return tree_unflatten(self._out_tree, [Array(a, buf=b, committed=committed)
-                                               for a, b in zip(self.jaxpr.out_avals, outs)])
-
-
-def _fast_runner(closed: ClosedJaxpr, consts: list, out_tree, donated: tuple[bool, ...],
-                 name: str) -> Callable:
-    """A closure that runs `closed`'s executable on flat concrete arguments (what JAX's C++
-    dispatch does): no tracing, no bind, just buffers in and Arrays out."""
-    exe, usable = _compiled(closed, donated, name)
-    n = len(consts)
-    usable_args = usable[n:] if any(usable) else None
-    const_bufs = [to_device(c, a) for c, a in zip(consts, closed.in_avals[:n])]
-    in_avals = closed.in_avals[n:]
-    out_avals = closed.out_avals
-    handlers = compiler.result_handlers(out_avals)
-
-    def run(leaves):
-        bufs = list(const_bufs)
-        committed = False
-        for x, a in zip(leaves, in_avals):
-            if type(x) is Array:
-                committed = committed or x._committed
-                buf = x._buf
-                bufs.append(buf if buf is not None else x.device_buffer())
-            else:
-                bufs.append(to_device(x, a))
-        outs = compiler.execute(exe, bufs, handlers)
-        if usable_args:
-            _delete_donated(leaves, usable_args)
-        return tree_unflatten(out_tree, [Array(a, None, b, committed)
-                                         for a, b in zip(out_avals, outs)])
-
-    return run
+def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
+    try:
+        per_fun = _jit_caches.get(fun)
+        if per_fun is None:
+            per_fun = _jit_caches[fun] = {}
+    except TypeError:  # not weakly referenceable or not hashable: the wrapper's own caches
+        return {}, {}
+    return per_fun.setdefault(options, ({}, {}))
 
 
 # JAX: jax/_src/pjit.py JitWrapped (the object `jax.jit` returns)
@@ -389,38 +230,26 @@ class JitWrapped:
         self.__name__ = getattr(fun, "__name__", "fun")
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
-        if isinstance(static_argnums, int):
-            static_argnums = (static_argnums,)
-        if isinstance(static_argnames, str):
-            static_argnames = (static_argnames,)
-        self.static_argnums = tuple(static_argnums)
-        self.static_argnames = tuple(static_argnames)
-        if isinstance(donate_argnums, int):
-            donate_argnums = (donate_argnums,)
-        if isinstance(donate_argnames, str):
-            donate_argnames = (donate_argnames,)
-        self.donate_argnums = tuple(donate_argnums)
-        self.donate_argnames = tuple(donate_argnames)
         try:
             self._signature = inspect.signature(fun)
         except (TypeError, ValueError):
             self._signature = None
-        self._cache: dict = {}
-        # (pytree structure, avals) -> a closure that runs the executable directly: the fast
-        # path for calls outside any transformation with no static or keyword arguments.
-        self._fast_cache: dict = {}
-
-    def _split(self, args, kwargs):
-        nargs = len(args)
-        static_nums = {i % nargs if nargs else i
-                       for i in self.static_argnums if -nargs <= i < nargs}
-        statics = tuple((i, _hashable_static(args[i], f"static argument {i}"))
-                        for i in sorted(static_nums))
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
-        static_kw = tuple(sorted((k, _hashable_static(v, f"static argument {k!r}"))
-                                 for k, v in kwargs.items() if k in self.static_argnames))
-        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
-        return statics, static_kw, dyn_args, dyn_kwargs
+        # an argument marked static (or donated) by position is also marked by name, and the
+        # other way round, however it is passed (JAX: infer_argnums_and_argnames)
+        self.static_argnums, self.static_argnames = api_util.infer_argnums_and_argnames(
+            self._signature, api_util.ensure_index_tuple(static_argnums),
+            (static_argnames,) if isinstance(static_argnames, str) else tuple(static_argnames))
+        self.donate_argnums, self.donate_argnames = api_util.infer_argnums_and_argnames(
+            self._signature, api_util.ensure_index_tuple(donate_argnums),
+            (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames))
+        # (pytree structure, avals, static arguments and their types) -> (jaxpr, consts,
+        # out_tree, donated); (avals) or (pytree structure, avals) -> run(leaves), the whole
+        # call for top-level calls with no static or keyword arguments (what JAX's C++
+        # dispatch caches). Shared by every jit of `fun` with these options.
+        self._cache, self._fast_cache = _caches_for(
+            fun, (self.static_argnums, self.static_argnames, self.donate_argnums,
+                  self.donate_argnames))
+        self._last_call: tuple | None = None  # (key, run) of the last fast-path call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
         """One flag per flat dynamic leaf: does it belong to a donated argument?"""
@@ -438,11 +267,21 @@ class JitWrapped:
                 flags += [k in self.donate_argnames] * len(tree_flatten(kwargs[k])[0])
         return tuple(flags)
 
+    def __get__(self, obj, objtype=None):
+        # a jitted method binds to its instance, as a plain function does
+        return self if obj is None else types.MethodType(self, obj)
+
     def _get_jaxpr(self, args, kwargs):
-        statics, static_kw, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        statics, static_kw, dyn_args, dyn_kwargs = api_util.split_static(
+            args, kwargs, self.static_argnums, self.static_argnames)
         flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
-        avals = tuple(core.get_aval(x) for x in flat)
-        key = (in_tree, avals, statics, static_kw)
+        try:
+            avals = tuple(core.get_aval(x) for x in flat)
+        except TypeError as e:
+            raise self._argument_error(args, dyn_kwargs, statics, e) from None
+        # static values of different types (2 and 2.0) are different keys, as in JAX
+        static_types = tuple(type(v) for _, v in statics + static_kw)
+        key = (in_tree, avals, statics, static_kw, static_types)
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
@@ -452,12 +291,16 @@ class JitWrapped:
 
         def flat_fun(*dyn_flat):
             d_args, d_kwargs = tree_unflatten(in_tree, dyn_flat)
-            full_args, it = [], iter(d_args)
-            static_map = dict(statics)
-            for i in range(len(d_args) + len(statics)):
-                full_args.append(static_map[i] if i in static_map else next(it))
-            out = self.fun(*full_args, **d_kwargs, **dict(static_kw))
+            out = self.fun(*api_util.merge_static(statics, d_args), **d_kwargs, **dict(static_kw))
             out_flat, out_tree = tree_flatten(out)
+            for x in out_flat:
+                if not isinstance(x, Tracer):
+                    try:
+                        core.get_aval(x)
+                    except TypeError:
+                        raise TypeError(f"function {self._where()} traced for jit returned a "
+                                        f"value of type {type(x)}, which is not a valid "
+                                        "minijax type") from None
             out_tree_box.append(out_tree)
             return out_flat
 
@@ -472,30 +315,89 @@ class JitWrapped:
             self._cache[key] = entry
         return entry, flat, in_tree
 
+    def _where(self) -> str:
+        code = getattr(self.fun, "__code__", None)
+        where = f" at {code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+        return f"{self.__name__}{where}"
+
+    def _argument_error(self, args, dyn_kwargs, statics, error: TypeError) -> TypeError:
+        """The error for a dynamic argument that is not an array: which one, at which path."""
+        static_nums = {i for i, _ in statics}
+        names = ([p.name for p in self._signature.parameters.values()]
+                 if self._signature is not None else [])
+        parts = [(names[i] if i < len(names) else f"args[{i}]", a)
+                 for i, a in enumerate(args) if i not in static_nums]
+        parts += sorted(dyn_kwargs.items())
+        path, bad = "?", None
+        for name, a in parts:
+            leaves = tree_flatten(a)[0]
+            for j, x in enumerate(leaves):
+                try:
+                    core.get_aval(x)
+                except TypeError:
+                    path, bad = (name if len(leaves) == 1 else f"{name} (leaf {j})"), x
+                    break
+            if bad is not None:
+                break
+        return TypeError(
+            f"Error interpreting argument to {self._where()} as an abstract array. The "
+            f"problematic value is of type {type(bad)} and was passed to the function at path "
+            f"{path}.\nThis typically means that a jit-wrapped function was called with a "
+            "non-array argument, and this argument was not marked as static using the "
+            f"static_argnums or static_argnames parameters of jit. ({error})")
+
+    def _runner(self, entry) -> Callable | None:
+        """run(leaves) for a top-level call of a cached signature: the executor, with the
+        closed-over arrays as leading inputs (None if one is a tracer: bind reports it)."""
+        closed, consts, out_tree, donated = entry
+        if any(isinstance(c, Tracer) for c in consts):
+            return None
+        executor = _executor(closed, donated, self.__name__)
+        consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
+                  for c, a in zip(consts, closed.in_avals)]
+        if out_tree == _ONE_LEAF:
+            return lambda leaves: executor(leaves, consts)[0]
+        return lambda leaves: tree_unflatten(out_tree, executor(leaves, consts))
+
     def __call__(self, *args, **kwargs):
-        fast_ok = not kwargs and not self.static_argnums and core.trace_ctx.trace is core.eval_trace
-        if fast_ok:
-            leaves, in_tree = tree_flatten(args)
-            key = (in_tree, tuple([x.aval if type(x) is Array else core.get_aval(x)
-                                   for x in leaves]))
-            run = self._fast_cache.get(key)
+        if core.trace_ctx.trace is core.eval_trace:
+            fast_ok = not kwargs and not self.static_argnums
+            if fast_ok:
+                # the key: the avals when every argument is an Array (no flattening needed),
+                # else the pytree structure and the leaves' avals
+                avals = []
+                for x in args:
+                    if type(x) is not Array:
+                        leaves, in_tree = tree_flatten(args)
+                        key = (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+                        break
+                    avals.append(x.aval)
+                else:
+                    leaves, key = args, tuple(avals)
+                # the signature of the previous call first: comparing avals that are the same
+                # objects (outputs of one executor share them) is cheaper than hashing them
+                last = self._last_call
+                if last is not None and last[0] == key:
+                    return last[1](leaves)
+                run = self._fast_cache.get(key)
+                if run is not None:
+                    self._last_call = (key, run)
+                    return run(leaves)
+            entry, flat, _ = self._get_jaxpr(args, kwargs)
+            run = self._runner(entry)
             if run is not None:
-                return run(leaves)
-        (closed, consts, out_tree, donated), flat, _ = self._get_jaxpr(args, kwargs)
-        if core.trace_ctx.trace is not core.eval_trace:
-            donated = (False,) * len(donated)  # donation only applies to a top-level call
+                if fast_ok:
+                    self._fast_cache[key] = run
+                return run(flat)
+        else:
+            entry, flat, _ = self._get_jaxpr(args, kwargs)
+        closed, consts, out_tree, donated = entry
+        # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
-                          donated_invars=donated)
-        if consts and core.trace_ctx.trace is core.eval_trace:
-            committed = _committed(flat)  # as in JAX, closed-over arrays do not commit outputs
-            for o in outs:
-                o._committed = committed
-        if fast_ok and not any(isinstance(c, Tracer) for c in consts):
-            self._fast_cache[key] = _fast_runner(closed, consts, out_tree, donated,
-                                                 self.__name__)
+                          donated_invars=(False,) * len(donated))
         return tree_unflatten(out_tree, outs)
 
-    def trace(self, *args, **kwargs) -> "Traced":
+    def trace(self, *args, **kwargs) -> Traced:
         """Trace for the types of `args` (arrays or `ShapeDtypeStruct`s); no compilation.
 
         Returns a `Traced` with `.jaxpr`, `.out_info` and `.lower()`. Traced at most once per
@@ -508,41 +410,16 @@ class JitWrapped:
         return self.trace(*args, **kwargs).lower()
 
 
-# JAX: jax/_src/stages.py Traced
-class Traced:
-    """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
-
-    def __init__(self, hoisted: ClosedJaxpr, consts, in_tree, out_tree, name: str,
-                 donated: tuple[bool, ...]) -> None:
-        n = len(consts)
-        if n:
-            # put the closed-over arrays back as constants, as in the traced program
-            inner = hoisted.jaxpr
-            hoisted = ClosedJaxpr(core.Jaxpr(inner.invars[:n], inner.invars[n:], inner.outvars,
-                                             inner.eqns), consts)
-        self.jaxpr = hoisted
-        self._in_tree = in_tree
-        self._out_tree = out_tree
-        self._name = name
-        self._donated = donated[n:]
-        from minijax.api import ShapeDtypeStruct  # api imports this module
-        self.out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                                  for a in hoisted.out_avals])
-
-    def lower(self) -> Lowered:
-        return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated)
-
-
 def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
     """Warn why `name` is traced again: what differs from the closest earlier signature."""
     if not previous:
         warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)",
                       stacklevel=4)  # the user's call of jit(f) or of .trace
         return
-    in_tree, avals, statics, static_kw = key
+    in_tree, avals, statics, static_kw, static_types = key
 
     def differences(old) -> list[str]:
-        o_tree, o_avals, o_statics, o_kw = old
+        o_tree, o_avals, o_statics, o_kw, o_types = old
         out = []
         if o_tree != in_tree:
             out.append(f"the pytree structure of the arguments changed from {o_tree} to "
@@ -555,6 +432,9 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
         if o_statics != statics or o_kw != static_kw:
             out.append(f"static arguments changed from {dict(o_statics) | dict(o_kw)} to "
                        f"{dict(statics) | dict(static_kw)}")
+        elif o_types != static_types:
+            out.append("the types of static arguments changed from "
+                       f"{[t.__name__ for t in o_types]} to {[t.__name__ for t in static_types]}")
         return out
 
     best = min((differences(k) for k in previous), key=len)
@@ -580,6 +460,5 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
         return functools.partial(jit, static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
-    if not callable(fun):
-        raise TypeError(f"Expected a callable value, got {fun!r}")
+    api_util.check_callable(fun)
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)

@@ -39,7 +39,7 @@ def array(object, dtype=None, copy=True) -> Any:
         if val.dtype.kind not in "biufc" and val.dtype != dtypes.bfloat16:
             raise TypeError(f"array: unsupported value of dtype {val.dtype} ({object!r})")
         canon = dtypes.canonicalize_dtype(val.dtype if dtype is None else dtype)
-        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon))
+        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon, copy=copy))
     if dtype is not None:
         return lax.convert_element_type(out, dtype)
     return lax.convert_element_type(out, core.get_aval(out).dtype, weak)
@@ -58,5 +58,5 @@ def asarray(a, dtype=None) -> Any:
     """Like `array`, but returns minijax arrays and tracers unchanged when no dtype is given."""
     if isinstance(a, (Tracer, Array)) and dtype is None:
         return a
-    return array(a, dtype)
+    return array(a, dtype, copy=False)  # as np.asarray: a NumPy buffer is used, not copied
 

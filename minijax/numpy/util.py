@@ -15,6 +15,7 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
+from minijax.array import Array
 from minijax.core import Tracer
 
 
@@ -62,7 +63,19 @@ def promote_shapes(name: str, *args):
     return out
 
 
+def _one_type(args) -> bool:
+    if not isinstance(args[0], (Array, Tracer)):
+        return False
+    first = args[0].aval
+    for a in args[1:]:
+        if not isinstance(a, (Array, Tracer)) or (a.aval is not first and a.aval != first):
+            return False
+    return True
+
+
 def promote_args(name: str, *args):
+    if _one_type(args):
+        return args  # the common case, operands of one type: nothing to promote or broadcast
     check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
 

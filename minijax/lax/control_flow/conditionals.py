@@ -368,7 +368,6 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
 
 cond_p = core.Primitive("cond")
 cond_p.multiple_results = True
-cond_p.eager_numpy = False
 cond_p.def_impl(_cond_impl)
 cond_p.def_abstract_eval(_cond_abstract_eval)
 ad.primitive_jvps[cond_p] = _cond_jvp

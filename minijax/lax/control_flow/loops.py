@@ -437,7 +437,6 @@ def _scan_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
 
 scan_p = core.Primitive("scan")
 scan_p.multiple_results = True
-scan_p.eager_numpy = False
 scan_p.def_impl(_scan_impl)
 scan_p.def_abstract_eval(_scan_abstract_eval)
 ad.primitive_jvps[scan_p] = _scan_jvp
@@ -699,7 +698,6 @@ def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
 
 while_p = core.Primitive("while")
 while_p.multiple_results = True
-while_p.eager_numpy = False
 while_p.def_impl(_while_impl)
 while_p.def_abstract_eval(_while_abstract_eval)
 ad.primitive_jvps[while_p] = _while_jvp

@@ -1,0 +1,206 @@
+"""dispatch: what one call costs — an eager primitive, a cached jitted call — and how much
+memory an array takes, in minijax and real JAX side by side.
+
+Every figure is measured in this process with both modules (plus NumPy as the floor for the
+eager operations), interleaved round by round, `block_until_ready` on every result, after
+warm-up; a round times many calls, and the figure is the median over the rounds (the spread,
+min to max, is reported too):
+
+* eager `jnp.add` and `jnp.dot` on two f32[8,8] (minijax runs the primitive's NumPy rule,
+  `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
+  Target: minijax/JAX <= 0.25.
+* a cached jitted call: `lambda x: x + 1` on an f32[] Array; the sum of 10 f32[4] arguments; a
+  dict of 20 f32[4] in and out (`minijax/compiler.py: ExecuteReplicated` runs all three).
+  Target: minijax/JAX <= 1.25 each.
+* the compiled MNIST MLP step (`compare/mnist_mlp.py: program`): the same XLA program in both,
+  so the ratio should be 1 (target <= 1.05).
+* peak memory of a script that makes a 256 MiB float32 array from NumPy, runs one jitted and one
+  eager expression on it: each module in its own subprocess, the growth of the peak resident
+  set size (`VmHWM`) over the script's baseline. Target: minijax/JAX <= 1.1.
+
+Ratios are recorded, not asserted: they depend on the machine and on its load.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+import minijax
+from compare._report import TopicResult
+from compare.mnist_mlp import init_params, program
+
+MODULES = (("jax", jax), ("minijax", minijax))
+TARGETS = {"eager": 0.25, "jit call": 1.25, "mlp step": 1.05, "peak memory": 1.1}
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _block(J, tree):
+    if J is np:
+        return
+    for x in J.tree_util.tree_leaves(tree):
+        x.block_until_ready()
+
+
+def eager_cases(J) -> dict:
+    jnp = J.numpy
+    a, b = jnp.ones((8, 8), jnp.float32), jnp.ones((8, 8), jnp.float32)
+    return {"eager add f32[8,8]": (jnp.add, (a, b)), "eager dot f32[8,8]": (jnp.dot, (a, b))}
+
+
+def jit_cases(J) -> dict:
+    jnp = J.numpy
+    x0 = jnp.asarray(1.0, dtype=jnp.float32)
+    xs = [jnp.ones((4,), jnp.float32) for _ in range(10)]
+    d = {f"k{i:02d}": jnp.ones((4,), jnp.float32) for i in range(20)}
+    return {"jit x+1 f32[]": (J.jit(lambda x: x + 1), (x0,)),
+            "jit 10 f32[4] args": (J.jit(lambda *a: sum(a[1:], a[0])), tuple(xs)),
+            "jit dict of 20 f32[4]": (J.jit(lambda t: {k: v * 2 for k, v in t.items()}), (d,))}
+
+
+def _per_call_us(J, f, args, n: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        _block(J, f(*args))
+    return (time.perf_counter() - t0) / n * 1e6
+
+
+def interleaved(fns: dict, rounds: int) -> dict:
+    """{name: (median, min, max)} of `rounds` calls of each fn, the fns alternating."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            times[k].append(fn())
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in times.items()}
+
+
+def call_times(cases_of, *, n: int, rounds: int, with_numpy: bool = False) -> dict:
+    """{case: {module: (median, min, max) us per call}} and the outputs of each case."""
+    cases = {name: cases_of(J) for name, J in MODULES}
+    out, outs = {}, {}
+    for case in cases["jax"]:
+        fns = {}
+        for name, J in MODULES:
+            f, args = cases[name][case]
+            _block(J, f(*args))  # warm-up: trace, compile, caches
+            fns[name] = lambda J=J, f=f, args=args: _per_call_us(J, f, args, n)
+        if with_numpy:
+            a = np.ones((8, 8), np.float32)
+            np_f = np.add if "add" in case else np.dot
+            fns["numpy"] = lambda f=np_f, args=(a, a): _per_call_us(np, f, args, n)
+        out[case] = interleaved(fns, rounds)
+        outs[case] = {name: cases[name][case][0](*cases[name][case][1]) for name, _ in MODULES}
+    return out, outs
+
+
+def mlp_step_ms(*, n: int, rounds: int, batch: int = 128) -> dict:
+    params = init_params(seed=0)
+    rng = np.random.RandomState(0)
+    x = rng.rand(batch, 784).astype(np.float32)
+    y = rng.randint(0, 10, batch).astype(np.int32)
+    fns, outs = {}, {}
+    for name, J in MODULES:
+        step = program(J, lr=0.1)["step"]
+        p = J.tree_util.tree_map(J.numpy.asarray, params)
+        xj, yj = J.numpy.asarray(x), J.numpy.asarray(y)
+        outs[name] = step(p, xj, yj)
+        _block(J, outs[name])
+        fns[name] = lambda J=J, step=step, a=(p, xj, yj): _per_call_us(J, step, a, n) / 1e3
+    return interleaved(fns, rounds), outs
+
+
+_MEMORY_SCRIPT = """
+import json, sys, numpy as np
+J = __import__(sys.argv[1]); jnp = J.numpy
+def hwm():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) for l in f if l.startswith("VmHWM")) / 1024
+f = J.jit(lambda a: a * 2.0)
+f(jnp.ones((4,), jnp.float32)).block_until_ready()          # warm-up: compile, first eager op
+(jnp.ones((4,), jnp.float32) + 1.0).block_until_ready()
+base = hwm()
+host = np.random.default_rng(0).random(64 * 1024 * 1024, dtype=np.float32)  # 256 MiB
+x = jnp.asarray(host)
+del host
+y = f(x); y.block_until_ready()                             # one jitted expression
+z = x + 1.0; z.block_until_ready()                          # one eager expression
+print(json.dumps({"peak_mib": hwm() - base}))
+"""
+
+
+def peak_memory_mib() -> dict:
+    """{module: MiB} the 256 MiB script's peak RSS grows by, each module in a subprocess."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = {}
+    for name, _ in MODULES:
+        proc = subprocess.run([sys.executable, "-c", _MEMORY_SCRIPT, name], capture_output=True,
+                              text=True, env=env, cwd=ROOT, timeout=300, check=True)
+        out[name] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_mib"]
+    return out
+
+
+def _row(case: str, t: dict, target: float, unit: str = "us") -> str:
+    med = {k: v[0] for k, v in t.items()}
+    spread = lambda k: f"{t[k][0]:.1f} ({t[k][1]:.1f}-{t[k][2]:.1f})"
+    numpy_col = f" {spread('numpy')} |" if "numpy" in t else ""
+    return (f"| {case} |{numpy_col} {spread('jax')} | {spread('minijax')} | "
+            f"{med['minijax'] / med['jax']:.2f} | <= {target} |")
+
+
+def run(quick: bool = False) -> TopicResult:
+    res = TopicResult("dispatch: eager primitives, cached jitted calls, one copy of an array")
+    res.chapter = "chapters/07-jit.md"
+    n, rounds = (50, 3) if quick else (300, 15)
+    ratios: dict[str, float] = {}
+    sections = []
+
+    eager, outs = call_times(eager_cases, n=n, rounds=rounds, with_numpy=True)
+    jitted, jit_outs = call_times(jit_cases, n=n, rounds=rounds)
+    for times, case_outs in ((eager, outs), (jitted, jit_outs)):
+        for case, t in times.items():
+            res.check(f"{case}: outputs", case_outs[case]["minijax"], case_outs[case]["jax"])
+            for k, (med, _, _) in t.items():
+                res.timings_ms[f"{case}: {k}"] = med / 1e3
+            ratios[case] = t["minijax"][0] / t["jax"][0]
+    sections.append(
+        "### Eager primitives\n\nus per call, median (min-max) of "
+        f"{rounds} interleaved rounds of {n} calls, `block_until_ready` on each result.\n\n"
+        "| op | numpy | jax | minijax | minijax/jax | target |\n|---|---|---|---|---|---|\n"
+        + "\n".join(_row(c, t, TARGETS["eager"]) for c, t in eager.items()))
+    sections.append(
+        "### Cached jitted calls\n\nus per call, median (min-max) of "
+        f"{rounds} interleaved rounds of {n} calls.\n\n"
+        "| call | jax | minijax | minijax/jax | target |\n|---|---|---|---|---|\n"
+        + "\n".join(_row(c, t, TARGETS["jit call"]) for c, t in jitted.items()))
+
+    step, step_outs = mlp_step_ms(n=2 if quick else 10, rounds=rounds)
+    res.check("mlp step: outputs", step_outs["minijax"], step_outs["jax"], rtol=1e-4, atol=1e-5)
+    for k, (med, _, _) in step.items():
+        res.timings_ms[f"mlp step: {k}"] = med
+    ratios["mlp step"] = step["minijax"][0] / step["jax"][0]
+    sections.append("### Compiled MNIST MLP step\n\nms per step, median (min-max).\n\n"
+                    "| step | jax | minijax | minijax/jax | target |\n|---|---|---|---|---|\n"
+                    + _row("784-256-256-10, batch 128", step, TARGETS["mlp step"]))
+
+    mem = peak_memory_mib()
+    ratios["peak memory"] = mem["minijax"] / mem["jax"]
+    res.check_true("peak memory measured", min(mem.values()) > 0)
+    sections.append(
+        "### Peak memory: a 256 MiB array, one jitted and one eager expression\n\n"
+        "Growth of the peak resident set over the script's baseline, each module in its own "
+        "process. One copy of the data is kept: `jnp.asarray` wraps the NumPy buffer, and moving "
+        "an Array to the device drops its host copy (`minijax/array.py: Array.device_buffer`).\n\n"
+        "| jax (MiB) | minijax (MiB) | minijax/jax | target |\n|---|---|---|---|\n"
+        f"| {mem['jax']:.0f} | {mem['minijax']:.0f} | {ratios['peak memory']:.2f} | "
+        f"<= {TARGETS['peak memory']} |")
+    res.sections.extend(sections)
+    res.extra = {"ratios": ratios, "targets": TARGETS, "peak_memory_mib": mem}
+    return res

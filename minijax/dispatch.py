@@ -1,0 +1,119 @@
+"""The eager path: how a primitive runs when no transformation is active.
+
+`core.EvalTrace.process_primitive` hands every primitive to `apply_primitive`. A primitive with
+a NumPy rule (`Primitive.impl`, registered with `def_impl`) runs through a small callable built
+once per (primitive, input avals, params) by `primitive_callable`: the abstract-evaluation rule
+runs when that callable is built (so its checks and error messages cost nothing on later
+calls), and each call converts the operands to NumPy, runs the rule, and wraps the result as
+an `Array` of the output aval, committed if an operand was. A higher-order primitive (one whose
+params hold jaxprs: jit, cond, scan, while, remat, custom_jvp/vjp) evaluates its jaxprs by
+binding their equations, so its impl gets the concrete minijax values as they are.
+
+Mirrors jax/_src/dispatch.py (`apply_primitive`, `xla_primitive_callable`) — differs: JAX
+compiles each primitive with XLA and runs it through jit's dispatch; minijax runs NumPy on the
+host, which for small arrays costs a fraction of a compiled call. Taught in chapters/07-jit.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.array import Array
+from minijax.config import config
+
+# (primitive, x64, avals..., params...) -> callable on the concrete operands. Bounded: an
+# eager loop over many shapes empties it rather than growing without end.
+_callables: dict[tuple, Callable] = {}
+_MAX_CALLABLES = 4096
+
+
+def _eager_aval(x) -> core.ShapedArray:
+    if isinstance(x, core.Tracer):  # JAX: jax/_src/core.py check_eval_args
+        raise core._escaped_error(x)
+    return core.get_aval(x)
+
+
+# JAX: jax/_src/dispatch.py apply_primitive
+def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
+    """Evaluate `prim` on concrete `args` (Arrays, NumPy values, Python scalars).
+
+    Returns an `Array` (a list of them for multiple results). Raises what the primitive's
+    abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
+    whose transformation has ended.
+    """
+    avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
+    try:
+        key = (prim, config.jax_enable_x64, *avals, *params.items())
+        run = _callables.get(key)
+    except TypeError:  # an unhashable param: no caching
+        key, run = None, None
+    if run is None:
+        if any(core.jaxprs_in_param(p) for p in params.values()):
+            # higher-order: the impl binds the equations of its jaxprs on the values as they
+            # are (no caching: the key holds jaxprs, which must not be kept alive here)
+            return prim.impl(*args, **params)
+        run = primitive_callable(prim, avals, params)
+        if key is not None:
+            if len(_callables) >= _MAX_CALLABLES:
+                _callables.clear()
+            _callables[key] = run
+    return run(args)
+
+
+# JAX: jax/_src/dispatch.py xla_primitive_callable — differs: a NumPy call, not an executable
+def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
+                       params: dict) -> Callable:
+    """A function of concrete operands of types `avals` that runs `prim`'s NumPy rule and
+    returns Arrays; the abstract-evaluation rule runs here, once (errors are raised here)."""
+    out = prim.abstract_eval(*avals, **params)
+    impl = prim.impl
+    in_avals = tuple(avals)
+
+    def numpy_args(args):
+        vals, committed = [], False
+        for x, a in zip(args, in_avals):
+            if type(x) is Array:
+                if x._committed:  # as in JAX, an op on a committed array is committed
+                    committed = True
+                v = x._npy
+                vals.append(v if v is not None else x._value())
+            else:
+                vals.append(core.to_numpy(x, a))
+        return vals, committed
+
+    if prim.multiple_results:
+        out_avals = tuple(out)
+
+        def run_multiple(args):
+            vals, committed = numpy_args(args)
+            outs = impl(*vals, **params)
+            if len(outs) != len(out_avals):
+                raise AssertionError(f"{prim.name}: impl gave {len(outs)} results, abstract "
+                                     f"evaluation {len(out_avals)}")
+            return [wrap_numpy(o, a, committed) for o, a in zip(outs, out_avals)]
+        return run_multiple
+
+    out_aval, dtype, shape = out, out.dtype, out.shape
+
+    def run(args):
+        vals, committed = numpy_args(args)
+        val = impl(*vals, **params)
+        if type(val) is not np.ndarray or val.dtype != dtype:
+            val = np.asarray(val, dtype=dtype)
+        if val.shape != shape:
+            raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, expected "
+                                 f"{out_aval.str_short()}")
+        return Array(out_aval, val, None, committed)
+    return run
+
+
+def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:
+    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`."""
+    if type(val) is not np.ndarray or val.dtype != aval.dtype:
+        val = np.asarray(val, dtype=aval.dtype)
+    if val.shape != aval.shape:
+        raise AssertionError(f"impl produced shape {val.shape}, expected {aval.str_short()}")
+    return Array(aval, val, None, committed)

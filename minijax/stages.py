@@ -1,0 +1,127 @@
+"""The ahead-of-time stages of `jit`: `jit(f).trace(*args)` gives a `Traced` (the jaxpr),
+`.lower()` a `Lowered` (the StableHLO module), `.compile()` a `Compiled` (the XLA executable,
+run through its `compiler.ExecuteReplicated`).
+
+Mirrors jax/_src/stages.py. Taught in chapters/07-jit.md and chapters/11-aot-async-benchmarking.md.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Sequence
+
+from minijax import compiler, core
+from minijax.core import ClosedJaxpr, ShapeDtypeStruct
+from minijax.interpreters import mlir
+from minijax.tree_util import tree_flatten, tree_unflatten
+
+# Counters tests read to check caching: how many times jit traced and compiled.
+cache_stats = {"traces": 0, "compiles": 0}
+
+
+def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
+    unusable = [a for a, d, u in zip(jaxpr.in_avals, donated, usable) if d and not u]
+    if unusable:
+        warnings.warn(f"Some donated buffers were not usable: "
+                      f"{', '.join(a.str_short() for a in unusable)}. Donation works when an "
+                      "output has the same shape and dtype as the donated input.", stacklevel=2)
+
+
+# JAX: jax/_src/stages.py Traced
+class Traced:
+    """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
+
+    def __init__(self, hoisted: ClosedJaxpr, consts, in_tree, out_tree, name: str,
+                 donated: tuple[bool, ...]) -> None:
+        n = len(consts)
+        if n:
+            # put the closed-over arrays back as constants, as in the traced program
+            inner = hoisted.jaxpr
+            hoisted = ClosedJaxpr(core.Jaxpr(inner.invars[:n], inner.invars[n:], inner.outvars,
+                                             inner.eqns), consts)
+        self.jaxpr = hoisted
+        self._in_tree = in_tree
+        self._out_tree = out_tree
+        self._name = name
+        self._donated = donated[n:]
+        self.out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                                  for a in hoisted.out_avals])
+
+    def lower(self) -> "Lowered":
+        return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated)
+
+
+# JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
+class Lowered:
+    """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
+
+    def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
+                 donated: Sequence[bool] = ()) -> None:
+        self.jaxpr = closed
+        self._in_tree = in_tree
+        self._out_tree = out_tree
+        self._name = name
+        self._donated = tuple(donated)
+        self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated)
+
+    def as_text(self) -> str:
+        """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
+        return str(self._module)
+
+    def compiler_ir(self):
+        """The `ir.Module` object."""
+        return self._module
+
+    def compile(self) -> "Compiled":
+        """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
+        donated input has no output of its type to reuse its buffer."""
+        exe = compiler.compile(self._module)
+        cache_stats["compiles"] += 1
+        usable = mlir.usable_donations(self.jaxpr, self._donated)
+        _warn_unusable_donations(self.jaxpr, self._donated, usable)
+        executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+                                              usable)
+        return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
+
+
+# JAX: jax/_src/stages.py Compiled
+class Compiled:
+    """An XLA executable for one input signature; call it with arguments of those types."""
+
+    def __init__(self, closed: ClosedJaxpr, executor: compiler.ExecuteReplicated, in_tree,
+                 out_tree) -> None:
+        self.jaxpr = closed
+        self._executor = executor
+        self._in_tree = in_tree
+        self._out_tree = out_tree
+
+    def as_text(self) -> str:
+        """The optimized HLO XLA produced (after fusion)."""
+        return self._executor.executable.get_hlo_text()
+
+    def cost_analysis(self):
+        """XLA's estimates for the executable: a dict with 'flops', 'bytes accessed', ..."""
+        return self._executor.executable.cost_analysis()
+
+    def memory_analysis(self):
+        """XLA's buffer sizes in bytes (arguments, outputs, temporaries, generated code)."""
+        return self._executor.executable.get_compiled_memory_stats()
+
+    def __call__(self, *args, **kwargs):
+        """Run on arguments of the compiled types (static arguments left out).
+
+        Raises TypeError naming each argument leaf whose type differs (expected vs got), or
+        the pytree structures if those differ. Mirrors jax/_src/stages.py Compiled.call.
+        """
+        flat, in_tree = tree_flatten((args, kwargs))
+        if in_tree != self._in_tree:
+            raise TypeError("Compiled function called with a different pytree structure of "
+                            f"arguments: compiled for {self._in_tree}, called with {in_tree}")
+        avals = [core.get_aval(x) for x in flat]
+        bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with {a.str_short()}"
+               for i, (a, b) in enumerate(zip(avals, self.jaxpr.in_avals))
+               if not core.typematch(a, b)]
+        if bad:
+            raise TypeError("Argument types differ from the types for which this computation "
+                            "was compiled. The mismatches are:\n" + "\n".join(bad))
+        return tree_unflatten(self._out_tree, self._executor(flat))
