@@ -110,3 +110,10 @@ def test_dtype_errors_like_jax(bad):
     for J in (jax, minijax):
         with pytest.raises(TypeError):
             bad(J)
+
+
+@pytest.mark.parametrize("name", ["abs", "imag", "z_conj_z", "via_complex"])
+def test_grad_jaxprs_print_like_jax(name):
+    f = REAL_OF_COMPLEX[name]
+    got = str(minijax.make_jaxpr(minijax.grad(f(minijax)))(Z))
+    assert got == str(jax.make_jaxpr(jax.grad(f(jax)))(Z))

@@ -269,9 +269,10 @@ def _abs_abstract_eval(x: ShapedArray) -> ShapedArray:
 # JAX: jax/_src/lax/lax.py _abs_jvp_rule
 def _abs_jvp(g, ans, x):
     if _iscomplex(x):  # d|x| = re(conj(x) dx) / |x|, and 0 at x == 0
+        x_conj = conj(x)
         ans = convert_element_type(ans, core.get_aval(x).dtype)
         safe = select_n(eq(ans, _const(ans, 0)), ans, full_like(ans, 1))
-        return real(mul(g, div(conj(x), safe)))
+        return real(mul(g, div(x_conj, safe)))
     return select_n(ge(x, _const(x, 0)), neg(g), g)  # g at 0, as in JAX
 
 
@@ -815,7 +816,7 @@ def real(x):
 real_p = Primitive("real")
 real_p.def_impl(np.real)
 real_p.def_abstract_eval(_complex_part_abstract_eval("real"))
-deflinear(real_p, lambda ct, x: [ct if type(ct) is Zero else complex(ct, full_like(ct, 0))])
+deflinear(real_p, lambda ct, x: [ct if type(ct) is Zero else complex(ct, _const(ct, 0))])
 defvectorized(real_p)
 mlir.register_lowering(real_p, mlir.nary_lowering("real"))
 
@@ -829,8 +830,7 @@ def imag(x):
 imag_p = Primitive("imag")
 imag_p.def_impl(np.imag)
 imag_p.def_abstract_eval(_complex_part_abstract_eval("imag"))
-deflinear(imag_p, lambda ct, x: [ct if type(ct) is Zero else complex(full_like(ct, 0),
-                                                                     neg(ct))])
+deflinear(imag_p, lambda ct, x: [ct if type(ct) is Zero else complex(_const(ct, 0), neg(ct))])
 defvectorized(imag_p)
 mlir.register_lowering(imag_p, mlir.nary_lowering("imag"))
 
