@@ -241,6 +241,12 @@ class NamedSharding(Sharding):
         self.spec._check_compatible_wrt_shape(shape)
         factors = self._tiling(len(shape))
         for d, (n, f) in enumerate(zip(shape, factors)):
+            if n % f and self.mesh.explicit_axes:
+                # JAX checks Explicit meshes when typing the value (a plain ValueError)
+                raise ValueError(
+                    f"Sharding spec {tuple(self.spec)} implies that array axis {d} is "
+                    f"partitioned {f} times, but does not evenly divide the dimension size "
+                    f"{n}. Got shape: {tuple(shape)} and sharding {self}")
             if n % f:
                 raise IndivisibleError(
                     f"Sharding {self} implies that array axis {d} is partitioned {f} times, "
@@ -340,12 +346,11 @@ def device_put_sharded_tree(x, sharding: NamedSharding):
     avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
     for aval in avals:  # all checks before any placement: nothing is left half-placed
         try:
-            sharding.check_compatible_aval(aval.shape)
-        except IndivisibleError:
-            raise
+            sharding.spec._check_compatible_wrt_shape(aval.shape)
         except ValueError as e:
             raise ValueError(f"One of device_put args is incompatible with its sharding "
                              f"annotation {sharding}: {e}") from None
+        sharding.check_compatible_aval(aval.shape)
     out = []
     for leaf, aval in zip(leaves, avals):
         if isinstance(leaf, Array) and leaf._sharding == sharding:
