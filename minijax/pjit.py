@@ -361,7 +361,7 @@ class JitWrapped:
             "non-array argument, and this argument was not marked as static using the "
             f"static_argnums or static_argnames parameters of jit. ({error})")
 
-    def _runner(self, entry, leaves) -> Callable | None:
+    def _runner(self, entry, leaves, in_tree) -> Callable | None:
         """run(leaves) for a top-level call of a cached signature: the executor, with the
         closed-over arrays as leading inputs (None if one is a tracer: bind reports it)."""
         closed, consts, out_tree, donated = entry
@@ -369,7 +369,8 @@ class JitWrapped:
             return None
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
         if self._has_shardings or any(s is not None for s in arg_shardings):
-            in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings)
+            in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
+                                                                    in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             executor = _sharded_executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
@@ -380,23 +381,23 @@ class JitWrapped:
             return lambda leaves: executor(leaves, consts)[0]
         return lambda leaves: tree_unflatten(out_tree, executor(leaves, consts))
 
-    def _leaf_in_shardings(self, leaves, arg_shardings) -> tuple:
-        """Per flat argument leaf: the sharding given by `in_shardings` (one sharding for all
-        arguments, or one per positional argument, None = the argument's own), else the
-        argument's own NamedSharding, else None (the partitioner chooses)."""
+    def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
+        """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all
+        arguments, or a tuple with one entry per positional argument, each a sharding, None
+        (the argument's own) or a pytree prefix of the argument), else the argument's own
+        NamedSharding, else None (the partitioner chooses)."""
         given = self.in_shardings
         if given is None:
             return tuple(arg_shardings)
         if isinstance(given, Sharding):
             return (given,) * len(leaves)
-        out = list(arg_shardings)
-        if len(given) != len(leaves):
+        positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
+        if len(given) != len(positions):
             raise ValueError(f"jit {self.__name__}: in_shardings has {len(given)} entries but "
-                             f"the call has {len(leaves)} array arguments (minijax takes one "
-                             "sharding per array argument)")
-        for i, g in enumerate(given):
-            if g is not None:
-                out[i] = g
+                             f"the function was called with {len(positions)} positional "
+                             "arguments")
+        out = list(arg_shardings)
+        _broadcast_prefix(given, tuple(positions), out, "in_shardings")
         return tuple(out)
 
     def __call__(self, *args, **kwargs):
@@ -425,8 +426,8 @@ class JitWrapped:
                 if run is not None:
                     self._last_call = (key, run)
                     return run(leaves)
-            entry, flat, _ = self._get_jaxpr(args, kwargs)
-            run = self._runner(entry, flat)
+            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
+            run = self._runner(entry, flat, in_tree)
             if run is not None:
                 if fast_ok:
                     self._fast_cache[key] = run
@@ -447,7 +448,7 @@ class JitWrapped:
         """
         (closed, consts, out_tree, donated), flat, in_tree = self._get_jaxpr(args, kwargs)
         arg_shardings = [getattr(x, "_sharding", None) for x in flat]
-        in_sh = self._leaf_in_shardings(flat, arg_shardings)
+        in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
         return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
@@ -522,15 +523,39 @@ def _check_shardings(shardings, what: str):
     if shardings is None or isinstance(shardings, Sharding):
         return shardings
     if isinstance(shardings, (tuple, list)):
-        for s in shardings:
-            if s is not None and not isinstance(s, Sharding):
+        for s in tree_flatten(shardings)[0]:
+            if not isinstance(s, Sharding):
                 raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
-        return tuple(shardings)
+        return _hashable(shardings)
     if isinstance(shardings, PartitionSpec):
         raise TypeError(f"jit {what}: a bare PartitionSpec needs a mesh; pass "
                         f"NamedSharding(mesh, {shardings}) (minijax has no set_mesh yet)")
     raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
                     f"{shardings!r}")
+
+
+def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
+    """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
+    the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
+    if prefix is None:
+        return
+    if isinstance(prefix, Sharding):
+        for i in tree_flatten(positions)[0]:
+            out[i] = prefix
+        return
+    if isinstance(prefix, (tuple, list)) and isinstance(positions, (tuple, list)) and \
+            len(prefix) == len(positions):
+        for p, sub in zip(prefix, positions):
+            _broadcast_prefix(p, sub, out, what)
+        return
+    raise ValueError(f"jit {what}: {prefix!r} is not a pytree prefix of the arguments")
+
+
+def _hashable(tree):
+    """Nested tuples for nested lists: the options key the jit caches."""
+    if isinstance(tree, (tuple, list)):
+        return tuple(_hashable(t) for t in tree)
+    return tree
 
 
 def _leaf_out_shardings(given, out_tree) -> tuple:

@@ -338,6 +338,23 @@ def check_grad_and_vmap_with_constraint():
     assert str(e.sharding.spec) == "P('x',)"
 
 
+def check_in_shardings_pytree_prefix():
+    jm, mm = meshes("auto")
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    w = np.ones((4, 4), np.float32)
+
+    def f(params, a):
+        return (a @ params[0] @ params[1]).sum(1)
+    jrep, mrep = both(jm, mm)
+    jrow, mrow = both(jm, mm, "x")
+    jo = jax.jit(f, in_shardings=((jrep, jrep), jrow))((w, w), x)
+    mo = minijax.jit(f, in_shardings=((mrep, mrep), mrow))((w, w), x)
+    np.testing.assert_allclose(np.asarray(mo), np.asarray(jo), rtol=1e-6)
+    assert str(mo.sharding.spec) == str(jo.sharding.spec)
+    e = _error_of(minijax.jit(f, in_shardings=(mrep,)), (w, w), x)
+    assert isinstance(e, ValueError) and "in_shardings" in str(e)
+
+
 def main():
     passed, failed = [], {}
     for name, fn in list(globals().items()):
