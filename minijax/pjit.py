@@ -77,6 +77,12 @@ def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name
 
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
+    if array_mod.sharded_arrays_made:
+        # arguments laid out on a mesh keep their layouts (as a top-level call does)
+        shardings = tuple(x._sharding if type(x) is Array else None for x in args)
+        if any(s is not None for s in shardings):
+            return _sharded_executor(jaxpr, donated_invars, name, shardings,
+                                     (None,) * len(jaxpr.out_avals))(args)
     return _executor(jaxpr, donated_invars, name)(args)
 
 

@@ -355,6 +355,32 @@ def check_in_shardings_pytree_prefix():
     assert isinstance(e, ValueError) and "in_shardings" in str(e)
 
 
+def check_mixed_donated_transformed_calls():
+    jm, mm = meshes("auto")
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    w = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+    c = np.full((8, 4), 2.0, np.float32)  # closed over: a hoisted constant
+    js, ms = both(jm, mm, "x")
+    # a sharded argument next to a NumPy one (whose layout the partitioner picks)
+    oj = jax.jit(lambda a, b: jax.numpy.tanh(a @ b) + c)(jax.device_put(x, js), w)
+    om = minijax.jit(lambda a, b: minijax.numpy.tanh(a @ b) + c)(minijax.device_put(x, ms), w)
+    np.testing.assert_allclose(np.asarray(om), np.asarray(oj), rtol=1e-6)
+    assert str(om.sharding.spec) == str(oj.sharding.spec)
+    # donation deletes the sharded input, the output keeps the layout
+    a = minijax.device_put(x, ms)
+    b = minijax.jit(lambda t: t * 2, donate_argnums=0)(a)
+    assert a.is_deleted() and b.sharding == ms
+    np.testing.assert_array_equal(np.asarray(b), x * 2)
+    # jit under vmap and grad, eagerly, on sharded arrays
+    v = minijax.vmap(minijax.jit(lambda r: r * 2))(minijax.device_put(x, ms))
+    np.testing.assert_array_equal(np.asarray(v), x * 2)
+    g = minijax.grad(minijax.jit(lambda t: (t ** 2).sum()))(minijax.device_put(x, ms))
+    np.testing.assert_array_equal(np.asarray(g), 2 * x)
+    # an executable compiled for one device, called with a sharded array: gathered first
+    comp = minijax.jit(lambda t: t + 1).lower(x).compile()
+    np.testing.assert_array_equal(np.asarray(comp(minijax.device_put(x, ms))), x + 1)
+
+
 def main():
     passed, failed = [], {}
     for name, fn in list(globals().items()):
