@@ -178,6 +178,7 @@ class Primitive:
     pp_hidden_params: tuple[str, ...] = ()  # never printed (the output type states them)
     pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
+    pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -525,7 +526,7 @@ class Jaxpr:
     out_avals = property(lambda self: [v.aval for v in self.outvars])
 
     def __str__(self) -> str:
-        return pp_jaxpr(self, NameContext())
+        return pp_toplevel_jaxpr(self)
 
     __repr__ = __str__
 
@@ -643,8 +644,75 @@ def jaxprs_in_param(p) -> list[Jaxpr]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pretty-printing, in JAX's grammar
+# Pretty-printing, in JAX's grammar and layout
 # ---------------------------------------------------------------------------------------------
+# A jaxpr is first built as a document of text, breaks, groups and nests, then laid out in 80
+# columns: a group goes on one line if all of it fits in what is left of the line, else each
+# of its breaks becomes a newline (Lindig's "strictly pretty" printing, which is what JAX's
+# printer does). Building the same document as JAX's `pp_jaxpr` gives the same text.
+
+# JAX: jax/_src/pretty_printer.py text — a document is a tuple: (kind, ...)
+def _text(s: str) -> tuple:
+    return ("text", s)
+
+
+def _concat(docs) -> tuple:
+    return ("concat", tuple(docs))
+
+
+def _brk(s: str = " ") -> tuple:  # a space (or `s`) on one line, else a newline
+    return ("brk", s)
+
+
+def _group(doc) -> tuple:
+    return ("group", doc)
+
+
+def _nest(n: int, doc) -> tuple:  # newlines inside `doc` indent by `n` more
+    return ("nest", n, doc)
+
+
+def _join(sep, docs) -> tuple:
+    out = []
+    for i, d in enumerate(docs):
+        out += [sep, d] if i else [d]
+    return _concat(out)
+
+
+def _fits(doc, width: int) -> bool:
+    stack = [doc]
+    while stack and width >= 0:
+        d = stack.pop()
+        if d[0] in ("text", "brk"):
+            width -= len(d[1])
+        elif d[0] == "concat":
+            stack.extend(reversed(d[1]))
+        else:
+            stack.append(d[-1])
+    return width >= 0
+
+
+# JAX: jax/_src/pretty_printer.py Doc.format
+def _format(doc, width: int = 80) -> str:
+    out, col = [], 0
+    agenda = [(0, False, doc)]  # (indent, flat, doc)
+    while agenda:
+        indent, flat, d = agenda.pop()
+        kind = d[0]
+        if kind == "text" or (kind == "brk" and flat):
+            out.append(d[1])
+            col += len(d[1])
+        elif kind == "brk":
+            out.append("\n" + " " * indent)
+            col = indent
+        elif kind == "concat":
+            agenda.extend((indent, flat, c) for c in reversed(d[1]))
+        elif kind == "group":
+            agenda.append((indent, flat or _fits(d[1], width - col), d[1]))
+        else:
+            agenda.append((indent + d[1], flat, d[2]))
+    return "".join(out)
+
 
 def _encode_name(n: int) -> str:
     s = ""
@@ -654,12 +722,15 @@ def _encode_name(n: int) -> str:
     return s
 
 
+# JAX: jax/_src/core.py JaxprPpContext
 class NameContext:
-    """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance."""
+    """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance (skipping
+    the names of jaxprs printed as `let name = ...`), and `_` to dropped ones."""
 
-    def __init__(self) -> None:
-        self.names: dict[Var, str] = {}
+    def __init__(self, names: dict | None = None) -> None:
+        self.names: dict[Var, str] = dict(names or {})
         self.counter = itertools.count()
+        self.shared_jaxprs: dict[Jaxpr, str] = {}  # printed first, as `let name = ...`
 
     def __call__(self, v: Atom) -> str:
         if isinstance(v, Literal):
@@ -667,8 +738,24 @@ class NameContext:
         if isinstance(v, DropVar):
             return "_"
         if v not in self.names:
-            self.names[v] = _encode_name(next(self.counter))
+            taken = self.shared_jaxprs.values()
+            name = _encode_name(next(self.counter))
+            while name in taken:
+                name = _encode_name(next(self.counter))
+            self.names[v] = name
         return self.names[v]
+
+    # JAX: jax/_src/core.py JaxprPpContext.suggest_same_var_names
+    def suggest_same_names(self, for_vars: Sequence[Atom], like_vars: Sequence[Atom]) -> None:
+        """Name each of `for_vars` (an inner jaxpr's binders) like the outer value it binds."""
+        if len(for_vars) != len(like_vars):
+            return
+        used: set[Var] = set()
+        for for_v, like_v in zip(for_vars, like_vars):
+            if (isinstance(like_v, Var) and like_v not in used and isinstance(for_v, Var)
+                    and for_v not in self.names):
+                used.add(like_v)
+                self.names[for_v] = self(like_v)
 
 
 def pp_literal(lit: Literal) -> str:
@@ -678,45 +765,66 @@ def pp_literal(lit: Literal) -> str:
     return f"{val}:{lit.aval.str_short()}"
 
 
-def pp_param(v, names: NameContext, indent: int, lead: int = 0) -> str:
-    # `lead`: characters before the value on its first line (the `name=` of the param)
+def pp_param(v, names: NameContext, indent: int = 0, lead: int = 0) -> str:
+    """A param's value as text, laid out from column `indent + lead` (after its `name=`)."""
+    return _layout(_pp_param_doc(v, names), indent, lead)
+
+
+def _layout(doc, indent: int, lead: int = 0) -> str:
+    # `doc` laid out as if it started at column `indent + lead`, its newlines indented `indent`
+    start = indent + lead
+    return _format(_nest(indent, _concat([_text(" " * start), doc])))[start:]
+
+
+def _pp_param_doc(v, names: NameContext) -> tuple:
     if isinstance(v, (ClosedJaxpr, Jaxpr)):
-        j = v.jaxpr if isinstance(v, ClosedJaxpr) else v
-        return pp_jaxpr(j, names, indent + 2, lead)
+        return _pp_jaxpr_doc(v.jaxpr if isinstance(v, ClosedJaxpr) else v, names)
     if isinstance(v, tuple) and v and all(isinstance(x, (ClosedJaxpr, Jaxpr)) for x in v):
-        # cond's `branches`: one jaxpr per line inside parentheses, as JAX prints them
-        inner = "\n".join(" " * (indent + 4) + pp_param(x, names, indent + 2) for x in v)
-        return f"(\n{inner}\n{' ' * (indent + 2)})"
+        # cond's `branches`: JAX's pp_jaxprs
+        return _group(_concat([
+            _nest(2, _concat([_text("("), _brk(""),
+                              _join(_brk(), [_pp_param_doc(x, names) for x in v])])),
+            _brk(""), _text(")")]))
     if isinstance(v, np.dtype):
-        return v.name
+        return _text(v.name)
     if isinstance(v, type) and issubclass(v, np.generic):
-        return np.dtype(v).name
+        return _text(np.dtype(v).name)
     if callable(v) and hasattr(v, "__name__"):
-        return v.__name__
-    return str(v)
+        return _text(v.__name__)
+    return _text(str(v))
 
 
-def pp_eqn(eqn: JaxprEqn, names: NameContext, indent: int) -> str:
-    outs = " ".join(f"{names(v)}:{v.aval.str_short()}" for v in eqn.outvars)
-    ins = " ".join(names(v) for v in eqn.invars)
+def _pp_vars(vs: Sequence[Atom], names: NameContext, sep: str = "",
+             shapes: bool = False) -> tuple:
+    # JAX: jax/_src/core.py pp_vars — each space may break, independently of the others
+    items = [_text(f"{names(v)}:{v.aval.str_short()}" if shapes else names(v)) for v in vs]
+    return _nest(2, _group(_join(_concat([_text(sep), _group(_brk())]), items)))
+
+
+# JAX: jax/_src/core.py pp_eqn
+def _pp_eqn_doc(eqn: JaxprEqn, names: NameContext) -> tuple:
+    prim = eqn.primitive
     params = {k: v for k, v in eqn.params.items() if k not in hidden_params(eqn)}
-    head = f"{outs} = {eqn.primitive.name}"
-    if not params:
-        return f"{head} {ins}".rstrip()
-    first = [k for k in eqn.primitive.pp_first_params if k in params]
+    for v in params.values():
+        if (prim.pp_inner_names_like_outer and isinstance(v, (Jaxpr, ClosedJaxpr))
+                and (v.jaxpr if isinstance(v, ClosedJaxpr) else v) not in names.shared_jaxprs):
+            inner = v.jaxpr if isinstance(v, ClosedJaxpr) else v
+            names.suggest_same_names(inner.invars, eqn.invars)
+            names.suggest_same_names(inner.outvars, eqn.outvars)
+    lhs = _pp_vars(eqn.outvars, names, shapes=True)
+    first = [k for k in prim.pp_first_params if k in params]
     keys = first + sorted(k for k in params if k not in first)
-    fmt = eqn.primitive.pp_param_formatters
-    items = [f"{k}=" + (fmt[k](params[k]) if k in fmt
-                        else pp_param(params[k], names, indent, len(k) + 1))
-             for k in keys]
-    one_line = f"{head}[{' '.join(items)}]"
-    # As JAX's printer: the params stay on one line if the closing `]` fits in 80 columns
-    # (the operands after it may run past).
-    if len(one_line) + indent <= 80 and "\n" not in one_line:
-        return f"{one_line} {ins}".rstrip()
-    pad = " " * (indent + 2)
-    body = "\n".join(pad + it for it in items)
-    return f"{head}[\n{body}\n{' ' * indent}] {ins}".rstrip()
+    fmt = prim.pp_param_formatters
+    items = [_concat([_text(f"{k}="), _text(fmt[k](params[k])) if k in fmt
+                      else _pp_param_doc(params[k], names)]) for k in keys]
+    kv = _group(_concat([_nest(2, _concat([_text("["), _brk(""), _join(_brk(), items)])),
+                         _brk(""), _text("]")])) if items else _concat([])
+    rhs = [_text(prim.name), kv, _concat([_text(" "), _pp_vars(eqn.invars, names)])]
+    return _concat([lhs, _text(" = "), *rhs] if eqn.outvars else rhs)
+
+
+def pp_eqn(eqn: JaxprEqn, names: NameContext, indent: int = 0) -> str:
+    return _layout(_pp_eqn_doc(eqn, names), indent)
 
 
 def hidden_params(eqn: JaxprEqn) -> set[str]:
@@ -732,25 +840,79 @@ def hidden_params(eqn: JaxprEqn) -> set[str]:
     return hidden
 
 
+# JAX: jax/_src/core.py pp_jaxpr_skeleton
+def _pp_jaxpr_doc(jaxpr: Jaxpr, names: NameContext, shared_ok: bool = True) -> tuple:
+    if shared_ok and jaxpr in names.shared_jaxprs:
+        return _text(names.shared_jaxprs[jaxpr])
+    constvars = _pp_vars(jaxpr.constvars, names, shapes=True)
+    invars = _pp_vars(jaxpr.invars, names, shapes=True)
+    eqns = _join(_brk("; "), [_pp_eqn_doc(e, names) for e in jaxpr.eqns])
+    outvars = _concat([_text("("), _pp_vars(jaxpr.outvars, names, sep=","),
+                       _text(")" if len(jaxpr.outvars) != 1 else ",)")])
+    return _group(_concat([_nest(2, _concat([
+        _text("{ lambda "), constvars, _text("; "), invars, _text(". let"),
+        _nest(2, _concat([_brk(), eqns])), _brk(), _text("in "), outvars])), _text(" }")]))
+
+
+def _dropvars(jaxpr: Jaxpr) -> dict[Var, str]:
+    # the top-level jaxpr's unused results print as `_`, as JAX's do
+    names, used = {}, {v for v in jaxpr.outvars if isinstance(v, Var)}
+    for eqn in reversed(jaxpr.eqns):
+        names.update((v, "_") for v in eqn.outvars if v not in used)
+        used.update(v for v in eqn.invars if isinstance(v, Var))
+    return names
+
+
+def _shared_jaxprs(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
+    # JAX: jax/_src/core.py pp_toplevel_jaxpr — an inner jaxpr used more than once, or with
+    # more than 10 equations, is printed first, as `let name = { ... } in`
+    counts: dict[Jaxpr, int] = {}
+    default_names: dict[Jaxpr, str] = {}
+    queue = [top]
+    while queue:
+        jaxpr = queue.pop(0)
+        counts[jaxpr] = counts.get(jaxpr, 0) + 1 + (jaxpr is not top and len(jaxpr.eqns) > 10)
+        for eqn in jaxpr.eqns:
+            name = eqn.params.get("name")
+            for p in eqn.params.values():
+                for sub in jaxprs_in_param(p):
+                    queue.append(sub)
+                    if isinstance(name, str):
+                        default_names.setdefault(sub, name.strip("<>"))
+    taken: dict[str, int] = {}
+    shared = []
+    for jaxpr, c in counts.items():
+        if c == 1:
+            continue
+        name = default_names.get(jaxpr, "jaxpr")
+        if taken.get(name, 0):
+            taken[name] += 1
+            name += str(taken[name] - 1)
+        taken[name] = taken.get(name, 0) + 1
+        shared.append((name, jaxpr))
+    return shared
+
+
 def pp_jaxpr(jaxpr: Jaxpr, names: NameContext, indent: int = 0, lead: int = 0) -> str:
-    """Render a jaxpr the way `jax.make_jaxpr(f)(x)` prints: one line when it fits in 80
-    columns (after `indent + lead` characters, e.g. a param's `name=`), else one equation per
-    line."""
-    decl = lambda vs: " ".join(f"{names(v)}:{v.aval.str_short()}" for v in vs)
-    consts = decl(jaxpr.constvars)
-    invars = decl(jaxpr.invars)
-    head = f"{{ lambda {consts}; {invars}. let"  # JAX: `{ lambda a:f32[3]; . let` when no invars
-    eqns = [pp_eqn(e, names, indent + 4) for e in jaxpr.eqns]
-    outs = ", ".join(names(v) for v in jaxpr.outvars)
-    out_text = f"({outs}{',' if len(jaxpr.outvars) == 1 else ''})"
-    if len(eqns) == 0:
-        return f"{head}  in {out_text} }}"
-    one = f"{head} {eqns[0]} in {out_text} }}"
-    if len(eqns) == 1 and "\n" not in eqns[0] and len(one) + indent + lead <= 80:
-        return one
-    pad = " " * (indent + 4)
-    body = "\n".join(pad + e for e in eqns)
-    return f"{head}\n{body}\n{' ' * (indent + 2)}in {out_text} }}"
+    """Render `jaxpr` as `jax.make_jaxpr(f)(x)` prints it, starting `indent + lead` columns in
+    (e.g. after a param's `name=`)."""
+    return _layout(_pp_jaxpr_doc(jaxpr, names), indent, lead)
+
+
+# JAX: jax/_src/core.py pp_toplevel_jaxpr
+def pp_toplevel_jaxpr(jaxpr: Jaxpr, names: NameContext | None = None) -> str:
+    """The text of `str(jaxpr)`: shared inner jaxprs first, then the jaxpr itself. `names`
+    (fresh if None) is left holding the name of every variable (minijax/viz.py draws them)."""
+    names = NameContext() if names is None else names
+    names.names.update(_dropvars(jaxpr))
+    shared = _shared_jaxprs(jaxpr)
+    names.shared_jaxprs.update((j, name) for name, j in shared)
+    docs = []
+    for name, j in shared:
+        docs += [_text(f"let {name} = "), _pp_jaxpr_doc(j, names, shared_ok=False),
+                 _text(" in"), _brk()]
+    docs.append(_pp_jaxpr_doc(jaxpr, names))
+    return _format(_concat(docs))
 
 
 # The eager path and the Array type are built on this module, so they are imported last:

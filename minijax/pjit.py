@@ -198,6 +198,7 @@ jit_p = core.Primitive("jit")
 jit_p.multiple_results = True
 jit_p.pp_hide_if_empty = ("donated_invars",)
 jit_p.pp_first_params = ("name",)  # JAX prints jit's name before its jaxpr
+jit_p.pp_inner_names_like_outer = True  # JAX: jax/_src/pjit.py _pjit_pp_rule
 jit_p.def_impl(_jit_impl)
 jit_p.def_abstract_eval(_jit_abstract_eval)
 ad.primitive_jvps[jit_p] = _jit_jvp

@@ -88,8 +88,10 @@ UNARY_FLOAT = [
     ("sqrt", "sqrt", "pos", True), ("rsqrt", "rsqrt", "pos", True),
     ("floor", "floor", "any", True), ("neg", "neg", "any", True), ("abs", "abs", "any", True),
     ("sign", "sign", "any", True), ("stop_gradient", "stop_gradient", "any", False),
+    ("square", "square", "any", True),
 ]
-UNARY_INT = [("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("bitwise_not", "not")]
+UNARY_INT = [("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("bitwise_not", "not"),
+             ("square", "square")]
 
 # (lax name, primitive name, lhs domain, rhs domain, differentiable)
 BINARY_FLOAT = [

@@ -661,9 +661,6 @@ def check_grad(name: str) -> str | None:
 # case id without its leading function name (e.g. 'float32-2x3-axis=0'), or 'grad' (the gradient
 # case). Regenerate candidates with `python tests/numpy_conformance.py`.
 KNOWN_GAPS: dict[tuple[str, str], str] = {
-    # the eager dot_general impl (minijax/lax/lax.py) runs numpy's einsum, which has no bfloat16
-    ('dot', 'bfloat16'): 'minijax raises TypeError: invalid data type for einsum',
-    ('matmul', 'bfloat16'): 'minijax raises TypeError: invalid data type for einsum',
 }
 
 

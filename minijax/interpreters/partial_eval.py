@@ -37,20 +37,8 @@ class JaxprStackFrame:
     def to_jaxpr(self, outvars: Sequence[core.Atom]) -> tuple[Jaxpr, list]:
         constvars = list(self.constvar_to_val)
         consts = [self.constvar_to_val[v] for v in constvars]
-        return Jaxpr(constvars, self.invars, list(outvars), _drop_unused_vars(self.eqns,
-                                                                              outvars)), consts
-
-
-# JAX: jax/_src/core.py _dropvars — differs: JAX prints unused outputs as `_`; here they become
-# DropVars when the jaxpr is built
-def _drop_unused_vars(eqns: list[JaxprEqn], outvars) -> list[JaxprEqn]:
-    """Mark equation outputs nobody reads as DropVar (printed `_`); equations are kept."""
-    used = {v for v in outvars if isinstance(v, Var)}
-    for e in eqns:
-        used.update(v for v in e.invars if isinstance(v, Var))
-    return [e if all(v in used for v in e.outvars) else
-            e.replace(outvars=[v if v in used else DropVar(v.aval) for v in e.outvars])
-            for e in eqns]
+        # unused outputs stay Vars: the printer shows the top level's as `_`, as JAX's does
+        return Jaxpr(constvars, self.invars, list(outvars), self.eqns), consts
 
 
 # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTracer — differs: `val` is always a

@@ -213,7 +213,7 @@ def tanh(x):
 
 
 tanh_p = unop("tanh", _float, np.tanh)
-defjvp2(tanh_p, lambda g, ans, x: mul(g, sub(_const(x, 1), square(ans))))
+defjvp2(tanh_p, lambda g, ans, x: mul(add(g, mul(g, ans)), sub(_const(x, 1), ans)))
 defvectorized(tanh_p)
 mlir.register_lowering(tanh_p, mlir.nary_lowering("tanh"))
 
@@ -240,7 +240,7 @@ def sqrt(x):
 
 
 sqrt_p = unop("sqrt", _float, np.sqrt)
-defjvp2(sqrt_p, lambda g, ans, x: div(g, mul(_const(x, 2), ans)))
+defjvp2(sqrt_p, lambda g, ans, x: mul(g, div(_const(x, 0.5), ans)))
 defvectorized(sqrt_p)
 mlir.register_lowering(sqrt_p, mlir.nary_lowering("sqrt"))
 
@@ -366,8 +366,14 @@ mlir.register_lowering(integer_pow_p, _integer_pow_lowering)
 
 
 def square(x):
-    """x * x, as `integer_pow(x, 2)`."""
-    return integer_pow(x, 2)
+    """Elementwise x * x (number dtypes)."""
+    return square_p.bind(x)
+
+
+square_p = unop("square", _num, np.square)
+defjvp2(square_p, lambda g, ans, x: mul(g, mul(_const(x, 2), x)))
+defvectorized(square_p)
+mlir.register_lowering(square_p, lambda ctx, x: mlir.hlo.multiply(x, x))
 
 
 def expm1(x):
@@ -539,7 +545,7 @@ def div(x, y):
 
 div_p = naryop("div", _num, _div_impl)
 defjvp(div_p, lambda g, x, y: div(g, y),
-       lambda g, x, y: mul(neg(g), div(x, integer_pow(y, 2))))
+       lambda g, x, y: mul(mul(neg(g), x), integer_pow(y, -2)))
 ad.primitive_transposes[div_p] = _div_transpose
 defbroadcasting(div_p)
 mlir.register_lowering(div_p, mlir.nary_lowering("divide"))
@@ -558,15 +564,17 @@ defbroadcasting(rem_p)
 mlir.register_lowering(rem_p, mlir.nary_lowering("remainder"))
 
 
-def _pow_jvp_lhs(g, x, y):
-    y_minus_1 = sub(y, _const(y, 1))
-    return mul(g, mul(y, pow(x, y_minus_1)))
+def _replace_zero(x):
+    return select(eq(x, _const(x, 0)), full_like(x, 1), x)
 
 
-def _pow_jvp_rhs(g, x, y):
-    # d/dy x**y = log(x) * x**y, taken as 0 where x == 0 (as JAX does)
-    safe_log = select_n(eq(x, _const(x, 0)), log(x), full_like(x, 0))
-    return mul(g, mul(safe_log, pow(x, y)))
+def _pow_jvp_lhs(g, ans, x, y):
+    return mul(g, mul(y, pow(x, sub(y, full_like(y, 1)))))
+
+
+def _pow_jvp_rhs(g, ans, x, y):
+    # d/dy x**y = log(x) * x**y, with log(0) read as log(1) = 0 (as JAX does)
+    return mul(g, mul(log(_replace_zero(x)), ans))
 
 
 def pow(x, y):
@@ -575,15 +583,16 @@ def pow(x, y):
 
 
 pow_p = naryop("pow", _float, np.power)
-defjvp(pow_p, _pow_jvp_lhs, _pow_jvp_rhs)
+defjvp2(pow_p, _pow_jvp_lhs, _pow_jvp_rhs)
 defbroadcasting(pow_p)
 mlir.register_lowering(pow_p, mlir.nary_lowering("power"))
 
 
+# JAX: jax/_src/lax/lax.py _balanced_eq
 def _balanced_eq(x, z, y):
-    # 1 where x wins, 0.5 where x and y tie, 0 elsewhere (JAX splits ties evenly)
-    one, half, zero = full_like(z, 1), full_like(z, 0.5), full_like(z, 0)
-    return select_n(eq(x, z), zero, select_n(eq(y, z), one, half))
+    # 1 where x wins, 0.5 where x and y tie, 0 elsewhere (ties split evenly)
+    return div(select(eq(x, z), full_like(z, 1), full_like(z, 0)),
+               select(eq(y, z), full_like(z, 2), full_like(z, 1)))
 
 
 def max(x, y):
@@ -592,9 +601,9 @@ def max(x, y):
 
 
 max_p = naryop("max", _any, np.maximum)
-defjvp(max_p,
-       lambda g, x, y: mul(g, _balanced_eq(x, max(x, y), y)),
-       lambda g, x, y: mul(g, _balanced_eq(y, max(x, y), x)))
+defjvp2(max_p,
+        lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 defbroadcasting(max_p)
 mlir.register_lowering(max_p, mlir.nary_lowering("maximum"))
 
@@ -605,9 +614,9 @@ def min(x, y):
 
 
 min_p = naryop("min", _any, np.minimum)
-defjvp(min_p,
-       lambda g, x, y: mul(g, _balanced_eq(x, min(x, y), y)),
-       lambda g, x, y: mul(g, _balanced_eq(y, min(x, y), x)))
+defjvp2(min_p,
+        lambda g, ans, x, y: mul(g, _balanced_eq(x, ans, y)),
+        lambda g, ans, x, y: mul(g, _balanced_eq(y, ans, x)))
 defbroadcasting(min_p)
 mlir.register_lowering(min_p, mlir.nary_lowering("minimum"))
 
@@ -769,11 +778,14 @@ def _select_n_abstract_eval(which, *cases):
 
 
 def _select_n_jvp(primals, tangents):
+    # JAX's _select_jvp: one zeros array stands in for every zero case tangent
     which, *cases = primals
+    case_tangents = tangents[1:]
     out = select_n(which, *cases)
-    if all(type(t) is Zero for t in tangents[1:]):
+    if all(type(t) is Zero for t in case_tangents):
         return out, Zero.from_primal_value(out)
-    return out, select_n(which, *map(ad.instantiate_zeros, tangents[1:]))
+    z = full_like(next(t for t in case_tangents if type(t) is not Zero), 0)
+    return out, select_n(which, *[z if type(t) is Zero else t for t in case_tangents])
 
 
 def _select_n_transpose(ct, which, *cases):
@@ -1064,13 +1076,14 @@ def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    # as JAX: sum over every output dimension but those of the operand's non-unit dimensions,
+    # then put the operand's unit dimensions back
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    new_dims = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
-    ones = tuple(d for i, d in enumerate(broadcast_dimensions)
-                 if x.aval.shape[i] == 1 and shape[d] != 1)
-    summed = reduce_sum(ct, tuple(sorted(new_dims + ones)))
-    return [reshape(summed, x.aval.shape) if ones else summed]
+    unit_dims = tuple(i for i, d in enumerate(x.aval.shape) if d == 1)
+    kept = tuple(d for i, d in enumerate(broadcast_dimensions) if i not in unit_dims)
+    axes = tuple(d for d in range(len(shape)) if d not in kept)
+    return [expand_dims(reduce_sum(ct, axes), unit_dims)]
 
 
 def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions):
@@ -1114,6 +1127,8 @@ def broadcast(x, sizes: Sequence[int]):
 
 def expand_dims(x, dimensions: Sequence[int]):
     """Insert size-1 dimensions at `dimensions` (a broadcast_in_dim, as in JAX)."""
+    if not dimensions:
+        return x
     aval = core.get_aval(x)
     ndim = aval.ndim + len(dimensions)
     dims = sorted(canonicalize_axis(d, ndim) for d in dimensions)
@@ -1124,20 +1139,20 @@ def expand_dims(x, dimensions: Sequence[int]):
     return broadcast_in_dim(x, tuple(shape), kept)
 
 
-def _reshape_abstract_eval(x, *, new_sizes, dimensions):
+def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
     if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
         raise TypeError(f"reshape: total size must be unchanged, got new_sizes={new_sizes} "
                         f"for operand {x.str_short()} of size {x.size}")
     return x.update(shape=new_sizes)
 
 
-def _reshape_transpose(ct, x, *, new_sizes, dimensions):
+def _reshape_transpose(ct, x, *, new_sizes, dimensions, sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
     return [reshape(ct, x.aval.shape)]
 
 
-def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions):
+def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, sharding):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
     return reshape(x, (axis_size,) + tuple(new_sizes)), 0
@@ -1148,19 +1163,19 @@ def reshape(x, new_sizes: Sequence[int], dimensions=None):
     new_sizes = tuple(int(d) for d in new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
-    if core.get_aval(x).shape == new_sizes and not isinstance(x, core.Tracer):
+    shape = core.get_aval(x).shape
+    if shape and shape == new_sizes:  # as JAX: a rank-0 operand is reshaped all the same
         return x
-    if isinstance(x, core.Tracer) and x.aval.shape == new_sizes:
-        return x
-    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None)
+    # `sharding`: None until minijax has sharding in types (JAX prints it)
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None, sharding=None)
 
 
 reshape_p = Primitive("reshape")
-reshape_p.def_impl(lambda x, *, new_sizes, dimensions: x.reshape(new_sizes))
+reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: x.reshape(new_sizes))
 reshape_p.def_abstract_eval(_reshape_abstract_eval)
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
-mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions:
+mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions, sharding:
                        mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
 
 
@@ -1210,7 +1225,7 @@ def _squeeze_abstract_eval(x, *, dimensions):
 def _squeeze_transpose(ct, x, *, dimensions):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    return [reshape(ct, x.aval.shape)]
+    return [expand_dims(ct, dimensions)]
 
 
 def _squeeze_batch_rule(vals, dims, *, axis_size, dimensions):
@@ -1223,6 +1238,8 @@ def squeeze(x, dimensions: Sequence[int]):
     """Remove the size-1 `dimensions` of `x`."""
     nd = core.get_aval(x).ndim
     dimensions = tuple(sorted(canonicalize_axis(d, nd) for d in dimensions)) if nd else ()
+    if not dimensions:
+        return x
     return squeeze_p.bind(x, dimensions=dimensions)
 
 
@@ -1271,7 +1288,7 @@ mlir.register_lowering(rev_p, lambda ctx, x, *, dimensions:
 # ---------------------------------------------------------------------------------------------
 
 def _reduce_abstract_eval(name: str, kind: str):
-    def rule(x, *, axes):
+    def rule(x, *, axes, out_sharding=None):
         _check_dtype(name, x, kind)
         if any(not 0 <= a < x.ndim for a in axes) or len(set(axes)) != len(axes):
             raise ValueError(f"{name}: axes {axes} out of range or repeated for operand "
@@ -1281,7 +1298,7 @@ def _reduce_abstract_eval(name: str, kind: str):
 
 
 def _reduce_lowering(op_name: str, init):
-    def rule(ctx, x, *, axes):
+    def rule(ctx, x, *, axes, out_sharding=None):
         aval_out = ctx.avals_out[0]
         scalar = ShapedArray((), aval_out.dtype)
         init_val = mlir.ir_constant(np.array(init(aval_out.dtype), aval_out.dtype))
@@ -1307,7 +1324,7 @@ def _highest(dtype):
     return True if dtype == np.bool_ else dtypes.iinfo(dtype).max
 
 
-def _reduce_sum_transpose(ct, x, *, axes):
+def _reduce_sum_transpose(ct, x, *, axes, out_sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
     kept = tuple(i for i in range(x.aval.ndim) if i not in axes)
@@ -1316,29 +1333,26 @@ def _reduce_sum_transpose(ct, x, *, axes):
 
 def reduce_sum(x, axes: Sequence[int]):
     """Sum of `x` over `axes` (the dimensions are removed)."""
-    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes))
+    # `out_sharding`: None until minijax has sharding in types (JAX prints it)
+    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes), out_sharding=None)
 
 
 reduce_sum_p = Primitive("reduce_sum")
-reduce_sum_p.def_impl(lambda x, *, axes: np.sum(x, axis=axes, dtype=x.dtype))
+reduce_sum_p.def_impl(lambda x, *, axes, out_sharding: np.sum(x, axis=axes, dtype=x.dtype))
 reduce_sum_p.def_abstract_eval(_reduce_abstract_eval("reduce_sum", _num))
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 defreducer(reduce_sum_p)
 mlir.register_lowering(reduce_sum_p, _reduce_lowering("add", lambda d: 0))
 
 
-def _reduce_chooser_jvp(prim):
+# JAX: jax/_src/lax/lax.py _reduce_chooser_jvp_rule
+def _reduce_chooser_jvp(g, ans, x, *, axes):
     # the tangent flows from the positions that attain the max (or min), split evenly on ties
-    def jvp(primals, tangents, *, axes):
-        (x,), (t,) = primals, tangents
-        ans = prim.bind(x, axes=axes)
-        aval = core.get_aval(x)
-        kept = tuple(i for i in range(aval.ndim) if i not in axes)
-        at_ans = eq(x, broadcast_in_dim(ans, aval.shape, kept))
-        mask = convert_element_type(at_ans, aval.dtype)
-        counts = reduce_sum(mask, axes)
-        return ans, div(reduce_sum(mul(t, mask), axes), counts)
-    return jvp
+    shape = tuple(1 if i in axes else d for i, d in enumerate(core.get_aval(x).shape))
+    location_indicators = convert_element_type(eq(x, reshape(ans, shape)),
+                                               core.get_aval(g).dtype)
+    counts = reduce_sum(location_indicators, axes)
+    return div(reduce_sum(mul(g, location_indicators), axes), counts)
 
 
 def reduce_max(x, axes: Sequence[int]):
@@ -1349,7 +1363,7 @@ def reduce_max(x, axes: Sequence[int]):
 reduce_max_p = Primitive("reduce_max")
 reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes, initial=_lowest(x.dtype)))
 reduce_max_p.def_abstract_eval(_reduce_abstract_eval("reduce_max", _any))
-ad.primitive_jvps[reduce_max_p] = _reduce_chooser_jvp(reduce_max_p)
+defjvp2(reduce_max_p, _reduce_chooser_jvp)
 defreducer(reduce_max_p)
 mlir.register_lowering(reduce_max_p, _reduce_lowering("maximum", _lowest))
 
@@ -1362,7 +1376,7 @@ def reduce_min(x, axes: Sequence[int]):
 reduce_min_p = Primitive("reduce_min")
 reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes, initial=_highest(x.dtype)))
 reduce_min_p.def_abstract_eval(_reduce_abstract_eval("reduce_min", _any))
-ad.primitive_jvps[reduce_min_p] = _reduce_chooser_jvp(reduce_min_p)
+defjvp2(reduce_min_p, _reduce_chooser_jvp)
 defreducer(reduce_min_p)
 mlir.register_lowering(reduce_min_p, _reduce_lowering("minimum", _highest))
 
@@ -1463,8 +1477,10 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
     spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
     out_dtype = preferred_element_type or lhs.dtype
-    # accumulate in the output dtype (int8 operands with an int32 result must not wrap)
-    return np.einsum(spec, lhs.astype(out_dtype), rhs.astype(out_dtype)).astype(out_dtype)
+    # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy's
+    # einsum has no bfloat16, which accumulates in float32 (as XLA on CPU does)
+    acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
+    return np.einsum(spec, lhs.astype(acc_dtype), rhs.astype(acc_dtype)).astype(out_dtype)
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
@@ -1613,14 +1629,14 @@ mlir.register_lowering(dot_general_p, _dot_general_lowering)
 # iota, slice, concatenate, pad
 # ---------------------------------------------------------------------------------------------
 
-def _iota_impl(*, dtype, shape, dimension):
+def _iota_impl(*, dtype, shape, dimension, sharding):
     ar = np.arange(shape[dimension], dtype=dtype)
     expanded = [1] * len(shape)
     expanded[dimension] = shape[dimension]
     return np.broadcast_to(ar.reshape(expanded), shape)
 
 
-def _iota_abstract_eval(*, dtype, shape, dimension):
+def _iota_abstract_eval(*, dtype, shape, dimension, sharding):
     if not 0 <= dimension < len(shape):
         raise TypeError(f"iota: dimension {dimension} out of range for shape {shape}")
     return ShapedArray(shape, dtype)
@@ -1634,8 +1650,9 @@ def iota(dtype, size: int):
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
+    # `sharding`: None until minijax has sharding in types (JAX prints it)
     return iota_p.bind(dtype=dtype, shape=tuple(operator.index(s) for s in shape),
-                       dimension=operator.index(dimension))
+                       dimension=operator.index(dimension), sharding=None)
 
 
 iota_p = Primitive("iota")
@@ -1643,7 +1660,7 @@ iota_p.def_impl(_iota_impl)
 iota_p.def_abstract_eval(_iota_abstract_eval)
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
-mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension:
+mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding:
                        mlir.hlo.iota(mlir.aval_to_ir_type(ctx.avals_out[0]), dimension))
 
 
@@ -1860,6 +1877,8 @@ def full(shape: Sequence[int], fill_value, dtype=None):
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
+    if not shape:
+        return fill
     return broadcast_in_dim_p.bind(fill, shape=shape, broadcast_dimensions=())
 
 

@@ -18,7 +18,7 @@ from minijax.lax import lax as lax_internal
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
     broadcast_arrays, check_arraylike, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
-    promote_args_inexact, promote_shapes, shape_of, where,
+    promote_args_inexact, promote_args_numeric, promote_shapes, shape_of, where,
 )
 
 _const = lax_internal._const
@@ -105,8 +105,8 @@ def ceil(x):
 
 
 def square(x):
-    (x,) = promote_args("square", x)
-    return lax.integer_pow(x, 2)
+    (x,) = promote_args_numeric("square", x)
+    return lax.square(x)
 
 
 def reciprocal(x):
@@ -124,7 +124,7 @@ divide = true_divide
 
 def floor_divide(x, y):
     """x // y, rounding toward minus infinity (as numpy)."""
-    x, y = promote_args("floor_divide", x, y)
+    x, y = promote_args_numeric("floor_divide", x, y)
     if np.dtype(core.get_aval(x).dtype).kind in "iu":
         q = lax.div(x, y)
         r = lax.rem(x, y)
@@ -136,7 +136,7 @@ def floor_divide(x, y):
 
 def remainder(x, y):
     """x % y with the sign of y (as numpy's `%`)."""
-    x, y = promote_args("remainder", x, y)
+    x, y = promote_args_numeric("remainder", x, y)
     r = lax.rem(x, y)
     zero = _const(r, 0)
     fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
@@ -148,16 +148,15 @@ mod = remainder
 def power(x, y):
     """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX."""
     if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
-        (x,) = promote_args("power", x)
+        (x,) = promote_args_numeric("power", x)
         d = core.get_aval(x).dtype
         if np.dtype(d).kind in "iu" and y < 0:
             raise ValueError("Integers to negative integer powers are not allowed.")
         return lax.integer_pow(x, int(y))
+    xn, yn = promote_args_numeric("power", x, y)  # bools count as ints, as in JAX
+    if dtype_kind(xn) in "iu":
+        return _pow_int_int(xn, yn)
     x, y = promote_args("power", x, y)
-    if dtype_kind(x) in "iu":
-        return _pow_int_int(x, y)
-    if dtype_kind(x) == "b":
-        raise TypeError(f"jnp.power: bool operands are not supported, got {dtype_of(x)}")
     return lax.pow(x, y)
 
 

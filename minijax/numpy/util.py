@@ -17,6 +17,7 @@ from minijax import core, dtypes
 from minijax import lax
 from minijax.array import Array
 from minijax.core import Tracer
+from minijax.pjit import jit
 
 
 # ---------------------------------------------------------------------------------------------
@@ -80,6 +81,16 @@ def promote_args(name: str, *args):
     return promote_shapes(name, *promote_dtypes(*args))
 
 
+# JAX: jax/_src/numpy/util.py promote_args_numeric
+def promote_args_numeric(name: str, *args):
+    """Like promote_args, but bools promote to the default int (floor_divide of two bools)."""
+    check_arraylike(name, *args)
+    to_dtype, weak = dtypes.result_type_weak(*[dtypes.dtype_and_weak(a) for a in args])
+    if to_dtype == np.bool_:
+        to_dtype = dtypes.default_int_dtype()
+    return promote_shapes(name, *[lax.convert_element_type(a, to_dtype, weak) for a in args])
+
+
 def promote_args_inexact(name: str, *args):
     """Like promote_args, then to a float dtype (ints -> default float), as jnp.sin does."""
     check_arraylike(name, *args)
@@ -127,10 +138,9 @@ def broadcast_to(a, shape):
                                      zip(aval.shape[::-1], shape[::-1])):
         raise ValueError(f"Incompatible shapes for broadcasting: {aval.shape} and requested "
                          f"shape {shape}")
+    # JAX: jax/_src/lax/lax.py broadcast_to — one broadcast_in_dim (size-1 dims grow in place)
     lead = len(shape) - aval.ndim
-    kept = tuple(i for i, s in enumerate(aval.shape) if s == shape[lead + i])
-    squeezed = lax.reshape(a, tuple(aval.shape[i] for i in kept)) if len(kept) < aval.ndim else a
-    return lax.broadcast_in_dim(squeezed, shape, tuple(lead + i for i in kept))
+    return lax.broadcast_in_dim(a, shape, tuple(range(lead, len(shape))))
 
 
 def broadcast_shapes(*shapes):
@@ -193,12 +203,30 @@ def keep_weak(out, like):
 # JAX: jax/_src/numpy/util.py _where
 def where(condition, x, y):
     """`x` where `condition` else `y`, all three broadcast (the three-argument `jnp.where`)."""
+    # JAX runs this under jit, so a jaxpr shows `jit[name=_where]`; eagerly minijax calls it
+    # directly (the same values, without a compilation per new shape)
+    if any(isinstance(a, Tracer) for a in (condition, x, y)):
+        return _where_jit(condition, x, y)
+    return _where(condition, x, y)
+
+
+# JAX: jax/_src/numpy/util.py _where
+def _where(condition, x, y):
+    if dtypes.dtype_and_weak(condition)[0] != np.bool_:
+        condition = lax.ne(condition, lax.full_like(condition, 0, shape=()))
     x, y = promote_dtypes(x, y)
-    condition = lax.convert_element_type(condition, np.bool_)
-    condition, x, y = promote_shapes("where", condition, x, y)
-    out_shape = np.broadcast_shapes(*(core.get_aval(a).shape for a in (condition, x, y)))
-    condition, x, y = (broadcast_to(a, out_shape) for a in (condition, x, y))
-    return lax.select_n(condition, y, x)
+    args = (x, y) if not core.get_aval(condition).shape else (condition, x, y)
+    try:
+        out_shape = np.broadcast_shapes(*(core.get_aval(a).shape for a in args))
+    except ValueError:
+        raise ValueError(f"where: Incompatible shapes for broadcasting: shapes="
+                         f"{[core.get_aval(a).shape for a in (condition, x, y)]}") from None
+    if core.get_aval(condition).shape:
+        condition = broadcast_to(condition, out_shape)
+    return lax.select(condition, broadcast_to(x, out_shape), broadcast_to(y, out_shape))
+
+
+_where_jit = jit(_where)
 
 
 # ---------------------------------------------------------------------------------------------

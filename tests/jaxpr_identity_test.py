@@ -1,0 +1,223 @@
+"""Jaxprs that print exactly like JAX's: `str(minijax.make_jaxpr(f)(*x))` against
+`str(jax.make_jaxpr(f)(*x))` on random programs.
+
+A program is drawn by hypothesis: a few steps, each applying a covered `lax` primitive or a
+common `jnp` function to values made so far (a pool that starts with the inputs), optionally
+under a transformation (`grad`, `jvp`, `vmap`, `jit`). It is written against a module alias
+`J` and traced with `J=jax` and `J=minijax`. The remaining differences, and why, are listed in
+docs/jaxpr_identity.md.
+
+Measured (derandomized, 293 valid programs of N_PROGRAMS drawn): 43.0% identical before the
+printer and rule changes of issue 18, 91.5% after; the test asserts RATE_FLOOR.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
+
+import minijax
+
+N_PROGRAMS = 300
+RATE_FLOOR = 0.9
+
+SHAPES = [(3, 4), (4,), (3, 1)]
+
+# name -> (arity, fn(J, *operands)); elementwise ops keep their operand's shape
+UNARY = {
+    "sin": lambda J, x: J.lax.sin(x), "cos": lambda J, x: J.lax.cos(x),
+    "exp": lambda J, x: J.lax.exp(x), "log": lambda J, x: J.lax.log(x),
+    "tanh": lambda J, x: J.lax.tanh(x), "logistic": lambda J, x: J.lax.logistic(x),
+    "sqrt": lambda J, x: J.lax.sqrt(x), "rsqrt": lambda J, x: J.lax.rsqrt(x),
+    "abs": lambda J, x: J.lax.abs(x), "neg": lambda J, x: J.lax.neg(x),
+    "expm1": lambda J, x: J.lax.expm1(x), "log1p": lambda J, x: J.lax.log1p(x),
+    "integer_pow3": lambda J, x: J.lax.integer_pow(x, 3),
+    "square": lambda J, x: J.lax.square(x),
+    "jnp.exp": lambda J, x: J.numpy.exp(x), "jnp.tanh": lambda J, x: J.numpy.tanh(x),
+    "jnp.square": lambda J, x: J.numpy.square(x), "pow2": lambda J, x: x ** 2,
+    "scale": lambda J, x: 2.0 * x, "shift": lambda J, x: x - 1.0,
+    "jnp.abs": lambda J, x: J.numpy.abs(x), "jnp.sqrt": lambda J, x: J.numpy.sqrt(x),
+    "relu": lambda J, x: J.numpy.maximum(x, 0.0),
+    "jnp.where": lambda J, x: J.numpy.where(x > 0, x, 0.0),
+    "stop_gradient": lambda J, x: J.lax.stop_gradient(x),
+    "cumsum": lambda J, x: J.lax.cumsum(x, axis=0),
+    "sort": lambda J, x: J.lax.sort(x, dimension=0),
+    "rev": lambda J, x: J.lax.rev(x, (0,)),
+    "astype_int": lambda J, x: x.astype(np.int32).astype(np.float32),
+}
+SAME_SHAPE_BINARY = {
+    "add": lambda J, x, y: J.lax.add(x, y), "sub": lambda J, x, y: J.lax.sub(x, y),
+    "mul": lambda J, x, y: J.lax.mul(x, y), "div": lambda J, x, y: J.lax.div(x, y),
+    "max": lambda J, x, y: J.lax.max(x, y), "min": lambda J, x, y: J.lax.min(x, y),
+    "pow": lambda J, x, y: J.lax.pow(x, y), "atan2": lambda J, x, y: J.lax.atan2(x, y),
+    "select": lambda J, x, y: J.lax.select(J.lax.lt(x, y), x, y),
+}
+BROADCASTING_BINARY = {
+    "+": lambda J, x, y: x + y, "-": lambda J, x, y: x - y, "*": lambda J, x, y: x * y,
+    "/": lambda J, x, y: x / y, "jnp.maximum": lambda J, x, y: J.numpy.maximum(x, y),
+    "jnp.where2": lambda J, x, y: J.numpy.where(x > y, x, y),
+}
+# shape-changing: fn(J, x) for a rank-2 or rank-1 operand
+RESHAPING = {
+    "sum_all": lambda J, x: J.numpy.sum(x), "sum0": lambda J, x: J.numpy.sum(x, axis=0),
+    "mean": lambda J, x: J.numpy.mean(x), "max_all": lambda J, x: J.numpy.max(x),
+    "sum_keep": lambda J, x: J.numpy.sum(x, axis=-1, keepdims=True),
+    "reduce_sum": lambda J, x: J.lax.reduce_sum(x, (0,)),
+    "reduce_max": lambda J, x: J.lax.reduce_max(x, (0,)),
+    "argmax": lambda J, x: J.numpy.argmax(x, axis=0).astype(np.float32),
+    "reshape": lambda J, x: x.reshape(-1), "ravel": lambda J, x: J.numpy.ravel(x),
+    "transpose": lambda J, x: x.T, "expand": lambda J, x: x[None],
+    "slice": lambda J, x: x[1:], "index": lambda J, x: x[0],
+    "concat": lambda J, x: J.numpy.concatenate([x, x]),
+    "pad": lambda J, x: J.lax.pad(x, 0.0, [(1, 0, 0)] * x.ndim),
+    "broadcast": lambda J, x: J.lax.broadcast_in_dim(x, (2,) + x.shape,
+                                                      tuple(range(1, x.ndim + 1))),
+    "dot": lambda J, x: J.numpy.dot(x, x.T) if x.ndim == 2 else J.numpy.dot(x, x),
+    "matmul": lambda J, x: x @ x.T if x.ndim == 2 else x @ x,
+    "softmax": lambda J, x: J.nn.softmax(x),
+    "logsumexp": lambda J, x: J.nn.logsumexp(x) if hasattr(J.nn, "logsumexp") else J.numpy.sum(x),
+}
+TRANSFORMS = ["none", "none", "grad", "jvp", "vmap", "jit", "value_and_grad"]
+
+
+def _broadcast(a, b):
+    try:
+        return np.broadcast_shapes(a, b)
+    except ValueError:
+        return None
+
+
+@st.composite
+def programs(draw):
+    """A program: (input shapes, steps, transform). A step is (kind, op name, operand ids)."""
+    n_in = draw(st.integers(1, 2))
+    in_shapes = [draw(st.sampled_from(SHAPES)) for _ in range(n_in)]
+    shapes = list(in_shapes)
+    steps = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["unary", "unary", "binary", "bbinary", "reshape"]))
+        i = draw(st.integers(0, len(shapes) - 1))
+        if kind == "unary":
+            steps.append((kind, draw(st.sampled_from(sorted(UNARY))), (i,)))
+            shapes.append(shapes[i])
+        elif kind == "binary":
+            same = [j for j, s in enumerate(shapes) if s == shapes[i]]
+            j = draw(st.sampled_from(same))
+            steps.append((kind, draw(st.sampled_from(sorted(SAME_SHAPE_BINARY))), (i, j)))
+            shapes.append(shapes[i])
+        elif kind == "bbinary":
+            ok = [j for j, s in enumerate(shapes) if _broadcast(s, shapes[i]) is not None]
+            j = draw(st.sampled_from(ok))
+            steps.append((kind, draw(st.sampled_from(sorted(BROADCASTING_BINARY))), (i, j)))
+            shapes.append(_broadcast(shapes[i], shapes[j]))
+        else:
+            if not shapes[i]:
+                continue
+            name = draw(st.sampled_from(sorted(RESHAPING)))
+            steps.append((kind, name, (i,)))
+            x = jax.eval_shape(lambda v, name=name: RESHAPING[name](jax, v),
+                               jax.ShapeDtypeStruct(shapes[i], np.float32))
+            shapes.append(tuple(x.shape))
+    transform = draw(st.sampled_from(TRANSFORMS))
+    return in_shapes, steps, transform
+
+
+_TABLES = {"unary": UNARY, "binary": SAME_SHAPE_BINARY, "bbinary": BROADCASTING_BINARY,
+           "reshape": RESHAPING}
+
+
+def build(J, program):
+    """The program as a function of its inputs, for the module `J` (jax or minijax)."""
+    in_shapes, steps, transform = program
+
+    def f(*args):
+        pool = list(args)
+        for kind, name, ids in steps:
+            pool.append(_TABLES[kind][name](J, *(pool[i] for i in ids)))
+        return pool[-1]
+
+    def scalar_f(*args):
+        return J.numpy.sum(f(*args))
+
+    if transform == "grad":
+        return J.grad(scalar_f)
+    if transform == "value_and_grad":
+        return J.value_and_grad(scalar_f)
+    if transform == "jvp":
+        return lambda *args: J.jvp(f, args, tuple(J.numpy.ones_like(a) for a in args))
+    if transform == "vmap":
+        return J.vmap(f)
+    if transform == "jit":
+        return lambda *args: J.jit(f)(*args) * 2.0
+    return f
+
+
+def inputs(program):
+    rng = np.random.RandomState(0)
+    return [rng.rand(*s).astype(np.float32) + 0.5 for s in program[0]]
+
+
+def jaxpr_texts(program) -> tuple[str, str | None]:
+    """(JAX's jaxpr text, minijax's or the error it raised)."""
+    xs = inputs(program)
+    want = str(jax.make_jaxpr(build(jax, program))(*xs))
+    try:
+        got = str(minijax.make_jaxpr(build(minijax, program))(*xs))
+    except Exception as e:  # noqa: BLE001 - counted as a difference, and reported
+        got = f"raised {type(e).__name__}: {e}"
+    return want, got
+
+
+def _valid(program) -> bool:
+    try:
+        jax.make_jaxpr(build(jax, program))(*inputs(program))
+    except Exception:  # noqa: BLE001 - a program JAX rejects (e.g. vmap of a rank-0 input)
+        return False
+    return True
+
+
+_SETTINGS = settings(max_examples=N_PROGRAMS, derandomize=True, database=None, deadline=None,
+                     phases=[Phase.generate])
+
+
+def measure(n: int = N_PROGRAMS) -> tuple[int, int, list]:
+    """(programs tried, identical, the differing ones as (program, want, got))."""
+    results = []
+
+    @settings(_SETTINGS, max_examples=n)
+    @given(programs())
+    def check(program):
+        if _valid(program):
+            want, got = jaxpr_texts(program)
+            results.append((program, want, got))
+
+    check()
+    diffs = [r for r in results if r[1] != r[2]]
+    return len(results), len(results) - len(diffs), diffs
+
+
+def test_identity_rate():
+    n, same, diffs = measure()
+    rate = same / n
+    assert n > N_PROGRAMS // 2
+    assert rate >= RATE_FLOOR, (rate, diffs[:3])
+
+
+@pytest.mark.parametrize("program", [
+    ((( 3, 4),), [("unary", "tanh", (0,))], "grad"),
+    (((3, 4),), [("unary", "jnp.where", (0,))], "none"),
+    (((3, 4),), [("reshape", "sum_all", (0,))], "none"),
+], ids=["tanh_grad", "where", "sum"])
+def test_examples_print_like_jax(program):
+    want, got = jaxpr_texts(program)
+    assert got == want
+
+
+if __name__ == "__main__":  # python tests/jaxpr_identity_test.py: rate and the differences
+    n, same, diffs = measure()
+    print(f"{same}/{n} identical ({100 * same / n:.1f}%)")
+    for program, want, got in diffs:
+        print("=" * 80, "\n", program, "\n--- jax\n", want, "\n--- minijax\n", got)
