@@ -175,8 +175,6 @@ class ExecuteReplicated:
                 if x._committed:
                     committed = True
                 buf = x._buf
-                if x._sharding is not None:  # laid out on a mesh: gathered to this device
-                    buf = device_put(x._value())
                 bufs.append(buf if buf is not None else x.device_buffer())
             else:
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))

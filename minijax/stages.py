@@ -10,6 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Sequence
 
+import numpy as np
+
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
 from minijax.interpreters import mlir
@@ -147,4 +149,7 @@ class Compiled:
         if bad:
             raise TypeError("Argument types differ from the types for which this computation "
                             "was compiled. The mismatches are:\n" + "\n".join(bad))
+        if not isinstance(self._executor, compiler.ExecuteSharded):
+            # compiled for the default device: an argument laid out on a mesh is gathered
+            flat = [x if getattr(x, "_sharding", None) is None else np.asarray(x) for x in flat]
         return tree_unflatten(self._out_tree, self._executor(flat))
