@@ -397,6 +397,7 @@ class JitWrapped:
         if given is None:
             return tuple(arg_shardings)
         if isinstance(given, Sharding):
+            _check_committed(leaves, (given,) * len(leaves))
             return (given,) * len(leaves)
         positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
         if len(given) != len(positions):
@@ -405,6 +406,7 @@ class JitWrapped:
                              "arguments")
         out = list(arg_shardings)
         _broadcast_prefix(given, tuple(positions), out, "in_shardings")
+        _check_committed(leaves, out)
         return tuple(out)
 
     def __call__(self, *args, **kwargs):
@@ -539,6 +541,19 @@ def _check_shardings(shardings, what: str):
                         f"NamedSharding(mesh, {shardings}) (minijax has no set_mesh yet)")
     raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
                     f"{shardings!r}")
+
+
+# JAX: jax/_src/pjit.py _resolve_in_shardings (the committed-argument check)
+def _check_committed(leaves, shardings) -> None:
+    """An argument laid out on a mesh is committed: `in_shardings` may not ask for another
+    layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
+    for x, s in zip(leaves, shardings):
+        if type(x) is Array and x._sharding is not None and s is not None and \
+                not x._sharding.is_equivalent_to(s, x.ndim):
+            raise ValueError(
+                f"Sharding passed to jit does not match the sharding on the respective arg. "
+                f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "
+                f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
 
 
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:

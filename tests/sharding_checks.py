@@ -381,6 +381,38 @@ def check_mixed_donated_transformed_calls():
     np.testing.assert_array_equal(np.asarray(comp(minijax.device_put(x, ms))), x + 1)
 
 
+def check_committed_argument_errors():
+    jm, mm = meshes("auto")
+    x = np.ones((8, 4), np.float32)
+    jm4 = jax.make_mesh((4,), ("x",), axis_types=(J_SH.AxisType.Auto,),
+                        devices=jax.devices()[4:])
+    mm4 = minijax.make_mesh((4,), ("x",), axis_types=(M_SH.AxisType.Auto,),
+                            devices=minijax.devices()[4:])
+    cases = [  # (arg sharding, in_shardings, out_shardings) as (mesh, spec) pairs
+        (("m", ("x",)), ("m", ("y",)), None),
+        (("m4", ("x",)), ("m", ("x",)), None),
+        (("m4", ("x",)), None, ("m", ("x",)))]
+    for arg, ins, outs in cases:
+        made = []
+        for J, NS, P, mesh, mesh4 in ((jax, J_SH.NamedSharding, J_SH.PartitionSpec, jm, jm4),
+                                      (minijax, M_SH.NamedSharding, M_SH.PartitionSpec, mm,
+                                       mm4)):
+            pick = {"m": mesh, "m4": mesh4}
+            def ns(ms, NS=NS, P=P, pick=pick):
+                return None if ms is None else NS(pick[ms[0]], P(*ms[1]))
+            a = J.device_put(x, ns(arg))
+            made.append(_error_of(J.jit(lambda t: t * 2, in_shardings=ns(ins),
+                                        out_shardings=ns(outs)), a))
+        je, me = made
+        assert type(me) is type(je) is ValueError, (me, je)
+        if "does not match" in str(je):
+            assert str(me) == str(je), (str(me), str(je))
+    # the same layout in other words is accepted: P('x') and P('x', None)
+    a = minijax.device_put(x, both(jm, mm, "x")[1])
+    out = minijax.jit(lambda t: t * 2, in_shardings=both(jm, mm, "x", None)[1])(a)
+    np.testing.assert_array_equal(np.asarray(out), x * 2)
+
+
 def main():
     passed, failed = [], {}
     for name, fn in list(globals().items()):
