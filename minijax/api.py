@@ -484,8 +484,9 @@ def device_put(x, device=None):
 
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
-      device: None, the default device (`minijax.devices()[0]`), or a `NamedSharding` (each
-        device of its mesh gets its block: minijax/sharding.py). With a device or sharding the
+      device: None, the default device (`minijax.devices()[0]`), a `NamedSharding` (each
+        device of its mesh gets its block: minijax/sharding.py), or a `PartitionSpec` over the
+        mesh in context (`set_mesh`). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them stay there. Without
         one, a minijax Array is returned as it is, and other values become uncommitted Arrays.
     Raises ValueError for another device; for a sharding, ValueError if its spec is longer
@@ -493,6 +494,7 @@ def device_put(x, device=None):
     into its shards: then nothing is placed.
     """
     from minijax import sharding as msh
+    device = msh.canonicalize_sharding(device, "device_put")
     if isinstance(device, msh.NamedSharding):
         return msh.device_put_sharded_tree(x, device)
     if isinstance(device, msh.SingleDeviceSharding):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -50,7 +51,7 @@ def _normalize_axis_types(axis_names: tuple, axis_types, default: AxisType) -> t
 
 
 def _axes_str(names, sizes, types) -> str:
-    axes = ", ".join(f"'{n}': {s}" for n, s in zip(names, sizes))
+    axes = ", ".join(f"'{n}': {s}" for n, s in zip(names, sizes)) or "()"
     return f"{axes}, axis_types={tuple(types)!r}"
 
 
@@ -228,3 +229,53 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types=
     grid[:] = devs[:n]
     axis_types = _normalize_axis_types(axis_names, axis_types, AxisType.Explicit)
     return Mesh(grid.reshape(axis_shapes), axis_names, axis_types=axis_types)
+
+
+# ---------------------------------------------------------------------------------------------
+# The mesh in context: set_mesh
+# ---------------------------------------------------------------------------------------------
+
+class _MeshContext(threading.local):
+    mesh: "Mesh | None" = None
+
+
+_mesh_context = _MeshContext()
+empty_abstract_mesh = AbstractMesh((), ())
+
+
+# JAX: jax/_src/sharding_impls.py set_mesh
+class set_mesh:
+    """Make `mesh` the mesh in context, for this thread: as a call (a global setter) or as a
+    context manager (restored on exit). Then a bare `PartitionSpec` can be passed where a
+    sharding is expected (`device_put(x, P("x"))`, `with_sharding_constraint`).
+    Raises ValueError for something that is not a Mesh (None clears the mesh)."""
+
+    __slots__ = ("prev_mesh",)
+
+    def __init__(self, mesh: "Mesh | None") -> None:
+        if mesh is not None and not isinstance(mesh, Mesh):
+            raise ValueError(f"Expected mesh of type `minijax.sharding.Mesh`. Got {type(mesh)}")
+        if mesh is not None and AxisType.Manual in mesh.axis_types:
+            raise ValueError(f"mesh {mesh} contains manual axes which is not allowed when "
+                             "using `set_mesh`.")
+        self.prev_mesh = _mesh_context.mesh
+        _mesh_context.mesh = mesh
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        _mesh_context.mesh = self.prev_mesh
+
+
+# JAX: jax/_src/mesh.py get_abstract_mesh
+def get_abstract_mesh() -> AbstractMesh:
+    """The abstract mesh of the mesh in context (`set_mesh`), or the empty one."""
+    mesh = _mesh_context.mesh
+    return empty_abstract_mesh if mesh is None else mesh.abstract_mesh
+
+
+# JAX: jax/_src/mesh.py get_concrete_mesh
+def get_concrete_mesh() -> "Mesh | None":
+    """The mesh in context (`set_mesh`), or None."""
+    return _mesh_context.mesh

@@ -537,8 +537,9 @@ def _check_shardings(shardings, what: str):
                 raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
         return _hashable(shardings)
     if isinstance(shardings, PartitionSpec):
-        raise TypeError(f"jit {what}: a bare PartitionSpec needs a mesh; pass "
-                        f"NamedSharding(mesh, {shardings}) (minijax has no set_mesh yet)")
+        raise TypeError(f"jit {what}: minijax takes NamedShardings here; pass "
+                        f"NamedSharding(mesh, {shardings}) (a bare PartitionSpec under "
+                        "set_mesh is not supported by jit yet)")
     raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
                     f"{shardings!r}")
 
@@ -608,20 +609,23 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
 # JAX: jax/_src/pjit.py with_sharding_constraint — differs: NamedShardings only (no bare
 # PartitionSpec under a set_mesh context yet); Explicit axes are treated as Auto ones
 def with_sharding_constraint(x, shardings):
-    """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, or a pytree
-    of them matching `x`). Inside jit it becomes an `sdy.sharding_constraint`; eagerly it lays
-    the value out (as `device_put`). Values and avals are unchanged.
+    """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, a
+    PartitionSpec over the mesh in context (`set_mesh`), or a pytree of them matching `x`).
+    Inside jit it becomes an `sdy.sharding_constraint`; eagerly it lays the value out (as
+    `device_put`). Values and avals are unchanged.
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
+    from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
-    if isinstance(shardings, NamedSharding):
+    if isinstance(shardings, (NamedSharding, PartitionSpec)):
         shs = [shardings] * len(leaves)
     else:
         shs, s_tree = tree_flatten(shardings)
         if s_tree != tree:
             raise ValueError(f"with_sharding_constraint: shardings {shardings} do not match "
                              f"the structure of the values {tree}")
+    shs = [msh.canonicalize_sharding(s, "with_sharding_constraint") for s in shs]
     for s in shs:
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")

@@ -17,7 +17,9 @@ import math
 
 import numpy as np
 
-from minijax.mesh import AbstractMesh, AxisType, Mesh, make_mesh  # noqa: F401 (re-exported)
+from minijax.mesh import (  # noqa: F401 (re-exported)
+    AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, make_mesh, set_mesh,
+)
 
 
 # JAX: jax/_src/sharding.py IndivisibleError
@@ -396,3 +398,15 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
 def _place(value, sharding):
     from minijax import compiler
     return compiler.device_put_sharded(value, sharding)
+
+
+def canonicalize_sharding(s, api_name: str):
+    """A bare PartitionSpec becomes a NamedSharding over the mesh in context (`set_mesh`);
+    ValueError (JAX's message) if there is none. Other values are returned as they are."""
+    if isinstance(s, PartitionSpec):
+        mesh = get_concrete_mesh()
+        if mesh is None:
+            raise ValueError(f"Please set a mesh via `jax.set_mesh` if a PartitionSpec is "
+                             f"passed to {api_name}")
+        return NamedSharding(mesh, s)
+    return s

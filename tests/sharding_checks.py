@@ -413,6 +413,30 @@ def check_committed_argument_errors():
     np.testing.assert_array_equal(np.asarray(out), x * 2)
 
 
+def check_set_mesh_and_bare_specs():
+    assert repr(M_SH.get_abstract_mesh()) == repr(J_SH.get_abstract_mesh())
+    assert minijax.set_mesh is M_SH.set_mesh
+    x = np.arange(8, dtype=np.float32)
+    je = _error_of(jax.device_put, x, jax.P("x"))
+    me = _error_of(minijax.device_put, x, minijax.P("x"))
+    assert type(me) is type(je) and str(me).replace("minijax", "jax") == str(je), (me, je)
+    jm, mm = jax.make_mesh((8,), ("x",)), minijax.make_mesh((8,), ("x",))
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        assert M_SH.get_abstract_mesh() == mm.abstract_mesh
+        jx, mx = jax.device_put(x, jax.P("x")), minijax.device_put(x, minijax.P("x"))
+        assert repr(mx.sharding) == repr(jx.sharding) and shards_of(mx) == shards_of(jx)
+        out = minijax.jit(lambda t: minijax.lax.with_sharding_constraint(t * 2, minijax.P()))(mx)
+        assert str(out.sharding.spec) == "P()"
+        np.testing.assert_array_equal(np.asarray(out), x * 2)
+    assert M_SH.get_abstract_mesh().empty
+    minijax.set_mesh(mm)  # as a global setter
+    try:
+        assert M_SH.get_abstract_mesh() == mm.abstract_mesh
+    finally:
+        minijax.set_mesh(None)
+    assert M_SH.get_abstract_mesh().empty
+
+
 def main():
     passed, failed = [], {}
     for name, fn in list(globals().items()):

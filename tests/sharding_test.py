@@ -32,7 +32,7 @@ def results():
 
 
 def test_every_check_ran(results):
-    assert len(CHECKS) >= 13
+    assert len(CHECKS) >= 14
     assert sorted(results["passed"] + list(results["failed"])) == sorted(CHECKS)
 
 
