@@ -509,9 +509,11 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         outputs of the same type; afterwards those Arrays are deleted (reading them raises
         RuntimeError). A donation no output can use gives a warning.
       in_shardings: None (each argument keeps its own layout), a NamedSharding for every
-        array argument, or a tuple with one NamedSharding or None per array argument leaf.
-        Arguments in another layout are re-placed. (Top-level calls only: under a
-        transformation shardings other than `with_sharding_constraint` are dropped.)
+        array argument, or a tuple with one entry per positional argument (a NamedSharding,
+        None, or a pytree prefix of the argument). Uncommitted values are placed as asked; an
+        argument already laid out on a mesh in another layout raises ValueError, as in JAX.
+        (Top-level calls only: under a transformation shardings other than
+        `with_sharding_constraint` are dropped.)
       out_shardings: None (the partitioner chooses, read back from the executable), a
         NamedSharding for every output, or a tuple with one per top-level output.
     Returns: a `JitWrapped` callable with `.trace`, `.lower` stages.
@@ -606,8 +608,8 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
 # with_sharding_constraint: a layout the partitioner must give a value
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/pjit.py with_sharding_constraint — differs: NamedShardings only (no bare
-# PartitionSpec under a set_mesh context yet); Explicit axes are treated as Auto ones
+# JAX: jax/_src/pjit.py with_sharding_constraint — differs: Explicit axes are treated as Auto
+# ones (minijax has no sharding in types yet, so there is nothing to check it against)
 def with_sharding_constraint(x, shardings):
     """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, a
     PartitionSpec over the mesh in context (`set_mesh`), or a pytree of them matching `x`).
@@ -632,7 +634,6 @@ def with_sharding_constraint(x, shardings):
     for v, s in zip(leaves, shs):
         s.check_compatible_aval(core.get_aval(v).shape)  # every leaf before any binding
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
-        from minijax import sharding as msh
         return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = [sharding_constraint_p.bind(v, sharding=s) for v, s in zip(leaves, shs)]
