@@ -102,14 +102,12 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     Raises ValueError for a repeated axis."""
     if where is not None:
         a = jnp.where(where, a, 0)
-    a = jnp.asarray(a)
-    if not jnp.issubdtype(a.dtype, jnp.inexact):
-        a = a.astype(jnp.result_type(a.dtype, jnp.float32))
+    from minijax.numpy.util import promote_args_inexact
     if b is not None:
-        a, b = jnp.asarray(a), jnp.asarray(b)
-        dtype = jnp.result_type(a, b)
-        a, b = jnp.broadcast_arrays(a.astype(dtype), b.astype(dtype))
+        a, b = jnp.broadcast_arrays(*promote_args_inexact("logsumexp", a, b))
         a = jnp.where(b != 0, a, -np.inf)
+    else:
+        (a,) = promote_args_inexact("logsumexp", a)
     if axis is None:
         dims = tuple(range(a.ndim))
     else:
