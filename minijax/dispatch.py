@@ -16,6 +16,7 @@ host, which for small arrays costs a fraction of a compiled call. Taught in chap
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -44,9 +45,11 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
+    # the key: Arrays give their aval as it is (its hash is computed once, when it is made)
     avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
     try:
-        key = (prim, config.jax_enable_x64, *avals, *params.items())
+        key = (prim, config.jax_enable_x64, *avals, *params.items()) if params else \
+            (prim, config.jax_enable_x64, *avals)
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -70,18 +73,19 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     returns Arrays; the abstract-evaluation rule runs here, once (errors are raised here)."""
     out = prim.abstract_eval(*avals, **params)
     impl = prim.impl
+    if params:
+        impl = functools.partial(impl, **params)
     in_avals = tuple(avals)
 
     def numpy_args(args):
+        # the common case, Arrays that hold NumPy values, in one pass; anything else below
         vals, committed = [], False
-        for x, a in zip(args, in_avals):
-            if type(x) is Array:
-                if x._committed:  # as in JAX, an op on a committed array is committed
-                    committed = True
-                v = x._npy
-                vals.append(v if v is not None else x._value())
-            else:
-                vals.append(core.to_numpy(x, a))
+        for x in args:
+            if type(x) is not Array or x._npy is None:
+                return _numpy_args_slow(args, in_avals)
+            vals.append(x._npy)
+            if x._committed:  # as in JAX, an op on a committed array is committed
+                committed = True
         return vals, committed
 
     if prim.multiple_results:
@@ -89,7 +93,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
 
         def run_multiple(args):
             vals, committed = numpy_args(args)
-            outs = impl(*vals, **params)
+            outs = impl(*vals)
             if len(outs) != len(out_avals):
                 raise AssertionError(f"{prim.name}: impl gave {len(outs)} results, abstract "
                                      f"evaluation {len(out_avals)}")
@@ -99,15 +103,33 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     out_aval, dtype, shape = out, out.dtype, out.shape
 
     def run(args):
-        vals, committed = numpy_args(args)
-        val = impl(*vals, **params)
-        if type(val) is not np.ndarray or val.dtype != dtype:
+        vals, committed = [], False
+        for x in args:  # numpy_args, inlined: this is the eager hot path
+            if type(x) is not Array or x._npy is None:
+                vals, committed = _numpy_args_slow(args, in_avals)
+                break
+            vals.append(x._npy)
+            if x._committed:
+                committed = True
+        val = impl(*vals)
+        if type(val) is not np.ndarray or (val.dtype is not dtype and val.dtype != dtype):
             val = np.asarray(val, dtype=dtype)
         if val.shape != shape:
             raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, expected "
                                  f"{out_aval.str_short()}")
         return Array(out_aval, val, None, committed)
     return run
+
+
+def _numpy_args_slow(args, in_avals) -> tuple[list, bool]:
+    vals, committed = [], False
+    for x, a in zip(args, in_avals):
+        if type(x) is Array:
+            committed = committed or x._committed
+            vals.append(x._value())  # fetched from the device (once: the value is cached)
+        else:
+            vals.append(core.to_numpy(x, a))
+    return vals, committed
 
 
 def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:

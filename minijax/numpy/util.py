@@ -35,6 +35,8 @@ def check_arraylike(name: str, *args) -> None:
 # JAX: jax/_src/numpy/util.py promote_dtypes
 def promote_dtypes(*args):
     """Convert all args to their common dtype (JAX's lattice; weak types respected)."""
+    if _one_dtype(args):
+        return list(args)  # nothing to convert (jnp.dot of two f32 arrays)
     pairs = [dtypes.dtype_and_weak(a) for a in args]
     to_dtype, weak = dtypes.result_type_weak(*pairs)
     return [lax.convert_element_type(a, to_dtype, weak) for a in args]
@@ -65,11 +67,29 @@ def promote_shapes(name: str, *args):
 
 
 def _one_type(args) -> bool:
-    if not isinstance(args[0], (Array, Tracer)):
-        return False
-    first = args[0].aval
-    for a in args[1:]:
-        if not isinstance(a, (Array, Tracer)) or (a.aval is not first and a.aval != first):
+    """Are all `args` Arrays or tracers of one aval? (`type(x) is Array` first: it is the
+    cheapest test, and eager operands are Arrays.)"""
+    first = None
+    for a in args:
+        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
+            return False
+        if first is None:
+            first = a.aval
+        elif a.aval is not first and a.aval != first:
+            return False
+    return True
+
+
+def _one_dtype(args) -> bool:
+    """Are all `args` Arrays or tracers of one dtype and weak type?"""
+    first = None
+    for a in args:
+        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
+            return False
+        aval = a.aval
+        if first is None:
+            first = aval
+        elif aval.dtype != first.dtype or aval.weak_type != first.weak_type:
             return False
     return True
 
