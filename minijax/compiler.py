@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from itertools import repeat
 import os
 import re
 import warnings
@@ -158,22 +159,29 @@ class ExecuteReplicated:
         bufs = [c.device_buffer() for c in consts] if consts else []
         n = len(bufs)
         committed = False
-        for i, x in enumerate(args):
-            if type(x) is Array:
+        for x in args:
+            if type(x) is Array and x._buf is not None:  # the common case: on the device
+                bufs.append(x._buf)
                 if x._committed:
                     committed = True
-                buf = x._buf
-                bufs.append(buf if buf is not None else x.device_buffer())
+            elif type(x) is Array:
+                bufs.append(x.device_buffer())
+                committed = committed or x._committed
             else:
+                i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        outs = execute(self.executable, bufs, self.handlers)
+        handlers = self.handlers
+        if handlers is not None:  # execute(), inlined: this is every jitted call's path
+            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
+        else:
+            outs = self.executable.execute(bufs)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
-        return [Array(a, None, b, committed) for a, b in zip(self.out_avals, outs)]
+        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
 
 
 def device_put_arg(x, aval: core.ShapedArray, index: int):

@@ -45,8 +45,15 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
-    # the key: Arrays give their aval as it is (its hash is computed once, when it is made)
-    avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
+    # the key: Arrays give their aval as it is (its hash is computed once, when it is made);
+    # one and two operands, most calls, without building a list
+    n = len(args)
+    if n == 2 and type(args[0]) is Array and type(args[1]) is Array:
+        avals = (args[0].aval, args[1].aval)
+    elif n == 1 and type(args[0]) is Array:
+        avals = (args[0].aval,)
+    else:
+        avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
     try:
         key = (prim, config.jax_enable_x64, *avals, *params.items()) if params else \
             (prim, config.jax_enable_x64, *avals)
@@ -103,21 +110,33 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     out_aval, dtype, shape = out, out.dtype, out.shape
 
     def run(args):
-        vals, committed = [], False
-        for x in args:  # numpy_args, inlined: this is the eager hot path
-            if type(x) is not Array or x._npy is None:
+        # numpy_args, unrolled for one and two operands: this is the eager hot path
+        if len(args) == 2:
+            x, y = args
+            if type(x) is Array and type(y) is Array and x._npy is not None \
+                    and y._npy is not None:
+                val = impl(x._npy, y._npy)
+                committed = x._committed or y._committed
+            else:
                 vals, committed = _numpy_args_slow(args, in_avals)
-                break
-            vals.append(x._npy)
-            if x._committed:
-                committed = True
-        val = impl(*vals)
-        if type(val) is not np.ndarray or (val.dtype is not dtype and val.dtype != dtype):
+                val = impl(*vals)
+        elif len(args) == 1 and type(args[0]) is Array and args[0]._npy is not None:
+            val = impl(args[0]._npy)
+            committed = args[0]._committed
+        else:
+            vals, committed = numpy_args(args)
+            val = impl(*vals)
+        if type(val) is not np.ndarray or val.dtype is not dtype:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
-        if val.shape != shape:
-            raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, expected "
-                                 f"{out_aval.str_short()}")
+        if not shape_checked:
+            # NumPy's result shape depends only on the operands' shapes and the params: the
+            # first call checks it, for every later call of this callable
+            if val.shape != shape:
+                raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, "
+                                     f"expected {out_aval.str_short()}")
+            shape_checked.append(True)
         return Array(out_aval, val, None, committed)
+    shape_checked: list[bool] = []
     return run
 
 
