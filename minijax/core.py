@@ -40,8 +40,7 @@ class ShapedArray:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
-        # computed once: avals key the eager and jit caches, hashed on every call
-        self._hash = hash((self.shape, self.dtype, self.weak_type))
+        self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
@@ -65,11 +64,14 @@ class ShapedArray:
 
     def __eq__(self, other) -> bool:
         return self is other or (
-            type(other) is ShapedArray and self._hash == other._hash and self.shape == other.shape
+            type(other) is ShapedArray and self.shape == other.shape
             and self.dtype == other.dtype and self.weak_type == other.weak_type)
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+        return h
 
     def __repr__(self) -> str:
         return f"ShapedArray({self.str_short()}{', weak_type=True' if self.weak_type else ''})"

@@ -43,7 +43,8 @@ def _one_to_one_binary(name, lax_fn, inexact=False, bool_fn=None):
 
     def f(x, y):
         x, y = promote(name, x, y)
-        if bool_fn is not None and (x.aval if type(x) is Array else core.get_aval(x)).dtype == bool:
+        if bool_fn is not None and type((x.aval if type(x) is Array else
+                                         core.get_aval(x)).dtype) is np.dtypes.BoolDType:
             return bool_fn(x, y)
         return lax_fn(x, y)
     f.__name__ = name
