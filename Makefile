@@ -19,17 +19,10 @@ compare: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 $(ARGS)
 
-# The chapters as a static site (mkdocs-material); links to sources resolve because the
-# sources are copied next to the chapters.
+# The chapters as a static site (mkdocs-material) in site/: tools/build_site.py lays out the
+# chapters, a highlighted page per linked source file and vendored MathJax, then runs mkdocs.
 docs: $(STAMP)
-	rm -rf build/docs site
-	mkdir -p build/docs
-	cp -r chapters build/docs/chapters
-	cp -r minijax build/docs/minijax
-	find build/docs -name __pycache__ -prune -exec rm -rf {} +
-	cp chapters/README.md build/docs/index.md
-	sed -i 's#](\([0-9][0-9]-\)#](chapters/\1#g; s#](LAYOUT.md#](chapters/LAYOUT.md#g; s#](\.\./#](#g' build/docs/index.md
-	$(PY) -m mkdocs build --strict --quiet
+	$(PY) tools/build_site.py site
 
 lint: $(STAMP)
 	$(PY) -m ruff check minijax compare tests

@@ -1,18 +1,22 @@
-"""Pictures: a jaxpr as a data-flow graph, and the chain of traces a `bind` would walk.
+"""Pictures: jaxprs as data-flow graphs, the chain of traces a `bind` would walk, a pytree
+flattened, and the structure of Threefry-2x32.
 
-Both functions return Graphviz DOT source (plain text, no dependency); `render` turns DOT into
+Every function returns Graphviz DOT source (plain text, no dependency); `render` turns DOT into
 an SVG or PNG file with the `dot` program. JAX has no drawing code of its own: it prints jaxprs
 as text (jax/_src/core.py pp_jaxpr) and lists the active traces with
 jax/_src/core.py unsafe_get_trace_stack. Taught in chapters/03-jaxprs.md (jaxpr pictures) and
-chapters/02-tracing.md (the trace chain).
+chapters/02-tracing.md (the trace chain); chapters 04-06, 08 and 10 draw their transformed
+jaxprs, pytrees and Threefry with it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from minijax import core
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
@@ -60,17 +64,23 @@ def _eqn_label(eqn: JaxprEqn, names) -> str:
 
 
 class _DotWriter:
-    def __init__(self, jaxpr: Jaxpr) -> None:
+    def __init__(self, jaxpr: Jaxpr, prefix: str = "n", marked_inputs: Sequence[int] = (),
+                 mark_color: str = "#ffd6d6", eqn_color: Callable | None = None) -> None:
         # Name variables exactly as the text printer does (run it once and keep its names),
         # so the picture and `print(jaxpr)` agree letter for letter.
         self.names = core.NameContext()
         core.pp_toplevel_jaxpr(jaxpr, self.names)
+        self.prefix = prefix
         self.ids = itertools.count()
         self.var_node: dict[Var, str] = {}
         self.lines: list[str] = []
+        # values that depend on the marked inputs (found by following the data), and their color
+        self.marked: set[Var] = {jaxpr.invars[i] for i in marked_inputs}
+        self.mark_color = mark_color
+        self.eqn_color = eqn_color
 
     def node(self, label: str, indent: str, **attrs) -> str:
-        nid = f"n{next(self.ids)}"
+        nid = f"{self.prefix}{next(self.ids)}"
         extra = "".join(f" {k}={_quote(v)}" for k, v in attrs.items())
         self.lines.append(f"{indent}{nid} [label={_quote(label)}{extra}];")
         return nid
@@ -84,6 +94,8 @@ class _DotWriter:
         if nid is None:
             name = self.names(v)
             label = "_" if name == "_" else f"{name}:{v.aval.str_short()}"
+            if v in self.marked:
+                attrs.update(style="filled", fillcolor=self.mark_color)
             nid = self.var_node[v] = self.node(label, indent, shape="ellipse", **attrs)
         return nid
 
@@ -103,8 +115,12 @@ class _DotWriter:
             nid = self.var(v, indent, style="filled", fillcolor="#d8ecff")
             first = first or nid
         for eqn in jaxpr.eqns:
+            color = self.eqn_color(eqn) if self.eqn_color else None
+            if any(isinstance(a, Var) and a in self.marked for a in eqn.invars):
+                self.marked.update(eqn.outvars)
+                color = color or self.mark_color
             nid = self.node(_eqn_label(eqn, self.names), indent, shape="box",
-                            style="rounded,filled", fillcolor="#fff4d0")
+                            style="rounded,filled", fillcolor=color or "#fff4d0")
             first = first or nid
             for i, a in enumerate(eqn.invars):
                 attrs = {"label": str(i)} if len(eqn.invars) > 1 else {}
@@ -128,7 +144,13 @@ class _DotWriter:
         return out, first or out
 
 
-def jaxpr_to_dot(jaxpr: Jaxpr | ClosedJaxpr, name: str = "jaxpr") -> str:
+_HEAD = ["  compound=true;", "  rankdir=TB;", '  node [fontname="monospace" fontsize=11];',
+         '  edge [fontname="monospace" fontsize=9];']
+
+
+def jaxpr_to_dot(jaxpr: Jaxpr | ClosedJaxpr, name: str = "jaxpr", *,
+                 marked_inputs: Sequence[int] = (), mark_color: str = "#ffd6d6",
+                 eqn_color: Callable[[JaxprEqn], str | None] | None = None) -> str:
     """Graphviz DOT source drawing `jaxpr` as a data-flow graph.
 
     Variables are ellipses labelled as the printer names them (`a:f32[3]`; inputs blue,
@@ -140,15 +162,36 @@ def jaxpr_to_dot(jaxpr: Jaxpr | ClosedJaxpr, name: str = "jaxpr") -> str:
     Args:
       jaxpr: a `Jaxpr` or `ClosedJaxpr` (e.g. what `minijax.make_jaxpr(f)(x)` returns).
       name: the graph's name.
+      marked_inputs: positions of invars whose data flow is filled with `mark_color`: those
+        inputs, and every equation and variable of the outer jaxpr that depends on them
+        (e.g. the tangent inputs of a jvp).
+      eqn_color: optional `eqn -> color or None`, a fill color per outer equation.
     Returns: the DOT text (a `str`); see `render` to draw it.
     """
     inner = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
-    w = _DotWriter(inner)
+    w = _DotWriter(inner, "n", marked_inputs, mark_color, eqn_color)
     w.jaxpr(inner, "  ")
-    head = [f"digraph {_quote(name)} {{", "  compound=true;", "  rankdir=TB;",
-            '  node [fontname="monospace" fontsize=11];',
-            '  edge [fontname="monospace" fontsize=9];']
-    return "\n".join(head + w.lines + ["}"]) + "\n"
+    return "\n".join([f"digraph {_quote(name)} {{"] + _HEAD + w.lines + ["}"]) + "\n"
+
+
+def jaxprs_to_dot(panels: Sequence[tuple], name: str = "jaxprs") -> str:
+    """Several jaxprs side by side, each in a cluster with a title: DOT source.
+
+    Args:
+      panels: `(title, jaxpr)` or `(title, jaxpr, marked_inputs)` tuples, left to right;
+        `marked_inputs` as in `jaxpr_to_dot` (e.g. the tangent input of a linear jaxpr and
+        the cotangent input of its transpose).
+      name: the graph's name.
+    Returns: the DOT text.
+    """
+    lines = []
+    for k, (title, jaxpr, *marked) in enumerate(panels):
+        inner = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
+        w = _DotWriter(inner, f"p{k}n", marked[0] if marked else ())
+        w.jaxpr(inner, "    ")
+        lines += [f"  subgraph cluster_panel{k} {{", f"    label={_quote(title)};",
+                  '    labelloc="t"; fontname="sans-serif"; color="#bbbbbb";'] + w.lines + ["  }"]
+    return "\n".join([f"digraph {_quote(name)} {{"] + _HEAD + lines + ["}"]) + "\n"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,6 +242,96 @@ def trace_stack_to_dot(trace: core.Trace | None = None) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# Pytrees and Threefry
+# ---------------------------------------------------------------------------------------------
+
+def _leaf_summary(x: Any) -> str:
+    try:
+        return core.get_aval(x).str_short()
+    except TypeError:
+        return type(x).__name__
+
+
+def pytree_to_dot(tree: Any, name: str = "pytree") -> str:
+    """DOT source for what `tree_flatten(tree)` sees and returns.
+
+    On the left the tree: one box per container node (its type, and its aux data such as a
+    dict's sorted keys), edges labelled with the key or position of each child, and one
+    ellipse per leaf (`leaf i: f32[3]`). On the right the two results of `tree_flatten`: the
+    list of leaves, in the order the walk meets them, and the treedef as it prints. The
+    treedef keeps everything but the leaves; `tree_unflatten(treedef, leaves)` rebuilds the
+    tree. Mirrors nothing in JAX (its treedefs live in C++: jaxlib's pytree.cc).
+    """
+    from minijax import tree_util
+
+    leaves, treedef = tree_util.tree_flatten(tree)
+    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
+             '  node [fontname="monospace" fontsize=11];',
+             '  edge [fontname="monospace" fontsize=9];']
+    ids = itertools.count()
+    counter = itertools.count()
+
+    def walk(td) -> str:
+        nid = f"t{next(ids)}"
+        if td.node_type is None:
+            k = next(counter)
+            label = f"leaf {k}: {_leaf_summary(leaves[k])}"
+            lines.append(f'  {nid} [label={_quote(label)} shape="ellipse" style="filled" '
+                         f'fillcolor="#d8ecff"];')
+            lines.append(f"  {nid} -> leaves:l{k} [style=dashed color=\"#888888\"];")
+            return nid
+        label = td.node_type.__name__ + ("" if td.node_data is None else f"\n{td.node_data!r}")
+        lines.append(f'  {nid} [label={_quote(label)} shape="box" style="rounded,filled" '
+                     f'fillcolor="#fff4d0"];')
+        keys = td.node_data if (isinstance(td.node_data, tuple)
+                                and len(td.node_data) == len(td.children)) else None
+        for i, child in enumerate(td.children):
+            edge = repr(keys[i]) if keys else str(i)
+            lines.append(f"  {nid} -> {walk(child)} [label={_quote(edge)}];")
+        return nid
+
+    walk(treedef)
+    cells = "|".join(f"<l{k}> {k}: {_leaf_summary(x)}" for k, x in enumerate(leaves))
+    lines.append(f'  leaves [shape="record" label={_quote("leaves|" + cells)}];')
+    lines.append(f'  treedef [shape="note" label={_quote("treedef: " + str(treedef))}];')
+    lines.append("  { rank=sink; leaves; treedef; }")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+def threefry_to_dot(name: str = "threefry2x32") -> str:
+    """DOT source for the structure of minijax's Threefry-2x32 (minijax/prng.py
+    threefry2x32): the key schedule, then five blocks of four rounds, each block followed by
+    a key injection; the rotation distances are read from `prng._ROTATIONS`, so the picture
+    shows what the code does. One round: `x1 += x2; x2 = rotl(x2, r) ^ x1`."""
+    from minijax import prng
+
+    first = "x1 += ks[0]\nx2 += ks[1]"
+    schedule = f"key (k0, k1)\nks = (k0, k1, k0 ^ k1 ^ {int(prng._KS_PARITY):#x})"
+    lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
+             '  node [fontname="monospace" fontsize=11 shape="box" style="rounded,filled"];',
+             '  edge [fontname="monospace" fontsize=9];',
+             f'  key [label={_quote(schedule)} fillcolor="#e8e8e8"];',
+             '  x [label="counter (x1, x2)" fillcolor="#d8ecff"];',
+             f'  inject0 [label={_quote(first)} fillcolor="#ffd6d6"];',
+             "  key -> inject0; x -> inject0;"]
+    prev = "inject0"
+    for block in range(5):
+        rot = prng._ROTATIONS[block % 2]
+        label = (f"block {block + 1}: 4 rounds\nrotl by {', '.join(map(str, rot))}\n"
+                 "(x1 += x2; x2 = rotl(x2, r) ^ x1)")
+        lines.append(f'  b{block} [label={_quote(label)} fillcolor="#fff4d0"];')
+        i, j = (block + 1) % 3, (block + 2) % 3
+        inj = f"x1 += ks[{i}]\nx2 += ks[{j}] + {block + 1}"
+        lines.append(f'  i{block} [label={_quote(inj)} fillcolor="#ffd6d6"];')
+        lines.append(f"  {prev} -> b{block}; b{block} -> i{block};")
+        lines.append(f'  key -> i{block} [style=dashed color="#888888"];')
+        prev = f"i{block}"
+    lines.append('  out [label="output (x1, x2): 64 random bits" fillcolor="#d8ecff"];')
+    lines.append(f"  {prev} -> out;")
+    return "\n".join(lines + ["}"]) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
 # Rendering
 # ---------------------------------------------------------------------------------------------
 
@@ -209,7 +342,7 @@ def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "sv
       graph: a `Jaxpr`, a `ClosedJaxpr`, or DOT text.
       path: the file to write; its parent directories are created.
       format: 'svg' or 'png'.
-    Returns: `path` as a `Path`.
+    Returns: `path` as a `Path`. An SVG carries a comment with the hash of its DOT source.
     Raises: ValueError for another format; RuntimeError if the Graphviz `dot` program is not
       installed (the message says how to install it).
     """
@@ -228,5 +361,17 @@ def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "sv
                               capture_output=True).stdout
     else:
         data = graphviz.Source(source).pipe(format=format)
+    if format == "svg":  # a stamp of the DOT source, so a stale picture can be detected
+        data = data.replace(b"<svg ", f"<!-- {SOURCE_STAMP}{source_digest(source)} -->\n<svg "
+                            .encode(), 1)
     path.write_bytes(data)
     return path
+
+
+SOURCE_STAMP = "minijax.viz DOT source sha256: "
+
+
+def source_digest(source: str) -> str:
+    """The hash `render` writes into an SVG: the same DOT text gives the same picture, whatever
+    Graphviz version drew it (tests/chapters/chapters_test.py compares these)."""
+    return hashlib.sha256(source.encode()).hexdigest()

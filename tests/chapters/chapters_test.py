@@ -1,6 +1,13 @@
 """Every chapter runs: its ```python blocks execute in order, in one kernel, and each
 ```output block shows exactly what the code block before it printed.
 
+Pictures drawn by the chapter's code (minijax.viz.render) carry a hash of their DOT source;
+the test fails if running the chapter redrew one from a different source (a stale picture).
+
+Timings differ on every run, so a block tagged ```output-timing is compared with its numbers
+masked: the same lines, words and units, any numbers. Every block right after a code block
+must be one of the two (a ```text block there would go unchecked, and go stale).
+
 Chapters are plain markdown read by jupytext (```python fences become code cells) and executed
 with nbclient, the engine nbmake uses. Links to source files and `file.py: Symbol` pointers must
 name files and symbols that exist.
@@ -37,22 +44,60 @@ def _norm(text: str) -> str:
     return "\n".join(line.rstrip() for line in text.strip().splitlines())
 
 
-_OUTPUT_BLOCK = re.compile(r"^```output\n(.*?)^```", re.S | re.M)
+_OUTPUT_BLOCK = re.compile(r"^```(output|output-timing)\n(.*?)^```", re.S | re.M)
+_ANY_BLOCK = re.compile(r"^```(\S*)\n")
+_NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+
+
+def _mask_numbers(text: str) -> str:
+    """Each number becomes `#` and runs of spaces one space (column widths change with the
+    numbers): what an output-timing block and the printed text must agree on."""
+    return "\n".join(" ".join(_NUMBER.sub("#", line).split()) for line in text.splitlines())
+
+
+_PICTURE = re.compile(r"\]\((img/[\w.-]+\.svg)\)")
+_STAMP = re.compile(r"<!-- minijax\.viz DOT source sha256: (\w+) -->")
+
+
+def _picture_stamps(path: Path) -> dict[str, str | None]:
+    """For each SVG the chapter shows, the DOT-source hash that minijax.viz.render stamped in
+    it (None if absent): the chapter's own code redraws them, so a changed hash after running
+    it means the committed picture no longer showed what the code draws."""
+    stamps = {}
+    for rel in _PICTURE.findall(path.read_text()):
+        svg = path.parent / rel
+        m = _STAMP.search(svg.read_text()) if svg.exists() else None
+        stamps[rel] = m.group(1) if m else None
+    return stamps
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_runs_and_outputs_match(path):
+    before = _picture_stamps(path)
     nb = _execute(path)
+    after = _picture_stamps(path)
+    stale = [rel for rel in before if after[rel] is not None and after[rel] != before[rel]]
+    assert not stale, (f"{path.name}: running the chapter redrew {stale}, which showed an older "
+                       "program: commit the redrawn pictures")
     cells = nb.cells
     for i, cell in enumerate(cells[:-1]):
         nxt = cells[i + 1]
         if cell.cell_type != "code" or nxt.cell_type != "markdown":
             continue
-        m = _OUTPUT_BLOCK.match(nxt.source.lstrip())
+        source = nxt.source.lstrip()
+        fence = _ANY_BLOCK.match(source)
+        if fence and fence.group(1) not in ("output", "output-timing"):
+            raise AssertionError(
+                f"{path.name}: the block after code cell {i} is tagged {fence.group(1)!r}; "
+                "tag what the code prints `output` (or `output-timing`) so that it is checked")
+        m = _OUTPUT_BLOCK.match(source)
         if m:
-            assert _norm(_stdout(cell)) == _norm(m.group(1)), (
+            shown, printed = _norm(m.group(2)), _norm(_stdout(cell))
+            if m.group(1) == "output-timing":
+                shown, printed = _mask_numbers(shown), _mask_numbers(printed)
+            assert printed == shown, (
                 f"{path.name}: the output shown after code cell {i} differs from what it prints"
-                f"\n--- shown ---\n{m.group(1)}\n--- printed ---\n{_stdout(cell)}")
+                f"\n--- shown ---\n{m.group(2)}\n--- printed ---\n{_stdout(cell)}")
 
 
 _LINK = re.compile(r"\]\((\.\./[^)#\s]+)(?:#[^)]*)?\)")
@@ -87,3 +132,23 @@ def test_links_and_symbols_exist(path):
         py = ROOT / file
         assert py.exists(), f"{path.name}: {file} does not exist"
         assert symbol in _defined_names(py), f"{path.name}: {file} has no symbol {symbol}"
+
+
+def test_timing_blocks_compare_words_not_numbers():
+    shown = "minijax  gather   0.43 ms   scatter-add   2.11 ms\ncores busy 1.00: True"
+    assert _mask_numbers(shown) == _mask_numbers(
+        "minijax  gather  12.5 ms   scatter-add 101.00 ms\ncores busy 2: True")
+    assert _mask_numbers(shown) != _mask_numbers(
+        "minijax  gather   0.43 s   scatter-add   2.11 ms\ncores busy 1.00: True")
+    assert _mask_numbers(shown) != _mask_numbers(shown.replace("True", "False"))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_pictures_exist(path):
+    """Every picture a chapter shows is in chapters/img; from chapter 02 on, each chapter on a
+    transformation shows at least one (they are drawn by its own code)."""
+    pictures = re.findall(r"!\[[^\]]*\]\((img/[^)]+)\)", path.read_text())
+    for rel in pictures:
+        assert (path.parent / rel).is_file(), f"{path.name}: missing picture {rel}"
+    if "02" <= path.name[:2] <= "10":
+        assert pictures, f"{path.name} shows no picture"

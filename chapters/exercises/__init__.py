@@ -1,0 +1,1 @@
+"""Graded exercises: skeleton files to fill in, tested against real JAX (see README.md)."""

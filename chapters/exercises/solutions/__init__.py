@@ -1,0 +1,1 @@
+"""Reference solutions of the exercises, run by tests/chapters/exercises_test.py."""

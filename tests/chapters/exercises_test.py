@@ -1,0 +1,250 @@
+"""The graded exercises of chapters/exercises/: each test runs once on the skeleton a learner
+fills in and once on the reference solution, against real JAX.
+
+In the suite a skeleton must fail with NotImplementedError (a strict xfail, so the suite
+proves the skeletons are still skeletons and that the tests reach the learner's code), and a
+solution must pass. A learner runs `MINIJAX_EXERCISES=mine pytest tests/chapters/exercises_test.py
+-k NAME`, where the skeleton cases are plain tests. The modules are loaded from their files
+(tests/chapters would shadow a top-level `chapters` package on sys.path).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+from minijax import core
+from minijax.interpreters import ad, batching
+from minijax.lax import lax as mlax
+
+EXERCISES = Path(__file__).resolve().parents[2] / "chapters" / "exercises"
+LEARNER = os.environ.get("MINIJAX_EXERCISES") == "mine"
+
+
+def _load(path: Path):
+    spec = importlib.util.spec_from_file_location(
+        f"minijax_exercises.{path.parent.name}.{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _versions(name: str):
+    skeleton = pytest.param(EXERCISES / f"{name}.py", id="skeleton", marks=() if LEARNER else
+                            pytest.mark.xfail(strict=True, raises=NotImplementedError,
+                                              reason="a skeleton, to be filled in"))
+    solution = pytest.param(EXERCISES / "solutions" / f"{name}.py", id="solution")
+    return pytest.mark.parametrize("module", [skeleton, solution], indirect=True)
+
+
+@pytest.fixture
+def module(request):
+    return _load(request.param)
+
+
+def _install(monkeypatch, table: dict, rules: dict) -> None:
+    """Put the exercise's rules in minijax's rule table for the duration of one test."""
+    for name, rule in rules.items():
+        monkeypatch.setitem(table, getattr(mlax, f"{name}_p"), rule)
+
+
+def _close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+rng = np.random.default_rng(0)
+X = rng.uniform(0.5, 1.5, (4, 3)).astype(np.float32)
+Y = rng.uniform(0.5, 1.5, (4, 3)).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------
+# tiny_trace: a Trace that records primitive names
+# ---------------------------------------------------------------------------------------------
+
+def _program(J):
+    return lambda x: J.numpy.sum(J.numpy.sin(x) * x + 2.0)
+
+
+@_versions("tiny_trace")
+def test_tiny_trace_records_what_jax_traces(module):
+    out, tape = module.record_primitives(_program(minijax))(X)
+    jaxpr = jax.make_jaxpr(_program(jax))(X)
+    assert tape == [e.primitive.name for e in jaxpr.eqns]
+    _close(out, _program(jax)(X))
+    assert core.current_trace() is core.eval_trace
+
+
+@_versions("tiny_trace")
+def test_tiny_trace_composes_with_grad_vmap_jit(module):
+    recorded = lambda x: module.record_primitives(_program(minijax))(x)[0]
+    _close(minijax.grad(recorded)(X), jax.grad(_program(jax))(X))
+    _close(minijax.vmap(recorded)(X), jax.vmap(_program(jax))(X))
+    _close(minijax.jit(recorded)(X), _program(jax)(X))
+
+
+@_versions("tiny_trace")
+def test_tiny_trace_leaves_no_trace_behind_on_error(module):
+    bad = lambda x: minijax.numpy.sin(x) @ x  # f32[4,3] @ f32[4,3]: shapes do not match
+    with pytest.raises(TypeError):
+        module.record_primitives(bad)(X)
+    assert core.current_trace() is core.eval_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# jvp_rules
+# ---------------------------------------------------------------------------------------------
+
+def _jvp_program(J):
+    jn = J.numpy
+    return lambda x, y: jn.sum(jn.sin(x) * jn.cos(y) + jn.exp(x) / y + jn.log(y) * x)
+
+
+@_versions("jvp_rules")
+def test_jvp_rules_match_jax(module, monkeypatch):
+    _install(monkeypatch, ad.primitive_jvps, module.RULES)
+    tx, ty = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    mine = minijax.jvp(_jvp_program(minijax), (X, Y), (tx, ty))
+    ref = jax.jvp(_jvp_program(jax), (X, Y), (tx, ty))
+    _close(mine[0], ref[0])
+    _close(mine[1], ref[1], 1e-4)
+
+
+@_versions("jvp_rules")
+def test_jvp_rules_with_symbolic_zeros_and_twice(module, monkeypatch):
+    _install(monkeypatch, ad.primitive_jvps, module.RULES)
+    t = np.ones_like(X)
+    only_x = lambda J: (lambda x: _jvp_program(J)(x, Y))  # y's tangent is a symbolic Zero
+    _close(minijax.jvp(only_x(minijax), (X,), (t,))[1], jax.jvp(only_x(jax), (X,), (t,))[1], 1e-4)
+
+    def second(J):
+        return lambda x: J.jvp(only_x(J), (x,), (t,))[1]
+    _close(minijax.jvp(second(minijax), (X,), (t,))[1], jax.jvp(second(jax), (X,), (t,))[1], 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# batching_rules
+# ---------------------------------------------------------------------------------------------
+
+def _batch_program(J):
+    jn = J.numpy
+
+    def fun(x):  # one example: f32[3,5]
+        s = jn.sum(x, axis=1)                    # reduce_sum
+        t = jn.transpose(x) * 2.0                # transpose
+        b = jn.broadcast_to(s, (2, 3))           # broadcast_in_dim
+        return jn.sum(t, axis=0) + jn.sum(b), t
+    return fun
+
+
+@_versions("batching_rules")
+@pytest.mark.parametrize("in_axes,out_axes", [(0, 0), (1, 1), (2, (0, 2))])
+def test_batching_rules_match_jax(module, monkeypatch, in_axes, out_axes):
+    _install(monkeypatch, batching.primitive_batchers, module.RULES)
+    shape = [3, 5]
+    shape.insert(in_axes, 4)
+    xs = rng.standard_normal(shape).astype(np.float32)
+    mine = minijax.vmap(_batch_program(minijax), in_axes, out_axes)(xs)
+    ref = jax.vmap(_batch_program(jax), in_axes, out_axes)(xs)
+    for m, r in zip(mine, ref):
+        assert np.shape(m) == np.shape(r)
+        _close(m, r)
+
+
+# ---------------------------------------------------------------------------------------------
+# transpose_rules
+# ---------------------------------------------------------------------------------------------
+
+def _loss(J):
+    jn = J.numpy
+    w = np.linspace(-1.0, 1.0, 12, dtype=np.float32).reshape(4, 3)
+
+    def fun(x):  # x: f32[3]
+        b = jn.broadcast_to(x, (4, 3))            # broadcast_in_dim
+        h = -(b * w)                              # mul, neg
+        return jn.sum(jn.sum(h * h, axis=1) * 0.5)  # reduce_sum over one axis, then all
+    return fun
+
+
+@_versions("transpose_rules")
+def test_transpose_rules_give_jax_gradients(module, monkeypatch):
+    _install(monkeypatch, ad.primitive_transposes, module.RULES)
+    x = np.array([0.3, -1.2, 2.0], np.float32)
+    _close(minijax.grad(_loss(minijax))(x), jax.grad(_loss(jax))(x), 1e-4)
+    ct = np.arange(12, dtype=np.float32).reshape(4, 3)
+    f = lambda J: (lambda x: -(J.numpy.broadcast_to(x, (4, 3)) * 3.0))
+    _, mine = minijax.vjp(f(minijax), x)
+    _, ref = jax.vjp(f(jax), x)
+    _close(mine(ct)[0], ref(ct)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# inverse: a jaxpr interpreter that rewrites
+# ---------------------------------------------------------------------------------------------
+
+W = np.array([1.0, 2.0, 4.0], np.float32)
+
+
+def _invertible(J):
+    jn = J.numpy
+    return lambda x: 2.0 - jn.log(3.0 / (-jn.exp(x * 2.0 + 1.0) / W + 8.0))
+
+
+@_versions("inverse")
+def test_inverse_undoes_the_function(module):
+    x = np.array([-0.7, 0.1, 0.4], np.float32)
+    y = np.asarray(_invertible(jax)(x))
+    _close(module.inverse(_invertible(minijax))(y), x, 1e-4)
+    _close(minijax.jit(module.inverse(_invertible(minijax)))(y), x, 1e-4)
+    names = [e.primitive.name for e in minijax.make_jaxpr(
+        module.inverse(_invertible(minijax)))(y).eqns]
+    assert "log" in names and "exp" in names and names.index("exp") < names.index("log")
+
+
+@_versions("inverse")
+def test_inverse_differentiates_by_the_inverse_function_theorem(module):
+    h = lambda J: (lambda x: J.numpy.exp(x * 0.5) * 3.0 - 1.0)
+    x = np.float32(0.8)
+    y = np.float32(h(jax)(x))
+    _close(minijax.grad(module.inverse(h(minijax)))(y), 1.0 / jax.grad(h(jax))(x), 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# scan_lowering: scan as a while loop over dynamic slices
+# ---------------------------------------------------------------------------------------------
+
+def _step(J):
+    return lambda c, x: (c * 0.9 + x, J.numpy.sin(c) * x)
+
+
+XS = rng.standard_normal((5, 3)).astype(np.float32)
+C0 = np.ones(3, np.float32)
+
+
+@_versions("scan_lowering")
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_via_while_matches_lax_scan(module, reverse):
+    mine = module.scan_via_while(_step(minijax), C0, XS, reverse=reverse)
+    ref = jax.lax.scan(_step(jax), C0, XS, reverse=reverse)
+    for m, r in zip(mine, ref):
+        _close(m, r)
+    jitted = minijax.jit(lambda c, xs: module.scan_via_while(_step(minijax), c, xs, reverse))
+    for m, r in zip(jitted(C0, XS), ref):
+        _close(m, r)
+
+
+@_versions("scan_lowering")
+def test_scan_via_while_is_a_while_and_has_a_jvp(module):
+    run = lambda J, scan: (lambda c: scan(_step(J), c, XS)[1].sum())
+    jaxpr = minijax.make_jaxpr(run(minijax, module.scan_via_while))(C0)
+    names = {e.primitive.name for e in jaxpr.eqns}
+    assert "while" in names and "scan" not in names
+    t = np.array([1.0, -1.0, 0.5], np.float32)
+    mine = minijax.jvp(run(minijax, module.scan_via_while), (C0,), (t,))
+    ref = jax.jvp(run(jax, jax.lax.scan), (C0,), (t,))
+    _close(mine[1], ref[1], 1e-4)
