@@ -170,11 +170,7 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        handlers = self.handlers
-        if handlers is not None:  # execute(), inlined: this is every jitted call's path
-            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
-        else:
-            outs = self.executable.execute(bufs)
+        outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.

@@ -66,20 +66,6 @@ def promote_shapes(name: str, *args):
     return out
 
 
-def _one_type(args) -> bool:
-    """Are all `args` Arrays or tracers of one aval? (`type(x) is Array` first: it is the
-    cheapest test, and eager operands are Arrays.)"""
-    first = None
-    for a in args:
-        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
-            return False
-        if first is None:
-            first = a.aval
-        elif a.aval is not first and a.aval != first:
-            return False
-    return True
-
-
 def _one_dtype(args) -> bool:
     """Are all `args` Arrays or tracers of one dtype and weak type?"""
     first = None
@@ -95,8 +81,18 @@ def _one_dtype(args) -> bool:
 
 
 def promote_args(name: str, *args):
-    if _one_type(args):
-        return args  # the common case, operands of one type: nothing to promote or broadcast
+    # the common case, Arrays or tracers of one aval: nothing to promote or broadcast (tested
+    # inline, `type(a) is Array` first: this is on every eager jnp call)
+    first = None
+    for a in args:
+        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
+            break
+        if first is None:
+            first = a.aval
+        elif a.aval is not first and a.aval != first:
+            break
+    else:
+        return args
     check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
 
