@@ -45,7 +45,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
-    # the key: Arrays give their aval as it is (its hash is computed once, when it is made);
+    # the key: Arrays give their aval as it is (its hash is computed once, then cached);
     # one and two operands, most calls, without building a list
     n = len(args)
     if n == 2 and type(args[0]) is Array and type(args[1]) is Array:
