@@ -5,14 +5,15 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
 from minijax import core  # noqa: F401  (first: core imports the eager path built on it)
-from minijax import lax, nn, numpy, tree_util  # noqa: F401
+from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
+from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
-    block_until_ready, device_put, devices, grad, hessian, jacfwd, jacrev,
+    block_until_ready, device_put, devices, grad, hessian, jacfwd, jacobian, jacrev,
     jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
 )
 from minijax.array import Array  # noqa: F401
-from minijax.config import config  # noqa: F401
+from minijax.config import config, numpy_dtype_promotion  # noqa: F401
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, ShapeDtypeStruct, TracerArrayConversionError,
     TracerIntegerConversionError, UnexpectedTracerError,

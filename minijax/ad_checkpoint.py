@@ -14,7 +14,9 @@ Mirrors jax/_src/ad_checkpoint.py. Taught in chapters/06-reverse-mode.md (remate
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import inspect
 import types
 from typing import Any, Callable, Sequence
 
@@ -23,7 +25,7 @@ from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
-from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
 
 # ---------------------------------------------------------------------------------------------
@@ -67,7 +69,50 @@ class DotsSaveable:
 dots_saveable = DotsSaveable(False)
 dots_with_no_batch_dims_saveable = DotsSaveable(True)
 
-# JAX: jax/_src/ad_checkpoint.py checkpoint_policies — differs: no name- or offload-based ones
+
+# JAX: jax/_src/ad_checkpoint.py SaveOnlyTheseNames
+@dataclasses.dataclass(frozen=True)
+class SaveOnlyTheseNames:
+    """Save the values named (by `checkpoint_name`) with one of `saveable_names`, nothing
+    else."""
+    saveable_names: frozenset
+
+    def __call__(self, prim, *_, **params) -> bool:
+        return prim is name_p and params["name"] in self.saveable_names
+
+
+# JAX: jax/_src/ad_checkpoint.py SaveAnyNamesButThese
+@dataclasses.dataclass(frozen=True)
+class SaveAnyNamesButThese:
+    """Save every named value except those named one of `names`; unnamed values are
+    recomputed."""
+    names: frozenset
+
+    def __call__(self, prim, *_, **params) -> bool:
+        return prim is name_p and params["name"] not in self.names
+
+
+# JAX: jax/_src/ad_checkpoint.py save_only_these_names
+def save_only_these_names(*names_which_can_be_saved: str) -> SaveOnlyTheseNames:
+    """A policy saving only the `checkpoint_name`d values among the names given."""
+    return SaveOnlyTheseNames(frozenset(names_which_can_be_saved))
+
+
+# JAX: jax/_src/ad_checkpoint.py save_any_names_but_these
+def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
+    """A policy saving every `checkpoint_name`d value except the names given."""
+    return SaveAnyNamesButThese(frozenset(names_not_to_save))
+
+
+# JAX: jax/_src/ad_checkpoint.py save_from_both_policies
+def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
+    """A policy saving what either policy saves."""
+    def policy(prim, *args, **params) -> bool:
+        return bool(policy_1(prim, *args, **params) or policy_2(prim, *args, **params))
+    return policy
+
+
+# JAX: jax/_src/ad_checkpoint.py checkpoint_policies — differs: no offloading policies
 checkpoint_policies = types.SimpleNamespace(
     everything_saveable=everything_saveable,
     nothing_saveable=nothing_saveable,
@@ -75,6 +120,9 @@ checkpoint_policies = types.SimpleNamespace(
     checkpoint_dots=dots_saveable,
     dots_with_no_batch_dims_saveable=dots_with_no_batch_dims_saveable,
     checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
+    save_only_these_names=save_only_these_names,
+    save_any_names_but_these=save_any_names_but_these,
+    save_from_both_policies=save_from_both_policies,
 )
 
 
@@ -304,3 +352,103 @@ ad.primitive_transposes[remat_p] = _remat_transpose
 batching.primitive_batchers[remat_p] = _remat_batch_rule
 mlir.register_lowering(remat_p, _remat_lowering)
 pe.dce_rules[remat_p] = _remat_dce_rule
+
+
+# ---------------------------------------------------------------------------------------------
+# Names for policies: checkpoint_name and the name primitive
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/ad_checkpoint.py checkpoint_name
+def checkpoint_name(x, name: str):
+    """`x` (a pytree of arrays) unchanged, each leaf tagged `name` in the jaxpr (`name[name=y]`)
+    so that policies like `save_only_these_names(name)` can pick it as a residual."""
+    return tree_map(lambda leaf: name_p.bind(leaf, name=name), x)
+
+
+def _name_impl(x, *, name):
+    return x
+
+
+def _name_abstract_eval(x, *, name):
+    return x
+
+
+def _name_jvp(primals, tangents, *, name):
+    (x,), (t,) = primals, tangents
+    return name_p.bind(x, name=name), t  # only the primal value is named, as in JAX
+
+
+def _name_batch_rule(vals, dims, *, axis_size, name):
+    (x,), (d,) = vals, dims
+    return name_p.bind(x, name=name), d
+
+
+def _name_lowering(ctx, x, *, name):
+    return x
+
+
+# JAX: jax/_src/ad_checkpoint.py name_p
+name_p = core.Primitive("name")
+name_p.def_impl(_name_impl)
+name_p.def_abstract_eval(_name_abstract_eval)
+ad.primitive_jvps[name_p] = _name_jvp
+batching.primitive_batchers[name_p] = _name_batch_rule
+mlir.register_lowering(name_p, _name_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# Which values reverse mode saves
+# ---------------------------------------------------------------------------------------------
+
+def _arg_names(f: Callable, args: tuple, kwargs: dict) -> list[str]:
+    """A name per flat argument: the parameter's name plus the leaf's key path (`p['w']`)."""
+    try:
+        params = list(inspect.signature(f).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for path, _ in tree_flatten_with_path((args, kwargs))[0]:
+        (_, where), rest = path[:2], path[2:]
+        base = getattr(where, "key", None)
+        if base is None:
+            i = where.idx
+            base = params[i] if i < len(params) else f"args[{i}]"
+        names.append(f"{base}{keystr(rest)}")
+    return names
+
+
+# JAX: jax/_src/ad_checkpoint.py saved_residuals — differs: no source locations
+def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray, str]]:
+    """The residuals `vjp(f, *args)` keeps for the backward pass, as (aval, where it comes
+    from): a literal, a constant, an argument, a named value or the output of a primitive."""
+    from minijax.api import vjp
+    flat, in_tree = tree_flatten((args, kwargs))
+
+    def residuals(*leaves):
+        a, kw = tree_unflatten(in_tree, leaves)
+        return tree_flatten(vjp(lambda *a: f(*a, **kw), *a)[1])[0]
+
+    jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(residuals, [core.get_aval(x) for x in flat],
+                                            purpose="saved_residuals")
+    names = _arg_names(f, args, kwargs)
+    # In JAX's order: literals, constants, arguments, then outputs of equations in program order
+    res_vars = {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
+    result = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, core.Literal)]
+    result += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
+    result += [(v.aval, f"from the argument {name}")
+               for v, name in safe_zip(jaxpr.invars, names) if v in res_vars]
+    for eqn in jaxpr.eqns:
+        for v in eqn.outvars:
+            if v in res_vars:
+                what = (f"named '{eqn.params['name']}'" if eqn.primitive is name_p
+                        else f"output of {eqn.primitive.name}")
+                result.append((v.aval, what))
+    return result
+
+
+# JAX: jax/_src/ad_checkpoint.py print_saved_residuals
+def print_saved_residuals(f: Callable, *args, **kwargs) -> None:
+    """Print one line per residual of `vjp(f, *args)`: `f32[3] named 'y'`, `f32[3] output of
+    cos`, `f32[3] from the argument x` (see saved_residuals)."""
+    for aval, src in saved_residuals(f, *args, **kwargs):
+        print(f"{aval.str_short()} {src}")

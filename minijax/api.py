@@ -14,11 +14,12 @@ import numpy as np
 from minijax import api_util, compiler, core, dtypes
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
-from minijax.core import ClosedJaxpr
+from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
-from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
+from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
+                               tree_unflatten)
 
 
 def _as_arrays(xs: list) -> list:
@@ -100,14 +101,11 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
         _check_tangent(p, t, i)
     store: list = []
     flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, tree_p, store)
-    outs_p, outs_t = ad.jvp_flat(flat_fun, flat_p, flat_t, fun_name(fun))
+    outs_p, outs_t, *aux = ad.jvp_flat(flat_fun, flat_p, flat_t, fun_name(fun), has_aux)
     outs_p = _as_arrays(outs_p)
     outs_t = _as_arrays([ad.instantiate_zeros(t) for t in outs_t])
-    if has_aux:
-        out_tree, aux_tree, n = store
-        return (tree_unflatten(out_tree, outs_p[:n]), tree_unflatten(out_tree, outs_t[:n]),
-                tree_unflatten(aux_tree, outs_p[n:]))
-    return tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
+    out = tree_unflatten(store[0], outs_p), tree_unflatten(store[0], outs_t)
+    return (*out, tree_unflatten(store[1], aux[0])) if has_aux else out
 
 
 # JAX: jax/_src/api.py linearize
@@ -117,17 +115,25 @@ def linearize(fun: Callable, *primals):
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
     outs, lin = ad.linearize_flat(flatten_fun_nokwargs(fun, in_tree, store), flat_p, fun_name(fun))
-    out_tree = store[0]
-
-    def f_jvp(*tangents):
-        flat_t, t_tree = tree_flatten(tangents)
-        if t_tree != in_tree:
-            raise TypeError(f"linearize: tangents must have structure {in_tree}, got {t_tree}")
-        return tree_unflatten(out_tree,
-                              _as_arrays(core.eval_jaxpr(lin.jaxpr, lin.consts, *flat_t)))
-
+    # A pytree whose leaves are the residuals, so it can leave a jit (JAX: Partial too)
+    f_jvp = Partial(_LinearizedJVP(lin.jaxpr, in_tree, store[0]), lin.consts)
     f_jvp.jaxpr = lin
-    return tree_unflatten(out_tree, _as_arrays(outs)), f_jvp
+    return tree_unflatten(store[0], _as_arrays(outs)), f_jvp
+
+
+class _LinearizedJVP:
+    """The function inside linearize's Partial: (residuals, *tangents) -> output tangents."""
+
+    def __init__(self, jaxpr: core.Jaxpr, in_tree: PyTreeDef, out_tree: PyTreeDef) -> None:
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+
+    def __call__(self, residuals, *tangents):
+        flat_t, t_tree = tree_flatten(tangents)
+        if t_tree != self.in_tree:
+            raise TypeError(f"linearize: tangents must have structure {self.in_tree}, got "
+                            f"{t_tree}")
+        return tree_unflatten(self.out_tree,
+                              _as_arrays(core.eval_jaxpr(self.jaxpr, residuals, *flat_t)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,58 +150,116 @@ def vjp(fun: Callable, *primals, has_aux: bool = False):
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
     flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, in_tree, store)
+    outs, _, lin, *aux = ad.vjp_flat(flat_fun, flat_p, fun_name(fun), has_aux)
+    out_tree = store[0]
+    f_vjp = VJP(lin.jaxpr, in_tree, out_tree, tuple(core.get_aval(o) for o in outs), lin.consts)
+    primal_out = tree_unflatten(out_tree, _as_arrays(outs))
     if has_aux:
-        def split_fun(*xs):
-            outs = flat_fun(*xs)
-            n = store[2]
-            # aux values leave the differentiated computation as plain (stopped) values
-            return outs[:n], outs[n:]
-        outs, pullback, _, aux_flat = ad.vjp_flat(split_fun, flat_p, fun_name(fun),
-                                                  has_aux=True)
-        out_tree, aux_tree = store[0], store[1]
-    else:
-        outs, pullback, _ = ad.vjp_flat(flat_fun, flat_p, fun_name(fun))
-        out_tree = store[0]
-    out_avals = [core.get_aval(o) for o in outs]
+        return primal_out, f_vjp, tree_unflatten(store[1], aux[0])
+    return primal_out, f_vjp
 
-    def f_vjp(ct):
+
+# JAX: jax/_src/api.py VJP — differs: one list of residuals (JAX also keeps opaque ones)
+class VJP:
+    """The function `vjp` returns: `f_vjp(ct)` maps an output cotangent to the input
+    cotangents by transposing the linear jaxpr (`ad.backward_pass`). A pytree whose leaves are
+    the residuals, so it can be returned from `jit` or passed into it."""
+
+    def __init__(self, jaxpr: core.Jaxpr, in_tree: PyTreeDef, out_tree: PyTreeDef,
+                 out_avals: tuple[ShapedArray, ...], residuals: list) -> None:
+        self.jaxpr, self.in_tree, self.out_tree = jaxpr, in_tree, out_tree
+        self.out_avals, self.residuals = out_avals, list(residuals)
+
+    def __call__(self, ct):
         flat_ct, ct_tree = tree_flatten(ct)
-        if ct_tree != out_tree:
-            raise ValueError(f"vjp: cotangent must have the output's structure {out_tree}, "
-                             f"got {ct_tree}")
-        for c, a in zip(flat_ct, out_avals):
+        if ct_tree != self.out_tree:
+            raise ValueError(f"vjp: cotangent must have the output's structure "
+                             f"{self.out_tree}, got {ct_tree}")
+        for c, a in zip(flat_ct, self.out_avals):
             ca = core.get_aval(c)
             if ca.shape != a.shape:
                 raise ValueError(f"vjp: cotangent of shape {ca.str_short()} does not match "
                                  f"the output {a.str_short()}")
-        cts = pullback(flat_ct)
-        return tree_unflatten(in_tree, _as_arrays(cts))
-
-    primal_out = tree_unflatten(out_tree, _as_arrays(outs))
-    if has_aux:
-        return primal_out, f_vjp, tree_unflatten(aux_tree, aux_flat)
-    return primal_out, f_vjp
+        undef = [ad.UndefinedPrimal(a) for a in self.jaxpr.in_avals]
+        cts = ad.backward_pass(self.jaxpr, self.residuals, undef, flat_ct)
+        return tree_unflatten(self.in_tree, _as_arrays([ad.instantiate_zeros(c) for c in cts]))
 
 
-def _check_float_input(x, name: str, allow_int: bool) -> None:
-    aval = core.get_aval(x)
-    if allow_int:
-        return
-    if not dtypes.is_float(aval.dtype):
+register_pytree_node(
+    VJP, lambda v: ((v.residuals,), (v.jaxpr, v.in_tree, v.out_tree, v.out_avals)),
+    lambda meta, children: VJP(*meta, children[0]))
+
+
+def _is_complex(dtype) -> bool:
+    return dtypes.issubdtype(dtype, np.complexfloating)
+
+
+# JAX: jax/_src/api.py _check_input_dtype_revderiv
+def _check_input_dtype_revderiv(name: str, holomorphic: bool, allow_int: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic and not _is_complex(dtype):
+        raise TypeError(f"{name} with holomorphic=True requires inputs with complex dtype, "
+                        f"but got {dtype.name}.")
+    if not dtypes.is_float(dtype) and not allow_int:
         raise TypeError(
             f"{name} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
-            f"of np.inexact), but got {aval.dtype.name}. If you want to use Boolean- or "
+            f"of np.inexact), but got {dtype.name}. If you want to use Boolean- or "
             "integer-valued inputs, use vjp or set allow_int to True.")
+
+
+# JAX: jax/_src/api.py _check_output_dtype_revderiv
+def _check_output_dtype_revderiv(name: str, holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic:
+        if not _is_complex(dtype):
+            raise TypeError(f"{name} with holomorphic=True requires outputs with complex "
+                            f"dtype, but got {dtype.name}.")
+    elif _is_complex(dtype):
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {dtype.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex outputs, use "
+                        "minijax.vjp directly.")
+    elif not dtypes.is_float(dtype):
+        raise TypeError(f"{name} requires real-valued outputs (output dtype that is a "
+                        f"sub-dtype of np.floating), but got {dtype.name}. For "
+                        "differentiation of functions with integer outputs, use minijax.vjp "
+                        "directly.")
+
+
+# JAX: jax/_src/api.py _check_input_dtype_jacfwd
+def _check_input_dtype_jacfwd(holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic:
+        if not _is_complex(dtype):
+            raise TypeError("jacfwd with holomorphic=True requires inputs with complex dtype, "
+                            f"but got {dtype.name}.")
+    elif not dtypes.is_float(dtype) or _is_complex(dtype):
+        raise TypeError("jacfwd requires real-valued inputs (input dtype that is a sub-dtype "
+                        f"of np.floating), but got {dtype.name}. For holomorphic "
+                        "differentiation, pass holomorphic=True. For differentiation of "
+                        "non-holomorphic functions involving complex inputs or integer "
+                        "inputs, use minijax.jvp directly.")
+
+
+# JAX: jax/_src/api.py _check_output_dtype_jacfwd
+def _check_output_dtype_jacfwd(holomorphic: bool, x) -> None:
+    dtype = core.get_aval(x).dtype
+    if holomorphic and not _is_complex(dtype):
+        raise TypeError("jacfwd with holomorphic=True requires outputs with complex dtype, "
+                        f"but got {dtype.name}.")
 
 
 # JAX: jax/_src/api.py value_and_grad
 def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-                   allow_int: bool = False) -> Callable:
+                   holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """A function returning `(fun(*args), gradient)` (with aux: `((value, aux), gradient)`).
 
     `fun` must return a real scalar (TypeError otherwise). `argnums` picks the differentiated
     positional arguments (int: one gradient; tuple: a tuple of gradients), each a pytree of
-    float arrays (TypeError for integer inputs unless allow_int).
+    float arrays (TypeError for integer inputs unless allow_int). With `holomorphic=True`
+    inputs and output must be complex and the result is df/dz; for a real function of
+    complex inputs the gradient is conjugated (JAX's convention: df/dx - i df/dy).
     """
     int_argnums = isinstance(argnums, int)
     nums = (argnums,) if int_argnums else tuple(argnums)
@@ -210,7 +274,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         nums_ = tuple(i % len(args) for i in nums)
         partial_fun, dyn = api_util.argnums_partial(fun, nums_, args, kwargs)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "grad", allow_int)
+            _check_input_dtype_revderiv("grad", holomorphic, allow_int, leaf)
 
         if has_aux:
             ans, f_vjp, aux = vjp(partial_fun, *dyn, has_aux=True)
@@ -222,10 +286,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
             raise TypeError("Gradient only defined for scalar-output functions. Output "
                             + (f"had shape: {shape}." if aval is not None else
                                f"was a {type(ans).__name__}."))
-        if not dtypes.is_float(aval.dtype):
-            raise TypeError(f"grad requires real-valued outputs (output dtype that is a "
-                            f"sub-dtype of np.floating), but got {aval.dtype.name}. For "
-                            "holomorphic differentiation, pass holomorphic=True.")
+        _check_output_dtype_revderiv("grad", holomorphic, ans)
         # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
         # grad(f)(1.0) comes back weakly typed like its input
         g = f_vjp(array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
@@ -237,10 +298,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 # JAX: jax/_src/api.py grad
 def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
-         allow_int: bool = False) -> Callable:
+         holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """The gradient of a real scalar function (see value_and_grad for arguments and errors).
     Returns a function giving the gradient (a pytree like the argument), plus aux if has_aux."""
-    vg = value_and_grad(fun, argnums, has_aux, allow_int)
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
     def grad_f(*args, **kwargs):
@@ -256,23 +317,19 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
 # vmap
 # ---------------------------------------------------------------------------------------------
 
+# JAX: jax/_src/tree_util.py broadcast_prefix
 def _broadcast_prefix(prefix, tree, what: str) -> list:
-    """One entry of `prefix` (a pytree prefix of `tree`, ints/None at its leaves) per leaf."""
-    if prefix is None or isinstance(prefix, int):
-        return [prefix] * len(tree_flatten(tree)[0])
-    if isinstance(prefix, (tuple, list)) and isinstance(tree, (tuple, list)):
-        if len(prefix) != len(tree):
-            raise ValueError(f"vmap {what} specification must be a tree prefix of the "
-                             f"corresponding value, got a {type(prefix).__name__} of length "
-                             f"{len(prefix)} for a value of length {len(tree)}")
-        return [d for p, t in zip(prefix, tree) for d in _broadcast_prefix(p, t, what)]
-    if isinstance(prefix, dict) and isinstance(tree, dict):
-        if set(prefix) != set(tree):
-            raise ValueError(f"vmap {what}: dict keys {sorted(prefix)} do not match "
-                             f"{sorted(tree)}")
-        return [d for k in sorted(tree) for d in _broadcast_prefix(prefix[k], tree[k], what)]
-    raise ValueError(f"vmap {what} specification must be a tree prefix of the corresponding "
-                     f"value; got {prefix!r} for a value of type {type(tree).__name__}")
+    """One entry of `prefix` (a pytree prefix of `tree`, ints/None at its leaves) per leaf of
+    `tree`. The node types must match down to the prefix's leaves, as in JAX (an OrderedDict
+    is matched in its own key order). Raises ValueError otherwise."""
+    entries, prefix_tree = tree_flatten(prefix, is_leaf=lambda x: x is None)
+    try:
+        subtrees = prefix_tree.flatten_up_to(tree)
+    except ValueError as e:
+        raise ValueError(f"vmap {what} specification must be a tree prefix of the "
+                         f"corresponding value, got specification {prefix!r} for value tree "
+                         f"{tree_flatten(tree)[1]}: {e}") from None
+    return [d for d, sub in zip(entries, subtrees) for d in [d] * len(tree_flatten(sub)[0])]
 
 
 # JAX: jax/_src/api.py vmap
@@ -335,7 +392,19 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
 
         outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
                                   fun_name(fun))
-        return tree_unflatten(store[0], _as_arrays(outs))
+        # An unbatched output with out_axes=None comes back as it came (a Python float stays
+        # a float), as in JAX; the others are arrays.
+        for o in outs:
+            if not isinstance(o, core.Tracer):
+                try:
+                    core.get_aval(o)
+                except TypeError:
+                    raise TypeError(f"Output from batched function {o!r} with type "
+                                    f"{type(o)} is not a valid minijax type") from None
+        wanted = out_dims_wanted(len(outs))
+        outs = [o if d is None and not isinstance(o, core.Tracer) else _as_arrays([o])[0]
+                for o, d in zip(outs, wanted)]
+        return tree_unflatten(store[0], outs)
 
     return vmap_f
 
@@ -369,15 +438,17 @@ def _argnums_partial(fun, args, argnums):
 
 
 # JAX: jax/_src/api.py jacfwd
-def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False) -> Callable:
     """The Jacobian by forward mode: one jvp per input element, batched with vmap.
 
     For an input leaf of shape `in` and an output leaf of shape `out`, the Jacobian leaf has
-    shape `out + in` (pytrees: output structure on the outside, then input structure)."""
+    shape `out + in` (pytrees: output structure on the outside, then input structure).
+    Inputs must be real floats, or complex with `holomorphic=True` (TypeError otherwise)."""
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "jacfwd", False)
+            _check_input_dtype_jacfwd(holomorphic, leaf)
         flat_in, in_tree = tree_flatten(dyn)
         basis, sizes = _std_basis(flat_in)
 
@@ -391,6 +462,8 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
         jac_t, rest = vmap(push, out_axes=(-1, None))(basis)
         out_flat, out_tree = tree_flatten(jac_t)
+        for o in out_flat:
+            _check_output_dtype_jacfwd(holomorphic, o)
         per_out = []
         for o in out_flat:
             pieces = _split_last(o, flat_in, sizes)
@@ -413,18 +486,22 @@ def _split_last(o, flat_in, sizes):
 
 
 # JAX: jax/_src/api.py jacrev
-def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False) -> Callable:
+def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+           holomorphic: bool = False, allow_int: bool = False) -> Callable:
     """The Jacobian by reverse mode: one vjp per output element, batched with vmap.
-    Shapes as in jacfwd (`out + in` per leaf pair)."""
+    Shapes as in jacfwd (`out + in` per leaf pair). Outputs must be real floats, or complex
+    with `holomorphic=True` (TypeError otherwise)."""
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
-            _check_float_input(leaf, "jacrev", False)
+            _check_input_dtype_revderiv("jacrev", holomorphic, allow_int, leaf)
         if has_aux:
             y, f_vjp, aux = vjp(f, *dyn, has_aux=True)
         else:
             y, f_vjp = vjp(f, *dyn)
         flat_out, out_tree = tree_flatten(y)
+        for o in flat_out:
+            _check_output_dtype_revderiv("jacrev", holomorphic, o)
         basis, sizes = _std_basis(flat_out)
         rows = vmap(lambda row: f_vjp(tree_unflatten(out_tree,
                                                      _split_basis(row, flat_out, sizes))))(basis)
@@ -451,9 +528,18 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 # JAX: jax/_src/api.py hessian
-def hessian(fun: Callable, argnums: int | Sequence[int] = 0) -> Callable:
+def hessian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+            holomorphic: bool = False) -> Callable:
     """`jacfwd(jacrev(fun))`: for an input of shape `in` and scalar output, shape `in + in`."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+# JAX: jax/_src/api.py jacobian
+def jacobian(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+             holomorphic: bool = False, allow_int: bool = False) -> Callable:
+    """Alias of `jacrev`."""
+    return jacrev(fun, argnums, has_aux, holomorphic, allow_int)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -68,8 +68,9 @@ def flatten_fun_nokwargs(fun: Callable, in_tree: PyTreeDef, out_store: list) -> 
 
 # JAX: jax/_src/api_util.py flatten_fun_nokwargs — differs: also flattens an aux output
 def flatten_fun_nokwargs_aux(fun: Callable, in_tree: PyTreeDef, out_store: list) -> Callable:
-    """Like `flatten_fun_nokwargs` for `fun` returning `(out, aux)`: flat outputs are out +
-    aux; `out_store` gets (out_tree, aux_tree, number of out leaves)."""
+    """Like `flatten_fun_nokwargs` for `fun` returning `(out, aux)`: returns the flat leaves of
+    both, `(out_leaves, aux_leaves)`, and `out_store` gets (out_tree, aux_tree).
+    `ad.jvp_flat(..., has_aux=True)` keeps the aux leaves out of differentiation."""
     def flat_fun(*leaves):
         args = tree_unflatten(in_tree, leaves)
         res = fun(*args)
@@ -79,8 +80,8 @@ def flatten_fun_nokwargs_aux(fun: Callable, in_tree: PyTreeDef, out_store: list)
         out, aux = res
         out_flat, out_tree = tree_flatten(out)
         aux_flat, aux_tree = tree_flatten(aux)
-        out_store[:] = [out_tree, aux_tree, len(out_flat)]
-        return out_flat + aux_flat
+        out_store[:] = [out_tree, aux_tree]
+        return out_flat, aux_flat
     return flat_fun
 
 

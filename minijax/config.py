@@ -14,10 +14,13 @@ class Config:
     """Options: jax_enable_x64 (bool, default False): 64-bit dtypes are kept instead of
     being narrowed to 32 bits; jax_explain_cache_misses (bool): warn why `jit` retraced;
     jax_compilation_cache_dir (str or None): a directory where compiled executables are
-    stored and looked up across processes (the persistent compilation cache)."""
+    stored and looked up across processes (the persistent compilation cache);
+    jax_numpy_dtype_promotion ('standard' or 'strict'): with 'strict', arrays of different
+    strong dtypes do not promote implicitly (minijax.dtypes.TypePromotionError)."""
 
     _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False,
-                 "jax_compilation_cache_dir": None}
+                 "jax_compilation_cache_dir": None, "jax_numpy_dtype_promotion": "standard"}
+    _choices = {"jax_numpy_dtype_promotion": ("standard", "strict")}
 
     def __init__(self) -> None:
         # plain instance attributes: reading an option on the eager hot path is one lookup
@@ -27,6 +30,9 @@ class Config:
         if name not in self._defaults:
             raise AttributeError(f"minijax.config: unknown option {name!r}; "
                                  f"known: {sorted(self._defaults)}")
+        if name in self._choices and value not in self._choices[name]:
+            raise ValueError(f"{value!r} is not a valid value for {name}; expected one of "
+                             f"{self._choices[name]}")
         self.__dict__[name] = value
 
     def __getattr__(self, name: str) -> Any:  # only called for names that are not options
@@ -44,3 +50,10 @@ class Config:
 
 
 config = Config()
+
+
+# JAX: jax/_src/config.py numpy_dtype_promotion
+def numpy_dtype_promotion(value: str):
+    """A context manager setting `jax_numpy_dtype_promotion` ('standard' or 'strict') inside
+    its block. Raises ValueError for another value."""
+    return config.override("jax_numpy_dtype_promotion", value)

@@ -76,6 +76,12 @@ class ShapedArray:
     def __repr__(self) -> str:
         return f"ShapedArray({self.str_short()}{', weak_type=True' if self.weak_type else ''})"
 
+    # JAX: jax/_src/core.py ShapedArray.__str__ — `~float32[3]` (`~`: weakly typed), as
+    # `jax.typeof(x)` and tracer reprs print it
+    def __str__(self) -> str:
+        name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
+        return f"{'~' if self.weak_type else ''}{name}[{','.join(map(str, self.shape))}]"
+
 
 def typematch(a: ShapedArray, b: ShapedArray) -> bool:
     """Same shape and dtype (weak_type is ignored, as in JAX's `typematch`)."""
@@ -140,6 +146,14 @@ class ShapeDtypeStruct:
     @property
     def aval(self) -> ShapedArray:
         return ShapedArray(self.shape, dtypes.canonicalize_dtype(self.dtype), self.weak_type)
+
+    # JAX: jax/_src/core.py ShapeDtypeStruct.like — differs: no sharding
+    @classmethod
+    def like(cls, x) -> "ShapeDtypeStruct":
+        """The struct of `x` (an array, tracer, numpy value, Python scalar or struct): its
+        shape, dtype and weak_type. TypeError for a value that is not an array."""
+        aval = get_aval(x)
+        return cls(aval.shape, aval.dtype, weak_type=aval.weak_type)
 
     def __eq__(self, other) -> bool:
         return (type(other) is ShapeDtypeStruct and self.shape == other.shape
@@ -444,8 +458,13 @@ class Tracer:
 
     __hash__ = None  # tracers are unhashable, as in JAX
 
+    # JAX: jax/_src/core.py Tracer._short_repr — subclasses print their payload, e.g.
+    # `JitTracer(float32[3])`, `JVPTracer(primal=1.0, tangent=1.0)`
+    def _short_repr(self) -> str:
+        return f"{type(self).__name__}<{self.aval}>"
+
     def __repr__(self) -> str:
-        return f"Traced<{self.aval.str_short()}>with<{type(self._trace).__name__}>"
+        return self._short_repr()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -550,6 +569,7 @@ class ClosedJaxpr:
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
+    literals = property(lambda self: self.consts)  # JAX's other name for the consts
 
     def __str__(self) -> str:
         return str(self.jaxpr)

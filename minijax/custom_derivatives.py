@@ -462,10 +462,10 @@ def _ct_leaves(ct, treedef: PyTreeDef, what: str) -> list:
     if treedef.node_type is None:
         return [ct]
     children, node = tree_flatten(ct, is_leaf=lambda x: x is not ct)
-    if (node.node_type is not treedef.node_type or node.node_data != treedef.node_data
-            or len(children) != len(treedef.children)):
+    if node.node_data() != treedef.node_data() or len(children) != len(treedef.children()):
         raise ValueError(what)
-    return [leaf for c, t in zip(children, treedef.children) for leaf in _ct_leaves(c, t, what)]
+    return [leaf for c, t in zip(children, treedef.children())
+            for leaf in _ct_leaves(c, t, what)]
 
 
 # JAX: jax/_src/custom_derivatives.py _flatten_bwd
@@ -477,7 +477,7 @@ def _flatten_bwd(bwd: Callable, bwd_name: str, in_tree: PyTreeDef,
     def flat_bwd(*res_and_cts):
         res, cts = split_list(res_and_cts, [res_tree[0].num_leaves])
         cts_in = bwd(tree_unflatten(res_tree[0], res), tree_unflatten(out_tree, cts))
-        if isinstance(cts_in, list) and len(cts_in) == len(in_tree.children):
+        if isinstance(cts_in, list) and len(cts_in) == len(in_tree.children()):
             cts_in = tuple(cts_in)
         msg = ("Custom VJP bwd rule must produce an output with the same container (pytree) "
                "structure as the args tuple of the primal function, and in particular must "

@@ -67,7 +67,43 @@ def _upper_set(node, x64: bool) -> frozenset:
 
 
 def _join(a, b):
+    if config.jax_numpy_dtype_promotion == "strict":
+        return _join_strict(a, b)
     return _join_in(a, b, x64_enabled())
+
+
+# JAX: jax/_src/dtypes.py TypePromotionError
+class TypePromotionError(ValueError):
+    """Raised when two dtypes have no implicit promotion (jax_numpy_dtype_promotion=strict)."""
+
+
+_WEAK_KIND = {_WEAK_INT: "iub", _WEAK_FLOAT: "f", _WEAK_COMPLEX: "c"}
+
+
+# JAX: jax/_src/dtypes.py _type_promotion_lattice(strict=True): a weak type promotes to every
+# strong dtype of its kind and to the next weak kind; strong dtypes promote to nothing
+def _strict_upper_set(node) -> set:
+    weak = (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX)
+    if node not in weak:
+        return {node}
+    ups = set(weak[weak.index(node):])
+    for kind_node in ups.copy():
+        ups |= {n for n in _LATTICE if n not in weak and n != bool_
+                and np.dtype(n).kind in _WEAK_KIND[kind_node].replace("b", "")}
+    return ups
+
+
+def _join_strict(a, b):
+    common = _strict_upper_set(a) & _strict_upper_set(b)
+    for n in common:
+        if _strict_upper_set(n) >= common:
+            return n
+    name = lambda n: f"<class '{ {_WEAK_INT: 'int', _WEAK_FLOAT: 'float'}.get(n, 'complex')}'>" \
+        if n in _WEAK_KIND else str(n)  # noqa: E731
+    raise TypePromotionError(
+        f"Input dtypes {(name(a), name(b))} have no available implicit dtype promotion path "
+        "when jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "
+        "output type, or set jax_numpy_dtype_promotion=standard.")
 
 
 @functools.cache
@@ -181,16 +217,19 @@ def promote_types(a, b) -> np.dtype:
 # JAX: jax/_src/dtypes.py lattice_result_type
 def result_type_weak(*dtypes_and_weak: tuple[np.dtype, bool]) -> tuple[np.dtype, bool]:
     """Promote (dtype, weak_type) pairs; returns (canonical dtype, weak_type of the result).
-    Cached on the pairs and the x64 flag, as JAX caches its lattice joins."""
-    return _result_type_weak(dtypes_and_weak, config.jax_enable_x64)
+    Cached on the pairs, the x64 flag and the promotion mode, as JAX caches its lattice
+    joins."""
+    return _result_type_weak(dtypes_and_weak, config.jax_enable_x64,
+                             config.jax_numpy_dtype_promotion == "strict")
 
 
 @functools.lru_cache(maxsize=1024)
-def _result_type_weak(dtypes_and_weak: tuple, x64: bool) -> tuple[np.dtype, bool]:
+def _result_type_weak(dtypes_and_weak: tuple, x64: bool, strict: bool
+                      ) -> tuple[np.dtype, bool]:
     nodes = [_node(d, w) for d, w in dtypes_and_weak]
     out = nodes[0]
     for n in nodes[1:]:
-        out = _join_in(out, n, x64)
+        out = _join_strict(out, n) if strict else _join_in(out, n, x64)
     if out in (_WEAK_INT, _WEAK_FLOAT, _WEAK_COMPLEX):
         return _weak_node_dtype(out), True
     return canonicalize_dtype(out), False

@@ -26,27 +26,38 @@ def _dtype(args) -> np.dtype:
 
 def _rand_like(rng: np.random.RandomState, x):
     aval = core.get_aval(x)
-    return np.asarray(rng.randn(*aval.shape), dtype=aval.dtype)
+    out = rng.randn(*aval.shape)
+    if aval.dtype.kind == "c":
+        out = out + 1j * rng.randn(*aval.shape)
+    return np.asarray(out, dtype=aval.dtype)
 
 
+# JAX: jax/_src/public_test_util.py inner_prod — the real inner product re(<x, y>), so that
+# the vjp check holds for complex values too
 def _inner(xs, ys) -> float:
     total = 0.0
     for x, y in zip(api.tree_flatten(xs)[0], api.tree_flatten(ys)[0]):
-        total += float(np.sum(np.asarray(x, np.float64) * np.asarray(y, np.float64)))
+        x, y = np.asarray(x, np.complex128), np.asarray(y, np.complex128)
+        total += float(np.real(np.sum(np.conj(x) * y)))
     return total
 
 
 def _assert_close(got, want, atol, rtol, what: str) -> None:
     for g, w in zip(api.tree_flatten(got)[0], api.tree_flatten(want)[0]):
-        g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+        g, w = _wide(g), _wide(w)
         if not np.allclose(g, w, atol=atol, rtol=rtol, equal_nan=True):
             raise AssertionError(f"{what}: max abs error {np.max(np.abs(g - w)):.3g} exceeds "
                                  f"atol={atol}, rtol={rtol}\n got: {g}\nwant: {w}")
 
 
+def _wide(x) -> np.ndarray:
+    """`x` in float64, or complex128 for complex values."""
+    return np.asarray(x, np.complex128 if np.asarray(x).dtype.kind == "c" else np.float64)
+
+
 def _scaled_add(xs, ts, eps):
-    return [np.asarray(np.asarray(x, np.float64) + eps * np.asarray(t, np.float64),
-                       core.get_aval(x).dtype) for x, t in zip(xs, ts)]
+    return [np.asarray(_wide(x) + eps * _wide(t), core.get_aval(x).dtype)
+            for x, t in zip(xs, ts)]
 
 
 # JAX: jax/_src/public_test_util.py check_jvp
@@ -62,8 +73,7 @@ def check_jvp(f: Callable, f_jvp: Callable, args: Sequence, atol=None, rtol=None
     _, t_out = f_jvp(args, tangents)
     plus = f(*_scaled_add(args, tangents, eps))
     minus = f(*_scaled_add(args, tangents, -eps))
-    fd = api.tree_map(lambda p, m: (np.asarray(p, np.float64) - np.asarray(m, np.float64))
-                      / (2 * eps), plus, minus)
+    fd = api.tree_map(lambda p, m: (_wide(p) - _wide(m)) / (2 * eps), plus, minus)
     _assert_close(t_out, fd, atol, rtol, "JVP vs finite differences")
 
 
@@ -79,11 +89,11 @@ def check_vjp(f: Callable, f_vjp: Callable, args: Sequence, atol=None, rtol=None
     out, vjp_fn = f_vjp(*args)
     tangents = [_rand_like(rng, a) for a in args]
     cts = api.tree_map(lambda o: _rand_like(rng, o), out)
-    ct_in = vjp_fn(cts)
+    # conj(vjp(conj(ct))), as JAX checks it: the identity below then holds for complex values
+    ct_in = api.tree_map(np.conj, vjp_fn(api.tree_map(np.conj, cts)))
     plus = f(*_scaled_add(args, tangents, eps))
     minus = f(*_scaled_add(args, tangents, -eps))
-    fd = api.tree_map(lambda p, m: (np.asarray(p, np.float64) - np.asarray(m, np.float64))
-                      / (2 * eps), plus, minus)
+    fd = api.tree_map(lambda p, m: (_wide(p) - _wide(m)) / (2 * eps), plus, minus)
     lhs = _inner(ct_in, tangents)
     rhs = _inner(cts, fd)
     _assert_close(lhs, rhs, atol, rtol, "VJP inner product vs finite differences")

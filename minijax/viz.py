@@ -280,12 +280,14 @@ def pytree_to_dot(tree: Any, name: str = "pytree") -> str:
                          f'fillcolor="#d8ecff"];')
             lines.append(f"  {nid} -> leaves:l{k} [style=dashed color=\"#888888\"];")
             return nid
-        label = td.node_type.__name__ + ("" if td.node_data is None else f"\n{td.node_data!r}")
+        _, data = td.node_data()
+        data = tuple(data) if isinstance(data, list) else data  # a dict's keys
+        children = td.children()
+        label = td.node_type.__name__ + ("" if data is None else f"\n{data!r}")
         lines.append(f'  {nid} [label={_quote(label)} shape="box" style="rounded,filled" '
                      f'fillcolor="#fff4d0"];')
-        keys = td.node_data if (isinstance(td.node_data, tuple)
-                                and len(td.node_data) == len(td.children)) else None
-        for i, child in enumerate(td.children):
+        keys = data if isinstance(data, tuple) and len(data) == len(children) else None
+        for i, child in enumerate(children):
             edge = repr(keys[i]) if keys else str(i)
             lines.append(f"  {nid} -> {walk(child)} [label={_quote(edge)}];")
         return nid

@@ -9,6 +9,7 @@ of JAX's tests/api_test.py.
 import collections
 
 import jax
+import jax.ad_checkpoint  # noqa: F401
 import numpy as np
 import pytest
 
@@ -179,3 +180,79 @@ def test_errors_match_jax():
             J.checkpoint(jax.numpy.sin, prevent_cse=3)
         with pytest.raises(ValueError):
             J.checkpoint(lambda x, n: x * n, static_argnums=(2,))(1.0, 2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Named values: checkpoint_name, the name-based policies, saved_residuals
+# ---------------------------------------------------------------------------------------------
+
+def _named(J):
+    jnp, adc = J.numpy, J.ad_checkpoint
+
+    def f(x, w):
+        y = adc.checkpoint_name(jnp.sin(x), "y")
+        z = adc.checkpoint_name(jnp.dot(w, y), "z")
+        return jnp.tanh(z).sum()
+    return f
+
+
+NAME_POLICIES = {
+    "only_y": lambda P: P.save_only_these_names("y"),
+    "only_y_z": lambda P: P.save_only_these_names("y", "z"),
+    "only_none": lambda P: P.save_only_these_names(),
+    "all_but_y": lambda P: P.save_any_names_but_these("y"),
+    "all_but_none": lambda P: P.save_any_names_but_these(),
+    "both": lambda P: P.save_from_both_policies(P.save_only_these_names("y"), P.dots_saveable),
+}
+
+
+def _residual_lines(J, f, *args):
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        J.ad_checkpoint.print_saved_residuals(f, *args)
+    # JAX adds the source location of each producer (" from file:line (f)"); minijax's
+    # equations carry none
+    return [line.split(" from /")[0] for line in buf.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("policy", NAME_POLICIES)
+def test_name_policies_match_jax(policy):
+    def program(J):
+        f = J.checkpoint(_named(J), policy=NAME_POLICIES[policy](J.checkpoint_policies))
+        return lambda x, w: (f(x, w), J.grad(f, (0, 1))(x, w), J.jit(J.grad(f))(x, w))
+    check(program, X3, W23)
+
+    def saved(J):
+        f = J.checkpoint(_named(J), policy=NAME_POLICIES[policy](J.checkpoint_policies))
+        jaxpr = J.make_jaxpr(J.grad(f, (0, 1)))(X3, W23).jaxpr
+        (bwd,) = _remat_eqns(jaxpr, differentiated=True)
+        c = _prim_counts(bwd.params["jaxpr"])
+        return ({p: c[p] for p in ("sin", "dot_general", "tanh")}, len(bwd.invars),
+                _residual_lines(J, f, X3, W23))
+    assert saved(minijax) == saved(jax)
+
+
+def test_checkpoint_name_in_jaxprs_and_transformations():
+    def program(J):
+        f = _named(J)
+        return lambda x, w: (J.vmap(f, (0, None))(np.stack([x, x + 1]), w), J.jvp(
+            lambda x: f(x, w), (x,), (x,)), J.ad_checkpoint.checkpoint_name({"a": x}, "n"))
+    check(program, X3, W23)
+    def sines(J):
+        return lambda x: J.numpy.sin(J.ad_checkpoint.checkpoint_name(J.numpy.sin(x), "y")).sum()
+    for fun in (sines, lambda J: J.grad(sines(J))):
+        want = str(jax.make_jaxpr(fun(jax))(X3))
+        got = str(minijax.make_jaxpr(fun(minijax))(X3))
+        assert got == want
+
+
+def test_print_saved_residuals_names_arguments():
+    def f(params, x):
+        return minijax.numpy.sum(minijax.numpy.sin(params["w"] * x))
+
+    def g(params, x):
+        return jax.numpy.sum(jax.numpy.sin(params["w"] * x))
+    args = ({"w": X3}, X3)
+    assert _residual_lines(minijax, f, *args) == _residual_lines(jax, g, *args)

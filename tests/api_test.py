@@ -32,11 +32,13 @@ def assert_same(got, want, rtol=1e-5, atol=1e-6, weak=True):
     assert str(g_tree).replace("PyTreeDef", "") == str(w_tree).replace("PyTreeDef", ""), (
         g_tree, w_tree)
     for g, w in zip(g_leaves, w_leaves):
-        assert isinstance(g, Array), type(g)
+        # (an unbatched out_axes=None output comes back as it came, numpy in both)
+        assert isinstance(g, Array) or isinstance(g, np.ndarray) and isinstance(w, np.ndarray), (
+            type(g), type(w))
         assert g.shape == w.shape, (g.shape, w.shape)
         assert g.dtype == w.dtype, (g.dtype, w.dtype)
         if weak:  # (JAX returns a few pass-through outputs as numpy arrays: not weak)
-            assert g.weak_type == getattr(w, "weak_type", False), (g.weak_type, w)
+            assert getattr(g, "weak_type", False) == getattr(w, "weak_type", False), (g, w)
         np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
                                    rtol=rtol, atol=atol)
 
@@ -257,9 +259,10 @@ def test_vmap_out_axes(out_axes):
     def program(J):
         def f(x, c):
             return x * c, c * 2.0
-        # with an int out_axes the unbatched second output is broadcast along the new axis
+        # with an int out_axes the unbatched second output is broadcast along the new axis;
+        # with None it comes back as it came (numpy here, in both: eager reference)
         return J.vmap(f, in_axes=(0, None), out_axes=out_axes)
-    check(program, M23, _rand(3))
+    check(program, M23, _rand(3), jit_reference=False)
 
 
 def test_vmap_pytree_in_axes():

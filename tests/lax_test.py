@@ -32,7 +32,8 @@ def test_op_eager_matches_jax(case):
     args = case.args(_rng(case.name))
     got = case(minijax, *args)
     want = case(jax, *args)
-    assert isinstance(got, minijax.Array)
+    # an Array exactly where JAX returns one (stop_gradient gives a numpy input back)
+    assert isinstance(got, minijax.Array) == isinstance(want, jax.Array), (type(got), type(want))
     assert_close(got, want, case.name, case.tol)
 
 

@@ -293,7 +293,7 @@ ALL_CASES = UNARY_CASES + BINARY_CASES + STRUCTURAL_CASES
 LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
-                "reduce_precision",
+                "reduce_precision", "real", "imag", "complex", "conj",
                 "jit",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",
@@ -336,7 +336,7 @@ def _clamp_args(rng):
 
 def _issue5_cases() -> list[Case]:
     c = []
-    for name, dom in [("expm1", "any"), ("lgamma", "pos"), ("digamma", "pos")]:
+    for name, dom in [("expm1", "any"), ("erfc", "any"), ("lgamma", "pos"), ("digamma", "pos")]:
         for shape in [S, ()]:
             c.append(Case(f"{name}_f32{list(shape)}", name, lax_fn(name), [(shape, F32, dom)]))
     c.append(Case("digamma_f32_negative", "digamma", lax_fn("digamma"),

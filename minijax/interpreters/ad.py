@@ -75,6 +75,15 @@ class JVPTracer(Tracer):
         p = self.primal
         return p.to_concrete_value() if isinstance(p, Tracer) else p
 
+    # JAX: jax/_src/interpreters/ad.py JVPTracer._short_repr, LinearizeTracer._short_repr —
+    # reverse mode here is jvp into a JaxprTrace; JAX's LinearizeTracer prints as GradTracer
+    def _short_repr(self) -> str:
+        pp = lambda x: x._short_repr() if isinstance(x, Tracer) else str(x)  # noqa: E731
+        if isinstance(self.tangent, Tracer) and isinstance(self.tangent._trace, pe.JaxprTrace):
+            tangent = core.get_aval(self.tangent).str_short()
+            return f"GradTracer(primal={pp(self.primal)}, typeof(tangent)={tangent})"
+        return f"JVPTracer(primal={pp(self.primal)}, tangent={pp(self.tangent)})"
+
 
 # JAX: jax/_src/interpreters/ad.py JVPTrace
 class JVPTrace(core.Trace):
@@ -130,7 +139,8 @@ def jvp_flat(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any],
             outs = fun(*in_tracers)
         outs, aux = outs if has_aux else (outs, [])
         pairs = [trace.to_primal_tangent_pair(o) for o in outs]
-        aux = [trace.to_primal_tangent_pair(a)[0] for a in aux]
+        # aux leaves that are not tracers (ints, strings, ...) pass untouched, as in JAX
+        aux = [trace.to_primal_tangent_pair(a)[0] if isinstance(a, Tracer) else a for a in aux]
     finally:
         trace.invalidate()
     primals_out, tangents_out = [p for p, _ in pairs], [t for _, t in pairs]

@@ -40,6 +40,9 @@ class BatchTracer(Tracer):
         shape = aval.shape[:self.batch_dim] + aval.shape[self.batch_dim + 1:]
         return aval.update(shape=shape)
 
+    def _short_repr(self) -> str:  # JAX: jax/_src/interpreters/batching.py BatchTracer
+        return f"VmapTracer(aval={self.aval}, batched={core.get_aval(self.val)})"
+
 
 # JAX: jax/_src/interpreters/batching.py BatchTrace
 class BatchTrace(core.Trace):

@@ -56,6 +56,9 @@ class DynamicJaxprTracer(Tracer):
     def aval(self) -> ShapedArray:
         return self.val.aval
 
+    def _short_repr(self) -> str:  # JAX: JitTracer, under jit and make_jaxpr alike
+        return f"JitTracer({self.aval})"
+
 
 def _is_literalable(x) -> bool:
     # Concrete scalars are written inline (`2.0:f32[]`); anything bigger becomes a constvar.

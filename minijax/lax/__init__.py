@@ -16,13 +16,16 @@ from minijax.lax.lax import (
     abs, abs_p, add, add_p, and_p, argmax, argmax_p, argmin, argmin_p, atan2, atan2_p,
     bitcast_convert_type, bitcast_convert_type_p, bitwise_and, bitwise_not, bitwise_or,
     bitwise_xor, broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota, clamp, clamp_p,
-    concatenate, concatenate_p, convert_element_type, convert_element_type_p, cos, cos_p, div,
+    complex, complex_p, concatenate, concatenate_p, conj, conj_p, convert_element_type,
+    convert_element_type_p, cos, cos_p, div,
     div_p, dot_general, dot_general_p, eq, eq_p, exp, exp_p, expand_dims, expm1, expm1_p, floor,
-    floor_p, full, full_like, ge, ge_p, gt, gt_p, integer_pow, integer_pow_p, iota, iota_p,
+    floor_p, full, full_like, ge, ge_p, gt, gt_p, imag, imag_p, integer_pow, integer_pow_p, iota,
+    iota_p,
     is_finite, is_finite_p, le, le_p, log, log1p, log1p_p, log_p, logistic, logistic_p, lt, lt_p,
     max, max_p, min, min_p, mul, mul_p, ne, ne_p, neg, neg_p, nextafter, nextafter_p, not_p, or_p,
     pad, pad_p, pow, pow_p, reduce_max, reduce_max_p, reduce_min, reduce_min_p, reduce_precision,
-    reduce_precision_p, reduce_sum, reduce_sum_p, rem, rem_p, reshape, reshape_p, rev, rev_p,
+    real, real_p, reduce_precision_p, reduce_sum, reduce_sum_p, rem, rem_p, reshape, reshape_p,
+    rev, rev_p,
     rsqrt, rsqrt_p, select, select_n, select_n_p, shift_left, shift_left_p,
     shift_right_arithmetic, shift_right_arithmetic_p, shift_right_logical, shift_right_logical_p,
     sign, sign_p, sin, sin_p, slice, slice_p, sort, sort_key_val, sort_p, sqrt, sqrt_p, square,
@@ -38,7 +41,7 @@ from minijax.lax.slicing import (
     scatter_mul_p, scatter_p,
 )
 from minijax.lax.special import (
-    digamma, digamma_p, erf, erf_inv, erf_inv_p, erf_p, lgamma, lgamma_p,
+    digamma, digamma_p, erf, erf_inv, erf_inv_p, erf_p, erfc, erfc_p, lgamma, lgamma_p,
 )
 from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,

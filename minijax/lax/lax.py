@@ -257,12 +257,29 @@ mlir.register_lowering(rsqrt_p, mlir.nary_lowering("rsqrt"))
 
 
 def abs(x):
-    """Elementwise |x| (signed and float dtypes)."""
+    """Elementwise |x| (signed, float and complex dtypes; c64[...] -> f32[...])."""
     return abs_p.bind(x)
 
 
-abs_p = unop("abs", _signed, np.abs)
-defjvp(abs_p, lambda g, x: select_n(ge(x, _const(x, 0)), neg(g), g))  # g at 0, as in JAX
+def _abs_abstract_eval(x: ShapedArray) -> ShapedArray:
+    _check_dtype("abs", x, _signed)
+    return x.update(dtype=_complex_basetype(x.dtype))
+
+
+# JAX: jax/_src/lax/lax.py _abs_jvp_rule
+def _abs_jvp(g, ans, x):
+    if _iscomplex(x):  # d|x| = re(conj(x) dx) / |x|, and 0 at x == 0
+        x_conj = conj(x)
+        ans = convert_element_type(ans, core.get_aval(x).dtype)
+        safe = select_n(eq(ans, _const(ans, 0)), ans, full_like(ans, 1))
+        return real(mul(g, div(x_conj, safe)))
+    return select_n(ge(x, _const(x, 0)), neg(g), g)  # g at 0, as in JAX
+
+
+abs_p = Primitive("abs")
+abs_p.def_impl(np.abs)
+abs_p.def_abstract_eval(_abs_abstract_eval)
+defjvp2(abs_p, _abs_jvp)
 defvectorized(abs_p)
 mlir.register_lowering(abs_p, mlir.nary_lowering("abs"))
 
@@ -301,9 +318,18 @@ defvectorized(not_p)
 mlir.register_lowering(not_p, mlir.nary_lowering("not_"))
 
 
+# JAX: jax/_src/lax/lax.py stop_gradient
 def stop_gradient(x):
-    """The identity, whose derivative is zero: gradients do not flow through `x`."""
-    return stop_gradient_p.bind(x)
+    """The identity, whose derivative is zero: gradients do not flow through `x`, a pytree of
+    arrays (any dtype). Concrete leaves come back as they came (a Python float stays a float);
+    TypeError for a leaf that is not an array or scalar."""
+    def stop(leaf):
+        if isinstance(leaf, core.Tracer):
+            return stop_gradient_p.bind(leaf)
+        core.get_aval(leaf)  # the TypeError for strings and other non-arrays
+        return leaf
+    from minijax.tree_util import tree_map
+    return tree_map(stop, x)
 
 
 stop_gradient_p = unop("stop_gradient", _any, lambda x: x)
@@ -752,6 +778,134 @@ mlir.register_lowering(nextafter_p, lambda ctx, x, y: mlir.chlo.next_after(
 
 
 # ---------------------------------------------------------------------------------------------
+# Complex numbers: real, imag, complex, conj
+# ---------------------------------------------------------------------------------------------
+# Their transposes fix JAX's convention for derivatives through complex values: transposition
+# is the plain (not conjugate) transpose, so the gradient of a real function of a complex z is
+# df/dx - i df/dy, and with holomorphic=True grad gives df/dz.
+
+def _iscomplex(x) -> bool:
+    return dtypes.issubdtype(core.get_aval(x).dtype, np.complexfloating)
+
+
+def _complex_basetype(dtype) -> np.dtype:
+    """float32 for complex64, float64 for complex128; other dtypes unchanged."""
+    dtype = np.dtype(dtype)
+    return np.finfo(dtype).dtype if dtype.kind == "c" else dtype
+
+
+def _complex_dtype(dtype) -> np.dtype:
+    return np.dtype(np.complex128 if np.dtype(dtype) == np.float64 else np.complex64)
+
+
+def _complex_part_abstract_eval(name: str):
+    def rule(x: ShapedArray) -> ShapedArray:
+        if x.dtype.kind != "c":
+            raise TypeError(f"{name} does not accept dtype {x.dtype.name} (operand "
+                            f"{x.str_short()}); it expects complex operands")
+        return x.update(dtype=_complex_basetype(x.dtype))
+    return rule
+
+
+def real(x):
+    """The real part, elementwise: c64[...] -> f32[...]."""
+    return real_p.bind(x)
+
+
+# JAX: jax/_src/lax/lax.py real_p
+real_p = Primitive("real")
+real_p.def_impl(np.real)
+real_p.def_abstract_eval(_complex_part_abstract_eval("real"))
+deflinear(real_p, lambda ct, x: [ct if type(ct) is Zero else complex(ct, _const(ct, 0))])
+defvectorized(real_p)
+mlir.register_lowering(real_p, mlir.nary_lowering("real"))
+
+
+def imag(x):
+    """The imaginary part, elementwise: c64[...] -> f32[...]."""
+    return imag_p.bind(x)
+
+
+# JAX: jax/_src/lax/lax.py imag_p
+imag_p = Primitive("imag")
+imag_p.def_impl(np.imag)
+imag_p.def_abstract_eval(_complex_part_abstract_eval("imag"))
+deflinear(imag_p, lambda ct, x: [ct if type(ct) is Zero else complex(_const(ct, 0), neg(ct))])
+defvectorized(imag_p)
+mlir.register_lowering(imag_p, mlir.nary_lowering("imag"))
+
+
+def complex(x, y):
+    """`x + 1j * y` from two real arrays of one float dtype: f32[...] -> c64[...]."""
+    return complex_p.bind(x, y)
+
+
+def _complex_abstract_eval(x: ShapedArray, y: ShapedArray) -> ShapedArray:
+    for a in (x, y):
+        if a.dtype not in (np.float32, np.float64):
+            raise TypeError(f"complex does not accept dtype {a.dtype.name} (operand "
+                            f"{a.str_short()}); it expects float32 or float64 operands")
+    if x.dtype != y.dtype:
+        raise TypeError(f"lax.complex requires arguments to have the same dtypes, got "
+                        f"{x.dtype.name}, {y.dtype.name}")
+    return ShapedArray(_broadcasting_shape("complex", x, y), _complex_dtype(x.dtype),
+                       x.weak_type and y.weak_type)
+
+
+def _complex_transpose(ct, x, y):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None,
+                Zero(y.aval) if is_undefined_primal(y) else None]
+    return [_unbroadcast_ct(real(ct), x) if is_undefined_primal(x) else None,
+            _unbroadcast_ct(imag(neg(ct)), y) if is_undefined_primal(y) else None]
+
+
+# JAX: jax/_src/lax/lax.py complex_p
+complex_p = Primitive("complex")
+complex_p.def_impl(lambda x, y: np.asarray(x + 1j * y, _complex_dtype(np.result_type(x))))
+complex_p.def_abstract_eval(_complex_abstract_eval)
+deflinear(complex_p, _complex_transpose)
+defbroadcasting(complex_p)
+mlir.register_lowering(complex_p, mlir.nary_lowering("complex"))
+
+
+def conj(x):
+    """The complex conjugate, elementwise; a float input gives a complex result (as in lax)."""
+    return conj_p.bind(x, input_dtype=core.get_aval(x).dtype)
+
+
+def _conj_abstract_eval(x: ShapedArray, *, input_dtype) -> ShapedArray:
+    if not dtypes.is_float(x.dtype):
+        raise TypeError(f"conj does not accept dtype {x.dtype.name} (operand "
+                        f"{x.str_short()}); it expects float or complex operands")
+    return x.update(dtype=_complex_dtype(_complex_basetype(x.dtype)))
+
+
+# JAX: jax/_src/lax/lax.py _conj_transpose_rule
+def _conj_transpose(ct, x, *, input_dtype):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    return [conj(ct) if np.dtype(input_dtype).kind == "c" else real(ct)]
+
+
+def _conj_lowering(ctx, x, *, input_dtype):
+    (aval,) = ctx.avals_in
+    if aval.dtype.kind != "c":
+        return mlir.hlo.complex(x, mlir.full_like_aval(0, aval))
+    return mlir.hlo.complex(mlir.hlo.real(x), mlir.hlo.negate(mlir.hlo.imag(x)))
+
+
+# JAX: jax/_src/lax/lax.py conj_p
+conj_p = Primitive("conj")
+conj_p.def_impl(lambda x, *, input_dtype: np.conj(x).astype(_complex_dtype(
+    _complex_basetype(x.dtype))))
+conj_p.def_abstract_eval(_conj_abstract_eval)
+deflinear(conj_p, _conj_transpose)
+defvectorized(conj_p)
+mlir.register_lowering(conj_p, _conj_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
 # Selection and conversion: select_n, convert_element_type, clamp, reduce_precision
 # ---------------------------------------------------------------------------------------------
 
@@ -853,6 +1007,8 @@ def _convert_element_type_impl(x, *, new_dtype, weak_type):
         too_big, too_small = x >= float(info.max), x <= float(info.min)
         out = np.where(np.isnan(x) | too_big | too_small, 0, x).astype(new_dtype)
         return np.where(too_big, info.max, np.where(too_small, info.min, out)).astype(new_dtype)
+    if x.dtype.kind == "c" and np.dtype(new_dtype).kind != "c":
+        x = np.real(x)  # complex -> real keeps the real part, as XLA does (numpy would warn)
     return x.astype(new_dtype)
 
 

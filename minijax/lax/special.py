@@ -1,4 +1,4 @@
-"""Special functions as primitives: `erf` and its inverse `erf_inv`.
+"""Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`.
 
 `minijax.random.normal` is `sqrt(2) * erf_inv(u)` for uniform `u`, and `truncated_normal`
 needs `erf` too. Under `jit` both lower to CHLO ops that XLA expands itself, as JAX lowers
@@ -35,6 +35,25 @@ erf_p = unop("erf", _float, _erf_impl)
 defjvp(erf_p, lambda g, x: mul(g, mul(_const(x, 2 / np.sqrt(np.pi)), exp(neg(square(x))))))
 defvectorized(erf_p)
 mlir.register_lowering(erf_p, lambda ctx, x: mlir.chlo.erf(x))
+
+_erfc_f64 = np.vectorize(math.erfc, otypes=[np.float64])
+
+
+def _erfc_impl(x):
+    return _erfc_f64(x).astype(x.dtype)
+
+
+def erfc(x):
+    """Elementwise complementary error function 1 - erf(x), accurate where erf(x) is near 1
+    (`scipy.special.ndtr` needs it in the lower tail)."""
+    return erfc_p.bind(x)
+
+
+# JAX: jax/_src/lax/special.py erfc_p
+erfc_p = unop("erfc", _float, _erfc_impl)
+defjvp(erfc_p, lambda g, x: mul(g, mul(_const(x, -2 / np.sqrt(np.pi)), exp(neg(square(x))))))
+defvectorized(erfc_p)
+mlir.register_lowering(erfc_p, lambda ctx, x: mlir.chlo.erfc(x))
 
 
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2010): single-precision

@@ -146,6 +146,20 @@ class _IndexUpdateRef:
         return indexing.scatter_update(self.array, self.index, values, slicing.scatter_max, mode)
 
 
+def _setitem_immutable(self, idx, value):
+    raise TypeError(f"'{type(self).__name__}' object does not support item assignment. JAX "
+                    "arrays are immutable. Instead of ``x[idx] = y``, use ``x = x.at[idx].set(y)``"
+                    " or another .at[] method")
+
+
 def install() -> None:
     _set_methods(core.Tracer)
     _set_methods(Array)
+    # A tracer is indexed through its aval, so a traced ref (minijax/state) reads and writes
+    # where a traced array gathers. JAX: jax/_src/core.py Tracer.__getitem__ (aval forwarding)
+    core.ShapedArray._getitem = lambda aval, tracer, idx: indexing.rewriting_take(tracer, idx)
+    core.ShapedArray._setitem = lambda aval, tracer, idx, value: _setitem_immutable(
+        tracer, idx, value)
+    core.Tracer.__getitem__ = lambda self, idx: self.aval._getitem(self, idx)
+    core.Tracer.__setitem__ = lambda self, idx, value: self.aval._setitem(self, idx, value)
+    Array.__setitem__ = _setitem_immutable

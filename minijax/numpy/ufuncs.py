@@ -524,19 +524,26 @@ def copysign(x1, x2):
     return keep_weak(where(signbit(x2), lax.neg(a), a), x1)
 
 
+def _is_complex(x) -> bool:
+    return core.get_aval(x).dtype.kind == "c"
+
+
 def real(val):
-    """The real part; minijax arrays are real, so `val` itself."""
-    return asarray(val)
+    """The real part (`lax.real`); `val` itself for a real array."""
+    val = asarray(val)
+    return lax.real(val) if _is_complex(val) else val
 
 
 def imag(val):
-    """The imaginary part; zeros for real `val`."""
-    return lax.full_like(asarray(val), 0)
+    """The imaginary part (`lax.imag`); zeros for a real array."""
+    val = asarray(val)
+    return lax.imag(val) if _is_complex(val) else lax.full_like(val, 0)
 
 
 def conjugate(x):
-    """The complex conjugate; `x` itself for real `x`."""
-    return asarray(x)
+    """The complex conjugate (`lax.conj`); `x` itself for a real array."""
+    x = asarray(x)
+    return lax.conj(x) if _is_complex(x) else x
 
 conj = conjugate
 

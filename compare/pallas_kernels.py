@@ -1,0 +1,313 @@
+"""Pallas kernels written once, against whichever `jax` and `pl` modules are passed in.
+
+`build(jax, pl, plgpu)` returns a namespace of kernels and their `pallas_call` wrappers;
+pass `jax` and its `experimental.pallas` / `experimental.pallas.triton`, or minijax's. Every kernel
+runs with `interpret=True` (there is no Pallas compiler for CPU). Used by compare/pallas.py
+and tests/pallas_test.py; taught in chapters/16-pallas.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import types
+
+import numpy as np
+
+
+def build(jax, pl, plgpu) -> types.SimpleNamespace:
+    """The kernels of this module, bound to `jax` (jax or minijax), `pl` (its
+    experimental.pallas) and `plgpu` (its experimental.pallas.triton, for masked load/store)."""
+    jnp, lax = jax.numpy, jax.lax
+    F32 = np.float32
+    SDS = jax.ShapeDtypeStruct
+
+    # ------------------------------------------------------------------ vector add
+    def add_kernel(x_ref, y_ref, o_ref):
+        o_ref[...] = x_ref[...] + y_ref[...]
+
+    def vector_add(x, y, block=128):
+        (n,) = x.shape
+        spec = pl.BlockSpec((block,), lambda i: (i,))
+        # cdiv: when block does not divide n the last block runs past the end; its reads see
+        # padding and its writes there are dropped.
+        return pl.pallas_call(add_kernel, out_shape=SDS(x.shape, x.dtype),
+                              grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
+                              out_specs=spec, interpret=True)(x, y)
+
+    # ------------------------------------------------------------------ masked add
+    def masked_add_kernel(x_ref, y_ref, o_ref, *, n, block):
+        # pl.load/pl.store with a mask: positions past `n` are neither read nor written.
+        idx = pl.program_id(0) * block + lax.broadcasted_iota(np.int32, (block,), 0)
+        mask = idx < n
+        x = plgpu.load(x_ref, mask=mask, other=0.0)
+        y = plgpu.load(y_ref, mask=mask, other=0.0)
+        plgpu.store(o_ref, x + y, mask=mask)
+
+    def masked_add(x, y, block=8):
+        (n,) = x.shape
+        spec = pl.BlockSpec((block,), lambda i: (i,))
+        kernel = functools.partial(masked_add_kernel, n=n, block=block)
+        return pl.pallas_call(kernel, out_shape=SDS(x.shape, x.dtype),
+                              grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
+                              out_specs=spec, interpret=True)(x, y)
+
+    # ------------------------------------------------------------------ tiled matmul + epilogue
+    def matmul_kernel(x_ref, y_ref, b_ref, o_ref, acc_ref, *, activation):
+        # Grid axis 2 walks the contraction; a scratch accumulator keeps the partial sums, and
+        # the last step adds the bias and applies the activation (the fused epilogue).
+        kk = pl.program_id(2)
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...])
+
+        @pl.when(kk == pl.num_programs(2) - 1)
+        def _():
+            out = acc_ref[...] + b_ref[...][None, :]
+            if activation == "relu":
+                out = jnp.maximum(out, 0.0)
+            elif activation == "gelu":  # tanh approximation
+                out = 0.5 * out * (1 + jnp.tanh(0.7978845608 * (out + 0.044715 * out ** 3)))
+            o_ref[...] = out.astype(o_ref.dtype)
+
+    def matmul(x, y, bias, *, bm=32, bn=32, bk=32, activation="relu"):
+        m, k = x.shape
+        _, n = y.shape
+        kernel = functools.partial(matmul_kernel, activation=activation)
+        return pl.pallas_call(
+            kernel,
+            out_shape=SDS((m, n), F32),
+            grid=(m // bm, n // bn, k // bk),
+            in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                      pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+                      pl.BlockSpec((bn,), lambda i, j, kk: (j,))],
+            out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+            scratch_shapes=[pl.ANY((bm, bn), F32)],  # the f32 accumulator
+            interpret=True,
+        )(x, y, bias)
+
+    # ------------------------------------------------------------------ row softmax
+    def softmax_kernel(x_ref, o_ref):
+        x = x_ref[...].astype(F32)
+        e = jnp.exp(x - jnp.max(x, axis=1, keepdims=True))
+        o_ref[...] = (e / jnp.sum(e, axis=1, keepdims=True)).astype(o_ref.dtype)
+
+    def row_softmax(x, rows_per_block=8):
+        r, c = x.shape
+        spec = pl.BlockSpec((rows_per_block, c), lambda i: (i, 0))
+        return pl.pallas_call(softmax_kernel, out_shape=SDS(x.shape, x.dtype),
+                              grid=(r // rows_per_block,), in_specs=[spec], out_specs=spec,
+                              interpret=True)(x)
+
+    # ------------------------------------------------------------------ layer norm
+    def layer_norm_kernel(x_ref, g_ref, b_ref, o_ref, *, eps):
+        x = x_ref[...].astype(F32)
+        mean = jnp.mean(x, axis=1, keepdims=True)
+        xc = x - mean
+        var = jnp.mean(xc * xc, axis=1, keepdims=True)
+        y = xc * lax.rsqrt(var + eps) * g_ref[...][None, :] + b_ref[...][None, :]
+        o_ref[...] = y.astype(o_ref.dtype)
+
+    def layer_norm(x, gamma, beta, *, rows_per_block=8, eps=1e-5):
+        r, c = x.shape
+        row = pl.BlockSpec((rows_per_block, c), lambda i: (i, 0))
+        vec = pl.BlockSpec((c,), lambda i: (0,))
+        kernel = functools.partial(layer_norm_kernel, eps=eps)
+        return pl.pallas_call(kernel, out_shape=SDS(x.shape, x.dtype),
+                              grid=(r // rows_per_block,), in_specs=[row, vec, vec],
+                              out_specs=row, interpret=True)(x, gamma, beta)
+
+    # ------------------------------------------------------------------ FlashAttention forward
+    def _causal_mask(s, q_start, k_start):
+        bq, bk = s.shape
+        q_pos = q_start + lax.broadcasted_iota(np.int32, (bq, bk), 0)
+        k_pos = k_start + lax.broadcasted_iota(np.int32, (bq, bk), 1)
+        return jnp.where(q_pos >= k_pos, s, -jnp.inf)
+
+    def fa_fwd_kernel(q_ref, k_ref, v_ref, o_ref, lse_ref, *, bk, scale, causal):
+        """One query block against the key blocks, keeping a running max m, sum l and
+        un-normalised output acc (the online softmax)."""
+        bq, d = q_ref.shape
+        seq = k_ref.shape[0]
+        qi = pl.program_id(1)
+        q = q_ref[...].astype(F32) * scale
+
+        def body(j, carry):
+            m, l, acc = carry
+            k = k_ref[pl.ds(j * bk, bk), :].astype(F32)
+            v = v_ref[pl.ds(j * bk, bk), :].astype(F32)
+            s = jnp.dot(q, k.T)
+            if causal:
+                s = _causal_mask(s, qi * bq, j * bk)
+            m_new = jnp.maximum(m, jnp.max(s, axis=1))
+            p = jnp.exp(s - m_new[:, None])
+            rescale = jnp.exp(m - m_new)  # earlier blocks were normalised by a smaller max
+            l_new = l * rescale + jnp.sum(p, axis=1)
+            acc_new = acc * rescale[:, None] + jnp.dot(p, v)
+            return m_new, l_new, acc_new
+
+        # With a causal mask, key blocks entirely in this query block's future are skipped.
+        n_k = (jnp.minimum(seq, (qi + 1) * bq) + bk - 1) // bk if causal else seq // bk
+        init = (jnp.full((bq,), -jnp.inf, F32), jnp.zeros((bq,), F32),
+                jnp.zeros((bq, d), F32))
+        m, l, acc = lax.fori_loop(0, n_k, body, init)
+        o_ref[...] = (acc / l[:, None]).astype(o_ref.dtype)
+        lse_ref[...] = m + jnp.log(l)
+
+    def flash_forward(q, k, v, *, bq=16, bk=16, causal=False):
+        bh, seq, d = q.shape
+        kernel = functools.partial(fa_fwd_kernel, bk=bk, scale=1.0 / math.sqrt(d),
+                                   causal=causal)
+        qblock = pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0))
+        whole = pl.BlockSpec((None, seq, d), lambda b, i: (b, 0, 0))
+        vblock = pl.BlockSpec((None, bq), lambda b, i: (b, i))
+        return pl.pallas_call(
+            kernel,
+            out_shape=(SDS(q.shape, q.dtype), SDS((bh, seq), F32)),
+            grid=(bh, seq // bq),
+            in_specs=[qblock, whole, whole],
+            out_specs=(qblock, vblock),
+            interpret=True,
+        )(q, k, v)
+
+    # ------------------------------------------------------------------ FlashAttention backward
+    def fa_bwd_dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref, *,
+                           bq, scale, causal):
+        """One key block against the query blocks: accumulate dK and dV for this block."""
+        bk, d = k_ref.shape
+        seq = q_ref.shape[0]
+        kj = pl.program_id(1)
+        k = k_ref[...].astype(F32)
+        v = v_ref[...].astype(F32)
+
+        def body(i, carry):
+            dk, dv = carry
+            rows = pl.ds(i * bq, bq)
+            q = q_ref[rows, :].astype(F32)
+            do = do_ref[rows, :].astype(F32)
+            s = jnp.dot(q, k.T) * scale
+            if causal:
+                s = _causal_mask(s, i * bq, kj * bk)
+            p = jnp.exp(s - lse_ref[rows][:, None])  # probabilities, recomputed from the lse
+            dv = dv + jnp.dot(p.T, do)
+            dp = jnp.dot(do, v.T)
+            ds = p * (dp - delta_ref[rows][:, None])
+            dk = dk + jnp.dot(ds.T, q) * scale
+            return dk, dv
+
+        start = (kj * bk) // bq if causal else 0  # earlier query blocks cannot see this block
+        zeros = jnp.zeros((bk, d), F32)
+        dk, dv = lax.fori_loop(start, seq // bq, body, (zeros, zeros))
+        dk_ref[...] = dk.astype(dk_ref.dtype)
+        dv_ref[...] = dv.astype(dv_ref.dtype)
+
+    def fa_bwd_dq_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref, *,
+                         bk, scale, causal):
+        """One query block against the key blocks: accumulate dQ for this block."""
+        bq, d = q_ref.shape
+        seq = k_ref.shape[0]
+        qi = pl.program_id(1)
+        q = q_ref[...].astype(F32)
+        do = do_ref[...].astype(F32)
+        lse = lse_ref[...]
+        delta = delta_ref[...]
+
+        def body(j, dq):
+            cols = pl.ds(j * bk, bk)
+            k = k_ref[cols, :].astype(F32)
+            v = v_ref[cols, :].astype(F32)
+            s = jnp.dot(q, k.T) * scale
+            if causal:
+                s = _causal_mask(s, qi * bq, j * bk)
+            p = jnp.exp(s - lse[:, None])
+            dp = jnp.dot(do, v.T)
+            ds = p * (dp - delta[:, None])
+            return dq + jnp.dot(ds, k) * scale
+
+        n_k = (jnp.minimum(seq, (qi + 1) * bq) + bk - 1) // bk if causal else seq // bk
+        dq = lax.fori_loop(0, n_k, body, jnp.zeros((bq, d), F32))
+        dq_ref[...] = dq.astype(dq_ref.dtype)
+
+    def flash_backward(q, k, v, o, lse, do, *, bq=16, bk=16, causal=False):
+        bh, seq, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        delta = jnp.sum(do.astype(F32) * o.astype(F32), axis=-1)  # rowsum(dO * O)
+        whole = pl.BlockSpec((None, seq, d), lambda b, i: (b, 0, 0))
+        vwhole = pl.BlockSpec((None, seq), lambda b, i: (b, 0))
+        kblock = pl.BlockSpec((None, bk, d), lambda b, i: (b, i, 0))
+        dk, dv = pl.pallas_call(
+            functools.partial(fa_bwd_dkdv_kernel, bq=bq, scale=scale, causal=causal),
+            out_shape=(SDS(k.shape, k.dtype), SDS(v.shape, v.dtype)),
+            grid=(bh, seq // bk),
+            in_specs=[whole, kblock, kblock, whole, vwhole, vwhole],
+            out_specs=(kblock, kblock),
+            interpret=True,
+        )(q, k, v, do, lse, delta)
+        qblock = pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0))
+        vblock = pl.BlockSpec((None, bq), lambda b, i: (b, i))
+        dq = pl.pallas_call(
+            functools.partial(fa_bwd_dq_kernel, bk=bk, scale=scale, causal=causal),
+            out_shape=SDS(q.shape, q.dtype),
+            grid=(bh, seq // bq),
+            in_specs=[qblock, whole, whole, qblock, vblock, vblock],
+            out_specs=qblock,
+            interpret=True,
+        )(q, k, v, do, lse, delta)
+        return dq, dk, dv
+
+    def _flash(q, k, v, bq, bk, causal):
+        return flash_forward(q, k, v, bq=bq, bk=bk, causal=causal)[0]
+
+    flash_attention = jax.custom_vjp(_flash, nondiff_argnums=(3, 4, 5))
+
+    def _fa_fwd(q, k, v, bq, bk, causal):
+        o, lse = flash_forward(q, k, v, bq=bq, bk=bk, causal=causal)
+        return o, (q, k, v, o, lse)
+
+    def _fa_bwd(bq, bk, causal, saved, do):
+        q, k, v, o, lse = saved
+        return flash_backward(q, k, v, o, lse, do, bq=bq, bk=bk, causal=causal)
+
+    flash_attention.defvjp(_fa_fwd, _fa_bwd)
+
+    # ------------------------------------------------------------------ jnp references
+    def attention_ref(q, k, v, causal=False):
+        s = jnp.einsum("bqd,bkd->bqk", q, k) / math.sqrt(q.shape[-1])
+        if causal:
+            seq = q.shape[1]
+            s = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), s, -jnp.inf)
+        s = s - jnp.max(s, axis=-1, keepdims=True)
+        p = jnp.exp(s)
+        return jnp.einsum("bqk,bkd->bqd", p / jnp.sum(p, axis=-1, keepdims=True), v)
+
+    def lse_ref(q, k, causal=False):
+        s = jnp.einsum("bqd,bkd->bqk", q, k) / math.sqrt(q.shape[-1])
+        if causal:
+            seq = q.shape[1]
+            s = jnp.where(jnp.tril(jnp.ones((seq, seq), bool)), s, -jnp.inf)
+        m = jnp.max(s, axis=-1)
+        return m + jnp.log(jnp.sum(jnp.exp(s - m[..., None]), axis=-1))
+
+    def matmul_ref(x, y, bias, activation="relu"):
+        out = jnp.dot(x, y) + bias[None, :]
+        if activation == "relu":
+            return jnp.maximum(out, 0.0)
+        if activation == "gelu":
+            return 0.5 * out * (1 + jnp.tanh(0.7978845608 * (out + 0.044715 * out ** 3)))
+        return out
+
+    def softmax_ref(x):
+        e = jnp.exp(x - jnp.max(x, axis=1, keepdims=True))
+        return e / jnp.sum(e, axis=1, keepdims=True)
+
+    def layer_norm_ref(x, gamma, beta, eps=1e-5):
+        mean = jnp.mean(x, axis=1, keepdims=True)
+        var = jnp.mean((x - mean) ** 2, axis=1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + eps) * gamma + beta
+
+    return types.SimpleNamespace(**{k: v for k, v in locals().items()
+                                    if callable(v) and not k.startswith("_")
+                                    and k not in ("SDS", "jax", "pl", "plgpu")})

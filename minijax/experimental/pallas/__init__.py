@@ -1,0 +1,8 @@
+"""minijax.experimental.pallas: write kernels against refs, run them over a grid (interpret
+mode). The names are those of jax.experimental.pallas. See chapters/16-pallas.md."""
+
+from minijax.experimental.pallas.pallas_call import (  # noqa: F401
+    ANY, BlockSpec, MemoryRef, MemorySpace, cdiv, load, num_programs, pallas_call,
+    pallas_call_p, program_id, program_id_p, store, when,
+)
+from minijax.state.types import ds, dslice  # noqa: F401

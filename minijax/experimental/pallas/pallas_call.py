@@ -1,0 +1,624 @@
+"""`pallas_call`: run a kernel written against refs over a grid of blocks, in interpret mode.
+
+The kernel is traced once, on refs of its *block* shapes, to a jaxpr (the param of the
+`pallas_call` primitive). Interpret mode (what JAX's `interpret=True` does) then discharges
+the kernel's state and runs the grid as a loop: at each grid point the BlockSpec index maps
+give each operand's block index, the blocks are cut out with `dynamic_slice`, the pure kernel
+computes the new contents of the output (and scratch) blocks, and `dynamic_update_slice`
+writes them back. The whole thing is an ordinary minijax program, compiled through minijax's
+own StableHLO lowering. Mirrors jax/_src/pallas/pallas_call.py and
+jax/_src/pallas/hlo_interpreter.py.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import threading
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from minijax import core
+from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.state.discharge import _eval_discharged, always_discharge, discharge_rules
+from minijax.state.types import AbstractRef
+from minijax.tree_util import tree_flatten, tree_unflatten
+
+_CHAPTER = "chapters/16-pallas.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# The kernel language: program_id, num_programs, when, cdiv, load/store
+# ---------------------------------------------------------------------------------------------
+
+class _GridContext(threading.local):
+    def __init__(self) -> None:
+        self.stack: list[tuple[int, ...]] = []  # grids of the kernels being traced
+        self.ids: list[list[Any]] = []  # grid indices of the loop iteration being traced
+
+
+_grid_ctx = _GridContext()
+
+
+def _current_grid(what: str) -> tuple[int, ...]:
+    if not _grid_ctx.stack:
+        raise ValueError(f"pl.{what} can only be called inside a kernel run by pallas_call")
+    return _grid_ctx.stack[-1]
+
+
+def _check_axis(what: str, axis: int, grid: tuple[int, ...]) -> None:
+    if not 0 <= axis < len(grid):
+        raise ValueError(f"pl.{what}: axis {axis} is out of range for a grid of rank "
+                         f"{len(grid)}")
+
+
+# JAX: jax/_src/pallas/primitives.py program_id_p
+program_id_p = core.Primitive("program_id")
+program_id_p.def_abstract_eval(lambda *, axis: ShapedArray((), np.int32))
+
+
+@program_id_p.def_impl
+def _program_id_impl(*, axis):
+    raise ValueError("program_id: only meaningful inside a kernel run by pallas_call")
+
+
+def _program_id_discharge(in_vals, is_ref, *, axis):
+    # inside interpret mode's grid loop: the loop's index along `axis`; elsewhere (e.g.
+    # discharge_state of a kernel jaxpr on its own) the equation stays as it is
+    if _grid_ctx.ids:
+        return _grid_ctx.ids[-1][axis], []
+    return program_id_p.bind(axis=axis), []
+
+
+discharge_rules[program_id_p] = _program_id_discharge
+always_discharge.add(program_id_p)
+
+
+# JAX: jax/_src/pallas/primitives.py program_id
+def program_id(axis: int):
+    """The index of this kernel instance along grid axis `axis` (an int32 scalar)."""
+    _check_axis("program_id", axis, _current_grid("program_id"))
+    return program_id_p.bind(axis=axis)
+
+
+# JAX: jax/_src/pallas/primitives.py num_programs — differs: grids are static, so no primitive
+def num_programs(axis: int) -> int:
+    """The size of grid axis `axis` (a Python int: grids are static here)."""
+    grid = _current_grid("num_programs")
+    _check_axis("num_programs", axis, grid)
+    return grid[axis]
+
+
+# JAX: jax/_src/pallas/utils.py cdiv
+def cdiv(a, b):
+    """Ceiling division `(a + b - 1) // b` (ints, or integer arrays)."""
+    if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
+        return -(-int(a) // int(b))
+    return (a + b - 1) // b
+
+
+# JAX: jax/_src/pallas/helpers.py when
+def when(condition):
+    """`@pl.when(cond)` runs the decorated (argument-less) function only where `cond` holds:
+    a `lax.cond` whose false branch does nothing."""
+    from minijax import lax
+
+    def decorator(f: Callable):
+        if isinstance(condition, (bool, np.bool_)):
+            if condition:
+                f()
+            return None
+        lax.cond(condition, lambda: (f(), None)[1], lambda: None)
+        return None
+    return decorator
+
+
+# JAX: jax/_src/pallas/primitives.py load — differs: a get followed by a select, not a
+# masked-load primitive
+def load(x_ref, idx, *, mask=None, other=None):
+    """`x_ref[idx]`, with the positions where `mask` is False replaced by `other` (0 if
+    None)."""
+    from minijax import numpy as jnp
+    val = x_ref[idx]
+    if mask is None:
+        return val
+    return jnp.where(mask, val, jnp.zeros_like(val) if other is None else other)
+
+
+# JAX: jax/_src/pallas/primitives.py store — differs: a read, a select and a swap
+def store(x_ref, idx, val, *, mask=None) -> None:
+    """`x_ref[idx] = val`, leaving the positions where `mask` is False unchanged."""
+    from minijax import numpy as jnp
+    if mask is not None:
+        val = jnp.where(mask, val, x_ref[idx])
+    x_ref[idx] = val
+
+
+# ---------------------------------------------------------------------------------------------
+# BlockSpec and the grid mapping
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/pallas/core.py BlockSpec — differs: no memory space or pipeline mode
+class BlockSpec:
+    """Which block of an array one kernel instance sees.
+
+    `block_shape`: one entry per array dimension, an int block size or None (a size-1 block
+    whose dimension is squeezed out of the kernel's ref). `index_map(*grid_indices)` returns
+    the *block* index per dimension (element offset = block index * block size). Both None:
+    the whole array, at every grid point.
+    """
+
+    def __init__(self, block_shape: Sequence[int | None] | None = None,
+                 index_map: Callable | None = None, *, memory_space=None) -> None:
+        self.block_shape = None if block_shape is None else tuple(block_shape)
+        self.index_map = index_map
+        self.memory_space = memory_space
+
+    def __repr__(self) -> str:
+        return f"BlockSpec(block_shape={self.block_shape}, index_map={self.index_map})"
+
+
+# JAX: jax/_src/pallas/core.py MemoryRef
+class MemoryRef:
+    """The type of a scratch buffer: a shape, a dtype and a memory space (which interpret
+    mode ignores: every buffer is an ordinary array)."""
+
+    def __init__(self, shape, dtype, memory_space) -> None:
+        self.shape, self.dtype, self.memory_space = tuple(shape), np.dtype(dtype), memory_space
+
+    def get_ref_aval(self) -> AbstractRef:
+        return AbstractRef(ShapedArray(self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"MemoryRef({self.get_ref_aval().str_short()}, {self.memory_space})"
+
+
+# JAX: jax/_src/pallas/core.py MemorySpace
+class MemorySpace(enum.Enum):
+    """Device-agnostic memory spaces. `pl.ANY(shape, dtype)` makes a scratch buffer type."""
+
+    ANY = "any"
+    DEFAULT = "default"
+
+    def __call__(self, shape, dtype) -> MemoryRef:
+        return MemoryRef(shape, dtype, self)
+
+    def __str__(self) -> str:
+        return self.value
+
+
+ANY = MemorySpace.ANY
+
+
+# JAX: jax/_src/pallas/core.py BlockMapping
+class BlockMapping:
+    """A BlockSpec resolved against one operand: its array aval, the block shape (None for
+    squeezed dimensions) and the index map traced to a jaxpr of the grid indices."""
+
+    __slots__ = ("origin", "array_aval", "block_shape", "index_map_jaxpr")
+
+    def __init__(self, origin: str, array_aval: ShapedArray, block_shape: tuple,
+                 index_map_jaxpr: ClosedJaxpr) -> None:
+        self.origin = origin
+        self.array_aval = array_aval
+        self.block_shape = block_shape
+        self.index_map_jaxpr = index_map_jaxpr
+
+    @property
+    def block_sizes(self) -> tuple[int, ...]:
+        return tuple(1 if b is None else b for b in self.block_shape)
+
+    @property
+    def ref_aval(self) -> AbstractRef:
+        shape = tuple(b for b in self.block_shape if b is not None)
+        return AbstractRef(ShapedArray(shape, self.array_aval.dtype))
+
+    def __repr__(self) -> str:
+        return (f"BlockMapping({self.origin}: {self.array_aval.str_short()}, "
+                f"block_shape={self.block_shape})")
+
+
+def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
+                   grid: tuple[int, ...]) -> BlockMapping:
+    if spec is None or (spec.block_shape is None and spec.index_map is None):
+        block_shape, index_map = aval.shape, (lambda *ids: (0,) * aval.ndim)
+    elif not isinstance(spec, BlockSpec):
+        raise TypeError(f"pallas_call of {kernel_name}: the spec for {origin} must be a "
+                        f"pl.BlockSpec, got {spec!r}")
+    else:
+        block_shape = aval.shape if spec.block_shape is None else spec.block_shape
+        index_map = spec.index_map or (lambda *ids: (0,) * len(block_shape))
+    if len(block_shape) != aval.ndim:
+        raise ValueError(
+            f"pallas_call of {kernel_name}: the block shape {tuple(block_shape)} for {origin} "
+            f"must have the same number of dimensions as the array shape {aval.shape}")
+    for d, b in enumerate(block_shape):
+        if b is not None and (not isinstance(b, (int, np.integer)) or b <= 0):
+            raise ValueError(f"pallas_call of {kernel_name}: block shape {tuple(block_shape)} "
+                             f"for {origin}: entry {d} must be a positive int or None")
+    idx_avals = [ShapedArray((), np.int32)] * len(grid)
+
+    def flat_index_map(*ids):
+        out = index_map(*ids)
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
+    jaxpr, consts, out_avals = pe.trace_to_jaxpr_dynamic(
+        flat_index_map, idx_avals, fun_name=getattr(index_map, "__name__", "index_map"),
+        purpose="a pallas_call index map")
+    if len(out_avals) != len(block_shape):
+        raise ValueError(
+            f"pallas_call of {kernel_name}: the index_map for {origin} must return "
+            f"{len(block_shape)} values to match block_shape={tuple(block_shape)}, but returns "
+            f"{len(out_avals)} (it is called with {len(grid)} grid indices)")
+    for a in out_avals:
+        if a.shape != () or not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"pallas_call of {kernel_name}: the index_map for {origin} must "
+                            f"return integer scalars, got {a.str_short()}")
+    if any(isinstance(c, core.Tracer) for c in consts):
+        raise ValueError(f"pallas_call of {kernel_name}: the index_map for {origin} closes "
+                         "over a traced value; index maps may only use the grid indices")
+    return BlockMapping(origin, aval, tuple(None if b is None else int(b) for b in block_shape),
+                        ClosedJaxpr(jaxpr, consts))
+
+
+def _scratch_aval(kernel_name: str, s) -> AbstractRef:
+    if isinstance(s, AbstractRef):
+        return s
+    if isinstance(s, MemoryRef):
+        return s.get_ref_aval()
+    try:
+        return AbstractRef(ShapedArray(tuple(s.shape), np.dtype(s.dtype)))
+    except (AttributeError, TypeError):
+        raise TypeError(f"pallas_call of {kernel_name}: scratch_shapes entries need a shape "
+                        f"and a dtype (e.g. ShapeDtypeStruct), got {s!r}") from None
+
+
+def _as_aval(kernel_name: str, s) -> ShapedArray:
+    try:
+        return ShapedArray(tuple(s.shape), np.dtype(s.dtype))
+    except (AttributeError, TypeError):
+        raise TypeError(f"pallas_call of {kernel_name}: out_shape entries need a shape and a "
+                        f"dtype (e.g. ShapeDtypeStruct), got {s!r}") from None
+
+
+def _specs_list(kernel_name, what, specs, n):
+    if specs is None or isinstance(specs, BlockSpec):
+        return [specs] * n
+    flat, _ = tree_flatten(specs, is_leaf=lambda x: x is None or isinstance(x, BlockSpec))
+    if len(flat) != n:
+        raise ValueError(f"pallas_call of {kernel_name}: {len(flat)} {what} for {n} "
+                         f"{'inputs' if what == 'in_specs' else 'outputs'}")
+    return flat
+
+
+# ---------------------------------------------------------------------------------------------
+# pallas_call and its primitive
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/pallas/pallas_call.py pallas_call
+def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_specs=None,
+                scratch_shapes=(), input_output_aliases=None, interpret=False, name=None,
+                compiler_params=None, debug: bool = False, **unused):
+    """`pallas_call(kernel, out_shape, grid=..., in_specs=..., out_specs=...)(*inputs)`.
+
+    `kernel(*in_refs, *out_refs, *scratch_refs)` writes its outputs through refs of the block
+    shapes given by the BlockSpecs. `grid` (an int or a tuple of ints) says how many instances
+    run; `out_shape` is a ShapeDtypeStruct or a pytree of them. `input_output_aliases` maps an
+    input index to an output index whose initial contents it provides.
+
+    Only interpret mode exists in minijax; `interpret=False` raises ValueError (as JAX does on
+    CPU). Raises ValueError/TypeError for block shapes of the wrong rank, index maps returning
+    the wrong number of values, or a kernel returning a value.
+    """
+    del compiler_params, unused
+    kernel_name = name or getattr(kernel, "__name__", None) or getattr(
+        getattr(kernel, "func", None), "__name__", "kernel")
+    if not interpret:
+        raise ValueError(f"pallas_call of {kernel_name}: minijax only runs Pallas kernels in "
+                         "interpret mode (pass interpret=True); there is no Triton, Mosaic GPU "
+                         f"or Mosaic TPU backend here. See {_CHAPTER}")
+    grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(int(g) for g in grid)
+    out_flat, out_tree = tree_flatten(out_shape)
+    out_avals = [_as_aval(kernel_name, s) for s in out_flat]
+    aliases = tuple(sorted((input_output_aliases or {}).items()))
+
+    def wrapped(*args):
+        args_flat, _ = tree_flatten(args)
+        in_avals = [core.get_aval(x).strip_weak_type() for x in args_flat]
+        in_bms = [_block_mapping(kernel_name, f"args[{i}]", s, a, grid) for i, (s, a) in
+                  enumerate(zip(_specs_list(kernel_name, "in_specs", in_specs,
+                                            len(args_flat)), in_avals))]
+        out_bms = [_block_mapping(kernel_name, f"outputs[{i}]", s, a, grid) for i, (s, a) in
+                   enumerate(zip(_specs_list(kernel_name, "out_specs", out_specs,
+                                             len(out_avals)), out_avals))]
+        for i, o in aliases:
+            if not (0 <= i < len(in_avals) and 0 <= o < len(out_avals)) or not core.typematch(
+                    in_avals[i], out_avals[o]):
+                raise ValueError(f"pallas_call of {kernel_name}: input_output_aliases maps "
+                                 f"input {i} to output {o}, which must exist and have the same "
+                                 "shape and dtype")
+        scratch = [_scratch_aval(kernel_name, s) for s in scratch_shapes]
+        ref_avals = [bm.ref_aval for bm in in_bms + out_bms] + scratch
+        jaxpr = _trace_kernel(kernel, kernel_name, grid, ref_avals)
+        outs = pallas_call_p.bind(
+            *args_flat, jaxpr=jaxpr, grid=grid, in_block_mappings=tuple(in_bms),
+            out_block_mappings=tuple(out_bms), scratch_avals=tuple(scratch),
+            input_output_aliases=aliases, name=kernel_name, vmapped_dims=0)
+        if debug:
+            print(f"The kernel jaxpr for pallas_call {kernel_name}:\n{jaxpr}")
+        return tree_unflatten(out_tree, outs)
+    return wrapped
+
+
+def _trace_kernel(kernel, kernel_name, grid, ref_avals) -> ClosedJaxpr:
+    trace = pe.DynamicJaxprTrace(kernel_name, "a pallas_call kernel")
+    try:
+        refs = [trace.new_arg(a) for a in ref_avals]
+        _grid_ctx.stack.append(grid)
+        try:
+            with core.set_current_trace(trace):
+                out = kernel(*refs)
+        finally:
+            _grid_ctx.stack.pop()
+        if out is not None:
+            raise ValueError(f"pallas_call of {kernel_name}: the kernel must return None (it "
+                             "writes its outputs through refs), got a value")
+        jaxpr, consts = trace.to_jaxpr([])
+    finally:
+        trace.invalidate()
+    if any(isinstance(c, core.Tracer) for c in consts):
+        raise ValueError(f"pallas_call of {kernel_name}: the kernel closes over a traced value "
+                         "(e.g. an argument of an enclosing jit); pass it as an input instead")
+    return ClosedJaxpr(jaxpr, consts)
+
+
+# JAX: jax/_src/pallas/pallas_call.py pallas_call_p
+pallas_call_p = core.Primitive("pallas_call")
+pallas_call_p.multiple_results = True
+pallas_call_p.pp_first_params = ("name",)
+pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
+pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims")
+
+
+@pallas_call_p.def_abstract_eval
+def _pallas_call_abstract_eval(*avals, out_block_mappings, **params):
+    return [bm.array_aval for bm in out_block_mappings]
+
+
+# ---------------------------------------------------------------------------------------------
+# Interpret mode: the grid as a loop over blocks
+# ---------------------------------------------------------------------------------------------
+
+def _padded_shape(bm: BlockMapping) -> tuple[int, ...]:
+    # Blocks that run past the end of the array (a grid that does not divide it) read padding
+    # and their writes there are dropped, as in JAX's interpret mode.
+    return tuple(cdiv(n, b) * b for n, b in zip(bm.array_aval.shape, bm.block_sizes))
+
+
+# JAX: jax/_src/pallas/primitives.py uninitialized_value
+def uninitialized_value(dtype) -> np.ndarray:
+    """What interpret mode puts where nothing was written: NaN for floats, the smallest
+    integer for ints, False for bools (JAX's choice, so reading garbage shows up)."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.inexact):
+        return np.array(np.nan, dtype)
+    if np.issubdtype(dtype, np.integer):
+        return np.array(np.iinfo(dtype).min, dtype)
+    return np.zeros((), dtype)
+
+
+def _pad(x, bm: BlockMapping):
+    from minijax import lax
+    shape = _padded_shape(bm)
+    if shape == tuple(bm.array_aval.shape):
+        return x
+    return lax.pad(x, uninitialized_value(x.dtype), [(0, p - n, 0) for p, n in
+                                                     zip(shape, bm.array_aval.shape)])
+
+
+def _unpad(x, bm: BlockMapping):
+    from minijax import lax
+    if tuple(x.shape) == tuple(bm.array_aval.shape):
+        return x
+    return lax.slice(x, (0,) * x.ndim, bm.array_aval.shape)
+
+
+def _block_starts(bm: BlockMapping, ids):
+    from minijax import lax
+    idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids)
+    return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
+            for i, b in zip(idx, bm.block_sizes)]
+
+
+def _read_block(x, bm: BlockMapping, starts):
+    from minijax import lax
+    blk = lax.dynamic_slice(x, starts, bm.block_sizes, allow_negative_indices=False)
+    shape = bm.ref_aval.shape
+    return blk if tuple(blk.shape) == shape else lax.reshape(blk, shape)
+
+
+def _write_block(x, blk, bm: BlockMapping, starts):
+    from minijax import lax
+    if tuple(blk.shape) != bm.block_sizes:
+        blk = lax.reshape(blk, bm.block_sizes)
+    return lax.dynamic_update_slice(x, blk, starts, allow_negative_indices=False)
+
+
+def _unravel(k, grid):
+    """Grid indices (int32 scalars) of the flat iteration `k`, the last axis fastest."""
+    from minijax import lax
+    ids = []
+    for g in reversed(grid):
+        ids.append(lax.rem(k, np.int32(g)))
+        k = lax.div(k, np.int32(g))
+    return ids[::-1]
+
+
+# JAX: jax/_src/pallas/hlo_interpreter.py pallas_call_hlo_interpret
+def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mappings,
+                           scratch_avals, input_output_aliases, name, vmapped_dims):
+    """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
+    from minijax import lax
+    from minijax import numpy as jnp
+    del name
+    n_in, n_out = len(in_block_mappings), len(out_block_mappings)
+    alias = dict(input_output_aliases)
+    ins = [_pad(x, bm) for x, bm in zip(args, in_block_mappings)]
+    outs = []
+    for o, bm in enumerate(out_block_mappings):
+        src = [i for i, oo in alias.items() if oo == o]
+        init = args[src[0]] if src else jnp.full(bm.array_aval.shape,
+                                                  uninitialized_value(bm.array_aval.dtype))
+        outs.append(_pad(init, bm))
+    scratch = [jnp.full(a.shape, uninitialized_value(a.dtype)) for a in scratch_avals]
+    steps = int(np.prod(grid, dtype=np.int64))
+
+    def body(k, carry):
+        outs, scratch = carry
+        ids = _unravel(lax.convert_element_type(k, np.int32), grid)
+        in_starts = [_block_starts(bm, ids) for bm in in_block_mappings]
+        out_starts = [_block_starts(bm, ids) for bm in out_block_mappings]
+        in_blocks = [_read_block(x, bm, s) for x, bm, s in
+                     zip(ins, in_block_mappings, in_starts)]
+        out_blocks = [_read_block(x, bm, s) for x, bm, s in
+                      zip(outs, out_block_mappings, out_starts)]
+        # the kernel, discharged, with program_id reading this iteration's grid indices
+        _grid_ctx.ids.append(ids[vmapped_dims:])
+        try:
+            finals = _eval_discharged(jaxpr.jaxpr, jaxpr.consts,
+                                      [*in_blocks, *out_blocks, *scratch])
+        finally:
+            _grid_ctx.ids.pop()
+        _, new_outs, new_scratch = finals[:n_in], finals[n_in:n_in + n_out], finals[n_in + n_out:]
+        outs = [_write_block(x, blk, bm, s) for x, blk, bm, s in
+                zip(outs, new_outs, out_block_mappings, out_starts)]
+        return outs, list(new_scratch)
+
+    if steps == 1:
+        outs, _ = body(np.int32(0), (outs, scratch))
+    else:
+        outs, _ = lax.fori_loop(0, steps, body, (outs, scratch))
+    return [_unpad(x, bm) for x, bm in zip(outs, out_block_mappings)]
+
+
+def _pallas_call_lowering(ctx, *args, **params):
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+        lambda *xs: _pallas_call_interpret(*xs, **params), ctx.avals_in,
+        fun_name=params["name"], purpose="pallas_call interpret mode")
+    return mlir.lower_jaxpr(jaxpr, consts, args)
+
+
+mlir.register_lowering(pallas_call_p, _pallas_call_lowering)
+
+
+# JAX: jax/_src/pallas/pallas_call.py _pallas_call_impl — differs: always interpret mode
+_impl_cache: dict[Any, Callable] = {}
+
+
+def _consts_key(consts) -> tuple:
+    return tuple((np.asarray(c).dtype.str, np.shape(c), np.asarray(c).tobytes()) for c in consts)
+
+
+def _callables_key(jaxpr: core.Jaxpr) -> tuple:
+    # the printer shows a callable param by its name only; tell same-named ones apart by id
+    out = []
+    for eqn in jaxpr.eqns:
+        for v in eqn.params.values():
+            for sub in core.jaxprs_in_param(v):
+                out.extend(_callables_key(sub))
+            if callable(v) and not isinstance(v, (core.Jaxpr, ClosedJaxpr, type)):
+                out.append(id(v))
+    return tuple(out)
+
+
+def _params_key(params: dict) -> tuple:
+    """A hashable key for a pallas_call's params: each retrace of a kernel makes new jaxpr
+    objects, so equal programs are recognised by their text (and consts)."""
+    def closed_key(c: ClosedJaxpr):
+        return str(c.jaxpr), _consts_key(c.consts), _callables_key(c.jaxpr)
+    key = []
+    for k in sorted(params):
+        v = params[k]
+        if isinstance(v, ClosedJaxpr):
+            key.append((k, closed_key(v)))
+        elif k.endswith("block_mappings"):
+            key.append((k, tuple((bm.origin, bm.array_aval, bm.block_shape,
+                                  closed_key(bm.index_map_jaxpr)) for bm in v)))
+        else:
+            key.append((k, v))
+    return tuple(key)
+
+
+@pallas_call_p.def_impl
+def _pallas_call_impl(*args, **params):
+    """Eagerly, a pallas_call is `jit` of itself, compiled once per distinct kernel program
+    (the same kernel called again with the same shapes reuses the executable)."""
+    from minijax.pjit import jit
+    key = _params_key(params)
+    fn = _impl_cache.get(key)
+    if fn is None:
+        fn = _impl_cache[key] = jit(functools.partial(pallas_call_p.bind, **params))
+    return fn(*args)
+
+
+# ---------------------------------------------------------------------------------------------
+# vmap: one more grid axis; jvp: not supported
+# ---------------------------------------------------------------------------------------------
+
+def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: int
+                     ) -> BlockMapping:
+    old = bm.index_map_jaxpr
+
+    def index_map(b, *ids):
+        idx = core.eval_jaxpr(old.jaxpr, old.consts, *ids)
+        return [b, *idx] if batched else idx
+
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+        index_map, [ShapedArray((), np.int32)] * (n_grid + 1), fun_name="index_map",
+        purpose="a batched pallas_call index map")
+    if not batched:
+        return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts))
+    aval = bm.array_aval.update(shape=(axis_size,) + bm.array_aval.shape)
+    return BlockMapping(bm.origin, aval, (None,) + bm.block_shape, ClosedJaxpr(jaxpr, consts))
+
+
+# JAX: jax/_src/pallas/pallas_call.py _pallas_call_batching_rule — the batch axis becomes a
+# new leading grid axis; each instance sees one batch element (a squeezed block dimension)
+def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mappings,
+                            out_block_mappings, scratch_avals, input_output_aliases, name,
+                            vmapped_dims):
+    aliased = {i for i, _ in input_output_aliases}
+    new_vals, batched = [], []
+    for i, (x, d) in enumerate(zip(vals, dims)):
+        if d is batching.not_mapped and i not in aliased:
+            new_vals.append(x)
+            batched.append(False)
+        else:
+            new_vals.append(batching.bdim_at_front(x, d, axis_size))
+            batched.append(True)
+    n_grid = len(grid)
+    in_bms = tuple(_batched_mapping(bm, b, axis_size, n_grid)
+                   for bm, b in zip(in_block_mappings, batched))
+    out_bms = tuple(_batched_mapping(bm, True, axis_size, n_grid) for bm in out_block_mappings)
+    outs = pallas_call_p.bind(*new_vals, jaxpr=jaxpr, grid=(axis_size,) + tuple(grid),
+                              in_block_mappings=in_bms, out_block_mappings=out_bms,
+                              scratch_avals=scratch_avals,
+                              input_output_aliases=input_output_aliases, name=name,
+                              vmapped_dims=vmapped_dims + 1)
+    return outs, [0] * len(outs)
+
+
+batching.primitive_batchers[pallas_call_p] = _pallas_call_batch_rule
+
+
+def _pallas_call_jvp(primals, tangents, *, name, **params):
+    raise NotImplementedError(
+        f"Differentiation rule for 'pallas_call' ({name}) not implemented: minijax does not "
+        "differentiate through Pallas kernels. Write a backward kernel and join the two with "
+        f"minijax.custom_vjp (see {_CHAPTER})")
+
+
+ad.primitive_jvps[pallas_call_p] = _pallas_call_jvp

@@ -1,0 +1,193 @@
+"""The state primitives: `get` (read a window of a ref), `swap` (write one, returning the old
+contents) and `addupdate` (add into one). Mirrors jax/_src/state/primitives.py.
+
+Each takes the ref, (for swap/addupdate) the value, then one start index per dimension of the
+ref; the param `indexer` holds the static part: `("slice", size)` or `("index",)` per
+dimension (see minijax/state/types.py: make_indexer). There is no eager evaluation: refs exist
+only while tracing, and `discharge_state` rewrites these equations into `dynamic_slice` /
+`dynamic_update_slice` on ordinary arrays.
+"""
+
+from __future__ import annotations
+
+from minijax import core
+from minijax.interpreters import batching
+from minijax.state.types import AbstractRef, indexed_shape, make_indexer, pp_indexer
+
+
+def _no_eager(name):
+    def impl(*args, **params):
+        raise TypeError(f"state primitive '{name}' has no eager evaluation: refs exist only "
+                        "while tracing (a pallas kernel, or a function traced with make_jaxpr "
+                        "on AbstractRef inputs). Use minijax.state.discharge_state first.")
+    return impl
+
+
+def _check_ref(name, ref_aval, n_starts, spec):
+    if not isinstance(ref_aval, AbstractRef):
+        raise TypeError(f"{name}: the first operand must be a ref, got {ref_aval.str_short()}")
+    if len(spec) != ref_aval.ndim or n_starts != ref_aval.ndim:
+        raise TypeError(f"{name}: an indexer for a ref of rank {ref_aval.ndim} needs one "
+                        f"entry per dimension, got {len(spec)} ({n_starts} start indices)")
+    for d, (s, n) in enumerate(zip(spec, ref_aval.shape)):
+        if s[0] == "slice" and s[1] > n:
+            raise ValueError(f"{name}: a slice of {s[1]} elements does not fit dimension {d} "
+                             f"of size {n} of {ref_aval.str_short()}")
+
+
+# JAX: jax/_src/state/primitives.py get_p
+get_p = core.Primitive("get")
+get_p.def_impl(_no_eager("get"))
+get_p.pp_param_formatters = {"indexer": pp_indexer}
+
+
+@get_p.def_abstract_eval
+def _get_abstract_eval(ref_aval, *starts, indexer):
+    _check_ref("get", ref_aval, len(starts), indexer)
+    return core.ShapedArray(indexed_shape(indexer), ref_aval.dtype)
+
+
+# JAX: jax/_src/state/primitives.py swap_p
+swap_p = core.Primitive("swap")
+swap_p.def_impl(_no_eager("swap"))
+swap_p.pp_param_formatters = {"indexer": pp_indexer}
+
+
+def _check_value(name, ref_aval, val_aval, indexer):
+    shape = indexed_shape(indexer)
+    if val_aval.shape != shape or val_aval.dtype != ref_aval.dtype:
+        raise TypeError(f"{name}: writing a value of type {val_aval.str_short()} into a "
+                        f"window {pp_indexer(indexer)} of {ref_aval.str_short()}, which needs "
+                        f"{core.ShapedArray(shape, ref_aval.dtype).str_short()}")
+
+
+@swap_p.def_abstract_eval
+def _swap_abstract_eval(ref_aval, val_aval, *starts, indexer):
+    _check_ref("swap", ref_aval, len(starts), indexer)
+    _check_value("swap", ref_aval, val_aval, indexer)
+    return core.ShapedArray(val_aval.shape, val_aval.dtype)
+
+
+# JAX: jax/_src/state/primitives.py addupdate_p
+addupdate_p = core.Primitive("addupdate")
+addupdate_p.multiple_results = True
+addupdate_p.def_impl(_no_eager("addupdate"))
+addupdate_p.pp_param_formatters = {"indexer": pp_indexer}
+
+
+@addupdate_p.def_abstract_eval
+def _addupdate_abstract_eval(ref_aval, val_aval, *starts, indexer):
+    _check_ref("addupdate", ref_aval, len(starts), indexer)
+    _check_value("addupdate", ref_aval, val_aval, indexer)
+    return []
+
+
+# ---------------------------------------------------------------------------------------------
+# The user-facing functions, and `ref[idx]` / `ref[idx] = v` on traced refs
+# ---------------------------------------------------------------------------------------------
+
+def _cast_value(ref, val):
+    from minijax import lax
+    from minijax import numpy as jnp
+    val = jnp.asarray(val)
+    if val.dtype != ref.dtype:
+        val = lax.convert_element_type(val, ref.dtype)
+    return val
+
+
+def _broadcast_to(name, ref, val, shape):
+    from minijax import numpy as jnp
+    if tuple(val.shape) == tuple(shape):
+        return val
+    try:
+        return jnp.broadcast_to(val, shape)
+    except ValueError:
+        raise ValueError(f"Invalid shape for `{name}`. Ref shape: {ref.shape}. Expected shape: "
+                         f"{tuple(shape)}. Value shape: {tuple(val.shape)}.") from None
+
+
+# JAX: jax/_src/state/primitives.py get_ref_and_transforms / ref_get
+def ref_get(ref, idx=()):
+    """`ref[idx]`: read a window of `ref`. Returns an array of the indexed shape."""
+    spec, starts = make_indexer(idx, ref.shape, "ref[...]")
+    return get_p.bind(ref, *starts, indexer=spec)
+
+
+# JAX: jax/_src/state/primitives.py ref_swap
+def ref_swap(ref, idx, value):
+    """Write `value` into `ref[idx]` and return what was there."""
+    spec, starts = make_indexer(idx, ref.shape, "ref[...] = v")
+    value = _broadcast_to("swap", ref, _cast_value(ref, value), indexed_shape(spec))
+    return swap_p.bind(ref, value, *starts, indexer=spec)
+
+
+# JAX: jax/_src/state/primitives.py ref_set
+def ref_set(ref, idx, value) -> None:
+    """`ref[idx] = value` (value broadcast to the window and cast to the ref's dtype)."""
+    ref_swap(ref, idx, value)
+
+
+# JAX: jax/_src/state/primitives.py ref_addupdate
+def ref_addupdate(ref, idx, value) -> None:
+    """`ref[idx] += value`, as one primitive."""
+    spec, starts = make_indexer(idx, ref.shape, "ref_addupdate")
+    value = _broadcast_to("addupdate", ref, _cast_value(ref, value), indexed_shape(spec))
+    addupdate_p.bind(ref, value, *starts, indexer=spec)
+
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Batching: a ref batched along one axis is read and written with a full slice along it
+# ---------------------------------------------------------------------------------------------
+
+def _insert_full_slice(ref_aval_shape, bdim, indexer, starts):
+    spec = list(indexer)
+    spec.insert(bdim, ("slice", ref_aval_shape[bdim]))
+    starts = list(starts)
+    starts.insert(bdim, 0)
+    return tuple(spec), starts
+
+
+def _out_bdim(indexer, bdim):
+    # the batch axis' position among the kept (sliced) dimensions of the result
+    return sum(1 for s in indexer[:bdim] if s[0] == "slice")
+
+
+def _check_unbatched(name, dims):
+    if any(d is not batching.not_mapped for d in dims):
+        raise NotImplementedError(f"vmap of '{name}' with batched indices or a batched value "
+                                  "written into an unbatched ref is not supported in minijax")
+
+
+# JAX: jax/_src/state/primitives.py _get_vmap — differs: only the ref may be batched
+def _get_batch_rule(vals, dims, *, axis_size, indexer):
+    ref, *starts = vals
+    _check_unbatched("get", dims[1:])
+    bdim = dims[0]
+    if bdim is batching.not_mapped:
+        return get_p.bind(ref, *starts, indexer=indexer), batching.not_mapped
+    spec, starts = _insert_full_slice(ref.shape, bdim, indexer, starts)
+    return get_p.bind(ref, *starts, indexer=spec), _out_bdim(spec, bdim)
+
+
+def _write_batch_rule(prim, vals, dims, *, axis_size, indexer):
+    ref, val, *starts = vals
+    _check_unbatched(prim.name, dims[2:])
+    rdim, vdim = dims[0], dims[1]
+    if rdim is batching.not_mapped:
+        _check_unbatched(prim.name, [vdim])
+        out = prim.bind(ref, val, *starts, indexer=indexer)
+        return out, ([] if prim.multiple_results else batching.not_mapped)
+    spec, starts = _insert_full_slice(ref.shape, rdim, indexer, starts)
+    out_dim = _out_bdim(spec, rdim)
+    val = batching.matchaxis(axis_size, vdim, out_dim, val)
+    out = prim.bind(ref, val, *starts, indexer=spec)
+    return out, ([] if prim.multiple_results else out_dim)
+
+
+batching.primitive_batchers[get_p] = _get_batch_rule
+batching.primitive_batchers[swap_p] = lambda vals, dims, **kw: _write_batch_rule(
+    swap_p, vals, dims, **kw)
+batching.primitive_batchers[addupdate_p] = lambda vals, dims, **kw: _write_batch_rule(
+    addupdate_p, vals, dims, **kw)

@@ -1,0 +1,167 @@
+"""Mutable references: the `AbstractRef` aval and the indexers that pick a window of a ref.
+
+A ref is a mutable array that exists only while tracing: a kernel (or a stateful function)
+receives refs, reads them with `ref[idx]` (the `get` primitive) and writes them with
+`ref[idx] = v` (`swap`). `discharge_state` (minijax/state/discharge.py) turns such a jaxpr
+back into a pure one. Mirrors jax/_src/state/types.py and jax/_src/indexing.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from minijax import core
+
+
+# JAX: jax/_src/state/types.py AbstractRef — differs: no memory space, no transforms
+class AbstractRef:
+    """The aval of a mutable reference to an array of `inner_aval`'s shape and dtype.
+
+    Printed `Ref{f32[8,8]}` in jaxprs, as JAX does. `shape`, `dtype` and `ndim` are those of
+    the array the ref holds, so `jnp.zeros_like(ref)` and `ref.shape` work while tracing.
+    """
+
+    __slots__ = ("inner_aval",)
+
+    def __init__(self, inner_aval: core.ShapedArray) -> None:
+        self.inner_aval = inner_aval
+
+    shape = property(lambda self: self.inner_aval.shape)
+    dtype = property(lambda self: self.inner_aval.dtype)
+    ndim = property(lambda self: self.inner_aval.ndim)
+    size = property(lambda self: self.inner_aval.size)
+    weak_type = property(lambda self: False)
+
+    def update(self, shape=None, dtype=None, weak_type=None) -> "AbstractRef":
+        return AbstractRef(self.inner_aval.update(shape, dtype, False))
+
+    def strip_weak_type(self) -> "AbstractRef":
+        return self
+
+    def to_tangent_aval(self):
+        raise TypeError("minijax refs are not differentiable (no tangent type for "
+                        f"{self.str_short()})")
+
+    def str_short(self) -> str:
+        return f"Ref{{{self.inner_aval.str_short()}}}"
+
+    # A traced ref is indexed through its aval (core.Tracer forwards `t[idx]` and
+    # `t[idx] = v` to `t.aval._getitem` / `_setitem`), as JAX's AbstractRef is.
+    # JAX: jax/_src/state/types.py AbstractRef._getitem, AbstractRef._setitem
+    def _getitem(self, tracer, idx):
+        from minijax.state.primitives import ref_get
+        return ref_get(tracer, idx)
+
+    def _setitem(self, tracer, idx, value) -> None:
+        from minijax.state.primitives import ref_set
+        return ref_set(tracer, idx, value)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is AbstractRef and self.inner_aval == other.inner_aval
+
+    def __hash__(self) -> int:
+        return hash(("Ref", self.inner_aval))
+
+    def __repr__(self) -> str:
+        return f"Ref{{{self.dtype.name}[{','.join(map(str, self.shape))}]}}"
+
+
+def is_ref(x) -> bool:
+    """Is `x` (a value or an aval) a ref?"""
+    aval = x if isinstance(x, (AbstractRef, core.ShapedArray)) else getattr(x, "aval", None)
+    return isinstance(aval, AbstractRef)
+
+
+# JAX: jax/_src/indexing.py Slice — differs: stride is always 1
+class Slice:
+    """`size` consecutive elements starting at `start` (an int or a traced integer scalar)."""
+
+    __slots__ = ("start", "size")
+
+    def __init__(self, start, size: int) -> None:
+        if not isinstance(size, (int, np.integer)):
+            raise TypeError(f"pl.ds: the size must be a static int, got {size!r}")
+        self.start = start
+        self.size = int(size)
+
+    def __repr__(self) -> str:
+        return f"Slice(start={self.start!r}, size={self.size})"
+
+
+# JAX: jax/_src/indexing.py dslice
+def ds(start, size: int | None = None) -> Slice:
+    """`pl.ds(start, size)`: a dynamic slice of `size` elements from `start`. With one
+    argument, `pl.ds(n)` is `pl.ds(0, n)`."""
+    if size is None:
+        return Slice(0, start)
+    return Slice(start, size)
+
+
+dslice = ds
+
+
+# JAX: jax/_src/state/indexing.py NDIndexer.from_indices_shape — differs: returns the static
+# structure (one entry per dimension) and the start indices separately
+def make_indexer(idx: Any, shape: tuple[int, ...], what: str = "ref[...]"):
+    """Normalise `idx` (ints, traced ints, `:`, static slices, `pl.ds`, `...`) for an array of
+    `shape`. Returns (spec, starts): `spec[d]` is `("slice", size)` or `("index",)`, and
+    `starts[d]` the start index of dimension d (an int or a traced integer scalar).
+
+    Raises IndexError for too many indices or an out-of-range static index, TypeError for
+    array indices or strided slices (not supported here).
+    """
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    n_ell = sum(i is Ellipsis for i in idx)
+    if n_ell > 1:
+        raise IndexError(f"{what}: an index can only have a single ellipsis ('...')")
+    if n_ell:
+        k = idx.index(Ellipsis)
+        fill = len(shape) - (len(idx) - 1)
+        idx = idx[:k] + (slice(None),) * max(fill, 0) + idx[k + 1:]
+    if len(idx) > len(shape):
+        raise IndexError(f"{what}: too many indices for a ref of shape {shape}: "
+                         f"{len(idx)} given")
+    idx = idx + (slice(None),) * (len(shape) - len(idx))
+    spec, starts = [], []
+    for d, (i, n) in enumerate(zip(idx, shape)):
+        if isinstance(i, Slice):
+            spec.append(("slice", i.size))
+            starts.append(i.start)
+        elif isinstance(i, slice):
+            if i.step not in (None, 1):
+                raise TypeError(f"{what}: strided slices are not supported (dimension {d})")
+            lo, hi, _ = i.indices(n)
+            spec.append(("slice", max(hi - lo, 0)))
+            starts.append(lo)
+        elif isinstance(i, (int, np.integer)):
+            if not -n <= int(i) < n:
+                raise IndexError(f"{what}: index {int(i)} is out of bounds for dimension {d} "
+                                 f"of size {n}")
+            spec.append(("index",))
+            starts.append(int(i) % n)
+        else:
+            aval = core.get_aval(i)
+            if aval.shape != () or not np.issubdtype(aval.dtype, np.integer):
+                raise TypeError(f"{what}: indices must be integer scalars, pl.ds slices or "
+                                f"':', got {aval.str_short()} for dimension {d}")
+            spec.append(("index",))
+            starts.append(i)
+    return tuple(spec), starts
+
+
+def pp_indexer(spec) -> str:
+    """Text for an indexer spec: `[:8,i]` is a slice of 8 elements, then one integer index
+    (the start indices are the equation's operands after the ref)."""
+    return "[" + ",".join(f":{s[1]}" if s[0] == "slice" else "i" for s in spec) + "]"
+
+
+def indexed_shape(spec) -> tuple[int, ...]:
+    return tuple(s[1] for s in spec if s[0] == "slice")
+
+
+# `make_jaxpr(f)(AbstractRef(...))` traces `f` on a ref, as in JAX's state tests: an
+# AbstractRef passed as an argument stands for itself.
+core.pytype_aval_mappings[AbstractRef] = lambda a: a

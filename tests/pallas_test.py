@@ -1,0 +1,264 @@
+"""Tests for minijax/experimental/pallas/: pallas_call in interpret mode.
+
+The kernels of compare/pallas_kernels.py run under `jax.experimental.pallas` and
+`minijax.experimental.pallas` (both interpret=True); each result is checked against JAX's and
+against a jnp reference. Also: grids that do not divide the array, vmap (a new grid axis),
+aliasing, the kernel jaxpr before and after discharge, and the errors JAX raises. Mirrors
+tests/pallas/pallas_test.py in JAX (interpret-mode parts). Small shapes: one compilation per
+kernel and module.
+"""
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+from jax.experimental import pallas as jpl
+from jax.experimental.pallas import triton as jplgpu
+
+import minijax
+import minijax.numpy as mnp
+from compare import pallas_kernels
+from minijax.experimental import pallas as mpl
+from minijax.experimental.pallas import triton as mplgpu
+
+J = pallas_kernels.build(jax, jpl, jplgpu)
+M = pallas_kernels.build(minijax, mpl, mplgpu)
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def check(name, *args, ref=None, tol=1e-5, **kw):
+    """Run kernel wrapper `name` under both modules; compare with each other and `ref`."""
+    got = getattr(M, name)(*args, **kw)
+    want = getattr(J, name)(*args, **kw)
+    got, want = [x if isinstance(x, tuple) else (x,) for x in (got, want)]
+    for g, w in zip(got, want):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+    if ref is not None:
+        np.testing.assert_allclose(np.asarray(got[0]), np.asarray(ref), rtol=tol, atol=tol)
+    return got
+
+
+def test_vector_add_with_a_partial_last_block():
+    x, y = rand(20), rand(20)
+    check("vector_add", x, y, ref=x + y, block=8)  # grid cdiv(20, 8) = 3, last block OOB
+
+
+def test_masked_load_store():
+    x, y = rand(20), rand(20)
+    check("masked_add", x, y, ref=x + y, block=8)
+
+
+def test_tiled_matmul_with_fused_bias_and_activation():
+    a, b, bias = rand(16, 24), rand(24, 16), rand(16)
+    ref = np.maximum(a.astype(np.float64) @ b + bias, 0)
+    check("matmul", a, b, bias, ref=ref, bm=8, bn=8, bk=8, tol=2e-5)
+
+
+def test_row_softmax_and_layer_norm():
+    x, g, b = rand(16, 32) * 3, rand(32), rand(32)
+    check("row_softmax", x, ref=J.softmax_ref(x))
+    check("layer_norm", x, g, b, ref=J.layer_norm_ref(x, g, b))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_forward(causal):
+    q, k, v = rand(2, 32, 8), rand(2, 32, 8), rand(2, 32, 8)
+    o, lse = check("flash_forward", q, k, v, bq=8, bk=8, causal=causal)
+    np.testing.assert_allclose(np.asarray(o), np.asarray(J.attention_ref(q, k, v, causal)),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(lse), np.asarray(J.lse_ref(q, k, causal)),
+                               rtol=1e-5, atol=1e-5)
+
+
+def _program_id_call(pl, shape_dtype, x):
+    def kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 2.0 + pl.program_id(0).astype(np.float32) * pl.num_programs(0)
+
+    spec = pl.BlockSpec((4,), lambda i: (i,))
+    return pl.pallas_call(kernel, out_shape=shape_dtype((8,), np.float32), grid=(2,),
+                          in_specs=[spec], out_specs=spec, interpret=True)(x)
+
+
+def test_vmap_adds_a_grid_axis():
+    xs = rand(3, 8)
+    want = jax.vmap(functools.partial(_program_id_call, jpl, jax.ShapeDtypeStruct))(xs)
+    f = functools.partial(_program_id_call, mpl, minijax.ShapeDtypeStruct)
+    got = minijax.vmap(f)(xs)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+    jaxpr = minijax.make_jaxpr(minijax.vmap(f))(xs)
+    (eqn,) = jaxpr.jaxpr.eqns
+    assert eqn.params["grid"] == (3, 2)
+    # an unbatched operand is shared by every batch element
+    y = rand(8)
+    got = minijax.vmap(M.vector_add, in_axes=(0, None))(xs, y)
+    np.testing.assert_allclose(np.asarray(got), xs + y, rtol=1e-6)
+
+
+def test_input_output_aliases_and_jit():
+    def call(J, pl, x):
+        def kernel(x_ref, o_ref):
+            o_ref[pl.ds(0, 4)] = x_ref[pl.ds(0, 4)] + 1.0  # the rest keeps x's values
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8,), np.float32),
+                              input_output_aliases={0: 0}, interpret=True)(x)
+
+    x = rand(8)
+    want = jax.jit(functools.partial(call, jax, jpl))(x)
+    got = minijax.jit(functools.partial(call, minijax, mpl))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+
+
+def test_kernel_jaxpr_before_and_after_discharge():
+    from minijax.state import discharge_state
+    x = rand(16)
+    closed = minijax.make_jaxpr(functools.partial(M.vector_add, block=8))(x, x)
+    (eqn,) = closed.jaxpr.eqns
+    assert eqn.primitive is mpl.pallas_call_p and eqn.params["name"] == "add_kernel"
+    kernel = eqn.params["jaxpr"]
+    assert [e.primitive.name for e in kernel.jaxpr.eqns] == ["get", "get", "add", "swap"]
+    assert "Ref{f32[8]}" in str(kernel)
+    pure, _ = discharge_state(kernel.jaxpr, kernel.consts)
+    assert "Ref" not in str(pure)
+    assert [e.primitive.name for e in pure.eqns].count("dynamic_update_slice") == 1
+    # the compiled program is a loop over the grid
+    text = minijax.jit(functools.partial(M.vector_add, block=8)).lower(x, x).as_text()
+    assert "stablehlo.while" in text and "stablehlo.dynamic_update_slice" in text
+
+
+def _add_call(pl, SDS, in_spec, x, **kw):
+    def add_one(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 1.0
+    out = pl.BlockSpec((4,), lambda i: (i,))
+    kw.setdefault("interpret", True)
+    return pl.pallas_call(add_one, out_shape=SDS((8,), np.float32), grid=(2,),
+                          in_specs=[in_spec], out_specs=out, **kw)(x)
+
+
+@pytest.mark.parametrize("which", ["rank", "index_map"])
+def test_bad_block_specs_name_the_kernel_and_the_spec(which):
+    x = rand(8)
+    specs = {"rank": lambda pl: pl.BlockSpec((4, 4), lambda i: (i, 0)),
+             "index_map": lambda pl: pl.BlockSpec((4,), lambda i: (i, 0))}[which]
+    with pytest.raises(ValueError) as want:
+        _add_call(jpl, jax.ShapeDtypeStruct, specs(jpl), x)
+    with pytest.raises(ValueError) as got:
+        _add_call(mpl, minijax.ShapeDtypeStruct, specs(mpl), x)
+    assert "args[0]" in str(want.value) and "args[0]" in str(got.value)
+    assert "add_one" in str(got.value)
+    key = "same number of dimensions" if which == "rank" else "must return 1 values"
+    assert key in str(want.value) and key in str(got.value)
+
+
+def test_no_interpret_and_no_jvp():
+    x = rand(8)
+    spec = mpl.BlockSpec((4,), lambda i: (i,))
+    with pytest.raises(ValueError, match="interpret"):
+        _add_call(mpl, minijax.ShapeDtypeStruct, spec, x, interpret=False)
+    f = functools.partial(_add_call, mpl, minijax.ShapeDtypeStruct, spec)
+    with pytest.raises(NotImplementedError, match="pallas_call"):
+        minijax.jvp(f, (x,), (x,))
+    with pytest.raises(NotImplementedError, match="custom_vjp"):
+        minijax.grad(lambda x: mnp.sum(f(x)))(x)
+    with pytest.raises(ValueError, match="must return None"):
+        mpl.pallas_call(lambda x_ref, o_ref: x_ref[...],
+                        out_shape=minijax.ShapeDtypeStruct((8,), np.float32),
+                        interpret=True)(x)
+    with pytest.raises(ValueError, match="inside a kernel"):
+        mpl.program_id(0)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_backward_through_custom_vjp(causal):
+    q, k, v, ct = rand(1, 32, 8), rand(1, 32, 8), rand(1, 32, 8), rand(1, 32, 8)
+
+    def loss(mod, att):
+        return lambda q, k, v: mod.numpy.sum(att(q, k, v) * ct)
+
+    got = minijax.grad(loss(minijax, lambda *a: M.flash_attention(*a, 8, 8, causal)),
+                       argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(loss(jax, lambda *a: J.flash_attention(*a, 8, 8, causal)),
+                    argnums=(0, 1, 2))(q, k, v)
+    ref = jax.grad(loss(jax, lambda *a: J.attention_ref(*a, causal)), argnums=(0, 1, 2))(q, k, v)
+    for g, w, r in zip(got, want, ref):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-4)
+
+
+def test_a_ref_used_outside_its_kernel_is_an_error_naming_the_kernel():
+    leaked = []
+
+    def leaky_kernel(x_ref, o_ref):
+        leaked.append(x_ref)
+        o_ref[...] = x_ref[...]
+
+    x = rand(4)
+    out = mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                          interpret=True)(x)
+    np.testing.assert_array_equal(np.asarray(out), x)
+    with pytest.raises(minijax.UnexpectedTracerError, match="leaky_kernel"):
+        leaked[0][...]
+    with pytest.raises(ValueError, match="2 in_specs for 1 inputs"):
+        spec = mpl.BlockSpec((4,), lambda: (0,))
+        mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                        in_specs=[spec, spec], interpret=True)(x)
+
+
+def test_eager_calls_compile_once_per_kernel_program():
+    import importlib
+    pc_module = importlib.import_module("minijax.experimental.pallas.pallas_call")
+
+    def call(c, x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + c  # c: a numpy constant of the kernel jaxpr
+        return mpl.pallas_call(kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
+                               interpret=True)(x)
+
+    x = rand(4)
+    n0 = len(pc_module._impl_cache)
+    one, two = np.full(4, 1.0, np.float32), np.full(4, 2.0, np.float32)
+    np.testing.assert_allclose(np.asarray(call(one, x)), x + 1)
+    np.testing.assert_allclose(np.asarray(call(one, x)), x + 1)  # a retrace, same program
+    assert len(pc_module._impl_cache) == n0 + 1
+    np.testing.assert_allclose(np.asarray(call(two, x)), x + 2)  # other consts: not shared
+    assert len(pc_module._impl_cache) == n0 + 2
+
+
+def test_program_id_inside_when_and_loop_bodies():
+    # JAX's interpret mode cannot lower a program_id read inside a `when` branch or a loop
+    # body; minijax's can. JAX runs the variant that reads it outside, as the reference.
+    def call(J, pl, x, inside=False, loop=False):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+            pid = None if inside else pl.program_id(0)
+
+            @pl.when(pl.program_id(0) > 0)
+            def _():
+                p = pl.program_id(0) if inside else pid
+                o_ref[...] += p.astype(np.float32)
+
+            if loop:
+                t = J.lax.fori_loop(0, 3, lambda i, c: c + pl.program_id(0), 0)
+                o_ref[0] = o_ref[0] + t.astype(np.float32) * 10.0
+
+        spec = pl.BlockSpec((4,), lambda i: (i,))
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((12,), np.float32),
+                              grid=(3,), in_specs=[spec], out_specs=spec, interpret=True)(x)
+
+    x = rand(12)
+    want = np.asarray(call(jax, jpl, x))
+    for inside in (False, True):
+        np.testing.assert_allclose(np.asarray(call(minijax, mpl, x, inside)), want, rtol=1e-6)
+    expect = want.copy()
+    expect[[4, 8]] += np.array([30.0, 60.0], np.float32)  # 3 * program_id * 10
+    got = call(minijax, mpl, x, inside=True, loop=True)
+    np.testing.assert_allclose(np.asarray(got), expect, rtol=1e-6)
+    jaxpr = minijax.make_jaxpr(functools.partial(call, minijax, mpl))(x)
+    kernel = jaxpr.jaxpr.eqns[0].params["jaxpr"]
+    jkernel = jax.make_jaxpr(functools.partial(call, jax, jpl))(x).jaxpr.eqns[0].params["jaxpr"]
+    line = "= program_id[axis=0]"
+    assert line in str(kernel) and line in str(jkernel)

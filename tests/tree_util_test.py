@@ -1,0 +1,305 @@
+"""Tests for minijax/tree_util.py and minijax/tree.py against jax.tree_util / jax.tree.
+
+One program, two modules: each program runs with `J=jax` and `J=minijax` and must give the same
+leaves, the same treedef text, the same rebuilt values and types, and raise the same errors.
+"""
+
+import collections
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+
+NT = collections.namedtuple("NT", "a b")
+
+
+def _plain(x):
+    """Leaves as Python/numpy values, so results of both modules compare with ==."""
+    if isinstance(x, (jax.Array, minijax.Array)):
+        return ("array", np.asarray(x).tolist(), str(np.asarray(x).dtype))
+    return x
+
+
+def _same(program):
+    got, want = program(minijax), program(jax)
+    g = jax.tree_util.tree_map(_plain, got, is_leaf=lambda x: isinstance(x, minijax.Array))
+    w = jax.tree_util.tree_map(_plain, want)
+    assert repr(g) == repr(w), (g, w)
+    return got
+
+
+TREES = [
+    {"b": 1, "a": [2.0, (3, None)], "c": "s"},
+    collections.OrderedDict([("z", 1), ("a", 2), ("m", {"y": 3, "x": 4})]),
+    collections.defaultdict(list, {"b": 1, "a": (2, 3)}),
+    NT(1, NT(2, [3, 4])),
+    [NT(a=(), b=None), {}, ()],
+    {1: "one", 0: "zero"},
+    (1,),
+    None,
+    5,
+]
+
+
+@pytest.mark.parametrize("tree", TREES, ids=range(len(TREES)))
+def test_flatten_unflatten_and_repr(tree):
+    def program(J):
+        leaves, treedef = J.tree_util.tree_flatten(tree)
+        rebuilt = J.tree_util.tree_unflatten(treedef, [f"L{i}" for i in range(len(leaves))])
+        return (leaves, str(treedef), treedef.num_leaves, treedef.num_nodes,
+                [str(c) for c in treedef.children()], str(treedef.node_data()),
+                [str(c) for c in J.tree_util.treedef_children(treedef)],
+                J.tree_util.treedef_is_leaf(treedef), type(rebuilt).__name__, repr(rebuilt),
+                str(J.tree.structure(tree)), J.tree.leaves(tree))
+    _same(program)
+
+
+@pytest.mark.parametrize("tree", TREES, ids=range(len(TREES)))
+def test_key_paths(tree):
+    def program(J):
+        pairs, treedef = J.tree_util.tree_flatten_with_path(tree)
+        return ([(repr(p), J.tree_util.keystr(p), J.tree_util.keystr(p, simple=True,
+                                                                      separator="/"), x)
+                 for p, x in pairs], str(treedef),
+                J.tree.map_with_path(lambda p, x: J.tree_util.keystr(p), tree),
+                [repr(p) for p, _ in J.tree.leaves_with_path(tree)])
+    _same(program)
+
+
+def test_key_types_and_registered_nodes_without_keys():
+    class Box:
+        def __init__(self, *xs):
+            self.xs = xs
+
+    def program(J):
+        tu = J.tree_util
+        tu.register_pytree_node(Box, lambda b: (b.xs, None), lambda _, xs: Box(*xs))
+        keys = [tu.DictKey("k"), tu.SequenceKey(3), tu.GetAttrKey("w"), tu.FlattenedIndexKey(2)]
+        pairs, _ = tu.tree_flatten_with_path({"box": Box(1, [2])})
+        again = [tu.DictKey("k"), tu.SequenceKey(3), tu.GetAttrKey("w"), tu.FlattenedIndexKey(2)]
+        return ([(repr(k), str(k), k == k2, hash(k) == hash(k2), k == tu.DictKey("other"))
+                 for k, k2 in zip(keys, again)],
+            [(tu.keystr(p), x) for p, x in pairs], keys[0].key, keys[1].idx, keys[2].name)
+    _same(program)
+
+
+def test_ordered_and_default_dicts_through_transformations():
+    od = collections.OrderedDict([("w", np.float32(2.0)), ("b", np.float32(3.0))])
+    dd = collections.defaultdict(int, {"w": np.float32(2.0), "b": np.float32(3.0)})
+
+    def program(J):
+        loss = lambda p: p["w"] * p["b"] ** 2
+        g_od, g_dd = J.grad(loss)(od), J.jit(J.grad(loss))(dd)
+        out = J.vmap(lambda p: J.tree.map(lambda x: x * 2, p))(
+            collections.OrderedDict(z=np.ones(3, np.float32), a=np.zeros(3, np.float32)))
+        return (type(g_od).__name__, list(g_od.items()), type(g_dd).__name__,
+                g_dd.default_factory, sorted(g_dd.items()), type(out).__name__, list(out))
+    _same(program)
+
+
+def test_register_dataclass():
+    @dataclasses.dataclass
+    class Params:
+        w: object
+        b: object
+        name: str = dataclasses.field(default="p", metadata=dict(static=True))
+
+    @dataclasses.dataclass
+    class Pair:
+        x: object
+        tag: str
+
+    def program(J):
+        P = J.tree_util.register_dataclass(
+            dataclasses.make_dataclass("Params", [("w", object), ("b", object), (
+                "name", str, dataclasses.field(default="p", metadata=dict(static=True)))]))
+        Q = dataclasses.make_dataclass("Pair", [("x", object), ("tag", str)])
+        J.tree_util.register_dataclass(Q, data_fields=["x"], meta_fields=["tag"])
+        p = P(np.float32(2.0), np.float32(3.0), "lin")
+        leaves, treedef = J.tree_util.tree_flatten(p)
+        g = J.grad(lambda p: p.w * p.b)(p)
+        q_leaves, q_def = J.tree_util.tree_flatten_with_path(Q([1, 2], "t"))
+        return (leaves, str(treedef), type(g).__name__, g.name, float(g.w), float(g.b),
+                [(J.tree_util.keystr(k), v) for k, v in q_leaves], str(q_def))
+    _same(program)
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.tree_util.register_dataclass(type("NotADataclass", (), {}))
+        with pytest.raises(ValueError):  # a field that is neither data nor meta
+            J.tree_util.register_dataclass(Pair, data_fields=["x"], meta_fields=[])
+
+
+def test_tree_functions():
+    def program(J):
+        t = {"a": [1, 2], "b": (3,)}
+        return (J.tree.map(lambda x, y: x * 10 + y, t, {"a": [5, 6], "b": (7,)}),
+                J.tree.map(lambda x: x is None, [None, 1], is_leaf=lambda x: x is None),
+                J.tree.reduce(lambda a, b: a + b, t), J.tree.reduce(lambda a, b: a + b, t, 100),
+                J.tree.all(t), J.tree.all([1, 0]), J.tree.all([]),
+                J.tree.transpose(J.tree.structure([0, 0]), J.tree.structure((0, 0, 0)),
+                                 [(1, 2, 3), (4, 5, 6)]),
+                J.tree.transpose(J.tree.structure([0, 0]), None, [{"x": 1}, {"x": 2}]),
+                J.tree.flatten(t)[0], J.tree.unflatten(J.tree.structure(t), range(3)),
+                # the other trees may be deeper than the first one (its leaves are a prefix)
+                J.tree.map(lambda x, y: (x, y), [1, 2], [(3, 4), {"k": 5}]),
+                J.tree_util.tree_structure(t).flatten_up_to({"a": [[1], 2], "b": (None,)}),
+                J.tree_util.tree_structure(t).num_nodes)
+    _same(program)
+
+
+@pytest.mark.parametrize("bad", [
+    lambda J: J.tree.map(lambda x, y: x, [1, 2], [1, 2, 3]),
+    lambda J: J.tree.map(lambda x, y: x, {"a": 1}, {"b": 1}),
+    lambda J: J.tree.map(lambda x, y: x, (1, 2), [1, 2]),
+    lambda J: J.tree.unflatten(J.tree.structure([0, 0]), [1]),
+    lambda J: J.tree.reduce(lambda a, b: a + b, []),
+    lambda J: J.tree.transpose(J.tree.structure([0, 0]), J.tree.structure((0, 0)),
+                               [(1, 2), (3,)]),
+    lambda J: J.tree_util.register_pytree_node(tuple, lambda t: (t, None), tuple),
+])
+def test_errors_like_jax(bad):
+    with pytest.raises(Exception) as want:
+        bad(jax)
+    with pytest.raises(want.type):
+        bad(minijax)
+
+
+def test_partial_is_a_pytree():
+    def program(J):
+        add = J.tree_util.Partial(lambda x, y, scale=1.0: (x + y) * scale, np.float32(1.0),
+                                  scale=np.float32(3.0))
+        call = J.jit(lambda f, y: f(y))
+        leaves, treedef = J.tree_util.tree_flatten(add)
+        back = J.jit(lambda f: f)(add)
+        return (call(add, 2.0), leaves, str(treedef).split("[")[0], type(back).__name__,
+                back(np.float32(1.0)), J.tree_util.tree_structure(add) == treedef)
+    _same(program)
+
+
+# ---------------------------------------------------------------------------------------------
+# Pytrees through the transformations: what JAX leaves alone comes back as it came
+# ---------------------------------------------------------------------------------------------
+
+def _typed(tree, J):
+    """Each leaf as (type family, value): arrays of either module compare equal, while a
+    Python int/float/str/bool (JAX may return a float subclass) stays distinguishable."""
+    def one(x):
+        if isinstance(x, (jax.Array, minijax.Array)):
+            return ("array", str(x.dtype), np.asarray(x).tolist())
+        if isinstance(x, np.ndarray) or isinstance(x, np.generic):
+            return ("numpy", np.asarray(x).tolist())
+        for t in (bool, int, float, str):
+            if isinstance(x, t):
+                return (t.__name__, t(x))
+        return (type(x).__name__, x)
+    return J.tree_util.tree_map(one, tree)
+
+
+def _same_typed(program):
+    got, want = _typed(program(minijax), minijax), _typed(program(jax), jax)
+    assert repr(got) == repr(want), (got, want)
+
+
+AUX = {"n": 3, "f": 1.5, "s": "hi", "none": None, "b": True, "od": collections.OrderedDict(
+    z=1, a=2.5)}
+
+
+@pytest.mark.parametrize("which", ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jit_grad"])
+def test_has_aux_payload_passes_through(which):
+    def program(J):
+        f = lambda x: ((x * x).sum(), dict(AUX, arr=x * 2))  # noqa: E731
+        x = np.arange(3, dtype=np.float32)
+        if which == "grad":
+            return J.grad(f, has_aux=True)(x)
+        if which == "value_and_grad":
+            return J.value_and_grad(f, has_aux=True)(x)
+        if which == "vjp":
+            out, f_vjp, aux = J.vjp(f, x, has_aux=True)
+            return out, f_vjp(np.float32(1.0)), aux
+        if which == "jvp":
+            return J.jvp(f, (x,), (x,), has_aux=True)
+        if which == "jacrev":
+            return J.jacrev(f, has_aux=True)(x)
+        return J.jit(J.grad(lambda x: (f(x)[0], {"arr": f(x)[1]["arr"]}), has_aux=True))(x)
+    _same_typed(program)
+
+
+def test_has_aux_jacfwd_rejects_strings_like_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.jacfwd(lambda x: (x, {"s": "hi"}), has_aux=True)(np.float32(1.0))
+
+
+@pytest.mark.parametrize("c", [2.5, 7, True, np.float32(3.0), np.arange(2)])
+def test_vmap_unbatched_out_axes_none_passes_through(c):
+    def program(J):
+        xs = np.ones((3, 2), np.float32)
+        return (J.vmap(lambda x, c: (x * 2, c), in_axes=(0, None), out_axes=(0, None))(xs, c),
+                J.vmap(lambda x, c: c, in_axes=(0, None), out_axes=None)(xs, c),
+                J.vmap(lambda x: 3.0, out_axes=None)(xs),
+                J.vmap(lambda x, c: c, in_axes=(0, None))(xs, c))  # out_axes=0: broadcast
+    _same_typed(program)
+
+
+def test_vmap_rejects_string_outputs_like_jax():
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.vmap(lambda x: (x, "s"), out_axes=(0, None))(np.ones(3))
+
+
+def test_stop_gradient_on_pytrees():
+    tree = {"a": np.ones(2, np.float32), "f": 1.5, "i": 3, "ints": np.arange(3, dtype=np.int32),
+            "none": None, "t": (2.0, [np.float32(4.0)])}
+
+    def program(J):
+        eager = J.lax.stop_gradient(tree)
+        jitted = J.jit(lambda t: J.lax.stop_gradient(t))(tree)
+        g = J.grad(lambda x: J.lax.stop_gradient({"a": x, "b": 2})["a"] * x
+                   + J.lax.stop_gradient(J.numpy.arange(3)).sum() * x)(3.0)
+        return eager, jitted, g, type(J.lax.stop_gradient(collections.OrderedDict(b=1.0))
+                                      ).__name__
+    _same_typed(program)
+    def both(J):
+        return lambda x: J.lax.stop_gradient((x, J.numpy.arange(2) + 1))
+    jaxprs = [str(J.make_jaxpr(both(J))(1.0)) for J in (jax, minijax)]
+    assert jaxprs[0].count("stop_gradient") == jaxprs[1].count("stop_gradient") == 2
+    for J in (jax, minijax):
+        with pytest.raises(TypeError):
+            J.lax.stop_gradient({"s": "not an array"})
+
+
+@pytest.mark.parametrize("which", ["vjp", "linearize"])
+def test_vjp_and_linearize_return_pytrees(which):
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+
+    def program(J):
+        def make(x):
+            if which == "vjp":
+                return J.vjp(lambda x: J.numpy.sin(x) * x, x)[1]
+            return J.linearize(lambda x: J.numpy.sin(x) * x, x)[1]
+        fn = J.jit(make)(x)  # a function returned from jit
+        leaves = J.tree_util.tree_leaves(make(x))
+        n_res = len(J.make_jaxpr(make)(x).jaxpr.outvars)
+        again = J.jit(lambda f, t: f(t))(fn, x)  # and passed into one
+        return (type(fn).__name__, fn(x), again, len(leaves), n_res,
+                J.tree.map(lambda r: r.shape, leaves))
+    _same_typed(program)
+
+
+def test_vmap_axes_prefixes_follow_the_tree_structure():
+    od = collections.OrderedDict(z=np.ones((3, 2), np.float32), a=np.arange(2.0, dtype=np.float32))
+
+    def program(J):
+        f = lambda d: collections.OrderedDict(s=d["z"] * d["a"], a=d["a"])  # noqa: E731
+        spec = collections.OrderedDict(z=0, a=None)
+        out = J.vmap(f, in_axes=(spec,), out_axes=collections.OrderedDict(s=1, a=None))(od)
+        return type(out).__name__, out["s"], out["a"]
+    _same_typed(program)
+    for bad in [({"z": 0, "a": None},), ([0, 1],)]:  # wrong node type at a prefix position
+        arg = od if isinstance(bad[0], dict) else (np.ones(3), np.ones(3))
+        for J in (jax, minijax):
+            with pytest.raises(ValueError):
+                J.vmap(lambda d: d, in_axes=bad)(arg)
