@@ -397,7 +397,28 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
 
 # JAX: jax/_src/tree_util.py tree_leaves
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:
-    return tree_flatten(tree, is_leaf)[0]
+    """The leaves of `tree`, in tree_flatten's order, without building its PyTreeDef (what
+    `block_until_ready` on a pytree of results does on every call)."""
+    leaves: list = []
+    _leaves(tree, is_leaf, leaves)
+    return leaves
+
+
+def _leaves(x: Any, is_leaf: Callable | None, leaves: list) -> None:
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return
+    t = type(x)
+    if t is tuple or t is list:
+        children = x
+    else:
+        node = _children(x, False)
+        if node is None:
+            leaves.append(x)
+            return
+        children = node[0]
+    for c in children:
+        _leaves(c, is_leaf, leaves)
 
 
 # JAX: jax/_src/tree_util.py tree_leaves_with_path
