@@ -1,6 +1,11 @@
 """Sharding: NamedSharding, PartitionSpec, and what the compiler does with them.
 
-Real JAX only, on a 2 x 4 mesh of CPU devices with axes `data` and `model`. The program shows:
+minijax and real JAX side by side on a 2 x 4 mesh of CPU devices with axes `data` and `model`.
+minijax runs every part that needs no sharding in types: shards of `device_put`, jit with
+in/out shardings, Auto-mode propagation through the MLP, data-parallel gradients and training,
+`with_sharding_constraint`; each is checked against JAX (values, output specs, collectives in
+the compiled HLO). Explicit mode (`jax.typeof`, `out_sharding=`, `reshard`) is JAX only: minijax
+does not carry shardings in its types yet. The program shows:
 
 * how a PartitionSpec cuts an array into per-device shards, and how many bytes each device
   holds (read from the array's addressable shards);
@@ -18,6 +23,9 @@ Every sharded result is compared with the same function run unsharded on one dev
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -27,6 +35,12 @@ from jax.sharding import PartitionSpec as P
 from compare._jax201 import (catch, collective_lines, count_collectives, fmt_counts, table,
                              time_into)
 from compare._report import TopicResult, code
+
+import minijax
+import minijax.numpy as mjnp
+from minijax.sharding import AxisType as MAxisType
+from minijax.sharding import NamedSharding as MNamedSharding
+from minijax.sharding import PartitionSpec as MP
 
 
 def mlp(params, x, out_sharding=None):
@@ -38,6 +52,49 @@ def mlp(params, x, out_sharding=None):
 
 def loss_fn(params, x, y):
     return jnp.mean((mlp(params, x) - y) ** 2)
+
+
+def m_mlp(params, x):
+    """`mlp` in minijax (no out_sharding: minijax has no sharding in types yet)."""
+    w1, w2 = params
+    return mjnp.maximum(x @ w1, 0.0) @ w2
+
+
+def m_loss_fn(params, x, y):
+    return mjnp.mean((m_mlp(params, x) - y) ** 2)
+
+
+def mspec(spec):
+    """The minijax PartitionSpec with the entries of JAX's `spec`."""
+    return MP(*spec)
+
+
+def shard_layout(arr) -> list:
+    """(device id, index as (start, stop) pairs) per shard, sorted: comparable across modules."""
+    return sorted((s.device.id, tuple((sl.start, sl.stop) for sl in s.index))
+                  for s in arr.addressable_shards)
+
+
+def interleaved_ms(fa, fb, rounds: int, per_round: int = 3) -> tuple[float, float]:
+    """Median ms per call of `fa` and of `fb` (each blocking), measured in alternating rounds
+    so that both see the same load on a shared machine."""
+    ta, tb = [], []
+    fa(), fb()  # warm-up
+    for _ in range(rounds):
+        for f, ts in ((fa, ta), (fb, tb)):
+            t0 = time.perf_counter()
+            for _ in range(per_round):
+                f()
+            ts.append((time.perf_counter() - t0) / per_round * 1e3)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def sgd_step(J, loss):
+    """One SGD step of `loss` in module J: returns (loss, new params)."""
+    def step(params, x, y):
+        val, grads = J.value_and_grad(loss)(params, x, y)
+        return val, J.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return step
 
 
 def tile_map(arr) -> str:
@@ -75,6 +132,10 @@ def run(quick: bool = False) -> TopicResult:
 
     mesh_e = jax.make_mesh((2, 4), ("data", "model"))
     mesh_a = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+    mmesh_e = minijax.make_mesh((2, 4), ("data", "model"))
+    mmesh_a = minijax.make_mesh((2, 4), ("data", "model"), axis_types=(MAxisType.Auto,) * 2)
+    res.check_true("minijax.make_mesh defaults to Explicit axes, as jax.make_mesh",
+                   [t.name for t in mmesh_e.axis_types] == [t.name for t in mesh_e.axis_types])
 
     # ---------------------------------------------------------------- specs, shards, bytes
     rows, pictures = [], []
@@ -82,6 +143,11 @@ def run(quick: bool = False) -> TopicResult:
     for spec in (P(), P("data"), P(None, "model"), P("data", "model"), P(("data", "model")),
                  P("model", "data")):
         arr = jax.device_put(x_np, NamedSharding(mesh_e, spec))
+        marr = minijax.device_put(x_np, MNamedSharding(mmesh_e, mspec(spec)))
+        res.check(f"{spec}: minijax shards reassemble to the array", np.asarray(marr), x_np)
+        res.check_true(f"{spec}: minijax puts the same blocks on the same devices as JAX",
+                       shard_layout(marr) == shard_layout(arr)
+                       and str(marr.sharding.spec) == str(arr.sharding.spec))
         per_dev = {s.device.id: s.data.nbytes for s in arr.addressable_shards}
         distinct = len({tuple((sl.start, sl.stop) for sl in s.index)
                         for s in arr.addressable_shards})
@@ -104,6 +170,8 @@ def run(quick: bool = False) -> TopicResult:
         + table(["spec", "type (Explicit mesh)", "shard shape", "bytes on device 0",
                  "bytes on all devices", "copies of each shard"], rows)
         + "\n\nThe per-device numbers come straight from `arr.addressable_shards[i].data.nbytes`."
+        " minijax's `device_put(x, NamedSharding(mesh, spec))` cuts the same blocks and puts them"
+        " on the same devices (checked shard by shard); the type column is JAX's only."
         " Splitting over both axes (`P('data','model')` or the flattened `P(('data','model'))`)"
         " leaves each device 1/8 of the data; `P()` keeps eight full copies. Who holds what:\n\n"
         + code("\n\n".join(pictures))
@@ -111,7 +179,7 @@ def run(quick: bool = False) -> TopicResult:
 
     # ---------------------------------------------------------------- jit in/out shardings
     jit_rows = []
-    for label, mesh in (("Explicit", mesh_e), ("Auto", mesh_a)):
+    for label, mesh, mmesh in (("Explicit", mesh_e, mmesh_e), ("Auto", mesh_a, mmesh_a)):
         f = jax.jit(lambda a: jnp.sin(a) * 2.0,
                     in_shardings=NamedSharding(mesh, P("data")),
                     out_shardings=NamedSharding(mesh, P(None, "model")))
@@ -121,8 +189,22 @@ def run(quick: bool = False) -> TopicResult:
                   rtol=1e-6, atol=1e-6)
         res.check_true(f"{label}: output has the requested sharding",
                        out.sharding.spec == P(None, "model"))
+        mf = minijax.jit(lambda a: mjnp.sin(a) * 2.0,
+                         in_shardings=MNamedSharding(mmesh, MP("data")),
+                         out_shardings=MNamedSharding(mmesh, MP(None, "model")))
+        mout = mf(x_np)
+        mhlo = mf.lower(x_np).compile().as_text()
+        minijax_text, jax_text = mf.lower(x_np).as_text(), f.lower(x_np).as_text()
+        res.check(f"{label}: minijax jit with in/out shardings matches JAX", np.asarray(mout),
+                  np.asarray(out), rtol=1e-6, atol=1e-6)
+        res.check_true(f"{label}: minijax output spec and shards equal JAX's",
+                       str(mout.sharding.spec) == str(out.sharding.spec)
+                       and shard_layout(mout) == shard_layout(out))
+        res.check_true(f"{label}: minijax's compiled program has JAX's collectives",
+                       count_collectives(mhlo) == count_collectives(hlo))
         jit_rows.append([label, f"`{jax.typeof(out)}`", f"`{out.sharding.spec}`",
-                         fmt_counts(count_collectives(hlo))])
+                         fmt_counts(count_collectives(hlo)), f"`{mout.sharding.spec}`",
+                         fmt_counts(count_collectives(mhlo))])
     res.sections.append(
         "### jit with in_shardings / out_shardings\n\n"
         "`jit(f, in_shardings=NamedSharding(mesh, P('data')), out_shardings=NamedSharding(mesh, "
@@ -130,10 +212,18 @@ def run(quick: bool = False) -> TopicResult:
         "JAX places it as `in_shardings` asks; the result must come out split by columns, so "
         "the compiled program has to move data between the two layouts. In both modes the "
         "partitioner does it inside the program:\n\n"
-        + table(["mode", "result type", "result spec", "collectives in compiled HLO"], jit_rows)
+        + table(["mode", "result type (JAX)", "JAX result spec", "JAX collectives",
+                 "minijax result spec", "minijax collectives"], jit_rows)
+        + "\n\nminijax lowers the same call to Shardy: an `sdy.mesh`, `sdy.sharding` attributes "
+        "on `main`'s arguments and results, compiled with `num_partitions = 8` (minijax treats "
+        "Explicit axes like Auto ones when compiling; the layouts asked for here are the same)."
+        " Its module, next to JAX's:\n\n" + code(minijax_text) + "\n\n" + code(jax_text)
     )
 
     # ---------------------------------------------------------------- the MLP, three ways
+    m_ref_fwd = minijax.jit(m_mlp)(params_np, x_np)
+    res.check("minijax unsharded MLP forward equals JAX's", np.asarray(m_ref_fwd),
+              np.asarray(ref_fwd), rtol=1e-5, atol=1e-5)
     strategies = {
         # name: (x spec, w1 spec, w2 spec, out spec needed in Explicit mode)
         "data parallel": (P("data"), P(), P(), P("data", None)),
@@ -160,8 +250,22 @@ def run(quick: bool = False) -> TopicResult:
             counts = count_collectives(hlo)
             res.check(f"{name} [{label}]: output equals unsharded run", out, ref_fwd,
                       rtol=1e-4, atol=1e-4)
+            m_spec, m_counts = "JAX only (sharding in types)", "-"
+            if label == "Auto":
+                mput = lambda a, s: minijax.device_put(a, MNamedSharding(mmesh_a, mspec(s)))
+                mxa, mpa = mput(x_np, xs), (mput(w1_np, w1s), mput(w2_np, w2s))
+                mfn = minijax.jit(m_mlp)
+                mout = mfn(mpa, mxa)
+                mc = count_collectives(mfn.lower(mpa, mxa).compile().as_text())
+                res.check(f"{name} [Auto]: minijax output equals the unsharded run",
+                          np.asarray(mout), ref_fwd, rtol=1e-4, atol=1e-4)
+                res.check_true(f"{name} [Auto]: minijax output spec equals JAX's",
+                               str(mout.sharding.spec) == str(out.sharding.spec))
+                res.check_true(f"{name} [Auto]: minijax's compiled HLO has JAX's collectives",
+                               mc == counts)
+                m_spec, m_counts = f"`{mout.sharding.spec}`", fmt_counts(mc)
             mlp_rows.append([name, label, f"`{jax.typeof(out)}`", f"`{out.sharding.spec}`",
-                             fmt_counts(counts), note or "-"])
+                             fmt_counts(counts), m_spec, m_counts, note or "-"])
             if label == "Auto":
                 time_into(res, f"MLP forward, {name} (8 devices, Auto)",
                           lambda fn=fn, pa=pa, xa=xa: fn(pa, xa), quick)
@@ -184,8 +288,8 @@ def run(quick: bool = False) -> TopicResult:
         "Data parallel splits the batch and copies the weights; model parallel splits the "
         "hidden dimension (columns of `w1`, rows of `w2`, Megatron style); 2D does both. Every "
         "row's output equals the one-device run (see the checks).\n\n"
-        + table(["strategy", "mode", "result type", "result spec", "collectives XLA inserted",
-                 "note"], mlp_rows)
+        + table(["strategy", "mode", "result type", "JAX result spec", "JAX collectives",
+                 "minijax result spec", "minijax collectives", "note"], mlp_rows)
         + "\n\nWhat to notice. Data parallelism needs no communication in the forward pass: "
         "each device owns whole rows. In model parallelism the second matmul contracts over "
         "the split hidden dimension, so each device holds a *partial sum* of the output and "
@@ -211,6 +315,14 @@ def run(quick: bool = False) -> TopicResult:
     res.check("data-parallel gradient equals unsharded gradient", g, ref_grad,
               rtol=1e-4, atol=1e-5)
     res.check_true("data-parallel gradient uses an all-reduce", g_counts["all-reduce"] >= 1)
+    mrep = MNamedSharding(mmesh_a, MP())
+    mbatch = MNamedSharding(mmesh_a, MP(("data", "model")))
+    m_grad_fn = minijax.jit(minijax.grad(m_loss_fn), in_shardings=((mrep, mrep), mbatch, mbatch))
+    mg = m_grad_fn(params_np, x_np, y_np)
+    mg_counts = count_collectives(m_grad_fn.lower(params_np, x_np, y_np).compile().as_text())
+    res.check("minijax data-parallel gradient equals the unsharded gradient",
+              [np.asarray(t) for t in mg], ref_grad, rtol=1e-4, atol=1e-5)
+    res.check_true("minijax data-parallel gradient: JAX's collectives", mg_counts == g_counts)
     time_into(res, "data-parallel grad step (8 devices)",
               lambda: grad_fn(params_np, x_np, y_np), quick)
     res.sections.append(
@@ -218,9 +330,58 @@ def run(quick: bool = False) -> TopicResult:
         "Split the batch over all eight devices (`P(('data', 'model'))`) and take `jax.grad` of "
         "the mean-squared error. Each device computes the gradient of its slice; the true "
         "gradient is their sum, so XLA inserts an all-reduce. Collectives in the compiled "
-        f"gradient: **{fmt_counts(g_counts)}**. There are two weight gradients but XLA's "
+        f"gradient: **{fmt_counts(g_counts)}** (JAX), **{fmt_counts(mg_counts)}** (minijax, "
+        "same call, same in_shardings). There are two weight gradients but XLA's "
         "all-reduce combiner may merge them into one tuple-shaped all-reduce, so the count can "
         "be lower than the number of parameters."
+    )
+
+    # ---------------------------------------------------------------- data-parallel training
+    steps = 3 if quick else 10
+    step_j = jax.jit(sgd_step(jax, loss_fn))
+    step_m = minijax.jit(sgd_step(minijax, m_loss_fn))
+    step_1 = minijax.jit(sgd_step(minijax, m_loss_fn))
+
+    def train(step, put, params):
+        losses = []
+        xs, ys = put(x_np, batch_spec), put(y_np, batch_spec)
+        params = tuple(put(p, None) for p in params)
+        for _ in range(steps):
+            loss, params = step(params, xs, ys)
+            losses.append(float(loss))
+        return losses, params, xs, ys
+
+    batch_spec = ("data", "model")
+    jput = lambda a, s: jax.device_put(a, NamedSharding(mesh_a, P() if s is None else P(s)))
+    mput = lambda a, s: minijax.device_put(a, MNamedSharding(mmesh_a,
+                                                             MP() if s is None else MP(s)))
+    j_losses, j_params, jx, jy = train(step_j, jput, params_np)
+    m_losses, m_params, mx, my = train(step_m, mput, params_np)
+    u_losses, _, ux, uy = train(step_1, lambda a, s: minijax.device_put(a), params_np)
+    res.check("data-parallel training: minijax losses equal JAX's", m_losses, j_losses,
+              rtol=1e-5, atol=1e-6)
+    res.check("data-parallel training: minijax losses equal the unsharded run", m_losses,
+              u_losses, rtol=1e-5, atol=1e-6)
+    res.check_true("data-parallel training: parameters stay replicated (P())",
+                   all(str(p.sharding.spec) == "P()" for p in m_params))
+    # per-step medians, like for like: inputs already on device, one step per call
+    t_j, t_m = interleaved_ms(lambda: jax.block_until_ready(step_j(j_params, jx, jy)),
+                              lambda: minijax.block_until_ready(step_m(m_params, mx, my)),
+                              rounds=5 if quick else 30)
+    res.timings_ms["data-parallel SGD step, JAX (8 devices)"] = t_j
+    res.timings_ms["data-parallel SGD step, minijax (8 devices)"] = t_m
+    res.sections.append(
+        "### A data-parallel training step, minijax and JAX\n\n"
+        f"`value_and_grad` of the MSE plus an SGD update, parameters replicated (`P()`), the "
+        f"batch split over all eight devices (`P(('data', 'model'))`), {steps} steps:\n\n"
+        + table(["step", "JAX loss", "minijax loss", "minijax, one device"],
+                [[i, f"{a:.6f}", f"{b:.6f}", f"{c:.6f}"]
+                 for i, (a, b, c) in enumerate(zip(j_losses, m_losses, u_losses))])
+        + f"\n\nMedian time per step (inputs on device on both sides, the two measured in "
+        f"alternating rounds): JAX {t_j:.3f} ms, "
+        f"minijax {t_m:.3f} ms, ratio minijax/JAX **{t_m / t_j:.2f}** (same XLA program "
+        "underneath, the same flops and one all-reduce on both sides; the eight CPU devices "
+        "share this machine's cores, so the figure is noisy)."
     )
 
     # ---------------------------------------------------------------- reshard / constraint
@@ -243,8 +404,19 @@ def run(quick: bool = False) -> TopicResult:
         ca = count_collectives(g2.lower(b).compile().as_text())
         res.check(f"with_sharding_constraint {src} -> {dst}: values", out2,
                   np.cos(x_np) * 3.0, rtol=1e-6, atol=1e-6)
+        mb = minijax.device_put(x_np, MNamedSharding(mmesh_a, mspec(src)))
+        mg2 = minijax.jit(lambda t, dst=dst: minijax.lax.with_sharding_constraint(
+            mjnp.cos(t), MNamedSharding(mmesh_a, mspec(dst))) * 3.0)
+        mout2 = mg2(mb)
+        mca = count_collectives(mg2.lower(mb).compile().as_text())
+        res.check(f"minijax with_sharding_constraint {src} -> {dst}: values equal JAX's",
+                  np.asarray(mout2), np.asarray(out2), rtol=1e-6, atol=1e-6)
+        res.check_true(f"minijax with_sharding_constraint {src} -> {dst}: spec and "
+                       "collectives equal JAX's",
+                       str(mout2.sharding.spec) == str(out2.sharding.spec) and mca == ca)
         mv_rows.append([f"`{src}` -> `{dst}`", f"`{jax.typeof(out)}`", fmt_counts(ce),
-                        f"`{out2.sharding.spec}`", fmt_counts(ca)])
+                        f"`{out2.sharding.spec}`", fmt_counts(ca),
+                        f"`{mout2.sharding.spec}`", fmt_counts(mca)])
     a = jax.device_put(x_np, NamedSharding(mesh_e, P("data")))
     kind, msg = catch(lambda: jax.jit(
         lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh_e, P("model"))))(a))
@@ -257,7 +429,9 @@ def run(quick: bool = False) -> TopicResult:
         "intermediate and lets the partitioner work out the rest. Each row computes "
         "`cos(x)`, changes the layout, multiplies by 3:\n\n"
         + table(["move", "Explicit result type", "Explicit: collectives",
-                 "Auto result spec", "Auto: collectives"], mv_rows)
+                 "Auto result spec", "Auto: collectives", "minijax (Auto) spec",
+                 "minijax collectives"], mv_rows)
+        + "\n\n`reshard` (Explicit mode) is JAX only: minijax has no sharding in types yet."
         + "\n\nSplit to replicated needs an all-gather. `P('data', None)` to `P(None, 'model')` "
         "changes which mesh axis does the splitting, so XLA gathers the rows over `data` and "
         "each device then cuts out its columns locally (no second collective). Replicated to "

@@ -9,8 +9,8 @@ from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
-    block_until_ready, device_put, devices, grad, hessian, jacfwd, jacobian, jacrev,
-    jit, jvp, linearize, make_jaxpr, value_and_grad, vjp, vmap,
+    block_until_ready, device_count, device_put, devices, grad, hessian, jacfwd, jacobian,
+    jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,
 )
 from minijax.array import Array  # noqa: F401
 from minijax.config import config, numpy_dtype_promotion  # noqa: F401
@@ -23,5 +23,8 @@ from minijax.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from minijax.ad_checkpoint import checkpoint, checkpoint_policies, remat  # noqa: F401
 from minijax.lax.lax import stop_gradient  # noqa: F401
 from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
+
+from minijax import sharding  # noqa: F401
+from minijax.sharding import P, make_array_from_callback, make_mesh, set_mesh  # noqa: F401
 
 __version__ = "0.1.0"

@@ -562,20 +562,33 @@ def block_until_ready(x):
     return x
 
 
-# JAX: jax/_src/api.py device_put — differs: one device; no shardings or memory kinds
+# JAX: jax/_src/api.py device_put — differs: single devices other than the default one and
+# memory kinds are not supported
 def device_put(x, device=None):
-    """Put the arrays of pytree `x` on the device; returns minijax Arrays.
+    """Put the arrays of pytree `x` on the device, or lay them out with a sharding; returns
+    minijax Arrays.
 
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
-      device: None, or the device from `minijax.devices()`. With a device the results are
-        *committed* (`Array.committed`): computations on them stay on that device. Without one,
-        a minijax Array is returned as it is, and other values become uncommitted Arrays.
-    Raises ValueError for a device minijax does not run on.
+      device: None, the default device (`minijax.devices()[0]`), a `NamedSharding` (each
+        device of its mesh gets its block: minijax/sharding.py), or a `PartitionSpec` over the
+        mesh in context (`set_mesh`). With a device or sharding the
+        results are *committed* (`Array.committed`): computations on them stay there. Without
+        one, a minijax Array is returned as it is, and other values become uncommitted Arrays.
+    Raises ValueError for another device; for a sharding, ValueError if its spec is longer
+    than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
+    into its shards: then nothing is placed.
     """
+    from minijax import sharding as msh
+    device = msh.canonicalize_sharding(device, "device_put")
+    if isinstance(device, msh.NamedSharding):
+        return msh.device_put_sharded_tree(x, device)
+    if isinstance(device, msh.SingleDeviceSharding):
+        device = device._device
     if device is not None and device != compiler.default_device():
-        raise ValueError(f"device_put: minijax runs on one device, {compiler.default_device()}, "
-                         f"not {device} (see minijax.devices())")
+        raise ValueError(f"device_put: minijax puts unsharded arrays on the default device, "
+                         f"{compiler.default_device()}, not {device}; lay an array out over "
+                         "several devices with a NamedSharding")
 
     def put(v):
         if isinstance(v, Array):
@@ -591,9 +604,20 @@ def device_put(x, device=None):
     return tree_map(put, x)
 
 
-# JAX: jax/_src/xla_bridge.py devices — differs: minijax compiles for one device only
+# JAX: jax/_src/xla_bridge.py devices
 def devices() -> list:
-    """The devices minijax runs on: the XLA backend's first device (a list of one)."""
-    return [compiler.default_device()]
+    """The XLA backend's devices (8 CPU devices with
+    XLA_FLAGS=--xla_force_host_platform_device_count=8). Unsharded computations run on the
+    first; a mesh can use them all."""
+    return list(compiler.backend().devices())
+
+
+def local_devices() -> list:
+    """The devices of this process: all of them (minijax runs one process)."""
+    return list(compiler.backend().local_devices())
+
+
+def device_count() -> int:
+    return len(compiler.backend().devices())
 
 

@@ -12,25 +12,38 @@ import numpy as np
 
 from minijax import core
 
+# Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
+# arguments' shardings (before, every Array is on the default device and the avals suffice).
+sharded_arrays_made = False
+
 _BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it at once
 
 
-# JAX: jax/_src/array.py ArrayImpl — differs: one device only; numpy-backed when eager
+# JAX: jax/_src/array.py ArrayImpl — differs: numpy-backed when eager; the sharding is a
+# minijax object kept beside the buffer (JAX's aval carries it in explicit mode)
 class Array:
     """A concrete value with an aval. Attributes: `shape`, `dtype` (numpy dtype), `ndim`, `size`,
-    `weak_type`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those of
-    `minijax.numpy` (attached by minijax/numpy/array_methods.py)."""
+    `weak_type`, `sharding`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those
+    of `minijax.numpy` (attached by minijax/numpy/array_methods.py).
 
-    __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "__weakref__")
+    An Array placed with a `NamedSharding` (`device_put(x, sharding)`, or a jitted result on a
+    mesh) holds one buffer per device of the mesh, all inside one XLA array `_buf`;
+    `_sharding` is then that sharding (None: the whole array on the default device)."""
+
+    __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "_sharding", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None,
-                 committed: bool = False) -> None:
+                 committed: bool = False, sharding=None) -> None:
         self.aval = aval
         self._npy = npy
         self._buf = buf
         self._deleted = False
         self._committed = committed
+        self._sharding = sharding
+        if sharding is not None:
+            global sharded_arrays_made
+            sharded_arrays_made = True
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -47,9 +60,53 @@ class Array:
         return self._committed
 
     def devices(self) -> set:
-        """The set of devices holding this array: minijax's one device."""
-        from minijax import compiler
-        return {compiler.default_device()}
+        """The set of devices holding (a shard of) this array."""
+        return self.sharding.device_set
+
+    # JAX: jax/_src/array.py ArrayImpl.sharding
+    @property
+    def sharding(self):
+        """How the array is laid out: a `NamedSharding`, or a `SingleDeviceSharding` of the
+        default device for arrays never placed on a mesh."""
+        if self._sharding is not None:
+            return self._sharding
+        from minijax import sharding
+        return sharding.SingleDeviceSharding(_default_device())
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return self.sharding.is_fully_replicated
+
+    @property
+    def is_fully_addressable(self) -> bool:
+        return self.sharding.is_fully_addressable
+
+    # JAX: jax/_src/array.py ArrayImpl.addressable_shards
+    @property
+    def addressable_shards(self) -> list["Shard"]:
+        """One `Shard` per device, in the order of the sharding's devices (the mesh's, row
+        major): its `device`, `index` (the slices of the global array it holds), `replica_id`
+        and `data` (the shard as a single-device Array)."""
+        self._check_alive()
+        s = self.sharding
+        index_map = s.devices_indices_map(self.shape)
+        bufs = self._device_buffers()
+        out, seen = [], {}
+        for d, b in zip(s._device_assignment, bufs):
+            idx = index_map[d]
+            key = tuple((sl.start, sl.stop) for sl in idx)
+            replica = seen[key] = seen.get(key, -1) + 1
+            aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
+            out.append(Shard(d, idx, replica, Array(aval, None, b, True)))
+        return out
+
+    def _device_buffers(self) -> list:
+        """The single-device buffers, one per device of the sharding, in its device order."""
+        if self._sharding is None:
+            return [self.device_buffer()]
+        buf = self.device_buffer()
+        by_device = {b.devices().pop(): b for b in buf._arrays}
+        return [by_device[d] for d in self._sharding._device_assignment]
 
     def _check_alive(self) -> None:
         if self._deleted:
@@ -60,7 +117,9 @@ class Array:
         """The value as numpy, fetched from the device (and cached: on CPU a view of the
         device buffer) if needed."""
         self._check_alive()
-        if self._npy is None:
+        if self._npy is None and self._sharding is not None:
+            self._npy = _assemble(self)
+        elif self._npy is None:
             self._npy = np.asarray(self._buf)
             if self._npy.dtype != self.aval.dtype:
                 self._npy = self._npy.astype(self.aval.dtype)
@@ -76,6 +135,10 @@ class Array:
         if self._buf is None:
             from minijax import compiler
             npy, self._npy = self._npy, None
+            if self._sharding is not None:
+                self._buf = compiler.device_put_sharded(npy, self._sharding)
+                self._npy = npy  # the shards are copies: keep the host value too
+                return self._buf
             self._buf = compiler.device_put(npy)
             if npy.nbytes >= _BIG:
                 compiler.release_host_copy(self._buf)  # the host copy is freed now, not later
@@ -149,6 +212,41 @@ class Array:
 
     def __str__(self) -> str:
         return str(self._value())
+
+
+# JAX: jax/_src/array.py Shard
+class Shard:
+    """One device's piece of an Array: `device`, `index` (tuple of slices into the global
+    array), `replica_id` (0 for the first copy of a block), `data` (an Array)."""
+
+    __slots__ = ("device", "index", "replica_id", "data")
+
+    def __init__(self, device, index, replica_id, data) -> None:
+        self.device, self.index, self.replica_id, self.data = device, index, replica_id, data
+
+    def __repr__(self) -> str:
+        return (f"Shard(device={self.device!r}, index={self.index}, "
+                f"replica_id={self.replica_id}, data={self.data})")
+
+
+def _assemble(x: Array) -> np.ndarray:
+    """The global value of a sharded Array: each block copied to the host from the first
+    device holding it (replicas are not read twice)."""
+    out = np.empty(x.shape, x.dtype)
+    index_map = x._sharding.devices_indices_map(x.shape)
+    done = set()
+    for d, b in zip(x._sharding._device_assignment, x._device_buffers()):
+        idx = index_map[d]
+        key = tuple((sl.start, sl.stop) for sl in idx)
+        if key not in done:
+            done.add(key)
+            out[idx] = np.asarray(b)
+    return out
+
+
+def _default_device():
+    from minijax import compiler
+    return compiler.default_device()
 
 
 def array_from_numpy(val: np.ndarray, weak_type: bool = False) -> Array:

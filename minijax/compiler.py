@@ -38,8 +38,10 @@ def default_device():
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
-def compile(module) -> Any:
-    """Compile a StableHLO module (an `ir.Module` or its text) for the default device.
+def compile(module, devices: Sequence[Any] | None = None) -> Any:
+    """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
+    given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
+    len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
 
     Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
@@ -50,9 +52,19 @@ def compile(module) -> Any:
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
     text = module if isinstance(module, str) else str(module)
-    num_partitions = 1
-    options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
-    devices = DeviceList((default_device(),))
+    if devices is None or len(devices) == 1:
+        num_partitions = 1
+        options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
+        devices = DeviceList((default_device(),) if devices is None else tuple(devices))
+    else:
+        num_partitions = len(devices)
+        options = jeb.get_compile_options(
+            num_replicas=1, num_partitions=num_partitions,
+            device_assignment=np.array([[d.id for d in devices]]))
+        build = options.executable_build_options
+        build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
+        build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
+        devices = DeviceList(tuple(devices))
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)
@@ -219,3 +231,113 @@ def release_host_copy(buffer) -> None:
     from jaxlib import _jax
     buffer.block_until_ready()
     _jax.collect_garbage()
+
+
+# ---------------------------------------------------------------------------------------------
+# Many devices: sharded buffers and the sharded executor
+# ---------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=256)
+def _buffer_sharding(sharding):
+    """The descriptor jaxlib needs to hold a global buffer of minijax `sharding`: JAX's
+    NamedSharding over the same devices, names and spec. Buffer plumbing, like the borrowed
+    ShapedArray above: which device holds which slice is decided by minijax
+    (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
+    import jax
+    from minijax import sharding as msh
+    if isinstance(sharding, msh.SingleDeviceSharding):
+        return jax.sharding.SingleDeviceSharding(sharding._device)
+    mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec))
+
+
+# JAX: jax/_src/interpreters/pxla.py _shard_np_array
+def device_put_sharded(value: np.ndarray, sharding) -> Any:
+    """Cut `value` into the blocks `sharding` assigns to each device and put each block on
+    its device; returns one global buffer (committed). Raises what
+    `NamedSharding.check_compatible_aval` raises, before anything is placed."""
+    import jax
+    from jaxlib import _jax
+    index_map = sharding.devices_indices_map(value.shape)  # checks rank and divisibility
+    devices = list(sharding._device_assignment)
+    shards = [np.ascontiguousarray(value[index_map[d]]) for d in devices]
+    return _jax.batched_device_put(jax.core.ShapedArray(value.shape, value.dtype),
+                                   _buffer_sharding(sharding), shards, devices, True,
+                                   enable_x64=True)
+
+
+def _index_of_tiles(hlo_sharding, shape: tuple, num_devices: int) -> dict:
+    """Device position -> ((start, stop) per dimension) for an XLA HloSharding (the layout
+    the partitioner chose). Tiles are numbered row major over the tile grid; a trailing
+    replication dimension (replicate_on_last_tile_dim) repeats each tile."""
+    full = tuple((0, n) for n in shape)
+    if hlo_sharding.is_replicated() or hlo_sharding.is_maximal():
+        return {i: full for i in range(num_devices)}
+    dims = list(hlo_sharding.tile_assignment_dimensions())
+    devs = list(hlo_sharding.tile_assignment_devices())
+    out = {}
+    for flat, pos in enumerate(np.ndindex(*dims)):
+        out[devs[flat]] = tuple((p * (n // t), (p + 1) * (n // t))
+                                for p, n, t in zip(pos[:len(shape)], shape, dims))
+    return out
+
+
+# JAX: jax/_src/interpreters/pxla.py _get_out_sharding_from_orig_sharding
+def output_shardings(executable, mesh, out_avals) -> list:
+    """The NamedSharding over `mesh` of each output, read from what the partitioner chose
+    (`executable.get_output_shardings()`)."""
+    return _named_shardings(executable.get_output_shardings(), mesh, out_avals)
+
+
+def parameter_shardings(executable, mesh, in_avals) -> list:
+    """The NamedSharding over `mesh` the executable expects for each input."""
+    return _named_shardings(executable.get_parameter_shardings(), mesh, in_avals)
+
+
+def _named_shardings(protos, mesh, avals) -> list:
+    from jaxlib import xla_client as xc
+    from minijax import sharding as msh
+    out = []
+    for proto, aval in zip(protos, avals):
+        hlo = xc.HloSharding.from_proto(proto)
+        index_of = _index_of_tiles(hlo, aval.shape, mesh.size)
+        out.append(msh.NamedSharding(mesh, msh.spec_for_device_map(mesh, aval.shape, index_of)))
+    return out
+
+
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (with shardings) — differs: arguments
+# in another layout are re-placed through the host (JAX copies device to device)
+class ExecuteSharded(ExecuteReplicated):
+    """ExecuteReplicated for a program partitioned over a mesh: every input is handed to the
+    executable as a global buffer in the layout it was compiled for (`in_shardings`), and the
+    outputs come back as Arrays in the layouts the partitioner chose (`out_shardings`),
+    committed."""
+
+    __slots__ = ("in_shardings", "out_shardings")
+
+    def __init__(self, executable, in_avals, out_avals, donated, in_shardings, out_shardings):
+        super().__init__(executable, in_avals, out_avals, donated)
+        self.in_shardings = tuple(in_shardings)
+        self.out_shardings = tuple(out_shardings)
+        from jaxlib import _jax
+        import jax
+        self.handlers = [_jax.array_result_handler(jax.core.ShapedArray(a.shape, a.dtype),
+                                                   _buffer_sharding(s), committed=True,
+                                                   _skip_checks=True)
+                         for a, s in zip(out_avals, out_shardings)]
+
+    def __call__(self, args, consts=()):
+        bufs = []
+        for x, s in zip([*consts, *args], self.in_shardings):
+            if type(x) is Array and x._sharding == s:
+                bufs.append(x.device_buffer())
+            else:
+                val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
+                bufs.append(device_put_sharded(np.asarray(val), s))
+        outs = execute(self.executable, bufs, self.handlers)
+        if self.donated is not None:
+            for x, d in zip(args, self.donated[len(consts):]):
+                if d and type(x) is Array:
+                    x.delete()
+        return [Array(a, None, b, True, s)
+                for a, b, s in zip(self.out_avals, outs, self.out_shardings)]

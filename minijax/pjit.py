@@ -19,12 +19,14 @@ from typing import Any, Callable, Sequence
 from minijax import api_util, compiler, core
 from minijax.config import config
 from minijax.ad_util import Zero
+from minijax import array as array_mod
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.sharding import NamedSharding, PartitionSpec, Sharding
 from minijax.util import safe_zip, split_list
 
 
@@ -64,8 +66,24 @@ def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
     return Lowered(jaxpr, None, None, name, donated).compile()._executor
 
 
+# JAX: jax/_src/pjit.py _resolve_in_shardings / _resolve_out_shardings
+@api_util.identity_cache
+def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
+                      in_shardings: tuple, out_shardings: tuple) -> compiler.ExecuteReplicated:
+    """`_executor` for a call with shardings: per input/output a NamedSharding or None."""
+    donated = donated_invars if any(donated_invars) else ()
+    return Lowered(jaxpr, None, None, name, donated, in_shardings,
+                   out_shardings).compile()._executor
+
+
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
+    if array_mod.sharded_arrays_made:
+        # arguments laid out on a mesh keep their layouts (as a top-level call does)
+        shardings = tuple(x._sharding if type(x) is Array else None for x in args)
+        if any(s is not None for s in shardings):
+            return _sharded_executor(jaxpr, donated_invars, name, shardings,
+                                     (None,) * len(jaxpr.out_avals))(args)
     return _executor(jaxpr, donated_invars, name)(args)
 
 
@@ -270,8 +288,11 @@ class JitWrapped:
     weak_type, static arguments), compiles once per traced jaxpr, and then only dispatches."""
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 donate_argnames=()) -> None:
+                 donate_argnames=(), in_shardings=None, out_shardings=None) -> None:
         self.fun = fun
+        self.in_shardings = _check_shardings(in_shardings, "in_shardings")
+        self.out_shardings = _check_shardings(out_shardings, "out_shardings")
+        self._has_shardings = in_shardings is not None or out_shardings is not None
         self.__name__ = getattr(fun, "__name__", "fun")
         self.__doc__ = getattr(fun, "__doc__", None)
         self.__wrapped__ = fun
@@ -293,7 +314,7 @@ class JitWrapped:
         # dispatch caches). Shared by every jit of `fun` with these options.
         self._cache, self._fast_cache = _caches_for(
             fun, (self.static_argnums, self.static_argnames, self.donate_argnums,
-                  self.donate_argnames))
+                  self.donate_argnames, self.in_shardings, self.out_shardings))
         self._last_call: tuple | None = None  # (key, run) of the last fast-path call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
@@ -391,19 +412,47 @@ class JitWrapped:
             "non-array argument, and this argument was not marked as static using the "
             f"static_argnums or static_argnames parameters of jit. ({error})")
 
-    def _runner(self, entry) -> Callable | None:
+    def _runner(self, entry, leaves, in_tree) -> Callable | None:
         """run(leaves) for a top-level call of a cached signature: the executor, with the
         closed-over arrays as leading inputs (None if one is a tracer: bind reports it)."""
         closed, consts, out_tree, donated = entry
         if any(isinstance(c, Tracer) for c in consts):
             return None
-        executor = _executor(closed, donated, self.__name__)
+        arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
+        if self._has_shardings or any(s is not None for s in arg_shardings):
+            in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
+                                                                    in_tree)
+            out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+            executor = _sharded_executor(closed, donated, self.__name__, in_sh, out_sh)
+        else:
+            executor = _executor(closed, donated, self.__name__)
         consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
                   for c, a in zip(consts, closed.in_avals)]
         if out_tree == _ONE_LEAF:
             return lambda leaves: executor(leaves, consts)[0]
         unflatten = _unflattener(out_tree)
         return lambda leaves: unflatten(executor(leaves, consts))
+
+    def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
+        """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all
+        arguments, or a tuple with one entry per positional argument, each a sharding, None
+        (the argument's own) or a pytree prefix of the argument), else the argument's own
+        NamedSharding, else None (the partitioner chooses)."""
+        given = self.in_shardings
+        if given is None:
+            return tuple(arg_shardings)
+        if isinstance(given, Sharding):
+            _check_committed(leaves, (given,) * len(leaves))
+            return (given,) * len(leaves)
+        positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
+        if len(given) != len(positions):
+            raise ValueError(f"jit {self.__name__}: in_shardings has {len(given)} entries but "
+                             f"the function was called with {len(positions)} positional "
+                             "arguments")
+        out = list(arg_shardings)
+        _broadcast_prefix(given, tuple(positions), out, "in_shardings")
+        _check_committed(leaves, out)
+        return tuple(out)
 
     def __call__(self, *args, **kwargs):
         if core.trace_ctx.trace is core.eval_trace:
@@ -419,6 +468,8 @@ class JitWrapped:
                     avals.append(x.aval)
                 else:
                     leaves, key = args, tuple(avals)
+                if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
+                    key = (key, tuple(getattr(x, "_sharding", None) for x in leaves))
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -428,8 +479,8 @@ class JitWrapped:
                 if run is not None:
                     self._last_call = (key, run)
                     return run(leaves)
-            entry, flat, _ = self._get_jaxpr(args, kwargs)
-            run = self._runner(entry)
+            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
+            run = self._runner(entry, flat, in_tree)
             if run is not None:
                 if fast_ok:
                     self._fast_cache[key] = run
@@ -448,8 +499,11 @@ class JitWrapped:
         Returns a `Traced` with `.jaxpr`, `.out_info` and `.lower()`. Traced at most once per
         signature: the cache is the one calls use. Mirrors jax/_src/pjit.py JitWrapped.trace.
         """
-        (closed, consts, out_tree, donated), _, in_tree = self._get_jaxpr(args, kwargs)
-        return Traced(closed, consts, in_tree, out_tree, self.__name__, donated)
+        (closed, consts, out_tree, donated), flat, in_tree = self._get_jaxpr(args, kwargs)
+        arg_shardings = [getattr(x, "_sharding", None) for x in flat]
+        in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
+        out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+        return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
     def lower(self, *args, **kwargs) -> Lowered:
         return self.trace(*args, **kwargs).lower()
@@ -487,8 +541,8 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
                   stacklevel=4)
 
 
-def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
-        donate_argnums=(), donate_argnames=()):
+def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
+        static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=()):
     """Compile `fun` with XLA.
 
     Args:
@@ -498,12 +552,168 @@ def jit(fun: Callable | None = None, *, static_argnums=(), static_argnames=(),
       donate_argnums / donate_argnames: arguments whose buffers the computation may reuse for
         outputs of the same type; afterwards those Arrays are deleted (reading them raises
         RuntimeError). A donation no output can use gives a warning.
+      in_shardings: None (each argument keeps its own layout), a NamedSharding for every
+        array argument, or a tuple with one entry per positional argument (a NamedSharding,
+        None, or a pytree prefix of the argument). Uncommitted values are placed as asked; an
+        argument already laid out on a mesh in another layout raises ValueError, as in JAX.
+        (Top-level calls only: under a transformation shardings other than
+        `with_sharding_constraint` are dropped.)
+      out_shardings: None (the partitioner chooses, read back from the executable), a
+        NamedSharding for every output, or a tuple with one per top-level output.
     Returns: a `JitWrapped` callable with `.trace`, `.lower` stages.
     Mirrors jax/_src/api.py jit and jax/_src/pjit.py.
     """
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums,
+        return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
+                                 static_argnums=static_argnums,
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, donate_argnames=donate_argnames)
     api_util.check_callable(fun)
-    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames)
+    return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                      in_shardings, out_shardings)
+
+
+def _check_shardings(shardings, what: str):
+    """None, a Sharding, or a tuple of Shardings/None (lists become tuples: hashable)."""
+    if shardings is None or isinstance(shardings, Sharding):
+        return shardings
+    if isinstance(shardings, (tuple, list)):
+        for s in tree_flatten(shardings)[0]:
+            if not isinstance(s, Sharding):
+                raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
+        return _hashable(shardings)
+    if isinstance(shardings, PartitionSpec):
+        raise TypeError(f"jit {what}: minijax takes NamedShardings here; pass "
+                        f"NamedSharding(mesh, {shardings}) (a bare PartitionSpec under "
+                        "set_mesh is not supported by jit yet)")
+    raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
+                    f"{shardings!r}")
+
+
+# JAX: jax/_src/pjit.py _resolve_in_shardings (the committed-argument check)
+def _check_committed(leaves, shardings) -> None:
+    """An argument laid out on a mesh is committed: `in_shardings` may not ask for another
+    layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
+    for x, s in zip(leaves, shardings):
+        if type(x) is Array and x._sharding is not None and s is not None and \
+                not x._sharding.is_equivalent_to(s, x.ndim):
+            raise ValueError(
+                f"Sharding passed to jit does not match the sharding on the respective arg. "
+                f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "
+                f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
+
+
+def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
+    """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
+    the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
+    if prefix is None:
+        return
+    if isinstance(prefix, Sharding):
+        for i in tree_flatten(positions)[0]:
+            out[i] = prefix
+        return
+    if isinstance(prefix, (tuple, list)) and isinstance(positions, (tuple, list)) and \
+            len(prefix) == len(positions):
+        for p, sub in zip(prefix, positions):
+            _broadcast_prefix(p, sub, out, what)
+        return
+    raise ValueError(f"jit {what}: {prefix!r} is not a pytree prefix of the arguments")
+
+
+def _hashable(tree):
+    """Nested tuples for nested lists: the options key the jit caches."""
+    if isinstance(tree, (tuple, list)):
+        return tuple(_hashable(t) for t in tree)
+    return tree
+
+
+def _leaf_out_shardings(given, out_tree) -> tuple:
+    """Per flat output: the sharding from `out_shardings` (broadcast over each top-level
+    output's leaves), or None."""
+    n = out_tree.num_leaves
+    if given is None:
+        return (None,) * n
+    if isinstance(given, Sharding):
+        return (given,) * n
+    positions = tree_unflatten(out_tree, list(range(n)))
+    if not isinstance(positions, (tuple, list)) or len(positions) != len(given):
+        if n == len(given):
+            return tuple(given)
+        raise ValueError(f"out_shardings has {len(given)} entries, the function returns "
+                         f"{out_tree}")
+    out: list = [None] * n
+    for sub, s in zip(positions, given):
+        for i in tree_flatten(sub)[0]:
+            out[i] = s
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# with_sharding_constraint: a layout the partitioner must give a value
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/pjit.py with_sharding_constraint — differs: Explicit axes are treated as Auto
+# ones (minijax has no sharding in types yet, so there is nothing to check it against)
+def with_sharding_constraint(x, shardings):
+    """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, a
+    PartitionSpec over the mesh in context (`set_mesh`), or a pytree of them matching `x`).
+    Inside jit it becomes an `sdy.sharding_constraint`; eagerly it lays the value out (as
+    `device_put`). Values and avals are unchanged.
+
+    Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
+    does not divide into its shards, TypeError for something that is not a NamedSharding."""
+    from minijax import sharding as msh
+    leaves, tree = tree_flatten(x)
+    if isinstance(shardings, (NamedSharding, PartitionSpec)):
+        shs = [shardings] * len(leaves)
+    else:
+        shs, s_tree = tree_flatten(shardings)
+        if s_tree != tree:
+            raise ValueError(f"with_sharding_constraint: shardings {shardings} do not match "
+                             f"the structure of the values {tree}")
+    shs = [msh.canonicalize_sharding(s, "with_sharding_constraint") for s in shs]
+    for s in shs:
+        if not isinstance(s, NamedSharding):
+            raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
+    for v, s in zip(leaves, shs):
+        s.check_compatible_aval(core.get_aval(v).shape)  # every leaf before any binding
+    if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
+        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+                                     for v, s in zip(leaves, shs)])
+    outs = [sharding_constraint_p.bind(v, sharding=s) for v, s in zip(leaves, shs)]
+    return tree_unflatten(tree, outs)
+
+
+def _sharding_constraint_impl(x, *, sharding):
+    return x  # evaluating a jaxpr eagerly (NumPy): the value, its layout is not kept
+
+
+def _sharding_constraint_abstract_eval(x, *, sharding):
+    return x
+
+
+def _sharding_constraint_transpose(ct, x, *, sharding):
+    # cotangents get the primal's layout, as in JAX
+    return [ct if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
+
+
+def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
+    (x,), (d,) = vals, dims
+    spec = list(sharding.spec) + [None] * (x.aval.ndim - 1 - len(sharding.spec))
+    spec.insert(d, None)  # the batch dimension is not split
+    return sharding_constraint_p.bind(
+        x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec))), d
+
+
+# JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
+def _sharding_constraint_lowering(ctx, x, *, sharding):
+    from jax.extend.mlir.dialects import sdy
+    return sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+
+
+sharding_constraint_p = core.Primitive("sharding_constraint")
+sharding_constraint_p.def_impl(_sharding_constraint_impl)
+sharding_constraint_p.def_abstract_eval(_sharding_constraint_abstract_eval)
+ad.deflinear(sharding_constraint_p, _sharding_constraint_transpose)
+batching.primitive_batchers[sharding_constraint_p] = _sharding_constraint_batch_rule
+mlir.register_lowering(sharding_constraint_p, _sharding_constraint_lowering)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import Sequence
 
+import numpy as np
+
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
 from minijax.interpreters import mlir
@@ -32,8 +34,11 @@ class Traced:
     """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
 
     def __init__(self, hoisted: ClosedJaxpr, consts, in_tree, out_tree, name: str,
-                 donated: tuple[bool, ...]) -> None:
+                 donated: tuple[bool, ...], in_shardings: Sequence = (),
+                 out_shardings: Sequence = ()) -> None:
         n = len(consts)
+        self._in_shardings = tuple(in_shardings)  # per argument leaf (consts not included)
+        self._out_shardings = tuple(out_shardings)
         if n:
             # put the closed-over arrays back as constants, as in the traced program
             inner = hoisted.jaxpr
@@ -48,7 +53,10 @@ class Traced:
                                                   for a in hoisted.out_avals])
 
     def lower(self) -> "Lowered":
-        return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated)
+        in_sh = self._in_shardings  # the consts are constants of the module, not inputs
+        return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated,
+                       in_sh if any(s is not None for s in in_sh) else (),
+                       self._out_shardings)
 
 
 # JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
@@ -56,13 +64,20 @@ class Lowered:
     """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
 
     def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
-                 donated: Sequence[bool] = ()) -> None:
+                 donated: Sequence[bool] = (), in_shardings: Sequence = (),
+                 out_shardings: Sequence = ()) -> None:
         self.jaxpr = closed
         self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
         self._donated = tuple(donated)
-        self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated)
+        self._in_shardings = tuple(in_shardings)
+        self._out_shardings = tuple(out_shardings)
+        meshes: list = []  # the mesh the module is partitioned over, if any
+        self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
+                                                  self._in_shardings, self._out_shardings,
+                                                  meshes)
+        self._mesh = meshes[0] if meshes else None
 
     def as_text(self) -> str:
         """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
@@ -75,12 +90,22 @@ class Lowered:
     def compile(self) -> "Compiled":
         """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
         donated input has no output of its type to reuse its buffer."""
-        exe = compiler.compile(self._module)
+        mesh = self._mesh
+        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
-        executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
-                                              usable)
+        if mesh is None:
+            executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
+                                                  self.jaxpr.out_avals, usable)
+        else:
+            # the layouts the partitioner chose where none was given (as JAX reads them back)
+            chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)
+            in_sh = [s if s is not None else c for s, c in
+                     zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
+            out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals)
+            executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+                                               usable, in_sh, out_sh)
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
 
 
@@ -124,4 +149,7 @@ class Compiled:
         if bad:
             raise TypeError("Argument types differ from the types for which this computation "
                             "was compiled. The mismatches are:\n" + "\n".join(bad))
+        if not isinstance(self._executor, compiler.ExecuteSharded):
+            # compiled for the default device: an argument laid out on a mesh is gathered
+            flat = [x if getattr(x, "_sharding", None) is None else np.asarray(x) for x in flat]
         return tree_unflatten(self._out_tree, self._executor(flat))

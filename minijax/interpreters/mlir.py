@@ -180,14 +180,21 @@ def make_ir_context():
 
 # JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_module
 def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
-                          donated: Sequence[bool] = ()) -> Any:
+                          donated: Sequence[bool] = (), in_shardings: Sequence[Any] = (),
+                          out_shardings: Sequence[Any] = (), meshes: list | None = None) -> Any:
     """A StableHLO module whose public function `main` computes `closed`.
 
     Args:
       closed: the jaxpr; its consts must be concrete (numpy/Array) values.
       donated: per input, whether its buffer may be reused for an output of the same type
         (emitted as `tf.aliasing_output` attributes, as JAX does).
-    Returns: an `ir.Module` (print it with `str()` for the text).
+      in_shardings / out_shardings: per input / output, a NamedSharding or None (the
+        partitioner chooses); emitted as `sdy.sharding` attributes.
+      meshes: if given, receives the mesh the module is partitioned over (from the shardings
+        and the `sdy.sharding_constraint`s inside), when there is one.
+    Returns: an `ir.Module` (print it with `str()` for the text). A module that uses a mesh
+    starts with its `sdy.mesh @mesh` and records `mhlo.num_partitions` (the mesh's size).
+    Raises ValueError if two different meshes are used.
     """
     ctx = make_ir_context()
     with ctx, ir.Location.unknown():
@@ -198,13 +205,90 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
                          ip=ir.InsertionPoint(module.body))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
-        if any(donated):
-            _set_aliases(fn, closed, donated)
-        entry = fn.add_entry_block()
-        with ir.InsertionPoint(entry):
-            outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
-            func.ReturnOp(outs)
+        _sharding_state.append([])
+        try:
+            arg_attrs = _arg_attrs(closed, donated, in_shardings)
+            if arg_attrs is not None:
+                fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
+            if any(s is not None for s in out_shardings):
+                fn.result_attrs = ir.ArrayAttr.get([
+                    ir.DictAttr.get({} if s is None else
+                                    {"sdy.sharding": sharding_attr(s, a.ndim)})
+                    for s, a in zip(out_shardings, closed.out_avals)])
+            entry = fn.add_entry_block()
+            with ir.InsertionPoint(entry):
+                outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
+                func.ReturnOp(outs)
+            used = _sharding_state[-1]
+        finally:
+            _sharding_state.pop()
+        if used:
+            _add_mesh(module, used[0])
+            if meshes is not None:
+                meshes.append(used[0])
     return module
+
+
+# The meshes the module being lowered uses (a stack: lowering can nest, e.g. in tests).
+_sharding_state: list[list] = []
+
+
+# JAX: jax/_src/named_sharding.py NamedSharding._to_sdy_sharding
+def sharding_attr(sharding, ndim: int):
+    """`#sdy.sharding<@mesh, [{"x"}, {}, ...]>` for a NamedSharding of a rank-`ndim` value:
+    per dimension the mesh axes it is split over, major to minor ({} = not split, {?} =
+    left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module."""
+    from jax.extend.mlir.dialects import sdy
+    from minijax import sharding as msh
+    mesh = sharding.mesh
+    if _sharding_state:
+        used = _sharding_state[-1]
+        if used and used[0] != mesh:
+            raise ValueError(f"a jitted computation can use one mesh; got {used[0]} and {mesh}")
+        if not used:
+            used.append(mesh)
+    sdy.register_dialect(ir.Context.current)
+    dims = []
+    for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
+        if isinstance(p, msh._Unconstrained):
+            dims.append("{?}")
+        else:
+            dims.append("{" + ", ".join(f'"{a}"' for a in msh._axes_of(p)) + "}")
+    return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]>")
+
+
+def _add_mesh(module, mesh) -> None:
+    """Put `sdy.mesh @mesh = <["x"=4, ...]>` first in the module (with the `stablehlo.mesh`
+    attribute JAX's modules carry) and the partition count on the module."""
+    from jax.extend.mlir.dialects import sdy
+    axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.axis_sizes))
+    stable = ", ".join(f'{{name = "{n}", size = {s} : i64}}'
+                       for n, s in zip(mesh.axis_names, mesh.axis_sizes))
+    i32 = ir.IntegerType.get_signless(32)
+    attrs = module.operation.attributes
+    attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, mesh.size)
+    attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
+    first = module.body.operations[0]
+    with ir.InsertionPoint(first):
+        op = sdy.MeshOp("mesh", ir.Attribute.parse(f"#sdy.mesh<[{axes}]>"))
+    op.attributes["stablehlo.mesh"] = ir.Attribute.parse(f"{{axes = [{stable}]}}")
+
+
+def _arg_attrs(closed: ClosedJaxpr, donated: Sequence[bool], in_shardings) -> list | None:
+    pairs = _alias_pairs(closed, donated) if any(donated) else {}
+    if not pairs and not any(s is not None for s in in_shardings):
+        return None
+    i32 = ir.IntegerType.get_signless(32)
+    attrs = []
+    for i, a in enumerate(closed.in_avals):
+        d = {}
+        s = in_shardings[i] if i < len(in_shardings) else None
+        if s is not None:
+            d["sdy.sharding"] = sharding_attr(s, a.ndim)
+        if i in pairs:
+            d["tf.aliasing_output"] = ir.IntegerAttr.get(i32, pairs[i])
+        attrs.append(ir.DictAttr.get(d))
+    return attrs
 
 
 def _alias_pairs(closed: ClosedJaxpr, donated: Sequence[bool]) -> dict[int, int]:
@@ -226,15 +310,6 @@ def usable_donations(closed: ClosedJaxpr, donated: Sequence[bool]) -> tuple[bool
     """Per input: donated *and* reused for an output (JAX deletes only those inputs)."""
     pairs = _alias_pairs(closed, donated)
     return tuple(i in pairs for i in range(len(closed.in_avals)))
-
-
-def _set_aliases(fn, closed: ClosedJaxpr, donated: Sequence[bool]) -> None:
-    pairs = _alias_pairs(closed, donated)
-    i32 = ir.IntegerType.get_signless(32)
-    fn.arg_attrs = ir.ArrayAttr.get([
-        ir.DictAttr.get({"tf.aliasing_output": ir.IntegerAttr.get(i32, pairs[i])}
-                        if i in pairs else {})
-        for i in range(len(closed.in_avals))])
 
 
 def _sanitize(name: str) -> str:

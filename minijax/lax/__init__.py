@@ -47,3 +47,4 @@ from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
 )
 from minijax.lax import linalg  # noqa: F401,E402
+from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa: F401,E402
