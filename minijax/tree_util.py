@@ -411,12 +411,15 @@ def _leaves(x: Any, is_leaf: Callable | None, leaves: list) -> None:
     t = type(x)
     if t is tuple or t is list:
         children = x
-    else:
-        node = _children(x, False)
-        if node is None:
+    else:  # _children(x, False), inline: most calls end here, at a leaf
+        node = _registry.get(t)
+        if node is not None:
+            children = node.flatten(x)[0]
+        elif issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
+            children = x
+        else:
             leaves.append(x)
             return
-        children = node[0]
     for c in children:
         _leaves(c, is_leaf, leaves)
 
