@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 import warnings
 import weakref
@@ -228,6 +229,49 @@ def _leaf_avals(leaves) -> tuple | None:
         return None
 
 
+# insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
+_dict_leaf_getters: dict[tuple, Callable] = {}
+
+
+def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
+    """(leaves, fast-cache key) of arguments that are not all Arrays. One dict of Arrays, a
+    common call, skips flattening: its keys as given and the values' avals identify the
+    structure (tree_flatten sorts the keys; so does the getter, built once per key order)."""
+    if len(args) == 1 and type(args[0]) is dict and len(args[0]) > 1:
+        d = args[0]
+        keys = tuple(d)
+        getter = _dict_leaf_getters.get(keys)
+        if getter is None:
+            try:
+                getter = operator.itemgetter(*sorted(keys))
+            except TypeError:  # keys that do not sort: tree_flatten raises it
+                getter = None
+            else:
+                if len(_dict_leaf_getters) >= 1024:
+                    _dict_leaf_getters.clear()
+                _dict_leaf_getters[keys] = getter
+        if getter is not None:
+            leaves = getter(d)
+            avals = [x.aval for x in leaves if type(x) is Array]
+            if len(avals) == len(leaves):
+                return leaves, (dict, keys, tuple(avals))
+    leaves, in_tree = tree_flatten(args)
+    return leaves, (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+
+
+def _unflattener(out_tree) -> Callable:
+    """outs -> the output pytree; a flat tuple, list or dict of leaves is rebuilt without
+    walking the treedef."""
+    n = out_tree.num_leaves
+    sample = tree_unflatten(out_tree, list(range(n)))
+    if type(sample) is dict and list(sample.values()) == list(range(n)):
+        keys = tuple(sample)
+        return lambda outs: dict(zip(keys, outs))
+    if type(sample) in (tuple, list) and list(sample) == list(range(n)):
+        return type(sample)
+    return functools.partial(tree_unflatten, out_tree)
+
+
 def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
     try:
         per_fun = _jit_caches.get(fun)
@@ -386,7 +430,8 @@ class JitWrapped:
                   for c, a in zip(consts, closed.in_avals)]
         if out_tree == _ONE_LEAF:
             return lambda leaves: executor(leaves, consts)[0]
-        return lambda leaves: tree_unflatten(out_tree, executor(leaves, consts))
+        unflatten = _unflattener(out_tree)
+        return lambda leaves: unflatten(executor(leaves, consts))
 
     def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
         """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all
@@ -418,8 +463,7 @@ class JitWrapped:
                 avals = []
                 for x in args:
                     if type(x) is not Array:
-                        leaves, in_tree = tree_flatten(args)
-                        key = (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+                        leaves, key = _pytree_key(args)
                         break
                     avals.append(x.aval)
                 else:
