@@ -312,9 +312,15 @@ class JitWrapped:
         # out_tree, donated); (avals) or (pytree structure, avals) -> run(leaves), the whole
         # call for top-level calls with no static or keyword arguments (what JAX's C++
         # dispatch caches). Shared by every jit of `fun` with these options.
-        self._cache, self._fast_cache = _caches_for(
-            fun, (self.static_argnums, self.static_argnames, self.donate_argnums,
-                  self.donate_argnames, self.in_shardings, self.out_shardings))
+        # ... and with the options that change tracing (x64, dtype promotion): JAX's
+        # trace_context. The caches are refetched when `config.trace_context` changes.
+        self._options = (self.static_argnums, self.static_argnames, self.donate_argnums,
+                         self.donate_argnames, self.in_shardings, self.out_shardings)
+        self._use_trace_context(config.trace_context)
+
+    def _use_trace_context(self, ctx: tuple) -> None:
+        self._trace_context = ctx
+        self._cache, self._fast_cache = _caches_for(self.fun, self._options + ctx)
         self._last_call: tuple | None = None  # (key, run) of the last fast-path call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
@@ -338,6 +344,8 @@ class JitWrapped:
         return self if obj is None else types.MethodType(self, obj)
 
     def _get_jaxpr(self, args, kwargs):
+        if config.trace_context is not self._trace_context:
+            self._use_trace_context(config.trace_context)
         statics, static_kw, dyn_args, dyn_kwargs = api_util.split_static(
             args, kwargs, self.static_argnums, self.static_argnames)
         flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
@@ -455,6 +463,8 @@ class JitWrapped:
         return tuple(out)
 
     def __call__(self, *args, **kwargs):
+        if config.trace_context is not self._trace_context:
+            self._use_trace_context(config.trace_context)
         if core.trace_ctx.trace is core.eval_trace:
             fast_ok = not kwargs and not self.static_argnums
             if fast_ok:
