@@ -157,8 +157,8 @@ class Array:
         buf = self._buf
         if buf is not None:
             buf.block_until_ready()
-        else:
-            self._check_alive()
+        elif self._deleted:
+            self._check_alive()  # raises
         return self
 
     def __array__(self, dtype=None, copy=None):

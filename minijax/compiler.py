@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from itertools import repeat
 import os
 import re
 import warnings
@@ -170,13 +171,16 @@ class ExecuteReplicated:
         bufs = [c.device_buffer() for c in consts] if consts else []
         n = len(bufs)
         committed = False
-        for i, x in enumerate(args):
-            if type(x) is Array:
+        for x in args:
+            if type(x) is Array and x._buf is not None:  # the common case: on the device
+                bufs.append(x._buf)
                 if x._committed:
                     committed = True
-                buf = x._buf
-                bufs.append(buf if buf is not None else x.device_buffer())
+            elif type(x) is Array:
+                bufs.append(x.device_buffer())
+                committed = committed or x._committed
             else:
+                i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
         outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
@@ -185,7 +189,7 @@ class ExecuteReplicated:
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
-        return [Array(a, None, b, committed) for a, b in zip(self.out_avals, outs)]
+        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
 
 
 def device_put_arg(x, aval: core.ShapedArray, index: int):

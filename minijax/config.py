@@ -22,9 +22,20 @@ class Config:
                  "jax_compilation_cache_dir": None, "jax_numpy_dtype_promotion": "standard"}
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict")}
 
+    # the options that change what tracing produces, so `jit` keys its caches on them
+    # JAX: jax/_src/config.py trace_context
+    _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion")
+
     def __init__(self) -> None:
         # plain instance attributes: reading an option on the eager hot path is one lookup
         self.__dict__.update(self._defaults)
+        self._set_trace_context()
+
+    def _set_trace_context(self) -> None:
+        # a new tuple object only when a value changed: `jit` compares it by identity
+        ctx = tuple(self.__dict__[n] for n in self._trace_options)
+        if ctx != self.__dict__.get("trace_context"):
+            self.__dict__["trace_context"] = ctx
 
     def update(self, name: str, value: Any) -> None:
         if name not in self._defaults:
@@ -34,6 +45,7 @@ class Config:
             raise ValueError(f"{value!r} is not a valid value for {name}; expected one of "
                              f"{self._choices[name]}")
         self.__dict__[name] = value
+        self._set_trace_context()
 
     def __getattr__(self, name: str) -> Any:  # only called for names that are not options
         raise AttributeError(f"minijax.config has no option {name!r}")
@@ -47,6 +59,7 @@ class Config:
             yield
         finally:
             self.__dict__[name] = old
+            self._set_trace_context()
 
 
 config = Config()

@@ -33,13 +33,14 @@ class ShapedArray:
     other operand in arithmetic (see minijax/dtypes.py).
     """
 
-    __slots__ = ("shape", "dtype", "weak_type")
+    __slots__ = ("shape", "dtype", "weak_type", "_hash")
     array_abstraction_level = 1
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
@@ -62,11 +63,15 @@ class ShapedArray:
         return f"{dtypes.short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
 
     def __eq__(self, other) -> bool:
-        return (type(other) is ShapedArray and self.shape == other.shape
-                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+        return self is other or (
+            type(other) is ShapedArray and self.shape == other.shape
+            and self.dtype == other.dtype and self.weak_type == other.weak_type)
 
     def __hash__(self) -> int:
-        return hash((self.shape, self.dtype, self.weak_type))
+        h = self._hash
+        if h is None:
+            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+        return h
 
     def __repr__(self) -> str:
         return f"ShapedArray({self.str_short()}{', weak_type=True' if self.weak_type else ''})"

@@ -16,6 +16,7 @@ host, which for small arrays costs a fraction of a compiled call. Taught in chap
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -44,9 +45,18 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
-    avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
+    # the key: Arrays give their aval as it is (its hash is computed once, then cached);
+    # one and two operands, most calls, without building a list
+    n = len(args)
+    if n == 2 and type(args[0]) is Array and type(args[1]) is Array:
+        avals = (args[0].aval, args[1].aval)
+    elif n == 1 and type(args[0]) is Array:
+        avals = (args[0].aval,)
+    else:
+        avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
     try:
-        key = (prim, config.jax_enable_x64, *avals, *params.items())
+        key = (prim, config.jax_enable_x64, *avals, *params.items()) if params else \
+            (prim, config.jax_enable_x64, *avals)
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -70,18 +80,19 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     returns Arrays; the abstract-evaluation rule runs here, once (errors are raised here)."""
     out = prim.abstract_eval(*avals, **params)
     impl = prim.impl
+    if params:
+        impl = functools.partial(impl, **params)
     in_avals = tuple(avals)
 
     def numpy_args(args):
+        # the common case, Arrays that hold NumPy values, in one pass; anything else below
         vals, committed = [], False
-        for x, a in zip(args, in_avals):
-            if type(x) is Array:
-                if x._committed:  # as in JAX, an op on a committed array is committed
-                    committed = True
-                v = x._npy
-                vals.append(v if v is not None else x._value())
-            else:
-                vals.append(core.to_numpy(x, a))
+        for x in args:
+            if type(x) is not Array or x._npy is None:
+                return _numpy_args_slow(args, in_avals)
+            vals.append(x._npy)
+            if x._committed:  # as in JAX, an op on a committed array is committed
+                committed = True
         return vals, committed
 
     if prim.multiple_results:
@@ -89,7 +100,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
 
         def run_multiple(args):
             vals, committed = numpy_args(args)
-            outs = impl(*vals, **params)
+            outs = impl(*vals)
             if len(outs) != len(out_avals):
                 raise AssertionError(f"{prim.name}: impl gave {len(outs)} results, abstract "
                                      f"evaluation {len(out_avals)}")
@@ -99,15 +110,45 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     out_aval, dtype, shape = out, out.dtype, out.shape
 
     def run(args):
-        vals, committed = numpy_args(args)
-        val = impl(*vals, **params)
-        if type(val) is not np.ndarray or val.dtype != dtype:
+        # numpy_args, unrolled for one and two operands: this is the eager hot path
+        if len(args) == 2:
+            x, y = args
+            if type(x) is Array and type(y) is Array and x._npy is not None \
+                    and y._npy is not None:
+                val = impl(x._npy, y._npy)
+                committed = x._committed or y._committed
+            else:
+                vals, committed = _numpy_args_slow(args, in_avals)
+                val = impl(*vals)
+        elif len(args) == 1 and type(args[0]) is Array and args[0]._npy is not None:
+            val = impl(args[0]._npy)
+            committed = args[0]._committed
+        else:
+            vals, committed = numpy_args(args)
+            val = impl(*vals)
+        if type(val) is not np.ndarray or val.dtype is not dtype:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
-        if val.shape != shape:
-            raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, expected "
-                                 f"{out_aval.str_short()}")
+        if not shape_checked:
+            # NumPy's result shape depends only on the operands' shapes and the params: the
+            # first call checks it, for every later call of this callable
+            if val.shape != shape:
+                raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, "
+                                     f"expected {out_aval.str_short()}")
+            shape_checked.append(True)
         return Array(out_aval, val, None, committed)
+    shape_checked: list[bool] = []
     return run
+
+
+def _numpy_args_slow(args, in_avals) -> tuple[list, bool]:
+    vals, committed = [], False
+    for x, a in zip(args, in_avals):
+        if type(x) is Array:
+            committed = committed or x._committed
+            vals.append(x._value())  # fetched from the device (once: the value is cached)
+        else:
+            vals.append(core.to_numpy(x, a))
+    return vals, committed
 
 
 def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 import warnings
 import weakref
@@ -253,6 +254,49 @@ def _leaf_avals(leaves) -> tuple | None:
         return None
 
 
+# insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
+_dict_leaf_getters: dict[tuple, Callable] = {}
+
+
+def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
+    """(leaves, fast-cache key) of arguments that are not all Arrays. One dict of Arrays, a
+    common call, skips flattening: its keys as given and the values' avals identify the
+    structure (tree_flatten sorts the keys; so does the getter, built once per key order)."""
+    if len(args) == 1 and type(args[0]) is dict and len(args[0]) > 1:
+        d = args[0]
+        keys = tuple(d)
+        getter = _dict_leaf_getters.get(keys)
+        if getter is None:
+            try:
+                getter = operator.itemgetter(*sorted(keys))
+            except TypeError:  # keys that do not sort: tree_flatten raises it
+                getter = None
+            else:
+                if len(_dict_leaf_getters) >= 1024:
+                    _dict_leaf_getters.clear()
+                _dict_leaf_getters[keys] = getter
+        if getter is not None:
+            leaves = getter(d)
+            avals = [x.aval for x in leaves if type(x) is Array]
+            if len(avals) == len(leaves):
+                return leaves, (dict, keys, tuple(avals))
+    leaves, in_tree = tree_flatten(args)
+    return leaves, (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+
+
+def _unflattener(out_tree) -> Callable:
+    """outs -> the output pytree; a flat tuple, list or dict of leaves is rebuilt without
+    walking the treedef."""
+    n = out_tree.num_leaves
+    sample = tree_unflatten(out_tree, list(range(n)))
+    if type(sample) is dict and list(sample.values()) == list(range(n)):
+        keys = tuple(sample)
+        return lambda outs: dict(zip(keys, outs))
+    if type(sample) in (tuple, list) and list(sample) == list(range(n)):
+        return type(sample)
+    return functools.partial(tree_unflatten, out_tree)
+
+
 def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
     try:
         per_fun = _jit_caches.get(fun)
@@ -293,9 +337,15 @@ class JitWrapped:
         # out_tree, donated); (avals) or (pytree structure, avals) -> run(leaves), the whole
         # call for top-level calls with no static or keyword arguments (what JAX's C++
         # dispatch caches). Shared by every jit of `fun` with these options.
-        self._cache, self._fast_cache = _caches_for(
-            fun, (self.static_argnums, self.static_argnames, self.donate_argnums,
-                  self.donate_argnames, self.in_shardings, self.out_shardings))
+        # ... and with the options that change tracing (x64, dtype promotion): JAX's
+        # trace_context. The caches are refetched when `config.trace_context` changes.
+        self._options = (self.static_argnums, self.static_argnames, self.donate_argnums,
+                         self.donate_argnames, self.in_shardings, self.out_shardings)
+        self._use_trace_context(config.trace_context)
+
+    def _use_trace_context(self, ctx: tuple) -> None:
+        self._trace_context = ctx
+        self._cache, self._fast_cache = _caches_for(self.fun, self._options + ctx)
         self._last_call: tuple | None = None  # (key, run) of the last fast-path call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
@@ -319,6 +369,8 @@ class JitWrapped:
         return self if obj is None else types.MethodType(self, obj)
 
     def _get_jaxpr(self, args, kwargs):
+        if config.trace_context is not self._trace_context:
+            self._use_trace_context(config.trace_context)
         statics, static_kw, dyn_args, dyn_kwargs = api_util.split_static(
             args, kwargs, self.static_argnums, self.static_argnames)
         flat, in_tree = tree_flatten((dyn_args, dyn_kwargs))
@@ -411,7 +463,8 @@ class JitWrapped:
                   for c, a in zip(consts, closed.in_avals)]
         if out_tree == _ONE_LEAF:
             return lambda leaves: executor(leaves, consts)[0]
-        return lambda leaves: tree_unflatten(out_tree, executor(leaves, consts))
+        unflatten = _unflattener(out_tree)
+        return lambda leaves: unflatten(executor(leaves, consts))
 
     def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
         """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all
@@ -435,6 +488,8 @@ class JitWrapped:
         return tuple(out)
 
     def __call__(self, *args, **kwargs):
+        if config.trace_context is not self._trace_context:
+            self._use_trace_context(config.trace_context)
         if core.trace_ctx.trace is core.eval_trace:
             fast_ok = not kwargs and not self.static_argnums
             if fast_ok:
@@ -443,8 +498,7 @@ class JitWrapped:
                 avals = []
                 for x in args:
                     if type(x) is not Array:
-                        leaves, in_tree = tree_flatten(args)
-                        key = (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+                        leaves, key = _pytree_key(args)
                         break
                     avals.append(x.aval)
                 else:

@@ -397,7 +397,31 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
 
 # JAX: jax/_src/tree_util.py tree_leaves
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:
-    return tree_flatten(tree, is_leaf)[0]
+    """The leaves of `tree`, in tree_flatten's order, without building its PyTreeDef (what
+    `block_until_ready` on a pytree of results does on every call)."""
+    leaves: list = []
+    _leaves(tree, is_leaf, leaves)
+    return leaves
+
+
+def _leaves(x: Any, is_leaf: Callable | None, leaves: list) -> None:
+    if is_leaf is not None and is_leaf(x):
+        leaves.append(x)
+        return
+    t = type(x)
+    if t is tuple or t is list:
+        children = x
+    else:  # _children(x, False), inline: most calls end here, at a leaf
+        node = _registry.get(t)
+        if node is not None:
+            children = node.flatten(x)[0]
+        elif issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
+            children = x
+        else:
+            leaves.append(x)
+            return
+    for c in children:
+        _leaves(c, is_leaf, leaves)
 
 
 # JAX: jax/_src/tree_util.py tree_leaves_with_path

@@ -750,3 +750,36 @@ def test_type_promotion_table_matches_jax(x64):
             got = _promotion_table(minijax)
     bad = {k: (got[k], want[k]) for k in want if got[k] != want[k]}
     assert not bad, bad
+
+
+def test_jit_retraces_when_x64_or_dtype_promotion_changes_like_jax():
+    """The trace cache is keyed on the options that change tracing (JAX's trace_context)."""
+    i = np.ones(3, np.int32)
+    f32, i32 = np.float32(1.5), np.ones(3, np.int32)
+    results = {}
+    for J, x64, strict in ((jax, lambda: jax.enable_x64(True),
+                            lambda: jax.numpy_dtype_promotion("strict")),
+                           (minijax, lambda: minijax.config.override("jax_enable_x64", True),
+                            lambda: minijax.numpy_dtype_promotion("strict"))):
+        count = []
+
+        def arange_plus(x, J=J, count=count):
+            count.append(1)
+            return J.numpy.arange(3) + x
+
+        jf = J.jit(arange_plus)
+        dtypes_seen = [jf(i).dtype]
+        with x64():
+            dtypes_seen.append(jf(i).dtype)
+        dtypes_seen.append(jf(i).dtype)
+        add = J.jit(lambda x, y: x + y)
+        add(f32, i32)
+        with strict():
+            try:
+                add(f32, i32)
+                raised = None
+            except Exception as e:  # noqa: BLE001 - the kind is what is compared
+                raised = type(e).__name__
+        results[J.__name__] = (tuple(str(d) for d in dtypes_seen), len(count), raised)
+    assert results["minijax"] == results["jax"], results
+    assert results["jax"][0] == ("int32", "int64", "int32")

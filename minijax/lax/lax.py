@@ -1212,7 +1212,10 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
     expanded = [1] * len(shape)
     for src, dst in enumerate(broadcast_dimensions):
         expanded[dst] = x.shape[src]
-    return np.broadcast_to(x.reshape(expanded), shape)
+    out = np.broadcast_to(x.reshape(expanded), shape)
+    # materialized, as XLA's result is: NumPy runs several times slower on a stride-0 view, and
+    # every later operation on `jnp.ones(...)` would pay for it
+    return out if out.size == x.size else out.copy()
 
 
 def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
@@ -1623,20 +1626,29 @@ mlir.register_lowering(argmin_p, _argminmax_lowering("LT"))
 
 def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
     (lc, rc), (lb, rb) = dimension_numbers
-    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    l_sub = [next(letters) for _ in range(lhs.ndim)]
-    r_sub = [next(letters) for _ in range(rhs.ndim)]
-    for a, b in zip(lc + lb, rc + rb):
-        r_sub[b] = l_sub[a]
-    batch = [l_sub[a] for a in lb]
-    l_free = [s for i, s in enumerate(l_sub) if i not in lc and i not in lb]
-    r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
-    spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
     out_dtype = preferred_element_type or lhs.dtype
-    # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy's
-    # einsum has no bfloat16, which accumulates in float32 (as XLA on CPU does)
+    # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy
+    # has no bfloat16 products, which accumulate in float32 (as XLA on CPU does)
     acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
-    return np.einsum(spec, lhs.astype(acc_dtype), rhs.astype(acc_dtype)).astype(out_dtype)
+    lhs, rhs = lhs.astype(acc_dtype, copy=False), rhs.astype(acc_dtype, copy=False)
+    nl, nr = lhs.ndim, rhs.ndim
+    if not lb and nr <= 2 and lc == (nl - 1,) and rc == (0 if nr == 1 else nr - 2,):
+        out = np.dot(lhs, rhs)  # jnp.dot's contraction (BLAS for floats)
+    elif (nl == nr == len(lb) + 2 and lb == rb == tuple(range(len(lb)))
+          and lc == (nl - 1,) and rc == (nr - 2,)):
+        out = np.matmul(lhs, rhs)  # batched matrix products (jnp.matmul's)
+    else:
+        letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        l_sub = [next(letters) for _ in range(nl)]
+        r_sub = [next(letters) for _ in range(nr)]
+        for a, b in zip(lc + lb, rc + rb):
+            r_sub[b] = l_sub[a]
+        batch = [l_sub[a] for a in lb]
+        l_free = [s for i, s in enumerate(l_sub) if i not in lc and i not in lb]
+        r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
+        spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
+        out = np.einsum(spec, lhs, rhs)
+    return out.astype(out_dtype, copy=False)
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
@@ -1758,12 +1770,20 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     Returns: an array of shape `batch + lhs_free + rhs_free`.
     Raises TypeError on mismatched dtypes or dimension sizes.
     """
-    (lc, rc), (lb, rb) = dimension_numbers
-    dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
-          (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    try:
+        dn = _canonical_dimension_numbers(dimension_numbers)
+    except TypeError:  # unhashable (lists): not cached
+        dn = _canonical_dimension_numbers.__wrapped__(dimension_numbers)
     pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet)
+
+
+@functools.lru_cache(maxsize=256)
+def _canonical_dimension_numbers(dimension_numbers) -> tuple:
+    (lc, rc), (lb, rb) = dimension_numbers
+    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
 
 
 dot_general_p = Primitive("dot_general")

@@ -19,8 +19,8 @@ from minijax.numpy.util import canonicalize_axis, dtype_of, promote_dtypes, shap
 
 
 def _dot_dtype(a, b):
-    a, b = promote_dtypes(a, b)
-    return a, b, core.get_aval(a).dtype
+    a, b = promote_dtypes(a, b)  # Arrays or tracers (a, b are asarray'd)
+    return a, b, a.aval.dtype
 
 
 def matmul(a, b):
@@ -58,14 +58,14 @@ def dot(a, b):
     """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
     a's last axis with b's second-to-last (or only) axis."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
-    na, nb = lax_numpy.ndim(a), lax_numpy.ndim(b)
+    a_shape, b_shape = a.aval.shape, b.aval.shape
+    na, nb = len(a_shape), len(b_shape)
     if na == 0 or nb == 0:
         return ufuncs.multiply(a, b)
     contract_b = 0 if nb == 1 else nb - 2
-    if core.get_aval(a).shape[-1] != core.get_aval(b).shape[contract_b]:
+    if a_shape[-1] != b_shape[contract_b]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
-                        f"got {(core.get_aval(a).shape[-1],)} and "
-                        f"{(core.get_aval(b).shape[contract_b],)}.")
+                        f"got {(a_shape[-1],)} and {(b_shape[contract_b],)}.")
     out = lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
                           preferred_element_type=d)
     return out

@@ -14,6 +14,7 @@ import numpy as np
 from minijax import core, dtypes
 from minijax import lax
 from minijax.custom_derivatives import custom_jvp
+from minijax.array import Array
 from minijax.lax import lax as lax_internal
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
@@ -37,9 +38,14 @@ def _one_to_one_unary(name, lax_fn, inexact=False):
     return f
 
 
-def _one_to_one_binary(name, lax_fn, inexact=False):
+def _one_to_one_binary(name, lax_fn, inexact=False, bool_fn=None):
+    promote = promote_args_inexact if inexact else promote_args
+
     def f(x, y):
-        x, y = (promote_args_inexact if inexact else promote_args)(name, x, y)
+        x, y = promote(name, x, y)
+        if bool_fn is not None and type((x.aval if type(x) is Array else
+                                         core.get_aval(x)).dtype) is np.dtypes.BoolDType:
+            return bool_fn(x, y)
         return lax_fn(x, y)
     f.__name__ = name
     f.__doc__ = f"Elementwise `{name}` with JAX's dtype promotion and broadcasting."
@@ -73,13 +79,11 @@ floor = _one_to_one_unary("floor", lambda x: x if np.dtype(x.dtype).kind in "iub
 
 # JAX: jax/_src/numpy/ufuncs.py add, multiply — on bools they are `or` and `and` (lax.add and
 # lax.mul reject bool operands, in JAX as here)
-add = _one_to_one_binary("add", lambda x, y: lax.bitwise_or(x, y) if dtype_kind(x) == "b"
-                         else lax.add(x, y))
+add = _one_to_one_binary("add", lax.add, bool_fn=lax.bitwise_or)
 
 subtract = _one_to_one_binary("subtract", lax.sub)
 
-multiply = _one_to_one_binary("multiply", lambda x, y: lax.bitwise_and(x, y)
-                              if dtype_kind(x) == "b" else lax.mul(x, y))
+multiply = _one_to_one_binary("multiply", lax.mul, bool_fn=lax.bitwise_and)
 
 maximum = _one_to_one_binary("maximum", lax.max)
 

@@ -35,6 +35,8 @@ def check_arraylike(name: str, *args) -> None:
 # JAX: jax/_src/numpy/util.py promote_dtypes
 def promote_dtypes(*args):
     """Convert all args to their common dtype (JAX's lattice; weak types respected)."""
+    if _one_dtype(args):
+        return list(args)  # nothing to convert (jnp.dot of two f32 arrays)
     pairs = [dtypes.dtype_and_weak(a) for a in args]
     to_dtype, weak = dtypes.result_type_weak(*pairs)
     return [lax.convert_element_type(a, to_dtype, weak) for a in args]
@@ -64,19 +66,33 @@ def promote_shapes(name: str, *args):
     return out
 
 
-def _one_type(args) -> bool:
-    if not isinstance(args[0], (Array, Tracer)):
-        return False
-    first = args[0].aval
-    for a in args[1:]:
-        if not isinstance(a, (Array, Tracer)) or (a.aval is not first and a.aval != first):
+def _one_dtype(args) -> bool:
+    """Are all `args` Arrays or tracers of one dtype and weak type?"""
+    first = None
+    for a in args:
+        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
+            return False
+        aval = a.aval
+        if first is None:
+            first = aval
+        elif aval.dtype != first.dtype or aval.weak_type != first.weak_type:
             return False
     return True
 
 
 def promote_args(name: str, *args):
-    if _one_type(args):
-        return args  # the common case, operands of one type: nothing to promote or broadcast
+    # the common case, Arrays or tracers of one aval: nothing to promote or broadcast (tested
+    # inline, `type(a) is Array` first: this is on every eager jnp call)
+    first = None
+    for a in args:
+        if type(a) is not Array and not isinstance(a, (Array, Tracer)):
+            break
+        if first is None:
+            first = a.aval
+        elif a.aval is not first and a.aval != first:
+            break
+    else:
+        return args
     check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
 
