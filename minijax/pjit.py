@@ -117,12 +117,37 @@ def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
     return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns)
 
 
+# JAX: jax/_src/pjit.py _pjit_partial_eval (in_fwd_res) — a residual that is a known input
+# is passed from outside instead of being returned by the known call
+@api_util.identity_cache
+def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
+    """`_partial_eval_of`, with residuals that are known inputs dropped from the known jaxpr's
+    outputs, and its dead equations removed. Also returns, per residual, the position of the
+    known input it forwards (or None)."""
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
+    jk = jaxpr_known.jaxpr
+    num_known_outs = len(jk.outvars) - num_res
+    in_pos = {v: i for i, v in enumerate(jk.invars)}
+    res_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None
+               for v in jk.outvars[num_known_outs:]]
+    kept = [v for v, f in zip(jk.outvars[num_known_outs:], res_fwd) if f is None]
+    jk = core.Jaxpr(jk.constvars, jk.invars, jk.outvars[:num_known_outs] + kept, jk.eqns)
+    # as JAX: the known jaxpr loses the equations nothing reads (e.g. a jvp's unused zeros)
+    jk, _ = pe.dce_jaxpr(jk, instantiate=True)
+    jaxpr_known = ClosedJaxpr(jk, jaxpr_known.consts)
+    return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd
+
+
 def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknowns = tuple(trace.is_own(x) for x in args)
-    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd = \
+        _partial_eval_forwarding_of(jaxpr, unknowns)
     known_args = [x for x, u in zip(args, unknowns) if not u]
     known_outs = bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace)
-    known_vals, residuals = split_list(known_outs, [len(known_outs) - num_res])
+    num_known_vals = len(out_unknowns) - sum(out_unknowns)
+    known_vals, res_outs = split_list(known_outs, [num_known_vals])
+    res_it = iter(res_outs)
+    residuals = [known_args[f] if f is not None else next(res_it) for f in res_fwd]
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
         unknown_ins = [*residuals, *unknown_args]

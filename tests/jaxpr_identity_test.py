@@ -8,7 +8,9 @@ under a transformation (`grad`, `jvp`, `vmap`, `jit`). It is written against a m
 docs/jaxpr_identity.md.
 
 Measured (derandomized, 293 valid programs of N_PROGRAMS drawn): 43.0% identical before the
-printer and rule changes of issue 18, 91.5% after; the test asserts RATE_FLOOR.
+printer and rule changes of issue 18, 91.5% after them, 95.6% with JAX's nn bodies and jit's
+forwarding of known inputs (the 13 left differ only by JAX's np.int64 params); the test asserts
+RATE_FLOOR.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from hypothesis import strategies as st
 import minijax
 
 N_PROGRAMS = 300
-RATE_FLOOR = 0.9
+RATE_FLOOR = 0.95
 
 SHAPES = [(3, 4), (4,), (3, 1)]
 

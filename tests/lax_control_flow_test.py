@@ -358,6 +358,10 @@ def _programs(J):
         "scan": (lambda x: lax.scan(lambda c, x: (c + x, c * 2.0), 0.0, x), (XS[:, 0],)),
         "while": (lambda x: lax.while_loop(lambda c: c < 10.0, lambda c: c * 2.0, x), (1.0,)),
         "fori": (lambda x: lax.fori_loop(0, 3, lambda i, c: c * 2.0, x), (1.0,)),
+        # traced bounds: one while, no convert_element_type of a bound already int32
+        "fori_traced_upper": (lambda n: lax.fori_loop(0, n, lambda i, c: c + 1.0, 0.0), (3,)),
+        "fori_traced_int32": (lambda n: lax.fori_loop(n, np.int32(9), lambda i, c: c + i, 0.0),
+                              (np.int32(3),)),
     }
 
 

@@ -363,3 +363,17 @@ def test_integer_div_rem_by_zero_as_xla(dtype):
         np.testing.assert_array_equal(got, want)
         np.testing.assert_array_equal(getattr(mlax, name)(x[1], y[1]),
                                       getattr(jax.lax, name)(x[1], y[1]))
+
+
+
+@pytest.mark.parametrize("arg,dtype", [
+    (np.ones(3, np.float32), np.float32),   # same dtype, both strong: nothing bound
+    (1.0, np.float32),                      # weak -> strong: one convert_element_type
+    (np.int32(1), np.int32),
+    (np.int32(1), np.float32),
+    (np.ones(2, np.float16), np.float16),
+])
+def test_convert_element_type_to_same_type_binds_nothing_as_jax(arg, dtype):
+    def text(J):
+        return str(J.make_jaxpr(lambda x: J.lax.convert_element_type(x, dtype))(arg))
+    assert text(minijax) == text(jax)

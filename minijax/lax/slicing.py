@@ -74,7 +74,11 @@ def _dynamic_slice_indices(shape: Sequence[int], start_indices: Sequence[Any],
         if aval.dtype.kind != "i" or not allow_negative_indices:  # unsigned: never negative
             out.append(i)
             continue
-        out.append(lax.select(lax.lt(i, _const(i, 0)), lax.add(i, _const(i, d)), i))
+        # as JAX: `i + d` with `d` a strong array of i's dtype, so a weak `i` is first
+        # converted to a strong one (jnp promotion), the comparison and select use `i` as is
+        neg = lax.lt(i, _const(i, 0))
+        strong_i = lax.convert_element_type(i, aval.dtype) if aval.weak_type else i
+        out.append(lax.select(neg, lax.add(strong_i, np.asarray(d, aval.dtype)), i))
     return out
 
 

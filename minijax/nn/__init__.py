@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import lax
+import functools
+
+from minijax import core, lax, tree_util
 from minijax import numpy as jnp
+from minijax.pjit import jit
 from minijax.nn import initializers  # noqa: F401
 
 
@@ -45,30 +48,86 @@ def gelu(x, approximate: bool = True):
     return x * cdf
 
 
-def softmax(x, axis: int = -1):
-    """exp(x) / sum(exp(x)) along `axis`, shifted by the (gradient-stopped) max for stability."""
-    x_max = jnp.max(x, axis, keepdims=True)
-    unnormalized = jnp.exp(x - lax.stop_gradient(x_max))
-    return unnormalized / jnp.sum(unnormalized, axis, keepdims=True)
+# JAX: jax/_src/nn/functions.py softmax (_softmax_deprecated: JAX's default, no custom_jvp)
+def softmax(x, axis=-1, where=None):
+    """exp(x) / sum(exp(x)) along `axis` (an int or a tuple), shifted by the gradient-stopped
+    max (taken with `initial=-inf`, as JAX). `where` masks entries: they get 0."""
+    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    x_safe = x if where is None else jnp.where(where, x, -np.inf)
+    unnormalized = jnp.exp(x_safe - lax.stop_gradient(x_max))
+    result = unnormalized / jnp.sum(unnormalized, axis, where=where, keepdims=True)
+    if where is not None:
+        result = jnp.where(where, result, 0)
+    return result
 
 
-def log_softmax(x, axis: int = -1):
-    """x - logsumexp(x) along `axis`, computed stably."""
-    x_max = jnp.max(x, axis, keepdims=True)
-    shifted = x - lax.stop_gradient(x_max)
-    return shifted - jnp.log(jnp.sum(jnp.exp(shifted), axis, keepdims=True))
+def _jit_when_traced(**jit_kwargs):
+    """A decorator: call `fun` under `jit(fun, **jit_kwargs)` when an argument is traced, so
+    a jaxpr shows `jit[name=fun]` as JAX's `@jax.jit` functions do; eagerly call it directly
+    (the same values, without a compilation per new shape). As `jnp.where`'s `_where`."""
+    def wrap(fun):
+        jitted = jit(fun, **jit_kwargs)
+
+        @functools.wraps(fun)
+        def wrapper(*args, **kwargs):
+            if any(isinstance(leaf, core.Tracer)
+                   for leaf in tree_util.tree_leaves((args, kwargs))):
+                return jitted(*args, **kwargs)
+            return fun(*args, **kwargs)
+        return wrapper
+    return wrap
 
 
-def logsumexp(a, axis=None, keepdims: bool = False):
-    """log(sum(exp(a))) over `axis`, stable for large values; -inf entries are handled."""
-    a = jnp.asarray(a)
-    amax = jnp.max(a, axis, keepdims=True)
-    amax = lax.stop_gradient(jnp.where(jnp.isfinite(amax), amax, jnp.zeros_like(amax)))
-    out = jnp.log(jnp.sum(jnp.exp(a - amax), axis, keepdims=True)) + amax
-    if not keepdims:
-        axes = tuple(range(jnp.ndim(a))) if axis is None else (
-            (axis,) if isinstance(axis, int) else tuple(axis))
-        out = jnp.squeeze(out, axes)
+# JAX: jax/_src/nn/functions.py log_softmax (under jit, static axis, as JAX's)
+@_jit_when_traced(static_argnames=("axis",))
+def log_softmax(x, axis=-1, where=None):
+    """x - logsumexp(x) along `axis`, computed stably. `where` masks entries: they get -inf."""
+    x = jnp.asarray(x)
+    x_max = jnp.max(x, axis, where=where, initial=-np.inf, keepdims=True)
+    x_safe = x if where is None else jnp.where(where, x, -np.inf)
+    shifted = x_safe - lax.stop_gradient(x_max)
+    shifted_logsumexp = jnp.log(jnp.sum(jnp.exp(shifted), axis, where=where, keepdims=True))
+    result = shifted - shifted_logsumexp
+    if where is not None:
+        return jnp.where(where, result, -np.inf)
+    return result
+
+
+# JAX: jax/_src/ops/special.py logsumexp — differs: no complex inputs
+def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
+              where=None):
+    """log(sum(b * exp(a))) over `axis` (None: all), stable for large values: the finite max
+    is subtracted first (gradient-stopped); -inf entries are handled. With `return_sign`,
+    returns `(log|sum|, sign(sum))`; otherwise a negative sum gives NaN.
+    Raises ValueError for a repeated axis."""
+    if where is not None:
+        a = jnp.where(where, a, 0)
+    from minijax.numpy.util import promote_args_inexact
+    if b is not None:
+        a, b = jnp.broadcast_arrays(*promote_args_inexact("logsumexp", a, b))
+        a = jnp.where(b != 0, a, -np.inf)
+    else:
+        (a,) = promote_args_inexact("logsumexp", a)
+    if axis is None:
+        dims = tuple(range(a.ndim))
+    else:
+        axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+        dims = tuple(int(d) % a.ndim if a.ndim else int(d) for d in axes)
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"logsumexp: duplicate value in 'axis': {axis}")
+    amax = jnp.max(a, axis=dims, keepdims=keepdims, where=where, initial=-np.inf)
+    amax = lax.stop_gradient(lax.select(jnp.isfinite(amax), amax, lax.full_like(amax, 0)))
+    amax_with_dims = amax if keepdims else lax.expand_dims(amax, dims)
+    exp_a = lax.exp(lax.sub(a, amax_with_dims))
+    if b is not None:
+        exp_a = lax.mul(exp_a, b)
+    sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims, where=where)
+    sign = lax.sign(sumexp)
+    out = lax.add(lax.log(lax.abs(sumexp)), amax)
+    if return_sign:
+        return out, sign
+    if b is not None:
+        out = jnp.where(sign < 0, jnp.array(np.nan, dtype=out.dtype), out)
     return out
 
 

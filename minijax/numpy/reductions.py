@@ -61,7 +61,7 @@ def sum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None
         d = dtype
     out_ = lax.reduce_sum(_where_fill(lax.convert_element_type(a, d), where, 0), axes)
     if initial is not None:
-        out_ = lax.add(out_, lax.convert_element_type(initial, d))
+        out_ = lax.add(lax.convert_element_type(initial, d), out_)  # as JAX: op(initial, result)
     return _keepdims(out_, axes, keepdims)
 
 
@@ -92,7 +92,7 @@ def _extremum(name, lax_reduce, lax_op, fill):
                              "identity")
         out_ = lax_reduce(_where_fill(a, where, fill(dtype_of(a))), axes)
         if initial is not None:
-            out_ = lax_op(out_, lax.convert_element_type(initial, dtype_of(a)))
+            out_ = lax_op(lax.convert_element_type(initial, dtype_of(a)), out_)  # as JAX
         return _keepdims(out_, axes, keepdims)
     f.__name__ = name
     f.__doc__ = (f"The {name}imum over `axis` (None: all): `T[...]`, the reduced axes removed "
@@ -168,7 +168,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=Non
     a = _where_fill(lax.convert_element_type(a, d), where, 1)
     out_ = _tree_reduce(a, axes, lax.mul, 1)
     if initial is not None:
-        out_ = lax.mul(out_, lax.convert_element_type(initial, d))
+        out_ = lax.mul(lax.convert_element_type(initial, d), out_)  # as JAX
     return _keepdims(out_, axes, keepdims)
 
 

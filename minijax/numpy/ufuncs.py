@@ -470,10 +470,14 @@ bitwise_not = bitwise_invert = invert
 
 def isfinite(x):
     """True where x is neither inf nor NaN."""
+    # JAX: jax/_src/numpy/ufuncs.py isfinite — the is_finite primitive for real floats
     x = asarray(x)
-    if not dtypes.is_float(core.get_aval(x).dtype):
+    d = core.get_aval(x).dtype
+    if not dtypes.is_float(d):
         return lax.full_like(x, True, np.bool_)
-    return logical_and(lax.eq(x, x), lax.ne(lax.abs(x), _const(x, np.inf)))
+    if d.kind == "c":
+        return lax.bitwise_and(lax.is_finite(real(x)), lax.is_finite(imag(x)))
+    return lax.is_finite(x)
 
 
 def isnan(x):

@@ -20,52 +20,9 @@ def _const(x, value):
     return np.asarray(value, jnp.result_type(x))
 
 
-def _reduction_axes(a, axis) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(jnp.ndim(a)))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(sorted(ax % jnp.ndim(a) for ax in axes))
-
-
-# JAX: jax/_src/ops/special.py logsumexp
-def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = False,
-              where=None):
-    """`log(sum(b * exp(a), axis))`, computed without overflow (the max is subtracted first).
-
-    Args:
-      a: f32[...] (ints promote to float).
-      axis: None (all), an int or a tuple of ints.
-      b: optional scale factors broadcastable to `a`; where `b == 0` the term is dropped.
-      return_sign: also return `sign(sum)`; the result is then `log|sum|`.
-      where: bool mask broadcastable to `a`; masked-out entries are left out.
-    Returns: an array with the `axis` dimensions removed (kept as 1 with keepdims), or the
-    pair (result, sign). Without return_sign a negative sum gives NaN.
-    """
-    if where is not None:
-        a = jnp.where(where, a, 0)
-    if b is not None:
-        a, b = promote_args_inexact("logsumexp", a, b)
-        a = jnp.where(b != 0, a, -np.inf)
-    else:
-        (a,) = promote_args_inexact("logsumexp", a)
-    dims = _reduction_axes(a, axis)
-    masked = a if where is None else jnp.where(where, a, -np.inf)
-    amax = jnp.max(masked, axis=dims, keepdims=True)
-    amax = lax.stop_gradient(jnp.where(jnp.isfinite(amax), amax, jnp.zeros_like(amax)))
-    exp_a = jnp.exp(a - amax)
-    if b is not None:
-        exp_a = exp_a * b
-    if where is not None:
-        exp_a = jnp.where(where, exp_a, 0)
-    sumexp = jnp.sum(exp_a, axis=dims, keepdims=keepdims)
-    sign = jnp.sign(sumexp)
-    amax = amax if keepdims else jnp.squeeze(amax, dims)
-    out = jnp.log(jnp.abs(sumexp)) + amax
-    if return_sign:
-        return out, sign
-    if b is not None:
-        out = jnp.where(sign < 0, jnp.array(np.nan, out.dtype), out)
-    return out
+# JAX: jax/_src/ops/special.py logsumexp — one function for jax.nn and jax.scipy.special, as
+# in JAX: minijax/nn/__init__.py: logsumexp
+from minijax.nn import logsumexp  # noqa: E402,F401
 
 
 # JAX: jax/_src/scipy/special.py erf

@@ -749,8 +749,11 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
     if unroll is not None and unroll is not False and unroll != 1:
         raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
                          "statically known.")
-    lower = lax.convert_element_type(lower, dtype)
-    upper = lax.convert_element_type(upper, dtype)
+    # as JAX: a bound already of the loop's dtype is used as it is (no no-op conversion)
+    if lower_aval.dtype != dtype:
+        lower = lax.convert_element_type(lower, dtype)
+    if upper_aval.dtype != dtype:
+        upper = lax.convert_element_type(upper, dtype)
 
     def while_body(carry):
         i, hi, x = carry
