@@ -301,3 +301,13 @@ def test_second_order_through_jit(case):
     args = case.args(_rng(case.name))
     f, primals = _split(case, minijax, args)
     check_grads(minijax.jit(f), primals, order=2)
+
+
+
+@pytest.mark.parametrize("name", ["tanh", "sqrt", "log", "square", "rsqrt", "cos",
+                                  "exp", "sin", "logistic"])
+def test_grad_of_a_python_scalar_keeps_its_weak_type_like_jax(name):
+    """Rule constants follow a weakly typed operand (JAX: lax._const / _one), so
+    `grad(tanh)(2.0)` is weakly typed in both modules."""
+    got, want = (J.grad(getattr(J.lax, name))(2.0) for J in (minijax, jax))
+    assert (got.weak_type, got.dtype) == (want.weak_type, want.dtype)

@@ -2038,18 +2038,30 @@ mlir.register_lowering(pad_p, lambda ctx, x, pv, *, padding_config: mlir.hlo.pad
 # Constants
 # ---------------------------------------------------------------------------------------------
 
-def _const(example, val) -> np.ndarray:
-    """A 0-d numpy constant with the dtype of `example` (written inline as a literal)."""
-    return np.array(val, dtype=core.get_aval(example).dtype)
+_WEAK_SCALAR_TYPES = {"f": float, "c": complex, "i": int, "u": int, "b": bool}
+
+
+def _const(example, val):
+    """A 0-d constant with the dtype of `example` (written inline as a literal): a Python
+    scalar when `example` is weakly typed, so the rule's result stays weak, as in JAX."""
+    aval = core.get_aval(example)
+    scalar_type = _WEAK_SCALAR_TYPES.get(aval.dtype.kind) if aval.weak_type else None
+    if scalar_type is not None:
+        return scalar_type(val)
+    return np.array(val, dtype=aval.dtype)
 
 
 def full(shape: Sequence[int], fill_value, dtype=None):
     """An array of `shape` filled with `fill_value` (dtype: given, or that of the value)."""
-    shape = tuple(int(s) for s in shape)
     if dtype is None:
         dtype, weak = dtypes.dtype_and_weak(fill_value)
     else:
         weak = False
+    return _full(shape, fill_value, dtype, weak)
+
+
+def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
+    shape = tuple(int(s) for s in shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
@@ -2061,8 +2073,9 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 def full_like(x, fill_value, dtype=None, shape=None):
     """An array like `x` (its shape and dtype unless given) filled with `fill_value`."""
     aval = core.get_aval(x)
-    return full(aval.shape if shape is None else shape, fill_value,
-                aval.dtype if dtype is None else dtype)
+    # a weakly typed `x` gives a weakly typed result, unless a dtype is asked for (as JAX)
+    return _full(aval.shape if shape is None else shape, fill_value,
+                 aval.dtype if dtype is None else dtype, dtype is None and aval.weak_type)
 
 
 def zeros_like_array(x):
