@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import minijax
-from lax_numpy_test_util import A, A3, V, P, I, B, DUP, DUPI, SORTED, assert_same, check, jnp
+from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, V, P, I, B, DUP, DUPI,
+                                SORTED, assert_same, check, jnp)
 
 CASES = {
     "diagonal": lambda J: jnp(J).diagonal(A),
@@ -151,10 +152,7 @@ GRADS = {
 
 @pytest.mark.parametrize("name", sorted(GRADS))
 def test_grad_against_jax(name):
-    f, x = GRADS[name]
-    got = minijax.grad(lambda x: f(minijax, x))(x)
-    want = jax.grad(lambda x: f(jax, x))(x)
-    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-5)
+    check_grad(*GRADS[name])
 
 
 # under minijax.jit (traced input) and minijax.vmap (over a leading batch axis)
@@ -178,8 +176,4 @@ JIT_VMAP = {
 
 @pytest.mark.parametrize("name", sorted(JIT_VMAP))
 def test_jit_and_vmap(name):
-    f = JIT_VMAP[name]
-    x = A3[0].T[:3]
-    assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
-    xs = A3.transpose(0, 2, 1)[:, :3]
-    assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
+    check_jit_and_vmap(JIT_VMAP[name])

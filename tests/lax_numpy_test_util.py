@@ -75,3 +75,19 @@ def check_raises(program):
     assert want is not None, "JAX does not raise"
     assert got is not None, f"minijax does not raise (JAX: {type(want).__name__}: {want})"
     assert isinstance(got, type(want)), (type(got), type(want), got)
+
+
+def check_grad(f, x, rtol=1e-4, atol=1e-5):
+    """`grad` of the program `f(J, x)` under minijax against JAX's."""
+    got = minijax.grad(lambda x: f(minijax, x))(x)
+    want = jax.grad(lambda x: f(jax, x))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=rtol, atol=atol)
+
+
+def check_jit_and_vmap(f):
+    """The program `f(J, x)` under jit (a traced f32[4,3] input) and under vmap (over a
+    leading batch of 2), minijax against JAX."""
+    x = A3[0].T[:3]
+    assert_same(minijax.jit(lambda x: f(minijax, x))(x), jax.jit(lambda x: f(jax, x))(x))
+    xs = A3.transpose(0, 2, 1)[:, :3]
+    assert_same(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
