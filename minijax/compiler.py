@@ -117,20 +117,28 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
     return executable.execute_sharded(buffers).consume_with_handlers(handlers)
 
 
+# JAX: jax/_src/core.py ShapedArray — differs: borrowed only as jaxlib's buffer descriptor
+def _buffer_type(shape: tuple, dtype) -> Any:
+    """The type descriptor jaxlib's C++ buffer calls (`array_result_handler`,
+    `batched_device_put`) require for a buffer of `shape` and `dtype`: JAX's own ShapedArray,
+    the one class of JAX's borrowed in minijax, and only here. Device-buffer plumbing: nothing
+    of JAX's tracing or transformations runs."""
+    import jax
+    return jax.core.ShapedArray(shape, dtype)
+
+
 # JAX: jax/_src/array.py _array_global_result_handler — differs: one device, uncommitted
 def result_handlers(avals) -> list | None:
     """One C++ result handler per output aval (what JAX's dispatch uses), or None where an
     aval has no plain XLA type (float0), for which `execute` takes jaxlib's generic path.
 
     This is device-buffer plumbing, not tracing: jaxlib's handler wraps each output buffer as
-    a device array and only accepts JAX's own ShapedArray as the buffer's type descriptor, so
-    that one class is borrowed here. Nothing of JAX's tracing or transformations runs."""
-    import jax
+    a device array; its type descriptor comes from `_buffer_type`."""
     from jaxlib import _jax
     if any(a.dtype.names is not None for a in avals):  # float0 is a structured dtype
         return None
     sharding = _single_device_sharding()
-    return [_jax.array_result_handler(jax.core.ShapedArray(a.shape, a.dtype), sharding,
+    return [_jax.array_result_handler(_buffer_type(a.shape, a.dtype), sharding,
                                       committed=False, _skip_checks=True) for a in avals]
 
 
@@ -212,7 +220,7 @@ def device_put(value: np.ndarray):
     if value.dtype.names is not None:  # float0 (a structured dtype): JAX's own conversion
         return jax.device_put(value, default_device())
     from jaxlib import _jax
-    return _jax.batched_device_put(jax.core.ShapedArray(value.shape, value.dtype),
+    return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
                                    _single_device_sharding(), [value], [default_device()],
                                    False, enable_x64=True)
 
@@ -256,12 +264,11 @@ def device_put_sharded(value: np.ndarray, sharding) -> Any:
     """Cut `value` into the blocks `sharding` assigns to each device and put each block on
     its device; returns one global buffer (committed). Raises what
     `NamedSharding.check_compatible_aval` raises, before anything is placed."""
-    import jax
     from jaxlib import _jax
     index_map = sharding.devices_indices_map(value.shape)  # checks rank and divisibility
     devices = list(sharding._device_assignment)
     shards = [np.ascontiguousarray(value[index_map[d]]) for d in devices]
-    return _jax.batched_device_put(jax.core.ShapedArray(value.shape, value.dtype),
+    return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
                                    _buffer_sharding(sharding), shards, devices, True,
                                    enable_x64=True)
 
@@ -320,8 +327,7 @@ class ExecuteSharded(ExecuteReplicated):
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
-        import jax
-        self.handlers = [_jax.array_result_handler(jax.core.ShapedArray(a.shape, a.dtype),
+        self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,
                                                    _skip_checks=True)
                          for a, s in zip(out_avals, out_shardings)]
