@@ -49,6 +49,53 @@ def test_vector_add_with_a_partial_last_block():
     check("vector_add", x, y, ref=x + y, block=8)  # grid cdiv(20, 8) = 3, last block OOB
 
 
+def test_out_of_bounds_blocks_read_uninitialized_values_as_jax_does():
+    # the last block of a grid of cdiv(20, 8) = 3 reads 4 elements past the end: interpret
+    # mode pads with NaN (floats) or the smallest int, and drops writes past the end
+    def call(J, pl, x):
+        def copy_kernel(x_ref, o_ref, seen_ref):
+            o_ref[...] = x_ref[...] + 1
+            seen_ref[...] = x_ref[...]
+
+        blocks = pl.BlockSpec((8,), lambda i: (i,))
+        rows = pl.BlockSpec((None, 8), lambda i: (i, 0))
+        out = (J.ShapeDtypeStruct((20,), x.dtype), J.ShapeDtypeStruct((3, 8), x.dtype))
+        return pl.pallas_call(copy_kernel, out_shape=out, grid=(3,), in_specs=[blocks],
+                              out_specs=(blocks, rows), interpret=True)(x)
+
+    for x in (rand(20), np.arange(20, dtype=np.int32)):
+        for g, w in zip(call(minijax, mpl, x), call(jax, jpl, x)):
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def _control_flow_call(J, pl, x):
+    """Refs read and written inside scan and cond bodies of a kernel."""
+    jnp = J.numpy
+
+    def kernel(x_ref, o_ref):
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+        def body(c, i):
+            o_ref[pl.ds(i, 1)] = x_ref[pl.ds(i, 1)] + c
+            return c + 1.0, c * x_ref[i]
+
+        c, ys = J.lax.scan(body, 0.0, jnp.arange(8))
+        o_ref[0] = c + ys.sum()
+        J.lax.cond(x_ref[0] > 0, lambda: o_ref.__setitem__(slice(2, 8), o_ref[2:] * 3.0),
+                   lambda: o_ref.__setitem__(1, -7.0))
+
+    return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8,), np.float32),
+                          interpret=True)(x)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_refs_through_scan_and_cond_inside_a_kernel(sign):
+    x = np.abs(rand(8)) * sign
+    got = _control_flow_call(minijax, mpl, x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(_control_flow_call(jax, jpl, x)),
+                               rtol=1e-6)
+
+
 def test_masked_load_store():
     x, y = rand(20), rand(20)
     check("masked_add", x, y, ref=x + y, block=8)

@@ -31,7 +31,7 @@ _CHAPTER = "chapters/16-pallas.md"
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel language: program_id, num_programs, when, cdiv, load/store
+# The kernel language: program_id, num_programs, when, cdiv
 # ---------------------------------------------------------------------------------------------
 
 class _GridContext(threading.local):
@@ -114,27 +114,6 @@ def when(condition):
         lax.cond(condition, lambda: (f(), None)[1], lambda: None)
         return None
     return decorator
-
-
-# JAX: jax/_src/pallas/primitives.py load — differs: a get followed by a select, not a
-# masked-load primitive
-def load(x_ref, idx, *, mask=None, other=None):
-    """`x_ref[idx]`, with the positions where `mask` is False replaced by `other` (0 if
-    None)."""
-    from minijax import numpy as jnp
-    val = x_ref[idx]
-    if mask is None:
-        return val
-    return jnp.where(mask, val, jnp.zeros_like(val) if other is None else other)
-
-
-# JAX: jax/_src/pallas/primitives.py store — differs: a read, a select and a swap
-def store(x_ref, idx, val, *, mask=None) -> None:
-    """`x_ref[idx] = val`, leaving the positions where `mask` is False unchanged."""
-    from minijax import numpy as jnp
-    if mask is not None:
-        val = jnp.where(mask, val, x_ref[idx])
-    x_ref[idx] = val
 
 
 # ---------------------------------------------------------------------------------------------
