@@ -275,6 +275,10 @@ def test_a_ref_used_outside_its_kernel_is_an_error_naming_the_kernel():
     np.testing.assert_array_equal(np.asarray(out), x)
     with pytest.raises(minijax.UnexpectedTracerError, match="leaky_kernel"):
         leaked[0][...]
+    jpl.pallas_call(leaky_kernel, out_shape=jax.ShapeDtypeStruct((4,), np.float32),
+                    interpret=True)(x)
+    with pytest.raises(jax.errors.UnexpectedTracerError):  # JAX's error type is the same
+        leaked[1][...]
     with pytest.raises(ValueError, match="2 in_specs for 1 inputs"):
         spec = mpl.BlockSpec((4,), lambda: (0,))
         mpl.pallas_call(leaky_kernel, out_shape=minijax.ShapeDtypeStruct((4,), np.float32),
