@@ -14,7 +14,9 @@ module, compare/pallas_kernels.py, written against the `jax` and `pl` modules pa
 * a fused row softmax and a layer norm (one pass over a block of whole rows);
 * FlashAttention: a forward kernel using the online-softmax recurrence (never materialising
   the S x S score matrix) that also returns the log-sum-exp, and two backward kernels (dK/dV
-  and dQ) that recompute probabilities blockwise, joined by `custom_vjp`.
+  and dQ) that recompute probabilities blockwise, joined by `custom_vjp`;
+* the jvp of a kernel (both modules differentiate the kernel jaxpr), and `grad` failing in
+  linearization in both, which is why the backward kernels exist.
 
 Each result is compared with a plain `jnp` reference and with the other module's result; the
 report shows a kernel's jaxpr before and after state discharge, and interpret-mode timings.
@@ -153,6 +155,21 @@ def run(quick: bool = False) -> TopicResult:
     t_r = timed_ref(f"layer norm {r}x{c}", J.layer_norm_ref, (s, g, be))
     rows.append([f"layer norm {r}x{c}", t_j, t_m, t_r])
     slower.append((t_m, t_r))
+
+    # jvp: both modules differentiate the kernel jaxpr (a tangent ref beside each ref)
+    ts = rng.standard_normal((r, c)).astype(F32)
+    jvp_m = minijax.jvp(M.row_softmax, (s,), (ts,))
+    jvp_j = jax.jvp(J.row_softmax, (s,), (ts,))
+    jvp_r = jax.jvp(J.softmax_ref, (s,), (ts,))
+    res.check("jvp of the row softmax kernel: minijax vs jax", jvp_m[1], jvp_j[1], **TOL)
+    res.check("jvp of the row softmax kernel: minijax vs jvp of the reference", jvp_m[1],
+              jvp_r[1], **TOL)
+    grad_j, grad_j_msg = catch(lambda: jax.grad(lambda t: J.row_softmax(t).sum())(s))
+    grad_m, grad_m_msg = catch(lambda: minijax.grad(
+        lambda t: minijax.numpy.sum(M.row_softmax(t)))(s))
+    res.check_true("grad of a pallas_call fails in linearization in both (no transpose rule)",
+                   grad_j is not None and grad_m is not None
+                   and all("Linearization failed" in m for m in (grad_j_msg, grad_m_msg)))
 
     # ---------------------------------------------------------------- FlashAttention
     bh, seq, d = (2, 64, 16) if quick else (4, 256, 32)
