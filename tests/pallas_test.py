@@ -339,3 +339,12 @@ def test_program_id_inside_when_and_loop_bodies():
     jkernel = jax.make_jaxpr(functools.partial(call, jax, jpl))(x).jaxpr.eqns[0].params["jaxpr"]
     line = "= program_id[axis=0]"
     assert line in str(kernel) and line in str(jkernel)
+
+
+def test_jvp_and_vmap_of_a_kernel_compose():
+    s, t = rand(3, 8, 16), rand(3, 8, 16)
+    want = jax.vmap(lambda x, tx: jax.jvp(J.softmax_ref, (x,), (tx,))[1])(s, t)
+    got = minijax.vmap(lambda x, tx: minijax.jvp(M.row_softmax, (x,), (tx,))[1])(s, t)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+    got = minijax.jvp(minijax.vmap(M.row_softmax), (s,), (t,))[1]
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
