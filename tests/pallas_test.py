@@ -2,8 +2,10 @@
 
 The kernels of compare/pallas_kernels.py run under `jax.experimental.pallas` and
 `minijax.experimental.pallas` (both interpret=True); each result is checked against JAX's and
-against a jnp reference. Also: grids that do not divide the array, vmap (a new grid axis),
-aliasing, the kernel jaxpr before and after discharge, and the errors JAX raises. Mirrors
+against a jnp reference. Also: grids that do not divide the array (out-of-bounds blocks),
+refs through scan and cond inside kernels, vmap (a new grid axis), jvp (the kernel jaxpr
+differentiated) and grad's failure, aliasing, `pl.ANY` operands, the kernel jaxpr before and
+after discharge, and the errors JAX raises. Mirrors
 tests/pallas/pallas_test.py in JAX (interpret-mode parts). Small shapes: one compilation per
 kernel and module.
 """
@@ -348,3 +350,19 @@ def test_jvp_and_vmap_of_a_kernel_compose():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
     got = minijax.jvp(minijax.vmap(M.row_softmax), (s,), (t,))[1]
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_an_any_memory_space_operand_is_the_whole_array():
+    # pl.BlockSpec(memory_space=pl.ANY): the kernel sees the whole array at every grid point
+    # (on TPU it stays in HBM, for the kernel to copy by hand; interpret mode has one memory)
+    def call(J, pl, x):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[pl.ds(pl.program_id(0) * 4, 4)] + x_ref[0]
+
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8,), np.float32),
+                              grid=(2,), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                              out_specs=pl.BlockSpec((4,), lambda i: (i,)), interpret=True)(x)
+
+    x = rand(8)
+    np.testing.assert_allclose(np.asarray(call(minijax, mpl, x)), np.asarray(call(jax, jpl, x)))
+    np.testing.assert_allclose(np.asarray(call(minijax, mpl, x)), x + x[0], rtol=1e-6)
