@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import core
+from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
@@ -599,7 +600,6 @@ batching.primitive_batchers[pallas_call_p] = _pallas_call_batch_rule
 def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
                      out_block_mappings, scratch_avals, input_output_aliases, name,
                      vmapped_dims):
-    from minijax.ad_util import Zero
     if input_output_aliases:
         raise NotImplementedError(f"jvp of pallas_call ({name}) with input_output_aliases is "
                                   "not supported (nor in JAX)")
