@@ -111,8 +111,8 @@ def init_params(image_shape=(1, 28, 28), channels=CHANNELS, classes: int = 10, s
 
 
 def program(J, lr: float):
-    """The CNN for module `J`: a dict of the functions the comparison uses (the jitted step,
-    accuracy and loss in eval mode, and the plain `loss` for gradient checks)."""
+    """The CNN for module `J`: a dict of its functions, not jitted unless said: `step`,
+    `evaluate` (jitted: accuracy and loss in eval mode), `loss`, `predict`, `batch_norm`."""
     jnp = J.numpy
 
     def batch_norm(x, p, s, train):
@@ -156,7 +156,8 @@ def program(J, lr: float):
         return (jnp.mean(jnp.argmax(logits, -1) == y),
                 -jnp.mean(logp[jnp.arange(x.shape[0]), y]))
 
-    return {"step": step, "evaluate": J.jit(evaluate), "loss": loss, "batch_norm": batch_norm}
+    return {"step": step, "evaluate": J.jit(evaluate), "loss": loss, "predict": predict,
+            "batch_norm": batch_norm}
 
 
 # ---------------------------------------------------------------------------------------------
