@@ -53,3 +53,26 @@ def test_cifar10_loader_reads_the_python_pickle_batches(tmp_path):
     (tmp_path / "data_batch_3").unlink()
     with pytest.raises(FileNotFoundError, match="data_batch_3"):
         cnn_bn.load_cifar10(tmp_path)
+
+
+def test_ladder_attributes_hlo_ops_to_jax_primitives():
+    # compare/_ladder.py's HLO reading, on the optimized HLO of a real JAX executable: every
+    # instruction JAX stamped keeps its op_name; fusions take the first op_name inside them.
+    import jax
+    import jax.numpy as jnp
+
+    from compare import _ladder
+
+    def f(w, x):
+        return jnp.sum(jnp.tanh(x @ w) ** 2)
+    args = (np.ones((8, 4), np.float32), np.ones((2, 8), np.float32))
+    times, compiled = _ladder.stage_times(jax.jit(jax.grad(f)), *args)
+    assert times["trace_lower_ms"] > 0 and times["compile_ms"] > 0
+    names = _ladder.hlo_op_names(compiled.as_text())
+    kinds = {_ladder.op_kind(op, name) for op, name in names.items()}
+    assert "forward dot_general" in kinds, kinds
+    assert any(k.startswith("backward ") for k in kinds), kinds  # ops under transpose(...)
+    assert _ladder.op_kind("wrapped_iota.3", None) == "XLA iota"
+    assert _ladder.cost(compiled)["flops"] >= 2 * (2 * 2 * 8 * 4)  # x @ w and its transpose
+    entry = _ladder.module_entry(np.array([1.0, 0.5]), {"acc": np.float32(0.5)}, 1.25, x=1)
+    assert entry == {"losses": [1.0, 0.5], "eval": {"acc": 0.5}, "step_ms": 1.25, "x": 1}
