@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 
 import jax
-import jax.test_util
 import numpy as np
 
 import minijax
@@ -220,10 +219,12 @@ def train(data, *, epochs: int, batch: int, lr: float, seed: int = 0, quiet: boo
 # ---------------------------------------------------------------------------------------------
 
 def grad_checks(res: TopicResult) -> None:
-    """check_grads of a tiny model in each module, and minijax's gradient and Hessian-vector
-    product against JAX's. Order 1 on the whole train-mode loss; order 2 on conv -> batch norm
-    -> tanh, because relu and max pooling are piecewise linear: their second derivative is zero
-    between kinks and finite differences of the gradient jump across them."""
+    """minijax's check_grads (finite differences) on a tiny model, and its gradient and
+    Hessian-vector product against JAX's. Order 1 on the whole train-mode loss; order 2 on
+    conv -> batch norm -> tanh, because relu and max pooling are piecewise linear: their second
+    derivative is zero between kinks and finite differences of the gradient jump across them.
+    (JAX's own check_grads passes the same calls; op by op it takes ~10x longer, so the topic
+    leaves it out.)"""
     rng = np.random.RandomState(7)
     params0, stats0 = init_params((1, 8, 8), channels=(2, 3), classes=3, seed=3)
     x = rng.standard_normal((4, 1, 8, 8)).astype(np.float32)
@@ -243,15 +244,16 @@ def grad_checks(res: TopicResult) -> None:
             h, _ = prog["batch_norm"](h, p, stats0[0], True)
             return J.numpy.sum(J.numpy.tanh(h) * r)
 
-        for what, fun, args, order in (("the loss, order 1", f, (params0,), 1),
-                                       ("conv-batch norm-tanh, order 2", smooth, (block,), 2)):
-            try:
-                J.test_util.check_grads(fun, args, order=order, modes=("fwd", "rev"),
-                                        atol=2e-2, rtol=2e-2, eps=3e-3)
-                ok = True
-            except AssertionError:
-                ok = False
-            res.check_true(f"{name}: check_grads of {what}", ok)
+        if J is minijax:
+            for what, fun, args, order in (("the loss, order 1", f, (params0,), 1),
+                                           ("conv-batch norm-tanh, order 2", smooth, (block,), 2)):
+                try:
+                    minijax.test_util.check_grads(fun, args, order=order, modes=("fwd", "rev"),
+                                                  atol=2e-2, rtol=2e-2, eps=3e-3)
+                    ok = True
+                except AssertionError:
+                    ok = False
+                res.check_true(f"minijax: check_grads of {what}", ok)
         grads[name] = J.grad(f)(params0)
         hvps[name] = J.jvp(J.grad(smooth), (block,), (tangent["blocks"][0],))[1]
     res.check("gradients agree across modules (tiny model)", grads["minijax"], grads["jax"],
