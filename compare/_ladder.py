@@ -5,10 +5,12 @@ JAX, then profiles it the same way. What they share lives here, small on purpose
 
     progress(total, desc, quiet)           a tqdm bar (or None when tqdm is missing)
     step_times(calls, reps, warmup)        interleaved per-call wall times, ms, per module
+    medians(times)                         the median of each module's times
     stage_times(jitted, *args)             trace+lower and compile times, and the executable
     cost(compiled)                         XLA's flops / bytes accessed as a plain dict
     jax_trace(fn, args, folder, hlo_text)  a jax.profiler Perfetto trace of one call, summarised
-                                           per HLO op and per JAX primitive (hlo_op_names)
+                                           per HLO op and per JAX primitive and phase
+    hlo_op_names(hlo_text), op_kind(...)   HLO instruction -> the JAX op it came from
     plot_curves(curves, path, title)       one matplotlib plot, every module's curve on it
     module_entry(losses, eval, step_ms)    the JSON entry for one module
 
