@@ -198,6 +198,7 @@ class Primitive:
     pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
     pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
+    _eager_last: tuple | None = None  # minijax/dispatch.py: the last eager signature and rule
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -207,7 +208,10 @@ class Primitive:
 
     # JAX: jax/_src/core.py Primitive.bind — differs: no canonicalization of params
     def bind(self, *args, **params):
-        return trace_ctx.trace.process_primitive(self, args, params)
+        trace = trace_ctx.trace
+        if trace is eval_trace:  # EvalTrace.process_primitive, one frame fewer (eager hot path)
+            return apply_primitive(self, args, params)
+        return trace.process_primitive(self, args, params)
 
     def bind_with_trace(self, trace: "Trace", args, params: dict):
         return trace.process_primitive(self, args, params)
