@@ -42,6 +42,11 @@ def _one_to_one_binary(name, lax_fn, inexact=False, bool_fn=None):
     promote = promote_args_inexact if inexact else promote_args
 
     def f(x, y):
+        # the eager hot path: two Arrays of one aval (not bool) need no promotion
+        if type(x) is Array and type(y) is Array and x.aval is y.aval \
+                and (bool_fn is None or x.aval.dtype.kind != "b") \
+                and (not inexact or x.aval.dtype.kind == "f"):
+            return lax_fn(x, y)
         x, y = promote(name, x, y)
         if bool_fn is not None and type((x.aval if type(x) is Array else
                                          core.get_aval(x)).dtype) is np.dtypes.BoolDType:
