@@ -208,10 +208,7 @@ class Primitive:
 
     # JAX: jax/_src/core.py Primitive.bind — differs: no canonicalization of params
     def bind(self, *args, **params):
-        trace = trace_ctx.trace
-        if trace is eval_trace:  # EvalTrace.process_primitive, one frame fewer (eager hot path)
-            return apply_primitive(self, args, params)
-        return trace.process_primitive(self, args, params)
+        return trace_ctx.trace.process_primitive(self, args, params)
 
     def bind_with_trace(self, trace: "Trace", args, params: dict):
         return trace.process_primitive(self, args, params)
