@@ -167,8 +167,9 @@ def defvectorized(primitive: core.Primitive) -> None:
 
 # JAX: jax/_src/interpreters/batching.py defbroadcasting
 def defbroadcasting(primitive: core.Primitive) -> None:
-    """Elementwise n-ary primitives (operands of equal rank, or rank 0): move every batch axis
-    to the front and give unbatched operands a leading axis of size 1."""
+    """Elementwise n-ary primitives (operands of equal rank, or rank 0): bind as they are when
+    the batched operands agree on shape and batch axis, else move every batch axis to the
+    front and give unbatched operands a leading axis of size 1."""
     def rule(vals, dims, *, axis_size, **params):
         avals = [core.get_aval(v) for v in vals]
         # JAX: jax/_src/interpreters/batching.py broadcast_batcher — operands batched along
