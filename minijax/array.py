@@ -44,6 +44,11 @@ class Array:
         if sharding is not None:
             global sharded_arrays_made
             sharded_arrays_made = True
+            if aval.sharding is None:  # sharding in types: on an Explicit mesh, the aval says
+                from minijax.sharding import aval_sharding
+                s = aval_sharding(sharding, aval.ndim)
+                if s is not None:
+                    self.aval = aval.update(sharding=s)
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)

@@ -118,6 +118,9 @@ def nary_lowering(op_name: str) -> Callable:
         out = ctx.avals_out[0]
         args = [broadcast_to(a, av, av.update(shape=out.shape)) for a, av in
                 zip(args, ctx.avals_in)]
+        if out.sharding is not None:  # operands broadcast here get the result's layout
+            args = [a if av.shape == out.shape else _constrain(a, out)
+                    for a, av in zip(args, ctx.avals_in)]
         return getattr(hlo, op_name)(*args)
     rule.__name__ = f"_{op_name}_lowering"
     return rule
@@ -153,8 +156,23 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
         if not eqn.primitive.multiple_results:
             outs = [outs]
         for v, o in zip(eqn.outvars, outs):
+            if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
+                o = _constrain(o, v.aval)
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+# Primitives whose lowering already states their result's layout (no second constraint).
+_lays_out_itself: set = set()
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_with_sharding_in_types — differs: applied here,
+# once for every equation, instead of in each primitive's lowering rule
+def _constrain(x, aval: ShapedArray):
+    """Sharding in types: a result typed `f32[8@x,4]` is pinned to that layout with an
+    `sdy.sharding_constraint`, so the partitioner does what the types say."""
+    from jax.extend.mlir.dialects import sdy
+    return sdy.sharding_constraint(x, sharding_attr(aval.sharding, aval.ndim))
 
 
 @functools.cache
@@ -241,12 +259,15 @@ def sharding_attr(sharding, ndim: int):
     from jax.extend.mlir.dialects import sdy
     from minijax import sharding as msh
     mesh = sharding.mesh
-    if _sharding_state:
+    if _sharding_state:  # a concrete Mesh wins over the AbstractMesh of the same shape
         used = _sharding_state[-1]
-        if used and used[0] != mesh:
+        if used and used[0] != mesh and (type(used[0]) is type(mesh) or
+                                         used[0].abstract_mesh != mesh.abstract_mesh):
             raise ValueError(f"a jitted computation can use one mesh; got {used[0]} and {mesh}")
         if not used:
             used.append(mesh)
+        elif hasattr(mesh, "devices"):
+            used[0] = mesh
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
