@@ -25,6 +25,7 @@ TOPICS = [
     "control_flow",
     "placement",
     "sharding",
+    "multi_process",
     "shard_map",
     "callbacks",
     "offloading",

@@ -152,16 +152,21 @@ class Sharding:
     def num_devices(self) -> int:
         return len(self._device_assignment)
 
+    # JAX: jax/_src/sharding.py Sharding.addressable_devices — with several processes
+    # (jax.distributed), the devices of this one
     @property
     def addressable_devices(self) -> set:
-        return self.device_set
+        from minijax import compiler
+        me = compiler.backend().process_index()
+        return {d for d in self._device_assignment if d.process_index == me}
 
     @property
     def is_fully_addressable(self) -> bool:
-        return True  # one process: every device is ours
+        return len(self.addressable_devices) == len(self._device_assignment)
 
     def addressable_devices_indices_map(self, global_shape) -> dict:
-        return self.devices_indices_map(global_shape)
+        mine = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in mine}
 
     def shard_shape(self, global_shape) -> tuple:
         """The shape of each device's shard of an array of `global_shape`."""
