@@ -27,6 +27,7 @@ BUDGETS = {
     "config": 60,
     "core": 700,
     "custom_derivatives": 550,
+    "debug": 10,
     "dispatch": 160,
     "dtypes": 210,
     "errors": 12,
