@@ -245,16 +245,17 @@ class Primitive:
     def def_sharding_rule(self, rule: Callable) -> Callable:
         """Sharding in types (chapters/12-sharding.md): after the abstract eval, when an
         operand's aval carries a sharding or an `out_sharding`/`sharding` param is given,
-        the result carries `rule(*avals, **params)` (a sharding, or a list of them).
-        Register after `def_abstract_eval`."""
+        the result carries `rule(*avals, **params)` (a sharding, or a list of them), read
+        from `self.sharding_rule` at each call. Register after `def_abstract_eval`."""
         shape_rule = self.abstract_eval
+        self.sharding_rule = rule
 
         def abstract_eval(*avals, **params):
             out = shape_rule(*avals, **params)
             if (any(a.sharding is not None for a in avals)
                     or params.get("out_sharding") is not None
                     or params.get("sharding") is not None):
-                s = rule(*avals, **params)
+                s = self.sharding_rule(*avals, **params)
                 out = ([_with_sharding(o, x) for o, x in zip(out, s)]
                        if self.multiple_results else _with_sharding(out, s))
             return out

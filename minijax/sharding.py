@@ -649,7 +649,8 @@ def stacked(aval, n: int):
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/debugging.py visualize_sharding — differs: draws the uncoloured table (what JAX
-# prints when the output is not a colour terminal), never the coloured one
+# prints when the output is not a colour terminal), never the coloured one, as text even in
+# a notebook
 def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = False,
                        scale: float = 1.0, min_width: int = 9, max_width: int = 80) -> None:
     """Print the blocks of an array of `shape` (rank 1 or 2) laid out by `sharding` as a
@@ -695,7 +696,9 @@ def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = False,
             row.append(rich.padding.Padding(
                 rich.align.Align(text, "center", vertical="middle"), pad))
         table.add_row(*row)
-    rich.console.Console(width=max_width).print(table, end="\n\n")
+    # plain text in notebooks too (rich would render HTML there): what chapter 12 prints
+    rich.console.Console(width=max_width, force_jupyter=False, color_system=None).print(
+        table, end="\n\n")
 
 
 # JAX: jax/_src/debugging.py visualize_array_sharding
