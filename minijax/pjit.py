@@ -25,7 +25,7 @@ from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
-from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
 from minijax.util import safe_zip, split_list
 
@@ -852,9 +852,12 @@ def _reshard_batch_rule(vals, dims, *, axis_size, dst_sharding, concrete_mesh):
 
 def _reshard_lowering(ctx, x, *, dst_sharding, concrete_mesh):
     from jax.extend.mlir.dialects import sdy
+    if dst_sharding.mesh.are_all_axes_auto:  # nothing typed: the partitioner decides
+        return x
     s = dst_sharding if concrete_mesh is None else NamedSharding(concrete_mesh,
                                                                  dst_sharding.spec)
-    return sdy.sharding_constraint(x, mlir.sharding_attr(s, ctx.avals_in[0].ndim))
+    return sdy.sharding_constraint(x, mlir.sharding_attr(s, ctx.avals_in[0].ndim,
+                                                         open_auto=True))
 
 
 reshard_p = core.Primitive("reshard")
@@ -865,3 +868,87 @@ ad.deflinear(reshard_p, _reshard_transpose)
 batching.primitive_batchers[reshard_p] = _reshard_batch_rule
 mlir.register_lowering(reshard_p, _reshard_lowering)
 mlir._lays_out_itself.add(reshard_p)
+
+
+# ---------------------------------------------------------------------------------------------
+# auto_axes / explicit_axes: change axis types for part of a program
+# ---------------------------------------------------------------------------------------------
+
+def _retyped_mesh(axes, to, api: str):
+    from minijax import sharding as msh
+    outer = msh.get_concrete_mesh()
+    if outer is None:
+        raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
+                         f"into a mesh context when using `{api}` API.")
+    names = outer.axis_names if axes is None else (axes,) if isinstance(axes, str) else \
+        tuple(axes)
+    types = tuple(to if n in names else t for n, t in zip(outer.axis_names, outer.axis_types))
+    return outer, msh.Mesh(outer.devices, outer.axis_names, axis_types=types)
+
+
+def _spec_without(spec, mesh) -> PartitionSpec:
+    """`spec` naming only `mesh`'s Explicit axes (JAX: core.modify_spec_for_auto_manual)."""
+    from minijax import sharding as msh
+    keep = set(mesh.explicit_axes)
+    out = []
+    for p in spec:
+        axes = tuple(a for a in msh._axes_of(p) if a in keep)
+        out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*out)
+
+
+def _spec_of(x) -> PartitionSpec:
+    aval = core.get_aval(x)
+    return aval.sharding.spec if aval.sharding is not None else PartitionSpec(*[None] * aval.ndim)
+
+
+# JAX: jax/_src/pjit.py auto_axes
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """`f` run with mesh axes `axes` (default: all) turned Auto: the arguments lose those axes
+    from their types (resharded), `f` is traced with the partitioner choosing their layout,
+    and the results are resharded to `out_sharding` (given here or as a keyword argument of
+    the call: TypeError if neither). ValueError without a mesh in context (`set_mesh`)."""
+    if f is None:
+        return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        out_s = out_sharding
+        if out_s is None:
+            if "out_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'out_sharding'")
+            out_s = kwargs.pop("out_sharding")
+        from minijax import sharding as msh
+        outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
+        with msh.set_mesh(inner):
+            args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
+                _spec_of(a), inner))), args)
+            out = f(*args, **kwargs)
+        return reshard(out, out_s)
+    return wrapped
+
+
+# JAX: jax/_src/pjit.py explicit_axes
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """`f` run with mesh axes `axes` (default: all) turned Explicit: the arguments are
+    resharded to `in_sharding` (given here or as a keyword argument), so their types carry
+    those axes inside `f`; the results leave with the axes dropped from their types again.
+    ValueError without a mesh in context (`set_mesh`)."""
+    if f is None:
+        return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        in_s = in_sharding
+        if in_s is None:
+            if "in_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'in_sharding'")
+            in_s = kwargs.pop("in_sharding")
+        from minijax import sharding as msh
+        outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
+        with msh.set_mesh(inner):
+            args = reshard(args, in_s)
+            out = f(*args, **kwargs)
+        return tree_map(lambda o: reshard(o, NamedSharding(outer, _spec_without(
+            _spec_of(o), outer))), out)
+    return wrapped

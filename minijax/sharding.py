@@ -391,9 +391,13 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
         if out is None:
             out = np.empty(shape, b.dtype)
         want = out[idx].shape
-        if b.shape != want:
-            raise ValueError(f"make_array_from_callback: the callback returned shape {b.shape} "
-                             f"for index {idx}, expected {want}")
+        if b.shape != want:  # JAX's message, the array's type included
+            from minijax import dtypes
+            aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
+                                    sharding=aval_sharding(sharding, len(shape)))
+            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                             f"array shape {b.shape}. Shape of Array is {aval} with sharding "
+                             f"{sharding}")
         out[idx] = b
     aval = core.ShapedArray(shape, out.dtype)
     if isinstance(sharding, SingleDeviceSharding):
@@ -707,3 +711,15 @@ def visualize_array_sharding(arr, **kwargs) -> None:
     rank-1 picture for a scalar, as JAX draws it)."""
     shape = arr.shape if arr.ndim else (1,)
     visualize_sharding(shape, arr.sharding, **kwargs)
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """See `minijax/pjit.py: auto_axes`."""
+    from minijax import pjit
+    return pjit.auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """See `minijax/pjit.py: explicit_axes`."""
+    from minijax import pjit
+    return pjit.explicit_axes(f, axes=axes, in_sharding=in_sharding)

@@ -193,6 +193,9 @@ def check_device_put_errors():
     try:
         ms = both(jm, mm, "x")[1]
         _error_of(lambda: minijax.device_put([np.ones(8), np.ones(6)], ms))
+        with minijax.set_mesh(mm):  # reshard, eagerly: the same all-or-nothing
+            e = _error_of(lambda: minijax.sharding.reshard([np.ones(8), np.ones(6)], M_SH.P("x")))
+        assert isinstance(e, ValueError) and "P('x',)" in str(e), e
     finally:
         compiler.device_put_sharded = real
     assert placed == [], placed
@@ -207,9 +210,10 @@ def check_make_array_from_callback():
         jx = jax.make_array_from_callback(x.shape, js, lambda i: x[i])
         assert shards_of(mx) == shards_of(jx) and mx.sharding == ms
         np.testing.assert_array_equal(np.asarray(mx), x)
-    ms = both(jm, mm, "x")[1]
-    e = _error_of(lambda: minijax.make_array_from_callback(x.shape, ms, lambda i: x))
-    assert isinstance(e, ValueError) and "shape" in str(e)
+    js, ms = both(jm, mm, "x")
+    je = _error_of(lambda: jax.make_array_from_callback(x.shape, js, lambda i: x))
+    me = _error_of(lambda: minijax.make_array_from_callback(x.shape, ms, lambda i: x))
+    assert type(me) is type(je) is ValueError and str(me) == str(je), (me, je)
 
 
 def _normalize(text: str) -> str:
@@ -594,6 +598,39 @@ def check_reshard_grad_vmap_eager():
     mv = minijax.jit(minijax.vmap(lambda r: minijax.numpy.sin(r).sum()))(mi["xy"])
     np.testing.assert_allclose(np.asarray(mv), np.asarray(jv), rtol=1e-6)
     assert str(mv.sharding.spec) == str(jv.sharding.spec)
+
+
+def check_auto_and_explicit_axes():
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    w = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+
+    def programs(J):
+        SH = J.sharding
+        return [lambda a, b: SH.auto_axes(lambda a, b: a @ b, out_sharding=J.P("x"))(a, b),
+                lambda a, b: SH.auto_axes(lambda t: (t * 2).sum(0), axes="x",
+                                          out_sharding=J.P("y"))(a)]
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        jargs = (jax.device_put(x, jax.P("x", "y")), jax.device_put(w, jax.P("y")))
+        margs = (minijax.device_put(x, minijax.P("x", "y")), minijax.device_put(w, minijax.P("y")))
+        for jf, mf in zip(programs(jax), programs(minijax)):
+            assert str(minijax.make_jaxpr(mf)(*margs)) == str(jax.make_jaxpr(jf)(*jargs))
+            jo, mo = jax.jit(jf)(*jargs), minijax.jit(mf)(*margs)
+            np.testing.assert_allclose(np.asarray(mo), np.asarray(jo), rtol=1e-5)
+            assert str(mo.sharding.spec) == str(jo.sharding.spec)
+        e = _error_of(lambda: minijax.sharding.auto_axes(lambda t: t)(margs[0]))
+        assert type(e) is TypeError and "out_sharding" in str(e)
+    jm, mm = meshes("auto")
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        jx, mx = jax.device_put(x, jax.P("x", "y")), minijax.device_put(x, minijax.P("x", "y"))
+        jf = jax.sharding.explicit_axes(lambda t: t * 2, in_sharding=jax.P("x"))
+        mf = minijax.sharding.explicit_axes(lambda t: t * 2, in_sharding=minijax.P("x"))
+        assert str(minijax.make_jaxpr(mf)(mx)) == str(jax.make_jaxpr(jf)(jx))
+        jo, mo = jax.jit(jf)(jx), minijax.jit(mf)(mx)
+        np.testing.assert_allclose(np.asarray(mo), x * 2)
+        assert str(mo.sharding.spec) == str(jo.sharding.spec)
+    e = _error_of(lambda: minijax.sharding.explicit_axes(lambda t: t, in_sharding=minijax.P())(x))
+    assert type(e) is ValueError and "Context mesh cannot be empty" in str(e)
 
 
 def check_visualize_array_sharding():

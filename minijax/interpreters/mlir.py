@@ -172,7 +172,7 @@ def _constrain(x, aval: ShapedArray):
     """Sharding in types: a result typed `f32[8@x,4]` is pinned to that layout with an
     `sdy.sharding_constraint`, so the partitioner does what the types say."""
     from jax.extend.mlir.dialects import sdy
-    return sdy.sharding_constraint(x, sharding_attr(aval.sharding, aval.ndim))
+    return sdy.sharding_constraint(x, sharding_attr(aval.sharding, aval.ndim, open_auto=True))
 
 
 @functools.cache
@@ -252,30 +252,40 @@ _sharding_state: list[list] = []
 
 
 # JAX: jax/_src/named_sharding.py NamedSharding._to_sdy_sharding
-def sharding_attr(sharding, ndim: int):
+def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     """`#sdy.sharding<@mesh, [{"x"}, {}, ...]>` for a NamedSharding of a rank-`ndim` value:
     per dimension the mesh axes it is split over, major to minor ({} = not split, {?} =
-    left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module."""
+    left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module.
+    `open_auto` (sharding in types, on a mesh with Auto axes): every dimension is left open to
+    further splitting over the Auto axes (`{?}`, `{"y", ?}`), as JAX's types say nothing of them."""
     from jax.extend.mlir.dialects import sdy
     from minijax import sharding as msh
     mesh = sharding.mesh
-    if _sharding_state:  # a concrete Mesh wins over the AbstractMesh of the same shape
-        used = _sharding_state[-1]
-        if used and used[0] != mesh and (type(used[0]) is type(mesh) or
-                                         used[0].abstract_mesh != mesh.abstract_mesh):
+    if _sharding_state:  # one mesh per module: same names and sizes (axis types may differ,
+        used = _sharding_state[-1]  # as under auto_axes), same devices if both are concrete
+        if used and not _same_mesh(used[0], mesh):
             raise ValueError(f"a jitted computation can use one mesh; got {used[0]} and {mesh}")
         if not used:
             used.append(mesh)
-        elif hasattr(mesh, "devices"):
-            used[0] = mesh
+        elif hasattr(mesh, "devices") and not hasattr(used[0], "devices"):
+            used[0] = mesh  # the devices to compile for
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
         if isinstance(p, msh._Unconstrained):
             dims.append("{?}")
         else:
-            dims.append("{" + ", ".join(f'"{a}"' for a in msh._axes_of(p)) + "}")
+            axes = [f'"{a}"' for a in msh._axes_of(p)]
+            if open_auto and mesh.auto_axes:
+                axes.append("?")
+            dims.append("{" + ", ".join(axes) + "}")
     return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]>")
+
+
+def _same_mesh(a, b) -> bool:
+    if a.shape_tuple != b.shape_tuple:
+        return False
+    return not (hasattr(a, "devices") and hasattr(b, "devices")) or a.devices_flat == b.devices_flat
 
 
 def _add_mesh(module, mesh) -> None:
