@@ -162,6 +162,8 @@ def run(quick: bool = False) -> TopicResult:
         res.check_true(f"{spec}: minijax puts the same blocks on the same devices as JAX",
                        shard_layout(marr) == shard_layout(arr)
                        and str(marr.sharding.spec) == str(arr.sharding.spec))
+        res.check_true(f"{spec}: minijax's type equals JAX's ({jax.typeof(arr)})",
+                       str(minijax.typeof(marr)) == str(jax.typeof(arr)))
         per_dev = {s.device.id: s.data.nbytes for s in arr.addressable_shards}
         distinct = len({tuple((sl.start, sl.stop) for sl in s.index)
                         for s in arr.addressable_shards})
@@ -185,7 +187,7 @@ def run(quick: bool = False) -> TopicResult:
                  "bytes on all devices", "copies of each shard"], rows)
         + "\n\nThe per-device numbers come straight from `arr.addressable_shards[i].data.nbytes`."
         " minijax's `device_put(x, NamedSharding(mesh, spec))` cuts the same blocks and puts them"
-        " on the same devices (checked shard by shard); the type column is JAX's only."
+        " on the same devices (checked shard by shard) and gives them the same types."
         " Splitting over both axes (`P('data','model')` or the flattened `P(('data','model'))`)"
         " leaves each device 1/8 of the data; `P()` keeps eight full copies. Who holds what:\n\n"
         + code("\n\n".join(pictures))
@@ -229,9 +231,8 @@ def run(quick: bool = False) -> TopicResult:
         + table(["mode", "result type (JAX)", "JAX result spec", "JAX collectives",
                  "minijax result spec", "minijax collectives"], jit_rows)
         + "\n\nminijax lowers the same call to Shardy: an `sdy.mesh`, `sdy.sharding` attributes "
-        "on `main`'s arguments and results, compiled with `num_partitions = 8` (minijax treats "
-        "Explicit axes like Auto ones when compiling; the layouts asked for here are the same)."
-        " Its module, next to JAX's:\n\n" + code(minijax_text) + "\n\n" + code(jax_text)
+        "on `main`'s arguments and results, compiled with `num_partitions = 8`. Its module "
+        "(the Auto row), next to JAX's:\n\n" + code(minijax_text) + "\n\n" + code(jax_text)
     )
 
     # ---------------------------------------------------------------- the MLP, three ways

@@ -20,7 +20,7 @@ _BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it
 
 
 # JAX: jax/_src/array.py ArrayImpl — differs: numpy-backed when eager; the sharding is a
-# minijax object kept beside the buffer (JAX's aval carries it in explicit mode)
+# minijax object kept beside the buffer (the aval carries its Explicit part, as in JAX)
 class Array:
     """A concrete value with an aval. Attributes: `shape`, `dtype` (numpy dtype), `ndim`, `size`,
     `weak_type`, `sharding`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those

@@ -5,6 +5,11 @@ A `Sharding` maps each device to the slice of the global array it holds
 "x" and keeps dimension 1 whole; devices along the other mesh axes hold copies (replicas).
 `SingleDeviceSharding(d)` puts the whole array on one device.
 
+Sharding in types: on a mesh with Explicit axes an aval carries its layout (`f32[8@x,4]`,
+`aval_sharding`), and the rules below (elementwise, dot_general, reshape, slicing, ...) compute
+each result's, registered per primitive with `Primitive.def_sharding_rule` (minijax/core.py).
+`visualize_sharding` draws the blocks of an array on its devices.
+
 Mirrors jax/_src/sharding.py (Sharding), jax/_src/named_sharding.py (NamedSharding),
 jax/_src/sharding_impls.py (SingleDeviceSharding) and jax/_src/partition_spec.py
 (PartitionSpec). Taught in chapters/12-sharding.md.
