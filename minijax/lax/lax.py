@@ -2130,7 +2130,18 @@ def _const(example, val):
     scalar_type = _WEAK_SCALAR_TYPES.get(aval.dtype.kind) if aval.weak_type else None
     if scalar_type is not None:
         return scalar_type(val)
+    if aval.sharding is not None and core.trace_ctx.trace is not core.eval_trace:
+        return _replicated_scalar(np.array(val, dtype=aval.dtype), aval.sharding.mesh)
     return np.array(val, dtype=aval.dtype)
+
+
+# JAX: jax/_src/lax/lax.py full_like (its sharding=) — a scalar typed on the operand's mesh
+def _replicated_scalar(val, mesh):
+    """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
+    that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
+    from minijax.pjit import reshard_p  # the primitive lives next to with_sharding_constraint
+    return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
+                          concrete_mesh=None)
 
 
 def full(shape: Sequence[int], fill_value, dtype=None):
