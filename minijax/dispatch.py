@@ -95,7 +95,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     out = run(args)
     if key is not None and 0 < n <= 2 and hasattr(run, "fast"):
         # remember this signature for the hot path above (after a first successful call:
-        # the result's shape is checked)
+        # the result's shape is checked; one result, not laid out on a mesh: `run.fast`)
         prim._eager_last = (avals[0], avals[1] if n == 2 else None, dict(params),
                             config.jax_enable_x64, *run.fast)
     return out
