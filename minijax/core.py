@@ -25,30 +25,35 @@ from minijax.util import safe_zip
 # Abstract values
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
+# JAX: jax/_src/core.py ShapedArray — differs: no sharding or memory space
 class ShapedArray:
     """What is known about a value at trace time: its shape, dtype and weak_type.
 
     `weak_type=True` marks values that come from Python scalars: they take the dtype of the
     other operand in arithmetic (see minijax/dtypes.py).
+    `vma` (varying manual axes): inside `shard_map`, the mesh axes along which the value may
+    differ from device to device; printed `f32[2]{V:x}` (minijax/shard_map.py). Empty outside.
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "vma", "_hash")
     array_abstraction_level = 1
 
-    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
+                 vma: frozenset = frozenset()) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        self.vma = vma
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
-    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+    def update(self, shape=None, dtype=None, weak_type=None, vma=None) -> "ShapedArray":
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type)
+                           self.weak_type if weak_type is None else weak_type,
+                           self.vma if vma is None else vma)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -57,20 +62,23 @@ class ShapedArray:
     def to_tangent_aval(self) -> "ShapedArray":
         if dtypes.is_float(self.dtype):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False)
+        return ShapedArray(self.shape, dtypes.float0, False, self.vma)
 
     def str_short(self) -> str:
-        return f"{dtypes.short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        return (f"{dtypes.short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+                f"{_vma_str(self.vma)}")
 
     def __eq__(self, other) -> bool:
         return self is other or (
             type(other) is ShapedArray and self.shape == other.shape
-            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+            and self.dtype == other.dtype and self.weak_type == other.weak_type
+            and self.vma == other.vma)
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+            key = (self.shape, self.dtype, self.weak_type)
+            h = self._hash = hash((*key, self.vma) if self.vma else key)
         return h
 
     def __repr__(self) -> str:
@@ -80,7 +88,53 @@ class ShapedArray:
     # `jax.typeof(x)` and tracer reprs print it
     def __str__(self) -> str:
         name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
-        return f"{'~' if self.weak_type else ''}{name}[{','.join(map(str, self.shape))}]"
+        return (f"{'~' if self.weak_type else ''}{name}[{','.join(map(str, self.shape))}]"
+                f"{_vma_str(self.vma)}")
+
+
+# JAX: jax/_src/core.py ShapedArray._vma_str — `{V:x}`, `{V:(x,y)}`; nothing when empty
+def _vma_str(vma: frozenset) -> str:
+    if not vma:
+        return ""
+    names = sorted(vma)
+    return "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Named axes in scope (bound by shard_map and vmap(axis_name=...))
+# ---------------------------------------------------------------------------------------------
+
+class _AxisEnv(threading.local):
+    sizes: dict = {}  # axis name -> size, innermost binding last
+
+
+axis_env = _AxisEnv()
+# Primitives whose abstract evaluation computes the output vma itself (collectives,
+# shard_map, jit); every other primitive's outputs vary along the union of its inputs' vma.
+vma_primitives: set = set()
+
+
+# JAX: jax/_src/core.py extend_axis_env_nd
+@contextlib.contextmanager
+def extend_axis_env_nd(pairs):
+    """Bind the named axes `pairs` ((name, size), ...) for the duration of the block."""
+    prev = axis_env.sizes
+    axis_env.sizes = {**prev, **dict(pairs)}
+    try:
+        yield
+    finally:
+        axis_env.sizes = prev
+
+
+# JAX: jax/_src/core.py get_axis_env().axis_size — NameError as JAX words it
+def axis_size(name) -> int:
+    """The size of the bound named axis `name`; NameError if no shard_map or vmap binds it."""
+    try:
+        return axis_env.sizes[name]
+    except (KeyError, TypeError):
+        raise NameError(f"unbound axis name: {name}. The following axis names (e.g. defined "
+                        f"by pmap) are available to collective operations: "
+                        f"{list(axis_env.sizes)}") from None
 
 
 def typematch(a: ShapedArray, b: ShapedArray) -> bool:
