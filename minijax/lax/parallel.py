@@ -77,7 +77,7 @@ def _group_ids(mesh, axes: tuple) -> np.ndarray:
 
 
 def _replica_groups(name: str, axes: tuple):
-    groups = _group_ids(_mesh(name), axes).astype(np.int64)
+    groups = np.ascontiguousarray(_group_ids(_mesh(name), axes), np.int64)
     return mlir.ir.DenseIntElementsAttr.get(groups)
 
 
@@ -279,12 +279,13 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
                              f"rank {nd}")
         v = _vary(v, axes)
         return all_gather_p.bind(v, all_gather_dimension=ax, axis_name=axes,
-                                 axis_size=_size(axes), tiled=bool(tiled))
+                                 tiled=bool(tiled))
     return tree_map(bind, x)
 
 
-def _all_gather_abstract_eval(aval, *, all_gather_dimension, axis_name, axis_size, tiled):
+def _all_gather_abstract_eval(aval, *, all_gather_dimension, axis_name, tiled):
     _check_varying("all_gather", aval, axis_name)
+    axis_size = _size(axis_name)
     shape = list(aval.shape)
     if tiled:
         shape[all_gather_dimension] *= axis_size
@@ -293,11 +294,11 @@ def _all_gather_abstract_eval(aval, *, all_gather_dimension, axis_name, axis_siz
     return aval.update(shape=tuple(shape))
 
 
-def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, axis_size, tiled):
+def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, tiled):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
     return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
-                                  axis_name=axis_name, axis_size=axis_size, tiled=tiled)]
+                                  axis_name=axis_name, tiled=tiled)]
 
 
 def _all_gather_batch_rule(vals, dims, *, axis_size, all_gather_dimension, **params):
@@ -320,7 +321,7 @@ def _all_gather_vmap_axis_rule(vname, vsize, vals, dims, *, prim, all_gather_dim
     return x, not_mapped
 
 
-def _all_gather_lowering(ctx_, x, *, all_gather_dimension, axis_name, axis_size, tiled):
+def _all_gather_lowering(ctx_, x, *, all_gather_dimension, axis_name, tiled):
     aval_in, aval_out = ctx_.avals_in[0], ctx_.avals_out[0]
     if not tiled:  # gather along a new axis of size 1
         shape = list(aval_in.shape)
@@ -364,12 +365,13 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
                              f"{aval.str_short()} must have a size {want} (the size of axes "
                              f"{axes})")
         return reduce_scatter_p.bind(_vary(v, axes), scatter_dimension=d, axis_name=axes,
-                                     axis_size=n, tiled=bool(tiled))
+                                     tiled=bool(tiled))
     return tree_map(bind, x)
 
 
-def _reduce_scatter_abstract_eval(aval, *, scatter_dimension, axis_name, axis_size, tiled):
+def _reduce_scatter_abstract_eval(aval, *, scatter_dimension, axis_name, tiled):
     _check_varying("psum_scatter", aval, axis_name)
+    axis_size = _size(axis_name)
     shape = list(aval.shape)
     if tiled:
         shape[scatter_dimension] //= axis_size
@@ -378,11 +380,11 @@ def _reduce_scatter_abstract_eval(aval, *, scatter_dimension, axis_name, axis_si
     return aval.update(shape=tuple(shape))
 
 
-def _reduce_scatter_transpose(ct, x, *, scatter_dimension, axis_name, axis_size, tiled):
+def _reduce_scatter_transpose(ct, x, *, scatter_dimension, axis_name, tiled):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
     return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension, axis_name=axis_name,
-                              axis_size=axis_size, tiled=tiled)]
+                              tiled=tiled)]
 
 
 def _reduce_scatter_batch_rule(vals, dims, *, axis_size, scatter_dimension, **params):
@@ -405,8 +407,9 @@ def _reduce_scatter_vmap_axis_rule(vname, vsize, vals, dims, *, prim,
     return batching.moveaxis(s, scatter_dimension, 0), 0
 
 
-def _reduce_scatter_lowering(ctx_, x, *, scatter_dimension, axis_name, axis_size, tiled):
+def _reduce_scatter_lowering(ctx_, x, *, scatter_dimension, axis_name, tiled):
     aval_in, aval_out = ctx_.avals_in[0], ctx_.avals_out[0]
+    axis_size = math.prod(_mesh("psum_scatter").shape[a] for a in axis_name)
     shape = list(aval_in.shape)
     shape[scatter_dimension] //= axis_size
     tiled_aval = aval_in.update(shape=tuple(shape))
@@ -577,7 +580,8 @@ def _all_to_all_vmap_axis_rule(vname, vsize, vals, dims, *, prim, split_axis,
 
 def _all_to_all_lowering(ctx_, x, *, axis_name, split_axis, concat_axis, tiled):
     axes = _names(axis_name)
-    op = mlir.hlo.AllToAllOp([x], split_axis, concat_axis, _size(axes),
+    n = math.prod(_mesh("all_to_all").shape[a] for a in axes)
+    op = mlir.hlo.AllToAllOp([x], split_axis, concat_axis, n,
                              _replica_groups("all_to_all", axes), channel_handle=_channel(),
                              results=[mlir.aval_to_ir_type(ctx_.avals_out[0])])
     return op.results[0]
