@@ -92,7 +92,7 @@ class ShapedArray:
                 f"{_vma_str(self.vma)}")
 
 
-# JAX: jax/_src/core.py ShapedArray._vma_str — `{V:x}`, `{V:(x,y)}`; nothing when empty
+# JAX: jax/_src/core.py _vma_ur_str — `{V:x}`, `{V:(x,y)}`; nothing when empty
 def _vma_str(vma: frozenset) -> str:
     if not vma:
         return ""

@@ -105,7 +105,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         outs = shard_map_p.bind(
             *consts, *leaves, jaxpr=jaxpr, mesh=mesh,
             in_specs=(PartitionSpec(),) * len(consts) + tuple(specs),
-            out_specs=tuple(o_specs), check_vma=check_vma, manual_axes=manual)
+            out_specs=tuple(o_specs), check_vma=check_vma, newly_manual_axes=manual)
         return tree_unflatten(out_tree, outs)
 
     def _trace(leaves, in_tree, specs, avals):
@@ -286,10 +286,10 @@ def _bind(args, consts, *, jaxpr, in_specs, **params) -> list:
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/shard_map.py _shard_map_impl — differs: always compiled (as one jit call)
-def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, manual_axes):
+def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_manual_axes):
     from minijax import pjit
     params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
-                  check_vma=check_vma, manual_axes=manual_axes)
+                  check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     avals = tuple(core.get_aval(x).strip_weak_type() for x in args)
     key = (id(jaxpr), *params.values(), avals)
     hit = _eager_cache.get(key)
@@ -308,25 +308,25 @@ _eager_cache: dict = {}
 
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
-                             manual_axes):
+                             newly_manual_axes):
     return [_global_aval(v.aval, s, mesh) for v, s in safe_zip(jaxpr.outvars, out_specs)]
 
 
 # JAX: jax/_src/shard_map.py _shard_map_jvp
 def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check_vma,
-                   manual_axes):
+                   newly_manual_axes):
     nonzeros = [type(t) is not ad.Zero for t in tangents]
-    with _body_context(mesh, manual_axes, check_vma):
+    with _body_context(mesh, newly_manual_axes, check_vma):
         jvp_closed, out_nz = ad.jvp_jaxpr(ClosedJaxpr(jaxpr, []), nonzeros, instantiate=False)
     t_specs = [s for s, nz in safe_zip(in_specs, nonzeros) if nz]
     o_specs = list(out_specs) + [s for s, nz in safe_zip(out_specs, out_nz) if nz]
     body, consts = _trace_body(functools.partial(core.eval_jaxpr, jvp_closed.jaxpr,
                                                  jvp_closed.consts),
-                               jvp_closed.in_avals, o_specs, mesh, manual_axes, check_vma)
+                               jvp_closed.in_avals, o_specs, mesh, newly_manual_axes, check_vma)
     nz_tangents = [t for t in tangents if type(t) is not ad.Zero]
     outs = _bind([*primals, *nz_tangents], consts, jaxpr=body, mesh=mesh,
                  in_specs=[*in_specs, *t_specs], out_specs=tuple(o_specs),
-                 check_vma=check_vma, manual_axes=manual_axes)
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     primals_out, nz_out = split_list(outs, [len(out_specs)])
     it = iter(nz_out)
     return primals_out, [next(it) if nz else ad.Zero(p.aval.to_tangent_aval())
@@ -342,10 +342,10 @@ def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool) -> PartitionS
 
 # JAX: jax/_src/shard_map.py _shard_map_partial_eval (with _promote_scalar_residuals)
 def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, check_vma,
-                            manual_axes):
+                            newly_manual_axes):
     from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
-    with _body_context(mesh, manual_axes, check_vma):
+    with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
                                                                  unknowns)
     n_known_out = len(jk.out_avals) - num_res
@@ -359,9 +359,9 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
         return outs[:n_known_out] + [lax.reshape(r, (1,)) if not a.shape else r
                                      for r, a in zip(outs[n_known_out:], res_avals)]
     kbody, kconsts = _trace_body(known_body, jk.in_avals, ko_specs + res_specs, mesh,
-                                 manual_axes, check_vma)
+                                 newly_manual_axes, check_vma)
     known_in = [t for t, u in safe_zip(tracers, unknowns) if not u]
-    params = dict(mesh=mesh, check_vma=check_vma, manual_axes=manual_axes)
+    params = dict(mesh=mesh, check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     outs = _bind(known_in, kconsts, jaxpr=kbody, in_specs=known_specs,
                  out_specs=tuple(ko_specs + res_specs), **params)
     known_out, residuals = split_list(outs, [n_known_out])
@@ -375,7 +375,7 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     res_local = [_local_aval(core.get_aval(r), s, mesh, check_vma)
                  for r, s in safe_zip(residuals, res_specs)]
     ubody, uconsts = _trace_body(unknown_body, res_local + ju.in_avals[num_res:], uo_specs,
-                                 mesh, manual_axes, check_vma)
+                                 mesh, newly_manual_axes, check_vma)
     unknown_in = [t for t, u in safe_zip(tracers, unknowns) if u]
     uparams = dict(params, jaxpr=ubody, in_specs=(PartitionSpec(),) * len(uconsts) +
                    tuple(res_specs + u_specs), out_specs=tuple(uo_specs))
@@ -387,7 +387,7 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
 
 # JAX: jax/_src/shard_map.py _shard_map_transpose
 def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
-                         manual_axes):
+                         newly_manual_axes):
     undefined = [ad.is_undefined_primal(x) for x in args]
     nz_cts = [type(c) is not ad.Zero for c in cts]
     res = [x for x, u in safe_zip(args, undefined) if not u]
@@ -406,21 +406,21 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
         return [ad.instantiate_zeros(ct) for ct, u in safe_zip(outs, undefined) if u]
     local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
              [v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz])
-    tbody, consts = _trace_body(body, local, lin_specs, mesh, manual_axes, check_vma)
+    tbody, consts = _trace_body(body, local, lin_specs, mesh, newly_manual_axes, check_vma)
     outs = _bind([*res, *[c for c in cts if type(c) is not ad.Zero]], consts, jaxpr=tbody,
                  mesh=mesh, in_specs=res_specs + ct_specs, out_specs=tuple(lin_specs),
-                 check_vma=check_vma, manual_axes=manual_axes)
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     it = iter(outs)
     return [next(it) if u else None for u in undefined]
 
 
 # JAX: jax/_src/shard_map.py _shard_map_batch — the vmapped axis is a new unsplit dimension
 def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_specs,
-                          check_vma, manual_axes):
+                          check_vma, newly_manual_axes):
     vals = [v if d is batching.not_mapped else batching.moveaxis(v, d, 0)
             for v, d in safe_zip(vals, dims)]
     dims = [d if d is batching.not_mapped else 0 for d in dims]
-    with _body_context(mesh, manual_axes, check_vma):
+    with _body_context(mesh, newly_manual_axes, check_vma):
         batched, out_dims = batching.batch_jaxpr(ClosedJaxpr(jaxpr, []), dims, axis_size)
     b_in = [s if d is batching.not_mapped else PartitionSpec(None, *s)
             for s, d in safe_zip(in_specs, dims)]
@@ -428,15 +428,15 @@ def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_s
              for s, d in safe_zip(out_specs, out_dims)]
     body, consts = _trace_body(functools.partial(core.eval_jaxpr, batched.jaxpr,
                                                  batched.consts),
-                               batched.in_avals, b_out, mesh, manual_axes, check_vma)
+                               batched.in_avals, b_out, mesh, newly_manual_axes, check_vma)
     outs = _bind(vals, consts, jaxpr=body, mesh=mesh, in_specs=b_in, out_specs=tuple(b_out),
-                 check_vma=check_vma, manual_axes=manual_axes)
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     return outs, out_dims
 
 
 # JAX: jax/_src/shard_map.py _shard_map_lowering_shardy
 def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
-                        manual_axes):
+                        newly_manual_axes):
     from jax.extend.mlir.dialects import sdy
     ir = mlir.ir
 
@@ -447,13 +447,13 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
             a[len("#sdy.sharding"):] for a in attrs) + "]>")
     in_sh = per_value(in_specs, ctx.avals_in)
     out_sh = per_value(out_specs, ctx.avals_out)
-    axes = [a for a in mesh.axis_names if a in manual_axes]
+    axes = [a for a in mesh.axis_names if a in newly_manual_axes]
     op = sdy.ManualComputationOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], list(args),
                                  in_sh, out_sh,
                                  sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in axes]))
     block = ir.Block.create_at_start(op.body, [mlir.aval_to_ir_type(v.aval)
                                                for v in jaxpr.invars])
-    parallel.ctx.meshes.append((mesh, manual_axes))
+    parallel.ctx.meshes.append((mesh, newly_manual_axes))
     try:
         with ir.InsertionPoint(block):
             outs = mlir.lower_jaxpr(jaxpr, (), list(block.arguments))
@@ -465,7 +465,8 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
 
 shard_map_p = core.Primitive("shard_map")
 shard_map_p.multiple_results = True
-shard_map_p.pp_param_formatters = {"manual_axes": lambda v: f"frozenset({set(sorted(v))})"}
+shard_map_p.pp_param_formatters = {
+    "newly_manual_axes": lambda v: "frozenset({" + ", ".join(map(repr, sorted(v))) + "})"}
 shard_map_p.def_impl(_shard_map_impl)
 shard_map_p.def_abstract_eval(_shard_map_abstract_eval)
 ad.primitive_jvps[shard_map_p] = _shard_map_jvp

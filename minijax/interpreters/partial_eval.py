@@ -126,7 +126,7 @@ class DynamicJaxprTrace(core.Trace):
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         return self.emit(primitive, invars, out_avals, params)
 
-    # JAX: jax/_src/core.py standard_insert_pvary + standard_vma_rule
+    # JAX: jax/_src/core.py standard_vma_rule (and standard_insert_pvary)
     def _process_varying(self, primitive, invars, params):
         """Inside shard_map: operands that vary along fewer manual axes than the others get a
         `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""

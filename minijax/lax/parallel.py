@@ -221,7 +221,7 @@ mlir.register_lowering(pmin_p, _allreduce_lowering("minimum"))
 # pvary: an invariant value, typed as varying (the transpose of psum)
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/lax/parallel.py pvary (pcast to='varying')
+# JAX: jax/_src/core.py pvary
 def pvary(x, axis_name):
     """Mark `x` (a pytree) as varying along the named axes: no data moves (every device keeps
     its copy); its transpose is `psum`. Identity when check_vma is off."""
@@ -527,10 +527,12 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
         if tiled:
             return all_to_all_p.bind(v, axis_name=axis_name, split_axis=split_axis,
                                      concat_axis=concat_axis, tiled=True)
-        v = lax.expand_dims(v, (concat_axis,))
-        s = split_axis + (concat_axis <= split_axis)
-        out = all_to_all_p.bind(v, axis_name=axis_name, split_axis=s, concat_axis=concat_axis,
-                                tiled=True)
+        # a size-1 axis placed so that, once the split axis is squeezed out, it sits at
+        # concat_axis; the tiled all_to_all then fills it with one chunk per device
+        c, s = ((concat_axis, split_axis + 1) if concat_axis <= split_axis else
+                (concat_axis + 1, split_axis))
+        out = all_to_all_p.bind(lax.expand_dims(v, (c,)), axis_name=axis_name, split_axis=s,
+                                concat_axis=c, tiled=True)
         return lax.squeeze(out, (s,))
     return tree_map(bind, x)
 
