@@ -385,6 +385,14 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     return [next(ui) if u else next(ki) for u in out_unk]
 
 
+def _unmentioned(mesh: Mesh, spec: PartitionSpec) -> tuple:
+    return tuple(a for a in mesh.axis_names if a not in _spec_axes(spec))
+
+
+def _unmentioned_size(mesh: Mesh, spec: PartitionSpec) -> int:
+    return math.prod(mesh.shape[a] for a in _unmentioned(mesh, spec))
+
+
 # JAX: jax/_src/shard_map.py _shard_map_transpose
 def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                          newly_manual_axes):
@@ -402,8 +410,16 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
                    for v, u in safe_zip(jaxpr.invars, undefined)]
         cts_in = [next(ci) if nz else ad.Zero(v.aval)
                   for v, nz in safe_zip(jaxpr.outvars, nz_cts)]
+        if not check_vma:  # JAX's rule without types: an output replicated along n devices
+            cts_in = [ct if type(ct) is ad.Zero else  # gets 1/n of the cotangent on each ...
+                      ct * (1.0 / _unmentioned_size(mesh, s)) if _unmentioned_size(mesh, s) > 1
+                      else ct for ct, s in safe_zip(cts_in, out_specs)]
         outs = ad.backward_pass(jaxpr, (), primals, cts_in)
-        return [ad.instantiate_zeros(ct) for ct, u in safe_zip(outs, undefined) if u]
+        outs = [ad.instantiate_zeros(ct) for ct, u in safe_zip(outs, undefined) if u]
+        if not check_vma:  # ... and a replicated input's cotangent is summed over its copies
+            outs = [parallel.psum(ct, _unmentioned(mesh, s)) if _unmentioned(mesh, s) else ct
+                    for ct, s in safe_zip(outs, lin_specs)]
+        return outs
     local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
              [v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz])
     tbody, consts = _trace_body(body, local, lin_specs, mesh, newly_manual_axes, check_vma)

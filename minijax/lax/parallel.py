@@ -176,7 +176,11 @@ def _allreduce_lowering(op_name: str):
 
 
 def _psum_transpose(ct, x, *, axes):
-    return [ad.Zero(x.aval) if type(ct) is ad.Zero else pvary(ct, axes)]
+    # with check_vma: hand the invariant cotangent to every device (pvary moves nothing);
+    # without, shard_map's transpose has scaled the cotangents so that a psum is right
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    return [pvary(ct, axes) if ctx.check_vma else psum_invariant_p.bind(ct, axes=axes)]
 
 
 def _times_size(x, n):
