@@ -248,6 +248,9 @@ def run(quick: bool = False) -> TopicResult:
             J, lambda a: J.lax.all_gather(a, AX, tiled=True), J.P(AX), J.P(AX))(x),
          np.tile(x, (n, 1)), "P('i') -> P('i')",
          "every device gets the whole array (still typed as varying)"),
+        ("all_gather(a, tiled=True, to='invarying')", lambda J: smap(
+            J, lambda a: J.lax.all_gather(a, AX, tiled=True, to="invarying"), J.P(AX),
+            J.P())(x), x, "P('i') -> P()", "the whole array, typed as the same everywhere"),
         ("all_gather(a)", lambda J: smap(J, lambda a: J.lax.all_gather(a, AX), J.P(AX),
                                          J.P(AX))(x),
          np.broadcast_to(blocks, (n, n, 2, cols)).reshape(n * n, 2, cols), "P('i') -> P('i')",
@@ -278,10 +281,11 @@ def run(quick: bool = False) -> TopicResult:
     res.sections.append(
         "### The collectives, each against NumPy and between the two modules\n\n"
         + table(["call inside the body", "in -> out specs", "what it computes"], rows)
-        + "\n\n`all_gather`'s result is still typed as varying (its transpose is a "
-        "reduce-scatter, which needs a varying cotangent); JAX's `to='invarying'` "
-        "(`all_gather_invariant`) gives a result typed as replicated, which an `out_specs=P()` "
-        "needs. Each row ran through `jax.shard_map` and `minijax.shard_map` under `jit`."
+        + "\n\n`all_gather`'s result is still typed as varying by default (its transpose is a "
+        "reduce-scatter, which needs a varying cotangent); `to='invarying'` gives a result "
+        "typed as replicated, which an `out_specs=P()` needs (its transpose slices out this "
+        "device's block). Each row ran through `jax.shard_map` and `minijax.shard_map` under "
+        "`jit`."
     )
 
     # ---------------------------------------------------------------- collective matmuls

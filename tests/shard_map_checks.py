@@ -200,6 +200,21 @@ def check_grads_finite_differences():
     check_grads(f, (X, W), order=1, modes=("fwd", "rev"), atol=2e-2, rtol=2e-2)
 
 
+def check_all_gather_invariant():
+    """to='invarying': typed as replicated (so out_specs=P() holds), and its transpose."""
+    def program(J):
+        P, L = J.sharding.PartitionSpec, J.lax
+        f = smap(J, lambda a: L.all_gather(a, "i", tiled=True, to="invarying") * 2.0,
+                 mesh1(J), P("i"), P())
+        g = smap(J, lambda a: L.all_gather(a, "i", to="invarying") ** 2, mesh1(J), P("i"), P())
+        types = str(J.make_jaxpr(f)(X)).count("{V:i}")
+        return (f(X), J.grad(lambda a: (f(a) * np.arange(4.0)).sum())(X),
+                J.grad(lambda a: g(a).sum())(X), types)
+    j, m = both(program)
+    close(j[:3], m[:3])
+    assert j[3] == m[3], (j[3], m[3])
+
+
 def check_vmap_named_axes():
     def program(J):
         L = J.lax

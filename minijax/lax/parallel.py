@@ -262,17 +262,24 @@ mlir.register_lowering(pvary_p, lambda ctx_, x, *, axes: x)
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/lax/parallel.py all_gather
-def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False):
+def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bool = False,
+               to: str = "varying"):
     """Gather the blocks of `x` from every device along the named axes.
 
     `x`: f32[a,b] per device. tiled=False: a new axis of size n (the axes' total size) at
     `axis` (f32[n,a,b] for axis=0); tiled=True: dimension `axis` is concatenated (f32[n*a,b]).
-    The result still varies along the axes (use psum or out_specs P(axis) accordingly); its
-    transpose is `psum_scatter`. Raises ValueError for an axis out of range.
+    to='varying' (default): the result is still typed as varying along the axes, and the
+    transpose is `psum_scatter`; to='invarying' (`all_gather_invariant`): typed as the same on
+    every device, and the transpose slices this device's block. Raises ValueError for an axis
+    out of range or another `to`.
     """
     from minijax.tree_util import tree_map
     if axis_index_groups is not None:
         raise NotImplementedError("all_gather: axis_index_groups is not supported")
+    if to not in ("varying", "invarying"):
+        raise ValueError(f"Got unexpected `to` value for `jax.lax.all_gather`: {to!r}. "
+                         f"minijax allows 'varying' and 'invarying'")
+    prim = all_gather_p if to == "varying" else all_gather_invariant_p
     axes = _names(axis_name)
 
     def bind(v):
@@ -282,9 +289,14 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
             raise ValueError(f"all_gather: axis {axis} is out of bounds for an operand of "
                              f"rank {nd}")
         v = _vary(v, axes)
-        return all_gather_p.bind(v, all_gather_dimension=ax, axis_name=axes,
-                                 tiled=bool(tiled))
+        return prim.bind(v, all_gather_dimension=ax, axis_name=axes, tiled=bool(tiled))
     return tree_map(bind, x)
+
+
+# JAX: jax/_src/lax/parallel.py all_gather_invariant
+def all_gather_invariant(x, axis_name, *, axis: int = 0, tiled: bool = False):
+    """`all_gather(x, axis_name, axis=axis, tiled=tiled, to='invarying')`."""
+    return all_gather(x, axis_name, axis=axis, tiled=tiled, to="invarying")
 
 
 def _all_gather_abstract_eval(aval, *, all_gather_dimension, axis_name, tiled):
@@ -342,6 +354,37 @@ all_gather_p.def_abstract_eval(_all_gather_abstract_eval)
 ad.deflinear(all_gather_p, _all_gather_transpose)
 batching.primitive_batchers[all_gather_p] = _all_gather_batch_rule
 mlir.register_lowering(all_gather_p, _all_gather_lowering)
+
+
+def _all_gather_invariant_abstract_eval(aval, *, all_gather_dimension, axis_name, tiled):
+    out = _all_gather_abstract_eval(aval, all_gather_dimension=all_gather_dimension,
+                                    axis_name=axis_name, tiled=tiled)
+    return out.update(vma=out.vma - set(axis_name))
+
+
+def _all_gather_invariant_transpose(ct, x, *, all_gather_dimension, axis_name, tiled):
+    from minijax.lax import slicing
+    if type(ct) is ad.Zero:
+        return [ad.Zero(x.aval)]
+    ct = _vary(ct, axis_name)  # the same cotangent everywhere; each device keeps its block
+    j = axis_index(axis_name)
+    if tiled:
+        b = x.aval.shape[all_gather_dimension]
+        return [slicing.dynamic_slice_in_dim(ct, j * b, b, axis=all_gather_dimension)]
+    return [slicing.dynamic_index_in_dim(ct, j, axis=all_gather_dimension, keepdims=False)]
+
+
+def _all_gather_invariant_batch_rule(vals, dims, *, axis_size, all_gather_dimension, **params):
+    x = batching.moveaxis(vals[0], dims[0], 0)
+    return all_gather_invariant_p.bind(x, all_gather_dimension=all_gather_dimension + 1,
+                                       **params), 0
+
+
+all_gather_invariant_p = Primitive("all_gather_invariant")
+all_gather_invariant_p.def_abstract_eval(_all_gather_invariant_abstract_eval)
+ad.deflinear(all_gather_invariant_p, _all_gather_invariant_transpose)
+batching.primitive_batchers[all_gather_invariant_p] = _all_gather_invariant_batch_rule
+mlir.register_lowering(all_gather_invariant_p, _all_gather_lowering)
 
 
 # JAX: jax/_src/lax/parallel.py psum_scatter
@@ -667,6 +710,7 @@ batching.axis_primitive_batchers.update({
     pmin_p: _with_prim(pmin_p, _allreduce_vmap_axis_rule(_reduce_min, lambda x, n: x)),
     pvary_p: _with_prim(pvary_p, _pvary_vmap_axis_rule),
     all_gather_p: _with_prim(all_gather_p, _all_gather_vmap_axis_rule),
+    all_gather_invariant_p: _with_prim(all_gather_invariant_p, _all_gather_vmap_axis_rule),
     reduce_scatter_p: _with_prim(reduce_scatter_p, _reduce_scatter_vmap_axis_rule),
     ppermute_p: _with_prim(ppermute_p, _ppermute_vmap_axis_rule),
     all_to_all_p: _with_prim(all_to_all_p, _all_to_all_vmap_axis_rule),
@@ -674,4 +718,5 @@ batching.axis_primitive_batchers.update({
 })
 
 core.vma_primitives.update({psum_invariant_p, pmax_p, pmin_p, pvary_p, all_gather_p,
+                            all_gather_invariant_p,
                             reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p})
