@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 from typing import Callable
 
 from minijax import api_util, core
@@ -48,7 +49,8 @@ class _Infer:
 Infer = _Infer()
 
 
-# JAX: jax/_src/shard_map.py shard_map — differs: partial-manual axis_names not supported
+# JAX: jax/_src/shard_map.py shard_map — differs: in partial-manual mode specs may name
+# only the manual axes
 def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=None,
               axis_names=frozenset(), check_vma: bool = True):
     """Map `f` over the blocks of its arguments, one call per device of `mesh`.
@@ -60,7 +62,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
       in_specs: a pytree prefix of the arguments of PartitionSpecs; left out, each argument's
         own sharding's spec is used (arguments laid out on `mesh`).
       mesh: the Mesh (default: the one set with `set_mesh`).
-      axis_names: the mesh axes made manual (default all; a strict subset is not supported).
+      axis_names: the mesh axes made manual (default all). With a subset, the body is
+        per-device along those axes only; the partitioner still splits it along the others.
       check_vma: track the manual axes each value varies along (see the module docstring).
     Returns: the mapped function. Global f32[8,4] with in_specs P("x") on a 4-device axis x:
       `f` sees f32[2,4]{V:x}.
@@ -81,10 +84,9 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         raise TypeError(f"shard_map requires a `minijax.sharding.Mesh` instance for its "
                         f"second argument, but got {mesh} of type {type(mesh)}.")
     manual = frozenset(axis_names) or frozenset(mesh.axis_names)
-    if manual != frozenset(mesh.axis_names):
-        raise NotImplementedError(f"shard_map: partial-manual axis_names={set(axis_names)} "
-                                  f"(a subset of the mesh axes {mesh.axis_names}) is not "
-                                  f"supported by minijax — see {_CHAPTER}")
+    if not manual <= frozenset(mesh.axis_names):
+        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
+                         f"{mesh.axis_names}")
     name = api_util.fun_name(f)
 
     traced: dict = {}  # (in_tree, specs, avals) -> the traced body, when it closes over no tracer
@@ -111,6 +113,10 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     def _trace(leaves, in_tree, specs, avals):
         for i, (a, s) in enumerate(safe_zip(avals, specs)):
             _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
+            if not _spec_axes(s) <= manual:
+                raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
+                                 f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
+                                 f"in axis_names {set(manual)}")
         local = [_local_aval(a, s, mesh, check_vma) for a, s in safe_zip(avals, specs)]
         store: list = []
 
@@ -333,10 +339,12 @@ def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check
                          for nz, p in safe_zip(out_nz, primals_out)]
 
 
-def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool) -> PartitionSpec:
+def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool,
+                   manual: frozenset) -> PartitionSpec:
     # residuals are per-device values: promoted to rank >= 1, stacked along dim 0 over the
     # axes they vary along (all manual axes without check_vma, which cannot tell)
-    axes = tuple(a for a in mesh.axis_names if a in aval.vma or not check_vma)
+    axes = tuple(a for a in mesh.axis_names
+                 if a in aval.vma or (not check_vma and a in manual))
     return PartitionSpec(axes) if axes else PartitionSpec()
 
 
@@ -350,7 +358,7 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
                                                                  unknowns)
     n_known_out = len(jk.out_avals) - num_res
     res_avals = jk.out_avals[n_known_out:]
-    res_specs = [_residual_spec(a, mesh, check_vma) for a in res_avals]
+    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
     known_specs = [s for s, u in safe_zip(in_specs, unknowns) if not u]
     ko_specs = [s for s, u in safe_zip(out_specs, out_unk) if not u]
 
@@ -385,12 +393,12 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     return [next(ui) if u else next(ki) for u in out_unk]
 
 
-def _unmentioned(mesh: Mesh, spec: PartitionSpec) -> tuple:
-    return tuple(a for a in mesh.axis_names if a not in _spec_axes(spec))
+def _unmentioned(mesh: Mesh, spec: PartitionSpec, manual: frozenset) -> tuple:
+    return tuple(a for a in mesh.axis_names if a in manual and a not in _spec_axes(spec))
 
 
-def _unmentioned_size(mesh: Mesh, spec: PartitionSpec) -> int:
-    return math.prod(mesh.shape[a] for a in _unmentioned(mesh, spec))
+def _unmentioned_size(mesh: Mesh, spec: PartitionSpec, manual: frozenset) -> int:
+    return math.prod(mesh.shape[a] for a in _unmentioned(mesh, spec, manual))
 
 
 # JAX: jax/_src/shard_map.py _shard_map_transpose
@@ -412,12 +420,14 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
                   for v, nz in safe_zip(jaxpr.outvars, nz_cts)]
         if not check_vma:  # JAX's rule without types: an output replicated along n devices
             cts_in = [ct if type(ct) is ad.Zero else  # gets 1/n of the cotangent on each ...
-                      ct * (1.0 / _unmentioned_size(mesh, s)) if _unmentioned_size(mesh, s) > 1
+                      ct * (1.0 / _unmentioned_size(mesh, s, newly_manual_axes))
+                      if _unmentioned_size(mesh, s, newly_manual_axes) > 1
                       else ct for ct, s in safe_zip(cts_in, out_specs)]
         outs = ad.backward_pass(jaxpr, (), primals, cts_in)
         outs = [ad.instantiate_zeros(ct) for ct, u in safe_zip(outs, undefined) if u]
         if not check_vma:  # ... and a replicated input's cotangent is summed over its copies
-            outs = [parallel.psum(ct, _unmentioned(mesh, s)) if _unmentioned(mesh, s) else ct
+            outs = [parallel.psum(ct, _unmentioned(mesh, s, newly_manual_axes))
+                    if _unmentioned(mesh, s, newly_manual_axes) else ct
                     for ct, s in safe_zip(outs, lin_specs)]
         return outs
     local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
@@ -456,11 +466,16 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
     from jax.extend.mlir.dialects import sdy
     ir = mlir.ir
 
+    partial = newly_manual_axes != frozenset(mesh.axis_names)
+
     def per_value(specs, avals):
-        attrs = [str(mlir.sharding_attr(NamedSharding(mesh, s), a.ndim))
+        attrs = [str(mlir.sharding_attr(NamedSharding(mesh, s), a.ndim))[len("#sdy.sharding"):]
                  for s, a in safe_zip(specs, avals)]
-        return ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(
-            a[len("#sdy.sharding"):] for a in attrs) + "]>")
+        if partial:  # the other axes are the partitioner's: every dimension is left open
+            attrs = [re.sub(r"\{([^}]*)\}", lambda m: "{" + (m.group(1) + ", ?" if m.group(1)
+                                                              else "?") + "}", a)
+                     for a in attrs]
+        return ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(attrs) + "]>")
     in_sh = per_value(in_specs, ctx.avals_in)
     out_sh = per_value(out_specs, ctx.avals_out)
     axes = [a for a in mesh.axis_names if a in newly_manual_axes]

@@ -215,6 +215,22 @@ def check_all_gather_invariant():
     assert j[3] == m[3], (j[3], m[3])
 
 
+def check_partial_manual_axis_names():
+    """axis_names={'x'} on a 4 x 2 mesh: manual along x, the partitioner splits along y."""
+    def program(J):
+        P, L, jnp = J.sharding.PartitionSpec, J.lax, J.numpy
+        body = lambda a: (L.psum(a, "x"), L.axis_index("x")[None],
+                          L.ppermute(a, "x", [(0, 1), (1, 0), (2, 3), (3, 2)]),
+                          jnp.sin(a) @ jnp.ones((4, 6)))
+        f = smap(J, body, mesh2(J), P("x"), (P(), P("x"), P("x"), P("x")), axis_names={"x"})
+        text = J.jit(f).lower(X).as_text()
+        manual = [ln.strip() for ln in text.splitlines() if "manual_computation" in ln]
+        return (J.jit(f)(X), J.grad(lambda a: f(a)[0].sum() + (f(a)[3] ** 2).sum())(X)), manual
+    (j, jt), (m, mt) = both(program)
+    close(j, m, 1e-4)
+    assert jt == mt and len(mt) == 2, (jt, mt)
+
+
 def check_vmap_named_axes():
     def program(J):
         L = J.lax

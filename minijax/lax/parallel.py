@@ -676,7 +676,31 @@ def _axis_index_vmap_axis_rule(vname, vsize, vals, dims, *, prim, **params):
 
 
 def _axis_index_lowering(ctx_, *, axis_name):
-    mesh = _mesh("axis_index")
+    mesh, manual = ctx.meshes[-1] if ctx.meshes else (_mesh("axis_index"), None)
+    if manual != frozenset(mesh.axis_names):
+        # partial-manual body: partition_id is read in a region manual along the other axes
+        # too (JAX does the same), so that the partitioner leaves it alone
+        from jax.extend.mlir.dialects import sdy
+        rest = [a for a in mesh.axis_names if a not in manual]
+        mlir.sharding_attr(_replicated(mesh), 0)  # the module's mesh
+        none = mlir.ir.Attribute.parse("#sdy.sharding_per_value<[]>")
+        rep = mlir.ir.Attribute.parse("#sdy.sharding_per_value<[<@mesh, []>]>")
+        op = sdy.ManualComputationOp(
+            [mlir.aval_to_ir_type(ctx_.avals_out[0])], [], none, rep,
+            sdy.ManualAxesAttr.get([mlir.ir.StringAttr.get(a) for a in rest]))
+        block = mlir.ir.Block.create_at_start(op.body, [])
+        with mlir.ir.InsertionPoint(block):
+            sdy.ReturnOp([_axis_index_value(ctx_, mesh, axis_name)])
+        return op.results[0]
+    return _axis_index_value(ctx_, mesh, axis_name)
+
+
+def _replicated(mesh):
+    from minijax.sharding import NamedSharding, PartitionSpec
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def _axis_index_value(ctx_, mesh, axis_name):
     pid = mlir.hlo.PartitionIdOp().result
     out = None
     for a in _names(axis_name):
