@@ -125,7 +125,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_leaves, out_tree = tree_flatten(outs)
             o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
             store[:] = [out_tree, o_specs]
-            return _fit_outputs(name, out_leaves, o_specs, mesh, check_vma, out_tree)
+            return _fit_outputs(name, out_leaves, o_specs, mesh, check_vma,
+                                isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
 
         with _body_context(mesh, manual, check_vma):
             jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local, fun_name=name,
@@ -238,9 +239,11 @@ def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh) -> ShapedAr
     return aval.update(shape=tuple(shape), vma=frozenset())
 
 
-def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool, out_tree=None) -> list:
+def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
+                 single: bool = False) -> list:
     """Check each output of a body against its out_spec (rank; with check_vma, that it varies
-    only along axes the spec names) and make it vary along all of them (`pvary`)."""
+    only along axes the spec names) and make it vary along all of them (`pvary`). `single`:
+    out_specs was one PartitionSpec for one output (how the error message names it)."""
     fitted = []
     for i, (x, spec) in enumerate(safe_zip(outs, specs)):
         aval = core.get_aval(x)
@@ -248,23 +251,33 @@ def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool, out_tree=N
         _check_spec(name, where, aval, spec, mesh, "out_specs")
         axes = _spec_axes(spec)
         if check_vma and not aval.vma <= axes:
-            extra = ", ".join(sorted(aval.vma - axes))
-            names = ", ".join(sorted(axes))
-            raise ValueError(
-                f"shard_map applied to the function '{name}' was given out_specs which "
-                f"require replication which can't be statically inferred given the mesh:\n\n"
-                f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
-                f"{mesh.axis_names}.\n\nout_specs[{i}] is {spec} which implies that the "
-                f"corresponding output value is only varying across mesh axes {{{names}}} and "
-                f"not {{{extra}}}, but it was inferred to be possibly varying over "
-                f"{{{extra}}}\n\nCheck if these output values are meant to be replicated over "
-                f"those mesh axes. If not, consider revising the corresponding out_specs "
-                f"entries. If so, consider disabling the check by passing the check_vma=False "
-                f"argument to `jax.shard_map`.")
+            raise ValueError(_vma_error(name, mesh, spec, aval.vma,
+                                        "" if single else f"[{i}]"))
         if check_vma and axes - aval.vma:
             x = parallel.pvary(x, tuple(a for a in mesh.axis_names if a in axes - aval.vma))
         fitted.append(x)
     return fitted
+
+
+# JAX: jax/_src/shard_map.py _inout_vma_error
+def _vma_error(name: str, mesh: Mesh, spec: PartitionSpec, vma: frozenset, key: str) -> str:
+    unmentioned = [a for a in mesh.axis_names if a not in _spec_axes(spec)]
+    if len(unmentioned) > 1:
+        order = lambda names: ",".join(a for a in mesh.axis_names if a in names)
+        what = (f"only varying across mesh axes {{{order(_spec_axes(spec))}}} and not "
+                f"{{{order(set(unmentioned) & vma)}}}, but it was inferred to be possibly "
+                f"varying over {{{order(vma)}}}")
+    else:
+        what = (f"replicated across mesh axis '{unmentioned[0]}', but could not infer "
+                f"replication over any axes")
+    return (f"shard_map applied to the function '{name}' was given out_specs which require "
+            f"replication which can't be statically inferred given the mesh:\n\n"
+            f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
+            f"{mesh.axis_names}.\n\nout_specs{key} is {spec} which implies that the "
+            f"corresponding output value is {what}\n\nCheck if these output values are meant "
+            f"to be replicated over those mesh axes. If not, consider revising the "
+            f"corresponding out_specs entries. If so, consider disabling the check by passing "
+            f"the check_vma=False argument to `jax.shard_map`.")
 
 
 def _trace_body(fn: Callable, local_avals, out_specs, mesh: Mesh, manual, check_vma,
