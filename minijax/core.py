@@ -671,6 +671,10 @@ class JaxprTypeError(TypeError):
 
 
 # JAX: jax/_src/core.py check_jaxpr
+# JAX: jax/_src/core.py custom_typechecks — rule(*in_avals, **params) -> out avals
+custom_typechecks: dict = {}
+
+
 def check_jaxpr(jaxpr: Jaxpr) -> None:
     """Type-check a jaxpr (recursively for jaxprs in params). Raises JaxprTypeError."""
     defined: set[Var] = set()
@@ -696,10 +700,14 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
     for i, eqn in enumerate(jaxpr.eqns):
         where = f"equation {i}: {eqn.primitive.name}"
         in_avals = [read(v, where) for v in eqn.invars]
-        for p in eqn.params.values():
-            for sub in jaxprs_in_param(p):
-                check_jaxpr(sub)
-        out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        rule = custom_typechecks.get(eqn.primitive)
+        if rule is None:
+            for p in eqn.params.values():
+                for sub in jaxprs_in_param(p):
+                    check_jaxpr(sub)
+            out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        else:  # checks its own inner jaxprs (e.g. shard_map binds axis names for its body)
+            out = rule(*in_avals, **eqn.params)
         out = out if eqn.primitive.multiple_results else [out]
         if len(out) != len(eqn.outvars):
             raise JaxprTypeError(f"{where}: {len(eqn.outvars)} outvars, rule gives {len(out)}")

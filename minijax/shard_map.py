@@ -507,6 +507,21 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
     return list(op.results)
 
 
+# JAX: jax/_src/shard_map.py _shard_map_typecheck
+def _shard_map_typecheck(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
+                         newly_manual_axes):
+    for i, (a, s, v) in enumerate(safe_zip(avals, in_specs, jaxpr.invars)):
+        if not core.typematch(_local_aval(a, s, mesh, check_vma), v.aval):
+            raise core.JaxprTypeError(f"shard_map: argument {i} of type {a.str_short()} with "
+                                      f"in_specs {s} does not match the body's input "
+                                      f"{v.aval.str_short()}")
+    with _body_context(mesh, newly_manual_axes, check_vma):
+        core.check_jaxpr(jaxpr)
+    return _shard_map_abstract_eval(*avals, jaxpr=jaxpr, mesh=mesh, in_specs=in_specs,
+                                    out_specs=out_specs, check_vma=check_vma,
+                                    newly_manual_axes=newly_manual_axes)
+
+
 shard_map_p = core.Primitive("shard_map")
 shard_map_p.multiple_results = True
 shard_map_p.pp_param_formatters = {
@@ -518,6 +533,7 @@ pe.custom_partial_eval_rules[shard_map_p] = _shard_map_partial_eval
 ad.primitive_transposes[shard_map_p] = _shard_map_transpose
 batching.primitive_batchers[shard_map_p] = _shard_map_batch_rule
 mlir.register_lowering(shard_map_p, _shard_map_lowering)
+core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 
 def _register_vma_primitives() -> None:

@@ -190,6 +190,27 @@ def check_transposes():
     close(j, m, 1e-4)
 
 
+def check_jaxprs_typecheck_after_each_transformation():
+    """check_jaxpr (with shard_map's own typecheck rule, which binds the body's axis names)
+    on the jaxprs of f, jvp(f), grad(f) and vmap(f); and the primal/tangent jvp values."""
+    from minijax import core as mcore
+    P, L, jnp = minijax.P, minijax.lax, minijax.numpy
+    f = smap(minijax, lambda a, w: L.psum_scatter(jnp.tanh(L.all_gather(a, "i", tiled=True) @ w)
+                                                  , "i", tiled=True), mesh1(minijax),
+             (P("i"), P()), P("i"))
+    g = lambda a: jnp.sum(f(a, W) ** 2)
+    for closed in (minijax.make_jaxpr(f)(X, W),
+                   minijax.make_jaxpr(lambda a: minijax.jvp(g, (a,), (a,)))(X),
+                   minijax.make_jaxpr(minijax.grad(g))(X),
+                   minijax.make_jaxpr(minijax.vmap(f, in_axes=(0, None)))(np.stack([X, X]), W)):
+        mcore.check_jaxpr(closed.jaxpr)
+    jf = jax.shard_map(lambda a, w: jax.lax.psum_scatter(jax.numpy.tanh(
+        jax.lax.all_gather(a, "i", tiled=True) @ w), "i", tiled=True), mesh=mesh1(jax),
+        in_specs=(jax.P("i"), jax.P()), out_specs=jax.P("i"))
+    jg = lambda a: jax.numpy.sum(jf(a, W) ** 2)
+    close(minijax.jvp(g, (X,), (X,)), jax.jvp(jg, (X,), (X,)), 1e-4)
+
+
 def check_grads_finite_differences():
     from minijax.public_test_util import check_grads
     L, P, jnp = minijax.lax, minijax.P, minijax.numpy
