@@ -41,7 +41,7 @@ BUDGETS = {
     "public_test_util": 110,
     "random": 470,
     "scipy": 180,
-    "shard_map": 440,
+    "shard_map": 490,
     "sharding": 360,
     "stages": 140,
     "state": 530,
