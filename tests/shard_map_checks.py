@@ -252,6 +252,24 @@ def check_partial_manual_axis_names():
     assert jt == mt and len(mt) == 2, (jt, mt)
 
 
+def check_control_flow_inside():
+    """Loops and cond in a body: carries that start invariant (zeros_like is as varying as
+    its operand, as in JAX), values and gradients against JAX."""
+    def program(J):
+        P, L, jnp = J.sharding.PartitionSpec, J.lax, J.numpy
+        bodies = [lambda a: L.fori_loop(0, 3, lambda i, c: c + a, jnp.zeros_like(a)),
+                  lambda a: L.fori_loop(0, 2, lambda i, c: c * 2 + L.psum(c, "i"), a),
+                  lambda a: L.scan(lambda c, r: (c + r, c * r), a[0], a)[1],
+                  lambda a: L.cond(L.axis_index("i") > 3, lambda t: t * 2, lambda t: t - 1, a)]
+        outs = []
+        for b in bodies:
+            f = smap(J, b, mesh1(J), P("i"), P("i"))
+            outs.append((J.jit(f)(X), J.grad(lambda a, f=f: (f(a) ** 2).sum())(X)))
+        return outs
+    j, m = both(program)
+    close(j, m, 1e-4)
+
+
 def check_vmap_named_axes():
     def program(J):
         L = J.lax

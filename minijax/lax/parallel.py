@@ -242,7 +242,9 @@ def _pvary_abstract_eval(aval, *, axes):
 
 
 def _pvary_transpose(ct, x, *, axes):
-    return [ad.Zero(x.aval) if type(ct) is ad.Zero else psum_invariant_p.bind(ct, axes=axes)]
+    # (a cotangent typed as invariant holds the same value everywhere: pvary it first)
+    return [ad.Zero(x.aval) if type(ct) is ad.Zero else
+            psum_invariant_p.bind(_vary(ct, axes), axes=axes)]
 
 
 def _pvary_vmap_axis_rule(vname, vsize, vals, dims, *, axes, prim):
@@ -313,7 +315,7 @@ def _all_gather_abstract_eval(aval, *, all_gather_dimension, axis_name, tiled):
 def _all_gather_transpose(ct, x, *, all_gather_dimension, axis_name, tiled):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
-    return [reduce_scatter_p.bind(ct, scatter_dimension=all_gather_dimension,
+    return [reduce_scatter_p.bind(_vary(ct, axis_name), scatter_dimension=all_gather_dimension,
                                   axis_name=axis_name, tiled=tiled)]
 
 
@@ -430,8 +432,8 @@ def _reduce_scatter_abstract_eval(aval, *, scatter_dimension, axis_name, tiled):
 def _reduce_scatter_transpose(ct, x, *, scatter_dimension, axis_name, tiled):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
-    return [all_gather_p.bind(ct, all_gather_dimension=scatter_dimension, axis_name=axis_name,
-                              tiled=tiled)]
+    return [all_gather_p.bind(_vary(ct, axis_name), all_gather_dimension=scatter_dimension,
+                              axis_name=axis_name, tiled=tiled)]
 
 
 def _reduce_scatter_batch_rule(vals, dims, *, axis_size, scatter_dimension, **params):
@@ -506,7 +508,8 @@ def _ppermute_abstract_eval(aval, *, axis_name, perm):
 def _ppermute_transpose(ct, x, *, axis_name, perm):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
-    return [ppermute_p.bind(ct, axis_name=axis_name, perm=tuple((d, s) for s, d in perm))]
+    return [ppermute_p.bind(_vary(ct, axis_name), axis_name=axis_name,
+                            perm=tuple((d, s) for s, d in perm))]
 
 
 def _ppermute_batch_rule(vals, dims, *, axis_size, axis_name, perm):
@@ -597,7 +600,8 @@ def _all_to_all_abstract_eval(aval, *, axis_name, split_axis, concat_axis, tiled
 def _all_to_all_transpose(ct, x, *, axis_name, split_axis, concat_axis, tiled):
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
-    return [all_to_all_p.bind(ct, axis_name=axis_name, split_axis=concat_axis,
+    return [all_to_all_p.bind(_vary(ct, _names(axis_name)), axis_name=axis_name,
+                              split_axis=concat_axis,
                               concat_axis=split_axis, tiled=tiled)]
 
 
