@@ -670,11 +670,11 @@ class JaxprTypeError(TypeError):
     whose output types disagree with its primitive's abstract evaluation."""
 
 
-# JAX: jax/_src/core.py check_jaxpr
 # JAX: jax/_src/core.py custom_typechecks — rule(*in_avals, **params) -> out avals
 custom_typechecks: dict = {}
 
 
+# JAX: jax/_src/core.py check_jaxpr
 def check_jaxpr(jaxpr: Jaxpr) -> None:
     """Type-check a jaxpr (recursively for jaxprs in params). Raises JaxprTypeError."""
     defined: set[Var] = set()

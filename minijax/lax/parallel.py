@@ -27,8 +27,9 @@ _CHAPTER = "chapters/13-shard-map.md"
 
 
 class _Context(threading.local):
-    check_vma: bool = False  # set while shard_map traces a body with check_vma=True
-    meshes: list = []        # (mesh, manual axes) of the shard_map bodies being lowered
+    def __init__(self) -> None:
+        self.check_vma = False  # set while shard_map traces a body with check_vma=True
+        self.meshes: list = []  # (mesh, manual axes) of the shard_map bodies being lowered
 
 
 ctx = _Context()
