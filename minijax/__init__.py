@@ -27,5 +27,6 @@ from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structur
 
 from minijax import sharding  # noqa: F401
 from minijax.sharding import P, make_array_from_callback, make_mesh, set_mesh  # noqa: F401
+from minijax.shard_map import shard_map  # noqa: F401,E402
 
 __version__ = "0.1.0"

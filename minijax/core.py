@@ -25,7 +25,7 @@ from minijax.util import safe_zip
 # Abstract values
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
+# JAX: jax/_src/core.py ShapedArray — differs: no memory space
 _keep = object()  # ShapedArray.update's "leave the sharding as it is"
 
 
@@ -34,32 +34,37 @@ class ShapedArray:
 
     `weak_type=True` marks values that come from Python scalars: they take the dtype of the
     other operand in arithmetic (see minijax/dtypes.py).
+    `vma` (varying manual axes): inside `shard_map`, the mesh axes along which the value may
+    differ from device to device; printed `f32[2]{V:x}` (minijax/shard_map.py). Empty outside.
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "vma", "_hash")
     array_abstraction_level = 1
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
-                 sharding=None) -> None:
+                 sharding=None, vma: frozenset = frozenset()) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
         # AbstractMesh with one spec entry per dimension naming only Explicit mesh axes
         self.sharding = sharding
+        self.vma = vma
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
-    def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep) -> "ShapedArray":
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep,
+               vma=None) -> "ShapedArray":
         """A copy with the given fields replaced. A new shape drops the sharding unless one
         is given (the primitive's sharding rule computes it: minijax/sharding.py)."""
         if sharding is _keep:
             sharding = self.sharding if shape is None else None
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type, sharding)
+                           self.weak_type if weak_type is None else weak_type, sharding,
+                           self.vma if vma is None else vma)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -68,7 +73,7 @@ class ShapedArray:
     def to_tangent_aval(self) -> "ShapedArray":
         if dtypes.is_float(self.dtype):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False, self.sharding)
+        return ShapedArray(self.shape, dtypes.float0, False, self.sharding, self.vma)
 
     # JAX: jax/_src/core.py _get_shape_sharding_str — `8@x` for a dimension split over x
     def _dims_str(self) -> str:
@@ -79,19 +84,21 @@ class ShapedArray:
                         for n, p in zip(self.shape, self.sharding.spec))
 
     def str_short(self) -> str:
-        return f"{dtypes.short_dtype_name(self.dtype)}[{self._dims_str()}]"
+        return f"{dtypes.short_dtype_name(self.dtype)}[{self._dims_str()}]{_vma_str(self.vma)}"
 
     def __eq__(self, other) -> bool:
         return self is other or (
             type(other) is ShapedArray and self.shape == other.shape
             and self.dtype == other.dtype and self.weak_type == other.weak_type
-            and self.sharding == other.sharding)
+            and self.sharding == other.sharding and self.vma == other.vma)
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
             key = (self.shape, self.dtype, self.weak_type)
-            h = self._hash = hash(key if self.sharding is None else (*key, self.sharding))
+            if self.sharding is not None:
+                key = (*key, self.sharding)
+            h = self._hash = hash((*key, self.vma) if self.vma else key)
         return h
 
     def __repr__(self) -> str:
@@ -101,7 +108,52 @@ class ShapedArray:
     # `jax.typeof(x)` and tracer reprs print it
     def __str__(self) -> str:
         name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
-        return f"{'~' if self.weak_type else ''}{name}[{self._dims_str()}]"
+        return f"{'~' if self.weak_type else ''}{name}[{self._dims_str()}]{_vma_str(self.vma)}"
+
+
+# JAX: jax/_src/core.py _vma_ur_str — `{V:x}`, `{V:(x,y)}`; nothing when empty
+def _vma_str(vma: frozenset) -> str:
+    if not vma:
+        return ""
+    names = sorted(vma)
+    return "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Named axes in scope (bound by shard_map and vmap(axis_name=...))
+# ---------------------------------------------------------------------------------------------
+
+class _AxisEnv(threading.local):
+    sizes: dict = {}  # axis name -> size, innermost binding last
+
+
+axis_env = _AxisEnv()
+# Primitives whose abstract evaluation computes the output vma itself (collectives,
+# shard_map, jit); every other primitive's outputs vary along the union of its inputs' vma.
+vma_primitives: set = set()
+
+
+# JAX: jax/_src/core.py extend_axis_env_nd
+@contextlib.contextmanager
+def extend_axis_env_nd(pairs):
+    """Bind the named axes `pairs` ((name, size), ...) for the duration of the block."""
+    prev = axis_env.sizes
+    axis_env.sizes = {**prev, **dict(pairs)}
+    try:
+        yield
+    finally:
+        axis_env.sizes = prev
+
+
+# JAX: jax/_src/core.py get_axis_env().axis_size — NameError as JAX words it
+def axis_size(name) -> int:
+    """The size of the bound named axis `name`; NameError if no shard_map or vmap binds it."""
+    try:
+        return axis_env.sizes[name]
+    except (KeyError, TypeError):
+        raise NameError(f"unbound axis name: {name}. The following axis names (e.g. defined "
+                        f"by pmap) are available to collective operations: "
+                        f"{list(axis_env.sizes)}") from None
 
 
 def typematch(a: ShapedArray, b: ShapedArray) -> bool:
@@ -665,6 +717,10 @@ class JaxprTypeError(TypeError):
     whose output types disagree with its primitive's abstract evaluation."""
 
 
+# JAX: jax/_src/core.py custom_typechecks — rule(*in_avals, **params) -> out avals
+custom_typechecks: dict = {}
+
+
 # JAX: jax/_src/core.py check_jaxpr
 def check_jaxpr(jaxpr: Jaxpr) -> None:
     """Type-check a jaxpr (recursively for jaxprs in params). Raises JaxprTypeError."""
@@ -691,10 +747,14 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
     for i, eqn in enumerate(jaxpr.eqns):
         where = f"equation {i}: {eqn.primitive.name}"
         in_avals = [read(v, where) for v in eqn.invars]
-        for p in eqn.params.values():
-            for sub in jaxprs_in_param(p):
-                check_jaxpr(sub)
-        out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        rule = custom_typechecks.get(eqn.primitive)
+        if rule is None:
+            for p in eqn.params.values():
+                for sub in jaxprs_in_param(p):
+                    check_jaxpr(sub)
+            out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        else:  # checks its own inner jaxprs (e.g. shard_map binds axis names for its body)
+            out = rule(*in_avals, **eqn.params)
         out = out if eqn.primitive.multiple_results else [out]
         if len(out) != len(eqn.outvars):
             raise JaxprTypeError(f"{where}: {len(eqn.outvars)} outvars, rule gives {len(out)}")

@@ -121,8 +121,25 @@ class DynamicJaxprTrace(core.Trace):
         """Record `primitive` as one equation, whatever a subclass does in process_primitive
         (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
         invars = [self.to_jaxpr_atom(x) for x in tracers]
+        if primitive not in core.vma_primitives and any(v.aval.vma for v in invars):
+            return self._process_varying(primitive, invars, params)
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         return self.emit(primitive, invars, out_avals, params)
+
+    # JAX: jax/_src/core.py standard_vma_rule (and standard_insert_pvary)
+    def _process_varying(self, primitive, invars, params):
+        """Inside shard_map: operands that vary along fewer manual axes than the others get a
+        `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
+        from minijax.lax.parallel import pvary_p
+        vma = frozenset().union(*(v.aval.vma for v in invars))
+        invars = [v if v.aval.vma == vma else self.emit(
+            pvary_p, [v], v.aval.update(vma=vma),
+            dict(axes=tuple(sorted(vma - v.aval.vma)))).val for v in invars]
+        out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
+        out_avals = [a.update(vma=vma) for a in
+                     (out_avals if primitive.multiple_results else [out_avals])]
+        return self.emit(primitive, invars,
+                         out_avals if primitive.multiple_results else out_avals[0], params)
 
     def emit(self, primitive, invars, out_avals, params):
         """Append an equation and return tracers for its outputs."""

@@ -299,6 +299,39 @@ def test_sharding_rules_type_programs_as_jax(module, monkeypatch):
         assert got == want, (got, want)
 
 
+# ---------------------------------------------------------------------------------------------
+# collectives: all_gather from ppermute; the transpose of psum_scatter (chapter 13)
+# ---------------------------------------------------------------------------------------------
+
+def _mesh(J):
+    return J.make_mesh((8,), ("i",), axis_types=(J.sharding.AxisType.Auto,))
+
+
+@_versions("collectives")
+def test_all_gather_from_ppermute_equals_all_gather(module):
+    x = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
+    want = jax.shard_map(lambda a: jax.lax.all_gather(a, "i", tiled=True), mesh=_mesh(jax),
+                         in_specs=jax.P("i"), out_specs=jax.P("i"))(x)
+    got = minijax.jit(minijax.shard_map(lambda a: module.all_gather_from_ppermute(a, "i"),
+                                        mesh=_mesh(minijax), in_specs=minijax.P("i"),
+                                        out_specs=minijax.P("i")))(x)
+    _close(got, want)
+
+
+@_versions("collectives")
+def test_psum_scatter_transpose_gives_jax_gradients(module, monkeypatch):
+    from minijax.lax import parallel
+    monkeypatch.setitem(ad.primitive_transposes, parallel.reduce_scatter_p,
+                        module.psum_scatter_transpose)
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+
+    def loss(J):
+        f = J.shard_map(lambda a: J.lax.psum_scatter(J.numpy.sin(a), "i", tiled=True) ** 2,
+                        mesh=_mesh(J), in_specs=J.P("i"), out_specs=J.P("i"))
+        return lambda a: J.numpy.sum(f(J.numpy.tile(a, (8, 1))) * J.numpy.arange(16.0)[:, None])
+    _close(minijax.grad(loss(minijax))(x), jax.grad(loss(jax))(x), 1e-4)
+
+
 @_versions("dropout")
 def test_dropout_with_explicit_keys_matches_jax(module):
     x = np.random.RandomState(0).standard_normal((4, 6)).astype(np.float32) + 2.0
