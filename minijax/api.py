@@ -562,6 +562,13 @@ def block_until_ready(x):
     return x
 
 
+# JAX: jax/_src/api.py effects_barrier
+def effects_barrier() -> None:
+    """Wait until the effects (host callbacks, `debug.print`s) of every computation this
+    thread has dispatched have happened (chapters/14-callbacks-effects.md)."""
+    compiler.runtime_tokens.block_until_ready()
+
+
 # JAX: jax/_src/api.py device_put — differs: single devices other than the default one and
 # memory kinds are not supported
 def device_put(x, device=None):

@@ -13,6 +13,7 @@ import hashlib
 from itertools import repeat
 import os
 import re
+import threading
 import warnings
 from typing import Any, Sequence
 
@@ -38,7 +39,8 @@ def default_device():
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
-def compile(module, devices: Sequence[Any] | None = None) -> Any:
+def compile(module, devices: Sequence[Any] | None = None,
+            host_callbacks: Sequence[Any] = ()) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
     given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
     len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
@@ -47,7 +49,9 @@ def compile(module, devices: Sequence[Any] | None = None) -> Any:
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
     `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
     be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
-    written again, as JAX does.
+    written again, as JAX does. `host_callbacks` are the Python callables the module's host
+    custom calls name by index (`mlir.ModuleContext`); a module with them is never cached on
+    disk (a callable cannot be serialized), as in JAX.
     """
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
@@ -65,6 +69,14 @@ def compile(module, devices: Sequence[Any] | None = None) -> Any:
         build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
         build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
         devices = DeviceList(tuple(devices))
+    if host_callbacks:
+        # jaxlib takes the callables only with the module object, not its text
+        from minijax.interpreters import mlir
+        if isinstance(module, str):
+            with mlir.make_ir_context():
+                module = mlir.ir.Module.parse(text)
+        return backend().compile_and_load(module, devices, options,
+                                          host_callbacks=list(host_callbacks))
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)
@@ -151,6 +163,40 @@ def block_until_ready(buffers: Sequence[Any]) -> None:
     _jax.batched_block_until_ready(list(buffers))
 
 
+# JAX: jax/_src/dispatch.py RuntimeTokenSet — differs: one device
+class RuntimeTokenSet(threading.local):
+    """Per thread: for each ordered effect, the token the last dispatched computation with
+    that effect returned (a `bool[0]` device buffer, the next such computation's input: XLA
+    then starts it only after that one's ordered effects are done); and the runtime token of
+    the last computation with any effect (what `effects_barrier` waits for)."""
+
+    def __init__(self) -> None:
+        self.current_tokens: dict = {}
+        self.output_runtime_token = None
+
+    def get_token_input(self, eff):
+        tok = self.current_tokens.get(eff)
+        if tok is None:
+            tok = self.current_tokens[eff] = device_put(np.zeros(0, np.bool_))
+        return tok
+
+    def set_token_result(self, eff, token) -> None:
+        self.current_tokens[eff] = token
+
+    def set_output_runtime_token(self, token) -> None:
+        self.output_runtime_token = token
+
+    def block_until_ready(self) -> None:
+        for tok in self.current_tokens.values():
+            tok.block_until_ready()
+        if self.output_runtime_token is not None:
+            self.output_runtime_token.block_until_ready()
+        self.current_tokens, self.output_runtime_token = {}, None
+
+
+runtime_tokens = RuntimeTokenSet()
+
+
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
 class ExecuteReplicated:
     """The one way a compiled program runs, built once per executable (the first call, later
@@ -160,18 +206,25 @@ class ExecuteReplicated:
     copy), puts NumPy values and Python scalars on the device, runs the executable
     asynchronously, deletes the donated Arrays whose buffers an output reused, and returns the
     outputs as Arrays (built by C++ result handlers), committed if an argument was.
+    A program with effects (`has_effects`) also takes and returns one token per ordered
+    effect (`ordered_effects`, leading), handed on through `runtime_tokens`.
     """
 
-    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers",
+                 "ordered_effects", "has_effects")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
-                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
+                 ordered_effects: Sequence[Any] = (), has_effects: bool = False) -> None:
         self.executable = executable
         self.in_avals = tuple(in_avals)
         self.out_avals = tuple(out_avals)
         # per input: donated and reused for an output (only those Arrays are deleted)
         self.donated = tuple(donated) if any(donated) else None
-        self.handlers = result_handlers(out_avals)
+        self.ordered_effects = tuple(ordered_effects)
+        self.has_effects = has_effects
+        token_avals = [core.ShapedArray((0,), np.bool_)] * len(self.ordered_effects)
+        self.handlers = result_handlers([*token_avals, *out_avals])
 
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
@@ -190,7 +243,10 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        outs = execute(self.executable, bufs, self.handlers)
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        else:
+            outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.
@@ -198,6 +254,20 @@ class ExecuteReplicated:
                 if d and type(x) is Array:
                     x.delete()
         return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+
+    # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated._add_tokens_to_inputs
+    def _execute_with_tokens(self, bufs: list) -> list:
+        effs = self.ordered_effects
+        tokens = [runtime_tokens.get_token_input(e) for e in effs]
+        results = self.executable.execute_sharded([*tokens, *bufs], with_tokens=True)
+        runtime_tokens.set_output_runtime_token(results.consume_token())
+        if self.handlers is None:
+            outs = [b[0] for b in results.disassemble_into_single_device_arrays()]
+        else:
+            outs = results.consume_with_handlers(self.handlers)
+        for e, tok in zip(effs, outs):
+            runtime_tokens.set_token_result(e, tok)
+        return outs[len(effs):]
 
 
 def device_put_arg(x, aval: core.ShapedArray, index: int):

@@ -74,9 +74,10 @@ class Lowered:
         self._in_shardings = tuple(in_shardings)
         self._out_shardings = tuple(out_shardings)
         meshes: list = []  # the mesh the module is partitioned over, if any
+        self._host_callbacks: list = []  # the callables XLA gets with the module
         self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
                                                   self._in_shardings, self._out_shardings,
-                                                  meshes)
+                                                  meshes, self._host_callbacks)
         self._mesh = meshes[0] if meshes else None
 
     def as_text(self) -> str:
@@ -91,13 +92,15 @@ class Lowered:
         """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
         donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
-        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat)
+        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
+                               self._host_callbacks)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
         if mesh is None:
-            executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
-                                                  self.jaxpr.out_avals, usable)
+            executor = compiler.ExecuteReplicated(
+                exe, self.jaxpr.in_avals, self.jaxpr.out_avals, usable,
+                mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects))
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)

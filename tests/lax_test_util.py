@@ -301,7 +301,9 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)
                 # primitives holding jaxprs: their transpose transposes the inner jaxpr
                 # (while's rule raises JAX's reverse-mode error, as JAX's does)
-                "cond", "scan", "while", "remat2", "custom_jvp_call", "custom_lin"}
+                "cond", "scan", "while", "remat2", "custom_jvp_call", "custom_lin",
+                # no outputs: their transpose returns no cotangents (minijax/debugging.py)
+                "debug_callback", "debug_print"}
 
 
 def is_differentiable(case: Case) -> bool:
