@@ -226,7 +226,7 @@ def _pure_callback_batch_rule(vals, dims, *, axis_size, callback, result_avals, 
         if vmap_method == "sequential":
             return _batched_by_map(pure_callback_p, vals, dims, axis_size, params)
         per_example = [pure_callback_p.bind(
-            *[x if d is None else _index(x, d, i) for x, d in zip(vals, dims)], **params)
+            *[x if d is None else index_in_dim(x, i, d) for x, d in zip(vals, dims)], **params)
             for i in range(axis_size)]
         from minijax import numpy as jnp
         outs = [jnp.stack(col) for col in zip(*per_example)]
@@ -253,9 +253,10 @@ def _pure_callback_batch_rule(vals, dims, *, axis_size, callback, result_avals, 
     return outs, [0] * len(outs)
 
 
-def _index(x, d: int, i: int):
+def index_in_dim(x, i: int, d: int):
+    """Example `i` of `x` batched at axis `d` (JAX: jax/_src/lax/slicing.py index_in_dim)."""
     from minijax import lax
-    return lax.index_in_dim(x, i, axis=d, keepdims=False)
+    return lax.dynamic_index_in_dim(x, i, axis=d, keepdims=False)
 
 
 def _pure_callback_lowering(ctx, *args, callback, result_avals, sharding, vmap_method):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 from typing import Any, Callable, Sequence
 
@@ -856,7 +857,12 @@ def _pp_param_doc(v, names: NameContext) -> tuple:
         return _text(np.dtype(v).name)
     if callable(v) and hasattr(v, "__name__"):
         return _text(v.__name__)
-    return _text(str(v))
+    return _text(mask_addresses(str(v)))
+
+
+# JAX: jax/_src/core.py pp_kv_pair — object addresses are masked, so the text is reproducible
+def mask_addresses(s: str) -> str:
+    return re.sub(r" at 0x([0-9a-fA-F]+)", lambda m: " at 0x" + "X" * len(m.group(1)), s)
 
 
 def _pp_vars(vs: Sequence[Atom], names: NameContext, sep: str = "",

@@ -21,7 +21,7 @@ import numpy as np
 
 from minijax import core, effects
 from minijax.array import array_from_numpy
-from minijax.callback import emit_python_callback
+from minijax.callback import emit_python_callback, index_in_dim
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -97,10 +97,9 @@ def _debug_callback_abstract_eval(*avals, callback, effect, partitioned):
 # JAX: jax/_src/debugging.py debug_batching_rule
 def _debug_batch_rule(vals, dims, *, axis_size, primitive, **params):
     """One call per example, unrolled (example 0 first)."""
-    from minijax import lax
     for i in range(axis_size):
-        primitive.bind(*[x if d is None else lax.index_in_dim(x, i, axis=d, keepdims=False)
-                         for x, d in zip(vals, dims)], **params)
+        primitive.bind(*[x if d is None else index_in_dim(x, i, d) for x, d in zip(vals, dims)],
+                       **params)
     return [], []
 
 
@@ -123,6 +122,7 @@ def _debug_callback_lowering(ctx, *args, callback, effect, partitioned):
 
 debug_callback_p = core.Primitive("debug_callback")
 debug_callback_p.multiple_results = True
+debug_callback_p.pp_param_formatters = {"callback": lambda f: core.mask_addresses(repr(f))}
 debug_callback_p.def_impl(_debug_callback_impl)
 debug_callback_p.def_effectful_abstract_eval(_debug_callback_abstract_eval)
 ad.primitive_jvps[debug_callback_p] = partial(_debug_jvp, primitive=debug_callback_p)
@@ -147,8 +147,14 @@ def debug_callback(callback: Callable[..., None] | None = None, *args: Any,
             raise TypeError("first argument to jax.debug.callback must be callable, but got "
                             f"an object of type {type(callback)}")
         in_tree, dyn_args, static_args = _split_callback_args(c_args, c_kwargs)
+
+        def _flat_callback(*dyn_args_flat):  # defined here: jaxprs name it as JAX's do
+            args_, kwargs_ = merge_callback_args(in_tree, dyn_args_flat, static_args)
+            callback(*args_, **kwargs_)
+            return ()
+
         debug_callback_p.bind(
-            *dyn_args, callback=_make_flat_callback(in_tree, callback, static_args),
+            *dyn_args, callback=_flat_callback,
             effect=ordered_debug_effect if ordered else debug_effect, partitioned=partitioned)
 
     if callback is not None:

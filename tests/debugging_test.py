@@ -1,0 +1,114 @@
+"""`debug.print` and `debug.callback` (minijax/debugging.py) against real JAX: the text printed
+under each transformation is compared with what JAX prints for the same program."""
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+from minijax import core
+
+X = np.linspace(-1, 1, 3, dtype=np.float32)
+XS = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+
+def printed(capsys, J, run) -> str:
+    capsys.readouterr()
+    run(J)
+    J.effects_barrier()
+    return capsys.readouterr().out
+
+
+def prog_eager(J):
+    J.debug.print("x={} s={s}", X, s=X.sum())
+    J.debug.print("no placeholders")
+
+
+def prog_jit(J):
+    f = J.jit(lambda a: (J.debug.print("a={a} max={m}", a=a, m=a.max()), a * 2)[1])
+    f(X)
+    f(X + 1)
+
+
+def prog_vmap(J):
+    J.jit(J.vmap(lambda a: (J.debug.print("row={}", a), a.sum())[1]))(XS)
+
+
+def prog_grad(J):
+    def f(a):
+        y = J.numpy.sin(a)
+        J.debug.print("y={}", y)
+        return y.sum()
+    g = J.jit(J.grad(f))(X)
+    J.debug.print("g={}", g)
+
+
+def prog_scan(J):
+    def body(c, r):
+        J.debug.print("c={c} r={r}", c=c, r=r, ordered=True)
+        return c + r.sum(), None
+    J.jit(lambda xs: J.lax.scan(body, np.float32(0), xs))(XS)
+
+
+def prog_cond(J):
+    f = J.jit(lambda a: J.lax.cond(a.sum() > 0,
+                                   lambda v: (J.debug.print("pos {}", v), v)[1],
+                                   lambda v: (J.debug.print("neg {}", v), -v)[1], a))
+    f(X + 1)
+    f(X - 1)
+
+
+def prog_ordered_across_calls(J):
+    f = J.jit(lambda a: (J.debug.print("f {}", a, ordered=True), a)[1])
+    g = J.jit(lambda a: (J.debug.print("g {}", a, ordered=True), a)[1])
+    for i in range(3):
+        f(np.float32(i))
+        g(np.float32(10 * i))
+
+
+def prog_two_call_form(J):
+    J.jit(lambda a: J.debug.print(ordered=True)("two-call {a}", a=a))(X)
+
+
+@pytest.mark.parametrize("prog", [prog_eager, prog_jit, prog_vmap, prog_grad, prog_scan,
+                                  prog_cond, prog_ordered_across_calls, prog_two_call_form],
+                         ids=lambda p: p.__name__[5:])
+def test_debug_print_text_matches_jax(capsys, prog):
+    want = printed(capsys, jax, prog)
+    got = printed(capsys, minijax, prog)
+    assert want and got == want
+
+
+def test_debug_callback_sees_runtime_values_as_jax():
+    def program(J):
+        seen = []
+        f = J.jit(lambda a: (J.debug.callback(lambda v, tag: seen.append((tag, np.asarray(v))),
+                                              a * 2, "doubled"), a)[1])
+        f(X)
+        J.vmap(lambda a: J.debug.callback(lambda v: seen.append(("row", np.asarray(v))), a))(XS)
+        J.effects_barrier()
+        return seen
+
+    got, want = program(minijax), program(jax)
+    assert [t for t, _ in got] == [t for t, _ in want] == ["doubled", "row", "row"]
+    for (_, g), (_, w) in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_format_errors_match_jax():
+    def unused(J):
+        J.debug.print("x={}", X, X)
+
+    def f_string(J):
+        J.debug.print("x", y=X)
+
+    def not_callable(J):
+        J.debug.callback(3, X)
+
+    for case in (unused, f_string, not_callable):
+        with pytest.raises(Exception) as j:
+            case(jax)
+        with pytest.raises(type(j.value)) as m:
+            case(minijax)
+        assert str(m.value) == str(j.value)
+        assert core.trace_ctx.trace is core.eval_trace
