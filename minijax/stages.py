@@ -92,6 +92,11 @@ class Lowered:
         """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
         donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
+        if mesh is not None and (self._host_callbacks or self.jaxpr.effects):
+            raise NotImplementedError(
+                "host callbacks and effects in a program partitioned over a mesh are not "
+                "supported in minijax (callbacks run on one device) — see "
+                "chapters/14-callbacks-effects.md")
         exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
                                self._host_callbacks)
         cache_stats["compiles"] += 1
