@@ -248,3 +248,38 @@ def test_scan_via_while_is_a_while_and_has_a_jvp(module):
     mine = minijax.jvp(run(minijax, module.scan_via_while), (C0,), (t,))
     ref = jax.jvp(run(jax, jax.lax.scan), (C0,), (t,))
     _close(mine[1], ref[1], 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# callback_batching: pure_callback's vmap_method="expand_dims" (chapter 14)
+# ---------------------------------------------------------------------------------------------
+
+def _host_calls(J, wrap=lambda f: f):
+    """Run a two-argument pure_callback under vmap (in_axes (1, None)); return the results
+    and the shapes the host function saw."""
+    seen = []
+
+    def host(a, b):
+        seen.append((np.shape(a), np.shape(b)))
+        return (np.asarray(a) * np.asarray(b)).astype(np.float32)
+
+    def per_example(a, b):
+        return J.pure_callback(host, J.ShapeDtypeStruct(a.shape, a.dtype), a, b,
+                               vmap_method="expand_dims")
+
+    out = wrap(J.vmap(per_example, in_axes=(1, None)))(X, Y[0, :1].repeat(4))
+    if J is minijax:
+        minijax.effects_barrier()
+    return np.asarray(out), seen
+
+
+@_versions("callback_batching")
+@pytest.mark.parametrize("jit", [False, True])
+def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
+    from minijax.callback import pure_callback_p
+    monkeypatch.setitem(batching.primitive_batchers, pure_callback_p, module.expand_dims_rule)
+    mine, mine_seen = _host_calls(minijax, minijax.jit if jit else (lambda f: f))
+    ref, ref_seen = _host_calls(jax, jax.jit if jit else (lambda f: f))
+    _close(mine, ref)
+    assert mine_seen == ref_seen == [((3, 4), (1, 4))]
+    assert core.current_trace() is core.eval_trace
