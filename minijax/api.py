@@ -14,6 +14,7 @@ import numpy as np
 from minijax import api_util, compiler, core, dtypes
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
+from minijax.config import config
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
@@ -560,6 +561,13 @@ def block_until_ready(x):
     if bufs:
         compiler.block_until_ready(bufs)
     return x
+
+
+# JAX: jax/_src/api.py disable_jit
+def disable_jit(disable: bool = True):
+    """A context manager inside which `jit(f)(...)` calls `f` directly, eagerly: prints and
+    breakpoints in `f` see concrete values (chapters/15-debugging.md)."""
+    return config.override("jax_disable_jit", disable)
 
 
 # JAX: jax/_src/api.py effects_barrier

@@ -211,7 +211,7 @@ class ExecuteReplicated:
     """
 
     __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers",
-                 "ordered_effects", "has_effects")
+                 "ordered_effects", "has_effects", "jaxpr", "name")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
                  out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
@@ -225,6 +225,9 @@ class ExecuteReplicated:
         self.has_effects = has_effects
         token_avals = [core.ShapedArray((0,), np.bool_)] * len(self.ordered_effects)
         self.handlers = result_handlers([*token_avals, *out_avals])
+        # what jax_debug_nans runs again op by op: a weak reference, as the caches of
+        # minijax/pjit.py hold executors by their jaxpr, weakly
+        self.jaxpr, self.name = None, "fun"
 
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
@@ -253,7 +256,25 @@ class ExecuteReplicated:
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
-        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+        outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+        if config.jax_debug_nans or config.jax_debug_infs:
+            self._check_special(outs, [*consts, *args])
+        return outs
+
+    # JAX: jax/_src/pjit.py _pjit_call_impl_python (its jax_debug_nans branch)
+    def _check_special(self, outs: list, args: list) -> None:
+        """A NaN/inf in the outputs: run the jaxpr again op by op, eagerly (each primitive's
+        outputs are checked there, minijax/core.py: check_special), to name its source."""
+        try:
+            core.check_special(f"jit({self.name})", outs)
+        except FloatingPointError as e:
+            closed = self.jaxpr() if self.jaxpr is not None else None
+            if closed is not None:
+                kind = "nan" if "(nan)" in str(e) else "inf"
+                print(f"Invalid {kind} value encountered in the output of a jax.jit function. "
+                      "Calling the de-optimized version.")
+                core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+            raise  # the op-by-op run found nothing: the value came in through the inputs
 
     # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated._add_tokens_to_inputs
     def _execute_with_tokens(self, bufs: list) -> list:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import dtypes
+from minijax.config import config
 from minijax.effects import Effects, JaxprInputEffect, no_effects
 from minijax.util import safe_zip
 
@@ -334,7 +335,24 @@ class EvalTrace(Trace):
     `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        return apply_primitive(primitive, tracers, params)
+        out = apply_primitive(primitive, tracers, params)
+        if config.jax_debug_nans or config.jax_debug_infs:
+            check_special(primitive.name, out if primitive.multiple_results else [out])
+        return out
+
+
+# JAX: jax/_src/dispatch.py check_special
+def check_special(name: str, values) -> None:
+    """With jax_debug_nans / jax_debug_infs on: FloatingPointError if a floating-point value
+    in `values` (the outputs of primitive or function `name`) is NaN / infinite."""
+    for v in values:
+        x = np.asarray(v)
+        if x.dtype.kind not in "fc":
+            continue
+        if config.jax_debug_nans and np.isnan(x).any():
+            raise FloatingPointError(f"invalid value (nan) encountered in {name}")
+        if config.jax_debug_infs and np.isinf(x).any():
+            raise FloatingPointError(f"invalid value (inf) encountered in {name}")
 
 
 def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:

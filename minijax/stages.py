@@ -8,6 +8,7 @@ Mirrors jax/_src/stages.py. Taught in chapters/07-jit.md and chapters/11-aot-asy
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -114,6 +115,7 @@ class Lowered:
             out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals)
             executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                usable, in_sh, out_sh)
+        executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
 
 

@@ -112,3 +112,80 @@ def test_format_errors_match_jax():
             case(minijax)
         assert str(m.value) == str(j.value)
         assert core.trace_ctx.trace is core.eval_trace
+
+
+# ------------------------------------------------------------------------------ debugging flags
+
+def with_flag(J, name, value, fn):
+    old = getattr(J.config, name)
+    J.config.update(name, value)
+    try:
+        return fn()
+    finally:
+        J.config.update(name, old)
+
+
+def nan_program(J):
+    jnp = J.numpy
+
+    def inner(y):
+        return jnp.log(y - 2.0) * 2.0
+    return lambda x: J.jit(inner)(jnp.sin(x)) + 1.0
+
+
+@pytest.mark.parametrize("flag,make", [
+    ("jax_debug_nans", nan_program),
+    ("jax_debug_infs", lambda J: lambda x: J.numpy.exp(x * 100.0) - 1.0),
+])
+@pytest.mark.parametrize("jit", [False, True])
+def test_debug_nans_and_infs_name_the_primitive_as_jax(capsys, flag, make, jit):
+    def error(J):
+        f = J.jit(make(J)) if jit else make(J)
+        with pytest.raises(FloatingPointError) as info:
+            with_flag(J, flag, True, lambda: J.block_until_ready(f(np.ones(3, np.float32))))
+        return str(info.value)
+
+    assert error(minijax) == error(jax)
+    capsys.readouterr()
+    # off (the default), the same programs just return NaN / inf
+    out = minijax.jit(make(minijax))(np.ones(3, np.float32))
+    assert not np.isfinite(np.asarray(out)).any()
+    assert core.trace_ctx.trace is core.eval_trace
+
+
+def test_disable_jit_runs_the_python_function_as_jax(capsys):
+    def run(J):
+        f = J.jit(lambda a: (print("inside:", type(a).__name__, a.sum()), a * 2)[1])
+        with J.disable_jit():
+            out = f(X)
+        f(X)  # jitted again: a tracer is printed at trace time
+        return np.asarray(out), capsys.readouterr().out.splitlines()
+
+    (m_out, m_lines), (j_out, j_lines) = run(minijax), run(jax)
+    np.testing.assert_allclose(m_out, j_out)
+    assert m_lines[0] == j_lines[0] and "Tracer" not in m_lines[0]
+    assert "Tracer" in m_lines[1] and "Tracer" in j_lines[1]
+
+
+def test_log_compiles_names_the_function_and_why(caplog):
+    def compiles(J, name):
+        def double(x):
+            return x * 2.0
+        g = J.jit(double)
+        caplog.clear()
+
+        def calls():
+            g(np.ones(3, np.float32))
+            g(np.ones(3, np.float32))  # cached: no log
+            g(np.ones(4, np.float32))
+        with caplog.at_level("WARNING"):
+            with_flag(J, "jax_log_compiles", True, calls)
+        return [r.getMessage() for r in caplog.records if r.name.startswith(name)]
+
+    j_msgs, m_msgs = compiles(jax, "jax"), compiles(minijax, "minijax")
+    j_compiles = [m for m in j_msgs if m.startswith("Compiling jit(double)")]
+    m_compiles = [m for m in m_msgs if m.startswith("Compiling jit(double)")]
+    assert len(m_compiles) == len(j_compiles) == 2
+    assert "f32[3]" in m_compiles[0] and "f32[4]" in m_compiles[1]
+    traced = [m for m in m_msgs if m.startswith("Finished tracing double")]
+    assert "first call" in traced[0] and "f32[3]) to ShapedArray(f32[4])" in traced[1]
