@@ -283,3 +283,28 @@ def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
     _close(mine, ref)
     assert mine_seen == ref_seen == [((3, 4), (1, 4))]
     assert core.current_trace() is core.eval_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# nan_finder: the primitive jax_debug_nans names (chapter 15)
+# ---------------------------------------------------------------------------------------------
+
+def _nan_programs(J):
+    jnp = J.numpy
+    return [lambda x: jnp.log(jnp.sin(x) - 2.0) * 2.0,
+            lambda x: jnp.sqrt(x - 5.0).sum(),
+            lambda x: jnp.divide(jnp.multiply(x, 0.0), jnp.subtract(x, x)) + 1.0]
+
+
+@_versions("nan_finder")
+def test_nan_finder_names_what_jax_debug_nans_names(module):
+    for mine, ref in zip(_nan_programs(minijax), _nan_programs(jax)):
+        jax.config.update("jax_debug_nans", True)
+        try:
+            with pytest.raises(FloatingPointError) as info:
+                ref(X)
+        finally:
+            jax.config.update("jax_debug_nans", False)
+        name = module.first_nonfinite(mine)(X)
+        assert str(info.value) == f"invalid value (nan) encountered in {name}"
+    assert module.first_nonfinite(lambda x: x * 2.0)(X) is None
