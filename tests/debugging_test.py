@@ -58,6 +58,15 @@ def prog_cond(J):
     f(X - 1)
 
 
+def prog_ordered_in_while_and_cond(J):
+    def body(c):
+        i, v = c
+        J.lax.cond(i % 2 == 0, lambda: J.debug.print("even {}", i, ordered=True),
+                   lambda: J.debug.print("odd {}", i, ordered=True))
+        return i + 1, v * 2.0
+    J.jit(lambda v: J.lax.while_loop(lambda c: c[0] < 4, body, (0, v)))(np.float32(1.0))
+
+
 def prog_ordered_across_calls(J):
     f = J.jit(lambda a: (J.debug.print("f {}", a, ordered=True), a)[1])
     g = J.jit(lambda a: (J.debug.print("g {}", a, ordered=True), a)[1])
@@ -71,7 +80,8 @@ def prog_two_call_form(J):
 
 
 @pytest.mark.parametrize("prog", [prog_eager, prog_jit, prog_vmap, prog_grad, prog_scan,
-                                  prog_cond, prog_ordered_across_calls, prog_two_call_form],
+                                  prog_cond, prog_ordered_in_while_and_cond,
+                                  prog_ordered_across_calls, prog_two_call_form],
                          ids=lambda p: p.__name__[5:])
 def test_debug_print_text_matches_jax(capsys, prog):
     want = printed(capsys, jax, prog)
