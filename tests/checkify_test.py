@@ -41,8 +41,8 @@ def message(J, errors, wrap, x, i):
 WRAPS = {"eager": lambda J, f: f, "jit": lambda J, f: J.jit(f)}
 
 
-@pytest.mark.parametrize("errors", SETS)
-@pytest.mark.parametrize("wrap", ["eager", "jit"])
+@pytest.mark.parametrize("errors,wrap", [(e, "eager") for e in SETS] +
+                         [(e, "jit") for e in ("user_checks", "index_checks", "all_checks")])
 def test_messages_match_jax(errors, wrap):
     # eagerly an index is concrete: JAX raises IndexError before checkify sees it
     for x, i in CASES if wrap == "jit" else CASES[:2]:
