@@ -246,10 +246,13 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
+        handlers = self.handlers  # execute(), inline: this is every cached jit call
         if self.has_effects:
             outs = self._execute_with_tokens(bufs)
+        elif handlers is not None:
+            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
         else:
-            outs = execute(self.executable, bufs, self.handlers)
+            outs = self.executable.execute(bufs)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.

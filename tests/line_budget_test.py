@@ -30,7 +30,7 @@ BUDGETS = {
     "custom_derivatives": 550,
     "debug": 6,
     "debugging": 215,
-    "dispatch": 140,
+    "dispatch": 165,
     "dtypes": 210,
     "effects": 66,
     "errors": 12,
