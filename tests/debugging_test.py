@@ -43,6 +43,14 @@ def prog_grad(J):
     J.debug.print("g={}", g)
 
 
+def prog_grad_of_jit(J):
+    def f(a):
+        J.debug.print("fwd {}", a)
+        return J.numpy.sin(a).sum()
+    J.grad(J.jit(f))(X)
+    J.jit(J.vmap(J.grad(J.jit(f))))(XS)
+
+
 def prog_scan(J):
     def body(c, r):
         J.debug.print("c={c} r={r}", c=c, r=r, ordered=True)
@@ -79,7 +87,8 @@ def prog_two_call_form(J):
     J.jit(lambda a: J.debug.print(ordered=True)("two-call {a}", a=a))(X)
 
 
-@pytest.mark.parametrize("prog", [prog_eager, prog_jit, prog_vmap, prog_grad, prog_scan,
+@pytest.mark.parametrize("prog", [prog_eager, prog_jit, prog_vmap, prog_grad, prog_grad_of_jit,
+                                  prog_scan,
                                   prog_cond, prog_ordered_in_while_and_cond,
                                   prog_ordered_across_calls, prog_two_call_form],
                          ids=lambda p: p.__name__[5:])
