@@ -12,6 +12,9 @@ from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
     jacobian, jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,
 )
+from minijax.api import disable_jit, effects_barrier  # noqa: F401
+from minijax.callback import pure_callback  # noqa: F401
+from minijax import effects, experimental  # noqa: F401
 from minijax.array import Array  # noqa: F401
 from minijax.config import config, numpy_dtype_promotion  # noqa: F401
 from minijax.core import (  # noqa: F401

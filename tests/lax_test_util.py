@@ -305,7 +305,9 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 # collectives (minijax/lax/parallel.py) and shard_map
                 "psum_invariant", "pvary", "all_gather", "all_gather_invariant",
                 "reduce_scatter", "ppermute",
-                "all_to_all", "shard_map"}
+                "all_to_all", "shard_map",
+                # no outputs: their transpose returns no cotangents (minijax/debugging.py)
+                "debug_callback", "debug_print"}
 
 
 def is_differentiable(case: Case) -> bool:

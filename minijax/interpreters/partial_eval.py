@@ -264,7 +264,8 @@ dce_rules: dict[core.Primitive, Callable] = {}
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
               instantiate: bool | Sequence[bool] = False) -> tuple[Jaxpr, list[bool]]:
-    """Drop equations whose outputs are not needed (all primitives here are pure).
+    """Drop equations whose outputs are not needed and that have no effects (an effectful
+    equation, e.g. an `io_callback` or `debug.print`, stays; see minijax/effects.py).
 
     Returns (new_jaxpr, used_inputs). Invars where `instantiate` (one bool, or one per invar)
     is true are kept even if unused, and count as used. Outputs not in `used_outputs` are
@@ -277,7 +278,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
         used = [v in live for v in eqn.outvars]
-        if not any(used):
+        if not any(used) and not eqn.effects:
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:

@@ -251,6 +251,66 @@ def test_scan_via_while_is_a_while_and_has_a_jvp(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# callback_batching: pure_callback's vmap_method="expand_dims" (chapter 14)
+# ---------------------------------------------------------------------------------------------
+
+def _host_calls(J, wrap=lambda f: f):
+    """Run a two-argument pure_callback under vmap (in_axes (1, None)); return the results
+    and the shapes the host function saw."""
+    seen = []
+
+    def host(a, b):
+        seen.append((np.shape(a), np.shape(b)))
+        return (np.asarray(a) * np.asarray(b)).astype(np.float32)
+
+    def per_example(a, b):
+        return J.pure_callback(host, J.ShapeDtypeStruct(a.shape, a.dtype), a, b,
+                               vmap_method="expand_dims")
+
+    out = wrap(J.vmap(per_example, in_axes=(1, None)))(X, Y[0, :1].repeat(4))
+    if J is minijax:
+        minijax.effects_barrier()
+    return np.asarray(out), seen
+
+
+@_versions("callback_batching")
+@pytest.mark.parametrize("jit", [False, True])
+def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
+    from minijax.callback import pure_callback_p
+    monkeypatch.setitem(batching.primitive_batchers, pure_callback_p, module.expand_dims_rule)
+    mine, mine_seen = _host_calls(minijax, minijax.jit if jit else (lambda f: f))
+    ref, ref_seen = _host_calls(jax, jax.jit if jit else (lambda f: f))
+    _close(mine, ref)
+    assert mine_seen == ref_seen == [((3, 4), (1, 4))]
+    assert core.current_trace() is core.eval_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# nan_finder: the primitive jax_debug_nans names (chapter 15)
+# ---------------------------------------------------------------------------------------------
+
+def _nan_programs(J):
+    jnp = J.numpy
+    return [lambda x: jnp.log(jnp.sin(x) - 2.0) * 2.0,
+            lambda x: jnp.sqrt(x - 5.0).sum(),
+            lambda x: jnp.divide(jnp.multiply(x, 0.0), jnp.subtract(x, x)) + 1.0]
+
+
+@_versions("nan_finder")
+def test_nan_finder_names_what_jax_debug_nans_names(module):
+    for mine, ref in zip(_nan_programs(minijax), _nan_programs(jax)):
+        jax.config.update("jax_debug_nans", True)
+        try:
+            with pytest.raises(FloatingPointError) as info:
+                ref(X)
+        finally:
+            jax.config.update("jax_debug_nans", False)
+        name = module.first_nonfinite(mine)(X)
+        assert str(info.value) == f"invalid value (nan) encountered in {name}"
+    assert module.first_nonfinite(lambda x: x * 2.0)(X) is None
+
+
+# ---------------------------------------------------------------------------------------------
 # sharding_rules: transpose, cumsum and 2-D dot_general with sharding in types (chapter 12)
 # ---------------------------------------------------------------------------------------------
 
