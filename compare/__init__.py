@@ -19,6 +19,7 @@ TOPICS = [
     "core",
     "mnist_mlp",
     "numpy_cnn",
+    "gpt",
     "numpy",
     "jit",
     "dispatch",
