@@ -20,6 +20,7 @@ TOPICS = [
     "mnist_mlp",
     "numpy_cnn",
     "gpt",
+    "moe",
     "numpy",
     "jit",
     "dispatch",

@@ -149,7 +149,8 @@ def init_params(cfg: Config, seed: int = 0) -> dict:
 
 
 def dense_mlp(J, blk, h):
-    """The GPT MLP: (y, aux) with aux the auxiliary loss (none here)."""
+    """The GPT MLP: (y, aux); aux is what the block adds to the loss (nothing here). A mixture
+    of experts returns a dict with "lb" (its load-balancing loss) and other statistics."""
     y = J.nn.gelu(h @ blk["w_fc"] + blk["b_fc"]) @ blk["w_proj"] + blk["b_proj"]
     return y, 0.0
 
@@ -158,7 +159,8 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
     """The GPT for module `J`: a dict of the (jitted) functions the comparison uses.
 
     `mlp(J, blk, h) -> (y, aux)` fills the MLP slot of every block; the training loss is the
-    cross-entropy plus `aux_weight` times the sum of the blocks' aux losses."""
+    cross-entropy plus `aux_weight` times the sum over blocks of aux (or of aux["lb"] when aux
+    is a dict: the forward sums dicts key by key)."""
     jnp, lax = J.numpy, J.lax
     H, dh, Tmax = cfg.n_head, cfg.head_dim, cfg.block
 
@@ -195,13 +197,14 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
         else:
             x = x + lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
             mask = jnp.arange(Tmax)[None, :] <= jnp.arange(T)[:, None] + pos
-        aux, new_caches = 0.0, []
+        aux, new_caches = None, []
         for i, blk in enumerate(params["blocks"]):
             a, c = attention(blk, layer_norm(x, blk["ln1_g"], blk["ln1_b"]), mask,
                              None if caches is None else caches[i], pos)
             x = x + a
             m, aux_i = mlp(J, blk, layer_norm(x, blk["ln2_g"], blk["ln2_b"]))
-            x, aux = x + m, aux + aux_i
+            x = x + m
+            aux = aux_i if aux is None else J.tree_util.tree_map(jnp.add, aux, aux_i)
             new_caches.append(c)
         logits = layer_norm(x, params["lnf_g"], params["lnf_b"]) @ params["w_head"]
         return logits, aux, new_caches
@@ -212,7 +215,10 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
 
     def loss(params, x, y):
         logits, aux, _ = forward(params, x)
-        return cross_entropy(logits, y) + aux_weight * aux
+        if not aux_weight:
+            return cross_entropy(logits, y)
+        lb = aux["lb"] if isinstance(aux, dict) else aux
+        return cross_entropy(logits, y) + aux_weight * lb
 
     # --- AdamW, by hand, over pytrees -------------------------------------------------------
     tree_map = J.tree_util.tree_map
@@ -402,13 +408,14 @@ def stage_times(J, fn, args) -> tuple:
                       "bytes_accessed": float(cost.get("bytes accessed", float("nan")))}
 
 
-def perfetto_profile(fn, args, folder: Path) -> tuple[Path | None, list[tuple[str, float]]]:
+def perfetto_profile(fn, args, folder: Path,
+                     name: str = "gpt") -> tuple[Path | None, list[tuple[str, float]]]:
     """Run one JAX step under jax.profiler.trace; the Perfetto file and the XLA ops that took
     the most time in it ([(name, us)], summed over events)."""
     import gzip
     import json
     jax.block_until_ready(fn(*args))
-    logdir = folder / "gpt_profile"
+    logdir = folder / f"{name}_profile"
     with jax.profiler.trace(str(logdir), create_perfetto_trace=True):
         jax.block_until_ready(fn(*args))
     found = sorted(logdir.rglob("perfetto_trace.json.gz"))
@@ -474,7 +481,7 @@ def quick_config(vocab: int) -> Config:
 
 
 def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.0,
-                     **tiny_sizes) -> None:
+                     init=init_params, **tiny_sizes) -> None:
     """Gradients of a tiny model: minijax's against JAX's, and minijax's against finite
     differences (`check_grads`, reverse mode, orders 1 and 2). The weights are scaled up from
     std 0.02 to 0.2: at 0.02 the loss is nearly flat (about log V) and float32 differences are
@@ -482,7 +489,7 @@ def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.
     from minijax.public_test_util import check_grads
     sizes = dict(n_layer=1, d_model=8, n_head=2, block=4, vocab=5) | tiny_sizes
     tiny = dataclasses.replace(cfg, **sizes)
-    p0 = jax.tree_util.tree_map(lambda a: a * 10 if a.ndim >= 2 else a, init_params(tiny, 3))
+    p0 = jax.tree_util.tree_map(lambda a: a * 10 if a.ndim >= 2 else a, init(tiny, 3))
     rng = np.random.RandomState(4)
     x, y = (rng.randint(0, tiny.vocab, (2, tiny.block)).astype(np.int32) for _ in range(2))
     grads = {}
