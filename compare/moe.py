@@ -35,7 +35,6 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import minijax
 from compare import gpt
 from compare._report import OUT_DIR, TopicResult
 
@@ -175,8 +174,11 @@ def layer_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 3, S: 
                   atol=1e-5)
         res.check_true(f"{name}: dropped tokens == numpy loop ({want_dropped})",
                        int(aux["dropped"]) == want_dropped)
-        loss = lambda b, h: J.numpy.sum(J.numpy.tanh(moe(J, b, h)[0]))  # noqa: E731
-        ref_loss = lambda b, h: J.numpy.sum(J.numpy.tanh(moe_reference(J, m, b, h, keep)))  # noqa: E731
+        def loss(b, h, J=J):
+            return J.numpy.sum(J.numpy.tanh(moe(J, b, h)[0]))
+
+        def ref_loss(b, h, J=J):
+            return J.numpy.sum(J.numpy.tanh(moe_reference(J, m, b, h, keep)))
         g, g_ref = J.grad(loss, (0, 1))(blk, h), J.grad(ref_loss, (0, 1))(blk, h)
         res.check(f"{name}: MoE layer == loop over experts (gradients)", g, g_ref, rtol=1e-4,
                   atol=1e-5)
