@@ -284,7 +284,8 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                  "dropped_tokens": {"val_fraction": dropped, "layer_check": lay_dropped},
                  "val_gap_vs_dense": gap}
     C = mcfg.capacity(cfg.block)
-    ops = "\n".join(f"| `{n[:60]}` | {us:.0f} |" for n, us in top_ops[:10])
+    total_us = sum(us for _, us in top_ops) or 1.0
+    ops = "\n".join(f"| {n} | {us:.0f} | {us / total_us:.0%} |" for n, us in top_ops)
     res.sections.append(
         "### Setup\n\n"
         f"Data: {source}, vocabulary {cfg.vocab}. The GPT of the `gpt` topic ({cfg.n_layer} "
@@ -310,5 +311,5 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         + ("" if quick else f", dense {stages['dense (jax)']['flops'] / 1e9:.3f}")
         + ". Perfetto trace of one MoE JAX step: "
         f"`{gpt.rel(trace_path) if trace_path else '-'}`.\n\n"
-        "| event | us |\n|---|---|\n" + ops)
+        "| kind of op | us | share |\n|---|---|---|\n" + ops)
     return res
