@@ -256,7 +256,7 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
 
     def train_step(params, opt, x, y):
         value, grads = J.value_and_grad(loss)(params, x, y)
-        params, opt, gnorm = adamw(params, grads, opt)
+        params, opt, _ = adamw(params, grads, opt)
         return params, opt, value
 
     # --- sampling with and without a KV cache -----------------------------------------------

