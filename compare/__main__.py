@@ -2,6 +2,7 @@
 
 import argparse
 import importlib
+import os
 import sys
 import time
 
@@ -14,7 +15,11 @@ def main(argv=None) -> int:
     p.add_argument("topics", nargs="*", help=f"topics to run (default: all of {', '.join(TOPICS)})")
     p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
     p.add_argument("--quick", action="store_true", help="small sizes (what the tests run)")
+    p.add_argument("--cifar", metavar="DIR",
+                   help="cnn_bn: train on the CIFAR-10 python batches in DIR (sets CIFAR10_DIR)")
     args = p.parse_args(argv)
+    if args.cifar:
+        os.environ["CIFAR10_DIR"] = args.cifar
     names = args.topics or TOPICS
     unknown = [n for n in names if n not in TOPICS]
     if unknown:

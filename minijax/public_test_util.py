@@ -24,12 +24,15 @@ def _dtype(args) -> np.dtype:
     return np.dtype(dtypes.result_type(*leaves)) if leaves else np.dtype(np.float32)
 
 
-def _rand_like(rng: np.random.RandomState, x):
-    aval = core.get_aval(x)
-    out = rng.randn(*aval.shape)
-    if aval.dtype.kind == "c":
-        out = out + 1j * rng.randn(*aval.shape)
-    return np.asarray(out, dtype=aval.dtype)
+def _rand_like(rng: np.random.RandomState, tree):
+    """Standard normal values shaped like each leaf of `tree` (args may be pytrees, as in JAX)."""
+    def leaf(x):
+        aval = core.get_aval(x)
+        out = rng.randn(*aval.shape)
+        if aval.dtype.kind == "c":
+            out = out + 1j * rng.randn(*aval.shape)
+        return np.asarray(out, dtype=aval.dtype)
+    return api.tree_map(leaf, tree)
 
 
 def _rand_tangents(rng: np.random.RandomState, args) -> list:

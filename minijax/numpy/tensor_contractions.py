@@ -12,6 +12,7 @@ import numpy as np
 
 from minijax import core
 from minijax import lax
+from minijax import sharding as msh
 from minijax.numpy import lax_numpy
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
@@ -23,11 +24,14 @@ def _dot_dtype(a, b):
     return a, b, a.aval.dtype
 
 
-def matmul(a, b):
+def matmul(a, b, *, out_sharding=None):
     """Matrix product with numpy's rules: a 1-D operand acts as a row (a) or column (b)
-    vector whose axis is not in the result; leading (batch) dimensions broadcast. Raises
-    ValueError for 0-d operands or leading dimensions that do not broadcast, TypeError for
-    mismatched contracting sizes. Mirrors jax/_src/numpy/tensor_contractions.py: matmul."""
+    vector whose axis is not in the result; leading (batch) dimensions broadcast.
+    `out_sharding` (a NamedSharding, or a PartitionSpec under `set_mesh`): the result's
+    sharding, needed when both operands split the contracted dimension
+    (minijax/sharding.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
+    leading dimensions that do not broadcast, TypeError for mismatched contracting sizes.
+    Mirrors jax/_src/numpy/tensor_contractions.py: matmul."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
     a_aval, b_aval = core.get_aval(a), core.get_aval(b)
     if a_aval.ndim == 0 or b_aval.ndim == 0:
@@ -68,17 +72,32 @@ def matmul(a, b):
         b = lax.squeeze(b, tuple(i - (nb - len(b_shape) + 2) for i in b_drop))
     dims = (((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
             (tuple(a_kept.index(i) for i in batch), tuple(b_kept.index(i) for i in batch)))
-    out = lax.dot_general(a, b, dims, preferred_element_type=d)
-    # dot_general emits batch, then a's free dims and rows, then b's free dims and columns.
+    # dot_general emits batch, then a's free dims and rows, then b's free dims and columns;
+    # result dim i is emitted dim order[i] (the out_sharding is given in emitted order).
     emitted = batch + a_free + [nb] * a_mat + b_free + [nb + a_mat] * b_mat
-    if emitted != sorted(emitted):
-        out = lax.transpose(out, tuple(int(k) for k in np.argsort(emitted)))
+    order = [int(k) for k in np.argsort(emitted)]
+    out = lax.dot_general(a, b, dims, preferred_element_type=d,
+                          out_sharding=_emitted_order(out_sharding, order))
+    if order != sorted(order):
+        out = lax.transpose(out, tuple(order))
     return out
 
 
-def dot(a, b):
+def _emitted_order(out_sharding, order):
+    """matmul's out_sharding for dot_general's result, whose dim order[i] is result dim i."""
+    s = msh.canonicalize_out_sharding(out_sharding, "matmul")
+    if s is None or order == sorted(order):
+        return s
+    spec = list(s.spec) + [None] * (len(order) - len(s.spec))
+    emitted = [None] * len(order)
+    for i, j in enumerate(order):
+        emitted[j] = spec[i]
+    return msh.NamedSharding(s.mesh, msh.P(*emitted))
+
+
+def dot(a, b, *, out_sharding=None):
     """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis."""
+    a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
     a_shape, b_shape = a.aval.shape, b.aval.shape
     na, nb = len(a_shape), len(b_shape)
@@ -89,7 +108,7 @@ def dot(a, b):
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
                         f"got {(a_shape[-1],)} and {(b_shape[contract_b],)}.")
     out = lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
-                          preferred_element_type=d)
+                          preferred_element_type=d, out_sharding=out_sharding)
     return out
 
 
