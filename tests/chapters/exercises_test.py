@@ -421,3 +421,36 @@ def test_dropout_keys_are_split_per_step_and_layer(module):
         masks = [np.asarray(module.dropout(J, k, np.ones((64,), np.float32), 0.5, True))
                  for k in layers]
         assert not np.array_equal(masks[0], masks[1])  # fresh randomness per layer
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling: temperature and top-k (chapter 19)
+# ---------------------------------------------------------------------------------------------
+
+LOGITS = np.log(np.array([[0.5, 0.3, 0.15, 0.05], [0.1, 0.2, 0.3, 0.4]], np.float32))
+
+
+@_versions("sampling")
+def test_sampling_top1_is_argmax_and_tokens_stay_in_top_k(module):
+    for J in (minijax, jax):
+        got = module.sample(J, J.random.key(0), LOGITS, 1.0, top_k=1)
+        np.testing.assert_array_equal(np.asarray(got), LOGITS.argmax(-1))
+    draws = np.stack([np.asarray(module.sample(minijax, minijax.random.key(i), LOGITS, 2.0, 2))
+                      for i in range(50)])
+    assert set(draws[:, 0]) <= {0, 1} and set(draws[:, 1]) <= {2, 3}
+
+
+@_versions("sampling")
+def test_sampling_matches_jax_and_the_softmax(module):
+    draws = {J: np.stack([np.asarray(module.sample(J, J.random.key(i), LOGITS, 0.7, 3))
+                          for i in range(30)]) for J in (minijax, jax)}
+    np.testing.assert_array_equal(draws[minijax], draws[jax])  # same keys, same tokens
+    n, T = 4000, 0.7  # n independent rows of the same logits, drawn in one call
+    tokens = np.asarray(module.sample(minijax, minijax.random.key(1), np.tile(LOGITS[:1], (n, 1)),
+                                      T, 3))
+    top3 = LOGITS[0, :3] / T
+    want = np.exp(top3) / np.exp(top3).sum()
+    freq = np.bincount(tokens, minlength=4) / n
+    assert freq[3] == 0, freq
+    # within four binomial standard deviations of the renormalized softmax at temperature T
+    assert np.all(np.abs(freq[:3] - want) <= 4 * np.sqrt(want * (1 - want) / n)), (freq, want)
