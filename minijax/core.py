@@ -645,13 +645,27 @@ def join_effects(*effect_sets) -> Effects:
     return frozenset().union(*effect_sets) if effect_sets else no_effects
 
 
+# JAX: jax/_src/core.py resolve_input_effects
+def resolve_input_effects(effs, invars: Sequence[Atom]) -> Effects:
+    """An abstract eval names an input effect's operand by position; the equation by its Var
+    (an effect on a Literal operand is dropped)."""
+    out = set()
+    for e in effs:
+        if isinstance(e, JaxprInputEffect) and isinstance(e.input, int):
+            if isinstance(invars[e.input], Literal):
+                continue
+            e = e.replace(invars[e.input])
+        out.add(e)
+    return frozenset(out)
+
+
 def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> Effects:
     """The effects of one application of `primitive`: its effectful abstract eval's, or, for
     a higher-order primitive, those of the jaxprs in its params (effects on the inner jaxprs'
     own inputs stay inside: see minijax/effects.py JaxprInputEffect)."""
     rule = primitive.effectful_abstract_eval
     if rule is not None:
-        return frozenset(rule(*[v.aval for v in invars], **params)[1])
+        return resolve_input_effects(rule(*[v.aval for v in invars], **params)[1], invars)
     inner = [j.effects for p in params.values() for j in jaxprs_in_param(p)]
     effs = join_effects(*inner)
     return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
@@ -999,9 +1013,16 @@ def _pp_vars(vs: Sequence[Atom], names: NameContext, sep: str = "",
     return _nest(2, _group(_join(_concat([_text(sep), _group(_brk())]), items)))
 
 
+# JAX: jax/_src/core.py pp_eqn_rules — a primitive's own text for its equations (the state
+# primitives print `x <- ref[i]`); `rule(eqn, names) -> str`
+pp_eqn_rules: dict[Primitive, Callable[["JaxprEqn", "NameContext"], str]] = {}
+
+
 # JAX: jax/_src/core.py pp_eqn
 def _pp_eqn_doc(eqn: JaxprEqn, names: NameContext) -> tuple:
     prim = eqn.primitive
+    if prim in pp_eqn_rules:
+        return _text(pp_eqn_rules[prim](eqn, names))
     params = {k: v for k, v in eqn.params.items() if k not in hidden_params(eqn)}
     for v in params.values():
         if (prim.pp_inner_names_like_outer and isinstance(v, (Jaxpr, ClosedJaxpr))
@@ -1047,13 +1068,18 @@ def _pp_jaxpr_doc(jaxpr: Jaxpr, names: NameContext, shared_ok: bool = True) -> t
     eqns = _join(_brk("; "), [_pp_eqn_doc(e, names) for e in jaxpr.eqns])
     outvars = _concat([_text("("), _pp_vars(jaxpr.outvars, names, sep=","),
                        _text(")" if len(jaxpr.outvars) != 1 else ",)")])
-    # JAX prints the effects in set order; minijax sorts them by name, to be reproducible
-    effs = ([_text(" : { " + ", ".join(sorted(map(str, jaxpr.effects))) + " }")]
-            if names.print_effects else [])
+    # JAX prints the effects in set order; minijax sorts their text, to be reproducible
+    effs = ([_text(" : { " + ", ".join(sorted(pp_effect(e, names) for e in jaxpr.effects))
+                   + " }")] if names.print_effects else [])
     return _group(_concat([_nest(2, _concat([
         _text("{ lambda "), constvars, _text("; "), invars, _text(". let"),
         _nest(2, _concat([_brk(), eqns])), _brk(), _text("in "), outvars, *effs])),
         _text(" }")]))
+
+
+# JAX: jax/_src/core.py pp_effect — an effect may name its input (`Read<a>`)
+def pp_effect(eff, names: NameContext) -> str:
+    return eff._pretty_print(names) if hasattr(eff, "_pretty_print") else str(eff)
 
 
 def _dropvars(jaxpr: Jaxpr) -> dict[Var, str]:

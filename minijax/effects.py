@@ -7,7 +7,8 @@ every higher-order equation holding such a jaxpr (jit, cond, while, scan, custom
 checkpoint: `minijax/core.py: eqn_effects`). Two things follow from an effect:
 
 * dead-code elimination keeps the equation even when no output is used
-  (`minijax/interpreters/partial_eval.py: dce_jaxpr`);
+  (`minijax/interpreters/partial_eval.py: dce_jaxpr`), unless each of its effects is in
+  `dceable_effects` (reading a ref is);
 * an effect whose type is in `ordered_effects` is sequenced: the lowered `main` takes and
   returns one runtime token per ordered effect, every equation with that effect consumes the
   current token and produces the next, and the runtime hands each compiled call the token the
@@ -88,3 +89,7 @@ class EffectTypeSet:
 # The effects sequenced by runtime tokens (JAX keeps more registries: which effects control
 # flow, custom derivatives and remat accept; minijax accepts every effect there).
 ordered_effects: EffectTypeSet = EffectTypeSet()
+
+# JAX: jax/_src/interpreters/partial_eval.py dceable_effects — effects that do not keep an
+# unused equation alive in dead-code elimination (reading a ref: minijax/state/types.py)
+dceable_effects: EffectTypeSet = EffectTypeSet()

@@ -4,6 +4,8 @@ Every value is checked against JAX's own state machinery (jax._src.state: Abstra
 run_state, discharge_state) on the same program. Mirrors tests/state_test.py in JAX.
 """
 
+import re
+
 import jax
 import jax.experimental.pallas  # noqa: F401  (jax.experimental.pallas.ds)
 import jax.numpy as jnp
@@ -148,3 +150,88 @@ def test_errors():
     with pytest.raises(TypeError, match="must be a ref"):
         from minijax.state import get_p
         get_p.bind(np.ones(3, np.float32), 0, indexer=(("slice", 3),))
+
+
+def _ref_program(ds_, addupdate, swap):
+    """get / set / swap / addupdate with static and dynamic (traced) starts, on a 2-D ref."""
+    def f(r, i):
+        x = r[...]
+        r[...] = x + 1.0
+        y = r[1]
+        r[0, ds_(i, 2)] = y[:2]
+        z = r[ds_(i, 2), 1:3]
+        addupdate(r, (i, ds_(0, 2)), z[0])
+        addupdate(r, (2,), y)
+        old = swap(r, (3, i), 7.0)
+        return [x, old]
+    return f
+
+
+def _trace_jax(f, *avals):
+    from jax._src import api_util
+    from jax._src import linear_util as lu
+    from jax._src.interpreters import partial_eval as jpe
+    dbg = api_util.debug_info("f", f, avals, {})
+    return jpe.trace_to_jaxpr_dynamic(lu.wrap_init(f, debug_info=dbg), list(avals))[0]
+
+
+def _sorted_effects(text):
+    # JAX prints a jaxpr's effects in set order (which varies run to run); minijax sorts them
+    return re.sub(r": \{ (.*?) \}", lambda m: ": { " + ", ".join(
+        sorted(m.group(1).split(", "))) + " }", text)
+
+
+def test_state_primitives_and_ref_effects_print_as_jax():
+    from jax._src.state import primitives as jstate
+
+    from minijax.state import ref_addupdate, ref_swap
+    want = _trace_jax(
+        _ref_program(jax.experimental.pallas.ds, jstate.ref_addupdate, jstate.ref_swap),
+        JRef(jcore.ShapedArray((4, 4), jnp.float32)), jcore.ShapedArray((), jnp.int32))
+    got = minijax.make_jaxpr(_ref_program(ds, ref_addupdate, ref_swap))(
+        AbstractRef(core.ShapedArray((4, 4), np.float32)), np.int32(0)).jaxpr
+    want_text = want.pretty_print(print_effects=True)
+    assert "<- a[...]" in want_text and "a[b,:2] +=" in want_text
+    assert got.pretty_print(print_effects=True) == _sorted_effects(want_text)
+    assert str(got) == str(want)  # without effects
+
+
+def test_ref_effects_name_their_ref_dce_keeps_writes_and_pallas_call_has_none():
+    from jax.experimental import pallas as jpl
+    from jax._src.interpreters import partial_eval as jpe
+
+    from minijax.experimental import pallas as mpl
+    from minijax.interpreters import partial_eval as mpe
+
+    def effects_of(jaxpr):  # (kind, position of the ref among the invars)
+        jaxpr = getattr(jaxpr, "jaxpr", jaxpr)  # minijax's kernel jaxpr is a ClosedJaxpr
+        return sorted((type(e).__name__, jaxpr.invars.index(e.input)) for e in jaxpr.effects)
+
+    def f(r, s):
+        _ = s[...]  # an unused read: dead code
+        r[0] = 1.0  # writes stay
+        return []
+
+    avals = [JRef(jcore.ShapedArray((4,), jnp.float32))] * 2
+    want = jpe.dce_jaxpr(_trace_jax(f, *avals), [])[0]
+    got = mpe.dce_jaxpr(minijax.make_jaxpr(f)(
+        *[AbstractRef(core.ShapedArray((4,), np.float32))] * 2).jaxpr, [])[0]
+    assert str(got) == str(want) and effects_of(got) == effects_of(want)
+    assert effects_of(got) == [("WriteEffect", 0)]
+
+    def run(P, J):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 2.0
+            o_ref[0] += x_ref[P.ds(P.program_id(0), 1)][0]
+        call = P.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((4,), jnp.float32),
+                             grid=(1,), interpret=True)
+        return J.make_jaxpr(call)(np.ones(4, np.float32))
+
+    want, got = run(jpl, jax), run(mpl, minijax)
+    assert got.jaxpr.effects == set() == want.jaxpr.effects
+    assert got.eqns[0].effects == set() == want.eqns[0].effects
+    kw, kg = want.eqns[0].params["jaxpr"], got.eqns[0].params["jaxpr"].jaxpr
+    assert effects_of(kg) == effects_of(kw) == [("ReadEffect", 0), ("ReadEffect", 1),
+                                                ("WriteEffect", 1)]
+    assert kg.pretty_print(print_effects=True) == _sorted_effects(
+        kw.pretty_print(print_effects=True).replace("Ref<default>", "Ref"))

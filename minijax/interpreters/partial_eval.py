@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from minijax import core, dtypes
+from minijax import core, dtypes, effects
 from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
                           Var)
 from minijax.util import safe_zip
@@ -278,7 +278,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
         used = [v in live for v in eqn.outvars]
-        if not any(used) and not eqn.effects:
+        if not any(used) and not effects.dceable_effects.filter_not_in(eqn.effects):
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:

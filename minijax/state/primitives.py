@@ -3,7 +3,9 @@ contents) and `addupdate` (add into one). Mirrors jax/_src/state/primitives.py.
 
 Each takes the ref, (for swap/addupdate) the value, then one start index per dimension of the
 ref; the param `indexer` holds the static part: `("slice", size)` or `("index",)` per
-dimension (see minijax/state/types.py: make_indexer). There is no eager evaluation: refs exist
+dimension (see minijax/state/types.py: make_indexer). Each declares an effect on its ref
+(`ReadEffect`, `WriteEffect`, `AccumEffect`) and prints as JAX's do: `b:f32[4] <- a[...]`,
+`a[i:i+2] <- c`, `a[0] += d`. There is no eager evaluation: refs exist
 only while tracing, and `discharge_state` rewrites these equations into `dynamic_slice` /
 `dynamic_update_slice` on ordinary arrays.
 """
@@ -13,7 +15,8 @@ from __future__ import annotations
 from minijax import core
 from minijax.ad_util import Zero
 from minijax.interpreters import ad, batching
-from minijax.state.types import AbstractRef, indexed_shape, make_indexer, pp_indexer
+from minijax.state.types import (AbstractRef, AccumEffect, ReadEffect, WriteEffect,
+                                 indexed_shape, make_indexer, pp_indexer)
 
 
 def _no_eager(name):
@@ -39,19 +42,19 @@ def _check_ref(name, ref_aval, n_starts, spec):
 # JAX: jax/_src/state/primitives.py get_p
 get_p = core.Primitive("get")
 get_p.def_impl(_no_eager("get"))
-get_p.pp_param_formatters = {"indexer": pp_indexer}
+get_p.pp_param_formatters = {"indexer": pp_indexer}  # minijax/viz.py
 
 
-@get_p.def_abstract_eval
+@get_p.def_effectful_abstract_eval
 def _get_abstract_eval(ref_aval, *starts, indexer):
     _check_ref("get", ref_aval, len(starts), indexer)
-    return core.ShapedArray(indexed_shape(indexer), ref_aval.dtype)
+    return core.ShapedArray(indexed_shape(indexer), ref_aval.dtype), {ReadEffect(0)}
 
 
 # JAX: jax/_src/state/primitives.py swap_p
 swap_p = core.Primitive("swap")
 swap_p.def_impl(_no_eager("swap"))
-swap_p.pp_param_formatters = {"indexer": pp_indexer}
+swap_p.pp_param_formatters = {"indexer": pp_indexer}  # minijax/viz.py
 
 
 def _check_value(name, ref_aval, val_aval, indexer):
@@ -62,25 +65,80 @@ def _check_value(name, ref_aval, val_aval, indexer):
                         f"{core.ShapedArray(shape, ref_aval.dtype).str_short()}")
 
 
-@swap_p.def_abstract_eval
+@swap_p.def_effectful_abstract_eval
 def _swap_abstract_eval(ref_aval, val_aval, *starts, indexer):
     _check_ref("swap", ref_aval, len(starts), indexer)
     _check_value("swap", ref_aval, val_aval, indexer)
-    return core.ShapedArray(val_aval.shape, val_aval.dtype)
+    return core.ShapedArray(val_aval.shape, val_aval.dtype), {WriteEffect(0)}
 
 
 # JAX: jax/_src/state/primitives.py addupdate_p
 addupdate_p = core.Primitive("addupdate")
 addupdate_p.multiple_results = True
 addupdate_p.def_impl(_no_eager("addupdate"))
-addupdate_p.pp_param_formatters = {"indexer": pp_indexer}
+addupdate_p.pp_param_formatters = {"indexer": pp_indexer}  # minijax/viz.py
 
 
-@addupdate_p.def_abstract_eval
+@addupdate_p.def_effectful_abstract_eval
 def _addupdate_abstract_eval(ref_aval, val_aval, *starts, indexer):
     _check_ref("addupdate", ref_aval, len(starts), indexer)
     _check_value("addupdate", ref_aval, val_aval, indexer)
-    return []
+    return [], {AccumEffect(0)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Printing: `b:f32[4] <- a[...]`, `a[0] <- c`, `a[i:i+2] += d`, as JAX prints them
+# ---------------------------------------------------------------------------------------------
+
+def _pp_start(names, start) -> str:
+    return str(int(start.val)) if isinstance(start, core.Literal) else names(start)
+
+
+# JAX: jax/_src/state/primitives.py pp_ref_transforms, jax/_src/state/indexing.py _pp_slice
+# — differs: `ref[:]` prints `[...]` like `ref[...]` (the indexer does not remember which)
+def _pp_ref(names, ref, starts, indexer) -> str:
+    shape = ref.aval.shape
+    if all(s[0] == "slice" and s[1] == n and isinstance(i, core.Literal) and i.val == 0
+           for s, i, n in zip(indexer, starts, shape)):
+        return f"{names(ref)}[...]"
+    dims = []
+    for s, i, n in zip(indexer, starts, shape):
+        start = _pp_start(names, i)
+        if s[0] == "index":
+            dims.append(start)
+        elif isinstance(i, core.Var):
+            dims.append(f"{start}:{start}+{s[1]}")
+        else:
+            end = int(i.val) + s[1]
+            dims.append(f"{'' if start == '0' else start}:{'' if end == n else end}")
+    return f"{names(ref)}[{','.join(dims)}]"
+
+
+# JAX: jax/_src/state/primitives.py _get_pp_rule
+def _get_pp_rule(eqn, names) -> str:
+    (y,), (ref, *starts) = eqn.outvars, eqn.invars
+    window = _pp_ref(names, ref, starts, eqn.params["indexer"])
+    return f"{names(y)}:{y.aval.str_short()} <- {window}"
+
+
+# JAX: jax/_src/state/primitives.py _swap_pp_rule
+def _swap_pp_rule(eqn, names) -> str:
+    (y,), (ref, v, *starts) = eqn.outvars, eqn.invars
+    window = _pp_ref(names, ref, starts, eqn.params["indexer"])
+    if isinstance(y, core.DropVar) or names.names.get(y) == "_":  # a set: the old value unused
+        return f"{window} <- {names(v)}"
+    return f"{names(y)}:{y.aval.str_short()}, {window} <- {window}, {names(v)}"
+
+
+# JAX: jax/_src/state/primitives.py _addupdate_pp_rule
+def _addupdate_pp_rule(eqn, names) -> str:
+    ref, v, *starts = eqn.invars
+    return f"{_pp_ref(names, ref, starts, eqn.params['indexer'])} += {names(v)}"
+
+
+core.pp_eqn_rules[get_p] = _get_pp_rule
+core.pp_eqn_rules[swap_p] = _swap_pp_rule
+core.pp_eqn_rules[addupdate_p] = _addupdate_pp_rule
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,39 @@ from typing import Any
 
 import numpy as np
 
-from minijax import core
+from minijax import core, effects
+
+
+# JAX: jax/_src/state/types.py RefEffect — differs: the text is plain (JAX colours the name)
+class RefEffect(effects.JaxprInputEffect):
+    """Reading, writing or accumulating into one ref input (`input`: its position in the
+    primitive's operands, or its Var once the equation is formed). Prints `Read<a>`."""
+
+    name: str = ""
+
+    def _pretty_print(self, names) -> str:
+        ref = names(self.input) if isinstance(self.input, core.Var) else str(self.input)
+        return f"{self.name}<{ref}>"
+
+    def __str__(self) -> str:
+        return f"{self.name}<{self.input}>"
+
+
+# JAX: jax/_src/state/types.py ReadEffect, WriteEffect, AccumEffect
+class ReadEffect(RefEffect):
+    name = "Read"
+
+
+class WriteEffect(RefEffect):
+    name = "Write"
+
+
+class AccumEffect(RefEffect):
+    name = "Accum"
+
+
+# An unused read can be dropped; a write or an accumulation cannot (as in JAX)
+effects.dceable_effects.add_type(ReadEffect)
 
 
 # JAX: jax/_src/state/types.py AbstractRef — differs: no memory space, no transforms
