@@ -110,13 +110,20 @@ def run(quick: bool = False) -> TopicResult:
     jkernel = jclosed.jaxpr.eqns[0].params["jaxpr"]
     res.check_true("the kernel jaxpr reads and writes refs; its discharge does not",
                    "Ref{" in str(kernel_jaxpr) and "Ref{" not in str(pure))
+    ktext = kernel_jaxpr.jaxpr.pretty_print(print_effects=True)
+    jtext = jkernel.pretty_print(print_effects=True)
+    # JAX lists the effects in set order and writes the refs' memory space
+    jnorm = re.sub(r": \{ (.*?) \}", lambda m: ": { " + ", ".join(
+        sorted(m.group(1).split(", "))) + " }", jtext.replace("Ref<default>", "Ref"))
+    res.check_true("the kernel jaxpr prints as JAX's (state primitives and ref effects)",
+                   ktext == jnorm)
     res.sections.append(
         "### A kernel as a jaxpr, before and after discharge\n\n"
         "`pallas_call` traces the kernel once, on refs of the *block* shapes, and keeps the "
         "jaxpr as the param of the `pallas_call` primitive. minijax's kernel jaxpr of the "
-        "vector add (`get` and `swap` print as equations; JAX prints them as `<-`, and shows "
-        "the refs' effects):\n\n"
-        + code(str(kernel_jaxpr)) + "\n\nJAX's:\n\n" + code(str(jkernel))
+        "vector add (`d:f32[128] <- a[...]` is a `get`, `c[...] <- f` a `swap`; after `in`, "
+        "the refs' effects, printed with `print_effects=True`):\n\n"
+        + code(ktext) + "\n\nJAX's:\n\n" + code(jtext)
         + "\n\nState discharge (`minijax/state/discharge.py: discharge_state`) turns it into a "
         "pure function of the blocks' contents that returns their final contents; "
         "interpret mode runs this at every grid point:\n\n" + code(str(pure)))
