@@ -162,16 +162,28 @@ class ExecuteReplicated:
     outputs as Arrays (built by C++ result handlers), committed if an argument was.
     """
 
-    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers", "placed")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
-                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
+                 out_shardings: Sequence = ()) -> None:
         self.executable = executable
         self.in_avals = tuple(in_avals)
         self.out_avals = tuple(out_avals)
         # per input: donated and reused for an output (only those Arrays are deleted)
         self.donated = tuple(donated) if any(donated) else None
         self.handlers = result_handlers(out_avals)
+        # per output: the sharding of an output placed in another memory kind (else None)
+        placed = [s if s is not None and s.memory_kind != "device" else None
+                  for s in out_shardings]
+        self.placed = tuple(placed) if any(placed) and self.handlers is not None else None
+        if self.placed is not None:
+            from jaxlib import _jax
+            for i, (a, s) in enumerate(zip(out_avals, self.placed)):
+                if s is not None:
+                    self.handlers[i] = _jax.array_result_handler(
+                        _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
+                        _skip_checks=True)
 
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
@@ -197,6 +209,9 @@ class ExecuteReplicated:
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
+        if self.placed is not None:
+            return [Array(a, None, b, committed, None) if s is None else Array(a, None, b, True, s)
+                    for a, b, s in zip(self.out_avals, outs, self.placed)]
         return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
 
 
@@ -253,10 +268,12 @@ def _buffer_sharding(sharding):
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
     from minijax import sharding as msh
+    kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
     if isinstance(sharding, msh.SingleDeviceSharding):
-        return jax.sharding.SingleDeviceSharding(sharding._device)
+        return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
     mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec),
+                                      memory_kind=kind)
 
 
 # JAX: jax/_src/interpreters/pxla.py _shard_np_array

@@ -97,13 +97,17 @@ class Lowered:
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
         if mesh is None:
             executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
-                                                  self.jaxpr.out_avals, usable)
+                                                  self.jaxpr.out_avals, usable,
+                                                  self._out_shardings)
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
             out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals)
+            out_sh = [c if g is None or g.memory_kind == "device" else
+                      c.with_memory_kind(g.memory_kind)  # the layout chosen, the memory given
+                      for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]
             executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                usable, in_sh, out_sh)
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)

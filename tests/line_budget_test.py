@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "minijax"
 
 BUDGETS = {
     "__init__": 30,
-    "ad_checkpoint": 360,
+    "ad_checkpoint": 410,
     "ad_util": 30,
     "api": 530,
     "api_util": 140,
@@ -27,7 +27,7 @@ BUDGETS = {
     "config": 60,
     "core": 700,
     "custom_derivatives": 550,
-    "dispatch": 140,
+    "dispatch": 200,
     "dtypes": 210,
     "errors": 12,
     "experimental": 530,

@@ -206,18 +206,23 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                          ip=ir.InsertionPoint(module.body))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
+        # JAX marks every input and output with its memory kind once one is not "device"
+        kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
-            arg_attrs = _arg_attrs(closed, donated, in_shardings)
+            arg_attrs = _arg_attrs(closed, donated, in_shardings, kinds)
             if arg_attrs is not None:
                 fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
-            if any(s is not None for s in out_shardings):
+            if kinds or any(s is not None for s in out_shardings):
                 fn.result_attrs = ir.ArrayAttr.get([
-                    ir.DictAttr.get({} if s is None else
-                                    {"sdy.sharding": sharding_attr(s, a.ndim)})
-                    for s, a in zip(out_shardings, closed.out_avals)])
+                    ir.DictAttr.get(_value_attrs(s, a, kinds)) for s, a in
+                    zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
             entry = fn.add_entry_block()
             with ir.InsertionPoint(entry):
                 outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
+                if kinds:
+                    outs = [x if memory_kind(s) == "device" else
+                            wrap_with_memory_kind(x, memory_kind(s))
+                            for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
                 func.ReturnOp(outs)
             used = _sharding_state[-1]
         finally:
@@ -274,17 +279,48 @@ def _add_mesh(module, mesh) -> None:
     op.attributes["stablehlo.mesh"] = ir.Attribute.parse(f"{{axes = [{stable}]}}")
 
 
-def _arg_attrs(closed: ClosedJaxpr, donated: Sequence[bool], in_shardings) -> list | None:
+def memory_kind(sharding) -> str:
+    """The memory kind a sharding names ("device" for None)."""
+    return "device" if sharding is None else sharding.memory_kind
+
+
+def _value_attrs(s, aval, kinds: bool) -> dict:
+    """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
+    `mhlo.memory_kind` for one input or output."""
+    from minijax import sharding as msh
+    d = {}
+    if isinstance(s, msh.NamedSharding):
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim)
+    if kinds:
+        d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
+    return d
+
+
+# JAX: jax/_src/interpreters/mlir.py wrap_with_memory_kind
+def wrap_with_memory_kind(x, kind: str):
+    """`custom_call @annotate_device_placement` telling XLA to place `x` in memory `kind`
+    (its `_xla_buffer_placement` frontend attribute), as JAX does for outputs whose sharding
+    names a host memory kind."""
+    op = hlo.CustomCallOp.build_generic(
+        results=[x.type], operands=[x],
+        attributes={"call_target_name": ir.StringAttr.get("annotate_device_placement"),
+                    "has_side_effect": ir.BoolAttr.get(True),
+                    "backend_config": ir.StringAttr.get("")})
+    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
+        {"_xla_buffer_placement": ir.StringAttr.get(kind)})
+    return op.result
+
+
+def _arg_attrs(closed: ClosedJaxpr, donated: Sequence[bool], in_shardings,
+               kinds: bool = False) -> list | None:
     pairs = _alias_pairs(closed, donated) if any(donated) else {}
-    if not pairs and not any(s is not None for s in in_shardings):
+    if not pairs and not kinds and not any(s is not None for s in in_shardings):
         return None
     i32 = ir.IntegerType.get_signless(32)
     attrs = []
     for i, a in enumerate(closed.in_avals):
-        d = {}
         s = in_shardings[i] if i < len(in_shardings) else None
-        if s is not None:
-            d["sdy.sharding"] = sharding_attr(s, a.ndim)
+        d = _value_attrs(s, a, kinds and s is not None)  # as JAX: none for an unplaced input
         if i in pairs:
             d["tf.aliasing_output"] = ir.IntegerAttr.get(i32, pairs[i])
         attrs.append(ir.DictAttr.get(d))
