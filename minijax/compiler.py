@@ -38,11 +38,15 @@ def default_device():
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
-def compile(module, devices: Sequence[Any] | None = None) -> Any:
+def compile(module, devices: Sequence[Any] | None = None,
+            compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
     given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
     len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
 
+    `compiler_options`: XLA debug options for this executable only ({"xla_disable_hlo_passes":
+    "fusion"}), as JAX's `compile(compiler_options=...)` passes them (chapters/22-precision-
+    xla-flags.md); an unknown name raises XLA's error.
     Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
     `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
@@ -65,6 +69,8 @@ def compile(module, devices: Sequence[Any] | None = None) -> Any:
         build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
         build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
         devices = DeviceList(tuple(devices))
+    if compiler_options:  # JAX: jax/_src/compiler.py get_compile_options env_options_overrides
+        options.env_option_overrides = list(compiler_options.items())
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)

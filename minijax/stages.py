@@ -87,11 +87,13 @@ class Lowered:
         """The `ir.Module` object."""
         return self._module
 
-    def compile(self) -> "Compiled":
-        """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
-        donated input has no output of its type to reuse its buffer."""
+    def compile(self, compiler_options: dict | None = None) -> "Compiled":
+        """Compile the module with XLA (cache_stats["compiles"] counts it), with XLA options
+        for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
+        when a donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
-        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat)
+        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
+                               compiler_options)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
