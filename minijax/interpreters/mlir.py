@@ -219,9 +219,8 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
             entry = fn.add_entry_block()
             with ir.InsertionPoint(entry):
                 outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
-                if kinds:
-                    outs = [x if memory_kind(s) == "device" else
-                            wrap_with_memory_kind(x, memory_kind(s))
+                if kinds:  # as JAX: every output given a sharding is placed, "device" too
+                    outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
                             for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
                 func.ReturnOp(outs)
             used = _sharding_state[-1]
