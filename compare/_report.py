@@ -222,6 +222,23 @@ def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str 
                 mininterval=1.0, disable=os.environ.get("COMPARE_NO_PROGRESS") == "1")
 
 
+def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
+    """Draw a matplotlib figure with `draw(fig)`, save it as `compare/out/plots/<name>.png` and
+    return the markdown that shows it in the report (which lives in compare/out/). Topics call
+    it in full runs only: quick runs (the tests) skip the drawing."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=figsize)
+    draw(fig)
+    fig.tight_layout()
+    path = OUT_DIR / "plots" / f"{name}.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"![{name}](plots/{name}.png)"
+
+
 # ---------------------------------------------------------------------------------------------
 # Stored per-topic results
 # ---------------------------------------------------------------------------------------------
