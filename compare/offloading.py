@@ -31,7 +31,7 @@ import numpy as np
 import minijax
 import minijax.ad_checkpoint  # noqa: F401
 from compare._jax201 import table
-from compare._report import TopicResult, code, median_ms
+from compare._report import TopicResult, code, median_ms, plot
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 STATS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
@@ -256,6 +256,8 @@ def run(quick: bool = False) -> TopicResult:
         "`device_put` to host memory); sizes from `compiled.memory_analysis()`:\n\n"
         + table(["policy", "saved JAX", "saved minijax", "offloaded JAX", "offloaded minijax",
                  "device temp B JAX", "device temp B minijax", "host temp B"], mem_rows)
+        + ("" if quick else "\n\n" + plot("remat_memory_vs_policy", lambda fig: _draw_memory(
+            fig, rj, rmj), figsize=(8, 4)))
         + f"\n\nResiduals under `{named}`, JAX:\n\n" + code("\n".join(rj[named]["lines"]))
         + "\n\nminijax:\n\n" + code("\n".join(rmj[named]["lines"]))
         + "\n\nWhat works on CPU and what does not. The *policy* works in both modules: per "
@@ -266,3 +268,18 @@ def run(quick: bool = False) -> TopicResult:
         "after the forward pass and back before the backward pass, lowering peak device "
         "memory at the cost of transfer time.")
     return res
+
+
+def _draw_memory(fig, rj: dict, rmj: dict) -> None:
+    """Device temp bytes and residual counts per policy, both modules."""
+    ax = fig.add_subplot()
+    names = list(rj)
+    xs = np.arange(len(names))
+    for k, (label, runs) in enumerate((("jax", rj), ("minijax", rmj))):
+        ax.bar(xs + (k - 0.5) * 0.4, [runs[n]["stats"]["temp_size_in_bytes"] / 1024
+                                      for n in names], 0.4, label=label)
+    ax.set_xticks(xs, [n.split(" (")[0].split("(")[0] for n in names], rotation=15,
+                  ha="right", fontsize=8)
+    ax.set_ylabel("device temp KiB (memory_analysis)")
+    ax.set_title("remat: device memory vs policy")
+    ax.legend()
