@@ -247,6 +247,7 @@ def _plots(runs, times, folder: Path) -> dict[str, Path]:
         ax2.text(0.5, 0.5, f"losses identical\n(all {diff.size} steps, bit for bit)",
                  ha="center", va="center", fontsize=14, transform=ax2.transAxes)
         ax2.set_yticks([])
+        ax2.set_xlim(0, max(diff.size - 1, 1))
         ax2.set_title("|loss(minijax) - loss(jax)|")
     else:
         ax2.plot(np.maximum(diff, 1e-12), linewidth=1)
