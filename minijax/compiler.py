@@ -168,28 +168,16 @@ class ExecuteReplicated:
     outputs as Arrays (built by C++ result handlers), committed if an argument was.
     """
 
-    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers", "placed")
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
-                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
-                 out_shardings: Sequence = ()) -> None:
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
         self.executable = executable
         self.in_avals = tuple(in_avals)
         self.out_avals = tuple(out_avals)
         # per input: donated and reused for an output (only those Arrays are deleted)
         self.donated = tuple(donated) if any(donated) else None
         self.handlers = result_handlers(out_avals)
-        # per output: the sharding of an output placed in another memory kind (else None)
-        placed = [s if s is not None and s.memory_kind != "device" else None
-                  for s in out_shardings]
-        self.placed = tuple(placed) if any(placed) and self.handlers is not None else None
-        if self.placed is not None:
-            from jaxlib import _jax
-            for i, (a, s) in enumerate(zip(out_avals, self.placed)):
-                if s is not None:
-                    self.handlers[i] = _jax.array_result_handler(
-                        _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
-                        _skip_checks=True)
 
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
@@ -215,10 +203,32 @@ class ExecuteReplicated:
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
-        if self.placed is not None:
-            return [Array(a, None, b, committed, None) if s is None else Array(a, None, b, True, s)
-                    for a, b, s in zip(self.out_avals, outs, self.placed)]
         return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+
+
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (outputs with a memory kind) — differs:
+# a subclass, so the common path above stays as chapter 07 shows it
+class ExecutePlaced(ExecuteReplicated):
+    """ExecuteReplicated for a one-device program some of whose outputs `out_shardings` puts
+    in another memory kind ("pinned_host"): those come back as Arrays carrying that sharding,
+    their buffers in that memory (chapters/24-memory-offloading.md)."""
+
+    __slots__ = ("placed",)
+
+    def __init__(self, executable, in_avals, out_avals, donated, placed: Sequence) -> None:
+        super().__init__(executable, in_avals, out_avals, donated)
+        self.placed = tuple(placed)  # per output: its sharding, or None (default memory)
+        from jaxlib import _jax
+        for i, (a, s) in enumerate(zip(out_avals, self.placed)):
+            if s is not None and self.handlers is not None:  # None: float0, generic path
+                self.handlers[i] = _jax.array_result_handler(
+                    _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
+                    _skip_checks=True)
+
+    def __call__(self, args, consts=()):
+        outs = super().__call__(args, consts)
+        return [o if s is None else Array(o.aval, None, o._buf, True, s)
+                for o, s in zip(outs, self.placed)]
 
 
 def device_put_arg(x, aval: core.ShapedArray, index: int):

@@ -97,10 +97,14 @@ class Lowered:
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
-        if mesh is None:
+        placed = [s if s is not None and s.memory_kind != "device" else None
+                  for s in self._out_shardings]
+        if mesh is None and any(placed):
+            executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+                                              usable, placed)
+        elif mesh is None:
             executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
-                                                  self.jaxpr.out_avals, usable,
-                                                  self._out_shardings)
+                                                  self.jaxpr.out_avals, usable)
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)

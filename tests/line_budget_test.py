@@ -23,7 +23,7 @@ BUDGETS = {
     "api": 530,
     "api_util": 140,
     "array": 220,
-    "compiler": 300,
+    "compiler": 330,
     "config": 60,
     "core": 700,
     "custom_derivatives": 550,
