@@ -48,3 +48,4 @@ from minijax.lax.windowed_reductions import (
 )
 from minijax.lax import linalg  # noqa: F401,E402
 from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa: F401,E402
+from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-exports it)
