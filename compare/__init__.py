@@ -19,6 +19,7 @@ TOPICS = [
     "core",
     "mnist_mlp",
     "numpy_cnn",
+    "cnn_bn",
     "numpy",
     "jit",
     "dispatch",

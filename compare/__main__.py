@@ -7,6 +7,7 @@ rest. A topic that raises is recorded as failed, with its traceback, and the run
 
 import argparse
 import importlib
+import os
 import re
 import sys
 import time
@@ -43,7 +44,11 @@ def main(argv=None, out_dir: Path | None = None) -> int:
     p.add_argument("topics", nargs="*", help=f"topics to run (default: all of {', '.join(TOPICS)})")
     p.add_argument("--json", metavar="PATH", help="also write this run's results as JSON to PATH")
     p.add_argument("--quick", action="store_true", help="small sizes (what the tests run)")
+    p.add_argument("--cifar", metavar="DIR",
+                   help="cnn_bn: train on the CIFAR-10 python batches in DIR (sets CIFAR10_DIR)")
     args = p.parse_args(argv)
+    if args.cifar:
+        os.environ["CIFAR10_DIR"] = args.cifar
     names = args.topics or TOPICS
     unknown = [n for n in names if n not in TOPICS]
     if unknown:

@@ -9,8 +9,8 @@ from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import errors, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
-    block_until_ready, device_count, device_put, devices, grad, hessian, jacfwd, jacobian,
-    jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,
+    block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
+    jacobian, jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,
 )
 from minijax.array import Array  # noqa: F401
 from minijax.config import config, numpy_dtype_promotion  # noqa: F401

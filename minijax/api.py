@@ -14,7 +14,7 @@ import numpy as np
 from minijax import api_util, compiler, core, dtypes
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
-from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
@@ -63,6 +63,33 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(f, avals, fun_name=fun_name(fun))
         return ClosedJaxpr(jaxpr, consts)
     return make
+
+
+# JAX: jax/_src/api.py eval_shape
+def eval_shape(fun: Callable, *args, **kwargs):
+    """The shapes and dtypes `fun(*args, **kwargs)` would return, computed by tracing alone
+    (no FLOPs, nothing compiled).
+
+    `args`/`kwargs` are pytrees whose leaves are arrays, Python or NumPy scalars,
+    `ShapeDtypeStruct`s, or any object with `shape` and `dtype` attributes (a duck-typed
+    array: its `weak_type` attribute is read if it has one). Returns the output pytree with a
+    `ShapeDtypeStruct` (shape, dtype, weak_type) for each leaf; raises what tracing `fun`
+    raises (e.g. TypeError for incompatible shapes), leaving no trace state behind.
+    As in JAX, every argument is dynamic (close over static ones with functools.partial).
+    """
+    def as_struct(x):
+        if isinstance(x, (Array, core.Tracer, ShapeDtypeStruct)) or type(x) in (int, float,
+                                                                                  bool, complex):
+            return x
+        if hasattr(x, "shape") and hasattr(x, "dtype") and not hasattr(x, "__array__"):
+            return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "weak_type", False))
+        return x
+    args, kwargs = tree_map(as_struct, (args, kwargs))
+    try:
+        hash(fun)
+    except TypeError:  # jit keys its cache on the function, as JAX's does
+        fun = functools.partial(fun)
+    return jit(fun).trace(*args, **kwargs).out_info
 
 
 # ---------------------------------------------------------------------------------------------

@@ -196,7 +196,9 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        outs = execute(self.executable, bufs, self.handlers)
+        handlers = self.handlers  # execute(), inline: this is every cached jit call
+        outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers) \
+            if handlers is not None else self.executable.execute(bufs)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.

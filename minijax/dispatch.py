@@ -46,13 +46,35 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
-    # the key: Arrays give their aval as it is (its hash is computed once, then cached);
-    # one and two operands, most calls, without building a list
+    # the hot path: the primitive's last signature again (the same aval objects, which eager
+    # results share: each callable gives all its results one aval), run inline without a key
+    # or a dict lookup. Arrays holding NumPy values only; anything else takes the path below.
     n = len(args)
-    if n == 2 and type(args[0]) is Array and type(args[1]) is Array:
-        avals = (args[0].aval, args[1].aval)
+    if n == 2:
+        x, y = args
+        if type(x) is Array and type(y) is Array:
+            last = prim._eager_last
+            if last is not None and last[0] is x.aval and last[1] is y.aval \
+                    and last[2] == params and last[3] is config.jax_enable_x64:
+                xv, yv = x._npy, y._npy
+                if xv is not None and yv is not None:
+                    val = last[4](xv, yv)
+                    if type(val) is not np.ndarray or val.dtype is not last[6]:
+                        val = np.asarray(val, dtype=last[6])
+                    return Array(last[5], val, None, x._committed or y._committed)
+            avals = (x.aval, y.aval)
+        else:
+            avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
     elif n == 1 and type(args[0]) is Array:
-        avals = (args[0].aval,)
+        x = args[0]
+        last = prim._eager_last
+        if last is not None and last[0] is x.aval and last[1] is None and last[2] == params \
+                and last[3] is config.jax_enable_x64 and x._npy is not None:
+            val = last[4](x._npy)
+            if type(val) is not np.ndarray or val.dtype is not last[6]:
+                val = np.asarray(val, dtype=last[6])
+            return Array(last[5], val, None, x._committed)
+        avals = (x.aval,)
     else:
         avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
     try:
@@ -71,7 +93,13 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             if len(_callables) >= _MAX_CALLABLES:
                 _callables.clear()
             _callables[key] = run
-    return run(args)
+    out = run(args)
+    if key is not None and 0 < n <= 2 and not prim.multiple_results:
+        # remember this signature for the hot path above (after a first successful call:
+        # the result's shape is checked)
+        prim._eager_last = (avals[0], avals[1] if n == 2 else None, dict(params),
+                            config.jax_enable_x64, *run.fast)
+    return out
 
 
 # JAX: jax/_src/dispatch.py xla_primitive_callable — differs: a NumPy call, not an executable
@@ -138,6 +166,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
             shape_checked.append(True)
         return Array(out_aval, val, None, committed)
     shape_checked: list[bool] = []
+    run.fast = (impl, out_aval, dtype)  # what apply_primitive's hot path runs inline
     return run
 
 

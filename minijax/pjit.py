@@ -495,14 +495,17 @@ class JitWrapped:
             if fast_ok:
                 # the key: the avals when every argument is an Array (no flattening needed),
                 # else the pytree structure and the leaves' avals
-                avals = []
-                for x in args:
-                    if type(x) is not Array:
-                        leaves, key = _pytree_key(args)
-                        break
-                    avals.append(x.aval)
+                if len(args) == 1 and type(args[0]) is Array:  # one Array: no loop
+                    leaves, key = args, (args[0].aval,)
                 else:
-                    leaves, key = args, tuple(avals)
+                    avals = []
+                    for x in args:
+                        if type(x) is not Array:
+                            leaves, key = _pytree_key(args)
+                            break
+                        avals.append(x.aval)
+                    else:
+                        leaves, key = args, tuple(avals)
                 if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
                     key = (key, tuple(getattr(x, "_sharding", None) for x in leaves))
                 # the signature of the previous call first: comparing avals that are the same

@@ -24,12 +24,15 @@ def _dtype(args) -> np.dtype:
     return np.dtype(dtypes.result_type(*leaves)) if leaves else np.dtype(np.float32)
 
 
-def _rand_like(rng: np.random.RandomState, x):
-    aval = core.get_aval(x)
-    out = rng.randn(*aval.shape)
-    if aval.dtype.kind == "c":
-        out = out + 1j * rng.randn(*aval.shape)
-    return np.asarray(out, dtype=aval.dtype)
+def _rand_like(rng: np.random.RandomState, tree):
+    """Standard normal values shaped like each leaf of `tree` (args may be pytrees, as in JAX)."""
+    def leaf(x):
+        aval = core.get_aval(x)
+        out = rng.randn(*aval.shape)
+        if aval.dtype.kind == "c":
+            out = out + 1j * rng.randn(*aval.shape)
+        return np.asarray(out, dtype=aval.dtype)
+    return api.tree_map(leaf, tree)
 
 
 # JAX: jax/_src/public_test_util.py inner_prod — the real inner product re(<x, y>), so that
@@ -56,8 +59,8 @@ def _wide(x) -> np.ndarray:
 
 
 def _scaled_add(xs, ts, eps):
-    return [np.asarray(_wide(x) + eps * _wide(t), core.get_aval(x).dtype)
-            for x, t in zip(xs, ts)]
+    return api.tree_map(lambda x, t: np.asarray(_wide(x) + eps * _wide(t), core.get_aval(x).dtype),
+                        list(xs), list(ts))
 
 
 # JAX: jax/_src/public_test_util.py check_jvp

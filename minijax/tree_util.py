@@ -399,6 +399,10 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:
     """The leaves of `tree`, in tree_flatten's order, without building its PyTreeDef (what
     `block_until_ready` on a pytree of results does on every call)."""
+    t = type(tree)
+    if is_leaf is None and t not in _registry and t is not tuple and t is not list \
+            and not issubclass(t, tuple):
+        return [tree]  # one leaf (an Array, the common case): no recursion
     leaves: list = []
     _leaves(tree, is_leaf, leaves)
     return leaves

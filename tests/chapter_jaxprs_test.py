@@ -147,9 +147,6 @@ EXCEPTIONS = {
                 "np.int64(1); minijax keeps Python ints (printing numpy ints would copy an "
                 "accident of JAX's)",
     "05 pairwise": "np.int64(..) in JAX's broadcast_dimensions and reduce_sum axes, as above",
-    "05 out_axes": "JAX's batching of mul leaves two operands batched along the same axis "
-                   "where they are; minijax's defbroadcasting moves both batch axes to the "
-                   "front and transposes back (minijax/interpreters/batching.py)",
     "08 grad cond": "JAX's partial evaluation of cond leaves a dead `empty2` (an allocation "
                     "for an unused residual slot) in each known branch; minijax drops it",
     "08 grad scan": "JAX's partial evaluation of scan also returns the known input `xs` as a "
@@ -158,8 +155,6 @@ EXCEPTIONS = {
                  "params and its GatherDimensionNumbers has no batching dims",
     "09 grad gather": "the gather params above; JAX's scatter-add carries update_jaxpr and a "
                       "mode, and JAX folds `lt` of the constant indices eagerly",
-    "09 softplus grad": "JAX's softplus is a jitted logaddexp(x, 0) with its custom_jvp and "
-                        "inf guards; minijax's nn.softplus has a different body",
 }
 
 

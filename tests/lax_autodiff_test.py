@@ -311,3 +311,24 @@ def test_grad_of_a_python_scalar_keeps_its_weak_type_like_jax(name):
     `grad(tanh)(2.0)` is weakly typed in both modules."""
     got, want = (J.grad(getattr(J.lax, name))(2.0) for J in (minijax, jax))
     assert (got.weak_type, got.dtype) == (want.weak_type, want.dtype)
+
+
+
+@pytest.mark.parametrize("J", [jax, minijax], ids=["jax", "minijax"])
+def test_check_grads_takes_pytree_arguments_as_jax_does(J):
+    # A model's parameters are a pytree (dicts and lists of arrays): check_grads perturbs every
+    # leaf. It passes for a correct derivative and raises for a wrong one, in both modules.
+    import jax.test_util  # noqa: F401 (jax.test_util is a submodule)
+    args = ({"w": rand(np.random.RandomState(0), (3, 2), F32), "b": [np.float32(0.5)]},
+            rand(np.random.RandomState(1), (2,), F32))
+
+    @J.custom_jvp
+    def wrong_sin(x):
+        return J.numpy.sin(x)
+    wrong_sin.defjvp(lambda p, t: (wrong_sin(p[0]), 2.0 * t[0]))
+    f = lambda p, x: J.numpy.sum(J.numpy.tanh(p["w"] @ x + p["b"][0]))  # noqa: E731
+    g = lambda p, x: J.numpy.sum(wrong_sin(p["w"] @ x))  # noqa: E731
+    J.test_util.check_grads(f, args, order=2, modes=("fwd", "rev"), atol=2e-2, rtol=2e-2)
+    for mode in ("fwd", "rev"):
+        with pytest.raises(AssertionError):
+            J.test_util.check_grads(g, args, order=1, modes=(mode,), atol=2e-2, rtol=2e-2)

@@ -27,7 +27,7 @@ BUDGETS = {
     "config": 60,
     "core": 700,
     "custom_derivatives": 550,
-    "dispatch": 200,
+    "dispatch": 230,
     "dtypes": 210,
     "errors": 12,
     "experimental": 530,

@@ -167,10 +167,16 @@ def defvectorized(primitive: core.Primitive) -> None:
 
 # JAX: jax/_src/interpreters/batching.py defbroadcasting
 def defbroadcasting(primitive: core.Primitive) -> None:
-    """Elementwise n-ary primitives (operands of equal rank, or rank 0): move every batch axis
-    to the front and give unbatched operands a leading axis of size 1."""
+    """Elementwise n-ary primitives (operands of equal rank, or rank 0): bind as they are when
+    the batched operands agree on shape and batch axis, else move every batch axis to the
+    front and give unbatched operands a leading axis of size 1."""
     def rule(vals, dims, *, axis_size, **params):
         avals = [core.get_aval(v) for v in vals]
+        # JAX: jax/_src/interpreters/batching.py broadcast_batcher — operands batched along
+        # one axis with one shape (and unbatched scalars) need no moving: bind them as they are
+        mapped = [(a.shape, d) for a, d in zip(avals, dims) if d is not not_mapped]
+        if mapped and all((a.shape, d) == mapped[0] for a, d in zip(avals, dims) if a.ndim):
+            return primitive.bind(*vals, **params), mapped[0][1]
         ranks = [a.ndim - (d is not not_mapped) for a, d in zip(avals, dims)]
         rank = max(ranks)
         args = []

@@ -9,8 +9,10 @@ out here, since numpy has no LU). Under `jit`, each lowers for CPU the way JAX d
 with column-major operand layouts and the kernel's `info` output turned into NaNs.
 The jvp rules follow JAX's (perturbation theory for eigh and svd, De Hoog et al. for lu,
 Murray 2016 for cholesky); `triangular_solve` is linear in `b` and has a transpose rule.
-Real floating dtypes only (JAX also accepts complex). `minijax.numpy.linalg` builds the NumPy
-API on these. Mirrors jax/_src/lax/linalg.py.
+Real and complex floating dtypes, as in JAX (complex: `eigh`'s eigenvalues and `svd`'s
+singular values are real, Hermitian kernels `heevd`/`ungqr`, conjugate transposes in the jvp
+rules; the jvp of the complete `qr` of a tall complex matrix is not implemented).
+`minijax.numpy.linalg` builds the NumPy API on these. Mirrors jax/_src/lax/linalg.py.
 """
 
 from __future__ import annotations
@@ -38,6 +40,28 @@ def _shape(x) -> tuple[int, ...]:
 def _T(x):
     nd = len(_shape(x))
     return lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _is_complex(x) -> bool:
+    return np.issubdtype(core.get_aval(x).dtype, np.complexfloating)
+
+
+# JAX: jax/_src/lax/linalg.py _H
+def _H(x):
+    """The conjugate transpose of the last two axes (the transpose for real `x`)."""
+    return lax.conj(_T(x)) if _is_complex(x) else _T(x)
+
+
+def _real_dtype(dtype) -> np.dtype:
+    """float32 for complex64, float64 for complex128; a real dtype as it is."""
+    return np.finfo(dtype).dtype
+
+
+def _no_complex_jvp(name: str, x) -> None:
+    if _is_complex(x):
+        raise NotImplementedError(f"{name}: the jvp of a complex operand "
+                                  f"({core.get_aval(x).str_short()}) is not implemented in "
+                                  "minijax (JAX has it)")
 
 
 # JAX: jax/_src/lax/lax.py batch_matmul
@@ -98,14 +122,14 @@ def _bcast(x, shape):
 
 # JAX: jax/_src/lax/linalg.py symmetrize
 def symmetrize(x):
-    """`(x + x^T) / 2` over the last two axes."""
-    return lax.div(lax.add(x, _T(x)), lax._const(x, 2))
+    """`(x + x^H) / 2` over the last two axes (`x^T` for real `x`)."""
+    return lax.div(lax.add(x, _H(x)), lax._const(x, 2))
 
 
 def _check_matrix(name: str, x: ShapedArray, square: bool) -> None:
     if not dtypes.is_float(x.dtype):
         raise TypeError(f"{name} does not accept dtype {np.dtype(x.dtype).name}: minijax's "
-                        "linear algebra takes real floating dtypes")
+                        "linear algebra takes floating or complex dtypes")
     if x.ndim < 2:
         raise TypeError(f"Input 0 to {name} must have rank at least 2, but got shape={x.shape}")
     if square and x.shape[-1] != x.shape[-2]:
@@ -243,8 +267,9 @@ def _cholesky_jvp(primals, tangents):
     (x,), (sigma_dot,) = primals, tangents
     L = _tril(cholesky_p.bind(x))
     sigma_dot = ad.instantiate_zeros(sigma_dot)
-    # L_dot = L phi(L^-1 sigma_dot L^-T), phi: the lower triangle with the diagonal halved
-    tmp = triangular_solve(L, sigma_dot, left_side=False, transpose_a=True, lower=True)
+    # L_dot = L phi(L^-1 sigma_dot L^-H), phi: the lower triangle with the diagonal halved
+    tmp = triangular_solve(L, sigma_dot, left_side=False, transpose_a=True, conjugate_a=True,
+                           lower=True)
     inner = _tril(triangular_solve(L, tmp, left_side=True, lower=True))
     shape = _shape(x)
     phi = lax.div(inner, lax.add(lax.full_like(inner, 1), _eye(core.get_aval(x).dtype, shape)))
@@ -294,7 +319,7 @@ def _check_subset(name: str, subset_by_index, n: int) -> None:
 
 def _eigh_impl(x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
-    return [v.astype(x.dtype), w.astype(x.dtype)]
+    return [v.astype(x.dtype), w.astype(_real_dtype(x.dtype))]
 
 
 def _eigh_abstract_eval(x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
@@ -303,7 +328,7 @@ def _eigh_abstract_eval(x, *, lower, sort_eigenvalues, subset_by_index, algorith
     if algorithm is not None:
         raise NotImplementedError(f"eigh: algorithm={algorithm} is not supported by minijax")
     x = x.strip_weak_type()
-    return [x, x.update(shape=x.shape[:-1])]
+    return [x, x.update(shape=x.shape[:-1], dtype=_real_dtype(x.dtype))]
 
 
 # JAX: jax/_src/lax/linalg.py _eigh_jvp_rule
@@ -313,11 +338,15 @@ def _eigh_jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index, al
                        subset_by_index=subset_by_index, algorithm=algorithm)
     a_dot = ad.instantiate_zeros(a_dot)
     shape = _shape(a)
-    eye = _eye(core.get_aval(a).dtype, shape)
+    eye = _eye(core.get_aval(w).dtype, shape)
     # F[i, j] = 1 / (w[j] - w[i]) off the diagonal, 0 on it (distinct eigenvalues assumed)
     diffs = lax.sub(_bcast(_row(w), shape), _bcast(_col(w), shape))
     f = lax.sub(lax.integer_pow(lax.add(eye, diffs), -1), eye)
-    vt_adot_v = _matmul(_matmul(_T(v), a_dot), v)
+    vt_adot_v = _matmul(_matmul(_H(v), a_dot), v)
+    if _is_complex(a):  # as JAX: dw is the real part of the diagonal of V^H A' V
+        f = lax.convert_element_type(f, core.get_aval(a).dtype)
+        dv = _matmul(v, lax.mul(f, vt_adot_v))
+        return [v, w], [dv, lax.real(_extract_diagonal(vt_adot_v))]
     dv = _matmul(v, lax.mul(f, vt_adot_v))
     dw = _extract_diagonal(vt_adot_v)
     return [v, w], [dv, dw]
@@ -326,7 +355,8 @@ def _eigh_jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index, al
 def _eigh_lowering(ctx, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     (aval,), (v_aval, w_aval) = ctx.avals_in, ctx.avals_out
     batch = aval.shape[:-2]
-    v, w, info = _lapack_call("syevd_ffi", [x], [aval],
+    kernel = "heevd_ffi" if np.issubdtype(aval.dtype, np.complexfloating) else "syevd_ffi"
+    v, w, info = _lapack_call(kernel, [x], [aval],
                               [v_aval, w_aval, ShapedArray(batch, np.int32)], {0: 0},
                               mode="V", uplo="L" if lower else "U")
     ok = _info_ok(info, batch)
@@ -367,9 +397,9 @@ mlir.register_lowering(eigh_p, _eigh_lowering)
 
 def _svd_impl(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
     if not compute_uv:
-        return [np.linalg.svd(x, compute_uv=False).astype(x.dtype)]
+        return [np.linalg.svd(x, compute_uv=False).astype(_real_dtype(x.dtype))]
     u, s, vt = np.linalg.svd(x, full_matrices=full_matrices)
-    return [s.astype(x.dtype), u.astype(x.dtype), vt.astype(x.dtype)]
+    return [s.astype(_real_dtype(x.dtype)), u.astype(x.dtype), vt.astype(x.dtype)]
 
 
 def _svd_abstract_eval(x, *, full_matrices, compute_uv, subset_by_index, algorithm):
@@ -380,7 +410,7 @@ def _svd_abstract_eval(x, *, full_matrices, compute_uv, subset_by_index, algorit
     if algorithm is not None:
         raise NotImplementedError(f"svd: algorithm={algorithm} is not supported by minijax")
     x = x.strip_weak_type()
-    s = x.update(shape=(*batch, k))
+    s = x.update(shape=(*batch, k), dtype=_real_dtype(x.dtype))
     if not compute_uv:
         return [s]
     u = x.update(shape=(*batch, m, m if full_matrices else k))
@@ -398,34 +428,38 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv, subset_by_index, a
         raise NotImplementedError(
             "Singular value decomposition JVP not implemented for full matrices")
     da = ad.instantiate_zeros(da)
-    ut, v = _T(u), _T(vt)
+    cplx = _is_complex(a)
+    # the real quantities (s and what is built from it) cast to a's complex dtype, as JAX's
+    c = (lambda r: lax.convert_element_type(r, core.get_aval(a).dtype)) if cplx else \
+        (lambda r: r)
+    ut, v = _H(u), _H(vt)
     ds_mat = _matmul(_matmul(ut, da), v)
-    ds = _extract_diagonal(ds_mat)
+    ds = _extract_diagonal(lax.real(ds_mat) if cplx else ds_mat)
     if not compute_uv:
         return [s], [ds]
     kk = _shape(ds_mat)
     s_row, s_col = _bcast(_row(s), kk), _bcast(_col(s), kk)
-    eye = _eye(core.get_aval(a).dtype, kk)
+    eye = _eye(core.get_aval(s).dtype, kk)
     # F[i, j] = 1 / (s[j]^2 - s[i]^2) off the diagonal, 0 on it
     s_diffs = lax.mul(lax.add(s_row, s_col), lax.sub(s_row, s_col))
-    f = lax.sub(lax.div(lax.full_like(eye, 1), lax.add(s_diffs, eye)), eye)
-    dss = lax.mul(s_row, ds_mat)
-    sds = lax.mul(s_col, ds_mat)
+    f = c(lax.sub(lax.div(lax.full_like(eye, 1), lax.add(s_diffs, eye)), eye))
+    dss = lax.mul(c(s_row), ds_mat)
+    sds = lax.mul(c(s_col), ds_mat)
     s_zeros = lax.convert_element_type(lax.eq(s, lax.full_like(s, 0)), core.get_aval(s).dtype)
     s_inv = lax.sub(lax.div(lax.full_like(s, 1), lax.add(s, s_zeros)), s_zeros)
-    s_inv_mat = lax.mul(_bcast(_row(s_inv), kk), eye)
-    du_dv_diag = lax.mul(lax.mul(lax._const(a, 0.5), lax.sub(ds_mat, _T(ds_mat))), s_inv_mat)
-    du = _matmul(u, lax.add(lax.mul(f, lax.add(dss, _T(dss))), du_dv_diag))
-    dv = _matmul(v, lax.mul(f, lax.add(sds, _T(sds))))
+    s_inv_mat = c(lax.mul(_bcast(_row(s_inv), kk), eye))
+    du_dv_diag = lax.mul(lax.mul(lax._const(a, 0.5), lax.sub(ds_mat, _H(ds_mat))), s_inv_mat)
+    du = _matmul(u, lax.add(lax.mul(f, lax.add(dss, _H(dss))), du_dv_diag))
+    dv = _matmul(v, lax.mul(f, lax.add(sds, _H(sds))))
     if m > n:
         dav = _matmul(da, v)
         du = lax.add(du, lax.div(lax.sub(dav, _matmul(u, _matmul(ut, dav))),
-                                 _bcast(_row(s), _shape(dav))))
+                                 c(_bcast(_row(s), _shape(dav)))))
     if n > m:
-        dahu = _matmul(_T(da), u)
+        dahu = _matmul(_H(da), u)
         dv = lax.add(dv, lax.div(lax.sub(dahu, _matmul(v, _matmul(vt, dahu))),
-                                 _bcast(_row(s), _shape(dahu))))
-    return [s, u, vt], [ds, du, _T(dv)]
+                                 c(_bcast(_row(s), _shape(dahu)))))
+    return [s, u, vt], [ds, du, _H(dv)]
 
 
 def _svd_lowering(ctx, x, *, full_matrices, compute_uv, subset_by_index, algorithm):
@@ -501,9 +535,13 @@ def _qr_abstract_eval(x, *, pivoting, full_matrices, use_magma):
 # JAX: jax/_src/lax/linalg.py _thin_qr_jvp
 def _thin_qr_jvp(q, r, dx):
     dx_rinv = triangular_solve(r, dx)  # dx r^-1 (a right-side solve)
-    qt_dx_rinv = _matmul(_T(q), dx_rinv)
+    qt_dx_rinv = _matmul(_H(q), dx_rinv)
     lower = _tril(qt_dx_rinv, -1)
-    do = lax.sub(lower, _T(lower))  # skew-symmetric
+    do = lax.sub(lower, _H(lower))  # skew-Hermitian
+    if _is_complex(q):  # as JAX: the imaginary part of the diagonal, for complex inputs
+        dtype = core.get_aval(q).dtype
+        imag = lax.sub(qt_dx_rinv, lax.convert_element_type(lax.real(qt_dx_rinv), dtype))
+        do = lax.add(do, lax.mul(_eye(dtype, _shape(do)), imag))
     dq = lax.add(_matmul(q, lax.sub(do, qt_dx_rinv)), dx_rinv)
     dr = _matmul(lax.sub(qt_dx_rinv, do), r)
     return dq, dr
@@ -520,11 +558,12 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     if m < n:
         # x = [x1 x2] with x1 square: x1 = q r1 is a square QR, and r2 = q^T x2
         dq, dr1 = _thin_qr_jvp(q, cols(r, 0, m), cols(dx, 0, m))
-        dr2 = lax.add(_matmul(_T(dq), cols(x, m, n)), _matmul(_T(q), cols(dx, m, n)))
+        dr2 = lax.add(_matmul(_H(dq), cols(x, m, n)), _matmul(_H(q), cols(dx, m, n)))
         return [q, r], [dq, lax.concatenate([dr1, dr2], nb + 1)]
     if not full_matrices or m == n:
         dq, dr = _thin_qr_jvp(q, r, dx)
         return [q, r], [dq, dr]
+    _no_complex_jvp("qr (full_matrices=True of a tall matrix)", x)
     # a tall matrix's complete q: its first n columns as in the thin case, the other p = m - n
     # from orthogonality (Roberts & Roberts, arXiv:2409.13374, eqs. 32-33)
     rows = lambda a, lo, hi: lax.slice(a, (0,) * nb + (lo, 0), (*_shape(a)[:-2], hi,
@@ -564,7 +603,8 @@ def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma):
     else:
         h = r
     h_aval = q_aval
-    (q,) = _lapack_call("orgqr_ffi", [h, taus], [h_aval, taus_aval], [h_aval], {0: 0})
+    kernel = "ungqr_ffi" if np.issubdtype(aval.dtype, np.complexfloating) else "orgqr_ffi"
+    (q,) = _lapack_call(kernel, [h, taus], [h_aval, taus_aval], [h_aval], {0: 0})
     if r_aval.shape != aval.shape:  # the thin r of a tall matrix: its top n rows
         (r,) = _lower_fun(lambda a: [lax.slice(a, (0,) * (nb + 2), r_aval.shape)], [aval], r)
     (r,) = _lower_fun(lambda a: [_triu(a)], [r_aval], r)
@@ -760,6 +800,8 @@ def _substitute(a: np.ndarray, b: np.ndarray, lower: bool, unit_diagonal: bool) 
 def _triangular_solve_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     # op(a) x = b directly; x op(a) = b as op(a)^T x^T = b^T. Transposing flips the triangle.
     t = np.swapaxes
+    if conjugate_a and np.iscomplexobj(a):
+        a = np.conj(a)
     if transpose_a:
         a, lower = t(a, -1, -2), not lower
     if left_side:
@@ -833,9 +875,13 @@ def _triangular_solve_batch_rule(vals, dims, *, axis_size, **params):
 def _triangular_solve_lowering(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a,
                                unit_diagonal):
     a_aval, b_aval = ctx.avals_in
+    conjugate_a = conjugate_a and np.issubdtype(a_aval.dtype, np.complexfloating)
+    if conjugate_a and not transpose_a:  # as JAX: trsm conjugates only with the transpose
+        (a,), conjugate_a = _lower_fun(lambda v: [lax.conj(v)], [a_aval], a), False
+    trans = "C" if transpose_a and conjugate_a else "T" if transpose_a else "N"
     (out,) = _lapack_call("trsm_ffi", [a, b], [a_aval, b_aval], [b_aval], {1: 0},
                           diag="U" if unit_diagonal else "N", side="L" if left_side else "R",
-                          trans_x="T" if transpose_a else "N", uplo="L" if lower else "U")
+                          trans_x=trans, uplo="L" if lower else "U")
     return out
 
 

@@ -159,7 +159,8 @@ def silu(x):
 swish = silu
 
 
-# JAX: jax/_src/nn/functions.py softplus
+# JAX: jax/_src/nn/functions.py softplus (under jit, as JAX's)
+@_jit_when_traced()
 def softplus(x):
     """log(1 + exp(x)), computed as logaddexp(x, 0) so large x do not overflow."""
     return jnp.logaddexp(x, 0)

@@ -344,10 +344,15 @@ def slogdet(a, *, method: str | None = None) -> SlogdetResult:
 def _slogdet_lu(a):
     diag, swaps = _lu_diagonal_and_parity(a)
     is_zero = jnp.any(jnp.equal(diag, 0), axis=-1)
-    sign = _parity_sign(jnp.add(swaps, jnp.count_nonzero(jnp.less(diag, 0), axis=-1)),
-                        _dtype(a))
+    if jnp.iscomplexobj(a):  # as JAX: the sign is the product of the pivots' phases
+        sign = jnp.multiply(jnp.prod(jnp.divide(diag, jnp.abs(diag).astype(diag.dtype)), axis=-1),
+                            _parity_sign(swaps, _dtype(a)))
+    else:
+        sign = _parity_sign(jnp.add(swaps, jnp.count_nonzero(jnp.less(diag, 0), axis=-1)),
+                            _dtype(a))
     sign = jnp.where(is_zero, np.zeros((), _dtype(a)), sign)
-    logdet = jnp.where(is_zero, np.array(-np.inf, _dtype(a)),
+    real = np.finfo(_dtype(a)).dtype  # log|det| is real, for complex `a` too
+    logdet = jnp.where(is_zero, np.array(-np.inf, real),
                        jnp.sum(jnp.log(jnp.abs(diag)), axis=-1))
     return sign, logdet
 
@@ -357,7 +362,12 @@ def _slogdet_lu(a):
 def _slogdet_jvp(primals, tangents):
     (x,), (g,) = primals, tangents
     sign, logdet = _slogdet_lu(x)
-    return (sign, logdet), (jnp.zeros_like(sign), jnp.trace(solve(x, g), axis1=-1, axis2=-2))
+    logdet_dot = jnp.trace(solve(x, g), axis1=-1, axis2=-2)
+    if jnp.iscomplexobj(x):  # as JAX: the imaginary part of trace(x^-1 g) turns the sign
+        sign_dot = jnp.multiply(jnp.subtract(logdet_dot, jnp.real(logdet_dot).astype(
+            logdet_dot.dtype)), sign)
+        return (sign, logdet), (sign_dot, jnp.real(logdet_dot))
+    return (sign, logdet), (jnp.zeros_like(sign), logdet_dot)
 
 
 # JAX: jax/_src/numpy/linalg.py _cofactor_solve

@@ -42,6 +42,11 @@ def _one_to_one_binary(name, lax_fn, inexact=False, bool_fn=None):
     promote = promote_args_inexact if inexact else promote_args
 
     def f(x, y):
+        # the eager hot path: two Arrays of one aval (not bool) need no promotion
+        if type(x) is Array and type(y) is Array and x.aval is y.aval \
+                and (bool_fn is None or x.aval.dtype.kind != "b") \
+                and (not inexact or x.aval.dtype.kind == "f"):
+            return lax_fn(x, y)
         x, y = promote(name, x, y)
         if bool_fn is not None and type((x.aval if type(x) is Array else
                                          core.get_aval(x)).dtype) is np.dtypes.BoolDType:
@@ -334,15 +339,24 @@ def _hypot(x1, x2):
     return lax.select(zero, lax.full_like(hi, 0), out)
 
 
-# JAX: jax/_src/lax/other.py logaddexp — same custom_jvp: d/dx1 = exp(x1 - out), which
-# splits a tie evenly and stays finite where the formula's abs() has a kink
-@custom_jvp
-def _logaddexp(x1, x2):
-    x1, x2 = broadcast_arrays(x1, x2)
+# JAX: jax/_src/lax/other.py logaddexp — the same custom_jvp and the same body, op for op
+# (so jaxprs print as JAX's): d/dx1 = exp(x1 - out), which splits a tie evenly and stays
+# finite where the formula's abs() has a kink
+def _logaddexp_body(x1, x2):
     amax = lax.max(x1, x2)
     delta = lax.sub(x1, x2)
-    out = lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta)))))
-    return lax.select(lax.ne(delta, delta), lax.add(x1, x2), out)  # inf - inf, NaN inputs
+    return lax.select(lax.ne(delta, delta),  # NaNs, or infinities of the same sign
+                      lax.add(x1, x2),
+                      lax.add(amax, lax.log1p(lax.exp(lax.neg(lax.abs(delta))))))
+
+
+_logaddexp_body.__name__ = "logaddexp"  # the name custom_jvp_call prints, as JAX's
+_logaddexp = custom_jvp(_logaddexp_body)
+
+
+# JAX: jax/_src/lax/other.py _replace_inf
+def _replace_inf(x):
+    return lax.select(lax.eq(x, _const(x, np.inf)), lax.full_like(x, 0), x)
 
 
 @_logaddexp.defjvp
@@ -350,9 +364,8 @@ def _logaddexp_jvp(primals, tangents):
     x1, x2 = primals
     t1, t2 = tangents
     out = _logaddexp(x1, x2)
-    d1 = lax.mul(t1, lax.exp(lax.sub(x1, out)))
-    d2 = lax.mul(t2, lax.exp(lax.sub(x2, out)))
-    return out, where(isnan(out), out, lax.add(d1, d2))
+    return out, lax.add(lax.mul(t1, lax.exp(lax.sub(_replace_inf(x1), _replace_inf(out)))),
+                        lax.mul(t2, lax.exp(lax.sub(_replace_inf(x2), _replace_inf(out)))))
 
 
 def _heaviside(x1, x2):

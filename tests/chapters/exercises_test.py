@@ -342,3 +342,34 @@ def test_offload_policy_offloads_only_big_dots(module):
         for g, r in zip(J.grad(loss, argnums=(0, 1))(wb, ws, x), ref):
             np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-3)
     assert counts["minijax"] == counts["jax"] and counts["jax"][1] == 1
+
+
+@_versions("dropout")
+def test_dropout_with_explicit_keys_matches_jax(module):
+    x = np.random.RandomState(0).standard_normal((4, 6)).astype(np.float32) + 2.0
+    rate = 0.25
+    want_keep = np.asarray(jax.random.bernoulli(jax.random.key(3), 1 - rate, x.shape))
+    want = np.where(want_keep, x / (1 - rate), 0.0)
+    for J in (jax, minijax):
+        key = J.random.key(3)
+        _close(module.dropout(J, key, x, rate, True), want)
+        _close(J.jit(lambda k, x, J=J: module.dropout(J, k, x, rate, True))(key, x), want)
+        _close(module.dropout(J, key, x, rate, False), x)
+        _close(module.dropout(J, key, x, 0.0, True), x)
+        # d/dx sum(dropout(x)) is the kept mask scaled by 1 / (1 - rate)
+        grad = J.grad(lambda x, J=J, key=key: module.dropout(J, key, x, rate, True).sum())(x)
+        _close(grad, want_keep / (1 - rate))
+
+
+@_versions("dropout")
+def test_dropout_keys_are_split_per_step_and_layer(module):
+    for J in (jax, minijax):
+        nxt, layers = module.keys_for_step(J, J.random.key(0), 2)
+        want = jax.random.split(jax.random.key(0), 3)
+        assert len(layers) == 2
+        for got, w in zip([nxt, *layers], want):
+            np.testing.assert_array_equal(np.asarray(J.random.key_data(got)),
+                                          np.asarray(jax.random.key_data(w)))
+        masks = [np.asarray(module.dropout(J, k, np.ones((64,), np.float32), 0.5, True))
+                 for k in layers]
+        assert not np.array_equal(masks[0], masks[1])  # fresh randomness per layer
