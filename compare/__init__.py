@@ -26,6 +26,7 @@ TOPICS = [
     "control_flow",
     "placement",
     "sharding",
+    "multi_process",
     "shard_map",
     "callbacks",
     "offloading",

@@ -14,7 +14,9 @@ module, compare/pallas_kernels.py, written against the `jax` and `pl` modules pa
 * a fused row softmax and a layer norm (one pass over a block of whole rows);
 * FlashAttention: a forward kernel using the online-softmax recurrence (never materialising
   the S x S score matrix) that also returns the log-sum-exp, and two backward kernels (dK/dV
-  and dQ) that recompute probabilities blockwise, joined by `custom_vjp`.
+  and dQ) that recompute probabilities blockwise, joined by `custom_vjp`;
+* the jvp of a kernel (both modules differentiate the kernel jaxpr), and `grad` failing in
+  linearization in both, which is why the backward kernels exist.
 
 Each result is compared with a plain `jnp` reference and with the other module's result; the
 report shows a kernel's jaxpr before and after state discharge, and interpret-mode timings.
@@ -154,6 +156,21 @@ def run(quick: bool = False) -> TopicResult:
     rows.append([f"layer norm {r}x{c}", t_j, t_m, t_r])
     slower.append((t_m, t_r))
 
+    # jvp: both modules differentiate the kernel jaxpr (a tangent ref beside each ref)
+    ts = rng.standard_normal((r, c)).astype(F32)
+    jvp_m = minijax.jvp(M.row_softmax, (s,), (ts,))
+    jvp_j = jax.jvp(J.row_softmax, (s,), (ts,))
+    jvp_r = jax.jvp(J.softmax_ref, (s,), (ts,))
+    res.check("jvp of the row softmax kernel: minijax vs jax", jvp_m[1], jvp_j[1], **TOL)
+    res.check("jvp of the row softmax kernel: minijax vs jvp of the reference", jvp_m[1],
+              jvp_r[1], **TOL)
+    grad_j, grad_j_msg = catch(lambda: jax.grad(lambda t: J.row_softmax(t).sum())(s))
+    grad_m, grad_m_msg = catch(lambda: minijax.grad(
+        lambda t: minijax.numpy.sum(M.row_softmax(t)))(s))
+    res.check_true("grad of a pallas_call fails in linearization in both (no transpose rule)",
+                   grad_j is not None and grad_m is not None
+                   and all("Linearization failed" in m for m in (grad_j_msg, grad_m_msg)))
+
     # ---------------------------------------------------------------- FlashAttention
     bh, seq, d = (2, 64, 16) if quick else (4, 256, 32)
     blk = 16 if quick else 32
@@ -263,13 +280,14 @@ def run(quick: bool = False) -> TopicResult:
         "\n\n" + code(f"{no_interp}: {no_interp_msg}")
         + "\n\n"
         "On real accelerators the same kernel source goes through a backend compiler instead."
-        " On NVIDIA GPUs the default path is Triton: each grid point becomes a thread block, "
-        "blocks are loaded with masked pointer arithmetic and the dots map onto tensor cores."
-        " The Mosaic GPU backend targets Hopper-class features (TMA copies, warpgroup "
-        "matmuls) more directly. On TPUs Mosaic compiles the kernel for one TensorCore, runs "
-        "the grid as a sequential loop, and pipelines the BlockSpec copies between HBM and "
-        "on-chip VMEM so the next block loads while the current one is computed. Block shapes"
-        " then have hardware constraints (e.g. multiples of (8, 128) for f32 on TPU) that "
-        "interpret mode does not enforce."
+        " On NVIDIA GPUs the default is Mosaic GPU (Hopper and newer): TMA copies between HBM"
+        " and shared memory, warpgroup matmuls, barriers. The older Triton backend (each grid"
+        " point a thread block, masked pointer loads) is kept on a best-effort basis. On TPUs "
+        "Mosaic compiles the kernel for one TensorCore, runs the grid as a sequential loop, "
+        "and pipelines the BlockSpec copies between HBM and on-chip VMEM so the next block "
+        "loads while the current one is computed. Block shapes then have hardware constraints"
+        " (the last two dimensions multiples of (8, 128) for 32-bit types on TPU) that "
+        "interpret mode does not enforce.\n\nNo GPU was available when this report was "
+        "written: every number above is from CPU interpret mode (chapters/16-pallas.md)."
     )
     return res

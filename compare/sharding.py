@@ -1,11 +1,11 @@
 """Sharding: NamedSharding, PartitionSpec, and what the compiler does with them.
 
 minijax and real JAX side by side on a 2 x 4 mesh of CPU devices with axes `data` and `model`.
-minijax runs every part that needs no sharding in types: shards of `device_put`, jit with
-in/out shardings, Auto-mode propagation through the MLP, data-parallel gradients and training,
-`with_sharding_constraint`; each is checked against JAX (values, output specs, collectives in
-the compiled HLO). Explicit mode (`jax.typeof`, `out_sharding=`, `reshard`) is JAX only: minijax
-does not carry shardings in its types yet. The program shows:
+Every part runs in both modules and is checked against JAX (values, output specs, types,
+collectives in the compiled HLO): shards of `device_put`, jit with in/out shardings, the MLP in
+Explicit mode (sharding in types: `typeof`, `out_sharding=`, `reshard`) and in Auto mode, an
+MLP trained data-parallel, model-parallel and 2-D with losses equal to the unsharded run and to
+JAX's, with per-step timings like for like. The program shows:
 
 * how a PartitionSpec cuts an array into per-device shards, and how many bytes each device
   holds (read from the array's addressable shards);
@@ -54,10 +54,10 @@ def loss_fn(params, x, y):
     return jnp.mean((mlp(params, x) - y) ** 2)
 
 
-def m_mlp(params, x):
-    """`mlp` in minijax (no out_sharding: minijax has no sharding in types yet)."""
+def m_mlp(params, x, out_sharding=None):
+    """`mlp` in minijax."""
     w1, w2 = params
-    return mjnp.maximum(x @ w1, 0.0) @ w2
+    return mjnp.matmul(mjnp.maximum(x @ w1, 0.0), w2, out_sharding=out_sharding)
 
 
 def m_loss_fn(params, x, y):
@@ -93,6 +93,20 @@ def sgd_step(J, loss):
     """One SGD step of `loss` in module J: returns (loss, new params)."""
     def step(params, x, y):
         val, grads = J.value_and_grad(loss)(params, x, y)
+        return val, J.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
+    return step
+
+
+def explicit_sgd_step(J, out_sharding):
+    """One SGD step of the MLP's MSE in module J, the second matmul told `out_sharding`."""
+    jnp_ = J.numpy
+
+    def step(params, x, y):
+        def loss(p):
+            w1, w2 = p
+            out = jnp_.matmul(jnp_.maximum(x @ w1, 0.0), w2, out_sharding=out_sharding)
+            return jnp_.mean((out - y) ** 2)
+        val, grads = J.value_and_grad(loss)(params)
         return val, J.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
     return step
 
@@ -148,6 +162,8 @@ def run(quick: bool = False) -> TopicResult:
         res.check_true(f"{spec}: minijax puts the same blocks on the same devices as JAX",
                        shard_layout(marr) == shard_layout(arr)
                        and str(marr.sharding.spec) == str(arr.sharding.spec))
+        res.check_true(f"{spec}: minijax's type equals JAX's ({jax.typeof(arr)})",
+                       str(minijax.typeof(marr)) == str(jax.typeof(arr)))
         per_dev = {s.device.id: s.data.nbytes for s in arr.addressable_shards}
         distinct = len({tuple((sl.start, sl.stop) for sl in s.index)
                         for s in arr.addressable_shards})
@@ -171,7 +187,7 @@ def run(quick: bool = False) -> TopicResult:
                  "bytes on all devices", "copies of each shard"], rows)
         + "\n\nThe per-device numbers come straight from `arr.addressable_shards[i].data.nbytes`."
         " minijax's `device_put(x, NamedSharding(mesh, spec))` cuts the same blocks and puts them"
-        " on the same devices (checked shard by shard); the type column is JAX's only."
+        " on the same devices (checked shard by shard) and gives them the same types."
         " Splitting over both axes (`P('data','model')` or the flattened `P(('data','model'))`)"
         " leaves each device 1/8 of the data; `P()` keeps eight full copies. Who holds what:\n\n"
         + code("\n\n".join(pictures))
@@ -215,9 +231,8 @@ def run(quick: bool = False) -> TopicResult:
         + table(["mode", "result type (JAX)", "JAX result spec", "JAX collectives",
                  "minijax result spec", "minijax collectives"], jit_rows)
         + "\n\nminijax lowers the same call to Shardy: an `sdy.mesh`, `sdy.sharding` attributes "
-        "on `main`'s arguments and results, compiled with `num_partitions = 8` (minijax treats "
-        "Explicit axes like Auto ones when compiling; the layouts asked for here are the same)."
-        " Its module, next to JAX's:\n\n" + code(minijax_text) + "\n\n" + code(jax_text)
+        "on `main`'s arguments and results, compiled with `num_partitions = 8`. Its module "
+        "(the Auto row), next to JAX's:\n\n" + code(minijax_text) + "\n\n" + code(jax_text)
     )
 
     # ---------------------------------------------------------------- the MLP, three ways
@@ -250,20 +265,28 @@ def run(quick: bool = False) -> TopicResult:
             counts = count_collectives(hlo)
             res.check(f"{name} [{label}]: output equals unsharded run", out, ref_fwd,
                       rtol=1e-4, atol=1e-4)
-            m_spec, m_counts = "JAX only (sharding in types)", "-"
-            if label == "Auto":
-                mput = lambda a, s: minijax.device_put(a, MNamedSharding(mmesh_a, mspec(s)))
-                mxa, mpa = mput(x_np, xs), (mput(w1_np, w1s), mput(w2_np, w2s))
+            mmesh = mmesh_a if label == "Auto" else mmesh_e
+            mput = lambda a, s, mmesh=mmesh: minijax.device_put(a, MNamedSharding(mmesh,
+                                                                                 mspec(s)))
+            mxa, mpa = mput(x_np, xs), (mput(w1_np, w1s), mput(w2_np, w2s))
+            if label == "Explicit":
+                mkind, _ = catch(lambda mpa=mpa, mxa=mxa: minijax.jit(m_mlp)(mpa, mxa))
+                res.check_true(f"{name} [Explicit]: without out_sharding minijax raises as JAX "
+                               f"({kind})", mkind == kind)
+                m_out_s = MNamedSharding(mmesh, mspec(outs))
+                mfn = minijax.jit(lambda p, a, s=m_out_s: m_mlp(p, a, s))
+            else:
                 mfn = minijax.jit(m_mlp)
-                mout = mfn(mpa, mxa)
-                mc = count_collectives(mfn.lower(mpa, mxa).compile().as_text())
-                res.check(f"{name} [Auto]: minijax output equals the unsharded run",
-                          np.asarray(mout), ref_fwd, rtol=1e-4, atol=1e-4)
-                res.check_true(f"{name} [Auto]: minijax output spec equals JAX's",
-                               str(mout.sharding.spec) == str(out.sharding.spec))
-                res.check_true(f"{name} [Auto]: minijax's compiled HLO has JAX's collectives",
-                               mc == counts)
-                m_spec, m_counts = f"`{mout.sharding.spec}`", fmt_counts(mc)
+            mout = mfn(mpa, mxa)
+            mc = count_collectives(mfn.lower(mpa, mxa).compile().as_text())
+            res.check(f"{name} [{label}]: minijax output equals the unsharded run",
+                      np.asarray(mout), ref_fwd, rtol=1e-4, atol=1e-4)
+            res.check_true(f"{name} [{label}]: minijax output spec and type equal JAX's",
+                           str(mout.sharding.spec) == str(out.sharding.spec)
+                           and str(minijax.typeof(mout)) == str(jax.typeof(out)))
+            res.check_true(f"{name} [{label}]: minijax's compiled HLO has JAX's collectives",
+                           mc == counts)
+            m_spec, m_counts = f"`{mout.sharding.spec}`", fmt_counts(mc)
             mlp_rows.append([name, label, f"`{jax.typeof(out)}`", f"`{out.sharding.spec}`",
                              fmt_counts(counts), m_spec, m_counts, note or "-"])
             if label == "Auto":
@@ -289,7 +312,8 @@ def run(quick: bool = False) -> TopicResult:
         "hidden dimension (columns of `w1`, rows of `w2`, Megatron style); 2D does both. Every "
         "row's output equals the one-device run (see the checks).\n\n"
         + table(["strategy", "mode", "result type", "JAX result spec", "JAX collectives",
-                 "minijax result spec", "minijax collectives", "note"], mlp_rows)
+                 "minijax result spec", "minijax collectives", "note (both modules)"],
+                mlp_rows)
         + "\n\nWhat to notice. Data parallelism needs no communication in the forward pass: "
         "each device owns whole rows. In model parallelism the second matmul contracts over "
         "the split hidden dimension, so each device holds a *partial sum* of the output and "
@@ -384,6 +408,57 @@ def run(quick: bool = False) -> TopicResult:
         "share this machine's cores, so the figure is noisy)."
     )
 
+    # ---------------------------------------------------------------- training, three ways
+    train_rows, time_rows = [], []
+    u_step = minijax.jit(explicit_sgd_step(minijax, None))
+    u_params = (minijax.device_put(w1_np), minijax.device_put(w2_np))
+    ux, uy = minijax.device_put(x_np), minijax.device_put(y_np)
+    u_losses = []
+    for _ in range(steps):
+        loss, u_params = u_step(u_params, ux, uy)
+        u_losses.append(float(loss))
+    for name, (xs, w1s, w2s, outs) in strategies.items():
+        runs = {}
+        for J, mesh, NS, PS in ((jax, mesh_e, NamedSharding, P),
+                                (minijax, mmesh_e, MNamedSharding, MP)):
+            put = lambda a, sp, J=J, mesh=mesh, NS=NS, PS=PS: J.device_put(a, NS(mesh, PS(*sp)))
+            params, xa, ya = (put(w1_np, w1s), put(w2_np, w2s)), put(x_np, xs), put(y_np, outs)
+            step = J.jit(explicit_sgd_step(J, NS(mesh, PS(*outs))))
+            losses = []
+            for _ in range(steps):
+                loss, params = step(params, xa, ya)
+                losses.append(float(loss))
+            runs[J.__name__] = (losses, params, step, xa, ya)
+        (jl, jp, jstep, jx_, jy_), (ml, mp, mstep, mx_, my_) = runs["jax"], runs["minijax"]
+        res.check(f"{name} training (Explicit): minijax losses equal JAX's", ml, jl,
+                  rtol=1e-5, atol=1e-6)
+        res.check(f"{name} training (Explicit): minijax losses equal the unsharded run", ml,
+                  u_losses, rtol=1e-4, atol=1e-5)
+        res.check_true(f"{name} training (Explicit): parameters keep their types, as in JAX",
+                       [str(minijax.typeof(p)) for p in mp] == [str(jax.typeof(p)) for p in jp])
+        t_j, t_m = interleaved_ms(
+            lambda f=jstep, a=(jp, jx_, jy_): jax.block_until_ready(f(*a)),
+            lambda f=mstep, a=(mp, mx_, my_): minijax.block_until_ready(f(*a)),
+            rounds=5 if quick else 30)
+        res.timings_ms[f"{name} SGD step (Explicit), JAX"] = t_j
+        res.timings_ms[f"{name} SGD step (Explicit), minijax"] = t_m
+        train_rows.append([name, f"`{jax.typeof(jp[0])}`, `{jax.typeof(jp[1])}`",
+                           f"{jl[-1]:.6f}", f"{ml[-1]:.6f}", f"{u_losses[-1]:.6f}"])
+        time_rows.append([name, f"{t_j:.3f}", f"{t_m:.3f}", f"**{t_m / t_j:.2f}**"])
+    res.sections.append(
+        "### The MLP trained three ways (Explicit mode), minijax and JAX\n\n"
+        f"The same SGD step ({steps} steps, `value_and_grad` of the MSE, the second matmul "
+        "told its `out_sharding`), with the inputs laid out per strategy. The gradients come "
+        "out with the parameters' types (each cotangent carries its primal's sharding), so the "
+        "update keeps every parameter where it was. Final losses:\n\n"
+        + table(["strategy", "parameter types", "JAX loss", "minijax loss",
+                 "minijax, one device"], train_rows)
+        + "\n\nMedian ms per step, like for like (inputs already on device on both sides, "
+        "measured in alternating rounds; eight CPU devices share this machine's cores, so the "
+        "numbers are noisy):\n\n"
+        + table(["strategy", "JAX ms", "minijax ms", "minijax / JAX"], time_rows)
+    )
+
     # ---------------------------------------------------------------- reshard / constraint
     moves = [(P("data", None), P()), (P("data", None), P(None, "model")),
              (P(), P("data", "model")), (P("data", "model"), P("model", "data"))]
@@ -397,6 +472,16 @@ def run(quick: bool = False) -> TopicResult:
                   rtol=1e-6, atol=1e-6)
         res.check_true(f"reshard {src} -> {dst}: result has layout {dst}",
                        out.sharding.is_equivalent_to(NamedSharding(mesh_e, dst), out.ndim))
+        ma = minijax.device_put(x_np, MNamedSharding(mmesh_e, mspec(src)))
+        mf = minijax.jit(lambda t, dst=dst: minijax.sharding.reshard(
+            mjnp.cos(t), MNamedSharding(mmesh_e, mspec(dst))) * 3.0)
+        mout = mf(ma)
+        mce = count_collectives(mf.lower(ma).compile().as_text())
+        res.check(f"minijax reshard {src} -> {dst}: values equal JAX's", np.asarray(mout),
+                  np.asarray(out), rtol=1e-6, atol=1e-6)
+        res.check_true(f"minijax reshard {src} -> {dst}: type, spec and collectives equal "
+                       "JAX's", str(minijax.typeof(mout)) == str(jax.typeof(out))
+                       and str(mout.sharding.spec) == str(out.sharding.spec) and mce == ce)
         b = jax.device_put(x_np, NamedSharding(mesh_a, src))
         g2 = jax.jit(lambda t, dst=dst: jax.lax.with_sharding_constraint(
             jnp.cos(t), NamedSharding(mesh_a, dst)) * 3.0)
@@ -415,6 +500,7 @@ def run(quick: bool = False) -> TopicResult:
                        "collectives equal JAX's",
                        str(mout2.sharding.spec) == str(out2.sharding.spec) and mca == ca)
         mv_rows.append([f"`{src}` -> `{dst}`", f"`{jax.typeof(out)}`", fmt_counts(ce),
+                        f"`{minijax.typeof(mout)}`", fmt_counts(mce),
                         f"`{out2.sharding.spec}`", fmt_counts(ca),
                         f"`{mout2.sharding.spec}`", fmt_counts(mca)])
     a = jax.device_put(x_np, NamedSharding(mesh_e, P("data")))
@@ -422,6 +508,11 @@ def run(quick: bool = False) -> TopicResult:
         lambda t: jax.lax.with_sharding_constraint(t, NamedSharding(mesh_e, P("model"))))(a))
     res.check_true("Explicit mode: with_sharding_constraint to a different spec raises "
                    "ValueError", kind == "ValueError")
+    ma = minijax.device_put(x_np, MNamedSharding(mmesh_e, MP("data")))
+    mkind, mmsg = catch(lambda: minijax.jit(lambda t: minijax.lax.with_sharding_constraint(
+        t, MNamedSharding(mmesh_e, MP("model"))))(ma))
+    res.check_true("Explicit mode: minijax's with_sharding_constraint raises JAX's error",
+                   (mkind, mmsg.split(" Got")[0]) == (kind, msg.split(" Got")[0]))
     res.sections.append(
         "### Changing layout inside a program: reshard and with_sharding_constraint\n\n"
         "`jax.sharding.reshard(x, spec)` (Explicit) changes the array's type to the new layout; "
@@ -429,9 +520,9 @@ def run(quick: bool = False) -> TopicResult:
         "intermediate and lets the partitioner work out the rest. Each row computes "
         "`cos(x)`, changes the layout, multiplies by 3:\n\n"
         + table(["move", "Explicit result type", "Explicit: collectives",
+                 "minijax Explicit type", "minijax collectives",
                  "Auto result spec", "Auto: collectives", "minijax (Auto) spec",
                  "minijax collectives"], mv_rows)
-        + "\n\n`reshard` (Explicit mode) is JAX only: minijax has no sharding in types yet."
         + "\n\nSplit to replicated needs an all-gather. `P('data', None)` to `P(None, 'model')` "
         "changes which mesh axis does the splitting, so XLA gathers the rows over `data` and "
         "each device then cuts out its columns locally (no second collective). Replicated to "

@@ -6,7 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 from minijax import core  # noqa: F401  (first: core imports the eager path built on it)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
-from minijax import errors, random  # noqa: F401
+from minijax import debug, errors, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
@@ -19,6 +19,7 @@ from minijax.core import (  # noqa: F401
     TracerIntegerConversionError, UnexpectedTracerError,
 )
 from minijax.core import eval_jaxpr  # noqa: F401
+from minijax.core import get_aval as typeof  # noqa: F401  (JAX 0.10's name)
 from minijax.custom_derivatives import custom_jvp, custom_vjp  # noqa: F401
 from minijax.ad_checkpoint import checkpoint, checkpoint_policies, remat  # noqa: F401
 from minijax.lax.lax import stop_gradient  # noqa: F401

@@ -16,6 +16,7 @@ from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun
 from minijax.array import Array, array_from_numpy
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
 from minijax.interpreters import ad, batching
+from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
@@ -316,7 +317,10 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         _check_output_dtype_revderiv("grad", holomorphic, ans)
         # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
         # grad(f)(1.0) comes back weakly typed like its input
-        g = f_vjp(array_from_numpy(np.ones((), aval.dtype), aval.weak_type))
+        one = array_from_numpy(np.ones((), aval.dtype), aval.weak_type)
+        if aval.sharding is not None and core.trace_ctx.trace is not core.eval_trace:
+            one = lax_internal._replicated_scalar(one, aval.sharding.mesh)  # as JAX's _one
+        g = f_vjp(one)
         g = g[0] if int_argnums else tuple(g)
         return ((ans, aux), g) if has_aux else (ans, g)
 

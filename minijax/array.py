@@ -20,7 +20,7 @@ _BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it
 
 
 # JAX: jax/_src/array.py ArrayImpl — differs: numpy-backed when eager; the sharding is a
-# minijax object kept beside the buffer (JAX's aval carries it in explicit mode)
+# minijax object kept beside the buffer (the aval carries its Explicit part, as in JAX)
 class Array:
     """A concrete value with an aval. Attributes: `shape`, `dtype` (numpy dtype), `ndim`, `size`,
     `weak_type`, `sharding`. Operators and methods (`+`, `@`, `.sum()`, indexing...) are those
@@ -44,6 +44,11 @@ class Array:
         if sharding is not None:
             global sharded_arrays_made
             sharded_arrays_made = True
+            if aval.sharding is None:  # sharding in types: on an Explicit mesh, the aval says
+                from minijax.sharding import aval_sharding
+                s = aval_sharding(sharding, aval.ndim)
+                if s is not None:
+                    self.aval = aval.update(sharding=s)
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
@@ -84,29 +89,31 @@ class Array:
     # JAX: jax/_src/array.py ArrayImpl.addressable_shards
     @property
     def addressable_shards(self) -> list["Shard"]:
-        """One `Shard` per device, in the order of the sharding's devices (the mesh's, row
-        major): its `device`, `index` (the slices of the global array it holds), `replica_id`
-        and `data` (the shard as a single-device Array)."""
+        """One `Shard` per device of this process (all of them, in one process), in the order
+        of the sharding's devices (the mesh's, row major): its `device`, `index` (the slices of
+        the global array it holds), `replica_id` and `data` (a single-device Array)."""
         self._check_alive()
         s = self.sharding
         index_map = s.devices_indices_map(self.shape)
         bufs = self._device_buffers()
         out, seen = [], {}
-        for d, b in zip(s._device_assignment, bufs):
+        for d in s._device_assignment:  # replica ids count every device, local or not
             idx = index_map[d]
             key = tuple((sl.start, sl.stop) for sl in idx)
             replica = seen[key] = seen.get(key, -1) + 1
-            aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
-            out.append(Shard(d, idx, replica, Array(aval, None, b, True)))
+            if d in bufs:
+                b = bufs[d]
+                aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
+                out.append(Shard(d, idx, replica, Array(aval, None, b, True)))
         return out
 
-    def _device_buffers(self) -> list:
-        """The single-device buffers, one per device of the sharding, in its device order."""
+    def _device_buffers(self) -> dict:
+        """device -> single-device buffer, for the devices of this process that hold a shard
+        (with several processes, the other processes' shards are not ours to read)."""
         if self._sharding is None:
-            return [self.device_buffer()]
+            return {_default_device(): self.device_buffer()}
         buf = self.device_buffer()
-        by_device = {b.devices().pop(): b for b in buf._arrays}
-        return [by_device[d] for d in self._sharding._device_assignment]
+        return {b.devices().pop(): b for b in buf._arrays}
 
     def _check_alive(self) -> None:
         if self._deleted:
@@ -235,12 +242,19 @@ def _assemble(x: Array) -> np.ndarray:
     out = np.empty(x.shape, x.dtype)
     index_map = x._sharding.devices_indices_map(x.shape)
     done = set()
-    for d, b in zip(x._sharding._device_assignment, x._device_buffers()):
+    bufs = x._device_buffers()
+    for d in x._sharding._device_assignment:
         idx = index_map[d]
         key = tuple((sl.start, sl.stop) for sl in idx)
-        if key not in done:
+        if key not in done and d in bufs:
             done.add(key)
-            out[idx] = np.asarray(b)
+            out[idx] = np.asarray(bufs[d])
+    if len(done) != len({tuple((sl.start, sl.stop) for sl in i) for i in index_map.values()}):
+        raise RuntimeError("Fetching value for `jax.Array` that spans non-addressable "
+                           "(non process local) devices is not possible. You can use "
+                           "`jax.experimental.multihost_utils.process_allgather` to print "
+                           "the global array or use `.addressable_shards` method of jax.Array "
+                           "to inspect the addressable (process local) shards.")
     return out
 
 

@@ -301,7 +301,8 @@ def device_put_sharded(value: np.ndarray, sharding) -> Any:
     `NamedSharding.check_compatible_aval` raises, before anything is placed."""
     from jaxlib import _jax
     index_map = sharding.devices_indices_map(value.shape)  # checks rank and divisibility
-    devices = list(sharding._device_assignment)
+    local = sharding.addressable_devices  # with several processes, each places its own
+    devices = [d for d in sharding._device_assignment if d in local]
     shards = [np.ascontiguousarray(value[index_map[d]]) for d in devices]
     return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
                                    _buffer_sharding(sharding), shards, devices, True,

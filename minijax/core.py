@@ -26,6 +26,9 @@ from minijax.util import safe_zip
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
+_keep = object()  # ShapedArray.update's "leave the sharding as it is"
+
+
 class ShapedArray:
     """What is known about a value at trace time: its shape, dtype and weak_type.
 
@@ -33,22 +36,30 @@ class ShapedArray:
     other operand in arithmetic (see minijax/dtypes.py).
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_hash")
     array_abstraction_level = 1
 
-    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
+    def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
+                 sharding=None) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
+        # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
+        # AbstractMesh with one spec entry per dimension naming only Explicit mesh axes
+        self.sharding = sharding
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
-    def update(self, shape=None, dtype=None, weak_type=None) -> "ShapedArray":
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep) -> "ShapedArray":
+        """A copy with the given fields replaced. A new shape drops the sharding unless one
+        is given (the primitive's sharding rule computes it: minijax/sharding.py)."""
+        if sharding is _keep:
+            sharding = self.sharding if shape is None else None
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type)
+                           self.weak_type if weak_type is None else weak_type, sharding)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -57,20 +68,30 @@ class ShapedArray:
     def to_tangent_aval(self) -> "ShapedArray":
         if dtypes.is_float(self.dtype):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False)
+        return ShapedArray(self.shape, dtypes.float0, False, self.sharding)
+
+    # JAX: jax/_src/core.py _get_shape_sharding_str — `8@x` for a dimension split over x
+    def _dims_str(self) -> str:
+        if self.sharding is None:
+            return ",".join(map(str, self.shape))
+        return ",".join(str(n) if p is None else
+                        f"{n}@({','.join(p)})" if isinstance(p, tuple) else f"{n}@{p}"
+                        for n, p in zip(self.shape, self.sharding.spec))
 
     def str_short(self) -> str:
-        return f"{dtypes.short_dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+        return f"{dtypes.short_dtype_name(self.dtype)}[{self._dims_str()}]"
 
     def __eq__(self, other) -> bool:
         return self is other or (
             type(other) is ShapedArray and self.shape == other.shape
-            and self.dtype == other.dtype and self.weak_type == other.weak_type)
+            and self.dtype == other.dtype and self.weak_type == other.weak_type
+            and self.sharding == other.sharding)
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash((self.shape, self.dtype, self.weak_type))
+            key = (self.shape, self.dtype, self.weak_type)
+            h = self._hash = hash(key if self.sharding is None else (*key, self.sharding))
         return h
 
     def __repr__(self) -> str:
@@ -80,7 +101,7 @@ class ShapedArray:
     # `jax.typeof(x)` and tracer reprs print it
     def __str__(self) -> str:
         name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
-        return f"{'~' if self.weak_type else ''}{name}[{','.join(map(str, self.shape))}]"
+        return f"{'~' if self.weak_type else ''}{name}[{self._dims_str()}]"
 
 
 def typematch(a: ShapedArray, b: ShapedArray) -> bool:
@@ -221,11 +242,38 @@ class Primitive:
         self.abstract_eval = rule
         return rule
 
+    # JAX: jax/_src/lax/utils.py standard_abstract_eval (its sharding_rule argument)
+    def def_sharding_rule(self, rule: Callable) -> Callable:
+        """Sharding in types (chapters/12-sharding.md): after the abstract eval, when an
+        operand's aval carries a sharding or an `out_sharding`/`sharding` param is given,
+        the result carries `rule(*avals, **params)` (a sharding, or a list of them), read
+        from `self.sharding_rule` at each call. Register after `def_abstract_eval`."""
+        shape_rule = self.abstract_eval
+        self.sharding_rule = rule
+
+        def abstract_eval(*avals, **params):
+            out = shape_rule(*avals, **params)
+            if (any(a.sharding is not None for a in avals)
+                    or params.get("out_sharding") is not None
+                    or params.get("sharding") is not None):
+                s = self.sharding_rule(*avals, **params)
+                out = ([_with_sharding(o, x) for o, x in zip(out, s)]
+                       if self.multiple_results else _with_sharding(out, s))
+            return out
+        self.abstract_eval = abstract_eval
+        return rule
+
     def impl(self, *args, **params):
         raise NotImplementedError(f"Evaluation rule for '{self.name}' not implemented")
 
     def abstract_eval(self, *avals, **params):
         raise NotImplementedError(f"Abstract evaluation for '{self.name}' not implemented")
+
+
+def _with_sharding(aval: ShapedArray, s) -> ShapedArray:
+    if s is not None and len(s.spec) != aval.ndim:  # avals keep one spec entry per dimension
+        s = type(s)(s.mesh, s.spec._normalized_spec_for_aval(aval.ndim))
+    return aval.update(sharding=s)
 
 
 # ---------------------------------------------------------------------------------------------

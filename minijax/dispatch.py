@@ -94,9 +94,9 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 _callables.clear()
             _callables[key] = run
     out = run(args)
-    if key is not None and 0 < n <= 2 and not prim.multiple_results:
+    if key is not None and 0 < n <= 2 and hasattr(run, "fast"):
         # remember this signature for the hot path above (after a first successful call:
-        # the result's shape is checked)
+        # the result's shape is checked; one result, not laid out on a mesh: `run.fast`)
         prim._eager_last = (avals[0], avals[1] if n == 2 else None, dict(params),
                             config.jax_enable_x64, *run.fast)
     return out
@@ -134,6 +134,8 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
                 raise AssertionError(f"{prim.name}: impl gave {len(outs)} results, abstract "
                                      f"evaluation {len(out_avals)}")
             return [wrap_numpy(o, a, committed) for o, a in zip(outs, out_avals)]
+        if any(a.sharding is not None for a in out_avals):
+            return _laid_out(run_multiple, True)
         return run_multiple
 
     out_aval, dtype, shape = out, out.dtype, out.shape
@@ -166,8 +168,31 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
             shape_checked.append(True)
         return Array(out_aval, val, None, committed)
     shape_checked: list[bool] = []
+    if out_aval.sharding is not None:  # laid out on a mesh: not for the inline hot path
+        return _laid_out(run, False)
     run.fast = (impl, out_aval, dtype)  # what apply_primitive's hot path runs inline
     return run
+
+
+def _laid_out(run: Callable, multiple: bool) -> Callable:
+    """Sharding in types, eagerly: a result whose aval carries a sharding is laid out that
+    way on the mesh of the operands (or the mesh in context). JAX runs such an op as a
+    small program on the mesh; minijax computes it with NumPy and places the result."""
+    from minijax import sharding as msh
+
+    def placed(args):
+        meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
+                  if type(x) is Array and isinstance(x._sharding, msh.NamedSharding)}
+        outs = run(args)
+        res = []
+        for o in (outs if multiple else [outs]):
+            s = o.aval.sharding
+            mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
+            if mesh is not None:
+                o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
+            res.append(o)
+        return res if multiple else res[0]
+    return placed
 
 
 def _numpy_args_slow(args, in_avals) -> tuple[list, bool]:

@@ -22,9 +22,9 @@ class AxisType(enum.Enum):
     """How a mesh axis is treated when tracing:
 
     - `Auto`: the partitioner (Shardy) chooses how values are laid out along the axis.
-    - `Explicit`: the layout along the axis is part of each value's type (JAX 0.10's default
-      for `make_mesh`; minijax does not yet carry shardings in types, so it treats Explicit
-      axes like Auto ones when compiling).
+    - `Explicit`: the layout along the axis is part of each value's type (`f32[8@x]`; JAX
+      0.10's default for `make_mesh`): each primitive's sharding rule types its result, and
+      ambiguity is a `ShardingTypeError` (minijax/sharding.py).
     - `Manual`: inside `shard_map`, the program sees one shard per device.
     """
     Auto = enum.auto()

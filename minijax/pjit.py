@@ -25,7 +25,7 @@ from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
-from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
 from minijax.util import safe_zip, split_list
 
@@ -690,13 +690,15 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
 # with_sharding_constraint: a layout the partitioner must give a value
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/pjit.py with_sharding_constraint — differs: Explicit axes are treated as Auto
-# ones (minijax has no sharding in types yet, so there is nothing to check it against)
+# JAX: jax/_src/pjit.py with_sharding_constraint
 def with_sharding_constraint(x, shardings):
     """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, a
     PartitionSpec over the mesh in context (`set_mesh`), or a pytree of them matching `x`).
     Inside jit it becomes an `sdy.sharding_constraint`; eagerly it lays the value out (as
-    `device_put`). Values and avals are unchanged.
+    `device_put`). Values are unchanged. Under `set_mesh` of a mesh whose axes are all
+    Explicit the layout is part of the type already, so the constraint only checks it
+    (AssertionError, as JAX, if it differs); elsewhere it may name only Auto axes
+    (ValueError otherwise): `reshard` changes the layout of Explicit axes.
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
@@ -713,12 +715,38 @@ def with_sharding_constraint(x, shardings):
     for s in shs:
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
+    explicit = []
+    in_context = msh.get_abstract_mesh()
     for v, s in zip(leaves, shs):
-        s.check_compatible_aval(core.get_aval(v).shape)  # every leaf before any binding
+        aval = core.get_aval(v)
+        s.check_compatible_aval(aval.shape)  # every leaf before any binding
+        if not in_context.empty and in_context.are_all_axes_explicit:
+            # sharding in types: under an all-Explicit mesh the layout is already known, so
+            # the constraint is a check (JAX: "acts as an assert"); reshard changes layouts
+            want = msh.aval_sharding(s, aval.ndim)
+            have = aval.sharding.spec if aval.sharding is not None else (None,) * aval.ndim
+            if tuple(want.spec) != tuple(have):
+                raise AssertionError(
+                    f"`with_sharding_constraint` acts as an assert when all axes of mesh are "
+                    f"of type `Explicit`. The array sharding: {aval.sharding.spec} did not "
+                    f"match the sharding provided: {want.spec}. Please use "
+                    "`jax.sharding.reshard` to shard your input to the sharding you want.")
+            explicit.append(True)
+        else:
+            if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
+                   for p in s.spec for a in msh._axes_of(p)):
+                raise ValueError(
+                    f"The spec of NamedSharding passed to with_sharding_constraint can only "
+                    f"refer to Auto axes of the mesh. Got spec={s.spec} and "
+                    f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+            explicit.append(False)
+    if all(explicit):
+        return x
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
         return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
-    outs = [sharding_constraint_p.bind(v, sharding=s) for v, s in zip(leaves, shs)]
+    outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
+            for v, s, e in zip(leaves, shs, explicit)]
     return tree_unflatten(tree, outs)
 
 
@@ -727,7 +755,9 @@ def _sharding_constraint_impl(x, *, sharding):
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    return x
+    from minijax import sharding as msh
+    s = msh.aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
+    return x if s is None or s == x.sharding else x.update(sharding=s)
 
 
 def _sharding_constraint_transpose(ct, x, *, sharding):
@@ -755,3 +785,173 @@ sharding_constraint_p.def_abstract_eval(_sharding_constraint_abstract_eval)
 ad.deflinear(sharding_constraint_p, _sharding_constraint_transpose)
 batching.primitive_batchers[sharding_constraint_p] = _sharding_constraint_batch_rule
 mlir.register_lowering(sharding_constraint_p, _sharding_constraint_lowering)
+mlir._lays_out_itself.add(sharding_constraint_p)
+
+
+# ---------------------------------------------------------------------------------------------
+# reshard: change a value's sharding (its type, with sharding in types)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/pjit.py reshard
+def reshard(xs, out_shardings):
+    """Lay the values of pytree `xs` out as `out_shardings` says (a NamedSharding, a
+    PartitionSpec over the mesh in context, or a pytree of them matching `xs`). With sharding
+    in types the result's type carries the new sharding (`f32[8@x,4]` -> `f32[8,4@x]`);
+    inside jit it lowers to an `sdy.sharding_constraint`, for which the partitioner inserts
+    the collectives; eagerly the values are placed at once (`device_put`).
+
+    Raises ValueError as `device_put` does (spec longer than the rank, indivisible
+    dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
+    from minijax import sharding as msh
+    leaves, tree = tree_flatten(xs)
+    if isinstance(out_shardings, (NamedSharding, PartitionSpec)):
+        shs = [out_shardings] * len(leaves)
+    else:
+        shs, s_tree = tree_flatten(out_shardings)
+        if s_tree != tree:
+            raise ValueError(f"reshard: out_shardings {out_shardings} do not match the "
+                             f"structure of the values {tree}")
+    shs = [msh.canonicalize_sharding(s, "reshard") for s in shs]
+    for v, s in zip(leaves, shs):
+        if not isinstance(s, NamedSharding):
+            raise ValueError(f"Reshard should only be used with out_shardings which are "
+                             f"non-None and have a non-empty mesh. Got sharding {s}.")
+        s.check_compatible_aval(core.get_aval(v).shape)
+    if core.trace_ctx.trace is core.eval_trace:
+        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+                                     for v, s in zip(leaves, shs)])
+    outs = []
+    for v, s in zip(leaves, shs):
+        ndim = core.get_aval(v).ndim
+        dst = msh.normalize_to_ndim(msh.canonicalize_out_sharding(s, "reshard"), ndim)
+        outs.append(reshard_p.bind(v, dst_sharding=dst,
+                                   concrete_mesh=s.mesh if hasattr(s.mesh, "devices") else None))
+    return tree_unflatten(tree, outs)
+
+
+def _reshard_impl(x, *, dst_sharding, concrete_mesh):
+    return x  # evaluating a jaxpr eagerly (NumPy): the value
+
+
+def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):
+    from minijax import sharding as msh
+    return x.update(sharding=msh.aval_sharding(dst_sharding, x.ndim))
+
+
+def _reshard_transpose(ct, x, *, dst_sharding, concrete_mesh):
+    # the cotangent goes back to the primal's sharding
+    if type(ct) is Zero or x.aval.sharding is None:
+        return [ct]
+    return [reshard_p.bind(ct, dst_sharding=x.aval.sharding, concrete_mesh=concrete_mesh)]
+
+
+def _reshard_batch_rule(vals, dims, *, axis_size, dst_sharding, concrete_mesh):
+    (x,), (d,) = vals, dims
+    spec = list(dst_sharding.spec)
+    spec.insert(d, None)  # the batch dimension is not split
+    return reshard_p.bind(x, dst_sharding=NamedSharding(dst_sharding.mesh, PartitionSpec(*spec)),
+                          concrete_mesh=concrete_mesh), d
+
+
+def _reshard_lowering(ctx, x, *, dst_sharding, concrete_mesh):
+    from jax.extend.mlir.dialects import sdy
+    if dst_sharding.mesh.are_all_axes_auto:  # nothing typed: the partitioner decides
+        return x
+    s = dst_sharding if concrete_mesh is None else NamedSharding(concrete_mesh,
+                                                                 dst_sharding.spec)
+    return sdy.sharding_constraint(x, mlir.sharding_attr(s, ctx.avals_in[0].ndim,
+                                                         open_auto=True))
+
+
+reshard_p = core.Primitive("reshard")
+reshard_p.pp_hidden_params = ("dst_sharding", "concrete_mesh")
+reshard_p.def_impl(_reshard_impl)
+reshard_p.def_abstract_eval(_reshard_abstract_eval)
+ad.deflinear(reshard_p, _reshard_transpose)
+batching.primitive_batchers[reshard_p] = _reshard_batch_rule
+mlir.register_lowering(reshard_p, _reshard_lowering)
+mlir._lays_out_itself.add(reshard_p)
+
+
+# ---------------------------------------------------------------------------------------------
+# auto_axes / explicit_axes: change axis types for part of a program
+# ---------------------------------------------------------------------------------------------
+
+def _retyped_mesh(axes, to, api: str):
+    from minijax import sharding as msh
+    outer = msh.get_concrete_mesh()
+    if outer is None:
+        raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
+                         f"into a mesh context when using `{api}` API.")
+    names = outer.axis_names if axes is None else (axes,) if isinstance(axes, str) else \
+        tuple(axes)
+    types = tuple(to if n in names else t for n, t in zip(outer.axis_names, outer.axis_types))
+    return outer, msh.Mesh(outer.devices, outer.axis_names, axis_types=types)
+
+
+def _spec_without(spec, mesh) -> PartitionSpec:
+    """`spec` naming only `mesh`'s Explicit axes (JAX: core.modify_spec_for_auto_manual)."""
+    from minijax import sharding as msh
+    keep = set(mesh.explicit_axes)
+    out = []
+    for p in spec:
+        axes = tuple(a for a in msh._axes_of(p) if a in keep)
+        out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*out)
+
+
+def _spec_of(x) -> PartitionSpec:
+    aval = core.get_aval(x)
+    return aval.sharding.spec if aval.sharding is not None else PartitionSpec(*[None] * aval.ndim)
+
+
+# JAX: jax/_src/pjit.py auto_axes
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """`f` run with mesh axes `axes` (default: all) turned Auto: the arguments lose those axes
+    from their types (resharded), `f` is traced with the partitioner choosing their layout,
+    and the results are resharded to `out_sharding` (given here or as a keyword argument of
+    the call: TypeError if neither). ValueError without a mesh in context (`set_mesh`)."""
+    if f is None:
+        return lambda g: auto_axes(g, axes=axes, out_sharding=out_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        out_s = out_sharding
+        if out_s is None:
+            if "out_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'out_sharding'")
+            out_s = kwargs.pop("out_sharding")
+        from minijax import sharding as msh
+        outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
+        with msh.set_mesh(inner):
+            args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
+                _spec_of(a), inner))), args)
+            out = f(*args, **kwargs)
+        return reshard(out, out_s)
+    return wrapped
+
+
+# JAX: jax/_src/pjit.py explicit_axes
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """`f` run with mesh axes `axes` (default: all) turned Explicit: the arguments are
+    resharded to `in_sharding` (given here or as a keyword argument), so their types carry
+    those axes inside `f`; the results leave with the axes dropped from their types again.
+    ValueError without a mesh in context (`set_mesh`)."""
+    if f is None:
+        return lambda g: explicit_axes(g, axes=axes, in_sharding=in_sharding)
+
+    @functools.wraps(f)
+    def wrapped(*args, **kwargs):
+        in_s = in_sharding
+        if in_s is None:
+            if "in_sharding" not in kwargs:
+                raise TypeError("Missing required keyword argument: 'in_sharding'")
+            in_s = kwargs.pop("in_sharding")
+        from minijax import sharding as msh
+        outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
+        with msh.set_mesh(inner):
+            args = reshard(args, in_s)
+            out = f(*args, **kwargs)
+        return tree_map(lambda o: reshard(o, NamedSharding(outer, _spec_without(
+            _spec_of(o), outer))), out)
+    return wrapped

@@ -5,6 +5,11 @@ A `Sharding` maps each device to the slice of the global array it holds
 "x" and keeps dimension 1 whole; devices along the other mesh axes hold copies (replicas).
 `SingleDeviceSharding(d)` puts the whole array on one device.
 
+Sharding in types: on a mesh with Explicit axes an aval carries its layout (`f32[8@x,4]`,
+`aval_sharding`), and the rules below (elementwise, dot_general, reshape, slicing, ...) compute
+each result's, registered per primitive with `Primitive.def_sharding_rule` (minijax/core.py).
+`visualize_sharding` draws the blocks of an array on its devices.
+
 Mirrors jax/_src/sharding.py (Sharding), jax/_src/named_sharding.py (NamedSharding),
 jax/_src/sharding_impls.py (SingleDeviceSharding) and jax/_src/partition_spec.py
 (PartitionSpec). Taught in chapters/12-sharding.md.
@@ -12,6 +17,7 @@ jax/_src/sharding_impls.py (SingleDeviceSharding) and jax/_src/partition_spec.py
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -170,16 +176,21 @@ class Sharding:
     def num_devices(self) -> int:
         return len(self._device_assignment)
 
+    # JAX: jax/_src/sharding.py Sharding.addressable_devices — with several processes
+    # (jax.distributed), the devices of this one
     @property
     def addressable_devices(self) -> set:
-        return self.device_set
+        from minijax import compiler
+        me = compiler.backend().process_index()
+        return {d for d in self._device_assignment if d.process_index == me}
 
     @property
     def is_fully_addressable(self) -> bool:
-        return True  # one process: every device is ours
+        return len(self.addressable_devices) == len(self._device_assignment)
 
     def addressable_devices_indices_map(self, global_shape) -> dict:
-        return self.devices_indices_map(global_shape)
+        mine = self.addressable_devices
+        return {d: i for d, i in self.devices_indices_map(global_shape).items() if d in mine}
 
     def shard_shape(self, global_shape) -> tuple:
         """The shape of each device's shard of an array of `global_shape`."""
@@ -394,7 +405,7 @@ def device_put_sharded_tree(x, sharding: Sharding):
             continue
         val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
         buf = compiler.device_put_sharded(np.asarray(val), sharding)
-        out.append(Array(aval, None, buf, True, sharding))
+        out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
     return tree_unflatten(tree, out)
 
 
@@ -419,9 +430,13 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
         if out is None:
             out = np.empty(shape, b.dtype)
         want = out[idx].shape
-        if b.shape != want:
-            raise ValueError(f"make_array_from_callback: the callback returned shape {b.shape} "
-                             f"for index {idx}, expected {want}")
+        if b.shape != want:  # JAX's message, the array's type included
+            from minijax import dtypes
+            aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
+                                    sharding=aval_sharding(sharding, len(shape)))
+            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                             f"array shape {b.shape}. Shape of Array is {aval} with sharding "
+                             f"{sharding}")
         out[idx] = b
     aval = core.ShapedArray(shape, out.dtype)
     if isinstance(sharding, SingleDeviceSharding):
@@ -444,3 +459,306 @@ def canonicalize_sharding(s, api_name: str):
                              f"passed to {api_name}")
         return NamedSharding(mesh, s)
     return s
+
+
+# ---------------------------------------------------------------------------------------------
+# Sharding in types: the sharding an aval carries, and the rules that compute it
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py ShardingTypeError
+class ShardingTypeError(Exception):
+    """A primitive's sharding rule cannot tell how its result is laid out (ambiguous or
+    incompatible operand shardings); the message says which argument to add (`out_sharding`)
+    or which `reshard` would fix it."""
+
+
+# JAX: jax/_src/core.py update_aval_with_sharding + modify_spec_for_auto_manual
+@functools.lru_cache(maxsize=1024)
+def aval_sharding(sharding, ndim: int) -> "NamedSharding | None":
+    """The sharding the type of a value laid out by `sharding` carries: over the abstract
+    mesh, one spec entry per dimension, naming only the mesh's Explicit axes (Auto axes are
+    the partitioner's business, not the type's). None when the mesh has no Explicit axis:
+    then the type says nothing about layout, as before sharding in types."""
+    if not isinstance(sharding, NamedSharding) or not sharding.mesh.explicit_axes:
+        return None
+    explicit = set(sharding.mesh.explicit_axes)
+    spec = []
+    for p in sharding.spec._normalized_spec_for_aval(ndim):
+        axes = tuple(a for a in _axes_of(p) if a in explicit)
+        spec.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return NamedSharding(sharding.mesh.abstract_mesh, PartitionSpec(*spec))
+
+
+def _spec_size(mesh, p) -> int:
+    return math.prod(mesh.shape[a] for a in _axes_of(p))
+
+
+def _one_mesh(name: str, avals) -> "AbstractMesh | None":
+    mesh = None
+    for a in avals:
+        if a.sharding is not None:
+            if mesh is not None and a.sharding.mesh != mesh:
+                raise ShardingTypeError(f"Mesh for all inputs should be equal. Got one mesh: "
+                                        f"{mesh} and another mesh: {a.sharding.mesh}")
+            mesh = a.sharding.mesh
+    return mesh
+
+
+def _spec_of(aval) -> tuple:
+    return tuple(aval.sharding.spec) if aval.sharding is not None else (None,) * aval.ndim
+
+
+def _with_spec(mesh, spec) -> "NamedSharding | None":
+    return None if mesh is None else NamedSharding(mesh, PartitionSpec(*spec))
+
+
+# JAX: jax/_src/lax/lax.py broadcasting_sharding_rule
+def broadcasting_sharding_rule(name: str, *avals):
+    """Elementwise ops: per dimension, the one layout the operands agree on (rank-0 operands
+    and unsplit size-1 dimensions do not count); ShardingTypeError if two disagree."""
+    mesh = _one_mesh(name, avals)
+    ranked = [a for a in avals if a.ndim]
+    if mesh is None or not ranked:
+        return _with_spec(mesh, ())
+    specs = [_spec_of(a) for a in ranked]
+    out = []
+    for i, column in enumerate(zip(*specs)):
+        kept = {s for s, a in zip(column, ranked) if not (s is None and a.shape[i] == 1)}
+        kept.discard(None) if len(kept) > 1 else None
+        if len(kept) > 1:
+            raise ShardingTypeError(f"{name} got incompatible shardings for broadcasting: "
+                                    f"{', '.join(str(s) for s in specs)}.")
+        out.append(kept.pop() if kept else None)
+    return _with_spec(mesh, out)
+
+
+def same_sharding_rule(name: str, *avals):
+    """Ops whose operands must all be laid out alike (select_n's cases, concatenate)."""
+    mesh = _one_mesh(name, avals)
+    given = [a.sharding for a in avals if a.sharding is not None and a.ndim]
+    if any(s != given[0] for s in given[1:]):
+        raise ShardingTypeError(f"{name}: all operands should have the same sharding. Got "
+                                f"shardings {', '.join(str(a.sharding) for a in avals)}")
+    return given[0] if given else _with_spec(mesh, (None,) * max(a.ndim for a in avals))
+
+
+def varying_shape_sharding_rule(name: str, aval, out_shape):
+    """Slicing and padding: a dimension whose size changes keeps its layout only if the new
+    size still splits evenly over its mesh axes (JAX:
+    jax/_src/lax/slicing.py _get_sharding_for_varying_out_shape)."""
+    if aval.sharding is None:
+        return None
+    mesh = aval.sharding.mesh
+    for n_in, n_out, p in zip(aval.shape, out_shape, aval.sharding.spec):
+        if n_in != n_out and p is not None and n_out % _spec_size(mesh, p):
+            raise ShardingTypeError(
+                f"{name} on sharded dims where out dim ({n_out}) is not divisible by mesh "
+                f"axes ({_spec_size(mesh, p)}) with spec ({p}) is not implemented. Got input "
+                f"type={aval.str_short()} and output shape={tuple(out_shape)}")
+    return aval.sharding
+
+
+# JAX: jax/_src/lax/lax.py _dot_general_sharding_rule
+def dot_general_sharding_rule(lhs, rhs, dimension_numbers, out_sharding):
+    """batch dims + lhs free dims + rhs free dims, each keeping its operand's layout; a
+    contracting dimension split on both sides leaves the result's layout open (a reduce-
+    scatter or an all-reduce?), so it asks for `out_sharding`."""
+    mesh = _one_mesh("dot_general", (lhs, rhs))
+    if out_sharding is not None:
+        return out_sharding
+    if mesh is None:
+        return None
+    (lc, rc), (lb, rb) = dimension_numbers
+    ls, rs = _spec_of(lhs), _spec_of(rhs)
+    lcs, rcs = tuple(ls[i] for i in lc), tuple(rs[i] for i in rc)
+    lbs, rbs = tuple(ls[i] for i in lb), tuple(rs[i] for i in rb)
+    if any(a != b and a is not None and b is not None for a, b in zip(lbs, rbs)):
+        raise ShardingTypeError(f"dot_general requires lhs batch dimensions and rhs batch "
+                                f"dimensions to have the consistent sharding, got {lbs} and "
+                                f"{rbs}.")
+    for a, b in zip(lcs, rcs):
+        if a is not None and b is not None:
+            if a != b:
+                raise ShardingTypeError(f"dot_general requires contracting dimensions to "
+                                        f"have consistent sharding, got {lcs} and {rcs}.")
+            raise ShardingTypeError(
+                "Contracting dimensions are sharded and it is ambiguous how the output "
+                "should be sharded. Please specify the output sharding via the "
+                f"`out_sharding` parameter. Got lhs_contracting_spec={lcs} and "
+                f"rhs_contracting_spec={rcs}")
+    batch = [a if a is not None else b for a, b in zip(lbs, rbs)]
+    l_free = [s for i, s in enumerate(ls) if i not in lc and i not in lb]
+    r_free = [s for i, s in enumerate(rs) if i not in rc and i not in rb]
+    out = batch + l_free + r_free
+    used = [a for p in out for a in _axes_of(p)]
+    if len(used) != len(set(used)):
+        raise ShardingTypeError(f"dot_general: the result would be split over one mesh axis "
+                                f"twice ({out}); pass `out_sharding`")
+    return _with_spec(mesh, out)
+
+
+# JAX: jax/_src/lax/lax.py _reshape_sharding_rule — differs: one grouping walk instead of
+# JAX's split/merge special cases (same answers for splitting and merging dimensions)
+def reshape_sharding_rule(aval, new_sizes, sharding):
+    """Group the old and new dimensions into runs of equal product; a run keeps its layout
+    when only its first old dimension is split and that split still divides the first new
+    dimension. Anything else asks for the `sharding` (out_sharding) argument."""
+    if sharding is not None or aval.sharding is None:
+        return sharding
+    if 0 in aval.shape:
+        return _with_spec(aval.sharding.mesh, (None,) * len(new_sizes))
+    mesh, spec = aval.sharding.mesh, _spec_of(aval)
+    old, new, out = list(aval.shape), list(new_sizes), []
+    i = j = 0
+    while i < len(old) or j < len(new):
+        gi, gj, po, pn = [i], [j], old[i] if i < len(old) else 1, new[j] if j < len(new) else 1
+        i, j = i + 1, j + 1
+        while po != pn:
+            if po < pn:
+                gi.append(i)
+                po *= old[i]
+                i += 1
+            else:
+                gj.append(j)
+                pn *= new[j]
+                j += 1
+        gi, gj = [k for k in gi if k < len(old)], [k for k in gj if k < len(new)]
+        ps = [spec[k] for k in gi]
+        first = ps[0] if ps else None
+        ok = all(p is None for p in ps[1:]) and (
+            first is None or (gj and new[gj[0]] % _spec_size(mesh, first) == 0))
+        if not ok:
+            raise ShardingTypeError(
+                f"This reshape is not supported. Please specify the sharding of the output "
+                f"via the `out_sharding` argument of jax.lax.reshape. Got operand shape: "
+                f"{tuple(aval.shape)}, new sizes: {tuple(new_sizes)} and operand spec: "
+                f"{aval.sharding.spec}")
+        if gj:
+            out.extend([first] + [None] * (len(gj) - 1))
+    return _with_spec(mesh, out)
+
+
+def canonicalize_out_sharding(s, api_name: str) -> "NamedSharding | None":
+    """An `out_sharding=` argument as an aval's sharding: a NamedSharding over the abstract
+    mesh (a PartitionSpec means the mesh in context, `set_mesh`). ValueError as JAX's when a
+    PartitionSpec is given with no mesh set."""
+    if s is None:
+        return None
+    if isinstance(s, PartitionSpec):
+        mesh = get_abstract_mesh()
+        if mesh.empty:
+            raise ValueError(f"Using PartitionSpec when you are not under a mesh context is "
+                             f"not allowed. Please pass a NamedSharding instance or enter "
+                             f"into a mesh context via `jax.set_mesh`. Got {s}")
+        return NamedSharding(mesh, s)
+    if isinstance(s, NamedSharding):
+        return s if isinstance(s.mesh, AbstractMesh) else NamedSharding(s.mesh.abstract_mesh,
+                                                                        s.spec)
+    raise TypeError(f"{api_name}: out_sharding must be a NamedSharding or PartitionSpec, "
+                    f"got {s!r}")
+
+
+def normalize_to_ndim(s: "NamedSharding | None", ndim: int) -> "NamedSharding | None":
+    """`s` with its spec padded with None to `ndim` entries (how avals store it)."""
+    if s is None or len(s.spec) == ndim:
+        return s
+    return NamedSharding(s.mesh, s.spec._normalized_spec_for_aval(ndim))
+
+
+def reshard(xs, out_shardings):
+    """Change the sharding of the values of `xs` (and of their types): see
+    `minijax/pjit.py: reshard`, where the primitive lives, next to with_sharding_constraint."""
+    from minijax import pjit
+    return pjit.reshard(xs, out_shardings)
+
+
+def unstacked(aval):
+    """The aval of one slice of `aval` along its leading dimension (scan's xs), with the
+    sharding of the other dimensions kept."""
+    s = aval.sharding
+    return aval.update(shape=aval.shape[1:], sharding=None if s is None else
+                       NamedSharding(s.mesh, PartitionSpec(*tuple(s.spec)[1:])))
+
+
+def stacked(aval, n: int):
+    """`n` values of `aval` stacked along a new, unsplit leading dimension (scan's ys)."""
+    s = aval.sharding
+    return aval.update(shape=(n, *aval.shape), sharding=None if s is None else
+                       NamedSharding(s.mesh, PartitionSpec(None, *s.spec)))
+
+
+# ---------------------------------------------------------------------------------------------
+# A picture of an array on the mesh
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/debugging.py visualize_sharding — differs: draws the uncoloured table (what JAX
+# prints when the output is not a colour terminal), never the coloured one, as text even in
+# a notebook
+def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = False,
+                       scale: float = 1.0, min_width: int = 9, max_width: int = 80) -> None:
+    """Print the blocks of an array of `shape` (rank 1 or 2) laid out by `sharding` as a
+    table: one cell per distinct block, labelled with the devices that hold it ("CPU 0,1"
+    for a block held twice), cell sizes proportional to the block sizes.
+    Raises ValueError for other ranks."""
+    import rich.align
+    import rich.box
+    import rich.console
+    import rich.padding
+    import rich.table
+    del use_color  # accepted as JAX's signature; minijax always draws the plain table
+    shape = tuple(shape)
+    if len(shape) not in (1, 2):
+        raise ValueError("`visualize_sharding` only works for shapes with 1 and 2 dimensions.")
+    base_height = int(10 * scale)
+    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / shape[0])
+    kind = sharding._device_assignment[0].platform.upper()
+    cells: dict = {}  # (row, col) -> [height fraction or None, width fraction, device ids]
+    for dev, idx in sharding.devices_indices_map(shape).items():
+        spans = [(s.start or 0, n if s.stop is None else s.stop) for s, n in zip(idx, shape)]
+        pos = tuple(a // (b - a) if b > a else 0 for a, b in spans)
+        if len(shape) == 1:
+            pos, height = (0, *pos), None
+        else:
+            height = (spans[0][1] - spans[0][0]) / shape[0]
+        cell = cells.setdefault(pos, [height, (spans[-1][1] - spans[-1][0]) / shape[-1], []])
+        cell[2].append(dev.id)
+    rows = 1 + max(p[0] for p in cells)
+    cols = 1 + max(p[1] for p in cells)
+    table = rich.table.Table(show_header=False, show_lines=True, padding=0, highlight=True,
+                             pad_edge=False, box=rich.box.SQUARE)
+    for i in range(rows):
+        row = []
+        for j in range(cols):
+            height, width, ids = cells[i, j]
+            text = f"{kind} " + ",".join(str(d) for d in sorted(ids))
+            w = min(max(int(width * base_width * 2.5), min_width), max_width)
+            h = 1 if height is None else int(height * base_height)
+            left, extra = divmod(w - len(text) - 2, 2)
+            top, extra_h = divmod(h - 2, 2)
+            pad = (max(top, 0), max(left + extra, 0), max(top + extra_h, 0), max(left, 0))
+            row.append(rich.padding.Padding(
+                rich.align.Align(text, "center", vertical="middle"), pad))
+        table.add_row(*row)
+    # plain text in notebooks too (rich would render HTML there): what chapter 12 prints
+    rich.console.Console(width=max_width, force_jupyter=False, color_system=None).print(
+        table, end="\n\n")
+
+
+# JAX: jax/_src/debugging.py visualize_array_sharding
+def visualize_array_sharding(arr, **kwargs) -> None:
+    """`visualize_sharding(arr.shape, arr.sharding)` for a minijax Array of rank 1 or 2 (a
+    rank-1 picture for a scalar, as JAX draws it)."""
+    shape = arr.shape if arr.ndim else (1,)
+    visualize_sharding(shape, arr.sharding, **kwargs)
+
+
+def auto_axes(f=None, /, *, axes=None, out_sharding=None):
+    """See `minijax/pjit.py: auto_axes`."""
+    from minijax import pjit
+    return pjit.auto_axes(f, axes=axes, out_sharding=out_sharding)
+
+
+def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
+    """See `minijax/pjit.py: explicit_axes`."""
+    from minijax import pjit
+    return pjit.explicit_axes(f, axes=axes, in_sharding=in_sharding)

@@ -14,6 +14,7 @@ import numpy as np
 
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
+from minijax.sharding import NamedSharding
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -72,7 +73,12 @@ class Lowered:
         self._name = name
         self._donated = tuple(donated)
         self._in_shardings = tuple(in_shardings)
-        self._out_shardings = tuple(out_shardings)
+        # sharding in types: an output typed `f32[8@x]` is laid out as its type says
+        self._out_shardings = tuple(
+            a.sharding if a.sharding is not None and (not out_shardings or s is None) else s
+            for a, s in zip(closed.out_avals, out_shardings or [None] * len(closed.out_avals)))
+        if not any(s is not None for s in self._out_shardings):
+            self._out_shardings = tuple(out_shardings)
         meshes: list = []  # the mesh the module is partitioned over, if any
         self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
                                                   self._in_shardings, self._out_shardings,
@@ -111,6 +117,9 @@ class Lowered:
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
             out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals)
+            if mesh.are_all_axes_explicit:  # the spec as the type states it (as JAX's)
+                out_sh = [c if a.sharding is None else NamedSharding(mesh, a.sharding.spec)
+                          for a, c in zip(self.jaxpr.out_avals, out_sh)]
             out_sh = [c if g is None or g.memory_kind == "device" else
                       c.with_memory_kind(g.memory_kind)  # the layout chosen, the memory given
                       for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]

@@ -193,6 +193,9 @@ def check_device_put_errors():
     try:
         ms = both(jm, mm, "x")[1]
         _error_of(lambda: minijax.device_put([np.ones(8), np.ones(6)], ms))
+        with minijax.set_mesh(mm):  # reshard, eagerly: the same all-or-nothing
+            e = _error_of(lambda: minijax.sharding.reshard([np.ones(8), np.ones(6)], M_SH.P("x")))
+        assert isinstance(e, ValueError) and "P('x',)" in str(e), e
     finally:
         compiler.device_put_sharded = real
     assert placed == [], placed
@@ -207,9 +210,10 @@ def check_make_array_from_callback():
         jx = jax.make_array_from_callback(x.shape, js, lambda i: x[i])
         assert shards_of(mx) == shards_of(jx) and mx.sharding == ms
         np.testing.assert_array_equal(np.asarray(mx), x)
-    ms = both(jm, mm, "x")[1]
-    e = _error_of(lambda: minijax.make_array_from_callback(x.shape, ms, lambda i: x))
-    assert isinstance(e, ValueError) and "shape" in str(e)
+    js, ms = both(jm, mm, "x")
+    je = _error_of(lambda: jax.make_array_from_callback(x.shape, js, lambda i: x))
+    me = _error_of(lambda: minijax.make_array_from_callback(x.shape, ms, lambda i: x))
+    assert type(me) is type(je) is ValueError and str(me) == str(je), (me, je)
 
 
 def _normalize(text: str) -> str:
@@ -425,8 +429,18 @@ def check_set_mesh_and_bare_specs():
         assert M_SH.get_abstract_mesh() == mm.abstract_mesh
         jx, mx = jax.device_put(x, jax.P("x")), minijax.device_put(x, minijax.P("x"))
         assert repr(mx.sharding) == repr(jx.sharding) and shards_of(mx) == shards_of(jx)
-        out = minijax.jit(lambda t: minijax.lax.with_sharding_constraint(t * 2, minijax.P()))(mx)
-        assert str(out.sharding.spec) == "P()"
+        # Explicit axes: the constraint is an assert (a match binds nothing), reshard moves
+        def wsc(J, spec):
+            return lambda t: J.lax.with_sharding_constraint(t * 2, spec)
+        je = _error_of(jax.jit(wsc(jax, jax.P())), jx)
+        me = _error_of(minijax.jit(wsc(minijax, minijax.P())), mx)
+        assert type(me) is type(je) and str(me) == str(je), (me, je)
+        assert str(minijax.make_jaxpr(wsc(minijax, minijax.P("x")))(mx)) == \
+            str(jax.make_jaxpr(wsc(jax, jax.P("x")))(jx))
+        def resh(J):
+            return lambda t: J.sharding.reshard(t * 2, J.P())
+        out, jout = minijax.jit(resh(minijax))(mx), jax.jit(resh(jax))(jx)
+        assert str(out.sharding.spec) == str(jout.sharding.spec)
         np.testing.assert_array_equal(np.asarray(out), x * 2)
     assert M_SH.get_abstract_mesh().empty
     minijax.set_mesh(mm)  # as a global setter
@@ -435,6 +449,205 @@ def check_set_mesh_and_bare_specs():
     finally:
         minijax.set_mesh(None)
     assert M_SH.get_abstract_mesh().empty
+
+
+# ---------------------------------------------------------------------------------------------
+# Sharding in types (Explicit axes)
+# ---------------------------------------------------------------------------------------------
+
+def _explicit_inputs(J, mesh):
+    NS, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    w = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+    return {"xy": J.device_put(x, NS(mesh, P("x", "y"))),
+            "x": J.device_put(x, NS(mesh, P("x"))),
+            "w_y": J.device_put(w, NS(mesh, P(None, "y"))),
+            "w_row_y": J.device_put(w, NS(mesh, P("y")))}
+
+
+def _typed_programs(J):
+    jnp = J.numpy
+    return [
+        ("elementwise_reduce", ("xy",), lambda a: jnp.sin(a).sum(0) + 1.0),
+        ("broadcast", ("xy",), lambda a: jnp.broadcast_to(a.sum(1)[:, None], (8, 4)) * a),
+        ("reshape_merge", ("x",), lambda a: a.reshape(32)),
+        ("reshape_split", ("x",), lambda a: a.reshape(4, 2, 4)),
+        ("transpose_convert", ("xy",), lambda a: a.T.astype(jnp.int32)),
+        ("matmul", ("x", "w_y"), lambda a, b: jnp.tanh(a @ b)),
+        ("select_max", ("xy",), lambda a: (jnp.where(a > 0, a, 0.0), a.max(1), jnp.argmax(a, 0))),
+        ("slice_concat", ("x",), lambda a: jnp.concatenate([a[:, 1:3], a[:, :2]], axis=1)),
+        ("einsum", ("x", "w_y"), lambda a, b: jnp.einsum("ij,jk->ik", a, b)),
+        ("cond", ("xy",), lambda a: J.lax.cond(a.sum() > 0, jnp.sin, jnp.cos, a)),
+        ("scan", ("x",), lambda a: J.lax.scan(lambda c, r: (c + r, c * r), a.T[0] * 0, a.T)),
+        ("grad_matmul", ("x", "w_y"),
+         J.grad(lambda a, b: jnp.tanh(a @ b).sum(), argnums=(0, 1))),
+        ("vmap", ("xy",), J.vmap(lambda r: jnp.sin(r) * 2.0)),
+    ]
+
+
+def check_typeof_and_typed_jaxprs():
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    ji, mi = _explicit_inputs(jax, jm), _explicit_inputs(minijax, mm)
+    assert str(minijax.typeof(mi["xy"])) == str(jax.typeof(ji["xy"])) == "float32[8@x,4@y]"
+    assert str(minijax.typeof(mi["x"]).sharding.spec) == str(jax.typeof(ji["x"]).sharding.spec)
+    assert str(minijax.typeof(np.ones(3))) == str(jax.typeof(np.ones(3)))
+    # the same aval with and without a sharding: different types, unchanged printing
+    plain = minijax.core.ShapedArray((8, 4), np.float32)
+    assert minijax.typeof(mi["x"]) != plain and minijax.typeof(mi["x"]).str_short() == "f32[8@x,4]"
+    mismatched = []
+    for (name, names, jf), (_, _, mf) in zip(_typed_programs(jax), _typed_programs(minijax)):
+        jt = str(jax.make_jaxpr(jf)(*[ji[n] for n in names]))
+        mt = str(minijax.make_jaxpr(mf)(*[mi[n] for n in names]))
+        if jt != mt:
+            mismatched.append(f"{name}:\n{mt}\n--- JAX:\n{jt}")
+    assert not mismatched, "\n\n".join(mismatched)
+
+
+def check_typed_jit_values_specs_hlo():
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    ji, mi = _explicit_inputs(jax, jm), _explicit_inputs(minijax, mm)
+    for (name, names, jf), (_, _, mf) in zip(_typed_programs(jax), _typed_programs(minijax)):
+        jargs, margs = [ji[n] for n in names], [mi[n] for n in names]
+        jo, mo = jax.jit(jf)(*jargs), minijax.jit(mf)(*margs)
+        for a, b in zip(jax.tree.leaves(jo), minijax.tree_util.tree_leaves(mo)):
+            np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+            assert str(b.sharding.spec) == str(a.sharding.spec), (name, b.sharding, a.sharding)
+            assert str(minijax.typeof(b)) == str(jax.typeof(a)), name
+        if name in ("elementwise_reduce", "matmul", "transpose_convert"):
+            jtext = jax.jit(jf).lower(*jargs).as_text()
+            mtext = minijax.jit(mf).lower(*margs).as_text()
+            jtext = re.sub(r"module @\S+", "module", _normalize(jtext))
+            mtext = re.sub(r"module @\S+", "module", mtext)
+            assert mtext.strip() == jtext.strip(), f"{name}:\n{mtext}\n---\n{jtext}"
+            jhlo = jax.jit(jf).lower(*jargs).compile().as_text()
+            mhlo = minijax.jit(mf).lower(*margs).compile().as_text()
+            assert count_collectives(mhlo) == count_collectives(jhlo), name
+
+
+def check_sharding_type_errors():
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    ji, mi = _explicit_inputs(jax, jm), _explicit_inputs(minijax, mm)
+    cases = [("contracting", ("xy", "w_row_y"), lambda J: lambda a, b: a @ b),
+             ("slice", ("x",), lambda J: lambda a: a[0]),
+             ("broadcasting", ("xy", "xy"), lambda J: lambda a, b: a + b.T.reshape(8, 4)),
+             ("select", ("xy", "x"), lambda J: lambda a, b: J.numpy.where(a > 0, a, b))]
+    for name, names, prog in cases:
+        je = _error_of(jax.make_jaxpr(prog(jax)), *[ji[n] for n in names])
+        me = _error_of(minijax.make_jaxpr(prog(minijax)), *[mi[n] for n in names])
+        assert type(me).__name__ == type(je).__name__ == "ShardingTypeError", (name, me, je)
+        if name in ("contracting", "slice"):
+            assert str(me) == str(je), (str(me), str(je))
+    # out_sharding resolves the contracting ambiguity, for matmul, dot, einsum and lax
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        for fn in ("matmul", "dot"):
+            def f(J, fn=fn):
+                return lambda a, b: getattr(J.numpy, fn)(a, b, out_sharding=J.P("x"))
+            jo = jax.jit(f(jax))(ji["xy"], ji["w_row_y"])
+            mo = minijax.jit(f(minijax))(mi["xy"], mi["w_row_y"])
+            np.testing.assert_allclose(np.asarray(mo), np.asarray(jo), rtol=1e-5)
+            assert str(mo.sharding.spec) == str(jo.sharding.spec)
+            assert count_collectives(jax.jit(f(jax)).lower(ji["xy"], ji["w_row_y"])
+                                     .compile().as_text()) == \
+                count_collectives(minijax.jit(f(minijax)).lower(mi["xy"], mi["w_row_y"])
+                                  .compile().as_text())
+
+        def e(J):
+            return lambda a, b: J.numpy.einsum("ij,jk->ki", a, b, out_sharding=J.P(None, "x"))
+        jo, mo = jax.jit(e(jax))(ji["xy"], ji["w_row_y"]), minijax.jit(e(minijax))(
+            mi["xy"], mi["w_row_y"])
+        np.testing.assert_allclose(np.asarray(mo), np.asarray(jo), rtol=1e-5)
+        assert str(mo.sharding.spec) == str(jo.sharding.spec)
+    je = _error_of(lambda: jax.numpy.matmul(ji["xy"], ji["w_row_y"], out_sharding=jax.P("x")))
+    me = _error_of(lambda: minijax.numpy.matmul(mi["xy"], mi["w_row_y"],
+                                                out_sharding=minijax.P("x")))
+    assert type(me) is type(je) is ValueError and str(me) == str(je), (me, je)
+
+
+def check_reshard_grad_vmap_eager():
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    ji, mi = _explicit_inputs(jax, jm), _explicit_inputs(minijax, mm)
+
+    def moved(J):
+        return lambda a: J.sharding.reshard(a, J.sharding.NamedSharding(
+            jm if J is jax else mm, J.P(None, "x"))) * 2
+
+    assert str(minijax.make_jaxpr(moved(minijax))(mi["xy"])) == \
+        str(jax.make_jaxpr(moved(jax))(ji["xy"]))
+    jo, mo = jax.jit(moved(jax))(ji["xy"]), minijax.jit(moved(minijax))(mi["xy"])
+    assert str(mo.sharding.spec) == str(jo.sharding.spec) and shards_of(mo) == shards_of(jo)
+    # eagerly: reshard places the value; ops on sharded arrays keep the sharding in the type
+    for op in (moved, lambda J: lambda a: J.numpy.sin(a) + 1.0, lambda J: lambda a: a.sum(0)):
+        jo, mo = op(jax)(ji["xy"]), op(minijax)(mi["xy"])
+        assert str(mo.sharding.spec) == str(jo.sharding.spec), (mo.sharding, jo.sharding)
+        assert str(minijax.typeof(mo)) == str(jax.typeof(jo))
+        assert shards_of(mo) == [(d, i, np.asarray(v, np.float32).tolist())
+                                 for d, i, v in shards_of(jo)] or np.allclose(
+            np.asarray(mo), np.asarray(jo), rtol=1e-6)
+    # cotangents carry the primal's sharding, through reshard and dot_general's transpose
+
+    def loss(J):
+        return lambda a, b: (J.numpy.tanh(moved(J)(a) @ b) ** 2).sum()
+    jg = jax.jit(jax.grad(loss(jax), argnums=(0, 1)))(ji["xy"], ji["w_y"])
+    mg = minijax.jit(minijax.grad(loss(minijax), argnums=(0, 1)))(mi["xy"], mi["w_y"])
+    for a, b in zip(jg, mg):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+        assert str(b.sharding.spec) == str(a.sharding.spec), (b.sharding, a.sharding)
+    jv = jax.jit(jax.vmap(lambda r: jax.numpy.sin(r).sum()))(ji["xy"])
+    mv = minijax.jit(minijax.vmap(lambda r: minijax.numpy.sin(r).sum()))(mi["xy"])
+    np.testing.assert_allclose(np.asarray(mv), np.asarray(jv), rtol=1e-6)
+    assert str(mv.sharding.spec) == str(jv.sharding.spec)
+
+
+def check_auto_and_explicit_axes():
+    x = np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)
+    w = np.linspace(0, 1, 16, dtype=np.float32).reshape(4, 4)
+
+    def programs(J):
+        SH = J.sharding
+        return [lambda a, b: SH.auto_axes(lambda a, b: a @ b, out_sharding=J.P("x"))(a, b),
+                lambda a, b: SH.auto_axes(lambda t: (t * 2).sum(0), axes="x",
+                                          out_sharding=J.P("y"))(a)]
+    jm, mm = jax.make_mesh((4, 2), ("x", "y")), minijax.make_mesh((4, 2), ("x", "y"))
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        jargs = (jax.device_put(x, jax.P("x", "y")), jax.device_put(w, jax.P("y")))
+        margs = (minijax.device_put(x, minijax.P("x", "y")), minijax.device_put(w, minijax.P("y")))
+        for jf, mf in zip(programs(jax), programs(minijax)):
+            assert str(minijax.make_jaxpr(mf)(*margs)) == str(jax.make_jaxpr(jf)(*jargs))
+            jo, mo = jax.jit(jf)(*jargs), minijax.jit(mf)(*margs)
+            np.testing.assert_allclose(np.asarray(mo), np.asarray(jo), rtol=1e-5)
+            assert str(mo.sharding.spec) == str(jo.sharding.spec)
+        e = _error_of(lambda: minijax.sharding.auto_axes(lambda t: t)(margs[0]))
+        assert type(e) is TypeError and "out_sharding" in str(e)
+    jm, mm = meshes("auto")
+    with jax.set_mesh(jm), minijax.set_mesh(mm):
+        jx, mx = jax.device_put(x, jax.P("x", "y")), minijax.device_put(x, minijax.P("x", "y"))
+        jf = jax.sharding.explicit_axes(lambda t: t * 2, in_sharding=jax.P("x"))
+        mf = minijax.sharding.explicit_axes(lambda t: t * 2, in_sharding=minijax.P("x"))
+        assert str(minijax.make_jaxpr(mf)(mx)) == str(jax.make_jaxpr(jf)(jx))
+        jo, mo = jax.jit(jf)(jx), minijax.jit(mf)(mx)
+        np.testing.assert_allclose(np.asarray(mo), x * 2)
+        assert str(mo.sharding.spec) == str(jo.sharding.spec)
+    e = _error_of(lambda: minijax.sharding.explicit_axes(lambda t: t, in_sharding=minijax.P())(x))
+    assert type(e) is ValueError and "Context mesh cannot be empty" in str(e)
+
+
+def check_visualize_array_sharding():
+    import contextlib
+    import io
+    jm, mm = meshes()
+    cases = [(("x", "y"), (8, 4)), (("x",), (8, 4)), ((None, "y"), (8, 4)), ((), (8, 4)),
+             (("x",), (8,)), ((("x", "y"),), (16,)), (("y", "x"), (8, 8))]
+    for spec, shape in cases:
+        js, ms = both(jm, mm, *spec)
+        texts = []
+        for J, s in ((jax, js), (minijax, ms)):
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf):
+                J.debug.visualize_array_sharding(J.device_put(np.ones(shape, np.float32), s))
+            texts.append(buf.getvalue())
+        assert texts[0] == texts[1], f"{spec} {shape}:\n{texts[1]}\n--- JAX:\n{texts[0]}"
+    e = _error_of(minijax.debug.visualize_array_sharding, minijax.numpy.ones((2, 2, 2)))
+    assert isinstance(e, ValueError) and "1 and 2 dimensions" in str(e)
 
 
 def main():

@@ -35,7 +35,8 @@ def transpose_batch_rule(vals, dims, *, axis_size, permutation):
     raise NotImplementedError("transpose_batch_rule")
 
 
-def broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions):
+def broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions,
+                                sharding=None):
     """`broadcast_in_dim(x, shape, broadcast_dimensions)` per example."""
     raise NotImplementedError("broadcast_in_dim_batch_rule")
 

@@ -39,7 +39,7 @@ def reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
     raise NotImplementedError("reduce_sum_transpose")
 
 
-def broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+def broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
     """The transpose of broadcasting sums over the dimensions the broadcast added (assume the
     operand has no size-1 dimensions that were stretched)."""
     raise NotImplementedError("broadcast_in_dim_transpose")

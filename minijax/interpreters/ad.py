@@ -29,6 +29,7 @@ from minijax.util import safe_zip
 
 _CHAPTER_JVP = "chapters/04-forward-mode.md"
 _CHAPTER_REV = "chapters/06-reverse-mode.md"
+_CHAPTER_PALLAS = "chapters/16-pallas.md"
 
 # JAX: jax/_src/interpreters/ad.py primitive_jvps
 primitive_jvps: dict[core.Primitive, Callable] = {}
@@ -228,7 +229,11 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
             tangents_out = [instantiate_zeros(t) for t in tangents_out]
         for p in primals_out:
             if pe_trace.is_own(p):
-                raise AssertionError("a primal output depends on a tangent")
+                # JAX: jax/_src/interpreters/ad.py linearize_from_jvp raises the same ValueError
+                raise ValueError(
+                    "Linearization failed to produce known values for all output primals: a "
+                    "primitive with a jvp rule but no partial-evaluation split made a primal "
+                    f"output depend on a tangent (e.g. pallas_call: see {_CHAPTER_PALLAS})")
         jaxpr, consts = pe_trace.to_jaxpr(tangents_out)
     finally:
         pe_trace.invalidate()

@@ -118,6 +118,9 @@ def nary_lowering(op_name: str) -> Callable:
         out = ctx.avals_out[0]
         args = [broadcast_to(a, av, av.update(shape=out.shape)) for a, av in
                 zip(args, ctx.avals_in)]
+        if out.sharding is not None:  # operands broadcast here get the result's layout
+            args = [a if av.shape == out.shape else _constrain(a, out)
+                    for a, av in zip(args, ctx.avals_in)]
         return getattr(hlo, op_name)(*args)
     rule.__name__ = f"_{op_name}_lowering"
     return rule
@@ -153,8 +156,23 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
         if not eqn.primitive.multiple_results:
             outs = [outs]
         for v, o in zip(eqn.outvars, outs):
+            if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
+                o = _constrain(o, v.aval)
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+# Primitives whose lowering already states their result's layout (no second constraint).
+_lays_out_itself: set = set()
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_with_sharding_in_types — differs: applied here,
+# once for every equation, instead of in each primitive's lowering rule
+def _constrain(x, aval: ShapedArray):
+    """Sharding in types: a result typed `f32[8@x,4]` is pinned to that layout with an
+    `sdy.sharding_constraint`, so the partitioner does what the types say."""
+    from jax.extend.mlir.dialects import sdy
+    return sdy.sharding_constraint(x, sharding_attr(aval.sharding, aval.ndim, open_auto=True))
 
 
 @functools.cache
@@ -238,27 +256,40 @@ _sharding_state: list[list] = []
 
 
 # JAX: jax/_src/named_sharding.py NamedSharding._to_sdy_sharding
-def sharding_attr(sharding, ndim: int):
+def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     """`#sdy.sharding<@mesh, [{"x"}, {}, ...]>` for a NamedSharding of a rank-`ndim` value:
     per dimension the mesh axes it is split over, major to minor ({} = not split, {?} =
-    left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module."""
+    left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module.
+    `open_auto` (sharding in types, on a mesh with Auto axes): every dimension is left open to
+    further splitting over the Auto axes (`{?}`, `{"y", ?}`), as JAX's types say nothing of them."""
     from jax.extend.mlir.dialects import sdy
     from minijax import sharding as msh
     mesh = sharding.mesh
-    if _sharding_state:
-        used = _sharding_state[-1]
-        if used and used[0] != mesh:
+    if _sharding_state:  # one mesh per module: same names and sizes (axis types may differ,
+        used = _sharding_state[-1]  # as under auto_axes), same devices if both are concrete
+        if used and not _same_mesh(used[0], mesh):
             raise ValueError(f"a jitted computation can use one mesh; got {used[0]} and {mesh}")
         if not used:
             used.append(mesh)
+        elif hasattr(mesh, "devices") and not hasattr(used[0], "devices"):
+            used[0] = mesh  # the devices to compile for
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
         if isinstance(p, msh._Unconstrained):
             dims.append("{?}")
         else:
-            dims.append("{" + ", ".join(f'"{a}"' for a in msh._axes_of(p)) + "}")
+            axes = [f'"{a}"' for a in msh._axes_of(p)]
+            if open_auto and mesh.auto_axes:
+                axes.append("?")
+            dims.append("{" + ", ".join(axes) + "}")
     return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]>")
+
+
+def _same_mesh(a, b) -> bool:
+    if a.shape_tuple != b.shape_tuple:
+        return False
+    return not (hasattr(a, "devices") and hasattr(b, "devices")) or a.devices_flat == b.devices_flat
 
 
 def _add_mesh(module, mesh) -> None:

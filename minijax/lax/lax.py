@@ -17,6 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from minijax import core, dtypes
+from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -114,6 +115,7 @@ def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
 
     prim.def_impl(impl)
     prim.def_abstract_eval(abstract_eval)
+    prim.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, name))
     return prim
 
 
@@ -426,6 +428,7 @@ def _is_finite_abstract_eval(x):
 is_finite_p = Primitive("is_finite")
 is_finite_p.def_impl(np.isfinite)
 is_finite_p.def_abstract_eval(_is_finite_abstract_eval)
+is_finite_p.def_sharding_rule(lambda x: x.sharding)
 defjvp_zero(is_finite_p)
 defvectorized(is_finite_p)
 mlir.register_lowering(is_finite_p, mlir.nary_lowering("is_finite"))
@@ -864,6 +867,7 @@ def _complex_transpose(ct, x, y):
 complex_p = Primitive("complex")
 complex_p.def_impl(lambda x, y: np.asarray(x + 1j * y, _complex_dtype(np.result_type(x))))
 complex_p.def_abstract_eval(_complex_abstract_eval)
+complex_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "complex"))
 deflinear(complex_p, _complex_transpose)
 defbroadcasting(complex_p)
 mlir.register_lowering(complex_p, mlir.nary_lowering("complex"))
@@ -988,6 +992,7 @@ def select_n(which, *cases):
 select_n_p = Primitive("select_n")
 select_n_p.def_impl(_select_n_impl)
 select_n_p.def_abstract_eval(_select_n_abstract_eval)
+select_n_p.def_sharding_rule(lambda which, *cases: msh.same_sharding_rule("select_n", *cases))
 ad.primitive_jvps[select_n_p] = _select_n_jvp
 ad.primitive_transposes[select_n_p] = _select_n_transpose
 batching.primitive_batchers[select_n_p] = _select_n_batch_rule
@@ -1048,6 +1053,7 @@ def _convert_element_type_lowering(ctx, x, *, new_dtype, weak_type):
 convert_element_type_p = Primitive("convert_element_type")
 convert_element_type_p.def_impl(_convert_element_type_impl)
 convert_element_type_p.def_abstract_eval(_convert_element_type_abstract_eval)
+convert_element_type_p.def_sharding_rule(lambda x, **_: x.sharding)
 ad.primitive_jvps[convert_element_type_p] = _convert_element_type_jvp
 ad.primitive_transposes[convert_element_type_p] = _convert_element_type_transpose
 defvectorized(convert_element_type_p)
@@ -1134,6 +1140,7 @@ def clamp(min, x, max):
 clamp_p = Primitive("clamp")
 clamp_p.def_impl(_clamp_impl)
 clamp_p.def_abstract_eval(_clamp_abstract_eval)
+clamp_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "clamp"))
 defjvp(clamp_p,
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
@@ -1208,7 +1215,7 @@ mlir.register_lowering(reduce_precision_p, _reduce_precision_lowering)
 # Shapes: broadcast_in_dim, reshape, transpose, squeeze, rev
 # ---------------------------------------------------------------------------------------------
 
-def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions, sharding):
     expanded = [1] * len(shape)
     for src, dst in enumerate(broadcast_dimensions):
         expanded[dst] = x.shape[src]
@@ -1218,7 +1225,7 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
     return out if out.size == x.size else out.copy()
 
 
-def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
+def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions, sharding):
     if any(d < 0 for d in shape):
         raise TypeError(f"broadcast_in_dim: shape must have every element be nonnegative, got "
                         f"{tuple(shape)}")
@@ -1234,7 +1241,20 @@ def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions):
     return x.update(shape=shape)
 
 
-def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+# JAX: jax/_src/lax/lax.py _broadcast_in_dim_sharding_rule
+def _broadcast_in_dim_sharding_rule(x, *, shape, broadcast_dimensions, sharding):
+    # the `sharding` asked for, else: an operand dimension keeps its layout where it is not
+    # stretched from size 1
+    if sharding is not None:
+        return sharding
+    spec = [None] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        if x.shape[i] == shape[d]:
+            spec[d] = x.sharding.spec[i]
+    return msh.NamedSharding(x.sharding.mesh, msh.P(*spec))
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding):
     # as JAX: sum over every output dimension but those of the operand's non-unit dimensions,
     # then put the operand's unit dimensions back
     if type(ct) is Zero:
@@ -1245,33 +1265,41 @@ def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
     return [expand_dims(reduce_sum(ct, axes), unit_dims)]
 
 
-def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions):
+def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions,
+                                 sharding):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
     bdims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
-    return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims), 0
+    if sharding is not None:  # the batch dimension is not split
+        sharding = msh.NamedSharding(sharding.mesh, msh.P(None, *sharding.spec))
+    return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims, out_sharding=sharding), 0
 
 
-def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions):
+def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions, sharding):
     return mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(ctx.avals_out[0]), x,
                                      list(broadcast_dimensions))
 
 
-def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int]):
+def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
+                     out_sharding=None):
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
-    `broadcast_dimensions[i]` (sizes equal, or 1 in the operand)."""
+    `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
+    result's sharding (default: the operand's, on the dimensions it keeps)."""
     shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
-            and bdims == tuple(range(len(shape)))):
+            and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
-    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims)
+    sharding = msh.canonicalize_out_sharding(out_sharding, "broadcast_in_dim")
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims,
+                                   sharding=msh.normalize_to_ndim(sharding, len(shape)))
 
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim")
-broadcast_in_dim_p.pp_hidden_params = ("shape",)
+broadcast_in_dim_p.pp_hidden_params = ("shape", "sharding")
 broadcast_in_dim_p.pp_hide_if_empty = ("broadcast_dimensions",)
 broadcast_in_dim_p.def_impl(_broadcast_in_dim_impl)
 broadcast_in_dim_p.def_abstract_eval(_broadcast_in_dim_abstract_eval)
+broadcast_in_dim_p.def_sharding_rule(_broadcast_in_dim_sharding_rule)
 deflinear(broadcast_in_dim_p, _broadcast_in_dim_transpose)
 batching.primitive_batchers[broadcast_in_dim_p] = _broadcast_in_dim_batch_rule
 mlir.register_lowering(broadcast_in_dim_p, _broadcast_in_dim_lowering)
@@ -1308,7 +1336,7 @@ def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
 def _reshape_transpose(ct, x, *, new_sizes, dimensions, sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    return [reshape(ct, x.aval.shape)]
+    return [reshape(ct, x.aval.shape, out_sharding=x.aval.sharding)]
 
 
 def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, sharding):
@@ -1317,21 +1345,23 @@ def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, shardin
     return reshape(x, (axis_size,) + tuple(new_sizes)), 0
 
 
-def reshape(x, new_sizes: Sequence[int], dimensions=None):
-    """`x` with shape `new_sizes` (same total size), in row-major order."""
+def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
+    """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
+    the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
     new_sizes = tuple(int(d) for d in new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
     if shape and shape == new_sizes:  # as JAX: a rank-0 operand is reshaped all the same
         return x
-    # `sharding`: None until minijax has sharding in types (JAX prints it)
-    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None, sharding=None)
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None, sharding=out_sharding)
 
 
 reshape_p = Primitive("reshape")
 reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: x.reshape(new_sizes))
 reshape_p.def_abstract_eval(_reshape_abstract_eval)
+reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
+                            msh.reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
 mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions, sharding:
@@ -1368,6 +1398,8 @@ def transpose(x, permutation: Sequence[int]):
 transpose_p = Primitive("transpose")
 transpose_p.def_impl(lambda x, *, permutation: np.transpose(x, permutation))
 transpose_p.def_abstract_eval(_transpose_abstract_eval)
+transpose_p.def_sharding_rule(lambda x, *, permutation: msh.NamedSharding(
+    x.sharding.mesh, msh.P(*[x.sharding.spec[p] for p in permutation])))
 deflinear(transpose_p, _transpose_transpose)
 batching.primitive_batchers[transpose_p] = _transpose_batch_rule
 mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
@@ -1405,6 +1437,8 @@ def squeeze(x, dimensions: Sequence[int]):
 squeeze_p = Primitive("squeeze")
 squeeze_p.def_impl(lambda x, *, dimensions: np.squeeze(x, axis=dimensions))
 squeeze_p.def_abstract_eval(_squeeze_abstract_eval)
+squeeze_p.def_sharding_rule(lambda x, *, dimensions: msh.NamedSharding(
+    x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
 deflinear(squeeze_p, _squeeze_transpose)
 batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
 mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
@@ -1456,6 +1490,16 @@ def _reduce_abstract_eval(name: str, kind: str):
     return rule
 
 
+# JAX: jax/_src/lax/lax.py _reduce_op_sharding_rule
+def _reduce_sharding_rule(x, *, axes, out_sharding=None, **_):
+    if out_sharding is not None:
+        return out_sharding
+    if x.sharding is None:
+        return None
+    return msh.NamedSharding(x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec)
+                                                      if i not in axes]))
+
+
 def _reduce_lowering(op_name: str, init):
     def rule(ctx, x, *, axes, out_sharding=None):
         aval_out = ctx.avals_out[0]
@@ -1487,18 +1531,21 @@ def _reduce_sum_transpose(ct, x, *, axes, out_sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
     kept = tuple(i for i in range(x.aval.ndim) if i not in axes)
-    return [broadcast_in_dim(ct, x.aval.shape, kept)]
+    return [broadcast_in_dim(ct, x.aval.shape, kept, out_sharding=x.aval.sharding)]
 
 
-def reduce_sum(x, axes: Sequence[int]):
-    """Sum of `x` over `axes` (the dimensions are removed)."""
-    # `out_sharding`: None until minijax has sharding in types (JAX prints it)
-    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes), out_sharding=None)
+def reduce_sum(x, axes: Sequence[int], *, out_sharding=None):
+    """Sum of `x` over `axes` (the dimensions are removed). `out_sharding`: the result's
+    sharding (default: the operand's, without the summed dimensions)."""
+    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes),
+                             out_sharding=msh.canonicalize_out_sharding(out_sharding,
+                                                                        "reduce_sum"))
 
 
 reduce_sum_p = Primitive("reduce_sum")
 reduce_sum_p.def_impl(lambda x, *, axes, out_sharding: np.sum(x, axis=axes, dtype=x.dtype))
 reduce_sum_p.def_abstract_eval(_reduce_abstract_eval("reduce_sum", _num))
+reduce_sum_p.def_sharding_rule(_reduce_sharding_rule)
 deflinear(reduce_sum_p, _reduce_sum_transpose)
 defreducer(reduce_sum_p)
 mlir.register_lowering(reduce_sum_p, _reduce_lowering("add", lambda d: 0))
@@ -1522,6 +1569,7 @@ def reduce_max(x, axes: Sequence[int]):
 reduce_max_p = Primitive("reduce_max")
 reduce_max_p.def_impl(lambda x, *, axes: np.max(x, axis=axes, initial=_lowest(x.dtype)))
 reduce_max_p.def_abstract_eval(_reduce_abstract_eval("reduce_max", _any))
+reduce_max_p.def_sharding_rule(_reduce_sharding_rule)
 defjvp2(reduce_max_p, _reduce_chooser_jvp)
 defreducer(reduce_max_p)
 mlir.register_lowering(reduce_max_p, _reduce_lowering("maximum", _lowest))
@@ -1535,6 +1583,7 @@ def reduce_min(x, axes: Sequence[int]):
 reduce_min_p = Primitive("reduce_min")
 reduce_min_p.def_impl(lambda x, *, axes: np.min(x, axis=axes, initial=_highest(x.dtype)))
 reduce_min_p.def_abstract_eval(_reduce_abstract_eval("reduce_min", _any))
+reduce_min_p.def_sharding_rule(_reduce_sharding_rule)
 defjvp2(reduce_min_p, _reduce_chooser_jvp)
 defreducer(reduce_min_p)
 mlir.register_lowering(reduce_min_p, _reduce_lowering("minimum", _highest))
@@ -1601,6 +1650,7 @@ def argmax(x, axis: int, index_dtype=np.int32):
 argmax_p = Primitive("argmax")
 argmax_p.def_impl(lambda x, *, axes, index_dtype: np.argmax(x, axis=axes[0]).astype(index_dtype))
 argmax_p.def_abstract_eval(_argminmax_abstract_eval("argmax"))
+argmax_p.def_sharding_rule(_reduce_sharding_rule)
 defjvp_zero(argmax_p)
 defreducer(argmax_p)
 mlir.register_lowering(argmax_p, _argminmax_lowering("GT"))
@@ -1615,6 +1665,7 @@ def argmin(x, axis: int, index_dtype=np.int32):
 argmin_p = Primitive("argmin")
 argmin_p.def_impl(lambda x, *, axes, index_dtype: np.argmin(x, axis=axes[0]).astype(index_dtype))
 argmin_p.def_abstract_eval(_argminmax_abstract_eval("argmin"))
+argmin_p.def_sharding_rule(_reduce_sharding_rule)
 defjvp_zero(argmin_p)
 defreducer(argmin_p)
 mlir.register_lowering(argmin_p, _argminmax_lowering("LT"))
@@ -1624,7 +1675,8 @@ mlir.register_lowering(argmin_p, _argminmax_lowering("LT"))
 # dot_general
 # ---------------------------------------------------------------------------------------------
 
-def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type):
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_element_type,
+                      out_sharding=None):
     (lc, rc), (lb, rb) = dimension_numbers
     out_dtype = preferred_element_type or lhs.dtype
     # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy
@@ -1652,7 +1704,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
-                               preferred_element_type):
+                               preferred_element_type, out_sharding):
     (lc, rc), (lb, rb) = dimension_numbers
 
     def error(what: str) -> TypeError:  # built only when raised: this rule is on the hot path
@@ -1686,7 +1738,7 @@ def _remaining(original, *removed):
 
 
 def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
-                               preferred_element_type, swap_ans=False):
+                               preferred_element_type, out_sharding, swap_ans=False):
     # The cotangent of x contracts ct with y over y's free dimensions (and batches over the
     # batch dimensions); a final transpose puts x's dimensions back in their original order.
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
@@ -1704,15 +1756,23 @@ def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
     ct_dtype = core.get_aval(ct).dtype
     if core.get_aval(y).dtype != ct_dtype:  # preferred_element_type made ct wider than y
         y = convert_element_type(y, ct_dtype)
+    # the cotangent carries the primal's sharding (JAX does the same): spelled out here, as
+    # a contracting dimension may be split on both ct and y
+    x_sh = None
+    if x_aval.sharding is not None:
+        inv = np.argsort(out_axes)
+        x_sh = msh.NamedSharding(x_aval.sharding.mesh,
+                                 msh.P(*[x_aval.sharding.spec[int(i)] for i in inv]))
     x_bar = dot_general(ct, y, dims, precision=precision,
-                        preferred_element_type=preferred_element_type)
+                        preferred_element_type=preferred_element_type, out_sharding=x_sh)
     x_bar = transpose(x_bar, tuple(int(a) for a in out_axes))
     if core.get_aval(x_bar).dtype != x_aval.dtype:
         x_bar = convert_element_type(x_bar, x_aval.dtype)
     return x_bar
 
 
-def _dot_general_transpose(ct, x, y, *, dimension_numbers, precision, preferred_element_type):
+def _dot_general_transpose(ct, x, y, *, dimension_numbers, precision, preferred_element_type,
+                           out_sharding):
     (x_contract, y_contract), (x_batch, y_batch) = dimension_numbers
     if type(ct) is Zero:
         return [Zero(x.aval) if is_undefined_primal(x) else None,
@@ -1720,39 +1780,46 @@ def _dot_general_transpose(ct, x, y, *, dimension_numbers, precision, preferred_
     if is_undefined_primal(x):
         return [_dot_general_transpose_lhs(ct, x, y, dimension_numbers=dimension_numbers,
                                            precision=precision,
-                                           preferred_element_type=preferred_element_type),
+                                           preferred_element_type=preferred_element_type,
+                                           out_sharding=None),
                 None]
     swapped = ((y_contract, x_contract), (y_batch, x_batch))
     return [None, _dot_general_transpose_lhs(ct, y, x, dimension_numbers=swapped,
                                              precision=precision,
                                              preferred_element_type=preferred_element_type,
-                                             swap_ans=True)]
+                                             out_sharding=None, swap_ans=True)]
 
 
 def _dot_general_batch_rule(vals, dims, *, axis_size, dimension_numbers, precision,
-                            preferred_element_type):
+                            preferred_element_type, out_sharding):
     (lhs, rhs), (ld, rd) = vals, dims
     (lc, rc), (lb, rb) = dimension_numbers
     shift = lambda ds: tuple(d + 1 for d in ds)
-    params = dict(precision=precision, preferred_element_type=preferred_element_type)
+    def params(out_dim):  # an out_sharding given for the unbatched result: the batch dim
+        if out_sharding is None:  # is not split
+            return dict(precision=precision, preferred_element_type=preferred_element_type)
+        spec = list(out_sharding.spec)
+        return dict(precision=precision, preferred_element_type=preferred_element_type,
+                    out_sharding=msh.NamedSharding(out_sharding.mesh,
+                                                   msh.P(*spec[:out_dim], None, *spec[out_dim:])))
     if ld is not not_mapped and rd is not not_mapped:
         lhs, rhs = batching.moveaxis(lhs, ld, 0), batching.moveaxis(rhs, rd, 0)
         dn = ((shift(lc), shift(rc)), ((0,) + shift(lb), (0,) + shift(rb)))
-        return dot_general(lhs, rhs, dn, **params), 0
+        return dot_general(lhs, rhs, dn, **params(0)), 0
     if ld is not not_mapped:
         # the batch axis becomes the first free dimension of lhs
         lhs = batching.moveaxis(lhs, ld, 0)
         dn = ((shift(lc), rc), (shift(lb), rb))
-        return dot_general(lhs, rhs, dn, **params), len(lb)
+        return dot_general(lhs, rhs, dn, **params(len(lb))), len(lb)
     rhs = batching.moveaxis(rhs, rd, 0)
     dn = ((lc, shift(rc)), (lb, shift(rb)))
     lhs_ndim = core.get_aval(lhs).ndim
     n_lhs_free = lhs_ndim - len(lc) - len(lb)
-    return dot_general(lhs, rhs, dn, **params), len(lb) + n_lhs_free
+    return dot_general(lhs, rhs, dn, **params(len(lb) + n_lhs_free)), len(lb) + n_lhs_free
 
 
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
-                          preferred_element_type):
+                          preferred_element_type, out_sharding):
     (lc, rc), (lb, rb) = dimension_numbers
     dnums = mlir.hlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
@@ -1760,23 +1827,28 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
     return mlir.hlo.dot_general(mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums)
 
 
-def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
+                out_sharding=None):
     """Generalized tensor contraction.
 
     Args:
       dimension_numbers: `((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))`,
         tuples of dimension indices.
       preferred_element_type: output dtype (default: the operands' dtype).
+      out_sharding: the result's NamedSharding (a PartitionSpec under `set_mesh`); needed
+        when both operands split a contracting dimension (sharding in types).
     Returns: an array of shape `batch + lhs_free + rhs_free`.
-    Raises TypeError on mismatched dtypes or dimension sizes.
+    Raises TypeError on mismatched dtypes or dimension sizes, ShardingTypeError when the
+    result's sharding is ambiguous.
     """
     try:
         dn = _canonical_dimension_numbers(dimension_numbers)
     except TypeError:  # unhashable (lists): not cached
         dn = _canonical_dimension_numbers.__wrapped__(dimension_numbers)
     pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
-                              preferred_element_type=pet)
+                              preferred_element_type=pet, out_sharding=out_sharding)
 
 
 @functools.lru_cache(maxsize=256)
@@ -1787,12 +1859,15 @@ def _canonical_dimension_numbers(dimension_numbers) -> tuple:
 
 
 dot_general_p = Primitive("dot_general")
-dot_general_p.pp_hidden_params = ("precision",)
+dot_general_p.pp_hidden_params = ("precision", "out_sharding")
 dot_general_p.pp_hide_if_empty = ("preferred_element_type",)
 dot_general_p.pp_param_formatters = {  # JAX prints the dimension lists as lists
     "dimension_numbers": lambda dn: str(tuple(tuple(list(d) for d in pair) for pair in dn))}
 dot_general_p.def_impl(_dot_general_impl)
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
+dot_general_p.def_sharding_rule(lambda lhs, rhs, *, dimension_numbers, out_sharding, **_:
+                                msh.dot_general_sharding_rule(lhs, rhs, dimension_numbers,
+                                                              out_sharding))
 defjvp(dot_general_p,
        lambda g, x, y, **p: dot_general_p.bind(g, y, **p),
        lambda g, x, y, **p: dot_general_p.bind(x, g, **p))
@@ -1834,6 +1909,7 @@ def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
 iota_p = Primitive("iota")
 iota_p.def_impl(_iota_impl)
 iota_p.def_abstract_eval(_iota_abstract_eval)
+iota_p.def_sharding_rule(lambda **params: params["sharding"])
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
 mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding:
@@ -1894,6 +1970,8 @@ def slice(x, start_indices, limit_indices, strides=None):
 slice_p = Primitive("slice")
 slice_p.def_impl(_slice_impl)
 slice_p.def_abstract_eval(_slice_abstract_eval)
+slice_p.def_sharding_rule(lambda x, **p: msh.varying_shape_sharding_rule(
+    "slicing", x, _slice_abstract_eval(x, **p).shape))
 deflinear(slice_p, _slice_transpose)
 batching.primitive_batchers[slice_p] = _slice_batch_rule
 mlir.register_lowering(slice_p, _slice_lowering)
@@ -1947,6 +2025,8 @@ def concatenate(operands: Sequence, dimension: int):
 concatenate_p = Primitive("concatenate")
 concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
 concatenate_p.def_abstract_eval(_concatenate_abstract_eval)
+concatenate_p.def_sharding_rule(lambda *xs, dimension: msh.same_sharding_rule("concatenate",
+                                                                               *xs))
 deflinear(concatenate_p, _concatenate_transpose)
 batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
 mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
@@ -2027,6 +2107,8 @@ def pad(x, padding_value, padding_config):
 pad_p = Primitive("pad")
 pad_p.def_impl(_pad_impl)
 pad_p.def_abstract_eval(_pad_abstract_eval)
+pad_p.def_sharding_rule(lambda x, v, **p: msh.varying_shape_sharding_rule(
+    "padding", x, _pad_abstract_eval(x, v, **p).shape))
 deflinear(pad_p, _pad_transpose)
 batching.primitive_batchers[pad_p] = _pad_batch_rule
 mlir.register_lowering(pad_p, lambda ctx, x, pv, *, padding_config: mlir.hlo.pad(
@@ -2048,7 +2130,18 @@ def _const(example, val):
     scalar_type = _WEAK_SCALAR_TYPES.get(aval.dtype.kind) if aval.weak_type else None
     if scalar_type is not None:
         return scalar_type(val)
+    if aval.sharding is not None and core.trace_ctx.trace is not core.eval_trace:
+        return _replicated_scalar(np.array(val, dtype=aval.dtype), aval.sharding.mesh)
     return np.array(val, dtype=aval.dtype)
+
+
+# JAX: jax/_src/lax/lax.py full_like (its sharding=) — a scalar typed on the operand's mesh
+def _replicated_scalar(val, mesh):
+    """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
+    that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
+    from minijax.pjit import reshard_p  # the primitive lives next to with_sharding_constraint
+    return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
+                          concrete_mesh=None)
 
 
 def full(shape: Sequence[int], fill_value, dtype=None):
@@ -2067,7 +2160,7 @@ def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
     if not shape:
         return fill
-    return broadcast_in_dim_p.bind(fill, shape=shape, broadcast_dimensions=())
+    return broadcast_in_dim_p.bind(fill, shape=shape, broadcast_dimensions=(), sharding=None)
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
@@ -2185,6 +2278,7 @@ bitcast_convert_type_p = Primitive("bitcast_convert_type")
 bitcast_convert_type_p.def_impl(lambda x, *, new_dtype:
                                np.ascontiguousarray(x).view(new_dtype).reshape(np.shape(x)))
 bitcast_convert_type_p.def_abstract_eval(_bitcast_convert_type_abstract_eval)
+bitcast_convert_type_p.def_sharding_rule(lambda x, **_: x.sharding)
 defjvp_zero(bitcast_convert_type_p)
 defvectorized(bitcast_convert_type_p)
 mlir.register_lowering(bitcast_convert_type_p, lambda ctx, x, *, new_dtype:

@@ -12,16 +12,20 @@ import numpy as np
 
 from minijax import core
 from minijax import lax
+from minijax import sharding as msh
 from minijax.numpy import lax_numpy
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import promote_dtypes
 
 
-def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None):
+def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None,
+           out_sharding=None):
     """Einstein summation, contracted left to right with `dot_general` (a documented simpler
     path than JAX's opt_einsum ordering). Supports `...`, implicit output, sums over indices
     that appear once, and an index repeated within one operand (its diagonal: "ii->i",
-    "ii->", "iij->j"). Raises ValueError for mismatched subscripts or sizes."""
+    "ii->", "iij->j"). `out_sharding` (NamedSharding, or PartitionSpec under `set_mesh`):
+    the result's sharding, given to the last contraction (sharding in types).
+    Raises ValueError for mismatched subscripts or sizes."""
     operands = promote_dtypes(*[asarray(o) for o in operands])
     d = core.get_aval(operands[0]).dtype if preferred_element_type is None else \
         np.dtype(preferred_element_type)
@@ -88,9 +92,11 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         acc, o1 = _einsum_broadcast_pair(acc, s0, o1, s1, batch, sizes)
         dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
                 (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
-        acc = lax.dot_general(acc, o1, dims, preferred_element_type=d)
-        s0 = "".join(batch) + "".join(c for c in s0 if c not in common) + \
+        s_next = "".join(batch) + "".join(c for c in s0 if c not in common) + \
             "".join(c for c in s1 if c not in common)
+        sh = _last_out_sharding(out_sharding, out, s_next) if i == len(terms) - 1 else None
+        acc = lax.dot_general(acc, o1, dims, preferred_element_type=d, out_sharding=sh)
+        s0 = s_next
     # remaining indices not in the output are summed; then order as the output
     extra = tuple(k for k, c in enumerate(s0) if c not in out)
     if extra:
@@ -98,6 +104,17 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         s0 = "".join(c for c in s0 if c in out)
     acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
     return lax.convert_element_type(acc, d)
+
+
+def _last_out_sharding(out_sharding, out: str, s0: str):
+    """out_sharding, given in the order of `out`, for a contraction whose result has the
+    indices `s0` (summed-out indices left unsplit)."""
+    s = msh.canonicalize_out_sharding(out_sharding, "einsum")
+    if s is None:
+        return None
+    spec = s.spec._normalized_spec_for_aval(len(out))
+    return msh.NamedSharding(s.mesh, msh.P(*[spec[out.index(c)] if c in out else None
+                                              for c in s0]))
 
 
 def _einsum_diagonals(s: str, o):

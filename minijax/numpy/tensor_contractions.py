@@ -12,6 +12,7 @@ import numpy as np
 
 from minijax import core
 from minijax import lax
+from minijax import sharding as msh
 from minijax.numpy import lax_numpy
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
@@ -23,9 +24,11 @@ def _dot_dtype(a, b):
     return a, b, a.aval.dtype
 
 
-def matmul(a, b):
+def matmul(a, b, *, out_sharding=None):
     """Matrix product with numpy's rules: 1-D operands are promoted and their axis removed;
-    leading (batch) dimensions broadcast."""
+    leading (batch) dimensions broadcast. `out_sharding` (a NamedSharding, or a
+    PartitionSpec under `set_mesh`): the result's sharding, needed when both operands split
+    the contracted dimension (minijax/sharding.py: dot_general_sharding_rule)."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
     a_aval, b_aval = core.get_aval(a), core.get_aval(b)
     if a_aval.ndim == 0 or b_aval.ndim == 0:
@@ -46,7 +49,8 @@ def matmul(a, b):
         a = lax_numpy.broadcast_to(a, batch + a_shape[-2:])
         b = lax_numpy.broadcast_to(b, batch + b_shape[-2:])
     dims = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
-    out = lax.dot_general(a, b, dims, preferred_element_type=d)
+    out = lax.dot_general(a, b, dims, preferred_element_type=d,
+                          out_sharding=_unsqueezed(out_sharding, a_vec and nb, b_vec))
     if a_vec:
         out = lax.squeeze(out, (nb,))
     if b_vec:
@@ -54,9 +58,22 @@ def matmul(a, b):
     return out
 
 
-def dot(a, b):
+def _unsqueezed(out_sharding, a_axis, b_vec):
+    """The out_sharding of matmul's result before its vector axes are squeezed out."""
+    s = msh.canonicalize_out_sharding(out_sharding, "matmul")
+    if s is None or (a_axis is False and not b_vec):
+        return s
+    spec = list(s.spec)
+    if a_axis is not False:
+        spec.insert(a_axis, None)
+    if b_vec:
+        spec.append(None)
+    return msh.NamedSharding(s.mesh, msh.P(*spec))
+
+
+def dot(a, b, *, out_sharding=None):
     """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis."""
+    a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
     a_shape, b_shape = a.aval.shape, b.aval.shape
     na, nb = len(a_shape), len(b_shape)
@@ -67,7 +84,7 @@ def dot(a, b):
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
                         f"got {(a_shape[-1],)} and {(b_shape[contract_b],)}.")
     out = lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
-                          preferred_element_type=d)
+                          preferred_element_type=d, out_sharding=out_sharding)
     return out
 
 

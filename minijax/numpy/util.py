@@ -15,6 +15,7 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
+from minijax import sharding as msh
 from minijax.array import Array
 from minijax.core import Tracer
 from minijax.pjit import jit
@@ -143,9 +144,9 @@ def canonicalize_shape(shape) -> tuple[int, ...]:
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_to
-def broadcast_to(a, shape):
+def broadcast_to(a, shape, out_sharding=None):
     """`a` (an array, tracer or NumPy value) broadcast to `shape` by numpy's rules (ValueError if
-    incompatible)."""
+    incompatible); `out_sharding`: the sharding of a broadcast result (sharding in types)."""
     aval = core.get_aval(a)
     shape = canonicalize_shape(shape)
     if aval.shape == shape:
@@ -156,7 +157,23 @@ def broadcast_to(a, shape):
                          f"shape {shape}")
     # JAX: jax/_src/lax/lax.py broadcast_to — one broadcast_in_dim (size-1 dims grow in place)
     lead = len(shape) - aval.ndim
-    return lax.broadcast_in_dim(a, shape, tuple(range(lead, len(shape))))
+    return lax.broadcast_in_dim(a, shape, tuple(range(lead, len(shape))),
+                                out_sharding=out_sharding)
+
+
+# JAX: jax/_src/numpy/util.py _broadcast_arrays (the sharding of the broadcast result)
+def _broadcast_sharding(avals, shape):
+    """The sharding arrays broadcast together to `shape` get: each dimension's one layout
+    (minijax/sharding.py: broadcasting_sharding_rule, after rank promotion)."""
+    if all(a.sharding is None for a in avals):
+        return None
+    padded = []
+    for a in avals:
+        lead = len(shape) - a.ndim
+        sh = None if a.sharding is None else msh.NamedSharding(
+            a.sharding.mesh, msh.P(*(None,) * lead, *a.sharding.spec))
+        padded.append(core.ShapedArray((1,) * lead + a.shape, a.dtype, sharding=sh))
+    return msh.broadcasting_sharding_rule("broadcast_arrays", *padded)
 
 
 def broadcast_shapes(*shapes):
@@ -172,7 +189,8 @@ def broadcast_shapes(*shapes):
 def broadcast_arrays(*args):
     """All `args` (arrays or tracers) broadcast to their common shape (a list)."""
     shape = broadcast_shapes(*(shape_of(a) for a in args))
-    return [broadcast_to(a, shape) for a in args]
+    s = _broadcast_sharding([core.get_aval(a) for a in args], shape)
+    return [broadcast_to(a, shape, s) for a in args]
 
 
 def slice_axis(a, axis: int, start: int, stop: int, stride: int = 1):
@@ -237,9 +255,10 @@ def _where(condition, x, y):
     except ValueError:
         raise ValueError(f"where: Incompatible shapes for broadcasting: shapes="
                          f"{[core.get_aval(a).shape for a in (condition, x, y)]}") from None
+    s = _broadcast_sharding([core.get_aval(a) for a in args], out_shape)
     if core.get_aval(condition).shape:
-        condition = broadcast_to(condition, out_shape)
-    return lax.select(condition, broadcast_to(x, out_shape), broadcast_to(y, out_shape))
+        condition = broadcast_to(condition, out_shape, s)
+    return lax.select(condition, broadcast_to(x, out_shape, s), broadcast_to(y, out_shape, s))
 
 
 _where_jit = jit(_where)

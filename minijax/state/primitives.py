@@ -11,7 +11,8 @@ only while tracing, and `discharge_state` rewrites these equations into `dynamic
 from __future__ import annotations
 
 from minijax import core
-from minijax.interpreters import batching
+from minijax.ad_util import Zero
+from minijax.interpreters import ad, batching
 from minijax.state.types import AbstractRef, indexed_shape, make_indexer, pp_indexer
 
 
@@ -135,6 +136,41 @@ def ref_addupdate(ref, idx, value) -> None:
     addupdate_p.bind(ref, value, *starts, indexer=spec)
 
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward mode: the same read or write on the tangent ref (minijax/experimental/pallas: the jvp
+# of a kernel has a tangent ref per ref)
+# ---------------------------------------------------------------------------------------------
+
+def _tangent_ref(name, t):
+    if type(t) is Zero:
+        raise NotImplementedError(f"jvp of '{name}': a differentiated value written into a "
+                                  "ref without a tangent")
+    return t
+
+
+# JAX: jax/_src/state/primitives.py _get_jvp
+def _get_jvp(primals, tangents, *, indexer):
+    ref, *starts = primals
+    out = get_p.bind(ref, *starts, indexer=indexer)
+    if type(tangents[0]) is Zero:
+        return out, Zero(core.get_aval(out).to_tangent_aval())
+    return out, get_p.bind(tangents[0], *starts, indexer=indexer)
+
+
+# JAX: jax/_src/state/primitives.py _swap_jvp, _addupdate_jvp
+def _write_jvp(prim, primals, tangents, *, indexer):
+    ref, val, *starts = primals
+    t_ref = _tangent_ref(prim.name, tangents[0])
+    out = prim.bind(ref, val, *starts, indexer=indexer)
+    t_out = prim.bind(t_ref, ad.instantiate_zeros(tangents[1]), *starts, indexer=indexer)
+    return out, t_out
+
+
+ad.primitive_jvps[get_p] = _get_jvp
+ad.primitive_jvps[swap_p] = lambda p, t, **kw: _write_jvp(swap_p, p, t, **kw)
+ad.primitive_jvps[addupdate_p] = lambda p, t, **kw: _write_jvp(addupdate_p, p, t, **kw)
 
 
 # ---------------------------------------------------------------------------------------------

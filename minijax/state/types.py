@@ -40,9 +40,10 @@ class AbstractRef:
     def strip_weak_type(self) -> "AbstractRef":
         return self
 
-    def to_tangent_aval(self):
-        raise TypeError("minijax refs are not differentiable (no tangent type for "
-                        f"{self.str_short()})")
+    # JAX: jax/_src/state/types.py AbstractRef.to_tangent_aval — the tangent of a ref is a
+    # ref to the tangent (forward mode of a kernel reads and writes both)
+    def to_tangent_aval(self) -> "AbstractRef":
+        return AbstractRef(self.inner_aval.to_tangent_aval())
 
     def str_short(self) -> str:
         return f"Ref{{{self.inner_aval.str_short()}}}"

@@ -344,6 +344,55 @@ def test_offload_policy_offloads_only_big_dots(module):
     assert counts["minijax"] == counts["jax"] and counts["jax"][1] == 1
 
 
+# ---------------------------------------------------------------------------------------------
+# sharding_rules: transpose, cumsum and 2-D dot_general with sharding in types (chapter 12)
+# ---------------------------------------------------------------------------------------------
+
+def _sharded_pair(J, spec_a, spec_b):
+    mesh = J.make_mesh((4, 2), ("x", "y"))  # Explicit axes (the default)
+    NS, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+    a = J.device_put(np.ones((8, 4), np.float32), NS(mesh, P(*spec_a)))
+    b = J.device_put(np.ones((4, 4), np.float32), NS(mesh, P(*spec_b)))
+    return a, b
+
+
+def _use_rule(monkeypatch, prim, rule):
+    monkeypatch.setattr(prim, "abstract_eval", prim.abstract_eval)  # restored afterwards
+    monkeypatch.setattr(prim, "sharding_rule", None, raising=False)
+    if getattr(prim.abstract_eval, "__name__", "") == "abstract_eval":  # wrapped already
+        monkeypatch.setattr(prim, "sharding_rule", rule)
+    else:
+        prim.def_sharding_rule(rule)
+
+
+def _types_or_error(J, f, *args):
+    """The types of the outputs of `f`'s jaxpr (`float32[4,8@x]`, ...), or its error."""
+    try:
+        return [str(a) for a in J.make_jaxpr(f)(*args).out_avals]
+    except Exception as e:  # noqa: BLE001 - the error is what we compare
+        return f"{type(e).__name__}: {e}"
+
+
+@_versions("sharding_rules")
+def test_sharding_rules_type_programs_as_jax(module, monkeypatch):
+    from minijax.lax.control_flow import loops
+    _use_rule(monkeypatch, mlax.transpose_p, module.transpose_sharding_rule)
+    _use_rule(monkeypatch, loops.cumsum_p, module.cumsum_sharding_rule)
+    _use_rule(monkeypatch, mlax.dot_general_p, module.matmul_sharding_rule)
+    cases = [(("x",), ("y",), lambda J: lambda a, b: (a.T, J.numpy.cumsum(a.T, 0))),
+             (("x", "y"), ("y",), lambda J: lambda a, b: a.T),
+             (("x", "y"), (None, "y"), lambda J: lambda a, b: J.numpy.cumsum(a, 1)),
+             (("x",), (None, "y"), lambda J: lambda a, b: a @ b),
+             (("x", "y"), ("y",), lambda J: lambda a, b: a @ b)]
+    for spec_a, spec_b, program in cases:
+        want = _types_or_error(jax, program(jax), *_sharded_pair(jax, spec_a, spec_b))
+        got = _types_or_error(minijax, program(minijax),
+                              *_sharded_pair(minijax, spec_a, spec_b))
+        if "NotImplementedError" in got:
+            raise NotImplementedError(got)
+        assert got == want, (got, want)
+
+
 @_versions("dropout")
 def test_dropout_with_explicit_keys_matches_jax(module):
     x = np.random.RandomState(0).standard_normal((4, 6)).astype(np.float32) + 2.0

@@ -39,7 +39,8 @@ def transpose_batch_rule(vals, dims, *, axis_size, permutation):
     return lax.transpose(x, (0,) + tuple(p + 1 for p in permutation)), 0
 
 
-def broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions):
+def broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dimensions,
+                                sharding=None):
     """`broadcast_in_dim(x, shape, broadcast_dimensions)` per example."""
     (x,), (d,) = vals, dims
     x = move_to_front(x, d)

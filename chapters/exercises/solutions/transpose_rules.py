@@ -44,7 +44,7 @@ def reduce_sum_transpose(ct, x, *, axes, out_sharding=None):
     return [lax.broadcast_in_dim(ct, x.aval.shape, kept)]
 
 
-def broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+def broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding=None):
     """The transpose of broadcasting sums over the dimensions the broadcast added (assume the
     operand has no size-1 dimensions that were stretched)."""
     if type(ct) is Zero:

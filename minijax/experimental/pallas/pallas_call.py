@@ -20,18 +20,20 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import core
+from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.state.discharge import _eval_discharged, always_discharge, discharge_rules
 from minijax.state.types import AbstractRef
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import split_list
 
 _CHAPTER = "chapters/16-pallas.md"
 
 
 # ---------------------------------------------------------------------------------------------
-# The kernel language: program_id, num_programs, when, cdiv, load/store
+# The kernel language: program_id, num_programs, when, cdiv
 # ---------------------------------------------------------------------------------------------
 
 class _GridContext(threading.local):
@@ -114,27 +116,6 @@ def when(condition):
         lax.cond(condition, lambda: (f(), None)[1], lambda: None)
         return None
     return decorator
-
-
-# JAX: jax/_src/pallas/primitives.py load — differs: a get followed by a select, not a
-# masked-load primitive
-def load(x_ref, idx, *, mask=None, other=None):
-    """`x_ref[idx]`, with the positions where `mask` is False replaced by `other` (0 if
-    None)."""
-    from minijax import numpy as jnp
-    val = x_ref[idx]
-    if mask is None:
-        return val
-    return jnp.where(mask, val, jnp.zeros_like(val) if other is None else other)
-
-
-# JAX: jax/_src/pallas/primitives.py store — differs: a read, a select and a swap
-def store(x_ref, idx, val, *, mask=None) -> None:
-    """`x_ref[idx] = val`, leaving the positions where `mask` is False unchanged."""
-    from minijax import numpy as jnp
-    if mask is not None:
-        val = jnp.where(mask, val, x_ref[idx])
-    x_ref[idx] = val
 
 
 # ---------------------------------------------------------------------------------------------
@@ -565,7 +546,7 @@ def _pallas_call_impl(*args, **params):
 
 
 # ---------------------------------------------------------------------------------------------
-# vmap: one more grid axis; jvp: not supported
+# vmap: one more grid axis; jvp: a kernel for primals and tangents
 # ---------------------------------------------------------------------------------------------
 
 def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: int
@@ -614,11 +595,32 @@ def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mapp
 batching.primitive_batchers[pallas_call_p] = _pallas_call_batch_rule
 
 
-def _pallas_call_jvp(primals, tangents, *, name, **params):
-    raise NotImplementedError(
-        f"Differentiation rule for 'pallas_call' ({name}) not implemented: minijax does not "
-        "differentiate through Pallas kernels. Write a backward kernel and join the two with "
-        f"minijax.custom_vjp (see {_CHAPTER})")
+# JAX: jax/_src/pallas/pallas_call.py _pallas_call_jvp_rule — the kernel jaxpr itself is
+# differentiated: one kernel with a tangent ref beside each ref, over the same grid
+def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
+                     out_block_mappings, scratch_avals, input_output_aliases, name,
+                     vmapped_dims):
+    if input_output_aliases:
+        raise NotImplementedError(f"jvp of pallas_call ({name}) with input_output_aliases is "
+                                  "not supported (nor in JAX)")
+    nz_in = [type(t) is not Zero for t in tangents]
+    n_in, n_out, n_s = len(primals), len(out_block_mappings), len(scratch_avals)
+    jvp_closed, _ = ad.jvp_jaxpr(jaxpr, nz_in + [True] * (n_out + n_s), instantiate=True)
+    j = jvp_closed.jaxpr
+    # jvp_jaxpr's inputs are (primal refs..., tangent refs...); pallas_call's must be
+    # (inputs, outputs, scratch): put each tangent group beside its primal group
+    p_in, p_out, p_s, t_in, t_out, t_s = split_list(
+        j.invars, [n_in, n_out, n_s, sum(nz_in), n_out])
+    j = core.Jaxpr(j.constvars, [*p_in, *t_in, *p_out, *t_out, *p_s, *t_s], j.outvars, j.eqns)
+    t_bms = [bm for bm, nz in zip(in_block_mappings, nz_in) if nz]
+    outs = pallas_call_p.bind(
+        *primals, *[t for t in tangents if type(t) is not Zero],
+        jaxpr=ClosedJaxpr(j, jvp_closed.consts), grid=grid,
+        in_block_mappings=tuple(in_block_mappings) + tuple(t_bms),
+        out_block_mappings=tuple(out_block_mappings) * 2,
+        scratch_avals=tuple(scratch_avals) * 2, input_output_aliases=(), name=name,
+        vmapped_dims=vmapped_dims)
+    return outs[:n_out], outs[n_out:]
 
 
 ad.primitive_jvps[pallas_call_p] = _pallas_call_jvp

@@ -1,20 +1,27 @@
-"""minijax.experimental.pallas.triton: the GPU-flavoured `load`/`store` with masks, as in
-jax.experimental.pallas.triton (JAX 0.10 moved `pl.load`/`pl.store` here). In interpret mode
-they are a read plus a select, and a select plus a write."""
-
-from minijax.experimental.pallas.pallas_call import load as _load, store as _store
+"""minijax.experimental.pallas.triton: `load`/`store` with masks, as in
+jax.experimental.pallas.triton (JAX 0.10 moved them here from `pl`). In interpret mode a
+masked load is a read plus a select, and a masked store a read, a select and a write."""
 
 
-# JAX: jax/_src/pallas/triton/primitives.py load
+# JAX: jax/_src/pallas/triton/primitives.py load — differs: a get and a select, not a
+# masked-load primitive
 def load(ref, *, mask=None, other=None, cache_modifier=None, eviction_policy=None,
          volatile: bool = False):
-    """The whole of `ref`, with positions where `mask` is False replaced by `other` (0)."""
+    """The whole of `ref`, with positions where `mask` is False replaced by `other` (0 if
+    None)."""
+    from minijax import numpy as jnp
     del cache_modifier, eviction_policy, volatile
-    return _load(ref, (), mask=mask, other=other)
+    val = ref[...]
+    if mask is None:
+        return val
+    return jnp.where(mask, val, jnp.zeros_like(val) if other is None else other)
 
 
-# JAX: jax/_src/pallas/triton/primitives.py store
+# JAX: jax/_src/pallas/triton/primitives.py store — differs: a get, a select and a swap
 def store(ref, val, *, mask=None, eviction_policy=None) -> None:
     """Write `val` into all of `ref`, leaving positions where `mask` is False unchanged."""
+    from minijax import numpy as jnp
     del eviction_policy
-    _store(ref, (), val, mask=mask)
+    if mask is not None:
+        val = jnp.where(mask, val, ref[...])
+    ref[...] = val

@@ -1,0 +1,123 @@
+"""Exercise: a ladder of Pallas kernels (chapter 16), each written once for both modules.
+
+Every function takes `J` (the `jax` or `minijax` module) and `pl` (its `experimental.pallas`)
+first, so the tests run the same code under `jax.experimental.pallas` and
+`minijax.experimental.pallas`, both with `interpret=True`, and compare each with a NumPy
+reference. The rungs, in order:
+
+1. `add_bias`: refs and grids. Each instance adds a bias row to its block of rows.
+2. `matmul_bias_relu`: a tiled matmul over a 3-D grid, accumulating into a scratch buffer,
+   with a fused bias + ReLU epilogue at the last contraction step.
+3. `grouped_matmul`: the ragged matmul of a mixture-of-experts layer. The rows of `x` are
+   sorted by expert, rows `offsets[g]:offsets[g+1]` belong to expert `g`, and each must be
+   multiplied by that expert's weight `w[g]`. A grid of (row tiles, experts); an instance
+   skips experts that own no row of its tile, and writes only the rows its expert owns.
+4. `online_softmax`: a row softmax that reads its rows in column blocks: one pass keeps the
+   running maximum and sum, a second writes the normalised blocks.
+5. `flash_attention`: the forward pass of one attention head, one instance per query block,
+   looping over key blocks with the online softmax, never forming the S x S scores.
+6. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
+   "this query block ignores this key block", skipped with a `cond`) and optionally a causal
+   mask, whose loop stops before the key blocks in the query block's future.
+
+Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
+at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
+keep every block shape dividing its array (the tests use small, even shapes).
+
+Rungs 1 and 2 give you the `pallas_call` and ask for the kernel; from rung 3 on you also
+choose the grid and the BlockSpecs. Run one rung with
+`MINIJAX_EXERCISES=mine pytest tests/chapters/pallas_exercises_test.py -k NAME -p no:xdist`
+(NAME: add_bias, matmul, grouped, online_softmax, flash, masked).
+"""
+
+from __future__ import annotations
+
+import math  # noqa: F401 (for your code)
+
+import numpy as np
+
+F32 = np.float32
+
+
+# ------------------------------------------------------------------ 1. refs and grids
+def add_bias(J, pl, x, b, rows: int = 8):
+    """`x + b[None, :]` for x: f32[R, C], b: f32[C]; each instance handles `rows` rows."""
+    def kernel(x_ref, b_ref, o_ref):
+        # read the refs with `ref[...]`, write the output block with `o_ref[...] = ...`
+        raise NotImplementedError("add_bias: the kernel")
+
+    r, c = x.shape
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(r // rows,),
+        in_specs=[pl.BlockSpec((rows, c), lambda i: (i, 0)), pl.BlockSpec((c,), lambda i: (0,))],
+        out_specs=pl.BlockSpec((rows, c), lambda i: (i, 0)), interpret=True)(x, b)
+
+
+# ------------------------------------------------------------------ 2. tiled matmul and fusion
+def matmul_bias_relu(J, pl, x, y, bias, bm: int = 8, bn: int = 8, bk: int = 8):
+    """`relu(x @ y + bias)` for x: f32[M, K], y: f32[K, N], bias: f32[N], in tiles."""
+    def kernel(x_ref, y_ref, b_ref, o_ref, acc_ref):
+        # grid axis 2 walks the contraction: zero acc_ref at its first step (pl.when),
+        # accumulate x_block @ y_block, and at its last step (pl.num_programs(2) - 1)
+        # write relu(acc + bias) to o_ref. Read pl.program_id(2) here, outside the `when`s.
+        raise NotImplementedError("matmul_bias_relu: the kernel")
+
+    m, k = x.shape
+    n = y.shape[1]
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct((m, n), F32), grid=(m // bm, n // bn, k // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                  pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+                  pl.BlockSpec((bn,), lambda i, j, kk: (j,))],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pl.ANY((bm, bn), F32)], interpret=True)(x, y, bias)
+
+
+# ------------------------------------------------------------------ 3. grouped (ragged) matmul
+def grouped_matmul(J, pl, x, w, offsets, bm: int = 8):
+    """Row r of the result is `x[r] @ w[g]` for the expert g with offsets[g] <= r <
+    offsets[g+1]. x: f32[M, K] (rows sorted by expert), w: f32[E, K, N], offsets: i32[E+1]
+    with offsets[0] = 0 and offsets[E] = M (groups may be empty).
+
+    Hint: a grid (M // bm, E); pass `offsets` as an input whose BlockSpec is the whole array,
+    give `w` the block shape (None, K, N) indexed by the expert axis, and let every expert of
+    a row tile write the same output block: zero it at g == 0, and where expert g owns rows of
+    the tile, replace those rows (a `jnp.where` on the row indices) by x_block @ w_block."""
+    raise NotImplementedError("grouped_matmul")
+
+
+# ------------------------------------------------------------------ 4. online softmax
+def online_softmax(J, pl, x, rows: int = 4, bc: int = 8):
+    """`softmax(x, axis=1)` for x: f32[R, C], reading each block of rows `bc` columns at a
+    time: a first loop keeps the running max and sum, a second writes the output.
+
+    Hint: one instance per `rows` rows (block (rows, C)); `lax.fori_loop` over the column
+    blocks `x_ref[:, pl.ds(j * bc, bc)]`; when the max grows from m to m', the sum so far is
+    multiplied by exp(m - m')."""
+    raise NotImplementedError("online_softmax")
+
+
+# ------------------------------------------------------------------ 5. FlashAttention
+def flash_attention(J, pl, q, k, v, bq: int = 8, bk: int = 8):
+    """`softmax(q k^T / sqrt(d)) v` for one head, q, k, v: f32[S, d], one instance per query
+    block of `bq` rows, looping over key blocks of `bk` rows.
+
+    Hint: q's BlockSpec is (bq, d) by query block, k's and v's the whole (S, d); carry the
+    running max m (bq,), sum l (bq,) and un-normalised output acc (bq, d) through a
+    `fori_loop` over key blocks, rescaling l and acc by exp(m - m_new); write acc / l."""
+    raise NotImplementedError("flash_attention")
+
+
+# ------------------------------------------------------------------ 6. causal and block-sparse
+def masked_attention(J, pl, q, k, v, block_mask, bq: int = 8, bk: int = 8,
+                     causal: bool = False):
+    """Attention where query block i ignores key block j when block_mask[i, j] == 0 (those
+    blocks are skipped, not computed and masked), and, if `causal`, query t ignores keys
+    after t (the loop stops before key blocks entirely in the future). block_mask:
+    i32[S/bq, S/bk]; every query row must keep at least one key.
+
+    Hint: rung 5 with `block_mask` as one more input (whole-array BlockSpec), a `lax.cond` on
+    `mask_ref[qi, j] != 0` around the online-softmax step, and for `causal` a trip count
+    computed from qi = pl.program_id(0) plus an element mask (query position >= key
+    position, from `lax.broadcasted_iota`) on the scores of the blocks it visits."""
+    raise NotImplementedError("masked_attention")

@@ -1,0 +1,225 @@
+"""Solution: a ladder of Pallas kernels (chapter 16), each written once for both modules.
+
+Every function takes `J` (the `jax` or `minijax` module) and `pl` (its `experimental.pallas`)
+first, so the tests run the same code under `jax.experimental.pallas` and
+`minijax.experimental.pallas`, both with `interpret=True`, and compare each with a NumPy
+reference. The rungs, in order:
+
+1. `add_bias`: refs and grids. Each instance adds a bias row to its block of rows.
+2. `matmul_bias_relu`: a tiled matmul over a 3-D grid, accumulating into a scratch buffer,
+   with a fused bias + ReLU epilogue at the last contraction step.
+3. `grouped_matmul`: the ragged matmul of a mixture-of-experts layer. The rows of `x` are
+   sorted by expert, rows `offsets[g]:offsets[g+1]` belong to expert `g`, and each must be
+   multiplied by that expert's weight `w[g]`. A grid of (row tiles, experts); an instance
+   skips experts that own no row of its tile, and writes only the rows its expert owns.
+4. `online_softmax`: a row softmax that reads its rows in column blocks: one pass keeps the
+   running maximum and sum, a second writes the normalised blocks.
+5. `flash_attention`: the forward pass of one attention head, one instance per query block,
+   looping over key blocks with the online softmax, never forming the S x S scores.
+6. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
+   "this query block ignores this key block", skipped with a `cond`) and optionally a causal
+   mask, whose loop stops before the key blocks in the query block's future.
+
+Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
+at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
+keep every block shape dividing its array (the tests use small, even shapes).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F32 = np.float32
+
+
+# ------------------------------------------------------------------ 1. refs and grids
+def add_bias(J, pl, x, b, rows: int = 8):
+    """`x + b[None, :]` for x: f32[R, C], b: f32[C]; each instance handles `rows` rows."""
+    def kernel(x_ref, b_ref, o_ref):
+        o_ref[...] = x_ref[...] + b_ref[...][None, :]
+
+    r, c = x.shape
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(r // rows,),
+        in_specs=[pl.BlockSpec((rows, c), lambda i: (i, 0)), pl.BlockSpec((c,), lambda i: (0,))],
+        out_specs=pl.BlockSpec((rows, c), lambda i: (i, 0)), interpret=True)(x, b)
+
+
+# ------------------------------------------------------------------ 2. tiled matmul and fusion
+def matmul_bias_relu(J, pl, x, y, bias, bm: int = 8, bn: int = 8, bk: int = 8):
+    """`relu(x @ y + bias)` for x: f32[M, K], y: f32[K, N], bias: f32[N], in tiles."""
+    jnp = J.numpy
+
+    def kernel(x_ref, y_ref, b_ref, o_ref, acc_ref):
+        kk = pl.program_id(2)
+        last = pl.num_programs(2) - 1
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...])
+
+        @pl.when(kk == last)
+        def _():
+            o_ref[...] = jnp.maximum(acc_ref[...] + b_ref[...][None, :], 0.0)
+
+    m, k = x.shape
+    n = y.shape[1]
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct((m, n), F32), grid=(m // bm, n // bn, k // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                  pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j)),
+                  pl.BlockSpec((bn,), lambda i, j, kk: (j,))],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pl.ANY((bm, bn), F32)], interpret=True)(x, y, bias)
+
+
+# ------------------------------------------------------------------ 3. grouped (ragged) matmul
+def grouped_matmul(J, pl, x, w, offsets, bm: int = 8):
+    """Row r of the result is `x[r] @ w[g]` for the expert g with offsets[g] <= r <
+    offsets[g+1]. x: f32[M, K] (rows sorted by expert), w: f32[E, K, N], offsets: i32[E+1]
+    with offsets[0] = 0 and offsets[E] = M (groups may be empty)."""
+    jnp, lax = J.numpy, J.lax
+
+    def kernel(off_ref, x_ref, w_ref, o_ref):
+        i, g = pl.program_id(0), pl.program_id(1)
+        lo, hi = off_ref[g], off_ref[g + 1]
+        rows = i * bm + lax.broadcasted_iota(np.int32, (bm, 1), 0)
+
+        @pl.when(g == 0)
+        def _():
+            o_ref[...] = jnp.zeros_like(o_ref)
+
+        @pl.when((lo < (i + 1) * bm) & (hi > i * bm))  # expert g owns a row of this tile
+        def _():
+            prod = jnp.dot(x_ref[...], w_ref[...])
+            o_ref[...] = jnp.where((rows >= lo) & (rows < hi), prod, o_ref[...])
+
+    m, k = x.shape
+    e, _, n = w.shape
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct((m, n), F32), grid=(m // bm, e),
+        in_specs=[pl.BlockSpec((e + 1,), lambda i, g: (0,)),
+                  pl.BlockSpec((bm, k), lambda i, g: (i, 0)),
+                  pl.BlockSpec((None, k, n), lambda i, g: (g, 0, 0))],
+        out_specs=pl.BlockSpec((bm, n), lambda i, g: (i, 0)), interpret=True)(offsets, x, w)
+
+
+# ------------------------------------------------------------------ 4. online softmax
+def online_softmax(J, pl, x, rows: int = 4, bc: int = 8):
+    """`softmax(x, axis=1)` for x: f32[R, C], reading each block of rows `bc` columns at a
+    time: a first loop keeps the running max and sum, a second writes the output."""
+    jnp, lax = J.numpy, J.lax
+
+    def kernel(x_ref, o_ref):
+        n_blocks = x_ref.shape[1] // bc
+
+        def stats(j, carry):
+            m, l = carry
+            blk = x_ref[:, pl.ds(j * bc, bc)]
+            m_new = jnp.maximum(m, jnp.max(blk, axis=1))
+            l_new = l * jnp.exp(m - m_new) + jnp.sum(jnp.exp(blk - m_new[:, None]), axis=1)
+            return m_new, l_new
+
+        init = (jnp.full((rows,), -jnp.inf, F32), jnp.zeros((rows,), F32))
+        m, l = lax.fori_loop(0, n_blocks, stats, init)
+
+        def write(j, carry):
+            cols = pl.ds(j * bc, bc)
+            o_ref[:, cols] = jnp.exp(x_ref[:, cols] - m[:, None]) / l[:, None]
+            return carry
+
+        lax.fori_loop(0, n_blocks, write, 0)
+
+    r, c = x.shape
+    spec = pl.BlockSpec((rows, c), lambda i: (i, 0))
+    return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, F32), grid=(r // rows,),
+                          in_specs=[spec], out_specs=spec, interpret=True)(x)
+
+
+# ------------------------------------------------------------------ 5. FlashAttention
+def _attention_call(J, pl, kernel, q, k, v, extra=(), extra_specs=(), bq=8):
+    s, d = q.shape
+    qspec = pl.BlockSpec((bq, d), lambda i: (i, 0))
+    whole = pl.BlockSpec((s, d), lambda i: (0, 0))
+    return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(q.shape, F32), grid=(s // bq,),
+                          in_specs=[qspec, whole, whole, *extra_specs], out_specs=qspec,
+                          interpret=True)(q, k, v, *extra)
+
+
+def _online_step(J, q, k, v, carry, mask=None):
+    """One key block of the online softmax: q f32[bq, d] (already scaled), k, v f32[bk, d]."""
+    jnp = J.numpy
+    m, l, acc = carry
+    s = jnp.dot(q, k.T)
+    if mask is not None:
+        s = jnp.where(mask, s, -jnp.inf)
+    m_new = jnp.maximum(m, jnp.max(s, axis=1))
+    p = jnp.exp(s - m_new[:, None])
+    rescale = jnp.exp(m - m_new)
+    return m_new, l * rescale + jnp.sum(p, axis=1), acc * rescale[:, None] + jnp.dot(p, v)
+
+
+def flash_attention(J, pl, q, k, v, bq: int = 8, bk: int = 8):
+    """`softmax(q k^T / sqrt(d)) v` for one head, q, k, v: f32[S, d], one instance per query
+    block of `bq` rows, looping over key blocks of `bk` rows."""
+    jnp, lax = J.numpy, J.lax
+    s, d = q.shape
+
+    def kernel(q_ref, k_ref, v_ref, o_ref):
+        q_blk = q_ref[...] * (1.0 / math.sqrt(d))
+
+        def body(j, carry):
+            rows = pl.ds(j * bk, bk)
+            return _online_step(J, q_blk, k_ref[rows, :], v_ref[rows, :], carry)
+
+        init = (jnp.full((bq,), -jnp.inf, F32), jnp.zeros((bq,), F32), jnp.zeros((bq, d), F32))
+        _, l, acc = lax.fori_loop(0, s // bk, body, init)
+        o_ref[...] = acc / l[:, None]
+
+    return _attention_call(J, pl, kernel, q, k, v, bq=bq)
+
+
+# ------------------------------------------------------------------ 6. causal and block-sparse
+def masked_attention(J, pl, q, k, v, block_mask, bq: int = 8, bk: int = 8,
+                     causal: bool = False):
+    """Attention where query block i ignores key block j when block_mask[i, j] == 0 (those
+    blocks are skipped, not computed and masked), and, if `causal`, query t ignores keys
+    after t (the loop stops before key blocks entirely in the future). block_mask:
+    i32[S/bq, S/bk]; every query row must keep at least one key."""
+    jnp, lax = J.numpy, J.lax
+    s, d = q.shape
+
+    def kernel(q_ref, k_ref, v_ref, mask_ref, o_ref):
+        qi = pl.program_id(0)
+        q_blk = q_ref[...] * (1.0 / math.sqrt(d))
+
+        def body(j, carry):
+            rows = pl.ds(j * bk, bk)
+
+            def visit(carry):
+                mask = None
+                if causal:
+                    q_pos = qi * bq + lax.broadcasted_iota(np.int32, (bq, bk), 0)
+                    k_pos = j * bk + lax.broadcasted_iota(np.int32, (bq, bk), 1)
+                    mask = q_pos >= k_pos
+                return _online_step(J, q_blk, k_ref[rows, :], v_ref[rows, :], carry, mask)
+
+            return lax.cond(mask_ref[qi, j] != 0, visit, lambda c: c, carry)
+
+        n_k = ((qi + 1) * bq + bk - 1) // bk if causal else s // bk
+        init = (jnp.full((bq,), -jnp.inf, F32), jnp.zeros((bq,), F32), jnp.zeros((bq, d), F32))
+        _, l, acc = lax.fori_loop(0, n_k, body, init)
+        o_ref[...] = acc / l[:, None]
+
+    nq, nk = block_mask.shape
+    mask_spec = pl.BlockSpec((nq, nk), lambda i: (0, 0))
+    return _attention_call(J, pl, kernel, q, k, v, extra=(block_mask,),
+                           extra_specs=(mask_spec,), bq=bq)
+
+
+__all__ = ["add_bias", "matmul_bias_relu", "grouped_matmul", "online_softmax",
+           "flash_attention", "masked_attention"]
