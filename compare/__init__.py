@@ -20,6 +20,8 @@ TOPICS = [
     "mnist_mlp",
     "numpy_cnn",
     "cnn_bn",
+    "gpt",
+    "moe",
     "numpy",
     "jit",
     "dispatch",

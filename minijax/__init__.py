@@ -12,6 +12,9 @@ from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
     jacobian, jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,
 )
+from minijax.api import disable_jit, effects_barrier  # noqa: F401
+from minijax.callback import pure_callback  # noqa: F401
+from minijax import effects, experimental  # noqa: F401
 from minijax.array import Array  # noqa: F401
 from minijax.config import config, numpy_dtype_promotion  # noqa: F401
 from minijax.core import (  # noqa: F401
@@ -27,5 +30,6 @@ from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structur
 
 from minijax import sharding  # noqa: F401
 from minijax.sharding import P, make_array_from_callback, make_mesh, set_mesh  # noqa: F401
+from minijax.shard_map import shard_map  # noqa: F401,E402
 
 __version__ = "0.1.0"

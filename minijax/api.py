@@ -14,6 +14,7 @@ import numpy as np
 from minijax import api_util, compiler, core, dtypes
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
+from minijax.config import config
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.lax import lax as lax_internal
@@ -591,6 +592,20 @@ def block_until_ready(x):
     if bufs:
         compiler.block_until_ready(bufs)
     return x
+
+
+# JAX: jax/_src/api.py disable_jit
+def disable_jit(disable: bool = True):
+    """A context manager inside which `jit(f)(...)` calls `f` directly, eagerly: prints and
+    breakpoints in `f` see concrete values (chapters/15-debugging.md)."""
+    return config.override("jax_disable_jit", disable)
+
+
+# JAX: jax/_src/api.py effects_barrier
+def effects_barrier() -> None:
+    """Wait until the effects (host callbacks, `debug.print`s) of every computation this
+    thread has dispatched have happened (chapters/14-callbacks-effects.md)."""
+    compiler.runtime_tokens.block_until_ready()
 
 
 # JAX: jax/_src/api.py device_put — differs: single devices other than the default one and

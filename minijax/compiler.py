@@ -13,6 +13,7 @@ import hashlib
 from itertools import repeat
 import os
 import re
+import threading
 import warnings
 from typing import Any, Sequence
 
@@ -39,6 +40,7 @@ def default_device():
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module, devices: Sequence[Any] | None = None,
+            host_callbacks: Sequence[Any] = (),
             compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
     given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
@@ -51,7 +53,9 @@ def compile(module, devices: Sequence[Any] | None = None,
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
     `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
     be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
-    written again, as JAX does.
+    written again, as JAX does. `host_callbacks` are the Python callables the module's host
+    custom calls name by index (`mlir.ModuleContext`); a module with them is never cached on
+    disk (a callable cannot be serialized), as in JAX.
     """
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
@@ -71,6 +75,14 @@ def compile(module, devices: Sequence[Any] | None = None,
         devices = DeviceList(tuple(devices))
     if compiler_options:  # JAX: jax/_src/compiler.py get_compile_options env_options_overrides
         options.env_option_overrides = list(compiler_options.items())
+    if host_callbacks:
+        # jaxlib takes the callables only with the module object, not its text
+        from minijax.interpreters import mlir
+        if isinstance(module, str):
+            with mlir.make_ir_context():
+                module = mlir.ir.Module.parse(text)
+        return backend().compile_and_load(module, devices, options,
+                                          host_callbacks=list(host_callbacks))
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None:
         return backend().compile_and_load(text, devices, options)
@@ -157,6 +169,40 @@ def block_until_ready(buffers: Sequence[Any]) -> None:
     _jax.batched_block_until_ready(list(buffers))
 
 
+# JAX: jax/_src/dispatch.py RuntimeTokenSet — differs: one device
+class RuntimeTokenSet(threading.local):
+    """Per thread: for each ordered effect, the token the last dispatched computation with
+    that effect returned (a `bool[0]` device buffer, the next such computation's input: XLA
+    then starts it only after that one's ordered effects are done); and the runtime token of
+    the last computation with any effect (what `effects_barrier` waits for)."""
+
+    def __init__(self) -> None:
+        self.current_tokens: dict = {}
+        self.output_runtime_token = None
+
+    def get_token_input(self, eff):
+        tok = self.current_tokens.get(eff)
+        if tok is None:
+            tok = self.current_tokens[eff] = device_put(np.zeros(0, np.bool_))
+        return tok
+
+    def set_token_result(self, eff, token) -> None:
+        self.current_tokens[eff] = token
+
+    def set_output_runtime_token(self, token) -> None:
+        self.output_runtime_token = token
+
+    def block_until_ready(self) -> None:
+        for tok in self.current_tokens.values():
+            tok.block_until_ready()
+        if self.output_runtime_token is not None:
+            self.output_runtime_token.block_until_ready()
+        self.current_tokens, self.output_runtime_token = {}, None
+
+
+runtime_tokens = RuntimeTokenSet()
+
+
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
 class ExecuteReplicated:
     """The one way a compiled program runs, built once per executable (the first call, later
@@ -166,18 +212,28 @@ class ExecuteReplicated:
     copy), puts NumPy values and Python scalars on the device, runs the executable
     asynchronously, deletes the donated Arrays whose buffers an output reused, and returns the
     outputs as Arrays (built by C++ result handlers), committed if an argument was.
+    A program with effects (`has_effects`) also takes and returns one token per ordered
+    effect (`ordered_effects`, leading), handed on through `runtime_tokens`.
     """
 
-    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers")
+    __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers",
+                 "ordered_effects", "has_effects", "jaxpr", "name")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
-                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool]) -> None:
+                 out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
+                 ordered_effects: Sequence[Any] = (), has_effects: bool = False) -> None:
         self.executable = executable
         self.in_avals = tuple(in_avals)
         self.out_avals = tuple(out_avals)
         # per input: donated and reused for an output (only those Arrays are deleted)
         self.donated = tuple(donated) if any(donated) else None
-        self.handlers = result_handlers(out_avals)
+        self.ordered_effects = tuple(ordered_effects)
+        self.has_effects = has_effects
+        token_avals = [core.ShapedArray((0,), np.bool_)] * len(self.ordered_effects)
+        self.handlers = result_handlers([*token_avals, *out_avals])
+        # what jax_debug_nans runs again op by op: a weak reference, as the caches of
+        # minijax/pjit.py hold executors by their jaxpr, weakly
+        self.jaxpr, self.name = None, "fun"
 
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
@@ -197,15 +253,51 @@ class ExecuteReplicated:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
         handlers = self.handlers  # execute(), inline: this is every cached jit call
-        outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers) \
-            if handlers is not None else self.executable.execute(bufs)
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        elif handlers is not None:
+            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
+        else:
+            outs = self.executable.execute(bufs)
         if self.donated is not None:
             # A reused buffer now holds an output: the input Array must not be read again. As
             # in JAX, an input whose donation no output could use stays alive.
             for x, d in zip(args, self.donated[n:]):
                 if d and type(x) is Array:
                     x.delete()
-        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+        outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+        if config.jax_debug_nans or config.jax_debug_infs:
+            self._check_special(outs, [*consts, *args])
+        return outs
+
+    # JAX: jax/_src/pjit.py _pjit_call_impl_python (its jax_debug_nans branch)
+    def _check_special(self, outs: list, args: list) -> None:
+        """A NaN/inf in the outputs: run the jaxpr again op by op, eagerly (each primitive's
+        outputs are checked there, minijax/core.py: check_special), to name its source."""
+        try:
+            core.check_special(f"jit({self.name})", outs)
+        except FloatingPointError as e:
+            closed = self.jaxpr() if self.jaxpr is not None else None
+            if closed is not None:
+                kind = "nan" if "(nan)" in str(e) else "inf"
+                print(f"Invalid {kind} value encountered in the output of a jax.jit function. "
+                      "Calling the de-optimized version.")
+                core.eval_jaxpr(closed.jaxpr, closed.consts, *args)
+            raise  # the op-by-op run found nothing: the value came in through the inputs
+
+    # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated._add_tokens_to_inputs
+    def _execute_with_tokens(self, bufs: list) -> list:
+        effs = self.ordered_effects
+        tokens = [runtime_tokens.get_token_input(e) for e in effs]
+        results = self.executable.execute_sharded([*tokens, *bufs], with_tokens=True)
+        runtime_tokens.set_output_runtime_token(results.consume_token())
+        if self.handlers is None:
+            outs = [b[0] for b in results.disassemble_into_single_device_arrays()]
+        else:
+            outs = results.consume_with_handlers(self.handlers)
+        for e, tok in zip(effs, outs):
+            runtime_tokens.set_token_result(e, tok)
+        return outs[len(effs):]
 
 
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (outputs with a memory kind) — differs:

@@ -16,10 +16,17 @@ class Config:
     jax_compilation_cache_dir (str or None): a directory where compiled executables are
     stored and looked up across processes (the persistent compilation cache);
     jax_numpy_dtype_promotion ('standard' or 'strict'): with 'strict', arrays of different
-    strong dtypes do not promote implicitly (minijax.dtypes.TypePromotionError)."""
+    strong dtypes do not promote implicitly (minijax.dtypes.TypePromotionError);
+    jax_debug_nans / jax_debug_infs (bool): raise FloatingPointError naming the primitive
+    that first produced a NaN / an infinity (a jitted function with one in its outputs is run
+    again op by op to find it); jax_disable_jit (bool): `jit(f)` calls `f` itself
+    (`minijax.disable_jit()`); jax_log_compiles (bool): log each trace and compilation of a
+    jitted function, with its name, the types and why it was traced (chapters/15-debugging.md)."""
 
     _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False,
-                 "jax_compilation_cache_dir": None, "jax_numpy_dtype_promotion": "standard"}
+                 "jax_compilation_cache_dir": None, "jax_numpy_dtype_promotion": "standard",
+                 "jax_debug_nans": False, "jax_debug_infs": False, "jax_disable_jit": False,
+                 "jax_log_compiles": False}
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict")}
 
     # the options that change what tracing produces, so `jit` keys its caches on them

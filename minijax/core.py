@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import re
 import threading
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from minijax import dtypes
+from minijax.config import config
+from minijax.effects import Effects, JaxprInputEffect, no_effects
 from minijax.util import safe_zip
 
 # ---------------------------------------------------------------------------------------------
 # Abstract values
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/core.py ShapedArray — differs: no sharding, vma or memory space
+# JAX: jax/_src/core.py ShapedArray — differs: no memory space
 _keep = object()  # ShapedArray.update's "leave the sharding as it is"
 
 
@@ -34,32 +37,37 @@ class ShapedArray:
 
     `weak_type=True` marks values that come from Python scalars: they take the dtype of the
     other operand in arithmetic (see minijax/dtypes.py).
+    `vma` (varying manual axes): inside `shard_map`, the mesh axes along which the value may
+    differ from device to device; printed `f32[2]{V:x}` (minijax/shard_map.py). Empty outside.
     """
 
-    __slots__ = ("shape", "dtype", "weak_type", "sharding", "_hash")
+    __slots__ = ("shape", "dtype", "weak_type", "sharding", "vma", "_hash")
     array_abstraction_level = 1
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
-                 sharding=None) -> None:
+                 sharding=None, vma: frozenset = frozenset()) -> None:
         self.shape = tuple(int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
         # AbstractMesh with one spec entry per dimension naming only Explicit mesh axes
         self.sharding = sharding
+        self.vma = vma
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
     size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
 
-    def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep) -> "ShapedArray":
+    def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep,
+               vma=None) -> "ShapedArray":
         """A copy with the given fields replaced. A new shape drops the sharding unless one
         is given (the primitive's sharding rule computes it: minijax/sharding.py)."""
         if sharding is _keep:
             sharding = self.sharding if shape is None else None
         return ShapedArray(self.shape if shape is None else shape,
                            self.dtype if dtype is None else dtype,
-                           self.weak_type if weak_type is None else weak_type, sharding)
+                           self.weak_type if weak_type is None else weak_type, sharding,
+                           self.vma if vma is None else vma)
 
     def strip_weak_type(self) -> "ShapedArray":
         return self.update(weak_type=False) if self.weak_type else self
@@ -68,7 +76,7 @@ class ShapedArray:
     def to_tangent_aval(self) -> "ShapedArray":
         if dtypes.is_float(self.dtype):
             return self
-        return ShapedArray(self.shape, dtypes.float0, False, self.sharding)
+        return ShapedArray(self.shape, dtypes.float0, False, self.sharding, self.vma)
 
     # JAX: jax/_src/core.py _get_shape_sharding_str — `8@x` for a dimension split over x
     def _dims_str(self) -> str:
@@ -79,19 +87,21 @@ class ShapedArray:
                         for n, p in zip(self.shape, self.sharding.spec))
 
     def str_short(self) -> str:
-        return f"{dtypes.short_dtype_name(self.dtype)}[{self._dims_str()}]"
+        return f"{dtypes.short_dtype_name(self.dtype)}[{self._dims_str()}]{_vma_str(self.vma)}"
 
     def __eq__(self, other) -> bool:
         return self is other or (
             type(other) is ShapedArray and self.shape == other.shape
             and self.dtype == other.dtype and self.weak_type == other.weak_type
-            and self.sharding == other.sharding)
+            and self.sharding == other.sharding and self.vma == other.vma)
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
             key = (self.shape, self.dtype, self.weak_type)
-            h = self._hash = hash(key if self.sharding is None else (*key, self.sharding))
+            if self.sharding is not None:
+                key = (*key, self.sharding)
+            h = self._hash = hash((*key, self.vma) if self.vma else key)
         return h
 
     def __repr__(self) -> str:
@@ -101,7 +111,52 @@ class ShapedArray:
     # `jax.typeof(x)` and tracer reprs print it
     def __str__(self) -> str:
         name = "float0" if self.dtype == dtypes.float0 else self.dtype.name
-        return f"{'~' if self.weak_type else ''}{name}[{self._dims_str()}]"
+        return f"{'~' if self.weak_type else ''}{name}[{self._dims_str()}]{_vma_str(self.vma)}"
+
+
+# JAX: jax/_src/core.py _vma_ur_str — `{V:x}`, `{V:(x,y)}`; nothing when empty
+def _vma_str(vma: frozenset) -> str:
+    if not vma:
+        return ""
+    names = sorted(vma)
+    return "{V:" + (names[0] if len(names) == 1 else f"({','.join(names)})") + "}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Named axes in scope (bound by shard_map and vmap(axis_name=...))
+# ---------------------------------------------------------------------------------------------
+
+class _AxisEnv(threading.local):
+    sizes: dict = {}  # axis name -> size, innermost binding last
+
+
+axis_env = _AxisEnv()
+# Primitives whose abstract evaluation computes the output vma itself (collectives,
+# shard_map, jit); every other primitive's outputs vary along the union of its inputs' vma.
+vma_primitives: set = set()
+
+
+# JAX: jax/_src/core.py extend_axis_env_nd
+@contextlib.contextmanager
+def extend_axis_env_nd(pairs):
+    """Bind the named axes `pairs` ((name, size), ...) for the duration of the block."""
+    prev = axis_env.sizes
+    axis_env.sizes = {**prev, **dict(pairs)}
+    try:
+        yield
+    finally:
+        axis_env.sizes = prev
+
+
+# JAX: jax/_src/core.py get_axis_env().axis_size — NameError as JAX words it
+def axis_size(name) -> int:
+    """The size of the bound named axis `name`; NameError if no shard_map or vmap binds it."""
+    try:
+        return axis_env.sizes[name]
+    except (KeyError, TypeError):
+        raise NameError(f"unbound axis name: {name}. The following axis names (e.g. defined "
+                        f"by pmap) are available to collective operations: "
+                        f"{list(axis_env.sizes)}") from None
 
 
 def typematch(a: ShapedArray, b: ShapedArray) -> bool:
@@ -242,6 +297,16 @@ class Primitive:
         self.abstract_eval = rule
         return rule
 
+    # JAX: jax/_src/core.py Primitive.def_effectful_abstract_eval — differs: `abstract_eval`
+    # still returns avals only; `eqn_effects` reads the effects when an equation is formed
+    def def_effectful_abstract_eval(self, rule: Callable) -> Callable:
+        """`rule(*avals, **params) -> (out_avals, effects)` (see minijax/effects.py)."""
+        self.effectful_abstract_eval = rule
+        self.abstract_eval = lambda *avals, **params: rule(*avals, **params)[0]
+        return rule
+
+    effectful_abstract_eval: Callable | None = None
+
     # JAX: jax/_src/lax/utils.py standard_abstract_eval (its sharding_rule argument)
     def def_sharding_rule(self, rule: Callable) -> Callable:
         """Sharding in types (chapters/12-sharding.md): after the abstract eval, when an
@@ -371,7 +436,24 @@ class EvalTrace(Trace):
     `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        return apply_primitive(primitive, tracers, params)
+        out = apply_primitive(primitive, tracers, params)
+        if config.jax_debug_nans or config.jax_debug_infs:
+            check_special(primitive.name, out if primitive.multiple_results else [out])
+        return out
+
+
+# JAX: jax/_src/dispatch.py check_special
+def check_special(name: str, values) -> None:
+    """With jax_debug_nans / jax_debug_infs on: FloatingPointError if a floating-point value
+    in `values` (the outputs of primitive or function `name`) is NaN / infinite."""
+    for v in values:
+        x = np.asarray(v)
+        if x.dtype.kind not in "fc":
+            continue
+        if config.jax_debug_nans and np.isnan(x).any():
+            raise FloatingPointError(f"invalid value (nan) encountered in {name}")
+        if config.jax_debug_infs and np.isinf(x).any():
+            raise FloatingPointError(f"invalid value (inf) encountered in {name}")
 
 
 def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
@@ -558,18 +640,37 @@ class Literal:
 Atom = Var | Literal
 
 
-# JAX: jax/_src/core.py JaxprEqn — differs: no effects, source info or context
-class JaxprEqn:
-    """One line of a jaxpr: `outvars = primitive[params] invars`."""
+# JAX: jax/_src/core.py join_effects
+def join_effects(*effect_sets) -> Effects:
+    return frozenset().union(*effect_sets) if effect_sets else no_effects
 
-    __slots__ = ("invars", "outvars", "primitive", "params")
+
+def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> Effects:
+    """The effects of one application of `primitive`: its effectful abstract eval's, or, for
+    a higher-order primitive, those of the jaxprs in its params (effects on the inner jaxprs'
+    own inputs stay inside: see minijax/effects.py JaxprInputEffect)."""
+    rule = primitive.effectful_abstract_eval
+    if rule is not None:
+        return frozenset(rule(*[v.aval for v in invars], **params)[1])
+    inner = [j.effects for p in params.values() for j in jaxprs_in_param(p)]
+    effs = join_effects(*inner)
+    return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
+
+
+# JAX: jax/_src/core.py JaxprEqn — differs: no source info or context; effects are derived
+# from the primitive and params when not given
+class JaxprEqn:
+    """One line of a jaxpr: `outvars = primitive[params] invars`, with its `effects`."""
+
+    __slots__ = ("invars", "outvars", "primitive", "params", "effects")
 
     def __init__(self, invars: list[Atom], outvars: list[Var], primitive: Primitive,
-                 params: dict[str, Any]) -> None:
+                 params: dict[str, Any], effects: Effects | None = None) -> None:
         self.invars = invars
         self.outvars = outvars
         self.primitive = primitive
         self.params = params
+        self.effects = eqn_effects(primitive, invars, params) if effects is None else effects
 
     def replace(self, **kw) -> "JaxprEqn":
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
@@ -581,19 +682,26 @@ class JaxprEqn:
         return pp_eqn(self, NameContext(), 0)
 
 
-# JAX: jax/_src/core.py Jaxpr — differs: no effects or debug info
+# JAX: jax/_src/core.py Jaxpr — differs: no debug info; effects default to the union of the
+# equations' effects
 class Jaxpr:
     """A typed, first-order program in A-normal form: `{ lambda constvars ; invars. let eqns in
     outvars }`. Consts are bound separately (see ClosedJaxpr)."""
 
-    __slots__ = ("constvars", "invars", "outvars", "eqns")
+    __slots__ = ("constvars", "invars", "outvars", "eqns", "effects")
 
     def __init__(self, constvars: list[Var], invars: list[Var], outvars: list[Atom],
-                 eqns: list[JaxprEqn]) -> None:
+                 eqns: list[JaxprEqn], effects: Effects | None = None) -> None:
         self.constvars = list(constvars)
         self.invars = list(invars)
         self.outvars = list(outvars)
         self.eqns = list(eqns)
+        self.effects = (join_effects(*[e.effects for e in self.eqns if e.effects])
+                        if effects is None else effects)
+
+    def pretty_print(self, *, print_effects: bool = False) -> str:
+        """`str(jaxpr)`; with `print_effects`, each jaxpr ends `in (outs) : { IO, ... }`."""
+        return pp_toplevel_jaxpr(self, NameContext(print_effects=print_effects))
 
     in_avals = property(lambda self: [v.aval for v in self.invars])
     out_avals = property(lambda self: [v.aval for v in self.outvars])
@@ -618,6 +726,8 @@ class ClosedJaxpr:
     in_avals = property(lambda self: self.jaxpr.in_avals)
     out_avals = property(lambda self: self.jaxpr.out_avals)
     eqns = property(lambda self: self.jaxpr.eqns)
+    effects = property(lambda self: self.jaxpr.effects)
+    pretty_print = property(lambda self: self.jaxpr.pretty_print)
     literals = property(lambda self: self.consts)  # JAX's other name for the consts
 
     def __str__(self) -> str:
@@ -665,6 +775,10 @@ class JaxprTypeError(TypeError):
     whose output types disagree with its primitive's abstract evaluation."""
 
 
+# JAX: jax/_src/core.py custom_typechecks — rule(*in_avals, **params) -> out avals
+custom_typechecks: dict = {}
+
+
 # JAX: jax/_src/core.py check_jaxpr
 def check_jaxpr(jaxpr: Jaxpr) -> None:
     """Type-check a jaxpr (recursively for jaxprs in params). Raises JaxprTypeError."""
@@ -691,10 +805,14 @@ def check_jaxpr(jaxpr: Jaxpr) -> None:
     for i, eqn in enumerate(jaxpr.eqns):
         where = f"equation {i}: {eqn.primitive.name}"
         in_avals = [read(v, where) for v in eqn.invars]
-        for p in eqn.params.values():
-            for sub in jaxprs_in_param(p):
-                check_jaxpr(sub)
-        out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        rule = custom_typechecks.get(eqn.primitive)
+        if rule is None:
+            for p in eqn.params.values():
+                for sub in jaxprs_in_param(p):
+                    check_jaxpr(sub)
+            out = eqn.primitive.abstract_eval(*in_avals, **eqn.params)
+        else:  # checks its own inner jaxprs (e.g. shard_map binds axis names for its body)
+            out = rule(*in_avals, **eqn.params)
         out = out if eqn.primitive.multiple_results else [out]
         if len(out) != len(eqn.outvars):
             raise JaxprTypeError(f"{where}: {len(eqn.outvars)} outvars, rule gives {len(out)}")
@@ -801,10 +919,11 @@ class NameContext:
     """Assigns a, b, ..., z, ba, bb, ... to variables in order of first appearance (skipping
     the names of jaxprs printed as `let name = ...`), and `_` to dropped ones."""
 
-    def __init__(self, names: dict | None = None) -> None:
+    def __init__(self, names: dict | None = None, print_effects: bool = False) -> None:
         self.names: dict[Var, str] = dict(names or {})
         self.counter = itertools.count()
         self.shared_jaxprs: dict[Jaxpr, str] = {}  # printed first, as `let name = ...`
+        self.print_effects = print_effects  # JAX: JaxprPpSettings.print_effects
 
     def __call__(self, v: Atom) -> str:
         if isinstance(v, Literal):
@@ -865,7 +984,12 @@ def _pp_param_doc(v, names: NameContext) -> tuple:
         return _text(np.dtype(v).name)
     if callable(v) and hasattr(v, "__name__"):
         return _text(v.__name__)
-    return _text(str(v))
+    return _text(mask_addresses(str(v)))
+
+
+# JAX: jax/_src/core.py pp_kv_pair — object addresses are masked, so the text is reproducible
+def mask_addresses(s: str) -> str:
+    return re.sub(r" at 0x([0-9a-fA-F]+)", lambda m: " at 0x" + "X" * len(m.group(1)), s)
 
 
 def _pp_vars(vs: Sequence[Atom], names: NameContext, sep: str = "",
@@ -923,9 +1047,13 @@ def _pp_jaxpr_doc(jaxpr: Jaxpr, names: NameContext, shared_ok: bool = True) -> t
     eqns = _join(_brk("; "), [_pp_eqn_doc(e, names) for e in jaxpr.eqns])
     outvars = _concat([_text("("), _pp_vars(jaxpr.outvars, names, sep=","),
                        _text(")" if len(jaxpr.outvars) != 1 else ",)")])
+    # JAX prints the effects in set order; minijax sorts them by name, to be reproducible
+    effs = ([_text(" : { " + ", ".join(sorted(map(str, jaxpr.effects))) + " }")]
+            if names.print_effects else [])
     return _group(_concat([_nest(2, _concat([
         _text("{ lambda "), constvars, _text("; "), invars, _text(". let"),
-        _nest(2, _concat([_brk(), eqns])), _brk(), _text("in "), outvars])), _text(" }")]))
+        _nest(2, _concat([_brk(), eqns])), _brk(), _text("in "), outvars, *effs])),
+        _text(" }")]))
 
 
 def _dropvars(jaxpr: Jaxpr) -> dict[Var, str]:

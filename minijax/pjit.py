@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import operator
+import time
 import types
 import warnings
 import weakref
@@ -28,6 +30,9 @@ from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
 from minijax.util import safe_zip, split_list
+
+# JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
+logger = logging.getLogger("minijax")
 
 
 @api_util.identity_cache
@@ -63,7 +68,20 @@ def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
               ) -> compiler.ExecuteReplicated:
     """Lower and compile `jaxpr` once; the executor every call of it goes through."""
     donated = donated_invars if any(donated_invars) else ()
-    return Lowered(jaxpr, None, None, name, donated).compile()._executor
+    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated).compile())
+
+
+def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
+    """compile_fn()'s executor; with jax_log_compiles, logged with the types and the time."""
+    if not config.jax_log_compiles:
+        return compile_fn()._executor
+    types = ", ".join(a.str_short() for a in jaxpr.in_avals)
+    logger.warning("Compiling jit(%s) with global shapes and types (%s)", name, types)
+    t0 = time.perf_counter()
+    executor = compile_fn()._executor
+    logger.warning("Finished XLA compilation of jit(%s) in %.6f sec", name,
+                   time.perf_counter() - t0)
+    return executor
 
 
 # JAX: jax/_src/pjit.py _resolve_in_shardings / _resolve_out_shardings
@@ -72,8 +90,8 @@ def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name
                       in_shardings: tuple, out_shardings: tuple) -> compiler.ExecuteReplicated:
     """`_executor` for a call with shardings: per input/output a NamedSharding or None."""
     donated = donated_invars if any(donated_invars) else ()
-    return Lowered(jaxpr, None, None, name, donated, in_shardings,
-                   out_shardings).compile()._executor
+    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
+                                                     in_shardings, out_shardings).compile())
 
 
 # JAX: jax/_src/pjit.py _pjit_call_impl
@@ -384,8 +402,9 @@ class JitWrapped:
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
-        if config.jax_explain_cache_misses:
-            _explain_cache_miss(self.__name__, key, list(self._cache))
+        reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
+                  if config.jax_explain_cache_misses or config.jax_log_compiles else None)
+        t0 = time.perf_counter()
         out_tree_box = []
 
         def flat_fun(*dyn_flat):
@@ -406,6 +425,9 @@ class JitWrapped:
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_fun, avals, fun_name=self.__name__,
                                                      purpose="jit")
         cache_stats["traces"] += 1
+        if config.jax_log_compiles:
+            logger.warning("Finished tracing %s for jit in %.6f sec (%s)", self.__name__,
+                           time.perf_counter() - t0, reason)
         closed, hoisted = _hoist_consts(ClosedJaxpr(jaxpr, consts))
         donated = self._donated_leaves(args, kwargs, statics)
         donated = (False,) * len(hoisted) + (donated or (False,) * len(flat))
@@ -488,6 +510,8 @@ class JitWrapped:
         return tuple(out)
 
     def __call__(self, *args, **kwargs):
+        if config.jax_disable_jit:  # JAX: jax/_src/pjit.py _cpp_pjit's disable_jit check
+            return self.fun(*args, **kwargs)
         if config.trace_context is not self._trace_context:
             self._use_trace_context(config.trace_context)
         if core.trace_ctx.trace is core.eval_trace:
@@ -547,12 +571,15 @@ class JitWrapped:
         return self.trace(*args, **kwargs).lower()
 
 
-def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
-    """Warn why `name` is traced again: what differs from the closest earlier signature."""
+def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> str:
+    """Why `name` is traced again: what differs from the closest earlier signature; warned
+    with jax_explain_cache_misses."""
     if not previous:
-        warnings.warn(f"TRACING CACHE MISS for jit({name}): first call (nothing cached yet)",
-                      stacklevel=4)  # the user's call of jit(f) or of .trace
-        return
+        reason = "first call (nothing cached yet)"
+        if config.jax_explain_cache_misses:
+            warnings.warn(f"TRACING CACHE MISS for jit({name}): {reason}",
+                          stacklevel=4)  # the user's call of jit(f) or of .trace
+        return reason
     in_tree, avals, statics, static_kw, static_types = key
 
     def differences(old) -> list[str]:
@@ -574,9 +601,10 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> None:
                        f"{[t.__name__ for t in o_types]} to {[t.__name__ for t in static_types]}")
         return out
 
-    best = min((differences(k) for k in previous), key=len)
-    warnings.warn(f"TRACING CACHE MISS for jit({name}) because: " + "; ".join(best),
-                  stacklevel=4)
+    reason = "; ".join(min((differences(k) for k in previous), key=len))
+    if config.jax_explain_cache_misses:
+        warnings.warn(f"TRACING CACHE MISS for jit({name}) because: {reason}", stacklevel=4)
+    return reason
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,

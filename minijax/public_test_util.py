@@ -35,6 +35,11 @@ def _rand_like(rng: np.random.RandomState, tree):
     return api.tree_map(leaf, tree)
 
 
+def _rand_tangents(rng: np.random.RandomState, args) -> list:
+    """A random tangent for every leaf of every argument (arguments may be pytrees)."""
+    return api.tree_map(lambda a: _rand_like(rng, a), list(args))
+
+
 # JAX: jax/_src/public_test_util.py inner_prod — the real inner product re(<x, y>), so that
 # the vjp check holds for complex values too
 def _inner(xs, ys) -> float:
@@ -72,7 +77,7 @@ def check_jvp(f: Callable, f_jvp: Callable, args: Sequence, atol=None, rtol=None
     eps = eps or _DEFAULT_EPS.get(d, 1e-3)
     atol = atol or _DEFAULT_TOL.get(d, 1e-2)
     rtol = rtol or atol
-    tangents = [_rand_like(rng, a) for a in args]
+    tangents = _rand_tangents(rng, args)
     _, t_out = f_jvp(args, tangents)
     plus = f(*_scaled_add(args, tangents, eps))
     minus = f(*_scaled_add(args, tangents, -eps))
@@ -90,7 +95,7 @@ def check_vjp(f: Callable, f_vjp: Callable, args: Sequence, atol=None, rtol=None
     atol = atol or _DEFAULT_TOL.get(d, 1e-2)
     rtol = rtol or atol
     out, vjp_fn = f_vjp(*args)
-    tangents = [_rand_like(rng, a) for a in args]
+    tangents = _rand_tangents(rng, args)
     cts = api.tree_map(lambda o: _rand_like(rng, o), out)
     # conj(vjp(conj(ct))), as JAX checks it: the identity below then holds for complex values
     ct_in = api.tree_map(np.conj, vjp_fn(api.tree_map(np.conj, cts)))
@@ -117,7 +122,7 @@ def check_grads(f: Callable, args: Sequence, order: int, modes=("fwd", "rev"), a
             check_jvp(f, lambda a, t: api.jvp(f, a, t), args, atol, rtol, eps)
             if order > 1:
                 rng = np.random.RandomState(2)
-                ts = [_rand_like(rng, a) for a in args]
+                ts = _rand_tangents(rng, args)
                 _check(lambda *a: api.jvp(f, a, ts)[1], args, order - 1)
         if "rev" in modes:
             check_vjp(f, lambda *a: api.vjp(f, *a), args, atol, rtol, eps)

@@ -8,6 +8,7 @@ Mirrors jax/_src/stages.py. Taught in chapters/07-jit.md and chapters/11-aot-asy
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Sequence
 
 import numpy as np
@@ -80,9 +81,10 @@ class Lowered:
         if not any(s is not None for s in self._out_shardings):
             self._out_shardings = tuple(out_shardings)
         meshes: list = []  # the mesh the module is partitioned over, if any
+        self._host_callbacks: list = []  # the callables XLA gets with the module
         self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
                                                   self._in_shardings, self._out_shardings,
-                                                  meshes)
+                                                  meshes, self._host_callbacks)
         self._mesh = meshes[0] if meshes else None
 
     def as_text(self) -> str:
@@ -98,8 +100,13 @@ class Lowered:
         for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
         when a donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
+        if mesh is not None and (self._host_callbacks or self.jaxpr.effects):
+            raise NotImplementedError(
+                "host callbacks and effects in a program partitioned over a mesh are not "
+                "supported in minijax (callbacks run on one device) — see "
+                "chapters/14-callbacks-effects.md")
         exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
-                               compiler_options)
+                               self._host_callbacks, compiler_options)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
@@ -109,8 +116,9 @@ class Lowered:
             executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                               usable, placed)
         elif mesh is None:
-            executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
-                                                  self.jaxpr.out_avals, usable)
+            executor = compiler.ExecuteReplicated(
+                exe, self.jaxpr.in_avals, self.jaxpr.out_avals, usable,
+                mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects))
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)
@@ -125,6 +133,7 @@ class Lowered:
                       for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]
             executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                usable, in_sh, out_sh)
+        executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
 
 

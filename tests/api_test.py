@@ -657,3 +657,28 @@ def test_shape_error_inside_jit_then_next_call_works():
         jax.jit(lambda x, y: x + y)(X3, np.ones(4, np.float32))
     _assert_clean_trace_state()
     np.testing.assert_allclose(np.asarray(f(X3, X3)), 2 * X3)
+
+
+def test_check_grads_takes_pytree_arguments_as_jax_does():
+    # A dict of arrays and a tuple, as a model's parameters are passed: both modules' checks
+    # pass on the right derivative and both raise on a wrong one (a custom_vjp off by 2x).
+    from jax.test_util import check_grads as jax_check_grads
+
+    from minijax.public_test_util import check_grads
+
+    def program(J, wrong: bool):
+        jnp = J.numpy
+
+        @J.custom_vjp
+        def square(x):
+            return x * x
+        square.defvjp(lambda x: (x * x, x), lambda x, g: ((4.0 if wrong else 2.0) * x * g,))
+        return lambda p, xs: jnp.sum(jnp.tanh(xs[0] @ p["w"] + p["b"]) * square(xs[1]))
+
+    rng = np.random.RandomState(0)
+    p = {"w": rng.randn(3, 2), "b": rng.randn(2)}
+    xs = (rng.randn(4, 3), rng.randn(4, 2))
+    for J, check in ((jax, jax_check_grads), (minijax, check_grads)):
+        check(program(J, False), (p, xs), order=1, modes=("rev",))
+        with pytest.raises(AssertionError):
+            check(program(J, True), (p, xs), order=1, modes=("rev",))

@@ -301,7 +301,13 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)
                 # primitives holding jaxprs: their transpose transposes the inner jaxpr
                 # (while's rule raises JAX's reverse-mode error, as JAX's does)
-                "cond", "scan", "while", "remat2", "custom_jvp_call", "custom_lin"}
+                "cond", "scan", "while", "remat2", "custom_jvp_call", "custom_lin",
+                # collectives (minijax/lax/parallel.py) and shard_map
+                "psum_invariant", "pvary", "all_gather", "all_gather_invariant",
+                "reduce_scatter", "ppermute",
+                "all_to_all", "shard_map",
+                # no outputs: their transpose returns no cotangents (minijax/debugging.py)
+                "debug_callback", "debug_print"}
 
 
 def is_differentiable(case: Case) -> bool:

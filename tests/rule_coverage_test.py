@@ -51,7 +51,7 @@ def _one_eqn_jaxpr(prim: core.Primitive) -> Jaxpr:
     # Only the rule lookup is exercised, which happens before operands or params are read.
     aval = ShapedArray((3,), np.float32)
     a, b = Var(aval), Var(aval)
-    return Jaxpr([], [a], [b], [JaxprEqn([a], [b], prim, {})])
+    return Jaxpr([], [a], [b], [JaxprEqn([a], [b], prim, {}, effects=frozenset())])
 
 
 def missing_rule_error(prim: core.Primitive, table: str) -> Exception:

@@ -21,6 +21,10 @@ not_mapped = None
 
 # JAX: jax/_src/interpreters/batching.py primitive_batchers
 primitive_batchers: dict[core.Primitive, Callable] = {}
+# Collectives over a vmapped named axis: rule(axis_name, axis_size, vals, dims, **params),
+# called when the primitive names this vmap's axis (even if no operand is batched)
+# JAX: jax/_src/interpreters/batching.py fancy_primitive_batchers (axis_data)
+axis_primitive_batchers: dict[core.Primitive, Callable] = {}
 
 
 # JAX: jax/_src/interpreters/batching.py BatchTracer
@@ -68,6 +72,12 @@ class BatchTrace(core.Trace):
 
     def process_primitive(self, primitive, tracers, params):
         vals, dims = zip(*map(self.to_batch_info, tracers)) if tracers else ((), ())
+        if self.axis_name is not None and primitive in axis_primitive_batchers and \
+                self.axis_name in _axis_names(params):
+            with core.set_current_trace(self.parent_trace):
+                out, out_dim = axis_primitive_batchers[primitive](
+                    self.axis_name, self.axis_size, list(vals), list(dims), **params)
+            return self._wrap(out, out_dim)
         if all(d is not_mapped for d in dims):
             return primitive.bind_with_trace(self.parent_trace, vals, params)
         rule = primitive_batchers.get(primitive)
@@ -84,13 +94,20 @@ class BatchTrace(core.Trace):
         return val if dim is not_mapped else BatchTracer(self, val, dim)
 
 
+def _axis_names(params: dict) -> tuple:
+    names = params.get("axes", params.get("axis_name", ()))
+    return names if isinstance(names, tuple) else (names,)
+
+
 def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_name: str
                  ) -> list[tuple[Any, int | None]]:
-    """Call `fun` on BatchTracers of a fresh BatchTrace; return (value, batch_dim) per output."""
+    """Call `fun` on BatchTracers of a fresh BatchTrace; return (value, batch_dim) per output.
+    A named axis (`vmap(axis_name=...)`) is bound for the collectives inside."""
     trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name)
+    named = () if axis_name is None else ((axis_name, axis_size),)
     try:
         in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
-        with core.set_current_trace(trace):
+        with core.set_current_trace(trace), core.extend_axis_env_nd(named):
             outs = fun(*in_tracers)
         return [trace.to_batch_info(o) for o in outs]
     finally:

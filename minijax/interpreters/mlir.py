@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 
 _CHAPTER = "chapters/07-jit.md"
@@ -45,15 +45,60 @@ def _load() -> None:
         ir, hlo, func, chlo = _ir, _hlo, _func, _chlo
 
 
-# JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no module context
+# JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no tokens_in/tokens_out
+# (a rule reads and writes the module's current tokens, see `get_tokens`)
 class LoweringRuleContext:
-    """What a lowering rule knows besides its operands: the avals of inputs and outputs."""
+    """What a lowering rule knows besides its operands: the avals of inputs and outputs, and
+    the module being lowered."""
 
     __slots__ = ("avals_in", "avals_out")
 
     def __init__(self, avals_in: Sequence[ShapedArray], avals_out: Sequence[ShapedArray]):
         self.avals_in = list(avals_in)
         self.avals_out = list(avals_out)
+
+    module_context = property(lambda self: _module_contexts[-1])
+
+
+# JAX: jax/_src/interpreters/mlir.py ModuleContext — differs: holds what effects need only
+class ModuleContext:
+    """What lowering one module collects besides ops: the host callbacks XLA is handed at
+    compile time (a custom call names its callable by index), and the current runtime token
+    of each ordered effect (`!stablehlo.token` values, threaded in program order)."""
+
+    def __init__(self) -> None:
+        self.host_callbacks: list[Callable] = []
+        self.tokens: dict[effects.Effect, Any] = {}
+
+    def add_host_callback(self, callback: Callable) -> int:
+        self.host_callbacks.append(callback)
+        return len(self.host_callbacks) - 1
+
+
+# The modules being lowered (a stack: lowering can nest, e.g. in tests).
+_module_contexts: list[ModuleContext] = []
+
+
+def ordered_effects_of(*jaxprs: Jaxpr) -> list[effects.Effect]:
+    """The ordered effects of `jaxprs`, in the fixed order their tokens are passed."""
+    effs = core.join_effects(*[j.effects for j in jaxprs])
+    return sorted(effects.ordered_effects.filter_in(effs), key=str)
+
+
+def token_type():
+    return hlo.TokenType.get()
+
+
+# JAX: jax/_src/interpreters/mlir.py TokenSet — differs: the tokens live on the ModuleContext
+def get_tokens(effs: Sequence[effects.Effect]) -> list:
+    """The current token of each effect (a fresh `stablehlo.create_token` if it has none)."""
+    tokens = _module_contexts[-1].tokens
+    return [tokens[e] if e in tokens else hlo.create_token() for e in effs]
+
+
+def set_tokens(effs: Sequence[effects.Effect], values: Sequence[Any]) -> None:
+    """Make `values` the current tokens of `effs` (what the next ordered op consumes)."""
+    _module_contexts[-1].tokens.update(zip(effs, values))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -199,7 +244,8 @@ def make_ir_context():
 # JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_module
 def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                           donated: Sequence[bool] = (), in_shardings: Sequence[Any] = (),
-                          out_shardings: Sequence[Any] = (), meshes: list | None = None) -> Any:
+                          out_shardings: Sequence[Any] = (), meshes: list | None = None,
+                          host_callbacks: list | None = None) -> Any:
     """A StableHLO module whose public function `main` computes `closed`.
 
     Args:
@@ -210,40 +256,52 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         partitioner chooses); emitted as `sdy.sharding` attributes.
       meshes: if given, receives the mesh the module is partitioned over (from the shardings
         and the `sdy.sharding_constraint`s inside), when there is one.
+      host_callbacks: if given, receives the Python callables the module's host callbacks
+        call (to be handed to XLA with the module: `compiler.compile`).
     Returns: an `ir.Module` (print it with `str()` for the text). A module that uses a mesh
     starts with its `sdy.mesh @mesh` and records `mhlo.num_partitions` (the mesh's size).
+    A jaxpr with ordered effects gets one leading `!stablehlo.token` argument and result per
+    effect (`ordered_effects_of`), as JAX's runtime tokens.
     Raises ValueError if two different meshes are used.
     """
     ctx = make_ir_context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         module.operation.attributes["sym_name"] = ir.StringAttr.get(_sanitize(name))
-        in_types = [aval_to_ir_type(a) for a in closed.in_avals]
-        out_types = [aval_to_ir_type(a) for a in closed.out_avals]
+        effs = ordered_effects_of(closed.jaxpr)
+        ntok = len(effs)
+        in_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.in_avals]
+        out_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.out_avals]
         fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
                          ip=ir.InsertionPoint(module.body))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
+        _module_contexts.append(ModuleContext())
         # JAX marks every input and output with its memory kind once one is not "device"
         kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
-            arg_attrs = _arg_attrs(closed, donated, in_shardings, kinds)
+            arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok, kinds)
             if arg_attrs is not None:
                 fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
-            if kinds or any(s is not None for s in out_shardings):
-                fn.result_attrs = ir.ArrayAttr.get([
+            if ntok or kinds or any(s is not None for s in out_shardings):
+                token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
+                fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
                     ir.DictAttr.get(_value_attrs(s, a, kinds)) for s, a in
                     zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
             entry = fn.add_entry_block()
             with ir.InsertionPoint(entry):
-                outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments))
+                set_tokens(effs, entry.arguments[:ntok])
+                outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments)[ntok:])
                 if kinds:  # as JAX: every output given a sharding is placed, "device" too
                     outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
                             for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
-                func.ReturnOp(outs)
+                func.ReturnOp([*get_tokens(effs), *outs])
             used = _sharding_state[-1]
+            if host_callbacks is not None:
+                host_callbacks.extend(_module_contexts[-1].host_callbacks)
         finally:
             _sharding_state.pop()
+            _module_contexts.pop()
         if used:
             _add_mesh(module, used[0])
             if meshes is not None:
@@ -342,17 +400,17 @@ def wrap_with_memory_kind(x, kind: str):
 
 
 def _arg_attrs(closed: ClosedJaxpr, donated: Sequence[bool], in_shardings,
-               kinds: bool = False) -> list | None:
+               ntok: int = 0, kinds: bool = False) -> list | None:
     pairs = _alias_pairs(closed, donated) if any(donated) else {}
-    if not pairs and not kinds and not any(s is not None for s in in_shardings):
+    if not pairs and not ntok and not kinds and not any(s is not None for s in in_shardings):
         return None
     i32 = ir.IntegerType.get_signless(32)
-    attrs = []
+    attrs = [ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})] * ntok
     for i, a in enumerate(closed.in_avals):
         s = in_shardings[i] if i < len(in_shardings) else None
         d = _value_attrs(s, a, kinds and s is not None)  # as JAX: none for an unplaced input
-        if i in pairs:
-            d["tf.aliasing_output"] = ir.IntegerAttr.get(i32, pairs[i])
+        if i in pairs:  # output numbers count the leading tokens
+            d["tf.aliasing_output"] = ir.IntegerAttr.get(i32, pairs[i] + ntok)
         attrs.append(ir.DictAttr.get(d))
     return attrs
 

@@ -121,8 +121,25 @@ class DynamicJaxprTrace(core.Trace):
         """Record `primitive` as one equation, whatever a subclass does in process_primitive
         (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
         invars = [self.to_jaxpr_atom(x) for x in tracers]
+        if primitive not in core.vma_primitives and any(v.aval.vma for v in invars):
+            return self._process_varying(primitive, invars, params)
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         return self.emit(primitive, invars, out_avals, params)
+
+    # JAX: jax/_src/core.py standard_vma_rule (and standard_insert_pvary)
+    def _process_varying(self, primitive, invars, params):
+        """Inside shard_map: operands that vary along fewer manual axes than the others get a
+        `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
+        from minijax.lax.parallel import pvary_p
+        vma = frozenset().union(*(v.aval.vma for v in invars))
+        invars = [v if v.aval.vma == vma else self.emit(
+            pvary_p, [v], v.aval.update(vma=vma),
+            dict(axes=tuple(sorted(vma - v.aval.vma)))).val for v in invars]
+        out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
+        out_avals = [a.update(vma=vma) for a in
+                     (out_avals if primitive.multiple_results else [out_avals])]
+        return self.emit(primitive, invars,
+                         out_avals if primitive.multiple_results else out_avals[0], params)
 
     def emit(self, primitive, invars, out_avals, params):
         """Append an equation and return tracers for its outputs."""
@@ -247,7 +264,8 @@ dce_rules: dict[core.Primitive, Callable] = {}
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
               instantiate: bool | Sequence[bool] = False) -> tuple[Jaxpr, list[bool]]:
-    """Drop equations whose outputs are not needed (all primitives here are pure).
+    """Drop equations whose outputs are not needed and that have no effects (an effectful
+    equation, e.g. an `io_callback` or `debug.print`, stays; see minijax/effects.py).
 
     Returns (new_jaxpr, used_inputs). Invars where `instantiate` (one bool, or one per invar)
     is true are kept even if unused, and count as used. Outputs not in `used_outputs` are
@@ -260,7 +278,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
         used = [v in live for v in eqn.outvars]
-        if not any(used):
+        if not any(used) and not eqn.effects:
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:

@@ -2167,8 +2167,17 @@ def full_like(x, fill_value, dtype=None, shape=None):
     """An array like `x` (its shape and dtype unless given) filled with `fill_value`."""
     aval = core.get_aval(x)
     # a weakly typed `x` gives a weakly typed result, unless a dtype is asked for (as JAX)
-    return _full(aval.shape if shape is None else shape, fill_value,
-                 aval.dtype if dtype is None else dtype, dtype is None and aval.weak_type)
+    out = _full(aval.shape if shape is None else shape, fill_value,
+                aval.dtype if dtype is None else dtype, dtype is None and aval.weak_type)
+    return _vary_like(out, aval.vma)
+
+
+def _vary_like(out, vma):
+    # JAX: jax/_src/lax/lax.py _full_like_insert_pvary — inside shard_map, as varying as `x`
+    if not vma:
+        return out
+    from minijax.lax import parallel
+    return parallel.pvary(out, tuple(sorted(vma)))
 
 
 def zeros_like_array(x):
@@ -2179,7 +2188,8 @@ def zeros_like_array(x):
 def zeros_like_shaped_array(aval: ShapedArray):
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)  # float0 zeros stay numpy, as in JAX
-    return broadcast_in_dim(convert_element_type(0, aval.dtype, aval.weak_type), aval.shape, ())
+    return _vary_like(broadcast_in_dim(convert_element_type(0, aval.dtype, aval.weak_type),
+                                       aval.shape, ()), aval.vma)
 
 
 aval_zeros_likers[ShapedArray] = zeros_like_shaped_array

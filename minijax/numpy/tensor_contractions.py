@@ -25,50 +25,74 @@ def _dot_dtype(a, b):
 
 
 def matmul(a, b, *, out_sharding=None):
-    """Matrix product with numpy's rules: 1-D operands are promoted and their axis removed;
-    leading (batch) dimensions broadcast. `out_sharding` (a NamedSharding, or a
-    PartitionSpec under `set_mesh`): the result's sharding, needed when both operands split
-    the contracted dimension (minijax/sharding.py: dot_general_sharding_rule)."""
+    """Matrix product with numpy's rules: a 1-D operand acts as a row (a) or column (b)
+    vector whose axis is not in the result; leading (batch) dimensions broadcast.
+    `out_sharding` (a NamedSharding, or a PartitionSpec under `set_mesh`): the result's
+    sharding, needed when both operands split the contracted dimension
+    (minijax/sharding.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
+    leading dimensions that do not broadcast, TypeError for mismatched contracting sizes.
+    Mirrors jax/_src/numpy/tensor_contractions.py: matmul."""
     a, b, d = _dot_dtype(asarray(a), asarray(b))
     a_aval, b_aval = core.get_aval(a), core.get_aval(b)
     if a_aval.ndim == 0 or b_aval.ndim == 0:
         raise ValueError(f"matmul: operands must be at least 1-D, got {a_aval.str_short()} "
                          f"and {b_aval.str_short()}")
-    a_vec, b_vec = a_aval.ndim == 1, b_aval.ndim == 1
-    if a_vec:
-        a = lax.expand_dims(a, (0,))
-    if b_vec:
-        b = lax.expand_dims(b, (1,))
-    a_shape, b_shape = core.get_aval(a).shape, core.get_aval(b).shape
-    if a_shape[-1] != b_shape[-2]:
+    a_mat, b_mat = a_aval.ndim > 1, b_aval.ndim > 1
+    a_shape, b_shape = a_aval.shape, b_aval.shape
+    if a_shape[-1] != b_shape[-2 if b_mat else 0]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
-                        f"got {(a_shape[-1],)} and {(b_shape[-2],)}.")
-    batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
-    nb = len(batch)
-    if nb:
-        a = lax_numpy.broadcast_to(a, batch + a_shape[-2:])
-        b = lax_numpy.broadcast_to(b, batch + b_shape[-2:])
-    dims = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+                        f"got {(a_shape[-1],)} and {(b_shape[-2 if b_mat else 0],)}.")
+    # A leading dimension is a batch dimension of dot_general only where both operands have it
+    # with the same size; where one lacks it (or has size 1) it is a free dimension of the
+    # other, so [B,T,d] @ [d,n] contracts d without broadcasting the weight to [B,d,n] (whose
+    # gradient would be a batched product and then a sum over B). 1-D operands are contracted
+    # as they are, with no axis added and removed.
+    a_lead, b_lead = a_shape[:-2] if a_mat else (), b_shape[:-2] if b_mat else ()
+    nb = max(len(a_lead), len(b_lead))
+    a_lead = (None,) * (nb - len(a_lead)) + a_lead
+    b_lead = (None,) * (nb - len(b_lead)) + b_lead
+    batch, a_free, b_free, a_drop, b_drop = [], [], [], [], []
+    for i, (m, n) in enumerate(zip(a_lead, b_lead)):
+        if m is not None and n is not None and m == n and m != 1:
+            batch.append(i)
+        elif n is None or (n == 1 and m is not None):
+            a_free.append(i)
+            b_drop += [i] if n == 1 else []
+        elif m is None or m == 1:
+            b_free.append(i)
+            a_drop += [i] if m == 1 else []
+        else:
+            raise ValueError(f"matmul: incompatible shapes {a_shape} and {b_shape}: leading "
+                             f"dimensions {m} and {n} neither match nor broadcast")
+    a_kept = [i for i in range(nb) if a_lead[i] is not None and i not in a_drop]
+    b_kept = [i for i in range(nb) if b_lead[i] is not None and i not in b_drop]
+    if a_drop:
+        a = lax.squeeze(a, tuple(i - (nb - len(a_shape) + 2) for i in a_drop))
+    if b_drop:
+        b = lax.squeeze(b, tuple(i - (nb - len(b_shape) + 2) for i in b_drop))
+    dims = (((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
+            (tuple(a_kept.index(i) for i in batch), tuple(b_kept.index(i) for i in batch)))
+    # dot_general emits batch, then a's free dims and rows, then b's free dims and columns;
+    # result dim i is emitted dim order[i] (the out_sharding is given in emitted order).
+    emitted = batch + a_free + [nb] * a_mat + b_free + [nb + a_mat] * b_mat
+    order = [int(k) for k in np.argsort(emitted)]
     out = lax.dot_general(a, b, dims, preferred_element_type=d,
-                          out_sharding=_unsqueezed(out_sharding, a_vec and nb, b_vec))
-    if a_vec:
-        out = lax.squeeze(out, (nb,))
-    if b_vec:
-        out = lax.squeeze(out, (lax_numpy.ndim(out) - 1,))
+                          out_sharding=_emitted_order(out_sharding, order))
+    if order != sorted(order):
+        out = lax.transpose(out, tuple(order))
     return out
 
 
-def _unsqueezed(out_sharding, a_axis, b_vec):
-    """The out_sharding of matmul's result before its vector axes are squeezed out."""
+def _emitted_order(out_sharding, order):
+    """matmul's out_sharding for dot_general's result, whose dim order[i] is result dim i."""
     s = msh.canonicalize_out_sharding(out_sharding, "matmul")
-    if s is None or (a_axis is False and not b_vec):
+    if s is None or order == sorted(order):
         return s
-    spec = list(s.spec)
-    if a_axis is not False:
-        spec.insert(a_axis, None)
-    if b_vec:
-        spec.append(None)
-    return msh.NamedSharding(s.mesh, msh.P(*spec))
+    spec = list(s.spec) + [None] * (len(order) - len(s.spec))
+    emitted = [None] * len(order)
+    for i, j in enumerate(order):
+        emitted[j] = spec[i]
+    return msh.NamedSharding(s.mesh, msh.P(*emitted))
 
 
 def dot(a, b, *, out_sharding=None):

@@ -33,6 +33,7 @@ class AbstractRef:
     ndim = property(lambda self: self.inner_aval.ndim)
     size = property(lambda self: self.inner_aval.size)
     weak_type = property(lambda self: False)
+    vma = property(lambda self: self.inner_aval.vma)  # varying manual axes (shard_map)
 
     def update(self, shape=None, dtype=None, weak_type=None) -> "AbstractRef":
         return AbstractRef(self.inner_aval.update(shape, dtype, False))

@@ -345,6 +345,66 @@ def test_offload_policy_offloads_only_big_dots(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# callback_batching: pure_callback's vmap_method="expand_dims" (chapter 14)
+# ---------------------------------------------------------------------------------------------
+
+def _host_calls(J, wrap=lambda f: f):
+    """Run a two-argument pure_callback under vmap (in_axes (1, None)); return the results
+    and the shapes the host function saw."""
+    seen = []
+
+    def host(a, b):
+        seen.append((np.shape(a), np.shape(b)))
+        return (np.asarray(a) * np.asarray(b)).astype(np.float32)
+
+    def per_example(a, b):
+        return J.pure_callback(host, J.ShapeDtypeStruct(a.shape, a.dtype), a, b,
+                               vmap_method="expand_dims")
+
+    out = wrap(J.vmap(per_example, in_axes=(1, None)))(X, Y[0, :1].repeat(4))
+    if J is minijax:
+        minijax.effects_barrier()
+    return np.asarray(out), seen
+
+
+@_versions("callback_batching")
+@pytest.mark.parametrize("jit", [False, True])
+def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
+    from minijax.callback import pure_callback_p
+    monkeypatch.setitem(batching.primitive_batchers, pure_callback_p, module.expand_dims_rule)
+    mine, mine_seen = _host_calls(minijax, minijax.jit if jit else (lambda f: f))
+    ref, ref_seen = _host_calls(jax, jax.jit if jit else (lambda f: f))
+    _close(mine, ref)
+    assert mine_seen == ref_seen == [((3, 4), (1, 4))]
+    assert core.current_trace() is core.eval_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# nan_finder: the primitive jax_debug_nans names (chapter 15)
+# ---------------------------------------------------------------------------------------------
+
+def _nan_programs(J):
+    jnp = J.numpy
+    return [lambda x: jnp.log(jnp.sin(x) - 2.0) * 2.0,
+            lambda x: jnp.sqrt(x - 5.0).sum(),
+            lambda x: jnp.divide(jnp.multiply(x, 0.0), jnp.subtract(x, x)) + 1.0]
+
+
+@_versions("nan_finder")
+def test_nan_finder_names_what_jax_debug_nans_names(module):
+    for mine, ref in zip(_nan_programs(minijax), _nan_programs(jax)):
+        jax.config.update("jax_debug_nans", True)
+        try:
+            with pytest.raises(FloatingPointError) as info:
+                ref(X)
+        finally:
+            jax.config.update("jax_debug_nans", False)
+        name = module.first_nonfinite(mine)(X)
+        assert str(info.value) == f"invalid value (nan) encountered in {name}"
+    assert module.first_nonfinite(lambda x: x * 2.0)(X) is None
+
+
+# ---------------------------------------------------------------------------------------------
 # sharding_rules: transpose, cumsum and 2-D dot_general with sharding in types (chapter 12)
 # ---------------------------------------------------------------------------------------------
 
@@ -393,6 +453,39 @@ def test_sharding_rules_type_programs_as_jax(module, monkeypatch):
         assert got == want, (got, want)
 
 
+# ---------------------------------------------------------------------------------------------
+# collectives: all_gather from ppermute; the transpose of psum_scatter (chapter 13)
+# ---------------------------------------------------------------------------------------------
+
+def _mesh(J):
+    return J.make_mesh((8,), ("i",), axis_types=(J.sharding.AxisType.Auto,))
+
+
+@_versions("collectives")
+def test_all_gather_from_ppermute_equals_all_gather(module):
+    x = np.arange(16 * 3, dtype=np.float32).reshape(16, 3)
+    want = jax.shard_map(lambda a: jax.lax.all_gather(a, "i", tiled=True), mesh=_mesh(jax),
+                         in_specs=jax.P("i"), out_specs=jax.P("i"))(x)
+    got = minijax.jit(minijax.shard_map(lambda a: module.all_gather_from_ppermute(a, "i"),
+                                        mesh=_mesh(minijax), in_specs=minijax.P("i"),
+                                        out_specs=minijax.P("i")))(x)
+    _close(got, want)
+
+
+@_versions("collectives")
+def test_psum_scatter_transpose_gives_jax_gradients(module, monkeypatch):
+    from minijax.lax import parallel
+    monkeypatch.setitem(ad.primitive_transposes, parallel.reduce_scatter_p,
+                        module.psum_scatter_transpose)
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+
+    def loss(J):
+        f = J.shard_map(lambda a: J.lax.psum_scatter(J.numpy.sin(a), "i", tiled=True) ** 2,
+                        mesh=_mesh(J), in_specs=J.P("i"), out_specs=J.P("i"))
+        return lambda a: J.numpy.sum(f(J.numpy.tile(a, (8, 1))) * J.numpy.arange(16.0)[:, None])
+    _close(minijax.grad(loss(minijax))(x), jax.grad(loss(jax))(x), 1e-4)
+
+
 @_versions("dropout")
 def test_dropout_with_explicit_keys_matches_jax(module):
     x = np.random.RandomState(0).standard_normal((4, 6)).astype(np.float32) + 2.0
@@ -422,3 +515,36 @@ def test_dropout_keys_are_split_per_step_and_layer(module):
         masks = [np.asarray(module.dropout(J, k, np.ones((64,), np.float32), 0.5, True))
                  for k in layers]
         assert not np.array_equal(masks[0], masks[1])  # fresh randomness per layer
+
+
+# ---------------------------------------------------------------------------------------------
+# sampling: temperature and top-k (chapter 19)
+# ---------------------------------------------------------------------------------------------
+
+LOGITS = np.log(np.array([[0.5, 0.3, 0.15, 0.05], [0.1, 0.2, 0.3, 0.4]], np.float32))
+
+
+@_versions("sampling")
+def test_sampling_top1_is_argmax_and_tokens_stay_in_top_k(module):
+    for J in (minijax, jax):
+        got = module.sample(J, J.random.key(0), LOGITS, 1.0, top_k=1)
+        np.testing.assert_array_equal(np.asarray(got), LOGITS.argmax(-1))
+    draws = np.stack([np.asarray(module.sample(minijax, minijax.random.key(i), LOGITS, 2.0, 2))
+                      for i in range(50)])
+    assert set(draws[:, 0]) <= {0, 1} and set(draws[:, 1]) <= {2, 3}
+
+
+@_versions("sampling")
+def test_sampling_matches_jax_and_the_softmax(module):
+    draws = {J: np.stack([np.asarray(module.sample(J, J.random.key(i), LOGITS, 0.7, 3))
+                          for i in range(30)]) for J in (minijax, jax)}
+    np.testing.assert_array_equal(draws[minijax], draws[jax])  # same keys, same tokens
+    n, T = 4000, 0.7  # n independent rows of the same logits, drawn in one call
+    tokens = np.asarray(module.sample(minijax, minijax.random.key(1), np.tile(LOGITS[:1], (n, 1)),
+                                      T, 3))
+    top3 = LOGITS[0, :3] / T
+    want = np.exp(top3) / np.exp(top3).sum()
+    freq = np.bincount(tokens, minlength=4) / n
+    assert freq[3] == 0, freq
+    # within four binomial standard deviations of the renormalized softmax at temperature T
+    assert np.all(np.abs(freq[:3] - want) <= 4 * np.sqrt(want * (1 - want) / n)), (freq, want)

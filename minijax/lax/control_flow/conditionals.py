@@ -338,17 +338,25 @@ def _cond_batch_rule(vals, dims, *, axis_size, branches):
     return out, [0 if b else not_mapped for b in out_bat]
 
 
-# JAX: jax/_src/lax/control_flow/conditionals.py _cond_lowering — differs: no effects
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_lowering
 def _cond_lowering(ctx, index, *args, branches):
-    out_types = [mlir.aval_to_ir_type(a) for a in ctx.avals_out]
+    # the tokens of ordered effects go in (read from the enclosing scope) and come out first
+    effs = mlir.ordered_effects_of(*[b.jaxpr for b in branches])
+    tokens = mlir.get_tokens(effs)
+    out_types = [mlir.token_type()] * len(effs) + [mlir.aval_to_ir_type(a)
+                                                   for a in ctx.avals_out]
     # stablehlo.case runs region `index` (the last one if out of range); the regions read the
     # operands from the enclosing scope.
     case_op = mlir.hlo.CaseOp(out_types, index, len(branches))
     for i, b in enumerate(branches):
         block = case_op.regions[i].blocks.append()
         with mlir.ir.InsertionPoint(block):
-            mlir.hlo.return_(mlir.lower_jaxpr(b.jaxpr, b.consts, args))
-    return list(case_op.results)
+            mlir.set_tokens(effs, tokens)
+            outs = mlir.lower_jaxpr(b.jaxpr, b.consts, args)
+            mlir.hlo.return_([*mlir.get_tokens(effs), *outs])
+    results = list(case_op.results)
+    mlir.set_tokens(effs, results[:len(effs)])
+    return results[len(effs):]
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_dce_rule

@@ -378,20 +378,25 @@ def _scan_lowering(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, un
     xs_avals = ctx.avals_in[num_consts + num_carry:]
     ys_avals = ctx.avals_out[num_carry:]
     state_avals = [ShapedArray((), np.int32), *ctx.avals_in, *ys_avals]
-    types = [mlir.aval_to_ir_type(a) for a in state_avals]
-    init = [_scalar_i32(0), *args, *[mlir.full_like_aval(0, a) for a in ys_avals]]
+    # the tokens of the body's ordered effects lead the loop state (one trip after another)
+    effs = mlir.ordered_effects_of(jaxpr.jaxpr)
+    ntok = len(effs)
+    types = [mlir.token_type()] * ntok + [mlir.aval_to_ir_type(a) for a in state_avals]
+    init = [*mlir.get_tokens(effs), _scalar_i32(0), *args,
+            *[mlir.full_like_aval(0, a) for a in ys_avals]]
     while_op = hlo.WhileOp(types, init)
 
     cond_block = while_op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
-        pred = hlo.compare(cond_block.arguments[0], _scalar_i32(length),
+        pred = hlo.compare(cond_block.arguments[ntok], _scalar_i32(length),
                            hlo.ComparisonDirectionAttr.get("LT"),
                            compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
         hlo.return_([pred])
 
     body_block = while_op.regions[1].blocks.append(*types)
     with ir.InsertionPoint(body_block):
-        i, *state = list(body_block.arguments)
+        tokens, (i, *state) = split_list(list(body_block.arguments), [ntok])
+        mlir.set_tokens(effs, tokens)
         consts, carry, xs, ys = split_list(state, [num_consts, num_carry, num_xs])
         idx = hlo.subtract(_scalar_i32(length - 1), i) if reverse else i
         zero = _scalar_i32(0)
@@ -406,10 +411,12 @@ def _scan_lowering(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, un
         for buf, v, a in safe_zip(ys, y, ys_avals):
             update = hlo.reshape(mlir.aval_to_ir_type(a.update(shape=(1, *a.shape[1:]))), v)
             new_ys.append(hlo.dynamic_update_slice(buf, update, [idx] + [zero] * (a.ndim - 1)))
-        hlo.return_([hlo.add(i, _scalar_i32(1)), *consts, *new_carry, *xs, *new_ys])
+        hlo.return_([*mlir.get_tokens(effs), hlo.add(i, _scalar_i32(1)), *consts, *new_carry,
+                     *xs, *new_ys])
 
-    _, _, carry_out, _, ys_out = split_list(list(while_op.results),
-                                            [1, num_consts, num_carry, num_xs])
+    tokens, _, _, carry_out, _, ys_out = split_list(list(while_op.results),
+                                                    [ntok, 1, num_consts, num_carry, num_xs])
+    mlir.set_tokens(effs, tokens)
     return carry_out + ys_out
 
 
@@ -678,23 +685,34 @@ def _bcast_pred(pred, aval: ShapedArray):
     return pred if aval.ndim == 1 else lax.broadcast_in_dim(pred, aval.shape, (0,))
 
 
-# JAX: jax/_src/lax/control_flow/loops.py _while_lowering — differs: no effects
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering — differs: no ordered effects in
+# the condition
 def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     # The consts travel through the loop state with the carry (regions only see their
-    # arguments here, as in JAX's lowering).
+    # arguments here, as in JAX's lowering), after the tokens of the body's ordered effects.
     hlo, ir = mlir.hlo, mlir.ir
-    types = [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
-    while_op = hlo.WhileOp(types, list(args))
+    if mlir.ordered_effects_of(cond_jaxpr.jaxpr):
+        raise NotImplementedError("while_loop: ordered effects (io_callback(ordered=True), "
+                                  "ordered debug prints) in cond_fun are not supported")
+    effs = mlir.ordered_effects_of(body_jaxpr.jaxpr)
+    ntok = len(effs)
+    types = [mlir.token_type()] * ntok + [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
+    while_op = hlo.WhileOp(types, [*mlir.get_tokens(effs), *args])
     cond_block = while_op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
-        cc, _, carry = split_list(list(cond_block.arguments), [cond_nconsts, body_nconsts])
+        cc, _, carry = split_list(list(cond_block.arguments)[ntok:],
+                                  [cond_nconsts, body_nconsts])
         hlo.return_(mlir.lower_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, [*cc, *carry]))
     body_block = while_op.regions[1].blocks.append(*types)
     with ir.InsertionPoint(body_block):
-        cc, bc, carry = split_list(list(body_block.arguments), [cond_nconsts, body_nconsts])
+        tokens, cc, bc, carry = split_list(list(body_block.arguments),
+                                           [ntok, cond_nconsts, body_nconsts])
+        mlir.set_tokens(effs, tokens)
         new = mlir.lower_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, [*bc, *carry])
-        hlo.return_([*cc, *bc, *new])
-    return list(while_op.results)[cond_nconsts + body_nconsts:]
+        hlo.return_([*mlir.get_tokens(effs), *cc, *bc, *new])
+    results = list(while_op.results)
+    mlir.set_tokens(effs, results[:ntok])
+    return results[ntok + cond_nconsts + body_nconsts:]
 
 
 while_p = core.Primitive("while")

@@ -1,0 +1,331 @@
+"""moe: a mixture-of-experts layer in the MLP slot of the character GPT (chapter 21), trained
+step for step through minijax and real JAX, next to the dense GPT.
+
+The layer, written once against a module alias `J` (GShard/Switch style):
+
+- a **router** `h @ w_router` and its softmax give each token a distribution over E experts;
+- **top-k gating**: each token goes to its k most probable experts, with those probabilities
+  (renormalized over the k) as gates;
+- a **capacity** of C = ceil(capacity_factor * k * S / E) tokens per expert and group (a group
+  is one sequence of S tokens); positions are given in order, all first choices before any
+  second choice; a token past an expert's capacity is **dropped** there (the residual
+  connection carries it on), and the layer counts the drops;
+- **dispatch and combine as einsums** over one-hot tensors: `dispatch[g,s,e,c]` is 1 where
+  token s of group g sits in slot c of expert e, `combine` the same with the gate as value;
+  experts run batched over `[E, G, C, d]`;
+- the **load-balancing loss** of Switch Transformers, E * sum_e f_e * P_e (f_e the fraction
+  of tokens whose first choice is e, P_e the mean router probability of e), minimal when the
+  router spreads tokens evenly.
+
+It is checked against a plain loop over experts (each expert on every token, masked by a
+keep-mask that a loop over tokens in numpy computes) for values and gradients, and the dropped
+count against that numpy loop. The MoE GPT should reach a validation loss within 5% of the
+dense one trained alongside it on the same batches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+
+from compare import gpt
+from compare._report import OUT_DIR, TopicResult
+
+MODULES = gpt.MODULES
+
+
+@dataclasses.dataclass(frozen=True)
+class MoEConfig:
+    n_experts: int = 4
+    top_k: int = 2
+    capacity_factor: float = 1.25
+    d_expert: int = 256      # each expert's hidden width (top-2 of 2d = the dense 4d's FLOPs)
+    aux_weight: float = 0.01
+
+    def capacity(self, group: int) -> int:
+        return int(math.ceil(self.capacity_factor * self.top_k * group / self.n_experts))
+
+
+def init_params(cfg: gpt.Config, mcfg: MoEConfig, seed: int = 0) -> dict:
+    """The GPT's parameters with each block's MLP replaced by a router and E experts."""
+    params = gpt.init_params(cfg, seed)
+    rng = np.random.RandomState(seed + 100)
+    d, E, f = cfg.d_model, mcfg.n_experts, mcfg.d_expert
+    normal = lambda *s, std=0.02: (rng.standard_normal(s) * std).astype(np.float32)  # noqa: E731
+    for blk in params["blocks"]:
+        for k in ("w_fc", "b_fc", "w_proj", "b_proj"):
+            del blk[k]
+        blk.update(w_router=normal(d, E), w1=normal(E, d, f), b1=np.zeros((E, f), np.float32),
+                   w2=normal(E, f, d, std=0.02 / math.sqrt(2 * cfg.n_layer)),
+                   b2=np.zeros((E, d), np.float32))
+    return params
+
+
+def routing(J, mcfg: MoEConfig, blk, h):
+    """h f32[G,S,d] -> (probs f32[G,S,E], gates f32[G,S,k], experts int32[G,S,k])."""
+    jnp = J.numpy
+    probs = J.nn.softmax(h @ blk["w_router"], axis=-1)
+    gates, experts = J.lax.top_k(probs, mcfg.top_k)
+    return probs, gates / jnp.sum(gates, axis=-1, keepdims=True), experts
+
+
+def dispatch_tensors(J, mcfg: MoEConfig, gates, experts, C: int):
+    """(combine f32[G,S,E,C], dispatch f32[G,S,E,C], dropped int32[]): slot positions by a
+    cumulative sum over the group, choice 0 of every token before choice 1."""
+    jnp = J.numpy
+    E = mcfg.n_experts
+    combine, dropped = 0.0, 0
+    filled = jnp.zeros(experts.shape[:1] + (1, E), np.int32)  # [G,1,E] slots used so far
+    for j in range(mcfg.top_k):
+        mask = J.nn.one_hot(experts[..., j], E, dtype=np.int32)          # [G,S,E]
+        pos = (jnp.cumsum(mask, axis=1) - 1 + filled) * mask             # slot of each token
+        keep = mask * (pos < C)
+        dropped = dropped + jnp.sum(mask - keep)
+        filled = filled + jnp.sum(mask, axis=1, keepdims=True)
+        slot = J.nn.one_hot(pos, C) * keep[..., None]                    # [G,S,E,C]
+        combine = combine + gates[..., j, None, None] * slot
+    return combine, (combine > 0).astype(np.float32), dropped
+
+
+def expert_mlp(J, blk, x):
+    """x f32[E,...,d] -> f32[E,...,d]: expert e's MLP on x[e]."""
+    jnp = J.numpy
+    hid = J.nn.gelu(jnp.einsum("egcd,edf->egcf", x, blk["w1"]) + blk["b1"][:, None, None])
+    return jnp.einsum("egcf,efd->egcd", hid, blk["w2"]) + blk["b2"][:, None, None]
+
+
+def make_moe_mlp(mcfg: MoEConfig):
+    """The `mlp` hook of gpt.program: (y, {"lb", "dropped"})."""
+
+    def moe_mlp(J, blk, h):
+        jnp = J.numpy
+        G, S, d = h.shape
+        E = mcfg.n_experts
+        probs, gates, experts = routing(J, mcfg, blk, h)
+        combine, dispatch, dropped = dispatch_tensors(J, mcfg, gates, experts,
+                                                      mcfg.capacity(S))
+        x = jnp.einsum("gsec,gsd->egcd", dispatch, h)                    # [E,G,C,d]
+        y = jnp.einsum("gsec,egcd->gsd", combine, expert_mlp(J, blk, x))
+        frac = jnp.mean(J.nn.one_hot(experts[..., 0], E), axis=(0, 1))   # f_e (no gradient)
+        lb = E * jnp.sum(frac * jnp.mean(probs, axis=(0, 1)))
+        return y, {"lb": lb, "dropped": dropped}
+    return moe_mlp
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference: a loop over experts, the capacity by a loop over tokens
+# ---------------------------------------------------------------------------------------------
+
+def keep_mask_loop(experts: np.ndarray, E: int, C: int) -> np.ndarray:
+    """bool[G,S,k]: does choice j of token s get a slot? A plain loop: choice 0 of every
+    token, in order, then choice 1, ..., each expert taking at most C tokens per group."""
+    G, S, k = experts.shape
+    keep = np.zeros((G, S, k), bool)
+    for g in range(G):
+        used = [0] * E
+        for j in range(k):
+            for s in range(S):
+                e = int(experts[g, s, j])
+                if used[e] < C:
+                    keep[g, s, j] = True
+                    used[e] += 1
+    return keep
+
+
+def moe_reference(J, mcfg: MoEConfig, blk, h, keep: np.ndarray):
+    """The layer's output without dispatch tensors: every expert on every token, weighted by
+    its gate where the token chose it and was kept."""
+    jnp = J.numpy
+    _, gates, experts = routing(J, mcfg, blk, h)
+    y = 0.0
+    for e in range(mcfg.n_experts):
+        w = jnp.sum(jnp.where((experts == e) & keep, gates, 0.0), axis=-1)  # [G,S]
+        out = expert_mlp(J, {k: blk[k][e:e + 1] for k in ("w1", "b1", "w2", "b2")},
+                         h[None])[0]
+        y = y + w[..., None] * out
+    return y
+
+
+def layer_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 3, S: int = 16):
+    """The einsum layer against the loop reference, for values, gradients and drop counts."""
+    rng = np.random.RandomState(7)
+    cfg = gpt.Config(vocab=5, n_layer=1, d_model=d, n_head=2, block=S)
+    m = dataclasses.replace(mcfg, d_expert=2 * d)
+    blk = init_params(cfg, m, seed=5)["blocks"][0]
+    blk = {k: v * 25 if k == "w_router" else v * 10 for k, v in blk.items()}  # peaked routes
+    h = rng.standard_normal((G, S, d)).astype(np.float32)
+    C = m.capacity(S)
+    moe = make_moe_mlp(m)
+    _, _, experts = routing(jax, m, blk, h)
+    keep = keep_mask_loop(np.asarray(experts), m.n_experts, C)
+    want_dropped = int((~keep).sum())
+    out = {}
+    for name, J in MODULES:
+        y, aux = moe(J, blk, h)
+        ref = moe_reference(J, m, blk, h, keep)
+        res.check(f"{name}: MoE layer == loop over experts (values)", y, ref, rtol=1e-4,
+                  atol=1e-5)
+        res.check_true(f"{name}: dropped tokens == numpy loop ({want_dropped})",
+                       int(aux["dropped"]) == want_dropped)
+        def loss(b, h, J=J):
+            return J.numpy.sum(J.numpy.tanh(moe(J, b, h)[0]))
+
+        def ref_loss(b, h, J=J):
+            return J.numpy.sum(J.numpy.tanh(moe_reference(J, m, b, h, keep)))
+        g, g_ref = J.grad(loss, (0, 1))(blk, h), J.grad(ref_loss, (0, 1))(blk, h)
+        res.check(f"{name}: MoE layer == loop over experts (gradients)", g, g_ref, rtol=1e-4,
+                  atol=1e-5)
+        out[name] = (y, g)
+    res.check("MoE layer and gradients agree across modules", out["minijax"], out["jax"],
+              rtol=1e-4, atol=1e-5)
+    return want_dropped, G * S * m.top_k
+
+
+# ---------------------------------------------------------------------------------------------
+# The topic
+# ---------------------------------------------------------------------------------------------
+
+def dropped_fraction(J, prog, params, val, n_layer: int, k: int) -> float:
+    """Fraction of (token, choice) assignments dropped over the validation batches."""
+    if "dropped" not in prog:  # one compile per module, reused for other parameters
+        prog["dropped"] = J.jit(lambda p, x: prog["forward"](p, x)[1]["dropped"])
+    fwd = prog["dropped"]
+    xs, _ = val
+    total = sum(int(fwd(params, x)) for x in xs)
+    return total / (len(xs) * xs[0].size * n_layer * k)
+
+
+def run(quick: bool = False, text: str | None = None) -> TopicResult:
+    res = TopicResult("Mixture-of-experts GPT: router, top-k, capacity, dispatch einsums")
+    res.chapter = "chapters/21-mixture-of-experts.md"
+    t_start = time.perf_counter()
+    raw, source = gpt.load_text(text)
+    if quick:
+        raw = raw[:200_000]
+    data = gpt.CharData.from_text(raw)
+    if quick:
+        cfg, eval_every, n_val, reps = gpt.quick_config(len(data.chars)), 6, 2, 5
+        mcfg = MoEConfig(d_expert=2 * cfg.d_model)
+    else:
+        cfg, eval_every, n_val, reps = gpt.Config(vocab=len(data.chars)), 100, 16, 30
+        mcfg = MoEConfig(d_expert=2 * cfg.d_model)
+    lay_dropped, lay_total = layer_checks(res, mcfg)
+
+    moe_mlp = make_moe_mlp(mcfg)
+    p_moe = init_params(cfg, mcfg)
+    runners = {name: gpt.raw_runner(J, cfg, p_moe, mlp=moe_mlp, aux_weight=mcfg.aux_weight)
+               for name, J in MODULES}
+    if not quick:  # the dense GPT on the same batches, for the 5% criterion
+        runners["dense (jax)"] = gpt.raw_runner(jax, cfg, gpt.init_params(cfg))
+    runs = gpt.train(runners, cfg, data, eval_every=eval_every, n_val=n_val, quiet=quick,
+                     desc="moe")
+    mj, jx = runs["minijax"], runs["jax"]
+    # Routing is discontinuous: once rounding differences (~1e-7) flip one token's top-k choice
+    # or its place in an expert's queue, the two runs follow different (equally good)
+    # trajectories. So: every step agrees to 1e-4 until the first step that differs by more
+    # than 1e-6 (the flip); that step must come late; and the final losses agree to 1%.
+    rel = np.abs(np.subtract(mj["losses"], jx["losses"])) / np.array(jx["losses"])
+    flip = int(np.argmax(rel > 1e-6)) if (rel > 1e-6).any() else len(rel)
+    res.check("per-step losses agree before the first routing flip (1e-4 relative)",
+              mj["losses"][:flip], jx["losses"][:flip], rtol=1e-4, atol=0)
+    res.check_true(f"first routing flip after 10% of the steps (step {flip} of {len(rel)})",
+                   flip >= len(rel) // 10)
+    res.check("final validation losses agree (1% relative)", mj["val"][-1][1], jx["val"][-1][1],
+              rtol=1e-2, atol=0)
+    final_val = {n: r["val"][-1][1] for n, r in runs.items()}
+    res.check_true("validation loss fell by > 0.2 nats (all)", all(
+        r["val"][-1][1] < r["losses"][0] - 0.2 for r in runs.values()))
+    gap = None
+    if not quick:
+        gap = final_val["jax"] / final_val["dense (jax)"] - 1
+        res.check_true("MoE val loss within 5% of the dense GPT's", gap <= 0.05)
+    tiny = dataclasses.replace(mcfg, d_expert=8)
+    gpt.tiny_grad_checks(res, cfg, mlp=make_moe_mlp(tiny), aux_weight=mcfg.aux_weight,
+                         init=lambda c, seed: init_params(c, tiny, seed))
+
+    val = gpt.batches(data.val, n_val, cfg.batch, cfg.block, 2)
+    dropped = {name: dropped_fraction(J, runners[name][1], runs[name]["state"][0], val,
+                                      cfg.n_layer, mcfg.top_k) for name, J in MODULES}
+    # On the same parameters the two modules drop exactly the same tokens.
+    same = {name: dropped_fraction(J, runners[name][1], runs["jax"]["state"][0], val,
+                                   cfg.n_layer, mcfg.top_k) for name, J in MODULES}
+    res.check("dropped tokens agree across modules (on JAX's final parameters)",
+              same["minijax"], same["jax"], rtol=0, atol=1e-9)
+
+    # Profile: the compiled steps (MoE minijax, MoE JAX, dense JAX if trained), interleaved.
+    xb, yb = gpt.batches(data.train, 1, cfg.batch, cfg.block, 99)
+    fns, args = {}, {}
+    for name, (J, prog, _) in runners.items():
+        params = J.device_put(p_moe if name != "dense (jax)" else gpt.init_params(cfg))
+        args[name] = (params, prog["init_opt"](params), J.device_put(xb[0]), J.device_put(yb[0]))
+        fns[name] = prog["compiled_step"]
+    times = gpt.time_steps(fns, args, reps=reps)
+    med = {n: statistics.median(t) for n, t in times.items()}
+    ratio = med["minijax"] / med["jax"]
+    stages = {n: runners[n][1]["stages"] for n in runners}
+    res.timings_ms = {"jax MoE step": med["jax"], "minijax MoE step": med["minijax"],
+                      "jax dense step": med.get("dense (jax)", float("nan")),
+                      "ratio minijax/jax": ratio,
+                      "jax trace+lower": 1e3 * stages["jax"]["trace_lower_s"],
+                      "minijax trace+lower": 1e3 * stages["minijax"]["trace_lower_s"],
+                      "jax compile": 1e3 * stages["jax"]["compile_s"],
+                      "minijax compile": 1e3 * stages["minijax"]["compile_s"]}
+    folder = Path(tempfile.mkdtemp(prefix="compare-moe-")) if quick else OUT_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    trace_path, top_ops = gpt.perfetto_profile(fns["jax"], args["jax"], folder, "moe")
+    res.check_true("jax.profiler wrote a Perfetto trace", trace_path is not None)
+    plot = gpt.plot_losses(runs, folder, "moe", "MoE GPT vs dense: train and validation loss")
+    wall = time.perf_counter() - t_start
+
+    def summary(name):
+        r = runs[name]
+        return {"losses": [float(v) for v in r["losses"]],
+                "eval": {"val_loss": float(final_val[name]),
+                         "val_curve": [[int(s), float(v)] for s, v in r["val"]]},
+                "step_ms": float(med[name]), "dropped_fraction": dropped.get(name),
+                **{k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops")}}
+    res.extra = {"minijax": summary("minijax"), "jax": summary("jax"), "first_flip_step": flip,
+                 **({"dense": summary("dense (jax)")} if not quick else {}),
+                 "step_time_ratio": ratio,
+                 "dropped_tokens": {"val_fraction": dropped, "layer_check": lay_dropped},
+                 "val_gap_vs_dense": gap}
+    C = mcfg.capacity(cfg.block)
+    total_us = sum(us for _, us in top_ops) or 1.0
+    ops = "\n".join(f"| {n} | {us:.0f} | {us / total_us:.0%} |" for n, us in top_ops)
+    res.sections.append(
+        "### Setup\n\n"
+        f"Data: {source}, vocabulary {cfg.vocab}. The GPT of the `gpt` topic ({cfg.n_layer} "
+        f"layers, d={cfg.d_model}, T={cfg.block}, batch {cfg.batch}, {cfg.steps} steps) with "
+        f"each MLP replaced by {mcfg.n_experts} experts of width {mcfg.d_expert}, top-"
+        f"{mcfg.top_k} routing, capacity factor {mcfg.capacity_factor} (C={C} slots per "
+        f"expert per sequence), load-balancing weight {mcfg.aux_weight}. Whole topic: "
+        f"{wall:.1f} s.\n\n"
+        "| run | final train loss | final val loss | dropped (val) | step ms |\n"
+        "|---|---|---|---|---|\n" + "\n".join(
+            f"| {n} | {runs[n]['losses'][-1]:.4f} | {final_val[n]:.4f} | "
+            f"{dropped.get(n, float('nan')):.2%} | {med[n]:.2f} |" for n in runs)
+        + ("" if gap is None else f"\n\nMoE vs dense validation loss: {gap:+.2%}.")
+        + f" Layer check: {lay_dropped} of "
+        f"{lay_total} assignments dropped, the same count as the numpy loop. Largest relative "
+        f"per-step loss difference, minijax vs JAX: **{float(rel[:flip].max(initial=0)):.3g}** "
+        f"up to step {flip}, where a routing decision first differs (a rounding-level "
+        f"difference in router probabilities crosses a top-k or capacity boundary); "
+        f"**{float(rel.max()):.3g}** over the whole run.")
+    res.sections.append(f"### Loss curves\n\n![loss curves]({gpt.rel(plot)})")
+    res.sections.append(
+        "### Profile\n\n"
+        f"Median step over {reps} interleaved calls after warm-up: MoE JAX {med['jax']:.2f} "
+        f"ms, MoE minijax {med['minijax']:.2f} ms (ratio **{ratio:.3f}**). XLA's cost "
+        f"analysis: MoE {stages['jax']['flops'] / 1e9:.3f} GFLOP per step"
+        + ("" if quick else f", dense {stages['dense (jax)']['flops'] / 1e9:.3f}")
+        + ". Perfetto trace of one MoE JAX step: "
+        f"`{gpt.rel(trace_path) if trace_path else '-'}`.\n\n"
+        "| kind of op | us | share |\n|---|---|---|\n" + ops)
+    return res

@@ -1,0 +1,544 @@
+"""shard_map: write the program one device runs, with collectives between devices.
+
+`shard_map(f, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(x)` splits `x` into blocks as the
+spec says, runs `f` once per device on its block (the *per-device view*: `f` sees f32[2,4] for
+an f32[8,4] input split 4 ways), and puts the output blocks back together as `out_specs` says.
+Values move between devices only through the collectives of minijax/lax/parallel.py.
+
+`check_vma=True` (the default) types every value in `f` with the manual axes it varies along
+(`ShapedArray.vma`, printed `{V:x}`): inputs vary along the axes their spec names, psum results
+are invariant, and an invariant value used with a varying one is first marked with `pvary`.
+That typing is what makes `grad` right: the transpose of `pvary` is `psum`, so the gradient of
+a replicated parameter is summed over the devices exactly once. It also catches an
+`out_specs=P()` (replicated) for a value that differs between devices.
+
+Lowered to `sdy.manual_computation` (Shardy): the body is per-device code over the manual
+axes, with the in/out shardings on its boundary. Mirrors jax/_src/shard_map.py. Taught in
+chapters/13-shard-map.md.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import re
+from typing import Callable
+
+from minijax import api_util, core
+from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
+from minijax.lax import parallel
+from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
+from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import safe_zip, split_list
+
+_CHAPTER = "chapters/13-shard-map.md"
+
+
+# ---------------------------------------------------------------------------------------------
+# The API
+# ---------------------------------------------------------------------------------------------
+
+class _Infer:
+    def __repr__(self) -> str:
+        return "Infer"
+
+
+Infer = _Infer()
+
+
+# JAX: jax/_src/shard_map.py shard_map — differs: in partial-manual mode specs may name
+# only the manual axes
+def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=None,
+              axis_names=frozenset(), check_vma: bool = True):
+    """Map `f` over the blocks of its arguments, one call per device of `mesh`.
+
+    Args:
+      f: the per-device function (pytrees of arrays in and out).
+      out_specs: a PartitionSpec (or a pytree prefix of the outputs of them): how the output
+        blocks form the global result; an axis left out means "replicated along it".
+      in_specs: a pytree prefix of the arguments of PartitionSpecs; left out, each argument's
+        own sharding's spec is used (arguments laid out on `mesh`).
+      mesh: the Mesh (default: the one set with `set_mesh`).
+      axis_names: the mesh axes made manual (default all). With a subset, the body is
+        per-device along those axes only; the partitioner still splits it along the others.
+      check_vma: track the manual axes each value varies along (see the module docstring).
+    Returns: the mapped function. Global f32[8,4] with in_specs P("x") on a 4-device axis x:
+      `f` sees f32[2,4]{V:x}.
+    Raises ValueError for a spec longer than its value's rank, a dimension not divisible by
+    its mesh axes, or an out_specs that claims replication of a varying value; NameError for
+    a collective over an axis that is not bound.
+    """
+    if f is None:
+        return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                 axis_names=axis_names, check_vma=check_vma)
+    api_util.check_callable(f)
+    if mesh is None:
+        mesh = get_concrete_mesh()
+        if mesh is None:
+            raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
+                             "enter into a mesh context, or pass mesh= to shard_map")
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"shard_map requires a `minijax.sharding.Mesh` instance for its "
+                        f"second argument, but got {mesh} of type {type(mesh)}.")
+    manual = frozenset(axis_names) or frozenset(mesh.axis_names)
+    if not manual <= frozenset(mesh.axis_names):
+        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
+                         f"{mesh.axis_names}")
+    name = api_util.fun_name(f)
+
+    traced: dict = {}  # (in_tree, specs, avals) -> the traced body, when it closes over no tracer
+
+    @functools.wraps(f)
+    def wrapped(*args):
+        leaves, in_tree = tree_flatten(args)
+        specs = (_specs_from_args(leaves, mesh) if in_specs is Infer else
+                 _broadcast_specs(in_specs, in_tree, len(leaves), "in_specs", name))
+        avals = [core.get_aval(x) for x in leaves]
+        key = (in_tree, tuple(specs), tuple(avals))
+        hit = traced.get(key)
+        if hit is None:
+            hit = _trace(leaves, in_tree, specs, avals)
+            if not any(isinstance(c, core.Tracer) for c in hit[1]):
+                traced[key] = hit
+        jaxpr, consts, out_tree, o_specs = hit
+        outs = shard_map_p.bind(
+            *consts, *leaves, jaxpr=jaxpr, mesh=mesh,
+            in_specs=(PartitionSpec(),) * len(consts) + tuple(specs),
+            out_specs=tuple(o_specs), check_vma=check_vma, newly_manual_axes=manual)
+        return tree_unflatten(out_tree, outs)
+
+    def _trace(leaves, in_tree, specs, avals):
+        for i, (a, s) in enumerate(safe_zip(avals, specs)):
+            _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
+            if not _spec_axes(s) <= manual:
+                raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
+                                 f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
+                                 f"in axis_names {set(manual)}")
+        local = [_local_aval(a, s, mesh, check_vma) for a, s in safe_zip(avals, specs)]
+        store: list = []
+
+        def body(*xs):
+            outs = f(*tree_unflatten(in_tree, xs))
+            out_leaves, out_tree = tree_flatten(outs)
+            o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
+            store[:] = [out_tree, o_specs]
+            return _fit_outputs(name, out_leaves, o_specs, mesh, check_vma,
+                                isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
+
+        with _body_context(mesh, manual, check_vma):
+            jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local, fun_name=name,
+                                                         purpose="shard_map")
+        out_tree, o_specs = store
+        return pe.convert_constvars_jaxpr(jaxpr), consts, out_tree, o_specs
+    return wrapped
+
+
+@contextlib.contextmanager
+def _body_context(mesh: Mesh, manual: frozenset, check_vma: bool):
+    """While tracing a body: the manual axes are bound names, and vma is tracked or not."""
+    prev = parallel.ctx.check_vma
+    parallel.ctx.check_vma = check_vma
+    try:
+        with core.extend_axis_env_nd([(a, mesh.shape[a]) for a in mesh.axis_names
+                                      if a in manual]):
+            yield
+    finally:
+        parallel.ctx.check_vma = prev
+
+
+def _leaf_path(tree, i: int) -> str:
+    return f"[{i}]" if tree.num_leaves > 1 else "[0]"
+
+
+def _specs_from_args(leaves, mesh: Mesh) -> list:
+    out = []
+    for i, x in enumerate(leaves):
+        s = getattr(x, "_sharding", None)
+        if not isinstance(s, NamedSharding) or s.mesh != mesh:
+            raise ValueError(f"shard_map: in_specs were not given, so argument {i} must be "
+                             f"laid out on the mesh {mesh}; it is {core.get_aval(x).str_short()}"
+                             f" with sharding {s}. Pass in_specs=...")
+        out.append(s.spec)
+    return out
+
+
+def _broadcast_specs(specs, tree, n: int, what: str, name: str) -> list:
+    """One PartitionSpec per leaf of `tree`, from `specs`, a pytree prefix of it."""
+    if isinstance(specs, PartitionSpec):
+        return [specs] * n
+    positions = tree_unflatten(tree, list(range(n)))
+    out: list = [None] * n
+
+    def walk(prefix, sub):
+        if isinstance(prefix, PartitionSpec):
+            for i in tree_flatten(sub)[0]:
+                out[i] = prefix
+        elif isinstance(prefix, (tuple, list)) and isinstance(sub, (tuple, list)) and \
+                len(prefix) == len(sub):
+            for p, s in zip(prefix, sub):
+                walk(p, s)
+        elif isinstance(prefix, dict) and isinstance(sub, dict) and prefix.keys() == sub.keys():
+            for k in prefix:
+                walk(prefix[k], sub[k])
+        else:
+            raise ValueError(f"shard_map applied to the function '{name}' was given {what} "
+                             f"{specs!r}, which is not a pytree prefix of the "
+                             f"{'arguments' if what == 'in_specs' else 'outputs'} "
+                             f"(structure {tree}). Each leaf of {what} must be a "
+                             f"PartitionSpec.")
+    walk(specs, positions)
+    return out
+
+
+def _check_spec(name: str, where: str, aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
+                what: str) -> None:
+    if not isinstance(spec, PartitionSpec):
+        raise TypeError(f"shard_map {what}: expected a PartitionSpec, got {spec!r}")
+    for p in spec:
+        for a in _axes_of(p):
+            if a not in mesh.axis_names:
+                raise ValueError(f"shard_map {what} {spec} names axis {a!r}, which is not in "
+                                 f"the mesh axes {mesh.axis_names}")
+    if len(spec) > aval.ndim:
+        raise ValueError(
+            f"shard_map applied to the function '{name}' was given {what} {spec} of length "
+            f"{len(spec)} for {where} of type {aval.str_short()}, which has rank {aval.ndim} "
+            f"(and {aval.ndim} < {len(spec)}). Entries in {what} must be of length no greater "
+            f"than the number of axes in the corresponding value.")
+    if what == "in_specs":
+        for d, p in enumerate(spec):
+            n = math.prod(mesh.shape[a] for a in _axes_of(p))
+            if aval.shape[d] % n:
+                raise ValueError(
+                    f"shard_map applied to the function '{name}' was given argument arrays "
+                    f"with axis sizes that are not evenly divisible by the corresponding mesh "
+                    f"axis sizes: {where} of shape {aval.str_short()} has in_specs {spec}, "
+                    f"and dimension {d} (size {aval.shape[d]}) is split over mesh axes "
+                    f"{_axes_of(p)} of total size {n}, which does not evenly divide it.")
+
+
+def _spec_axes(spec: PartitionSpec) -> frozenset:
+    return frozenset(a for p in spec for a in _axes_of(p))
+
+
+def _local_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh, check_vma: bool):
+    shape = list(aval.shape)
+    for d, p in enumerate(spec):
+        shape[d] //= math.prod(mesh.shape[a] for a in _axes_of(p))
+    return aval.update(shape=tuple(shape),
+                       vma=_spec_axes(spec) if check_vma else frozenset())
+
+
+def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh) -> ShapedArray:
+    shape = list(aval.shape)
+    for d, p in enumerate(spec):
+        shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
+    return aval.update(shape=tuple(shape), vma=frozenset())
+
+
+def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
+                 single: bool = False) -> list:
+    """Check each output of a body against its out_spec (rank; with check_vma, that it varies
+    only along axes the spec names) and make it vary along all of them (`pvary`). `single`:
+    out_specs was one PartitionSpec for one output (how the error message names it)."""
+    fitted = []
+    for i, (x, spec) in enumerate(safe_zip(outs, specs)):
+        aval = core.get_aval(x)
+        where = f"{name}(*args)[{i}]"
+        _check_spec(name, where, aval, spec, mesh, "out_specs")
+        axes = _spec_axes(spec)
+        if check_vma and not aval.vma <= axes:
+            raise ValueError(_vma_error(name, mesh, spec, aval.vma,
+                                        "" if single else f"[{i}]"))
+        if check_vma and axes - aval.vma:
+            x = parallel.pvary(x, tuple(a for a in mesh.axis_names if a in axes - aval.vma))
+        fitted.append(x)
+    return fitted
+
+
+# JAX: jax/_src/shard_map.py _inout_vma_error
+def _vma_error(name: str, mesh: Mesh, spec: PartitionSpec, vma: frozenset, key: str) -> str:
+    unmentioned = [a for a in mesh.axis_names if a not in _spec_axes(spec)]
+    if len(unmentioned) > 1:
+        order = lambda names: ",".join(a for a in mesh.axis_names if a in names)
+        what = (f"only varying across mesh axes {{{order(_spec_axes(spec))}}} and not "
+                f"{{{order(set(unmentioned) & vma)}}}, but it was inferred to be possibly "
+                f"varying over {{{order(vma)}}}")
+    else:
+        what = (f"replicated across mesh axis '{unmentioned[0]}', but could not infer "
+                f"replication over any axes")
+    return (f"shard_map applied to the function '{name}' was given out_specs which require "
+            f"replication which can't be statically inferred given the mesh:\n\n"
+            f"The mesh given has shape {mesh.axis_sizes} with corresponding axis names "
+            f"{mesh.axis_names}.\n\nout_specs{key} is {spec} which implies that the "
+            f"corresponding output value is {what}\n\nCheck if these output values are meant "
+            f"to be replicated over those mesh axes. If not, consider revising the "
+            f"corresponding out_specs entries. If so, consider disabling the check by passing "
+            f"the check_vma=False argument to `jax.shard_map`.")
+
+
+def _trace_body(fn: Callable, local_avals, out_specs, mesh: Mesh, manual, check_vma,
+                name: str = "shard_map") -> tuple[core.Jaxpr, list]:
+    """Trace `fn` as a shard_map body on `local_avals`, fitting its outputs to `out_specs`
+    (a list, or a callable of the outputs giving it). Returns the jaxpr (consts as leading
+    invars) and the consts."""
+    def body(*xs):
+        outs = list(fn(*xs))
+        specs = out_specs(outs) if callable(out_specs) else out_specs
+        return _fit_outputs(name, outs, specs, mesh, check_vma)
+    with _body_context(mesh, manual, check_vma):
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local_avals, purpose="shard_map")
+    return pe.convert_constvars_jaxpr(jaxpr), consts
+
+
+def _bind(args, consts, *, jaxpr, in_specs, **params) -> list:
+    return shard_map_p.bind(*consts, *args, jaxpr=jaxpr,
+                            in_specs=(PartitionSpec(),) * len(consts) + tuple(in_specs),
+                            **params)
+
+
+# ---------------------------------------------------------------------------------------------
+# shard_map_p and its rules
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/shard_map.py _shard_map_impl — differs: always compiled (as one jit call)
+def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_manual_axes):
+    from minijax import pjit
+    params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                  check_vma=check_vma, newly_manual_axes=newly_manual_axes)
+    avals = tuple(core.get_aval(x).strip_weak_type() for x in args)
+    key = (id(jaxpr), *params.values(), avals)
+    hit = _eager_cache.get(key)
+    if hit is None or hit[0] is not jaxpr:
+        j, consts, _ = pe.trace_to_jaxpr_dynamic(lambda *xs: shard_map_p.bind(*xs, **params),
+                                                 list(avals), purpose="shard_map")
+        if len(_eager_cache) >= 256:
+            _eager_cache.clear()
+        hit = _eager_cache[key] = (jaxpr, ClosedJaxpr(j, consts))
+    return pjit.bind_jit(hit[1], args, "shard_map")
+
+
+# (id of the body, params, avals) -> (body, the one-equation jaxpr jit compiles); the body is
+# kept so that its id stays its own. Eager calls of one shard_map reuse one executable.
+_eager_cache: dict = {}
+
+
+def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
+                             newly_manual_axes):
+    return [_global_aval(v.aval, s, mesh) for v, s in safe_zip(jaxpr.outvars, out_specs)]
+
+
+# JAX: jax/_src/shard_map.py _shard_map_jvp
+def _shard_map_jvp(primals, tangents, *, jaxpr, mesh, in_specs, out_specs, check_vma,
+                   newly_manual_axes):
+    nonzeros = [type(t) is not ad.Zero for t in tangents]
+    with _body_context(mesh, newly_manual_axes, check_vma):
+        jvp_closed, out_nz = ad.jvp_jaxpr(ClosedJaxpr(jaxpr, []), nonzeros, instantiate=False)
+    t_specs = [s for s, nz in safe_zip(in_specs, nonzeros) if nz]
+    o_specs = list(out_specs) + [s for s, nz in safe_zip(out_specs, out_nz) if nz]
+    body, consts = _trace_body(functools.partial(core.eval_jaxpr, jvp_closed.jaxpr,
+                                                 jvp_closed.consts),
+                               jvp_closed.in_avals, o_specs, mesh, newly_manual_axes, check_vma)
+    nz_tangents = [t for t in tangents if type(t) is not ad.Zero]
+    outs = _bind([*primals, *nz_tangents], consts, jaxpr=body, mesh=mesh,
+                 in_specs=[*in_specs, *t_specs], out_specs=tuple(o_specs),
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
+    primals_out, nz_out = split_list(outs, [len(out_specs)])
+    it = iter(nz_out)
+    return primals_out, [next(it) if nz else ad.Zero(p.aval.to_tangent_aval())
+                         for nz, p in safe_zip(out_nz, primals_out)]
+
+
+def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool,
+                   manual: frozenset) -> PartitionSpec:
+    # residuals are per-device values: promoted to rank >= 1, stacked along dim 0 over the
+    # axes they vary along (all manual axes without check_vma, which cannot tell)
+    axes = tuple(a for a in mesh.axis_names
+                 if a in aval.vma or (not check_vma and a in manual))
+    return PartitionSpec(axes) if axes else PartitionSpec()
+
+
+# JAX: jax/_src/shard_map.py _shard_map_partial_eval (with _promote_scalar_residuals)
+def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, check_vma,
+                            newly_manual_axes):
+    from minijax.lax import lax
+    unknowns = [trace.is_own(t) for t in tracers]
+    with _body_context(mesh, newly_manual_axes, check_vma):
+        jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
+                                                                 unknowns)
+    n_known_out = len(jk.out_avals) - num_res
+    res_avals = jk.out_avals[n_known_out:]
+    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
+    known_specs = [s for s, u in safe_zip(in_specs, unknowns) if not u]
+    ko_specs = [s for s, u in safe_zip(out_specs, out_unk) if not u]
+
+    def known_body(*xs):
+        outs = core.eval_jaxpr(jk.jaxpr, jk.consts, *xs)
+        return outs[:n_known_out] + [lax.reshape(r, (1,)) if not a.shape else r
+                                     for r, a in zip(outs[n_known_out:], res_avals)]
+    kbody, kconsts = _trace_body(known_body, jk.in_avals, ko_specs + res_specs, mesh,
+                                 newly_manual_axes, check_vma)
+    known_in = [t for t, u in safe_zip(tracers, unknowns) if not u]
+    params = dict(mesh=mesh, check_vma=check_vma, newly_manual_axes=newly_manual_axes)
+    outs = _bind(known_in, kconsts, jaxpr=kbody, in_specs=known_specs,
+                 out_specs=tuple(ko_specs + res_specs), **params)
+    known_out, residuals = split_list(outs, [n_known_out])
+
+    def unknown_body(*xs):
+        res, rest = split_list(list(xs), [num_res])
+        res = [lax.reshape(r, ()) if not a.shape else r for r, a in zip(res, res_avals)]
+        return core.eval_jaxpr(ju.jaxpr, ju.consts, *res, *rest)
+    u_specs = [s for s, u in safe_zip(in_specs, unknowns) if u]
+    uo_specs = [s for s, u in safe_zip(out_specs, out_unk) if u]
+    res_local = [_local_aval(core.get_aval(r), s, mesh, check_vma)
+                 for r, s in safe_zip(residuals, res_specs)]
+    ubody, uconsts = _trace_body(unknown_body, res_local + ju.in_avals[num_res:], uo_specs,
+                                 mesh, newly_manual_axes, check_vma)
+    unknown_in = [t for t, u in safe_zip(tracers, unknowns) if u]
+    uparams = dict(params, jaxpr=ubody, in_specs=(PartitionSpec(),) * len(uconsts) +
+                   tuple(res_specs + u_specs), out_specs=tuple(uo_specs))
+    unknown_out = trace.default_process_primitive(
+        shard_map_p, [*uconsts, *residuals, *unknown_in], uparams)
+    ki, ui = iter(known_out), iter(unknown_out)
+    return [next(ui) if u else next(ki) for u in out_unk]
+
+
+def _unmentioned(mesh: Mesh, spec: PartitionSpec, manual: frozenset) -> tuple:
+    return tuple(a for a in mesh.axis_names if a in manual and a not in _spec_axes(spec))
+
+
+def _unmentioned_size(mesh: Mesh, spec: PartitionSpec, manual: frozenset) -> int:
+    return math.prod(mesh.shape[a] for a in _unmentioned(mesh, spec, manual))
+
+
+# JAX: jax/_src/shard_map.py _shard_map_transpose
+def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
+                         newly_manual_axes):
+    undefined = [ad.is_undefined_primal(x) for x in args]
+    nz_cts = [type(c) is not ad.Zero for c in cts]
+    res = [x for x, u in safe_zip(args, undefined) if not u]
+    res_specs = [s for s, u in safe_zip(in_specs, undefined) if not u]
+    ct_specs = [s for s, nz in safe_zip(out_specs, nz_cts) if nz]
+    lin_specs = [s for s, u in safe_zip(in_specs, undefined) if u]
+
+    def body(*xs):
+        r, c = split_list(list(xs), [len(res)])
+        ri, ci = iter(r), iter(c)
+        primals = [ad.UndefinedPrimal(v.aval) if u else next(ri)
+                   for v, u in safe_zip(jaxpr.invars, undefined)]
+        cts_in = [next(ci) if nz else ad.Zero(v.aval)
+                  for v, nz in safe_zip(jaxpr.outvars, nz_cts)]
+        if not check_vma:  # JAX's rule without types: an output replicated along n devices
+            cts_in = [ct if type(ct) is ad.Zero else  # gets 1/n of the cotangent on each ...
+                      ct * (1.0 / _unmentioned_size(mesh, s, newly_manual_axes))
+                      if _unmentioned_size(mesh, s, newly_manual_axes) > 1
+                      else ct for ct, s in safe_zip(cts_in, out_specs)]
+        outs = ad.backward_pass(jaxpr, (), primals, cts_in)
+        outs = [ad.instantiate_zeros(ct) for ct, u in safe_zip(outs, undefined) if u]
+        if not check_vma:  # ... and a replicated input's cotangent is summed over its copies
+            outs = [parallel.psum(ct, _unmentioned(mesh, s, newly_manual_axes))
+                    if _unmentioned(mesh, s, newly_manual_axes) else ct
+                    for ct, s in safe_zip(outs, lin_specs)]
+        return outs
+    local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
+             [v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz])
+    tbody, consts = _trace_body(body, local, lin_specs, mesh, newly_manual_axes, check_vma)
+    outs = _bind([*res, *[c for c in cts if type(c) is not ad.Zero]], consts, jaxpr=tbody,
+                 mesh=mesh, in_specs=res_specs + ct_specs, out_specs=tuple(lin_specs),
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
+    it = iter(outs)
+    return [next(it) if u else None for u in undefined]
+
+
+# JAX: jax/_src/shard_map.py _shard_map_batch — the vmapped axis is a new unsplit dimension
+def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_specs,
+                          check_vma, newly_manual_axes):
+    vals = [v if d is batching.not_mapped else batching.moveaxis(v, d, 0)
+            for v, d in safe_zip(vals, dims)]
+    dims = [d if d is batching.not_mapped else 0 for d in dims]
+    with _body_context(mesh, newly_manual_axes, check_vma):
+        batched, out_dims = batching.batch_jaxpr(ClosedJaxpr(jaxpr, []), dims, axis_size)
+    b_in = [s if d is batching.not_mapped else PartitionSpec(None, *s)
+            for s, d in safe_zip(in_specs, dims)]
+    b_out = [s if d is batching.not_mapped else PartitionSpec(None, *s)
+             for s, d in safe_zip(out_specs, out_dims)]
+    body, consts = _trace_body(functools.partial(core.eval_jaxpr, batched.jaxpr,
+                                                 batched.consts),
+                               batched.in_avals, b_out, mesh, newly_manual_axes, check_vma)
+    outs = _bind(vals, consts, jaxpr=body, mesh=mesh, in_specs=b_in, out_specs=tuple(b_out),
+                 check_vma=check_vma, newly_manual_axes=newly_manual_axes)
+    return outs, out_dims
+
+
+# JAX: jax/_src/shard_map.py _shard_map_lowering_shardy
+def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
+                        newly_manual_axes):
+    from jax.extend.mlir.dialects import sdy
+    ir = mlir.ir
+
+    partial = newly_manual_axes != frozenset(mesh.axis_names)
+
+    def per_value(specs, avals):
+        attrs = [str(mlir.sharding_attr(NamedSharding(mesh, s), a.ndim))[len("#sdy.sharding"):]
+                 for s, a in safe_zip(specs, avals)]
+        if partial:  # the other axes are the partitioner's: every dimension is left open
+            attrs = [re.sub(r"\{([^}]*)\}", lambda m: "{" + (m.group(1) + ", ?" if m.group(1)
+                                                              else "?") + "}", a)
+                     for a in attrs]
+        return ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(attrs) + "]>")
+    in_sh = per_value(in_specs, ctx.avals_in)
+    out_sh = per_value(out_specs, ctx.avals_out)
+    axes = [a for a in mesh.axis_names if a in newly_manual_axes]
+    op = sdy.ManualComputationOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], list(args),
+                                 in_sh, out_sh,
+                                 sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in axes]))
+    block = ir.Block.create_at_start(op.body, [mlir.aval_to_ir_type(v.aval)
+                                               for v in jaxpr.invars])
+    parallel.ctx.meshes.append((mesh, newly_manual_axes))
+    try:
+        with ir.InsertionPoint(block):
+            outs = mlir.lower_jaxpr(jaxpr, (), list(block.arguments))
+            sdy.ReturnOp(outs)
+    finally:
+        parallel.ctx.meshes.pop()
+    return list(op.results)
+
+
+# JAX: jax/_src/shard_map.py _shard_map_typecheck
+def _shard_map_typecheck(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
+                         newly_manual_axes):
+    for i, (a, s, v) in enumerate(safe_zip(avals, in_specs, jaxpr.invars)):
+        if not core.typematch(_local_aval(a, s, mesh, check_vma), v.aval):
+            raise core.JaxprTypeError(f"shard_map: argument {i} of type {a.str_short()} with "
+                                      f"in_specs {s} does not match the body's input "
+                                      f"{v.aval.str_short()}")
+    with _body_context(mesh, newly_manual_axes, check_vma):
+        core.check_jaxpr(jaxpr)
+    return _shard_map_abstract_eval(*avals, jaxpr=jaxpr, mesh=mesh, in_specs=in_specs,
+                                    out_specs=out_specs, check_vma=check_vma,
+                                    newly_manual_axes=newly_manual_axes)
+
+
+shard_map_p = core.Primitive("shard_map")
+shard_map_p.multiple_results = True
+shard_map_p.pp_param_formatters = {
+    "newly_manual_axes": lambda v: "frozenset({" + ", ".join(map(repr, sorted(v))) + "})"}
+shard_map_p.def_impl(_shard_map_impl)
+shard_map_p.def_abstract_eval(_shard_map_abstract_eval)
+ad.primitive_jvps[shard_map_p] = _shard_map_jvp
+pe.custom_partial_eval_rules[shard_map_p] = _shard_map_partial_eval
+ad.primitive_transposes[shard_map_p] = _shard_map_transpose
+batching.primitive_batchers[shard_map_p] = _shard_map_batch_rule
+mlir.register_lowering(shard_map_p, _shard_map_lowering)
+core.custom_typechecks[shard_map_p] = _shard_map_typecheck
+
+
+def _register_vma_primitives() -> None:
+    from minijax import pjit
+    core.vma_primitives.update({shard_map_p, pjit.jit_p})
+
+
+_register_vma_primitives()
