@@ -1,19 +1,48 @@
-"""`python -m compare [topic ...] [--json PATH] [--quick]`: run topics, write the report."""
+"""`python -m compare [topic ...] [--json PATH] [--quick]`: run topics, write the report.
+
+Each topic's result is stored in `compare/out/topics/<name>.json`; the report is then rendered
+from every stored topic, so `python -m compare jit` refreshes the jit section and keeps the
+rest. A topic that raises is recorded as failed, with its traceback, and the run goes on.
+"""
 
 import argparse
 import importlib
 import os
+import re
 import sys
 import time
+import traceback
+from pathlib import Path
 
 from compare import TOPICS
-from compare._report import write_json, write_report
+from compare._report import OUT_DIR, TopicResult, load_topics, save_topic, write_json, write_report
 
 
-def main(argv=None) -> int:
+def runs_of(name: str) -> str:
+    """"both" if the topic's module imports minijax, else "jax" (it runs real JAX only)."""
+    path = Path(__file__).parent / f"{name}.py"
+    src = path.read_text() if path.exists() else ""
+    return "both" if re.search(r"^\s*(import|from) minijax\b", src, re.M) else "jax"
+
+
+def run_topic(name: str, quick: bool) -> TopicResult:
+    """Run one topic; an exception becomes a failed result carrying the traceback."""
+    t0 = time.perf_counter()
+    try:
+        mod = importlib.import_module(f"compare.{name}")
+        res = mod.run(quick=quick)
+    except Exception:  # noqa: BLE001 - report it and go on with the other topics
+        res = TopicResult(f"{name} (raised)", status="error", error=traceback.format_exc())
+    res.seconds = time.perf_counter() - t0
+    res.quick = quick
+    res.runs = res.runs or runs_of(name)
+    return res
+
+
+def main(argv=None, out_dir: Path | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m compare", description=__doc__)
     p.add_argument("topics", nargs="*", help=f"topics to run (default: all of {', '.join(TOPICS)})")
-    p.add_argument("--json", metavar="PATH", help="also write the results as JSON to PATH")
+    p.add_argument("--json", metavar="PATH", help="also write this run's results as JSON to PATH")
     p.add_argument("--quick", action="store_true", help="small sizes (what the tests run)")
     p.add_argument("--cifar", metavar="DIR",
                    help="cnn_bn: train on the CIFAR-10 python batches in DIR (sets CIFAR10_DIR)")
@@ -24,24 +53,28 @@ def main(argv=None) -> int:
     unknown = [n for n in names if n not in TOPICS]
     if unknown:
         p.error(f"unknown topic(s) {unknown}; choose from {TOPICS}")
+    out_dir = out_dir or OUT_DIR
     results, failed = {}, []
-    for name in names:
-        t0 = time.perf_counter()
-        print(f"== {name}", flush=True)
-        mod = importlib.import_module(f"compare.{name}")
-        res = mod.run(quick=args.quick)
+    t_run = time.perf_counter()
+    for i, name in enumerate(names, 1):
+        print(f"== [{i}/{len(names)}] {name}", flush=True)
+        res = run_topic(name, args.quick)
         results[name] = res
-        bad = [c.name for c in res.checks if not c.ok]
-        failed += [f"{name}:{b}" for b in bad]
+        save_topic(name, res, out_dir)
+        if res.status == "error":
+            failed.append(f"{name}: raised")
+            print(res.error.rstrip().splitlines()[-1], flush=True)
+        failed += [f"{name}:{c.name}" for c in res.checks if not c.ok]
         print(f"   {sum(c.ok for c in res.checks)}/{len(res.checks)} checks passed "
-              f"({time.perf_counter() - t0:.1f} s)", flush=True)
-    path = write_report(results)
-    print(f"report: {path}")
+              f"({res.seconds:.1f} s)", flush=True)
+    stored = load_topics(TOPICS, out_dir)
+    path = write_report(stored, out_dir / "report.md", run_seconds=time.perf_counter() - t_run)
+    print(f"report: {path} ({len(stored)} topics, {len(names)} run now)")
     if args.json:
         write_json(results, args.json)
         print(f"json: {args.json}")
     if failed:
-        print("FAILED checks: " + ", ".join(failed))
+        print("FAILED: " + ", ".join(failed))
         return 1
     return 0
 

@@ -1,18 +1,30 @@
-"""The result record every topic returns, timing helpers, and the report writer."""
+"""The result record every topic returns, timing helpers, and the report writer.
+
+A topic's `run()` returns a `TopicResult`. `python -m compare` stores each one as JSON under
+`compare/out/topics/<name>.json` (`save_topic`), then renders `compare/out/report.md` from every
+stored topic (`write_report`), so running one topic refreshes its section and keeps the others.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import math
+import os
+import platform
+import re
 import statistics
+import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
 OUT_DIR = Path(__file__).parent / "out"
+REPO = Path(__file__).parent.parent
+FOLD_LINES = 25  # fenced blocks longer than this are folded into <details> in the report
 
 
 def code(text: str, lang: str = "") -> str:
@@ -35,14 +47,45 @@ class Check:
         return {"name": self.name, "ok": bool(self.ok), "max_err": err}
 
 
+class Ms(float):
+    """A median in milliseconds that also carries its spread: quartiles `q1`, `q3` over `n` runs.
+
+    It is a float, so topics that store `median_ms(...)` in `timings_ms` keep working, and the
+    report finds the spread on the value itself."""
+
+    q1: float
+    q3: float
+    n: int
+
+    def __new__(cls, median: float, q1: float, q3: float, n: int) -> "Ms":
+        self = super().__new__(cls, median)
+        self.q1, self.q3, self.n = float(q1), float(q3), int(n)
+        return self
+
+
+def ms_of(times: Iterable[float]) -> Ms:
+    """Median and quartiles of a list of times in milliseconds."""
+    times = sorted(float(t) for t in times)
+    if len(times) >= 2:
+        q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
+    else:
+        q1 = q3 = times[0]
+    return Ms(statistics.median(times), q1, q3, len(times))
+
+
 @dataclasses.dataclass
 class TopicResult:
     """What a topic's `run()` returns.
 
-    checks: agreement checks; timings_ms: median wall times in milliseconds; devices: how many
-    devices the topic ran on; sections: markdown paragraphs for the report (jaxprs side by side,
-    explanations); chapter: repo-relative link to the chapter that explains the topic;
-    extra: other JSON-able keys, copied to the JSON root when only this topic was run.
+    checks: agreement checks; timings_ms: median wall times in milliseconds (keys naming
+    `minijax` and `jax` the same way, e.g. `step: minijax` / `step: jax`, are paired in the
+    report with their ratio; keys starting with `ratio` are ratios, not times); spread_ms:
+    (q1, q3) per timing where known (a `Ms` value in timings_ms carries its own); devices: how
+    many devices the topic ran on; sections: markdown paragraphs for the report; chapter:
+    repo-relative link to the chapter that explains the topic; runs: "both" (minijax and JAX)
+    or "jax" (JAX only), inferred from the topic's imports when empty; extra: other JSON-able
+    keys, copied to the JSON root when only this topic was run. status/error/seconds/quick
+    are filled in by `python -m compare`.
     """
 
     title: str
@@ -52,6 +95,12 @@ class TopicResult:
     sections: list[str] = dataclasses.field(default_factory=list)
     chapter: str | None = None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    spread_ms: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    runs: str = ""
+    status: str = "ok"
+    error: str = ""
+    seconds: float | None = None
+    quick: bool = False
 
     def check(self, name: str, got, want, *, rtol: float = 1e-5, atol: float = 1e-6) -> bool:
         """Compare two pytrees of arrays leaf by leaf (same shapes, values within tolerance)."""
@@ -63,14 +112,65 @@ class TopicResult:
         self.checks.append(Check(name, bool(ok), None))
         return bool(ok)
 
+    def check_raises(self, name: str, fn: Callable[[], Any],
+                     expected: type | tuple[type, ...]) -> str:
+        """Check that `fn()` raises `expected` (the type JAX raises); returns the message.
+
+        A different exception, or none, fails the check, and the report names what happened."""
+        try:
+            fn()
+        except expected as e:  # noqa: PERF203
+            self.checks.append(Check(name, True, None))
+            return f"{type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - the wrong kind of error is a failed check
+            self.checks.append(Check(f"{name} (raised {type(e).__name__})", False, None))
+            return f"{type(e).__name__}: {e}"
+        self.checks.append(Check(f"{name} (did not raise)", False, None))
+        return "(no exception)"
+
+    def spread(self, key: str) -> tuple[float, float] | None:
+        if key in self.spread_ms:
+            return tuple(self.spread_ms[key])
+        v = self.timings_ms.get(key)
+        return (v.q1, v.q3) if isinstance(v, Ms) else None
+
     def to_json(self) -> dict:
         d = {
             "checks": [c.to_json() for c in self.checks],
             "timings_ms": {k: float(v) for k, v in self.timings_ms.items()},
             "devices": int(self.devices),
         }
+        spreads = {k: list(s) for k in self.timings_ms if (s := self.spread(k)) is not None}
+        if spreads:
+            d["spread_ms"] = spreads
         d.update(self.extra)
         return d
+
+    def to_record(self) -> dict:
+        """Everything the report needs, JSON-able (what `save_topic` stores)."""
+        return {
+            "title": self.title, "status": self.status, "error": self.error,
+            "runs": self.runs, "quick": bool(self.quick), "seconds": self.seconds,
+            "devices": int(self.devices), "chapter": self.chapter,
+            "checks": [c.to_json() for c in self.checks],
+            "timings_ms": {k: float(v) for k, v in self.timings_ms.items()},
+            "spread_ms": {k: list(s) for k in self.timings_ms
+                          if (s := self.spread(k)) is not None},
+            "sections": list(self.sections), "extra": self.extra,
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        }
+
+    @classmethod
+    def from_record(cls, rec: dict) -> "TopicResult":
+        res = cls(rec.get("title", "?"))
+        res.checks = [Check(c["name"], c["ok"], c.get("max_err")) for c in rec.get("checks", [])]
+        res.timings_ms = dict(rec.get("timings_ms", {}))
+        res.spread_ms = {k: tuple(v) for k, v in rec.get("spread_ms", {}).items()}
+        for key in ("devices", "sections", "chapter", "extra", "runs", "status", "error",
+                    "seconds", "quick"):
+            if key in rec:
+                setattr(res, key, rec[key])
+        return res
 
 
 def _leaves(tree) -> list:
@@ -99,8 +199,9 @@ def allclose_tree(got, want, *, rtol: float = 1e-5, atol: float = 1e-6) -> tuple
     return ok, worst
 
 
-def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> float:
-    """Median wall time of `fn()` in milliseconds. `fn` must block on its own result."""
+def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> Ms:
+    """Median wall time of `fn()` in milliseconds (an `Ms`: a float with quartiles).
+    `fn` must block on its own result."""
     for _ in range(warmup):
         fn()
     times = []
@@ -108,38 +209,202 @@ def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> fl
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    return ms_of(times)
 
 
-def write_report(results: dict[str, TopicResult], path: Path | None = None) -> Path:
-    """Write the markdown report (agreement table, timings, sections) and return its path."""
-    path = path or OUT_DIR / "report.md"
+def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str = "it"):
+    """`tqdm` progress on stderr for a long loop (a plain iterator when tqdm is missing)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return iterable
+    return tqdm(iterable, desc=desc, total=total, unit=unit, file=sys.stderr, leave=False,
+                mininterval=1.0, disable=os.environ.get("COMPARE_NO_PROGRESS") == "1")
+
+
+def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
+    """Draw a matplotlib figure with `draw(fig)`, save it as `compare/out/plots/<name>.png` and
+    return the markdown that shows it in the report (which lives in compare/out/). Topics call
+    it in full runs only: quick runs (the tests) skip the drawing."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig = plt.figure(figsize=figsize)
+    draw(fig)
+    fig.tight_layout()
+    path = OUT_DIR / "plots" / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["# minijax vs JAX: comparison report", ""]
-    lines += ["| topic | checks passed | worst max_err | devices | chapter |",
-              "|---|---|---|---|---|"]
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"![{name}](plots/{name}.png)"
+
+
+# ---------------------------------------------------------------------------------------------
+# Stored per-topic results
+# ---------------------------------------------------------------------------------------------
+
+def save_topic(name: str, res: TopicResult, out_dir: Path | None = None) -> Path:
+    """Store one topic's result as `<out_dir>/topics/<name>.json`."""
+    path = (out_dir or OUT_DIR) / "topics" / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res.to_record(), indent=1, default=str))
+    return path
+
+
+def load_topics(names: Iterable[str], out_dir: Path | None = None) -> dict[str, TopicResult]:
+    """The stored results of `names` that exist, in that order."""
+    out = {}
+    for name in names:
+        path = (out_dir or OUT_DIR) / "topics" / f"{name}.json"
+        if path.exists():
+            out[name] = TopicResult.from_record(json.loads(path.read_text()))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The report
+# ---------------------------------------------------------------------------------------------
+
+def environment() -> dict[str, str]:
+    """Versions and machine, for the report header."""
+    import jax
+    import jaxlib
+
+    import minijax
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "minijax": minijax.__version__, "jax": jax.__version__, "jaxlib": jaxlib.__version__,
+        "numpy": np.__version__, "python": platform.python_version(),
+        "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
+        "devices": f"{jax.device_count()} x {jax.default_backend()}",
+    }
+
+
+def _fold(section: str) -> str:
+    """Fold fenced code blocks longer than FOLD_LINES lines into a <details> element."""
+    def sub(m: re.Match) -> str:
+        block = m.group(0)
+        n = block.count("\n") - 1
+        if n <= FOLD_LINES:
+            return block
+        return f"<details><summary>{n} lines (click to show)</summary>\n\n{block}\n\n</details>"
+    return re.sub(r"^```[^\n]*\n.*?^```$", sub, section, flags=re.S | re.M)
+
+
+def _fmt(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
+
+
+def _spread(s) -> str:
+    return "-" if s is None else f"{s[0]:.4g}–{s[1]:.4g}"
+
+
+def timing_tables(r: TopicResult) -> list[str]:
+    """Markdown tables for `r.timings_ms`: minijax/JAX pairs with their ratio, then the rest."""
+    keys = list(r.timings_ms)
+    pairs, used = [], set()
+    for k in keys:
+        if re.search(r"\bminijax\b", k):
+            kj = re.sub(r"\bminijax\b", "jax", k)
+            if kj in r.timings_ms and kj != k:
+                pairs.append((k, kj))
+                used |= {k, kj}
+    out = []
+    if pairs:
+        rows = ["| what | JAX ms | JAX spread | minijax ms | minijax spread | minijax / JAX |",
+                "|---|---|---|---|---|---|"]
+        for k, kj in pairs:
+            label = re.sub(r"\s+", " ", re.sub(r"[:,]?\s*\bminijax\b\s*[:,]?", " ", k)).strip()
+            mj, jx = r.timings_ms[k], r.timings_ms[kj]
+            ratio = f"{mj / jx:.2f}" if jx else "-"
+            rows.append(f"| {label} | {_fmt(jx)} | {_spread(r.spread(kj))} | {_fmt(mj)} | "
+                        f"{_spread(r.spread(k))} | {ratio} |")
+        out.append("\n".join(rows))
+    rest = [k for k in keys if k not in used and not k.lower().startswith("ratio")]
+    if rest:
+        rows = ["| what | median ms | spread (q1–q3) |", "|---|---|---|"]
+        rows += [f"| {k} | {_fmt(r.timings_ms[k])} | {_spread(r.spread(k))} |" for k in rest]
+        out.append("\n".join(rows))
+    ratios = [k for k in keys if k.lower().startswith("ratio")]
+    if ratios:
+        out.append("\n".join(["| ratio | value |", "|---|---|"]
+                             + [f"| {k} | {r.timings_ms[k]:.3g} |" for k in ratios]))
+    return out
+
+
+RUNS = {"both": "minijax and JAX", "jax": "JAX only"}
+
+
+def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
+           run_seconds: float | None = None) -> str:
+    """The report's markdown for `results` (topic name -> result, in report order)."""
+    env = env if env is not None else environment()
+    modes = {r.quick for r in results.values()}
+    mode = ("quick" if modes == {True} else "full" if modes == {False} else
+            "mixed (quick: " + ", ".join(n for n, r in results.items() if r.quick) + ")")
+    total = sum(r.seconds or 0.0 for r in results.values())
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = ["# minijax and JAX: comparison report", "",
+             "The same programs run through minijax and real JAX where a topic says *minijax "
+             "and JAX*; topics marked *JAX only* document real JAX features (the JAX 201 "
+             "pages) that minijax does not cover yet.", "",
+             f"- written: {now}; sizes: {mode}; topic time: {total:.1f} s"
+             + (f" (this run: {run_seconds:.1f} s)" if run_seconds is not None else ""),
+             "- versions: " + ", ".join(f"{k} {env[k]}" for k in
+                                         ("minijax", "jax", "jaxlib", "numpy", "python")
+                                         if k in env),
+             f"- machine: {env.get('cpu', '?')}; devices: {env.get('devices', '?')}", "",
+             "## Contents", "",
+             "| topic | runs | status | checks passed | worst max_err | time s | ran | chapter |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         passed = sum(c.ok for c in r.checks)
         errs = [c.max_err for c in r.checks if c.max_err is not None]
         worst = f"{max(errs):.3g}" if errs else "-"
+        status = ("**FAILED (raised)**" if r.status == "error" else
+                  "ok" if passed == len(r.checks) else "**checks fail**")
         chap = "-"
         if r.chapter:  # a chapter not written yet is named, not linked
-            exists = (Path(__file__).parent.parent / r.chapter).exists()
+            exists = (REPO / r.chapter).exists()
             chap = f"[{r.chapter}](../../{r.chapter})" if exists else f"{r.chapter} (planned)"
-        lines.append(f"| {name} | {passed}/{len(r.checks)} | {worst} | {r.devices} | {chap} |")
+        secs = "-" if r.seconds is None else f"{r.seconds:.1f}"
+        lines.append(f"| [{name}](#{name}) | {RUNS.get(r.runs, r.runs or '?')} | {status} | "
+                     f"{passed}/{len(r.checks)} | {worst} | {secs} | "
+                     f"{'quick' if r.quick else 'full'} | {chap} |")
     for name, r in results.items():
-        lines += ["", f"## {name}: {r.title}", ""]
-        lines += ["| check | ok | max_err |", "|---|---|---|"]
-        for c in r.checks:
-            err = "-" if c.max_err is None else f"{c.max_err:.3g}"
-            lines.append(f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {err} |")
-        if r.timings_ms:
-            lines += ["", f"Timings (median, ms, {r.devices} device(s)):", ""]
-            lines += ["| what | ms |", "|---|---|"]
-            lines += [f"| {k} | {v:.4g} |" for k, v in r.timings_ms.items()]
+        lines += ["", f'<a id="{name}"></a>', "", f"## {name}: {r.title}", "",
+                  f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
+        if r.status == "error":
+            lines += ["", "**This topic raised an exception**; the run went on with the "
+                      "others. Traceback:", "", code(r.error)]
+        if r.checks:
+            lines += ["", "| check | ok | max_err |", "|---|---|---|"]
+            for c in r.checks:
+                err = "-" if c.max_err is None else f"{c.max_err:.3g}"
+                lines.append(f"| {c.name} | {'PASS' if c.ok else 'FAIL'} | {err} |")
+        tables = timing_tables(r)
+        if tables:
+            lines += ["", f"Timings (median ms; spread = quartiles q1–q3; {r.devices} "
+                      "device(s)):", ""]
+            lines += ["\n\n".join(tables)]
         for s in r.sections:
-            lines += ["", s]
-    path.write_text("\n".join(lines) + "\n")
+            lines += ["", _fold(s)]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(results: dict[str, TopicResult], path: Path | None = None,
+                 run_seconds: float | None = None) -> Path:
+    """Write the markdown report for `results` and return its path."""
+    path = path or OUT_DIR / "report.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render(results, run_seconds=run_seconds))
     return path
 
 

@@ -72,19 +72,19 @@ def vmap_cond_program(J):
 # (name, build, args, the jaxpr grade asserted, note)
 PROGRAMS: list[tuple[str, Callable, Callable, str | None, str]] = [
     ("cond", cond_program, lambda r: (np.float32(0.5), r.randn(3).astype(np.float32)),
-     "renamed", "both branches are traced to jaxprs; the predicate becomes an i32 index"),
+     "identical", "both branches are traced to jaxprs; the predicate becomes an i32 index"),
     ("switch", switch_program, lambda r: (np.int32(5), r.randn(3).astype(np.float32)),
      None, "the index is clamped: JAX binds `clamp`, minijax (which has no clamp primitive) "
      "`min` then `max`"),
     ("scan", scan_program, lambda r: (r.randn(5, 3).astype(np.float32),),
-     "renamed", "the body is one jaxpr; xs are sliced and ys stacked along the leading axis"),
+     "identical", "the body is one jaxpr; xs are sliced and ys stacked along the leading axis"),
     ("while", while_program, lambda r: (np.float32(1.5),),
-     "renamed", "cond_jaxpr and body_jaxpr, each with its consts counted"),
+     "identical", "cond_jaxpr and body_jaxpr, each with its consts counted"),
     ("fori (static bounds)", fori_program, lambda r: (r.randn(3).astype(np.float32),),
-     "renamed", "concrete bounds make fori_loop a scan (so reverse mode works)"),
+     "identical", "concrete bounds make fori_loop a scan (so reverse mode works)"),
     ("vmap of cond (batched predicate)", vmap_cond_program,
      lambda r: (r.randn(4).astype(np.float32), r.randn(4, 3).astype(np.float32)),
-     "renamed", "a batched predicate turns the cond into select_n of both branches"),
+     "identical", "a batched predicate turns the cond into select_n of both branches"),
 ]
 
 

@@ -35,7 +35,7 @@ from jax.experimental.pallas import triton as jplgpu
 import minijax
 from compare import pallas_kernels
 from compare._jax201 import catch, hlo_opcodes, table, time_into
-from compare._report import TopicResult, code
+from compare._report import TopicResult, code, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import triton as mplgpu
 from minijax.state import discharge_state
@@ -56,6 +56,20 @@ def _hlo_ops(hlo: str) -> dict[str, int]:
     ops = hlo_opcodes(hlo)
     keep = ("while", "dynamic-slice", "dynamic-update-slice", "fusion")
     return {o: ops.count(o) for o in keep}
+
+
+def _draw_times(fig, rows) -> None:
+    """Bars on a log scale: each kernel's median ms under JAX's and minijax's interpret mode,
+    and the plain `jnp` program it replaces."""
+    ax = fig.add_subplot(1, 1, 1)
+    labels = [r[0] for r in rows]
+    for i, name in enumerate(("jax pallas (interpret)", "minijax pallas (interpret)", "jnp")):
+        ax.bar([j + (i - 1) * 0.27 for j in range(len(rows))], [r[1 + i] for r in rows], 0.27,
+               label=name)
+    ax.set_yscale("log")
+    ax.set_ylabel("ms per call (median)")
+    ax.set_xticks(range(len(rows)), labels, rotation=25, ha="right", fontsize=7)
+    ax.legend(fontsize=7)
 
 
 def run(quick: bool = False) -> TopicResult:
@@ -218,6 +232,9 @@ def run(quick: bool = False) -> TopicResult:
         rows.append([f"attention fwd+bwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 
+    if not quick:
+        res.sections.append("### Kernels vs jnp\n\n" + plot(
+            "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0)))
     res.sections.append(
         "### Every kernel under both modules\n\n"
         "Each kernel source in compare/pallas_kernels.py ran under "

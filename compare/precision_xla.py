@@ -1,6 +1,8 @@
 """Precision and XLA: matmul precision, accumulation types, compiler options, HLO dumps, fusion.
 
-Real JAX only. The program shows:
+Runs minijax and JAX (the precision levels, accumulation types and per-function compiler
+options run under both; dot algorithms, the precision flag and op metadata exist in JAX only).
+The program shows:
 
 * `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
   program, what the CPU does with it, and (emulated with explicit bfloat16 passes) what the
@@ -30,8 +32,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+import minijax
 from compare._jax201 import catch, hlo_opcodes, out_folder, rel, table, time_into
-from compare._report import TopicResult, code
+from compare._report import TopicResult, code, plot
 
 BF16 = jnp.bfloat16
 F32 = jnp.float32
@@ -77,8 +80,9 @@ CHILD = textwrap.dedent("""
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion")
-    res.chapter = "chapters/07-jit.md"
+    res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion",
+                      runs="both")
+    res.chapter = "chapters/22-precision-xla-flags.md"
     res.devices = 1
     rng = np.random.default_rng(0)
     m, k, n = (64, 256, 32) if quick else (256, 2048, 256)
@@ -86,6 +90,7 @@ def run(quick: bool = False) -> TopicResult:
     b = rng.standard_normal((k, n)).astype(np.float32)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     scale = np.abs(exact).max()
+    a_d, b_d = jax.device_put(a), jax.device_put(b)  # timed calls take device inputs
 
     # ---------------------------------------------------------------- precision levels
     rows, outs = [], {}
@@ -100,7 +105,7 @@ def run(quick: bool = False) -> TopicResult:
         res.check(f"{prec.name}: f32 matmul vs float64 reference", out, exact,
                   rtol=1e-4, atol=1e-4 * scale)
         ms = time_into(res, f"f32 matmul {m}x{k}x{n}, precision={prec.name}",
-                       lambda f=f: f(a, b), quick)
+                       lambda f=f: f(a_d, b_d), quick)
         rows.append([prec.name, attr.group(0) if attr else "-",
                      f"{np.abs(out - exact).max() / scale:.2e}", f"{ms:.3g}"])
     with jax.default_matmul_precision("highest"):
@@ -148,7 +153,16 @@ def run(quick: bool = False) -> TopicResult:
         "for 3x the matrix-unit work. Named algorithms (`jax.lax.DotAlgorithmPreset`) can "
         "also be passed as `precision=`; which ones a backend accepts varies. On this CPU:\n\n"
         + table(["preset", "CPU backend", "relative error"], presets)
+        + "\n\nAn accepted preset whose error equals float32's was *ignored*: the CPU "
+        "computed in float32 whatever the preset asked for."
     )
+    _minijax_precision(res, a, b, exact, scale, outs, quick)
+    if not quick:
+        bars = [(label, v) for label, v in emu.items()] + [
+            (f"preset {r[0].strip('`')}", float(r[2])) for r in presets if r[2] != "-"]
+        res.sections.append("### Precision error vs algorithm\n\n" + plot(
+            "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
+                                                 log=True), figsize=(8, 4)))
 
     # ---------------------------------------------------------------- preferred_element_type
     ab, bb = jnp.asarray(a, BF16), jnp.asarray(b, BF16)
@@ -205,6 +219,7 @@ def run(quick: bool = False) -> TopicResult:
                    n_unfused > n_fused)
     t_f = time_into(res, f"chain {size}x{size}: default (fused)", lambda: fused(x), quick)
     t_u = time_into(res, f"chain {size}x{size}: fusion disabled", lambda: unfused(x), quick)
+    fusion_ms = _minijax_fusion(res, np.asarray(x), ref, quick)
     kind_bad, msg_bad = catch(lambda: lowered.compile(compiler_options={"xla_no_such_flag": 1}))
     res.check_true("an unknown compiler option is rejected", kind_bad is not None)
     via_jit = jax.jit(chain, compiler_options={"xla_disable_hlo_passes": "fusion"})
@@ -225,6 +240,14 @@ def run(quick: bool = False) -> TopicResult:
         "still wraps single ops as `wrapped_*` fusions), so every intermediate is written "
         "to memory and read back. All three give the same values (checked). A misspelt "
         "option fails loudly instead of being ignored:\n\n" + code(f"{kind_bad}: {msg_bad}")
+        + "\n\nminijax's `Lowered.compile(compiler_options=...)` passes the options to XLA "
+        "the same way; the fused and unfused chain in both modules, inputs on the device "
+        "(the paired rows of the timings table):\n\n"
+        + table(["module", "fused ms", "fusion off ms"],
+                [[mod, f"{v[0]:.3g}", f"{v[1]:.3g}"] for mod, v in fusion_ms.items()])
+        + ("" if quick else "\n\n" + plot("fusion_on_off", lambda fig: _bars(
+            fig, [(f"{mod} {what}", v[i]) for mod, v in fusion_ms.items()
+                  for i, what in enumerate(("fused", "fusion off"))], "median ms")))
     )
 
     # ---------------------------------------------------------------- HLO dump in a subprocess
@@ -292,3 +315,65 @@ def run(quick: bool = False) -> TopicResult:
     if quick:  # the temporary dump folder has served its purpose
         shutil.rmtree(dump_dir, ignore_errors=True)
     return res
+
+
+def _bars(fig, bars, ylabel: str, log: bool = False) -> None:
+    ax = fig.add_subplot()
+    ax.bar(range(len(bars)), [v for _, v in bars])
+    ax.set_xticks(range(len(bars)), [name for name, _ in bars], rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+
+
+def _minijax_precision(res: TopicResult, a, b, exact, scale, jax_outs, quick: bool) -> None:
+    """The three precision levels in minijax (via lax.dot_general): equal to JAX's results on
+    CPU, though minijax does not write the level into its program."""
+    dn = (((1,), (0,)), ((), ()))
+    rows = []
+    for prec in (lax.Precision.DEFAULT, lax.Precision.HIGH, lax.Precision.HIGHEST):
+        f = minijax.jit(lambda x, y, p=prec: minijax.lax.dot_general(x, y, dn, precision=p))
+        out = np.asarray(f(a, b), np.float64)
+        res.check(f"minijax {prec.name}: equals JAX's result", out, jax_outs[prec.name],
+                  rtol=1e-6, atol=1e-6 * scale)
+        text = f.lower(a, b).as_text()
+        rows.append([prec.name, "precision = [" in text,
+                     f"{np.abs(out - exact).max() / scale:.2e}"])
+    bf = minijax.numpy.bfloat16
+    mixed = minijax.jit(lambda x, y: minijax.lax.dot_general(
+        x.astype(bf), y.astype(bf), dn, preferred_element_type=np.float32))(a, b)
+    ref = jax.jit(lambda x, y: jnp.matmul(x.astype(BF16), y.astype(BF16),
+                                          preferred_element_type=F32))(a, b)
+    res.check("minijax bf16 inputs, f32 accumulation: equals JAX's", np.asarray(mixed),
+              np.asarray(ref), rtol=1e-6, atol=1e-6 * scale)
+    res.check_true("minijax preferred_element_type=float32 gives float32", mixed.dtype == F32)
+    res.sections.append(
+        "### The same levels in minijax\n\n"
+        "`minijax.lax.dot_general(a, b, dn, precision=...)` (minijax's `jnp.matmul` takes no "
+        "precision argument). minijax keeps the level as a param but does not lower it; on "
+        "this CPU that changes nothing, as the errors show:\n\n"
+        + table(["precision", "written into the StableHLO", "relative error"], rows)
+        + "\n\nbf16 inputs with float32 accumulation (`preferred_element_type`) agree with "
+        "JAX's to rounding (checked).")
+
+
+def _minijax_fusion(res: TopicResult, x, ref, quick: bool) -> dict[str, tuple[float, float]]:
+    """The chain fused and with fusion off, in both modules, timed with inputs on the device."""
+    out = {}
+    for name, J in (("jax", jax), ("minijax", minijax)):
+        jnp_ = J.numpy
+        fn = lambda t, jnp_=jnp_: jnp_.tanh(jnp_.sin(t) * 2.0 + jnp_.cos(t)) ** 2 - t / 3.0
+        xd = J.device_put(x)
+        lowered = J.jit(fn).lower(xd)
+        fused = lowered.compile()
+        unfused = lowered.compile(compiler_options={"xla_disable_hlo_passes": "fusion"})
+        res.check(f"{name}: fusion off gives the same values", np.asarray(unfused(xd)), ref,
+                  rtol=1e-5, atol=1e-5)
+        n_f = _ops(_entry(fused.as_text())).count("fusion")
+        n_u = _ops(_entry(unfused.as_text())).count("fusion")
+        res.check_true(f"{name}: fusion off gives more kernels ({n_f} -> {n_u})", n_u > n_f)
+        out[name] = tuple(time_into(res, f"chain {what}: {name}",
+                                    lambda c=c, J=J, xd=xd: J.block_until_ready(c(xd)), quick)
+                          for what, c in (("fused", fused), ("fusion off", unfused)))
+    return out

@@ -1,6 +1,7 @@
 """Profiling: traces, memory profiles, cost analysis, and how not to benchmark.
 
-Real JAX only. The program:
+The trace, memory profile, cost analysis and pitfalls run real JAX; the roofline runs the
+MNIST MLP and CNN steps of both modules. The program:
 
 * records a `jax.profiler.trace` of a few steps of a small MLP training loop, with a
   `StepTraceAnnotation` per step, and reads the Perfetto trace back to count the steps and find
@@ -10,7 +11,9 @@ Real JAX only. The program:
   `compiled.cost_analysis()`) and checks the matmul flop count against 2*m*n*k;
 * demonstrates three benchmarking mistakes next to the correct measurement: not waiting for
   the asynchronous result, timing the first (compiling) call, and re-creating the jitted
-  function inside the loop. The timings are recorded, not asserted.
+  function inside the loop. The timings are recorded, not asserted;
+* measures this machine's roofline (peak matmul FLOP/s, copy bandwidth) and places the MNIST
+  MLP and CNN training steps of minijax and JAX on it (chapters/17-profiling-benchmarking.md).
 
 Full runs write to `compare/out/profile/`; quick runs (the tests) use a temporary folder.
 """
@@ -29,8 +32,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+import minijax
+from compare import mnist_mlp, numpy_cnn
 from compare._jax201 import catch, out_folder, rel, table, time_into
-from compare._report import TopicResult, code, median_ms
+from compare._report import TopicResult, code, median_ms, plot
 
 
 def init_params(key, sizes):
@@ -62,8 +67,9 @@ def _trace_events(path: Path) -> list[dict]:
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking")
-    res.chapter = "chapters/11-aot-async-benchmarking.md"
+    res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking, "
+                      "the roofline", runs="both")
+    res.chapter = "chapters/17-profiling-benchmarking.md"
     res.devices = 1
     folder = out_folder("profile", quick)
     batch, sizes = (32, [16, 32, 4]) if quick else (256, [64, 256, 256, 8])
@@ -257,6 +263,90 @@ def run(quick: bool = False) -> TopicResult:
         "new static value each time, recompiles every iteration. Passing NumPy arrays adds "
         "a host-to-device copy per call (small on CPU, a PCIe transfer on a GPU)."
     )
+    _roofline(res, quick)
     if quick:  # the temporary folder has served its purpose
         shutil.rmtree(folder, ignore_errors=True)
     return res
+
+
+def peak_and_bandwidth(quick: bool) -> tuple[float, float]:
+    """(FLOP/s of a large float32 matmul, bytes/s of a donated elementwise pass), best runs."""
+    n, mib = (256, 8) if quick else (1024, 64)
+    a = jax.device_put(np.random.default_rng(0).random((n, n), dtype=np.float32))
+    mm = jax.jit(lambda t: t @ t)
+    best = min(median_ms(lambda: mm(a).block_until_ready(), repeat=1, warmup=0)
+               for _ in range(3 if quick else 7))
+    bump = jax.jit(lambda v: v + 1.0, donate_argnums=0)  # reuses its buffer: no page faults
+    v = bump(jax.device_put(np.ones(mib * 2**20 // 4, np.float32)))
+    times = []
+    for _ in range(3 if quick else 7):
+        t0 = time.perf_counter()
+        v = bump(v).block_until_ready()
+        times.append(time.perf_counter() - t0)
+    return 2 * n**3 / (best * 1e-3), 2 * v.nbytes / min(times)
+
+
+def _model_steps(J, batch: int):
+    rng = np.random.RandomState(0)
+    y = J.device_put(rng.randint(0, 10, batch).astype(np.int32))
+    mlp = mnist_mlp.program(J, lr=0.1)["step"]
+    cnn = numpy_cnn.program(J, lr=0.1)["step"]
+    return {
+        "MLP": (mlp, (J.device_put(mnist_mlp.init_params()),
+                      J.device_put(rng.rand(batch, 784).astype(np.float32)), y)),
+        "CNN": (cnn, (J.device_put(numpy_cnn.init_params()),
+                      J.device_put(rng.rand(batch, 1, 28, 28).astype(np.float32)), y)),
+    }
+
+
+def _roofline(res: TopicResult, quick: bool) -> None:
+    peak, bw = peak_and_bandwidth(quick)
+    res.check_true("measured peak FLOP/s and bandwidth are positive", peak > 0 and bw > 0)
+    batch = 16 if quick else 128
+    points, rows = [], []
+    for name, J in (("jax", jax), ("minijax", minijax)):
+        for model, (step, args) in _model_steps(J, batch).items():
+            cost = step.lower(*args).compile().cost_analysis()
+            flops, nbytes = float(cost["flops"]), float(cost["bytes accessed"])
+            ms = median_ms(lambda step=step, args=args, J=J: J.block_until_ready(step(*args)),
+                           repeat=5 if quick else 30, warmup=1 if quick else 3)
+            res.timings_ms[f"{model} step (batch {batch}): {name}"] = ms
+            achieved = flops / (ms * 1e-3)
+            roof = min(peak, flops / nbytes * bw)
+            points.append((f"{model} {name}", flops / nbytes, achieved))
+            rows.append([f"{model} {name}", f"{flops:.4g}", f"{nbytes:.4g}",
+                         f"{flops / nbytes:.2f}", f"{ms:.3g}", f"{achieved / 1e9:.3g}",
+                         f"{achieved / roof:.0%}"])
+    res.extra["roofline"] = {"peak_flops": peak, "bandwidth": bw,
+                             "points": [list(p) for p in points]}
+    mlp = {r[0]: r for r in rows}
+    res.check_true("the MLP step's flop count is the same in both modules (cost model)",
+                   float(mlp["MLP jax"][1]) == float(mlp["MLP minijax"][1]) or
+                   abs(float(mlp["MLP jax"][1]) / float(mlp["MLP minijax"][1]) - 1) < 0.01)
+    section = (
+        "### The roofline of this machine, with both modules' model steps\n\n"
+        f"Ceilings, each from its fastest run: peak {peak / 1e9:.3g} GFLOP/s (a float32 "
+        f"matmul), bandwidth {bw / 1e9:.3g} GB/s (a donated elementwise pass over a large "
+        f"array); ridge point {peak / bw:.3g} FLOP/byte. Each SGD step (batch {batch}, inputs "
+        "on the device) is placed by its arithmetic intensity (XLA's flops / bytes accessed) "
+        "and its achieved FLOP/s (flops / median step time):\n\n"
+        + table(["step", "flops", "bytes", "FLOP/byte", "median ms", "GFLOP/s", "of roof"], rows)
+        + "\n\nThe MLP programs of the two modules cost the same by XLA's model; the CNN's "
+        "gradients lower differently (see the bytes column). Numbers from a shared machine.")
+    if not quick:
+        section += "\n\n" + plot("roofline", lambda fig: _draw_roofline(fig, peak, bw, points))
+    res.sections.append(section)
+
+
+def _draw_roofline(fig, peak: float, bw: float, points) -> None:
+    ax = fig.add_subplot()
+    xs = np.logspace(-2, 3, 200)
+    ax.plot(xs, np.minimum(peak, xs * bw) / 1e9, "k-", label="roofline")
+    for (label, x, y), marker in zip(points, "os^D"):
+        ax.plot(x, y / 1e9, marker, label=label)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title("roofline: measured ceilings, model steps of both modules")
+    ax.legend(fontsize=8)

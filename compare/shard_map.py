@@ -28,7 +28,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from compare._jax201 import catch, count_collectives, fmt_counts, table
-from compare._report import TopicResult, code
+from compare._report import TopicResult, code, plot
 from compare.sharding import interleaved_ms
 
 import minijax
@@ -175,6 +175,25 @@ def sgd_step(J, loss):
         val, grads = J.value_and_grad(loss)(params, x, y)
         return val, J.tree_util.tree_map(lambda p, g: p - 0.1 * g, params, grads)
     return J.jit(step)
+
+
+def _draw_collectives(fig, coll: dict) -> None:
+    """Bars: how many of each collective the compiled step of each strategy holds, JAX's bar
+    next to minijax's (they should be equal)."""
+    kinds = sorted({k for pair in coll.values() for c in pair for k, n in c.items() if n})
+    ax = fig.add_subplot(1, 1, 1)
+    width = 0.8 / max(1, 2 * len(kinds))
+    for si, (cj, cm) in enumerate(coll.values()):
+        for ki, kind in enumerate(kinds):
+            for mi, (counts, hatch) in enumerate(((cj, ""), (cm, "//"))):
+                x = si + (2 * ki + mi) * width - 0.4
+                ax.bar(x, counts.get(kind, 0), width, color=f"C{ki}", hatch=hatch,
+                       edgecolor="k", label=f"{kind} ({'JAX' if mi == 0 else 'minijax'})"
+                       if si == 0 else None)
+    ax.set_xticks(range(len(coll)), list(coll))
+    ax.set_ylabel("collectives in the compiled step")
+    ax.set_title("One MLP training step, three ways to split it over 8 devices")
+    ax.legend(fontsize=7)
 
 
 def run(quick: bool = False) -> TopicResult:
@@ -434,7 +453,7 @@ def run(quick: bool = False) -> TopicResult:
     for _ in range(steps):
         loss, p_ref = plain(p_ref, xs, ys)
         ref_losses.append(float(loss))
-    mlp_rows, ratios = [], {}
+    mlp_rows, ratios, coll = [], {}, {}  # coll: strategy -> (JAX counts, minijax counts)
     for name, (build, specs) in STRATEGIES.items():
         losses, timing, counts = {}, {}, {}
         for J in MODULES:
@@ -461,11 +480,15 @@ def run(quick: bool = False) -> TopicResult:
         res.timings_ms[f"{name} SGD step, JAX (8 devices)"] = t_j
         res.timings_ms[f"{name} SGD step, minijax (8 devices)"] = t_m
         ratios[name] = t_m / t_j
+        coll[name] = (counts[jax], counts[minijax])
         mlp_rows.append([name, " ".join(f"`{s}`" for s in specs),
                          " ".join(f"{v:.5f}" for v in losses[minijax]),
                          fmt_counts(counts[jax]), fmt_counts(counts[minijax]),
                          f"{t_j:.3f}", f"{t_m:.3f}", f"{t_m / t_j:.2f}"])
     res.extra["step_time_ratios_minijax_over_jax"] = ratios
+    if not quick:
+        res.sections.append("### Collectives per strategy\n\n" + plot(
+            "shard_map-collectives", lambda fig: _draw_collectives(fig, coll)))
     res.sections.append(
         "### Three parallel training steps of one MLP\n\n"
         f"`relu(x @ w1) @ w2` with x f32[{bsz},{d_in}], w1 f32[{d_in},{hid}], w2 "

@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import inspect
 import types
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from minijax import core
 from minijax.ad_util import Zero
@@ -104,6 +104,48 @@ def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
     return SaveAnyNamesButThese(frozenset(names_not_to_save))
 
 
+# JAX: jax/_src/interpreters/partial_eval.py Offloadable
+class Offloadable(NamedTuple):
+    """A policy's answer "save this residual, but in memory `dst`; bring it back to `src` for
+    the backward pass" (memory kinds: "device", "pinned_host"). A non-empty tuple, so it also
+    reads as True ("saveable") where only saving matters."""
+    src: str
+    dst: str
+
+
+# JAX: jax/_src/ad_checkpoint.py offload_dot_with_no_batch_dims
+def offload_dot_with_no_batch_dims(offload_src: str, offload_dst: str) -> Callable:
+    """`dots_with_no_batch_dims_saveable`, but the saved matmul results go to memory
+    `offload_dst` (e.g. "pinned_host") instead of staying on the device."""
+    def policy(prim, *avals, **params):
+        if dots_with_no_batch_dims_saveable(prim, *avals, **params):
+            return Offloadable(offload_src, offload_dst)
+        return False
+    return policy
+
+
+# JAX: jax/_src/ad_checkpoint.py save_and_offload_only_these_names
+def save_and_offload_only_these_names(*, names_which_can_be_saved, names_which_can_be_offloaded,
+                                      offload_src: str, offload_dst: str) -> Callable:
+    """Save the values named in `names_which_can_be_saved`, offload those named in
+    `names_which_can_be_offloaded` to memory `offload_dst`, recompute the rest. ValueError
+    if a name is in both lists."""
+    saved, offloaded = set(names_which_can_be_saved), set(names_which_can_be_offloaded)
+    if saved & offloaded:
+        raise ValueError(f"The names should be exclusive and should not intersect in "
+                         f"`names_which_can_be_saved` and `names_which_can_be_offloaded`. Got "
+                         f"names_which_can_be_saved={saved}, names_which_can_be_offloaded="
+                         f"{offloaded} and the intersection={saved & offloaded}")
+
+    def policy(prim, *_, **params):
+        if prim is name_p and params["name"] in saved:
+            return True
+        if prim is name_p and params["name"] in offloaded:
+            return Offloadable(offload_src, offload_dst)
+        return False
+    return policy
+
+
 # JAX: jax/_src/ad_checkpoint.py save_from_both_policies
 def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
     """A policy saving what either policy saves."""
@@ -112,8 +154,10 @@ def save_from_both_policies(policy_1: Callable, policy_2: Callable) -> Callable:
     return policy
 
 
-# JAX: jax/_src/ad_checkpoint.py checkpoint_policies — differs: no offloading policies
+# JAX: jax/_src/ad_checkpoint.py checkpoint_policies
 checkpoint_policies = types.SimpleNamespace(
+    offload_dot_with_no_batch_dims=offload_dot_with_no_batch_dims,
+    save_and_offload_only_these_names=save_and_offload_only_these_names,
     everything_saveable=everything_saveable,
     nothing_saveable=nothing_saveable,
     dots_saveable=dots_saveable,
@@ -228,22 +272,29 @@ def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy)
 
 
 def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, num_res: int,
-                         policy: Callable) -> tuple[ClosedJaxpr, ClosedJaxpr, int]:
+                         policy: Callable) -> tuple[ClosedJaxpr, ClosedJaxpr, list]:
     """Apply a saving policy to the split made by partial evaluation.
 
     `jaxpr_known` computes the known outputs followed by `num_res` residuals; `jaxpr_unknown`
     takes the residuals followed by the unknown inputs. A value may be saved if it is an input
     (or const) of `jaxpr_known` or the output of an equation the policy accepts; the other
-    residuals are recomputed, from saved values, at the start of the new unknown jaxpr.
-    Returns (jaxpr_known, jaxpr_unknown, num_res) with the same calling convention.
+    residuals are recomputed, from saved values, at the start of the new unknown jaxpr. A
+    residual the policy offloads (`Offloadable`) is saved; the new unknown jaxpr starts by
+    bringing it back to its source memory.
+    Returns (jaxpr_known, jaxpr_unknown, offloads): the same calling convention, and per new
+    residual its `Offloadable` or None (the caller moves those to their `dst` memory).
     """
     jk = jaxpr_known.jaxpr
     n_known_out = len(jk.outvars) - num_res
     saved: list[Var] = [*jk.constvars, *jk.invars]
     recomputed: list[JaxprEqn] = []
+    offload: dict[Var, Offloadable] = {}
     for eqn in jk.eqns:
-        if policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params):
+        case = policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
+        if case:
             saved.extend(eqn.outvars)
+            if isinstance(case, Offloadable):
+                offload.update((v, case) for v in eqn.outvars)
         else:
             recomputed.append(eqn)
     old_res = jk.outvars[n_known_out:]
@@ -254,8 +305,11 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
         ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
                           jk.eqns), jaxpr_known.consts), instantiate=True)
 
+    offloads = [offload.get(v) for v in new_res]
+
     def unknown_fun(*args):
         res, unknown_args = split_list(args, [len(new_res)])
+        res = [r if o is None else _move(r, o.src) for r, o in safe_zip(res, offloads)]
         residuals = core.eval_jaxpr(recompute, [], *res)
         return core.eval_jaxpr(jaxpr_unknown.jaxpr, jaxpr_unknown.consts, *residuals,
                                *unknown_args)
@@ -263,7 +317,12 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
     in_avals = [v.aval for v in new_res] + jaxpr_unknown.in_avals[num_res:]
     jaxpr_u, consts_u, _ = pe.trace_to_jaxpr_dynamic(unknown_fun, in_avals,
                                                      purpose="rematerialization")
-    return known, ClosedJaxpr(jaxpr_u, consts_u), len(new_res)
+    return known, ClosedJaxpr(jaxpr_u, consts_u), offloads
+
+
+def _move(x, kind: str):
+    from minijax.dispatch import MemorySpace, device_put_p
+    return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
 
 
 def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, differentiated,
@@ -271,13 +330,16 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     unknowns = [trace.is_own(x) for x in tracers]
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res = pe.partial_eval_jaxpr_nounits(
         _closed(jaxpr), unknowns)
-    jaxpr_known, jaxpr_unknown, num_res = _recompute_residuals(
+    jaxpr_known, jaxpr_unknown, offloads = _recompute_residuals(
         jaxpr_known, jaxpr_unknown, num_res, policy or nothing_saveable)
+    num_res = len(offloads)
     known_args, unknown_args = partition_list(unknowns, tracers)
     # The known part (the primal computation, plus any saved residuals) runs now, outside remat2.
     with core.set_current_trace(trace.parent_trace):
         known_outs = core.eval_jaxpr(jaxpr_known.jaxpr, jaxpr_known.consts, *known_args)
-    known_outs, residuals = split_list(known_outs, [len(known_outs) - num_res])
+        known_outs, residuals = split_list(known_outs, [len(known_outs) - num_res])
+        residuals = [r if o is None else _move(r, o.dst)  # offloaded: to its dst memory
+                     for r, o in safe_zip(residuals, offloads)]
     if not any(out_unknowns):
         return known_outs
     # The unknown part, recomputation included, is recorded as one remat2 equation.
@@ -442,6 +504,8 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
             if v in res_vars:
                 what = (f"named '{eqn.params['name']}'" if eqn.primitive is name_p
                         else f"output of {eqn.primitive.name}")
+                if eqn.primitive.name == "device_put":  # an offloaded residual
+                    what += f" to {eqn.params['devices'][0]!r}"
                 result.append((v.aval, what))
     return result
 

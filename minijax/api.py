@@ -627,8 +627,15 @@ def device_put(x, device=None):
     """
     from minijax import sharding as msh
     device = msh.canonicalize_sharding(device, "device_put")
-    if isinstance(device, msh.NamedSharding):
-        return msh.device_put_sharded_tree(x, device)
+    if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
+        from minijax.dispatch import device_put_p  # inside a transformation: a primitive
+        leaves, tree = tree_flatten(x)
+        outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
+                                 srcs=(None,) * len(leaves))
+        return tree_unflatten(tree, outs)
+    if isinstance(device, msh.NamedSharding) or (
+            isinstance(device, msh.SingleDeviceSharding) and device.memory_kind != "device"):
+        return msh.device_put_sharded_tree(x, device)  # blocks, or another memory kind
     if isinstance(device, msh.SingleDeviceSharding):
         device = device._device
     if device is not None and device != compiler.default_device():
@@ -640,6 +647,9 @@ def device_put(x, device=None):
         if isinstance(v, Array):
             if device is None:
                 return v
+            if v._sharding is not None and v._sharding.memory_kind != "device":
+                buf = compiler.device_put(v._value())  # back from host memory: a copy
+                return Array(v.aval, None, buf, committed=True)
             buf = v.device_buffer()
             arr = Array(v.aval, v._npy, buf, committed=True)
         else:

@@ -40,11 +40,15 @@ def default_device():
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module, devices: Sequence[Any] | None = None,
-            host_callbacks: Sequence[Any] = ()) -> Any:
+            host_callbacks: Sequence[Any] = (),
+            compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
     given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
     len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
 
+    `compiler_options`: XLA debug options for this executable only ({"xla_disable_hlo_passes":
+    "fusion"}), as JAX's `compile(compiler_options=...)` passes them (chapters/22-precision-
+    xla-flags.md); an unknown name raises XLA's error.
     Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
     `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
@@ -69,6 +73,8 @@ def compile(module, devices: Sequence[Any] | None = None,
         build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
         build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
         devices = DeviceList(tuple(devices))
+    if compiler_options:  # JAX: jax/_src/compiler.py get_compile_options env_options_overrides
+        options.env_option_overrides = list(compiler_options.items())
     if host_callbacks:
         # jaxlib takes the callables only with the module object, not its text
         from minijax.interpreters import mlir
@@ -294,6 +300,31 @@ class ExecuteReplicated:
         return outs[len(effs):]
 
 
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (outputs with a memory kind) — differs:
+# a subclass, so the common path above stays as chapter 07 shows it
+class ExecutePlaced(ExecuteReplicated):
+    """ExecuteReplicated for a one-device program some of whose outputs `out_shardings` puts
+    in another memory kind ("pinned_host"): those come back as Arrays carrying that sharding,
+    their buffers in that memory (chapters/24-memory-offloading.md)."""
+
+    __slots__ = ("placed",)
+
+    def __init__(self, executable, in_avals, out_avals, donated, placed: Sequence) -> None:
+        super().__init__(executable, in_avals, out_avals, donated)
+        self.placed = tuple(placed)  # per output: its sharding, or None (default memory)
+        from jaxlib import _jax
+        for i, (a, s) in enumerate(zip(out_avals, self.placed)):
+            if s is not None and self.handlers is not None:  # None: float0, generic path
+                self.handlers[i] = _jax.array_result_handler(
+                    _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
+                    _skip_checks=True)
+
+    def __call__(self, args, consts=()):
+        outs = super().__call__(args, consts)
+        return [o if s is None else Array(o.aval, None, o._buf, True, s)
+                for o, s in zip(outs, self.placed)]
+
+
 def device_put_arg(x, aval: core.ShapedArray, index: int):
     """The device buffer for argument `index`, a value that is not a minijax Array."""
     if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
@@ -347,10 +378,12 @@ def _buffer_sharding(sharding):
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
     from minijax import sharding as msh
+    kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
     if isinstance(sharding, msh.SingleDeviceSharding):
-        return jax.sharding.SingleDeviceSharding(sharding._device)
+        return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
     mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
-    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec))
+    return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec),
+                                      memory_kind=kind)
 
 
 # JAX: jax/_src/interpreters/pxla.py _shard_np_array

@@ -16,6 +16,7 @@ host, which for small arrays costs a fraction of a compiled call. Taught in chap
 
 from __future__ import annotations
 
+import enum
 import functools
 from typing import Any, Callable, Sequence
 
@@ -212,3 +213,87 @@ def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:
     if val.shape != aval.shape:
         raise AssertionError(f"impl produced shape {val.shape}, expected {aval.str_short()}")
     return Array(aval, val, None, committed)
+
+
+# ---------------------------------------------------------------------------------------------
+# device_put inside a transformation (chapters/24-memory-offloading.md)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py MemorySpace — differs: lives here, next to device_put_p
+class MemorySpace(enum.Enum):
+    """A `device_put` target that names only a memory space: the value stays on its devices,
+    in that memory. What remat's offloading policies move residuals with."""
+    Device = "device"
+    Host = "pinned_host"
+
+    def __repr__(self) -> str:
+        return f"MemorySpace.{self.name}"
+
+    @classmethod
+    def of_kind(cls, kind: str) -> "MemorySpace":
+        """The space of a memory kind ("device"; "pinned_host" or "unpinned_host": Host)."""
+        return cls.Device if kind == "device" else cls.Host
+
+
+# JAX: jax/_src/dispatch.py device_put_p — differs: the avals do not record the memory space
+# (JAX's `f32<host>[...]`); on the CPU backend, as in JAX, the lowering is the identity
+device_put_p = core.Primitive("device_put")
+device_put_p.multiple_results = True
+
+
+def _device_put_impl(*xs, devices, srcs):
+    from minijax import api
+    outs = []
+    for x, d in zip(xs, devices):
+        if isinstance(d, MemorySpace):
+            sharding = x.sharding if isinstance(x, Array) else None
+            if sharding is None:
+                from minijax import sharding as msh
+                from minijax.compiler import default_device
+                sharding = msh.SingleDeviceSharding(default_device())
+            d = sharding.with_memory_kind(d.value)
+        outs.append(api.device_put(x, d))
+    return outs
+
+
+def _device_put_abstract_eval(*avals, devices, srcs):
+    return list(avals)
+
+
+def _device_put_jvp(primals, tangents, *, devices, srcs):
+    from minijax.ad_util import Zero
+    outs = device_put_p.bind(*primals, devices=devices, srcs=srcs)
+    nz = [(i, t) for i, t in enumerate(tangents) if not isinstance(t, Zero)]
+    t_outs = device_put_p.bind(*[t for _, t in nz], devices=tuple(devices[i] for i, _ in nz),
+                               srcs=tuple(srcs[i] for i, _ in nz)) if nz else []
+    it = iter(t_outs)
+    return outs, [t if isinstance(t, Zero) else next(it) for t in tangents]
+
+
+def _device_put_transpose(cts, *xs, devices, srcs):
+    # back to where each value came from; a None source means "leave it where it is"
+    from minijax.ad_util import Zero
+    return [ct if isinstance(ct, Zero) or s is None else
+            device_put_p.bind(ct, devices=(s,), srcs=(d,))[0]
+            for ct, d, s in zip(cts, devices, srcs)]
+
+
+def _device_put_batch_rule(vals, dims, *, devices, srcs):
+    return device_put_p.bind(*vals, devices=devices, srcs=srcs), list(dims)
+
+
+def _device_put_lowering(ctx, *xs, devices, srcs):
+    return list(xs)
+
+
+def _register_device_put() -> None:
+    from minijax.interpreters import ad, batching, mlir
+    device_put_p.def_impl(_device_put_impl)
+    device_put_p.def_abstract_eval(_device_put_abstract_eval)
+    ad.primitive_jvps[device_put_p] = _device_put_jvp
+    ad.primitive_transposes[device_put_p] = _device_put_transpose
+    batching.primitive_batchers[device_put_p] = _device_put_batch_rule
+    mlir.register_lowering(device_put_p, _device_put_lowering)
+
+
+_register_device_put()

@@ -141,13 +141,32 @@ def _axes_of(p) -> tuple:
     return p if isinstance(p, tuple) else (p,)
 
 
+# JAX: jax/_src/sharding_impls.py SingleDeviceSharding — differs: JAX checks the kind in jaxlib
+# (C++); here None stays None (read as "device")
+def _check_memory_kind(kind: str | None, device) -> str | None:
+    """`kind` if `device` can address it (or `kind` is None); ValueError (JAX's message)
+    naming the kinds it can address otherwise."""
+    if kind is None or device is None or not hasattr(device, "addressable_memories"):
+        return kind
+    kinds = [m.kind for m in device.addressable_memories()]
+    if kind not in kinds:
+        raise ValueError(f"Could not find memory addressable by device {device.device_kind}. "
+                         f"Device {device.device_kind} can address the following memory "
+                         f"kinds: {', '.join(kinds)}. Got memory kind: {kind}")
+    return kind
+
+
 # JAX: jax/_src/sharding.py Sharding
 class Sharding:
     """Base class: a layout of arrays on a set of devices. Subclasses define
     `_device_assignment` (the devices, in the order the compiled program numbers them) and
     `devices_indices_map(shape)` (device -> tuple of slices)."""
 
-    memory_kind = "device"
+    @property
+    def memory_kind(self) -> str:
+        """Which memory of its devices the array lives in: "device", "pinned_host" or
+        "unpinned_host" on CPU (chapters/24-memory-offloading.md)."""
+        return self.__dict__.get("_memory_kind") or "device"
 
     @property
     def device_set(self) -> set:
@@ -192,6 +211,10 @@ class SingleDeviceSharding(Sharding):
     def __init__(self, device, *, memory_kind: str | None = None) -> None:
         self._device = device
         self._device_assignment = (device,)
+        self._memory_kind = _check_memory_kind(memory_kind, device)
+
+    def with_memory_kind(self, kind: str) -> "SingleDeviceSharding":
+        return SingleDeviceSharding(self._device, memory_kind=kind)
 
     def devices_indices_map(self, global_shape) -> dict:
         return {self._device: (slice(None),) * len(global_shape)}
@@ -201,10 +224,11 @@ class SingleDeviceSharding(Sharding):
         return True
 
     def __eq__(self, other) -> bool:
-        return isinstance(other, SingleDeviceSharding) and self._device == other._device
+        return (isinstance(other, SingleDeviceSharding) and self._device == other._device
+                and self.memory_kind == other.memory_kind)
 
     def __hash__(self) -> int:
-        return hash(("SingleDeviceSharding", self._device))
+        return hash(("SingleDeviceSharding", self._device, self.memory_kind))
 
     def __repr__(self) -> str:
         return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
@@ -226,6 +250,9 @@ class NamedSharding(Sharding):
             raise TypeError(f"NamedSharding: mesh must be a Mesh, got {mesh!r}")
         self.mesh = mesh
         self.spec = spec
+        devices = getattr(mesh, "devices", None)
+        self._memory_kind = _check_memory_kind(
+            memory_kind, None if devices is None else devices.flat[0])
         seen: set = set()
         for p in spec:
             for a in _axes_of(p):
@@ -242,6 +269,9 @@ class NamedSharding(Sharding):
     @property
     def _device_assignment(self) -> tuple:
         return tuple(self.mesh.devices.flat)
+
+    def with_memory_kind(self, kind: str) -> "NamedSharding":
+        return NamedSharding(self.mesh, self.spec, memory_kind=kind)
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -300,12 +330,14 @@ class NamedSharding(Sharding):
 
     def __eq__(self, other) -> bool:
         return self is other or (isinstance(other, NamedSharding) and self.mesh == other.mesh
-                                 and self.spec == other.spec)
+                                 and self.spec == other.spec
+                                 and self.memory_kind == other.memory_kind)
 
     def __hash__(self) -> int:
         h = self.__dict__.get("_hash")
         if h is None:
-            h = self.__dict__["_hash"] = hash(("NamedSharding", self.mesh, self.spec))
+            h = self.__dict__["_hash"] = hash(("NamedSharding", self.mesh, self.spec,
+                                               self.memory_kind))
         return h
 
     def __repr__(self) -> str:
@@ -349,7 +381,7 @@ def spec_for_device_map(mesh: Mesh, shape: tuple, index_of: dict) -> PartitionSp
 
 
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
-def device_put_sharded_tree(x, sharding: NamedSharding):
+def device_put_sharded_tree(x, sharding: Sharding):
     """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
     first (rank, divisibility), then each is cut into blocks and placed (committed)."""
     from minijax import compiler, core
@@ -358,6 +390,8 @@ def device_put_sharded_tree(x, sharding: NamedSharding):
     leaves, tree = tree_flatten(x)
     avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
     for aval in avals:  # all checks before any placement: nothing is left half-placed
+        if not isinstance(sharding, NamedSharding):  # one device (in some memory kind)
+            continue
         try:
             sharding.spec._check_compatible_wrt_shape(aval.shape)
         except ValueError as e:

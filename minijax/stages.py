@@ -95,9 +95,10 @@ class Lowered:
         """The `ir.Module` object."""
         return self._module
 
-    def compile(self) -> "Compiled":
-        """Compile the module with XLA (cache_stats["compiles"] counts it). Warns when a
-        donated input has no output of its type to reuse its buffer."""
+    def compile(self, compiler_options: dict | None = None) -> "Compiled":
+        """Compile the module with XLA (cache_stats["compiles"] counts it), with XLA options
+        for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
+        when a donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
         if mesh is not None and (self._host_callbacks or self.jaxpr.effects):
             raise NotImplementedError(
@@ -105,11 +106,16 @@ class Lowered:
                 "supported in minijax (callbacks run on one device) — see "
                 "chapters/14-callbacks-effects.md")
         exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
-                               self._host_callbacks)
+                               self._host_callbacks, compiler_options)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
-        if mesh is None:
+        placed = [s if s is not None and s.memory_kind != "device" else None
+                  for s in self._out_shardings]
+        if mesh is None and any(placed):
+            executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+                                              usable, placed)
+        elif mesh is None:
             executor = compiler.ExecuteReplicated(
                 exe, self.jaxpr.in_avals, self.jaxpr.out_avals, usable,
                 mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects))
@@ -122,6 +128,9 @@ class Lowered:
             if mesh.are_all_axes_explicit:  # the spec as the type states it (as JAX's)
                 out_sh = [c if a.sharding is None else NamedSharding(mesh, a.sharding.spec)
                           for a, c in zip(self.jaxpr.out_avals, out_sh)]
+            out_sh = [c if g is None or g.memory_kind == "device" else
+                      c.with_memory_kind(g.memory_kind)  # the layout chosen, the memory given
+                      for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]
             executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                usable, in_sh, out_sh)
         executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans

@@ -277,21 +277,24 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
         _module_contexts.append(ModuleContext())
+        # JAX marks every input and output with its memory kind once one is not "device"
+        kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
-            arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok)
+            arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok, kinds)
             if arg_attrs is not None:
                 fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
-            if ntok or any(s is not None for s in out_shardings):
+            if ntok or kinds or any(s is not None for s in out_shardings):
                 token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
                 fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
-                    ir.DictAttr.get({} if s is None else
-                                    {"sdy.sharding": sharding_attr(s, a.ndim)})
-                    for s, a in zip(out_shardings or [None] * len(closed.out_avals),
-                                    closed.out_avals)])
+                    ir.DictAttr.get(_value_attrs(s, a, kinds)) for s, a in
+                    zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
             entry = fn.add_entry_block()
             with ir.InsertionPoint(entry):
                 set_tokens(effs, entry.arguments[:ntok])
                 outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments)[ntok:])
+                if kinds:  # as JAX: every output given a sharding is placed, "device" too
+                    outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
+                            for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
                 func.ReturnOp([*get_tokens(effs), *outs])
             used = _sharding_state[-1]
             if host_callbacks is not None:
@@ -364,18 +367,48 @@ def _add_mesh(module, mesh) -> None:
     op.attributes["stablehlo.mesh"] = ir.Attribute.parse(f"{{axes = [{stable}]}}")
 
 
+def memory_kind(sharding) -> str:
+    """The memory kind a sharding names ("device" for None)."""
+    return "device" if sharding is None else sharding.memory_kind
+
+
+def _value_attrs(s, aval, kinds: bool) -> dict:
+    """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
+    `mhlo.memory_kind` for one input or output."""
+    from minijax import sharding as msh
+    d = {}
+    if isinstance(s, msh.NamedSharding):
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim)
+    if kinds:
+        d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
+    return d
+
+
+# JAX: jax/_src/interpreters/mlir.py wrap_with_memory_kind
+def wrap_with_memory_kind(x, kind: str):
+    """`custom_call @annotate_device_placement` telling XLA to place `x` in memory `kind`
+    (its `_xla_buffer_placement` frontend attribute), as JAX does for outputs whose sharding
+    names a host memory kind."""
+    op = hlo.CustomCallOp.build_generic(
+        results=[x.type], operands=[x],
+        attributes={"call_target_name": ir.StringAttr.get("annotate_device_placement"),
+                    "has_side_effect": ir.BoolAttr.get(True),
+                    "backend_config": ir.StringAttr.get("")})
+    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
+        {"_xla_buffer_placement": ir.StringAttr.get(kind)})
+    return op.result
+
+
 def _arg_attrs(closed: ClosedJaxpr, donated: Sequence[bool], in_shardings,
-               ntok: int = 0) -> list | None:
+               ntok: int = 0, kinds: bool = False) -> list | None:
     pairs = _alias_pairs(closed, donated) if any(donated) else {}
-    if not pairs and not ntok and not any(s is not None for s in in_shardings):
+    if not pairs and not ntok and not kinds and not any(s is not None for s in in_shardings):
         return None
     i32 = ir.IntegerType.get_signless(32)
     attrs = [ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})] * ntok
     for i, a in enumerate(closed.in_avals):
-        d = {}
         s = in_shardings[i] if i < len(in_shardings) else None
-        if s is not None:
-            d["sdy.sharding"] = sharding_attr(s, a.ndim)
+        d = _value_attrs(s, a, kinds and s is not None)  # as JAX: none for an unplaced input
         if i in pairs:  # output numbers count the leading tokens
             d["tf.aliasing_output"] = ir.IntegerAttr.get(i32, pairs[i] + ntok)
         attrs.append(ir.DictAttr.get(d))

@@ -251,6 +251,100 @@ def test_scan_via_while_is_a_while_and_has_a_jvp(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# roofline: intensity, the attainable FLOP/s and the bound, from cost_analysis (chapter 17)
+# ---------------------------------------------------------------------------------------------
+
+@_versions("roofline")
+def test_roofline_from_cost_analysis(module):
+    m, k, n = 64, 128, 32
+    a, b = np.ones((m, k), np.float32), np.ones((k, n), np.float32)
+    for J in (minijax, jax):
+        cost = J.jit(lambda x, y: x @ y).lower(a, b).compile().cost_analysis()
+        intensity = 2 * m * k * n / (4 * (m * k + k * n + m * n))  # one read/write of each
+        _close(module.arithmetic_intensity(cost), intensity)
+        ew = J.jit(lambda x: x * 2.0 + 1.0).lower(a).compile().cost_analysis()
+        assert module.arithmetic_intensity(ew) < 1.0
+        peak, bw = 1e11, 1e10  # ridge point: 10 FLOP/byte
+        assert module.attainable_flops(intensity, peak, bw) == min(peak, intensity * bw)
+        assert module.attainable_flops(1e3, peak, bw) == peak
+        assert module.bound(ew, peak, bw) == "memory" and module.bound(cost, 1e14, bw) == "memory"
+        assert module.bound(cost, 1e9, bw) == "compute"
+        assert module.best_time_s(cost, peak, bw) >= cost["flops"] / peak
+
+
+# ---------------------------------------------------------------------------------------------
+# bf16_passes: DEFAULT and HIGH on a bfloat16 matrix unit, emulated (chapter 22)
+# ---------------------------------------------------------------------------------------------
+
+def _jax_bf16_passes(a, b, passes):
+    jnp = jax.numpy
+    dot = lambda u, v: jnp.matmul(u, v, preferred_element_type=jnp.float32)
+    a_hi, b_hi = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+    a_lo = (a - a_hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    b_lo = (b - b_hi.astype(jnp.float32)).astype(jnp.bfloat16)
+    out = dot(a_hi, b_hi)
+    return out if passes == 1 else out + dot(a_hi, b_lo) + dot(a_lo, b_hi)
+
+
+@_versions("bf16_passes")
+def test_bf16_passes_errors_and_values_match_jax(module):
+    rng = np.random.RandomState(0)
+    a, b = rng.randn(64, 96).astype(np.float32), rng.randn(96, 32).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    err = lambda out: float(np.max(np.abs(np.asarray(out, np.float64) - exact)))
+    outs = {p: minijax.jit(lambda x, y, p=p: module.matmul_bf16(x, y, p))(a, b) for p in (1, 3)}
+    for p, out in outs.items():
+        assert out.dtype == np.float32
+        _close(out, jax.jit(lambda x, y, p=p: _jax_bf16_passes(x, y, p))(a, b), 1e-4)
+    assert err(outs[1]) > 20 * err(outs[3]) and err(outs[3]) < 20 * err(a @ b)
+    hi, lo = module.split_bf16(minijax.numpy.asarray(a))
+    assert hi.dtype == lo.dtype == minijax.numpy.bfloat16
+    assert np.max(np.abs(np.asarray(hi, np.float64) + np.asarray(lo, np.float64) - a)) < 1e-4
+
+
+# ---------------------------------------------------------------------------------------------
+# offload_policy: a checkpoint policy that offloads only big matmul results (chapter 24)
+# ---------------------------------------------------------------------------------------------
+
+def _two_dots(J, policy):
+    jnp = J.numpy
+
+    def layer(x, w_big, w_small):
+        return jnp.tanh(jnp.sin(x @ w_big) @ w_small)
+
+    def loss(w_big, w_small, x):
+        return jnp.sum(J.checkpoint(layer, policy=policy)(x, w_big, w_small) ** 2)
+    return loss
+
+
+@_versions("offload_policy")
+def test_offload_policy_offloads_only_big_dots(module):
+    import contextlib
+    import io
+
+    import jax.ad_checkpoint
+
+    import minijax.ad_checkpoint
+    assert module.dot_output_shape((2, 3, 4), (2, 4, 5), (((2,), (1,)), ((0,), (0,)))) == (2, 3, 5)
+    rng = np.random.RandomState(0)
+    wb, ws = (rng.randn(32, 32) * 0.1).astype(np.float32), rng.randn(32, 4).astype(np.float32)
+    x = rng.randn(16, 32).astype(np.float32)
+    ref = jax.grad(_two_dots(jax, None), argnums=(0, 1))(wb, ws, x)
+    counts = {}
+    for J, off in ((minijax, minijax.ad_checkpoint.Offloadable),
+                   (jax, jax.ad_checkpoint.Offloadable)):
+        loss = _two_dots(J, module.offload_big_dots(16 * 32, off))
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            J.ad_checkpoint.print_saved_residuals(loss, wb, ws, x)
+        lines = buf.getvalue().splitlines()
+        counts[J.__name__] = (len(lines), sum("device_put" in ln for ln in lines))
+        for g, r in zip(J.grad(loss, argnums=(0, 1))(wb, ws, x), ref):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(r), rtol=1e-4, atol=1e-3)
+    assert counts["minijax"] == counts["jax"] and counts["jax"][1] == 1
+
+
+# ---------------------------------------------------------------------------------------------
 # callback_batching: pure_callback's vmap_method="expand_dims" (chapter 14)
 # ---------------------------------------------------------------------------------------------
 
