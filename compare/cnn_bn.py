@@ -347,7 +347,8 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
             r["losses"], {"test_accuracy": r["epoch_acc"][-1],
                           "test_loss": r["epoch_eval_loss"][-1]}, med[name],
             trace_lower_ms=stages[name]["trace_lower_ms"],
-            compile_ms=stages[name]["compile_ms"], flops=costs[name]["flops"])
+            compile_ms=stages[name]["compile_ms"], flops=costs[name]["flops"],
+            bytes_accessed=costs[name]["bytes accessed"])
     res.extra = {"minijax": entry(mj, "minijax"), "jax": entry(jx, "jax"),
                  "step_time_ratio": ratio, "hand_flops": hand,
                  "perfetto_trace": str(trace["perfetto"])}

@@ -604,7 +604,8 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                "step_ms": float(med[name] if name in med else nnx_ms),
                "kv_cache_equal": kv_equal[name]}
         if name in stages:
-            rec.update({k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops")})
+            rec.update({k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops",
+                                                         "bytes_accessed")})
         return rec
     res.extra = {"minijax": summary("minijax"), "jax": summary("jax"), "nnx": summary("nnx"),
                  "kv_cache_equal": kv_equal, "step_time_ratio": ratio,

@@ -290,7 +290,8 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                 "eval": {"val_loss": float(final_val[name]),
                          "val_curve": [[int(s), float(v)] for s, v in r["val"]]},
                 "step_ms": float(med[name]), "dropped_fraction": dropped.get(name),
-                **{k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops")}}
+                **{k: stages[name][k] for k in ("trace_lower_s", "compile_s", "flops",
+                                                 "bytes_accessed")}}
     res.extra = {"minijax": summary("minijax"), "jax": summary("jax"), "first_flip_step": flip,
                  **({"dense": summary("dense (jax)")} if not quick else {}),
                  "step_time_ratio": ratio,

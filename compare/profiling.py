@@ -35,7 +35,7 @@ import numpy as np
 import minijax
 from compare import mnist_mlp, numpy_cnn
 from compare._jax201 import catch, out_folder, rel, table, time_into
-from compare._report import TopicResult, code, median_ms, plot
+from compare._report import OUT_DIR, TopicResult, code, median_ms, plot
 
 
 def init_params(key, sizes):
@@ -299,6 +299,29 @@ def _model_steps(J, batch: int):
     }
 
 
+LADDER = (("cnn_bn", "CNN-BN"), ("gpt", "GPT"), ("moe", "MoE GPT"))
+
+
+def ladder_points(topics_dir: Path = OUT_DIR / "topics") -> list[tuple]:
+    """The model ladder's training steps as roofline points, (label, FLOP/byte, FLOP/s, flops,
+    bytes, ms), from the stored results of the ladder topics (compare/out/topics/*.json:
+    XLA's flops and bytes accessed and the median step time that each topic measured, in its
+    own default sizes). Topics not run yet, or run before they recorded bytes, are left out."""
+    points = []
+    for topic, label in LADDER:
+        path = topics_dir / f"{topic}.json"
+        if not path.exists():
+            continue
+        extra = json.loads(path.read_text()).get("extra", {})
+        for name in ("jax", "minijax"):
+            e = extra.get(name) or {}
+            flops, nbytes, ms = e.get("flops"), e.get("bytes_accessed"), e.get("step_ms")
+            if flops and nbytes and ms:
+                points.append((f"{label} {name}", flops / nbytes, flops / (ms * 1e-3),
+                               flops, nbytes, ms))
+    return points
+
+
 def _roofline(res: TopicResult, quick: bool) -> None:
     peak, bw = peak_and_bandwidth(quick)
     res.check_true("measured peak FLOP/s and bandwidth are positive", peak > 0 and bw > 0)
@@ -317,6 +340,12 @@ def _roofline(res: TopicResult, quick: bool) -> None:
             rows.append([f"{model} {name}", f"{flops:.4g}", f"{nbytes:.4g}",
                          f"{flops / nbytes:.2f}", f"{ms:.3g}", f"{achieved / 1e9:.3g}",
                          f"{achieved / roof:.0%}"])
+    ladder = [] if quick else ladder_points()
+    for label, intensity, achieved, flops, nbytes, ms in ladder:
+        points.append((label, intensity, achieved))
+        rows.append([label + " (its topic's sizes)", f"{flops:.4g}", f"{nbytes:.4g}",
+                     f"{intensity:.2f}", f"{ms:.3g}", f"{achieved / 1e9:.3g}",
+                     f"{achieved / min(peak, intensity * bw):.0%}"])
     res.extra["roofline"] = {"peak_flops": peak, "bandwidth": bw,
                              "points": [list(p) for p in points]}
     mlp = {r[0]: r for r in rows}
@@ -332,7 +361,10 @@ def _roofline(res: TopicResult, quick: bool) -> None:
         "and its achieved FLOP/s (flops / median step time):\n\n"
         + table(["step", "flops", "bytes", "FLOP/byte", "median ms", "GFLOP/s", "of roof"], rows)
         + "\n\nThe MLP programs of the two modules cost the same by XLA's model; the CNN's "
-        "gradients lower differently (see the bytes column). Numbers from a shared machine.")
+        "gradients lower differently (see the bytes column). "
+        + ("The model ladder's steps (CNN with batch norm, GPT, MoE GPT) come from the last "
+           "run of their own topics, at their default sizes. " if ladder else "")
+        + "Numbers from a shared machine.")
     if not quick:
         section += "\n\n" + plot("roofline", lambda fig: _draw_roofline(fig, peak, bw, points))
     res.sections.append(section)
@@ -342,7 +374,7 @@ def _draw_roofline(fig, peak: float, bw: float, points) -> None:
     ax = fig.add_subplot()
     xs = np.logspace(-2, 3, 200)
     ax.plot(xs, np.minimum(peak, xs * bw) / 1e9, "k-", label="roofline")
-    for (label, x, y), marker in zip(points, "os^D"):
+    for (label, x, y), marker in zip(points, "os^Dv<>phX*P"):
         ax.plot(x, y / 1e9, marker, label=label)
     ax.set_xscale("log")
     ax.set_yscale("log")
