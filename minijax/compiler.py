@@ -135,14 +135,14 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
     return executable.execute_sharded(buffers).consume_with_handlers(handlers)
 
 
-# JAX: jax/_src/core.py ShapedArray — differs: borrowed only as jaxlib's buffer descriptor
-def _buffer_type(shape: tuple, dtype) -> Any:
+# JAX: jax/_src/array.py (the aval a device Array carries) — differs: minijax's own ShapedArray
+def _buffer_type(shape: tuple, dtype) -> core.ShapedArray:
     """The type descriptor jaxlib's C++ buffer calls (`array_result_handler`,
-    `batched_device_put`) require for a buffer of `shape` and `dtype`: JAX's own ShapedArray,
-    the one class of JAX's borrowed in minijax, and only here. Device-buffer plumbing: nothing
-    of JAX's tracing or transformations runs."""
-    import jax
-    return jax.core.ShapedArray(shape, dtype)
+    `batched_device_put`) take for a buffer of `shape` (ints) and `dtype` (a NumPy dtype):
+    they read only its `shape`, `dtype` and `weak_type`, so minijax's own `core.ShapedArray`
+    serves, and nothing of JAX's is borrowed. Raises what `core.ShapedArray` raises for a bad
+    shape or dtype."""
+    return core.ShapedArray(shape, dtype)
 
 
 # JAX: jax/_src/array.py _array_global_result_handler — differs: one device, uncommitted
