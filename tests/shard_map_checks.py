@@ -6,14 +6,11 @@ minijax (`def program(J)`) and compares; the script prints one JSON line:
 {"passed": [...], "failed": {name: traceback}}.
 """
 
-import os
+from eight_devices import request_eight_devices, run_checks
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=8").strip()
+request_eight_devices()  # before JAX is imported
 
-import json  # noqa: E402
 import re  # noqa: E402
-import traceback  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -364,17 +361,5 @@ def check_errors():
     assert kind == "NameError" and "unbound axis name: j" in msg, msg
 
 
-def main():
-    passed, failed = [], {}
-    for name, fn in sorted(globals().items()):
-        if name.startswith("check_") and callable(fn):
-            try:
-                fn()
-                passed.append(name)
-            except Exception:  # report every failure, keep running the others
-                failed[name] = traceback.format_exc()
-    print(json.dumps({"passed": passed, "failed": failed}))
-
-
 if __name__ == "__main__":
-    main()
+    run_checks(globals())

@@ -5,14 +5,11 @@ sharding_test.py), not a test module. Each `check_*` compares minijax with JAX; 
 prints one JSON line: {"passed": [...], "failed": {name: traceback}}.
 """
 
-import os
+from eight_devices import request_eight_devices, run_checks
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
-                           " --xla_force_host_platform_device_count=8").strip()
+request_eight_devices()  # before JAX is imported
 
-import json  # noqa: E402
 import re  # noqa: E402
-import traceback  # noqa: E402
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
@@ -650,17 +647,5 @@ def check_visualize_array_sharding():
     assert isinstance(e, ValueError) and "1 and 2 dimensions" in str(e)
 
 
-def main():
-    passed, failed = [], {}
-    for name, fn in list(globals().items()):
-        if name.startswith("check_") and callable(fn):
-            try:
-                fn()
-                passed.append(name)
-            except Exception:
-                failed[name] = traceback.format_exc()
-    print(json.dumps({"passed": passed, "failed": failed}))
-
-
 if __name__ == "__main__":
-    main()
+    run_checks(globals())

@@ -1,34 +1,23 @@
 """Sharding (minijax/sharding.py, mesh.py, sharded Arrays, jit over a mesh) against JAX, on 8
 CPU devices.
 
-All checks run in ONE child process (tests/sharding_checks.py), which sets
-XLA_FLAGS=--xla_force_host_platform_device_count=8 before JAX is imported; each check is then
-reported here as its own test.
+All checks run in ONE child process (tests/sharding_checks.py, through tests/eight_devices.py);
+each check is then reported here as its own test.
 """
 
-import json
 import os
-import re
-import subprocess
-import sys
 
 import pytest
 
+from eight_devices import check_names, child_results
+
 _SCRIPT = os.path.join(os.path.dirname(__file__), "sharding_checks.py")
-with open(_SCRIPT) as _f:
-    CHECKS = re.findall(r"^def (check_\w+)\(", _f.read(), flags=re.M)
+CHECKS = check_names(_SCRIPT)
 
 
 @pytest.fixture(scope="module")
 def results():
-    env = dict(os.environ)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, _SCRIPT], capture_output=True, text=True,
-                          timeout=300, env=env)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    assert proc.returncode == 0 and lines, f"child failed:\n{proc.stdout}\n{proc.stderr}"
-    return json.loads(lines[-1])
+    return child_results(_SCRIPT)
 
 
 def test_every_check_ran(results):
