@@ -933,6 +933,16 @@ def _spec_of(x) -> PartitionSpec:
     return aval.sharding.spec if aval.sharding is not None else PartitionSpec(*[None] * aval.ndim)
 
 
+def _given_or_keyword(given, kwargs: dict, name: str):
+    """auto_axes/explicit_axes: the sharding given to the decorator, else the call's keyword
+    `name` (popped from `kwargs`); TypeError, as JAX's, when neither is there."""
+    if given is not None:
+        return given
+    if name not in kwargs:
+        raise TypeError(f"Missing required keyword argument: '{name}'")
+    return kwargs.pop(name)
+
+
 # JAX: jax/_src/pjit.py auto_axes
 def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     """`f` run with mesh axes `axes` (default: all) turned Auto: the arguments lose those axes
@@ -944,11 +954,7 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
-        out_s = out_sharding
-        if out_s is None:
-            if "out_sharding" not in kwargs:
-                raise TypeError("Missing required keyword argument: 'out_sharding'")
-            out_s = kwargs.pop("out_sharding")
+        out_s = _given_or_keyword(out_sharding, kwargs, "out_sharding")
         from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
         with msh.set_mesh(inner):
@@ -970,11 +976,7 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
 
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
-        in_s = in_sharding
-        if in_s is None:
-            if "in_sharding" not in kwargs:
-                raise TypeError("Missing required keyword argument: 'in_sharding'")
-            in_s = kwargs.pop("in_sharding")
+        in_s = _given_or_keyword(in_sharding, kwargs, "in_sharding")
         from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
         with msh.set_mesh(inner):
