@@ -361,45 +361,71 @@ def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool,
     return PartitionSpec(axes) if axes else PartitionSpec()
 
 
-# JAX: jax/_src/shard_map.py _shard_map_partial_eval (with _promote_scalar_residuals)
+# JAX: jax/_src/shard_map.py _shard_map_linearize (and _shard_map_partial_eval, with
+# _promote_scalar_residuals) — differs: reached through jvp + partial evaluation
 def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, check_vma,
                             newly_manual_axes):
+    """Split a shard_map into a known one (the primal work, run now) and an unknown one (the
+    tangent work, recorded), laid out as JAX's linearize rule lays them out: the known call
+    returns the residuals first, then its outputs; a residual that is a known input or a known
+    output is passed straight to the unknown call instead of being returned again."""
     from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
     with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
                                                                  unknowns)
     n_known_out = len(jk.out_avals) - num_res
-    res_avals = jk.out_avals[n_known_out:]
-    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
     known_specs = [s for s, u in safe_zip(in_specs, unknowns) if not u]
     ko_specs = [s for s, u in safe_zip(out_specs, out_unk) if not u]
+    known_outvars, res_vars = split_list(jk.jaxpr.outvars, [n_known_out])
+    # where each residual comes from: a known input (in_fwd), a known output (out_fwd), or
+    # neither (returned by the known call, promoted to rank >= 1 and stacked over devices)
+    in_pos = {v: i for i, v in enumerate(jk.jaxpr.invars)}
+    out_pos = {v: i for i, v in enumerate(known_outvars) if isinstance(v, core.Var)}
+    in_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in res_vars]
+    out_fwd = [None if f1 is not None or not isinstance(v, core.Var) or v not in out_pos or
+               _residual_spec(v.aval, mesh, check_vma, newly_manual_axes) !=
+               ko_specs[out_pos[v]] else out_pos[v] for v, f1 in safe_zip(res_vars, in_fwd)]
+    returned = [f1 is None and f2 is None for f1, f2 in safe_zip(in_fwd, out_fwd)]
+    res_avals = [v.aval for v, r in safe_zip(res_vars, returned) if r]
+    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
 
     def known_body(*xs):
-        outs = core.eval_jaxpr(jk.jaxpr, jk.consts, *xs)
-        return outs[:n_known_out] + [lax.reshape(r, (1,)) if not a.shape else r
-                                     for r, a in zip(outs[n_known_out:], res_avals)]
-    kbody, kconsts = _trace_body(known_body, jk.in_avals, ko_specs + res_specs, mesh,
+        outs, res = split_list(core.eval_jaxpr(jk.jaxpr, jk.consts, *xs), [n_known_out])
+        res = [r for r, keep in safe_zip(res, returned) if keep]
+        return [lax.broadcast(r, (1,)) if not a.shape else r
+                for r, a in safe_zip(res, res_avals)] + outs
+    kbody, kconsts = _trace_body(known_body, jk.in_avals, res_specs + ko_specs, mesh,
                                  newly_manual_axes, check_vma)
     known_in = [t for t, u in safe_zip(tracers, unknowns) if not u]
     params = dict(mesh=mesh, check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     outs = _bind(known_in, kconsts, jaxpr=kbody, in_specs=known_specs,
-                 out_specs=tuple(ko_specs + res_specs), **params)
-    known_out, residuals = split_list(outs, [n_known_out])
+                 out_specs=tuple(res_specs + ko_specs), **params)
+    returned_res, known_out = split_list(outs, [len(res_specs)])
+    rit, sit = iter(returned_res), iter(res_specs)
+    residuals, all_res_specs, promoted = [], [], []
+    for f1, f2, v in safe_zip(in_fwd, out_fwd, res_vars):
+        if f1 is not None:
+            residuals.append(known_in[f1]), all_res_specs.append(known_specs[f1])
+        elif f2 is not None:
+            residuals.append(known_out[f2]), all_res_specs.append(ko_specs[f2])
+        else:
+            residuals.append(next(rit)), all_res_specs.append(next(sit))
+        promoted.append(f1 is None and f2 is None and not v.aval.shape)
 
     def unknown_body(*xs):
         res, rest = split_list(list(xs), [num_res])
-        res = [lax.reshape(r, ()) if not a.shape else r for r, a in zip(res, res_avals)]
+        res = [lax.squeeze(r, (0,)) if p else r for r, p in safe_zip(res, promoted)]
         return core.eval_jaxpr(ju.jaxpr, ju.consts, *res, *rest)
     u_specs = [s for s, u in safe_zip(in_specs, unknowns) if u]
     uo_specs = [s for s, u in safe_zip(out_specs, out_unk) if u]
     res_local = [_local_aval(core.get_aval(r), s, mesh, check_vma)
-                 for r, s in safe_zip(residuals, res_specs)]
+                 for r, s in safe_zip(residuals, all_res_specs)]
     ubody, uconsts = _trace_body(unknown_body, res_local + ju.in_avals[num_res:], uo_specs,
                                  mesh, newly_manual_axes, check_vma)
     unknown_in = [t for t, u in safe_zip(tracers, unknowns) if u]
     uparams = dict(params, jaxpr=ubody, in_specs=(PartitionSpec(),) * len(uconsts) +
-                   tuple(res_specs + u_specs), out_specs=tuple(uo_specs))
+                   tuple(all_res_specs + u_specs), out_specs=tuple(uo_specs))
     unknown_out = trace.default_process_primitive(
         shard_map_p, [*uconsts, *residuals, *unknown_in], uparams)
     ki, ui = iter(known_out), iter(unknown_out)
@@ -424,8 +450,8 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
     ct_specs = [s for s, nz in safe_zip(out_specs, nz_cts) if nz]
     lin_specs = [s for s, u in safe_zip(in_specs, undefined) if u]
 
-    def body(*xs):
-        r, c = split_list(list(xs), [len(res)])
+    def body(*xs):  # (cotangents, residuals), in JAX's order
+        c, r = split_list(list(xs), [sum(nz_cts)])
         ri, ci = iter(r), iter(c)
         primals = [ad.UndefinedPrimal(v.aval) if u else next(ri)
                    for v, u in safe_zip(jaxpr.invars, undefined)]
@@ -443,11 +469,11 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
                     if _unmentioned(mesh, s, newly_manual_axes) else ct
                     for ct, s in safe_zip(outs, lin_specs)]
         return outs
-    local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
-             [v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz])
+    local = ([v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz] +
+             [v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u])
     tbody, consts = _trace_body(body, local, lin_specs, mesh, newly_manual_axes, check_vma)
-    outs = _bind([*res, *[c for c in cts if type(c) is not ad.Zero]], consts, jaxpr=tbody,
-                 mesh=mesh, in_specs=res_specs + ct_specs, out_specs=tuple(lin_specs),
+    outs = _bind([*[c for c in cts if type(c) is not ad.Zero], *res], consts, jaxpr=tbody,
+                 mesh=mesh, in_specs=ct_specs + res_specs, out_specs=tuple(lin_specs),
                  check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     it = iter(outs)
     return [next(it) if u else None for u in undefined]
