@@ -298,6 +298,55 @@ def check_control_flow_inside():
     close(j, m, 1e-4)
 
 
+def check_cond_branches_vma():
+    """Branches of cond/switch that differ in vma: JAX's TypeError (with a pcast hint that,
+    applied, makes the program run in both); branches that agree: JAX's jaxpr and values."""
+    R = X[:1] * 0 + 1.0
+
+    def programs(J, fixed=False):
+        P, L = J.sharding.PartitionSpec, J.lax
+        fix = (lambda v: L.pcast(v, "i", to="varying")) if fixed else (lambda v: v)
+        bodies = [lambda a, r: L.cond(r.sum() > 0, lambda: a, lambda: fix(r)),
+                  lambda a, r: L.switch(r[0, 0].astype(np.int32), [lambda: a, lambda: fix(r)]),
+                  lambda a, r: L.cond(r.sum() > 0, lambda: fix(L.psum(a, "i")), lambda: a)]
+        return [smap(J, b, mesh1(J), (P("i"), P()), P("i")) for b in bodies]
+    norm = lambda m: re.search(r"The output of .*? do not match\.", m.replace(
+        "float32", "f32").replace("branch1", "branch 1")).group(0)
+    for fj, fm in zip(programs(jax), programs(minijax)):
+        (kj, mj), (km, mm) = (raises(lambda f=f: f(X, R)) for f in (fj, fm))
+        assert kj == km == "TypeError" and norm(mj) == norm(mm), (mj, mm)
+        assert "manual axis types do not match" in mm and "pcast(..., ('i',)" in mm, mm
+    for fj, fm in zip(programs(jax, True), programs(minijax, True)):
+        close(fj(X, R), fm(X, R))
+
+    def agreeing(J):
+        P, L = J.sharding.PartitionSpec, J.lax
+        f = smap(J, lambda a, r: (L.cond(r.sum() > 0, lambda: a, lambda: a * 2),
+                                  L.cond(r.sum() > 0, lambda: r, lambda: r * 2)),
+                 mesh1(J), (P("i"), P()), (P("i"), P()))
+        return canonical_jaxpr(str(J.make_jaxpr(f)(X, R))), J.jit(f)(X, R)
+    (tj, vj), (tm, vm) = both(agreeing)
+    assert tj == tm, f"\n{tj}\n{tm}"
+    close(vj, vm)
+
+
+def check_cond_varying_index():
+    """An index that varies picks a branch per device: minijax types the result as varying
+    (JAX 0.10.2 does not, jax-ml/jax#40823), so out_specs=P() is refused and the gradient of a
+    replicated operand sums over the devices."""
+    R = X[:1] * 0 + 1.0
+
+    def f(J, out):
+        P, L = J.sharding.PartitionSpec, J.lax
+        return smap(J, lambda a, r: L.cond(a.sum() > 0, lambda: r, lambda: r * 3.0),
+                    mesh1(J), (P("i"), P()), out)
+    close(f(jax, jax.P("i"))(X, R), f(minijax, minijax.P("i"))(X, R))
+    kind, _ = raises(lambda: f(minijax, minijax.P())(X, R))
+    assert kind == "ValueError", kind
+    g = minijax.jit(minijax.grad(lambda r: f(minijax, minijax.P("i"))(X, r).sum()))(R)
+    close(g, (np.where(X.sum(1) > 0, 1.0, 3.0).sum() * np.ones_like(R)).astype(np.float32))
+
+
 def check_vmap_named_axes():
     def program(J):
         L = J.lax
