@@ -61,46 +61,43 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         blocks form the global result; an axis left out means "replicated along it".
       in_specs: a pytree prefix of the arguments of PartitionSpecs; left out, each argument's
         own sharding's spec is used (arguments laid out on `mesh`).
-      mesh: the Mesh (default: the one set with `set_mesh`).
-      axis_names: the mesh axes made manual (default all). With a subset, the body is
-        per-device along those axes only; the partitioner still splits it along the others.
+      mesh: the Mesh (default: the one set with `set_mesh`; inside another shard_map's body,
+        which must leave it out, that body's mesh: a nested shard_map).
+      axis_names: the mesh axes made manual (default all, or all not yet manual when nested).
+        With a subset, the body is per-device along those axes only; the partitioner still
+        splits it along the others.
       check_vma: track the manual axes each value varies along (see the module docstring).
     Returns: the mapped function. Global f32[8,4] with in_specs P("x") on a 4-device axis x:
       `f` sees f32[2,4]{V:x}.
     Raises ValueError for a spec longer than its value's rank, a dimension not divisible by
-    its mesh axes, or an out_specs that claims replication of a varying value; NameError for
-    a collective over an axis that is not bound.
+    its mesh axes, an out_specs that claims replication of a varying value, or a mesh given
+    (or axes already manual) inside another shard_map's body; NameError for a collective
+    over an axis that is not bound.
     """
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                  axis_names=axis_names, check_vma=check_vma)
     api_util.check_callable(f)
-    if mesh is None:
-        mesh = get_concrete_mesh()
-        if mesh is None:
-            raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
-                             "enter into a mesh context, or pass mesh= to shard_map")
-    if not isinstance(mesh, Mesh):
+    if mesh is not None and not isinstance(mesh, Mesh):
         raise TypeError(f"shard_map requires a `minijax.sharding.Mesh` instance for its "
                         f"second argument, but got {mesh} of type {type(mesh)}.")
-    manual = frozenset(axis_names) or frozenset(mesh.axis_names)
-    if not manual <= frozenset(mesh.axis_names):
-        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
-                         f"{mesh.axis_names}")
+    given_mesh = mesh
     name = api_util.fun_name(f)
 
-    traced: dict = {}  # (in_tree, specs, avals) -> the traced body, when it closes over no tracer
+    traced: dict = {}  # (in_tree, specs, avals, context) -> the traced body, when it closes
+    #                    over no tracer
 
     @functools.wraps(f)
     def wrapped(*args):
+        mesh, manual = _mesh_and_axes(given_mesh, axis_names, check_vma)
         leaves, in_tree = tree_flatten(args)
         specs = (_specs_from_args(leaves, mesh) if in_specs is Infer else
                  _broadcast_specs(in_specs, in_tree, len(leaves), "in_specs", name))
         avals = [core.get_aval(x) for x in leaves]
-        key = (in_tree, tuple(specs), tuple(avals))
+        key = (in_tree, tuple(specs), tuple(avals), mesh, _enclosing_manual(mesh))
         hit = traced.get(key)
         if hit is None:
-            hit = _trace(leaves, in_tree, specs, avals)
+            hit = _trace(leaves, in_tree, specs, avals, mesh, manual)
             if not any(isinstance(c, core.Tracer) for c in hit[1]):
                 traced[key] = hit
         jaxpr, consts, out_tree, o_specs = hit
@@ -110,7 +107,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_specs=tuple(o_specs), check_vma=check_vma, newly_manual_axes=manual)
         return tree_unflatten(out_tree, outs)
 
-    def _trace(leaves, in_tree, specs, avals):
+    def _trace(leaves, in_tree, specs, avals, mesh, manual):
         for i, (a, s) in enumerate(safe_zip(avals, specs)):
             _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
             if not _spec_axes(s) <= manual:
@@ -125,7 +122,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_leaves, out_tree = tree_flatten(outs)
             o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
             store[:] = [out_tree, o_specs]
-            return _fit_outputs(name, out_leaves, o_specs, mesh, check_vma,
+            return _fit_outputs(name, out_leaves, o_specs, mesh, manual, check_vma,
                                 isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
 
         with _body_context(mesh, manual, check_vma):
@@ -136,16 +133,53 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     return wrapped
 
 
+def _mesh_and_axes(mesh: Mesh | None, axis_names, check_vma: bool) -> tuple:
+    """The mesh and the newly manual axes of a shard_map call. Inside another shard_map's body
+    the mesh is that body's (JAX's context mesh, whose manual axes stay manual) and the axes
+    default to the mesh axes not yet manual: a nested shard_map over the others."""
+    outer = parallel.ctx.bodies[-1] if parallel.ctx.bodies else None
+    if outer is not None and mesh is not None:
+        raise ValueError(f"The context mesh {outer[0]}, manual along {set(outer[1])}, should "
+                         f"match the mesh passed to shard_map {mesh}: inside a shard_map, "
+                         f"leave mesh= out (a nested shard_map uses the enclosing one's mesh)")
+    if outer is not None:
+        mesh = outer[0]
+        if check_vma != outer[2]:
+            raise NotImplementedError(f"a shard_map with check_vma={check_vma} nested in one "
+                                      f"with check_vma={outer[2]} — see {_CHAPTER}")
+    mesh = mesh or get_concrete_mesh()
+    if mesh is None:
+        raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
+                         "enter into a mesh context, or pass mesh= to shard_map")
+    enclosing = _enclosing_manual(mesh)
+    manual = frozenset(axis_names) or frozenset(mesh.axis_names) - enclosing
+    if not manual <= frozenset(mesh.axis_names):
+        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
+                         f"{mesh.axis_names}")
+    if manual & enclosing or not manual:
+        raise ValueError(f"shard_map: axis_names {set(manual)} must be mesh axes that the "
+                         f"enclosing shard_map has not made manual already ({set(enclosing)})")
+    return mesh, manual
+
+
+def _enclosing_manual(mesh: Mesh) -> frozenset:
+    """The axes of `mesh` made manual by the shard_map bodies being traced around this one."""
+    return frozenset().union(*(m for b, m, _ in parallel.ctx.bodies if b == mesh))
+
+
 @contextlib.contextmanager
 def _body_context(mesh: Mesh, manual: frozenset, check_vma: bool):
-    """While tracing a body: the manual axes are bound names, and vma is tracked or not."""
+    """While tracing a body: the manual axes are bound names, vma is tracked or not, and the
+    body is the context of any shard_map nested in it."""
     prev = parallel.ctx.check_vma
     parallel.ctx.check_vma = check_vma
+    parallel.ctx.bodies.append((mesh, manual, check_vma))
     try:
         with core.extend_axis_env_nd([(a, mesh.shape[a]) for a in mesh.axis_names
                                       if a in manual]):
             yield
     finally:
+        parallel.ctx.bodies.pop()
         parallel.ctx.check_vma = prev
 
 
@@ -224,22 +258,24 @@ def _spec_axes(spec: PartitionSpec) -> frozenset:
     return frozenset(a for p in spec for a in _axes_of(p))
 
 
+# (the vma of a value outside a nested shard_map, along the enclosing one's axes, is kept)
 def _local_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh, check_vma: bool):
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] //= math.prod(mesh.shape[a] for a in _axes_of(p))
     return aval.update(shape=tuple(shape),
-                       vma=_spec_axes(spec) if check_vma else frozenset())
+                       vma=aval.vma | _spec_axes(spec) if check_vma else frozenset())
 
 
-def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh) -> ShapedArray:
+def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
+                 manual: frozenset) -> ShapedArray:
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    return aval.update(shape=tuple(shape), vma=frozenset())
+    return aval.update(shape=tuple(shape), vma=aval.vma - manual)
 
 
-def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
+def _fit_outputs(name: str, outs, specs, mesh: Mesh, manual: frozenset, check_vma: bool,
                  single: bool = False) -> list:
     """Check each output of a body against its out_spec (rank; with check_vma, that it varies
     only along axes the spec names) and make it vary along all of them (`pvary`). `single`:
@@ -250,8 +286,8 @@ def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
         where = f"{name}(*args)[{i}]"
         _check_spec(name, where, aval, spec, mesh, "out_specs")
         axes = _spec_axes(spec)
-        if check_vma and not aval.vma <= axes:
-            raise ValueError(_vma_error(name, mesh, spec, aval.vma,
+        if check_vma and not aval.vma & manual <= axes:
+            raise ValueError(_vma_error(name, mesh, spec, aval.vma & manual,
                                         "" if single else f"[{i}]"))
         if check_vma and axes - aval.vma:
             x = parallel.pvary(x, tuple(a for a in mesh.axis_names if a in axes - aval.vma))
@@ -288,7 +324,7 @@ def _trace_body(fn: Callable, local_avals, out_specs, mesh: Mesh, manual, check_
     def body(*xs):
         outs = list(fn(*xs))
         specs = out_specs(outs) if callable(out_specs) else out_specs
-        return _fit_outputs(name, outs, specs, mesh, check_vma)
+        return _fit_outputs(name, outs, specs, mesh, manual, check_vma)
     with _body_context(mesh, manual, check_vma):
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local_avals, purpose="shard_map")
     return pe.convert_constvars_jaxpr(jaxpr), consts
@@ -328,7 +364,8 @@ _eager_cache: dict = {}
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
                              newly_manual_axes):
-    return [_global_aval(v.aval, s, mesh) for v, s in safe_zip(jaxpr.outvars, out_specs)]
+    return [_global_aval(v.aval, s, mesh, newly_manual_axes)
+            for v, s in safe_zip(jaxpr.outvars, out_specs)]
 
 
 # JAX: jax/_src/shard_map.py _shard_map_jvp
@@ -356,8 +393,7 @@ def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool,
                    manual: frozenset) -> PartitionSpec:
     # residuals are per-device values: promoted to rank >= 1, stacked along dim 0 over the
     # axes they vary along (all manual axes without check_vma, which cannot tell)
-    axes = tuple(a for a in mesh.axis_names
-                 if a in aval.vma or (not check_vma and a in manual))
+    axes = tuple(a for a in mesh.axis_names if a in manual and (a in aval.vma or not check_vma))
     return PartitionSpec(axes) if axes else PartitionSpec()
 
 
@@ -523,7 +559,9 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                                  sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in axes]))
     block = ir.Block.create_at_start(op.body, [mlir.aval_to_ir_type(v.aval)
                                                for v in jaxpr.invars])
-    parallel.ctx.meshes.append((mesh, newly_manual_axes))
+    # the region is manual along these axes and those of the regions around it (nested)
+    enclosing = parallel.ctx.meshes[-1][1] if parallel.ctx.meshes else frozenset()
+    parallel.ctx.meshes.append((mesh, enclosing | newly_manual_axes))
     try:
         with ir.InsertionPoint(block):
             outs = mlir.lower_jaxpr(jaxpr, (), list(block.arguments))

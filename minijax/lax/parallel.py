@@ -30,6 +30,7 @@ class _Context(threading.local):
     def __init__(self) -> None:
         self.check_vma = False  # set while shard_map traces a body with check_vma=True
         self.meshes: list = []  # (mesh, manual axes) of the shard_map bodies being lowered
+        self.bodies: list = []  # (mesh, manual axes, check_vma) of those being traced
 
 
 ctx = _Context()
