@@ -147,7 +147,8 @@ def _mesh_and_axes(mesh: Mesh | None, axis_names, check_vma: bool) -> tuple:
         if check_vma != outer[2]:
             raise NotImplementedError(f"a shard_map with check_vma={check_vma} nested in one "
                                       f"with check_vma={outer[2]} — see {_CHAPTER}")
-    mesh = mesh or get_concrete_mesh()
+    if mesh is None:
+        mesh = get_concrete_mesh()
     if mesh is None:
         raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
                          "enter into a mesh context, or pass mesh= to shard_map")
@@ -419,9 +420,11 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     in_pos = {v: i for i, v in enumerate(jk.jaxpr.invars)}
     out_pos = {v: i for i, v in enumerate(known_outvars) if isinstance(v, core.Var)}
     in_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in res_vars]
-    out_fwd = [None if f1 is not None or not isinstance(v, core.Var) or v not in out_pos or
-               _residual_spec(v.aval, mesh, check_vma, newly_manual_axes) !=
-               ko_specs[out_pos[v]] else out_pos[v] for v, f1 in safe_zip(res_vars, in_fwd)]
+    out_fwd = [out_pos.get(v) if f1 is None and isinstance(v, core.Var) else None
+               for v, f1 in safe_zip(res_vars, in_fwd)]
+    out_fwd = [f2 if f2 is not None and ko_specs[f2] == _residual_spec(
+        v.aval, mesh, check_vma, newly_manual_axes) else None  # same blocks, same spec
+        for v, f2 in safe_zip(res_vars, out_fwd)]
     returned = [f1 is None and f2 is None for f1, f2 in safe_zip(in_fwd, out_fwd)]
     res_avals = [v.aval for v, r in safe_zip(res_vars, returned) if r]
     res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
@@ -442,11 +445,13 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     residuals, all_res_specs, promoted = [], [], []
     for f1, f2, v in safe_zip(in_fwd, out_fwd, res_vars):
         if f1 is not None:
-            residuals.append(known_in[f1]), all_res_specs.append(known_specs[f1])
+            r, spec = known_in[f1], known_specs[f1]
         elif f2 is not None:
-            residuals.append(known_out[f2]), all_res_specs.append(ko_specs[f2])
+            r, spec = known_out[f2], ko_specs[f2]
         else:
-            residuals.append(next(rit)), all_res_specs.append(next(sit))
+            r, spec = next(rit), next(sit)
+        residuals.append(r)
+        all_res_specs.append(spec)
         promoted.append(f1 is None and f2 is None and not v.aval.shape)
 
     def unknown_body(*xs):
