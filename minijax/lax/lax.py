@@ -1860,15 +1860,26 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     Raises TypeError on mismatched dtypes or dimension sizes, ShardingTypeError when the
     result's sharding is ambiguous.
     """
-    try:
-        dn, pet = _canonical_dot_general_params(dimension_numbers, preferred_element_type)
-    except TypeError:  # unhashable (lists): not cached
-        dn, pet = _canonical_dot_general_params.__wrapped__(dimension_numbers,
-                                                            preferred_element_type)
+    global _last_dot_general_params
+    last = _last_dot_general_params
+    if dimension_numbers is last[0] and preferred_element_type is last[1]:
+        dn, pet = last[2]  # the very objects of the last call (a loop of one jnp.dot)
+    else:
+        try:
+            dn, pet = _canonical_dot_general_params(dimension_numbers, preferred_element_type)
+            _last_dot_general_params = (dimension_numbers, preferred_element_type, (dn, pet))
+        except TypeError:  # unhashable (lists): not cached
+            dn, pet = _canonical_dot_general_params.__wrapped__(dimension_numbers,
+                                                                preferred_element_type)
     if out_sharding is not None:
         out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet, out_sharding=out_sharding)
+
+
+# the last hashable (so immutable) arguments canonicalized, checked by identity before the
+# cache below is asked: hashing the dimension numbers costs more than the rest of the call
+_last_dot_general_params: tuple = (object(), object(), None)
 
 
 @functools.lru_cache(maxsize=256)

@@ -29,9 +29,8 @@ def _promote_pair(a, b):
     if type(b) is not Array:
         b = asarray(b)
     a_aval, b_aval = a.aval, b.aval
-    if (a_aval.dtype is not b_aval.dtype and a_aval.dtype != b_aval.dtype) \
-            or a_aval.weak_type is not b_aval.weak_type:
-        a, b = promote_dtypes(a, b)
+    if a_aval.dtype is not b_aval.dtype or a_aval.weak_type is not b_aval.weak_type:
+        a, b = promote_dtypes(a, b)  # (which also sees equal dtypes that are not one object)
     return a, b
 
 
@@ -95,8 +94,9 @@ def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
                              f"dimensions {m} and {n} neither match nor broadcast")
     a_kept = [i for i in range(nb) if a_lead[i] is not None and i not in a_drop]
     b_kept = [i for i in range(nb) if b_lead[i] is not None and i not in b_drop]
-    dims = (((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
-            (tuple(a_kept.index(i) for i in batch), tuple(b_kept.index(i) for i in batch)))
+    dims = _interned((((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
+                      (tuple(a_kept.index(i) for i in batch),
+                       tuple(b_kept.index(i) for i in batch))))
     # dot_general emits batch, then a's free dims and rows, then b's free dims and columns;
     # result dim i is emitted dim order[i] (the out_sharding is given in emitted order).
     emitted = batch + a_free + [nb] * a_mat + b_free + [nb + a_mat] * b_mat
@@ -124,20 +124,34 @@ def dot(a, b, *, out_sharding=None):
     a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`.
     Raises TypeError for mismatched contracting sizes."""
     a, b = _promote_pair(a, b)
-    a_shape, b_shape = a.aval.shape, b.aval.shape
-    if not a_shape or not b_shape:
+    a_aval = a.aval
+    dn = _dot_dimension_numbers(a_aval.shape, b.aval.shape)
+    if dn is None:
         return ufuncs.multiply(a, b)
-    return lax.dot_general(a, b, _dot_dimension_numbers(a_shape, b_shape),
-                           preferred_element_type=a.aval.dtype, out_sharding=out_sharding)
+    return lax.dot_general(a, b, dn, preferred_element_type=a_aval.dtype,
+                           out_sharding=out_sharding)
 
 
 @functools.lru_cache(maxsize=256)
-def _dot_dimension_numbers(a_shape: tuple, b_shape: tuple) -> tuple:
+def _dot_dimension_numbers(a_shape: tuple, b_shape: tuple) -> tuple | None:
+    # None when an operand is a scalar (jnp.dot multiplies then)
+    if not a_shape or not b_shape:
+        return None
     contract_b = 0 if len(b_shape) == 1 else len(b_shape) - 2
     if a_shape[-1] != b_shape[contract_b]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
                         f"got {(a_shape[-1],)} and {(b_shape[contract_b],)}.")
-    return (((len(a_shape) - 1,), (contract_b,)), ((), ()))
+    return _interned((((len(a_shape) - 1,), (contract_b,)), ((), ())))
+
+
+# Equal dimension numbers as one object, whichever shapes they were computed for: then
+# lax.dot_general's check against the last dimension numbers it canonicalized (by identity)
+# hits across call sites, e.g. all the 2-D products of a model.
+_INTERNED: dict = {}
+
+
+def _interned(dimension_numbers: tuple) -> tuple:
+    return _INTERNED.setdefault(dimension_numbers, dimension_numbers)
 
 
 def vdot(a, b):
