@@ -28,7 +28,7 @@ from minijax import core
 from minijax.array import Array
 from minijax.config import config
 
-# (primitive, trace context, avals, params...) -> callable on the concrete operands. Bounded:
+# (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
 _callables: dict[tuple, Callable] = {}
 _MAX_CALLABLES = 4096
@@ -94,7 +94,10 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if any(core.jaxprs_in_param(p) for p in params.values()):
             # higher-order: the impl binds the equations of its jaxprs on the values as they
             # are (no caching: the key holds jaxprs, which must not be kept alive here)
-            return _checked(prim, prim.impl)(*args, **params)
+            out = prim.impl(*args, **params)
+            if config.jax_debug_nans or config.jax_debug_infs:
+                core.check_special(prim.name, out if prim.multiple_results else [out])
+            return out
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
             if len(_callables) >= _MAX_CALLABLES:
@@ -115,8 +118,8 @@ def _checked(prim: core.Primitive, run: Callable) -> Callable:
     if not (config.jax_debug_nans or config.jax_debug_infs):
         return run
 
-    def checked(*args, **params):
-        out = run(*args, **params)
+    def checked(*args):
+        out = run(*args)
         core.check_special(prim.name, out if prim.multiple_results else [out])
         return out
     return checked
@@ -149,14 +152,16 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         return run_multiple
 
     out_aval, dtype, shape = out, out.dtype, out.shape
+    checked = False
 
     def run(*args):
+        nonlocal checked
         vals, committed = _numpy_args(args, in_avals)
         val = impl(*vals)
         exact = type(val) is np.ndarray and val.dtype is dtype
         if not exact:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
-        if not hasattr(run, "fast") and out_aval.sharding is None:
+        if not checked:
             # NumPy's result type and shape depend only on the operands' types and the
             # params: the first call checks them, for every later call of this signature,
             # and leaves what apply_primitive's hot path runs inline (the dtype to convert
@@ -164,9 +169,11 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
             if val.shape != shape:
                 raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, "
                                      f"expected {out_aval.str_short()}")
-            run.fast = (impl, out_aval, None if exact else dtype)
+            checked = True
+            if out_aval.sharding is None:  # laid out on a mesh: not for the hot path
+                run.fast = (impl, out_aval, None if exact else dtype)
         return Array(out_aval, val, None, committed)
-    if out_aval.sharding is not None:  # laid out on a mesh: not for the inline hot path
+    if out_aval.sharding is not None:
         return _laid_out(run, False)
     return run
 

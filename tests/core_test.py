@@ -552,7 +552,8 @@ _DOT_CASES = {  # dimension numbers NumPy computes as they are (dot, matmul), an
 
 
 @pytest.mark.parametrize("dtype,pet", [(np.float32, None), (np.int8, np.int32),
-                                       (np.float16, np.float32)], ids=["f32", "i8->i32", "f16->f32"])
+                                       (np.float16, np.float32)],
+                         ids=["f32", "i8->i32", "f16->f32"])
 @pytest.mark.parametrize("case", list(_DOT_CASES))
 def test_eager_dot_general_products_match_jax(case, dtype, pet):
     sa, sb, dn = _DOT_CASES[case]
