@@ -647,5 +647,67 @@ def check_visualize_array_sharding():
     assert isinstance(e, ValueError) and "1 and 2 dimensions" in str(e)
 
 
+# ---------------------------------------------------------------- host callbacks, sharded inputs
+
+def _callback_program(J, mesh, spec):
+    """pure_callback, ordered io_callback (called twice, then an unsharded call between) and
+    debug.callback on an (8, 4) input laid out by `spec`; what each host function saw."""
+    log = []
+
+    def host(what):
+        def fn(v):
+            log.append((what, np.shape(v), np.asarray(v).tolist()))
+            return np.asarray(v) + 1
+        return fn
+
+    sd = J.ShapeDtypeStruct((8, 4), np.float32)
+    a = J.device_put(np.arange(32, dtype=np.float32).reshape(8, 4),
+                     J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec(*spec)))
+    f = J.jit(lambda v: J.experimental.io_callback(
+        host("io"), sd, J.pure_callback(host("pure"), sd, v * 2), ordered=True))
+    one = J.jit(lambda v: J.experimental.io_callback(host("io, one device"), sd, v, ordered=True))
+    J.debug.callback(host("eager"), a)  # outside jit: the whole array
+    y1 = f(a)
+    y2 = one(np.zeros((8, 4), np.float32))  # its token: back on one device, after y1's call
+    y3 = f(a)
+    J.effects_barrier()
+    return log, [np.asarray(y).tolist() for y in (y1, y2, y3)], y3.sharding.is_fully_replicated
+
+
+def check_callbacks_see_whole_arrays():
+    for types in (None, "auto"):  # Explicit axes (make_mesh's default) and Auto
+        jm, mm = meshes(types)
+        for spec in [("x", "y"), ("y",), ()]:
+            got_j = _callback_program(jax, jm, spec)
+            got_m = _callback_program(minijax, mm, spec)
+            assert got_m == got_j, (types, spec, got_m, got_j)
+            assert [w for w, *_ in got_j[0]] == ["eager", "pure", "io", "io, one device",
+                                                 "pure", "io"], got_j[0]
+
+
+def check_callback_lowering_and_errors():
+    jm, mm = meshes("auto")
+    texts, errs = [], []
+    for J, mesh in ((jax, jm), (minijax, mm)):
+        a = J.device_put(np.ones((8, 4), np.float32),
+                         J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
+        sd = J.ShapeDtypeStruct((8, 4), np.float32)
+        on5 = J.sharding.SingleDeviceSharding(J.devices()[5])
+        text = J.jit(lambda v: J.experimental.io_callback(
+            lambda u: u, sd, v, sharding=on5, ordered=True)).lower(a).as_text()
+        texts.append(sorted(re.findall(r"sdy\.mesh @maximal\w+ = <[^>]*>|"
+                                       r"sdy\.sharding_per_value<\[.*?\]>(?=\})", text)))
+        named = J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec())
+        smap = J.shard_map(lambda v: J.pure_callback(lambda u: u, J.ShapeDtypeStruct(
+            (2, 4), np.float32), v), mesh=mesh, in_specs=J.P("x"), out_specs=J.P("x"),
+            axis_names={"x"})
+        errs.append([type(e).__name__ + ": " + str(e).splitlines()[0] for e in (
+            _error_of(J.jit(lambda v: J.pure_callback(lambda u: u, sd, v, sharding=named)), a),
+            _error_of(J.jit(smap), a))])
+    assert texts[0] == texts[1] and len(texts[0]) == 2, texts
+    assert errs[0][1] == errs[1][1], errs  # partial-manual shard_map: the same error
+    assert errs[0][0].split(", but got")[0] == errs[1][0].split(", but got")[0], errs
+
+
 if __name__ == "__main__":
     run_checks(globals())
