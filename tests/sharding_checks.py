@@ -685,29 +685,34 @@ def check_callbacks_see_whole_arrays():
                                                  "pure", "io"], got_j[0]
 
 
+def _callback_lowering_and_errors(J, mesh):
+    """The maximal-sharding annotations of an io_callback placed on device 5, and the
+    errors for a NamedSharding `sharding=` and for a callback in a partial-manual shard_map."""
+    a = J.device_put(np.ones((8, 4), np.float32),
+                     J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
+    sd = J.ShapeDtypeStruct((8, 4), np.float32)
+    on5 = J.sharding.SingleDeviceSharding(J.devices()[5])
+    text = J.jit(lambda v: J.experimental.io_callback(
+        lambda u: u, sd, v, sharding=on5, ordered=True)).lower(a).as_text()
+    found = sorted(re.findall(r"sdy\.mesh @maximal\w+ = <[^>]*>|"
+                              r"sdy\.sharding_per_value<\[.*?\]>(?=\})", text))
+    named = J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec())
+    smap = J.shard_map(lambda v: J.pure_callback(lambda u: u, J.ShapeDtypeStruct(
+        (2, 4), np.float32), v), mesh=mesh, in_specs=J.P("x"), out_specs=J.P("x"),
+        axis_names={"x"})
+    errs = [type(e).__name__ + ": " + str(e).splitlines()[0] for e in (
+        _error_of(J.jit(lambda v: J.pure_callback(lambda u: u, sd, v, sharding=named)), a),
+        _error_of(J.jit(smap), a))]
+    return found, errs
+
+
 def check_callback_lowering_and_errors():
     jm, mm = meshes("auto")
-    texts, errs = [], []
-    for J, mesh in ((jax, jm), (minijax, mm)):
-        a = J.device_put(np.ones((8, 4), np.float32),
-                         J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("x")))
-        sd = J.ShapeDtypeStruct((8, 4), np.float32)
-        on5 = J.sharding.SingleDeviceSharding(J.devices()[5])
-        text = J.jit(lambda v: J.experimental.io_callback(
-            lambda u: u, sd, v, sharding=on5, ordered=True)).lower(a).as_text()
-        texts.append(sorted(re.findall(r"sdy\.mesh @maximal\w+ = <[^>]*>|"
-                                       r"sdy\.sharding_per_value<\[.*?\]>(?=\})", text)))
-        named = J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec())
-        smap = J.shard_map(lambda v: J.pure_callback(lambda u: u, J.ShapeDtypeStruct(
-            (2, 4), np.float32), v), mesh=mesh, in_specs=J.P("x"), out_specs=J.P("x"),
-            axis_names={"x"})
-        errs.append([type(e).__name__ + ": " + str(e).splitlines()[0] for e in (
-            _error_of(J.jit(lambda v: J.pure_callback(lambda u: u, sd, v, sharding=named)), a),
-            _error_of(J.jit(smap), a))])
-    assert texts[0] == texts[1] and len(texts[0]) == 2, texts
-    assert errs[0][1] == errs[1][1], errs  # partial-manual shard_map: the same error
-    assert errs[0][0].split(", but got")[0] == errs[1][0].split(", but got")[0], errs
-
+    (text_j, errs_j), (text_m, errs_m) = (_callback_lowering_and_errors(jax, jm),
+                                          _callback_lowering_and_errors(minijax, mm))
+    assert text_j == text_m and len(text_j) == 2, (text_j, text_m)
+    assert errs_j[1] == errs_m[1], (errs_j, errs_m)  # partial-manual shard_map
+    assert errs_j[0].split(", but got")[0] == errs_m[0].split(", but got")[0], (errs_j, errs_m)
 
 if __name__ == "__main__":
     run_checks(globals())
