@@ -394,3 +394,36 @@ def test_callbacks_with_outputs_in_host_memory():
     assert log == [[1, 2], [13, 14], [5, 6]] and outs == want[1] and kind == "pinned_host"
     with pytest.raises(ValueError, match="safe_zip"):
         _placed_program(jax, True)
+
+
+def ordered_in_while_cond(J, capsys):
+    """Ordered io_callback and debug.print in a while_loop's cond_fun and body, under jit."""
+    log = []
+
+    def record(tag):
+        def fn(v):
+            log.append((tag, int(v)))
+            return np.asarray(v)
+        return fn
+
+    sd = J.ShapeDtypeStruct((), np.int32)
+
+    def cond(v):
+        J.debug.print("cond sees {}", v, ordered=True)
+        return io_callback(J)(record("cond"), sd, v, ordered=True) < 3
+
+    def body(v):
+        io_callback(J)(record("body"), sd, v, ordered=True)
+        return v + 1
+
+    f = J.jit(lambda v: J.lax.while_loop(cond, body, v))
+    capsys.readouterr()
+    out = [int(f(np.int32(0))), int(f(np.int32(2)))]
+    J.effects_barrier()
+    return log, out, capsys.readouterr().out
+
+
+def test_ordered_effects_in_while_cond_run_in_program_order_as_jax(capsys):
+    got, want = ordered_in_while_cond(minijax, capsys), ordered_in_while_cond(jax, capsys)
+    assert got == want, (got, want)
+    assert [t for t, _ in want[0]][:3] == ["cond", "body", "cond"] and len(want[0]) == 10

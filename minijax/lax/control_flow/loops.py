@@ -714,19 +714,41 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
     return outs, [0] * len(outs)
 
 
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering (its cond_ordered_effects branch)
+def _while_lowering_cond_effects(ctx, args, cond_jaxpr, body_jaxpr, cond_nconsts,
+                                 body_nconsts) -> list:
+    """An ordered effect in the condition: XLA's condition region cannot pass a token on,
+    so the condition runs before the loop and at the end of each trip, inside the body, and
+    the loop carries its predicate (the new loop's condition only reads it). The host calls
+    then happen in program order: cond, body, cond, ..., cond."""
+    def fun(*vals):
+        cc, bc, carry = split_list(list(vals), [cond_nconsts, body_nconsts])
+
+        def pred_of(c):
+            return eval_closed(cond_jaxpr, *cc, *c)[0]
+
+        def trip(state):
+            new = eval_closed(body_jaxpr, *bc, *state[1])
+            return pred_of(new), new
+
+        return while_loop(lambda state: state[0], trip, (pred_of(carry), carry))[1]
+
+    closed = trace_closed(fun, ctx.avals_in, "a while_loop with effects in cond_fun")
+    return mlir.lower_jaxpr(closed.jaxpr, closed.consts, list(args))
+
+
 def _bcast_pred(pred, aval: ShapedArray):
     return pred if aval.ndim == 1 else lax.broadcast_in_dim(pred, aval.shape, (0,))
 
 
-# JAX: jax/_src/lax/control_flow/loops.py _while_lowering — differs: no ordered effects in
-# the condition
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering
 def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     # The consts travel through the loop state with the carry (regions only see their
     # arguments here, as in JAX's lowering), after the tokens of the body's ordered effects.
     hlo, ir = mlir.hlo, mlir.ir
     if mlir.ordered_effects_of(cond_jaxpr.jaxpr):
-        raise NotImplementedError("while_loop: ordered effects (io_callback(ordered=True), "
-                                  "ordered debug prints) in cond_fun are not supported")
+        return _while_lowering_cond_effects(ctx, args, cond_jaxpr, body_jaxpr, cond_nconsts,
+                                            body_nconsts)
     effs = mlir.ordered_effects_of(body_jaxpr.jaxpr)
     ntok = len(effs)
     types = [mlir.token_type()] * ntok + [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
