@@ -339,7 +339,8 @@ def io_callback(callback: Callable, result_shape_dtypes, *args, sharding=None,
     Like `pure_callback` (same `callback` and `result_shape_dtypes`), but the call is never
     removed, and with `ordered=True` calls happen in program order (inside loops, branches
     and across jitted calls too: runtime tokens). Under `vmap` an unordered call runs once
-    per example; an ordered one raises ValueError, as do `jvp`/`grad`.
+    per example; an ordered one raises ValueError, as do `jvp`/`grad`. `sharding`: as for
+    `pure_callback`, the device a program partitioned over a mesh calls it from.
     Returns the results in `result_shape_dtypes`'s pytree.
     """
     flat_cb, flat_args, out_tree = _flat_callback("io_callback", callback,
