@@ -46,9 +46,6 @@ ROOT = Path(__file__).resolve().parents[1]
 def _block(J, tree):
     if J is np:
         return
-    if hasattr(tree, "block_until_ready"):  # one array: as a user times it, no tree walk
-        tree.block_until_ready()
-        return
     for x in J.tree_util.tree_leaves(tree):
         x.block_until_ready()
 
