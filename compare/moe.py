@@ -205,6 +205,7 @@ def dropped_fraction(J, prog, params, val, n_layer: int, k: int) -> float:
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
     res = TopicResult("Mixture-of-experts GPT: router, top-k, capacity, dispatch einsums")
     res.chapter = "chapters/21-mixture-of-experts.md"
+    res.runs = "both"  # through compare/gpt.py's MODULES
     t_start = time.perf_counter()
     raw, source = gpt.load_text(text)
     if quick:
