@@ -22,8 +22,8 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
            out_sharding=None):
     """Einstein summation, contracted left to right with `dot_general` (a documented simpler
     path than JAX's opt_einsum ordering; each pair's dimensions ordered as JAX orders them,
-    so two-operand einsums are bit-identical to JAX's). Supports `...`, implicit output, sums over indices
-    that appear once, and an index repeated within one operand (its diagonal: "ii->i",
+    so two-operand einsums are bit-identical to JAX's). Supports `...`, implicit output, sums
+    over indices that appear once, and an index repeated within one operand (its diagonal: "ii->i",
     "ii->", "iij->j"). `out_sharding` (NamedSharding, or PartitionSpec under `set_mesh`):
     the result's sharding, given to the last contraction (sharding in types).
     Raises ValueError for mismatched subscripts or sizes."""
