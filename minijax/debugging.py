@@ -116,7 +116,8 @@ def _debug_callback_lowering(ctx, *args, callback, effect, partitioned):
         _debug_callback_impl(*flat, callback=callback, effect=effect, partitioned=partitioned)
         return ()
     ordered = effect if effects.ordered_effects.contains(effect) else None
-    emit_python_callback(ctx, host, args, [], has_side_effect=True, ordered_effect=ordered)
+    emit_python_callback(ctx, host, args, [], has_side_effect=True, ordered_effect=ordered,
+                         partitioned=partitioned)
     return []
 
 

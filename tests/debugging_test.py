@@ -215,6 +215,47 @@ def test_disable_jit_runs_the_python_function_as_jax(capsys):
     assert "Tracer" in m_lines[1] and "Tracer" in j_lines[1]
 
 
+def disabled_control_flow(J):
+    """Control flow under disable_jit(): which Python bodies ran, how often, in what order
+    (`log`), the results, and the jaxpr of a scan traced under the flag (unrolled)."""
+    lax, log, f32 = J.lax, [], np.float32
+
+    def note(tag, value):
+        log.append(tag)
+        return value
+
+    with J.disable_jit():
+        xs = np.arange(3, dtype=f32)
+        vals = [lax.scan(lambda c, x: note("scan", (c + x, c * x)), f32(0), xs),
+                lax.scan(lambda c, x: note("rev", (c + x, c * x)), f32(1), xs, reverse=True),
+                lax.while_loop(lambda v: note("cond_fun", v < 3), lambda v: note("body", v + 1),
+                               0),
+                lax.fori_loop(0, 3, lambda i, v: note("fori", v + i), f32(0)),
+                lax.fori_loop(3, 3, lambda i, v: note("fori0", v + i), f32(0)),
+                lax.cond(f32(2), lambda a: note("true", a + 1), lambda a: note("false", a - 1),
+                         f32(1)),
+                lax.switch(7, [lambda a: note("b0", a), lambda a: note("b1", a * 2)], f32(3)),
+                lax.map(lambda a: note("map", a * 2), xs),
+                # a batched predicate is not known now: the primitive, bodies traced once
+                J.vmap(lambda v: lax.while_loop(lambda u: note("vcond", u < v),
+                                                lambda u: note("vbody", u + 1), 0.0))(xs),
+                J.vmap(lambda x: lax.scan(lambda c, y: note("vscan", (c + y, y)), 0.0, x))(
+                    np.ones((2, 3), f32)),
+                J.grad(lambda x: lax.cond(x > 0, lambda: note("grad", x * x), lambda: x))(
+                    f32(3))]
+        jaxpr = J.make_jaxpr(lambda x: lax.scan(lambda c, y: (c + y, y), 0.0, x))(xs)
+        with pytest.raises(ValueError, match="zero-length scan") as e:
+            lax.scan(lambda c, y: (c, y), 0.0, np.zeros((0,), f32))
+    vals = J.tree_util.tree_map(lambda v: np.asarray(v).tolist(), vals)
+    return log, vals, [str(q.primitive) for q in jaxpr.jaxpr.eqns], str(e.value)
+
+
+def test_disable_jit_runs_control_flow_as_python_as_jax():
+    got, want = disabled_control_flow(minijax), disabled_control_flow(jax)
+    assert got == want, (got, want)
+    assert want[0].count("body") == 3 and "scan" not in want[2]  # Python, not primitives
+
+
 def test_log_compiles_names_the_function_and_why(caplog):
     def compiles(J, name):
         def double(x):
