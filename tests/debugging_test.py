@@ -114,6 +114,35 @@ def test_debug_callback_sees_runtime_values_as_jax():
         np.testing.assert_array_equal(g, w)
 
 
+def test_debug_callback_under_grad_scan_and_cond_as_jax():
+    def program(J):
+        seen = []
+
+        def look(tag):
+            return lambda v: seen.append((tag, np.asarray(v).tolist()))
+
+        def loss(a):
+            y = J.numpy.sin(a)
+            J.debug.callback(look("grad: primal"), y)  # the forward value, once
+            return y.sum()
+        def body(c, r):
+            J.debug.callback(look("scan"), c + r)
+            return c + r, None
+
+        g = J.jit(J.grad(loss))(X)
+        J.jit(lambda xs: J.lax.scan(body, X, xs))(XS)
+        branch = J.jit(lambda a: J.lax.cond(a.sum() > 0, lambda v: J.debug.callback(
+            look("then"), v), lambda v: J.debug.callback(look("else"), -v), a))
+        branch(X + 1)
+        branch(X - 1)
+        J.effects_barrier()
+        return seen, np.asarray(g).tolist()
+
+    got, want = program(minijax), program(jax)
+    assert got == want, (got, want)
+    assert [t for t, _ in want[0]] == ["grad: primal", "scan", "scan", "then", "else"]
+
+
 def test_format_errors_match_jax():
     def unused(J):
         J.debug.print("x={}", X, X)
