@@ -799,6 +799,10 @@ def check_debug_callback_in_partial_manual_shard_map():
             for J, m in ((jax, jm), (minijax, mm))]
     assert [type(e) for e in errs] == [NotImplementedError] * 2, errs
     assert str(errs[1]) == str(errs[0]).splitlines()[0], errs
+    from minijax.interpreters import mlir
+    from minijax.lax import parallel
+    assert not parallel.ctx.meshes and not mlir._module_contexts  # nothing left behind
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
 
 
 if __name__ == "__main__":
