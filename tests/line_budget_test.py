@@ -29,7 +29,7 @@ BUDGETS = {
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
-    "debugging": 215,
+    "debugging": 275,
     "dispatch": 240,   # + eager results as their sharded types say (issue 11), device_put_p
     "dtypes": 210,
     "effects": 70,
