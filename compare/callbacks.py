@@ -11,16 +11,16 @@ Three doors out of a traced program, and how each behaves under the transforms:
   happen in program order (and then `vmap` is refused).
 * `debug.callback` / `debug.print`: for looking at runtime values; returns nothing.
 
-Sharded inputs (where the host function is called from) are shown for JAX only: minijax runs
-callbacks on one device and refuses a program partitioned over a mesh that contains one.
+With inputs split over a mesh, a callback in the bulk program gets the whole array on one
+device, and one inside `shard_map` (or `debug.callback(partitioned=True)`) each shard.
 """
 
 from __future__ import annotations
 
+import re
+
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
 import minijax
 from compare._jax201 import captured_stdout, catch, table
@@ -267,40 +267,94 @@ def run(quick: bool = False) -> TopicResult:
         "trip, in order."
     )
 
-    # ---------------------------------------------------------------- sharded inputs (JAX)
+    # ---------------------------------------------------------------- sharded inputs
     sharded_section(res, x)
     return res
 
 
+def sharded_seen(J) -> dict:
+    """What host functions see when their inputs are split over 4 devices of a mesh: under
+    `jit` (the bulk program) and inside `shard_map`; each callback appends (what, shape,
+    values) to one log. Also the callbacks' `sdy.sharding` annotations in the lowered text."""
+    mesh = J.make_mesh((4,), ("i",), devices=J.devices()[:4],
+                       axis_types=(J.sharding.AxisType.Auto,))
+    a = J.device_put(np.arange(8, dtype=np.float32),
+                     J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("i")))
+    log: list = []
+
+    def seen(what):
+        def host(v):
+            log.append((what, np.shape(v), np.asarray(v).tolist()))
+            return np.asarray(v) * 2
+        return host
+
+    def bulk(v):
+        w = J.pure_callback(seen("pure_callback"), sds(J, v), v)
+        w = J.experimental.io_callback(seen("io_callback(ordered)"), sds(J, v), w,
+                                       ordered=True)
+        on3 = J.sharding.SingleDeviceSharding(J.devices()[3])
+        w = J.experimental.io_callback(seen("io_callback(sharding=device 3)"), sds(J, v), w,
+                                       sharding=on3)
+        J.debug.callback(seen("debug.callback"), w)
+        J.debug.callback(seen("debug.callback(partitioned)"), v, partitioned=True)
+        return w
+
+    def per_shard(v):
+        J.debug.callback(seen("shard_map: debug.callback"), v)
+        return J.pure_callback(seen("shard_map: pure_callback"), sds(J, v), v)
+
+    f = J.jit(bulk)
+    g = J.jit(J.shard_map(per_shard, mesh=mesh, in_specs=J.P("i"), out_specs=J.P("i")))
+    out, out_g = f(a), g(a)
+    J.block_until_ready((out, out_g))
+    J.effects_barrier()
+    text = f.lower(a).as_text() + g.lower(a).as_text()
+    attrs = [m for line in text.splitlines() if "python_cpu_callback" in line
+             for m in re.findall(r"sdy\.sharding = (#sdy\.sharding_per_value<\[.*?\]>)\}", line)]
+    meshes = sorted(set(re.findall(r"sdy\.mesh @(\w+) = (<[^>]*>)", text)))
+    order = ["pure_callback", "io_callback(ordered)", "io_callback(sharding=device 3)",
+             "debug.callback", "debug.callback(partitioned)", "shard_map: debug.callback",
+             "shard_map: pure_callback"]
+    return dict(log=sorted(log, key=lambda e: (order.index(e[0]), e[2])),
+                out=np.asarray(out), out_g=np.asarray(out_g),
+                out_spec=str(out.sharding.spec), attrs=attrs, meshes=meshes,
+                ordered_debug=catch(lambda: J.jit(lambda v: J.debug.print(
+                    "{}", v, ordered=True)).lower(a)))
+
+
 def sharded_section(res: TopicResult, x) -> None:
-    mesh = jax.make_mesh((4,), ("i",), devices=jax.devices()[:4])
-    sharded = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("i")))
-    whole: list = []
-    parts: list = []
-
-    @jax.jit
-    def peek(a):
-        jax.debug.callback(lambda v: whole.append(np.shape(v)), a)
-        jax.debug.callback(lambda v: parts.append(np.shape(v)), a, partitioned=True)
-        return a + 1
-
-    peek(sharded).block_until_ready()
-    jax.effects_barrier()
-    res.check_true("JAX: debug.callback (default) sees the whole array once", whole == [(8,)])
-    res.check_true("JAX: debug.callback(partitioned=True) sees each shard",
-                   sorted(parts) == [(2,)] * 4)
-    m_mesh = minijax.make_mesh((4,), ("i",), devices=minijax.devices()[:4])
-    m_sharded = minijax.device_put(np.arange(8, dtype=np.float32),
-                                   minijax.sharding.NamedSharding(m_mesh, minijax.P("i")))
-    kind, msg = catch(lambda: minijax.jit(lambda a: minijax.pure_callback(
-        host_cos, sds(minijax, a), a))(m_sharded))
-    res.check_true("minijax: a callback in a partitioned program is refused clearly",
-                   kind == "NotImplementedError" and "mesh" in msg)
+    got = {name: sharded_seen(J) for name, J in MODULES}
+    j, m = got["jax"], got["minijax"]
+    res.check_true("sharded inputs: each host function saw the same calls, shapes and values",
+                   j["log"] == m["log"] and len(j["log"]) == 16)
+    res.check("minijax: sharded inputs: results of the bulk callbacks", m["out"], j["out"])
+    res.check("minijax: sharded inputs: results inside shard_map", m["out_g"], j["out_g"])
+    res.check_true("sharded inputs: a bulk callback's result is replicated (same spec)",
+                   m["out_spec"] == j["out_spec"])
+    res.check_true("sharded inputs: the same sdy.sharding on each callback, same meshes",
+                   m["attrs"] == j["attrs"] and m["meshes"] == j["meshes"] and m["attrs"])
+    prefix = "The following ordered effects are not supported for more than 1 device"
+    res.check_true("ordered debug.print on 4 devices: the same error",
+                   m["ordered_debug"][0] == j["ordered_debug"][0] == "ValueError"
+                   and prefix in m["ordered_debug"][1] and prefix in j["ordered_debug"][1])
+    rows, seen_rows = [], {}
+    for what, shape, _ in m["log"]:
+        seen_rows.setdefault(what, []).append(shape)
+    for what, shapes in seen_rows.items():
+        rows.append([f"`{what}`", len(shapes), ", ".join(sorted({str(s) for s in shapes}))])
     res.sections.append(
-        "### Callbacks and sharded inputs (JAX)\n\n"
-        "Input: 8 numbers split over 4 devices. By default a JAX callback wants the whole "
-        f"logical array (the host saw {whole}): the partitioner gathers the shards to one "
-        "device and calls the host once. `partitioned=True` (debug callbacks) or a callback "
-        f"inside `shard_map` runs where the data is (the host saw {sorted(parts)}). minijax "
-        "runs callbacks on one device only and says so:\n\n" + code(f"{kind}: {msg}")
+        "### Callbacks and sharded inputs\n\n"
+        "Input: 8 numbers split over 4 devices (`P('i')`). In the bulk program (`jit`) a "
+        "callback wants the whole logical array: the partitioner gathers the shards to one "
+        "device (a MAXIMAL sharding, `@maximal_mesh_0`; `io_callback(sharding="
+        "SingleDeviceSharding(d))` picks device `d`) and calls the host once; its result is "
+        f"replicated (`{m['out_spec']}`). `debug.callback(partitioned=True)` and any "
+        "callback inside `shard_map` run where the data is, once per device. The same in "
+        "both modules:\n\n"
+        + table(["host function", "calls", "shapes it saw"], rows)
+        + "\n\nThe annotations on the callbacks' `custom_call`s (minijax's text equals "
+        "JAX's):\n\n" + code("\n".join(m["attrs"]))
+        + "\n\nAn ordered `io_callback` keeps its order on a mesh (its token lives on every "
+        "device); an ordered `debug.print` there is refused, in both:\n\n"
+        + code("{}: {}".format(*m["ordered_debug"]))
     )

@@ -6,8 +6,8 @@ eager operations), interleaved round by round, `block_until_ready` on every resu
 warm-up; a round times many calls, and the figure is the median over the rounds (the spread,
 min to max, is reported too):
 
-* eager `jnp.add` and `jnp.dot` on two f32[8,8] (minijax runs the primitive's NumPy rule,
-  `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
+* eager `jnp.add`, `jnp.dot` and `a @ b` on two f32[8,8] (minijax runs the primitive's NumPy
+  rule, `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
   Target: minijax/JAX <= 0.25.
 * a cached jitted call: `lambda x: x + 1` on an f32[] Array; the sum of 10 f32[4] arguments; a
   dict of 20 f32[4] in and out (`minijax/compiler.py: ExecuteReplicated` runs all three).
@@ -53,7 +53,17 @@ def _block(J, tree):
 def eager_cases(J) -> dict:
     jnp = J.numpy
     a, b = jnp.ones((8, 8), jnp.float32), jnp.ones((8, 8), jnp.float32)
-    return {"eager add f32[8,8]": (jnp.add, (a, b)), "eager dot f32[8,8]": (jnp.dot, (a, b))}
+    return {"eager add f32[8,8]": (jnp.add, (a, b)), "eager dot f32[8,8]": (jnp.dot, (a, b)),
+            "eager a @ b f32[8,8]": (_matmul_operator, (a, b))}
+
+
+def _matmul_operator(a, b):
+    return a @ b
+
+
+# NumPy's own call for each eager case: the floor
+NUMPY_EAGER = {"eager add f32[8,8]": np.add, "eager dot f32[8,8]": np.dot,
+               "eager a @ b f32[8,8]": _matmul_operator}
 
 
 def jit_cases(J) -> dict:
@@ -94,8 +104,7 @@ def call_times(cases_of, *, n: int, rounds: int, with_numpy: bool = False) -> di
             fns[name] = lambda J=J, f=f, args=args: _per_call_us(J, f, args, n)
         if with_numpy:
             a = np.ones((8, 8), np.float32)
-            np_f = np.add if "add" in case else np.dot
-            fns["numpy"] = lambda f=np_f, args=(a, a): _per_call_us(np, f, args, n)
+            fns["numpy"] = lambda f=NUMPY_EAGER[case], args=(a, a): _per_call_us(np, f, args, n)
         out[case] = interleaved(fns, rounds)
         outs[case] = {name: cases[name][case][0](*cases[name][case][1]) for name, _ in MODULES}
     return out, outs

@@ -25,9 +25,6 @@ from minijax import core, dtypes, effects
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
-_CHAPTER = "chapters/14-callbacks-effects.md"
-
-
 # JAX: jax/_src/callback.py _FlatCallback
 class _FlatCallback:
     """The user's callback as a function of flat NumPy arguments returning a flat tuple,
@@ -119,15 +116,18 @@ def _batched_by_map(prim: core.Primitive, vals, dims, axis_size: int, params: di
     return outs, [0] * len(outs)
 
 
-# JAX: jax/_src/callback.py emit_python_callback — differs: CPU only, one device
+# JAX: jax/_src/callback.py emit_python_callback — differs: CPU only
 def emit_python_callback(ctx: mlir.LoweringRuleContext, callback: Callable,
                          operands: Sequence[Any], result_avals: Sequence[core.ShapedArray], *,
-                         has_side_effect: bool, ordered_effect: effects.Effect | None = None
-                         ) -> list:
+                         has_side_effect: bool, ordered_effect: effects.Effect | None = None,
+                         sharding=None, partitioned: bool = False) -> list:
     """Emit a custom call to `xla_ffi_python_cpu_callback` running `callback(*numpy_args)`
     (which returns a tuple of NumPy arrays of `result_avals`); register the callable with the
     module. With `ordered_effect`, the call consumes that effect's current token and produces
-    the next one. Returns the result values."""
+    the next one. In a module partitioned over a mesh the call runs once, on the whole values,
+    on the mesh's first device or `sharding`'s (a SingleDeviceSharding); inside `shard_map`
+    once per device on its shards; `partitioned` (debug callbacks, no results): once per
+    device on its shards (`xla_ffi_partitioned_python_cpu_callback`). Returns the results."""
     ir, hlo = mlir.ir, mlir.hlo
     module_ctx = ctx.module_context
     avals_in = list(ctx.avals_in)
@@ -149,8 +149,9 @@ def emit_python_callback(ctx: mlir.LoweringRuleContext, callback: Callable,
         return ir.ArrayAttr.get([ir.DenseIntElementsAttr.get(
             np.asarray(lay, np.int64), type=ir.IndexType.get()) for lay in ls])
 
+    target = f"xla_ffi{'_partitioned' if partitioned else ''}_python_cpu_callback"
     attributes = dict(
-        call_target_name=ir.StringAttr.get("xla_ffi_python_cpu_callback"),
+        call_target_name=ir.StringAttr.get(target),
         has_side_effect=ir.BoolAttr.get(has_side_effect),
         backend_config=ir.StringAttr.get(""),
         api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
@@ -161,11 +162,43 @@ def emit_python_callback(ctx: mlir.LoweringRuleContext, callback: Callable,
                                         attributes=attributes)
     op.operation.attributes["mhlo.backend_config"] = ir.DictAttr.get(
         {"index": ir.IntegerAttr.get(ir.IntegerType.get_unsigned(64), index)})
+    _callback_op_sharding(op.operation, module_ctx, sharding, list(result_avals))
     results = list(op.results)
     if ordered_effect is not None:
         mlir.set_tokens([ordered_effect], results[:1])
         results = results[1:]
     return results
+
+
+# JAX: jax/_src/callback.py _callback_op_sharding
+def _callback_op_sharding(op, module_ctx, sharding, result_avals) -> None:
+    """Where the callback runs once the module is partitioned: inside a `shard_map` over all
+    of the mesh's axes, on each device (its values replicated over `@empty_mesh`); in the
+    bulk program, on one device (`mlir.ModuleContext.maximal_callbacks`, annotated at the end
+    of lowering, once the mesh is known: `minijax/interpreters/mlir.py: _place_callbacks`)."""
+    from minijax import sharding as msh
+    from minijax.lax import parallel
+    if parallel.ctx.meshes:
+        mesh, manual = parallel.ctx.meshes[-1]
+        if manual != frozenset(mesh.axis_names):
+            raise NotImplementedError(
+                "callbacks are only supported in spmd computations when all mesh axes are "
+                "partitioned manually (no partial automatic sharding).")
+        if sharding is not None:
+            raise NotImplementedError("callbacks do not support specifying sharding inside "
+                                      "spmd computations")
+        module_ctx.empty_mesh = True
+        per = [f"<@empty_mesh, [{', '.join(['{}'] * a.ndim)}]>" for a in result_avals]
+        if len(op.results) > len(result_avals) or not per:  # the token, or no results
+            per = ["<@empty_mesh, []>", *per]
+        op.attributes["sdy.sharding"] = mlir.ir.Attribute.parse(
+            "#sdy.sharding_per_value<[" + ", ".join(per) + "]>")
+        return
+    if sharding is not None and not isinstance(sharding, msh.SingleDeviceSharding):
+        raise NotImplementedError("pure_callback only supports SingleDeviceSharding, but got "
+                                  f"{type(sharding)}")
+    module_ctx.maximal_callbacks.append(
+        (op, None if sharding is None else sharding._device))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,7 +224,8 @@ def pure_callback(callback: Callable, result_shape_dtypes, *args, sharding=None,
         arguments get a leading axis of size 1), "broadcast_all" (one call; every argument
         has the full batch axis), "legacy_vectorized" (one call, unbatched arguments left
         as they are). None: vmap raises.
-      sharding: accepted for JAX's signature; minijax runs callbacks on one device only.
+      sharding: a SingleDeviceSharding: in a program partitioned over a mesh, the device
+        the callback runs on (default: the mesh's first); it gets the whole arrays there.
     Returns: the results, in `result_shape_dtypes`'s pytree.
     Raises: ValueError for an unknown vmap_method, and under `jvp`/`grad` (wrap it in
     `custom_jvp`/`custom_vjp`); NotImplementedError under `vmap` without a vmap_method;
@@ -201,13 +235,10 @@ def pure_callback(callback: Callable, result_shape_dtypes, *args, sharding=None,
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"vmap_method must be on of the allowed methods {list(_VMAP_METHODS)}, "
                          f"but got: {vmap_method}")
-    if sharding is not None:
-        raise NotImplementedError("pure_callback(sharding=...) is not supported in minijax "
-                                  f"— see {_CHAPTER}")
     flat_cb, flat_args, out_tree = _flat_callback("pure_callback", callback,
                                                   result_shape_dtypes, args, kwargs)
     outs = pure_callback_p.bind(*flat_args, callback=flat_cb,
-                                result_avals=flat_cb.result_avals, sharding=None,
+                                result_avals=flat_cb.result_avals, sharding=sharding,
                                 vmap_method=vmap_method)
     return tree_unflatten(out_tree, outs)
 
@@ -260,7 +291,8 @@ def index_in_dim(x, i: int, d: int):
 
 
 def _pure_callback_lowering(ctx, *args, callback, result_avals, sharding, vmap_method):
-    return emit_python_callback(ctx, callback, args, result_avals, has_side_effect=False)
+    return emit_python_callback(ctx, callback, args, result_avals, has_side_effect=False,
+                                sharding=sharding)
 
 
 pure_callback_p = core.Primitive("pure_callback")
@@ -296,6 +328,7 @@ class OrderedIOEffect(effects.Effect):
 _IOEffect = IOEffect()
 _OrderedIOEffect = OrderedIOEffect()
 effects.ordered_effects.add_type(OrderedIOEffect)
+effects.shardable_ordered_effects.add_type(OrderedIOEffect)
 
 
 # JAX: jax/_src/callback.py io_callback
@@ -306,16 +339,14 @@ def io_callback(callback: Callable, result_shape_dtypes, *args, sharding=None,
     Like `pure_callback` (same `callback` and `result_shape_dtypes`), but the call is never
     removed, and with `ordered=True` calls happen in program order (inside loops, branches
     and across jitted calls too: runtime tokens). Under `vmap` an unordered call runs once
-    per example; an ordered one raises ValueError, as do `jvp`/`grad`.
+    per example; an ordered one raises ValueError, as do `jvp`/`grad`. `sharding`: as for
+    `pure_callback`, the device a program partitioned over a mesh calls it from.
     Returns the results in `result_shape_dtypes`'s pytree.
     """
-    if sharding is not None:
-        raise NotImplementedError("io_callback(sharding=...) is not supported in minijax — "
-                                  f"see {_CHAPTER}")
     flat_cb, flat_args, out_tree = _flat_callback("io_callback", callback,
                                                   result_shape_dtypes, args, kwargs)
     outs = io_callback_p.bind(*flat_args, callback=flat_cb, ordered=ordered,
-                              result_avals=flat_cb.result_avals, sharding=None)
+                              result_avals=flat_cb.result_avals, sharding=sharding)
     return tree_unflatten(out_tree, outs)
 
 
@@ -339,7 +370,8 @@ def _io_callback_batch_rule(vals, dims, *, axis_size, callback, ordered, result_
 
 def _io_callback_lowering(ctx, *args, callback, ordered, result_avals, sharding):
     return emit_python_callback(ctx, callback, args, result_avals, has_side_effect=True,
-                                ordered_effect=_OrderedIOEffect if ordered else None)
+                                ordered_effect=_OrderedIOEffect if ordered else None,
+                                sharding=sharding)
 
 
 io_callback_p = core.Primitive("io_callback")

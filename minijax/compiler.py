@@ -180,10 +180,19 @@ class RuntimeTokenSet(threading.local):
         self.current_tokens: dict = {}
         self.output_runtime_token = None
 
-    def get_token_input(self, eff):
+    def get_token_input(self, eff, sharding=None):
+        """The token to hand the next computation with `eff`: on the default device, or
+        replicated over `sharding`'s devices (a program partitioned over a mesh). A token
+        left on other devices is waited for first, so the order still holds."""
         tok = self.current_tokens.get(eff)
+        want = {default_device()} if sharding is None else set(sharding._device_assignment)
+        if tok is not None and set(tok.sharding.device_set) != want:
+            tok.block_until_ready()
+            tok = None
         if tok is None:
-            tok = self.current_tokens[eff] = device_put(np.zeros(0, np.bool_))
+            zeros = np.zeros(0, np.bool_)
+            tok = device_put(zeros) if sharding is None else device_put_sharded(zeros, sharding)
+            self.current_tokens[eff] = tok
         return tok
 
     def set_token_result(self, eff, token) -> None:
@@ -217,7 +226,7 @@ class ExecuteReplicated:
     """
 
     __slots__ = ("executable", "in_avals", "out_avals", "donated", "handlers",
-                 "ordered_effects", "has_effects", "jaxpr", "name")
+                 "ordered_effects", "has_effects", "token_sharding", "jaxpr", "name")
 
     def __init__(self, executable, in_avals: Sequence[core.ShapedArray],
                  out_avals: Sequence[core.ShapedArray], donated: Sequence[bool],
@@ -229,6 +238,7 @@ class ExecuteReplicated:
         self.donated = tuple(donated) if any(donated) else None
         self.ordered_effects = tuple(ordered_effects)
         self.has_effects = has_effects
+        self.token_sharding = None  # the tokens' devices: the default one (ExecuteSharded: all)
         token_avals = [core.ShapedArray((0,), np.bool_)] * len(self.ordered_effects)
         self.handlers = result_handlers([*token_avals, *out_avals])
         # what jax_debug_nans runs again op by op: a weak reference, as the caches of
@@ -288,7 +298,7 @@ class ExecuteReplicated:
     # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated._add_tokens_to_inputs
     def _execute_with_tokens(self, bufs: list) -> list:
         effs = self.ordered_effects
-        tokens = [runtime_tokens.get_token_input(e) for e in effs]
+        tokens = [runtime_tokens.get_token_input(e, self.token_sharding) for e in effs]
         results = self.executable.execute_sharded([*tokens, *bufs], with_tokens=True)
         runtime_tokens.set_output_runtime_token(results.consume_token())
         if self.handlers is None:
@@ -309,13 +319,15 @@ class ExecutePlaced(ExecuteReplicated):
 
     __slots__ = ("placed",)
 
-    def __init__(self, executable, in_avals, out_avals, donated, placed: Sequence) -> None:
-        super().__init__(executable, in_avals, out_avals, donated)
+    def __init__(self, executable, in_avals, out_avals, donated, placed: Sequence,
+                 ordered_effects: Sequence[Any] = (), has_effects: bool = False) -> None:
+        super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
         self.placed = tuple(placed)  # per output: its sharding, or None (default memory)
         from jaxlib import _jax
+        ntok = len(self.ordered_effects)  # the handlers of the leading tokens come first
         for i, (a, s) in enumerate(zip(out_avals, self.placed)):
             if s is not None and self.handlers is not None:  # None: float0, generic path
-                self.handlers[i] = _jax.array_result_handler(
+                self.handlers[ntok + i] = _jax.array_result_handler(
                     _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
                     _skip_checks=True)
 
@@ -418,15 +430,16 @@ def _index_of_tiles(hlo_sharding, shape: tuple, num_devices: int) -> dict:
 
 
 # JAX: jax/_src/interpreters/pxla.py _get_out_sharding_from_orig_sharding
-def output_shardings(executable, mesh, out_avals) -> list:
+def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` of each output, read from what the partitioner chose
-    (`executable.get_output_shardings()`)."""
-    return _named_shardings(executable.get_output_shardings(), mesh, out_avals)
+    (`executable.get_output_shardings()`), after the `ntok` leading runtime tokens."""
+    return _named_shardings(executable.get_output_shardings()[ntok:], mesh, out_avals)
 
 
-def parameter_shardings(executable, mesh, in_avals) -> list:
-    """The NamedSharding over `mesh` the executable expects for each input."""
-    return _named_shardings(executable.get_parameter_shardings(), mesh, in_avals)
+def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
+    """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
+    tokens)."""
+    return _named_shardings(executable.get_parameter_shardings()[ntok:], mesh, in_avals)
 
 
 def _named_shardings(protos, mesh, avals) -> list:
@@ -446,19 +459,24 @@ class ExecuteSharded(ExecuteReplicated):
     """ExecuteReplicated for a program partitioned over a mesh: every input is handed to the
     executable as a global buffer in the layout it was compiled for (`in_shardings`), and the
     outputs come back as Arrays in the layouts the partitioner chose (`out_shardings`),
-    committed."""
+    committed. Runtime tokens of ordered effects are replicated over the mesh's devices."""
 
     __slots__ = ("in_shardings", "out_shardings")
 
-    def __init__(self, executable, in_avals, out_avals, donated, in_shardings, out_shardings):
-        super().__init__(executable, in_avals, out_avals, donated)
+    def __init__(self, executable, in_avals, out_avals, donated, in_shardings, out_shardings,
+                 mesh=None, ordered_effects: Sequence[Any] = (), has_effects: bool = False):
+        super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
+        from minijax import sharding as msh
+        self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
+        token_sh = [self.token_sharding] * len(self.ordered_effects)
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,
                                                    _skip_checks=True)
-                         for a, s in zip(out_avals, out_shardings)]
+                         for a, s in zip([*[core.ShapedArray((0,), np.bool_)] * len(token_sh),
+                                          *out_avals], [*token_sh, *out_shardings])]
 
     def __call__(self, args, consts=()):
         bufs = []
@@ -468,7 +486,10 @@ class ExecuteSharded(ExecuteReplicated):
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
-        outs = execute(self.executable, bufs, self.handlers)
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        else:
+            outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
             for x, d in zip(args, self.donated[len(consts):]):
                 if d and type(x) is Array:

@@ -32,6 +32,8 @@ class Config:
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion")
+    # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
+    _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
 
     def __init__(self) -> None:
         # plain instance attributes: reading an option on the eager hot path is one lookup
@@ -39,10 +41,13 @@ class Config:
         self._set_trace_context()
 
     def _set_trace_context(self) -> None:
-        # a new tuple object only when a value changed: `jit` compares it by identity
-        ctx = tuple(self.__dict__[n] for n in self._trace_options)
-        if ctx != self.__dict__.get("trace_context"):
-            self.__dict__["trace_context"] = ctx
+        # a new tuple object only when a value changed: `jit` and the eager path compare them
+        # by identity
+        for attr, names in (("trace_context", self._trace_options),
+                            ("eager_context", self._eager_options)):
+            ctx = tuple(self.__dict__[n] for n in names)
+            if ctx != self.__dict__.get(attr):
+                self.__dict__[attr] = ctx
 
     def update(self, name: str, value: Any) -> None:
         if name not in self._defaults:

@@ -436,10 +436,7 @@ class EvalTrace(Trace):
     `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        out = apply_primitive(primitive, tracers, params)
-        if config.jax_debug_nans or config.jax_debug_infs:
-            check_special(primitive.name, out if primitive.multiple_results else [out])
-        return out
+        return apply_primitive(primitive, tracers, params)
 
 
 # JAX: jax/_src/dispatch.py check_special

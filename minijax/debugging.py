@@ -23,6 +23,7 @@ from minijax import core, effects
 from minijax.array import array_from_numpy
 from minijax.callback import emit_python_callback, index_in_dim
 from minijax.interpreters import ad, batching, mlir
+from minijax.lax import parallel
 from minijax.tree_util import tree_flatten, tree_unflatten
 
 
@@ -111,13 +112,75 @@ def _debug_transpose(cts, *args, **params):
     return [None] * len(args)
 
 
+# JAX: jax/_src/debugging.py debug_callback_lowering
 def _debug_callback_lowering(ctx, *args, callback, effect, partitioned):
     def host(*flat):
         _debug_callback_impl(*flat, callback=callback, effect=effect, partitioned=partitioned)
         return ()
+    if parallel.ctx.meshes:
+        mesh, manual = parallel.ctx.meshes[-1]
+        if manual != frozenset(mesh.axis_names):
+            _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned)
+            return []
     ordered = effect if effects.ordered_effects.contains(effect) else None
-    emit_python_callback(ctx, host, args, [], has_side_effect=True, ordered_effect=ordered)
+    emit_python_callback(ctx, host, args, [], has_side_effect=True, ordered_effect=ordered,
+                         partitioned=partitioned)
     return []
+
+
+# JAX: jax/_src/debugging.py _debug_callback_partial_auto — differs: emits the nested manual
+# computation and the branch directly instead of lowering a traced shard_map of a cond;
+# JAX 0.10.2 raises TypeError (`axis_index` given two names) with two or more automatic axes
+def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> None:
+    """A debug callback inside a shard_map manual along only some of the mesh axes: its
+    operands are gathered along the other axes (a nested `sdy.manual_computation` over them,
+    the operands replicated along them) and it runs where their index is 0: once per shard
+    of the manual axes. With an Explicit axis among the others, NotImplementedError for a
+    value of the body (JAX refuses to close a shard_map over it; constants are fine)."""
+    from jax.extend.mlir.dialects import sdy
+    from minijax.mesh import AxisType
+    ir, hlo = mlir.ir, mlir.hlo
+    rest = tuple(a for a in mesh.axis_names if a not in manual)
+    types = dict(zip(mesh.axis_names, mesh.axis_types))
+    if any(types[a] is AxisType.Explicit for a in rest):
+        body_values = [a for a, v in zip(ctx.avals_in, args)
+                       if getattr(v.owner, "name", None) != "stablehlo.constant"]
+        if body_values:
+            by_type: dict = {}
+            for a in mesh.axis_names:
+                by_type.setdefault(AxisType.Manual if a in manual else types[a], []).append(a)
+            raise NotImplementedError(
+                "Closing over inputs to shard_map where the input is sharded on `Explicit` "
+                "axes is not implemented. As a workaround, please pass those inputs as an "
+                "argument to shard_map. Got input with shape "
+                f"{body_values[0].str_short()}({ {t: tuple(n) for t, n in by_type.items()} })")
+    mlir.sharding_attr(parallel._replicated(mesh), 0)  # declares the module's mesh
+    in_sh = ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(
+        f"<@mesh, [{', '.join(['{?}'] * a.ndim)}]>" for a in ctx.avals_in) + "]>")
+    op = sdy.ManualComputationOp([], list(args), in_sh,
+                                 ir.Attribute.parse("#sdy.sharding_per_value<[]>"),
+                                 sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in rest]))
+    block = ir.Block.create_at_start(op.body, [v.type for v in args])
+    parallel.ctx.meshes.append((mesh, frozenset(mesh.axis_names)))
+    try:
+        with ir.InsertionPoint(block):
+            i32 = core.ShapedArray((), np.int32)
+            idx = parallel._axis_index_value(mlir.LoweringRuleContext([], [i32]), mesh, rest)
+            first = hlo.compare(idx, mlir.ir_constant(np.int32(0)),
+                                hlo.ComparisonDirectionAttr.get("EQ"),
+                                compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+            case = hlo.CaseOp([], hlo.convert(mlir.aval_to_ir_type(i32), first), 2)
+            with ir.InsertionPoint(case.regions[0].blocks.append()):
+                hlo.return_([])
+            with ir.InsertionPoint(case.regions[1].blocks.append()):
+                # unordered: stages.Lowered refuses ordered debug effects on a mesh
+                emit_python_callback(mlir.LoweringRuleContext(ctx.avals_in, []), host,
+                                     list(block.arguments), [], has_side_effect=True,
+                                     partitioned=partitioned)
+                hlo.return_([])
+            sdy.ReturnOp([])
+    finally:
+        parallel.ctx.meshes.pop()
 
 
 debug_callback_p = core.Primitive("debug_callback")

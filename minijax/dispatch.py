@@ -4,10 +4,12 @@
 a NumPy rule (`Primitive.impl`, registered with `def_impl`) runs through a small callable built
 once per (primitive, input avals, params) by `primitive_callable`: the abstract-evaluation rule
 runs when that callable is built (so its checks and error messages cost nothing on later
-calls), and each call converts the operands to NumPy, runs the rule, and wraps the result as
-an `Array` of the output aval, committed if an operand was. A higher-order primitive (one whose
-params hold jaxprs: jit, cond, scan, while, remat, custom_jvp/vjp) evaluates its jaxprs by
-binding their equations, so its impl gets the concrete minijax values as they are.
+calls), the NumPy function it calls is chosen then too (`specialized_impls`: e.g. dot_general
+with plain matrix-product dimension numbers calls NumPy's `dot` itself), and each call converts
+the operands to NumPy, runs that function and wraps the result as an `Array` of the output
+aval, committed if an operand was. A higher-order primitive (one whose params hold jaxprs: jit,
+cond, scan, while, remat, custom_jvp/vjp) evaluates its jaxprs by binding their equations, so
+its impl gets the concrete minijax values as they are.
 
 Mirrors jax/_src/dispatch.py (`apply_primitive`, `xla_primitive_callable`) — differs: JAX
 compiles each primitive with XLA and runs it through jit's dispatch; minijax runs NumPy on the
@@ -26,10 +28,14 @@ from minijax import core
 from minijax.array import Array
 from minijax.config import config
 
-# (primitive, x64, avals..., params...) -> callable on the concrete operands. Bounded: an
-# eager loop over many shapes empties it rather than growing without end.
+# (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
+# an eager loop over many shapes empties it rather than growing without end.
 _callables: dict[tuple, Callable] = {}
 _MAX_CALLABLES = 4096
+
+# primitive -> rule(*avals, **params) giving the NumPy function of the operands alone that
+# computes the primitive for exactly those avals and params, or None for the general impl.
+specialized_impls: dict[core.Primitive, Callable] = {}
 
 
 def _eager_aval(x) -> core.ShapedArray:
@@ -46,40 +52,41 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     abstract-evaluation rule raises for bad operands, and UnexpectedTracerError for a tracer
     whose transformation has ended.
     """
-    # the hot path: the primitive's last signature again (the same aval objects, which eager
-    # results share: each callable gives all its results one aval), run inline without a key
-    # or a dict lookup. Arrays holding NumPy values only; anything else takes the path below.
+    # The hot path: the primitive's last eager signature again (a loop of one operation hits
+    # it every time), for one or two Arrays holding NumPy values: the NumPy function runs
+    # inline, with no key to build or hash. Tuple and dict equality check identity first, and
+    # eager results share their callable's output aval, so the test is a few comparisons.
+    # `_eager_last` is (in avals, params, eager_context, NumPy function, out aval, the dtype
+    # to convert its results to or None).
+    last = prim._eager_last
     n = len(args)
     if n == 2:
         x, y = args
         if type(x) is Array and type(y) is Array:
-            last = prim._eager_last
-            if last is not None and last[0] is x.aval and last[1] is y.aval \
-                    and last[2] == params and last[3] is config.jax_enable_x64:
-                xv, yv = x._npy, y._npy
-                if xv is not None and yv is not None:
-                    val = last[4](xv, yv)
-                    if type(val) is not np.ndarray or val.dtype is not last[6]:
-                        val = np.asarray(val, dtype=last[6])
-                    return Array(last[5], val, None, x._committed or y._committed)
             avals = (x.aval, y.aval)
+            xv, yv = x._npy, y._npy
+            if last is not None and last[0] == avals and last[1] == params \
+                    and last[2] is config.eager_context and xv is not None and yv is not None:
+                val = last[3](xv, yv)
+                if last[5] is not None:  # the impl gives NumPy scalars or another dtype
+                    val = np.asarray(val, dtype=last[5])
+                return Array(last[4], val, None, x._committed or y._committed)
         else:
-            avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
+            avals = tuple(map(_eager_aval, args))
     elif n == 1 and type(args[0]) is Array:
         x = args[0]
-        last = prim._eager_last
-        if last is not None and last[0] is x.aval and last[1] is None and last[2] == params \
-                and last[3] is config.jax_enable_x64 and x._npy is not None:
-            val = last[4](x._npy)
-            if type(val) is not np.ndarray or val.dtype is not last[6]:
-                val = np.asarray(val, dtype=last[6])
-            return Array(last[5], val, None, x._committed)
         avals = (x.aval,)
+        xv = x._npy
+        if last is not None and last[0] == avals and last[1] == params \
+                and last[2] is config.eager_context and xv is not None:
+            val = last[3](xv)
+            if last[5] is not None:
+                val = np.asarray(val, dtype=last[5])
+            return Array(last[4], val, None, x._committed)
     else:
-        avals = [x.aval if type(x) is Array else _eager_aval(x) for x in args]
+        avals = tuple(map(_eager_aval, args))
     try:
-        key = (prim, config.jax_enable_x64, *avals, *params.items()) if params else \
-            (prim, config.jax_enable_x64, *avals)
+        key = (prim, config.eager_context, avals, *params.items())
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -87,19 +94,35 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if any(core.jaxprs_in_param(p) for p in params.values()):
             # higher-order: the impl binds the equations of its jaxprs on the values as they
             # are (no caching: the key holds jaxprs, which must not be kept alive here)
-            return prim.impl(*args, **params)
-        run = primitive_callable(prim, avals, params)
+            out = prim.impl(*args, **params)
+            if config.jax_debug_nans or config.jax_debug_infs:
+                core.check_special(prim.name, out if prim.multiple_results else [out])
+            return out
+        run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
             if len(_callables) >= _MAX_CALLABLES:
                 _callables.clear()
             _callables[key] = run
-    out = run(args)
-    if key is not None and 0 < n <= 2 and hasattr(run, "fast"):
-        # remember this signature for the hot path above (after a first successful call:
-        # the result's shape is checked; one result, not laid out on a mesh: `run.fast`)
-        prim._eager_last = (avals[0], avals[1] if n == 2 else None, dict(params),
-                            config.jax_enable_x64, *run.fast)
+    out = run(*args)
+    fast = getattr(run, "fast", None)
+    if key is not None and fast is not None and 0 < n <= 2:
+        # remembered after a call succeeded, so the result's shape has been checked; `fast`
+        # is there for one result not laid out on a mesh, without debug checks
+        prim._eager_last = (avals, dict(params), config.eager_context, *fast)
     return out
+
+
+def _checked(prim: core.Primitive, run: Callable) -> Callable:
+    """`run`, checking its results for NaNs / infinities when jax_debug_nans / _infs are on
+    (the callables are keyed on those options: they are decided here, not on every call)."""
+    if not (config.jax_debug_nans or config.jax_debug_infs):
+        return run
+
+    def checked(*args):
+        out = run(*args)
+        core.check_special(prim.name, out if prim.multiple_results else [out])
+        return out
+    return checked
 
 
 # JAX: jax/_src/dispatch.py xla_primitive_callable — differs: a NumPy call, not an executable
@@ -108,27 +131,17 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     """A function of concrete operands of types `avals` that runs `prim`'s NumPy rule and
     returns Arrays; the abstract-evaluation rule runs here, once (errors are raised here)."""
     out = prim.abstract_eval(*avals, **params)
-    impl = prim.impl
-    if params:
-        impl = functools.partial(impl, **params)
+    rule = specialized_impls.get(prim)
+    impl = rule(*avals, **params) if rule is not None else None
+    if impl is None:
+        impl = functools.partial(prim.impl, **params) if params else prim.impl
     in_avals = tuple(avals)
-
-    def numpy_args(args):
-        # the common case, Arrays that hold NumPy values, in one pass; anything else below
-        vals, committed = [], False
-        for x in args:
-            if type(x) is not Array or x._npy is None:
-                return _numpy_args_slow(args, in_avals)
-            vals.append(x._npy)
-            if x._committed:  # as in JAX, an op on a committed array is committed
-                committed = True
-        return vals, committed
 
     if prim.multiple_results:
         out_avals = tuple(out)
 
-        def run_multiple(args):
-            vals, committed = numpy_args(args)
+        def run_multiple(*args):
+            vals, committed = _numpy_args(args, in_avals)
             outs = impl(*vals)
             if len(outs) != len(out_avals):
                 raise AssertionError(f"{prim.name}: impl gave {len(outs)} results, abstract "
@@ -139,38 +152,29 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         return run_multiple
 
     out_aval, dtype, shape = out, out.dtype, out.shape
+    checked = False
 
-    def run(args):
-        # numpy_args, unrolled for one and two operands: this is the eager hot path
-        if len(args) == 2:
-            x, y = args
-            if type(x) is Array and type(y) is Array and x._npy is not None \
-                    and y._npy is not None:
-                val = impl(x._npy, y._npy)
-                committed = x._committed or y._committed
-            else:
-                vals, committed = _numpy_args_slow(args, in_avals)
-                val = impl(*vals)
-        elif len(args) == 1 and type(args[0]) is Array and args[0]._npy is not None:
-            val = impl(args[0]._npy)
-            committed = args[0]._committed
-        else:
-            vals, committed = numpy_args(args)
-            val = impl(*vals)
-        if type(val) is not np.ndarray or val.dtype is not dtype:  # NumPy scalars, upcasts
+    def run(*args):
+        nonlocal checked
+        vals, committed = _numpy_args(args, in_avals)
+        val = impl(*vals)
+        exact = type(val) is np.ndarray and val.dtype is dtype
+        if not exact:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
-        if not shape_checked:
-            # NumPy's result shape depends only on the operands' shapes and the params: the
-            # first call checks it, for every later call of this callable
+        if not checked:
+            # NumPy's result type and shape depend only on the operands' types and the
+            # params: the first call checks them, for every later call of this signature,
+            # and leaves what apply_primitive's hot path runs inline (the dtype to convert
+            # to, or None when the impl's results need no conversion)
             if val.shape != shape:
                 raise AssertionError(f"{prim.name}: impl produced shape {val.shape}, "
                                      f"expected {out_aval.str_short()}")
-            shape_checked.append(True)
+            checked = True
+            if out_aval.sharding is None:  # laid out on a mesh: not for the hot path
+                run.fast = (impl, out_aval, None if exact else dtype)
         return Array(out_aval, val, None, committed)
-    shape_checked: list[bool] = []
-    if out_aval.sharding is not None:  # laid out on a mesh: not for the inline hot path
+    if out_aval.sharding is not None:
         return _laid_out(run, False)
-    run.fast = (impl, out_aval, dtype)  # what apply_primitive's hot path runs inline
     return run
 
 
@@ -180,10 +184,10 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
     small program on the mesh; minijax computes it with NumPy and places the result."""
     from minijax import sharding as msh
 
-    def placed(args):
+    def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
                   if type(x) is Array and isinstance(x._sharding, msh.NamedSharding)}
-        outs = run(args)
+        outs = run(*args)
         res = []
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
@@ -195,7 +199,7 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
     return placed
 
 
-def _numpy_args_slow(args, in_avals) -> tuple[list, bool]:
+def _numpy_args(args, in_avals) -> tuple[list, bool]:
     vals, committed = [], False
     for x, a in zip(args, in_avals):
         if type(x) is Array:

@@ -90,6 +90,10 @@ class EffectTypeSet:
 # flow, custom derivatives and remat accept; minijax accepts every effect there).
 ordered_effects: EffectTypeSet = EffectTypeSet()
 
+# JAX: jax/_src/effects.py shardable_ordered_effects — the ordered effects a program
+# partitioned over several devices may have (ordered io_callback's; not ordered debug's)
+shardable_ordered_effects: EffectTypeSet = EffectTypeSet()
+
 # JAX: jax/_src/interpreters/partial_eval.py dceable_effects — effects that do not keep an
 # unused equation alive in dead-code elimination (reading a ref: minijax/state/types.py)
 dceable_effects: EffectTypeSet = EffectTypeSet()

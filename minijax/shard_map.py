@@ -555,25 +555,32 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
             attrs = [re.sub(r"\{([^}]*)\}", lambda m: "{" + (m.group(1) + ", ?" if m.group(1)
                                                               else "?") + "}", a)
                      for a in attrs]
+        # the ordered effects' tokens go in and out first, replicated (JAX: _get_token_sharding)
+        attrs = ["<@mesh, []>"] * len(effs) + attrs
         return ir.Attribute.parse("#sdy.sharding_per_value<[" + ", ".join(attrs) + "]>")
+    effs = mlir.ordered_effects_of(jaxpr)
+    tok = [mlir.token_type()] * len(effs)
     in_sh = per_value(in_specs, ctx.avals_in)
     out_sh = per_value(out_specs, ctx.avals_out)
     axes = [a for a in mesh.axis_names if a in newly_manual_axes]
-    op = sdy.ManualComputationOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], list(args),
-                                 in_sh, out_sh,
+    op = sdy.ManualComputationOp([*tok, *[mlir.aval_to_ir_type(a) for a in ctx.avals_out]],
+                                 [*mlir.get_tokens(effs), *args], in_sh, out_sh,
                                  sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in axes]))
-    block = ir.Block.create_at_start(op.body, [mlir.aval_to_ir_type(v.aval)
-                                               for v in jaxpr.invars])
+    block = ir.Block.create_at_start(op.body, [*tok, *[mlir.aval_to_ir_type(v.aval)
+                                                       for v in jaxpr.invars]])
     # the region is manual along these axes and those of the regions around it (nested)
     enclosing = parallel.ctx.meshes[-1][1] if parallel.ctx.meshes else frozenset()
     parallel.ctx.meshes.append((mesh, enclosing | newly_manual_axes))
     try:
         with ir.InsertionPoint(block):
-            outs = mlir.lower_jaxpr(jaxpr, (), list(block.arguments))
-            sdy.ReturnOp(outs)
+            mlir.set_tokens(effs, list(block.arguments)[:len(effs)])
+            outs = mlir.lower_jaxpr(jaxpr, (), list(block.arguments)[len(effs):])
+            sdy.ReturnOp([*mlir.get_tokens(effs), *outs])
     finally:
         parallel.ctx.meshes.pop()
-    return list(op.results)
+    results = list(op.results)
+    mlir.set_tokens(effs, results[:len(effs)])
+    return results[len(effs):]
 
 
 # JAX: jax/_src/shard_map.py _shard_map_typecheck

@@ -86,6 +86,13 @@ class Lowered:
                                                   self._in_shardings, self._out_shardings,
                                                   meshes, self._host_callbacks)
         self._mesh = meshes[0] if meshes else None
+        if self._mesh is not None and self._mesh.size > 1:  # JAX: pxla.lower_sharding_computation
+            from minijax import effects
+            bad = effects.shardable_ordered_effects.filter_not_in(
+                effects.ordered_effects.filter_in(closed.effects))
+            if bad:
+                raise ValueError("The following ordered effects are not supported for more "
+                                 f"than 1 device: {sorted(map(str, bad))}")
 
     def as_text(self) -> str:
         """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
@@ -100,11 +107,6 @@ class Lowered:
         for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
         when a donated input has no output of its type to reuse its buffer."""
         mesh = self._mesh
-        if mesh is not None and (self._host_callbacks or self.jaxpr.effects):
-            raise NotImplementedError(
-                "host callbacks and effects in a program partitioned over a mesh are not "
-                "supported in minijax (callbacks run on one device) — see "
-                "chapters/14-callbacks-effects.md")
         exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
                                self._host_callbacks, compiler_options)
         cache_stats["compiles"] += 1
@@ -112,19 +114,20 @@ class Lowered:
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
         placed = [s if s is not None and s.memory_kind != "device" else None
                   for s in self._out_shardings]
+        effs = mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects)
         if mesh is None and any(placed):
             executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
-                                              usable, placed)
+                                              usable, placed, *effs)
         elif mesh is None:
-            executor = compiler.ExecuteReplicated(
-                exe, self.jaxpr.in_avals, self.jaxpr.out_avals, usable,
-                mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects))
+            executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
+                                                  self.jaxpr.out_avals, usable, *effs)
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
-            chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals)
+            ntok = len(effs[0])  # the leading token parameters and results
+            chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals, ntok)
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
-            out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals)
+            out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
             if mesh.are_all_axes_explicit:  # the spec as the type states it (as JAX's)
                 out_sh = [c if a.sharding is None else NamedSharding(mesh, a.sharding.spec)
                           for a, c in zip(self.jaxpr.out_avals, out_sh)]
@@ -132,7 +135,7 @@ class Lowered:
                       c.with_memory_kind(g.memory_kind)  # the layout chosen, the memory given
                       for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]
             executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
-                                               usable, in_sh, out_sh)
+                                               usable, in_sh, out_sh, mesh, *effs)
         executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
 

@@ -84,3 +84,69 @@ def test_throw_check_outside_checkify_and_bad_format_args_match_jax():
     assert m == j
     assert issubclass(minijax.experimental.checkify.JaxRuntimeError, ValueError)
     assert core.trace_ctx.trace is core.eval_trace
+
+
+def control_flow_programs(J):
+    """A check, a NaN, a division by zero and an out-of-bounds index inside scan, cond and
+    while_loop bodies (and a while_loop's condition, and a cond inside a scan)."""
+    lax, jnp = J.lax, J.numpy
+
+    def scan_user(xs):
+        def body(c, x):
+            ck(J).check(x < 3, "x too big: {x} at carry {c}", x=x, c=c)
+            return c + x, x * 2
+        return lax.scan(body, 0.0, xs)
+
+    def cond_nan(x):
+        return lax.cond(x > 0, lambda v: jnp.log(-v), lambda v: v * 2, x)
+
+    def while_div(n):
+        return lax.while_loop(lambda s: s[0] < n,
+                              lambda s: (s[0] + 1, s[1] + lax.div(10, 3 - s[0])), (0, 0))
+
+    def while_cond(n):
+        def cond(i):
+            ck(J).check(i < 5, "cond saw {i}", i=i)
+            return i < n
+        return lax.while_loop(cond, lambda i: i + 1, 0)
+
+    def scan_index(xs):
+        return lax.scan(lambda c, i: (c + lax.dynamic_slice(xs, (i,), (2,)).sum(), None), 0.0,
+                        jnp.arange(5))[0]
+
+    def nested(xs):
+        def body(c, x):
+            y = lax.cond(x > 1, lambda v: (ck(J).check(v < 2.5, "nested {v}", v=v), v)[1],
+                         lambda v: v, x)
+            return c + y, None
+        return lax.scan(body, 0.0, xs)[0]
+
+    xs = np.arange(5, dtype=np.float32)
+    return [(scan_user, "user_checks", [xs, xs[:3]]),
+            (cond_nan, "nan_checks", [np.float32(2), np.float32(-2)]),
+            (while_div, "div_checks", [np.int32(5), np.int32(3)]),
+            (while_cond, "user_checks", [np.int32(7), np.int32(3)]),
+            (scan_index, "index_checks", [xs, np.arange(7, dtype=np.float32)]),
+            (nested, "all_checks", [xs, xs[:3]])]
+
+
+def control_flow_results(J, jit):
+    out = []
+    for f, errors, args in control_flow_programs(J):
+        g = ck(J).checkify(f, errors=getattr(ck(J), errors))
+        g = J.jit(g) if jit else g
+        for a in args:
+            err, o = g(a)
+            out.append((f.__name__, err.get(),
+                        J.tree_util.tree_map(lambda t: np.nan_to_num(np.asarray(t)).tolist(), o)))
+    scan_user = control_flow_programs(J)[0][0]
+    err, _ = J.vmap(ck(J).checkify(scan_user))(np.arange(10, dtype=np.float32).reshape(2, 5) - 2)
+    out.append(("vmap", err.get()))
+    return out
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_checks_inside_cond_scan_and_while_match_jax(jit):
+    got, want = control_flow_results(minijax, jit), control_flow_results(jax, jit)
+    assert got == want, [(g, w) for g, w in zip(got, want) if g != w]
+    assert sum(e is not None for _, e, *_ in want) == 7  # each program fails once, and vmap

@@ -1,7 +1,7 @@
 """The `moe` comparison topic (`compare/moe.py`) at quick sizes: the mixture-of-experts layer
 (router, top-k, capacity with dropping, dispatch/combine einsums, load-balancing loss) matches a
 loop over experts in values, gradients and dropped-token counts, and the MoE GPT trains step
-for step the same under minijax and JAX."""
+for step the same under minijax and JAX (bit for bit)."""
 
 import numpy as np
 import pytest
@@ -14,6 +14,7 @@ def test_moe_topic_quick():
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
     assert len(res.checks) >= 12 and not failing, failing
     assert res.extra["minijax"]["losses"] == pytest.approx(res.extra["jax"]["losses"], rel=1e-4)
+    assert res.extra["first_differing_step"] is None  # bit-identical steps: no routing flip
     dropped = res.extra["dropped_tokens"]
     assert set(dropped["val_fraction"]) == {"minijax", "jax"}
     assert 0 <= dropped["val_fraction"]["minijax"] < 1 and dropped["layer_check"] >= 0

@@ -534,3 +534,81 @@ def test_lax_broadcasting_mismatch_is_a_type_error_as_in_jax():
     for J in (jax, minijax):
         with pytest.raises(TypeError, match="add"):
             J.lax.add(np.ones(3, np.float32), np.ones(4, np.float32))
+
+
+# ---------------------------------------------------------------------------------------------
+# The eager path: one cached callable per signature (minijax/dispatch.py)
+# ---------------------------------------------------------------------------------------------
+
+_DOT_CASES = {  # dimension numbers NumPy computes as they are (dot, matmul), and two it does not
+    "2x3.3x4": ((2, 3), (3, 4), (((1,), (0,)), ((), ()))),
+    "2x2x3.3x4": ((2, 2, 3), (3, 4), (((2,), (0,)), ((), ()))),
+    "2x3.3": ((2, 3), (3,), (((1,), (0,)), ((), ()))),
+    "3.3": ((3,), (3,), (((0,), (0,)), ((), ()))),
+    "batched": ((2, 2, 3), (2, 3, 4), (((2,), (1,)), ((0,), (0,)))),
+    "contract-first": ((3, 2), (3, 4), (((0,), (0,)), ((), ()))),
+    "batch-last": ((2, 3, 5), (3, 4, 5), (((1,), (0,)), ((2,), (2,)))),
+}
+
+
+@pytest.mark.parametrize("dtype,pet", [(np.float32, None), (np.int8, np.int32),
+                                       (np.float16, np.float32)],
+                         ids=["f32", "i8->i32", "f16->f32"])
+@pytest.mark.parametrize("case", list(_DOT_CASES))
+def test_eager_dot_general_products_match_jax(case, dtype, pet):
+    sa, sb, dn = _DOT_CASES[case]
+    rng = np.random.RandomState(0)
+    a, b = (rng.randint(-3, 4, s).astype(dtype) for s in (sa, sb))
+    want = jax.lax.dot_general(a, b, dn, preferred_element_type=pet)
+    for _ in range(2):  # the second call runs the signature the first one cached
+        got = minijax.lax.dot_general(mjnp.asarray(a), mjnp.asarray(b), dn,
+                                      preferred_element_type=pet)
+        assert (got.shape, got.dtype, got.weak_type) == (want.shape, want.dtype, want.weak_type)
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def test_dot_general_eager_function_is_numpys_own_product():
+    from minijax import dispatch
+    from minijax.lax import lax as lax_internal
+    rule = dispatch.specialized_impls[lax_internal.dot_general_p]
+
+    def picked(sa, sb, dn, dtype=np.float32, pet=np.float32):
+        return rule(ShapedArray(sa, dtype), ShapedArray(sb, dtype), dimension_numbers=dn,
+                    precision=None, preferred_element_type=np.dtype(pet), out_sharding=None)
+    for case in ("2x3.3x4", "2x2x3.3x4", "2x3.3", "3.3"):
+        assert picked(*_DOT_CASES[case]) is np.ndarray.dot, case
+    assert picked(*_DOT_CASES["batched"]) is np.matmul
+    assert picked(*_DOT_CASES["contract-first"]) is None  # the general impl (einsum)
+    assert picked(*_DOT_CASES["2x3.3x4"], dtype=np.int8, pet=np.int32) is None  # converts
+    assert picked(*_DOT_CASES["2x3.3x4"], dtype=dtypes.bfloat16, pet=dtypes.bfloat16) is None
+
+
+def test_eager_cached_signature_keeps_flags_placement_and_errors_as_jax():
+    from minijax.config import config
+    x = np.array([-1.0, 1.0], np.float32)
+    xm = mjnp.asarray(x)
+    for _ in range(2):  # cached, then run from the primitive's last signature
+        assert np.isnan(np.asarray(mjnp.log(xm))[0])
+    with config.override("jax_debug_nans", True):
+        with pytest.raises(FloatingPointError, match="nan.*log"):
+            mjnp.log(xm)
+    assert np.isnan(np.asarray(mjnp.log(xm))[0])  # off again: the same cached signature
+    # committed operands give committed results, alternating with uncommitted ones
+    for J in (jax, minijax):
+        xc = J.device_put(x, J.devices()[0])
+        got = [J.numpy.log(v).committed for v in (xc, J.numpy.asarray(x), xc)]
+        assert got == [True, False, True], J.__name__
+    # an operand held as a device buffer (a jitted result) under the same signature
+    y = minijax.jit(lambda a: a * 2)(xm)
+    np.testing.assert_array_equal(np.asarray(mjnp.multiply(y, xm)), x * 2 * x)
+    # after a cached product, a bad one still raises JAX's error naming the sizes
+    msgs = []
+    for J in (jax, minijax):
+        a = J.numpy.ones((2, 3), np.float32)
+        J.numpy.dot(a, J.numpy.ones((3, 4), np.float32))
+        for f in (J.numpy.dot, J.numpy.matmul, lambda p, q: p @ q):
+            with pytest.raises(TypeError) as e:
+                f(a, J.numpy.ones((4, 4), np.float32))
+            msgs.append(str(e.value))
+    assert msgs[:3] == msgs[3:] and "(3,) and (4,)" in msgs[0]
+    assert core.current_trace() is core.eval_trace

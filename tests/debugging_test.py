@@ -114,6 +114,35 @@ def test_debug_callback_sees_runtime_values_as_jax():
         np.testing.assert_array_equal(g, w)
 
 
+def test_debug_callback_under_grad_scan_and_cond_as_jax():
+    def program(J):
+        seen = []
+
+        def look(tag):
+            return lambda v: seen.append((tag, np.asarray(v).tolist()))
+
+        def loss(a):
+            y = J.numpy.sin(a)
+            J.debug.callback(look("grad: primal"), y)  # the forward value, once
+            return y.sum()
+        def body(c, r):
+            J.debug.callback(look("scan"), c + r)
+            return c + r, None
+
+        g = J.jit(J.grad(loss))(X)
+        J.jit(lambda xs: J.lax.scan(body, X, xs))(XS)
+        branch = J.jit(lambda a: J.lax.cond(a.sum() > 0, lambda v: J.debug.callback(
+            look("then"), v), lambda v: J.debug.callback(look("else"), -v), a))
+        branch(X + 1)
+        branch(X - 1)
+        J.effects_barrier()
+        return seen, np.asarray(g).tolist()
+
+    got, want = program(minijax), program(jax)
+    assert got == want, (got, want)
+    assert [t for t, _ in want[0]] == ["grad: primal", "scan", "scan", "then", "else"]
+
+
 def test_format_errors_match_jax():
     def unused(J):
         J.debug.print("x={}", X, X)
@@ -214,6 +243,53 @@ def test_disable_jit_runs_the_python_function_as_jax(capsys):
     assert m_lines[0] == j_lines[0] and "Tracer" not in m_lines[0]
     assert "Tracer" in m_lines[1] and "Tracer" in j_lines[1]
 
+    def by_flag(J):  # the same switch through config.update
+        f = J.jit(lambda a: (print("flag:", type(a).__name__), a * 2)[1])
+        with_flag(J, "jax_disable_jit", True, lambda: f(X))
+        return capsys.readouterr().out
+    assert by_flag(minijax) == by_flag(jax) == "flag: ndarray\n"
+
+
+def disabled_control_flow(J):
+    """Control flow under disable_jit(): which Python bodies ran, how often, in what order
+    (`log`), the results, and the jaxpr of a scan traced under the flag (unrolled)."""
+    lax, log, f32 = J.lax, [], np.float32
+
+    def note(tag, value):
+        log.append(tag)
+        return value
+
+    with J.disable_jit():
+        xs = np.arange(3, dtype=f32)
+        vals = [lax.scan(lambda c, x: note("scan", (c + x, c * x)), f32(0), xs),
+                lax.scan(lambda c, x: note("rev", (c + x, c * x)), f32(1), xs, reverse=True),
+                lax.while_loop(lambda v: note("cond_fun", v < 3), lambda v: note("body", v + 1),
+                               0),
+                lax.fori_loop(0, 3, lambda i, v: note("fori", v + i), f32(0)),
+                lax.fori_loop(3, 3, lambda i, v: note("fori0", v + i), f32(0)),
+                lax.cond(f32(2), lambda a: note("true", a + 1), lambda a: note("false", a - 1),
+                         f32(1)),
+                lax.switch(7, [lambda a: note("b0", a), lambda a: note("b1", a * 2)], f32(3)),
+                lax.map(lambda a: note("map", a * 2), xs),
+                # a batched predicate is not known now: the primitive, bodies traced once
+                J.vmap(lambda v: lax.while_loop(lambda u: note("vcond", u < v),
+                                                lambda u: note("vbody", u + 1), 0.0))(xs),
+                J.vmap(lambda x: lax.scan(lambda c, y: note("vscan", (c + y, y)), 0.0, x))(
+                    np.ones((2, 3), f32)),
+                J.grad(lambda x: lax.cond(x > 0, lambda: note("grad", x * x), lambda: x))(
+                    f32(3))]
+        jaxpr = J.make_jaxpr(lambda x: lax.scan(lambda c, y: (c + y, y), 0.0, x))(xs)
+        with pytest.raises(ValueError, match="zero-length scan") as e:
+            lax.scan(lambda c, y: (c, y), 0.0, np.zeros((0,), f32))
+    vals = J.tree_util.tree_map(lambda v: np.asarray(v).tolist(), vals)
+    return log, vals, [str(q.primitive) for q in jaxpr.jaxpr.eqns], str(e.value)
+
+
+def test_disable_jit_runs_control_flow_as_python_as_jax():
+    got, want = disabled_control_flow(minijax), disabled_control_flow(jax)
+    assert got == want, (got, want)
+    assert want[0].count("body") == 3 and "scan" not in want[2]  # Python, not primitives
+
 
 def test_log_compiles_names_the_function_and_why(caplog):
     def compiles(J, name):
@@ -237,3 +313,45 @@ def test_log_compiles_names_the_function_and_why(caplog):
     assert "f32[3]" in m_compiles[0] and "f32[4]" in m_compiles[1]
     traced = [m for m in m_msgs if m.startswith("Finished tracing double")]
     assert "first call" in traced[0] and "f32[3]) to ShapedArray(f32[4])" in traced[1]
+
+
+def cache_defeating_patterns(J, caplog):
+    """Chapter 15's patterns: jit of a fresh lambda per call, new shapes, one padded bucket,
+    and an array closed over then changed. The running count of compilations after each,
+    and the closure's results before and after the change."""
+    x = np.ones(3, np.float32)
+    caplog.clear()
+
+    def compiled() -> int:
+        return sum(r.getMessage().startswith("Compiling jit(") for r in caplog.records
+                   if r.name.startswith(J.__name__))
+
+    counts = []
+
+    def calls():
+        for _ in range(3):
+            J.jit(lambda a: a + 1.0)(x)
+        counts.append(compiled())
+        hoisted = J.jit(lambda a: a + 1.0)
+        for n in (5, 6, 7):
+            hoisted(np.ones(n, np.float32))
+        counts.append(compiled())
+        for _ in range(3):
+            hoisted(np.ones(8, np.float32))
+        counts.append(compiled())
+        weights = [np.float32([1, 2, 3])]
+        scaled = J.jit(lambda a: a * weights[0])
+        before = scaled(x)
+        weights[0] = weights[0] * 10  # the trace cached on the first call keeps the old one
+        counts.append(compiled())
+        return np.asarray(before).tolist(), np.asarray(scaled(x)).tolist()
+    with caplog.at_level("WARNING"):
+        results = with_flag(J, "jax_log_compiles", True, calls)
+    return counts, results
+
+
+def test_cache_defeating_patterns_compile_as_often_as_jax(caplog):
+    got = cache_defeating_patterns(minijax, caplog)
+    want = cache_defeating_patterns(jax, caplog)
+    assert got == want and want[0] == [3, 6, 7, 8], (got, want)
+    assert want[1][0] == want[1][1]  # stale: the closed-over array was baked in

@@ -52,3 +52,45 @@ def test_repeated_index_jit_vmap_grad():
 def test_errors():
     check_raises(lambda J: J.numpy.einsum("ii->i", A))         # a repeated index, sizes 3 and 4
     check_raises(lambda J: J.numpy.einsum("ij,jk->ik", A, A))  # contracted sizes 4 and 3
+
+
+def _dot_generals(jaxpr):
+    """(lhs shape, rhs shape, dimension_numbers) of every dot_general, nested jaxprs too."""
+    out = []
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "dot_general":
+            dims = tuple(tuple(tuple(int(i) for i in d) for d in pair)
+                         for pair in eqn.params["dimension_numbers"])
+            out.append((eqn.invars[0].aval.shape, eqn.invars[1].aval.shape, dims))
+        for p in eqn.params.values():
+            inner = getattr(p, "jaxpr", p)
+            if hasattr(inner, "eqns"):
+                out += _dot_generals(inner)
+    return out
+
+
+def test_dot_general_dimensions_as_jax_orders_them():
+    """The order of contracted and batch dimensions, and which operand goes first, decide
+    XLA's summation order: minijax picks them as JAX does (contracted indices by name, batch
+    indices in the output's order, the operands swapped when that spares a transpose), so a
+    jitted einsum and its gradient are bit-identical to JAX's (a mixture-of-experts' combine
+    einsum and an attention's two; compare/moe.py trains step for step on this)."""
+    rng = np.random.RandomState(0)
+    comb, x = rng.standard_normal((2, 5, 3, 4)), rng.standard_normal((3, 2, 4, 6))
+    q, k = rng.standard_normal((2, 5, 3, 4)), rng.standard_normal((2, 5, 3, 4))
+    args = [a.astype(np.float32) for a in (comb, x, q, k)]
+
+    def program(J):
+        e = J.numpy.einsum
+
+        def f(comb, x, q, k):
+            y = e("gsec,egcd->gsd", comb, x)                   # contracted: c, e (sorted)
+            p = J.nn.softmax(e("bqhd,bkhd->bhqk", q, k), axis=-1)
+            o = e("bhqk,bkhd->bqhd", p, k)                     # later operand first
+            return J.numpy.sum(J.numpy.tanh(y)) + J.numpy.sum(J.numpy.tanh(o))
+        return J.jit(J.value_and_grad(f, (0, 1, 2, 3)))(*args), J.make_jaxpr(
+            J.grad(f, (0, 1, 2, 3)))(*args)
+    (got, got_jaxpr), (want, want_jaxpr) = program(minijax), program(jax)
+    assert _dot_generals(got_jaxpr.jaxpr) == _dot_generals(want_jaxpr.jaxpr)
+    for g, w in zip(minijax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))

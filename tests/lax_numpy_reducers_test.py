@@ -187,3 +187,23 @@ REDUCTION_ERRORS = {
 @pytest.mark.parametrize("name", sorted(REDUCTION_ERRORS))
 def test_reduction_errors(name):
     check_raises(REDUCTION_ERRORS[name])
+
+
+@pytest.mark.parametrize("shape,axis", [((8, 33), 1), ((4, 3, 5, 5), (0, 2, 3)), ((16, 100), 0)])
+def test_var_grad_bit_identical(shape, axis):
+    """grad of a jitted function of jnp.var equals JAX's to the last bit: `var` is one nested
+    jit in both (JAX: jax/_src/numpy/reductions.py _var), so reverse mode sums the variance's
+    own cotangent terms before the caller's, in the same grouping (chapters/18-cnn-batchnorm.md)."""
+    rng = np.random.RandomState(0)
+    x, w = (rng.standard_normal(shape).astype(np.float32) for _ in range(2))
+
+    def program(J):
+        jnp = J.numpy
+
+        def f(x, w):  # x reaches the loss both through var and directly, as in batch norm
+            var = jnp.var(x, axis=axis, keepdims=True)
+            return jnp.sum(w * J.lax.rsqrt(var + 1e-5) * x)
+        return J.jit(J.value_and_grad(f))(x, w)
+    got, want = program(minijax), program(jax)
+    for g, w_ in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w_))

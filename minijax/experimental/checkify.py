@@ -9,8 +9,9 @@ for each equation the checks of the chosen error sets: `check(pred, msg)` calls
 the values the message prints. `err.get()` is the message (None if nothing failed),
 `err.throw()` raises it as `JaxRuntimeError`.
 Mirrors jax/_src/checkify.py — differs: an interpreter over the traced jaxpr instead of a
-`CheckifyTrace`; the jaxprs of `jit` are inlined (checked inside), those of `cond`, `scan`
-and `while` are not looked into. Taught in chapters/15-debugging.md.
+`CheckifyTrace`; the jaxprs of `jit` are inlined (checked inside); `cond`, `scan` and
+`while` are rebuilt with the error as an extra output (a loop carries it), as JAX's rules
+for them do. Taught in chapters/15-debugging.md.
 """
 
 from __future__ import annotations
@@ -185,6 +186,135 @@ class _ErrorState:
     def to_error(self) -> Error:
         return Error(self.err, self.code, tuple(self.messages), tuple(self.payloads))
 
+    def absorb(self, err, code, payloads, messages) -> None:
+        """Add the error a control-flow body produced (its own messages, codes from 0)."""
+        jnp = self.jnp
+        first = err & ~self.err
+        self.code = jnp.where(first, code + jnp.int32(len(self.messages)), self.code)
+        self.err = self.err | err
+        self.messages.extend(messages)
+        self.payloads.extend(tuple(jnp.where(first, p, jnp.zeros_like(p)) for p in ps)
+                             for ps in payloads)
+
+
+# ---------------------------------------------------------------------------------------------
+# checks inside cond, scan and while_loop: the error travels out as values
+# ---------------------------------------------------------------------------------------------
+
+def _discover(closed: core.ClosedJaxpr, errors, in_avals) -> tuple[list, list]:
+    """The messages the checks of `closed` add, in order, and the avals of their payloads
+    (one tracing of the checked body, to size the error a loop carries)."""
+    box: dict = {}
+
+    def fn(*args):
+        sub = _ErrorState()
+        _eval_checked(closed.jaxpr, closed.consts, list(args), sub, errors)
+        box["messages"], box["sizes"] = sub.messages, [len(ps) for ps in sub.payloads]
+        return [p for ps in sub.payloads for p in ps]
+
+    jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(fn, list(in_avals), purpose="checkify")
+    return box["messages"], list(_split([v.aval for v in jaxpr.outvars], box["sizes"]))
+
+
+def _no_error(payload_avals) -> tuple:
+    """(err, code, payloads): nothing failed yet, payloads zero."""
+    from minijax import numpy as jnp
+    return (jnp.asarray(False), jnp.asarray(0, jnp.int32),
+            [tuple(jnp.zeros(a.shape, a.dtype) for a in ps) for ps in payload_avals])
+
+
+def _merge(carried: tuple, sub: _ErrorState, offset: int) -> tuple:
+    """`carried` (err, code, payloads over all messages) after the checks of `sub`, whose
+    messages are number `offset` on; the first failure wins."""
+    jnp = sub.jnp
+    err, code, payloads = carried
+    first = sub.err & ~err
+    payloads = list(payloads)
+    for j, ps in enumerate(sub.payloads):
+        payloads[offset + j] = tuple(jnp.where(first, p, q)
+                                     for p, q in zip(ps, payloads[offset + j]))
+    return err | sub.err, jnp.where(first, sub.code + jnp.int32(offset), code), payloads
+
+
+def _run_checked(closed: core.ClosedJaxpr, args, errors) -> tuple[list, _ErrorState]:
+    sub = _ErrorState()
+    return _eval_checked(closed.jaxpr, closed.consts, list(args), sub, errors), sub
+
+
+# JAX: jax/_src/checkify.py cond_error_check
+def _cond_checked(state: _ErrorState, eqn, ins, errors) -> list:
+    from minijax import lax
+    branches = eqn.params["branches"]
+    index, ops = ins[0], ins[1:]
+    found = [_discover(b, errors, [core.get_aval(x) for x in ops]) for b in branches]
+    offsets = np.cumsum([0] + [len(m) for m, _ in found]).tolist()
+    all_payloads = [ps for _, p in found for ps in p]
+
+    def branch(b):
+        def fn(*xs):
+            outs, sub = _run_checked(branches[b], xs, errors)
+            return _merge(_no_error(all_payloads), sub, offsets[b]), outs
+        return fn
+
+    (err, code, payloads), outs = lax.switch(index, [branch(b) for b in range(len(branches))],
+                                             *ops)
+    state.absorb(err, code, payloads, [m for ms, _ in found for m in ms])
+    return outs
+
+
+# JAX: jax/_src/checkify.py scan_error_check
+def _scan_checked(state: _ErrorState, eqn, ins, errors) -> list:
+    from minijax import lax
+    p = eqn.params
+    body, nc, ncarry = p["jaxpr"], p["num_consts"], p["num_carry"]
+    consts, init, xs = ins[:nc], ins[nc:nc + ncarry], ins[nc + ncarry:]
+    messages, payload_avals = _discover(body, errors, body.in_avals)
+
+    def step(carry, x):
+        carried, c = carry
+        outs, sub = _run_checked(body, [*consts, *c, *x], errors)
+        return (_merge(carried, sub, 0), outs[:ncarry]), outs[ncarry:]
+
+    ((err, code, payloads), carry), ys = lax.scan(
+        step, (_no_error(payload_avals), list(init)), list(xs), length=p["length"],
+        reverse=p["reverse"])
+    state.absorb(err, code, payloads, messages)
+    return [*carry, *ys]
+
+
+# JAX: jax/_src/checkify.py while_loop_error_check
+def _while_checked(state: _ErrorState, eqn, ins, errors) -> list:
+    """The condition's checks run before the loop and after each trip (in the body), so the
+    loop carries the errors of both; the loop's own condition only computes the predicate."""
+    from minijax import lax
+    p = eqn.params
+    cond, body = p["cond_jaxpr"], p["body_jaxpr"]
+    cc, bc, init = (ins[:p["cond_nconsts"]], ins[p["cond_nconsts"]:][:p["body_nconsts"]],
+                    ins[p["cond_nconsts"] + p["body_nconsts"]:])
+    carry_avals = [core.get_aval(x) for x in init]
+    c_msgs, c_avals = _discover(cond, errors, [*cond.in_avals[:len(cc)], *carry_avals])
+    b_msgs, b_avals = _discover(body, errors, [*body.in_avals[:len(bc)], *carry_avals])
+    nc = len(c_msgs)
+    _, sub = _run_checked(cond, [*cc, *init], errors)
+    first = _merge(_no_error([*c_avals, *b_avals]), sub, 0)
+
+    def trip(val):
+        carried, c = val
+        new, sub_b = _run_checked(body, [*bc, *c], errors)
+        _, sub_c = _run_checked(cond, [*cc, *new], errors)
+        return _merge(_merge(carried, sub_b, nc), sub_c, 0), new
+
+    def keep_going(val):  # the predicate only: no checks (they ran in the body)
+        return _run_checked(cond, [*cc, *val[1]], frozenset())[0][0]
+
+    (err, code, payloads), carry = lax.while_loop(keep_going, trip, (first, list(init)))
+    state.absorb(err, code, payloads, [*c_msgs, *b_msgs])
+    return carry
+
+
+_control_flow_checks = {"cond": _cond_checked, "scan": _scan_checked,
+                        "while": _while_checked}
+
 
 def _oob(state: _ErrorState, shape, starts, sizes, axes) -> None:
     """Index checks: start `starts[k]` of a slice of `sizes[k]` along axis `axes[k]`."""
@@ -236,6 +366,8 @@ def _eval_checked(jaxpr: core.Jaxpr, consts, args, state: _ErrorState, errors) -
         if eqn.primitive.name == "jit":  # inlined, so that its checks are seen
             inner = eqn.params["jaxpr"]
             outs = _eval_checked(inner.jaxpr, inner.consts, ins, state, errors)
+        elif eqn.primitive.name in _control_flow_checks:
+            outs = _control_flow_checks[eqn.primitive.name](state, eqn, ins, errors)
         elif eqn.primitive is check_p:
             outs = []
             if FailedCheckError in errors:
@@ -249,7 +381,8 @@ def _eval_checked(jaxpr: core.Jaxpr, consts, args, state: _ErrorState, errors) -
                        for e in j.eqns):
                     raise NotImplementedError(
                         f"checkify: a check inside '{eqn.primitive.name}' is not supported "
-                        "in minijax (only inside jit) — see chapters/15-debugging.md")
+                        "in minijax (inside jit, cond, scan and while_loop it is) — see "
+                        "chapters/15-debugging.md")
             outs = eqn.primitive.bind(*ins, **eqn.params)
             outs = outs if eqn.primitive.multiple_results else [outs]
             _checks_for(state, eqn, ins, outs, errors)

@@ -69,6 +69,10 @@ class ModuleContext:
     def __init__(self) -> None:
         self.host_callbacks: list[Callable] = []
         self.tokens: dict[effects.Effect, Any] = {}
+        # host callbacks of the bulk program, (op, device or None): given a MAXIMAL sharding
+        # (run once, on that device of the mesh) if the module turns out to be partitioned
+        self.maximal_callbacks: list[tuple[Any, Any]] = []
+        self.empty_mesh = False  # a callback inside shard_map runs on each device
 
     def add_host_callback(self, callback: Callable) -> int:
         self.host_callbacks.append(callback)
@@ -276,7 +280,8 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                          ip=ir.InsertionPoint(module.body))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
-        _module_contexts.append(ModuleContext())
+        module_ctx = ModuleContext()
+        _module_contexts.append(module_ctx)
         # JAX marks every input and output with its memory kind once one is not "device"
         kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
@@ -302,11 +307,51 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         finally:
             _sharding_state.pop()
             _module_contexts.pop()
+        _place_callbacks(module, used[0] if used else None, module_ctx)
         if used:
             _add_mesh(module, used[0])
             if meshes is not None:
                 meshes.append(used[0])
     return module
+
+
+# JAX: jax/_src/callback.py _callback_op_sharding (its ShardingContext branch)
+def _place_callbacks(module, mesh, module_ctx: ModuleContext) -> None:
+    """A partitioned module runs each host callback of the bulk program once, on one device
+    (`sdy.mesh @maximal_mesh_N`, N its position in the mesh's devices: 0, or the device of the
+    callback's `sharding=`), on the whole logical operands, as JAX's MAXIMAL sharding does.
+    (Callbacks inside `shard_map` run on every device: `minijax/callback.py:
+    emit_python_callback` annotates those with `@empty_mesh`.)"""
+    from jax.extend.mlir.dialects import sdy
+    from minijax import compiler
+    devices = list(getattr(mesh, "devices_flat", ()) if mesh is not None else
+                   [compiler.default_device()])
+    indices = set()
+    for op, device in module_ctx.maximal_callbacks:
+        if device is None:
+            i = 0
+        elif device in devices:
+            i = devices.index(device)
+        else:
+            raise ValueError(f"Sharding provided to pure_callback specifies a device {device} "
+                             f"that is not in the device assignment ({devices})")
+        indices.add(i)
+        if mesh is None:  # one device: nothing to annotate
+            continue
+        n = max(1, len(op.results))
+        op.attributes["sdy.sharding"] = ir.Attribute.parse(
+            "#sdy.sharding_per_value<[" + ", ".join([f"<@maximal_mesh_{i}, []>"] * n) + "]>")
+    if mesh is None:
+        return
+    first = module.body.operations[0]  # `_add_mesh` puts `sdy.mesh @mesh` before these
+    meshes = [(f"maximal_mesh_{i}", f"[], device_ids=[{i}]",
+               f"axes = [], device_ids = dense<{i}> : tensor<1xi64>") for i in sorted(indices)]
+    if module_ctx.empty_mesh:
+        meshes.append(("empty_mesh", "[]", "axes = []"))
+    for name, spec, stable in meshes:
+        with ir.InsertionPoint(first):
+            op = sdy.MeshOp(name, ir.Attribute.parse(f"#sdy.mesh<{spec}>"))
+        op.attributes["stablehlo.mesh"] = ir.Attribute.parse(f"{{{stable}}}")
 
 
 # The meshes the module being lowered uses (a stack: lowering can nest, e.g. in tests).

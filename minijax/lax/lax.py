@@ -16,7 +16,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dispatch, dtypes
 from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.core import Primitive, ShapedArray
@@ -1683,16 +1683,13 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     # has no bfloat16 products, which accumulate in float32 (as XLA on CPU does)
     acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
     lhs, rhs = lhs.astype(acc_dtype, copy=False), rhs.astype(acc_dtype, copy=False)
-    nl, nr = lhs.ndim, rhs.ndim
-    if not lb and nr <= 2 and lc == (nl - 1,) and rc == (0 if nr == 1 else nr - 2,):
-        out = np.dot(lhs, rhs)  # jnp.dot's contraction (BLAS for floats)
-    elif (nl == nr == len(lb) + 2 and lb == rb == tuple(range(len(lb)))
-          and lc == (nl - 1,) and rc == (nr - 2,)):
-        out = np.matmul(lhs, rhs)  # batched matrix products (jnp.matmul's)
+    product = _numpy_product(lhs.ndim, rhs.ndim, dimension_numbers)
+    if product is not None:
+        out = product(lhs, rhs)
     else:
         letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-        l_sub = [next(letters) for _ in range(nl)]
-        r_sub = [next(letters) for _ in range(nr)]
+        l_sub = [next(letters) for _ in range(lhs.ndim)]
+        r_sub = [next(letters) for _ in range(rhs.ndim)]
         for a, b in zip(lc + lb, rc + rb):
             r_sub[b] = l_sub[a]
         batch = [l_sub[a] for a in lb]
@@ -1701,6 +1698,28 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
         spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
         out = np.einsum(spec, lhs, rhs)
     return out.astype(out_dtype, copy=False)
+
+
+def _numpy_product(nl: int, nr: int, dimension_numbers):
+    """NumPy's own product for dimension numbers it computes as they are, else None."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if not lb and nl >= 1 and 1 <= nr <= 2 and lc == (nl - 1,) \
+            and rc == (0 if nr == 1 else nr - 2,):
+        return np.ndarray.dot  # jnp.dot's contraction (BLAS for floats): np.dot, unwrapped
+    if (nl == nr == len(lb) + 2 and lb == rb == tuple(range(len(lb)))
+            and lc == (nl - 1,) and rc == (nr - 2,)):
+        return np.matmul  # batched matrix products (jnp.matmul's)
+    return None
+
+
+def _dot_general_specialized_impl(lhs, rhs, *, dimension_numbers, precision,
+                                  preferred_element_type, out_sharding=None):
+    # minijax/dispatch.py specialized_impls: operands already of the output dtype need no
+    # conversion, and NumPy's product is the whole impl
+    out_dtype = preferred_element_type or lhs.dtype
+    if lhs.dtype != out_dtype or rhs.dtype != out_dtype or out_dtype == dtypes.bfloat16:
+        return None
+    return _numpy_product(lhs.ndim, rhs.ndim, dimension_numbers)
 
 
 def _dot_general_abstract_eval(lhs, rhs, *, dimension_numbers, precision,
@@ -1841,21 +1860,36 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     Raises TypeError on mismatched dtypes or dimension sizes, ShardingTypeError when the
     result's sharding is ambiguous.
     """
-    try:
-        dn = _canonical_dimension_numbers(dimension_numbers)
-    except TypeError:  # unhashable (lists): not cached
-        dn = _canonical_dimension_numbers.__wrapped__(dimension_numbers)
-    pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
-    out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
+    global _last_dot_general_params
+    last = _last_dot_general_params
+    if dimension_numbers is last[0] and preferred_element_type is last[1]:
+        dn, pet = last[2]  # the very objects of the last call (a loop of one jnp.dot)
+    else:
+        try:
+            dn, pet = _canonical_dot_general_params(dimension_numbers, preferred_element_type)
+            _last_dot_general_params = (dimension_numbers, preferred_element_type, (dn, pet))
+        except TypeError:  # unhashable (lists): not cached
+            dn, pet = _canonical_dot_general_params.__wrapped__(dimension_numbers,
+                                                                preferred_element_type)
+    if out_sharding is not None:
+        out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet, out_sharding=out_sharding)
 
 
+# the last hashable (so immutable) arguments canonicalized, checked by identity before the
+# cache below is asked: hashing the dimension numbers costs more than the rest of the call
+_last_dot_general_params: tuple = (object(), object(), None)
+
+
 @functools.lru_cache(maxsize=256)
-def _canonical_dimension_numbers(dimension_numbers) -> tuple:
+def _canonical_dot_general_params(dimension_numbers, preferred_element_type) -> tuple:
+    # the params as dot_general_p takes them: tuples of ints, a numpy dtype or None (cached:
+    # they are the same for every call of one jnp.dot)
     (lc, rc), (lb, rb) = dimension_numbers
-    return ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
-            (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    dn = ((tuple(int(d) for d in lc), tuple(int(d) for d in rc)),
+          (tuple(int(d) for d in lb), tuple(int(d) for d in rb)))
+    return dn, None if preferred_element_type is None else np.dtype(preferred_element_type)
 
 
 dot_general_p = Primitive("dot_general")
@@ -1864,6 +1898,7 @@ dot_general_p.pp_hide_if_empty = ("preferred_element_type",)
 dot_general_p.pp_param_formatters = {  # JAX prints the dimension lists as lists
     "dimension_numbers": lambda dn: str(tuple(tuple(list(d) for d in pair) for pair in dn))}
 dot_general_p.def_impl(_dot_general_impl)
+dispatch.specialized_impls[dot_general_p] = _dot_general_specialized_impl
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
 dot_general_p.def_sharding_rule(lambda lhs, rhs, *, dimension_numbers, out_sharding, **_:
                                 msh.dot_general_sharding_rule(lhs, rhs, dimension_numbers,

@@ -18,7 +18,7 @@ from minijax.numpy import indexing
 def _defer_to_unrecognized(binary):
     # let other types (e.g. a JAX array in a comparison) try their reflected operator
     def op(self, other):
-        if not _accepted(other):
+        if type(other) is not Array and not _accepted(other):
             return NotImplemented
         return binary(self, other)
     return op

@@ -21,8 +21,9 @@ from minijax.numpy.util import promote_dtypes
 def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=None,
            out_sharding=None):
     """Einstein summation, contracted left to right with `dot_general` (a documented simpler
-    path than JAX's opt_einsum ordering). Supports `...`, implicit output, sums over indices
-    that appear once, and an index repeated within one operand (its diagonal: "ii->i",
+    path than JAX's opt_einsum ordering; each pair's dimensions ordered as JAX orders them,
+    so two-operand einsums are bit-identical to JAX's). Supports `...`, implicit output, sums
+    over indices that appear once, and an index repeated within one operand (its diagonal: "ii->i",
     "ii->", "iij->j"). `out_sharding` (NamedSharding, or PartitionSpec under `set_mesh`):
     the result's sharding, given to the last contraction (sharding in types).
     Raises ValueError for mismatched subscripts or sizes."""
@@ -84,18 +85,26 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
     s0, acc = terms[0]
     for i in range(1, len(terms)):
         s1, o1 = terms[i]
+        last = i == len(terms) - 1
         rest = set(range(i + 1, len(terms)))
         later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
         common = [c for c in s0 if c in s1]
-        batch = [c for c in common if later(c)]
-        contract = [c for c in common if not later(c)]
+        # As JAX orders them (the order decides XLA's summation order, so the last bit):
+        # contracted indices sorted by name, batch indices in the output's order, and the
+        # operands swapped when their natural result order is not the output's.
+        batch = [c for c in (out if last else s0) if c in common and later(c)]
+        contract = sorted(c for c in common if not later(c))
         acc, o1 = _einsum_broadcast_pair(acc, s0, o1, s1, batch, sizes)
         dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
                 (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
-        s_next = "".join(batch) + "".join(c for c in s0 if c not in common) + \
-            "".join(c for c in s1 if c not in common)
-        sh = _last_out_sharding(out_sharding, out, s_next) if i == len(terms) - 1 else None
-        acc = lax.dot_general(acc, o1, dims, preferred_element_type=d, out_sharding=sh)
+        free0, free1 = ("".join(c for c in s if c not in common) for s in (s0, s1))
+        s_next = "".join(batch) + free0 + free1
+        lhs, rhs = acc, o1
+        if last and s_next != out:  # as JAX: then the later operand goes first
+            s_next, lhs, rhs = "".join(batch) + free1 + free0, o1, acc
+            dims = ((dims[0][1], dims[0][0]), (dims[1][1], dims[1][0]))
+        sh = _last_out_sharding(out_sharding, out, s_next) if last else None
+        acc = lax.dot_general(lhs, rhs, dims, preferred_element_type=d, out_sharding=sh)
         s0 = s_next
     # remaining indices not in the output are summed; then order as the output
     extra = tuple(k for k, c in enumerate(s0) if c not in out)

@@ -11,11 +11,13 @@ import builtins
 import numpy as np
 
 from minijax import core, dtypes
+from minijax.core import Tracer
 from minijax import lax
 from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
+from minijax.pjit import jit
 from minijax.numpy.util import (
     canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating, promote_args_inexact,
     promote_dtypes,
@@ -237,6 +239,18 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     """Variance: mean of squared deviations, divided by (n - ddof)."""
     a = _arraylike("var", a)
     axes = reduction_axes(a, axis)
+    dtype = None if dtype is None else np.dtype(dtype)
+    # JAX runs `_var` under jit, so a jaxpr shows `jit[name=_var]` and reverse mode transposes
+    # it as one unit: the variance's own cotangent terms are summed before the caller's, and
+    # that grouping of float additions decides the gradient's last bit. Eagerly minijax calls
+    # it directly (as `where` does).
+    if isinstance(a, Tracer):
+        return _var_jit(a, axes=axes, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    return _var(a, axes=axes, dtype=dtype, ddof=ddof, keepdims=keepdims)
+
+
+# JAX: jax/_src/numpy/reductions.py _var — differs: ddof only (no where, mean, correction)
+def _var(a, *, axes, dtype, ddof, keepdims):
     aval = core.get_aval(a)
     d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
     a = lax.convert_element_type(a, d)
@@ -245,6 +259,9 @@ def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
     ss = lax.reduce_sum(lax.integer_pow(centered, 2), axes)
     out = lax.div(ss, _const(ss, builtins.max(n - ddof, 0)))
     return _keepdims(out, axes, keepdims)
+
+
+_var_jit = jit(_var, static_argnames=("axes", "dtype", "ddof", "keepdims"))
 
 
 def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):

@@ -7,10 +7,12 @@ Mirrors jax/_src/numpy/tensor_contractions.py. Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import functools
 
 import numpy as np
 
 from minijax import core
+from minijax.array import Array
 from minijax import lax
 from minijax import sharding as msh
 from minijax.numpy import lax_numpy
@@ -19,9 +21,17 @@ from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import canonicalize_axis, dtype_of, promote_dtypes, shape_of
 
 
-def _dot_dtype(a, b):
-    a, b = promote_dtypes(a, b)  # Arrays or tracers (a, b are asarray'd)
-    return a, b, a.aval.dtype
+def _promote_pair(a, b):
+    """a and b as arrays (or tracers) of their common dtype; no conversion (and no call) when
+    they already are (two Arrays of one dtype: the eager hot path)."""
+    if type(a) is not Array:
+        a = asarray(a)
+    if type(b) is not Array:
+        b = asarray(b)
+    a_aval, b_aval = a.aval, b.aval
+    if a_aval.dtype is not b_aval.dtype or a_aval.weak_type is not b_aval.weak_type:
+        a, b = promote_dtypes(a, b)  # (which also sees equal dtypes that are not one object)
+    return a, b
 
 
 def matmul(a, b, *, out_sharding=None):
@@ -32,13 +42,31 @@ def matmul(a, b, *, out_sharding=None):
     (minijax/sharding.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
     leading dimensions that do not broadcast, TypeError for mismatched contracting sizes.
     Mirrors jax/_src/numpy/tensor_contractions.py: matmul."""
-    a, b, d = _dot_dtype(asarray(a), asarray(b))
-    a_aval, b_aval = core.get_aval(a), core.get_aval(b)
-    if a_aval.ndim == 0 or b_aval.ndim == 0:
+    a, b = _promote_pair(a, b)
+    a_aval, b_aval = a.aval, b.aval
+    if not a_aval.shape or not b_aval.shape:
         raise ValueError(f"matmul: operands must be at least 1-D, got {a_aval.str_short()} "
                          f"and {b_aval.str_short()}")
-    a_mat, b_mat = a_aval.ndim > 1, b_aval.ndim > 1
-    a_shape, b_shape = a_aval.shape, b_aval.shape
+    a_drop, b_drop, dims, perm = _matmul_plan(a_aval.shape, b_aval.shape)
+    if a_drop:
+        a = lax.squeeze(a, a_drop)
+    if b_drop:
+        b = lax.squeeze(b, b_drop)
+    out = lax.dot_general(a, b, dims, preferred_element_type=a_aval.dtype,
+                          out_sharding=None if out_sharding is None else
+                          _emitted_order(out_sharding, perm))
+    if perm is not None:
+        out = lax.transpose(out, perm)
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
+    """How matmul of operands of these shapes (at least 1-D) is one dot_general: the size-1
+    leading axes to squeeze from each operand, the dimension numbers, and the permutation
+    from dot_general's result to matmul's (None: none needed). Depends on the shapes only,
+    so it is cached."""
+    a_mat, b_mat = len(a_shape) > 1, len(b_shape) > 1
     if a_shape[-1] != b_shape[-2 if b_mat else 0]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
                         f"got {(a_shape[-1],)} and {(b_shape[-2 if b_mat else 0],)}.")
@@ -66,27 +94,23 @@ def matmul(a, b, *, out_sharding=None):
                              f"dimensions {m} and {n} neither match nor broadcast")
     a_kept = [i for i in range(nb) if a_lead[i] is not None and i not in a_drop]
     b_kept = [i for i in range(nb) if b_lead[i] is not None and i not in b_drop]
-    if a_drop:
-        a = lax.squeeze(a, tuple(i - (nb - len(a_shape) + 2) for i in a_drop))
-    if b_drop:
-        b = lax.squeeze(b, tuple(i - (nb - len(b_shape) + 2) for i in b_drop))
-    dims = (((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
-            (tuple(a_kept.index(i) for i in batch), tuple(b_kept.index(i) for i in batch)))
+    dims = _interned((((len(a_kept) + a_mat,), (len(b_kept) if b_mat else 0,)),
+                      (tuple(a_kept.index(i) for i in batch),
+                       tuple(b_kept.index(i) for i in batch))))
     # dot_general emits batch, then a's free dims and rows, then b's free dims and columns;
     # result dim i is emitted dim order[i] (the out_sharding is given in emitted order).
     emitted = batch + a_free + [nb] * a_mat + b_free + [nb + a_mat] * b_mat
-    order = [int(k) for k in np.argsort(emitted)]
-    out = lax.dot_general(a, b, dims, preferred_element_type=d,
-                          out_sharding=_emitted_order(out_sharding, order))
-    if order != sorted(order):
-        out = lax.transpose(out, tuple(order))
-    return out
+    order = tuple(int(k) for k in np.argsort(emitted))
+    return (tuple(i - (nb - len(a_shape) + 2) for i in a_drop),
+            tuple(i - (nb - len(b_shape) + 2) for i in b_drop), dims,
+            None if order == tuple(sorted(order)) else order)
 
 
 def _emitted_order(out_sharding, order):
-    """matmul's out_sharding for dot_general's result, whose dim order[i] is result dim i."""
+    """matmul's out_sharding for dot_general's result, whose dim order[i] is result dim i
+    (`order` None: the same order)."""
     s = msh.canonicalize_out_sharding(out_sharding, "matmul")
-    if s is None or order == sorted(order):
+    if s is None or order is None:
         return s
     spec = list(s.spec) + [None] * (len(order) - len(s.spec))
     emitted = [None] * len(order)
@@ -97,19 +121,37 @@ def _emitted_order(out_sharding, order):
 
 def dot(a, b, *, out_sharding=None):
     """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`."""
-    a, b, d = _dot_dtype(asarray(a), asarray(b))
-    a_shape, b_shape = a.aval.shape, b.aval.shape
-    na, nb = len(a_shape), len(b_shape)
-    if na == 0 or nb == 0:
+    a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`.
+    Raises TypeError for mismatched contracting sizes."""
+    a, b = _promote_pair(a, b)
+    a_aval = a.aval
+    dn = _dot_dimension_numbers(a_aval.shape, b.aval.shape)
+    if dn is None:
         return ufuncs.multiply(a, b)
-    contract_b = 0 if nb == 1 else nb - 2
+    return lax.dot_general(a, b, dn, preferred_element_type=a_aval.dtype,
+                           out_sharding=out_sharding)
+
+
+@functools.lru_cache(maxsize=256)
+def _dot_dimension_numbers(a_shape: tuple, b_shape: tuple) -> tuple | None:
+    # None when an operand is a scalar (jnp.dot multiplies then)
+    if not a_shape or not b_shape:
+        return None
+    contract_b = 0 if len(b_shape) == 1 else len(b_shape) - 2
     if a_shape[-1] != b_shape[contract_b]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
                         f"got {(a_shape[-1],)} and {(b_shape[contract_b],)}.")
-    out = lax.dot_general(a, b, (((na - 1,), (contract_b,)), ((), ())),
-                          preferred_element_type=d, out_sharding=out_sharding)
-    return out
+    return _interned((((len(a_shape) - 1,), (contract_b,)), ((), ())))
+
+
+# Equal dimension numbers as one object, whichever shapes they were computed for: then
+# lax.dot_general's check against the last dimension numbers it canonicalized (by identity)
+# hits across call sites, e.g. all the 2-D products of a model.
+_INTERNED: dict = {}
+
+
+def _interned(dimension_numbers: tuple) -> tuple:
+    return _INTERNED.setdefault(dimension_numbers, dimension_numbers)
 
 
 def vdot(a, b):

@@ -19,6 +19,24 @@ from minijax.tree_util import PyTreeDef
 from minijax.util import safe_zip, split_list
 
 # ---------------------------------------------------------------------------------------------
+# disable_jit: control flow run as Python
+# ---------------------------------------------------------------------------------------------
+
+def python_control_flow() -> bool:
+    """Under `minijax.disable_jit()`, control flow runs as Python (`if`, `for`, `while`)
+    where its operands allow, so prints and breakpoints in bodies run per iteration."""
+    from minijax.config import config
+    return config.jax_disable_jit
+
+
+# JAX: jax/_src/core.py to_concrete_value
+def to_concrete_value(x):
+    """`x`'s value if it is known now (an array, or a tracer of one, e.g. under `jvp`), else
+    None."""
+    return x.to_concrete_value() if isinstance(x, Tracer) else x
+
+
+# ---------------------------------------------------------------------------------------------
 # Tracing the user's functions
 # ---------------------------------------------------------------------------------------------
 

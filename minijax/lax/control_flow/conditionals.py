@@ -24,7 +24,7 @@ from minijax.lax import lax
 from minijax.lax.control_flow.common import (
     as_array, avals_short, batch_jaxpr_flags, check_branch_outputs, eval_closed,
     initial_style_jaxpr, is_zero, jaxpr_forwarding, merge_common_consts, prune_outputs,
-    trace_closed, typematch_all, with_invars)
+    python_control_flow, to_concrete_value, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
 
@@ -68,6 +68,8 @@ def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_s
     index = lax.convert_element_type(index, np.int32)
     index = lax.max(np.array(0, np.int32), lax.min(index, np.array(len(branches) - 1,
                                                                     np.int32)))
+    if python_control_flow() and to_concrete_value(index) is not None:
+        return branches[int(to_concrete_value(index))](*operands)
     names = [f"branch {i}" for i in range(len(branches))]
     return _cond_internal("switch", index, branches, names, operands)
 
@@ -104,6 +106,9 @@ def cond(pred, true_fun: Callable, false_fun: Callable, *operands,
     if aval.dtype.kind != "b":
         if aval.dtype.kind not in "iuf":
             raise TypeError(f"Pred type must be either boolean or number, got {aval.dtype}.")
+    if python_control_flow() and to_concrete_value(pred) is not None:
+        return (true_fun if to_concrete_value(pred) else false_fun)(*operands)
+    if aval.dtype.kind != "b":
         pred = lax.ne(pred, np.zeros((), aval.dtype))
     index = lax.convert_element_type(pred, np.int32)
     return _cond_internal("cond", index, (false_fun, true_fun), ["false_fun", "true_fun"],

@@ -27,8 +27,9 @@ from minijax.lax import lax
 from minijax.lax.control_flow.common import (
     as_array, avals_short, batch_jaxpr_flags, check_carry_type, eval_closed, hoist_consts,
     initial_style_jaxpr, is_zero, jaxpr_forwarding, promote_weak_typed_input,
-    prune_outputs, rearrange_binders, trace_closed, typematch_all, with_invars)
-from minijax.tree_util import tree_flatten, tree_unflatten
+    prune_outputs, python_control_flow, rearrange_binders, trace_closed, typematch_all,
+    with_invars)
+from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.util import canonicalize_axis, merge_lists, partition_list, safe_zip, split_list
 
 
@@ -115,6 +116,8 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         unroll = max(length, 1) if unroll else 1
     if int(unroll) < 0:
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    if python_control_flow():
+        return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
     x_avals = [msh.unstacked(a) for a in xs_avals]
     num_carry = len(init_flat)
     trees: dict[str, Any] = {}
@@ -148,6 +151,27 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
                        num_carry=num_carry, unroll=int(unroll))
     carry, ys = split_list(outs, [num_carry])
     return tree_unflatten(init_tree, carry), tree_unflatten(trees["ys"], ys)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py scan (its disable_jit branch)
+def _scan_in_python(f: Callable, init, xs_flat: list, xs_tree, length: int, reverse: bool):
+    """`scan` under `disable_jit()`: the semantics above, literally: `f` runs once per step,
+    on slices of `xs` (tracers of outer transformations too)."""
+    if length == 0:
+        raise ValueError("zero-length scan is not supported in disable_jit() mode because "
+                         "the output type is unknown.")
+    carry, ys = init, []
+    steps = reversed(range(length)) if reverse else range(length)
+    for i in steps:
+        x = tree_unflatten(xs_tree, [lax.squeeze(lax.slice(
+            v, (i, *[0] * (v.ndim - 1)), (i + 1, *v.shape[1:])), (0,)) for v in xs_flat])
+        carry, y = f(carry, x)
+        ys.append(y)
+    if reverse:
+        ys.reverse()
+    stacked = tree_map(lambda *y: lax.concatenate([lax.expand_dims(v, (0,)) for v in y], 0),
+                       *ys)
+    return carry, stacked
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_impl — differs: a Python loop
@@ -482,6 +506,15 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """
     if not (callable(body_fun) and callable(cond_fun)):
         raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
+    if python_control_flow():  # JAX: loops.py while_loop (its disable_jit branch)
+        from minijax.numpy import asarray
+        try:
+            val = tree_map(asarray, init_val)
+            while cond_fun(val):
+                val = tree_map(asarray, body_fun(val))
+            return val
+        except core.ConcretizationTypeError:
+            pass  # e.g. a batched predicate under vmap: the primitive, as without disable_jit
     init_flat, in_tree = tree_flatten(init_val)
     trees: dict[str, Any] = {}
 
@@ -681,19 +714,41 @@ def _while_batch_rule(vals, dims, *, axis_size, cond_jaxpr, body_jaxpr, cond_nco
     return outs, [0] * len(outs)
 
 
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering (its cond_ordered_effects branch)
+def _while_lowering_cond_effects(ctx, args, cond_jaxpr, body_jaxpr, cond_nconsts,
+                                 body_nconsts) -> list:
+    """An ordered effect in the condition: XLA's condition region cannot pass a token on,
+    so the condition runs before the loop and at the end of each trip, inside the body, and
+    the loop carries its predicate (the new loop's condition only reads it). The host calls
+    then happen in program order: cond, body, cond, ..., cond."""
+    def fun(*vals):
+        cc, bc, carry = split_list(list(vals), [cond_nconsts, body_nconsts])
+
+        def pred_of(c):
+            return eval_closed(cond_jaxpr, *cc, *c)[0]
+
+        def trip(state):
+            new = eval_closed(body_jaxpr, *bc, *state[1])
+            return pred_of(new), new
+
+        return while_loop(lambda state: state[0], trip, (pred_of(carry), carry))[1]
+
+    closed = trace_closed(fun, ctx.avals_in, "a while_loop with effects in cond_fun")
+    return mlir.lower_jaxpr(closed.jaxpr, closed.consts, list(args))
+
+
 def _bcast_pred(pred, aval: ShapedArray):
     return pred if aval.ndim == 1 else lax.broadcast_in_dim(pred, aval.shape, (0,))
 
 
-# JAX: jax/_src/lax/control_flow/loops.py _while_lowering — differs: no ordered effects in
-# the condition
+# JAX: jax/_src/lax/control_flow/loops.py _while_lowering
 def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
     # The consts travel through the loop state with the carry (regions only see their
     # arguments here, as in JAX's lowering), after the tokens of the body's ordered effects.
     hlo, ir = mlir.hlo, mlir.ir
     if mlir.ordered_effects_of(cond_jaxpr.jaxpr):
-        raise NotImplementedError("while_loop: ordered effects (io_callback(ordered=True), "
-                                  "ordered debug prints) in cond_fun are not supported")
+        return _while_lowering_cond_effects(ctx, args, cond_jaxpr, body_jaxpr, cond_nconsts,
+                                            body_nconsts)
     effs = mlir.ordered_effects_of(body_jaxpr.jaxpr)
     ntok = len(effs)
     types = [mlir.token_type()] * ntok + [mlir.aval_to_ir_type(a) for a in ctx.avals_in]
@@ -761,6 +816,8 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
             i, x = carry
             return (i + 1, body_fun(i, x)), None
 
+        if python_control_flow() and upper_ <= lower_:
+            return init_val  # (a Python scan of length 0 is refused)
         (_, result), _ = scan(scanned, (lower_, init_val), None,
                               length=max(upper_ - lower_, 0),
                               unroll=False if unroll is None else unroll)
