@@ -61,46 +61,43 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         blocks form the global result; an axis left out means "replicated along it".
       in_specs: a pytree prefix of the arguments of PartitionSpecs; left out, each argument's
         own sharding's spec is used (arguments laid out on `mesh`).
-      mesh: the Mesh (default: the one set with `set_mesh`).
-      axis_names: the mesh axes made manual (default all). With a subset, the body is
-        per-device along those axes only; the partitioner still splits it along the others.
+      mesh: the Mesh (default: the one set with `set_mesh`; inside another shard_map's body,
+        which must leave it out, that body's mesh: a nested shard_map).
+      axis_names: the mesh axes made manual (default all, or all not yet manual when nested).
+        With a subset, the body is per-device along those axes only; the partitioner still
+        splits it along the others.
       check_vma: track the manual axes each value varies along (see the module docstring).
     Returns: the mapped function. Global f32[8,4] with in_specs P("x") on a 4-device axis x:
       `f` sees f32[2,4]{V:x}.
     Raises ValueError for a spec longer than its value's rank, a dimension not divisible by
-    its mesh axes, or an out_specs that claims replication of a varying value; NameError for
-    a collective over an axis that is not bound.
+    its mesh axes, an out_specs that claims replication of a varying value, or a mesh given
+    (or axes already manual) inside another shard_map's body; NameError for a collective
+    over an axis that is not bound.
     """
     if f is None:
         return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
                                  axis_names=axis_names, check_vma=check_vma)
     api_util.check_callable(f)
-    if mesh is None:
-        mesh = get_concrete_mesh()
-        if mesh is None:
-            raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
-                             "enter into a mesh context, or pass mesh= to shard_map")
-    if not isinstance(mesh, Mesh):
+    if mesh is not None and not isinstance(mesh, Mesh):
         raise TypeError(f"shard_map requires a `minijax.sharding.Mesh` instance for its "
                         f"second argument, but got {mesh} of type {type(mesh)}.")
-    manual = frozenset(axis_names) or frozenset(mesh.axis_names)
-    if not manual <= frozenset(mesh.axis_names):
-        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
-                         f"{mesh.axis_names}")
+    given_mesh = mesh
     name = api_util.fun_name(f)
 
-    traced: dict = {}  # (in_tree, specs, avals) -> the traced body, when it closes over no tracer
+    traced: dict = {}  # (in_tree, specs, avals, context) -> the traced body, when it closes
+    #                    over no tracer
 
     @functools.wraps(f)
     def wrapped(*args):
+        mesh, manual = _mesh_and_axes(given_mesh, axis_names, check_vma)
         leaves, in_tree = tree_flatten(args)
         specs = (_specs_from_args(leaves, mesh) if in_specs is Infer else
                  _broadcast_specs(in_specs, in_tree, len(leaves), "in_specs", name))
         avals = [core.get_aval(x) for x in leaves]
-        key = (in_tree, tuple(specs), tuple(avals))
+        key = (in_tree, tuple(specs), tuple(avals), mesh, _enclosing_manual(mesh))
         hit = traced.get(key)
         if hit is None:
-            hit = _trace(leaves, in_tree, specs, avals)
+            hit = _trace(leaves, in_tree, specs, avals, mesh, manual)
             if not any(isinstance(c, core.Tracer) for c in hit[1]):
                 traced[key] = hit
         jaxpr, consts, out_tree, o_specs = hit
@@ -110,7 +107,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_specs=tuple(o_specs), check_vma=check_vma, newly_manual_axes=manual)
         return tree_unflatten(out_tree, outs)
 
-    def _trace(leaves, in_tree, specs, avals):
+    def _trace(leaves, in_tree, specs, avals, mesh, manual):
         for i, (a, s) in enumerate(safe_zip(avals, specs)):
             _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
             if not _spec_axes(s) <= manual:
@@ -125,7 +122,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_leaves, out_tree = tree_flatten(outs)
             o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
             store[:] = [out_tree, o_specs]
-            return _fit_outputs(name, out_leaves, o_specs, mesh, check_vma,
+            return _fit_outputs(name, out_leaves, o_specs, mesh, manual, check_vma,
                                 isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
 
         with _body_context(mesh, manual, check_vma):
@@ -136,16 +133,54 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     return wrapped
 
 
+def _mesh_and_axes(mesh: Mesh | None, axis_names, check_vma: bool) -> tuple:
+    """The mesh and the newly manual axes of a shard_map call. Inside another shard_map's body
+    the mesh is that body's (JAX's context mesh, whose manual axes stay manual) and the axes
+    default to the mesh axes not yet manual: a nested shard_map over the others."""
+    outer = parallel.ctx.bodies[-1] if parallel.ctx.bodies else None
+    if outer is not None and mesh is not None:
+        raise ValueError(f"The context mesh {outer[0]}, manual along {set(outer[1])}, should "
+                         f"match the mesh passed to shard_map {mesh}: inside a shard_map, "
+                         f"leave mesh= out (a nested shard_map uses the enclosing one's mesh)")
+    if outer is not None:
+        mesh = outer[0]
+        if check_vma != outer[2]:
+            raise NotImplementedError(f"a shard_map with check_vma={check_vma} nested in one "
+                                      f"with check_vma={outer[2]} — see {_CHAPTER}")
+    if mesh is None:
+        mesh = get_concrete_mesh()
+    if mesh is None:
+        raise ValueError("The context mesh cannot be empty. Use `jax.set_mesh(mesh)` to "
+                         "enter into a mesh context, or pass mesh= to shard_map")
+    enclosing = _enclosing_manual(mesh)
+    manual = frozenset(axis_names) or frozenset(mesh.axis_names) - enclosing
+    if not manual <= frozenset(mesh.axis_names):
+        raise ValueError(f"shard_map: axis_names {set(axis_names)} must be axes of the mesh "
+                         f"{mesh.axis_names}")
+    if manual & enclosing or not manual:
+        raise ValueError(f"shard_map: axis_names {set(manual)} must be mesh axes that the "
+                         f"enclosing shard_map has not made manual already ({set(enclosing)})")
+    return mesh, manual
+
+
+def _enclosing_manual(mesh: Mesh) -> frozenset:
+    """The axes of `mesh` made manual by the shard_map bodies being traced around this one."""
+    return frozenset().union(*(m for b, m, _ in parallel.ctx.bodies if b == mesh))
+
+
 @contextlib.contextmanager
 def _body_context(mesh: Mesh, manual: frozenset, check_vma: bool):
-    """While tracing a body: the manual axes are bound names, and vma is tracked or not."""
+    """While tracing a body: the manual axes are bound names, vma is tracked or not, and the
+    body is the context of any shard_map nested in it."""
     prev = parallel.ctx.check_vma
     parallel.ctx.check_vma = check_vma
+    parallel.ctx.bodies.append((mesh, manual, check_vma))
     try:
         with core.extend_axis_env_nd([(a, mesh.shape[a]) for a in mesh.axis_names
                                       if a in manual]):
             yield
     finally:
+        parallel.ctx.bodies.pop()
         parallel.ctx.check_vma = prev
 
 
@@ -224,22 +259,24 @@ def _spec_axes(spec: PartitionSpec) -> frozenset:
     return frozenset(a for p in spec for a in _axes_of(p))
 
 
+# (the vma of a value outside a nested shard_map, along the enclosing one's axes, is kept)
 def _local_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh, check_vma: bool):
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] //= math.prod(mesh.shape[a] for a in _axes_of(p))
     return aval.update(shape=tuple(shape),
-                       vma=_spec_axes(spec) if check_vma else frozenset())
+                       vma=aval.vma | _spec_axes(spec) if check_vma else frozenset())
 
 
-def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh) -> ShapedArray:
+def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
+                 manual: frozenset) -> ShapedArray:
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    return aval.update(shape=tuple(shape), vma=frozenset())
+    return aval.update(shape=tuple(shape), vma=aval.vma - manual)
 
 
-def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
+def _fit_outputs(name: str, outs, specs, mesh: Mesh, manual: frozenset, check_vma: bool,
                  single: bool = False) -> list:
     """Check each output of a body against its out_spec (rank; with check_vma, that it varies
     only along axes the spec names) and make it vary along all of them (`pvary`). `single`:
@@ -250,8 +287,8 @@ def _fit_outputs(name: str, outs, specs, mesh: Mesh, check_vma: bool,
         where = f"{name}(*args)[{i}]"
         _check_spec(name, where, aval, spec, mesh, "out_specs")
         axes = _spec_axes(spec)
-        if check_vma and not aval.vma <= axes:
-            raise ValueError(_vma_error(name, mesh, spec, aval.vma,
+        if check_vma and not aval.vma & manual <= axes:
+            raise ValueError(_vma_error(name, mesh, spec, aval.vma & manual,
                                         "" if single else f"[{i}]"))
         if check_vma and axes - aval.vma:
             x = parallel.pvary(x, tuple(a for a in mesh.axis_names if a in axes - aval.vma))
@@ -288,7 +325,7 @@ def _trace_body(fn: Callable, local_avals, out_specs, mesh: Mesh, manual, check_
     def body(*xs):
         outs = list(fn(*xs))
         specs = out_specs(outs) if callable(out_specs) else out_specs
-        return _fit_outputs(name, outs, specs, mesh, check_vma)
+        return _fit_outputs(name, outs, specs, mesh, manual, check_vma)
     with _body_context(mesh, manual, check_vma):
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local_avals, purpose="shard_map")
     return pe.convert_constvars_jaxpr(jaxpr), consts
@@ -328,7 +365,8 @@ _eager_cache: dict = {}
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
                              newly_manual_axes):
-    return [_global_aval(v.aval, s, mesh) for v, s in safe_zip(jaxpr.outvars, out_specs)]
+    return [_global_aval(v.aval, s, mesh, newly_manual_axes)
+            for v, s in safe_zip(jaxpr.outvars, out_specs)]
 
 
 # JAX: jax/_src/shard_map.py _shard_map_jvp
@@ -356,50 +394,79 @@ def _residual_spec(aval: ShapedArray, mesh: Mesh, check_vma: bool,
                    manual: frozenset) -> PartitionSpec:
     # residuals are per-device values: promoted to rank >= 1, stacked along dim 0 over the
     # axes they vary along (all manual axes without check_vma, which cannot tell)
-    axes = tuple(a for a in mesh.axis_names
-                 if a in aval.vma or (not check_vma and a in manual))
+    axes = tuple(a for a in mesh.axis_names if a in manual and (a in aval.vma or not check_vma))
     return PartitionSpec(axes) if axes else PartitionSpec()
 
 
-# JAX: jax/_src/shard_map.py _shard_map_partial_eval (with _promote_scalar_residuals)
+# JAX: jax/_src/shard_map.py _shard_map_linearize (and _shard_map_partial_eval, with
+# _promote_scalar_residuals) — differs: reached through jvp + partial evaluation
 def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, check_vma,
                             newly_manual_axes):
+    """Split a shard_map into a known one (the primal work, run now) and an unknown one (the
+    tangent work, recorded), laid out as JAX's linearize rule lays them out: the known call
+    returns the residuals first, then its outputs; a residual that is a known input or a known
+    output is passed straight to the unknown call instead of being returned again."""
     from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
     with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
                                                                  unknowns)
     n_known_out = len(jk.out_avals) - num_res
-    res_avals = jk.out_avals[n_known_out:]
-    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
     known_specs = [s for s, u in safe_zip(in_specs, unknowns) if not u]
     ko_specs = [s for s, u in safe_zip(out_specs, out_unk) if not u]
+    known_outvars, res_vars = split_list(jk.jaxpr.outvars, [n_known_out])
+    # where each residual comes from: a known input (in_fwd), a known output (out_fwd), or
+    # neither (returned by the known call, promoted to rank >= 1 and stacked over devices)
+    in_pos = {v: i for i, v in enumerate(jk.jaxpr.invars)}
+    out_pos = {v: i for i, v in enumerate(known_outvars) if isinstance(v, core.Var)}
+    in_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in res_vars]
+    out_fwd = [out_pos.get(v) if f1 is None and isinstance(v, core.Var) else None
+               for v, f1 in safe_zip(res_vars, in_fwd)]
+    out_fwd = [f2 if f2 is not None and ko_specs[f2] == _residual_spec(
+        v.aval, mesh, check_vma, newly_manual_axes) else None  # same blocks, same spec
+        for v, f2 in safe_zip(res_vars, out_fwd)]
+    returned = [f1 is None and f2 is None for f1, f2 in safe_zip(in_fwd, out_fwd)]
+    res_avals = [v.aval for v, r in safe_zip(res_vars, returned) if r]
+    res_specs = [_residual_spec(a, mesh, check_vma, newly_manual_axes) for a in res_avals]
 
     def known_body(*xs):
-        outs = core.eval_jaxpr(jk.jaxpr, jk.consts, *xs)
-        return outs[:n_known_out] + [lax.reshape(r, (1,)) if not a.shape else r
-                                     for r, a in zip(outs[n_known_out:], res_avals)]
-    kbody, kconsts = _trace_body(known_body, jk.in_avals, ko_specs + res_specs, mesh,
+        outs, res = split_list(core.eval_jaxpr(jk.jaxpr, jk.consts, *xs), [n_known_out])
+        res = [r for r, keep in safe_zip(res, returned) if keep]
+        return [lax.broadcast(r, (1,)) if not a.shape else r
+                for r, a in safe_zip(res, res_avals)] + outs
+    kbody, kconsts = _trace_body(known_body, jk.in_avals, res_specs + ko_specs, mesh,
                                  newly_manual_axes, check_vma)
     known_in = [t for t, u in safe_zip(tracers, unknowns) if not u]
     params = dict(mesh=mesh, check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     outs = _bind(known_in, kconsts, jaxpr=kbody, in_specs=known_specs,
-                 out_specs=tuple(ko_specs + res_specs), **params)
-    known_out, residuals = split_list(outs, [n_known_out])
+                 out_specs=tuple(res_specs + ko_specs), **params)
+    returned_res, known_out = split_list(outs, [len(res_specs)])
+    rit, sit = iter(returned_res), iter(res_specs)
+    residuals, all_res_specs, promoted = [], [], []
+    for f1, f2, v in safe_zip(in_fwd, out_fwd, res_vars):
+        if f1 is not None:
+            r, spec = known_in[f1], known_specs[f1]
+        elif f2 is not None:
+            r, spec = known_out[f2], ko_specs[f2]
+        else:
+            r, spec = next(rit), next(sit)
+        residuals.append(r)
+        all_res_specs.append(spec)
+        promoted.append(f1 is None and f2 is None and not v.aval.shape)
 
     def unknown_body(*xs):
         res, rest = split_list(list(xs), [num_res])
-        res = [lax.reshape(r, ()) if not a.shape else r for r, a in zip(res, res_avals)]
+        res = [lax.squeeze(r, (0,)) if p else r for r, p in safe_zip(res, promoted)]
         return core.eval_jaxpr(ju.jaxpr, ju.consts, *res, *rest)
     u_specs = [s for s, u in safe_zip(in_specs, unknowns) if u]
     uo_specs = [s for s, u in safe_zip(out_specs, out_unk) if u]
     res_local = [_local_aval(core.get_aval(r), s, mesh, check_vma)
-                 for r, s in safe_zip(residuals, res_specs)]
+                 for r, s in safe_zip(residuals, all_res_specs)]
     ubody, uconsts = _trace_body(unknown_body, res_local + ju.in_avals[num_res:], uo_specs,
                                  mesh, newly_manual_axes, check_vma)
     unknown_in = [t for t, u in safe_zip(tracers, unknowns) if u]
     uparams = dict(params, jaxpr=ubody, in_specs=(PartitionSpec(),) * len(uconsts) +
-                   tuple(res_specs + u_specs), out_specs=tuple(uo_specs))
+                   tuple(all_res_specs + u_specs), out_specs=tuple(uo_specs))
     unknown_out = trace.default_process_primitive(
         shard_map_p, [*uconsts, *residuals, *unknown_in], uparams)
     ki, ui = iter(known_out), iter(unknown_out)
@@ -424,8 +491,8 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
     ct_specs = [s for s, nz in safe_zip(out_specs, nz_cts) if nz]
     lin_specs = [s for s, u in safe_zip(in_specs, undefined) if u]
 
-    def body(*xs):
-        r, c = split_list(list(xs), [len(res)])
+    def body(*xs):  # (cotangents, residuals), in JAX's order
+        c, r = split_list(list(xs), [sum(nz_cts)])
         ri, ci = iter(r), iter(c)
         primals = [ad.UndefinedPrimal(v.aval) if u else next(ri)
                    for v, u in safe_zip(jaxpr.invars, undefined)]
@@ -443,11 +510,11 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
                     if _unmentioned(mesh, s, newly_manual_axes) else ct
                     for ct, s in safe_zip(outs, lin_specs)]
         return outs
-    local = ([v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u] +
-             [v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz])
+    local = ([v.aval for v, nz in safe_zip(jaxpr.outvars, nz_cts) if nz] +
+             [v.aval for v, u in safe_zip(jaxpr.invars, undefined) if not u])
     tbody, consts = _trace_body(body, local, lin_specs, mesh, newly_manual_axes, check_vma)
-    outs = _bind([*res, *[c for c in cts if type(c) is not ad.Zero]], consts, jaxpr=tbody,
-                 mesh=mesh, in_specs=res_specs + ct_specs, out_specs=tuple(lin_specs),
+    outs = _bind([*[c for c in cts if type(c) is not ad.Zero], *res], consts, jaxpr=tbody,
+                 mesh=mesh, in_specs=ct_specs + res_specs, out_specs=tuple(lin_specs),
                  check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     it = iter(outs)
     return [next(it) if u else None for u in undefined]
@@ -501,7 +568,9 @@ def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                                  sdy.ManualAxesAttr.get([ir.StringAttr.get(a) for a in axes]))
     block = ir.Block.create_at_start(op.body, [*tok, *[mlir.aval_to_ir_type(v.aval)
                                                        for v in jaxpr.invars]])
-    parallel.ctx.meshes.append((mesh, newly_manual_axes))
+    # the region is manual along these axes and those of the regions around it (nested)
+    enclosing = parallel.ctx.meshes[-1][1] if parallel.ctx.meshes else frozenset()
+    parallel.ctx.meshes.append((mesh, enclosing | newly_manual_axes))
     try:
         with ir.InsertionPoint(block):
             mlir.set_tokens(effs, list(block.arguments)[:len(effs)])

@@ -45,7 +45,7 @@ BUDGETS = {
     "public_test_util": 110,
     "random": 470,
     "scipy": 180,
-    "shard_map": 490,
+    "shard_map": 550,
     "sharding": 640,   # sharding in types: the rules, reshard (issue 11)
     "stages": 168,
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)

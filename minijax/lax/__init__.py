@@ -51,6 +51,7 @@ from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa
 from minijax.lax.parallel import (  # noqa: F401,E402
     all_gather, all_gather_p, all_to_all,
     all_to_all_p, axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin, pmin_p,
-    ppermute, ppermute_p, psum, psum_invariant_p, psum_scatter, pvary, pvary_p, reduce_scatter_p,
+    pcast, ppermute, ppermute_p, psum, psum_invariant_p, psum_scatter, pvary, pvary_p,
+    reduce_scatter_p,
 )
 from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-exports it)

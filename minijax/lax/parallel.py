@@ -30,6 +30,7 @@ class _Context(threading.local):
     def __init__(self) -> None:
         self.check_vma = False  # set while shard_map traces a body with check_vma=True
         self.meshes: list = []  # (mesh, manual axes) of the shard_map bodies being lowered
+        self.bodies: list = []  # (mesh, manual axes, check_vma) of those being traced
 
 
 ctx = _Context()
@@ -236,6 +237,19 @@ def pvary(x, axis_name):
         return x
     _size(axes)
     return tree_map(lambda v: pvary_p.bind(v, axes=axes), x)
+
+
+# JAX: jax/_src/lax/parallel.py pcast — differs: only to='varying' (minijax has no
+# reduced/unreduced types)
+def pcast(x, axis_name, *, to: str):
+    """Change how `x` (a pytree) is typed along the named manual axes; to='varying' is `pvary`.
+    Raises TypeError for a set of names, NotImplementedError for another `to`."""
+    if isinstance(axis_name, (set, frozenset)):
+        raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
+    if to != "varying":
+        raise NotImplementedError(f"pcast(..., to={to!r}): minijax supports only "
+                                  f"to='varying' (no reduced or unreduced types)")
+    return pvary(x, axis_name)
 
 
 def _pvary_abstract_eval(aval, *, axes):

@@ -127,9 +127,12 @@ def avals_short(avals: Sequence[ShapedArray]) -> str:
 
 # JAX: jax/_src/core.py aval_mismatch_extra
 def _aval_mismatch_extra(a1: ShapedArray, a2: ShapedArray) -> str:
-    what = [w for w, differ in (("the dtypes", a1.dtype != a2.dtype),
-                                ("the shapes", a1.shape != a2.shape)) if differ]
-    return ", so " + " and ".join(what) + " do not match" if what else ""
+    what = [f"the {w} do not match" for w, differ in (
+        ("dtypes", a1.dtype != a2.dtype), ("shapes", a1.shape != a2.shape),
+        ("manual axis types", a1.vma != a2.vma)) if differ]
+    if len(what) > 1:
+        what = [", ".join(what[:-1]) + ", and " + what[-1]]
+    return ", so " + what[0] if what else ""
 
 
 def _component(i: int, n: int) -> str:
@@ -148,16 +151,29 @@ def check_branch_outputs(api_name: str, name1: str, name2: str, tree1: PyTreeDef
             f"\n\n{name1} output is {tree1}\n{name2} output is {tree2}\n\n"
             f"Revise {name1} and/or {name2} so that they have the same pytree structure.")
     n = len(avals1)
+    # JAX's typematch compares the varying manual axes too (minijax's core.typematch does not)
+    same = lambda a1, a2: core.typematch(a1, a2) and a1.vma == a2.vma
+    differ = [(i, a1, a2) for i, (a1, a2) in enumerate(safe_zip(avals1, avals2))
+              if not same(a1, a2)]
     diffs = [f"the output{_component(i, n)} of {name1} has type {a1.str_short()} but the "
              f"corresponding output of {name2} has type {a2.str_short()}"
-             f"{_aval_mismatch_extra(a1, a2)}"
-             for i, (a1, a2) in enumerate(safe_zip(avals1, avals2))
-             if not core.typematch(a1, a2)]
+             f"{_aval_mismatch_extra(a1, a2)}" for i, a1, a2 in differ]
+    # an output that varies along fewer manual axes than the other branch's: pcast it
+    fixes = [f"applying `jax.lax.pcast(..., {tuple(sorted(b.vma - a.vma))}, to='varying')` "
+             f"to the output{_component(i, n)} of {name}" for i, a1, a2 in differ
+             for name, a, b in ((name1, a1, a2), (name2, a2, a1)) if b.vma - a.vma]
+    hint = ""
+    if fixes:
+        hint = ("This might be fixed by " + fixes[0] + ".\n" if len(fixes) == 1 else
+                "This might be fixed by:\n" + "\n".join(f"  * {d};" for d in fixes[:-1]) +
+                f"\n  * {fixes[-1]}.\n") + \
+            ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
+             "information.\n\n")
     if diffs:
         text = _bullets(diffs)
         raise TypeError(
             f"{api_name} branches must have equal output types but they differ.\n\n{text}\n\n"
-            f"Revise {name1} and/or {name2} so that all output types match.")
+            f"{hint}Revise {name1} and/or {name2} so that all output types match.")
 
 
 def _bullets(diffs: list[str]) -> str:

@@ -139,16 +139,38 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
         check_branch_outputs(api_name, names[first], names[i], out_trees[first],
                               jaxprs[first].out_avals, out_trees[i], jaxprs[i].out_avals)
     branches, consts = merge_common_consts(jaxprs, all_consts)
+    branches, all_inputs = _vary_with_index(index, branches, [*consts, *ops_flat])
     # An output that every branch returns unchanged from the same input needs no cond.
     fwds = [jaxpr_forwarding(b.jaxpr) for b in branches]
     in_fwd = [f[0] if len(set(f)) == 1 else None for f in zip(*fwds)]
     keep = [f is None for f in in_fwd]
     branches = [prune_outputs(b, keep) for b in branches]
-    outs = iter(cond_p.bind(index, *consts, *ops_flat, branches=tuple(branches)))
-    all_inputs = [*consts, *ops_flat]
+    outs = iter(cond_p.bind(index, *all_inputs, branches=tuple(branches)))
     out = [next(outs) if f is None else as_array(all_inputs[f], core.get_aval(all_inputs[f]))
            for f in in_fwd]
     return tree_unflatten(out_trees[0], out)
+
+
+def _vary_with_index(index, branches: list[ClosedJaxpr], operands: list):
+    """Inside shard_map, an index that varies along manual axes picks a branch per device, so
+    the result differs between devices even when every branch's does not: the operands and
+    every branch's outputs are made to vary along the index's axes too (`pvary`), and the
+    gradient then sums over the devices. JAX 0.10.2 types the outputs by the branches alone
+    (jax-ml/jax#40823: an output typed invariant that is not, and a wrong gradient)."""
+    axes = core.get_aval(index).vma
+    if all(axes <= core.get_aval(x).vma for x in operands) and \
+            all(axes <= a.vma for a in branches[0].out_avals):
+        return branches, operands
+    from minijax.lax import parallel
+    vary = lambda x, vma: parallel.pvary(x, tuple(sorted(vma - core.get_aval(x).vma)))
+    operands = [vary(x, axes) for x in operands]
+    out_vma = [a.vma | axes for a in branches[0].out_avals]
+
+    def retyped(branch):
+        def f(*xs):
+            return [vary(o, v) for o, v in safe_zip(eval_closed(branch, *xs), out_vma)]
+        return trace_closed(f, [core.get_aval(x) for x in operands], "cond")
+    return [retyped(b) for b in branches], operands
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +195,8 @@ def _cond_abstract_eval(index: ShapedArray, *avals: ShapedArray, branches):
             raise TypeError(f"cond: branch {i} takes ({avals_short(b.in_avals)}) but is "
                             f"called with operands ({avals_short(avals)})")
         out0 = branches[0].out_avals
-        if not typematch_all(b.out_avals, out0):
+        if not typematch_all(b.out_avals, out0) or \
+                [a.vma for a in b.out_avals] != [a.vma for a in out0]:
             raise TypeError(f"cond: branch 0 returns ({avals_short(out0)}) but branch {i} "
                             f"returns ({avals_short(b.out_avals)})")
     return branches[0].out_avals
@@ -389,3 +412,6 @@ ad.primitive_transposes[cond_p] = _cond_transpose
 batching.primitive_batchers[cond_p] = _cond_batch_rule
 mlir.register_lowering(cond_p, _cond_lowering)
 pe.dce_rules[cond_p] = _cond_dce_rule
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_abstract_eval — the outputs have the
+# branches' types, vma included; the operands get no pvary (the branches were traced on them)
+core.vma_primitives.add(cond_p)
