@@ -404,6 +404,21 @@ def check_vmap_named_axes():
     close(j, m)
 
 
+def check_int_and_bool_reductions():
+    """psum of bools counts them (int32), pmean of ints is a float mean, as in JAX."""
+    I = np.arange(16, dtype=np.int32).reshape(8, 2)
+    B = (np.arange(8) % 3 == 0).reshape(8, 1)
+
+    def program(J):
+        L, P = J.lax, J.sharding.PartitionSpec
+        f = smap(J, lambda i, b: (L.psum(b, "i"), L.pmean(i, "i"), L.pmax(b, "i"),
+                                  L.psum(i, "i")), mesh1(J), P("i"), P())
+        v = J.vmap(lambda i, b: (L.psum(b, "i"), L.pmean(i, "i")), axis_name="i")
+        return f(I, B), J.jit(f)(I, B), v(I, B)
+    j, m = both(program)
+    close(j, m)
+
+
 def check_vmap_of_shard_map():
     def program(J):
         P = J.sharding.PartitionSpec
