@@ -207,3 +207,54 @@ def test_var_grad_bit_identical(shape, axis):
     got, want = program(minijax), program(jax)
     for g, w_ in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w_))
+
+
+C = (A + 1j * A3[0]).astype(np.complex64)
+MASK_VAR = A > -0.5
+
+# jnp.mean / var / std as JAX's (jax/_src/numpy/reductions.py _mean, _var, _std): where=,
+# correction=, mean=, complex inputs (a real variance), float16/bfloat16 computed in float32,
+# and NaN where n - ddof <= 0
+MOMENT_CASES = {
+    "var_ddof_eq_n": lambda J: jnp(J).var(V[:2], ddof=2),
+    "std_ddof_gt_n": lambda J: jnp(J).std(V[:2], axis=0, ddof=3),
+    "var_complex": lambda J: jnp(J).var(C, axis=1),
+    "std_complex": lambda J: jnp(J).std(C),
+    "var_bf16": lambda J: jnp(J).var(A.astype(jax.numpy.bfloat16), axis=1),
+    "mean_bf16": lambda J: jnp(J).mean((A * 100).astype(jax.numpy.bfloat16), axis=0),
+    "mean_where": lambda J: jnp(J).mean(A, axis=1, where=MASK_VAR),
+    "var_where": lambda J: jnp(J).var(A, axis=1, where=MASK_VAR, ddof=1),
+    "std_where_keepdims": lambda J: jnp(J).std(A, axis=0, where=MASK_VAR, keepdims=True),
+    "var_correction": lambda J: jnp(J).var(A, correction=1.5),
+    "var_mean": lambda J: jnp(J).var(A, axis=1, mean=jnp(J).mean(A, axis=1, keepdims=True)),
+    "var_dtype_int": lambda J: jnp(J).var(I, axis=1, dtype=np.int32),
+    "var_positional_out": lambda J: jnp(J).var(A, 0, None, None, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOMENT_CASES))
+def test_moments_against_jax(name):
+    check(MOMENT_CASES[name], rtol=1e-5, atol=1e-6)
+
+
+def test_moments_grad_vmap_where():
+    def program(J):
+        jnp = J.numpy
+        f = lambda x, m: jnp.std(x, axis=0, where=m, ddof=1).sum() + jnp.var(x, where=m)
+        return (J.grad(f)(A, MASK_VAR), J.vmap(f)(A, MASK_VAR),
+                J.jit(J.grad(lambda x: jnp.var(x, axis=1).sum()))(C.real))
+    assert_same(program(minijax), program(jax), rtol=1e-5, atol=1e-6)
+
+
+MOMENT_ERRORS = {
+    "std_int_dtype": lambda J: J.numpy.std(I, dtype=np.int32),
+    "var_complex_real_dtype": lambda J: J.numpy.var(C, dtype=np.float32),
+    "var_ddof_and_correction": lambda J: J.numpy.var(A, ddof=1, correction=1),
+    "mean_out": lambda J: J.numpy.mean(A, out=np.zeros(())),
+    "var_where_not_bool": lambda J: J.numpy.var(A, where=I),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOMENT_ERRORS))
+def test_moment_errors(name):
+    check_raises(MOMENT_ERRORS[name])
