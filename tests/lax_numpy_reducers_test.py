@@ -258,3 +258,11 @@ MOMENT_ERRORS = {
 @pytest.mark.parametrize("name", sorted(MOMENT_ERRORS))
 def test_moment_errors(name):
     check_raises(MOMENT_ERRORS[name])
+
+
+def test_moment_methods_take_jax_arguments():
+    def program(J):
+        x = J.numpy.asarray(A)
+        return (x.var(0, None, None, 1, where=MASK_VAR), x.std(axis=1, correction=1),
+                x.mean(1, where=MASK_VAR, keepdims=True))
+    assert_same(program(minijax), program(jax))
