@@ -8,6 +8,8 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minijax
 from lax_numpy_test_util import A, A3, V, assert_same, check, check_raises, jnp
@@ -94,3 +96,50 @@ def test_dot_general_dimensions_as_jax_orders_them():
     assert _dot_generals(got_jaxpr.jaxpr) == _dot_generals(want_jaxpr.jaxpr)
     for g, w in zip(minijax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@st.composite
+def _einsum_specs(draw, max_operands=3):
+    """A valid einsum: 1-3 operands over indices a-d (repeated within an operand, size 1
+    against another size, a shared `...`), an implicit or explicit output."""
+    sizes = {c: draw(st.integers(1, 3)) for c in "abcd"}
+    ell = draw(st.lists(st.integers(1, 3), max_size=2)) if draw(st.booleans()) else None
+    rng = np.random.RandomState(draw(st.integers(0, 2**16)))
+    ins, ops = [], []
+    for _ in range(draw(st.integers(1, max_operands))):
+        s = "".join(draw(st.lists(st.sampled_from("abcd"), max_size=3)))
+        ones = draw(st.lists(st.booleans(), min_size=4, max_size=4))
+        shape = [1 if ones["abcd".index(c)] else sizes[c] for c in s]
+        if ell is not None and draw(st.booleans()):
+            k = draw(st.integers(0, len(ell)))
+            shape = [n if draw(st.booleans()) else 1 for n in ell[len(ell) - k:]] + shape
+            s = "..." + s
+        ins.append(s)
+        ops.append(rng.standard_normal(shape).astype(np.float32))
+    if draw(st.booleans()):
+        return ",".join(ins), ops
+    names = sorted(set("".join(ins).replace(".", "")))
+    out = "".join(draw(st.permutations([c for c in names if draw(st.booleans())])))
+    if any("..." in s for s in ins):
+        k = draw(st.integers(0, len(out)))
+        out = out[:k] + "..." + out[k:]
+    return ",".join(ins) + "->" + out, ops
+
+
+@settings(max_examples=25, deadline=None)
+@given(_einsum_specs())
+def test_random_einsums_against_jax(spec_ops):
+    """Random specs: values, shapes and dtypes as JAX's (a size-1 dimension against another
+    size broadcasts, as JAX squeezes it: jax/_src/numpy/einsum.py filter_singleton_dims)."""
+    spec, ops = spec_ops
+    assert_same(minijax.numpy.einsum(spec, *ops), jax.numpy.einsum(spec, *ops),
+                rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=8, deadline=None)
+@given(_einsum_specs(max_operands=2).filter(lambda so: len(so[1]) == 2))
+def test_random_two_operand_einsums_bit_identical_under_jit(spec_ops):
+    spec, ops = spec_ops
+    got = minijax.jit(lambda *o: minijax.numpy.einsum(spec, *o))(*ops)
+    want = jax.jit(lambda *o: jax.numpy.einsum(spec, *o))(*ops)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
