@@ -71,30 +71,27 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
                 raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
             sizes[c] = builtins.max(sizes[c], n)
     terms = list(zip(new_ins, operands))
-
-    def needed_elsewhere(idx, skip):
-        return idx in out or any(idx in s for j, (s, _) in enumerate(terms) if j not in skip)
-
-    # sum out indices private to a single operand
-    for i, (s, o) in enumerate(terms):
-        private = [k for k, c in enumerate(s) if not needed_elsewhere(c, {i})]
-        if private:
-            o = lax.reduce_sum(o, tuple(private))
-            s = "".join(c for k, c in enumerate(s) if k not in private)
-        terms[i] = (s, o)
     s0, acc = terms[0]
+    if len(terms) == 1:  # indices not in the output are summed
+        acc, s0 = _einsum_sum_private(acc, s0, lambda c: c in out)
     for i in range(1, len(terms)):
         s1, o1 = terms[i]
         last = i == len(terms) - 1
         rest = set(range(i + 1, len(terms)))
         later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
+        # As JAX (filter_singleton_dims): a size-1 dimension whose index the other operand has
+        # with another size is squeezed away (it broadcasts); then the indices that only one
+        # of the pair has and nothing later needs are summed first (JAX: sum_uniques).
+        acc, s0 = _einsum_squeeze_singletons(acc, s0, o1, s1)
+        o1, s1 = _einsum_squeeze_singletons(o1, s1, acc, s0)
+        acc, s0 = _einsum_sum_private(acc, s0, lambda c, s1=s1, later=later: c in s1 or later(c))
+        o1, s1 = _einsum_sum_private(o1, s1, lambda c, s0=s0, later=later: c in s0 or later(c))
         common = [c for c in s0 if c in s1]
         # As JAX orders them (the order decides XLA's summation order, so the last bit):
         # contracted indices sorted by name, batch indices in the output's order, and the
         # operands swapped when their natural result order is not the output's.
         batch = [c for c in (out if last else s0) if c in common and later(c)]
         contract = sorted(c for c in common if not later(c))
-        acc, o1 = _einsum_broadcast_pair(acc, s0, o1, s1, batch, sizes)
         dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
                 (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
         free0, free1 = ("".join(c for c in s if c not in common) for s in (s0, s1))
@@ -141,11 +138,19 @@ def _einsum_diagonals(s: str, o):
     return s, o
 
 
-def _einsum_broadcast_pair(a, sa, b, sb, batch, sizes):
-    # size-1 batch dimensions broadcast against the other operand's size
-    def fix(x, s):
-        shape = list(core.get_aval(x).shape)
-        want = [sizes[c] if c in batch else n for c, n in zip(s, shape)]
-        return lax_numpy.broadcast_to(x, tuple(want)) if want != shape else x
-    return fix(a, sa), fix(b, sb)
+def _einsum_squeeze_singletons(o, s: str, other, s_other: str):
+    """`o` without its size-1 dimensions whose index `other` has with another size."""
+    shape, other_shape = core.get_aval(o).shape, core.get_aval(other).shape
+    drop = tuple(k for k, c in enumerate(s)
+                 if shape[k] == 1 and c in s_other and other_shape[s_other.index(c)] != 1)
+    if not drop:
+        return o, s
+    return lax.squeeze(o, drop), "".join(c for k, c in enumerate(s) if k not in drop)
 
+
+def _einsum_sum_private(o, s: str, keep):
+    """`o` with the indices of `s` that `keep` rejects summed out."""
+    axes = tuple(k for k, c in enumerate(s) if not keep(c))
+    if not axes:
+        return o, s
+    return lax.reduce_sum(o, axes), "".join(c for c in s if keep(c))
