@@ -143,3 +143,16 @@ def test_random_two_operand_einsums_bit_identical_under_jit(spec_ops):
     got = minijax.jit(lambda *o: minijax.numpy.einsum(spec, *o))(*ops)
     want = jax.jit(lambda *o: jax.numpy.einsum(spec, *o))(*ops)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("spec,shapes", [("ac,acc->a", [(4, 3), (4, 3, 3)]),
+                                         ("aad,cdd->d", [(4, 4, 3), (3, 3, 3)]),
+                                         ("ii->", [(7, 7)]), ("iij->ji", [(5, 5, 3)])])
+def test_repeated_indices_bit_identical_under_jit(spec, shapes):
+    """A repeated index is a masked sum as in JAX (jax/_src/numpy/einsum.py sum_repeats:
+    select with an identity mask, then reduce), so jitted results agree to the last bit."""
+    rng = np.random.RandomState(0)
+    ops = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    got = minijax.jit(lambda *o: minijax.numpy.einsum(spec, *o))(*ops)
+    want = jax.jit(lambda *o: jax.numpy.einsum(spec, *o))(*ops)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
