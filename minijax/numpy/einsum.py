@@ -6,6 +6,7 @@ Mirrors jax/_src/numpy/einsum.py. Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import functools
 import string
 
 import numpy as np
@@ -59,12 +60,14 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
     else:
         out = out.replace("...", ell)
-    # an index repeated within one operand: take its diagonal ("ii->i", "ii->", "iij->j"),
-    # after the implicit output above has counted it twice
-    operands = list(operands)
-    for n, (s, o) in enumerate(zip(new_ins, operands)):
-        new_ins[n], operands[n] = _einsum_diagonals(s, o)
     sizes: dict[str, int] = {}
+    for s, o in zip(new_ins, operands):  # an index repeated in one operand: one size there
+        shape = core.get_aval(o).shape
+        for c in set(s):
+            if len({shape[k] for k, x in enumerate(s) if x == c}) > 1:
+                raise ValueError(f"einsum: index {c!r} has sizes "
+                                 f"{[shape[k] for k, x in enumerate(s) if x == c]} in one "
+                                 f"operand ({s!r}, shape {shape})")
     for s, o in zip(new_ins, operands):
         for c, n in zip(s, core.get_aval(o).shape):
             if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
@@ -72,8 +75,9 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
             sizes[c] = builtins.max(sizes[c], n)
     terms = list(zip(new_ins, operands))
     s0, acc = terms[0]
-    if len(terms) == 1:  # indices not in the output are summed
-        acc, s0 = _einsum_sum_private(acc, s0, lambda c: c in out)
+    if len(terms) == 1:  # indices not in the output are summed (repeated ones: their diagonal)
+        acc, s0 = _einsum_sum_private(acc, s0, lambda c: c in out or s0.count(c) > 1)
+        acc, s0 = _einsum_sum_repeats(acc, s0, lambda c: c in out)
     for i in range(1, len(terms)):
         s1, o1 = terms[i]
         last = i == len(terms) - 1
@@ -81,11 +85,16 @@ def einsum(subscripts: str, *operands, optimize=None, preferred_element_type=Non
         later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
         # As JAX (filter_singleton_dims): a size-1 dimension whose index the other operand has
         # with another size is squeezed away (it broadcasts); then the indices that only one
-        # of the pair has and nothing later needs are summed first (JAX: sum_uniques).
+        # of the pair has once and nothing later needs are summed (JAX: sum_uniques), then
+        # those repeated in one operand (JAX: sum_repeats).
         acc, s0 = _einsum_squeeze_singletons(acc, s0, o1, s1)
         o1, s1 = _einsum_squeeze_singletons(o1, s1, acc, s0)
-        acc, s0 = _einsum_sum_private(acc, s0, lambda c, s1=s1, later=later: c in s1 or later(c))
-        o1, s1 = _einsum_sum_private(o1, s1, lambda c, s0=s0, later=later: c in s0 or later(c))
+        acc, s0 = _einsum_sum_private(
+            acc, s0, lambda c, s0=s0, s1=s1, later=later: c in s1 or later(c) or s0.count(c) > 1)
+        o1, s1 = _einsum_sum_private(
+            o1, s1, lambda c, s0=s0, s1=s1, later=later: c in s0 or later(c) or s1.count(c) > 1)
+        acc, s0 = _einsum_sum_repeats(acc, s0, lambda c, s1=s1, later=later: c in s1 or later(c))
+        o1, s1 = _einsum_sum_repeats(o1, s1, lambda c, s0=s0, later=later: c in s0 or later(c))
         common = [c for c in s0 if c in s1]
         # As JAX orders them (the order decides XLA's summation order, so the last bit):
         # contracted indices sorted by name, batch indices in the output's order, and the
@@ -123,19 +132,24 @@ def _last_out_sharding(out_sharding, out: str, s0: str):
                                               for c in s0]))
 
 
-def _einsum_diagonals(s: str, o):
-    """Subscripts and operand with each index repeated in `s` replaced by one axis, the
-    diagonal over its occurrences (moved last, as `jnp.diagonal` puts it)."""
-    while len(set(s)) != len(s):
-        c = next(c for c in s if s.count(c) > 1)
-        i = s.index(c)
-        j = s.index(c, i + 1)
-        if core.get_aval(o).shape[i] != core.get_aval(o).shape[j]:
-            raise ValueError(f"einsum: index {c!r} has sizes {core.get_aval(o).shape[i]} and "
-                             f"{core.get_aval(o).shape[j]} in one operand")
-        o = lax_numpy.diagonal(o, 0, i, j)
-        s = s[:i] + s[i + 1:j] + s[j + 1:] + c
-    return s, o
+# JAX: jax/_src/numpy/einsum.py sum_repeats, lax._delta
+def _einsum_sum_repeats(o, s: str, keep):
+    """Each index repeated in `s`: the entries off its diagonal masked to 0, then summed over
+    all its axes ("ii->"), or all but the last where `keep` wants the index ("ii->i")."""
+    for c in dict.fromkeys(s):
+        axes = tuple(k for k, x in enumerate(s) if x == c)
+        if len(axes) < 2:
+            continue
+        shape = core.get_aval(o).shape
+        base = tuple(shape[k] for k in axes)
+        iotas = [lax.broadcasted_iota(np.uint32, base, k) for k in range(len(base))]
+        eye = functools.reduce(lax.bitwise_and, [lax.eq(a, b) for a, b in zip(iotas, iotas[1:])])
+        o = lax.select(lax.broadcast_in_dim(eye, shape, axes), o, lax.full_like(o, 0))
+        if keep(c):
+            o, s = lax.reduce_sum(o, axes[:-1]), s.replace(c, "", len(axes) - 1)
+        else:
+            o, s = lax.reduce_sum(o, axes), s.replace(c, "")
+    return o, s
 
 
 def _einsum_squeeze_singletons(o, s: str, other, s_other: str):
