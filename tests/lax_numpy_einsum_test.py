@@ -33,6 +33,22 @@ CASES = {
     "diag_times_vector": lambda J: jnp(J).einsum("ii,i->i", SQ, V[:3]),
     "diag_contract": lambda J: jnp(J).einsum("ij,jj->i", A[:, :3], SQ),
     "int": lambda J: jnp(J).einsum("ii->i", np.arange(9, dtype=np.int32).reshape(3, 3)),
+    # as JAX's _einsum: bools sum with `or`, operands summed in preferred_element_type, the
+    # result weak when every operand is, `precision`, `out=None` and the sublist form accepted
+    "bool_sum": lambda J: jnp(J).einsum("ij->j", A > 0),
+    "bool_trace": lambda J: jnp(J).einsum("ii->", SQ > 0),
+    "bool_matmul": lambda J: jnp(J).einsum("ij,jk", A > 0, A.T > 0),
+    "int8_sum_preferred": lambda J: jnp(J).einsum("ij->j", np.full((3, 4), 100, np.int8),
+                                                  preferred_element_type=np.int32),
+    "bf16_private_preferred": lambda J: jnp(J).einsum(
+        "ij,k->ik", A.astype(jax.numpy.bfloat16), V.astype(jax.numpy.bfloat16),
+        preferred_element_type=np.float32),
+    "weak_scalars": lambda J: jnp(J).einsum(",->", 2.0, 3.0),
+    "weak_int_scalar": lambda J: jnp(J).einsum("i,->i", V, 2),
+    "precision": lambda J: jnp(J).einsum("ij,jk", A, A.T, precision="highest"),
+    "out_none": lambda J: jnp(J).einsum("ij,jk", A, A.T, out=None),
+    "sublists": lambda J: jnp(J).einsum(A, [0, 1], A.T, [1, 2], [0, 2]),
+    "sublists_ellipsis": lambda J: jnp(J).einsum(A3, [Ellipsis, 1], A[0], [1]),
 }
 
 
@@ -51,9 +67,33 @@ def test_repeated_index_jit_vmap_grad():
     assert_same(program(minijax), program(jax), rtol=1e-5, atol=1e-5)
 
 
-def test_errors():
-    check_raises(lambda J: J.numpy.einsum("ii->i", A))         # a repeated index, sizes 3 and 4
-    check_raises(lambda J: J.numpy.einsum("ij,jk->ik", A, A))  # contracted sizes 4 and 3
+ERRORS = {
+    "repeated_sizes": lambda J: J.numpy.einsum("ii->i", A),       # sizes 3 and 4 in one operand
+    "contracted_sizes": lambda J: J.numpy.einsum("ij,jk->ik", A, A),    # 4 against 3
+    "output_repeated": lambda J: J.numpy.einsum("ij->ii", A),
+    "output_unknown": lambda J: J.numpy.einsum("ij->iz", A),
+    "two_arrows": lambda J: J.numpy.einsum("ij->j->i", A),
+    "no_operands": lambda J: J.numpy.einsum("ij"),
+    "list_operand": lambda J: J.numpy.einsum("i,i->", [1.0, 2.0], V[:2]),
+    "out_given": lambda J: J.numpy.einsum("ij->i", A, out=np.zeros(3, np.float32)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ERRORS))
+def test_errors(name):
+    check_raises(ERRORS[name])
+
+
+@pytest.mark.parametrize("spec,shapes", [("ii->", [(3, 3)]), ("ii->i", [(3, 3)]),
+                                         ("ij,kl->ik", [(3, 4), (4, 2)]),
+                                         ("ij,jk->", [(3, 4), (4, 2)])])
+def test_jaxpr_as_jax(spec, shapes):
+    """Repeated indices (an identity mask as JAX's lax._delta) and indices private to one
+    operand (summed later operand first, as JAX's path pops them) print as JAX's jaxprs."""
+    ops = [np.ones(s, np.float32) for s in shapes]
+    got = minijax.make_jaxpr(lambda *o: minijax.numpy.einsum(spec, *o))(*ops)
+    want = jax.make_jaxpr(lambda *o: jax.numpy.einsum(spec, *o))(*ops)
+    assert str(got) == str(want)
 
 
 def _dot_generals(jaxpr):
