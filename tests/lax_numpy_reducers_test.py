@@ -266,3 +266,23 @@ def test_moment_methods_take_jax_arguments():
         return (x.var(0, None, None, 1, where=MASK_VAR), x.std(axis=1, correction=1),
                 x.mean(1, where=MASK_VAR, keepdims=True))
     assert_same(program(minijax), program(jax))
+
+
+CNAN = (WNAN + 1j).astype(np.complex64)
+WNAN4 = np.array([[1., np.nan, 3., 4.], [np.nan, 2., np.nan, 7.]], np.float32)
+
+NAN_MOMENT_CASES = {
+    "nanvar_complex": lambda J: jnp(J).nanvar(CNAN, axis=1),
+    "nanstd_complex": lambda J: jnp(J).nanstd(CNAN),
+    "nanvar_bf16": lambda J: jnp(J).nanvar(WNAN4.astype(jax.numpy.bfloat16) * 3, axis=1),
+    "nanmean_where": lambda J: jnp(J).nanmean(WNAN4, axis=1, where=WNAN4 > 1),
+    "nanvar_where_ddof": lambda J: jnp(J).nanvar(WNAN4, axis=1, where=WNAN4 < 5, ddof=1),
+    "nanstd_mean": lambda J: jnp(J).nanstd(WNAN4, axis=0, mean=jnp(J).nanmean(WNAN4, axis=0,
+                                                                             keepdims=True)),
+    "nansum_where": lambda J: jnp(J).nansum(WNAN4, axis=0, where=WNAN4 > 2, initial=1.0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_MOMENT_CASES))
+def test_nan_moments_against_jax(name):
+    check(NAN_MOMENT_CASES[name], rtol=1e-5, atol=1e-6)
