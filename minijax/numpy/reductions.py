@@ -23,6 +23,7 @@ from minijax.numpy.util import (
     promote_args_inexact, promote_dtypes,
     reduction_axes, shape_of, where,
 )
+from minijax.numpy.util import where as _where  # for functions whose `where=` shadows it
 
 _const = lax_internal._const
 _int = np.int32
@@ -265,6 +266,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *, where=No
                                     result_dtype)
 
 
+_mean = mean  # for var, whose `mean=` shadows it
+
+
 def _correction(ddof, correction):
     if correction is None:
         return ddof
@@ -321,7 +325,7 @@ def _var(a, *, axes, dtype, correction, keepdims, where, a_mean):
     d, dtype = _var_promote_types(dtype_of(a), dtype)
     a = lax.convert_element_type(a, d)
     if a_mean is None:
-        a_mean = globals()["mean"](a, axes, dtype=d, keepdims=True, where=where)
+        a_mean = _mean(a, axes, dtype=d, keepdims=True, where=where)
     else:
         a_mean = lax.convert_element_type(asarray(a_mean), d)
     centered = lax.sub(a, a_mean)
@@ -334,7 +338,7 @@ def _var(a, *, axes, dtype, correction, keepdims, where, a_mean):
                          lax.convert_element_type(correction, d))
     result = sum(centered, axes, dtype=d, keepdims=keepdims, where=where)
     result = lax.convert_element_type(lax.div(result, normalizer), dtype)
-    return globals()["where"](lax.gt(normalizer, _const(normalizer, 0)), result, np.nan)
+    return _where(lax.gt(normalizer, _const(normalizer, 0)), result, np.nan)
 
 
 _var_jit = jit(_var, static_argnames=("axes", "dtype", "keepdims"))
@@ -374,12 +378,13 @@ _std_jit = jit(_std, static_argnames=("axes", "dtype", "keepdims"))
 # NaN-ignoring reductions
 # ---------------------------------------------------------------------------------------------
 
-def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None,
+           where=None):
     """`sum` with NaNs counted as zero."""
     a = asarray(a)
     if is_floating(a):
-        a = where(ufuncs.isnan(a), lax.full_like(a, 0), a)
-    return sum(a, axis, dtype, keepdims=keepdims)
+        a = _where(ufuncs.isnan(a), lax.full_like(a, 0), a)
+    return sum(a, axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False):
@@ -410,14 +415,19 @@ nanmin = _nan_extreme(min, np.inf)
 nanmin.__doc__ = "`min` ignoring NaNs (NaN where a slice is all NaN)."
 
 
-def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False):
-    """`mean` over the non-NaN entries (NaN where there are none)."""
-    a = asarray(a)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=None):
+    """`mean` over the non-NaN entries (NaN where there are none); `where` picks the entries
+    that count. JAX: jax/_src/numpy/reductions.py nanmean."""
+    a = _arraylike("nanmean", a)
+    _check_where("nanmean", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanmean is not supported.")
     if not is_floating(a):
-        return mean(a, axis, dtype, keepdims=keepdims)
-    total = nansum(a, axis, dtype, keepdims=keepdims)
-    count = sum(lax.bitwise_not(ufuncs.isnan(a)), axis, dtype=dtype_of(total), keepdims=keepdims)
-    return lax.div(total, count)
+        return mean(a, axis, dtype, keepdims=keepdims, where=where)
+    dtype = _to_inexact(dtype_of(a)) if dtype is None else np.dtype(dtype)
+    count = sum(lax.bitwise_not(ufuncs.isnan(a)), axis, dtype=dtype, keepdims=keepdims,
+                where=where)
+    return lax.div(nansum(a, axis, dtype, keepdims=keepdims, where=where), count)
 
 
 def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):
@@ -634,23 +644,41 @@ def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: b
 
 
 # JAX: jax/_src/numpy/reductions.py nanvar
-def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
-    """`var` over the non-NaN entries (NaN where fewer than ddof + 1 remain); integer inputs
-    give the default float dtype."""
+def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
+           where=None, mean=None):
+    """`var` over the non-NaN entries (NaN where fewer than ddof + 1 remain): complex input
+    gives a real variance, integers the default float dtype, float16/bfloat16 compute in
+    float32; `where` and `mean` as in `var`. JAX: jax/_src/numpy/reductions.py _nanvar."""
     a = _arraylike("nanvar", a)
-    d = dtype or (dtype_of(a) if is_floating(a) else dtypes.default_float_dtype())
+    _check_where("nanvar", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanvar is not supported.")
+    d, dtype = _var_promote_types(dtype_of(a), None if dtype is None else np.dtype(dtype))
     a = lax.convert_element_type(a, d)
+    if mean is None:
+        mean = nanmean(a, axis, dtype=d, keepdims=True, where=where)
+    else:
+        mean = lax.convert_element_type(asarray(mean), d)
     nan = ufuncs.isnan(a)
-    centered = where(nan, lax.full_like(a, 0), lax.sub(a, nanmean(a, axis, keepdims=True)))
-    total = sum(lax.integer_pow(centered, 2), axis, keepdims=keepdims)
-    count = lax.sub(sum(lax.bitwise_not(nan), axis, dtype=d, keepdims=keepdims),
-                    _const(total, ddof))
+    centered = _where(nan, 0, lax.sub(a, mean))
+    if dtypes.issubdtype(dtype_of(centered), np.complexfloating):
+        centered = lax.real(lax.mul(centered, lax.conj(centered)))
+    else:
+        centered = lax.square(centered)
+    count = sum(lax.bitwise_not(nan), axis, keepdims=keepdims, where=where)
+    count = lax.sub(count, _const(count, ddof))
     empty = lax.le(count, _const(count, 0))
-    return where(empty, lax.full_like(total, np.nan),
-                 lax.div(total, where(empty, lax.full_like(count, 1), count)))
+    result = _where(empty, np.nan, sum(centered, axis, keepdims=keepdims, where=where))
+    result = lax.div(result, lax.convert_element_type(_where(empty, 1, count),
+                                                      dtype_of(result)))
+    return lax.convert_element_type(result, dtype)
 
 
-def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
+def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
+           where=None, mean=None):
     """`std` over the non-NaN entries: `sqrt(nanvar(...))`."""
-    return ufuncs.sqrt(nanvar(a, axis, dtype, ddof=ddof, keepdims=keepdims))
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanstd is not supported.")
+    return lax.sqrt(nanvar(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where,
+                           mean=mean))
 
