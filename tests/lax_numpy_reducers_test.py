@@ -280,6 +280,7 @@ NAN_MOMENT_CASES = {
     "nanstd_mean": lambda J: jnp(J).nanstd(WNAN4, axis=0, mean=jnp(J).nanmean(WNAN4, axis=0,
                                                                              keepdims=True)),
     "nansum_where": lambda J: jnp(J).nansum(WNAN4, axis=0, where=WNAN4 > 2, initial=1.0),
+    "nanvar_float_ddof": lambda J: jnp(J).nanvar(WNAN4, axis=1, ddof=1.5),
 }
 
 
