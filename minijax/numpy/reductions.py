@@ -666,7 +666,7 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = F
     else:
         centered = lax.square(centered)
     count = sum(lax.bitwise_not(nan), axis, keepdims=keepdims, where=where)
-    count = lax.sub(count, _const(count, ddof))
+    count = ufuncs.subtract(count, ddof)  # jnp promotion, as JAX: a float ddof stays a float
     empty = lax.le(count, _const(count, 0))
     result = _where(empty, np.nan, sum(centered, axis, keepdims=keepdims, where=where))
     result = lax.div(result, lax.convert_element_type(_where(empty, 1, count),
