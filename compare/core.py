@@ -154,10 +154,10 @@ PROGRAMS = [
     Program("matmul", matmul, lambda r: (f32(r, 4, 5), f32(r, 5, 3), f32(r, 3)),
             jaxpr="identical"),
     Program("reductions", reductions, lambda r: (f32(r, 3, 5),), jaxpr="identical"),
-    Program("variance", variance, lambda r: (f32(r, 3, 5),),
-            note="JAX's `jnp.var` is a jitted function (printed once, as a shared `let _var = "
-                 "...`) and divides by `max(n - ddof, 0)` through a `_where`; minijax inlines "
-                 "a plain mean of squares"),
+    Program("variance", variance, lambda r: (f32(r, 3, 5),), jaxpr="identical",
+            note="`jnp.var` and `jnp.std` are nested jits in both (`_var`, `_std` around "
+                 "`_var`, printed once as a shared `let _var = ...`), dividing by "
+                 "`n - ddof` with a `_where` for NaN where that is <= 0"),
     Program("broadcasting", broadcasting, lambda r: (f32(r, 3, 4), f32(r, 3)),
             jaxpr="identical"),
     Program("weak_types", weak_types,

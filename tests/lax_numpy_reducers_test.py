@@ -207,3 +207,83 @@ def test_var_grad_bit_identical(shape, axis):
     got, want = program(minijax), program(jax)
     for g, w_ in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w_))
+
+
+C = (A + 1j * A3[0]).astype(np.complex64)
+MASK_VAR = A > -0.5
+
+# jnp.mean / var / std as JAX's (jax/_src/numpy/reductions.py _mean, _var, _std): where=,
+# correction=, mean=, complex inputs (a real variance), float16/bfloat16 computed in float32,
+# and NaN where n - ddof <= 0
+MOMENT_CASES = {
+    "var_ddof_eq_n": lambda J: jnp(J).var(V[:2], ddof=2),
+    "std_ddof_gt_n": lambda J: jnp(J).std(V[:2], axis=0, ddof=3),
+    "var_complex": lambda J: jnp(J).var(C, axis=1),
+    "std_complex": lambda J: jnp(J).std(C),
+    "var_bf16": lambda J: jnp(J).var(A.astype(jax.numpy.bfloat16), axis=1),
+    "mean_bf16": lambda J: jnp(J).mean((A * 100).astype(jax.numpy.bfloat16), axis=0),
+    "mean_where": lambda J: jnp(J).mean(A, axis=1, where=MASK_VAR),
+    "var_where": lambda J: jnp(J).var(A, axis=1, where=MASK_VAR, ddof=1),
+    "std_where_keepdims": lambda J: jnp(J).std(A, axis=0, where=MASK_VAR, keepdims=True),
+    "var_correction": lambda J: jnp(J).var(A, correction=1.5),
+    "var_mean": lambda J: jnp(J).var(A, axis=1, mean=jnp(J).mean(A, axis=1, keepdims=True)),
+    "var_dtype_int": lambda J: jnp(J).var(I, axis=1, dtype=np.int32),
+    "var_positional_out": lambda J: jnp(J).var(A, 0, None, None, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOMENT_CASES))
+def test_moments_against_jax(name):
+    check(MOMENT_CASES[name], rtol=1e-5, atol=1e-6)
+
+
+def test_moments_grad_vmap_where():
+    def program(J):
+        jnp = J.numpy
+        f = lambda x, m: jnp.std(x, axis=0, where=m, ddof=1).sum() + jnp.var(x, where=m)
+        return (J.grad(f)(A, MASK_VAR), J.vmap(f)(A, MASK_VAR),
+                J.jit(J.grad(lambda x: jnp.var(x, axis=1).sum()))(C.real))
+    assert_same(program(minijax), program(jax), rtol=1e-5, atol=1e-6)
+
+
+MOMENT_ERRORS = {
+    "std_int_dtype": lambda J: J.numpy.std(I, dtype=np.int32),
+    "var_complex_real_dtype": lambda J: J.numpy.var(C, dtype=np.float32),
+    "var_ddof_and_correction": lambda J: J.numpy.var(A, ddof=1, correction=1),
+    "mean_out": lambda J: J.numpy.mean(A, out=np.zeros(())),
+    "var_where_not_bool": lambda J: J.numpy.var(A, where=I),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MOMENT_ERRORS))
+def test_moment_errors(name):
+    check_raises(MOMENT_ERRORS[name])
+
+
+def test_moment_methods_take_jax_arguments():
+    def program(J):
+        x = J.numpy.asarray(A)
+        return (x.var(0, None, None, 1, where=MASK_VAR), x.std(axis=1, correction=1),
+                x.mean(1, where=MASK_VAR, keepdims=True))
+    assert_same(program(minijax), program(jax))
+
+
+CNAN = (WNAN + 1j).astype(np.complex64)
+WNAN4 = np.array([[1., np.nan, 3., 4.], [np.nan, 2., np.nan, 7.]], np.float32)
+
+NAN_MOMENT_CASES = {
+    "nanvar_complex": lambda J: jnp(J).nanvar(CNAN, axis=1),
+    "nanstd_complex": lambda J: jnp(J).nanstd(CNAN),
+    "nanvar_bf16": lambda J: jnp(J).nanvar(WNAN4.astype(jax.numpy.bfloat16) * 3, axis=1),
+    "nanmean_where": lambda J: jnp(J).nanmean(WNAN4, axis=1, where=WNAN4 > 1),
+    "nanvar_where_ddof": lambda J: jnp(J).nanvar(WNAN4, axis=1, where=WNAN4 < 5, ddof=1),
+    "nanstd_mean": lambda J: jnp(J).nanstd(WNAN4, axis=0, mean=jnp(J).nanmean(WNAN4, axis=0,
+                                                                             keepdims=True)),
+    "nansum_where": lambda J: jnp(J).nansum(WNAN4, axis=0, where=WNAN4 > 2, initial=1.0),
+    "nanvar_float_ddof": lambda J: jnp(J).nanvar(WNAN4, axis=1, ddof=1.5),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NAN_MOMENT_CASES))
+def test_nan_moments_against_jax(name):
+    check(NAN_MOMENT_CASES[name], rtol=1e-5, atol=1e-6)

@@ -185,6 +185,16 @@ def test_dot_general_preferred_element_type_and_weak_type():
                                          preferred_element_type=np.float32), x)
 
 
+def test_dot_general_float_operands_integer_result():
+    """Float operands with an integer preferred_element_type: the product is computed in
+    float and converted (XLA's), not computed on truncated operands."""
+    rng = np.random.RandomState(0)
+    x, y = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal((4, 2)) * 3
+    _both(lambda J, a, b: J.lax.dot_general(a, b, (((1,), (0,)), ((), ())),
+                                            preferred_element_type=np.int32),
+          x, y.astype(np.float32))
+
+
 @pytest.mark.xfail(strict=True, reason="lax.dot_general with operands of different dtypes "
                    "(JAX promotes them): out of scope, minijax requires equal dtypes")
 def test_dot_general_mixed_dtypes():

@@ -1682,6 +1682,8 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
     # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy
     # has no bfloat16 products, which accumulate in float32 (as XLA on CPU does)
     acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
+    if dtypes.is_float(lhs.dtype) and not dtypes.is_float(out_dtype):
+        acc_dtype = lhs.dtype  # float operands, integer result: XLA multiplies in float
     lhs, rhs = lhs.astype(acc_dtype, copy=False), rhs.astype(acc_dtype, copy=False)
     product = _numpy_product(lhs.ndim, rhs.ndim, dimension_numbers)
     if product is not None:
@@ -1697,6 +1699,8 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
         r_free = [s for i, s in enumerate(r_sub) if i not in rc and i not in rb]
         spec = f"{''.join(l_sub)},{''.join(r_sub)}->{''.join(batch + l_free + r_free)}"
         out = np.einsum(spec, lhs, rhs)
+    if out.dtype != out_dtype and dtypes.is_float(out.dtype):  # XLA's conversion (saturating)
+        return _convert_element_type_impl(out, new_dtype=out_dtype, weak_type=False)
     return out.astype(out_dtype, copy=False)
 
 

@@ -66,16 +66,13 @@ def _set_methods(cls) -> None:
     cls.astype = lambda self, dtype: jnp.astype(self, dtype)
     cls.sum = lambda self, axis=None, dtype=None, keepdims=False: jnp.sum(self, axis, dtype,
                                                                           keepdims=keepdims)
-    cls.mean = lambda self, axis=None, dtype=None, keepdims=False: jnp.mean(self, axis, dtype,
-                                                                            keepdims=keepdims)
+    cls.mean = lambda self, *args, **kwargs: jnp.mean(self, *args, **kwargs)
     cls.max = lambda self, axis=None, keepdims=False: jnp.max(self, axis, keepdims=keepdims)
     cls.min = lambda self, axis=None, keepdims=False: jnp.min(self, axis, keepdims=keepdims)
     cls.argmax = lambda self, axis=None: jnp.argmax(self, axis)
     cls.argmin = lambda self, axis=None: jnp.argmin(self, axis)
-    cls.var = lambda self, axis=None, ddof=0, keepdims=False: jnp.var(self, axis, ddof=ddof,
-                                                                      keepdims=keepdims)
-    cls.std = lambda self, axis=None, ddof=0, keepdims=False: jnp.std(self, axis, ddof=ddof,
-                                                                      keepdims=keepdims)
+    cls.var = lambda self, *args, **kwargs: jnp.var(self, *args, **kwargs)
+    cls.std = lambda self, *args, **kwargs: jnp.std(self, *args, **kwargs)
     cls.squeeze = lambda self, axis=None: jnp.squeeze(self, axis)
     cls.dot = lambda self, other: jnp.dot(self, other)
     cls.ravel = lambda self: jnp.ravel(self)

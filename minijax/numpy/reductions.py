@@ -19,10 +19,11 @@ from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
 from minijax.pjit import jit
 from minijax.numpy.util import (
-    canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating, promote_args_inexact,
-    promote_dtypes,
+    broadcast_to, canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating,
+    promote_args_inexact, promote_dtypes,
     reduction_axes, shape_of, where,
 )
+from minijax.numpy.util import where as _where  # for functions whose `where=` shadows it
 
 _const = lax_internal._const
 _int = np.int32
@@ -223,61 +224,167 @@ nanargmin.__doc__ = "`argmin` ignoring NaNs."
 # Means and variances
 # ---------------------------------------------------------------------------------------------
 
-def mean(a, axis=None, dtype=None, keepdims: bool = False):
-    """Arithmetic mean over `axis`; integer inputs give the default float dtype."""
+def _to_inexact(d) -> np.dtype:
+    return np.dtype(d) if dtypes.is_float(d) else dtypes.default_float_dtype()
+
+
+# JAX: jax/_src/numpy/reductions.py _upcast_f16
+def _upcast_f16(d) -> np.dtype:
+    d = np.dtype(d)
+    return np.dtype(np.float32) if d in (np.float16, dtypes.bfloat16) else d
+
+
+def _check_where(name: str, where_):
+    if where_ is not None and dtype_of(_arraylike(name, where_)) != np.bool_:
+        raise ValueError(f"jnp.{name}: where must be None or a boolean array; got "
+                         f"where.dtype={dtype_of(where_)}.")
+
+
+# JAX: jax/_src/numpy/reductions.py _count
+def _count(a, axes, keepdims, where_, dtype):
+    if where_ is None:
+        n = int(np.prod([shape_of(a)[i] for i in axes], dtype=np.int64))
+        return lax.convert_element_type(n, dtype)
+    return sum(broadcast_to(asarray(where_), shape_of(a)), axes, dtype=dtype,
+               keepdims=keepdims)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims: bool = False, *, where=None):
+    """Arithmetic mean over `axis`: integer and bool inputs give the default float dtype;
+    float16/bfloat16 are summed in float32. `where` (bool, broadcast to `a`) picks the
+    entries that count. Raises ValueError for a non-bool `where`, NotImplementedError for
+    `out`. JAX: jax/_src/numpy/reductions.py mean."""
     a = _arraylike("mean", a)
+    _check_where("mean", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.mean is not supported.")
     axes = reduction_axes(a, axis)
-    aval = core.get_aval(a)
-    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
-    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
-    total = lax.reduce_sum(lax.convert_element_type(a, d), axes)
-    out = lax.div(total, _const(total, n))
-    return _keepdims(out, axes, keepdims)
+    result_dtype = _to_inexact(dtype_of(a)) if dtype is None else np.dtype(dtype)
+    d = _upcast_f16(result_dtype) if dtypes.is_float(result_dtype) else result_dtype
+    total = sum(a, axes, dtype=d, keepdims=keepdims, where=where)
+    return lax.convert_element_type(lax.div(total, _count(a, axes, keepdims, where, d)),
+                                    result_dtype)
 
 
-def var(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    """Variance: mean of squared deviations, divided by (n - ddof)."""
+_mean = mean  # for var, whose `mean=` shadows it
+
+
+def _correction(ddof, correction):
+    if correction is None:
+        return ddof
+    if not isinstance(ddof, int) or ddof != 0:
+        raise ValueError("ddof and correction can't be provided simultaneously.")
+    return correction
+
+
+def var(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False, *,
+        where=None, mean=None, correction=None):
+    """Variance over `axis`: the sum of squared deviations (|.|**2 for complex input, whose
+    variance is real) over `n - correction` (`correction` is `ddof`), NaN where that is <= 0.
+    `where` picks the entries that count, `mean` gives the mean to use (shaped as with
+    keepdims). Ints give the default float dtype; float16/bfloat16 compute in float32.
+    Raises ValueError for ddof with correction, a real `dtype` for complex input or a
+    non-bool `where`; NotImplementedError for `out`. JAX: jax/_src/numpy/reductions.py var."""
+    correction = _correction(ddof, correction)
     a = _arraylike("var", a)
+    _check_where("var", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.var is not supported.")
     axes = reduction_axes(a, axis)
     dtype = None if dtype is None else np.dtype(dtype)
+    _var_promote_types(dtype_of(a), dtype)  # its errors before tracing
     # JAX runs `_var` under jit, so a jaxpr shows `jit[name=_var]` and reverse mode transposes
     # it as one unit: the variance's own cotangent terms are summed before the caller's, and
     # that grouping of float additions decides the gradient's last bit. Eagerly minijax calls
     # it directly (as `where` does).
-    if isinstance(a, Tracer):
-        return _var_jit(a, axes=axes, dtype=dtype, ddof=ddof, keepdims=keepdims)
-    return _var(a, axes=axes, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    if builtins.any(isinstance(x, Tracer) for x in (a, where, mean, correction)):
+        return _var_jit(a, axes=axes, dtype=dtype, correction=correction, keepdims=keepdims,
+                        where=where, a_mean=mean)
+    return _var(a, axes=axes, dtype=dtype, correction=correction, keepdims=keepdims,
+                where=where, a_mean=mean)
 
 
-# JAX: jax/_src/numpy/reductions.py _var — differs: ddof only (no where, mean, correction)
-def _var(a, *, axes, dtype, ddof, keepdims):
-    aval = core.get_aval(a)
-    d = dtype or (aval.dtype if dtypes.is_float(aval.dtype) else dtypes.default_float_dtype())
+# JAX: jax/_src/numpy/reductions.py _var_promote_types
+def _var_promote_types(a_dtype, dtype):
+    """(computation dtype, result dtype)."""
+    if dtype is not None:
+        if not dtypes.issubdtype(dtype, np.complexfloating) and \
+                dtypes.issubdtype(a_dtype, np.complexfloating):
+            raise ValueError("jnp.var: a real dtype for the variance of complex values is not "
+                             f"supported (as in JAX); got dtype={dtype} for {a_dtype} input")
+        computation = dtype
+    elif not dtypes.is_float(a_dtype):
+        dtype = computation = _to_inexact(a_dtype)
+    else:
+        dtype, computation = np.zeros((), a_dtype).real.dtype, a_dtype
+    return _upcast_f16(computation), np.dtype(dtype)
+
+
+# JAX: jax/_src/numpy/reductions.py _var
+def _var(a, *, axes, dtype, correction, keepdims, where, a_mean):
+    d, dtype = _var_promote_types(dtype_of(a), dtype)
     a = lax.convert_element_type(a, d)
-    centered = lax.sub(a, mean(a, axes, keepdims=True))
-    n = int(np.prod([aval.shape[i] for i in axes], dtype=np.int64))
-    ss = lax.reduce_sum(lax.integer_pow(centered, 2), axes)
-    out = lax.div(ss, _const(ss, builtins.max(n - ddof, 0)))
-    return _keepdims(out, axes, keepdims)
+    if a_mean is None:
+        a_mean = _mean(a, axes, dtype=d, keepdims=True, where=where)
+    else:
+        a_mean = lax.convert_element_type(asarray(a_mean), d)
+    centered = lax.sub(a, a_mean)
+    if dtypes.issubdtype(d, np.complexfloating):
+        centered = lax.real(lax.mul(centered, lax.conj(centered)))
+        d = dtype_of(centered)
+    else:
+        centered = lax.square(centered)
+    normalizer = lax.sub(_count(a, axes, keepdims, where, d),
+                         lax.convert_element_type(correction, d))
+    result = sum(centered, axes, dtype=d, keepdims=keepdims, where=where)
+    result = lax.convert_element_type(lax.div(result, normalizer), dtype)
+    return _where(lax.gt(normalizer, _const(normalizer, 0)), result, np.nan)
 
 
-_var_jit = jit(_var, static_argnames=("axes", "dtype", "ddof", "keepdims"))
+_var_jit = jit(_var, static_argnames=("axes", "dtype", "keepdims"))
 
 
-def std(a, axis=None, dtype=None, ddof: int = 0, keepdims: bool = False):
-    return ufuncs.sqrt(var(a, axis, dtype, ddof, keepdims))
+def std(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False, *,
+        where=None, mean=None, correction=None):
+    """Standard deviation: `sqrt(var(...))` with the same arguments. Raises ValueError for a
+    non-inexact `dtype` (and as `var`). JAX: jax/_src/numpy/reductions.py std."""
+    correction = _correction(ddof, correction)
+    a = _arraylike("std", a)
+    _check_where("std", where)
+    if dtype is not None and not dtypes.is_float(dtype):
+        raise ValueError(f"dtype argument to jnp.std must be inexact; got {np.dtype(dtype)}")
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.std is not supported.")
+    axes = reduction_axes(a, axis)
+    dtype = None if dtype is None else np.dtype(dtype)
+    # a nested jit as JAX's `_std` (around `_var`'s), eagerly a direct call
+    if builtins.any(isinstance(x, Tracer) for x in (a, where, mean, correction)):
+        return _std_jit(a, axes=axes, dtype=dtype, correction=correction, keepdims=keepdims,
+                        where=where, mean=mean)
+    return _std(a, axes=axes, dtype=dtype, correction=correction, keepdims=keepdims,
+                where=where, mean=mean)
+
+
+# JAX: jax/_src/numpy/reductions.py _std
+def _std(a, *, axes, dtype, correction, keepdims, where, mean):
+    return lax.sqrt(var(a, axes, dtype=dtype, correction=correction, keepdims=keepdims,
+                        where=where, mean=mean))
+
+
+_std_jit = jit(_std, static_argnames=("axes", "dtype", "keepdims"))
 
 
 # ---------------------------------------------------------------------------------------------
 # NaN-ignoring reductions
 # ---------------------------------------------------------------------------------------------
 
-def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False):
+def nansum(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=None,
+           where=None):
     """`sum` with NaNs counted as zero."""
     a = asarray(a)
     if is_floating(a):
-        a = where(ufuncs.isnan(a), lax.full_like(a, 0), a)
-    return sum(a, axis, dtype, keepdims=keepdims)
+        a = _where(ufuncs.isnan(a), lax.full_like(a, 0), a)
+    return sum(a, axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
 def nanprod(a, axis=None, dtype=None, out=None, keepdims: bool = False):
@@ -308,14 +415,19 @@ nanmin = _nan_extreme(min, np.inf)
 nanmin.__doc__ = "`min` ignoring NaNs (NaN where a slice is all NaN)."
 
 
-def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False):
-    """`mean` over the non-NaN entries (NaN where there are none)."""
-    a = asarray(a)
+def nanmean(a, axis=None, dtype=None, out=None, keepdims: bool = False, where=None):
+    """`mean` over the non-NaN entries (NaN where there are none); `where` picks the entries
+    that count. JAX: jax/_src/numpy/reductions.py nanmean."""
+    a = _arraylike("nanmean", a)
+    _check_where("nanmean", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanmean is not supported.")
     if not is_floating(a):
-        return mean(a, axis, dtype, keepdims=keepdims)
-    total = nansum(a, axis, dtype, keepdims=keepdims)
-    count = sum(lax.bitwise_not(ufuncs.isnan(a)), axis, dtype=dtype_of(total), keepdims=keepdims)
-    return lax.div(total, count)
+        return mean(a, axis, dtype, keepdims=keepdims, where=where)
+    dtype = _to_inexact(dtype_of(a)) if dtype is None else np.dtype(dtype)
+    count = sum(lax.bitwise_not(ufuncs.isnan(a)), axis, dtype=dtype, keepdims=keepdims,
+                where=where)
+    return lax.div(nansum(a, axis, dtype, keepdims=keepdims, where=where), count)
 
 
 def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):
@@ -532,23 +644,41 @@ def nanmedian(a, axis=None, out=None, overwrite_input: bool = False, keepdims: b
 
 
 # JAX: jax/_src/numpy/reductions.py nanvar
-def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
-    """`var` over the non-NaN entries (NaN where fewer than ddof + 1 remain); integer inputs
-    give the default float dtype."""
+def nanvar(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
+           where=None, mean=None):
+    """`var` over the non-NaN entries (NaN where fewer than ddof + 1 remain): complex input
+    gives a real variance, integers the default float dtype, float16/bfloat16 compute in
+    float32; `where` and `mean` as in `var`. JAX: jax/_src/numpy/reductions.py _nanvar."""
     a = _arraylike("nanvar", a)
-    d = dtype or (dtype_of(a) if is_floating(a) else dtypes.default_float_dtype())
+    _check_where("nanvar", where)
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanvar is not supported.")
+    d, dtype = _var_promote_types(dtype_of(a), None if dtype is None else np.dtype(dtype))
     a = lax.convert_element_type(a, d)
+    if mean is None:
+        mean = nanmean(a, axis, dtype=d, keepdims=True, where=where)
+    else:
+        mean = lax.convert_element_type(asarray(mean), d)
     nan = ufuncs.isnan(a)
-    centered = where(nan, lax.full_like(a, 0), lax.sub(a, nanmean(a, axis, keepdims=True)))
-    total = sum(lax.integer_pow(centered, 2), axis, keepdims=keepdims)
-    count = lax.sub(sum(lax.bitwise_not(nan), axis, dtype=d, keepdims=keepdims),
-                    _const(total, ddof))
+    centered = _where(nan, 0, lax.sub(a, mean))
+    if dtypes.issubdtype(dtype_of(centered), np.complexfloating):
+        centered = lax.real(lax.mul(centered, lax.conj(centered)))
+    else:
+        centered = lax.square(centered)
+    count = sum(lax.bitwise_not(nan), axis, keepdims=keepdims, where=where)
+    count = ufuncs.subtract(count, ddof)  # jnp promotion, as JAX: a float ddof stays a float
     empty = lax.le(count, _const(count, 0))
-    return where(empty, lax.full_like(total, np.nan),
-                 lax.div(total, where(empty, lax.full_like(count, 1), count)))
+    result = _where(empty, np.nan, sum(centered, axis, keepdims=keepdims, where=where))
+    result = lax.div(result, lax.convert_element_type(_where(empty, 1, count),
+                                                      dtype_of(result)))
+    return lax.convert_element_type(result, dtype)
 
 
-def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False):
+def nanstd(a, axis=None, dtype=None, out=None, ddof: int = 0, keepdims: bool = False,
+           where=None, mean=None):
     """`std` over the non-NaN entries: `sqrt(nanvar(...))`."""
-    return ufuncs.sqrt(nanvar(a, axis, dtype, ddof=ddof, keepdims=keepdims))
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.nanstd is not supported.")
+    return lax.sqrt(nanvar(a, axis, dtype, ddof=ddof, keepdims=keepdims, where=where,
+                           mean=mean))
 
