@@ -188,6 +188,13 @@ def test_integer_floordiv_and_mod_signs():
                      J.numpy.floor_divide(I, J2), J.numpy.remainder(I, -3)))
 
 
+def test_integer_to_negative_power_is_jaxs_type_error():
+    for J in (jax, minijax):
+        for f in (lambda J=J: J.numpy.asarray(I) ** -1, lambda J=J: J.jit(lambda x: x ** -2)(I)):
+            with pytest.raises(TypeError, match="integer_pow"):
+                f()
+
+
 def test_matmul_operator():
     check(lambda J: (J.numpy.asarray(A) @ B, V @ J.numpy.asarray(B), J.numpy.asarray(A) @ V))
 
