@@ -188,8 +188,33 @@ def test_integer_floordiv_and_mod_signs():
                      J.numpy.floor_divide(I, J2), J.numpy.remainder(I, -3)))
 
 
+def test_integer_to_negative_power_is_jaxs_type_error():
+    for J in (jax, minijax):
+        for f in (lambda J=J: J.numpy.asarray(I) ** -1, lambda J=J: J.jit(lambda x: x ** -2)(I)):
+            with pytest.raises(TypeError, match="integer_pow"):
+                f()
+
+
 def test_matmul_operator():
     check(lambda J: (J.numpy.asarray(A) @ B, V @ J.numpy.asarray(B), J.numpy.asarray(A) @ V))
+
+
+def test_matmul_dot_precision_and_preferred_element_type():
+    """The keywords JAX's jnp.matmul / jnp.dot and lax.dot take (ints accumulated as floats,
+    a result that is not weakly typed), and lax.dot's default dimension numbers."""
+    Ib = I.T.copy()
+    f32 = np.float32
+    check(lambda J: (J.numpy.matmul(A, B, precision="highest"),
+                     J.numpy.matmul(I, Ib, preferred_element_type=f32),
+                     J.numpy.dot(I, Ib, precision="highest",
+                                 preferred_element_type=f32),
+                     J.numpy.dot(2.0, I, preferred_element_type=f32),
+                     J.lax.dot(A, B), J.lax.dot(V, V, precision="highest"),
+                     J.lax.dot(I, Ib, preferred_element_type=f32),
+                     J.lax.dot(A, A, dimension_numbers=(((1,), (1,)), ((), ())))))
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="dimension_numbers must be specified"):
+            J.lax.dot(np.ones((2, 2, 3), f32), B)
 
 
 @pytest.mark.parametrize("sa,sb", [((2, 3, 4), (4, 5)), ((4,), (2, 4, 5)),

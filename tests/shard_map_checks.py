@@ -404,6 +404,39 @@ def check_vmap_named_axes():
     close(j, m)
 
 
+def check_int_and_bool_reductions():
+    """psum of bools counts them (int32), pmean of ints is a float mean, as in JAX."""
+    I = np.arange(16, dtype=np.int32).reshape(8, 2)
+    B = (np.arange(8) % 3 == 0).reshape(8, 1)
+
+    def program(J):
+        L, P = J.lax, J.sharding.PartitionSpec
+        f = smap(J, lambda i, b: (L.psum(b, "i"), L.pmean(i, "i"), L.pmax(b, "i"),
+                                  L.psum(i, "i")), mesh1(J), P("i"), P())
+        v = J.vmap(lambda i, b: (L.psum(b, "i"), L.pmean(i, "i")), axis_name="i")
+        return f(I, B), J.jit(f)(I, B), v(I, B)
+    j, m = both(program)
+    close(j, m)
+
+
+def check_loop_carry_vma_errors():
+    """A loop carry whose varying axes the body changes is JAX's TypeError (scan, fori_loop,
+    while_loop), with its pcast hint when the initial carry varies along fewer axes."""
+    def cases(J):
+        L, P = J.lax, J.sharding.PartitionSpec
+        z = np.zeros((1, 4), np.float32)
+        f = lambda body: smap(J, body, mesh1(J), P("i"), P("i"))
+        return [f(lambda a: L.scan(lambda c, x: (c + x, None), z[0], a)[0][None]),
+                f(lambda a: L.scan(lambda c, x: (L.psum(c, "i"), None), a[0], a)[0][None]),
+                f(lambda a: L.fori_loop(0, 3, lambda i, c: c + a, z)),
+                f(lambda a: L.while_loop(lambda c: c[0, 0] < 3, lambda c: c + a + 1, z)),
+                f(lambda a: L.fori_loop(0, 3, lambda i, c: c + a, L.pcast(z, "i", to="varying")))]
+    got = [[raises(lambda c=c: c(X)) for c in cases(J)] for J in MODULES]
+    assert [k for k, _ in got[0]] == [k for k, _ in got[1]] == ["TypeError"] * 4 + [None], got
+    hint = lambda m: "This might be fixed by applying `jax.lax.pcast(..., ('i',)" in m
+    assert [hint(m) for _, m in got[1][:4]] == [hint(m) for _, m in got[0][:4]], got
+
+
 def check_vmap_of_shard_map():
     def program(J):
         P = J.sharding.PartitionSpec

@@ -1881,6 +1881,24 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                               preferred_element_type=pet, out_sharding=out_sharding)
 
 
+# JAX: jax/_src/lax/lax.py dot
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
+    """`dot_general` with the matrix-product dimension numbers when none are given: lhs
+    `[m]` or `[m,k]` contracted on its last axis with rhs `[k]` or `[k,n]`. Operands of one
+    dtype, as `dot_general` takes them. Raises ValueError for other ranks without
+    `dimension_numbers`."""
+    if dimension_numbers is None:
+        ls, rs = np.shape(lhs), np.shape(rhs)
+        if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):
+            raise ValueError("lax.dot: dimension_numbers must be specified when not performing "
+                             "simple un-batched matrix-matrix, matrix-vector, or vector-vector "
+                             f"products; got lhs_shape={ls} rhs_shape={rs}")
+        dimension_numbers = (((len(ls) - 1,), (0,)), ((), ()))
+    return dot_general(lhs, rhs, dimension_numbers, precision=precision,
+                       preferred_element_type=preferred_element_type, out_sharding=out_sharding)
+
+
 # the last hashable (so immutable) arguments canonicalized, checked by identity before the
 # cache below is asked: hashing the dimension numbers costs more than the rest of the call
 _last_dot_general_params: tuple = (object(), object(), None)

@@ -107,9 +107,14 @@ def psum(x, axis_name, *, axis_index_groups=None):
     """Sum `x` (a pytree of arrays) over the named axes `axis_name` (a name or a tuple).
 
     Returns the same shapes; inside shard_map the result is invariant along those axes.
+    Booleans are counted: a bool leaf is summed as int32, as in JAX.
     Raises NameError for an axis name no shard_map or vmap binds.
     JAX: jax/_src/lax/parallel.py psum — differs: no axis_index_groups.
     """
+    from minijax.lax import lax
+    from minijax.tree_util import tree_map
+    x = tree_map(lambda v: lax.convert_element_type(v, np.int32)
+                 if core.get_aval(v).dtype == np.bool_ else v, x)
     return _allreduce(psum_invariant_p, x, axis_name, axis_index_groups)
 
 
@@ -125,12 +130,11 @@ def pmin(x, axis_name, *, axis_index_groups=None):
 
 # JAX: jax/_src/lax/parallel.py pmean
 def pmean(x, axis_name, *, axis_index_groups=None):
-    """Mean of `x` over the named axes: psum divided by the product of their sizes."""
-    from minijax.lax import lax
+    """Mean of `x` over the named axes: psum divided (true division, so integers give
+    floats, as in JAX) by the product of their sizes."""
     from minijax.tree_util import tree_map
     n = _size(_names(axis_name))
-    return tree_map(lambda s: lax.div(s, lax.convert_element_type(n, core.get_aval(s).dtype)),
-                    psum(x, axis_name, axis_index_groups=axis_index_groups))
+    return tree_map(lambda s: s / n, psum(x, axis_name, axis_index_groups=axis_index_groups))
 
 
 def _allreduce(prim, x, axis_name, axis_index_groups):

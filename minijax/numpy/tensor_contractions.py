@@ -34,9 +34,11 @@ def _promote_pair(a, b):
     return a, b
 
 
-def matmul(a, b, *, out_sharding=None):
+def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """Matrix product with numpy's rules: a 1-D operand acts as a row (a) or column (b)
     vector whose axis is not in the result; leading (batch) dimensions broadcast.
+    `preferred_element_type`: the result's dtype (accumulated in it; not weakly typed);
+    `precision`: passed to dot_general as in JAX (minijax does not lower it).
     `out_sharding` (a NamedSharding, or a PartitionSpec under `set_mesh`): the result's
     sharding, needed when both operands split the contracted dimension
     (minijax/sharding.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
@@ -52,7 +54,8 @@ def matmul(a, b, *, out_sharding=None):
         a = lax.squeeze(a, a_drop)
     if b_drop:
         b = lax.squeeze(b, b_drop)
-    out = lax.dot_general(a, b, dims, preferred_element_type=a_aval.dtype,
+    out = lax.dot_general(a, b, dims, precision=precision,
+                          preferred_element_type=_result_dtype(a_aval, preferred_element_type),
                           out_sharding=None if out_sharding is None else
                           _emitted_order(out_sharding, perm))
     if perm is not None:
@@ -119,17 +122,26 @@ def _emitted_order(out_sharding, order):
     return msh.NamedSharding(s.mesh, msh.P(*emitted))
 
 
-def dot(a, b, *, out_sharding=None):
+def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
     """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis. `out_sharding`: as in `matmul`.
+    a's last axis with b's second-to-last (or only) axis. `precision`,
+    `preferred_element_type`, `out_sharding`: as in `matmul`.
     Raises TypeError for mismatched contracting sizes."""
     a, b = _promote_pair(a, b)
     a_aval = a.aval
     dn = _dot_dimension_numbers(a_aval.shape, b.aval.shape)
     if dn is None:
-        return ufuncs.multiply(a, b)
-    return lax.dot_general(a, b, dn, preferred_element_type=a_aval.dtype,
+        out = ufuncs.multiply(a, b)
+        return out if preferred_element_type is None else \
+            lax.convert_element_type(out, preferred_element_type)
+    return lax.dot_general(a, b, dn, precision=precision,
+                           preferred_element_type=_result_dtype(a_aval, preferred_element_type),
                            out_sharding=out_sharding)
+
+
+def _result_dtype(aval, preferred_element_type):
+    # JAX: jax/_src/numpy/tensor_contractions.py matmul — the promoted dtype unless one is given
+    return aval.dtype if preferred_element_type is None else preferred_element_type
 
 
 @functools.lru_cache(maxsize=256)

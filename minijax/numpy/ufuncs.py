@@ -155,12 +155,10 @@ mod = remainder
 
 
 def power(x, y):
-    """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX."""
+    """x ** y. A concrete integer exponent uses `integer_pow`, as in JAX (whose TypeError an
+    integer `x` with a negative `y` raises)."""
     if isinstance(y, (int, np.integer)) and not isinstance(y, bool):
         (x,) = promote_args_numeric("power", x)
-        d = core.get_aval(x).dtype
-        if np.dtype(d).kind in "iu" and y < 0:
-            raise ValueError("Integers to negative integer powers are not allowed.")
         return lax.integer_pow(x, int(y))
     xn, yn = promote_args_numeric("power", x, y)  # bools count as ints, as in JAX
     if dtype_kind(xn) in "iu":

@@ -195,17 +195,30 @@ def check_carry_type(name: str, in_tree: PyTreeDef, in_avals: Sequence[ShapedArr
             f"the output tree structure is:\n{out_tree}\n\nRevise the function so that the "
             "carry output has the same pytree structure as the carry input.")
     n = len(in_avals)
-    diffs = [f"the input carry{' component' + _component(i, n) if n > 1 else ''} has type "
-             f"{a.str_short()} but the corresponding output carry component has type "
-             f"{b.str_short()}{_aval_mismatch_extra(a, b)}"
-             for i, (a, b) in enumerate(safe_zip(in_avals, out_avals))
-             if not core.typematch(a, b)]
+    carry = lambda i: f"the input carry{' component' + _component(i, n) if n > 1 else ''}"
+    # JAX's typematch compares the varying manual axes too (minijax's core.typematch does not)
+    differ = [(i, a, b) for i, (a, b) in enumerate(safe_zip(in_avals, out_avals))
+              if not (core.typematch(a, b) and a.vma == b.vma)]
+    diffs = [f"{carry(i)} has type {a.str_short()} but the corresponding output carry "
+             f"component has type {b.str_short()}{_aval_mismatch_extra(a, b)}"
+             for i, a, b in differ]
+    # a carry that starts varying along fewer manual axes than the body makes it: pcast it
+    fixes = [f"applying `jax.lax.pcast(..., {tuple(sorted(b.vma - a.vma))}, to='varying')`, "
+             f"to the initial carry value corresponding to {carry(i)}"
+             for i, a, b in differ if b.vma - a.vma]
+    hint = ""
+    if fixes:
+        hint = ("This might be fixed by " + fixes[0] + ".\n" if len(fixes) == 1 else
+                "This might be fixed by:\n" + "\n".join(f"  * {d};" for d in fixes[:-1]) +
+                f"\n  * {fixes[-1]}.\n") + \
+            ("See https://docs.jax.dev/en/latest/notebooks/shard_map.html#scan-vma for more "
+             "information.\n\n")
     if diffs:
         text = _bullets(diffs)
         raise TypeError(
             f"{name} function carry input and carry output must have equal types, but they "
-            f"differ:\n\n{text}\n\nRevise the function so that all output types match the "
-            "corresponding input types.")
+            f"differ:\n\n{text}\n\n{hint}Revise the function so that all output types match "
+            "the corresponding input types.")
 
 
 # ---------------------------------------------------------------------------------------------
