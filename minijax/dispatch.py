@@ -98,6 +98,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             if config.jax_debug_nans or config.jax_debug_infs:
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
+        if _on_auto_mesh(args):
+            return _mesh_callable(prim, key, params)(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
             if len(_callables) >= _MAX_CALLABLES:
@@ -110,6 +112,35 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         # is there for one result not laid out on a mesh, without debug checks
         prim._eager_last = (avals, dict(params), config.eager_context, *fast)
     return out
+
+
+def _on_auto_mesh(args) -> bool:
+    """Whether an operand is laid out over several devices without a sharding in its type
+    (an Auto mesh): its result's layout is then XLA's choice, so the op runs on the mesh."""
+    for x in args:
+        if type(x) is Array and x._sharding is not None and x.aval.sharding is None \
+                and getattr(x._sharding, "num_devices", 1) > 1:
+            return True
+    return False
+
+
+# JAX: jax/_src/dispatch.py apply_primitive (its jit of the one primitive) — minijax does it
+# only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX
+_mesh_callables: dict[tuple, Callable] = {}
+
+
+def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
+    """`prim` with `params` as a jitted function: compiled for the operands' mesh, its
+    results laid out as XLA's sharding propagation decides (cached per signature)."""
+    run = _mesh_callables.get(key) if key is not None else None
+    if run is None:
+        from minijax.pjit import jit
+        run = jit(lambda *a: prim.bind(*a, **params))
+        if key is not None:
+            if len(_mesh_callables) >= _MAX_CALLABLES:
+                _mesh_callables.clear()
+            _mesh_callables[key] = run
+    return run
 
 
 def _checked(prim: core.Primitive, run: Callable) -> Callable:

@@ -805,5 +805,21 @@ def check_debug_callback_in_partial_manual_shard_map():
     assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
 
 
+
+def check_eager_ops_on_auto_mesh_keep_layout():
+    # an eager op on an array laid out over an Auto mesh runs on the mesh (JAX's
+    # apply_primitive jits the primitive), so the result's layout is XLA's choice in both
+    jm, mm = meshes(AUTO)
+    js, ms = both(jm, mm, "x", "y")
+    v = np.arange(32, dtype=np.float32).reshape(8, 4)
+    jx, mx = jax.device_put(v, js), minijax.device_put(v, ms)
+    for op in (lambda J, a: a + 1, lambda J, a: J.numpy.sin(a), lambda J, a: a @ a.T,
+               lambda J, a: a.sum(0), lambda J, a: a.T, lambda J, a: a * a):
+        jo, mo = op(jax, jx), op(minijax, mx)
+        assert type(mo.sharding).__name__ == type(jo.sharding).__name__, mo.sharding
+        assert str(mo.sharding.spec) == str(jo.sharding.spec), (mo.sharding, jo.sharding)
+        assert shards_of(mo) == shards_of(jo)
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
+
 if __name__ == "__main__":
     run_checks(globals())
