@@ -188,6 +188,21 @@ def test_integer_floordiv_and_mod_signs():
                      J.numpy.floor_divide(I, J2), J.numpy.remainder(I, -3)))
 
 
+def test_integer_floordiv_by_zero_and_its_jaxpr_as_jaxs():
+    # XLA's integer division by zero gives -1 and its remainder the dividend; JAX's floor
+    # correction (signs differ and the remainder is nonzero) then applies to those
+    x = np.array([0, 1, -3, 7, -7, 5], np.int32)
+    y = np.array([0, 0, 0, -2, 2, 5], np.int32)
+    for a, b in ((x, y), (x.astype(np.uint8) % 8, np.array([0, 2, 3, 1, 0, 5], np.uint8))):
+        check(lambda J: (J.numpy.floor_divide(J.numpy.asarray(a), b),
+                         J.jit(J.numpy.floor_divide)(a, b)))
+        inner = jax.make_jaxpr(jax.numpy.floor_divide)(a, b).jaxpr.eqns[0].params["jaxpr"]
+        jax_prims = [e.primitive.name for e in inner.eqns]
+        mini_prims = [e.primitive.name for e in
+                      minijax.make_jaxpr(minijax.numpy.floor_divide)(a, b).jaxpr.eqns]
+        assert mini_prims == [p if p != "jit" else "select_n" for p in jax_prims]
+
+
 def test_integer_to_negative_power_is_jaxs_type_error():
     for J in (jax, minijax):
         for f in (lambda J=J: J.numpy.asarray(I) ** -1, lambda J=J: J.jit(lambda x: x ** -2)(I)):
