@@ -194,8 +194,8 @@ def test_integer_floordiv_by_zero_and_its_jaxpr_as_jaxs():
     x = np.array([0, 1, -3, 7, -7, 5], np.int32)
     y = np.array([0, 0, 0, -2, 2, 5], np.int32)
     for a, b in ((x, y), (x.astype(np.uint8) % 8, np.array([0, 2, 3, 1, 0, 5], np.uint8))):
-        check(lambda J: (J.numpy.floor_divide(J.numpy.asarray(a), b),
-                         J.jit(J.numpy.floor_divide)(a, b)))
+        check(lambda J, a=a, b=b: (J.numpy.floor_divide(J.numpy.asarray(a), b),
+                                   J.jit(J.numpy.floor_divide)(a, b)))
         inner = jax.make_jaxpr(jax.numpy.floor_divide)(a, b).jaxpr.eqns[0].params["jaxpr"]
         jax_prims = [e.primitive.name for e in inner.eqns]
         mini_prims = [e.primitive.name for e in
