@@ -719,6 +719,21 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/pjit.py with_sharding_constraint
+def _sharding_per_leaf(shardings, tree, op: str, what: str) -> list:
+    """One canonical sharding per leaf of `tree`: `shardings` is a single NamedSharding or
+    PartitionSpec (for every leaf) or a pytree of them with `tree`'s structure. Raises
+    ValueError naming `op` when the structures differ."""
+    from minijax import sharding as msh
+    if isinstance(shardings, (NamedSharding, PartitionSpec)):
+        shs = [shardings] * tree.num_leaves
+    else:
+        shs, s_tree = tree_flatten(shardings)
+        if s_tree != tree:
+            raise ValueError(f"{op}: {what} {shardings} do not match the structure of the "
+                             f"values {tree}")
+    return [msh.canonicalize_sharding(s, op) for s in shs]
+
+
 def with_sharding_constraint(x, shardings):
     """Ask that the values of pytree `x` have layout `shardings` (a NamedSharding, a
     PartitionSpec over the mesh in context (`set_mesh`), or a pytree of them matching `x`).
@@ -732,14 +747,7 @@ def with_sharding_constraint(x, shardings):
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
     from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
-    if isinstance(shardings, (NamedSharding, PartitionSpec)):
-        shs = [shardings] * len(leaves)
-    else:
-        shs, s_tree = tree_flatten(shardings)
-        if s_tree != tree:
-            raise ValueError(f"with_sharding_constraint: shardings {shardings} do not match "
-                             f"the structure of the values {tree}")
-    shs = [msh.canonicalize_sharding(s, "with_sharding_constraint") for s in shs]
+    shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
@@ -832,14 +840,7 @@ def reshard(xs, out_shardings):
     dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
     from minijax import sharding as msh
     leaves, tree = tree_flatten(xs)
-    if isinstance(out_shardings, (NamedSharding, PartitionSpec)):
-        shs = [out_shardings] * len(leaves)
-    else:
-        shs, s_tree = tree_flatten(out_shardings)
-        if s_tree != tree:
-            raise ValueError(f"reshard: out_shardings {out_shardings} do not match the "
-                             f"structure of the values {tree}")
-    shs = [msh.canonicalize_sharding(s, "reshard") for s in shs]
+    shs = _sharding_per_leaf(out_shardings, tree, "reshard", "out_shardings")
     for v, s in zip(leaves, shs):
         if not isinstance(s, NamedSharding):
             raise ValueError(f"Reshard should only be used with out_shardings which are "
