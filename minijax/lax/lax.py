@@ -1887,7 +1887,7 @@ def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_t
     """`dot_general` with the matrix-product dimension numbers when none are given: lhs
     `[m]` or `[m,k]` contracted on its last axis with rhs `[k]` or `[k,n]`. Operands of one
     dtype, as `dot_general` takes them. Raises ValueError for other ranks without
-    `dimension_numbers`."""
+    `dimension_numbers`. Mirrors jax/_src/lax/lax.py: dot."""
     if dimension_numbers is None:
         ls, rs = np.shape(lhs), np.shape(rhs)
         if not (1 <= len(ls) <= 2 and 1 <= len(rs) <= 2 and ls[-1] == rs[0]):

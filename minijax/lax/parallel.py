@@ -247,7 +247,8 @@ def pvary(x, axis_name):
 # reduced/unreduced types)
 def pcast(x, axis_name, *, to: str):
     """Change how `x` (a pytree) is typed along the named manual axes; to='varying' is `pvary`.
-    Raises TypeError for a set of names, NotImplementedError for another `to`."""
+    Shapes and dtypes are unchanged. Raises TypeError for a set of names,
+    NotImplementedError for another `to`. Mirrors jax/_src/lax/parallel.py: pcast."""
     if isinstance(axis_name, (set, frozenset)):
         raise TypeError(f"axis_name={axis_name!r} must be a tuple or a str. Got {axis_name}")
     if to != "varying":
