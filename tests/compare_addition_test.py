@@ -2,6 +2,8 @@
 (formats, carries, splits with no shared pair), a tiny model trained in lockstep through minijax,
 JAX and Flax NNX from the same weights, the attention recorder and the carry probe."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,14 @@ def test_addition_topic_quick():
         assert 0 <= res.extra[name]["test_exact_match"] <= 1
     probe = res.extra["probe"]
     assert [p["layer"] for p in probe] == [0, 1] and all(0.5 <= p["baseline"] <= 1 for p in probe)
+
+
+def test_an_unpadded_format_trains_and_scores_its_variable_answer_positions():
+    s = addition.setup("quick")
+    s = dataclasses.replace(s, model=dataclasses.replace(s.model, steps=10), eval_every=5)
+    r = addition.train_format(s, addition.Format(pad=False), quiet=True, label="no padding")
+    assert [step for step, _ in r["val"]] == [5, 10] and 0 <= r["test_exact_match"] <= 1
+    assert r["example"].endswith(".") and "=" in r["example"] and np.isfinite(r["final_loss"])
 
 
 def test_recorder_sees_the_attention_weights_jax_computes():
