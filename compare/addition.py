@@ -186,6 +186,8 @@ SIZES = {  # gpt.Config fields per size; the context length is set from the digi
 
 
 def setup(size: str = "default", digits: int = 3, fmt: Format = Format()) -> Setup:
+    """The experiment of a size in SIZES ("quick", "default", "10M") on `digits`-digit sums.
+    Raises ValueError for an unknown size or a digit count outside 1..9."""
     if size not in SIZES:
         raise ValueError(f"addition.setup: unknown size {size!r}; choose from {list(SIZES)}")
     if not 1 <= digits <= 9:
@@ -294,9 +296,7 @@ def train(runners: dict, s: Setup, val: Split, *, quiet: bool = False, desc: str
     state = {n: r[2] for n, r in runners.items()}
     out = {n: {"losses": [], "val": [], "seconds": 0.0} for n in runners}
     pending = {n: [] for n in runners}
-    bar = progress(range(cfg.steps), desc, unit="step")
-    if quiet:
-        bar = range(cfg.steps)
+    bar = range(cfg.steps) if quiet else progress(range(cfg.steps), desc, unit="step")
     for step in bar:
         x, y = next(batches)
         for n, (J, prog, _) in runners.items():
@@ -312,7 +312,7 @@ def train(runners: dict, s: Setup, val: Split, *, quiet: bool = False, desc: str
                 out[n]["val"].append((step + 1, em))
             else:
                 out[n]["seconds"] += time.perf_counter() - t0
-        if not quiet and out[next(iter(runners))]["val"]:
+        if hasattr(bar, "set_postfix") and out[next(iter(runners))]["val"]:
             bar.set_postfix({n: f"{o['val'][-1][1]:.3f}" for n, o in out.items()})
     for n in runners:
         out[n]["state"] = state[n]
@@ -321,7 +321,9 @@ def train(runners: dict, s: Setup, val: Split, *, quiet: bool = False, desc: str
 
 def step_times(runners: dict, s: Setup, reps: int) -> dict:
     """Median ms of each runner's training step, interleaved call by call, blocked, on one
-    batch, from a copy of the initial state (the NNX step runs on a fresh model)."""
+    batch: the raw steps from their initial state (they are functions of it), the NNX step on
+    its model as training left it (it updates the model in place, so call this after
+    training)."""
     x, y = encode(*draw_pairs(s.digits, s.model.batch, 2, np.random.RandomState(5)),
                   s.digits, s.fmt, s.seq_len + 1)
     times = {n: [] for n in runners}
@@ -377,7 +379,9 @@ def attention_maps(s: Setup, params, a, b) -> list[np.ndarray]:
 def operand_attention(s: Setup, maps: list[np.ndarray]) -> np.ndarray:
     """f32[n+1, 2]: for each answer digit j (least significant first), the largest attention
     weight any head of any layer gives to the operand digits of column j (a_j + b_j), and to
-    those of column j-1 (the column whose carry reaches j), averaged over the sums."""
+    those of column j-1 (the column whose carry reaches j), averaged over the sums. The
+    positions are those of the default format."""
+    default_format_only("operand_attention", s)
     n = s.digits
     out = np.zeros((n + 1, 2), np.float32)
     for j in range(n + 1):
@@ -388,6 +392,12 @@ def operand_attention(s: Setup, maps: list[np.ndarray]) -> np.ndarray:
             cols = [n - 1 - k, 2 * n - k]  # a_k and b_k (operands are written msd first)
             out[j, col] = max(float(m[:, :, q, cols].sum(-1).mean(0).max()) for m in maps)
     return out
+
+
+def default_format_only(name: str, s: Setup) -> None:
+    if s.fmt != Format():
+        raise ValueError(f"addition.{name}: reads the answer positions of the default format "
+                         f"(reversed, padded, separators), got {s.fmt}")
 
 
 def residual_stream(s: Setup, params, x: np.ndarray, layer: int) -> np.ndarray:
@@ -405,6 +415,7 @@ def carry_probe(s: Setup, params, train: Split, test: Split) -> list[dict]:
     """A linear probe (logistic regression) per layer: from the residual stream at the
     position that predicts answer digit j, is there a carry into column j? Trained on `train`
     sums, scored on `test` ones, pooled over j = 1..n; with the majority-class baseline."""
+    default_format_only("carry_probe", s)
     from sklearn.linear_model import LogisticRegression
     n = s.digits
     pos = 2 * n + 1 + np.arange(1, n + 1)
@@ -430,8 +441,6 @@ def carry_probe(s: Setup, params, train: Split, test: Split) -> list[dict]:
 CACHE_DIR = OUT_DIR / "addition"
 ABLATIONS = {"answer not reversed": Format(reverse=False), "no zero padding": Format(pad=False),
              "no separators": Format(sep=False)}
-
-
 CACHE_VERSION = 1  # raise it when a change to this file or to gpt.py changes the results
 
 

@@ -115,3 +115,6 @@ def test_bad_setup_is_refused_with_the_reason():
         addition.setup("huge")
     with pytest.raises(ValueError, match="digits must be 1..9"):
         addition.setup("default", digits=12)
+    plain = addition.setup("quick", fmt=addition.Format(reverse=False))
+    with pytest.raises(ValueError, match="operand_attention: reads the answer positions"):
+        addition.operand_attention(plain, [])
