@@ -659,6 +659,11 @@ def first_departure(losses, ref, rtol: float) -> int | None:
     return int(np.argmax(rel > rtol)) + 1 if (rel > rtol).any() else None
 
 
+def steps_to(val: list, target: float = 0.99) -> int | None:
+    """The first evaluated step whose validation exact match reaches `target`."""
+    return next((int(step) for step, em in val if em >= target), None)
+
+
 def run(quick: bool = False, size: str | None = None, digits: int = 3,
         fresh: bool = False) -> TopicResult:
     size = size or ("quick" if quick else "default")
@@ -706,7 +711,7 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
                            "test_exact_match": r["test"]["exact_match"],
                            "step_ms": float(r["step_ms"]),
                            "val_curve": [[int(a), float(b)] for a, b in r["val"]],
-                           "train_s": r["train_s"]}
+                           "train_s": r["train_s"], "steps_to_99": steps_to(r["val"])}
     if out["formats"]:
         res.extra["formats"] = {k: v["test_exact_match"] for k, v in out["formats"].items()}
     if "size_10M" in out:
@@ -722,10 +727,11 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
         f"{out['params']:,} parameters; AdamW peak lr {cfg.peak_lr}, batch {cfg.batch}, "
         f"{cfg.steps} steps; test {s.n_test} sums, validation {s.n_val}. Whole experiment "
         f"{out['seconds']:.0f} s" + (" (read from the cache)" if from_cache else "") + ".\n\n"
-        "| implementation | final loss | test exact match | step ms | training s |\n"
-        "|---|---|---|---|---|\n" + "\n".join(
+        "| implementation | final loss | test exact match | step ms | training s | "
+        "first step at 99% (validation) |\n|---|---|---|---|---|---|\n" + "\n".join(
             f"| {n} | {r['losses'][-1]:.2e} | {r['test']['exact_match']:.4f} | "
-            f"{r['step_ms']:.1f} | {r['train_s']:.0f} |" for n, r in imp.items())
+            f"{r['step_ms']:.1f} | {r['train_s']:.0f} | {steps_to(r['val'])} |"
+            for n, r in imp.items())
         + "\n\nLargest relative per-step loss difference, minijax vs JAX: "
         f"**{gpt.max_rel(mj, jx):.3g}**. NNX vs JAX: {gpt.max_rel(nx, jx):.3g} over the run; "
         f"first above 1e-4 at step {first_departure(nx['losses'], jx['losses'], 1e-4)}, above "
@@ -778,6 +784,10 @@ def main(argv=None) -> int:
     p.add_argument("--json", metavar="PATH")
     args = p.parse_args(argv)
     from compare._report import write_json
+    if args.size == "10M":
+        big = big_model_step(args.digits, reps=3)
+        print(f"--size 10M: {big['params']:,} parameters, {big['flops'] / 1e9:.0f} GFLOP per "
+              f"step, measured {big['step_ms']:.0f} ms per step on {jax.devices()[0]}")
     res = run(quick=args.quick, size=args.size, digits=args.digits, fresh=args.fresh)
     print(f"parameters: {res.extra['params']:,}")
     for name in ("minijax", "jax", "nnx"):
