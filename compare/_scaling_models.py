@@ -352,6 +352,16 @@ def fsdp_optimal_ways(B: float, N: int, F: int, mx_over_my: float = 2) -> float:
     return math.sqrt(B * N * mx_over_my / F)
 
 
+def expert_parallel_bytes(tokens: int, k: int, D: int, F_out: int, n: int,
+                          dtype_bytes: float = 2) -> float:
+    """Bytes one device receives for expert parallelism over n devices: an all-to-all sends
+    each of its `tokens` x k routed copies (D wide) to the device holding the expert, a second
+    one brings the expert outputs (F_out wide) back; a ring receives (n-1)/n of each, and the
+    buffers are sized for the worst case, every copy to one device (capacity tokens x k per
+    destination)."""
+    return (n - 1) / n * n * tokens * k * (D + F_out) * dtype_bytes
+
+
 def pipeline_bubble(stages: int, microbatches: int) -> float:
     """Idle fraction of a GPipe schedule: (P - 1) / (M + P - 1)."""
     return (stages - 1) / (microbatches + stages - 1)

@@ -32,7 +32,8 @@ from compare import shard_map as sm
 from compare._jax201 import collective_bytes, count_collectives, table
 from compare._report import TopicResult, median_ms
 from compare._scaling_exercises import Answer, all_answers
-from compare._scaling_models import Transformer, collective_time, CHIPS, matmul_cost
+from compare._scaling_models import (CHIPS, Transformer, collective_time,
+                                     expert_parallel_bytes, matmul_cost)
 from compare.sharding import interleaved_ms
 
 MODULES = (jax, minijax)
@@ -532,6 +533,16 @@ def cross_checks(quick: bool) -> list[dict]:
     _xcheck(out, "same layer, gradient (weights and input): FLOPs = 3 x forward (the 6 N T "
             "rule)", 3 * fwd,
             _cost(Jm.grad(loss, argnums=(0, 1)), wts, xt)["flops"], 0.03)
+
+    # expert parallelism (jax-stuff P2.3b): two all-to-alls of the capacity-sized buffers
+    S, Dm, Fm, k = 32, 16, 8, 2
+    wm = rng.standard_normal((n, Dm, Fm)).astype(f32)
+    am = rng.standard_normal((S, Dm)).astype(f32)
+    rm = rng.integers(0, n, (S, k)).astype(np.int32)
+    hlo = moe_all_to_all(Jm, m1[Jm]).lower(wm, am, rm).compile().as_text()
+    _xcheck(out, "expert-parallel MoE (one expert per device, top-2): bytes of its two "
+            "all-to-alls per device", expert_parallel_bytes(S // n, k, Dm, Fm, n, 4),
+            collective_bytes(hlo, n)["all-to-all"])
 
     # chapter 19's GPT: bytes of the KV cache prefill returns
     from compare import gpt
