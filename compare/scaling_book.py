@@ -30,7 +30,7 @@ import numpy as np
 import minijax
 from compare import shard_map as sm
 from compare._jax201 import collective_bytes, count_collectives, table
-from compare._report import TopicResult, median_ms
+from compare._report import TopicResult, median_ms, plot
 from compare._scaling_exercises import Answer, all_answers
 from compare._scaling_models import (CHIPS, Transformer, collective_time,
                                      expert_parallel_bytes, matmul_cost)
@@ -568,6 +568,22 @@ def _fmt(v) -> str:
     return f"{v:.4g}"
 
 
+def _draw_roofline(fig) -> None:
+    """roofline.md Q3: attainable FLOP/s of bf16[B, D] x int8[D, F] on a TPU v5e vs B."""
+    v5e = CHIPS["v5e"]
+    ax = fig.add_subplot(1, 1, 1)
+    bs = np.unique(np.logspace(0, 4, 200).astype(int))
+    for D, F in ((1024, 1024), (4096, 4096), (8192, 32768)):
+        att = [min(v5e.peak(), np.divide(*matmul_cost(b, D, F, 2, 1, 2)) * v5e.hbm_bw)
+               for b in bs]
+        ax.loglog(bs, att, label=f"D={D}, F={F}")
+    ax.axhline(v5e.peak(), color="k", ls=":", label="bf16 peak")
+    ax.set_xlabel("batch B")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title("bf16 activations x int8 weights on a TPU v5e")
+    ax.legend(fontsize=8)
+
+
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("scaling_book: the Scaling Book's exercises, answered and cross-checked")
     res.chapter = "chapters/29-scaling-book.md"
@@ -607,6 +623,9 @@ def run(quick: bool = False) -> TopicResult:
                 [[f"{a.id}: {a.question}", _fmt(a.ours), _fmt(a.book),
                   "yes" if a.ok and a.book is not None else ("-" if a.book is None else "no"),
                   a.note] for a in answers]))
+    if not quick:
+        res.sections.append("### roofline.md Q3: the roofline plot\n\n"
+                            + plot("scaling_book_roofline", _draw_roofline))
     res.sections.append(
         "### Cross-checks on programs minijax compiles\n\n" + table(
             ["what", "predicted", "measured", "ok"],
