@@ -35,8 +35,9 @@ class Chip:
     and bandwidth; link_bw: one-way bandwidth of one interconnect link (ICI or NVLink); axes:
     torus dimensions a pod has (2 for v5e/v6e, 3 for v4p/v5p; 0 for a switched GPU node);
     pod / host: chips per pod and per host as topology shapes; cores: TensorCores per chip;
-    pcie_bw: host <-> chip bandwidth; dcn_bw: data-center network bandwidth per host;
-    source: where each figure comes from.
+    pcie_bw: host <-> chip bandwidth; dcn_bw: data-center network bandwidth per host (both
+    default to tpus.md's "typically" figures, 1.5e10 and 2.5e10); hop_latency: per-hop ICI
+    overhead (sharding.md's ~1 us); source: where each figure comes from.
     """
 
     name: str
@@ -68,15 +69,19 @@ class Chip:
 GB = 1e9
 CHIPS = {
     "v3": Chip("TPU v3", {"bf16": 1.4e14, "int8": 1.4e14}, 32 * GB, 9.0e11, 1e11, 2,
-               (32, 32), (4, 2), cores=2),
+               (32, 32), (4, 2), cores=2, source=BOOK_TPUS + "; cloud.google.com/tpu/docs/v3"),
     "v4p": Chip("TPU v4p", {"bf16": 2.75e14, "int8": 2.75e14}, 32 * GB, 1.2e12, 4.5e10, 3,
-                (16, 16, 16), (2, 2, 1), cores=2),
+                (16, 16, 16), (2, 2, 1), cores=2,
+                source=BOOK_TPUS + "; cloud.google.com/tpu/docs/v4"),
     "v5p": Chip("TPU v5p", {"bf16": 4.59e14, "int8": 9.18e14}, 96 * GB, 2.8e12, 9e10, 3,
-                (16, 20, 28), (2, 2, 1), cores=2),
+                (16, 20, 28), (2, 2, 1), cores=2,
+                source=BOOK_TPUS + "; cloud.google.com/tpu/docs/v5p"),
     "v5e": Chip("TPU v5e", {"bf16": 1.97e14, "int8": 3.94e14}, 16 * GB, 8.1e11, 4.5e10, 2,
-                (16, 16), (4, 2), cores=1),
+                (16, 16), (4, 2), cores=1,
+                source=BOOK_TPUS + "; cloud.google.com/tpu/docs/v5e"),
     "v6e": Chip("TPU v6e", {"bf16": 9.2e14, "int8": 1.84e15}, 32 * GB, 1.6e12, 9e10, 2,
-                (16, 16), (4, 2), cores=1, pcie_bw=3.2e10),
+                (16, 16), (4, 2), cores=1, pcie_bw=3.2e10,
+                source=BOOK_TPUS + "; cloud.google.com/tpu/docs/v6e"),
     # NVIDIA's sheets print tensor-core FLOP/s "with sparsity"; dense is half of that.
     "H100": Chip("H100 SXM", {"bf16": 1.979e15 / 2, "fp8": 3.958e15 / 2}, 80 * GB, 3.35e12,
                  4.5e11, 0, (8,), (8,), cores=132, pcie_bw=6.4e10,

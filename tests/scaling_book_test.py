@@ -102,3 +102,13 @@ def test_transformer_counts_by_hand():
 def test_bad_chip_dtype_names_the_chip():
     with pytest.raises(ValueError, match="TPU v5e: no peak FLOP/s for dtype 'fp8'"):
         sm.CHIPS["v5e"].peak("fp8")
+
+
+def test_pipeline_bubble_and_dcn_threshold():
+    # GPipe: 4 stages, 12 microbatches -> 3 idle slots out of 15
+    assert sm.pipeline_bubble(4, 12) == 3 / 15
+    # training.md, "To go larger than one pod": data parallelism over DCN is compute-bound
+    # above C_pod / W_dcn ~ 76,000 tokens per pod (the book rounds 8960 chips to 8k, 4.59e14
+    # to 4.5e14 and 2240 hosts to 2000)
+    v5p = sm.CHIPS["v5p"]
+    assert math.isclose(sm.dcn_min_batch_per_pod(8960, v5p), 76_000, rel_tol=0.05)
