@@ -17,13 +17,29 @@ from compare._scaling_exercises import EXERCISES, all_answers
 ANSWERS = all_answers()
 
 
+# The rows where our number and the book's differ beyond its rounding, each with its reason
+# in the row's note: the book's 16 GiB read as 16e9 bytes (tpus Q6), an all-reduce priced on
+# the whole array instead of one block (sharding Q2.c), 128 (3/4)^2 printed as 81 (inference
+# Q7), and a chain of HBM slips in the serving tables (applied-inference).
+DISAGREEMENTS = {
+    ("tpus", "Q6.pcie"), ("tpus", "Q6.ici"), ("tpus", "Q6.hbm"), ("sharding", "Q2.c"),
+    ("inference", "Q7.N"),
+    *(("applied-inference", i) for i in (
+        "min.int8.free", "min.int8.batch", "min.int4.params", "min.int4.free", "min.int4.batch",
+        "qps2x.bf16", "qps.int8", "qps2x.int8", "qps.int4", "qps2x.int4")),
+}
+
+
 @pytest.mark.parametrize("ans", ANSWERS, ids=[f"{a.chapter}:{a.id}" for a in ANSWERS])
 def test_exercise_matches_book_or_explains(ans):
     if ans.book is None:
         assert ans.note.startswith("the book publishes no answer"), ans
         assert ans.ours is not None
-    elif not ans.ok:
-        assert ans.note, f"{ans.chapter} {ans.id}: ours {ans.ours} vs book {ans.book}, unexplained"
+    elif (ans.chapter, ans.id) in DISAGREEMENTS:
+        assert not ans.ok and ans.note, ans
+    else:
+        assert ans.ok, f"{ans.chapter} {ans.id}: ours {ans.ours} vs book {ans.book} " \
+            f"(rtol {ans.rtol})"
 
 
 def test_every_chapter_with_exercises_is_answered():
