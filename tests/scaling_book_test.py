@@ -2,8 +2,8 @@
 and the models of compare/_scaling_models.py against hand mathematics.
 
 Each exercise part is one test: our number, computed from the question's inputs, must equal the
-book's published number within the book's rounding, or carry a note that explains the
-disagreement (and then must really disagree: a note cannot hide an agreement we did not check).
+book's published number within the book's rounding, except for the rows listed in
+DISAGREEMENTS, which must really disagree and carry a note saying why.
 The book's numbers are facts copied from github.com/jax-ml/scaling-book (chapter and question in
 each row's id)."""
 
