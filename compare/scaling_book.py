@@ -183,6 +183,36 @@ def allgather_contract(J, a_blk, w_blk, *, bidirectional: bool = False):
     return acc
 
 
+def allgather_cols(J, blk, *, bidirectional: bool = False):
+    """[B, C] blocks -> [B, n C] on every device, by a ring of ppermutes (bidirectional: half
+    the steps, one block going each way round)."""
+    jnp, lax = J.numpy, J.lax
+    n, j = lax.axis_size(sm.AX), lax.axis_index(sm.AX)
+    c = blk.shape[1]
+    out = lax.dynamic_update_slice_in_dim(jnp.zeros((blk.shape[0], n * c), blk.dtype), blk,
+                                          j * c, axis=1)
+    left = [(k, (k - 1) % n) for k in range(n)]
+    right = [(k, (k + 1) % n) for k in range(n)]
+    fwd = bwd = blk
+    for s in range(1, (n // 2 + 1) if bidirectional else n):
+        fwd = lax.ppermute(fwd, sm.AX, left)  # now holds block j + s
+        out = lax.dynamic_update_slice_in_dim(out, fwd, ((j + s) % n) * c, axis=1)
+        if bidirectional and s < n - s:
+            bwd = lax.ppermute(bwd, sm.AX, right)  # block j - s
+            out = lax.dynamic_update_slice_in_dim(out, bwd, ((j - s) % n) * c, axis=1)
+    return out
+
+
+def allreduce_matmul_ring(J, *, bidirectional: bool = False):
+    """Problem 4 (AllReduce variant): A[B, D_Y] . W[D_Y, F] -> Out[B, F] with ppermutes
+    only: a reduce-scatter collective matmul, then a ring all-gather of the finished column
+    blocks, each one-way or bidirectional."""
+    def body(a, w):  # the result of a ppermute is typed as varying: return one copy each
+        done = reducescatter_cols(J, a, w, bidirectional=bidirectional)
+        return allgather_cols(J, done, bidirectional=bidirectional)[None]
+    return body
+
+
 def transformer_block(J, *, bidirectional: bool = False):
     """Problem 3.3: In[B, D_Y] . W_in[D, F_Y] . W_out[F_Y, D] -> Out[B, D_Y], both matmuls as
     overlapped collective matmuls (a ReLU in between, so the weights cannot be merged)."""
@@ -266,6 +296,10 @@ def _jax_chapter(res: TopicResult, rows: list, quick: bool) -> None:
                  lambda J: smap(J, transformer_block(J), m1[J],
                                 (J.P(P, sm.AX), J.P(P, sm.AX), J.P(sm.AX)), J.P(P, sm.AX)),
                  (x, w_in, w_out), tmp @ w_out),
+        "P4.allreduce": ("AllReduce collective matmul with bidirectional rings",
+                         lambda J: smap(J, allreduce_matmul_ring(J, bidirectional=True), m1[J],
+                                        (J.P(P, sm.AX), J.P(sm.AX)), J.P(sm.AX)),
+                         (x, w_in), np.broadcast_to(x @ w_in, (n, *(x @ w_in).shape))),
         "P4": ("the block with bidirectional rings (both matmuls)",
                lambda J: smap(J, transformer_block(J, bidirectional=True), m1[J],
                               (J.P(P, sm.AX), J.P(P, sm.AX), J.P(sm.AX)), J.P(P, sm.AX)),
