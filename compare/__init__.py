@@ -35,4 +35,5 @@ TOPICS = [
     "pallas",
     "profiling",
     "precision_xla",
+    "scaling_book",
 ]
