@@ -50,7 +50,7 @@ def _err(a, b) -> float:
 def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
     rng = np.random.RandomState(0)
     max_err = grad_err = 0.0
-    for i in range(n_cases):
+    for _ in range(n_cases):
         m, k, n, g = (int(v) for v in rng.randint(1, 12, size=4))
         x = rng.randn(m, k).astype(np.float32)
         w = rng.randn(g, k, n).astype(np.float32)
@@ -59,7 +59,8 @@ def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
         want = jax.lax.ragged_dot(x, w, gs)
         for f in (minijax.lax.ragged_dot, minijax.jit(minijax.lax.ragged_dot)):
             max_err = max(max_err, _err(f(x, w, gs), want))
-        loss = lambda J: lambda x, w: (J.lax.ragged_dot(x, w, gs) * ct).sum()  # noqa: E731
+        def loss(J, gs=gs, ct=ct):
+            return lambda x, w: (J.lax.ragged_dot(x, w, gs) * ct).sum()
         for a, b in zip(minijax.grad(loss(minijax), (0, 1))(x, w),
                         jax.grad(loss(jax), (0, 1))(x, w)):
             grad_err = max(grad_err, _err(a, b))
