@@ -59,11 +59,12 @@ def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
         want = jax.lax.ragged_dot(x, w, gs)
         for f in (minijax.lax.ragged_dot, minijax.jit(minijax.lax.ragged_dot)):
             max_err = max(max_err, _err(f(x, w, gs), want))
+
         def loss(J, gs=gs, ct=ct):
-            return lambda a, b: (J.lax.ragged_dot(a, b, gs) * ct).sum()
-        for a, b in zip(minijax.grad(loss(minijax), (0, 1))(x, w),
-                        jax.grad(loss(jax), (0, 1))(x, w)):
-            grad_err = max(grad_err, _err(a, b))
+            return lambda lhs, rhs: (J.lax.ragged_dot(lhs, rhs, gs) * ct).sum()
+        for mine, theirs in zip(minijax.grad(loss(minijax), (0, 1))(x, w),
+                                jax.grad(loss(jax), (0, 1))(x, w)):
+            grad_err = max(grad_err, _err(mine, theirs))
     res.check_true(f"ragged_dot: {n_cases} random cases, minijax == jax (values, eager and "
                    f"jit; max err {max_err:.2g})", max_err < 1e-5)
     res.check_true(f"ragged_dot: grads wrt both operands == jax (max err {grad_err:.2g})",
