@@ -10,6 +10,8 @@ import jax
 import jax.numpy as jjnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import minijax
 from minijax import core
@@ -48,6 +50,28 @@ def test_values_match_jax_and_the_definition(seed):
     np.testing.assert_allclose(minijax.lax.ragged_dot(x, w, gs), want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(minijax.jit(minijax.lax.ragged_dot)(x, w, gs), want,
                                rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 9), st.integers(1, 4), st.integers(1, 4),
+       st.lists(st.integers(0, 4), min_size=1, max_size=4), st.integers(0, 2**16))
+def test_hypothesis_shapes_and_group_sizes(m, k, n, sizes, seed):
+    # sizes are cut so that they sum to at most m (the rest of the rows are in no group)
+    gs = np.minimum(np.cumsum(sizes), m)
+    gs = np.diff(np.concatenate([[0], gs])).astype(np.int32)
+    rng = np.random.RandomState(seed)
+    x, w = rng.randn(m, k).astype(np.float32), rng.randn(len(gs), k, n).astype(np.float32)
+    np.testing.assert_allclose(minijax.lax.ragged_dot(x, w, gs), jax.lax.ragged_dot(x, w, gs),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_jaxprs_of_every_transformation_type_check():
+    x, w, gs = operands(np.random.RandomState(9))
+    f = lambda x, w: minijax.lax.ragged_dot(x, w, gs)  # noqa: E731
+    for g in (f, minijax.grad(lambda x, w: f(x, w).sum(), (0, 1)),
+              lambda x, w: minijax.jvp(f, (x, w), (x, w)),
+              lambda x, w: minijax.vmap(f, (0, None))(x[None], w)):
+        core.check_jaxpr(minijax.make_jaxpr(g)(x, w).jaxpr)
 
 
 def test_empty_groups_and_short_totals_give_zero_rows():
