@@ -97,6 +97,24 @@ def test_preferred_element_type(dtype, pet):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
 
 
+def test_grads_with_preferred_element_type_match_jax():
+    # the transposes meet an f32 cotangent with bf16 operands: mixed operand dtypes, as JAX
+    rng = np.random.RandomState(12)
+    x, w, gs = operands(rng, m=8, g=3)
+    x, w = x.astype(jjnp.bfloat16), w.astype(jjnp.bfloat16)
+    loss = lambda J: lambda x, w: J.lax.ragged_dot(  # noqa: E731
+        x, w, gs, preferred_element_type=np.float32).sum()
+    want = jax.grad(loss(jax), (0, 1))(x, w)
+    for f in (minijax.grad(loss(minijax), (0, 1)), minijax.jit(minijax.grad(loss(minijax),
+                                                                            (0, 1)))):
+        for a, b in zip(f(x, w), want):
+            assert a.dtype == b.dtype == jjnp.bfloat16
+            np.testing.assert_allclose(np.asarray(a, np.float32), np.asarray(b, np.float32),
+                                       rtol=1e-2, atol=1e-2)
+    mine, theirs = _jaxprs(lambda J: J.grad(loss(J), (0, 1)), x, w)
+    assert mine == theirs
+
+
 def _jaxprs(f, *args):
     return str(minijax.make_jaxpr(f(minijax))(*args)), str(jax.make_jaxpr(f(jax))(*args))
 

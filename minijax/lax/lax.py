@@ -2046,6 +2046,11 @@ def _ragged_dot_general_dense(lhs, rhs, group_sizes, rdn, precision, preferred_e
 
     dot = _dot_general_impl if eager else dot_general
     pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    common = _ragged_dot_operand_dtype(np.dtype(lhs.dtype), np.dtype(rhs.dtype))
+    if not eager and lhs.dtype != rhs.dtype:  # minijax's dot_general takes one dtype
+        lhs, rhs = convert_element_type(lhs, common), convert_element_type(rhs, common)
+    elif eager:
+        pet = pet or common
     params = dict(precision=precision, preferred_element_type=pet)
     if mode is RaggedDotMode.RAGGED_NONCONTRACTING:
         (rg,) = rdn.rhs_group_dimensions
@@ -2120,14 +2125,29 @@ def _ragged_dot_general_abstract_eval(lhs, rhs, group_sizes, *, ragged_dot_dimen
     if not dtypes.issubdtype(group_sizes.dtype, np.integer):
         raise error("ragged_dot_general requires that group_sizes.dtype is subtype of "
                     "np.integer.")
-    if lhs.dtype != rhs.dtype:
-        raise error("operands must have the same dtype")
     l_free = [lhs.shape[i] for i in _remaining(range(lhs.ndim), lc, lb)]
     r_free = [rhs.shape[i] for i in _remaining(range(rhs.ndim), rc, rb, groups)]
     shape = ((g,) if mode is RaggedDotMode.RAGGED_CONTRACTING else ()) + tuple(
         [lhs.shape[i] for i in lb] + l_free + r_free)
-    dtype = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
+    dtype = _ragged_dot_operand_dtype(lhs.dtype, rhs.dtype, error)
+    if preferred_element_type is not None:
+        dtype = np.dtype(preferred_element_type)
     return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
+
+
+def _ragged_dot_operand_dtype(a: np.dtype, b: np.dtype, error=None) -> np.dtype:
+    # JAX's _dot_general_dtype_rule (XLA's HigherPrecisionType): operands of two dtypes meet
+    # in the one with more exponent, then mantissa, then bits (a transpose multiplies an f32
+    # cotangent by a bf16 operand)
+    def rank(dt):
+        fl = dtypes.issubdtype(dt, np.floating)
+        fi = dtypes.finfo(dt) if fl else None
+        bits = fi.bits if fl else (1 if dt == np.bool_ else dtypes.iinfo(dt).bits)
+        return (dtypes.issubdtype(dt, np.complexfloating), fi.maxexp if fl else -1,
+                fi.nmant if fl else -1, bits, not dtypes.issubdtype(dt, np.unsignedinteger))
+    if a != b and rank(a) == rank(b):
+        raise (error or TypeError)(f"lax.ragged_dot_general argument type error: {a}, {b}")
+    return a if rank(a) >= rank(b) else b
 
 
 def _ragged_dot_general_jvp(primals, tangents, **params):
