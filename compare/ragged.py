@@ -136,6 +136,42 @@ def roofline_rows(quick: bool) -> list[dict]:
     return rows
 
 
+def _ms(J, fn, args, quick: bool) -> float:
+    """Median milliseconds of a blocking call `fn(*args)` (after one warm-up call)."""
+    return float(median_ms(lambda: J.block_until_ready(fn(*args)), repeat=3 if quick else 10,
+                           warmup=1))
+
+
+def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
+    """The fused kernel against the two ragged_dots over F/D in {1, 2, 4, 8} (correctness
+    for each module; CPU times of the interpret-mode kernel and of XLA's unfused pair, which
+    measure an interpreter and say nothing about the kernel's speed on an accelerator)."""
+    rng = np.random.RandomState(4)
+    m, d, g = 32, 8, 4
+    names = ["minijax"] if quick else list(MODULES)
+    rows = []
+    for ratio in ((1, 4) if quick else (1, 2, 4, 8)):
+        f = d * ratio
+        x = rng.randn(m, d).astype(np.float32)
+        up = (rng.randn(g, d, f) / np.sqrt(d)).astype(np.float32)
+        down = (rng.randn(g, f, d) / np.sqrt(f)).astype(np.float32)
+        gs = group_sizes(rng, g, m)
+        want = kernels["jax"].ragged_mlp(x, up, down, gs)
+        row = {"G": g, "M": m, "D": d, "F": f}
+        for name in names:
+            J = MODULES[name][0]
+            fused = J.jit(kernels[name].fused_mlp)
+            row[f"max_err_{name}"] = _err(fused(x, up, down, gs), want)
+            row[f"cpu_interpret_ms_fused_{name}"] = _ms(J, fused, (x, up, down, gs), quick)
+        row["cpu_xla_ms_unfused_jax"] = _ms(jax, jax.jit(kernels["jax"].ragged_mlp),
+                                            (x, up, down, gs), quick)
+        rows.append(row)
+    res.check_true("fused MLP == two ragged_dots for F/D in "
+                   f"{[r['F'] // r['D'] for r in rows]} ({', '.join(names)})",
+                   all(r[f"max_err_{n}"] < 1e-4 for r in rows for n in names))
+    return rows
+
+
 def _draw_roofline(fig, rows) -> None:
     ax = fig.add_subplot(1, 1, 1)
     ridge = ACCELERATOR["peak_flops"] / ACCELERATOR["hbm_bytes_per_s"]
@@ -162,31 +198,28 @@ def run(quick: bool = False) -> TopicResult:
     gmm = gmm_checks(res, kernels, *((24, 8, 8) if quick else (64, 32, 16)))
     mlp = fused_mlp_checks(res, kernels, *((24, 8, 16) if quick else (64, 16, 64)))
     rows = roofline_rows(quick)
+    bench = cpu_benchmark(res, kernels, quick)
     res.check_true("cost model: fused and unfused do the same FLOPs, the fused moves "
                    "2*M*F*itemsize fewer bytes", all(
                        r["bytes_unfused"] - r["bytes_fused"] == 2 * 2 * r["M"] * r["F"]
                        for r in rows))
 
     # CPU times (a shared machine, noisy): XLA's ragged_dot through each module, and the
-    # interpret-mode kernels, which only show that they run
+    # interpret-mode kernel, which only shows that it runs
     rng = np.random.RandomState(3)
     m, d, f, g = (64, 16, 64, 4) if not quick else (24, 8, 16, 4)
     x = rng.randn(m, d).astype(np.float32)
     up, down = rng.randn(g, d, f).astype(np.float32), rng.randn(g, f, d).astype(np.float32)
-    gs = group_sizes(rng, g, m)
-    repeat = 3 if quick else 20
+    args = (x, up, down, group_sizes(rng, g, m))
     for name, (J, _, _) in MODULES.items():
-        ref = J.jit(kernels[name].ragged_mlp)
-        J.block_until_ready(ref(x, up, down, gs))
-        res.timings_ms[f"unfused MLP (2 ragged_dot, XLA): {name}"] = median_ms(
-            lambda ref=ref, J=J: J.block_until_ready(ref(x, up, down, gs)), repeat=repeat)
-        fused = J.jit(kernels[name].fused_mlp)
-        J.block_until_ready(fused(x, up, down, gs))
-        res.timings_ms[f"fused MLP kernel (interpret mode): {name}"] = median_ms(
-            lambda fused=fused, J=J: J.block_until_ready(fused(x, up, down, gs)), repeat=repeat)
+        res.timings_ms[f"unfused MLP (2 ragged_dot, XLA): {name}"] = _ms(
+            J, J.jit(kernels[name].ragged_mlp), args, quick)
+        res.timings_ms[f"fused MLP kernel (interpret mode): {name}"] = _ms(
+            J, J.jit(kernels[name].fused_mlp), args, quick)
 
     res.extra = {"ragged_dot": rd, "gmm": gmm, "fused_mlp": mlp, "roofline": rows,
-                 "accelerator_model": ACCELERATOR, "gpu": None}
+                 "accelerator_model": ACCELERATOR, "cpu_interpret_benchmark": bench,
+                 "gpu": None}
     head = "| G | M | D | F | GFLOP | MB fused | MB unfused | FLOP/B fused | FLOP/B unfused |"
     table = "\n".join(
         f"| {r['G']} | {r['M']} | {r['D']} | {r['F']} | {r['flops'] / 1e9:.2f} | "
@@ -201,8 +234,14 @@ def run(quick: bool = False) -> TopicResult:
         f"({ACCELERATOR['name']}) is {ridge:.0f} FLOP/B: below it a kernel is memory-bound.\n\n"
         f"{head}\n|---|---|---|---|---|---|---|---|---|\n{table}\n\n"
         "No accelerator was used: the kernels ran in interpret mode on CPU, which checks "
-        "correctness only; their CPU times in the table of timings measure an interpreter on a "
-        "shared machine, not the kernels.")
+        "correctness only; their CPU times measure an interpreter on a shared machine, not "
+        "the kernels:\n\n| F/D | max err (" + " / ".join(
+            k[8:] for k in bench[0] if k.startswith("max_err_")) + ") | CPU ms, fused kernel "
+        "in interpret mode (minijax) | CPU ms, XLA's two ragged_dots (jax) |\n|---|---|---|---|\n"
+        + "\n".join(f"| {r['F'] // r['D']} | " + " / ".join(
+            f"{r[k]:.1g}" for k in r if k.startswith("max_err_"))
+            + f" | {r['cpu_interpret_ms_fused_minijax']:.2f} | "
+            f"{r['cpu_xla_ms_unfused_jax']:.3f} |" for r in bench))
     if not quick:
         res.sections.append("### Intensity vs F/D\n\n" + plot(
             "ragged-roofline", lambda fig: _draw_roofline(fig, rows)))

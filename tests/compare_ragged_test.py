@@ -25,4 +25,6 @@ def test_ragged_topic_quick_writes_its_json(tmp_path):
         assert {"G", "M", "D", "F", "flops", "bytes_fused", "bytes_unfused"} <= set(r)
         assert r["flops"] == 4 * r["M"] * r["D"] * r["F"] + r["M"] * r["F"]
         assert r["bytes_fused"] < r["bytes_unfused"]
+    bench = doc["cpu_interpret_benchmark"]  # correctness of the fused kernel over F/D
+    assert bench and all(r["max_err_minijax"] < 1e-4 for r in bench)
     assert doc["gpu"] is None
