@@ -10,8 +10,11 @@ expert MLP (chapter 28).
   kernels) against two `jax.lax.ragged_dot`s, forward and backward, under both.
 - **roofline**: FLOPs and HBM bytes, fused and unfused, over a grid of (G, M, D, F) with
   F/D in {1, 2, 4, 8}, and the roofline time of each on the published numbers of one
-  accelerator. No accelerator ran here (`"gpu": null`): CPU times of interpret-mode kernels
-  say nothing about speed and are labelled so.
+  accelerator.
+- **CPU benchmark**: the fused kernel against the two `ragged_dot`s for F/D in {1, 2, 4, 8}
+  (both modules in full runs, minijax only with `--quick`). No accelerator ran here
+  (`"gpu": null`): CPU times of interpret-mode kernels say nothing about speed and are
+  labelled so.
 """
 
 from __future__ import annotations
