@@ -126,8 +126,8 @@ def fused_mlp_checks(res: TopicResult, kernels: dict, m: int, d: int, f: int) ->
 def roofline_rows(quick: bool) -> list[dict]:
     """The cost model over the grid: G=8 experts, bf16, F/D in {1, 2, 4, 8}."""
     rows = []
-    for m in ((1024,) if quick else (1024, 8192)):
-        for d in ((512,) if quick else (512, 2048)):
+    for m in ((1024,) if quick else (1024, 16384)):
+        for d in ((512,) if quick else (128, 512, 2048)):
             for ratio in (1, 2, 4, 8):
                 c = ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
                 t_f, t_u = (ragged_kernels.roofline_time(
