@@ -65,6 +65,9 @@ class DotsSaveable:
             return not lhs_batch and not rhs_batch
         return True
 
+    def __repr__(self) -> str:  # as JAX's jaxprs print the policy
+        return f"DotsSaveable(only_if_no_batch_dims={self.only_if_no_batch_dims})"
+
 
 dots_saveable = DotsSaveable(False)
 dots_with_no_batch_dims_saveable = DotsSaveable(True)
@@ -405,6 +408,7 @@ def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprE
 
 # JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)
 remat_p = core.Primitive("remat2")
+remat_p.pp_param_formatters = {"policy": lambda p: core.mask_addresses(repr(p))}  # as JAX's
 remat_p.multiple_results = True
 remat_p.def_impl(_remat_impl)
 remat_p.def_abstract_eval(_remat_abstract_eval)
