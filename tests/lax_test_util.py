@@ -299,6 +299,7 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",
                 "dynamic_update_slice", "conv_general_dilated", "reduce_window_sum",
+                "select_and_gather_add", "select_and_scatter_add",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)
                 # primitives holding jaxprs: their transpose transposes the inner jaxpr
                 # (while's rule raises JAX's reverse-mode error, as JAX's does)
