@@ -20,11 +20,14 @@ import inspect
 import types
 from typing import Any, Callable, NamedTuple, Sequence
 
-from minijax import core
+import numpy as np
+
+from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
+from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
 
@@ -302,6 +305,10 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
             recomputed.append(eqn)
     old_res = jk.outvars[n_known_out:]
     # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
+    # saved intermediates first, then the inputs they need, as JAX orders them (its staged
+    # jaxpr takes the residuals, then the inputs)
+    n_in = len(jk.constvars) + len(jk.invars)
+    saved = saved[n_in:] + saved[:n_in]
     recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
     new_res = [v for v, u in safe_zip(saved, used) if u]
     known, _ = pe.dce_closed_jaxpr(
@@ -323,6 +330,32 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
     return known, ClosedJaxpr(jaxpr_u, consts_u), offloads
 
 
+# JAX: jax/_src/ad_checkpoint.py _insert_reduce_precision
+def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
+    """Round each float residual made by an equation that the known jaxpr also uses through
+    `reduce_precision` to its own format, right where it is made, so that XLA cannot keep it
+    in more precision in the forward pass than the saved copy has in the backward pass (as
+    JAX does; inputs passed on as they are need none)."""
+    jaxpr = closed.jaxpr
+    used = {x for e in jaxpr.eqns for x in e.invars if isinstance(x, Var)}
+    made = {o for e in jaxpr.eqns for o in e.outvars}
+    eqns = list(jaxpr.eqns)
+    for v in jaxpr.outvars[len(jaxpr.outvars) - num_res:]:
+        if v not in made or v not in used or not np.issubdtype(v.aval.dtype, np.inexact):
+            continue
+        info = dtypes.finfo(v.aval.dtype)
+        params = dict(exponent_bits=int(info.nexp), mantissa_bits=int(info.nmant))
+        new = Var(v.aval)
+        i = next(i for i, e in enumerate(eqns) if v in e.outvars)
+        if eqns[i].primitive is reduce_precision_p and eqns[i].params == params:
+            continue
+        e = eqns[i]
+        eqns[i] = JaxprEqn(e.invars, [new if o is v else o for o in e.outvars], e.primitive,
+                           e.params, e.effects)
+        eqns.insert(i + 1, JaxprEqn([new], [v], reduce_precision_p, params))
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
+
+
 def _move(x, kind: str):
     from minijax.dispatch import MemorySpace, device_put_p
     return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
@@ -336,6 +369,7 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     jaxpr_known, jaxpr_unknown, offloads = _recompute_residuals(
         jaxpr_known, jaxpr_unknown, num_res, policy or nothing_saveable)
     num_res = len(offloads)
+    jaxpr_known = _insert_reduce_precision(jaxpr_known, num_res)
     known_args, unknown_args = partition_list(unknowns, tracers)
     # The known part (the primal computation, plus any saved residuals) runs now, outside remat2.
     with core.set_current_trace(trace.parent_trace):
@@ -499,6 +533,9 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
     names = _arg_names(f, args, kwargs)
     # In JAX's order: literals, constants, arguments, then outputs of equations in program order
     res_vars = {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
+    # a residual rounded by reduce_precision (_insert_reduce_precision) comes from its operand
+    subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if e.primitive is reduce_precision_p}
+    res_vars = {subst.get(v, v) for v in res_vars}
     result = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, core.Literal)]
     result += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
     result += [(v.aval, f"from the argument {name}")

@@ -2384,8 +2384,9 @@ mlir.register_lowering(empty2_p, lambda ctx, *, dtype, memory_space:
 # JAX: jax/_src/lax/lax.py empty_like_shaped_array
 def empty_like_shaped_array(aval: ShapedArray):
     """An array of type `aval` whose values do not matter: `empty2`, broadcast."""
-    empty = empty2_p.bind(dtype=aval.dtype, memory_space=dispatch.MemorySpace.Device)
-    return broadcast_in_dim(_vary_like(empty, aval.vma), aval.shape, ())
+    empty = _vary_like(empty2_p.bind(dtype=aval.dtype, memory_space=dispatch.MemorySpace.Device),
+                       aval.vma)
+    return broadcast_in_dim(empty, aval.shape, ()) if aval.shape else empty
 
 
 # ---------------------------------------------------------------------------------------------
