@@ -305,12 +305,22 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
             recomputed.append(eqn)
     old_res = jk.outvars[n_known_out:]
     # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
-    # saved intermediates first, then the inputs they need, as JAX orders them (its staged
-    # jaxpr takes the residuals, then the inputs)
-    n_in = len(jk.constvars) + len(jk.invars)
-    saved = saved[n_in:] + saved[:n_in]
     recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
     new_res = [v for v, u in safe_zip(saved, used) if u]
+    # In JAX's order: the saved intermediates as the backward computation first reads them,
+    # then the inputs (JAX's staged jaxpr takes its residuals, then the inputs)
+    first_use: dict[Var, int] = {}
+    reads = [e.invars for e in recompute.eqns] + [
+        [recompute.outvars[i] for i, v in enumerate(jaxpr_unknown.jaxpr.invars[:num_res])
+         if v in e.invars] for e in jaxpr_unknown.jaxpr.eqns]
+    for k, xs in enumerate(reads):
+        for x in xs:
+            first_use.setdefault(x, k)
+    inputs = {*jk.constvars, *jk.invars}
+    new_res = (sorted((v for v in new_res if v not in inputs),
+                      key=lambda v: first_use.get(v, len(reads)))
+               + [v for v in new_res if v in inputs])
+    recompute = Jaxpr([], new_res, recompute.outvars, recompute.eqns)
     known, _ = pe.dce_closed_jaxpr(
         ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
                           jk.eqns), jaxpr_known.consts), instantiate=True)
