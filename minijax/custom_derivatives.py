@@ -637,6 +637,7 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, symbolic_zeros, i
 custom_lin_p = core.Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 custom_lin_p.pp_hidden_params = ("out_avals",)
+custom_lin_p.pp_param_formatters = {"in_zeros": lambda z: str(list(z))}  # JAX's is a list
 custom_lin_p.def_impl(_custom_vjp_forward_error)
 custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)
 # no jvp rule: custom_lin only exists inside linear (tangent) programs
