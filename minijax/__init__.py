@@ -4,7 +4,7 @@ The public names mirror `jax`: `minijax.jit`, `minijax.grad`, `minijax.numpy`, .
 Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
-from minijax import core  # noqa: F401  (first: core imports the eager path built on it)
+from minijax import core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import debug, errors, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)

@@ -430,13 +430,25 @@ def check_not_escaped(x) -> None:
         raise _escaped_error(x)
 
 
-# JAX: jax/_src/core.py EvalTrace
+def _no_eager_path(primitive, args, params):
+    raise RuntimeError(f"cannot evaluate '{primitive}' eagerly: minijax.dispatch, which installs "
+                       "the eager path, is not imported (import minijax)")
+
+
+# The eager path sits above core (it makes Arrays): minijax/dispatch.py installs its
+# apply_primitive here when it is imported, so core knows nothing of arrays.
+eager_apply: Callable[["Primitive", Sequence[Any], dict], Any] = _no_eager_path
+
+
+# JAX: jax/_src/core.py EvalTrace — differs: JAX's calls `primitive.impl`, which
+# jax/_src/lax/utils.py sets to `partial(dispatch.apply_primitive, prim)`; minijax's `impl` is
+# the NumPy rule, and the one eager path is installed by dispatch (`eager_apply`)
 class EvalTrace(Trace):
     """The bottom trace: a primitive is evaluated right away on concrete values, by
     `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        return apply_primitive(primitive, tracers, params)
+        return eager_apply(primitive, tracers, params)
 
 
 # JAX: jax/_src/dispatch.py check_special
@@ -1139,8 +1151,3 @@ def pp_toplevel_jaxpr(jaxpr: Jaxpr, names: NameContext | None = None) -> str:
     docs.append(_pp_jaxpr_doc(jaxpr, names))
     return _format(_concat(docs))
 
-
-# The eager path and the Array type are built on this module, so they are imported last:
-# EvalTrace hands each primitive to apply_primitive, which wraps NumPy results as Arrays.
-from minijax.array import array_from_numpy  # noqa: E402,F401
-from minijax.dispatch import apply_primitive  # noqa: E402

@@ -114,6 +114,9 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     return out
 
 
+core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each primitive here
+
+
 def _on_auto_mesh(args) -> bool:
     """Whether an operand is laid out over several devices without a sharding in its type
     (an Auto mesh): its result's layout is then XLA's choice, so the op runs on the mesh."""

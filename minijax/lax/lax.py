@@ -19,6 +19,7 @@ import numpy as np
 from minijax import core, dispatch, dtypes
 from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
+from minijax.array import array_from_numpy
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
@@ -1076,7 +1077,7 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
             return x
         val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
                                          weak_type=weak_type)
-        return core.array_from_numpy(val, weak_type)
+        return array_from_numpy(val, weak_type)
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return x

@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 from minijax import core, dtypes
 from minijax.ad_util import Zero
+from minijax.array import array_from_numpy
 from minijax.core import ClosedJaxpr, Jaxpr, ShapedArray, Tracer, Var
 from minijax.interpreters import batching
 from minijax.interpreters import partial_eval as pe
@@ -103,7 +104,7 @@ def as_array(x, aval: ShapedArray):
     re-evaluated eagerly lose their weak type)."""
     if isinstance(x, Tracer) or getattr(x, "aval", None) == aval:
         return x
-    return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
+    return array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
 
 
 def is_zero(t) -> bool:
