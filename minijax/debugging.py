@@ -137,7 +137,7 @@ def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> 
     the operands replicated along them) and it runs where their index is 0: once per shard
     of the manual axes. With an Explicit axis among the others, NotImplementedError for a
     value of the body (JAX refuses to close a shard_map over it; constants are fine)."""
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     from minijax.mesh import AxisType
     ir, hlo = mlir.ir, mlir.hlo
     rest = tuple(a for a in mesh.axis_names if a not in manual)

@@ -811,8 +811,7 @@ def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
 def _sharding_constraint_lowering(ctx, x, *, sharding):
-    from jax.extend.mlir.dialects import sdy
-    return sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
 
 
 sharding_constraint_p = core.Primitive("sharding_constraint")
@@ -883,7 +882,7 @@ def _reshard_batch_rule(vals, dims, *, axis_size, dst_sharding, concrete_mesh):
 
 
 def _reshard_lowering(ctx, x, *, dst_sharding, concrete_mesh):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     if dst_sharding.mesh.are_all_axes_auto:  # nothing typed: the partitioner decides
         return x
     s = dst_sharding if concrete_mesh is None else NamedSharding(concrete_mesh,

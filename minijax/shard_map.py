@@ -543,7 +543,7 @@ def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_s
 # JAX: jax/_src/shard_map.py _shard_map_lowering_shardy
 def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                         newly_manual_axes):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     ir = mlir.ir
 
     partial = newly_manual_axes != frozenset(mesh.axis_names)

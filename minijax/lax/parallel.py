@@ -705,7 +705,7 @@ def _axis_index_lowering(ctx_, *, axis_name):
     if manual != frozenset(mesh.axis_names):
         # partial-manual body: partition_id is read in a region manual along the other axes
         # too (JAX does the same), so that the partitioner leaves it alone
-        from jax.extend.mlir.dialects import sdy
+        sdy = mlir.sdy
         rest = [a for a in mesh.axis_names if a not in manual]
         mlir.sharding_attr(_replicated(mesh), 0)  # the module's mesh
         none = mlir.ir.Attribute.parse("#sdy.sharding_per_value<[]>")
