@@ -38,6 +38,19 @@ def default_device():
     return backend().local_devices()[0]
 
 
+# JAX: jax/_src/lax/linalg.py register_module_custom_calls
+def lapack_target(fn_base: str, dtype) -> str:
+    """The name of jaxlib's LAPACK kernel `fn_base` for `dtype` (`lapack_sgetrf_ffi`, ...),
+    the target of a lowering's custom call. NotImplementedError if jaxlib has none."""
+    # jaxlib's lapack module names the kernels and points them at scipy's LAPACK
+    # (`prepare_lapack_call` initializes that); importing jax registered them with XLA
+    from jaxlib import lapack
+    name = lapack.prepare_lapack_call(fn_base, np.dtype(dtype))
+    if name not in lapack._lapack.registrations():
+        raise NotImplementedError(f"jaxlib does not provide the LAPACK kernel {name}")
+    return name
+
+
 # JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
