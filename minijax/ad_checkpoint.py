@@ -27,6 +27,8 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
+from minijax.api import vjp
+from minijax.dispatch import device_put_p, MemorySpace
 
 # ---------------------------------------------------------------------------------------------
 # Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be
@@ -321,7 +323,6 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
 
 
 def _move(x, kind: str):
-    from minijax.dispatch import MemorySpace, device_put_p
     return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
 
 
@@ -483,7 +484,6 @@ def _arg_names(f: Callable, args: tuple, kwargs: dict) -> list[str]:
 def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray, str]]:
     """The residuals `vjp(f, *args)` keeps for the backward pass, as (aval, where it comes
     from): a literal, a constant, an argument, a named value or the output of a primitive."""
-    from minijax.api import vjp
     flat, in_tree = tree_flatten((args, kwargs))
 
     def residuals(*leaves):

@@ -22,6 +22,8 @@ from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
+from minijax import numpy as jnp, sharding as msh
+from minijax.dispatch import device_put_p
 
 
 def _as_arrays(xs: list) -> list:
@@ -453,7 +455,6 @@ def _std_basis(flat_leaves) -> tuple[Any, list[int]]:
 
 def _split_basis(basis_rows, leaves, sizes):
     """Cut a (k, total) batch of flat vectors into per-leaf arrays of shape leaf.shape."""
-    from minijax import numpy as jnp
     out, start = [], 0
     for x, n in zip(leaves, sizes):
         aval = core.get_aval(x)
@@ -507,7 +508,6 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 def _split_last(o, flat_in, sizes):
-    from minijax import numpy as jnp
     out, start = [], 0
     lead = o.shape[:-1]
     for x, n in zip(flat_in, sizes):
@@ -542,7 +542,6 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         per_in = []
         for r in flat_rows:
             pieces, start = [], 0
-            from minijax import numpy as jnp
             for yl, n in zip(flat_out, sizes):
                 piece = r[start:start + n]
                 pieces.append(jnp.reshape(piece, core.get_aval(yl).shape + r.shape[1:]))
@@ -625,10 +624,8 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
-    from minijax import sharding as msh
     device = msh.canonicalize_sharding(device, "device_put")
     if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
-        from minijax.dispatch import device_put_p  # inside a transformation: a primitive
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))

@@ -22,6 +22,8 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax import sharding as msh
+from minijax.interpreters import mlir
 
 # Counters tests read: persistent-cache hits and misses in this process.
 persistent_cache_stats = {"hits": 0, "misses": 0}
@@ -90,7 +92,6 @@ def compile(module, devices: Sequence[Any] | None = None,
         options.env_option_overrides = list(compiler_options.items())
     if host_callbacks:
         # jaxlib takes the callables only with the module object, not its text
-        from minijax.interpreters import mlir
         if isinstance(module, str):
             with mlir.make_ir_context():
                 module = mlir.ir.Module.parse(text)
@@ -402,7 +403,6 @@ def _buffer_sharding(sharding):
     ShapedArray above: which device holds which slice is decided by minijax
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
-    from minijax import sharding as msh
     kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
     if isinstance(sharding, msh.SingleDeviceSharding):
         return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
@@ -457,7 +457,6 @@ def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
 
 def _named_shardings(protos, mesh, avals) -> list:
     from jaxlib import xla_client as xc
-    from minijax import sharding as msh
     out = []
     for proto, aval in zip(protos, avals):
         hlo = xc.HloSharding.from_proto(proto)
@@ -482,7 +481,6 @@ class ExecuteSharded(ExecuteReplicated):
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
-        from minijax import sharding as msh
         self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),

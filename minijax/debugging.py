@@ -25,6 +25,7 @@ from minijax.callback import emit_python_callback, index_in_dim
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax import parallel
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.mesh import AxisType
 
 
 # JAX: jax/_src/debugging.py DebugEffect
@@ -138,7 +139,6 @@ def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> 
     of the manual axes. With an Explicit axis among the others, NotImplementedError for a
     value of the body (JAX refuses to close a shard_map over it; constants are fine)."""
     sdy = mlir.sdy
-    from minijax.mesh import AxisType
     ir, hlo = mlir.ir, mlir.hlo
     rest = tuple(a for a in mesh.axis_names if a not in manual)
     types = dict(zip(mesh.axis_names, mesh.axis_types))

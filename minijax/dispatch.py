@@ -27,6 +27,11 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax import sharding as msh
+from minijax.ad_util import Zero
+from minijax.compiler import default_device
+from minijax.interpreters import ad, batching, mlir
+from minijax.pjit import jit
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
@@ -137,7 +142,6 @@ def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
     results laid out as XLA's sharding propagation decides (cached per signature)."""
     run = _mesh_callables.get(key) if key is not None else None
     if run is None:
-        from minijax.pjit import jit
         run = jit(lambda *a: prim.bind(*a, **params))
         if key is not None:
             if len(_mesh_callables) >= _MAX_CALLABLES:
@@ -216,7 +220,6 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
     """Sharding in types, eagerly: a result whose aval carries a sharding is laid out that
     way on the mesh of the operands (or the mesh in context). JAX runs such an op as a
     small program on the mesh; minijax computes it with NumPy and places the result."""
-    from minijax import sharding as msh
 
     def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
@@ -280,14 +283,12 @@ device_put_p.multiple_results = True
 
 
 def _device_put_impl(*xs, devices, srcs):
-    from minijax import api
+    from minijax import api  # not at the top: api imports this module
     outs = []
     for x, d in zip(xs, devices):
         if isinstance(d, MemorySpace):
             sharding = x.sharding if isinstance(x, Array) else None
             if sharding is None:
-                from minijax import sharding as msh
-                from minijax.compiler import default_device
                 sharding = msh.SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
         outs.append(api.device_put(x, d))
@@ -299,7 +300,6 @@ def _device_put_abstract_eval(*avals, devices, srcs):
 
 
 def _device_put_jvp(primals, tangents, *, devices, srcs):
-    from minijax.ad_util import Zero
     outs = device_put_p.bind(*primals, devices=devices, srcs=srcs)
     nz = [(i, t) for i, t in enumerate(tangents) if not isinstance(t, Zero)]
     t_outs = device_put_p.bind(*[t for _, t in nz], devices=tuple(devices[i] for i, _ in nz),
@@ -310,7 +310,6 @@ def _device_put_jvp(primals, tangents, *, devices, srcs):
 
 def _device_put_transpose(cts, *xs, devices, srcs):
     # back to where each value came from; a None source means "leave it where it is"
-    from minijax.ad_util import Zero
     return [ct if isinstance(ct, Zero) or s is None else
             device_put_p.bind(ct, devices=(s,), srcs=(d,))[0]
             for ct, d, s in zip(cts, devices, srcs)]
@@ -325,7 +324,6 @@ def _device_put_lowering(ctx, *xs, devices, srcs):
 
 
 def _register_device_put() -> None:
-    from minijax.interpreters import ad, batching, mlir
     device_put_p.def_impl(_device_put_impl)
     device_put_p.def_abstract_eval(_device_put_abstract_eval)
     ad.primitive_jvps[device_put_p] = _device_put_jvp

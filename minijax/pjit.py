@@ -30,6 +30,7 @@ from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
 from minijax.util import safe_zip, split_list
+from minijax import sharding as msh
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
 logger = logging.getLogger("minijax")
@@ -723,7 +724,6 @@ def _sharding_per_leaf(shardings, tree, op: str, what: str) -> list:
     """One canonical sharding per leaf of `tree`: `shardings` is a single NamedSharding or
     PartitionSpec (for every leaf) or a pytree of them with `tree`'s structure. Raises
     ValueError naming `op` when the structures differ."""
-    from minijax import sharding as msh
     if isinstance(shardings, (NamedSharding, PartitionSpec)):
         shs = [shardings] * tree.num_leaves
     else:
@@ -745,7 +745,6 @@ def with_sharding_constraint(x, shardings):
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
     shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
@@ -791,7 +790,6 @@ def _sharding_constraint_impl(x, *, sharding):
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    from minijax import sharding as msh
     s = msh.aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
     return x if s is None or s == x.sharding else x.update(sharding=s)
 
@@ -837,7 +835,6 @@ def reshard(xs, out_shardings):
 
     Raises ValueError as `device_put` does (spec longer than the rank, indivisible
     dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(xs)
     shs = _sharding_per_leaf(out_shardings, tree, "reshard", "out_shardings")
     for v, s in zip(leaves, shs):
@@ -862,7 +859,6 @@ def _reshard_impl(x, *, dst_sharding, concrete_mesh):
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):
-    from minijax import sharding as msh
     return x.update(sharding=msh.aval_sharding(dst_sharding, x.ndim))
 
 
@@ -906,7 +902,6 @@ mlir._lays_out_itself.add(reshard_p)
 # ---------------------------------------------------------------------------------------------
 
 def _retyped_mesh(axes, to, api: str):
-    from minijax import sharding as msh
     outer = msh.get_concrete_mesh()
     if outer is None:
         raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
@@ -919,7 +914,6 @@ def _retyped_mesh(axes, to, api: str):
 
 def _spec_without(spec, mesh) -> PartitionSpec:
     """`spec` naming only `mesh`'s Explicit axes (JAX: core.modify_spec_for_auto_manual)."""
-    from minijax import sharding as msh
     keep = set(mesh.explicit_axes)
     out = []
     for p in spec:
@@ -955,7 +949,6 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         out_s = _given_or_keyword(out_sharding, kwargs, "out_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
         with msh.set_mesh(inner):
             args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
@@ -977,7 +970,6 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         in_s = _given_or_keyword(in_sharding, kwargs, "in_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
         with msh.set_mesh(inner):
             args = reshard(args, in_s)

@@ -33,6 +33,8 @@ from minijax.lax import parallel
 from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import safe_zip, split_list
+from minijax import pjit
+from minijax.lax import lax
 
 _CHAPTER = "chapters/13-shard-map.md"
 
@@ -343,7 +345,6 @@ def _bind(args, consts, *, jaxpr, in_specs, **params) -> list:
 
 # JAX: jax/_src/shard_map.py _shard_map_impl — differs: always compiled (as one jit call)
 def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_manual_axes):
-    from minijax import pjit
     params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                   check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     avals = tuple(core.get_aval(x).strip_weak_type() for x in args)
@@ -406,7 +407,6 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     tangent work, recorded), laid out as JAX's linearize rule lays them out: the known call
     returns the residuals first, then its outputs; a residual that is a known input or a known
     output is passed straight to the unknown call instead of being returned again."""
-    from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
     with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
@@ -613,7 +613,6 @@ core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 
 def _register_vma_primitives() -> None:
-    from minijax import pjit
     core.vma_primitives.update({shard_map_p, pjit.jit_p})
 
 

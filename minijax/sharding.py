@@ -26,6 +26,8 @@ import numpy as np
 from minijax.mesh import (  # noqa: F401 (re-exported)
     AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, make_mesh, set_mesh,
 )
+from minijax import core, dtypes
+from minijax.tree_util import tree_flatten, tree_unflatten
 
 
 # JAX: jax/_src/sharding.py IndivisibleError
@@ -180,7 +182,7 @@ class Sharding:
     # (jax.distributed), the devices of this one
     @property
     def addressable_devices(self) -> set:
-        from minijax import compiler
+        from minijax import compiler  # not at the top: compiler imports this module
         me = compiler.backend().process_index()
         return {d for d in self._device_assignment if d.process_index == me}
 
@@ -384,9 +386,8 @@ def spec_for_device_map(mesh: Mesh, shape: tuple, index_of: dict) -> PartitionSp
 def device_put_sharded_tree(x, sharding: Sharding):
     """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
     first (rank, divisibility), then each is cut into blocks and placed (committed)."""
-    from minijax import compiler, core
-    from minijax.array import Array
-    from minijax.tree_util import tree_flatten, tree_unflatten
+    from minijax import compiler  # not at the top: compiler imports this module
+    from minijax.array import Array  # not at the top: array imports this module
     leaves, tree = tree_flatten(x)
     avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
     for aval in avals:  # all checks before any placement: nothing is left half-placed
@@ -415,8 +416,7 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
     `data_callback(index)` (index: a tuple of slices into the global array). The callback is
     called once per distinct block; its results must have the block's shape.
     Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
-    from minijax import core
-    from minijax.array import Array
+    from minijax.array import Array  # not at the top: array imports this module
     shape = tuple(shape)
     index_map = sharding.devices_indices_map(shape)
     blocks: dict = {}
@@ -431,7 +431,6 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
             out = np.empty(shape, b.dtype)
         want = out[idx].shape
         if b.shape != want:  # JAX's message, the array's type included
-            from minijax import dtypes
             aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
                                     sharding=aval_sharding(sharding, len(shape)))
             raise ValueError(f"Expected shard shape {want} doesn't match the single device "
@@ -445,7 +444,7 @@ def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=Non
 
 
 def _place(value, sharding):
-    from minijax import compiler
+    from minijax import compiler  # not at the top: compiler imports this module
     return compiler.device_put_sharded(value, sharding)
 
 
@@ -668,7 +667,7 @@ def normalize_to_ndim(s: "NamedSharding | None", ndim: int) -> "NamedSharding | 
 def reshard(xs, out_shardings):
     """Change the sharding of the values of `xs` (and of their types): see
     `minijax/pjit.py: reshard`, where the primitive lives, next to with_sharding_constraint."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.reshard(xs, out_shardings)
 
 
@@ -754,11 +753,11 @@ def visualize_array_sharding(arr, **kwargs) -> None:
 
 def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     """See `minijax/pjit.py: auto_axes`."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.auto_axes(f, axes=axes, out_sharding=out_sharding)
 
 
 def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     """See `minijax/pjit.py: explicit_axes`."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.explicit_axes(f, axes=axes, in_sharding=in_sharding)

@@ -16,6 +16,7 @@ import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+from minijax import sharding as msh
 
 _CHAPTER = "chapters/07-jit.md"
 
@@ -323,7 +324,7 @@ def _place_callbacks(module, mesh, module_ctx: ModuleContext) -> None:
     callback's `sharding=`), on the whole logical operands, as JAX's MAXIMAL sharding does.
     (Callbacks inside `shard_map` run on every device: `minijax/callback.py:
     emit_python_callback` annotates those with `@empty_mesh`.)"""
-    from minijax import compiler
+    from minijax import compiler  # not at the top: compiler imports this module
     devices = list(getattr(mesh, "devices_flat", ()) if mesh is not None else
                    [compiler.default_device()])
     indices = set()
@@ -365,7 +366,6 @@ def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module.
     `open_auto` (sharding in types, on a mesh with Auto axes): every dimension is left open to
     further splitting over the Auto axes (`{?}`, `{"y", ?}`), as JAX's types say nothing of them."""
-    from minijax import sharding as msh
     mesh = sharding.mesh
     if _sharding_state:  # one mesh per module: same names and sizes (axis types may differ,
         used = _sharding_state[-1]  # as under auto_axes), same devices if both are concrete
@@ -418,7 +418,6 @@ def memory_kind(sharding) -> str:
 def _value_attrs(s, aval, kinds: bool) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
     `mhlo.memory_kind` for one input or output."""
-    from minijax import sharding as msh
     d = {}
     if isinstance(s, msh.NamedSharding):
         d["sdy.sharding"] = sharding_attr(s, aval.ndim)

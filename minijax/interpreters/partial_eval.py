@@ -130,6 +130,7 @@ class DynamicJaxprTrace(core.Trace):
     def _process_varying(self, primitive, invars, params):
         """Inside shard_map: operands that vary along fewer manual axes than the others get a
         `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
+        # not at the top: lax -> lax.control_flow.loops imports this module
         from minijax.lax.parallel import pvary_p
         vma = frozenset().union(*(v.aval.vma for v in invars))
         invars = [v if v.aval.vma == vma else self.emit(

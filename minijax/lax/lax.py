@@ -25,6 +25,9 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 from minijax.util import canonicalize_axis
+from minijax.lax import parallel
+from minijax.pjit import reshard_p
+from minijax.tree_util import tree_map
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -331,7 +334,6 @@ def stop_gradient(x):
             return stop_gradient_p.bind(leaf)
         core.get_aval(leaf)  # the TypeError for strings and other non-arrays
         return leaf
-    from minijax.tree_util import tree_map
     return tree_map(stop, x)
 
 
@@ -2197,7 +2199,6 @@ def _const(example, val):
 def _replicated_scalar(val, mesh):
     """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
     that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
-    from minijax.pjit import reshard_p  # the primitive lives next to with_sharding_constraint
     return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
                           concrete_mesh=None)
 
@@ -2234,7 +2235,6 @@ def _vary_like(out, vma):
     # JAX: jax/_src/lax/lax.py _full_like_insert_pvary — inside shard_map, as varying as `x`
     if not vma:
         return out
-    from minijax.lax import parallel
     return parallel.pvary(out, tuple(sorted(vma)))
 
 

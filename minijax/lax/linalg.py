@@ -27,6 +27,7 @@ from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import lax
+from minijax.lax.control_flow import fori_loop
 
 # ---------------------------------------------------------------------------------------------
 # Helpers on lax values (batched over leading axes)
@@ -705,7 +706,6 @@ def _lu_jvp(primals, tangents):
 # body serves every batch shape
 def _lu_pivots_to_permutation(pivots, permutation_size: int):
     """Apply the row swaps `i <-> pivots[..., i]` in order to the identity permutation."""
-    from minijax.lax.control_flow import fori_loop
     *batch, k = _shape(pivots)
     shape = (*batch, permutation_size)
     positions = lax.broadcasted_iota(np.int32, shape, len(batch))

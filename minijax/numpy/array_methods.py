@@ -13,6 +13,7 @@ from minijax import core
 from minijax.array import Array
 from minijax.lax import slicing
 from minijax.numpy import indexing
+from minijax import numpy as jnp
 
 
 def _defer_to_unrecognized(binary):
@@ -39,7 +40,6 @@ def _swap(f):
 
 
 def _set_methods(cls) -> None:
-    from minijax import numpy as jnp
     binops = {
         "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "truediv": jnp.true_divide,
         "floordiv": jnp.floor_divide, "mod": jnp.remainder, "pow": jnp.power,
