@@ -274,7 +274,7 @@ class Primitive:
     pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
     pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
-    _eager_last: tuple | None = None  # minijax/dispatch.py: the last eager signature and rule
+    _eager_last: tuple | None = None  # the eager path's memo (minijax/dispatch.py _last_call)
 
     def __init__(self, name: str) -> None:
         self.name = name

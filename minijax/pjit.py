@@ -29,7 +29,7 @@ from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import sharding as msh
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
@@ -274,7 +274,7 @@ def _leaf_avals(leaves) -> tuple | None:
 
 
 # insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
-_dict_leaf_getters: dict[tuple, Callable] = {}
+_dict_leaf_getters: BoundedCache = BoundedCache(1024)
 
 
 def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
@@ -291,9 +291,7 @@ def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
             except TypeError:  # keys that do not sort: tree_flatten raises it
                 getter = None
             else:
-                if len(_dict_leaf_getters) >= 1024:
-                    _dict_leaf_getters.clear()
-                _dict_leaf_getters[keys] = getter
+                _dict_leaf_getters.put(keys, getter)
         if getter is not None:
             leaves = getter(d)
             avals = [x.aval for x in leaves if type(x) is Array]

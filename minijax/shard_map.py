@@ -32,7 +32,7 @@ from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
 from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import pjit
 from minijax.lax import lax
 
@@ -353,15 +353,13 @@ def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_ma
     if hit is None or hit[0] is not jaxpr:
         j, consts, _ = pe.trace_to_jaxpr_dynamic(lambda *xs: shard_map_p.bind(*xs, **params),
                                                  list(avals), purpose="shard_map")
-        if len(_eager_cache) >= 256:
-            _eager_cache.clear()
-        hit = _eager_cache[key] = (jaxpr, ClosedJaxpr(j, consts))
+        hit = _eager_cache.put(key, (jaxpr, ClosedJaxpr(j, consts)))
     return pjit.bind_jit(hit[1], args, "shard_map")
 
 
 # (id of the body, params, avals) -> (body, the one-equation jaxpr jit compiles); the body is
 # kept so that its id stays its own. Eager calls of one shard_map reuse one executable.
-_eager_cache: dict = {}
+_eager_cache: BoundedCache = BoundedCache(256)
 
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
