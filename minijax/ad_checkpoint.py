@@ -399,9 +399,7 @@ def _remat_lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
 
 def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
     inner, used_inputs = pe.dce_jaxpr(eqn.params["jaxpr"], used_outputs)
-    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
-                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-                       params=dict(eqn.params, jaxpr=inner))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=inner)
 
 
 # JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)

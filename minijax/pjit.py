@@ -233,10 +233,7 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
     # memoized, so DCE keeps handing out the same inner jaxpr object (caches key on identity)
     new_closed, used_inputs = _dce_of(eqn.params["jaxpr"], tuple(used_outputs))
     donated = tuple(d for d, u in zip(eqn.params["donated_invars"], used_inputs) if u)
-    return eqn.replace(
-        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
-        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, jaxpr=new_closed, donated_invars=donated))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=new_closed, donated_invars=donated)
 
 
 jit_p = core.Primitive("jit")

@@ -262,6 +262,17 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
 dce_rules: dict[core.Primitive, Callable] = {}
 
 
+# JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr_closed_call_rule — differs: only the
+# equation's tail; each rule has dead-code-eliminated its own jaxpr(s) into `params`
+def dce_eqn(eqn: JaxprEqn, used_inputs: Sequence[bool], used_outputs: Sequence[bool],
+            **params) -> JaxprEqn:
+    """`eqn` with only its used inputs and outputs and `params` replaced: the end of the DCE
+    rule of a primitive that holds a jaxpr (jit, remat, cond...)."""
+    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
+                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
+                       params=dict(eqn.params, **params))
+
+
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr
 def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
               instantiate: bool | Sequence[bool] = False) -> tuple[Jaxpr, list[bool]]:

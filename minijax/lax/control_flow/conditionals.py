@@ -396,10 +396,7 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
         used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
     new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)[0]
                          for b in branches)
-    return eqn.replace(
-        invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],
-        outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, branches=new_branches))
+    return pe.dce_eqn(eqn, [True, *used_inputs], used_outputs, branches=new_branches)
 
 
 cond_p = core.Primitive("cond")
