@@ -193,16 +193,6 @@ class Array:
     def __index__(self):
         return int(self._value().__index__())
 
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
-
     def __format__(self, spec):
         return format(self._value().item(), spec) if self.ndim == 0 else str(self)
 

@@ -586,16 +586,6 @@ class Tracer:
             "through tracers; use minijax.numpy instead of numpy inside transformed "
             f"functions. See {_CHAPTER_TRACING}.")
 
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
-
     __hash__ = None  # tracers are unhashable, as in JAX
 
     # JAX: jax/_src/core.py Tracer._short_repr — subclasses print their payload, e.g.
