@@ -65,11 +65,14 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 
 # JAX: jax/_src/pjit.py _resolve_and_lower + compile — differs: cached on the jaxpr's identity
 @api_util.identity_cache
-def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
+def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
+              in_shardings: tuple = (), out_shardings: tuple = ()
               ) -> compiler.ExecuteReplicated:
-    """Lower and compile `jaxpr` once; the executor every call of it goes through."""
+    """Lower and compile `jaxpr` once; the executor every call of it goes through. With
+    shardings (per input/output a NamedSharding or None), the program for those layouts."""
     donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated).compile())
+    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
+                                                     in_shardings, out_shardings).compile())
 
 
 def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
@@ -85,24 +88,14 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     return executor
 
 
-# JAX: jax/_src/pjit.py _resolve_in_shardings / _resolve_out_shardings
-@api_util.identity_cache
-def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
-                      in_shardings: tuple, out_shardings: tuple) -> compiler.ExecuteReplicated:
-    """`_executor` for a call with shardings: per input/output a NamedSharding or None."""
-    donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
-                                                     in_shardings, out_shardings).compile())
-
-
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
     if array_mod.sharded_arrays_made:
         # arguments laid out on a mesh keep their layouts (as a top-level call does)
         shardings = tuple(x._sharding if type(x) is Array else None for x in args)
         if any(s is not None for s in shardings):
-            return _sharded_executor(jaxpr, donated_invars, name, shardings,
-                                     (None,) * len(jaxpr.out_avals))(args)
+            return _executor(jaxpr, donated_invars, name, shardings,
+                             (None,) * len(jaxpr.out_avals))(args)
     return _executor(jaxpr, donated_invars, name)(args)
 
 
@@ -474,7 +467,7 @@ class JitWrapped:
             in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
                                                                     in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
-            executor = _sharded_executor(closed, donated, self.__name__, in_sh, out_sh)
+            executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
         consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
