@@ -29,7 +29,8 @@ from minijax.lax.lax import stop_gradient  # noqa: F401
 from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
 
 from minijax import sharding  # noqa: F401
-from minijax.sharding import P, make_array_from_callback, make_mesh, set_mesh  # noqa: F401
+from minijax.api import make_array_from_callback  # noqa: F401
+from minijax.sharding import P, make_mesh, set_mesh  # noqa: F401
 from minijax.shard_map import shard_map  # noqa: F401,E402
 
 __version__ = "0.1.0"

@@ -607,6 +607,38 @@ def effects_barrier() -> None:
     compiler.runtime_tokens.block_until_ready()
 
 
+# JAX: jax/_src/array.py make_array_from_callback
+def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype=None):
+    """An Array of global `shape` laid out by `sharding`, whose block on each device is
+    `data_callback(index)` (index: a tuple of slices into the global array). The callback is
+    called once per distinct block; its results must have the block's shape.
+    Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
+    shape = tuple(shape)
+    index_map = sharding.devices_indices_map(shape)
+    blocks: dict = {}
+    out = None
+    for d in sharding._device_assignment:
+        idx = index_map[d]
+        key = tuple((sl.start, sl.stop) for sl in idx)
+        if key not in blocks:
+            blocks[key] = np.asarray(data_callback(idx), dtype=dtype)
+        b = blocks[key]
+        if out is None:
+            out = np.empty(shape, b.dtype)
+        want = out[idx].shape
+        if b.shape != want:  # JAX's message, the array's type included
+            aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
+                                    sharding=msh.aval_sharding(sharding, len(shape)))
+            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                             f"array shape {b.shape}. Shape of Array is {aval} with sharding "
+                             f"{sharding}")
+        out[idx] = b
+    aval = core.ShapedArray(shape, out.dtype)
+    if isinstance(sharding, msh.SingleDeviceSharding):
+        return Array(aval, out, None, True)
+    return Array(aval, None, compiler.device_put_sharded(out, sharding), True, sharding)
+
+
 # JAX: jax/_src/api.py device_put — differs: single devices other than the default one and
 # memory kinds are not supported
 def device_put(x, device=None):
@@ -632,7 +664,7 @@ def device_put(x, device=None):
         return tree_unflatten(tree, outs)
     if isinstance(device, msh.NamedSharding) or (
             isinstance(device, msh.SingleDeviceSharding) and device.memory_kind != "device"):
-        return msh.device_put_sharded_tree(x, device)  # blocks, or another memory kind
+        return compiler.device_put_sharded_tree(x, device)  # blocks, or another memory kind
     if isinstance(device, msh.SingleDeviceSharding):
         device = device._device
     if device is not None and device != compiler.default_device():

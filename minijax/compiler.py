@@ -24,6 +24,7 @@ from minijax.array import Array
 from minijax.config import config
 from minijax import sharding as msh
 from minijax.interpreters import mlir
+from minijax.tree_util import tree_flatten, tree_unflatten
 
 # Counters tests read: persistent-cache hits and misses in this process.
 persistent_cache_stats = {"hits": 0, "misses": 0}
@@ -349,6 +350,32 @@ class ExecutePlaced(ExecuteReplicated):
         outs = super().__call__(args, consts)
         return [o if s is None else Array(o.aval, None, o._buf, True, s)
                 for o, s in zip(outs, self.placed)]
+
+
+# JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
+def device_put_sharded_tree(x, sharding: msh.Sharding):
+    """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
+    first (rank, divisibility), then each is cut into blocks and placed (committed)."""
+    leaves, tree = tree_flatten(x)
+    avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
+    for aval in avals:  # all checks before any placement: nothing is left half-placed
+        if not isinstance(sharding, msh.NamedSharding):  # one device (in some memory kind)
+            continue
+        try:
+            sharding.spec._check_compatible_wrt_shape(aval.shape)
+        except ValueError as e:
+            raise ValueError(f"One of device_put args is incompatible with its sharding "
+                             f"annotation {sharding}: {e}") from None
+        sharding.check_compatible_aval(aval.shape)
+    out = []
+    for leaf, aval in zip(leaves, avals):
+        if isinstance(leaf, Array) and leaf._sharding == sharding:
+            out.append(leaf)
+            continue
+        val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
+        buf = device_put_sharded(np.asarray(val), sharding)
+        out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
+    return tree_unflatten(tree, out)
 
 
 def device_put_arg(x, aval: core.ShapedArray, index: int):

@@ -766,7 +766,7 @@ def with_sharding_constraint(x, shardings):
     if all(explicit):
         return x
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
@@ -831,7 +831,7 @@ def reshard(xs, out_shardings):
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
         s.check_compatible_aval(core.get_aval(v).shape)
     if core.trace_ctx.trace is core.eval_trace:
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = []
     for v, s in zip(leaves, shs):
