@@ -366,6 +366,38 @@ def _broadcast_prefix(prefix, tree, what: str) -> list:
     return [d for d, sub in zip(entries, subtrees) for d in [d] * len(tree_flatten(sub)[0])]
 
 
+# JAX: jax/_src/api.py _mapped_axis_size
+def _mapped_axes_and_size(flat: list, dims: list, axis_size: int | None
+                          ) -> tuple[list[int | None], int]:
+    """Each flat argument's mapped axis made non-negative (None: not mapped), and the one size
+    of those axes. ValueError for an axis out of range, no mapped argument without
+    `axis_size`, or inconsistent sizes."""
+    sizes = []
+    norm_dims = []
+    for i, (x, d) in enumerate(zip(flat, dims)):
+        if d is None:
+            norm_dims.append(None)
+            continue
+        aval = core.get_aval(x)
+        if not -aval.ndim <= d < aval.ndim:
+            raise ValueError(f"vmap was requested to map its argument along axis {d}, "
+                             "which implies that its rank should be at least "
+                             f"{d + 1 if d >= 0 else -d}, "
+                             f"but is only {aval.ndim} (its shape is {aval.shape})")
+        d = d % aval.ndim
+        norm_dims.append(d)
+        sizes.append((aval.shape[d], i, aval))
+    if not sizes and axis_size is None:
+        raise ValueError("vmap must have at least one non-None value in in_axes")
+    size = axis_size if axis_size is not None else sizes[0][0]
+    if any(s != size for s, _, _ in sizes):
+        lines = "\n".join(f"  * argument leaf {i} of type {a.str_short()} has size {s} "
+                          f"along its mapped axis" for s, i, a in sizes)
+        raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
+                         f"{lines}")
+    return norm_dims, size
+
+
 # JAX: jax/_src/api.py vmap
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None):
     """Vectorize `fun` over a new leading (or `in_axes`) axis.
@@ -393,29 +425,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         flat, in_tree = tree_flatten(args)
         dims = _broadcast_prefix(in_axes if isinstance(in_axes, tuple) else in_axes, args,
                                  "in_axes")
-        sizes = []
-        norm_dims = []
-        for i, (x, d) in enumerate(zip(flat, dims)):
-            if d is None:
-                norm_dims.append(None)
-                continue
-            aval = core.get_aval(x)
-            if not -aval.ndim <= d < aval.ndim:
-                raise ValueError(f"vmap was requested to map its argument along axis {d}, "
-                                 "which implies that its rank should be at least "
-                                 f"{d + 1 if d >= 0 else -d}, "
-                                 f"but is only {aval.ndim} (its shape is {aval.shape})")
-            d = d % aval.ndim
-            norm_dims.append(d)
-            sizes.append((aval.shape[d], i, aval))
-        if not sizes and axis_size is None:
-            raise ValueError("vmap must have at least one non-None value in in_axes")
-        size = axis_size if axis_size is not None else sizes[0][0]
-        if any(s != size for s, _, _ in sizes):
-            lines = "\n".join(f"  * argument leaf {i} of type {a.str_short()} has size {s} "
-                              f"along its mapped axis" for s, i, a in sizes)
-            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
-                             f"{lines}")
+        norm_dims, size = _mapped_axes_and_size(flat, dims, axis_size)
         store: list = []
         flat_fun = flatten_fun_nokwargs(lambda *a: fun(*a, **kwargs), in_tree, store)
 
