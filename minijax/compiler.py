@@ -285,15 +285,18 @@ class ExecuteReplicated:
         else:
             outs = self.executable.execute(bufs)
         if self.donated is not None:
-            # A reused buffer now holds an output: the input Array must not be read again. As
-            # in JAX, an input whose donation no output could use stays alive.
-            for x, d in zip(args, self.donated[n:]):
-                if d and type(x) is Array:
-                    x.delete()
+            self._delete_donated(args, n)
         outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
         if config.jax_debug_nans or config.jax_debug_infs:
             self._check_special(outs, [*consts, *args])
         return outs
+
+    def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
+        # A reused buffer now holds an output: the input Array must not be read again. As in
+        # JAX, an input whose donation no output could use stays alive.
+        for x, d in zip(args, self.donated[n_consts:]):
+            if d and type(x) is Array:
+                x.delete()
 
     # JAX: jax/_src/pjit.py _pjit_call_impl_python (its jax_debug_nans branch)
     def _check_special(self, outs: list, args: list) -> None:
@@ -529,8 +532,6 @@ class ExecuteSharded(ExecuteReplicated):
         else:
             outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
-            for x, d in zip(args, self.donated[len(consts):]):
-                if d and type(x) is Array:
-                    x.delete()
+            self._delete_donated(args, len(consts))
         return [Array(a, None, b, True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
