@@ -407,7 +407,13 @@ def device_put_sharded(value: np.ndarray, sharding) -> Any:
     index_map = sharding.devices_indices_map(value.shape)  # checks rank and divisibility
     local = sharding.addressable_devices  # with several processes, each places its own
     devices = [d for d in sharding._device_assignment if d in local]
-    shards = [np.ascontiguousarray(value[index_map[d]]) for d in devices]
+    # np.asarray, not np.ascontiguousarray: that makes a 0-d block 1-d
+    shards = [np.asarray(value[index_map[d]], order="C") for d in devices]
+    want = sharding.shard_shape(value.shape)
+    for d, b in zip(devices, shards):  # the runtime trusts these shapes: check them here
+        if b.shape != want:
+            raise ValueError(f"device_put: the block for {d} has shape {b.shape}, the "
+                             f"sharding {sharding} of {value.shape} asks for {want}")
     return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
                                    _buffer_sharding(sharding), shards, devices, True,
                                    enable_x64=True)
@@ -453,6 +459,16 @@ def _named_shardings(protos, mesh, avals) -> list:
     return out
 
 
+def _check_buffer(buf, x, sharding) -> None:
+    """The runtime trusts a buffer's shape and layout: a global buffer that is not what its
+    Array says it is would be read out of bounds (a crash, not an error). AssertionError."""
+    want = _buffer_sharding(sharding)
+    if buf.shape != x.shape or (buf.sharding is not want and buf.sharding != want):
+        raise AssertionError(f"minijax: the buffer of an Array of type {x.aval.str_short()} "
+                             f"laid out as {sharding} has shape {buf.shape} and sharding "
+                             f"{buf.sharding}")
+
+
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (with shardings) — differs: arguments
 # in another layout are re-placed through the host (JAX copies device to device)
 class ExecuteSharded(ExecuteReplicated):
@@ -482,7 +498,9 @@ class ExecuteSharded(ExecuteReplicated):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
             if type(x) is Array and x._sharding == s:
-                bufs.append(x.device_buffer())
+                buf = x.device_buffer()
+                _check_buffer(buf, x, s)
+                bufs.append(buf)
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))

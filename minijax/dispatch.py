@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from minijax import array as array_mod
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
@@ -66,7 +67,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             avals = (x.aval, y.aval)
             xv, yv = x._npy, y._npy
             if last is not None and last[0] == avals and last[1] == params \
-                    and last[2] is config.eager_context and xv is not None and yv is not None:
+                    and last[2] is config.eager_context and xv is not None and yv is not None \
+                    and x._sharding is None and y._sharding is None:
                 val = last[3](xv, yv)
                 if last[5] is not None:  # the impl gives NumPy scalars or another dtype
                     val = np.asarray(val, dtype=last[5])
@@ -78,15 +80,17 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         avals = (x.aval,)
         xv = x._npy
         if last is not None and last[0] == avals and last[1] == params \
-                and last[2] is config.eager_context and xv is not None:
+                and last[2] is config.eager_context and xv is not None and x._sharding is None:
             val = last[3](xv)
             if last[5] is not None:
                 val = np.asarray(val, dtype=last[5])
             return Array(last[4], val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
+    # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
+    on_mesh = array_mod.sharded_arrays_made and _on_auto_mesh(args)
     try:
-        key = (prim, config.eager_context, avals, *params.items())
+        key = (prim, config.eager_context, avals, on_mesh, *params.items())
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -98,7 +102,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             if config.jax_debug_nans or config.jax_debug_infs:
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
-        if _on_auto_mesh(args):
+        if on_mesh:
             return _mesh_callable(prim, key, params)(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
@@ -115,11 +119,13 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
 
 
 def _on_auto_mesh(args) -> bool:
-    """Whether an operand is laid out over several devices without a sharding in its type
-    (an Auto mesh): its result's layout is then XLA's choice, so the op runs on the mesh."""
+    """Whether an operand is laid out over several devices not all of whose layout is in its
+    type (a mesh with Auto axes): its result's layout is then XLA's choice, so the op runs on
+    the mesh."""
     for x in args:
-        if type(x) is Array and x._sharding is not None and x.aval.sharding is None \
-                and getattr(x._sharding, "num_devices", 1) > 1:
+        if type(x) is Array and x._sharding is not None \
+                and getattr(x._sharding, "num_devices", 1) > 1 \
+                and (x.aval.sharding is None or not x._sharding.mesh.are_all_axes_explicit):
             return True
     return False
 

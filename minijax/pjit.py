@@ -548,11 +548,22 @@ class JitWrapped:
                     self._fast_cache[key] = run
                 return run(flat)
         else:
-            entry, flat, _ = self._get_jaxpr(args, kwargs)
+            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
+            if self.in_shardings is not None:
+                # under jvp/grad/vmap the values inside the tracers may be committed Arrays:
+                # JAX checks them against in_shardings too (a batch dimension unsplit)
+                inner = [_concrete_of(x) for x in flat]
+                given = self._leaf_in_shardings(flat, [None] * len(flat), in_tree)
+                _check_committed([v for v, _ in inner],
+                                 [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
+        if self._has_shardings:
+            flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
+        if self.out_shardings is not None:
+            outs = _constrained(outs, _leaf_out_shardings(self.out_shardings, out_tree), True)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> Traced:
@@ -669,6 +680,46 @@ def _check_committed(leaves, shardings) -> None:
                 f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
 
 
+def _constrained(xs, shardings, retype: bool = False) -> list:
+    """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
+    nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
+    type says the layout: an output is `reshard`ed (`retype`), an input keeps its type (as
+    JAX's). Mixed meshes: not applied."""
+    out = []
+    for x, s in zip(xs, shardings):
+        mesh = getattr(s, "mesh", None)
+        if isinstance(s, NamedSharding) and not mesh.explicit_axes:
+            x = with_sharding_constraint(x, s)
+        elif isinstance(s, NamedSharding) and mesh.are_all_axes_explicit and retype:
+            x = reshard(x, s)
+        out.append(x)
+    return out
+
+
+def _concrete_of(x) -> tuple:
+    """(the value under the JVP and batch tracers wrapping `x`, the batch dimensions met,
+    outermost first)."""
+    dims = []
+    while True:
+        if isinstance(x, ad.JVPTracer):
+            x = x.primal
+        elif isinstance(x, batching.BatchTracer) and x.batch_dim is not None:
+            dims.append(x.batch_dim)
+            x = x.val
+        else:
+            return x, dims
+
+
+def _batched(s, dims):
+    """Sharding `s` of a value, for the value with unsplit batch dimensions `dims` inserted."""
+    if not isinstance(s, NamedSharding):
+        return s
+    for d in dims:
+        spec = [*s.spec, *[None] * (d - len(s.spec))]
+        s = NamedSharding(s.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+    return s
+
+
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
     """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
     the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
@@ -747,6 +798,12 @@ def with_sharding_constraint(x, shardings):
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
     from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
+    given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
+    if msh.get_concrete_mesh() is None and msh.get_abstract_mesh().empty and \
+            any(isinstance(s, PartitionSpec) for s in given):
+        raise RuntimeError("with_sharding_constraint requires a non-empty mesh in context if "
+                           "you are passing `PartitionSpec`s to shardings: set one with "
+                           "`jax.set_mesh(mesh)`, or pass `NamedSharding`s.")
     shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
         if not isinstance(s, NamedSharding):
@@ -764,7 +821,7 @@ def with_sharding_constraint(x, shardings):
             if tuple(want.spec) != tuple(have):
                 raise AssertionError(
                     f"`with_sharding_constraint` acts as an assert when all axes of mesh are "
-                    f"of type `Explicit`. The array sharding: {aval.sharding.spec} did not "
+                    f"of type `Explicit`. The array sharding: {PartitionSpec(*have)} did not "
                     f"match the sharding provided: {want.spec}. Please use "
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
@@ -787,7 +844,12 @@ def with_sharding_constraint(x, shardings):
 
 
 def _sharding_constraint_impl(x, *, sharding):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value, its layout is not kept
+    # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
+    # JAX's impl runs the constraint on the mesh
+    from minijax import sharding as msh
+    if isinstance(sharding.mesh, msh.Mesh):
+        return msh.device_put_sharded_tree(x, sharding)
+    return x
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
@@ -845,6 +907,12 @@ def reshard(xs, out_shardings):
         if not isinstance(s, NamedSharding):
             raise ValueError(f"Reshard should only be used with out_shardings which are "
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
+        for a in (a for p in s.spec for a in msh._axes_of(p)):
+            if a not in s.mesh.explicit_axes:  # Auto axes are the partitioner's, not reshard's
+                raise ValueError(f"PartitionSpec passed to reshard cannot contain axis names "
+                                 f"that are of type Auto or Manual. Got PartitionSpec: "
+                                 f"{s.spec} with axis name: {a} of type: "
+                                 f"{s.mesh.axis_types[s.mesh.axis_names.index(a)]}")
         s.check_compatible_aval(core.get_aval(v).shape)
     if core.trace_ctx.trace is core.eval_trace:
         return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
@@ -859,7 +927,11 @@ def reshard(xs, out_shardings):
 
 
 def _reshard_impl(x, *, dst_sharding, concrete_mesh):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value
+    from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
+    mesh = concrete_mesh or msh.get_concrete_mesh()
+    if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
+        return msh.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
+    return x
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):

@@ -112,10 +112,24 @@ def psum(x, axis_name, *, axis_index_groups=None):
     JAX: jax/_src/lax/parallel.py psum — differs: no axis_index_groups.
     """
     from minijax.lax import lax
-    from minijax.tree_util import tree_map
+    from minijax.tree_util import tree_leaves, tree_map
+    for v in tree_leaves(x):
+        _check_one_state(core.get_aval(v), _names(axis_name))
     x = tree_map(lambda v: lax.convert_element_type(v, np.int32)
                  if core.get_aval(v).dtype == np.bool_ else v, x)
     return _allreduce(psum_invariant_p, x, axis_name, axis_index_groups)
+
+
+# JAX: jax/_src/lax/parallel.py _get_from
+def _check_one_state(aval: ShapedArray, axes: tuple) -> None:
+    """psum sums over axes the operand varies along, or over axes it is the same along
+    (each device then adds its copy n times), never over a mix: ValueError as JAX's."""
+    states = {"varying" if a in aval.vma else "invarying" for a in axes}
+    if len(states) > 1:
+        raise ValueError(f"jax.lax.psum can only accept axis_name which corresponds to one of "
+                         f"varying, unreduced, reduced or invarying state of the input. Got "
+                         f"input type: {aval.str_short()}, "
+                         f"axes: {axes} and input state: {states}")
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
