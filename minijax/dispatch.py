@@ -195,6 +195,8 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         nonlocal checked
         vals, committed = _numpy_args(args, in_avals)
         val = impl(*vals)
+        if type(val) is Array:  # an impl that places its result (a sharding constraint)
+            return val
         exact = type(val) is np.ndarray and val.dtype is dtype
         if not exact:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
@@ -229,7 +231,7 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
             mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
-            if mesh is not None:
+            if mesh is not None and o._sharding is None:  # else placed by its impl already
                 o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
             res.append(o)
         return res if multiple else res[0]
@@ -248,7 +250,10 @@ def _numpy_args(args, in_avals) -> tuple[list, bool]:
 
 
 def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:
-    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`."""
+    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`; an Array
+    (placed by its impl) as it is."""
+    if type(val) is Array and val.aval.shape == aval.shape and val.dtype == aval.dtype:
+        return val
     if type(val) is not np.ndarray or val.dtype != aval.dtype:
         val = np.asarray(val, dtype=aval.dtype)
     if val.shape != aval.shape:

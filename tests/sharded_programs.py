@@ -287,14 +287,26 @@ def run_program(src: str, J) -> dict:
         res = []
         for x in leaves:
             s = x.sharding
-            sh = ([list(s.mesh.axis_sizes), str(s.spec)] if hasattr(s, "spec")
+            sh = ([list(s.mesh.axis_sizes), _layout_spec(s.spec)] if hasattr(s, "spec")
                   else type(s).__name__)
             res.append({"shape": list(x.shape), "dtype": str(x.dtype), "sharding": sh,
+                        "spec": str(getattr(s, "spec", None)),
                         "type": str(J.typeof(x)), "value": np.asarray(x).tolist()})
         return {"ok": res}
     except Exception as e:  # noqa: BLE001 - the error is part of the outcome
         return {"error": _family(e), "message": f"{type(e).__name__}: {e}"[:600],
                 "where": traceback.format_exc(limit=-3)[-1500:]}
+
+
+def _layout_spec(spec) -> str:
+    """The spec without its trailing Nones: `P('a')` and `P('a', None)` are one layout, and
+    JAX itself writes either (a type's spec has one entry per dimension, a spec read back from
+    the executable drops the trailing ones), so only the layout is compared; `spec` keeps the
+    spelling, counted apart (summary's `spec_spelling`)."""
+    parts = list(spec)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return repr(tuple(parts))
 
 
 def _family(e: Exception) -> str:
@@ -360,7 +372,10 @@ def _child(seeds: list[int]) -> None:
             minijax.core.trace_ctx.trace = minijax.core.eval_trace
         kind = "jax_bug" if "error" in j and any(b in j["message"] for b in _JAX_BUGS) \
             else "error" if "error" in j else "ran"
+        spelled = "ok" in j and "ok" in m and [a["spec"] for a in j["ok"]] != [
+            b["spec"] for b in m["ok"]]
         print("RESULT " + json.dumps({"seed": seed, "diff": diff, "kind": kind,
+                                      "spelling": bool(spelled and not diff),
                                       "jax": j.get("message"), "minijax": m.get("message")}),
               flush=True)
 
@@ -415,7 +430,8 @@ def summary(out: dict) -> dict:
             "crashes": len(out["crashes"]),
             "both_ran": sum(1 for r in res if r["kind"] == "ran" and not r["diff"]),
             "both_raised": sum(1 for r in res if r["kind"] == "error" and not r["diff"]),
-            "jax_internal_errors": sum(1 for r in res if r["kind"] == "jax_bug")}
+            "jax_internal_errors": sum(1 for r in res if r["kind"] == "jax_bug"),
+            "spec_spelling": sum(1 for r in res if r.get("spelling"))}
 
 
 def main(argv=None) -> int:

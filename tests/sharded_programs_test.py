@@ -27,12 +27,13 @@ def test_fixed_slice_agrees_with_jax_and_crashes_are_reported():
 
 
 def test_compare_tells_values_layouts_types_and_error_families_apart():
-    leaf = {"shape": [8], "dtype": "float32", "sharding": [[8], "P('a',)"],
-            "type": "float32[8@a]", "value": [1.0] * 8}
+    leaf = {"shape": [8], "dtype": "float32", "sharding": [[8], "('a',)"],
+            "spec": "P('a',)", "type": "float32[8@a]", "value": [1.0] * 8}
     ok = {"ok": [leaf]}
     assert sp.compare(ok, ok) is None
-    for key, other in [("value", [1.0] * 7 + [1.5]), ("sharding", [[8], "P()"]),
-                       ("sharding", [[2, 4], "P('a',)"]), ("type", "float32[8]"),
+    assert sp.compare(ok, {"ok": [dict(leaf, spec="P('a', None)")]}) is None  # one layout
+    for key, other in [("value", [1.0] * 7 + [1.5]), ("sharding", [[8], "()"]),
+                       ("sharding", [[2, 4], "('a',)"]), ("type", "float32[8]"),
                        ("dtype", "int32")]:
         assert sp.compare(ok, {"ok": [dict(leaf, **{key: other})]}), key
     err = {"error": "ValueError", "message": "ValueError: x"}
