@@ -444,8 +444,11 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
-    tokens)."""
-    return _named_shardings(executable.get_parameter_shardings()[ntok:], mesh, in_avals)
+    tokens); an input read on one device only is given whole to every device."""
+    from minijax import sharding as msh
+    return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
+            for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
+                                      in_avals)]
 
 
 def _named_shardings(protos, mesh, avals) -> list:
@@ -454,6 +457,12 @@ def _named_shardings(protos, mesh, avals) -> list:
     out = []
     for proto, aval in zip(protos, avals):
         hlo = xc.HloSharding.from_proto(proto)
+        if hlo.is_maximal() and not hlo.is_replicated() and mesh.size > 1:
+            # on one device only: a host callback's result nothing else constrains (JAX's
+            # GSPMDSharding {maximal device=k}); the other devices' copies are not computed
+            k = hlo.tile_assignment_devices()[0]
+            out.append(msh.SingleDeviceSharding(mesh.devices.flat[k]))
+            continue
         index_of = _index_of_tiles(hlo, aval.shape, mesh.size)
         out.append(msh.NamedSharding(mesh, msh.spec_for_device_map(mesh, aval.shape, index_of)))
     return out
@@ -488,11 +497,14 @@ class ExecuteSharded(ExecuteReplicated):
         from minijax import sharding as msh
         self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
+        # an output on one device comes back as the mesh's buffer: its copy there is taken
+        whole = [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding)
+                 else s for s in out_shardings]
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,
                                                    _skip_checks=True)
                          for a, s in zip([*[core.ShapedArray((0,), np.bool_)] * len(token_sh),
-                                          *out_avals], [*token_sh, *out_shardings])]
+                                          *out_avals], [*token_sh, *whole])]
 
     def __call__(self, args, consts=()):
         bufs = []
@@ -512,5 +524,11 @@ class ExecuteSharded(ExecuteReplicated):
             for x, d in zip(args, self.donated[len(consts):]):
                 if d and type(x) is Array:
                     x.delete()
-        return [Array(a, None, b, True, s)
+        return [Array(a, None, b if s.num_devices > 1 else _on_device(b, s._device), True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
+
+
+def _on_device(buf, device):
+    """The copy of a global buffer held by `device` (one device's result of a program on a
+    mesh: the other devices' copies are not computed)."""
+    return next(b for b in buf._arrays if b.devices() == {device})

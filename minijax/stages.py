@@ -166,9 +166,10 @@ def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, 
             a = a.update(sharding=aval_sharding(s, a.ndim))
         elif a.sharding is not None and mesh.are_all_axes_explicit:
             s = NamedSharding(mesh, a.sharding.spec)
-        elif orig is not None and orig[1] == a.ndim and c.is_equivalent_to(orig[0], a.ndim):
+        elif orig is not None and orig[1] == a.ndim and c.num_devices > 1 and \
+                c.is_equivalent_to(orig[0], a.ndim):
             s = NamedSharding(mesh, orig[0].spec)
-        if not s.is_equivalent_to(c, a.ndim):
+        if s is not c and not s.is_equivalent_to(c, a.ndim):
             raise AssertionError(f"minijax: output of type {a.str_short()} would be labelled "
                                  f"{s} but the executable lays it out as {c}")
         if t is not None and t.memory_kind != "device":  # the layout chosen, the memory given

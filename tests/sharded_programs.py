@@ -144,7 +144,7 @@ class _Gen:
             body = f"a * (1.0 + lax.axis_index({axes[0]!r}))"
         else:
             body = "a * 2.0 + 1.0"
-        out_spec = self.spec(nd, manual) if r.random() < 0.7 else in_spec
+        out_spec = self.spec(nd, manual) if r.random() < 0.4 else in_spec
         out = tuple(n * f for n, f in zip(local, self.factor(out_spec, nd)))
         extra = f", axis_names={set(manual)!r}" if partial else ""
         return self.emit(f"J.shard_map(lambda a: {body}, mesh=mesh, in_specs={in_spec}, "
@@ -217,6 +217,7 @@ class _Gen:
                  f"    mesh = J.make_mesh({self.sizes}, {self.names}, axis_types=("
                  + "".join(f"S.AxisType.{t}, " for t in self.types) + "))"]
         full = inputs[0][1] if batch is None else (batch, *inputs[0][1])
+        in_specs = []
         for i, (x, _) in enumerate(inputs):
             spec = self.spec(len(full))
             if batch is not None:
@@ -226,6 +227,7 @@ class _Gen:
                 rest = self.spec(len(full) - 1, [a for a in self.names if f"'{a}'" not in first])
                 spec = f"P({first}, {rest[2:-1]})".replace(", )", ")")
             lines.append(f"    {x} = J.device_put(data({full}, {i}), NS(mesh, {spec}))")
+            in_specs.append(spec)
         args = ", ".join(x for x, _ in inputs)
         lines.append(f"    def f({args}):")
         lines += [f"        {ln}" for ln in self.lines]
@@ -235,8 +237,10 @@ class _Gen:
             if t == "jit":
                 fn = f"J.jit({fn})"
             elif t == "jit_sh":
-                ins = ", ".join(f"NS(mesh, {self.spec(len(full))})" if r.random() < 0.5
-                                else "None" for _ in inputs)
+                # the argument's own layout, None, or another one (an error: it is committed)
+                ins = ", ".join(r.choice([f"NS(mesh, {sp})", "None", f"NS(mesh, {sp})",
+                                          f"NS(mesh, {self.spec(len(full))})"])
+                                for sp in in_specs)
                 outs = (f", out_shardings=NS(mesh, {self.spec(len(shape))})"
                         if r.random() < 0.6 and "grad" not in transforms and
                         "vmap" not in transforms else "")

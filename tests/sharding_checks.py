@@ -974,5 +974,27 @@ def check_sharding_in_types_errors():
         assert got == err, (case, got)
 
 
+def check_callback_result_on_one_device_then_constrained_under_jvp():
+    # a pure_callback's result lives on one device unless constrained (JAX: GSPMDSharding
+    # {maximal device=0}): it must not be read as replicated by the next computation
+    def program(J):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((2, 2, 2), ("a", "b", "c"), axis_types=(S.AxisType.Auto,) * 3)
+        x = J.device_put(np.arange(64, dtype=np.float32).reshape(8, 8) / 10, NS(mesh, P()))
+        sds = J.ShapeDtypeStruct(x.shape, x.dtype)
+        cb = J.jit(lambda v: J.pure_callback(np.sin, sds, v), out_shardings=NS(mesh, P("a", "b")))
+
+        def f(v):
+            y = cb(J.lax.stop_gradient(v)) * v
+            return J.lax.with_sharding_constraint(y, NS(mesh, P("c")))
+        with J.set_mesh(mesh):
+            return J.jvp(f, (x,), (x,))
+    got = _both(program)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
+    np.testing.assert_allclose(got[0][0], np.sin(x) * x, atol=1e-5)
+    assert got[0][1] == "P('c',)", got[0][1]
+
+
 if __name__ == "__main__":
     run_checks(globals())
