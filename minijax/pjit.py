@@ -687,13 +687,23 @@ def _constrained(xs, shardings, retype: bool = False) -> list:
     JAX's). Mixed meshes: not applied."""
     out = []
     for x, s in zip(xs, shardings):
-        mesh = getattr(s, "mesh", None)
-        if isinstance(s, NamedSharding) and not mesh.explicit_axes:
-            x = with_sharding_constraint(x, s)
-        elif isinstance(s, NamedSharding) and mesh.are_all_axes_explicit and retype:
-            x = reshard(x, s)
+        if isinstance(s, NamedSharding):
+            mesh, spec = s.mesh, s.spec
+            if retype and mesh.explicit_axes:  # the type takes the Explicit part
+                x = reshard(x, NamedSharding(mesh, _only_axes(spec, mesh.explicit_axes)))
+            if mesh.auto_axes:  # the partitioner is told the Auto part
+                x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
+                    spec, mesh.auto_axes)))
         out.append(x)
     return out
+
+
+def _only_axes(spec: PartitionSpec, names) -> PartitionSpec:
+    parts = []
+    for p in spec:
+        axes = tuple(a for a in _axes_of(p) if a in names)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*parts)
 
 
 def _concrete_of(x) -> tuple:
@@ -810,7 +820,7 @@ def with_sharding_constraint(x, shardings):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
     in_context = msh.get_abstract_mesh()
-    for v, s in zip(leaves, shs):
+    for i, (v, s) in enumerate(zip(leaves, shs)):
         aval = core.get_aval(v)
         s.check_compatible_aval(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
@@ -832,6 +842,7 @@ def with_sharding_constraint(x, shardings):
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
                     f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+            shs[i] = _with_type_axes(s, aval)
             explicit.append(False)
     if all(explicit):
         return x
@@ -841,6 +852,23 @@ def with_sharding_constraint(x, shardings):
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
     return tree_unflatten(tree, outs)
+
+
+def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
+    """A constraint naming Auto axes, with the Explicit axes the value's type splits each
+    dimension over kept (a mixed mesh: the constraint does not change the type)."""
+    if aval.sharding is None:
+        return s
+    given = s.spec._normalized_spec_for_aval(aval.ndim)
+    parts = []
+    for t, g in zip(aval.sharding.spec, given):
+        axes = (*_axes_of(t), *_axes_of(g))
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return NamedSharding(s.mesh, PartitionSpec(*parts))
+
+
+def _axes_of(p) -> tuple:
+    return () if p is None else p if isinstance(p, tuple) else (p,)
 
 
 def _sharding_constraint_impl(x, *, sharding):

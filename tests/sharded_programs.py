@@ -16,6 +16,7 @@ program's source, runnable on its own with `REPRO_HEADER` above it.
 
     python tests/sharded_programs.py --n 1000            # the sweep (seeds 0..999)
     python tests/sharded_programs.py --seed 17 --show    # one program's source and outcome
+    python tests/sharded_programs.py --seeds 1,4,59      # these programs
 
 tests/sharded_programs_test.py runs a fixed slice of seeds in CI.
 """
@@ -114,9 +115,13 @@ class _Gen:
             v = self.emit(f"S.reshard({v}, {in_spec})")
         local = [max(n // f, 1) for n, f in zip(shape, self.factor(in_spec, len(shape)))]
         nd = len(local)
-        kind = r.choice(["psum", "pmax", "pmin", "pmean", "all_gather", "psum_scatter",
-                         "ppermute", "all_to_all", "axis_index", "none"])
-        axes = tuple(a for a in self.subset() if a in manual) or (manual[0],)
+        kind = r.choice(["psum", "psum", "pmax", "pmin", "pmean", "all_gather",
+                         "psum_scatter", "ppermute", "all_to_all", "axis_index", "none"])
+        split = [a for a in manual if f"'{a}'" in in_spec]
+        if kind in ("psum", "pmax", "pmin", "pmean") and split and r.random() < 0.6:
+            axes = tuple(r.sample(split, len(split)))  # over the axes the operand varies along
+        else:
+            axes = tuple(a for a in self.subset() if a in manual) or (manual[0],)
         n_ax = 1
         for a in axes:
             n_ax *= self.size[a]
@@ -443,14 +448,16 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=1000, help="how many programs")
     ap.add_argument("--start", type=int, default=0, help="the first seed")
     ap.add_argument("--seed", type=int, help="run this one program")
+    ap.add_argument("--seeds", help="run these programs (comma-separated seeds)")
     ap.add_argument("--show", action="store_true", help="print the program's source too")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child is not None:
         _child([int(s) for s in args.child.split(",")])
         return 0
-    seeds = [args.seed] if args.seed is not None else list(range(args.start,
-                                                                 args.start + args.n))
+    seeds = ([args.seed] if args.seed is not None else
+             [int(x) for x in args.seeds.split(",")] if args.seeds else
+             list(range(args.start, args.start + args.n)))
     if args.show:
         for s in seeds:
             print(f"# program {s}\n{generate(s)}")
