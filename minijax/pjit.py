@@ -402,6 +402,11 @@ class JitWrapped:
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
+        if self.in_shardings is not None:  # JAX checks them against the types before tracing
+            for a, sh in zip(avals, self._leaf_in_shardings([None] * len(flat),
+                                                            [None] * len(flat), in_tree)):
+                if isinstance(sh, NamedSharding):
+                    sh.check_compatible_aval(a.shape)
         reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
                   if config.jax_explain_cache_misses or config.jax_log_compiles else None)
         t0 = time.perf_counter()

@@ -30,7 +30,8 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
+from minijax.sharding import (Mesh, NamedSharding, PartitionSpec, _axes_of, aval_sharding,
+                              get_concrete_mesh)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import safe_zip, split_list
 
@@ -282,7 +283,10 @@ def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    return aval.update(shape=tuple(shape), vma=aval.vma - manual)
+    typed = aval.sharding  # sharding in types: on Explicit axes, out_specs is the layout
+    if typed is None and mesh.explicit_axes and not manual & _enclosing_manual(mesh):
+        typed = aval_sharding(NamedSharding(mesh, spec), len(shape))
+    return aval.update(shape=tuple(shape), vma=aval.vma - manual, sharding=typed)
 
 
 def _fit_outputs(name: str, outs, specs, mesh: Mesh, manual: frozenset, check_vma: bool,
