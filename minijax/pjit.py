@@ -827,7 +827,7 @@ def with_sharding_constraint(x, shardings):
     in_context = msh.get_abstract_mesh()
     for i, (v, s) in enumerate(zip(leaves, shs)):
         aval = core.get_aval(v)
-        s.check_compatible_aval(aval.shape)  # every leaf before any binding
+        s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
             # sharding in types: under an all-Explicit mesh the layout is already known, so
             # the constraint is a check (JAX: "acts as an assert"); reshard changes layouts
@@ -841,6 +841,7 @@ def with_sharding_constraint(x, shardings):
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
         else:
+            s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
                    for p in s.spec for a in msh._axes_of(p)):
                 raise ValueError(
