@@ -694,8 +694,9 @@ def _constrained(xs, shardings, retype: bool = False) -> list:
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
-            if retype and mesh.explicit_axes:  # the type takes the Explicit part
-                x = reshard(x, NamedSharding(mesh, _only_axes(spec, mesh.explicit_axes)))
+            if retype and mesh.explicit_axes and not any(
+                    a in mesh.auto_axes for p in spec for a in _axes_of(p)):
+                x = reshard(x, s)  # on Explicit axes only: the type changes
             if mesh.auto_axes:  # the partitioner is told the Auto part
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
                     spec, mesh.auto_axes)))
