@@ -293,6 +293,7 @@ ALL_CASES = UNARY_CASES + BINARY_CASES + STRUCTURAL_CASES
 LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
+                "ragged_dot_general",
                 "reduce_precision", "real", "imag", "complex", "conj",
                 "jit", "sharding_constraint", "reshard", "device_put",
                 # indexing, convolution and pooling (linear in the operand or bilinear)

@@ -36,7 +36,7 @@ BUDGETS = {
     "errors": 12,
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
-    "lax": 5900,        # collectives (lax/parallel.py, ~480 lines)
+    "lax": 6100,        # collectives (lax/parallel.py, ~480 lines); ragged_dot_general (~290)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
     "numpy": 3710,
