@@ -1003,5 +1003,18 @@ def check_callback_result_on_one_device_then_constrained_under_jvp():
     assert got[0][1] == "P('c',)", got[0][1]
 
 
+def check_mislabelled_buffer_raises_instead_of_crashing():
+    # the guard before the runtime: an Array whose sharding does not describe its buffer (the
+    # state class 1's results were in) raises AssertionError; it used to crash the process
+    mesh = minijax.make_mesh((8,), ("i",), axis_types=(M_SH.AxisType.Auto,))
+    good = minijax.device_put(np.ones((8, 4), np.float32),
+                              M_SH.NamedSharding(mesh, M_SH.PartitionSpec("i")))
+    bad = minijax.Array(good.aval, None, good.device_buffer(), True,
+                        M_SH.NamedSharding(mesh, M_SH.PartitionSpec()))
+    e = _error_of(minijax.jit(lambda a: a + 1.0), bad)
+    assert isinstance(e, AssertionError) and "laid out as" in str(e), e
+    np.testing.assert_array_equal(np.asarray(minijax.jit(lambda a: a + 1.0)(good)), 2.0)
+
+
 if __name__ == "__main__":
     run_checks(globals())
