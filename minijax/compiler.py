@@ -488,7 +488,6 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
-    from minijax import sharding as msh
     return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
             for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
                                       in_avals)]

@@ -870,7 +870,7 @@ def _sharding_constraint_impl(x, *, sharding):
     # JAX's impl runs the constraint on the mesh
     from minijax import sharding as msh
     if isinstance(sharding.mesh, msh.Mesh):
-        return msh.device_put_sharded_tree(x, sharding)
+        return compiler.device_put_sharded_tree(x, sharding)
     return x
 
 
@@ -949,7 +949,7 @@ def _reshard_impl(x, *, dst_sharding, concrete_mesh):
     from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
     mesh = concrete_mesh or msh.get_concrete_mesh()
     if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
-        return msh.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
+        return compiler.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
     return x
 
 
