@@ -654,7 +654,8 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                  "single_device_moe": {"losses": single["moe"]["losses"]},
                  "strategies": {n: {m: {k: e[m][k] for k in keys} for m in ("minijax", "jax")}
                                 for n, e in entries.items()},
-                 "nnx": {"losses": nnx_run["losses"]}, "kv_cache_equal": kv_equal, "step_time_ratios_minijax_over_jax": ratios}
+                 "nnx": {"losses": nnx_run["losses"]}, "kv_cache_equal": kv_equal,
+                 "step_time_ratios_minijax_over_jax": ratios}
     wall = time.perf_counter() - t_start
     n_params = sum(np.size(v) for v in jax.tree_util.tree_leaves(dense0))
     res.sections.append(
