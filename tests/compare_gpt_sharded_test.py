@@ -52,3 +52,24 @@ def test_json_layout(quick):
         assert entry["minijax"]["collectives"] == entry["jax"]["collectives"]
     np.testing.assert_allclose(topic["nnx"]["losses"], ref, rtol=1e-4)
     assert topic["kv_cache_equal"] is True
+
+
+def test_hlo_bytes_reads_shapes_and_replica_groups():
+    from compare.gpt_sharded import group_size, hlo_bytes
+    hlo = "\n".join([
+        "  %a = f32[8,16]{1,0} all-reduce(f32[8,16]{1,0} %p), replica_groups={{0,1,2,3},"
+        "{4,5,6,7}}, to_apply=%add",
+        "  %b = (f32[4]{0}, s32[2,2]{1,0}) all-reduce(%x, %y), replica_groups={}, to_apply=%add",
+        "  %c = f32[64]{0} all-gather(f32[8]{0} %q), replica_groups=[1,8]<=[8], dimensions={0}",
+        "  %d = f32[2]{0} reduce-scatter(f32[16]{0} %r), replica_groups=mesh['x'=2,'y'=4] "
+        "{'y'}, dimensions={0}",
+        "  %e = bf16[3,5]{1,0} collective-permute(%s), source_target_pairs={{0,1},{1,0}}",
+        "  %f = f32[8,16]{1,0} add(%a, %a)",
+    ])
+    got = hlo_bytes(hlo, n_devices=8)
+    assert got["all-reduce"] == 2 * 3 / 4 * 8 * 16 * 4 + 2 * 7 / 8 * (4 * 4 + 4 * 4)
+    assert got["all-gather"] == 7 / 8 * 64 * 4
+    assert got["reduce-scatter"] == 3 * 2 * 4  # groups of 4 along 'y': (n-1) x the result
+    assert got["collective-permute"] == 3 * 5 * 2
+    assert got["all-to-all"] == 0
+    assert group_size("replica_groups=mesh['x'=2,'y'=4] {'x','y'}", 8) == 8
