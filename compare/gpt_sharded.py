@@ -666,7 +666,9 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         f"{mcfg.n_experts} experts of width {mcfg.d_expert}, top-{mcfg.top_k}. Whole topic: "
         f"{wall:.0f} s.\n\n"
         + table(["strategy", "JAX collectives (minijax: equal where checked)",
-                 "HLO bytes/step/device", "formula", "param+opt bytes/device"], rows)
+                 "HLO bytes/step/device", "formula", "param+opt bytes/device",
+                 "minijax / JAX step time"],
+                [r + [f"{ratios[r[0]]:.2f}"] for r in rows])
         + "\n\nTimes are interleaved medians on eight CPU devices sharing this machine's "
         "cores: noisy, and nothing here overlaps communication with compute.")
     return res
