@@ -356,6 +356,28 @@ def check_in_shardings_pytree_prefix():
     assert isinstance(e, ValueError) and "in_shardings" in str(e)
 
 
+def check_equivalent_layout_is_passed_through():
+    # P() and P(None, None) put the same slices on the same devices: a sharded call given an
+    # argument laid out as one, compiled for the other, uses its buffers as they are instead
+    # of fetching and re-placing them (as JAX does), and the result equals JAX's.
+    jm, mm = meshes("auto")
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    jsh, msh = both(jm, mm, None, None)
+    want = jax.jit(lambda a: a * 2, in_shardings=jsh)(jax.device_put(x, both(jm, mm)[0]))
+    arg = minijax.device_put(x, M_SH.NamedSharding(mm, M_SH.PartitionSpec()))
+    f = minijax.jit(lambda a: a * 2, in_shardings=msh)
+    f(arg)  # compile
+    placed = []
+    original = compiler.device_put_sharded
+    compiler.device_put_sharded = lambda *a: placed.append(a) or original(*a)
+    try:
+        got = f(arg)
+    finally:
+        compiler.device_put_sharded = original
+    assert not placed, "the argument was re-placed through the host"
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 def check_dict_shardings_of_a_training_step():
     # in_shardings and out_shardings as dicts of NamedShardings (a parameter tree), as a
     # sharded training step passes them: the step's outputs come back in those layouts.
