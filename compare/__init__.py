@@ -34,6 +34,8 @@ TOPICS = [
     "callbacks",
     "offloading",
     "pallas",
+    "ragged",
     "profiling",
     "precision_xla",
+    "scaling_book",
 ]
