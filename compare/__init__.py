@@ -23,6 +23,7 @@ TOPICS = [
     "gpt",
     "moe",
     "gpt_sharded",
+    "addition",
     "numpy",
     "jit",
     "dispatch",
