@@ -441,6 +441,13 @@ def _buffer_sharding(sharding):
                                       memory_kind=kind)
 
 
+@functools.lru_cache(maxsize=4096)
+def _same_layout(have, want, ndim: int) -> bool:
+    """Do two shardings put the same slices on the same devices (P() and P(None,) do)? Cached:
+    a sharded call asks it of every argument, every call."""
+    return have is not None and want is not None and have.is_equivalent_to(want, ndim)
+
+
 # JAX: jax/_src/interpreters/pxla.py _shard_np_array
 def device_put_sharded(value: np.ndarray, sharding) -> Any:
     """Cut `value` into the blocks `sharding` assigns to each device and put each block on
@@ -549,9 +556,9 @@ class ExecuteSharded(ExecuteReplicated):
     def __call__(self, args, consts=()):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
-            if type(x) is Array and x._sharding == s:
+            if type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
                 buf = x.device_buffer()
-                _check_buffer(buf, x, s)
+                _check_buffer(buf, x, x._sharding)  # the buffer is the one its Array says
                 bufs.append(buf)
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))

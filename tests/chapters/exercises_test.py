@@ -551,6 +551,50 @@ def test_sampling_matches_jax_and_the_softmax(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# sharded_mlp: Megatron's MLP with shard_map; FSDP's collectives and bytes (chapter 25)
+# ---------------------------------------------------------------------------------------------
+
+@_versions("sharded_mlp")
+def test_tp_mlp_equals_the_unsharded_mlp(module):
+    r = np.random.RandomState(0)
+    h, w_fc, b_fc = r.randn(4, 8), r.randn(8, 32) / 3, r.randn(32)
+    w_proj, b_proj = r.randn(32, 8) / 6, r.randn(8)
+    args = [a.astype(np.float32) for a in (h, w_fc, b_fc, w_proj, b_proj)]
+
+    def loss(J, mlp):
+        return lambda *a: J.numpy.sum(J.numpy.tanh(mlp(*a)))
+    want = jax.value_and_grad(loss(jax, lambda h, w1, b1, w2, b2: jax.nn.gelu(h @ w1 + b1) @ w2
+                                   + b2), argnums=(0, 1, 3))(*args)
+    for J in (jax, minijax):
+        f = J.shard_map(lambda *a, J=J: module.tp_mlp(J, *a, "i"), mesh=_mesh(J),
+                        in_specs=(J.P(), J.P(None, "i"), J.P("i"), J.P("i"), J.P()),
+                        out_specs=J.P())
+        got = J.jit(J.value_and_grad(loss(J, f), argnums=(0, 1, 3)))(*args)
+        _close(got[0], want[0], 1e-4)
+        for g, w in zip(got[1], want[1]):
+            _close(g, w, 1e-4)
+        hlo = J.jit(f).lower(*args).compile().as_text()
+        assert hlo.count(" all-reduce(") == 1, "one collective in the forward pass"
+
+
+@_versions("sharded_mlp")
+def test_fsdp_prediction_matches_the_compiled_step(module):
+    from compare import gpt_sharded
+    from compare.shard_map import fsdp_loss, sgd_step
+    params = (np.ones((16, 32), np.float32), np.ones((32, 8), np.float32))
+    x, y = np.ones((16, 16), np.float32), np.ones((16, 8), np.float32)
+    mesh = _mesh(minijax)
+    put = lambda a: minijax.device_put(a, minijax.sharding.NamedSharding(mesh, minijax.P("i")))
+    step = sgd_step(minijax, fsdp_loss(minijax, mesh, 16))
+    hlo = step.lower(tuple(map(put, params)), put(x), put(y)).compile().as_text()
+    counts, sent = module.fsdp_prediction(sum(p.nbytes for p in params), len(params), 8)
+    got = gpt_sharded.count_collectives(hlo)
+    assert {k: got[k] for k in counts} == counts
+    moved = gpt_sharded.hlo_bytes(hlo)
+    assert moved["all-gather"] + moved["reduce-scatter"] == pytest.approx(sent)
+
+
+# ---------------------------------------------------------------------------------------------
 # addition_scratchpad: carries written out, and the longest carry chain (chapter 26)
 # ---------------------------------------------------------------------------------------------
 
