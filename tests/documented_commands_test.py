@@ -131,3 +131,19 @@ def test_exercise_target_copies_the_skeleton_once():
     recipe = _dry_run("make exercise NAME=tiny_trace")
     assert "test -f chapters/exercises/mine/tiny_trace.py ||" in recipe
     assert "cp chapters/exercises/tiny_trace.py chapters/exercises/mine/tiny_trace.py" in recipe
+
+
+def test_front_page_leads_to_the_teaching():
+    """README.md links the chapters, the exercises and the conformance notes (links that
+    resolve), names `make docs`, and its quick start runs a report, a chapter and an exercise."""
+    text = (ROOT / "README.md").read_text()
+    links = set(re.findall(r"\]\(([^)#\s]+)", text))
+    for target in ("chapters/README.md", "chapters/exercises/README.md", "docs/conformance.md"):
+        assert target in links, f"README.md does not link {target}"
+    for target in links - {t for t in links if "://" in t}:
+        assert (ROOT / target).exists(), f"README.md: broken link {target}"
+    commands = _commands(ROOT / "README.md")
+    for start in ('make compare ARGS="core --quick"', "make chapter ", "make exercise ",
+                  "make docs"):
+        assert any(c.startswith(start) for c in commands), f"README.md shows no `{start}`"
+    assert "Python 3.11" in text and "optional" in text
