@@ -47,11 +47,25 @@ def survey() -> dict[str, tuple[list[str], list[str]]]:
     return out
 
 
+_BACKEND = ("gpu", "tpu", "cuda", "rocm", "mosaic", "triton", "dlpack", "ffi", "distributed")
+_KINDS = {"module": "a JAX submodule minijax does not have",
+          "State": "a configuration option as a context manager (not modelled)",
+          "Primitive": "a primitive object JAX exports (not exported by minijax)",
+          "_ScalarMeta": "a scalar type minijax does not model"}
+
+
 def reason(jax_name: str, name: str) -> str:
+    """Why minijax lacks `jax_name.name`, as far as the name and its kind tell."""
     jax_mod = importlib.import_module(jax_name)
     if name in getattr(jax_mod, "_deprecations", {}):
         return "deprecated in JAX"
-    return "not implemented yet"
+    if any(word in name.lower() for word in _BACKEND):
+        return "backend-specific"
+    try:
+        kind = type(getattr(jax_mod, name)).__name__
+    except Exception:  # noqa: BLE001 (a name JAX lists but cannot give: say only that)
+        kind = ""
+    return _KINDS.get(kind, "not implemented yet")
 
 
 def markdown(table: dict) -> str:
