@@ -28,19 +28,20 @@ _STARTS = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(make|pytest|python\S*|\.venv/\S+|pip
 _ENV = re.compile(r"^[A-Z_]+=")
 
 
-def _commands(path: Path) -> list[str]:
-    """Every command the file shows: lines of unlabelled or shell fenced blocks, and inline code
-    spans that start like a command (`make ...`, `pytest ...`, `python ...`, `.venv/...`)."""
+def _commands(path: Path, fences: bool = True) -> list[str]:
+    """Every command the file shows: lines of unlabelled or shell fenced blocks (if `fences`:
+    a chapter's fenced blocks are code and outputs), and inline code spans that start like a
+    command (`make ...`, `pytest ...`, `python ...`, `.venv/...`), line breaks and all."""
     text = path.read_text()
     found = []
-    for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M):
+    blocks = re.findall(r"^```(\w*)\n(.*?)^```", text, re.S | re.M)
+    for lang, body in blocks if fences else []:
         if lang in ("", "sh", "bash", "shell", "console"):
             found += [line.strip() for line in body.splitlines() if line.strip()]
     prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
     # A lone word (`python3.11` on the PATH) names a program; a command has arguments.
-    found += [span.strip() for span in re.findall(r"`([^`\n]+)`", prose)
-              if _STARTS.match(span.strip()) and len(span.split()) > 1]
-    return found
+    spans = [" ".join(span.split()) for span in re.findall(r"`([^`]+)`", prose)]
+    return found + [span for span in spans if _STARTS.match(span) and len(span.split()) > 1]
 
 
 def _make_targets() -> set[str]:
@@ -48,6 +49,10 @@ def _make_targets() -> set[str]:
 
 
 ALL = [(p.relative_to(ROOT).as_posix(), c) for p in READMES for c in _commands(p)]
+# The chapters' prose names commands too (their fenced blocks are code and outputs, not shell).
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
+IN_CHAPTERS = [(p.relative_to(ROOT).as_posix(), c) for p in CHAPTERS
+               for c in _commands(p, fences=False)]
 
 
 def test_readmes_show_commands():
@@ -63,7 +68,8 @@ def _words(command: str) -> list[str]:
     return _env_and_words(command)[1]
 
 
-@pytest.mark.parametrize("where,command", ALL, ids=[f"{w}:{c}" for w, c in ALL])
+@pytest.mark.parametrize("where,command", ALL + IN_CHAPTERS,
+                         ids=[f"{w}:{c}" for w, c in ALL + IN_CHAPTERS])
 def test_command_is_a_make_target_or_the_venv_python(where, command):
     words = _words(command)
     if words[0] == "make":
@@ -147,3 +153,24 @@ def test_front_page_leads_to_the_teaching():
                   "make docs"):
         assert any(c.startswith(start) for c in commands), f"README.md shows no `{start}`"
     assert "Python 3.11" in text and "optional" in text
+
+
+def test_exercise_names_and_compare_topics_exist():
+    """`make exercise NAME=x` names a skeleton that exists, `make compare ARGS="topic ..."` a
+    topic that `python -m compare` knows (in the READMEs and in the chapters)."""
+    from compare import TOPICS
+    for where, command in ALL + IN_CHAPTERS:
+        words = _words(command)
+        if words[:2] == ["make", "exercise"]:
+            name = dict(w.split("=", 1) for w in words[2:] if "=" in w)["NAME"]
+            assert (ROOT / "chapters" / "exercises" / f"{name}.py").exists(), (
+                f"{where}: `{command}`: no chapters/exercises/{name}.py")
+        if words[:2] == ["make", "compare"]:
+            args = dict(w.split("=", 1) for w in words[2:] if "=" in w).get("ARGS", "")
+            words, topics = args.split(), []
+            for i, word in enumerate(words):
+                after_value_flag = i and words[i - 1] in ("--json", "--cifar", "--text")
+                if not word.startswith(("-", "[")) and word.islower() and not after_value_flag:
+                    topics.append(word)
+            for topic in topics:
+                assert topic in TOPICS, f"{where}: `{command}`: no compare topic {topic!r}"
