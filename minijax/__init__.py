@@ -34,3 +34,8 @@ from minijax.sharding import P, make_mesh, set_mesh  # noqa: F401
 from minijax.shard_map import shard_map  # noqa: F401,E402
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

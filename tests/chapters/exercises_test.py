@@ -3,8 +3,10 @@ fills in and once on the reference solution, against real JAX.
 
 In the suite a skeleton must fail with NotImplementedError (a strict xfail, so the suite
 proves the skeletons are still skeletons and that the tests reach the learner's code), and a
-solution must pass. A learner runs `MINIJAX_EXERCISES=mine pytest tests/chapters/exercises_test.py
--k NAME`, where the skeleton cases are plain tests. The modules are loaded from their files
+solution must pass. A learner runs `make exercise NAME=...`: it copies the skeleton to
+chapters/exercises/mine/ (ignored by git) once and runs these tests with MINIJAX_EXERCISES=mine,
+where the skeleton cases load that copy and are plain tests; the tracked skeletons stay
+skeletons, so the suite stays green while the learner works. The modules are loaded from their files
 (tests/chapters would shadow a top-level `chapters` package on sys.path).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import jax
@@ -35,11 +38,19 @@ def _load(path: Path):
     return module
 
 
+def learner_file(name: str) -> Path:
+    """The file a test loads as the skeleton: in the learner's mode, the learner's copy in
+    chapters/exercises/mine/ (ignored by git; `make exercise NAME=...` makes it), if there is
+    one; otherwise the tracked skeleton, which must stay unfilled."""
+    mine = EXERCISES / "mine" / f"{name}.py"
+    return mine if LEARNER and mine.exists() else EXERCISES / f"{name}.py"
+
+
 def _versions(name: str):
-    skeleton = pytest.param(EXERCISES / f"{name}.py", id="skeleton", marks=() if LEARNER else
+    skeleton = pytest.param(learner_file(name), id=f"{name}-skeleton", marks=() if LEARNER else
                             pytest.mark.xfail(strict=True, raises=NotImplementedError,
                                               reason="a skeleton, to be filled in"))
-    solution = pytest.param(EXERCISES / "solutions" / f"{name}.py", id="solution")
+    solution = pytest.param(EXERCISES / "solutions" / f"{name}.py", id=f"{name}-solution")
     return pytest.mark.parametrize("module", [skeleton, solution], indirect=True)
 
 
@@ -639,3 +650,17 @@ def test_addition_longest_carry_chain_against_a_loop(module):
                 best = max(best, run)
             assert g == best, (av, bv)
     assert module.longest_carry_chain(np.array([999]), np.array([1]), 3).tolist() == [3]
+
+
+def test_the_suite_tests_the_tracked_skeleton_not_the_learners_copy(tmp_path, monkeypatch):
+    """A filled copy in mine/ is what the learner's mode tests; the suite's mode keeps testing
+    the tracked skeleton, so a learner's work never turns the suite red."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tiny_trace.py").write_text("# filled in\n")
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "EXERCISES", tmp_path)
+    monkeypatch.setattr(here, "LEARNER", False)
+    assert learner_file("tiny_trace") == tmp_path / "tiny_trace.py"
+    monkeypatch.setattr(here, "LEARNER", True)
+    assert learner_file("tiny_trace") == tmp_path / "mine" / "tiny_trace.py"
+    assert learner_file("inverse") == tmp_path / "inverse.py"  # no copy yet: the skeleton
