@@ -124,14 +124,16 @@ class TopicResult:
     quick: bool = False
 
     def check(self, name: str, got, want, *, rtol: float = 1e-5, atol: float = 1e-6,
-              known: str = "") -> bool:
+              known: str = "", dtype=None) -> bool:
         """Compare two pytrees of arrays leaf by leaf: same structure, shapes, dtypes and weak
         types (see `compare_trees`), values within tolerance.
 
         `known` names an understood difference of dtype or weak type that is not fixed yet: the
         check then passes when values and shapes agree, and the report marks it KNOWN with the
-        reason; values that disagree still fail it."""
-        v = compare_trees(got, want, rtol=rtol, atol=atol)
+        reason; values that disagree still fail it. `dtype`: for a reference computed in NumPy
+        at another precision (float64, int64), the dtype every `got` leaf must have instead of
+        the reference's."""
+        v = compare_trees(got, want, rtol=rtol, atol=atol, dtype=dtype)
         ok, why = v.ok, v.why
         if known and not ok and v.values_ok:
             ok, why = True, ""
@@ -239,13 +241,15 @@ class Verdict:
     why: str = ""
 
 
-def compare_trees(got, want, *, rtol: float = 1e-5, atol: float = 1e-6) -> Verdict:
+def compare_trees(got, want, *, rtol: float = 1e-5, atol: float = 1e-6, dtype=None) -> Verdict:
     """Compare two pytrees of arrays leaf by leaf.
 
     Leaves must agree in number, shape, dtype (where both sides have one: NumPy and JAX arrays
     alike, so a float32 result against a float64 NumPy reference fails), weak type (where both
     sides carry one, i.e. minijax and JAX arrays) and value (`np.allclose(rtol, atol)`, NaN equal
-    to NaN). NaN or inf on one side only is reported as such, not as an error size."""
+    to NaN). NaN or inf on one side only is reported as such, not as an error size. With
+    `dtype`, `want` is a reference at another precision: every `got` leaf must have that dtype
+    (and the reference's dtype and weak type are not compared)."""
     g, w = _leaves(got), _leaves(want)
     if len(g) != len(w):
         return Verdict(False, False, None, f"{len(g)} leaves vs {len(w)}")
@@ -253,6 +257,8 @@ def compare_trees(got, want, *, rtol: float = 1e-5, atol: float = 1e-6) -> Verdi
     for i, (x, y) in enumerate(zip(g, w)):
         at = f"leaf {i}: " if len(g) > 1 else ""
         (dx, wx), (dy, wy) = _type_of(x), _type_of(y)
+        if dtype is not None:
+            dx, dy, wy = np.asarray(x).dtype, np.dtype(dtype), None
         a, b = np.asarray(x), np.asarray(y)
         if a.shape != b.shape:
             whys.append(f"{at}shape {a.shape} vs {b.shape}")

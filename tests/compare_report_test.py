@@ -127,3 +127,10 @@ def test_a_known_difference_passes_on_values_only_and_is_shown():
     res = TopicResult("t")
     res.check("k", np.ones(3, np.float64), want, known="why")
     assert TopicResult.from_record(res.to_record()).checks[0].known == "why"
+
+
+def test_a_float64_reference_checks_the_result_dtype_it_names():
+    ref = np.arange(3.0)  # float64 NumPy mathematics
+    assert _one_check(jax.numpy.arange(3.0), ref, dtype=np.float32)[0].ok
+    c, row = _one_check(jax.numpy.arange(3), ref, dtype=np.float32)
+    assert not c.ok and "dtype int32 vs float32" in row
