@@ -24,14 +24,20 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from minijax import array as array_mod
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax.util import BoundedCache
+from minijax import sharding as msh
+from minijax.ad_util import Zero
+from minijax.compiler import default_device
+from minijax.interpreters import ad, batching, mlir
+from minijax.pjit import jit
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
-_callables: dict[tuple, Callable] = {}
-_MAX_CALLABLES = 4096
+_callables: BoundedCache = BoundedCache(4096)
 
 # primitive -> rule(*avals, **params) giving the NumPy function of the operands alone that
 # computes the primitive for exactly those avals and params, or None for the general impl.
@@ -56,8 +62,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     # it every time), for one or two Arrays holding NumPy values: the NumPy function runs
     # inline, with no key to build or hash. Tuple and dict equality check identity first, and
     # eager results share their callable's output aval, so the test is a few comparisons.
-    # `_eager_last` is (in avals, params, eager_context, NumPy function, out aval, the dtype
-    # to convert its results to or None).
+    # `prim._eager_last` is the tuple `_last_call` builds; unpacking it into names is also the
+    # fastest way to read it (faster than indexing, and a NamedTuple's fields cost more).
     last = prim._eager_last
     n = len(args)
     if n == 2:
@@ -65,28 +71,35 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if type(x) is Array and type(y) is Array:
             avals = (x.aval, y.aval)
             xv, yv = x._npy, y._npy
-            if last is not None and last[0] == avals and last[1] == params \
-                    and last[2] is config.eager_context and xv is not None and yv is not None:
-                val = last[3](xv, yv)
-                if last[5] is not None:  # the impl gives NumPy scalars or another dtype
-                    val = np.asarray(val, dtype=last[5])
-                return Array(last[4], val, None, x._committed or y._committed)
+            if last is not None and xv is not None and yv is not None \
+                    and x._sharding is None and y._sharding is None:
+                last_avals, last_params, context, fn, out_aval, dtype = last
+                if last_avals == avals and last_params == params \
+                        and context is config.eager_context:
+                    val = fn(xv, yv)
+                    if dtype is not None:  # the impl gives NumPy scalars or another dtype
+                        val = np.asarray(val, dtype=dtype)
+                    return Array(out_aval, val, None, x._committed or y._committed)
         else:
             avals = tuple(map(_eager_aval, args))
     elif n == 1 and type(args[0]) is Array:
         x = args[0]
         avals = (x.aval,)
         xv = x._npy
-        if last is not None and last[0] == avals and last[1] == params \
-                and last[2] is config.eager_context and xv is not None:
-            val = last[3](xv)
-            if last[5] is not None:
-                val = np.asarray(val, dtype=last[5])
-            return Array(last[4], val, None, x._committed)
+        if last is not None and xv is not None and x._sharding is None:
+            last_avals, last_params, context, fn, out_aval, dtype = last
+            if last_avals == avals and last_params == params \
+                    and context is config.eager_context:
+                val = fn(xv)
+                if dtype is not None:
+                    val = np.asarray(val, dtype=dtype)
+                return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
+    # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
+    on_mesh = array_mod.sharded_arrays_made and _on_auto_mesh(args)
     try:
-        key = (prim, config.eager_context, avals, *params.items())
+        key = (prim, config.eager_context, avals, on_mesh, *params.items())
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -98,35 +111,46 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             if config.jax_debug_nans or config.jax_debug_infs:
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
-        if _on_auto_mesh(args):
+        if on_mesh:
             return _mesh_callable(prim, key, params)(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
-            if len(_callables) >= _MAX_CALLABLES:
-                _callables.clear()
-            _callables[key] = run
+            _callables.put(key, run)
     out = run(*args)
     fast = getattr(run, "fast", None)
     if key is not None and fast is not None and 0 < n <= 2:
         # remembered after a call succeeded, so the result's shape has been checked; `fast`
         # is there for one result not laid out on a mesh, without debug checks
-        prim._eager_last = (avals, dict(params), config.eager_context, *fast)
+        prim._eager_last = _last_call(avals, params, *fast)
     return out
 
 
+def _last_call(avals: tuple, params: dict, fn: Callable, out_aval: core.ShapedArray,
+               dtype) -> tuple:
+    """What apply_primitive's hot path checks and runs for a primitive's last eager call: (in
+    avals, params, eager context, NumPy function of the operands, out aval, the dtype to
+    convert its results to or None)."""
+    return (avals, dict(params), config.eager_context, fn, out_aval, dtype)
+
+
+core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each primitive here
+
+
 def _on_auto_mesh(args) -> bool:
-    """Whether an operand is laid out over several devices without a sharding in its type
-    (an Auto mesh): its result's layout is then XLA's choice, so the op runs on the mesh."""
+    """Whether an operand is laid out over several devices not all of whose layout is in its
+    type (a mesh with Auto axes): its result's layout is then XLA's choice, so the op runs on
+    the mesh."""
     for x in args:
-        if type(x) is Array and x._sharding is not None and x.aval.sharding is None \
-                and getattr(x._sharding, "num_devices", 1) > 1:
+        if type(x) is Array and x._sharding is not None \
+                and getattr(x._sharding, "num_devices", 1) > 1 \
+                and (x.aval.sharding is None or not x._sharding.mesh.are_all_axes_explicit):
             return True
     return False
 
 
 # JAX: jax/_src/dispatch.py apply_primitive (its jit of the one primitive) — minijax does it
 # only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX
-_mesh_callables: dict[tuple, Callable] = {}
+_mesh_callables: BoundedCache = BoundedCache(4096)
 
 
 def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
@@ -134,12 +158,9 @@ def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
     results laid out as XLA's sharding propagation decides (cached per signature)."""
     run = _mesh_callables.get(key) if key is not None else None
     if run is None:
-        from minijax.pjit import jit
         run = jit(lambda *a: prim.bind(*a, **params))
         if key is not None:
-            if len(_mesh_callables) >= _MAX_CALLABLES:
-                _mesh_callables.clear()
-            _mesh_callables[key] = run
+            _mesh_callables.put(key, run)
     return run
 
 
@@ -189,6 +210,8 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         nonlocal checked
         vals, committed = _numpy_args(args, in_avals)
         val = impl(*vals)
+        if type(val) is Array:  # an impl that places its result (a sharding constraint)
+            return val
         exact = type(val) is np.ndarray and val.dtype is dtype
         if not exact:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
@@ -213,7 +236,6 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
     """Sharding in types, eagerly: a result whose aval carries a sharding is laid out that
     way on the mesh of the operands (or the mesh in context). JAX runs such an op as a
     small program on the mesh; minijax computes it with NumPy and places the result."""
-    from minijax import sharding as msh
 
     def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
@@ -223,7 +245,7 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
             mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
-            if mesh is not None:
+            if mesh is not None and o._sharding is None:  # else placed by its impl already
                 o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
             res.append(o)
         return res if multiple else res[0]
@@ -242,7 +264,10 @@ def _numpy_args(args, in_avals) -> tuple[list, bool]:
 
 
 def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:
-    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`."""
+    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`; an Array
+    (placed by its impl) as it is."""
+    if type(val) is Array and val.aval.shape == aval.shape and val.dtype == aval.dtype:
+        return val
     if type(val) is not np.ndarray or val.dtype != aval.dtype:
         val = np.asarray(val, dtype=aval.dtype)
     if val.shape != aval.shape:
@@ -277,14 +302,12 @@ device_put_p.multiple_results = True
 
 
 def _device_put_impl(*xs, devices, srcs):
-    from minijax import api
+    from minijax import api  # not at the top: api imports this module
     outs = []
     for x, d in zip(xs, devices):
         if isinstance(d, MemorySpace):
             sharding = x.sharding if isinstance(x, Array) else None
             if sharding is None:
-                from minijax import sharding as msh
-                from minijax.compiler import default_device
                 sharding = msh.SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
         outs.append(api.device_put(x, d))
@@ -296,7 +319,6 @@ def _device_put_abstract_eval(*avals, devices, srcs):
 
 
 def _device_put_jvp(primals, tangents, *, devices, srcs):
-    from minijax.ad_util import Zero
     outs = device_put_p.bind(*primals, devices=devices, srcs=srcs)
     nz = [(i, t) for i, t in enumerate(tangents) if not isinstance(t, Zero)]
     t_outs = device_put_p.bind(*[t for _, t in nz], devices=tuple(devices[i] for i, _ in nz),
@@ -307,7 +329,6 @@ def _device_put_jvp(primals, tangents, *, devices, srcs):
 
 def _device_put_transpose(cts, *xs, devices, srcs):
     # back to where each value came from; a None source means "leave it where it is"
-    from minijax.ad_util import Zero
     return [ct if isinstance(ct, Zero) or s is None else
             device_put_p.bind(ct, devices=(s,), srcs=(d,))[0]
             for ct, d, s in zip(cts, devices, srcs)]
@@ -322,7 +343,6 @@ def _device_put_lowering(ctx, *xs, devices, srcs):
 
 
 def _register_device_put() -> None:
-    from minijax.interpreters import ad, batching, mlir
     device_put_p.def_impl(_device_put_impl)
     device_put_p.def_abstract_eval(_device_put_abstract_eval)
     ad.primitive_jvps[device_put_p] = _device_put_jvp

@@ -29,7 +29,8 @@ from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
+from minijax import sharding as msh
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
 logger = logging.getLogger("minijax")
@@ -64,11 +65,14 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 
 # JAX: jax/_src/pjit.py _resolve_and_lower + compile — differs: cached on the jaxpr's identity
 @api_util.identity_cache
-def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
+def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
+              in_shardings: tuple = (), out_shardings: tuple = ()
               ) -> compiler.ExecuteReplicated:
-    """Lower and compile `jaxpr` once; the executor every call of it goes through."""
+    """Lower and compile `jaxpr` once; the executor every call of it goes through. With
+    shardings (per input/output a NamedSharding or None), the program for those layouts."""
     donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated).compile())
+    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
+                                                     in_shardings, out_shardings).compile())
 
 
 def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
@@ -84,24 +88,14 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     return executor
 
 
-# JAX: jax/_src/pjit.py _resolve_in_shardings / _resolve_out_shardings
-@api_util.identity_cache
-def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
-                      in_shardings: tuple, out_shardings: tuple) -> compiler.ExecuteReplicated:
-    """`_executor` for a call with shardings: per input/output a NamedSharding or None."""
-    donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
-                                                     in_shardings, out_shardings).compile())
-
-
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
     if array_mod.sharded_arrays_made:
         # arguments laid out on a mesh keep their layouts (as a top-level call does)
         shardings = tuple(x._sharding if type(x) is Array else None for x in args)
         if any(s is not None for s in shardings):
-            return _sharded_executor(jaxpr, donated_invars, name, shardings,
-                                     (None,) * len(jaxpr.out_avals))(args)
+            return _executor(jaxpr, donated_invars, name, shardings,
+                             (None,) * len(jaxpr.out_avals))(args)
     return _executor(jaxpr, donated_invars, name)(args)
 
 
@@ -232,10 +226,7 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
     # memoized, so DCE keeps handing out the same inner jaxpr object (caches key on identity)
     new_closed, used_inputs = _dce_of(eqn.params["jaxpr"], tuple(used_outputs))
     donated = tuple(d for d, u in zip(eqn.params["donated_invars"], used_inputs) if u)
-    return eqn.replace(
-        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
-        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, jaxpr=new_closed, donated_invars=donated))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=new_closed, donated_invars=donated)
 
 
 jit_p = core.Primitive("jit")
@@ -273,7 +264,7 @@ def _leaf_avals(leaves) -> tuple | None:
 
 
 # insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
-_dict_leaf_getters: dict[tuple, Callable] = {}
+_dict_leaf_getters: BoundedCache = BoundedCache(1024)
 
 
 def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
@@ -290,9 +281,7 @@ def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
             except TypeError:  # keys that do not sort: tree_flatten raises it
                 getter = None
             else:
-                if len(_dict_leaf_getters) >= 1024:
-                    _dict_leaf_getters.clear()
-                _dict_leaf_getters[keys] = getter
+                _dict_leaf_getters.put(keys, getter)
         if getter is not None:
             leaves = getter(d)
             avals = [x.aval for x in leaves if type(x) is Array]
@@ -402,6 +391,11 @@ class JitWrapped:
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
+        if self.in_shardings is not None:  # JAX checks them against the types before tracing
+            for a, sh in zip(avals, self._leaf_in_shardings([None] * len(flat),
+                                                            [None] * len(flat), in_tree)):
+                if isinstance(sh, NamedSharding):
+                    sh.check_compatible_aval(a.shape)
         reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
                   if config.jax_explain_cache_misses or config.jax_log_compiles else None)
         t0 = time.perf_counter()
@@ -478,7 +472,7 @@ class JitWrapped:
             in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
                                                                     in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
-            executor = _sharded_executor(closed, donated, self.__name__, in_sh, out_sh)
+            executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
         consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
@@ -548,11 +542,22 @@ class JitWrapped:
                     self._fast_cache[key] = run
                 return run(flat)
         else:
-            entry, flat, _ = self._get_jaxpr(args, kwargs)
+            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
+            if self.in_shardings is not None:
+                # under jvp/grad/vmap the values inside the tracers may be committed Arrays:
+                # JAX checks them against in_shardings too (a batch dimension unsplit)
+                inner = [_concrete_of(x) for x in flat]
+                given = self._leaf_in_shardings(flat, [None] * len(flat), in_tree)
+                _check_committed([v for v, _ in inner],
+                                 [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
+        if self._has_shardings:
+            flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
+        if self.out_shardings is not None:
+            outs = _constrained(outs, _leaf_out_shardings(self.out_shardings, out_tree), True)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> Traced:
@@ -669,6 +674,57 @@ def _check_committed(leaves, shardings) -> None:
                 f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
 
 
+def _constrained(xs, shardings, retype: bool = False) -> list:
+    """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
+    nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
+    type says the layout: an output is `reshard`ed (`retype`), an input keeps its type (as
+    JAX's). Mixed meshes: not applied."""
+    out = []
+    for x, s in zip(xs, shardings):
+        if isinstance(s, NamedSharding):
+            mesh, spec = s.mesh, s.spec
+            if retype and mesh.explicit_axes and not any(
+                    a in mesh.auto_axes for p in spec for a in _axes_of(p)):
+                x = reshard(x, s)  # on Explicit axes only: the type changes
+            if mesh.auto_axes:  # the partitioner is told the Auto part
+                x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
+                    spec, mesh.auto_axes)))
+        out.append(x)
+    return out
+
+
+def _only_axes(spec: PartitionSpec, names) -> PartitionSpec:
+    parts = []
+    for p in spec:
+        axes = tuple(a for a in _axes_of(p) if a in names)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*parts)
+
+
+def _concrete_of(x) -> tuple:
+    """(the value under the JVP and batch tracers wrapping `x`, the batch dimensions met,
+    outermost first)."""
+    dims = []
+    while True:
+        if isinstance(x, ad.JVPTracer):
+            x = x.primal
+        elif isinstance(x, batching.BatchTracer) and x.batch_dim is not None:
+            dims.append(x.batch_dim)
+            x = x.val
+        else:
+            return x, dims
+
+
+def _batched(s, dims):
+    """Sharding `s` of a value, for the value with unsplit batch dimensions `dims` inserted."""
+    if not isinstance(s, NamedSharding):
+        return s
+    for d in dims:
+        spec = [*s.spec, *[None] * (d - len(s.spec))]
+        s = NamedSharding(s.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+    return s
+
+
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
     """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
     the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
@@ -723,7 +779,6 @@ def _sharding_per_leaf(shardings, tree, op: str, what: str) -> list:
     """One canonical sharding per leaf of `tree`: `shardings` is a single NamedSharding or
     PartitionSpec (for every leaf) or a pytree of them with `tree`'s structure. Raises
     ValueError naming `op` when the structures differ."""
-    from minijax import sharding as msh
     if isinstance(shardings, (NamedSharding, PartitionSpec)):
         shs = [shardings] * tree.num_leaves
     else:
@@ -745,17 +800,22 @@ def with_sharding_constraint(x, shardings):
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
+    given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
+    if msh.get_concrete_mesh() is None and msh.get_abstract_mesh().empty and \
+            any(isinstance(s, PartitionSpec) for s in given):
+        raise RuntimeError("with_sharding_constraint requires a non-empty mesh in context if "
+                           "you are passing `PartitionSpec`s to shardings: set one with "
+                           "`jax.set_mesh(mesh)`, or pass `NamedSharding`s.")
     shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
     in_context = msh.get_abstract_mesh()
-    for v, s in zip(leaves, shs):
+    for i, (v, s) in enumerate(zip(leaves, shs)):
         aval = core.get_aval(v)
-        s.check_compatible_aval(aval.shape)  # every leaf before any binding
+        s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
             # sharding in types: under an all-Explicit mesh the layout is already known, so
             # the constraint is a check (JAX: "acts as an assert"); reshard changes layouts
@@ -764,34 +824,57 @@ def with_sharding_constraint(x, shardings):
             if tuple(want.spec) != tuple(have):
                 raise AssertionError(
                     f"`with_sharding_constraint` acts as an assert when all axes of mesh are "
-                    f"of type `Explicit`. The array sharding: {aval.sharding.spec} did not "
+                    f"of type `Explicit`. The array sharding: {PartitionSpec(*have)} did not "
                     f"match the sharding provided: {want.spec}. Please use "
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
         else:
+            s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
                    for p in s.spec for a in msh._axes_of(p)):
                 raise ValueError(
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
                     f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+            shs[i] = _with_type_axes(s, aval)
             explicit.append(False)
     if all(explicit):
         return x
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
     return tree_unflatten(tree, outs)
 
 
+def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
+    """A constraint naming Auto axes, with the Explicit axes the value's type splits each
+    dimension over kept (a mixed mesh: the constraint does not change the type)."""
+    if aval.sharding is None:
+        return s
+    given = s.spec._normalized_spec_for_aval(aval.ndim)
+    parts = []
+    for t, g in zip(aval.sharding.spec, given):
+        axes = (*_axes_of(t), *_axes_of(g))
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return NamedSharding(s.mesh, PartitionSpec(*parts))
+
+
+def _axes_of(p) -> tuple:
+    return () if p is None else p if isinstance(p, tuple) else (p,)
+
+
 def _sharding_constraint_impl(x, *, sharding):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value, its layout is not kept
+    # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
+    # JAX's impl runs the constraint on the mesh
+    from minijax import sharding as msh
+    if isinstance(sharding.mesh, msh.Mesh):
+        return msh.device_put_sharded_tree(x, sharding)
+    return x
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    from minijax import sharding as msh
     s = msh.aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
     return x if s is None or s == x.sharding else x.update(sharding=s)
 
@@ -811,8 +894,7 @@ def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
 def _sharding_constraint_lowering(ctx, x, *, sharding):
-    from jax.extend.mlir.dialects import sdy
-    return sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
 
 
 sharding_constraint_p = core.Primitive("sharding_constraint")
@@ -838,16 +920,21 @@ def reshard(xs, out_shardings):
 
     Raises ValueError as `device_put` does (spec longer than the rank, indivisible
     dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(xs)
     shs = _sharding_per_leaf(out_shardings, tree, "reshard", "out_shardings")
     for v, s in zip(leaves, shs):
         if not isinstance(s, NamedSharding):
             raise ValueError(f"Reshard should only be used with out_shardings which are "
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
+        for a in (a for p in s.spec for a in msh._axes_of(p)):
+            if a not in s.mesh.explicit_axes:  # Auto axes are the partitioner's, not reshard's
+                raise ValueError(f"PartitionSpec passed to reshard cannot contain axis names "
+                                 f"that are of type Auto or Manual. Got PartitionSpec: "
+                                 f"{s.spec} with axis name: {a} of type: "
+                                 f"{s.mesh.axis_types[s.mesh.axis_names.index(a)]}")
         s.check_compatible_aval(core.get_aval(v).shape)
     if core.trace_ctx.trace is core.eval_trace:
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = []
     for v, s in zip(leaves, shs):
@@ -859,11 +946,14 @@ def reshard(xs, out_shardings):
 
 
 def _reshard_impl(x, *, dst_sharding, concrete_mesh):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value
+    from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
+    mesh = concrete_mesh or msh.get_concrete_mesh()
+    if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
+        return msh.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
+    return x
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):
-    from minijax import sharding as msh
     return x.update(sharding=msh.aval_sharding(dst_sharding, x.ndim))
 
 
@@ -883,7 +973,7 @@ def _reshard_batch_rule(vals, dims, *, axis_size, dst_sharding, concrete_mesh):
 
 
 def _reshard_lowering(ctx, x, *, dst_sharding, concrete_mesh):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     if dst_sharding.mesh.are_all_axes_auto:  # nothing typed: the partitioner decides
         return x
     s = dst_sharding if concrete_mesh is None else NamedSharding(concrete_mesh,
@@ -907,7 +997,6 @@ mlir._lays_out_itself.add(reshard_p)
 # ---------------------------------------------------------------------------------------------
 
 def _retyped_mesh(axes, to, api: str):
-    from minijax import sharding as msh
     outer = msh.get_concrete_mesh()
     if outer is None:
         raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
@@ -920,7 +1009,6 @@ def _retyped_mesh(axes, to, api: str):
 
 def _spec_without(spec, mesh) -> PartitionSpec:
     """`spec` naming only `mesh`'s Explicit axes (JAX: core.modify_spec_for_auto_manual)."""
-    from minijax import sharding as msh
     keep = set(mesh.explicit_axes)
     out = []
     for p in spec:
@@ -956,7 +1044,6 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         out_s = _given_or_keyword(out_sharding, kwargs, "out_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
         with msh.set_mesh(inner):
             args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
@@ -978,7 +1065,6 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         in_s = _given_or_keyword(in_sharding, kwargs, "in_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
         with msh.set_mesh(inner):
             args = reshard(args, in_s)

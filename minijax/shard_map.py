@@ -30,9 +30,12 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
+from minijax.sharding import (Mesh, NamedSharding, PartitionSpec, _axes_of, aval_sharding,
+                              get_concrete_mesh)
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
+from minijax import pjit
+from minijax.lax import lax
 
 _CHAPTER = "chapters/13-shard-map.md"
 
@@ -108,8 +111,17 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         return tree_unflatten(out_tree, outs)
 
     def _trace(leaves, in_tree, specs, avals, mesh, manual):
+        typed = manual == frozenset(mesh.axis_names) and \
+            all(a in mesh.explicit_axes for a in manual)
         for i, (a, s) in enumerate(safe_zip(avals, specs)):
             _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
+            have = a.sharding.spec if a.sharding is not None else PartitionSpec(*[None] * a.ndim)
+            if typed and in_specs is not Infer and s._normalized_spec_for_aval(a.ndim) != have:
+                # sharding in types: the layout is in the argument's type; reshard changes it
+                raise ValueError(f"in_specs passed to shard_map: "
+                                 f"{s._normalized_spec_for_aval(a.ndim)} does not match the "
+                                 f"specs of the input: {have} for arg: {a.str_short()}. Leave "
+                                 f"in_specs out to take the arguments' own, or `reshard` them.")
             if not _spec_axes(s) <= manual:
                 raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
                                  f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
@@ -273,7 +285,10 @@ def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    return aval.update(shape=tuple(shape), vma=aval.vma - manual)
+    typed = aval.sharding  # sharding in types: on Explicit axes, out_specs is the layout
+    if typed is None and mesh.explicit_axes and not manual & _enclosing_manual(mesh):
+        typed = aval_sharding(NamedSharding(mesh, spec), len(shape))
+    return aval.update(shape=tuple(shape), vma=aval.vma - manual, sharding=typed)
 
 
 def _fit_outputs(name: str, outs, specs, mesh: Mesh, manual: frozenset, check_vma: bool,
@@ -343,7 +358,6 @@ def _bind(args, consts, *, jaxpr, in_specs, **params) -> list:
 
 # JAX: jax/_src/shard_map.py _shard_map_impl — differs: always compiled (as one jit call)
 def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_manual_axes):
-    from minijax import pjit
     params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                   check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     avals = tuple(core.get_aval(x).strip_weak_type() for x in args)
@@ -352,15 +366,13 @@ def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_ma
     if hit is None or hit[0] is not jaxpr:
         j, consts, _ = pe.trace_to_jaxpr_dynamic(lambda *xs: shard_map_p.bind(*xs, **params),
                                                  list(avals), purpose="shard_map")
-        if len(_eager_cache) >= 256:
-            _eager_cache.clear()
-        hit = _eager_cache[key] = (jaxpr, ClosedJaxpr(j, consts))
+        hit = _eager_cache.put(key, (jaxpr, ClosedJaxpr(j, consts)))
     return pjit.bind_jit(hit[1], args, "shard_map")
 
 
 # (id of the body, params, avals) -> (body, the one-equation jaxpr jit compiles); the body is
 # kept so that its id stays its own. Eager calls of one shard_map reuse one executable.
-_eager_cache: dict = {}
+_eager_cache: BoundedCache = BoundedCache(256)
 
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
@@ -406,7 +418,6 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     tangent work, recorded), laid out as JAX's linearize rule lays them out: the known call
     returns the residuals first, then its outputs; a residual that is a known input or a known
     output is passed straight to the unknown call instead of being returned again."""
-    from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
     with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
@@ -543,7 +554,7 @@ def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_s
 # JAX: jax/_src/shard_map.py _shard_map_lowering_shardy
 def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                         newly_manual_axes):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     ir = mlir.ir
 
     partial = newly_manual_axes != frozenset(mesh.axis_names)
@@ -613,7 +624,6 @@ core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 
 def _register_vma_primitives() -> None:
-    from minijax import pjit
     core.vma_primitives.update({shard_map_p, pjit.jit_p})
 
 
