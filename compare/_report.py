@@ -37,13 +37,17 @@ class Check:
     """One agreement check: `ok`, the largest absolute error seen (None if not numeric), `why`
     a failed check failed in words (a shape, dtype or weak-type mismatch, NaN or inf where the
     other side has none), and `known`: a difference between the modules that is understood and
-    not fixed yet (the check passes on values and the report shows it as KNOWN)."""
+    not fixed yet (the check passes on values and the report shows it as KNOWN). `target`: a
+    speed target, not an agreement (`TopicResult.check_target`): a missed one is shown as
+    MISSED and listed by `python -m compare`, but does not fail the run, since a timing on a
+    shared or loaded machine says as much about the machine as about the code."""
 
     name: str
     ok: bool
     max_err: float | None = None
     why: str = ""
     known: str = ""
+    target: bool = False
 
     def to_json(self) -> dict:
         err = self.max_err
@@ -54,6 +58,8 @@ class Check:
             d["why"] = self.why
         if self.known:
             d["known"] = self.known
+        if self.target:
+            d["target"] = True
         return d
 
     def shown_err(self) -> str:
@@ -146,6 +152,19 @@ class TopicResult:
         self.checks.append(Check(name, bool(ok), None))
         return bool(ok)
 
+    def check_target(self, name: str, ok: bool) -> bool:
+        """A speed target (e.g. a step-time ratio): reported, MISSED when not met, but not an
+        agreement check: `failed_checks` leaves it out."""
+        self.checks.append(Check(name, bool(ok), None, target=True))
+        return bool(ok)
+
+    def failed_checks(self) -> list[Check]:
+        """The agreement checks that failed (missed speed targets are not among them)."""
+        return [c for c in self.checks if not c.ok and not c.target]
+
+    def missed_targets(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok and c.target]
+
     def check_raises(self, name: str, fn: Callable[[], Any],
                      expected: type | tuple[type, ...]) -> str:
         """Check that `fn()` raises `expected` (the type JAX raises); returns the message.
@@ -198,7 +217,8 @@ class TopicResult:
     def from_record(cls, rec: dict) -> "TopicResult":
         res = cls(rec.get("title", "?"))
         res.checks = [Check(c["name"], c["ok"], c.get("max_err"), c.get("why", ""),
-                            c.get("known", "")) for c in rec.get("checks", [])]
+                            c.get("known", ""), c.get("target", False))
+                      for c in rec.get("checks", [])]
         res.timings_ms = dict(rec.get("timings_ms", {}))
         res.spread_ms = {k: tuple(v) for k, v in rec.get("spread_ms", {}).items()}
         for key in ("devices", "sections", "chapter", "extra", "runs", "status", "error",
@@ -475,7 +495,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
         errs = [c.max_err for c in r.checks if c.max_err is not None]
         worst = f"{max(errs):.3g}" if errs else "-"
         status = ("**FAILED (raised)**" if r.status == "error" else
-                  "ok" if passed == len(r.checks) else "**checks fail**")
+                  "**checks fail**" if r.failed_checks() else
+                  "ok, speed target missed" if r.missed_targets() else "ok")
         chap = "-"
         if r.chapter:  # a chapter not written yet is named, not linked
             exists = (REPO / r.chapter).exists()
@@ -493,7 +514,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
         if r.checks:
             lines += ["", "| check | ok | max_err |", "|---|---|---|"]
             for c in r.checks:
-                mark = "FAIL" if not c.ok else f"KNOWN ({c.known})" if c.known else "PASS"
+                mark = ("MISSED (speed target)" if c.target else "FAIL") if not c.ok \
+                    else f"KNOWN ({c.known})" if c.known else "PASS"
                 lines.append(f"| {c.name} | {mark} | {c.shown_err()} |")
         tables = timing_tables(r)
         if tables:

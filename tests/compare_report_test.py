@@ -1,6 +1,7 @@
 """The comparison report (`compare/_report.py`, `compare/__main__.py`): stored per-topic results,
 a failing topic reported with its traceback, paired timings with spread and ratio, folding."""
 
+import json
 import sys
 import types
 
@@ -134,3 +135,32 @@ def test_a_float64_reference_checks_the_result_dtype_it_names():
     assert _one_check(jax.numpy.arange(3.0), ref, dtype=np.float32)[0].ok
     c, row = _one_check(jax.numpy.arange(3), ref, dtype=np.float32)
     assert not c.ok and "dtype int32 vs float32" in row
+
+
+def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, tmp_path):
+    def slow_run(quick=False):
+        res = TopicResult("a topic whose timing misses its target", runs="both")
+        res.check("values", np.ones(3), np.ones(3))
+        res.check_target("step-time ratio minijax/JAX <= 1.05", 1.3 <= 1.05)
+        return res
+
+    def wrong_run(quick=False):
+        res = TopicResult("a topic whose values disagree", runs="both")
+        res.check("values", np.ones(3), np.zeros(3))
+        res.check_target("step-time ratio minijax/JAX <= 1.05", True)
+        return res
+
+    for name, fn in (("fake_slow", slow_run), ("fake_wrong", wrong_run)):
+        mod = types.ModuleType(f"compare.{name}")
+        mod.run = fn
+        monkeypatch.setitem(sys.modules, f"compare.{name}", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_slow", "fake_wrong"])
+    assert cmain.main(["fake_slow"], out_dir=tmp_path) == 0  # a missed target: reported only
+    assert cmain.main(["fake_wrong"], out_dir=tmp_path) == 1  # a wrong value fails the run
+    text = (tmp_path / "report.md").read_text()
+    assert "| step-time ratio minijax/JAX <= 1.05 | MISSED (speed target) |" in text
+    assert "ok, speed target missed" in text and "**checks fail**" in text
+    stored = TopicResult.from_record(
+        json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
+    assert [c.name for c in stored.missed_targets()] == ["step-time ratio minijax/JAX <= 1.05"]
+    assert stored.failed_checks() == []
