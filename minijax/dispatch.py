@@ -166,6 +166,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     impl = rule(*avals, **params) if rule is not None else None
     if impl is None:
         impl = functools.partial(prim.impl, **params) if params else prim.impl
+    impl = _quiet(impl)
     in_avals = tuple(avals)
 
     if prim.multiple_results:
@@ -207,6 +208,15 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     if out_aval.sharding is not None:
         return _laid_out(run, False)
     return run
+
+
+def _quiet(impl: Callable) -> Callable:
+    """`impl` with NumPy's floating-point warnings off: as XLA does, `1/0`, `log(0)` or a
+    float16 overflow give inf/nan silently (so `python -W error` sees JAX's behaviour)."""
+    def quiet(*vals):
+        with np.errstate(all="ignore"):
+            return impl(*vals)
+    return quiet
 
 
 def _laid_out(run: Callable, multiple: bool) -> Callable:

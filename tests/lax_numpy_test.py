@@ -601,3 +601,32 @@ def test_convolve_rot90_errors_and_grad():
     grad = lambda J: J.grad(lambda v: J.numpy.convolve(v, CONV, mode="same").sum() +  # noqa
                             J.numpy.rot90(J.numpy.outer(v, v))[0, 1])(V)
     np.testing.assert_allclose(grad(minijax), grad(jax), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager arithmetic is silent about inf/nan, as XLA is
+# ---------------------------------------------------------------------------------------------
+
+SILENT = {
+    "one_over_zero": lambda jnp: jnp.array(1.0) / 0,
+    "zero_over_zero": lambda jnp: jnp.array(0.0) / 0,
+    "log_zero": lambda jnp: jnp.log(jnp.zeros(2)),
+    "sqrt_negative": lambda jnp: jnp.sqrt(-jnp.ones(3)),
+    "float16_overflow": lambda jnp: jnp.array(60000, jnp.float16) * jnp.array(2, jnp.float16),
+    "float32_exp_overflow": lambda jnp: jnp.exp(jnp.array([100.0, 1.0])),
+    "mean_of_empty": lambda jnp: jnp.mean(jnp.zeros((0,))),
+    "int_mod_zero": lambda jnp: jnp.array([3, 4]) % 0,
+}
+
+
+@cases(SILENT)
+def test_eager_arithmetic_emits_no_numpy_warnings_as_jax(name):
+    # under `python -W error` a NumPy RuntimeWarning would be an exception; JAX's eager ops
+    # return inf/nan silently, and so must minijax's (values compared with JAX's)
+    import warnings
+    results = []
+    for J in (jax, minijax):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            results.append(SILENT[name](J.numpy))
+    assert_same(results[1], results[0])
