@@ -167,6 +167,22 @@ def test_errors_like_jax(bad):
         bad(minijax)
 
 
+@pytest.mark.parametrize("flatten", [
+    lambda J, t: J.tree_util.tree_flatten(t),
+    lambda J, t: J.tree_util.tree_leaves(t),
+    lambda J, t: J.tree_util.tree_flatten_with_path(t),
+    lambda J, t: J.tree.map(lambda x: x, t),
+    lambda J, t: J.tree_util.tree_flatten(collections.defaultdict(list, t)),
+])
+def test_dict_with_unsortable_keys_raises_jaxs_error(flatten):
+    tree = {1: 2.0, "a": 3.0}
+    with pytest.raises(Exception) as want:
+        flatten(jax, tree)
+    with pytest.raises(want.type) as got:
+        flatten(minijax, tree)
+    assert str(got.value) == str(want.value)
+
+
 def test_partial_is_a_pytree():
     def program(J):
         add = J.tree_util.Partial(lambda x, y, scale=1.0: (x + y) * scale, np.float32(1.0),
