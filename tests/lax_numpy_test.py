@@ -630,3 +630,37 @@ def test_eager_arithmetic_emits_no_numpy_warnings_as_jax(name):
             warnings.simplefilter("error")
             results.append(SILENT[name](J.numpy))
     assert_same(results[1], results[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation errors JAX raises: None in an array, Python ints out of range, allocations too big
+# ---------------------------------------------------------------------------------------------
+
+CREATION_ERRORS = {
+    "none_in_a_list": lambda jnp: jnp.asarray([1.0, None]),
+    "none": lambda jnp: jnp.array(None),
+    "none_nested": lambda jnp: jnp.array([[1], [None]]),
+    "int_scalar_too_large": lambda jnp: jnp.array(2**40),
+    "int_in_a_list_too_large": lambda jnp: jnp.array([1, 2**40]),
+    "negative_to_uint32": lambda jnp: jnp.asarray(-1, jnp.uint32),
+    "int_to_uint8": lambda jnp: jnp.array([300], jnp.uint8),
+    # 4 PiB: more than any address space, so no machine has it to give
+    "eager_ones": lambda jnp: jnp.ones((2**25, 2**25)),
+    "eager_broadcast_add": lambda jnp: jnp.ones(3) + jnp.zeros((2**48, 1)),
+}
+
+
+@cases(CREATION_ERRORS)
+def test_creation_errors_match_jax(name):
+    with pytest.raises(Exception) as want:
+        CREATION_ERRORS[name](jax.numpy)
+    with pytest.raises(Exception) as got:
+        CREATION_ERRORS[name](minijax.numpy)
+    assert type(got.value).__mro__[:2] == type(want.value).__mro__[:2], (got.value, want.value)
+    assert str(got.value) == str(want.value)
+
+
+def test_python_ints_at_the_edges_of_their_dtype_match_jax():
+    for value, dtype in ((2**31 - 1, None), (-2**31, None), (2**32 - 1, np.uint32),
+                         ([0, 255], np.uint8), (1, np.float32), ([2**40], np.float32)):
+        check(lambda J, value=value, dtype=dtype: J.numpy.asarray(value, dtype))

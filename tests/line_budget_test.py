@@ -33,7 +33,7 @@ BUDGETS = {
     "dispatch": 270,   # + sharded eager results (issue 11), device_put_p, Auto-mesh ops jitted
     "dtypes": 210,
     "effects": 70,
-    "errors": 12,
+    "errors": 24,       # + JaxRuntimeError and RESOURCE_EXHAUSTED for eager allocations (issue 24)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
     "lax": 5900,        # collectives (lax/parallel.py, ~480 lines)
