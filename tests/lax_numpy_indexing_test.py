@@ -125,3 +125,35 @@ def test_index_mode_errors():
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0.5, 1.0]), axis=None))
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0, 1]), axis=1))
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([[0]]), axis=1, mode="wrong"))
+
+
+# boolean masks: a shape that does not match the axes it covers is JAX's IndexError (same
+# message); a matching mask, or one of size 0 along an axis, selects as in JAX
+X234 = np.arange(24.0).reshape(2, 3, 4)
+MASKS = {
+    "leading_too_long": (np.array([True, False, True]),),
+    "second_axis": (slice(None), np.array([True, False])),
+    "after_ellipsis": (Ellipsis, np.array([True, False, True])),
+    "after_ellipsis_ok": (Ellipsis, np.array([True, False, True, True])),
+    "after_newaxis_2d": (None, np.ones((2, 2), bool)),
+    "2d_ok": (np.ones((2, 3), bool),),
+    "after_int_2d_ok": (0, np.ones((3, 4), bool)),
+    "after_int_and_ellipsis": (0, Ellipsis, np.ones((4, 4), bool)),
+    "empty_ok": (np.zeros((0,), bool),),
+    "list_after_int": (1, [True, False, True, False]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_boolean_mask_shapes_as_jax(name):
+    index = MASKS[name]
+    try:
+        want = jax.numpy.asarray(X234)[index]
+    except IndexError as e:
+        with pytest.raises(IndexError) as got:
+            minijax.numpy.asarray(X234)[index]
+        assert str(got.value) == str(e)
+        with pytest.raises(IndexError):
+            minijax.numpy.asarray(X234).at[index].set(0.0)
+    else:
+        assert_same(minijax.numpy.asarray(X234)[index], want)
