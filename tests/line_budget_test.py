@@ -25,7 +25,7 @@ BUDGETS = {
     "array": 220,
     "callback": 325,
     "compiler": 440,
-    "config": 66,
+    "config": 150,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
@@ -39,7 +39,7 @@ BUDGETS = {
     "lax": 5900,        # collectives (lax/parallel.py, ~480 lines)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
-    "numpy": 3710,
+    "numpy": 3730,
     "pjit": 850,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13)
     "prng": 230,
     "public_test_util": 110,
