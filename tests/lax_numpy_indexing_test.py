@@ -157,3 +157,32 @@ def test_boolean_mask_shapes_as_jax(name):
             minijax.numpy.asarray(X234).at[index].set(0.0)
     else:
         assert_same(minijax.numpy.asarray(X234)[index], want)
+
+
+# jax.ops: the segment reductions (ids out of range and negative ids dropped, empty segments
+# hold the identity, bucket_size, num_segments inferred from concrete ids), under jit and grad
+SEG_DATA = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.5
+SEG_IDS = np.array([0, 0, 2, 1, -1, 7])
+
+
+@pytest.mark.parametrize("name", ["segment_sum", "segment_prod", "segment_max", "segment_min"])
+@pytest.mark.parametrize("kw", [{"num_segments": 4}, {"num_segments": 3},
+                                {"num_segments": 4, "bucket_size": 2},
+                                {"num_segments": 4, "indices_are_sorted": True}])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_segment_reductions_as_jax(name, kw, dtype):
+    ids = np.sort(SEG_IDS) if kw.get("indices_are_sorted") else SEG_IDS
+    check(lambda J: getattr(J.ops, name)(SEG_DATA.astype(dtype), ids, **kw))
+    check(lambda J: J.jit(lambda d, i: getattr(J.ops, name)(d, i, **kw))(
+        SEG_DATA.astype(dtype), ids))
+
+
+def test_segment_reductions_infer_num_segments_and_differentiate_as_jax():
+    ids = np.array([0, 0, 2, 1, 1, 3])
+    inferred = lambda J: [getattr(J.ops, n)(SEG_DATA, ids) for n in  # noqa: E731
+                          ("segment_sum", "segment_prod", "segment_max", "segment_min")]
+    assert_same(inferred(minijax), inferred(jax))  # eagerly: the ids must be concrete
+    check(lambda J: J.grad(lambda d: (J.ops.segment_sum(d, ids, 4) ** 2).sum())(SEG_DATA))
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="num_segments must be non-negative"):
+            J.ops.segment_sum(SEG_DATA, ids, -1)

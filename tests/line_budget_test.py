@@ -33,12 +33,14 @@ BUDGETS = {
     "dispatch": 270,   # + sharded eager results (issue 11), device_put_p, Auto-mesh ops jitted
     "dtypes": 210,
     "effects": 70,
-    "errors": 24,       # + JaxRuntimeError and RESOURCE_EXHAUSTED for eager allocations (issue 24)
+    "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
+    "flatten_util": 45,  # ravel_pytree (issue 24)
     "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
     "lax": 5900,        # collectives (lax/parallel.py, ~480 lines)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
+    "ops": 70,          # the segment reductions (issue 24)
     "numpy": 3730,
     "pjit": 850,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13)
     "prng": 230,

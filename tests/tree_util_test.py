@@ -319,3 +319,27 @@ def test_vmap_axes_prefixes_follow_the_tree_structure():
         for J in (jax, minijax):
             with pytest.raises(ValueError):
                 J.vmap(lambda d: d, in_axes=bad)(arg)
+
+
+# flatten_util.ravel_pytree: one vector of the promoted dtype and the function back
+def _ravel_program(J):
+    import importlib
+    ravel = importlib.import_module(J.__name__ + ".flatten_util").ravel_pytree
+    tree = {"a": np.ones((2, 3), np.float32), "b": [np.arange(3, dtype=np.int32), 2.0],
+            "c": (np.float16(1.5),)}
+    flat, unravel = ravel(tree)
+    same, unravel_same = ravel([np.ones(2, np.float32), np.arange(3, dtype=np.float32)])
+    empty, unravel_empty = ravel({})
+    errors = []
+    for bad in (flat[:3], flat.astype(np.int32)):
+        try:
+            unravel(bad)
+        except (TypeError, ValueError) as e:
+            errors.append((type(e).__name__, str(e)))
+    return (flat, unravel(flat * 2), unravel_same(same.astype(np.float16)), empty,
+            unravel_empty(empty), J.jit(lambda t: ravel(t)[0])(tree), errors)
+
+
+def test_ravel_pytree_as_jax():
+    got, want = _ravel_program(minijax), _ravel_program(jax)
+    _same(lambda J: got if J is minijax else want)
