@@ -33,6 +33,8 @@ TOPICS = [
     "callbacks",
     "offloading",
     "pallas",
+    "ragged",
     "profiling",
     "precision_xla",
+    "scaling_book",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import re
 import shutil
 import tempfile
@@ -36,6 +37,39 @@ def count_collectives(hlo_text: str) -> dict[str, int]:
         for m in _OPCODE.finditer(rhs):
             counts[m.group(1)] += 1
     return counts
+
+
+_DTYPE_BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "bf16": 2, "f16": 2, "s16": 2,
+                "s8": 1, "u8": 1, "pred": 1}
+_COLLECTIVE_TYPE = re.compile(r"= (.*?) (" + "|".join(COLLECTIVES) + r")(?:-start)?\(")
+
+
+def collective_bytes(hlo_text: str, n: int) -> dict[str, int]:
+    """Bytes each device receives per collective kind, read from the shapes in compiled HLO.
+
+    A ring over n devices receives (n-1)/n of the gathered result of an all-gather, (n-1)/n
+    of the (n times larger) input of a reduce-scatter, twice (n-1)/n of an all-reduce's array
+    (a reduce-scatter, then an all-gather), (n-1)/n of an all-to-all's array, and the whole
+    array of a collective-permute. A tuple type (XLA combining several collectives) counts
+    every element."""
+    out = {c: 0 for c in COLLECTIVES}
+    for line in hlo_text.splitlines():
+        m = _COLLECTIVE_TYPE.search(line)
+        if not m:
+            continue
+        result_type, op = m.groups()
+        if op.endswith("-done"):
+            continue
+        size = sum(_DTYPE_BYTES[d] * math.prod(int(k) for k in dims.split(",") if k)
+                   for d, dims in re.findall(r"\b([a-z]+\d*)\[([\d,]*)\]", result_type)
+                   if d in _DTYPE_BYTES)
+        if op == "collective-permute":
+            out[op] += size
+            continue
+        if op == "reduce-scatter":
+            size *= n
+        out[op] += (2 if op == "all-reduce" else 1) * (n - 1) * size // n
+    return out
 
 
 def hlo_opcodes(hlo_text: str) -> list[str]:

@@ -250,7 +250,7 @@ def _run_one(J, prog: Program, args: tuple, rng_seed: int) -> dict:
     minijax runs each transformation eagerly (numpy impls), and the plain function under its
     `jit` too. JAX's eager mode compiles every primitive separately on first use, so its
     reference results are computed under `jax.jit` (one compile per transformation; the
-    values are the same)."""
+    values are the same, to the last float16 bit only where XLA does not fuse: `_tolerance`)."""
     jnp = J.numpy
     run = jax.jit if J is jax else (lambda fn: fn)
     f = prog.build(J)
@@ -277,6 +277,16 @@ def _run_one(J, prog: Program, args: tuple, rng_seed: int) -> dict:
     return out
 
 
+def _tolerance(tree) -> dict:
+    """rtol/atol for comparing minijax's results with JAX's: float32's, or float16's where an
+    output is float16. minijax's eager numpy rounds a float16 result after every operation;
+    XLA may fuse `h * 3.0 + 1` and round once (whether it does depends on the CPU's float16
+    support), so the two can differ by one float16 ulp (about 1e-3 relative)."""
+    if any(np.asarray(x).dtype == np.float16 for x in _leaves(tree)):
+        return dict(rtol=2e-3, atol=2e-3)
+    return dict(rtol=2e-5, atol=2e-5)
+
+
 def _np(tree):
     return [np.asarray(x) for x in _leaves(tree)]
 
@@ -291,7 +301,7 @@ def run(quick: bool = False) -> TopicResult:
         args = prog.args(np.random.RandomState(100 + k))
         outs = {name: _run_one(J, prog, args, rng_seed=200 + k) for name, J in MODULES}
         mj, jx = outs["minijax"], outs["jax"]
-        tol = dict(rtol=2e-5, atol=2e-5)
+        tol = _tolerance(jx["value"])
         res.check(f"{prog.name}: value", _np(mj["value"]), _np(jx["value"]), **tol)
         res.check(f"{prog.name}: jit value", _np(mj["jit"]), _np(jx["jit"]), **tol)
         res.check_true(f"{prog.name}: output dtypes and weak types", mj["types"] == jx["types"])

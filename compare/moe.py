@@ -17,6 +17,10 @@ The layer, written once against a module alias `J` (GShard/Switch style):
   of tokens whose first choice is e, P_e the mean router probability of e), minimal when the
   router spreads tokens evenly.
 
+Beside it, `make_ragged_moe_mlp` is the same layer without capacity: (token, choice)
+assignments sorted by expert and each expert matmul one `lax.ragged_dot` (chapter 28); it
+equals the einsum layer wherever that drops nothing.
+
 It is checked against a plain loop over experts (each expert on every token, masked by a
 keep-mask that a loop over tokens in numpy computes) for values and gradients, and the dropped
 count against that numpy loop. The MoE GPT should reach a validation loss within 5% of the
@@ -119,6 +123,55 @@ def make_moe_mlp(mcfg: MoEConfig):
     return moe_mlp
 
 
+def make_ragged_moe_mlp(mcfg: MoEConfig):
+    """The same layer without capacity: every (token, choice) assignment is kept. The
+    assignments are sorted by expert, so expert e's tokens are one run of rows, and each
+    expert matmul is one `lax.ragged_dot` over the runs (chapter 28); the results are put
+    back in token order and summed with the gates. Equal to `make_moe_mlp`'s output when
+    nothing is dropped there."""
+
+    def ragged_moe_mlp(J, blk, h):
+        jnp, lax = J.numpy, J.lax
+        G, S, d = h.shape
+        E, k = mcfg.n_experts, mcfg.top_k
+        probs, gates, experts = routing(J, mcfg, blk, h)
+        flat = experts.reshape(-1)                               # [N*k], token-major
+        order = jnp.argsort(flat, stable=True)                   # assignments by expert
+        sizes = jnp.sum(J.nn.one_hot(flat, E, dtype=np.int32), axis=0)
+        e_sorted = flat[order]
+        x = h.reshape(G * S, d)[order // k]                      # [N*k, d], runs per expert
+        hid = J.nn.gelu(lax.ragged_dot(x, blk["w1"], sizes) + blk["b1"][e_sorted])
+        out = lax.ragged_dot(hid, blk["w2"], sizes) + blk["b2"][e_sorted]
+        out = out[jnp.argsort(order)].reshape(G, S, k, d)        # back to (token, choice)
+        y = jnp.sum(gates[..., None] * out, axis=2)
+        frac = jnp.mean(J.nn.one_hot(experts[..., 0], E), axis=(0, 1))
+        lb = E * jnp.sum(frac * jnp.mean(probs, axis=(0, 1)))
+        return y, {"lb": lb, "dropped": jnp.zeros((), np.int32)}
+    return ragged_moe_mlp
+
+
+def ragged_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 2, S: int = 16):
+    """The ragged_dot path against the einsum path with a capacity that drops nothing."""
+    rng = np.random.RandomState(11)
+    cfg = gpt.Config(vocab=5, n_layer=1, d_model=d, n_head=2, block=S)
+    m = dataclasses.replace(mcfg, d_expert=2 * d,
+                            capacity_factor=mcfg.n_experts / mcfg.top_k)  # C = S: no drops
+    blk = init_params(cfg, m, seed=6)["blocks"][0]
+    blk = {k: v * 25 if k == "w_router" else v * 10 for k, v in blk.items()}
+    h = rng.standard_normal((G, S, d)).astype(np.float32)
+    einsum, ragged = make_moe_mlp(m), make_ragged_moe_mlp(m)
+    for name, J in MODULES:
+        y, aux = einsum(J, blk, h)
+        res.check_true(f"{name}: the einsum path drops nothing at capacity C = S",
+                       int(aux["dropped"]) == 0)
+        res.check(f"{name}: ragged_dot path == einsum path (values)", ragged(J, blk, h)[0], y,
+                  rtol=1e-4, atol=1e-5)
+        loss = lambda mlp, J=J: lambda b, h: J.numpy.sum(J.numpy.tanh(mlp(J, b, h)[0]))
+        res.check(f"{name}: ragged_dot path == einsum path (gradients)",
+                  J.grad(loss(ragged), (0, 1))(blk, h), J.grad(loss(einsum), (0, 1))(blk, h),
+                  rtol=1e-4, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------
 # The reference: a loop over experts, the capacity by a loop over tokens
 # ---------------------------------------------------------------------------------------------
@@ -218,6 +271,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         cfg, eval_every, n_val, reps = gpt.Config(vocab=len(data.chars)), 100, 16, 30
         mcfg = MoEConfig(d_expert=2 * cfg.d_model)
     lay_dropped, lay_total = layer_checks(res, mcfg)
+    ragged_checks(res, mcfg)
 
     moe_mlp = make_moe_mlp(mcfg)
     p_moe = init_params(cfg, mcfg)

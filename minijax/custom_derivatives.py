@@ -38,9 +38,11 @@ def _fun_name(f) -> str:
 
 
 # JAX: jax/_src/api_util.py resolve_kwargs
-def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, kind: str) -> tuple:
-    """Keyword arguments moved to their positions (custom rules see positional args only)."""
-    if not kwargs:
+def _resolve_kwargs(fun: Callable, args: tuple, kwargs: dict, kind: str,
+                    nondiff_argnums: tuple[int, ...] = ()) -> tuple:
+    """Keyword arguments moved to their positions, and defaults filled in (custom rules see
+    positional args only). The signature is read only when some are missing."""
+    if not kwargs and all(i < len(args) for i in nondiff_argnums):
         return args
     try:
         bound = inspect.signature(fun).bind(*args, **kwargs)
@@ -176,7 +178,7 @@ class custom_jvp:  # noqa: N801 (JAX's name)
         name = _fun_name(self.fun)
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp")
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp", self.nondiff_argnums)
         static, dyn = _split_nondiff(args, self.nondiff_argnums)
         nums = self.nondiff_argnums
         fun = lambda *d: self.fun(*_merge_nondiff(static, d, nums))
@@ -392,7 +394,7 @@ class custom_vjp:  # noqa: N801 (JAX's name)
         name = _fun_name(self.fun)
         if self.fwd is None or self.bwd is None:
             raise AttributeError(f"No VJP defined for custom_vjp function {name} using defvjp.")
-        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp")
+        args = _resolve_kwargs(self.fun, args, kwargs, "custom_vjp", self.nondiff_argnums)
         static, dyn = _split_nondiff(args, self.nondiff_argnums)
         for x in static:
             if any(isinstance(leaf, Tracer) for leaf in tree_flatten(x)[0]):
@@ -635,6 +637,7 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, symbolic_zeros, i
 custom_lin_p = core.Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 custom_lin_p.pp_hidden_params = ("out_avals",)
+custom_lin_p.pp_param_formatters = {"in_zeros": lambda z: str(list(z))}  # JAX's is a list
 custom_lin_p.def_impl(_custom_vjp_forward_error)
 custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)
 # no jvp rule: custom_lin only exists inside linear (tangent) programs

@@ -337,6 +337,16 @@ def threefry_to_dot(name: str = "threefry2x32") -> str:
 # Rendering
 # ---------------------------------------------------------------------------------------------
 
+def dot_available() -> bool:
+    """Whether Graphviz's `dot` program is on the PATH, so that `render` can draw.
+
+    The DOT source functions above need no program; only `render` does. A chapter draws its
+    pictures when this is true and otherwise keeps the committed ones, printing the same either
+    way. JAX has no counterpart (it draws nothing).
+    """
+    return shutil.which("dot") is not None
+
+
 def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "svg") -> Path:
     """Draw a jaxpr (or DOT source, e.g. from `trace_stack_to_dot`) into `path` with `dot`.
 
@@ -351,7 +361,7 @@ def render(graph: Jaxpr | ClosedJaxpr | str, path: str | Path, format: str = "sv
     if format not in ("svg", "png"):
         raise ValueError(f"render: format must be 'svg' or 'png', got {format!r}")
     source = graph if isinstance(graph, str) else jaxpr_to_dot(graph)
-    if shutil.which("dot") is None:
+    if not dot_available():
         raise RuntimeError("render needs the Graphviz `dot` program, which is not on the PATH; "
                            + _INSTALL_HINT + ". `jaxpr_to_dot` works without it.")
     path = Path(path)

@@ -15,6 +15,8 @@ def test_moe_topic_quick():
     assert len(res.checks) >= 12 and not failing, failing
     assert res.extra["minijax"]["losses"] == pytest.approx(res.extra["jax"]["losses"], rel=1e-4)
     assert res.extra["first_differing_step"] is None  # bit-identical steps: no routing flip
+    ragged = [c for c in res.checks if "ragged_dot path == einsum path" in c.name]
+    assert len(ragged) == 4  # values and gradients, both modules
     dropped = res.extra["dropped_tokens"]
     assert set(dropped["val_fraction"]) == {"minijax", "jax"}
     assert 0 <= dropped["val_fraction"]["minijax"] < 1 and dropped["layer_check"] >= 0

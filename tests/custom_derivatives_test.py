@@ -350,6 +350,14 @@ def test_custom_vjp_none_cotangents_and_nondiff_argnums():
                           J.jit(J.grad(lambda a: scale(a, 3.0).sum()))(x))
     check(program, X3)
 
+    def defaulted(J):  # a nondiff argument left to its default (JAX binds the signature)
+        @partial(J.custom_vjp, nondiff_argnums=(1,))
+        def scale(x, k=3.0):
+            return x * k
+        scale.defvjp(lambda x, k: (scale(x, k), None), lambda k, res, g: (g * k * 2.0,))
+        return lambda x: (scale(x), J.grad(lambda a: scale(a).sum())(x))
+    check(defaulted, X3)
+
 
 def test_custom_vjp_pytrees_and_integer_inputs():
     def program(J):

@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1] / "minijax"
 
 BUDGETS = {
     "__init__": 33,
-    "ad_checkpoint": 410,
+    "ad_checkpoint": 440,  # + JAX's residual order and reduce_precision of residuals (issue 24)
     "ad_util": 30,
     "api": 530,
     "api_util": 140,
@@ -38,7 +38,7 @@ BUDGETS = {
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
-    "lax": 5900,        # collectives (lax/parallel.py, ~480 lines)
+    "lax": 6280,  # collectives (~480), ragged_dot (~290), stack/unstack, select_and_*_add (~150)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
     "ops": 70,          # the segment reductions (issue 24)

@@ -16,12 +16,14 @@ import jax
 import numpy as np
 import pytest
 from jax.experimental import pallas as jpl
+from jax.experimental.pallas import tpu as jpltpu
 from jax.experimental.pallas import triton as jplgpu
 
 import minijax
 import minijax.numpy as mnp
 from compare import pallas_kernels
 from minijax.experimental import pallas as mpl
+from minijax.experimental.pallas import tpu as mpltpu
 from minijax.experimental.pallas import triton as mplgpu
 
 J = pallas_kernels.build(jax, jpl, jplgpu)
@@ -418,3 +420,30 @@ def test_ref_bounds_and_dtypes_as_jax(name):
     got = run(minijax, mpl)
     assert got.dtype == want.dtype
     np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("which", ["minijax", "jax"])
+def test_scalar_prefetch_grid_spec_feeds_index_maps_and_kernel(which):
+    # PrefetchScalarGridSpec: the first operand reaches every index map (which block to read)
+    # and the kernel (its first ref); vmap over the other operands keeps it unbatched
+    J, pl, pltpu = (minijax, mpl, mpltpu) if which == "minijax" else (jax, jpl, jpltpu)
+
+    def kernel(order_ref, x_ref, o_ref, acc_ref):
+        i = pl.program_id(0)
+        acc_ref[...] = x_ref[...] * 2.0
+        o_ref[...] = acc_ref[...] + order_ref[i].astype(np.float32)
+
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=1, grid=(4,),
+        in_specs=[pl.BlockSpec((1, 3), lambda i, order: (order[i], 0))],
+        out_specs=pl.BlockSpec((1, 3), lambda i, order: (i, 0)),
+        scratch_shapes=[pl.ANY((1, 3), np.float32)])
+    f = pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((4, 3), np.float32),
+                       grid_spec=spec, interpret=True)
+    order, x = np.array([2, 0, 3, 1], np.int32), rand(4, 3)
+    want = 2.0 * x[order] + order[:, None]
+    np.testing.assert_allclose(np.asarray(f(order, x)), want, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(J.jit(f)(order, x)), want, rtol=1e-6)
+    xs = np.stack([x, x + 1.0])
+    np.testing.assert_allclose(np.asarray(J.vmap(f, in_axes=(None, 0))(order, xs)),
+                               2.0 * xs[:, order] + order[:, None], rtol=1e-6)

@@ -1,4 +1,4 @@
-"""Exercise: a ladder of Pallas kernels (chapter 16), each written once for both modules.
+"""Exercise: a ladder of Pallas kernels (chapters 16 and 28), each written once for both modules.
 
 Every function takes `J` (the `jax` or `minijax` module) and `pl` (its `experimental.pallas`)
 first, so the tests run the same code under `jax.experimental.pallas` and
@@ -19,6 +19,13 @@ reference. The rungs, in order:
 6. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
    "this query block ignores this key block", skipped with a `cond`) and optionally a causal
    mask, whose loop stops before the key blocks in the query block's future.
+7. `gmm`: the grouped matmul of chapter 28, driven by a visit list. Visit v multiplies row
+   tile `m_tile_ids[v]` by the weight of group `group_ids[v]` (one visit per row tile and
+   group that meet; a tile that straddles groups is visited once per group). The visit
+   list reaches the index maps by scalar prefetch (`pltpu.PrefetchScalarGridSpec`), and a
+   visit writes only its own group's rows.
+8. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same visits,
+   walking the hidden width F in blocks so that the (M, F) hidden layer is never stored.
 
 Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
 at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
@@ -27,11 +34,12 @@ keep every block shape dividing its array (the tests use small, even shapes).
 Rungs 1 and 2 give you the `pallas_call` and ask for the kernel; from rung 3 on you also
 choose the grid and the BlockSpecs. Run one rung with
 `MINIJAX_EXERCISES=mine pytest tests/chapters/pallas_exercises_test.py -k NAME -p no:xdist`
-(NAME: add_bias, matmul, grouped, online_softmax, flash, masked).
+(NAME: add_bias, matmul, grouped, online_softmax, flash, masked, gmm, fused).
 """
 
 from __future__ import annotations
 
+import importlib
 import math  # noqa: F401 (for your code)
 
 import numpy as np
@@ -121,3 +129,39 @@ def masked_attention(J, pl, q, k, v, block_mask, bq: int = 8, bk: int = 8,
     computed from qi = pl.program_id(0) plus an element mask (query position >= key
     position, from `lax.broadcasted_iota`) on the scores of the blocks it visits."""
     raise NotImplementedError("masked_attention")
+
+
+def _tpu(J):
+    """`J.experimental.pallas.tpu` (for PrefetchScalarGridSpec), imported by name."""
+    return importlib.import_module(f"{J.__name__}.experimental.pallas.tpu")
+
+
+# ------------------------------------------------------------------ 7. gmm with scalar prefetch
+def gmm(J, pl, x, w, offsets, group_ids, m_tile_ids, bm: int = 8, bk: int = 8):
+    """`lax.ragged_dot(x, w, sizes)` for groups `offsets[g] <= r < offsets[g+1]` (rows past
+    offsets[-1] are zero). x: f32[M, K], w: f32[G, K, N], offsets: i32[G+1]; the visits
+    group_ids, m_tile_ids: i32[V], ordered by row tile, every row tile visited at least
+    once.
+
+    Hint: `_tpu(J).PrefetchScalarGridSpec(num_scalar_prefetch=3, grid=(V, K // bk), ...)`
+    with offsets, group_ids, m_tile_ids as the three prefetched operands: every index map
+    is then called as `index_map(v, kk, offs, gid, tid)`, and the kernel gets their refs
+    first. x's block (bm, bk) sits at (tid[v], kk), w's (None, bk, N) at (gid[v], kk, 0),
+    the output's (bm, N) at (tid[v], 0). Accumulate over kk in a scratch buffer; at the
+    last kk store it where the tile's rows belong to group gid[v] — and on the first visit
+    of a tile (v == 0 or tid[v] != tid[v - 1]) put zeros in the other rows."""
+    raise NotImplementedError("gmm")
+
+
+# ------------------------------------------------------------------ 8. the fused expert MLP
+def fused_mlp(J, pl, x, w_up, w_down, offsets, group_ids, m_tile_ids, bm: int = 8,
+              bf: int = 8):
+    """`silu(x_g @ w_up[g]) @ w_down[g]` per group, rows past offsets[-1] zero, without the
+    (M, F) hidden layer. x: f32[M, D], w_up: f32[G, D, F], w_down: f32[G, F, D]; offsets and
+    visits as in `gmm`.
+
+    Hint: rung 7 with the grid (V, F // bf): blocks (bm, D) of x at (tid[v], 0),
+    (None, D, bf) of w_up at (gid[v], 0, f), (None, bf, D) of w_down at (gid[v], f, 0). Each
+    step computes h = x_block @ up_block, a (bm, bf) slice of the hidden layer, and adds
+    silu(h) @ down_block (silu(h) = h * sigmoid(h)) into a (bm, D) accumulator."""
+    raise NotImplementedError("fused_mlp")

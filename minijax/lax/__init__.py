@@ -18,7 +18,8 @@ from minijax.lax.lax import (
     bitwise_xor, broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota, clamp, clamp_p,
     complex, complex_p, concatenate, concatenate_p, conj, conj_p, convert_element_type,
     convert_element_type_p, cos, cos_p, div, dot,
-    div_p, dot_general, dot_general_p, eq, eq_p, exp, exp_p, expand_dims, expm1, expm1_p, floor,
+    div_p, dot_general, dot_general_p, RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general,
+    ragged_dot_general_p, eq, eq_p, exp, exp_p, expand_dims, expm1, expm1_p, floor,
     floor_p, full, full_like, ge, ge_p, gt, gt_p, imag, imag_p, integer_pow, integer_pow_p, iota,
     iota_p,
     is_finite, is_finite_p, le, le_p, log, log1p, log1p_p, log_p, logistic, logistic_p, lt, lt_p,
@@ -29,7 +30,7 @@ from minijax.lax.lax import (
     rsqrt, rsqrt_p, select, select_n, select_n_p, shift_left, shift_left_p,
     shift_right_arithmetic, shift_right_arithmetic_p, shift_right_logical, shift_right_logical_p,
     sign, sign_p, sin, sin_p, slice, slice_p, sort, sort_key_val, sort_p, sqrt, sqrt_p, square,
-    square_p,
+    square_p, stack, stack_p, unstack, unstack_p,
     squeeze, squeeze_p, stop_gradient, stop_gradient_p, sub, sub_p, tanh, tanh_p, top_k, top_k_p,
     transpose, transpose_p, xor_p, zeros_like_array,
 )

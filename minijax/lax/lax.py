@@ -10,6 +10,8 @@ or have size-1 dimensions. Mirrors jax/_src/lax/lax.py. Taught in chapters/09-pr
 from __future__ import annotations
 
 import builtins
+import dataclasses
+import enum
 import functools
 import operator
 from typing import Sequence
@@ -21,6 +23,7 @@ from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 from minijax.util import canonicalize_axis
@@ -1934,6 +1937,369 @@ mlir.register_lowering(dot_general_p, _dot_general_lowering)
 
 
 # ---------------------------------------------------------------------------------------------
+# ragged_dot_general
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/lax/lax.py RaggedDotDimensionNumbers
+@dataclasses.dataclass(frozen=True)
+class RaggedDotDimensionNumbers:
+    """The dimensions of a `ragged_dot_general`: `dot_dimension_numbers` as `dot_general`
+    takes them, the one lhs dimension that is split into groups (`lhs_ragged_dimensions`) and
+    the rhs dimension that indexes the groups (`rhs_group_dimensions`: one when the ragged
+    dimension is a free lhs dimension, none otherwise). Sequences are stored as tuples."""
+
+    dot_dimension_numbers: tuple
+    lhs_ragged_dimensions: tuple
+    rhs_group_dimensions: tuple
+
+    def __init__(self, dot_dimension_numbers, lhs_ragged_dimensions, rhs_group_dimensions):
+        dn = tuple(tuple(tuple(int(d) for d in ds) for ds in pair)
+                   for pair in dot_dimension_numbers)
+        object.__setattr__(self, "dot_dimension_numbers", dn)
+        object.__setattr__(self, "lhs_ragged_dimensions",
+                           tuple(int(d) for d in lhs_ragged_dimensions))
+        object.__setattr__(self, "rhs_group_dimensions",
+                           tuple(int(d) for d in rhs_group_dimensions))
+
+
+# JAX: jax/_src/lax/lax.py RaggedDotMode
+class RaggedDotMode(enum.Enum):
+    RAGGED_NONCONTRACTING = 1  # [b,m,k], [g,b,k,n], [b,g] -> [b,m,n]
+    RAGGED_CONTRACTING = 2     # [b,m,k], [b,k,n],   [b,g] -> [g,b,m,n]
+    RAGGED_BATCH = 3           # [b,m,k], [b,k,n],   [g]   -> [b,m,n]
+
+
+def _ragged_dot_mode_and_dim(lhs_ndim: int, rdn: RaggedDotDimensionNumbers):
+    (lc, _), (lb, _) = rdn.dot_dimension_numbers
+    (ragged,) = rdn.lhs_ragged_dimensions
+    if ragged in lc:
+        return RaggedDotMode.RAGGED_CONTRACTING, ragged
+    if ragged in lb:
+        return RaggedDotMode.RAGGED_BATCH, ragged
+    return RaggedDotMode.RAGGED_NONCONTRACTING, ragged
+
+
+def _ragged_dot_prefix_dims(mode, ndim: int, ragged: int, batch, contract) -> list[int]:
+    """The operand dimensions that index group_sizes ahead of its last (group) axis."""
+    free = _remaining(range(ndim), contract, batch)
+    if mode is RaggedDotMode.RAGGED_NONCONTRACTING:
+        return list(batch) + free[:free.index(ragged)]
+    if mode is RaggedDotMode.RAGGED_CONTRACTING:
+        return list(batch) + list(contract[:list(contract).index(ragged)])
+    return list(batch[:list(batch).index(ragged)])
+
+
+def _ragged_mask_np(shape, dim: int, gs, prefix) -> np.ndarray:
+    # mask[j, i...] says element i... of an operand of `shape` lies in group j along `dim`
+    ends = np.cumsum(gs, axis=-1)
+    order = np.argsort(prefix)
+    keep = [1] * len(shape)
+    for p in prefix:
+        keep[p] = shape[p]
+    def place(a):  # (prefix..., g) -> (g, 1 or prefix size per operand dimension)
+        return np.moveaxis(a, -1, 0).transpose(0, *(order + 1)).reshape(-1, *keep)
+    pos = np.arange(shape[dim]).reshape([-1 if d == dim else 1 for d in range(len(shape))])
+    return (place(ends - gs) <= pos) & (pos < place(ends))
+
+
+def _ragged_to_dense(x, dim: int, gs, prefix):
+    # the expansion as minijax operations, in the order of JAX's CPU lowering: broadcast x,
+    # iota, a cumsum of the sizes, the starts shifted from the ends, two compares, a select
+    from minijax.lax.control_flow.loops import cumsum  # loops imports this module
+    g_shape = core.get_aval(gs).shape
+    n = len(g_shape)
+    full = (g_shape[-1],) + tuple(core.get_aval(x).shape)
+    xb = broadcast_in_dim(x, full, tuple(range(1, len(full))))
+    pos = broadcasted_iota(core.get_aval(gs).dtype, full, dim + 1)
+    ends = cumsum(gs, axis=n - 1)
+    starts = concatenate([slice(full_like(gs, 0), [0] * n, (*g_shape[:-1], 1)),
+                          slice(ends, [0] * n, (*g_shape[:-1], g_shape[-1] - 1))], n - 1)
+    order = [int(i) for i in np.argsort(prefix)]
+    dims = (0,) + tuple(sorted(p + 1 for p in prefix))
+    ends, starts = (broadcast_in_dim(transpose(a, [n - 1] + order), full, dims)
+                    for a in (ends, starts))
+    mask = bitwise_and(le(starts, pos), lt(pos, ends))
+    return select(mask, xb, full_like(xb, 0))
+
+
+def _ragged_dot_general_dense(lhs, rhs, group_sizes, rdn, precision, preferred_element_type,
+                              xp):
+    """ragged_dot_general as one dot_general of operands expanded with a leading group
+    axis (zero outside each group). `xp` is numpy (the impl) or minijax's lax (the lowering)."""
+    lhs_shape, rhs_shape = np.shape(lhs), np.shape(rhs)
+    mode, ragged = _ragged_dot_mode_and_dim(len(lhs_shape), rdn)
+    (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
+    prefix = _ragged_dot_prefix_dims(mode, len(lhs_shape), ragged, lb, lc)
+    inc = lambda ds: tuple(d + 1 for d in ds)
+    eager = xp is np
+
+    def expand(x, shape, dim, prefix):
+        gs = group_sizes
+        if np.ndim(gs) == 1 and prefix:  # [g] stands for every prefix index
+            gshape = tuple(shape[p] for p in prefix) + (np.shape(gs)[0],)
+            gs = (np.broadcast_to(gs, gshape) if eager
+                  else broadcast_in_dim(gs, gshape, (len(prefix),)))
+        if eager:
+            return np.where(_ragged_mask_np(shape, dim, gs, prefix), x[None],
+                            np.zeros((), x.dtype))
+        return _ragged_to_dense(x, dim, gs, prefix)
+
+    dot = _dot_general_impl if eager else dot_general
+    pet = None if preferred_element_type is None else np.dtype(preferred_element_type)
+    common = _ragged_dot_operand_dtype(np.dtype(lhs.dtype), np.dtype(rhs.dtype))
+    if not eager and lhs.dtype != rhs.dtype:  # minijax's dot_general takes one dtype
+        lhs, rhs = convert_element_type(lhs, common), convert_element_type(rhs, common)
+    elif eager:
+        pet = pet or common
+    params = dict(precision=precision, preferred_element_type=pet)
+    if mode is RaggedDotMode.RAGGED_NONCONTRACTING:
+        (rg,) = rdn.rhs_group_dimensions
+        dn = ((inc(lc) + (0,), rc + (rg,)), (inc(lb), rb))
+        return dot(expand(lhs, lhs_shape, ragged, prefix), rhs, dimension_numbers=dn, **params)
+    if mode is RaggedDotMode.RAGGED_CONTRACTING:
+        r_ragged = rc[lc.index(ragged)]
+        r_prefix = _ragged_dot_prefix_dims(mode, len(rhs_shape), r_ragged, rb, rc)
+        dn = ((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb)))
+        return dot(expand(lhs, lhs_shape, ragged, prefix),
+                   expand(rhs, rhs_shape, r_ragged, r_prefix), dimension_numbers=dn, **params)
+    return dot(lhs, rhs, dimension_numbers=rdn.dot_dimension_numbers, **params)
+
+
+def _ragged_dot_general_impl(lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers, precision,
+                             preferred_element_type, group_offset, out_sharding):
+    return _ragged_dot_general_dense(lhs, rhs, np.asarray(group_sizes),
+                                     ragged_dot_dimension_numbers, precision,
+                                     preferred_element_type, np)
+
+
+def _ragged_dot_general_abstract_eval(lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers,
+                                      precision, preferred_element_type, group_offset,
+                                      out_sharding):
+    rdn = ragged_dot_dimension_numbers
+    def error(what: str) -> TypeError:
+        return TypeError(f"ragged_dot_general({lhs.str_short()}, {rhs.str_short()}, "
+                         f"{group_sizes.str_short()}): {what}")
+    def check_in_range(dim, ndim, dim_name, arg_name):
+        if not 0 <= dim < ndim:
+            raise error(f"ragged_dot_general requires {dim_name} numbers to be nonnegative and "
+                        f"less than the number of axes of the {arg_name} value, got {dim} for "
+                        f"{arg_name} of rank {ndim}.")
+    if len(rdn.lhs_ragged_dimensions) != 1:
+        raise error("ragged_dot_general expects exactly one lhs ragged dimension.")
+    ragged = rdn.lhs_ragged_dimensions[0]
+    check_in_range(ragged, lhs.ndim, "lhs ragged dimension", "lhs")
+    (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
+    for ds, x, side in ((lc + lb, lhs, "lhs"), (rc + rb, rhs, "rhs")):
+        for d in ds:
+            check_in_range(d, x.ndim, "dot dimension", side)
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise error("contracting/batch dimension lists differ in length")
+    for a, b in zip(lc + lb, rc + rb):
+        if lhs.shape[a] != rhs.shape[b]:
+            raise error(f"dimension sizes do not match (lhs dim {a} vs rhs dim {b})")
+    mode, _ = _ragged_dot_mode_and_dim(lhs.ndim, rdn)
+    if group_sizes.ndim == 0:
+        raise error("expected rank of group_sizes to be >=1.")
+    if group_sizes.ndim != 1:
+        prefix = _ragged_dot_prefix_dims(mode, lhs.ndim, ragged, lb, lc)
+        expected = tuple(lhs.shape[i] for i in prefix) + (group_sizes.shape[-1],)
+        if group_sizes.shape != expected:
+            raise error(f"expected group_sizes to have shape {expected}, got "
+                        f"{group_sizes.shape}.")
+    g = group_sizes.shape[-1]
+    groups = rdn.rhs_group_dimensions
+    if mode is not RaggedDotMode.RAGGED_NONCONTRACTING and groups:
+        raise error("ragged_dot_general requires zero group dimensions in the rhs when lhs "
+                    "ragged dimension is contracting or batch.")
+    if mode is RaggedDotMode.RAGGED_NONCONTRACTING:
+        if len(groups) != 1:
+            raise error("ragged_dot_general requires exactly one rhs group dimension when lhs "
+                        "ragged dimension is noncontracting.")
+        check_in_range(groups[0], rhs.ndim, "rhs group dimension", "rhs")
+        if groups[0] in rb or groups[0] in rc:
+            raise error("ragged_dot_general requires rhs group dimension numbers to be "
+                        "distinct from contracting and batch dimensions.")
+        if rhs.shape[groups[0]] != g:
+            raise error(f"expected rhs group dimension size to be {g}, got "
+                        f"{rhs.shape[groups[0]]}.")
+    if not dtypes.issubdtype(group_sizes.dtype, np.integer):
+        raise error("ragged_dot_general requires that group_sizes.dtype is subtype of "
+                    "np.integer.")
+    l_free = [lhs.shape[i] for i in _remaining(range(lhs.ndim), lc, lb)]
+    r_free = [rhs.shape[i] for i in _remaining(range(rhs.ndim), rc, rb, groups)]
+    shape = ((g,) if mode is RaggedDotMode.RAGGED_CONTRACTING else ()) + tuple(
+        [lhs.shape[i] for i in lb] + l_free + r_free)
+    dtype = _ragged_dot_operand_dtype(lhs.dtype, rhs.dtype, error)
+    if preferred_element_type is not None:
+        dtype = np.dtype(preferred_element_type)
+    return ShapedArray(shape, dtype, lhs.weak_type and rhs.weak_type)
+
+
+def _ragged_dot_operand_dtype(a: np.dtype, b: np.dtype, error=None) -> np.dtype:
+    # JAX's _dot_general_dtype_rule (XLA's HigherPrecisionType): operands of two dtypes meet
+    # in the one with more exponent, then mantissa, then bits (a transpose multiplies an f32
+    # cotangent by a bf16 operand)
+    def rank(dt):
+        fl = dtypes.issubdtype(dt, np.floating)
+        fi = dtypes.finfo(dt) if fl else None
+        bits = fi.bits if fl else (1 if dt == np.bool_ else dtypes.iinfo(dt).bits)
+        return (dtypes.issubdtype(dt, np.complexfloating), fi.maxexp if fl else -1,
+                fi.nmant if fl else -1, bits, not dtypes.issubdtype(dt, np.unsignedinteger))
+    if a != b and rank(a) == rank(b):
+        raise (error or TypeError)(f"lax.ragged_dot_general argument type error: {a}, {b}")
+    return a if rank(a) >= rank(b) else b
+
+
+def _ragged_dot_general_jvp(primals, tangents, **params):
+    (x, y, gs), (dx, dy, _) = primals, tangents
+    out = ragged_dot_general_p.bind(x, y, gs, **params)
+    t = Zero(core.get_aval(out).to_tangent_aval())
+    if type(dx) is not Zero:
+        t = ad.add_tangents(t, ragged_dot_general_p.bind(dx, y, gs, **params))
+    if type(dy) is not Zero:
+        t = ad.add_tangents(t, ragged_dot_general_p.bind(x, dy, gs, **params))
+    return out, t
+
+
+def _ragged_dot_general_transpose(ct, x, y, group_sizes, *, ragged_dot_dimension_numbers,
+                                  precision, preferred_element_type, group_offset,
+                                  out_sharding):
+    rdn = ragged_dot_dimension_numbers
+    (x_contract, y_contract), (x_batch, y_batch) = rdn.dot_dimension_numbers
+    x_aval = x.aval if is_undefined_primal(x) else core.get_aval(x)
+    y_aval = y.aval if is_undefined_primal(y) else core.get_aval(y)
+    if type(ct) is Zero:
+        return [Zero(x_aval) if is_undefined_primal(x) else None,
+                Zero(y_aval) if is_undefined_primal(y) else None, None]
+    mode, ragged = _ragged_dot_mode_and_dim(x_aval.ndim, rdn)
+    if mode is not RaggedDotMode.RAGGED_NONCONTRACTING:  # as in JAX
+        raise NotImplementedError(f"transpose rule for 'ragged_dot_general' in mode {mode.name} "
+                                  "not implemented (JAX has none either) — see "
+                                  "chapters/28-ragged-dot-gmm.md")
+    y_group = rdn.rhs_group_dimensions
+    x_kept = _remaining(range(x_aval.ndim), x_contract, x_batch)
+    y_kept = _remaining(range(y_aval.ndim), y_contract, y_batch, y_group)
+
+    def grad(lhs, rhs, dims, unsorted_axes, aval):
+        out = ragged_dot_general(lhs, rhs, group_sizes, dims, precision=precision,
+                                 preferred_element_type=preferred_element_type)
+        out = transpose(out, tuple(int(a) for a in np.argsort(unsorted_axes)))
+        if core.get_aval(out).dtype != aval.dtype:
+            out = convert_element_type(out, aval.dtype)
+        return out
+    x_bar = y_bar = None
+    if is_undefined_primal(x):
+        ans_batch, _, ans_y = _ranges_like(x_batch, x_kept, y_kept)
+        dims = RaggedDotDimensionNumbers(((ans_y, y_kept), (ans_batch, y_batch)),
+                                         [len(x_batch) + x_kept.index(ragged)], y_group)
+        x_sorted = [x_contract[i] for i in np.argsort(y_contract)]
+        x_bar = grad(ct, y, dims, list(x_batch) + x_kept + x_sorted, x_aval)
+    else:
+        ans_batch, ans_x, _ = _ranges_like(x_batch, x_kept, y_kept)
+        dims = RaggedDotDimensionNumbers(((x_kept, ans_x), (x_batch, ans_batch)), [ragged], [])
+        y_sorted = [y_contract[i] for i in np.argsort(x_contract)]
+        y_bar = grad(x, ct, dims, list(y_group) + list(y_batch) + y_sorted + y_kept, y_aval)
+    return [x_bar, y_bar, None]
+
+
+def _ragged_dot_general_batch_rule(vals, dims, *, axis_size, ragged_dot_dimension_numbers,
+                                   **params):
+    # every operand gets the mapped axis in front (an unmapped lhs or rhs is broadcast), and
+    # the dimension numbers gain that axis as a batch dimension; JAX takes only all-mapped-at-0
+    lhs, rhs, gs = vals
+    rdn = ragged_dot_dimension_numbers
+    (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
+    lhs_ndim = np.ndim(lhs) - (dims[0] is not not_mapped)
+    mode, ragged = _ragged_dot_mode_and_dim(lhs_ndim, rdn)
+    prefix = _ragged_dot_prefix_dims(mode, lhs_ndim, ragged, lb, lc)
+    lhs, rhs = (batching.bdim_at_front(v, d, axis_size) for v, d in zip((lhs, rhs), dims[:2]))
+    if dims[2] is not not_mapped:
+        gs = batching.moveaxis(gs, dims[2], 0)
+        if np.ndim(gs) == 2 and prefix:  # [B, g] for every prefix index: spell it out
+            sizes = [np.shape(lhs)[p + 1] for p in prefix]
+            gs = broadcast_in_dim(gs, (axis_size, *sizes, np.shape(gs)[1]),
+                                  (0, len(sizes) + 1))
+    inc = lambda ds: tuple(d + 1 for d in ds)
+    new = RaggedDotDimensionNumbers(((inc(lc), inc(rc)), ((0,) + inc(lb), (0,) + inc(rb))),
+                                    inc(rdn.lhs_ragged_dimensions),
+                                    inc(rdn.rhs_group_dimensions))
+    out = ragged_dot_general_p.bind(lhs, rhs, gs, ragged_dot_dimension_numbers=new, **params)
+    return out, 1 if mode is RaggedDotMode.RAGGED_CONTRACTING else 0
+
+
+def _ragged_dot_general_lowering(ctx, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers,
+                                 precision, preferred_element_type, group_offset,
+                                 out_sharding):
+    # JAX's CPU lowering: the dense expansion (JAX's TPU/GPU ones use chlo.ragged_dot instead)
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+        lambda *xs: [_ragged_dot_general_dense(*xs, ragged_dot_dimension_numbers, precision,
+                                               preferred_element_type, None)],
+        ctx.avals_in, fun_name="ragged_dot_general")
+    (out,) = mlir.lower_jaxpr(jaxpr, consts, [lhs, rhs, group_sizes])
+    return out
+
+
+# JAX: jax/_src/lax/lax.py ragged_dot_general
+def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
+                       preferred_element_type=None, group_offset=None, out_sharding=None):
+    """`dot_general` where one lhs dimension is cut into consecutive groups of
+    `group_sizes[..., j]` elements, each meeting its own slice of rhs. Three modes, by the kind
+    of the lhs ragged dimension:
+
+    1. free (`m`): `[b...,m...,k...], [g,b...,k...,n...], gs [b...,x...,g] -> [b...,m...,n...]`
+       (rows past `sum(group_sizes)` are zero);
+    2. contracting (`k`): `[b...,m...,k...], [b...,k...,n...] -> [g,b...,m...,n...]`;
+    3. batch: `[b...,m...,k...], [b...,k...,n...] -> [b...,m...,n...]`.
+
+    Args:
+      ragged_dot_dimension_numbers: a `RaggedDotDimensionNumbers`.
+      group_sizes: integer array `[g]` or with the prefix dimensions before `g`.
+      preferred_element_type: the output dtype (default: the operands').
+    Raises TypeError (JAX's messages) for bad dimension numbers, shapes or dtypes;
+    NotImplementedError for `group_offset` or `out_sharding`.
+    Mirrors jax/_src/lax/lax.py: ragged_dot_general.
+    """
+    if group_offset is not None or out_sharding is not None:
+        raise NotImplementedError("ragged_dot_general: group_offset and out_sharding are not "
+                                  "supported (JAX has no group_offset support either)")
+    if not isinstance(ragged_dot_dimension_numbers, RaggedDotDimensionNumbers):
+        raise TypeError("ragged_dot_general: ragged_dot_dimension_numbers must be a "
+                        f"RaggedDotDimensionNumbers, got {ragged_dot_dimension_numbers!r}")
+    # preferred_element_type is kept as given (JAX's jaxprs print it so), read with np.dtype
+    return ragged_dot_general_p.bind(
+        lhs, rhs, group_sizes, ragged_dot_dimension_numbers=ragged_dot_dimension_numbers,
+        precision=precision, preferred_element_type=preferred_element_type, group_offset=None,
+        out_sharding=None)
+
+
+_BASIC_RAGGED_DOT_DIMENSION_NUMBERS = RaggedDotDimensionNumbers(
+    dot_dimension_numbers=(([1], [1]), ([], [])), lhs_ragged_dimensions=[0],
+    rhs_group_dimensions=[0])
+
+
+# JAX: jax/_src/lax/lax.py ragged_dot
+def ragged_dot(lhs, rhs, group_sizes, precision=None, preferred_element_type=None,
+               group_offset=None):
+    """Grouped matrix product: lhs `f32[m,k]`, rhs `f32[g,k,n]`, group_sizes `i32[g]`; rows
+    `sum(group_sizes[:j]) <= i < sum(group_sizes[:j+1])` of the `f32[m,n]` result are
+    `lhs[i] @ rhs[j]`, rows past `sum(group_sizes)` are zero. Raises TypeError for shapes or
+    dtypes that do not fit. Mirrors jax/_src/lax/lax.py: ragged_dot."""
+    return ragged_dot_general(lhs, rhs, group_sizes, _BASIC_RAGGED_DOT_DIMENSION_NUMBERS,
+                              precision=precision, preferred_element_type=preferred_element_type,
+                              group_offset=group_offset)
+
+
+ragged_dot_general_p = Primitive("ragged_dot_general")
+ragged_dot_general_p.pp_param_formatters = {"preferred_element_type": str}  # as JAX prints it
+ragged_dot_general_p.def_impl(_ragged_dot_general_impl)
+ragged_dot_general_p.def_abstract_eval(_ragged_dot_general_abstract_eval)
+ad.primitive_jvps[ragged_dot_general_p] = _ragged_dot_general_jvp
+ad.primitive_transposes[ragged_dot_general_p] = _ragged_dot_general_transpose
+batching.primitive_batchers[ragged_dot_general_p] = _ragged_dot_general_batch_rule
+mlir.register_lowering(ragged_dot_general_p, _ragged_dot_general_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
 # iota, slice, concatenate, pad
 # ---------------------------------------------------------------------------------------------
 
@@ -2088,6 +2454,117 @@ deflinear(concatenate_p, _concatenate_transpose)
 batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
 mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
                        mlir.hlo.concatenate(list(xs), dimension))
+
+
+def _stack_abstract_eval(*xs, axis):
+    if not xs:
+        raise ValueError("stack expects at least one operand, got 0.")
+    if len({(x.shape, x.dtype) for x in xs}) != 1:
+        raise TypeError(f"stack: operands must agree in shape and dtype, got "
+                        f"{', '.join(x.str_short() for x in xs)}")
+    if not 0 <= axis <= xs[0].ndim:
+        raise TypeError(f"stack: axis {axis} out of range for {xs[0].str_short()}")
+    shape = list(xs[0].shape)
+    shape.insert(axis, len(xs))
+    return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))
+
+
+def _stack_sharding_rule(*xs, axis):
+    s = msh.same_sharding_rule("stack", *xs)
+    spec = list(s.spec) + [None] * (xs[0].ndim - len(s.spec))
+    spec.insert(axis, None)
+    return msh.NamedSharding(s.mesh, msh.P(*spec))
+
+
+def _stack_transpose(ct, *xs, axis):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+    return unstack_p.bind(ct, axis=axis)
+
+
+def _stack_batch_rule(vals, dims, *, axis_size, axis):
+    if dims[0] is not None and all(d == dims[0] for d in dims):
+        out_axis, out_dim = (axis, dims[0] + 1) if axis <= dims[0] else (axis + 1, dims[0])
+        return stack_p.bind(*vals, axis=out_axis), out_dim
+    xs = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals, dims)]
+    return stack_p.bind(*xs, axis=axis + 1), 0
+
+
+def _stack_lowering(ctx, *xs, axis):
+    aval = ctx.avals_in[0]
+    shape = list(aval.shape)
+    shape.insert(axis, 1)
+    piece = mlir.aval_to_ir_type(ShapedArray(shape, aval.dtype))
+    dims = [i for i in range(aval.ndim + 1) if i != axis]
+    return mlir.hlo.concatenate([mlir.hlo.broadcast_in_dim(piece, x, dims) for x in xs], axis)
+
+
+def stack(operands: Sequence, axis: int = 0):
+    """Join arrays of one shape and dtype along a new dimension `axis` (one `stack`
+    equation, as JAX 0.10's `lax.stack`)."""
+    xs = list(operands)
+    if not xs:
+        raise ValueError("stack expects at least one operand, got 0.")
+    return stack_p.bind(*xs, axis=canonicalize_axis(axis, core.get_aval(xs[0]).ndim + 1))
+
+
+# JAX: jax/_src/lax/lax.py stack_p
+stack_p = Primitive("stack")
+stack_p.def_impl(lambda *xs, axis: np.stack(xs, axis=axis))
+stack_p.def_abstract_eval(_stack_abstract_eval)
+stack_p.def_sharding_rule(_stack_sharding_rule)
+deflinear(stack_p, _stack_transpose)
+batching.primitive_batchers[stack_p] = _stack_batch_rule
+mlir.register_lowering(stack_p, _stack_lowering)
+
+
+def _unstack_abstract_eval(x, *, axis):
+    if x.ndim == 0:
+        raise ValueError(f"unstack requires arrays with rank > 0, got {x.str_short()}")
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return [ShapedArray(shape, x.dtype, x.weak_type)] * x.shape[axis]
+
+
+def _unstack_transpose(cts, x, *, axis):
+    if all(type(ct) is Zero for ct in cts):
+        return [Zero(x.aval)]
+    return [stack_p.bind(*map(ad.instantiate_zeros, cts), axis=axis)]
+
+
+def _unstack_batch_rule(vals, dims, *, axis_size, axis):
+    (x,), (d,) = vals, dims
+    out_axis, out_dim = (axis, d - 1) if axis < d else (axis + 1, d)
+    outs = unstack_p.bind(x, axis=out_axis)
+    return outs, [out_dim] * len(outs)
+
+
+def _unstack_lowering(ctx, x, *, axis):
+    aval = ctx.avals_in[0]
+    outs = []
+    for i, out in enumerate(ctx.avals_out):
+        start, limit = [0] * aval.ndim, list(aval.shape)
+        start[axis], limit[axis] = i, i + 1
+        piece = mlir.hlo.slice(x, start, limit, [1] * aval.ndim)
+        outs.append(mlir.hlo.reshape(mlir.aval_to_ir_type(out), piece))
+    return outs
+
+
+def unstack(x, axis: int = 0) -> tuple:
+    """The slices of `x` along `axis`, each without that dimension (JAX 0.10's
+    `lax.unstack`)."""
+    return tuple(unstack_p.bind(x, axis=canonicalize_axis(axis, core.get_aval(x).ndim)))
+
+
+# JAX: jax/_src/lax/lax.py unstack_p
+unstack_p = Primitive("unstack")
+unstack_p.multiple_results = True
+unstack_p.def_impl(lambda x, *, axis: [np.take(x, i, axis) for i in range(x.shape[axis])])
+unstack_p.def_abstract_eval(_unstack_abstract_eval)
+unstack_p.def_sharding_rule(lambda x, *, axis: [msh.NamedSharding(x.sharding.mesh, msh.P(
+    *[s for i, s in enumerate(x.sharding.spec) if i != axis]))] * x.shape[axis])
+deflinear(unstack_p, _unstack_transpose)
+batching.primitive_batchers[unstack_p] = _unstack_batch_rule
+mlir.register_lowering(unstack_p, _unstack_lowering)
 
 
 def _pad_impl(x, padding_value, *, padding_config):
@@ -2250,6 +2727,32 @@ def zeros_like_shaped_array(aval: ShapedArray):
 
 
 aval_zeros_likers[ShapedArray] = zeros_like_shaped_array
+
+
+# JAX: jax/_src/lax/lax.py empty2_p — a scalar whose value no one reads (lowered as a zero):
+# what partial evaluation of `cond` fills the residual slots of the other branches with
+def _empty2_impl(*, dtype, memory_space):
+    return np.zeros((), dtype)
+
+
+def _empty2_abstract_eval(*, dtype, memory_space):
+    return ShapedArray((), dtype)
+
+
+empty2_p = Primitive("empty2")
+empty2_p.def_impl(_empty2_impl)
+empty2_p.def_abstract_eval(_empty2_abstract_eval)
+defjvp_zero(empty2_p)
+mlir.register_lowering(empty2_p, lambda ctx, *, dtype, memory_space:
+                       mlir.ir_constant(np.zeros((), dtype)))
+
+
+# JAX: jax/_src/lax/lax.py empty_like_shaped_array
+def empty_like_shaped_array(aval: ShapedArray):
+    """An array of type `aval` whose values do not matter: `empty2`, broadcast."""
+    empty = _vary_like(empty2_p.bind(dtype=aval.dtype, memory_space=dispatch.MemorySpace.Device),
+                       aval.vma)
+    return broadcast_in_dim(empty, aval.shape, ()) if aval.shape else empty
 
 
 # ---------------------------------------------------------------------------------------------

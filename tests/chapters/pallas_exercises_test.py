@@ -1,5 +1,5 @@
-"""The Pallas ladder of chapters/exercises/pallas_ladder.py (chapter 16): each rung runs under
-`minijax.experimental.pallas` and `jax.experimental.pallas` (both interpret mode), on the
+"""The Pallas ladder of chapters/exercises/pallas_ladder.py (chapters 16 and 28): each rung
+runs under `minijax.experimental.pallas` and `jax.experimental.pallas` (interpret mode), on the
 skeleton a learner fills in and on the reference solution, against a NumPy reference.
 
 As in tests/chapters/exercises_test.py: in the suite a skeleton must fail with
@@ -108,3 +108,42 @@ def test_masked_attention(path, which, causal):
         mask &= np.tril(np.ones((32, 32), bool))
     _close(_run(path, which, "masked_attention", q, k, v, block_mask, bq=8, bk=8,
                 causal=causal), _attention(q, k, v, mask))
+
+
+def _visits(sizes, m: int, bm: int):
+    """(offsets, group_ids, m_tile_ids): one visit per (row tile, group) that meet, ordered
+    by tile, and one for each tile no group reaches (a group whose rows miss it)."""
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+    gid, tid = [], []
+    for t in range(m // bm):
+        meet = [g for g in range(len(sizes))
+                if offsets[g] < (t + 1) * bm and offsets[g + 1] > t * bm]
+        for g in meet or [len(sizes) - 1]:
+            gid.append(g)
+            tid.append(t)
+    return offsets, np.array(gid, np.int32), np.array(tid, np.int32)
+
+
+def _by_group(x, offsets, fn):
+    out = np.zeros((x.shape[0],) + fn(x[:0], 0).shape[1:])
+    for g in range(len(offsets) - 1):
+        out[offsets[g]:offsets[g + 1]] = fn(x[offsets[g]:offsets[g + 1]].astype(np.float64), g)
+    return out
+
+
+def test_gmm(path, which):
+    # groups of 5, 0, 11, 3 rows over 32 rows in tiles of 8: tile 0 is shared by groups 0
+    # and 2, tile 2 holds group 3 and 5 rows of no group, tile 3 no group at all
+    x, w = rand(32, 16), rand(4, 16, 8)
+    offsets, gid, tid = _visits([5, 0, 11, 3], 32, 8)
+    want = _by_group(x, offsets, lambda rows, g: rows @ w[g])
+    _close(_run(path, which, "gmm", x, w, offsets, gid, tid, bm=8, bk=8), want)
+
+
+def test_fused_mlp(path, which):
+    x, up, down = rand(24, 8), rand(3, 8, 16) * 0.3, rand(3, 16, 8) * 0.3
+    offsets, gid, tid = _visits([9, 0, 6], 24, 8)
+    silu = lambda h: h / (1 + np.exp(-h))  # noqa: E731
+    want = _by_group(x, offsets, lambda rows, g: silu(rows @ up[g]) @ down[g])
+    _close(_run(path, which, "fused_mlp", x, up, down, offsets, gid, tid, bm=8, bf=8), want,
+           tol=2e-5)

@@ -1,4 +1,4 @@
-"""Solution: a ladder of Pallas kernels (chapter 16), each written once for both modules.
+"""Solution: a ladder of Pallas kernels (chapters 16 and 28), each written once for both modules.
 
 Every function takes `J` (the `jax` or `minijax` module) and `pl` (its `experimental.pallas`)
 first, so the tests run the same code under `jax.experimental.pallas` and
@@ -19,6 +19,13 @@ reference. The rungs, in order:
 6. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
    "this query block ignores this key block", skipped with a `cond`) and optionally a causal
    mask, whose loop stops before the key blocks in the query block's future.
+7. `gmm`: the grouped matmul of chapter 28, driven by a visit list. Visit v multiplies row
+   tile `m_tile_ids[v]` by the weight of group `group_ids[v]` (one visit per row tile and
+   group that meet; a tile that straddles groups is visited once per group). The visit
+   list reaches the index maps by scalar prefetch (`pltpu.PrefetchScalarGridSpec`), and a
+   visit writes only its own group's rows.
+8. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same visits,
+   walking the hidden width F in blocks so that the (M, F) hidden layer is never stored.
 
 Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
 at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
@@ -27,6 +34,7 @@ keep every block shape dividing its array (the tests use small, even shapes).
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -221,5 +229,90 @@ def masked_attention(J, pl, q, k, v, block_mask, bq: int = 8, bk: int = 8,
                            extra_specs=(mask_spec,), bq=bq)
 
 
+def _tpu(J):
+    """`J.experimental.pallas.tpu` (for PrefetchScalarGridSpec), imported by name."""
+    return importlib.import_module(f"{J.__name__}.experimental.pallas.tpu")
+
+
+# ------------------------------------------------------------------ 7. gmm with scalar prefetch
+def gmm(J, pl, x, w, offsets, group_ids, m_tile_ids, bm: int = 8, bk: int = 8):
+    """`lax.ragged_dot(x, w, sizes)` for groups `offsets[g] <= r < offsets[g+1]` (rows past
+    offsets[-1] are zero). x: f32[M, K], w: f32[G, K, N], offsets: i32[G+1]; the visits
+    group_ids, m_tile_ids: i32[V], ordered by row tile, every row tile visited at least
+    once."""
+    jnp, lax = J.numpy, J.lax
+    pltpu = _tpu(J)
+
+    def kernel(offs_ref, gid_ref, tid_ref, x_ref, w_ref, o_ref, acc_ref):
+        v, kk = pl.program_id(0), pl.program_id(1)
+        last = pl.num_programs(1) - 1
+        g, tile = gid_ref[v], tid_ref[v]
+        first_visit = (v == 0) | (tile != tid_ref[jnp.maximum(v - 1, 0)])
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], w_ref[...])
+
+        @pl.when(kk == last)
+        def _():
+            rows = tile * bm + lax.broadcasted_iota(np.int32, (bm, 1), 0)
+            mine = (rows >= offs_ref[g]) & (rows < offs_ref[g + 1])
+            base = jnp.where(first_visit, 0.0, o_ref[...])
+            o_ref[...] = jnp.where(mine, acc_ref[...], base)
+
+    (m, k), n = x.shape, w.shape[2]
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=3, grid=(len(group_ids), k // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda v, kk, offs, gid, tid: (tid[v], kk)),
+                  pl.BlockSpec((None, bk, n), lambda v, kk, offs, gid, tid: (gid[v], kk, 0))],
+        out_specs=pl.BlockSpec((bm, n), lambda v, kk, offs, gid, tid: (tid[v], 0)),
+        scratch_shapes=[pl.ANY((bm, n), F32)])
+    return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((m, n), F32), grid_spec=spec,
+                          interpret=True)(offsets, group_ids, m_tile_ids, x, w)
+
+
+# ------------------------------------------------------------------ 8. the fused expert MLP
+def fused_mlp(J, pl, x, w_up, w_down, offsets, group_ids, m_tile_ids, bm: int = 8,
+              bf: int = 8):
+    """`silu(x_g @ w_up[g]) @ w_down[g]` per group, rows past offsets[-1] zero, without the
+    (M, F) hidden layer. x: f32[M, D], w_up: f32[G, D, F], w_down: f32[G, F, D]; offsets and
+    visits as in `gmm`."""
+    jnp, lax = J.numpy, J.lax
+    pltpu = _tpu(J)
+
+    def kernel(offs_ref, gid_ref, tid_ref, x_ref, up_ref, down_ref, o_ref, acc_ref):
+        v, f = pl.program_id(0), pl.program_id(1)
+        last = pl.num_programs(1) - 1
+        g, tile = gid_ref[v], tid_ref[v]
+        first_visit = (v == 0) | (tile != tid_ref[jnp.maximum(v - 1, 0)])
+
+        @pl.when(f == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        h = jnp.dot(x_ref[...], up_ref[...])                    # (bm, bf): on chip only
+        acc_ref[...] += jnp.dot(h * J.nn.sigmoid(h), down_ref[...])
+
+        @pl.when(f == last)
+        def _():
+            rows = tile * bm + lax.broadcasted_iota(np.int32, (bm, 1), 0)
+            mine = (rows >= offs_ref[g]) & (rows < offs_ref[g + 1])
+            base = jnp.where(first_visit, 0.0, o_ref[...])
+            o_ref[...] = jnp.where(mine, acc_ref[...], base)
+
+    (m, d), f = x.shape, w_up.shape[2]
+    spec = pltpu.PrefetchScalarGridSpec(
+        num_scalar_prefetch=3, grid=(len(group_ids), f // bf),
+        in_specs=[pl.BlockSpec((bm, d), lambda v, f, offs, gid, tid: (tid[v], 0)),
+                  pl.BlockSpec((None, d, bf), lambda v, f, offs, gid, tid: (gid[v], 0, f)),
+                  pl.BlockSpec((None, bf, d), lambda v, f, offs, gid, tid: (gid[v], f, 0))],
+        out_specs=pl.BlockSpec((bm, d), lambda v, f, offs, gid, tid: (tid[v], 0)),
+        scratch_shapes=[pl.ANY((bm, d), F32)])
+    return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((m, d), F32), grid_spec=spec,
+                          interpret=True)(offsets, group_ids, m_tile_ids, x, w_up, w_down)
+
+
 __all__ = ["add_bias", "matmul_bias_relu", "grouped_matmul", "online_softmax",
-           "flash_attention", "masked_attention"]
+           "flash_attention", "masked_attention", "gmm", "fused_mlp"]

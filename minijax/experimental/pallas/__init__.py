@@ -2,7 +2,7 @@
 mode). The names are those of jax.experimental.pallas. See chapters/16-pallas.md."""
 
 from minijax.experimental.pallas.pallas_call import (  # noqa: F401
-    ANY, BlockSpec, MemoryRef, MemorySpace, cdiv, num_programs, pallas_call, pallas_call_p,
-    program_id, program_id_p, when,
+    ANY, BlockSpec, GridSpec, MemoryRef, MemorySpace, cdiv, num_programs, pallas_call,
+    pallas_call_p, program_id, program_id_p, when,
 )
 from minijax.state.types import ds, dslice  # noqa: F401

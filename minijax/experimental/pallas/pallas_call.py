@@ -142,6 +142,19 @@ class BlockSpec:
         return f"BlockSpec(block_shape={self.block_shape}, index_map={self.index_map})"
 
 
+# JAX: jax/_src/pallas/core.py GridSpec
+class GridSpec:
+    """The grid, the in/out BlockSpecs and the scratch shapes of a pallas_call in one object
+    (`pallas_call(..., grid_spec=GridSpec(...))`). `num_scalar_prefetch` is 0 here; the
+    subclass `tpu.PrefetchScalarGridSpec` sets it."""
+
+    num_scalar_prefetch = 0
+
+    def __init__(self, grid=(), in_specs=None, out_specs=None, scratch_shapes=()) -> None:
+        self.grid, self.in_specs, self.out_specs = grid, in_specs, out_specs
+        self.scratch_shapes = tuple(scratch_shapes)
+
+
 # JAX: jax/_src/pallas/core.py MemoryRef
 class MemoryRef:
     """The type of a scratch buffer: a shape, a dtype and a memory space (which interpret
@@ -203,7 +216,8 @@ class BlockMapping:
 
 
 def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
-                   grid: tuple[int, ...]) -> BlockMapping:
+                   grid: tuple[int, ...], scalar_avals: Sequence[ShapedArray] = ()
+                   ) -> BlockMapping:
     if spec is None or (spec.block_shape is None and spec.index_map is None):
         block_shape, index_map = aval.shape, (lambda *ids: (0,) * aval.ndim)
     elif not isinstance(spec, BlockSpec):
@@ -220,7 +234,8 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
         if b is not None and (not isinstance(b, (int, np.integer)) or b <= 0):
             raise ValueError(f"pallas_call of {kernel_name}: block shape {tuple(block_shape)} "
                              f"for {origin}: entry {d} must be a positive int or None")
-    idx_avals = [ShapedArray((), np.int32)] * len(grid)
+    # the grid indices, then (scalar prefetch) the whole prefetched operands
+    idx_avals = [ShapedArray((), np.int32)] * len(grid) + list(scalar_avals)
 
     def flat_index_map(*ids):
         out = index_map(*ids)
@@ -280,9 +295,10 @@ def _specs_list(kernel_name, what, specs, n):
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/pallas/pallas_call.py pallas_call
-def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_specs=None,
-                scratch_shapes=(), input_output_aliases=None, interpret=False, name=None,
-                compiler_params=None, debug: bool = False, **unused):
+def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = None, grid=(),
+                in_specs=None, out_specs=None, scratch_shapes=(), input_output_aliases=None,
+                interpret=False, name=None, compiler_params=None, debug: bool = False,
+                **unused):
     """`pallas_call(kernel, out_shape, grid=..., in_specs=..., out_specs=...)(*inputs)`.
 
     `kernel(*in_refs, *out_refs, *scratch_refs)` writes its outputs through refs of the block
@@ -293,6 +309,12 @@ def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_spec
     Only interpret mode exists in minijax; `interpret=False` raises ValueError (as JAX does on
     CPU). Raises ValueError/TypeError for block shapes of the wrong rank, index maps returning
     the wrong number of values, or a kernel returning a value.
+
+    `grid_spec` (a `GridSpec`, or `tpu.PrefetchScalarGridSpec(num_scalar_prefetch, ...)`)
+    replaces `grid`/`in_specs`/`out_specs`/`scratch_shapes`. With scalar prefetch, the first
+    `num_scalar_prefetch` inputs are passed whole: to the kernel as its first refs, and to
+    every index map after the grid indices (`index_map(*ids, *prefetched)`), so a block's
+    position may depend on data (the group of a row tile, say).
     """
     del compiler_params, unused
     kernel_name = name or getattr(kernel, "__name__", None) or getattr(
@@ -301,6 +323,13 @@ def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_spec
         raise ValueError(f"pallas_call of {kernel_name}: minijax only runs Pallas kernels in "
                          "interpret mode (pass interpret=True); there is no Triton, Mosaic GPU "
                          f"or Mosaic TPU backend here. See {_CHAPTER}")
+    n_prefetch = 0
+    if grid_spec is not None:
+        if grid or in_specs is not None or out_specs is not None or scratch_shapes:
+            raise ValueError(f"pallas_call of {kernel_name}: pass either grid_spec or "
+                             "grid/in_specs/out_specs/scratch_shapes, not both")
+        grid, in_specs, out_specs = grid_spec.grid, grid_spec.in_specs, grid_spec.out_specs
+        scratch_shapes, n_prefetch = grid_spec.scratch_shapes, grid_spec.num_scalar_prefetch
     grid = (grid,) if isinstance(grid, (int, np.integer)) else tuple(int(g) for g in grid)
     out_flat, out_tree = tree_flatten(out_shape)
     out_avals = [_as_aval(kernel_name, s) for s in out_flat]
@@ -309,12 +338,19 @@ def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_spec
     def wrapped(*args):
         args_flat, _ = tree_flatten(args)
         in_avals = [core.get_aval(x).strip_weak_type() for x in args_flat]
-        in_bms = [_block_mapping(kernel_name, f"args[{i}]", s, a, grid) for i, (s, a) in
-                  enumerate(zip(_specs_list(kernel_name, "in_specs", in_specs,
-                                            len(args_flat)), in_avals))]
-        out_bms = [_block_mapping(kernel_name, f"outputs[{i}]", s, a, grid) for i, (s, a) in
-                   enumerate(zip(_specs_list(kernel_name, "out_specs", out_specs,
-                                             len(out_avals)), out_avals))]
+        if len(in_avals) < n_prefetch:
+            raise ValueError(f"pallas_call of {kernel_name}: {n_prefetch} scalar prefetch "
+                             f"operands expected, got {len(in_avals)} inputs")
+        pre = in_avals[:n_prefetch]
+        in_bms = [_block_mapping(kernel_name, f"args[{i}]", None, a, grid, pre)
+                  for i, a in enumerate(pre)]
+        in_bms += [_block_mapping(kernel_name, f"args[{i + n_prefetch}]", s, a, grid, pre)
+                   for i, (s, a) in enumerate(zip(_specs_list(
+                       kernel_name, "in_specs", in_specs, len(args_flat) - n_prefetch),
+                       in_avals[n_prefetch:]))]
+        out_bms = [_block_mapping(kernel_name, f"outputs[{i}]", s, a, grid, pre)
+                   for i, (s, a) in enumerate(zip(_specs_list(
+                       kernel_name, "out_specs", out_specs, len(out_avals)), out_avals))]
         for i, o in aliases:
             if not (0 <= i < len(in_avals) and 0 <= o < len(out_avals)) or not core.typematch(
                     in_avals[i], out_avals[o]):
@@ -327,7 +363,8 @@ def pallas_call(kernel: Callable, out_shape, *, grid=(), in_specs=None, out_spec
         outs = pallas_call_p.bind(
             *args_flat, jaxpr=jaxpr, grid=grid, in_block_mappings=tuple(in_bms),
             out_block_mappings=tuple(out_bms), scratch_avals=tuple(scratch),
-            input_output_aliases=aliases, name=kernel_name, vmapped_dims=0)
+            input_output_aliases=aliases, name=kernel_name, vmapped_dims=0,
+            num_scalar_prefetch=n_prefetch)
         if debug:
             print(f"The kernel jaxpr for pallas_call {kernel_name}:\n{jaxpr}")
         return tree_unflatten(out_tree, outs)
@@ -361,7 +398,8 @@ pallas_call_p = core.Primitive("pallas_call")
 pallas_call_p.multiple_results = True
 pallas_call_p.pp_first_params = ("name",)
 pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
-pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims")
+pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims",
+                                  "num_scalar_prefetch")
 
 
 @pallas_call_p.def_abstract_eval
@@ -407,9 +445,10 @@ def _unpad(x, bm: BlockMapping):
     return lax.slice(x, (0,) * x.ndim, bm.array_aval.shape)
 
 
-def _block_starts(bm: BlockMapping, ids):
+def _block_starts(bm: BlockMapping, ids, prefetched=()):
     from minijax import lax
-    idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids)
+    idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids,
+                          *prefetched)
     return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
             for i, b in zip(idx, bm.block_sizes)]
 
@@ -440,7 +479,8 @@ def _unravel(k, grid):
 
 # JAX: jax/_src/pallas/hlo_interpreter.py pallas_call_hlo_interpret
 def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mappings,
-                           scratch_avals, input_output_aliases, name, vmapped_dims):
+                           scratch_avals, input_output_aliases, name, vmapped_dims,
+                           num_scalar_prefetch):
     """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
     from minijax import lax
     from minijax import numpy as jnp
@@ -460,8 +500,9 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
     def body(k, carry):
         outs, scratch = carry
         ids = _unravel(lax.convert_element_type(k, np.int32), grid)
-        in_starts = [_block_starts(bm, ids) for bm in in_block_mappings]
-        out_starts = [_block_starts(bm, ids) for bm in out_block_mappings]
+        pre = args[:num_scalar_prefetch]
+        in_starts = [_block_starts(bm, ids, pre) for bm in in_block_mappings]
+        out_starts = [_block_starts(bm, ids, pre) for bm in out_block_mappings]
         in_blocks = [_read_block(x, bm, s) for x, bm, s in
                      zip(ins, in_block_mappings, in_starts)]
         out_blocks = [_read_block(x, bm, s) for x, bm, s in
@@ -549,8 +590,8 @@ def _pallas_call_impl(*args, **params):
 # vmap: one more grid axis; jvp: a kernel for primals and tangents
 # ---------------------------------------------------------------------------------------------
 
-def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: int
-                     ) -> BlockMapping:
+def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: int,
+                     prefetch_avals: Sequence[ShapedArray] = ()) -> BlockMapping:
     old = bm.index_map_jaxpr
 
     def index_map(b, *ids):
@@ -558,7 +599,8 @@ def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: in
         return [b, *idx] if batched else idx
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
-        index_map, [ShapedArray((), np.int32)] * (n_grid + 1), fun_name="index_map",
+        index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + list(prefetch_avals),
+        fun_name="index_map",
         purpose="a batched pallas_call index map")
     if not batched:
         return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts))
@@ -570,7 +612,10 @@ def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: in
 # new leading grid axis; each instance sees one batch element (a squeezed block dimension)
 def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mappings,
                             out_block_mappings, scratch_avals, input_output_aliases, name,
-                            vmapped_dims):
+                            vmapped_dims, num_scalar_prefetch):
+    if any(d is not batching.not_mapped for d in dims[:num_scalar_prefetch]):
+        raise NotImplementedError(f"vmap of pallas_call ({name}) over its scalar prefetch "
+                                  "operands is not supported")
     aliased = {i for i, _ in input_output_aliases}
     new_vals, batched = [], []
     for i, (x, d) in enumerate(zip(vals, dims)):
@@ -581,14 +626,17 @@ def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mapp
             new_vals.append(batching.bdim_at_front(x, d, axis_size))
             batched.append(True)
     n_grid = len(grid)
-    in_bms = tuple(_batched_mapping(bm, b, axis_size, n_grid)
+    pre = [core.get_aval(v) for v in vals[:num_scalar_prefetch]]
+    in_bms = tuple(_batched_mapping(bm, b, axis_size, n_grid, pre)
                    for bm, b in zip(in_block_mappings, batched))
-    out_bms = tuple(_batched_mapping(bm, True, axis_size, n_grid) for bm in out_block_mappings)
+    out_bms = tuple(_batched_mapping(bm, True, axis_size, n_grid, pre)
+                    for bm in out_block_mappings)
     outs = pallas_call_p.bind(*new_vals, jaxpr=jaxpr, grid=(axis_size,) + tuple(grid),
                               in_block_mappings=in_bms, out_block_mappings=out_bms,
                               scratch_avals=scratch_avals,
                               input_output_aliases=input_output_aliases, name=name,
-                              vmapped_dims=vmapped_dims + 1)
+                              vmapped_dims=vmapped_dims + 1,
+                              num_scalar_prefetch=num_scalar_prefetch)
     return outs, [0] * len(outs)
 
 
@@ -599,7 +647,7 @@ batching.primitive_batchers[pallas_call_p] = _pallas_call_batch_rule
 # differentiated: one kernel with a tangent ref beside each ref, over the same grid
 def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
                      out_block_mappings, scratch_avals, input_output_aliases, name,
-                     vmapped_dims):
+                     vmapped_dims, num_scalar_prefetch):
     if input_output_aliases:
         raise NotImplementedError(f"jvp of pallas_call ({name}) with input_output_aliases is "
                                   "not supported (nor in JAX)")
@@ -619,7 +667,7 @@ def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
         in_block_mappings=tuple(in_block_mappings) + tuple(t_bms),
         out_block_mappings=tuple(out_block_mappings) * 2,
         scratch_avals=tuple(scratch_avals) * 2, input_output_aliases=(), name=name,
-        vmapped_dims=vmapped_dims)
+        vmapped_dims=vmapped_dims, num_scalar_prefetch=num_scalar_prefetch)
     return outs[:n_out], outs[n_out:]
 
 

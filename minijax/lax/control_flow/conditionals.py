@@ -69,8 +69,7 @@ def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_s
     if len(branches) == 1:
         return branches[0](*operands)
     index = lax.convert_element_type(index, np.int32)
-    index = lax.max(np.array(0, np.int32), lax.min(index, np.array(len(branches) - 1,
-                                                                    np.int32)))
+    index = lax.clamp(np.array(0, np.int32), index, np.array(len(branches) - 1, np.int32))
     if python_control_flow() and to_concrete_value(index) is not None:
         return branches[int(to_concrete_value(index))](*operands)
     names = [f"branch {i}" for i in range(len(branches))]
@@ -269,13 +268,15 @@ def _merge_branch_residuals(branch_res_avals: Sequence[Sequence[ShapedArray]]
 # JAX: jax/_src/lax/control_flow/conditionals.py _join_cond_outputs
 def _join_cond_outputs(jaxprs: Sequence[ClosedJaxpr], all_res_avals: Sequence[ShapedArray],
                        res_indices: Sequence[list[int]], num_non_res: int) -> tuple:
-    """Make every known branch return all residual slots (zeros in those it does not fill)."""
+    """Make every known branch return all residual slots: each slot starts as an `empty`
+    array (left dead where the branch fills it, as JAX does), then takes the branch's own."""
     def augment(jaxpr, indices):
         def f(*args):
             outs, res = split_list(eval_closed(jaxpr, *args), [num_non_res])
-            slots = dict(safe_zip(indices, res))
-            return outs + [slots[i] if i in slots else ad.zeros_like_aval(a)
-                           for i, a in enumerate(all_res_avals)]
+            slots = [lax.empty_like_shaped_array(a) for a in all_res_avals]
+            for i, r in safe_zip(indices, res):
+                slots[i] = r
+            return outs + slots
         return trace_closed(f, jaxpr.in_avals, "partial evaluation")
     return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
 

@@ -1,0 +1,251 @@
+"""ragged: `lax.ragged_dot` in minijax against JAX, the grouped-matmul Pallas kernels of
+compare/ragged_kernels.py under both Pallas implementations, and the cost model of the fused
+expert MLP (chapter 28).
+
+- **ragged_dot**: random group sizes (empty groups, totals below M) over several shapes and
+  dtypes; minijax's values (eager and jit) and grads against JAX's.
+- **gmm / tgmm**: the kernel against `jax.lax.ragged_dot`, and grad through its custom_vjp
+  against grad of `jax.lax.ragged_dot`, under minijax's Pallas and JAX's (interpret mode).
+- **fused MLP**: `silu(x_g @ W_up[g]) @ W_down[g]` in one kernel (and its two backward
+  kernels) against two `jax.lax.ragged_dot`s, forward and backward, under both.
+- **roofline**: FLOPs and HBM bytes, fused and unfused, over a grid of (G, M, D, F) with
+  F/D in {1, 2, 4, 8}, and the roofline time of each on the published numbers of one
+  accelerator.
+- **CPU benchmark**: the fused kernel against the two `ragged_dot`s for F/D in {1, 2, 4, 8}
+  (both modules in full runs, minijax only with `--quick`). No accelerator ran here
+  (`"gpu": null`): CPU times of interpret-mode kernels say nothing about speed and are
+  labelled so.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.experimental import pallas as jpl
+from jax.experimental.pallas import tpu as jpltpu
+
+import minijax
+from compare import ragged_kernels
+from compare._report import TopicResult, median_ms, plot
+from minijax.experimental import pallas as mpl
+from minijax.experimental.pallas import tpu as mpltpu
+
+MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
+
+# The model's accelerator: an H200's datasheet numbers (dense bf16 tensor-core FLOP/s, HBM3e
+# bandwidth). Only the cost model uses them; nothing ran on one.
+ACCELERATOR = {"name": "H200 (datasheet)", "peak_flops": 989e12, "hbm_bytes_per_s": 4.8e12}
+
+
+def group_sizes(rng, g: int, m: int) -> np.ndarray:
+    """g random sizes summing to at most m, about a quarter of them zero."""
+    cuts = np.sort(rng.randint(0, m + 1, size=g))
+    sizes = np.diff(np.concatenate([[0], cuts]))
+    sizes[rng.rand(g) < 0.25] = 0
+    return sizes.astype(np.int32)
+
+
+def _err(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.max(np.abs(a - b), initial=0.0))
+
+
+def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
+    rng = np.random.RandomState(0)
+    max_err = grad_err = 0.0
+    for _ in range(n_cases):
+        m, k, n, g = (int(v) for v in rng.randint(1, 12, size=4))
+        x = rng.randn(m, k).astype(np.float32)
+        w = rng.randn(g, k, n).astype(np.float32)
+        gs = group_sizes(rng, g, m)
+        ct = rng.randn(m, n).astype(np.float32)
+        want = jax.lax.ragged_dot(x, w, gs)
+        for f in (minijax.lax.ragged_dot, minijax.jit(minijax.lax.ragged_dot)):
+            max_err = max(max_err, _err(f(x, w, gs), want))
+
+        def loss(J, gs=gs, ct=ct):
+            return lambda lhs, rhs: (J.lax.ragged_dot(lhs, rhs, gs) * ct).sum()
+        for mine, theirs in zip(minijax.grad(loss(minijax), (0, 1))(x, w),
+                                jax.grad(loss(jax), (0, 1))(x, w)):
+            grad_err = max(grad_err, _err(mine, theirs))
+    res.check_true(f"ragged_dot: {n_cases} random cases, minijax == jax (values, eager and "
+                   f"jit; max err {max_err:.2g})", max_err < 1e-5)
+    res.check_true(f"ragged_dot: grads wrt both operands == jax (max err {grad_err:.2g})",
+                   grad_err < 1e-5)
+    return {"cases": n_cases, "max_err": max_err, "grad_max_err": grad_err}
+
+
+def gmm_checks(res: TopicResult, kernels: dict, m: int, k: int, n: int) -> dict:
+    rng = np.random.RandomState(1)
+    g = 4
+    x = rng.randn(m, k).astype(np.float32)
+    w = rng.randn(g, k, n).astype(np.float32)
+    gs = group_sizes(rng, g, m)
+    dy = rng.randn(m, n).astype(np.float32)
+    want, vjp = jax.vjp(lambda x, w: jax.lax.ragged_dot(x, w, gs), x, w)
+    want_grads = vjp(dy)
+    out = {}
+    for name, (J, _, _) in MODULES.items():
+        K = kernels[name]
+        got, got_vjp = J.vjp(lambda x, w, K=K: K.grouped_matmul(x, w, gs), x, w)
+        err = _err(got, want)
+        gerr = max(_err(a, b) for a, b in zip(got_vjp(dy), want_grads))
+        res.check_true(f"gmm ({name} pallas): == jax.lax.ragged_dot (max err {err:.2g}), "
+                       f"groups {gs.tolist()} over {m} rows", err < 1e-4)
+        res.check_true(f"gmm ({name} pallas): grad (gmm + tgmm) == grad of ragged_dot "
+                       f"(max err {gerr:.2g})", gerr < 1e-4)
+        out[name] = {"max_err": err, "grad_max_err": gerr}
+    return out
+
+
+def fused_mlp_checks(res: TopicResult, kernels: dict, m: int, d: int, f: int) -> dict:
+    rng = np.random.RandomState(2)
+    g = 4
+    x = rng.randn(m, d).astype(np.float32)
+    up = (rng.randn(g, d, f) / np.sqrt(d)).astype(np.float32)
+    down = (rng.randn(g, f, d) / np.sqrt(f)).astype(np.float32)
+    gs = group_sizes(rng, g, m)
+    dy = rng.randn(m, d).astype(np.float32)
+    ref = kernels["jax"].ragged_mlp
+    want, vjp = jax.vjp(lambda *a: ref(*a, gs), x, up, down)
+    want_grads = vjp(dy)
+    out = {}
+    for name, (J, _, _) in MODULES.items():
+        K = kernels[name]
+        got, got_vjp = J.vjp(lambda *a, K=K: K.fused_mlp(*a, gs), x, up, down)
+        err = _err(got, want)
+        gerr = max(_err(a, b) for a, b in zip(got_vjp(dy), want_grads))
+        res.check_true(f"fused MLP ({name} pallas): == two ragged_dots (max err {err:.2g})",
+                       err < 1e-4)
+        res.check_true(f"fused MLP ({name} pallas): grads of x, W_up, W_down == those of two "
+                       f"ragged_dots (max err {gerr:.2g})", gerr < 1e-4)
+        out[name] = {"max_err": err, "grad_max_err": gerr}
+    return out
+
+
+def roofline_rows(quick: bool) -> list[dict]:
+    """The cost model over the grid: G=8 experts, bf16, F/D in {1, 2, 4, 8}."""
+    rows = []
+    for m in ((1024,) if quick else (1024, 16384)):
+        for d in ((512,) if quick else (128, 512, 2048)):
+            for ratio in (1, 2, 4, 8):
+                c = ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
+                t_f, t_u = (ragged_kernels.roofline_time(
+                    c, ACCELERATOR["peak_flops"], ACCELERATOR["hbm_bytes_per_s"], fused)
+                    for fused in (True, False))
+                rows.append({**c, "intensity_fused": c["flops"] / c["bytes_fused"],
+                             "intensity_unfused": c["flops"] / c["bytes_unfused"],
+                             "roofline_us_fused": 1e6 * t_f, "roofline_us_unfused": 1e6 * t_u})
+    return rows
+
+
+def _ms(J, fn, args, quick: bool) -> float:
+    """Median milliseconds of a blocking call `fn(*args)` (after one warm-up call)."""
+    return float(median_ms(lambda: J.block_until_ready(fn(*args)), repeat=3 if quick else 10,
+                           warmup=1))
+
+
+def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
+    """The fused kernel against the two ragged_dots over F/D in {1, 2, 4, 8} (correctness
+    for each module; CPU times of the interpret-mode kernel and of XLA's unfused pair, which
+    measure an interpreter and say nothing about the kernel's speed on an accelerator)."""
+    rng = np.random.RandomState(4)
+    m, d, g = 32, 8, 4
+    names = ["minijax"] if quick else list(MODULES)
+    rows = []
+    for ratio in ((1, 4) if quick else (1, 2, 4, 8)):
+        f = d * ratio
+        x = rng.randn(m, d).astype(np.float32)
+        up = (rng.randn(g, d, f) / np.sqrt(d)).astype(np.float32)
+        down = (rng.randn(g, f, d) / np.sqrt(f)).astype(np.float32)
+        gs = group_sizes(rng, g, m)
+        want = kernels["jax"].ragged_mlp(x, up, down, gs)
+        row = {"G": g, "M": m, "D": d, "F": f}
+        for name in names:
+            J = MODULES[name][0]
+            fused = J.jit(kernels[name].fused_mlp)
+            row[f"max_err_{name}"] = _err(fused(x, up, down, gs), want)
+            row[f"cpu_interpret_ms_fused_{name}"] = _ms(J, fused, (x, up, down, gs), quick)
+        row["cpu_xla_ms_unfused_jax"] = _ms(jax, jax.jit(kernels["jax"].ragged_mlp),
+                                            (x, up, down, gs), quick)
+        rows.append(row)
+    res.check_true("fused MLP == two ragged_dots for F/D in "
+                   f"{[r['F'] // r['D'] for r in rows]} ({', '.join(names)})",
+                   all(r[f"max_err_{n}"] < 1e-4 for r in rows for n in names))
+    return rows
+
+
+def _draw_roofline(fig, rows) -> None:
+    ax = fig.add_subplot(1, 1, 1)
+    ridge = ACCELERATOR["peak_flops"] / ACCELERATOR["hbm_bytes_per_s"]
+    for key, marker in (("intensity_unfused", "o"), ("intensity_fused", "s")):
+        for m in sorted({r["M"] for r in rows}):
+            for d in sorted({r["D"] for r in rows}):
+                sel = [r for r in rows if r["M"] == m and r["D"] == d]
+                ax.plot([r["F"] / r["D"] for r in sel], [r[key] for r in sel], marker=marker,
+                        label=f"{key.split('_')[1]} M={m} D={d}")
+    ax.axhline(ridge, color="k", linestyle="--", label=f"ridge of {ACCELERATOR['name']}")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("F / D")
+    ax.set_ylabel("arithmetic intensity (FLOP per HBM byte)")
+    ax.legend(fontsize=6)
+
+
+def run(quick: bool = False) -> TopicResult:
+    res = TopicResult("ragged_dot and grouped-matmul Pallas kernels (gmm, fused expert MLP)")
+    res.chapter = "chapters/28-ragged-dot-gmm.md"
+    res.runs = "both"
+    kernels = {name: ragged_kernels.build(*mods) for name, mods in MODULES.items()}
+    rd = ragged_dot_cases(res, 6 if quick else 40)
+    gmm = gmm_checks(res, kernels, *((24, 8, 8) if quick else (64, 32, 16)))
+    mlp = fused_mlp_checks(res, kernels, *((24, 8, 16) if quick else (64, 16, 64)))
+    rows = roofline_rows(quick)
+    bench = cpu_benchmark(res, kernels, quick)
+    res.check_true("cost model: fused and unfused do the same FLOPs, the fused moves "
+                   "2*M*F*itemsize fewer bytes", all(
+                       r["bytes_unfused"] - r["bytes_fused"] == 2 * 2 * r["M"] * r["F"]
+                       for r in rows))
+
+    # CPU times (a shared machine, noisy): XLA's ragged_dot through each module, and the
+    # interpret-mode kernel, which only shows that it runs
+    rng = np.random.RandomState(3)
+    m, d, f, g = (64, 16, 64, 4) if not quick else (24, 8, 16, 4)
+    x = rng.randn(m, d).astype(np.float32)
+    up, down = rng.randn(g, d, f).astype(np.float32), rng.randn(g, f, d).astype(np.float32)
+    args = (x, up, down, group_sizes(rng, g, m))
+    for name, (J, _, _) in MODULES.items():
+        res.timings_ms[f"unfused MLP (2 ragged_dot, XLA): {name}"] = _ms(
+            J, J.jit(kernels[name].ragged_mlp), args, quick)
+        res.timings_ms[f"fused MLP kernel (interpret mode): {name}"] = _ms(
+            J, J.jit(kernels[name].fused_mlp), args, quick)
+
+    res.extra = {"ragged_dot": rd, "gmm": gmm, "fused_mlp": mlp, "roofline": rows,
+                 "accelerator_model": ACCELERATOR, "cpu_interpret_benchmark": bench,
+                 "gpu": None}
+    head = "| G | M | D | F | GFLOP | MB fused | MB unfused | FLOP/B fused | FLOP/B unfused |"
+    table = "\n".join(
+        f"| {r['G']} | {r['M']} | {r['D']} | {r['F']} | {r['flops'] / 1e9:.2f} | "
+        f"{r['bytes_fused'] / 1e6:.1f} | {r['bytes_unfused'] / 1e6:.1f} | "
+        f"{r['intensity_fused']:.0f} | {r['intensity_unfused']:.0f} |" for r in rows)
+    ridge = ACCELERATOR["peak_flops"] / ACCELERATOR["hbm_bytes_per_s"]
+    res.sections.append(
+        "### The cost model\n\n"
+        "Expert MLP `silu(x_g @ W_up[g]) @ W_down[g]`, bf16, G=8 experts. Both versions do "
+        "4*M*D*F (+M*F) FLOPs; the unfused one writes the (M, F) hidden layer to HBM and reads "
+        "it back, 2*M*F*2 bytes more. The ridge point of the model accelerator "
+        f"({ACCELERATOR['name']}) is {ridge:.0f} FLOP/B: below it a kernel is memory-bound.\n\n"
+        f"{head}\n|---|---|---|---|---|---|---|---|---|\n{table}\n\n"
+        "No accelerator was used: the kernels ran in interpret mode on CPU, which checks "
+        "correctness only; their CPU times measure an interpreter on a shared machine, not "
+        "the kernels:\n\n| F/D | max err (" + " / ".join(
+            k[8:] for k in bench[0] if k.startswith("max_err_")) + ") | CPU ms, fused kernel "
+        "in interpret mode (minijax) | CPU ms, XLA's two ragged_dots (jax) |\n|---|---|---|---|\n"
+        + "\n".join(f"| {r['F'] // r['D']} | " + " / ".join(
+            f"{r[k]:.1g}" for k in r if k.startswith("max_err_"))
+            + f" | {r['cpu_interpret_ms_fused_minijax']:.2f} | "
+            f"{r['cpu_xla_ms_unfused_jax']:.3f} |" for r in bench))
+    if not quick:
+        res.sections.append("### Intensity vs F/D\n\n" + plot(
+            "ragged-roofline", lambda fig: _draw_roofline(fig, rows)))
+    return res

@@ -1,0 +1,30 @@
+"""The `ragged` comparison topic (`compare/ragged.py`) at quick sizes, through
+`python -m compare ragged --quick --json PATH`: every check passes (ragged_dot against JAX;
+gmm, its grad and the fused MLP under both Pallas implementations) and the JSON has the
+layout `topics.ragged = {ragged_dot, gmm, fused_mlp, roofline, gpu}`."""
+
+import json
+
+from compare import __main__ as cmain
+
+
+def test_ragged_topic_quick_writes_its_json(tmp_path):
+    path = tmp_path / "out.json"
+    assert cmain.main(["ragged", "--quick", "--json", str(path)], out_dir=tmp_path) == 0
+    doc = json.loads(path.read_text())["topics"]["ragged"]
+    assert all(c["ok"] for c in doc["checks"]) and len(doc["checks"]) >= 11
+    assert doc["ragged_dot"]["cases"] >= 6
+    assert doc["ragged_dot"]["max_err"] < 1e-5 and doc["ragged_dot"]["grad_max_err"] < 1e-5
+    for kernel in ("gmm", "fused_mlp"):
+        assert set(doc[kernel]) == {"minijax", "jax"}
+        for errs in doc[kernel].values():
+            assert errs["max_err"] < 1e-4 and errs["grad_max_err"] < 1e-4
+    rows = doc["roofline"]
+    assert sorted({r["F"] // r["D"] for r in rows}) == [1, 2, 4, 8]
+    for r in rows:
+        assert {"G", "M", "D", "F", "flops", "bytes_fused", "bytes_unfused"} <= set(r)
+        assert r["flops"] == 4 * r["M"] * r["D"] * r["F"] + r["M"] * r["F"]
+        assert r["bytes_fused"] < r["bytes_unfused"]
+    bench = doc["cpu_interpret_benchmark"]  # correctness of the fused kernel over F/D
+    assert bench and all(r["max_err_minijax"] < 1e-4 for r in bench)
+    assert doc["gpu"] is None
