@@ -30,6 +30,8 @@ from minijax.interpreters import partial_eval as pe
 from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
+from minijax.api import vjp
+from minijax.dispatch import device_put_p, MemorySpace
 
 # ---------------------------------------------------------------------------------------------
 # Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be
@@ -367,7 +369,6 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
 
 
 def _move(x, kind: str):
-    from minijax.dispatch import MemorySpace, device_put_p
     return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
 
 
@@ -445,9 +446,7 @@ def _remat_lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
 
 def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
     inner, used_inputs = pe.dce_jaxpr(eqn.params["jaxpr"], used_outputs)
-    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
-                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-                       params=dict(eqn.params, jaxpr=inner))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=inner)
 
 
 # JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)
@@ -531,7 +530,6 @@ def _arg_names(f: Callable, args: tuple, kwargs: dict) -> list[str]:
 def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray, str]]:
     """The residuals `vjp(f, *args)` keeps for the backward pass, as (aval, where it comes
     from): a literal, a constant, an argument, a named value or the output of a primitive."""
-    from minijax.api import vjp
     flat, in_tree = tree_flatten((args, kwargs))
 
     def residuals(*leaves):

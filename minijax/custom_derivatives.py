@@ -29,6 +29,7 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from minijax.util import safe_zip, split_list
+from minijax.lax import lax
 
 _CHAPTER = "chapters/09-primitives.md"
 
@@ -194,7 +195,7 @@ class custom_jvp:  # noqa: N801 (JAX's name)
 
 
 def _add(x, y):
-    from minijax import numpy as jnp
+    from minijax import numpy as jnp  # not at the top: numpy -> numpy.linalg imports this module
     return jnp.add(x, y)
 
 
@@ -566,7 +567,6 @@ def _custom_vjp_call_batch_rule(vals, dims, *, axis_size, call_jaxpr, fwd, bwd, 
             elif ct_dim is batching.not_mapped:
                 out.append(ct)
             else:  # an input shared by all examples gets the sum of their cotangents
-                from minijax.lax import lax
                 out.append(lax.reduce_sum(ct, (ct_dim,)))
         return out
 

@@ -21,12 +21,16 @@ import numpy as np
 from minijax import core, dispatch, dtypes
 from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
+from minijax.array import array_from_numpy
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 from minijax.util import canonicalize_axis
+from minijax.lax import parallel
+from minijax.pjit import reshard_p
+from minijax.tree_util import tree_map
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -333,7 +337,6 @@ def stop_gradient(x):
             return stop_gradient_p.bind(leaf)
         core.get_aval(leaf)  # the TypeError for strings and other non-arrays
         return leaf
-    from minijax.tree_util import tree_map
     return tree_map(stop, x)
 
 
@@ -1079,7 +1082,7 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
             return x
         val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
                                          weak_type=weak_type)
-        return core.array_from_numpy(val, weak_type)
+        return array_from_numpy(val, weak_type)
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return x
@@ -2673,7 +2676,6 @@ def _const(example, val):
 def _replicated_scalar(val, mesh):
     """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
     that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
-    from minijax.pjit import reshard_p  # the primitive lives next to with_sharding_constraint
     return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
                           concrete_mesh=None)
 
@@ -2710,7 +2712,6 @@ def _vary_like(out, vma):
     # JAX: jax/_src/lax/lax.py _full_like_insert_pvary — inside shard_map, as varying as `x`
     if not vma:
         return out
-    from minijax.lax import parallel
     return parallel.pvary(out, tuple(sorted(vma)))
 
 

@@ -19,6 +19,7 @@ from minijax.ad_util import Zero
 from minijax.interpreters import ad, batching
 from minijax.state.types import (AbstractRef, AccumEffect, ReadEffect, WriteEffect,
                                  indexed_shape, make_indexer, pp_indexer)
+from minijax import lax, numpy as jnp
 
 
 def _no_eager(name):
@@ -156,8 +157,6 @@ def _cast_value(ref, val):
     """`val` as an array, converted to the ref's dtype only where JAX converts implicitly:
     an integer into an integer ref, a weakly typed float into a floating ref. Any other dtype
     is left for the primitive to reject (ValueError), as in JAX."""
-    from minijax import lax
-    from minijax import numpy as jnp
     val = jnp.asarray(val)
     aval, sub = core.get_aval(val), dtypes.issubdtype
     ints = sub(ref.dtype, np.integer) and sub(aval.dtype, np.integer)
@@ -168,7 +167,6 @@ def _cast_value(ref, val):
 
 
 def _broadcast_to(name, ref, val, shape):
-    from minijax import numpy as jnp
     if tuple(val.shape) == tuple(shape):
         return val
     try:

@@ -30,6 +30,7 @@ from minijax.lax.control_flow.common import (
     python_control_flow, to_concrete_value, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
+from minijax.lax import parallel
 
 _no_operand_sentinel = object()
 
@@ -189,7 +190,6 @@ def _vary_with_index(index, branches: list[ClosedJaxpr], operands: list):
     if all(axes <= core.get_aval(x).vma for x in operands) and \
             all(axes <= a.vma for a in branches[0].out_avals):
         return branches, operands
-    from minijax.lax import parallel
     vary = lambda x, vma: parallel.pvary(x, tuple(sorted(vma - core.get_aval(x).vma)))
     operands = [vary(x, axes) for x in operands]
     out_vma = [a.vma | axes for a in branches[0].out_avals]
@@ -426,10 +426,7 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
         used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
     new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)[0]
                          for b in branches)
-    return eqn.replace(
-        invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],
-        outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, branches=new_branches))
+    return pe.dce_eqn(eqn, [True, *used_inputs], used_outputs, branches=new_branches)
 
 
 cond_p = core.Primitive("cond")
