@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, effects
+from minijax import core, dtypes, effects, errors
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import lax, numpy as jnp, sharding as msh
@@ -103,8 +103,7 @@ def _callback_impl(*args, callback: _FlatCallback, **_):
     try:
         return list(callback(*[core.to_numpy(x) for x in args]))
     except Exception as e:
-        from minijax.errors import JaxRuntimeError
-        raise JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
+        raise errors.JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
                               + "".join(traceback.format_exception(e))) from None
 
 

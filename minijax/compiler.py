@@ -42,6 +42,13 @@ def backend():
     return [jeb.get_backend(p) for p in config.jax_platforms.split(",")][0]
 
 
+# JAX: jax/errors.py JaxRuntimeError
+def runtime_error_type() -> type:
+    """jaxlib's JaxRuntimeError, what XLA's failures raise (`minijax.errors.JaxRuntimeError`)."""
+    from jaxlib._jax import JaxRuntimeError
+    return JaxRuntimeError
+
+
 @functools.cache
 def default_device():
     return backend().local_devices()[0]

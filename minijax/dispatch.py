@@ -235,6 +235,7 @@ def _as_xla(impl: Callable) -> Callable:
             with np.errstate(all="ignore"):
                 return impl(*vals)
         except MemoryError as e:
+            # local: minijax/errors.py imports core, which imports this module
             from minijax.errors import resource_exhausted
             raise resource_exhausted(e) from None
     return run

@@ -12,6 +12,7 @@ from typing import Any, Callable
 import numpy as np
 
 from minijax import lax
+from minijax import numpy as jnp
 from minijax.tree_util import tree_flatten, tree_unflatten
 
 
@@ -25,7 +26,6 @@ def ravel_pytree(pytree: Any) -> tuple[Any, Callable]:
     ValueError for a vector of another size, TypeError for one of another dtype (when the
     leaves had several dtypes).
     """
-    from minijax import numpy as jnp
     leaves, treedef = tree_flatten(pytree)
     if not leaves:
         return lax.full((0,), 0, np.float32), lambda flat: tree_unflatten(treedef, [])
@@ -38,7 +38,6 @@ def ravel_pytree(pytree: Any) -> tuple[Any, Callable]:
 
 
 def _unravel(treedef, shapes, from_dtypes, to_dtype, size, flat):
-    from minijax import numpy as jnp
     if np.shape(flat) != (size,):
         # JAX: jax/_src/lax/lax.py split (what JAX's unravel calls) words it so
         raise ValueError(f"Sum of sizes {size} must be equal to dimension 0 of the operand "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from minijax import core, dtypes
+from minijax import numpy as jnp
 
 
 def _identity(op: str, dtype):
@@ -26,7 +27,6 @@ def _identity(op: str, dtype):
 # JAX: jax/_src/ops/scatter.py _segment_update
 def _segment_update(name, op, data, segment_ids, num_segments, indices_are_sorted,
                     unique_indices, bucket_size, mode):
-    from minijax import numpy as jnp
     data, segment_ids = jnp.asarray(data), jnp.asarray(segment_ids)
     if num_segments is None:
         if isinstance(segment_ids, core.Tracer):

@@ -24,7 +24,7 @@ BUDGETS = {
     "api_util": 140,
     "array": 220,
     "callback": 325,
-    "compiler": 440,
+    "compiler": 475,   # + the persistent cache's thresholds and unusable folders (24)
     "config": 150,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
@@ -42,7 +42,7 @@ BUDGETS = {
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3730,
+    "numpy": 3745,
     "pjit": 850,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13)
     "prng": 230,
     "public_test_util": 110,

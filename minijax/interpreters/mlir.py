@@ -16,6 +16,7 @@ import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+from minijax.interpreters import partial_eval as pe
 from minijax import sharding as msh
 
 _CHAPTER = "chapters/07-jit.md"
@@ -221,8 +222,6 @@ def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:
     primitive can be lowered as a composition of others. `multiple_results`: whether `fun`
     returns a list of results."""
     def rule(ctx: LoweringRuleContext, *args, **params):
-        from minijax.interpreters import partial_eval as pe
-
         def flat(*xs):
             out = fun(*xs, **params)
             return list(out) if multiple_results else [out]
