@@ -37,5 +37,5 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
-    from minijax._unimplemented import missing
+    from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)

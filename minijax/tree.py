@@ -20,5 +20,5 @@ from minijax.tree_util import (  # noqa: F401
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
-    from minijax._unimplemented import missing
+    from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)

@@ -88,6 +88,8 @@ PROGRAMS = {
     # constants (splat and not; bool and bfloat16 buffers)
     "bool_constants": lambda L: (lambda x: L.select(B, x, L.select(np.ones((2, 3), bool), x,
                                                                     x * 2.0)), (X,)),
+    "switch": lambda L: (lambda x: L.switch(1, [lambda a: a, lambda a: a * 2.0,
+                                                 lambda a: -a], x), (X,)),
     "bf16_constants": lambda L: (
         lambda x: (L.convert_element_type(x, ml_dtypes.bfloat16)
                    * np.array([1, 2, 3.5], ml_dtypes.bfloat16)
@@ -96,9 +98,6 @@ PROGRAMS = {
 
 # Programs whose lowering differs from JAX's today, and why (strict: a fix must remove them).
 DIFFERENT = {
-    "switch": ("JAX clamps the index with one stablehlo.clamp; minijax with minimum/maximum",
-               lambda L: (lambda x: L.switch(1, [lambda a: a, lambda a: a * 2.0,
-                                                 lambda a: -a], x), (X,))),
     "scan": ("JAX outlines the loop body into private functions (func.call); minijax inlines",
              lambda L: (lambda x: L.scan(lambda c, r: (c + r, c * r),
                                          np.zeros(3, np.float32), x), (X,))),

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -114,9 +117,21 @@ def python(table: dict) -> str:
     return "\n".join(lines)
 
 
+def fresh_survey() -> dict[str, tuple[list[str], list[str]]]:
+    """`survey()` in a new interpreter that has imported only jax and minijax: `dir(jax)` also
+    lists every submodule some other code has imported (jax.extend, jax.experimental, ...), so
+    the count taken inside a test run would depend on what ran before it."""
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import public_surface; "
+            "print(json.dumps(public_surface.survey()))")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code, str(ROOT / "tools")], check=True,
+                         capture_output=True, text=True, cwd=ROOT, env=env).stdout
+    return {k: (pub, miss) for k, (pub, miss) in json.loads(out.splitlines()[-1]).items()}
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
-    table = survey()
+    table = fresh_survey()
     (ROOT / "docs" / "public_surface.md").write_text(markdown(table))
     (ROOT / "minijax" / "_unimplemented.py").write_text(python(table))
     for name, (public, missing) in table.items():

@@ -46,6 +46,7 @@ from minijax.lax.special import (
 )
 from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
+    select_and_gather_add_p, select_and_scatter_add_p,
 )
 from minijax.lax import linalg  # noqa: F401,E402
 from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa: F401,E402
@@ -59,5 +60,5 @@ from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-expo
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
-    from minijax._unimplemented import missing
+    from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)

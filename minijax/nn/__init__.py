@@ -192,5 +192,5 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, *,
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
-    from minijax._unimplemented import missing
+    from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)
