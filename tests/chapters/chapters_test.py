@@ -9,13 +9,17 @@ masked: the same lines, words and units, any numbers. Every block right after a 
 must be one of the two (a ```text block there would go unchecked, and go stale).
 
 Chapters are plain markdown read by jupytext (```python fences become code cells) and executed
-with nbclient, the engine nbmake uses. Links to source files and `file.py: Symbol` pointers must
-name files and symbols that exist.
+with nbclient, the engine nbmake uses, each in a fresh kernel process whose environment lacks
+what tests/conftest.py sets for the suite (eight CPU devices): a chapter that needs devices or
+flags asks for them in its own first cell, as a learner opening it alone would need.
+
+Links to source files and `file.py: Symbol` pointers must name files and symbols that exist.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -25,14 +29,34 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
 
 
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\d+")
+
+
+def _fresh_env(environ=os.environ) -> dict[str, str]:
+    """This process's environment less the device count tests/conftest.py asked for."""
+    env = dict(environ)
+    flags = " ".join(_DEVICE_COUNT_FLAG.sub("", env.pop("XLA_FLAGS", "")).split())
+    if flags:
+        env["XLA_FLAGS"] = flags
+    return env
+
+
 def _execute(path: Path):
     import jupytext
     from nbclient import NotebookClient
 
     nb = jupytext.read(path)
     NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
+                   resources={"metadata": {"path": str(ROOT)}}).execute(env=_fresh_env())
     return nb
+
+
+def test_chapters_run_without_the_suites_device_count():
+    assert "xla_force_host_platform_device_count" in os.environ["XLA_FLAGS"]  # conftest's
+    assert "xla_force_host_platform_device_count" not in _fresh_env().get("XLA_FLAGS", "")
+    other = {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false "
+                          "--xla_force_host_platform_device_count=8"}
+    assert _fresh_env(other) == {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
 
 
 def _stdout(cell) -> str:
