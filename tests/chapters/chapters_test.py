@@ -13,7 +13,9 @@ with nbclient, the engine nbmake uses, each in a fresh kernel process whose envi
 what tests/conftest.py sets for the suite (eight CPU devices): a chapter that needs devices or
 flags asks for them in its own first cell, as a learner opening it alone would need.
 
-Links to source files and `file.py: Symbol` pointers must name files and symbols that exist.
+Links to source files and `file.py: Symbol` pointers must name files and symbols that exist. The
+prose speaks to a learner about the code: it never mentions how the work on it was organised
+(issues, targets, criteria, sessions).
 """
 
 from __future__ import annotations
@@ -156,6 +158,39 @@ def test_links_and_symbols_exist(path):
         py = ROOT / file
         assert py.exists(), f"{path.name}: {file} does not exist"
         assert symbol in _defined_names(py), f"{path.name}: {file} has no symbol {symbol}"
+
+
+_BOOKKEEPING = re.compile("|".join([
+    r"\bissues? (?:behind|asks?|tracker|#?\d+)\b", r"\b(?:the|this|that|an|our|github) issues?\b",
+    r"\btargets? (?:is|was|were|are) (?:met|missed|reached)\b",
+    r"\b(?:step-time|speed|accuracy|performance|time) targets?\b",
+    r"\bcriteri(?:on|a)\b", r"\bdone means\b", r"\bsession'?s?\b", r"\bdeadline\b",
+    r"\bthe lead\b", r"\bworktree\b", r"\bpull request\b",
+    r"\b(?:this|the) (?:chapter|page)s? (?:was|were) (?:written|run) on\b",
+]), re.I)
+_CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
+
+
+def _bookkeeping(text: str) -> list[str]:
+    """Phrases about how the work was organised, in the prose (code and output blocks and
+    inline code left out)."""
+    return [m.group(0) for m in _BOOKKEEPING.finditer(_CODE.sub(" ", text))]
+
+
+@pytest.mark.parametrize("path", CHAPTERS + [ROOT / "chapters" / "README.md"],
+                         ids=[p.stem for p in CHAPTERS] + ["README"])
+def test_prose_keeps_no_bookkeeping(path):
+    found = _bookkeeping(path.read_text())
+    assert not found, (f"{path.name} talks about how the work was organised: {found}; say "
+                       "what the code does and prints instead")
+
+
+def test_bookkeeping_check_finds_phrases_and_skips_code():
+    assert _bookkeeping("The issue behind it asks for more. The step-time target is met; the "
+                        "criterion was 5%. This session's machine has no GPU.") == [
+        "The issue", "step-time target", "criterion", "session's"]
+    assert _bookkeeping("A target jaxlib registers; the CPU issues a call.\n"
+                        "```python\nThread(target=work)  # the issue\n```\n`session`") == []
 
 
 def test_timing_blocks_compare_words_not_numbers():
