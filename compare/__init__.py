@@ -22,6 +22,7 @@ TOPICS = [
     "cnn_bn",
     "gpt",
     "moe",
+    "addition",
     "numpy",
     "jit",
     "dispatch",

@@ -156,12 +156,15 @@ def dense_mlp(J, blk, h):
     return y, 0.0
 
 
-def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
+def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
+            ignore_id: int | None = None):
     """The GPT for module `J`: a dict of the (jitted) functions the comparison uses.
 
     `mlp(J, blk, h) -> (y, aux)` fills the MLP slot of every block; the training loss is the
     cross-entropy plus `aux_weight` times the sum over blocks of aux (or of aux["lb"] when aux
-    is a dict: the forward sums dicts key by key)."""
+    is a dict: the forward sums dicts key by key). With `ignore_id`, the cross-entropy is the
+    mean over the positions whose target is not `ignore_id` (`compare/addition.py` scores only
+    the answer digits this way)."""
     jnp, lax = J.numpy, J.lax
     H, dh, Tmax = cfg.n_head, cfg.head_dim, cfg.block
 
@@ -212,7 +215,11 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0):
 
     def cross_entropy(logits, y):
         logp = J.nn.log_softmax(logits, axis=-1)
-        return -jnp.mean(jnp.sum(J.nn.one_hot(y, cfg.vocab) * logp, axis=-1))
+        nll = -jnp.sum(J.nn.one_hot(y, cfg.vocab) * logp, axis=-1)
+        if ignore_id is None:
+            return jnp.mean(nll)
+        keep = (y != ignore_id).astype(np.float32)
+        return jnp.sum(nll * keep) / jnp.maximum(jnp.sum(keep), 1.0)
 
     def loss(params, x, y):
         logits, aux, _ = forward(params, x)
@@ -359,14 +366,16 @@ def train(runners: dict, cfg: Config, data: CharData, *, eval_every: int, n_val:
     return out
 
 
-def raw_runner(J, cfg: Config, params0, **kw):
+def raw_runner(J, cfg: Config, params0, seq_len: int | None = None, **kw):
     """(J, prog, state) for the hand-written GPT; its state is (params, opt). The step is
-    compiled ahead of time (`jit(...).trace(...).lower().compile()`), timing each stage into
-    prog["stages"]; prog["compiled_step"] is the executable that trains."""
+    compiled ahead of time (`jit(...).trace(...).lower().compile()`) for batches of
+    int32[batch, seq_len] (seq_len defaults to the context length), timing each stage into
+    prog["stages"]; prog["compiled_step"] is the executable that trains. `kw` go to
+    `program`."""
     prog = program(J, cfg, **kw)
     params = J.device_put(params0)
     opt = prog["init_opt"](params)
-    tokens = J.device_put(np.zeros((cfg.batch, cfg.block), np.int32))
+    tokens = J.device_put(np.zeros((cfg.batch, seq_len or cfg.block), np.int32))
     prog["compiled_step"], prog["stages"] = stage_times(J, prog["train_step"],
                                                         (params, opt, tokens, tokens))
 

@@ -4,7 +4,7 @@ The public names mirror `jax`: `minijax.jit`, `minijax.grad`, `minijax.numpy`, .
 Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
-from minijax import core  # noqa: F401  (first: core imports the eager path built on it)
+from minijax import core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import debug, errors, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
@@ -29,7 +29,8 @@ from minijax.lax.lax import stop_gradient  # noqa: F401
 from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
 
 from minijax import sharding  # noqa: F401
-from minijax.sharding import P, make_array_from_callback, make_mesh, set_mesh  # noqa: F401
+from minijax.api import make_array_from_callback  # noqa: F401
+from minijax.sharding import P, make_mesh, set_mesh  # noqa: F401
 from minijax.shard_map import shard_map  # noqa: F401,E402
 
 __version__ = "0.1.0"

@@ -20,13 +20,18 @@ import inspect
 import types
 from typing import Any, Callable, NamedTuple, Sequence
 
-from minijax import core
+import numpy as np
+
+from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
+from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, partition_list, safe_zip, split_list
+from minijax.api import vjp
+from minijax.dispatch import device_put_p, MemorySpace
 
 # ---------------------------------------------------------------------------------------------
 # Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be
@@ -64,6 +69,9 @@ class DotsSaveable:
             (_, _), (lhs_batch, rhs_batch) = params["dimension_numbers"]
             return not lhs_batch and not rhs_batch
         return True
+
+    def __repr__(self) -> str:  # as JAX's jaxprs print the policy
+        return f"DotsSaveable(only_if_no_batch_dims={self.only_if_no_batch_dims})"
 
 
 dots_saveable = DotsSaveable(False)
@@ -301,6 +309,20 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
     # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
     recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
     new_res = [v for v, u in safe_zip(saved, used) if u]
+    # In JAX's order: the saved intermediates as the backward computation first reads them,
+    # then the inputs (JAX's staged jaxpr takes its residuals, then the inputs)
+    first_use: dict[Var, int] = {}
+    reads = [e.invars for e in recompute.eqns] + [
+        [recompute.outvars[i] for i, v in enumerate(jaxpr_unknown.jaxpr.invars[:num_res])
+         if v in e.invars] for e in jaxpr_unknown.jaxpr.eqns]
+    for k, xs in enumerate(reads):
+        for x in xs:
+            first_use.setdefault(x, k)
+    inputs = {*jk.constvars, *jk.invars}
+    new_res = (sorted((v for v in new_res if v not in inputs),
+                      key=lambda v: first_use.get(v, len(reads)))
+               + [v for v in new_res if v in inputs])
+    recompute = Jaxpr([], new_res, recompute.outvars, recompute.eqns)
     known, _ = pe.dce_closed_jaxpr(
         ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
                           jk.eqns), jaxpr_known.consts), instantiate=True)
@@ -320,8 +342,33 @@ def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, n
     return known, ClosedJaxpr(jaxpr_u, consts_u), offloads
 
 
+# JAX: jax/_src/ad_checkpoint.py _insert_reduce_precision
+def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
+    """Round each float residual made by an equation that the known jaxpr also uses through
+    `reduce_precision` to its own format, right where it is made, so that XLA cannot keep it
+    in more precision in the forward pass than the saved copy has in the backward pass (as
+    JAX does; inputs passed on as they are need none)."""
+    jaxpr = closed.jaxpr
+    used = {x for e in jaxpr.eqns for x in e.invars if isinstance(x, Var)}
+    made = {o for e in jaxpr.eqns for o in e.outvars}
+    eqns = list(jaxpr.eqns)
+    for v in jaxpr.outvars[len(jaxpr.outvars) - num_res:]:
+        if v not in made or v not in used or not np.issubdtype(v.aval.dtype, np.inexact):
+            continue
+        info = dtypes.finfo(v.aval.dtype)
+        params = dict(exponent_bits=int(info.nexp), mantissa_bits=int(info.nmant))
+        new = Var(v.aval)
+        i = next(i for i, e in enumerate(eqns) if v in e.outvars)
+        if eqns[i].primitive is reduce_precision_p and eqns[i].params == params:
+            continue
+        e = eqns[i]
+        eqns[i] = JaxprEqn(e.invars, [new if o is v else o for o in e.outvars], e.primitive,
+                           e.params, e.effects)
+        eqns.insert(i + 1, JaxprEqn([new], [v], reduce_precision_p, params))
+    return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
+
+
 def _move(x, kind: str):
-    from minijax.dispatch import MemorySpace, device_put_p
     return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
 
 
@@ -333,6 +380,7 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     jaxpr_known, jaxpr_unknown, offloads = _recompute_residuals(
         jaxpr_known, jaxpr_unknown, num_res, policy or nothing_saveable)
     num_res = len(offloads)
+    jaxpr_known = _insert_reduce_precision(jaxpr_known, num_res)
     known_args, unknown_args = partition_list(unknowns, tracers)
     # The known part (the primal computation, plus any saved residuals) runs now, outside remat2.
     with core.set_current_trace(trace.parent_trace):
@@ -398,13 +446,12 @@ def _remat_lowering(ctx, *args, jaxpr, prevent_cse, differentiated, policy):
 
 def _remat_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn:
     inner, used_inputs = pe.dce_jaxpr(eqn.params["jaxpr"], used_outputs)
-    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
-                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-                       params=dict(eqn.params, jaxpr=inner))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=inner)
 
 
 # JAX: jax/_src/ad_checkpoint.py remat_p (named 'remat2' there too)
 remat_p = core.Primitive("remat2")
+remat_p.pp_param_formatters = {"policy": lambda p: core.mask_addresses(repr(p))}  # as JAX's
 remat_p.multiple_results = True
 remat_p.def_impl(_remat_impl)
 remat_p.def_abstract_eval(_remat_abstract_eval)
@@ -483,7 +530,6 @@ def _arg_names(f: Callable, args: tuple, kwargs: dict) -> list[str]:
 def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray, str]]:
     """The residuals `vjp(f, *args)` keeps for the backward pass, as (aval, where it comes
     from): a literal, a constant, an argument, a named value or the output of a primitive."""
-    from minijax.api import vjp
     flat, in_tree = tree_flatten((args, kwargs))
 
     def residuals(*leaves):
@@ -495,6 +541,9 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
     names = _arg_names(f, args, kwargs)
     # In JAX's order: literals, constants, arguments, then outputs of equations in program order
     res_vars = {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
+    # a residual rounded by reduce_precision (_insert_reduce_precision) comes from its operand
+    subst = {e.outvars[0]: e.invars[0] for e in jaxpr.eqns if e.primitive is reduce_precision_p}
+    res_vars = {subst.get(v, v) for v in res_vars}
     result = [(v.aval, "from a literal") for v in jaxpr.outvars if isinstance(v, core.Literal)]
     result += [(v.aval, "from a constant") for v in jaxpr.constvars if v in res_vars]
     result += [(v.aval, f"from the argument {name}")

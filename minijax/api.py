@@ -22,6 +22,8 @@ from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
+from minijax import numpy as jnp, sharding as msh
+from minijax.dispatch import device_put_p
 
 
 def _as_arrays(xs: list) -> list:
@@ -364,6 +366,38 @@ def _broadcast_prefix(prefix, tree, what: str) -> list:
     return [d for d, sub in zip(entries, subtrees) for d in [d] * len(tree_flatten(sub)[0])]
 
 
+# JAX: jax/_src/api.py _mapped_axis_size
+def _mapped_axes_and_size(flat: list, dims: list, axis_size: int | None
+                          ) -> tuple[list[int | None], int]:
+    """Each flat argument's mapped axis made non-negative (None: not mapped), and the one size
+    of those axes. ValueError for an axis out of range, no mapped argument without
+    `axis_size`, or inconsistent sizes."""
+    sizes = []
+    norm_dims = []
+    for i, (x, d) in enumerate(zip(flat, dims)):
+        if d is None:
+            norm_dims.append(None)
+            continue
+        aval = core.get_aval(x)
+        if not -aval.ndim <= d < aval.ndim:
+            raise ValueError(f"vmap was requested to map its argument along axis {d}, "
+                             "which implies that its rank should be at least "
+                             f"{d + 1 if d >= 0 else -d}, "
+                             f"but is only {aval.ndim} (its shape is {aval.shape})")
+        d = d % aval.ndim
+        norm_dims.append(d)
+        sizes.append((aval.shape[d], i, aval))
+    if not sizes and axis_size is None:
+        raise ValueError("vmap must have at least one non-None value in in_axes")
+    size = axis_size if axis_size is not None else sizes[0][0]
+    if any(s != size for s, _, _ in sizes):
+        lines = "\n".join(f"  * argument leaf {i} of type {a.str_short()} has size {s} "
+                          f"along its mapped axis" for s, i, a in sizes)
+        raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
+                         f"{lines}")
+    return norm_dims, size
+
+
 # JAX: jax/_src/api.py vmap
 def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None):
     """Vectorize `fun` over a new leading (or `in_axes`) axis.
@@ -391,29 +425,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         flat, in_tree = tree_flatten(args)
         dims = _broadcast_prefix(in_axes if isinstance(in_axes, tuple) else in_axes, args,
                                  "in_axes")
-        sizes = []
-        norm_dims = []
-        for i, (x, d) in enumerate(zip(flat, dims)):
-            if d is None:
-                norm_dims.append(None)
-                continue
-            aval = core.get_aval(x)
-            if not -aval.ndim <= d < aval.ndim:
-                raise ValueError(f"vmap was requested to map its argument along axis {d}, "
-                                 "which implies that its rank should be at least "
-                                 f"{d + 1 if d >= 0 else -d}, "
-                                 f"but is only {aval.ndim} (its shape is {aval.shape})")
-            d = d % aval.ndim
-            norm_dims.append(d)
-            sizes.append((aval.shape[d], i, aval))
-        if not sizes and axis_size is None:
-            raise ValueError("vmap must have at least one non-None value in in_axes")
-        size = axis_size if axis_size is not None else sizes[0][0]
-        if any(s != size for s, _, _ in sizes):
-            lines = "\n".join(f"  * argument leaf {i} of type {a.str_short()} has size {s} "
-                              f"along its mapped axis" for s, i, a in sizes)
-            raise ValueError(f"vmap got inconsistent sizes for array axes to be mapped:\n"
-                             f"{lines}")
+        norm_dims, size = _mapped_axes_and_size(flat, dims, axis_size)
         store: list = []
         flat_fun = flatten_fun_nokwargs(lambda *a: fun(*a, **kwargs), in_tree, store)
 
@@ -453,7 +465,6 @@ def _std_basis(flat_leaves) -> tuple[Any, list[int]]:
 
 def _split_basis(basis_rows, leaves, sizes):
     """Cut a (k, total) batch of flat vectors into per-leaf arrays of shape leaf.shape."""
-    from minijax import numpy as jnp
     out, start = [], 0
     for x, n in zip(leaves, sizes):
         aval = core.get_aval(x)
@@ -507,7 +518,6 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
 
 
 def _split_last(o, flat_in, sizes):
-    from minijax import numpy as jnp
     out, start = [], 0
     lead = o.shape[:-1]
     for x, n in zip(flat_in, sizes):
@@ -542,7 +552,6 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
         per_in = []
         for r in flat_rows:
             pieces, start = [], 0
-            from minijax import numpy as jnp
             for yl, n in zip(flat_out, sizes):
                 piece = r[start:start + n]
                 pieces.append(jnp.reshape(piece, core.get_aval(yl).shape + r.shape[1:]))
@@ -608,6 +617,38 @@ def effects_barrier() -> None:
     compiler.runtime_tokens.block_until_ready()
 
 
+# JAX: jax/_src/array.py make_array_from_callback
+def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype=None):
+    """An Array of global `shape` laid out by `sharding`, whose block on each device is
+    `data_callback(index)` (index: a tuple of slices into the global array). The callback is
+    called once per distinct block; its results must have the block's shape.
+    Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
+    shape = tuple(shape)
+    index_map = sharding.devices_indices_map(shape)
+    blocks: dict = {}
+    out = None
+    for d in sharding._device_assignment:
+        idx = index_map[d]
+        key = tuple((sl.start, sl.stop) for sl in idx)
+        if key not in blocks:
+            blocks[key] = np.asarray(data_callback(idx), dtype=dtype)
+        b = blocks[key]
+        if out is None:
+            out = np.empty(shape, b.dtype)
+        want = out[idx].shape
+        if b.shape != want:  # JAX's message, the array's type included
+            aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
+                                    sharding=msh.aval_sharding(sharding, len(shape)))
+            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
+                             f"array shape {b.shape}. Shape of Array is {aval} with sharding "
+                             f"{sharding}")
+        out[idx] = b
+    aval = core.ShapedArray(shape, out.dtype)
+    if isinstance(sharding, msh.SingleDeviceSharding):
+        return Array(aval, out, None, True)
+    return Array(aval, None, compiler.device_put_sharded(out, sharding), True, sharding)
+
+
 # JAX: jax/_src/api.py device_put — differs: single devices other than the default one and
 # memory kinds are not supported
 def device_put(x, device=None):
@@ -625,17 +666,15 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
-    from minijax import sharding as msh
     device = msh.canonicalize_sharding(device, "device_put")
     if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
-        from minijax.dispatch import device_put_p  # inside a transformation: a primitive
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
     if isinstance(device, msh.NamedSharding) or (
             isinstance(device, msh.SingleDeviceSharding) and device.memory_kind != "device"):
-        return msh.device_put_sharded_tree(x, device)  # blocks, or another memory kind
+        return compiler.device_put_sharded_tree(x, device)  # blocks, or another memory kind
     if isinstance(device, msh.SingleDeviceSharding):
         device = device._device
     if device is not None and device != compiler.default_device():

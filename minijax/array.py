@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from minijax import core
+from minijax import sharding
+from minijax.sharding import aval_sharding
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
 # arguments' shardings (before, every Array is on the default device and the avals suffice).
@@ -45,7 +47,6 @@ class Array:
             global sharded_arrays_made
             sharded_arrays_made = True
             if aval.sharding is None:  # sharding in types: on an Explicit mesh, the aval says
-                from minijax.sharding import aval_sharding
                 s = aval_sharding(sharding, aval.ndim)
                 if s is not None:
                     self.aval = aval.update(sharding=s)
@@ -75,7 +76,6 @@ class Array:
         default device for arrays never placed on a mesh."""
         if self._sharding is not None:
             return self._sharding
-        from minijax import sharding
         return sharding.SingleDeviceSharding(_default_device())
 
     @property
@@ -140,7 +140,7 @@ class Array:
         the buffer, which eager operations use afterwards, is a view of it, not a copy."""
         self._check_alive()
         if self._buf is None:
-            from minijax import compiler
+            from minijax import compiler  # not at the top: compiler imports this module
             npy, self._npy = self._npy, None
             if self._sharding is not None:
                 self._buf = compiler.device_put_sharded(npy, self._sharding)
@@ -192,16 +192,6 @@ class Array:
 
     def __index__(self):
         return int(self._value().__index__())
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
 
     def __format__(self, spec):
         return format(self._value().item(), spec) if self.ndim == 0 else str(self)
@@ -259,7 +249,7 @@ def _assemble(x: Array) -> np.ndarray:
 
 
 def _default_device():
-    from minijax import compiler
+    from minijax import compiler  # not at the top: compiler imports this module
     return compiler.default_device()
 
 

@@ -24,6 +24,9 @@ import numpy as np
 from minijax import core, dtypes, effects
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax import lax, numpy as jnp, sharding as msh
+from minijax.lax import parallel
+from minijax.lax.control_flow.loops import map as lax_map
 
 # JAX: jax/_src/callback.py _FlatCallback
 class _FlatCallback:
@@ -104,7 +107,6 @@ def _pp_avals(avals) -> str:  # JAX prints them as `(ShapedArray(float32[3]),)`
 
 def _batched_by_map(prim: core.Primitive, vals, dims, axis_size: int, params: dict):
     """One host call per batch element, in a `lax.map` (a scan): JAX's "sequential"."""
-    from minijax.lax.control_flow.loops import map as lax_map
     batched = [batching.moveaxis(x, d, 0) for x, d in zip(vals, dims) if d is not None]
 
     def one(xs):
@@ -176,8 +178,6 @@ def _callback_op_sharding(op, module_ctx, sharding, result_avals) -> None:
     of the mesh's axes, on each device (its values replicated over `@empty_mesh`); in the
     bulk program, on one device (`mlir.ModuleContext.maximal_callbacks`, annotated at the end
     of lowering, once the mesh is known: `minijax/interpreters/mlir.py: _place_callbacks`)."""
-    from minijax import sharding as msh
-    from minijax.lax import parallel
     if parallel.ctx.meshes:
         mesh, manual = parallel.ctx.meshes[-1]
         if manual != frozenset(mesh.axis_names):
@@ -259,7 +259,6 @@ def _pure_callback_batch_rule(vals, dims, *, axis_size, callback, result_avals, 
         per_example = [pure_callback_p.bind(
             *[x if d is None else index_in_dim(x, i, d) for x, d in zip(vals, dims)], **params)
             for i in range(axis_size)]
-        from minijax import numpy as jnp
         outs = [jnp.stack(col) for col in zip(*per_example)]
         return outs, [0] * len(outs)
     if vmap_method is None:
@@ -267,7 +266,6 @@ def _pure_callback_batch_rule(vals, dims, *, axis_size, callback, result_avals, 
             "vmap is only supported for the pure_callback primitive when vmap_method is one "
             "of 'sequential', 'sequential_unrolled', 'expand_dims', 'broadcast_all', or "
             f"'legacy_vectorized'. Got vmap_method={vmap_method}.")
-    from minijax import lax
     new_vals = []
     for x, d in zip(vals, dims):
         if d is not None:
@@ -286,7 +284,6 @@ def _pure_callback_batch_rule(vals, dims, *, axis_size, callback, result_avals, 
 
 def index_in_dim(x, i: int, d: int):
     """Example `i` of `x` batched at axis `d` (JAX: jax/_src/lax/slicing.py index_in_dim)."""
-    from minijax import lax
     return lax.dynamic_index_in_dim(x, i, axis=d, keepdims=False)
 
 

@@ -22,6 +22,9 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax import sharding as msh
+from minijax.interpreters import mlir
+from minijax.tree_util import tree_flatten, tree_unflatten
 
 # Counters tests read: persistent-cache hits and misses in this process.
 persistent_cache_stats = {"hits": 0, "misses": 0}
@@ -36,6 +39,19 @@ def backend():
 @functools.cache
 def default_device():
     return backend().local_devices()[0]
+
+
+# JAX: jax/_src/lax/linalg.py register_module_custom_calls
+def lapack_target(fn_base: str, dtype) -> str:
+    """The name of jaxlib's LAPACK kernel `fn_base` for `dtype` (`lapack_sgetrf_ffi`, ...),
+    the target of a lowering's custom call. NotImplementedError if jaxlib has none."""
+    # jaxlib's lapack module names the kernels and points them at scipy's LAPACK
+    # (`prepare_lapack_call` initializes that); importing jax registered them with XLA
+    from jaxlib import lapack
+    name = lapack.prepare_lapack_call(fn_base, np.dtype(dtype))
+    if name not in lapack._lapack.registrations():
+        raise NotImplementedError(f"jaxlib does not provide the LAPACK kernel {name}")
+    return name
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
@@ -77,7 +93,6 @@ def compile(module, devices: Sequence[Any] | None = None,
         options.env_option_overrides = list(compiler_options.items())
     if host_callbacks:
         # jaxlib takes the callables only with the module object, not its text
-        from minijax.interpreters import mlir
         if isinstance(module, str):
             with mlir.make_ir_context():
                 module = mlir.ir.Module.parse(text)
@@ -270,15 +285,18 @@ class ExecuteReplicated:
         else:
             outs = self.executable.execute(bufs)
         if self.donated is not None:
-            # A reused buffer now holds an output: the input Array must not be read again. As
-            # in JAX, an input whose donation no output could use stays alive.
-            for x, d in zip(args, self.donated[n:]):
-                if d and type(x) is Array:
-                    x.delete()
+            self._delete_donated(args, n)
         outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
         if config.jax_debug_nans or config.jax_debug_infs:
             self._check_special(outs, [*consts, *args])
         return outs
+
+    def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
+        # A reused buffer now holds an output: the input Array must not be read again. As in
+        # JAX, an input whose donation no output could use stays alive.
+        for x, d in zip(args, self.donated[n_consts:]):
+            if d and type(x) is Array:
+                x.delete()
 
     # JAX: jax/_src/pjit.py _pjit_call_impl_python (its jax_debug_nans branch)
     def _check_special(self, outs: list, args: list) -> None:
@@ -337,6 +355,32 @@ class ExecutePlaced(ExecuteReplicated):
                 for o, s in zip(outs, self.placed)]
 
 
+# JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
+def device_put_sharded_tree(x, sharding: msh.Sharding):
+    """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
+    first (rank, divisibility), then each is cut into blocks and placed (committed)."""
+    leaves, tree = tree_flatten(x)
+    avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
+    for aval in avals:  # all checks before any placement: nothing is left half-placed
+        if not isinstance(sharding, msh.NamedSharding):  # one device (in some memory kind)
+            continue
+        try:
+            sharding.spec._check_compatible_wrt_shape(aval.shape)
+        except ValueError as e:
+            raise ValueError(f"One of device_put args is incompatible with its sharding "
+                             f"annotation {sharding}: {e}") from None
+        sharding.check_compatible_aval(aval.shape)
+    out = []
+    for leaf, aval in zip(leaves, avals):
+        if isinstance(leaf, Array) and leaf._sharding == sharding:
+            out.append(leaf)
+            continue
+        val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
+        buf = device_put_sharded(np.asarray(val), sharding)
+        out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
+    return tree_unflatten(tree, out)
+
+
 def device_put_arg(x, aval: core.ShapedArray, index: int):
     """The device buffer for argument `index`, a value that is not a minijax Array."""
     if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
@@ -389,7 +433,6 @@ def _buffer_sharding(sharding):
     ShapedArray above: which device holds which slice is decided by minijax
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
-    from minijax import sharding as msh
     kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
     if isinstance(sharding, msh.SingleDeviceSharding):
         return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
@@ -444,7 +487,6 @@ def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
 
 def _named_shardings(protos, mesh, avals) -> list:
     from jaxlib import xla_client as xc
-    from minijax import sharding as msh
     out = []
     for proto, aval in zip(protos, avals):
         hlo = xc.HloSharding.from_proto(proto)
@@ -469,7 +511,6 @@ class ExecuteSharded(ExecuteReplicated):
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
-        from minijax import sharding as msh
         self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
@@ -491,8 +532,6 @@ class ExecuteSharded(ExecuteReplicated):
         else:
             outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
-            for x, d in zip(args, self.donated[len(consts):]):
-                if d and type(x) is Array:
-                    x.delete()
+            self._delete_donated(args, len(consts))
         return [Array(a, None, b, True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]

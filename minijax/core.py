@@ -274,7 +274,7 @@ class Primitive:
     pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
     pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
-    _eager_last: tuple | None = None  # minijax/dispatch.py: the last eager signature and rule
+    _eager_last: tuple | None = None  # the eager path's memo (minijax/dispatch.py _last_call)
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -430,13 +430,25 @@ def check_not_escaped(x) -> None:
         raise _escaped_error(x)
 
 
-# JAX: jax/_src/core.py EvalTrace
+def _no_eager_path(primitive, args, params):
+    raise RuntimeError(f"cannot evaluate '{primitive}' eagerly: minijax.dispatch, which installs "
+                       "the eager path, is not imported (import minijax)")
+
+
+# The eager path sits above core (it makes Arrays): minijax/dispatch.py installs its
+# apply_primitive here when it is imported, so core knows nothing of arrays.
+eager_apply: Callable[["Primitive", Sequence[Any], dict], Any] = _no_eager_path
+
+
+# JAX: jax/_src/core.py EvalTrace — differs: JAX's calls `primitive.impl`, which
+# jax/_src/lax/utils.py sets to `partial(dispatch.apply_primitive, prim)`; minijax's `impl` is
+# the NumPy rule, and the one eager path is installed by dispatch (`eager_apply`)
 class EvalTrace(Trace):
     """The bottom trace: a primitive is evaluated right away on concrete values, by
     `minijax/dispatch.py: apply_primitive` (its NumPy rule, the result wrapped as an Array)."""
 
     def process_primitive(self, primitive, tracers, params):
-        return apply_primitive(primitive, tracers, params)
+        return eager_apply(primitive, tracers, params)
 
 
 # JAX: jax/_src/dispatch.py check_special
@@ -573,16 +585,6 @@ class Tracer:
             f"with shape {self.aval.str_short()}{self._trace.describe()}. numpy cannot see "
             "through tracers; use minijax.numpy instead of numpy inside transformed "
             f"functions. See {_CHAPTER_TRACING}.")
-
-    def __len__(self):
-        if not self.shape:
-            raise TypeError("len() of unsized object")
-        return self.shape[0]
-
-    def __iter__(self):
-        if not self.shape:
-            raise TypeError("iteration over a 0-d array")
-        return (self[i] for i in range(self.shape[0]))
 
     __hash__ = None  # tracers are unhashable, as in JAX
 
@@ -1139,8 +1141,3 @@ def pp_toplevel_jaxpr(jaxpr: Jaxpr, names: NameContext | None = None) -> str:
     docs.append(_pp_jaxpr_doc(jaxpr, names))
     return _format(_concat(docs))
 
-
-# The eager path and the Array type are built on this module, so they are imported last:
-# EvalTrace hands each primitive to apply_primitive, which wraps NumPy results as Arrays.
-from minijax.array import array_from_numpy  # noqa: E402,F401
-from minijax.dispatch import apply_primitive  # noqa: E402

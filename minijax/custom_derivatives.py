@@ -29,6 +29,7 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
 from minijax.util import safe_zip, split_list
+from minijax.lax import lax
 
 _CHAPTER = "chapters/09-primitives.md"
 
@@ -194,7 +195,7 @@ class custom_jvp:  # noqa: N801 (JAX's name)
 
 
 def _add(x, y):
-    from minijax import numpy as jnp
+    from minijax import numpy as jnp  # not at the top: numpy -> numpy.linalg imports this module
     return jnp.add(x, y)
 
 
@@ -566,7 +567,6 @@ def _custom_vjp_call_batch_rule(vals, dims, *, axis_size, call_jaxpr, fwd, bwd, 
             elif ct_dim is batching.not_mapped:
                 out.append(ct)
             else:  # an input shared by all examples gets the sum of their cotangents
-                from minijax.lax import lax
                 out.append(lax.reduce_sum(ct, (ct_dim,)))
         return out
 
@@ -637,6 +637,7 @@ def _custom_lin_transpose(cts, *args, num_res, bwd, out_avals, symbolic_zeros, i
 custom_lin_p = core.Primitive("custom_lin")
 custom_lin_p.multiple_results = True
 custom_lin_p.pp_hidden_params = ("out_avals",)
+custom_lin_p.pp_param_formatters = {"in_zeros": lambda z: str(list(z))}  # JAX's is a list
 custom_lin_p.def_impl(_custom_vjp_forward_error)
 custom_lin_p.def_abstract_eval(_custom_lin_abstract_eval)
 # no jvp rule: custom_lin only exists inside linear (tangent) programs

@@ -7,4 +7,4 @@ from minijax.debugging import debug_callback as callback  # noqa: F401
 from minijax.debugging import debug_print as print  # noqa: F401
 
 # sharding pictures (chapters/12-sharding.md)
-from minijax.sharding import visualize_array_sharding, visualize_sharding  # noqa: F401
+from minijax.debugging import visualize_array_sharding, visualize_sharding  # noqa: F401

@@ -25,6 +25,8 @@ from minijax.callback import emit_python_callback, index_in_dim
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax import parallel
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.mesh import AxisType
+from minijax.sharding import Sharding
 
 
 # JAX: jax/_src/debugging.py DebugEffect
@@ -137,8 +139,7 @@ def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> 
     the operands replicated along them) and it runs where their index is 0: once per shard
     of the manual axes. With an Explicit axis among the others, NotImplementedError for a
     value of the body (JAX refuses to close a shard_map over it; constants are fine)."""
-    from jax.extend.mlir.dialects import sdy
-    from minijax.mesh import AxisType
+    sdy = mlir.sdy
     ir, hlo = mlir.ir, mlir.hlo
     rest = tuple(a for a in mesh.axis_names if a not in manual)
     types = dict(zip(mesh.axis_names, mesh.axis_types))
@@ -335,3 +336,68 @@ def debug_print(fmt: str | None = None, *args, ordered: bool = False,
         raise TypeError("debug_print received unexpected arguments in the two-call form: "
                         f"args={args} kwargs={kwargs}")
     return _debug_print
+
+
+# ---------------------------------------------------------------------------------------------
+# A picture of an array on the mesh
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/debugging.py visualize_sharding — differs: draws the uncoloured table (what JAX
+# prints when the output is not a colour terminal), never the coloured one, as text even in
+# a notebook
+def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = False,
+                       scale: float = 1.0, min_width: int = 9, max_width: int = 80) -> None:
+    """Print the blocks of an array of `shape` (rank 1 or 2) laid out by `sharding` as a
+    table: one cell per distinct block, labelled with the devices that hold it ("CPU 0,1"
+    for a block held twice), cell sizes proportional to the block sizes.
+    Raises ValueError for other ranks."""
+    import rich.align
+    import rich.box
+    import rich.console
+    import rich.padding
+    import rich.table
+    del use_color  # accepted as JAX's signature; minijax always draws the plain table
+    shape = tuple(shape)
+    if len(shape) not in (1, 2):
+        raise ValueError("`visualize_sharding` only works for shapes with 1 and 2 dimensions.")
+    base_height = int(10 * scale)
+    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / shape[0])
+    kind = sharding._device_assignment[0].platform.upper()
+    cells: dict = {}  # (row, col) -> [height fraction or None, width fraction, device ids]
+    for dev, idx in sharding.devices_indices_map(shape).items():
+        spans = [(s.start or 0, n if s.stop is None else s.stop) for s, n in zip(idx, shape)]
+        pos = tuple(a // (b - a) if b > a else 0 for a, b in spans)
+        if len(shape) == 1:
+            pos, height = (0, *pos), None
+        else:
+            height = (spans[0][1] - spans[0][0]) / shape[0]
+        cell = cells.setdefault(pos, [height, (spans[-1][1] - spans[-1][0]) / shape[-1], []])
+        cell[2].append(dev.id)
+    rows = 1 + max(p[0] for p in cells)
+    cols = 1 + max(p[1] for p in cells)
+    table = rich.table.Table(show_header=False, show_lines=True, padding=0, highlight=True,
+                             pad_edge=False, box=rich.box.SQUARE)
+    for i in range(rows):
+        row = []
+        for j in range(cols):
+            height, width, ids = cells[i, j]
+            text = f"{kind} " + ",".join(str(d) for d in sorted(ids))
+            w = min(max(int(width * base_width * 2.5), min_width), max_width)
+            h = 1 if height is None else int(height * base_height)
+            left, extra = divmod(w - len(text) - 2, 2)
+            top, extra_h = divmod(h - 2, 2)
+            pad = (max(top, 0), max(left + extra, 0), max(top + extra_h, 0), max(left, 0))
+            row.append(rich.padding.Padding(
+                rich.align.Align(text, "center", vertical="middle"), pad))
+        table.add_row(*row)
+    # plain text in notebooks too (rich would render HTML there): what chapter 12 prints
+    rich.console.Console(width=max_width, force_jupyter=False, color_system=None).print(
+        table, end="\n\n")
+
+
+# JAX: jax/_src/debugging.py visualize_array_sharding
+def visualize_array_sharding(arr, **kwargs) -> None:
+    """`visualize_sharding(arr.shape, arr.sharding)` for a minijax Array of rank 1 or 2 (a
+    rank-1 picture for a scalar, as JAX draws it)."""
+    shape = arr.shape if arr.ndim else (1,)
+    visualize_sharding(shape, arr.sharding, **kwargs)

@@ -27,11 +27,16 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax.util import BoundedCache
+from minijax import sharding as msh
+from minijax.ad_util import Zero
+from minijax.compiler import default_device
+from minijax.interpreters import ad, batching, mlir
+from minijax.pjit import jit
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
-_callables: dict[tuple, Callable] = {}
-_MAX_CALLABLES = 4096
+_callables: BoundedCache = BoundedCache(4096)
 
 # primitive -> rule(*avals, **params) giving the NumPy function of the operands alone that
 # computes the primitive for exactly those avals and params, or None for the general impl.
@@ -56,8 +61,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     # it every time), for one or two Arrays holding NumPy values: the NumPy function runs
     # inline, with no key to build or hash. Tuple and dict equality check identity first, and
     # eager results share their callable's output aval, so the test is a few comparisons.
-    # `_eager_last` is (in avals, params, eager_context, NumPy function, out aval, the dtype
-    # to convert its results to or None).
+    # `prim._eager_last` is the tuple `_last_call` builds; unpacking it into names is also the
+    # fastest way to read it (faster than indexing, and a NamedTuple's fields cost more).
     last = prim._eager_last
     n = len(args)
     if n == 2:
@@ -65,24 +70,28 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if type(x) is Array and type(y) is Array:
             avals = (x.aval, y.aval)
             xv, yv = x._npy, y._npy
-            if last is not None and last[0] == avals and last[1] == params \
-                    and last[2] is config.eager_context and xv is not None and yv is not None:
-                val = last[3](xv, yv)
-                if last[5] is not None:  # the impl gives NumPy scalars or another dtype
-                    val = np.asarray(val, dtype=last[5])
-                return Array(last[4], val, None, x._committed or y._committed)
+            if last is not None and xv is not None and yv is not None:
+                last_avals, last_params, context, fn, out_aval, dtype = last
+                if last_avals == avals and last_params == params \
+                        and context is config.eager_context:
+                    val = fn(xv, yv)
+                    if dtype is not None:  # the impl gives NumPy scalars or another dtype
+                        val = np.asarray(val, dtype=dtype)
+                    return Array(out_aval, val, None, x._committed or y._committed)
         else:
             avals = tuple(map(_eager_aval, args))
     elif n == 1 and type(args[0]) is Array:
         x = args[0]
         avals = (x.aval,)
         xv = x._npy
-        if last is not None and last[0] == avals and last[1] == params \
-                and last[2] is config.eager_context and xv is not None:
-            val = last[3](xv)
-            if last[5] is not None:
-                val = np.asarray(val, dtype=last[5])
-            return Array(last[4], val, None, x._committed)
+        if last is not None and xv is not None:
+            last_avals, last_params, context, fn, out_aval, dtype = last
+            if last_avals == avals and last_params == params \
+                    and context is config.eager_context:
+                val = fn(xv)
+                if dtype is not None:
+                    val = np.asarray(val, dtype=dtype)
+                return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
     try:
@@ -102,16 +111,25 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             return _mesh_callable(prim, key, params)(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
-            if len(_callables) >= _MAX_CALLABLES:
-                _callables.clear()
-            _callables[key] = run
+            _callables.put(key, run)
     out = run(*args)
     fast = getattr(run, "fast", None)
     if key is not None and fast is not None and 0 < n <= 2:
         # remembered after a call succeeded, so the result's shape has been checked; `fast`
         # is there for one result not laid out on a mesh, without debug checks
-        prim._eager_last = (avals, dict(params), config.eager_context, *fast)
+        prim._eager_last = _last_call(avals, params, *fast)
     return out
+
+
+def _last_call(avals: tuple, params: dict, fn: Callable, out_aval: core.ShapedArray,
+               dtype) -> tuple:
+    """What apply_primitive's hot path checks and runs for a primitive's last eager call: (in
+    avals, params, eager context, NumPy function of the operands, out aval, the dtype to
+    convert its results to or None)."""
+    return (avals, dict(params), config.eager_context, fn, out_aval, dtype)
+
+
+core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each primitive here
 
 
 def _on_auto_mesh(args) -> bool:
@@ -126,7 +144,7 @@ def _on_auto_mesh(args) -> bool:
 
 # JAX: jax/_src/dispatch.py apply_primitive (its jit of the one primitive) — minijax does it
 # only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX
-_mesh_callables: dict[tuple, Callable] = {}
+_mesh_callables: BoundedCache = BoundedCache(4096)
 
 
 def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
@@ -134,12 +152,9 @@ def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
     results laid out as XLA's sharding propagation decides (cached per signature)."""
     run = _mesh_callables.get(key) if key is not None else None
     if run is None:
-        from minijax.pjit import jit
         run = jit(lambda *a: prim.bind(*a, **params))
         if key is not None:
-            if len(_mesh_callables) >= _MAX_CALLABLES:
-                _mesh_callables.clear()
-            _mesh_callables[key] = run
+            _mesh_callables.put(key, run)
     return run
 
 
@@ -213,7 +228,6 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
     """Sharding in types, eagerly: a result whose aval carries a sharding is laid out that
     way on the mesh of the operands (or the mesh in context). JAX runs such an op as a
     small program on the mesh; minijax computes it with NumPy and places the result."""
-    from minijax import sharding as msh
 
     def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
@@ -277,14 +291,12 @@ device_put_p.multiple_results = True
 
 
 def _device_put_impl(*xs, devices, srcs):
-    from minijax import api
+    from minijax import api  # not at the top: api imports this module
     outs = []
     for x, d in zip(xs, devices):
         if isinstance(d, MemorySpace):
             sharding = x.sharding if isinstance(x, Array) else None
             if sharding is None:
-                from minijax import sharding as msh
-                from minijax.compiler import default_device
                 sharding = msh.SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
         outs.append(api.device_put(x, d))
@@ -296,7 +308,6 @@ def _device_put_abstract_eval(*avals, devices, srcs):
 
 
 def _device_put_jvp(primals, tangents, *, devices, srcs):
-    from minijax.ad_util import Zero
     outs = device_put_p.bind(*primals, devices=devices, srcs=srcs)
     nz = [(i, t) for i, t in enumerate(tangents) if not isinstance(t, Zero)]
     t_outs = device_put_p.bind(*[t for _, t in nz], devices=tuple(devices[i] for i, _ in nz),
@@ -307,7 +318,6 @@ def _device_put_jvp(primals, tangents, *, devices, srcs):
 
 def _device_put_transpose(cts, *xs, devices, srcs):
     # back to where each value came from; a None source means "leave it where it is"
-    from minijax.ad_util import Zero
     return [ct if isinstance(ct, Zero) or s is None else
             device_put_p.bind(ct, devices=(s,), srcs=(d,))[0]
             for ct, d, s in zip(cts, devices, srcs)]
@@ -322,7 +332,6 @@ def _device_put_lowering(ctx, *xs, devices, srcs):
 
 
 def _register_device_put() -> None:
-    from minijax.interpreters import ad, batching, mlir
     device_put_p.def_impl(_device_put_impl)
     device_put_p.def_abstract_eval(_device_put_abstract_eval)
     ad.primitive_jvps[device_put_p] = _device_put_jvp

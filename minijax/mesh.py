@@ -212,7 +212,7 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types=
     Raises ValueError if the mesh needs more devices than there are, or the lengths of
     `axis_shapes` and `axis_names` differ.
     """
-    from minijax import compiler
+    from minijax import compiler  # not at the top: compiler -> sharding imports this module
     axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
     if len(axis_shapes) != len(axis_names):
         raise ValueError(f"Length of axis_shapes {axis_shapes} must match the length of "

@@ -29,7 +29,8 @@ from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
+from minijax import sharding as msh
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
 logger = logging.getLogger("minijax")
@@ -64,11 +65,14 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 
 # JAX: jax/_src/pjit.py _resolve_and_lower + compile — differs: cached on the jaxpr's identity
 @api_util.identity_cache
-def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str
+def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
+              in_shardings: tuple = (), out_shardings: tuple = ()
               ) -> compiler.ExecuteReplicated:
-    """Lower and compile `jaxpr` once; the executor every call of it goes through."""
+    """Lower and compile `jaxpr` once; the executor every call of it goes through. With
+    shardings (per input/output a NamedSharding or None), the program for those layouts."""
     donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated).compile())
+    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
+                                                     in_shardings, out_shardings).compile())
 
 
 def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
@@ -84,24 +88,14 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     return executor
 
 
-# JAX: jax/_src/pjit.py _resolve_in_shardings / _resolve_out_shardings
-@api_util.identity_cache
-def _sharded_executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
-                      in_shardings: tuple, out_shardings: tuple) -> compiler.ExecuteReplicated:
-    """`_executor` for a call with shardings: per input/output a NamedSharding or None."""
-    donated = donated_invars if any(donated_invars) else ()
-    return _log_compile(name, jaxpr, lambda: Lowered(jaxpr, None, None, name, donated,
-                                                     in_shardings, out_shardings).compile())
-
-
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
     if array_mod.sharded_arrays_made:
         # arguments laid out on a mesh keep their layouts (as a top-level call does)
         shardings = tuple(x._sharding if type(x) is Array else None for x in args)
         if any(s is not None for s in shardings):
-            return _sharded_executor(jaxpr, donated_invars, name, shardings,
-                                     (None,) * len(jaxpr.out_avals))(args)
+            return _executor(jaxpr, donated_invars, name, shardings,
+                             (None,) * len(jaxpr.out_avals))(args)
     return _executor(jaxpr, donated_invars, name)(args)
 
 
@@ -232,10 +226,7 @@ def _jit_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEqn
     # memoized, so DCE keeps handing out the same inner jaxpr object (caches key on identity)
     new_closed, used_inputs = _dce_of(eqn.params["jaxpr"], tuple(used_outputs))
     donated = tuple(d for d, u in zip(eqn.params["donated_invars"], used_inputs) if u)
-    return eqn.replace(
-        invars=[v for v, u in zip(eqn.invars, used_inputs) if u],
-        outvars=[v for v, u in zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, jaxpr=new_closed, donated_invars=donated))
+    return pe.dce_eqn(eqn, used_inputs, used_outputs, jaxpr=new_closed, donated_invars=donated)
 
 
 jit_p = core.Primitive("jit")
@@ -273,7 +264,7 @@ def _leaf_avals(leaves) -> tuple | None:
 
 
 # insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
-_dict_leaf_getters: dict[tuple, Callable] = {}
+_dict_leaf_getters: BoundedCache = BoundedCache(1024)
 
 
 def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
@@ -290,9 +281,7 @@ def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
             except TypeError:  # keys that do not sort: tree_flatten raises it
                 getter = None
             else:
-                if len(_dict_leaf_getters) >= 1024:
-                    _dict_leaf_getters.clear()
-                _dict_leaf_getters[keys] = getter
+                _dict_leaf_getters.put(keys, getter)
         if getter is not None:
             leaves = getter(d)
             avals = [x.aval for x in leaves if type(x) is Array]
@@ -478,7 +467,7 @@ class JitWrapped:
             in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
                                                                     in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
-            executor = _sharded_executor(closed, donated, self.__name__, in_sh, out_sh)
+            executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
         consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
@@ -723,7 +712,6 @@ def _sharding_per_leaf(shardings, tree, op: str, what: str) -> list:
     """One canonical sharding per leaf of `tree`: `shardings` is a single NamedSharding or
     PartitionSpec (for every leaf) or a pytree of them with `tree`'s structure. Raises
     ValueError naming `op` when the structures differ."""
-    from minijax import sharding as msh
     if isinstance(shardings, (NamedSharding, PartitionSpec)):
         shs = [shardings] * tree.num_leaves
     else:
@@ -745,7 +733,6 @@ def with_sharding_constraint(x, shardings):
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(x)
     shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
@@ -779,7 +766,7 @@ def with_sharding_constraint(x, shardings):
     if all(explicit):
         return x
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
@@ -791,7 +778,6 @@ def _sharding_constraint_impl(x, *, sharding):
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    from minijax import sharding as msh
     s = msh.aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
     return x if s is None or s == x.sharding else x.update(sharding=s)
 
@@ -811,8 +797,7 @@ def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
 def _sharding_constraint_lowering(ctx, x, *, sharding):
-    from jax.extend.mlir.dialects import sdy
-    return sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
 
 
 sharding_constraint_p = core.Primitive("sharding_constraint")
@@ -838,7 +823,6 @@ def reshard(xs, out_shardings):
 
     Raises ValueError as `device_put` does (spec longer than the rank, indivisible
     dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
-    from minijax import sharding as msh
     leaves, tree = tree_flatten(xs)
     shs = _sharding_per_leaf(out_shardings, tree, "reshard", "out_shardings")
     for v, s in zip(leaves, shs):
@@ -847,7 +831,7 @@ def reshard(xs, out_shardings):
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
         s.check_compatible_aval(core.get_aval(v).shape)
     if core.trace_ctx.trace is core.eval_trace:
-        return tree_unflatten(tree, [msh.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = []
     for v, s in zip(leaves, shs):
@@ -863,7 +847,6 @@ def _reshard_impl(x, *, dst_sharding, concrete_mesh):
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):
-    from minijax import sharding as msh
     return x.update(sharding=msh.aval_sharding(dst_sharding, x.ndim))
 
 
@@ -883,7 +866,7 @@ def _reshard_batch_rule(vals, dims, *, axis_size, dst_sharding, concrete_mesh):
 
 
 def _reshard_lowering(ctx, x, *, dst_sharding, concrete_mesh):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     if dst_sharding.mesh.are_all_axes_auto:  # nothing typed: the partitioner decides
         return x
     s = dst_sharding if concrete_mesh is None else NamedSharding(concrete_mesh,
@@ -907,7 +890,6 @@ mlir._lays_out_itself.add(reshard_p)
 # ---------------------------------------------------------------------------------------------
 
 def _retyped_mesh(axes, to, api: str):
-    from minijax import sharding as msh
     outer = msh.get_concrete_mesh()
     if outer is None:
         raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
@@ -920,7 +902,6 @@ def _retyped_mesh(axes, to, api: str):
 
 def _spec_without(spec, mesh) -> PartitionSpec:
     """`spec` naming only `mesh`'s Explicit axes (JAX: core.modify_spec_for_auto_manual)."""
-    from minijax import sharding as msh
     keep = set(mesh.explicit_axes)
     out = []
     for p in spec:
@@ -956,7 +937,6 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         out_s = _given_or_keyword(out_sharding, kwargs, "out_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
         with msh.set_mesh(inner):
             args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
@@ -978,7 +958,6 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         in_s = _given_or_keyword(in_sharding, kwargs, "in_sharding")
-        from minijax import sharding as msh
         outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
         with msh.set_mesh(inner):
             args = reshard(args, in_s)

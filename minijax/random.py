@@ -27,6 +27,7 @@ from minijax.lax.control_flow.loops import cumsum
 from minijax.lax.special import erf, erf_inv
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
+from minijax.numpy.util import promote_args_inexact
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
@@ -467,7 +468,6 @@ def choice(key, a, shape: Sequence[int] = (), replace: bool = True, p=None, axis
             slices = (slice(None),) * axis + (slice(n_draws),)
             result = permutation(raw, n_inputs if nd == 0 else arr, axis)[slices]
     else:
-        from minijax.numpy.util import promote_args_inexact
         (p_arr,) = promote_args_inexact("choice", p)
         if jnp.shape(p_arr) != (n_inputs,):
             raise ValueError(

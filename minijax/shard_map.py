@@ -32,7 +32,9 @@ from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
 from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax.util import safe_zip, split_list
+from minijax.util import BoundedCache, safe_zip, split_list
+from minijax import pjit
+from minijax.lax import lax
 
 _CHAPTER = "chapters/13-shard-map.md"
 
@@ -343,7 +345,6 @@ def _bind(args, consts, *, jaxpr, in_specs, **params) -> list:
 
 # JAX: jax/_src/shard_map.py _shard_map_impl — differs: always compiled (as one jit call)
 def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_manual_axes):
-    from minijax import pjit
     params = dict(jaxpr=jaxpr, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
                   check_vma=check_vma, newly_manual_axes=newly_manual_axes)
     avals = tuple(core.get_aval(x).strip_weak_type() for x in args)
@@ -352,15 +353,13 @@ def _shard_map_impl(*args, jaxpr, mesh, in_specs, out_specs, check_vma, newly_ma
     if hit is None or hit[0] is not jaxpr:
         j, consts, _ = pe.trace_to_jaxpr_dynamic(lambda *xs: shard_map_p.bind(*xs, **params),
                                                  list(avals), purpose="shard_map")
-        if len(_eager_cache) >= 256:
-            _eager_cache.clear()
-        hit = _eager_cache[key] = (jaxpr, ClosedJaxpr(j, consts))
+        hit = _eager_cache.put(key, (jaxpr, ClosedJaxpr(j, consts)))
     return pjit.bind_jit(hit[1], args, "shard_map")
 
 
 # (id of the body, params, avals) -> (body, the one-equation jaxpr jit compiles); the body is
 # kept so that its id stays its own. Eager calls of one shard_map reuse one executable.
-_eager_cache: dict = {}
+_eager_cache: BoundedCache = BoundedCache(256)
 
 
 def _shard_map_abstract_eval(*avals, jaxpr, mesh, in_specs, out_specs, check_vma,
@@ -406,7 +405,6 @@ def _shard_map_partial_eval(trace, *tracers, jaxpr, mesh, in_specs, out_specs, c
     tangent work, recorded), laid out as JAX's linearize rule lays them out: the known call
     returns the residuals first, then its outputs; a residual that is a known input or a known
     output is passed straight to the unknown call instead of being returned again."""
-    from minijax.lax import lax
     unknowns = [trace.is_own(t) for t in tracers]
     with _body_context(mesh, newly_manual_axes, check_vma):
         jk, ju, out_unk, num_res = pe.partial_eval_jaxpr_nounits(ClosedJaxpr(jaxpr, []),
@@ -543,7 +541,7 @@ def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_s
 # JAX: jax/_src/shard_map.py _shard_map_lowering_shardy
 def _shard_map_lowering(ctx, *args, jaxpr, mesh, in_specs, out_specs, check_vma,
                         newly_manual_axes):
-    from jax.extend.mlir.dialects import sdy
+    sdy = mlir.sdy
     ir = mlir.ir
 
     partial = newly_manual_axes != frozenset(mesh.axis_names)
@@ -613,7 +611,6 @@ core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 
 def _register_vma_primitives() -> None:
-    from minijax import pjit
     core.vma_primitives.update({shard_map_p, pjit.jit_p})
 
 

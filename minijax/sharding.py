@@ -8,7 +8,10 @@ A `Sharding` maps each device to the slice of the global array it holds
 Sharding in types: on a mesh with Explicit axes an aval carries its layout (`f32[8@x,4]`,
 `aval_sharding`), and the rules below (elementwise, dot_general, reshape, slicing, ...) compute
 each result's, registered per primitive with `Primitive.def_sharding_rule` (minijax/core.py).
-`visualize_sharding` draws the blocks of an array on its devices.
+Placing arrays on devices is in minijax/compiler.py (`device_put_sharded_tree`, as JAX's
+pxla.py shards arguments) and minijax/api.py (`make_array_from_callback`), and
+`visualize_sharding` in minijax/debugging.py, as in JAX: this module holds the types and their
+rules only.
 
 Mirrors jax/_src/sharding.py (Sharding), jax/_src/named_sharding.py (NamedSharding),
 jax/_src/sharding_impls.py (SingleDeviceSharding) and jax/_src/partition_spec.py
@@ -21,7 +24,6 @@ import functools
 import itertools
 import math
 
-import numpy as np
 
 from minijax.mesh import (  # noqa: F401 (re-exported)
     AbstractMesh, AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, make_mesh, set_mesh,
@@ -180,7 +182,7 @@ class Sharding:
     # (jax.distributed), the devices of this one
     @property
     def addressable_devices(self) -> set:
-        from minijax import compiler
+        from minijax import compiler  # not at the top: compiler imports this module
         me = compiler.backend().process_index()
         return {d for d in self._device_assignment if d.process_index == me}
 
@@ -378,75 +380,6 @@ def spec_for_device_map(mesh: Mesh, shape: tuple, index_of: dict) -> PartitionSp
             return spec
     raise NotImplementedError(f"the partitioner chose a layout of an array of shape {shape} "
                               f"that no PartitionSpec over {mesh} describes")
-
-
-# JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
-def device_put_sharded_tree(x, sharding: Sharding):
-    """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
-    first (rank, divisibility), then each is cut into blocks and placed (committed)."""
-    from minijax import compiler, core
-    from minijax.array import Array
-    from minijax.tree_util import tree_flatten, tree_unflatten
-    leaves, tree = tree_flatten(x)
-    avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
-    for aval in avals:  # all checks before any placement: nothing is left half-placed
-        if not isinstance(sharding, NamedSharding):  # one device (in some memory kind)
-            continue
-        try:
-            sharding.spec._check_compatible_wrt_shape(aval.shape)
-        except ValueError as e:
-            raise ValueError(f"One of device_put args is incompatible with its sharding "
-                             f"annotation {sharding}: {e}") from None
-        sharding.check_compatible_aval(aval.shape)
-    out = []
-    for leaf, aval in zip(leaves, avals):
-        if isinstance(leaf, Array) and leaf._sharding == sharding:
-            out.append(leaf)
-            continue
-        val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
-        buf = compiler.device_put_sharded(np.asarray(val), sharding)
-        out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
-    return tree_unflatten(tree, out)
-
-
-# JAX: jax/_src/array.py make_array_from_callback
-def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=None):
-    """An Array of global `shape` laid out by `sharding`, whose block on each device is
-    `data_callback(index)` (index: a tuple of slices into the global array). The callback is
-    called once per distinct block; its results must have the block's shape.
-    Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
-    from minijax import core
-    from minijax.array import Array
-    shape = tuple(shape)
-    index_map = sharding.devices_indices_map(shape)
-    blocks: dict = {}
-    out = None
-    for d in sharding._device_assignment:
-        idx = index_map[d]
-        key = tuple((sl.start, sl.stop) for sl in idx)
-        if key not in blocks:
-            blocks[key] = np.asarray(data_callback(idx), dtype=dtype)
-        b = blocks[key]
-        if out is None:
-            out = np.empty(shape, b.dtype)
-        want = out[idx].shape
-        if b.shape != want:  # JAX's message, the array's type included
-            from minijax import dtypes
-            aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
-                                    sharding=aval_sharding(sharding, len(shape)))
-            raise ValueError(f"Expected shard shape {want} doesn't match the single device "
-                             f"array shape {b.shape}. Shape of Array is {aval} with sharding "
-                             f"{sharding}")
-        out[idx] = b
-    aval = core.ShapedArray(shape, out.dtype)
-    if isinstance(sharding, SingleDeviceSharding):
-        return Array(aval, out, None, True)
-    return Array(aval, None, _place(out, sharding), True, sharding)
-
-
-def _place(value, sharding):
-    from minijax import compiler
-    return compiler.device_put_sharded(value, sharding)
 
 
 def canonicalize_sharding(s, api_name: str):
@@ -668,7 +601,7 @@ def normalize_to_ndim(s: "NamedSharding | None", ndim: int) -> "NamedSharding | 
 def reshard(xs, out_shardings):
     """Change the sharding of the values of `xs` (and of their types): see
     `minijax/pjit.py: reshard`, where the primitive lives, next to with_sharding_constraint."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.reshard(xs, out_shardings)
 
 
@@ -687,78 +620,13 @@ def stacked(aval, n: int):
                        NamedSharding(s.mesh, PartitionSpec(None, *s.spec)))
 
 
-# ---------------------------------------------------------------------------------------------
-# A picture of an array on the mesh
-# ---------------------------------------------------------------------------------------------
-
-# JAX: jax/_src/debugging.py visualize_sharding — differs: draws the uncoloured table (what JAX
-# prints when the output is not a colour terminal), never the coloured one, as text even in
-# a notebook
-def visualize_sharding(shape, sharding: Sharding, *, use_color: bool = False,
-                       scale: float = 1.0, min_width: int = 9, max_width: int = 80) -> None:
-    """Print the blocks of an array of `shape` (rank 1 or 2) laid out by `sharding` as a
-    table: one cell per distinct block, labelled with the devices that hold it ("CPU 0,1"
-    for a block held twice), cell sizes proportional to the block sizes.
-    Raises ValueError for other ranks."""
-    import rich.align
-    import rich.box
-    import rich.console
-    import rich.padding
-    import rich.table
-    del use_color  # accepted as JAX's signature; minijax always draws the plain table
-    shape = tuple(shape)
-    if len(shape) not in (1, 2):
-        raise ValueError("`visualize_sharding` only works for shapes with 1 and 2 dimensions.")
-    base_height = int(10 * scale)
-    base_width = int(base_height * (shape[1] if len(shape) == 2 else 1) / shape[0])
-    kind = sharding._device_assignment[0].platform.upper()
-    cells: dict = {}  # (row, col) -> [height fraction or None, width fraction, device ids]
-    for dev, idx in sharding.devices_indices_map(shape).items():
-        spans = [(s.start or 0, n if s.stop is None else s.stop) for s, n in zip(idx, shape)]
-        pos = tuple(a // (b - a) if b > a else 0 for a, b in spans)
-        if len(shape) == 1:
-            pos, height = (0, *pos), None
-        else:
-            height = (spans[0][1] - spans[0][0]) / shape[0]
-        cell = cells.setdefault(pos, [height, (spans[-1][1] - spans[-1][0]) / shape[-1], []])
-        cell[2].append(dev.id)
-    rows = 1 + max(p[0] for p in cells)
-    cols = 1 + max(p[1] for p in cells)
-    table = rich.table.Table(show_header=False, show_lines=True, padding=0, highlight=True,
-                             pad_edge=False, box=rich.box.SQUARE)
-    for i in range(rows):
-        row = []
-        for j in range(cols):
-            height, width, ids = cells[i, j]
-            text = f"{kind} " + ",".join(str(d) for d in sorted(ids))
-            w = min(max(int(width * base_width * 2.5), min_width), max_width)
-            h = 1 if height is None else int(height * base_height)
-            left, extra = divmod(w - len(text) - 2, 2)
-            top, extra_h = divmod(h - 2, 2)
-            pad = (max(top, 0), max(left + extra, 0), max(top + extra_h, 0), max(left, 0))
-            row.append(rich.padding.Padding(
-                rich.align.Align(text, "center", vertical="middle"), pad))
-        table.add_row(*row)
-    # plain text in notebooks too (rich would render HTML there): what chapter 12 prints
-    rich.console.Console(width=max_width, force_jupyter=False, color_system=None).print(
-        table, end="\n\n")
-
-
-# JAX: jax/_src/debugging.py visualize_array_sharding
-def visualize_array_sharding(arr, **kwargs) -> None:
-    """`visualize_sharding(arr.shape, arr.sharding)` for a minijax Array of rank 1 or 2 (a
-    rank-1 picture for a scalar, as JAX draws it)."""
-    shape = arr.shape if arr.ndim else (1,)
-    visualize_sharding(shape, arr.sharding, **kwargs)
-
-
 def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     """See `minijax/pjit.py: auto_axes`."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.auto_axes(f, axes=axes, out_sharding=out_sharding)
 
 
 def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     """See `minijax/pjit.py: explicit_axes`."""
-    from minijax import pjit
+    from minijax import pjit  # not at the top: pjit imports this module
     return pjit.explicit_axes(f, axes=axes, in_sharding=in_sharding)

@@ -18,6 +18,7 @@ from minijax.core import ClosedJaxpr, ShapeDtypeStruct
 from minijax.sharding import NamedSharding
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax import effects
 
 # Counters tests read to check caching: how many times jit traced and compiled.
 cache_stats = {"traces": 0, "compiles": 0}
@@ -87,7 +88,6 @@ class Lowered:
                                                   meshes, self._host_callbacks)
         self._mesh = meshes[0] if meshes else None
         if self._mesh is not None and self._mesh.size > 1:  # JAX: pxla.lower_sharding_computation
-            from minijax import effects
             bad = effects.shardable_ordered_effects.filter_not_in(
                 effects.ordered_effects.filter_in(closed.effects))
             if bad:

@@ -1,7 +1,7 @@
 """Small list helpers used by every interpreter.
 
 Mirrors jax/_src/util.py (safe_map, safe_zip, unzip2, split_list, partition_list,
-canonicalize_axis).
+canonicalize_axis, and a bounded memo table in the role of its `cache`).
 """
 
 from __future__ import annotations
@@ -76,3 +76,23 @@ def canonicalize_axis(axis, num_dims: int) -> int:
     if not -num_dims <= axis < num_dims:
         raise ValueError(f"axis {axis} is out of bounds for array of dimension {num_dims}")
     return axis + num_dims if axis < 0 else axis
+
+
+# JAX: jax/_src/util.py cache — differs: a plain dict the caller fills, emptied when full
+# (JAX's is an LRU cache in C++ wrapping a function)
+class BoundedCache(dict):
+    """A memo table that cannot grow without end: `put(key, value)` first empties it once it
+    holds `maxsize` entries (an eager loop over many shapes, say), then stores and returns
+    `value`. Reading is a dict's own `get`, so a cache hit costs no more than a dict's."""
+
+    __slots__ = ("maxsize",)
+
+    def __init__(self, maxsize: int) -> None:
+        super().__init__()
+        self.maxsize = maxsize
+
+    def put(self, key, value):
+        if len(self) >= self.maxsize:
+            self.clear()
+        self[key] = value
+        return value

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from minijax import core
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
+from minijax import prng, tree_util
 
 _INSTALL_HINT = ("install Graphviz, which provides it: `apt-get install graphviz` (Debian/"
                  "Ubuntu), `brew install graphviz` (macOS) or `conda install graphviz`")
@@ -262,7 +263,6 @@ def pytree_to_dot(tree: Any, name: str = "pytree") -> str:
     treedef keeps everything but the leaves; `tree_unflatten(treedef, leaves)` rebuilds the
     tree. Mirrors nothing in JAX (its treedefs live in C++: jaxlib's pytree.cc).
     """
-    from minijax import tree_util
 
     leaves, treedef = tree_util.tree_flatten(tree)
     lines = [f"digraph {_quote(name)} {{", "  rankdir=TB;",
@@ -305,7 +305,6 @@ def threefry_to_dot(name: str = "threefry2x32") -> str:
     threefry2x32): the key schedule, then five blocks of four rounds, each block followed by
     a key injection; the rotation distances are read from `prng._ROTATIONS`, so the picture
     shows what the code does. One round: `x1 += x2; x2 = rotl(x2, r) ^ x1`."""
-    from minijax import prng
 
     first = "x1 += ks[0]\nx2 += ks[1]"
     schedule = f"key (k0, k1)\nks = (k0, k1, k0 ^ k1 ^ {int(prng._KS_PARITY):#x})"

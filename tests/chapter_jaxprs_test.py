@@ -147,8 +147,6 @@ EXCEPTIONS = {
                 "np.int64(1); minijax keeps Python ints (printing numpy ints would copy an "
                 "accident of JAX's)",
     "05 pairwise": "np.int64(..) in JAX's broadcast_dimensions and reduce_sum axes, as above",
-    "08 grad cond": "JAX's partial evaluation of cond leaves a dead `empty2` (an allocation "
-                    "for an unused residual slot) in each known branch; minijax drops it",
     "08 grad scan": "JAX's partial evaluation of scan also returns the known input `xs` as a "
                     "residual of the forward scan; minijax reads the outer xs directly",
     "09 gather": "minijax's gather has no fill_value/indices_are_sorted/mode/unique_indices "

@@ -135,3 +135,54 @@ def test_reduce_window_check_grads():
 def test_reduce_window_unsupported_computation():
     with pytest.raises(NotImplementedError, match="reduce_window"):
         minijax.lax.reduce_window(XW, 1.0, minijax.lax.mul, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
+
+
+# max pooling's derivative: select_and_gather_add (jvp) and select_and_scatter_add (transpose)
+POOL_CASES = [c for c in WINDOW_CASES if not WINDOW_CASES[c][4]]
+XT = np.round(2 * XW)  # many ties inside windows: the first winner must be JAX's
+
+
+@pytest.mark.parametrize("kind", ["select_and_gather_add", "unrolled"])
+@pytest.mark.parametrize("case", POOL_CASES)
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_pooling_derivatives(name, case, kind):
+    from minijax.lax.windowed_reductions import chooser_jvp
+    f, g = _window(minijax, name, case), _window(jax, name, case)
+    w = np.linspace(-1, 1, g(XT).size, dtype=np.float32).reshape(g(XT).shape)
+    loss = lambda J, h: lambda x: (h(x) * w).sum()
+    t = np.cos(XT)
+    progs = {
+        "grad": lambda J, h: J.grad(loss(J, h)),
+        "jit_grad": lambda J, h: J.jit(J.grad(loss(J, h))),
+        "jvp": lambda J, h: lambda x: J.jvp(h, (x,), (t,))[1],
+        "hvp": lambda J, h: lambda x: J.jvp(J.grad(lambda x: (h(x) ** 2).sum()), (x,), (t,))[1],
+        "vmap_grad": lambda J, h: lambda x: J.vmap(J.grad(loss(J, h)))(np.stack([x, -x])),
+    }
+    with chooser_jvp(kind):
+        for prog, make in progs.items():
+            np.testing.assert_array_equal(make(minijax, f)(XT), make(jax, g)(XT), err_msg=prog)
+        got = str(minijax.make_jaxpr(progs["grad"](minijax, f))(XT))
+    if kind == "select_and_gather_add":
+        assert got == str(jax.make_jaxpr(progs["grad"](jax, g))(XT))
+        jvp = str(minijax.make_jaxpr(progs["jvp"](minijax, f))(XT))
+        assert jvp == str(jax.make_jaxpr(progs["jvp"](jax, g))(XT))
+    else:
+        assert "select_and" not in got and "select_n" in got
+
+
+def test_pooling_second_order_check_grads():
+    f = lambda x: minijax.lax.reduce_window(x, -np.inf, minijax.lax.max, (2, 2), (1, 2),
+                                            ((0, 1), (1, 0)))
+    check_grads(f, (RNG.standard_normal((3, 5)),), order=2)
+
+
+def test_chooser_jvp_kinds():
+    from minijax.interpreters import ad
+    from minijax.lax import windowed_reductions as wr
+    rule = ad.primitive_jvps[wr.reduce_window_max_p]
+    with pytest.raises(ValueError, match="chooser_jvp: kind must be one of"):
+        with wr.chooser_jvp("slices"):
+            pass
+    with wr.chooser_jvp("unrolled"):
+        assert ad.primitive_jvps[wr.reduce_window_max_p] is not rule
+    assert ad.primitive_jvps[wr.reduce_window_max_p] is rule

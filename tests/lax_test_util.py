@@ -293,12 +293,13 @@ ALL_CASES = UNARY_CASES + BINARY_CASES + STRUCTURAL_CASES
 LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
-                "ragged_dot_general",
+                "ragged_dot_general", "stack", "unstack",
                 "reduce_precision", "real", "imag", "complex", "conj",
                 "jit", "sharding_constraint", "reshard", "device_put",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",
                 "dynamic_update_slice", "conv_general_dilated", "reduce_window_sum",
+                "select_and_gather_add", "select_and_scatter_add",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)
                 # primitives holding jaxprs: their transpose transposes the inner jaxpr
                 # (while's rule raises JAX's reverse-mode error, as JAX's does)

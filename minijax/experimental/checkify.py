@@ -25,6 +25,7 @@ from minijax.array import Array
 from minijax.interpreters import ad, batching
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import register_pytree_node, tree_flatten, tree_unflatten
+from minijax import lax, numpy as jnp
 
 __all__ = ["Error", "JaxRuntimeError", "all_checks", "automatic_checks", "check", "checkify",
            "div_checks", "float_checks", "index_checks", "nan_checks", "user_checks"]
@@ -198,7 +199,6 @@ class _ErrorState:
     """The error being built while the jaxpr is evaluated: the first failure wins."""
 
     def __init__(self) -> None:
-        from minijax import numpy as jnp
         self.jnp = jnp
         self.err, self.code = jnp.asarray(False), jnp.asarray(0, jnp.int32)
         self.messages: list[Callable] = []
@@ -247,7 +247,6 @@ def _discover(closed: core.ClosedJaxpr, errors, in_avals) -> tuple[list, list]:
 
 def _no_error(payload_avals) -> tuple:
     """(err, code, payloads): nothing failed yet, payloads zero."""
-    from minijax import numpy as jnp
     return (jnp.asarray(False), jnp.asarray(0, jnp.int32),
             [tuple(jnp.zeros(a.shape, a.dtype) for a in ps) for ps in payload_avals])
 
@@ -272,7 +271,6 @@ def _run_checked(closed: core.ClosedJaxpr, args, errors) -> tuple[list, _ErrorSt
 
 # JAX: jax/_src/checkify.py cond_error_check
 def _cond_checked(state: _ErrorState, eqn, ins, errors) -> list:
-    from minijax import lax
     branches = eqn.params["branches"]
     index, ops = ins[0], ins[1:]
     found = [_discover(b, errors, [core.get_aval(x) for x in ops]) for b in branches]
@@ -293,7 +291,6 @@ def _cond_checked(state: _ErrorState, eqn, ins, errors) -> list:
 
 # JAX: jax/_src/checkify.py scan_error_check
 def _scan_checked(state: _ErrorState, eqn, ins, errors) -> list:
-    from minijax import lax
     p = eqn.params
     body, nc, ncarry = p["jaxpr"], p["num_consts"], p["num_carry"]
     consts, init, xs = ins[:nc], ins[nc:nc + ncarry], ins[nc + ncarry:]
@@ -315,7 +312,6 @@ def _scan_checked(state: _ErrorState, eqn, ins, errors) -> list:
 def _while_checked(state: _ErrorState, eqn, ins, errors) -> list:
     """The condition's checks run before the loop and after each trip (in the body), so the
     loop carries the errors of both; the loop's own condition only computes the predicate."""
-    from minijax import lax
     p = eqn.params
     cond, body = p["cond_jaxpr"], p["body_jaxpr"]
     cc, bc, init = (ins[:p["cond_nconsts"]], ins[p["cond_nconsts"]:][:p["body_nconsts"]],

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 from minijax import core
 from minijax.core import ShapedArray, Tracer
 from minijax.util import safe_zip
+from minijax.interpreters import partial_eval as pe
 
 _CHAPTER = "chapters/05-batching.md"
 
@@ -141,7 +142,7 @@ def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
 # ---------------------------------------------------------------------------------------------
 
 def moveaxis(x, src: int, dst: int):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if src == dst:
         return x
     nd = core.get_aval(x).ndim
@@ -152,7 +153,7 @@ def moveaxis(x, src: int, dst: int):
 
 def bdim_at_front(x, dim: int | None, axis_size: int):
     """`x` with its batch axis at 0, broadcasting unbatched values to `axis_size`."""
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if dim is not_mapped:
         aval = core.get_aval(x)
         return lax.broadcast_in_dim(x, (axis_size,) + aval.shape,
@@ -223,13 +224,13 @@ def defreducer(primitive: core.Primitive) -> None:
 
 
 def _expand_front(x):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     aval = core.get_aval(x)
     return lax.broadcast_in_dim(x, (1,) + aval.shape, tuple(range(1, aval.ndim + 1)))
 
 
 def _reshape_ones(x, n: int):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     aval = core.get_aval(x)
     return lax.reshape(x, aval.shape + (1,) * n)
 
@@ -258,7 +259,6 @@ def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size:
     on no batched input (it stays unbatched, so that e.g. `jacfwd`'s `out_axes=None` holds)
     unless `instantiate` asks for it. Used by the batching rules of every primitive that holds
     a jaxpr (jit_p, custom_jvp_call, remat2, cond, while, scan)."""
-    from minijax.interpreters import partial_eval as pe
     in_avals = []
     for a, d in safe_zip(closed.in_avals, dims):
         if d is not_mapped:

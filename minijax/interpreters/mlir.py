@@ -16,6 +16,7 @@ import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+from minijax import sharding as msh
 
 _CHAPTER = "chapters/07-jit.md"
 
@@ -24,6 +25,7 @@ ir: Any = None
 hlo: Any = None
 func: Any = None
 chlo: Any = None  # the "client HLO" dialect: ops XLA expands itself (erf, erf_inv, next_after)
+sdy: Any = None  # Shardy: meshes, shardings, constraints, manual computations (shard_map)
 
 # JAX: jax/_src/interpreters/mlir.py _lowerings
 _lowerings: dict[core.Primitive, Callable] = {}
@@ -36,13 +38,14 @@ def register_lowering(primitive: core.Primitive, rule: Callable) -> None:
 
 
 def _load() -> None:
-    global ir, hlo, func, chlo
+    global ir, hlo, func, chlo, sdy
     if ir is None:
         from jax.extend.mlir import ir as _ir
         from jax.extend.mlir.dialects import chlo as _chlo
         from jax.extend.mlir.dialects import func as _func
+        from jax.extend.mlir.dialects import sdy as _sdy
         from jax.extend.mlir.dialects import stablehlo as _hlo
-        ir, hlo, func, chlo = _ir, _hlo, _func, _chlo
+        ir, hlo, func, chlo, sdy = _ir, _hlo, _func, _chlo, _sdy
 
 
 # JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no tokens_in/tokens_out
@@ -220,7 +223,6 @@ _lays_out_itself: set = set()
 def _constrain(x, aval: ShapedArray):
     """Sharding in types: a result typed `f32[8@x,4]` is pinned to that layout with an
     `sdy.sharding_constraint`, so the partitioner does what the types say."""
-    from jax.extend.mlir.dialects import sdy
     return sdy.sharding_constraint(x, sharding_attr(aval.sharding, aval.ndim, open_auto=True))
 
 
@@ -322,8 +324,7 @@ def _place_callbacks(module, mesh, module_ctx: ModuleContext) -> None:
     callback's `sharding=`), on the whole logical operands, as JAX's MAXIMAL sharding does.
     (Callbacks inside `shard_map` run on every device: `minijax/callback.py:
     emit_python_callback` annotates those with `@empty_mesh`.)"""
-    from jax.extend.mlir.dialects import sdy
-    from minijax import compiler
+    from minijax import compiler  # not at the top: compiler imports this module
     devices = list(getattr(mesh, "devices_flat", ()) if mesh is not None else
                    [compiler.default_device()])
     indices = set()
@@ -365,8 +366,6 @@ def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     left to the partitioner for `P.UNCONSTRAINED`). Records the mesh for the module.
     `open_auto` (sharding in types, on a mesh with Auto axes): every dimension is left open to
     further splitting over the Auto axes (`{?}`, `{"y", ?}`), as JAX's types say nothing of them."""
-    from jax.extend.mlir.dialects import sdy
-    from minijax import sharding as msh
     mesh = sharding.mesh
     if _sharding_state:  # one mesh per module: same names and sizes (axis types may differ,
         used = _sharding_state[-1]  # as under auto_axes), same devices if both are concrete
@@ -398,7 +397,6 @@ def _same_mesh(a, b) -> bool:
 def _add_mesh(module, mesh) -> None:
     """Put `sdy.mesh @mesh = <["x"=4, ...]>` first in the module (with the `stablehlo.mesh`
     attribute JAX's modules carry) and the partition count on the module."""
-    from jax.extend.mlir.dialects import sdy
     axes = ", ".join(f'"{n}"={s}' for n, s in zip(mesh.axis_names, mesh.axis_sizes))
     stable = ", ".join(f'{{name = "{n}", size = {s} : i64}}'
                        for n, s in zip(mesh.axis_names, mesh.axis_sizes))
@@ -420,7 +418,6 @@ def memory_kind(sharding) -> str:
 def _value_attrs(s, aval, kinds: bool) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
     `mhlo.memory_kind` for one input or output."""
-    from minijax import sharding as msh
     d = {}
     if isinstance(s, msh.NamedSharding):
         d["sdy.sharding"] = sharding_attr(s, aval.ndim)

@@ -130,6 +130,7 @@ class DynamicJaxprTrace(core.Trace):
     def _process_varying(self, primitive, invars, params):
         """Inside shard_map: operands that vary along fewer manual axes than the others get a
         `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
+        # not at the top: lax -> lax.control_flow.loops imports this module
         from minijax.lax.parallel import pvary_p
         vma = frozenset().union(*(v.aval.vma for v in invars))
         invars = [v if v.aval.vma == vma else self.emit(
@@ -259,6 +260,17 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
 
 # JAX: jax/_src/interpreters/partial_eval.py dce_rules
 dce_rules: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr_closed_call_rule — differs: only the
+# equation's tail; each rule has dead-code-eliminated its own jaxpr(s) into `params`
+def dce_eqn(eqn: JaxprEqn, used_inputs: Sequence[bool], used_outputs: Sequence[bool],
+            **params) -> JaxprEqn:
+    """`eqn` with only its used inputs and outputs and `params` replaced: the end of the DCE
+    rule of a primitive that holds a jaxpr (jit, remat, cond...)."""
+    return eqn.replace(invars=[v for v, u in safe_zip(eqn.invars, used_inputs) if u],
+                       outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
+                       params=dict(eqn.params, **params))
 
 
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr

@@ -30,7 +30,7 @@ from minijax.lax.lax import (
     rsqrt, rsqrt_p, select, select_n, select_n_p, shift_left, shift_left_p,
     shift_right_arithmetic, shift_right_arithmetic_p, shift_right_logical, shift_right_logical_p,
     sign, sign_p, sin, sin_p, slice, slice_p, sort, sort_key_val, sort_p, sqrt, sqrt_p, square,
-    square_p,
+    square_p, stack, stack_p, unstack, unstack_p,
     squeeze, squeeze_p, stop_gradient, stop_gradient_p, sub, sub_p, tanh, tanh_p, top_k, top_k_p,
     transpose, transpose_p, xor_p, zeros_like_array,
 )

@@ -21,12 +21,16 @@ import numpy as np
 from minijax import core, dispatch, dtypes
 from minijax import sharding as msh
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
+from minijax.array import array_from_numpy
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 from minijax.util import canonicalize_axis
+from minijax.lax import parallel
+from minijax.pjit import reshard_p
+from minijax.tree_util import tree_map
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -333,7 +337,6 @@ def stop_gradient(x):
             return stop_gradient_p.bind(leaf)
         core.get_aval(leaf)  # the TypeError for strings and other non-arrays
         return leaf
-    from minijax.tree_util import tree_map
     return tree_map(stop, x)
 
 
@@ -1079,7 +1082,7 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
             return x
         val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
                                          weak_type=weak_type)
-        return core.array_from_numpy(val, weak_type)
+        return array_from_numpy(val, weak_type)
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return x
@@ -2456,6 +2459,117 @@ mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
                        mlir.hlo.concatenate(list(xs), dimension))
 
 
+def _stack_abstract_eval(*xs, axis):
+    if not xs:
+        raise ValueError("stack expects at least one operand, got 0.")
+    if len({(x.shape, x.dtype) for x in xs}) != 1:
+        raise TypeError(f"stack: operands must agree in shape and dtype, got "
+                        f"{', '.join(x.str_short() for x in xs)}")
+    if not 0 <= axis <= xs[0].ndim:
+        raise TypeError(f"stack: axis {axis} out of range for {xs[0].str_short()}")
+    shape = list(xs[0].shape)
+    shape.insert(axis, len(xs))
+    return ShapedArray(shape, xs[0].dtype, all(x.weak_type for x in xs))
+
+
+def _stack_sharding_rule(*xs, axis):
+    s = msh.same_sharding_rule("stack", *xs)
+    spec = list(s.spec) + [None] * (xs[0].ndim - len(s.spec))
+    spec.insert(axis, None)
+    return msh.NamedSharding(s.mesh, msh.P(*spec))
+
+
+def _stack_transpose(ct, *xs, axis):
+    if type(ct) is Zero:
+        return [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+    return unstack_p.bind(ct, axis=axis)
+
+
+def _stack_batch_rule(vals, dims, *, axis_size, axis):
+    if dims[0] is not None and all(d == dims[0] for d in dims):
+        out_axis, out_dim = (axis, dims[0] + 1) if axis <= dims[0] else (axis + 1, dims[0])
+        return stack_p.bind(*vals, axis=out_axis), out_dim
+    xs = [batching.bdim_at_front(x, d, axis_size) for x, d in zip(vals, dims)]
+    return stack_p.bind(*xs, axis=axis + 1), 0
+
+
+def _stack_lowering(ctx, *xs, axis):
+    aval = ctx.avals_in[0]
+    shape = list(aval.shape)
+    shape.insert(axis, 1)
+    piece = mlir.aval_to_ir_type(ShapedArray(shape, aval.dtype))
+    dims = [i for i in range(aval.ndim + 1) if i != axis]
+    return mlir.hlo.concatenate([mlir.hlo.broadcast_in_dim(piece, x, dims) for x in xs], axis)
+
+
+def stack(operands: Sequence, axis: int = 0):
+    """Join arrays of one shape and dtype along a new dimension `axis` (one `stack`
+    equation, as JAX 0.10's `lax.stack`)."""
+    xs = list(operands)
+    if not xs:
+        raise ValueError("stack expects at least one operand, got 0.")
+    return stack_p.bind(*xs, axis=canonicalize_axis(axis, core.get_aval(xs[0]).ndim + 1))
+
+
+# JAX: jax/_src/lax/lax.py stack_p
+stack_p = Primitive("stack")
+stack_p.def_impl(lambda *xs, axis: np.stack(xs, axis=axis))
+stack_p.def_abstract_eval(_stack_abstract_eval)
+stack_p.def_sharding_rule(_stack_sharding_rule)
+deflinear(stack_p, _stack_transpose)
+batching.primitive_batchers[stack_p] = _stack_batch_rule
+mlir.register_lowering(stack_p, _stack_lowering)
+
+
+def _unstack_abstract_eval(x, *, axis):
+    if x.ndim == 0:
+        raise ValueError(f"unstack requires arrays with rank > 0, got {x.str_short()}")
+    shape = x.shape[:axis] + x.shape[axis + 1:]
+    return [ShapedArray(shape, x.dtype, x.weak_type)] * x.shape[axis]
+
+
+def _unstack_transpose(cts, x, *, axis):
+    if all(type(ct) is Zero for ct in cts):
+        return [Zero(x.aval)]
+    return [stack_p.bind(*map(ad.instantiate_zeros, cts), axis=axis)]
+
+
+def _unstack_batch_rule(vals, dims, *, axis_size, axis):
+    (x,), (d,) = vals, dims
+    out_axis, out_dim = (axis, d - 1) if axis < d else (axis + 1, d)
+    outs = unstack_p.bind(x, axis=out_axis)
+    return outs, [out_dim] * len(outs)
+
+
+def _unstack_lowering(ctx, x, *, axis):
+    aval = ctx.avals_in[0]
+    outs = []
+    for i, out in enumerate(ctx.avals_out):
+        start, limit = [0] * aval.ndim, list(aval.shape)
+        start[axis], limit[axis] = i, i + 1
+        piece = mlir.hlo.slice(x, start, limit, [1] * aval.ndim)
+        outs.append(mlir.hlo.reshape(mlir.aval_to_ir_type(out), piece))
+    return outs
+
+
+def unstack(x, axis: int = 0) -> tuple:
+    """The slices of `x` along `axis`, each without that dimension (JAX 0.10's
+    `lax.unstack`)."""
+    return tuple(unstack_p.bind(x, axis=canonicalize_axis(axis, core.get_aval(x).ndim)))
+
+
+# JAX: jax/_src/lax/lax.py unstack_p
+unstack_p = Primitive("unstack")
+unstack_p.multiple_results = True
+unstack_p.def_impl(lambda x, *, axis: [np.take(x, i, axis) for i in range(x.shape[axis])])
+unstack_p.def_abstract_eval(_unstack_abstract_eval)
+unstack_p.def_sharding_rule(lambda x, *, axis: [msh.NamedSharding(x.sharding.mesh, msh.P(
+    *[s for i, s in enumerate(x.sharding.spec) if i != axis]))] * x.shape[axis])
+deflinear(unstack_p, _unstack_transpose)
+batching.primitive_batchers[unstack_p] = _unstack_batch_rule
+mlir.register_lowering(unstack_p, _unstack_lowering)
+
+
 def _pad_impl(x, padding_value, *, padding_config):
     # interior and positive edge padding first, then crop the negative edges
     shape = [lo_pos + hi_pos + d + _max(d - 1, 0) * interior
@@ -2562,7 +2676,6 @@ def _const(example, val):
 def _replicated_scalar(val, mesh):
     """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
     that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
-    from minijax.pjit import reshard_p  # the primitive lives next to with_sharding_constraint
     return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
                           concrete_mesh=None)
 
@@ -2599,7 +2712,6 @@ def _vary_like(out, vma):
     # JAX: jax/_src/lax/lax.py _full_like_insert_pvary — inside shard_map, as varying as `x`
     if not vma:
         return out
-    from minijax.lax import parallel
     return parallel.pvary(out, tuple(sorted(vma)))
 
 
@@ -2616,6 +2728,32 @@ def zeros_like_shaped_array(aval: ShapedArray):
 
 
 aval_zeros_likers[ShapedArray] = zeros_like_shaped_array
+
+
+# JAX: jax/_src/lax/lax.py empty2_p — a scalar whose value no one reads (lowered as a zero):
+# what partial evaluation of `cond` fills the residual slots of the other branches with
+def _empty2_impl(*, dtype, memory_space):
+    return np.zeros((), dtype)
+
+
+def _empty2_abstract_eval(*, dtype, memory_space):
+    return ShapedArray((), dtype)
+
+
+empty2_p = Primitive("empty2")
+empty2_p.def_impl(_empty2_impl)
+empty2_p.def_abstract_eval(_empty2_abstract_eval)
+defjvp_zero(empty2_p)
+mlir.register_lowering(empty2_p, lambda ctx, *, dtype, memory_space:
+                       mlir.ir_constant(np.zeros((), dtype)))
+
+
+# JAX: jax/_src/lax/lax.py empty_like_shaped_array
+def empty_like_shaped_array(aval: ShapedArray):
+    """An array of type `aval` whose values do not matter: `empty2`, broadcast."""
+    empty = _vary_like(empty2_p.bind(dtype=aval.dtype, memory_space=dispatch.MemorySpace.Device),
+                       aval.vma)
+    return broadcast_in_dim(empty, aval.shape, ()) if aval.shape else empty
 
 
 # ---------------------------------------------------------------------------------------------

@@ -21,12 +21,13 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import compiler, core, dtypes
 from minijax.ad_util import Zero
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import lax
+from minijax.lax.control_flow import fori_loop
 
 # ---------------------------------------------------------------------------------------------
 # Helpers on lax values (batched over leading axes)
@@ -157,17 +158,6 @@ def _column_major_layout(ndim: int) -> tuple[int, ...]:
     return (ndim - 2, ndim - 1) + tuple(range(ndim - 3, -1, -1))
 
 
-def _lapack_target(fn_base: str, dtype) -> str:
-    # jaxlib's lapack module names the kernels and points them at scipy's LAPACK
-    # (`prepare_lapack_call` initializes that); importing jax registered them with XLA (JAX:
-    # jax/_src/lax/linalg.py register_module_custom_calls)
-    from jaxlib import lapack
-    name = lapack.prepare_lapack_call(fn_base, np.dtype(dtype))
-    if name not in lapack._lapack.registrations():
-        raise NotImplementedError(f"jaxlib does not provide the LAPACK kernel {name}")
-    return name
-
-
 # JAX: jax/_src/lax/linalg.py _linalg_ffi_lowering
 def _lapack_call(fn_base: str, operands: Sequence, avals_in: Sequence[ShapedArray],
                  avals_out: Sequence[ShapedArray], aliases: dict[int, int],
@@ -176,7 +166,7 @@ def _lapack_call(fn_base: str, operands: Sequence, avals_in: Sequence[ShapedArra
     `mhlo.backend_config` dictionary of one-letter LAPACK flags as ui8), column-major layouts
     for the operands and results of the operand's rank, `num_batch_dims` for XLA."""
     ir, hlo = mlir.ir, mlir.hlo
-    target = _lapack_target(fn_base, avals_in[0].dtype)
+    target = compiler.lapack_target(fn_base, avals_in[0].dtype)
     rank = max(a.ndim for a in avals_in)
 
     def layouts(avals):
@@ -716,7 +706,6 @@ def _lu_jvp(primals, tangents):
 # body serves every batch shape
 def _lu_pivots_to_permutation(pivots, permutation_size: int):
     """Apply the row swaps `i <-> pivots[..., i]` in order to the identity permutation."""
-    from minijax.lax.control_flow import fori_loop
     *batch, k = _shape(pivots)
     shape = (*batch, permutation_size)
     positions = lax.broadcasted_iota(np.int32, shape, len(batch))

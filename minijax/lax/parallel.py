@@ -22,6 +22,8 @@ from minijax import core
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.batching import not_mapped
+from minijax.sharding import NamedSharding, PartitionSpec
+from minijax.tree_util import tree_map
 
 _CHAPTER = "chapters/13-shard-map.md"
 
@@ -111,8 +113,7 @@ def psum(x, axis_name, *, axis_index_groups=None):
     Raises NameError for an axis name no shard_map or vmap binds.
     JAX: jax/_src/lax/parallel.py psum — differs: no axis_index_groups.
     """
-    from minijax.lax import lax
-    from minijax.tree_util import tree_map
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     x = tree_map(lambda v: lax.convert_element_type(v, np.int32)
                  if core.get_aval(v).dtype == np.bool_ else v, x)
     return _allreduce(psum_invariant_p, x, axis_name, axis_index_groups)
@@ -132,13 +133,11 @@ def pmin(x, axis_name, *, axis_index_groups=None):
 def pmean(x, axis_name, *, axis_index_groups=None):
     """Mean of `x` over the named axes: psum divided (true division, so integers give
     floats, as in JAX) by the product of their sizes."""
-    from minijax.tree_util import tree_map
     n = _size(_names(axis_name))
     return tree_map(lambda s: s / n, psum(x, axis_name, axis_index_groups=axis_index_groups))
 
 
 def _allreduce(prim, x, axis_name, axis_index_groups):
-    from minijax.tree_util import tree_map
     if axis_index_groups is not None:
         raise NotImplementedError(f"{prim.name}: axis_index_groups is not supported")
     axes = _names(axis_name)
@@ -190,7 +189,7 @@ def _psum_transpose(ct, x, *, axes):
 
 
 def _times_size(x, n):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.mul(x, lax.convert_element_type(n, core.get_aval(x).dtype))
 
 
@@ -202,17 +201,17 @@ mlir.register_lowering(psum_invariant_p, _allreduce_lowering("add"))
 
 
 def _reduce_max(x, axes):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_max(x, axes)
 
 
 def _reduce_min(x, axes):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_min(x, axes)
 
 
 def _reduce_sum(x, axes):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_sum(x, axes)
 
 
@@ -235,7 +234,6 @@ mlir.register_lowering(pmin_p, _allreduce_lowering("minimum"))
 def pvary(x, axis_name):
     """Mark `x` (a pytree) as varying along the named axes: no data moves (every device keeps
     its copy); its transpose is `psum`. Identity when check_vma is off."""
-    from minijax.tree_util import tree_map
     axes = _names(axis_name)
     if not axes:
         return x
@@ -295,7 +293,6 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis: int = 0, tiled: bo
     every device, and the transpose slices this device's block. Raises ValueError for an axis
     out of range or another `to`.
     """
-    from minijax.tree_util import tree_map
     if axis_index_groups is not None:
         raise NotImplementedError("all_gather: axis_index_groups is not supported")
     if to not in ("varying", "invarying"):
@@ -346,7 +343,7 @@ def _all_gather_batch_rule(vals, dims, *, axis_size, all_gather_dimension, **par
 
 def _all_gather_vmap_axis_rule(vname, vsize, vals, dims, *, prim, all_gather_dimension,
                                tiled, **params):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("all_gather over a vmapped axis and other axes at once")
     x = batching.bdim_at_front(vals[0], dims[0], vsize)
@@ -385,7 +382,7 @@ def _all_gather_invariant_abstract_eval(aval, *, all_gather_dimension, axis_name
 
 
 def _all_gather_invariant_transpose(ct, x, *, all_gather_dimension, axis_name, tiled):
-    from minijax.lax import slicing
+    from minijax.lax import slicing  # not at the top: lax.slicing -> lax.lax imports this module
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
     ct = _vary(ct, axis_name)  # the same cotangent everywhere; each device keeps its block
@@ -419,7 +416,6 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
     and is removed (f32[b] for a = 1). Its transpose is `all_gather`. Raises ValueError when
     the dimension does not divide into n blocks.
     """
-    from minijax.tree_util import tree_map
     if axis_index_groups is not None:
         raise NotImplementedError("psum_scatter: axis_index_groups is not supported")
     axes = _names(axis_name)
@@ -463,7 +459,7 @@ def _reduce_scatter_batch_rule(vals, dims, *, axis_size, scatter_dimension, **pa
 
 def _reduce_scatter_vmap_axis_rule(vname, vsize, vals, dims, *, prim,
                                    scatter_dimension, tiled, **params):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("psum_scatter over a vmapped axis and other axes at once")
     x = vals[0]
@@ -506,7 +502,6 @@ def ppermute(x, axis_name, perm):
     positions along them; a device no pair sends to receives zeros. Its transpose is the
     inverse permutation. Raises ValueError if `perm` is not a permutation (a repeated source
     or destination, or a position outside the axis)."""
-    from minijax.tree_util import tree_map
     axes = _names(axis_name)
     n = _size(axes)
     perm = tuple((int(s), int(d)) for s, d in perm)
@@ -537,7 +532,7 @@ def _ppermute_batch_rule(vals, dims, *, axis_size, axis_name, perm):
 
 
 def _ppermute_vmap_axis_rule(vname, vsize, vals, dims, *, prim, perm, **params):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("ppermute over a vmapped axis and other axes at once")
     x = batching.bdim_at_front(vals[0], dims[0], vsize)
@@ -580,8 +575,7 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
     `concat_axis`. Its transpose is all_to_all with the two axes swapped. Raises ValueError
     when the split dimension does not divide into n chunks.
     """
-    from minijax.lax import lax
-    from minijax.tree_util import tree_map
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if axis_index_groups is not None:
         raise NotImplementedError("all_to_all: axis_index_groups is not supported")
     axes = _names(axis_name)
@@ -633,7 +627,7 @@ def _all_to_all_batch_rule(vals, dims, *, axis_size, split_axis, concat_axis, **
 
 def _all_to_all_vmap_axis_rule(vname, vsize, vals, dims, *, prim, split_axis,
                                concat_axis, **params):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if _names(params["axis_name"]) != (vname,):
         raise NotImplementedError("all_to_all over a vmapped axis and other axes at once")
     n = vsize
@@ -694,7 +688,7 @@ def _axis_index_abstract_eval(*, axis_name):
 
 
 def _axis_index_vmap_axis_rule(vname, vsize, vals, dims, *, prim, **params):
-    from minijax.lax import lax
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if _names(params["axis_name"]) != (vname,):
         raise NotImplementedError("axis_index over a vmapped axis and other axes at once")
     return lax.iota(np.int32, vsize), 0
@@ -705,7 +699,7 @@ def _axis_index_lowering(ctx_, *, axis_name):
     if manual != frozenset(mesh.axis_names):
         # partial-manual body: partition_id is read in a region manual along the other axes
         # too (JAX does the same), so that the partitioner leaves it alone
-        from jax.extend.mlir.dialects import sdy
+        sdy = mlir.sdy
         rest = [a for a in mesh.axis_names if a not in manual]
         mlir.sharding_attr(_replicated(mesh), 0)  # the module's mesh
         none = mlir.ir.Attribute.parse("#sdy.sharding_per_value<[]>")
@@ -721,7 +715,6 @@ def _axis_index_lowering(ctx_, *, axis_name):
 
 
 def _replicated(mesh):
-    from minijax.sharding import NamedSharding, PartitionSpec
     return NamedSharding(mesh, PartitionSpec())
 
 

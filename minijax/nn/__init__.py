@@ -14,6 +14,7 @@ from minijax import core, lax, tree_util
 from minijax import numpy as jnp
 from minijax.pjit import jit
 from minijax.nn import initializers  # noqa: F401
+from minijax.numpy.util import promote_args_inexact
 
 
 def relu(x):
@@ -30,7 +31,6 @@ def sigmoid(x):
 
 
 def _inexact(name, *args):
-    from minijax.numpy.util import promote_args_inexact
     return promote_args_inexact(name, *args)
 
 
@@ -102,7 +102,6 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     Raises ValueError for a repeated axis."""
     if where is not None:
         a = jnp.where(where, a, 0)
-    from minijax.numpy.util import promote_args_inexact
     if b is not None:
         a, b = jnp.broadcast_arrays(*promote_args_inexact("logsumexp", a, b))
         a = jnp.where(b != 0, a, -np.inf)

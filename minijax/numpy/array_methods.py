@@ -13,6 +13,7 @@ from minijax import core
 from minijax.array import Array
 from minijax.lax import slicing
 from minijax.numpy import indexing
+from minijax import numpy as jnp
 
 
 def _defer_to_unrecognized(binary):
@@ -38,8 +39,22 @@ def _swap(f):
     return lambda self, other: f(other, self)
 
 
+# JAX: jax/_src/core.py ShapedArray._len — differs: installed here for Array and Tracer alike
+def _len(self) -> int:
+    if not self.shape:
+        raise TypeError("len() of unsized object")
+    return self.shape[0]
+
+
+# JAX: jax/_src/numpy/array_methods.py _chunk_iter — differs: one row at a time
+def _iter(self):
+    if not self.shape:
+        raise TypeError("iteration over a 0-d array")
+    return (self[i] for i in range(self.shape[0]))
+
+
 def _set_methods(cls) -> None:
-    from minijax import numpy as jnp
+    cls.__len__, cls.__iter__ = _len, _iter
     binops = {
         "add": jnp.add, "sub": jnp.subtract, "mul": jnp.multiply, "truediv": jnp.true_divide,
         "floordiv": jnp.floor_divide, "mod": jnp.remainder, "pow": jnp.power,

@@ -49,7 +49,29 @@ def einsum(subscripts: str, *operands, out=None, optimize=None, precision=None,
     else:
         d, weak = dtypes.canonicalize_dtype(preferred_element_type), False
     operands = promote_dtypes(*operands)
-    # expand ellipses into fresh capital letters
+    new_ins, out = _einsum_indices(subscripts, ins, out, operands)
+    _einsum_check_sizes(new_ins, operands)
+    terms = list(zip(new_ins, operands))
+    s0, acc = terms[0]
+    if len(terms) == 1:  # indices not in the output are summed (repeated ones: their diagonal)
+        acc, s0 = _einsum_sum_private(acc, s0, lambda c: c in out or s0.count(c) > 1, d)
+        acc, s0 = _einsum_sum_repeats(acc, s0, lambda c: c in out, d)
+    for i in range(1, len(terms)):
+        acc, s0 = _einsum_contract(acc, s0, terms, i, out, d, precision, out_sharding)
+    # remaining indices not in the output are summed; then order as the output
+    extra = tuple(k for k, c in enumerate(s0) if c not in out)
+    if extra:
+        acc = _einsum_sum(acc, extra, d)
+        s0 = "".join(c for c in s0 if c in out)
+    acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
+    return lax.convert_element_type(acc, d, weak)
+
+
+def _einsum_indices(subscripts: str, ins: list[str], out: str | None, operands
+                    ) -> tuple[list[str], str]:
+    """Each operand's indices with `...` expanded into fresh capital letters, and the output's
+    (implicit: the indices that appear once, sorted). ValueError for a rank mismatch or an
+    output index that repeats or is in no input."""
     free_letters = [c for c in string.ascii_uppercase if c not in subscripts]
     ell_rank = 0
     for s, o in zip(ins, operands):
@@ -74,6 +96,11 @@ def einsum(subscripts: str, *operands, out=None, optimize=None, precision=None,
         if out.count(c) > 1 or not any(c in s for s in new_ins):
             where = "more than once in the output" if out.count(c) > 1 else "in no input"
             raise ValueError(f"einsum: output index {c!r} appears {where} ({subscripts!r})")
+    return new_ins, out
+
+
+def _einsum_check_sizes(new_ins: list[str], operands) -> None:
+    """ValueError for an index with two sizes (neither 1) across or within operands."""
     sizes: dict[str, int] = {}
     for s, o in zip(new_ins, operands):  # an index repeated in one operand: one size there
         shape = core.get_aval(o).shape
@@ -87,59 +114,51 @@ def einsum(subscripts: str, *operands, out=None, optimize=None, precision=None,
             if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
                 raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
             sizes[c] = builtins.max(sizes[c], n)
-    terms = list(zip(new_ins, operands))
-    s0, acc = terms[0]
-    if len(terms) == 1:  # indices not in the output are summed (repeated ones: their diagonal)
-        acc, s0 = _einsum_sum_private(acc, s0, lambda c: c in out or s0.count(c) > 1, d)
-        acc, s0 = _einsum_sum_repeats(acc, s0, lambda c: c in out, d)
-    for i in range(1, len(terms)):
-        s1, o1 = terms[i]
-        last = i == len(terms) - 1
-        rest = set(range(i + 1, len(terms)))
-        later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
-        # As JAX (filter_singleton_dims): a size-1 dimension whose index the other operand has
-        # with another size is squeezed away (it broadcasts); then the indices that only one
-        # of the pair has once and nothing later needs are summed (JAX: sum_uniques), then
-        # those repeated in one operand (JAX: sum_repeats). Each step takes the later operand
-        # first, as JAX's, whose contraction path pops the pair in reverse.
-        o1, s1 = _einsum_squeeze_singletons(o1, s1, acc, s0)
-        acc, s0 = _einsum_squeeze_singletons(acc, s0, o1, s1)
-        o1, s1 = _einsum_sum_private(
-            o1, s1, lambda c, s0=s0, s1=s1, later=later: c in s0 or later(c) or s1.count(c) > 1, d)
-        acc, s0 = _einsum_sum_private(
-            acc, s0, lambda c, s0=s0, s1=s1, later=later: c in s1 or later(c) or s0.count(c) > 1,
-            d)
-        o1, s1 = _einsum_sum_repeats(o1, s1, lambda c, s0=s0, later=later: c in s0 or later(c), d)
-        acc, s0 = _einsum_sum_repeats(acc, s0, lambda c, s1=s1, later=later: c in s1 or later(c),
-                                      d)
-        common = [c for c in s0 if c in s1]
-        # As JAX orders them (the order decides XLA's summation order, so the last bit):
-        # contracted indices sorted by name, batch indices in the output's order, and the
-        # operands swapped when their natural result order is not the output's.
-        batch = [c for c in (out if last else s0) if c in common and later(c)]
-        contract = sorted(c for c in common if not later(c))
-        dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
-                (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
-        free0, free1 = ("".join(c for c in s if c not in common) for s in (s0, s1))
-        s_next = "".join(batch) + free0 + free1
-        lhs, rhs = acc, o1
-        if last and s_next != out:  # as JAX: then the later operand goes first
-            s_next, lhs, rhs = "".join(batch) + free1 + free0, o1, acc
-            dims = ((dims[0][1], dims[0][0]), (dims[1][1], dims[1][0]))
-        if core.get_aval(lhs).dtype != core.get_aval(rhs).dtype:  # one summed in `d` above:
-            # JAX's dot_general takes mixed dtypes, and on CPU converts both to the result's
-            lhs, rhs = lax.convert_element_type(lhs, d), lax.convert_element_type(rhs, d)
-        sh = _last_out_sharding(out_sharding, out, s_next) if last else None
-        acc = lax.dot_general(lhs, rhs, dims, precision=precision, preferred_element_type=d,
-                              out_sharding=sh)
-        s0 = s_next
-    # remaining indices not in the output are summed; then order as the output
-    extra = tuple(k for k, c in enumerate(s0) if c not in out)
-    if extra:
-        acc = _einsum_sum(acc, extra, d)
-        s0 = "".join(c for c in s0 if c in out)
-    acc = lax.transpose(acc, tuple(s0.index(c) for c in out))
-    return lax.convert_element_type(acc, d, weak)
+
+
+def _einsum_contract(acc, s0: str, terms: list, i: int, out: str, d, precision, out_sharding):
+    """One step left to right: the result so far (`acc`, indices `s0`) with operand `i` of
+    `terms`, as one dot_general; returns the new result and its indices."""
+    s1, o1 = terms[i]
+    last = i == len(terms) - 1
+    rest = set(range(i + 1, len(terms)))
+    later = lambda c, rest=rest: c in out or any(c in terms[j][0] for j in rest)
+    # As JAX (filter_singleton_dims): a size-1 dimension whose index the other operand has
+    # with another size is squeezed away (it broadcasts); then the indices that only one
+    # of the pair has once and nothing later needs are summed (JAX: sum_uniques), then
+    # those repeated in one operand (JAX: sum_repeats). Each step takes the later operand
+    # first, as JAX's, whose contraction path pops the pair in reverse.
+    o1, s1 = _einsum_squeeze_singletons(o1, s1, acc, s0)
+    acc, s0 = _einsum_squeeze_singletons(acc, s0, o1, s1)
+    o1, s1 = _einsum_sum_private(
+        o1, s1, lambda c, s0=s0, s1=s1, later=later: c in s0 or later(c) or s1.count(c) > 1, d)
+    acc, s0 = _einsum_sum_private(
+        acc, s0, lambda c, s0=s0, s1=s1, later=later: c in s1 or later(c) or s0.count(c) > 1,
+        d)
+    o1, s1 = _einsum_sum_repeats(o1, s1, lambda c, s0=s0, later=later: c in s0 or later(c), d)
+    acc, s0 = _einsum_sum_repeats(acc, s0, lambda c, s1=s1, later=later: c in s1 or later(c),
+                                  d)
+    common = [c for c in s0 if c in s1]
+    # As JAX orders them (the order decides XLA's summation order, so the last bit):
+    # contracted indices sorted by name, batch indices in the output's order, and the
+    # operands swapped when their natural result order is not the output's.
+    batch = [c for c in (out if last else s0) if c in common and later(c)]
+    contract = sorted(c for c in common if not later(c))
+    dims = ((tuple(s0.index(c) for c in contract), tuple(s1.index(c) for c in contract)),
+            (tuple(s0.index(c) for c in batch), tuple(s1.index(c) for c in batch)))
+    free0, free1 = ("".join(c for c in s if c not in common) for s in (s0, s1))
+    s_next = "".join(batch) + free0 + free1
+    lhs, rhs = acc, o1
+    if last and s_next != out:  # as JAX: then the later operand goes first
+        s_next, lhs, rhs = "".join(batch) + free1 + free0, o1, acc
+        dims = ((dims[0][1], dims[0][0]), (dims[1][1], dims[1][0]))
+    if core.get_aval(lhs).dtype != core.get_aval(rhs).dtype:  # one summed in `d` above:
+        # JAX's dot_general takes mixed dtypes, and on CPU converts both to the result's
+        lhs, rhs = lax.convert_element_type(lhs, d), lax.convert_element_type(rhs, d)
+    sh = _last_out_sharding(out_sharding, out, s_next) if last else None
+    acc = lax.dot_general(lhs, rhs, dims, precision=precision, preferred_element_type=d,
+                          out_sharding=sh)
+    return acc, s_next
 
 
 def _last_out_sharding(out_sharding, out: str, s0: str):

@@ -342,13 +342,14 @@ def stack(arrays: Sequence, axis: int = 0):
     """Join arrays of equal shape along a new axis."""
     if not len(arrays):
         raise ValueError("Need at least one array to stack.")
-    arrays = [asarray(a) for a in arrays]
+    if isinstance(arrays, (np.ndarray, Array)):  # one array: its rows, as JAX's does
+        axis = canonicalize_axis(axis, ndim(arrays))
+        return concatenate(expand_dims(arrays, axis + 1), axis)
+    arrays = promote_dtypes(*[asarray(a) for a in arrays])
     shapes = {core.get_aval(a).shape for a in arrays}
     if len(shapes) != 1:
         raise ValueError("All input arrays must have the same shape.")
-    nd = ndim(arrays[0]) + 1
-    axis = canonicalize_axis(axis, nd)
-    return concatenate([expand_dims(a, axis) for a in arrays], axis)
+    return lax.stack(arrays, axis)
 
 
 def broadcast_arrays(*args):

@@ -21,10 +21,13 @@ from minijax.interpreters import partial_eval as pe
 from minijax.state.primitives import addupdate_p, get_p, swap_p
 from minijax.state.types import AbstractRef, indexed_shape
 from minijax.util import safe_zip, split_list
+from minijax import lax, numpy as jnp
+from minijax.lax.control_flow.conditionals import cond_p
+from minijax.lax.control_flow.loops import scan_p, while_p
+from minijax.tree_util import tree_flatten, tree_unflatten
 
 
 def _starts(starts):
-    from minijax import lax
     return [np.int32(s) if isinstance(s, (int, np.integer)) else
             s if core.get_aval(s).dtype == np.int32 else lax.convert_element_type(s, np.int32)
             for s in starts]
@@ -35,7 +38,6 @@ def _window(starts, indexer):
 
 
 def _read(x, starts, indexer):
-    from minijax import lax
     win = lax.dynamic_slice(x, _starts(starts), _window(starts, indexer),
                             allow_negative_indices=False)
     shape = indexed_shape(indexer)
@@ -43,8 +45,6 @@ def _read(x, starts, indexer):
 
 
 def _write(x, val, starts, indexer):
-    from minijax import lax
-    from minijax import numpy as jnp
     win = _window(starts, indexer)
     val = jnp.asarray(val, x.dtype)
     if tuple(val.shape) != tuple(win):
@@ -70,7 +70,6 @@ def _swap_discharge(in_vals, is_ref, *, indexer):
 
 
 def _addupdate_discharge(in_vals, is_ref, *, indexer):
-    from minijax import lax
     x, val, *starts = in_vals
     new = lax.add(_read(x, starts, indexer), val)
     return [], [_write(x, new, starts, indexer)] + [None] * (len(in_vals) - 1)
@@ -157,7 +156,6 @@ def _inner(aval):
 
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_state_discharge_rule
 def _cond_discharge(in_vals, is_ref, *, branches):
-    from minijax.lax.control_flow.conditionals import cond_p
     index, *ops = in_vals
     refs = is_ref[1:]
     new = [_discharged_closed(b, refs) for b in branches]
@@ -199,7 +197,6 @@ def _trace_closed(fun, avals, name) -> ClosedJaxpr:
 # JAX: jax/_src/lax/control_flow/loops.py _while_partial_discharge_rule — differs: refs
 # only as body consts
 def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, body_nconsts):
-    from minijax.lax.control_flow.loops import while_p
     cref, bref, carry_ref = split_list(is_ref, [cond_nconsts, body_nconsts])
     if any(cref) or any(carry_ref):
         raise NotImplementedError("discharge_state: a while loop whose condition reads a ref, "
@@ -239,7 +236,6 @@ def _while_discharge(in_vals, is_ref, *, cond_jaxpr, body_jaxpr, cond_nconsts, b
 # JAX: jax/_src/lax/control_flow/loops.py _scan_state_partial_discharge_rule — differs:
 # refs only as consts
 def _scan_discharge(in_vals, is_ref, *, reverse, length, jaxpr, num_consts, num_carry, unroll):
-    from minijax.lax.control_flow.loops import scan_p
     kref, rest = is_ref[:num_consts], is_ref[num_consts:]
     if any(rest):
         raise NotImplementedError("discharge_state: a scan that carries or scans over a ref "
@@ -270,8 +266,6 @@ def _scan_discharge(in_vals, is_ref, *, reverse, length, jaxpr, num_consts, num_
 
 
 def _register_control_flow() -> None:
-    from minijax.lax.control_flow.conditionals import cond_p
-    from minijax.lax.control_flow.loops import scan_p, while_p
     discharge_rules[cond_p] = _cond_discharge
     discharge_rules[while_p] = _while_discharge
     discharge_rules[scan_p] = _scan_discharge
@@ -285,7 +279,6 @@ _register_control_flow()
 def run_state(f: Callable) -> Callable:
     """`run_state(f)(init)`: call `f` on refs holding `init` (a pytree of arrays); return their
     final contents. `f` reads and writes the refs and returns nothing."""
-    from minijax.tree_util import tree_flatten, tree_unflatten
 
     def wrapped(init):
         flat, tree = tree_flatten(init)

@@ -17,6 +17,7 @@ from minijax.ad_util import Zero
 from minijax.interpreters import ad, batching
 from minijax.state.types import (AbstractRef, AccumEffect, ReadEffect, WriteEffect,
                                  indexed_shape, make_indexer, pp_indexer)
+from minijax import lax, numpy as jnp
 
 
 def _no_eager(name):
@@ -146,8 +147,6 @@ core.pp_eqn_rules[addupdate_p] = _addupdate_pp_rule
 # ---------------------------------------------------------------------------------------------
 
 def _cast_value(ref, val):
-    from minijax import lax
-    from minijax import numpy as jnp
     val = jnp.asarray(val)
     if val.dtype != ref.dtype:
         val = lax.convert_element_type(val, ref.dtype)
@@ -155,7 +154,6 @@ def _cast_value(ref, val):
 
 
 def _broadcast_to(name, ref, val, shape):
-    from minijax import numpy as jnp
     if tuple(val.shape) == tuple(shape):
         return val
     try:

@@ -85,10 +85,12 @@ class AbstractRef:
     # `t[idx] = v` to `t.aval._getitem` / `_setitem`), as JAX's AbstractRef is.
     # JAX: jax/_src/state/types.py AbstractRef._getitem, AbstractRef._setitem
     def _getitem(self, tracer, idx):
+        # not at the top: state.primitives imports this module
         from minijax.state.primitives import ref_get
         return ref_get(tracer, idx)
 
     def _setitem(self, tracer, idx, value) -> None:
+        # not at the top: state.primitives imports this module
         from minijax.state.primitives import ref_set
         return ref_set(tracer, idx, value)
 

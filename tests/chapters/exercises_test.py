@@ -548,3 +548,50 @@ def test_sampling_matches_jax_and_the_softmax(module):
     assert freq[3] == 0, freq
     # within four binomial standard deviations of the renormalized softmax at temperature T
     assert np.all(np.abs(freq[:3] - want) <= 4 * np.sqrt(want * (1 - want) / n)), (freq, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# addition_scratchpad: carries written out, and the longest carry chain (chapter 26)
+# ---------------------------------------------------------------------------------------------
+
+def _sums(n: int, count: int, seed: int):
+    rng = np.random.RandomState(seed)
+    return rng.randint(0, 10 ** n, count).astype(np.int64), rng.randint(0, 10 ** n, count)
+
+
+@_versions("addition_scratchpad")
+def test_addition_scratchpad_spells_the_sum_and_its_carries(module):
+    from compare import addition
+    n = 3
+    a, b = _sums(n, 300, 0)
+    x, y = module.encode_scratchpad(a, b, n)
+    assert x.shape == y.shape == (300, 4 * n + 3) and x.dtype == np.int32
+    row = "".join(addition.CHARS[t] for t in x[0]) + addition.CHARS[y[0, -1]]
+    assert row.startswith(f"{a[0]:03d}+{b[0]:03d}=")
+    answer = np.concatenate([x[:, 2 * n + 2:], y[:, -1:]], axis=1)  # the 2(n+1) answer tokens
+    np.testing.assert_array_equal(module.read_answer(answer, n), a + b)
+    for av, bv, toks in zip(a.tolist(), b.tolist(), answer):
+        carry = 0
+        for j in range(n + 1):   # the schoolbook carry into column j, then its digit
+            assert toks[2 * j] == carry
+            col = (av // 10 ** j % 10) + (bv // 10 ** j % 10) + carry
+            assert toks[2 * j + 1] == col % 10
+            carry = int(col >= 10)
+    keep = y != addition.IGNORE
+    assert keep.sum(1).tolist() == [2 * (n + 1)] * 300 and not keep[:, :2 * n + 1].any()
+    np.testing.assert_array_equal(y[:, :-1][keep[:, :-1]], x[:, 1:][keep[:, :-1]])
+
+
+@_versions("addition_scratchpad")
+def test_addition_longest_carry_chain_against_a_loop(module):
+    for n in (1, 3, 5):
+        a, b = _sums(n, 400, n)
+        got = module.longest_carry_chain(a, b, n)
+        for av, bv, g in zip(a.tolist(), b.tolist(), got):
+            carry = run = best = 0
+            for j in range(n):
+                carry = int((av // 10 ** j % 10) + (bv // 10 ** j % 10) + carry >= 10)
+                run = run + 1 if carry else 0
+                best = max(best, run)
+            assert g == best, (av, bv)
+    assert module.longest_carry_chain(np.array([999]), np.array([1]), 3).tolist() == [3]

@@ -28,6 +28,8 @@ from minijax.state.discharge import _eval_discharged, always_discharge, discharg
 from minijax.state.types import AbstractRef
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import split_list
+from minijax import lax, numpy as jnp
+from minijax.pjit import jit
 
 _CHAPTER = "chapters/16-pallas.md"
 
@@ -106,7 +108,6 @@ def cdiv(a, b):
 def when(condition):
     """`@pl.when(cond)` runs the decorated (argument-less) function only where `cond` holds:
     a `lax.cond` whose false branch does nothing."""
-    from minijax import lax
 
     def decorator(f: Callable):
         if isinstance(condition, (bool, np.bool_)):
@@ -430,7 +431,6 @@ def uninitialized_value(dtype) -> np.ndarray:
 
 
 def _pad(x, bm: BlockMapping):
-    from minijax import lax
     shape = _padded_shape(bm)
     if shape == tuple(bm.array_aval.shape):
         return x
@@ -439,14 +439,12 @@ def _pad(x, bm: BlockMapping):
 
 
 def _unpad(x, bm: BlockMapping):
-    from minijax import lax
     if tuple(x.shape) == tuple(bm.array_aval.shape):
         return x
     return lax.slice(x, (0,) * x.ndim, bm.array_aval.shape)
 
 
 def _block_starts(bm: BlockMapping, ids, prefetched=()):
-    from minijax import lax
     idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids,
                           *prefetched)
     return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
@@ -454,14 +452,12 @@ def _block_starts(bm: BlockMapping, ids, prefetched=()):
 
 
 def _read_block(x, bm: BlockMapping, starts):
-    from minijax import lax
     blk = lax.dynamic_slice(x, starts, bm.block_sizes, allow_negative_indices=False)
     shape = bm.ref_aval.shape
     return blk if tuple(blk.shape) == shape else lax.reshape(blk, shape)
 
 
 def _write_block(x, blk, bm: BlockMapping, starts):
-    from minijax import lax
     if tuple(blk.shape) != bm.block_sizes:
         blk = lax.reshape(blk, bm.block_sizes)
     return lax.dynamic_update_slice(x, blk, starts, allow_negative_indices=False)
@@ -469,7 +465,6 @@ def _write_block(x, blk, bm: BlockMapping, starts):
 
 def _unravel(k, grid):
     """Grid indices (int32 scalars) of the flat iteration `k`, the last axis fastest."""
-    from minijax import lax
     ids = []
     for g in reversed(grid):
         ids.append(lax.rem(k, np.int32(g)))
@@ -482,8 +477,6 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
                            scratch_avals, input_output_aliases, name, vmapped_dims,
                            num_scalar_prefetch):
     """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
-    from minijax import lax
-    from minijax import numpy as jnp
     del name
     n_in, n_out = len(in_block_mappings), len(out_block_mappings)
     alias = dict(input_output_aliases)
@@ -578,7 +571,6 @@ def _params_key(params: dict) -> tuple:
 def _pallas_call_impl(*args, **params):
     """Eagerly, a pallas_call is `jit` of itself, compiled once per distinct kernel program
     (the same kernel called again with the same shapes reuses the executable)."""
-    from minijax.pjit import jit
     key = _params_key(params)
     fn = _impl_cache.get(key)
     if fn is None:

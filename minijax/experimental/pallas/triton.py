@@ -1,3 +1,4 @@
+from minijax import numpy as jnp
 """minijax.experimental.pallas.triton: `load`/`store` with masks, as in
 jax.experimental.pallas.triton (JAX 0.10 moved them here from `pl`). In interpret mode a
 masked load is a read plus a select, and a masked store a read, a select and a write."""
@@ -9,7 +10,6 @@ def load(ref, *, mask=None, other=None, cache_modifier=None, eviction_policy=Non
          volatile: bool = False):
     """The whole of `ref`, with positions where `mask` is False replaced by `other` (0 if
     None)."""
-    from minijax import numpy as jnp
     del cache_modifier, eviction_policy, volatile
     val = ref[...]
     if mask is None:
@@ -20,7 +20,6 @@ def load(ref, *, mask=None, other=None, cache_modifier=None, eviction_policy=Non
 # JAX: jax/_src/pallas/triton/primitives.py store — differs: a get, a select and a swap
 def store(ref, val, *, mask=None, eviction_policy=None) -> None:
     """Write `val` into all of `ref`, leaving positions where `mask` is False unchanged."""
-    from minijax import numpy as jnp
     del eviction_policy
     if mask is not None:
         val = jnp.where(mask, val, ref[...])

@@ -12,11 +12,14 @@ from typing import Any, Callable, Sequence
 
 from minijax import core, dtypes
 from minijax.ad_util import Zero
+from minijax.array import array_from_numpy
 from minijax.core import ClosedJaxpr, Jaxpr, ShapedArray, Tracer, Var
 from minijax.interpreters import batching
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import PyTreeDef
 from minijax.util import safe_zip, split_list
+from minijax.config import config
+from minijax.lax import lax
 
 # ---------------------------------------------------------------------------------------------
 # disable_jit: control flow run as Python
@@ -25,7 +28,6 @@ from minijax.util import safe_zip, split_list
 def python_control_flow() -> bool:
     """Under `minijax.disable_jit()`, control flow runs as Python (`if`, `for`, `while`)
     where its operands allow, so prints and breakpoints in bodies run per iteration."""
-    from minijax.config import config
     return config.jax_disable_jit
 
 
@@ -90,7 +92,6 @@ def promote_weak_typed_input(in_val, in_aval: ShapedArray, out_aval: ShapedArray
     converted to that dtype, so `scan(f, 0, xs)` with a float body works as in JAX. Returns
     (value, changed)."""
     if in_aval.weak_type and not core.typematch(in_aval, out_aval):
-        from minijax.lax import lax
         new_dtype, _ = dtypes.result_type_weak((in_aval.dtype, True),
                                                (out_aval.dtype, out_aval.weak_type))
         return lax.convert_element_type(in_val, new_dtype), True
@@ -103,7 +104,7 @@ def as_array(x, aval: ShapedArray):
     re-evaluated eagerly lose their weak type)."""
     if isinstance(x, Tracer) or getattr(x, "aval", None) == aval:
         return x
-    return core.array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
+    return array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
 
 
 def is_zero(t) -> bool:

@@ -27,6 +27,7 @@ from minijax.lax.control_flow.common import (
     python_control_flow, to_concrete_value, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
+from minijax.lax import parallel
 
 _no_operand_sentinel = object()
 
@@ -66,8 +67,7 @@ def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_s
     if len(branches) == 1:
         return branches[0](*operands)
     index = lax.convert_element_type(index, np.int32)
-    index = lax.max(np.array(0, np.int32), lax.min(index, np.array(len(branches) - 1,
-                                                                    np.int32)))
+    index = lax.clamp(np.array(0, np.int32), index, np.array(len(branches) - 1, np.int32))
     if python_control_flow() and to_concrete_value(index) is not None:
         return branches[int(to_concrete_value(index))](*operands)
     names = [f"branch {i}" for i in range(len(branches))]
@@ -161,7 +161,6 @@ def _vary_with_index(index, branches: list[ClosedJaxpr], operands: list):
     if all(axes <= core.get_aval(x).vma for x in operands) and \
             all(axes <= a.vma for a in branches[0].out_avals):
         return branches, operands
-    from minijax.lax import parallel
     vary = lambda x, vma: parallel.pvary(x, tuple(sorted(vma - core.get_aval(x).vma)))
     operands = [vary(x, axes) for x in operands]
     out_vma = [a.vma | axes for a in branches[0].out_avals]
@@ -240,13 +239,15 @@ def _merge_branch_residuals(branch_res_avals: Sequence[Sequence[ShapedArray]]
 # JAX: jax/_src/lax/control_flow/conditionals.py _join_cond_outputs
 def _join_cond_outputs(jaxprs: Sequence[ClosedJaxpr], all_res_avals: Sequence[ShapedArray],
                        res_indices: Sequence[list[int]], num_non_res: int) -> tuple:
-    """Make every known branch return all residual slots (zeros in those it does not fill)."""
+    """Make every known branch return all residual slots: each slot starts as an `empty`
+    array (left dead where the branch fills it, as JAX does), then takes the branch's own."""
     def augment(jaxpr, indices):
         def f(*args):
             outs, res = split_list(eval_closed(jaxpr, *args), [num_non_res])
-            slots = dict(safe_zip(indices, res))
-            return outs + [slots[i] if i in slots else ad.zeros_like_aval(a)
-                           for i, a in enumerate(all_res_avals)]
+            slots = [lax.empty_like_shaped_array(a) for a in all_res_avals]
+            for i, r in safe_zip(indices, res):
+                slots[i] = r
+            return outs + slots
         return trace_closed(f, jaxpr.in_avals, "partial evaluation")
     return tuple(augment(j, ix) for j, ix in safe_zip(jaxprs, res_indices))
 
@@ -396,10 +397,7 @@ def _cond_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> core.JaxprEq
         used_inputs = [u or v for u, v in safe_zip(used_inputs, used)]
     new_branches = tuple(pe.dce_closed_jaxpr(b, used_outputs, instantiate=used_inputs)[0]
                          for b in branches)
-    return eqn.replace(
-        invars=[eqn.invars[0]] + [v for v, u in safe_zip(eqn.invars[1:], used_inputs) if u],
-        outvars=[v for v, u in safe_zip(eqn.outvars, used_outputs) if u],
-        params=dict(eqn.params, branches=new_branches))
+    return pe.dce_eqn(eqn, [True, *used_inputs], used_outputs, branches=new_branches)
 
 
 cond_p = core.Primitive("cond")

@@ -1,0 +1,120 @@
+"""The `addition` comparison topic (`compare/addition.py`) at quick sizes: the data made by code
+(formats, carries, splits with no shared pair), a tiny model trained in lockstep through minijax,
+JAX and Flax NNX from the same weights, the attention recorder and the carry probe."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import jax
+
+from compare import addition, gpt
+
+
+def test_encode_writes_reversed_padded_sums_and_scores_only_the_answer():
+    a, b = np.array([47, 999]), np.array([385, 1])
+    x, y = addition.encode(a, b, 3)
+    seq = lambda row: "".join(addition.CHARS[t] for t in row)  # noqa: E731
+    assert seq(x[0]) == "047+385=234"          # 432 -> "0432" reversed; last digit is a target
+    assert seq(x[1]) == "999+001=000"
+    answer = [addition.CHARS[t] for t in y[0] if t != addition.IGNORE]
+    assert "".join(answer) == str(47 + 385).zfill(4)[::-1]
+    assert (y[:, :7] == addition.IGNORE).all()  # no loss on the prompt
+    plain_x, plain_y = addition.encode(a, b, 3, addition.Format(reverse=False, pad=False))
+    assert seq(plain_x[0]).startswith("47+385=432")
+    assert "".join(addition.CHARS[t] for t in plain_y[1] if t != addition.IGNORE) == "1000."
+    nosep, _ = addition.encode(a, b, 3, addition.Format(sep=False))
+    assert seq(nosep[0]) == "047385234"
+
+
+def test_carries_count_like_schoolbook_addition():
+    rng = np.random.RandomState(0)
+    a, b = rng.randint(0, 1000, 500), rng.randint(0, 1000, 500)
+    c = addition.carries(a, b, 3)
+    for av, bv, row in zip(a, b, c):
+        carry, want = 0, [0]
+        for i in range(3):
+            carry = int((av // 10 ** i % 10) + (bv // 10 ** i % 10) + carry >= 10)
+            want.append(carry)
+        assert row.tolist() == want
+    # The sum's digits follow from the operands' digits and the carries.
+    da, db = addition.digits(a, 3)[:, ::-1], addition.digits(b, 3)[:, ::-1]
+    ds = addition.digits(a + b, 4)[:, ::-1]
+    np.testing.assert_array_equal(ds[:, :3], (da + db + c[:, :3]) % 10)
+
+
+def test_splits_share_no_pair_and_mirror_pairs_stay_together():
+    rng = np.random.RandomState(1)
+    a, b = rng.randint(0, 10 ** 4, 20000), rng.randint(0, 10 ** 4, 20000)
+    np.testing.assert_array_equal(addition.split_of(a, b, 4), addition.split_of(b, a, 4))
+    share = np.bincount(addition.split_of(a, b, 4), minlength=3) / len(a)
+    assert abs(share[0] - 0.02) < 0.005 and abs(share[1] - 0.01) < 0.004
+    s = addition.setup("quick")
+    assert addition.no_shared_pair(addition.splits(s), s.digits)
+
+
+def test_addition_topic_quick():
+    res = addition.run(quick=True)
+    failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
+    assert len(res.checks) >= 5 and not failing, failing
+    jx = res.extra["jax"]["losses"]
+    assert len(jx) == addition.SIZES["quick"]["steps"]
+    assert res.extra["minijax"]["losses"] == pytest.approx(jx, rel=1e-4)
+    assert res.extra["nnx"]["losses"] == pytest.approx(jx, rel=1e-3)
+    assert {"digits", "params", "by_carries", "length_generalisation"} <= set(res.extra)
+    assert set(res.extra["by_carries"]) <= {"0", "1", "2", "3"}
+    assert res.extra["length_generalisation"]["digits"] == 4
+    for name in ("minijax", "jax", "nnx"):
+        assert res.extra[name]["step_ms"] > 0
+        assert 0 <= res.extra[name]["test_exact_match"] <= 1
+    probe = res.extra["probe"]
+    assert [p["layer"] for p in probe] == [0, 1] and all(0.5 <= p["baseline"] <= 1 for p in probe)
+
+
+def test_an_unpadded_format_trains_and_scores_its_variable_answer_positions():
+    s = addition.setup("quick")
+    s = dataclasses.replace(s, model=dataclasses.replace(s.model, steps=10), eval_every=5)
+    r = addition.train_format(s, addition.Format(pad=False), quiet=True, label="no padding")
+    assert [step for step, _ in r["val"]] == [5, 10] and 0 <= r["test_exact_match"] <= 1
+    assert r["example"].endswith(".") and "=" in r["example"] and np.isfinite(r["final_loss"])
+
+
+def test_recorder_sees_the_attention_weights_jax_computes():
+    s = addition.setup("quick")
+    params = gpt.init_params(s.model, 3)
+    params = jax.tree_util.tree_map(lambda p: p * 20 if p.ndim >= 2 else p, params)
+    maps = addition.attention_maps(s, params, [12, 345], [678, 9])
+    assert len(maps) == s.model.n_layer and maps[0].shape == (2, 2, s.seq_len, s.seq_len)
+    np.testing.assert_allclose(maps[0].sum(-1), 1.0, rtol=1e-5)
+    assert np.allclose(np.triu(maps[0], 1), 0)   # causal
+    # Layer 0's weights from the embeddings by hand: softmax(q k^T / sqrt(dh)) under the mask.
+    x, _ = addition.encode(np.array([12, 345]), np.array([678, 9]), s.digits, s.fmt,
+                           s.seq_len + 1)
+    blk, T, H = params["blocks"][0], s.seq_len, s.model.n_head
+    h = params["wte"][x] + params["wpe"][:T]
+    h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-5)
+    qkv = (h @ blk["w_qkv"] + blk["b_qkv"]).reshape(2, T, 3, H, -1)
+    sc = np.einsum("bqhd,bkhd->bhqk", qkv[:, :, 0], qkv[:, :, 1]) / np.sqrt(qkv.shape[-1])
+    sc = np.where(np.tril(np.ones((T, T), bool)), sc, -np.inf)
+    want = np.exp(sc - sc.max(-1, keepdims=True))
+    np.testing.assert_allclose(maps[0], want / want.sum(-1, keepdims=True), rtol=1e-4,
+                               atol=1e-6)
+
+
+def test_10M_configuration_counts_about_ten_million_parameters():
+    s = addition.setup("10M")
+    p = addition.n_params(gpt.init_params(s.model))
+    d, L, V, T = s.model.d_model, s.model.n_layer, addition.VOCAB, s.model.block
+    assert p == L * (12 * d * d + 13 * d) + (V + T) * d + 2 * d + d * V
+    assert 9e6 < p < 11e6
+
+
+def test_bad_setup_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="unknown size 'huge'"):
+        addition.setup("huge")
+    with pytest.raises(ValueError, match="digits must be 1..9"):
+        addition.setup("default", digits=12)
+    plain = addition.setup("quick", fmt=addition.Format(reverse=False))
+    with pytest.raises(ValueError, match="operand_attention: reads the answer positions"):
+        addition.operand_attention(plain, [])
