@@ -20,6 +20,7 @@ from minijax.interpreters import ad, batching
 from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
+from minijax.sharding import NamedSharding, PartitionSpec, get_concrete_mesh
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
 from minijax import numpy as jnp, sharding as msh
@@ -323,11 +324,34 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         one = array_from_numpy(np.ones((), aval.dtype), aval.weak_type)
         if aval.sharding is not None and core.trace_ctx.trace is not core.eval_trace:
             one = lax_internal._replicated_scalar(one, aval.sharding.mesh)  # as JAX's _one
+        elif type(ans) is Array and isinstance(ans._sharding, NamedSharding):
+            # eagerly, JAX's _one is replicated over the mesh in context, so the cotangents
+            # are computed on it; on an Explicit mesh with none set JAX 0.10.2 fails
+            # (docs/conformance.md), minijax takes the output's mesh
+            mesh = get_concrete_mesh() or (ans._sharding.mesh if aval.sharding else None)
+            if mesh is not None:
+                one = Array(one.aval, one._npy, None, True, NamedSharding(mesh, PartitionSpec()))
         g = f_vjp(one)
         g = g[0] if int_argnums else tuple(g)
         return ((ans, aux), g) if has_aux else (ans, g)
 
     return value_and_grad_f
+
+
+# JAX: jax/_src/api.py _mapped_axis_spec
+def _check_mapped_specs(flat, dims) -> None:
+    """Sharding in types: the mapped dimensions of the arguments must be split alike over
+    the Explicit mesh axes (one batch, one layout); ValueError otherwise."""
+    seen = []
+    for x, d in zip(flat, dims):
+        if d is not None:
+            s = core.get_aval(x).sharding
+            spec = s.spec[d] if s is not None else None
+            if seen and seen[0] != spec:
+                raise ValueError(f"Mapped away dimension of inputs passed to vmap should be "
+                                 f"sharded the same. Got inconsistent axis specs: {seen[0]} "
+                                 f"vs {spec}")
+            seen.append(spec)
 
 
 # JAX: jax/_src/api.py grad
@@ -426,6 +450,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         dims = _broadcast_prefix(in_axes if isinstance(in_axes, tuple) else in_axes, args,
                                  "in_axes")
         norm_dims, size = _mapped_axes_and_size(flat, dims, axis_size)
+        _check_mapped_specs(flat, norm_dims)
         store: list = []
         flat_fun = flatten_fun_nokwargs(lambda *a: fun(*a, **kwargs), in_tree, store)
 

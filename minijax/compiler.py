@@ -450,7 +450,13 @@ def device_put_sharded(value: np.ndarray, sharding) -> Any:
     index_map = sharding.devices_indices_map(value.shape)  # checks rank and divisibility
     local = sharding.addressable_devices  # with several processes, each places its own
     devices = [d for d in sharding._device_assignment if d in local]
-    shards = [np.ascontiguousarray(value[index_map[d]]) for d in devices]
+    # np.asarray, not np.ascontiguousarray: that makes a 0-d block 1-d
+    shards = [np.asarray(value[index_map[d]], order="C") for d in devices]
+    want = sharding.shard_shape(value.shape)
+    for d, b in zip(devices, shards):  # the runtime trusts these shapes: check them here
+        if b.shape != want:
+            raise ValueError(f"device_put: the block for {d} has shape {b.shape}, the "
+                             f"sharding {sharding} of {value.shape} asks for {want}")
     return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
                                    _buffer_sharding(sharding), shards, devices, True,
                                    enable_x64=True)
@@ -481,8 +487,11 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
-    tokens)."""
-    return _named_shardings(executable.get_parameter_shardings()[ntok:], mesh, in_avals)
+    tokens); an input read on one device only is given whole to every device."""
+    from minijax import sharding as msh
+    return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
+            for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
+                                      in_avals)]
 
 
 def _named_shardings(protos, mesh, avals) -> list:
@@ -490,9 +499,25 @@ def _named_shardings(protos, mesh, avals) -> list:
     out = []
     for proto, aval in zip(protos, avals):
         hlo = xc.HloSharding.from_proto(proto)
+        if hlo.is_maximal() and not hlo.is_replicated() and mesh.size > 1:
+            # on one device only: a host callback's result nothing else constrains (JAX's
+            # GSPMDSharding {maximal device=k}); the other devices' copies are not computed
+            k = hlo.tile_assignment_devices()[0]
+            out.append(msh.SingleDeviceSharding(mesh.devices.flat[k]))
+            continue
         index_of = _index_of_tiles(hlo, aval.shape, mesh.size)
         out.append(msh.NamedSharding(mesh, msh.spec_for_device_map(mesh, aval.shape, index_of)))
     return out
+
+
+def _check_buffer(buf, x, sharding) -> None:
+    """The runtime trusts a buffer's shape and layout: a global buffer that is not what its
+    Array says it is would be read out of bounds (a crash, not an error). AssertionError."""
+    want = _buffer_sharding(sharding)
+    if buf.shape != x.shape or (buf.sharding is not want and buf.sharding != want):
+        raise AssertionError(f"minijax: the buffer of an Array of type {x.aval.str_short()} "
+                             f"laid out as {sharding} has shape {buf.shape} and sharding "
+                             f"{buf.sharding}")
 
 
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (with shardings) — differs: arguments
@@ -513,17 +538,22 @@ class ExecuteSharded(ExecuteReplicated):
         from jaxlib import _jax
         self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
+        # an output on one device comes back as the mesh's buffer: its copy there is taken
+        whole = [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding)
+                 else s for s in out_shardings]
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,
                                                    _skip_checks=True)
                          for a, s in zip([*[core.ShapedArray((0,), np.bool_)] * len(token_sh),
-                                          *out_avals], [*token_sh, *out_shardings])]
+                                          *out_avals], [*token_sh, *whole])]
 
     def __call__(self, args, consts=()):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
             if type(x) is Array and x._sharding == s:
-                bufs.append(x.device_buffer())
+                buf = x.device_buffer()
+                _check_buffer(buf, x, s)
+                bufs.append(buf)
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
@@ -533,5 +563,11 @@ class ExecuteSharded(ExecuteReplicated):
             outs = execute(self.executable, bufs, self.handlers)
         if self.donated is not None:
             self._delete_donated(args, len(consts))
-        return [Array(a, None, b, True, s)
+        return [Array(a, None, b if s.num_devices > 1 else _on_device(b, s._device), True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
+
+
+def _on_device(buf, device):
+    """The copy of a global buffer held by `device` (one device's result of a program on a
+    mesh: the other devices' copies are not computed)."""
+    return next(b for b in buf._arrays if b.devices() == {device})

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from minijax import array as array_mod
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
@@ -70,7 +71,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if type(x) is Array and type(y) is Array:
             avals = (x.aval, y.aval)
             xv, yv = x._npy, y._npy
-            if last is not None and xv is not None and yv is not None:
+            if last is not None and xv is not None and yv is not None \
+                    and x._sharding is None and y._sharding is None:
                 last_avals, last_params, context, fn, out_aval, dtype = last
                 if last_avals == avals and last_params == params \
                         and context is config.eager_context:
@@ -84,7 +86,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         x = args[0]
         avals = (x.aval,)
         xv = x._npy
-        if last is not None and xv is not None:
+        if last is not None and xv is not None and x._sharding is None:
             last_avals, last_params, context, fn, out_aval, dtype = last
             if last_avals == avals and last_params == params \
                     and context is config.eager_context:
@@ -94,8 +96,10 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
+    # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
+    on_mesh = array_mod.sharded_arrays_made and _on_auto_mesh(args)
     try:
-        key = (prim, config.eager_context, avals, *params.items())
+        key = (prim, config.eager_context, avals, on_mesh, *params.items())
         run = _callables.get(key)
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
@@ -107,7 +111,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             if config.jax_debug_nans or config.jax_debug_infs:
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
-        if _on_auto_mesh(args):
+        if on_mesh:
             return _mesh_callable(prim, key, params)(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
@@ -133,11 +137,13 @@ core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each pri
 
 
 def _on_auto_mesh(args) -> bool:
-    """Whether an operand is laid out over several devices without a sharding in its type
-    (an Auto mesh): its result's layout is then XLA's choice, so the op runs on the mesh."""
+    """Whether an operand is laid out over several devices not all of whose layout is in its
+    type (a mesh with Auto axes): its result's layout is then XLA's choice, so the op runs on
+    the mesh."""
     for x in args:
-        if type(x) is Array and x._sharding is not None and x.aval.sharding is None \
-                and getattr(x._sharding, "num_devices", 1) > 1:
+        if type(x) is Array and x._sharding is not None \
+                and getattr(x._sharding, "num_devices", 1) > 1 \
+                and (x.aval.sharding is None or not x._sharding.mesh.are_all_axes_explicit):
             return True
     return False
 
@@ -204,6 +210,8 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         nonlocal checked
         vals, committed = _numpy_args(args, in_avals)
         val = impl(*vals)
+        if type(val) is Array:  # an impl that places its result (a sharding constraint)
+            return val
         exact = type(val) is np.ndarray and val.dtype is dtype
         if not exact:  # NumPy scalars, upcasts
             val = np.asarray(val, dtype=dtype)
@@ -237,7 +245,7 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
             mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
-            if mesh is not None:
+            if mesh is not None and o._sharding is None:  # else placed by its impl already
                 o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
             res.append(o)
         return res if multiple else res[0]
@@ -256,7 +264,10 @@ def _numpy_args(args, in_avals) -> tuple[list, bool]:
 
 
 def wrap_numpy(val, aval: core.ShapedArray, committed: bool = False) -> Array:
-    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`."""
+    """An impl's result (a NumPy array or scalar) as an Array of exactly `aval`; an Array
+    (placed by its impl) as it is."""
+    if type(val) is Array and val.aval.shape == aval.shape and val.dtype == aval.dtype:
+        return val
     if type(val) is not np.ndarray or val.dtype != aval.dtype:
         val = np.asarray(val, dtype=aval.dtype)
     if val.shape != aval.shape:

@@ -391,6 +391,11 @@ class JitWrapped:
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
+        if self.in_shardings is not None:  # JAX checks them against the types before tracing
+            for a, sh in zip(avals, self._leaf_in_shardings([None] * len(flat),
+                                                            [None] * len(flat), in_tree)):
+                if isinstance(sh, NamedSharding):
+                    sh.check_compatible_aval(a.shape)
         reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
                   if config.jax_explain_cache_misses or config.jax_log_compiles else None)
         t0 = time.perf_counter()
@@ -537,11 +542,22 @@ class JitWrapped:
                     self._fast_cache[key] = run
                 return run(flat)
         else:
-            entry, flat, _ = self._get_jaxpr(args, kwargs)
+            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
+            if self.in_shardings is not None:
+                # under jvp/grad/vmap the values inside the tracers may be committed Arrays:
+                # JAX checks them against in_shardings too (a batch dimension unsplit)
+                inner = [_concrete_of(x) for x in flat]
+                given = self._leaf_in_shardings(flat, [None] * len(flat), in_tree)
+                _check_committed([v for v, _ in inner],
+                                 [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
+        if self._has_shardings:
+            flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
+        if self.out_shardings is not None:
+            outs = _constrained(outs, _leaf_out_shardings(self.out_shardings, out_tree), True)
         return tree_unflatten(out_tree, outs)
 
     def trace(self, *args, **kwargs) -> Traced:
@@ -658,6 +674,57 @@ def _check_committed(leaves, shardings) -> None:
                 f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
 
 
+def _constrained(xs, shardings, retype: bool = False) -> list:
+    """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
+    nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
+    type says the layout: an output is `reshard`ed (`retype`), an input keeps its type (as
+    JAX's). Mixed meshes: not applied."""
+    out = []
+    for x, s in zip(xs, shardings):
+        if isinstance(s, NamedSharding):
+            mesh, spec = s.mesh, s.spec
+            if retype and mesh.explicit_axes and not any(
+                    a in mesh.auto_axes for p in spec for a in _axes_of(p)):
+                x = reshard(x, s)  # on Explicit axes only: the type changes
+            if mesh.auto_axes:  # the partitioner is told the Auto part
+                x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
+                    spec, mesh.auto_axes)))
+        out.append(x)
+    return out
+
+
+def _only_axes(spec: PartitionSpec, names) -> PartitionSpec:
+    parts = []
+    for p in spec:
+        axes = tuple(a for a in _axes_of(p) if a in names)
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return PartitionSpec(*parts)
+
+
+def _concrete_of(x) -> tuple:
+    """(the value under the JVP and batch tracers wrapping `x`, the batch dimensions met,
+    outermost first)."""
+    dims = []
+    while True:
+        if isinstance(x, ad.JVPTracer):
+            x = x.primal
+        elif isinstance(x, batching.BatchTracer) and x.batch_dim is not None:
+            dims.append(x.batch_dim)
+            x = x.val
+        else:
+            return x, dims
+
+
+def _batched(s, dims):
+    """Sharding `s` of a value, for the value with unsplit batch dimensions `dims` inserted."""
+    if not isinstance(s, NamedSharding):
+        return s
+    for d in dims:
+        spec = [*s.spec, *[None] * (d - len(s.spec))]
+        s = NamedSharding(s.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
+    return s
+
+
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
     """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
     the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
@@ -734,15 +801,21 @@ def with_sharding_constraint(x, shardings):
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
     leaves, tree = tree_flatten(x)
+    given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
+    if msh.get_concrete_mesh() is None and msh.get_abstract_mesh().empty and \
+            any(isinstance(s, PartitionSpec) for s in given):
+        raise RuntimeError("with_sharding_constraint requires a non-empty mesh in context if "
+                           "you are passing `PartitionSpec`s to shardings: set one with "
+                           "`jax.set_mesh(mesh)`, or pass `NamedSharding`s.")
     shs = _sharding_per_leaf(shardings, tree, "with_sharding_constraint", "shardings")
     for s in shs:
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
     in_context = msh.get_abstract_mesh()
-    for v, s in zip(leaves, shs):
+    for i, (v, s) in enumerate(zip(leaves, shs)):
         aval = core.get_aval(v)
-        s.check_compatible_aval(aval.shape)  # every leaf before any binding
+        s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
             # sharding in types: under an all-Explicit mesh the layout is already known, so
             # the constraint is a check (JAX: "acts as an assert"); reshard changes layouts
@@ -751,17 +824,19 @@ def with_sharding_constraint(x, shardings):
             if tuple(want.spec) != tuple(have):
                 raise AssertionError(
                     f"`with_sharding_constraint` acts as an assert when all axes of mesh are "
-                    f"of type `Explicit`. The array sharding: {aval.sharding.spec} did not "
+                    f"of type `Explicit`. The array sharding: {PartitionSpec(*have)} did not "
                     f"match the sharding provided: {want.spec}. Please use "
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
         else:
+            s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
                    for p in s.spec for a in msh._axes_of(p)):
                 raise ValueError(
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
                     f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
+            shs[i] = _with_type_axes(s, aval)
             explicit.append(False)
     if all(explicit):
         return x
@@ -773,8 +848,30 @@ def with_sharding_constraint(x, shardings):
     return tree_unflatten(tree, outs)
 
 
+def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
+    """A constraint naming Auto axes, with the Explicit axes the value's type splits each
+    dimension over kept (a mixed mesh: the constraint does not change the type)."""
+    if aval.sharding is None:
+        return s
+    given = s.spec._normalized_spec_for_aval(aval.ndim)
+    parts = []
+    for t, g in zip(aval.sharding.spec, given):
+        axes = (*_axes_of(t), *_axes_of(g))
+        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    return NamedSharding(s.mesh, PartitionSpec(*parts))
+
+
+def _axes_of(p) -> tuple:
+    return () if p is None else p if isinstance(p, tuple) else (p,)
+
+
 def _sharding_constraint_impl(x, *, sharding):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value, its layout is not kept
+    # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
+    # JAX's impl runs the constraint on the mesh
+    from minijax import sharding as msh
+    if isinstance(sharding.mesh, msh.Mesh):
+        return msh.device_put_sharded_tree(x, sharding)
+    return x
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
@@ -829,6 +926,12 @@ def reshard(xs, out_shardings):
         if not isinstance(s, NamedSharding):
             raise ValueError(f"Reshard should only be used with out_shardings which are "
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
+        for a in (a for p in s.spec for a in msh._axes_of(p)):
+            if a not in s.mesh.explicit_axes:  # Auto axes are the partitioner's, not reshard's
+                raise ValueError(f"PartitionSpec passed to reshard cannot contain axis names "
+                                 f"that are of type Auto or Manual. Got PartitionSpec: "
+                                 f"{s.spec} with axis name: {a} of type: "
+                                 f"{s.mesh.axis_types[s.mesh.axis_names.index(a)]}")
         s.check_compatible_aval(core.get_aval(v).shape)
     if core.trace_ctx.trace is core.eval_trace:
         return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
@@ -843,7 +946,11 @@ def reshard(xs, out_shardings):
 
 
 def _reshard_impl(x, *, dst_sharding, concrete_mesh):
-    return x  # evaluating a jaxpr eagerly (NumPy): the value
+    from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
+    mesh = concrete_mesh or msh.get_concrete_mesh()
+    if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
+        return msh.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
+    return x
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):

@@ -30,7 +30,8 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.sharding import Mesh, NamedSharding, PartitionSpec, _axes_of, get_concrete_mesh
+from minijax.sharding import (Mesh, NamedSharding, PartitionSpec, _axes_of, aval_sharding,
+                              get_concrete_mesh)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import pjit
@@ -110,8 +111,17 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         return tree_unflatten(out_tree, outs)
 
     def _trace(leaves, in_tree, specs, avals, mesh, manual):
+        typed = manual == frozenset(mesh.axis_names) and \
+            all(a in mesh.explicit_axes for a in manual)
         for i, (a, s) in enumerate(safe_zip(avals, specs)):
             _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
+            have = a.sharding.spec if a.sharding is not None else PartitionSpec(*[None] * a.ndim)
+            if typed and in_specs is not Infer and s._normalized_spec_for_aval(a.ndim) != have:
+                # sharding in types: the layout is in the argument's type; reshard changes it
+                raise ValueError(f"in_specs passed to shard_map: "
+                                 f"{s._normalized_spec_for_aval(a.ndim)} does not match the "
+                                 f"specs of the input: {have} for arg: {a.str_short()}. Leave "
+                                 f"in_specs out to take the arguments' own, or `reshard` them.")
             if not _spec_axes(s) <= manual:
                 raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
                                  f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
@@ -275,7 +285,10 @@ def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    return aval.update(shape=tuple(shape), vma=aval.vma - manual)
+    typed = aval.sharding  # sharding in types: on Explicit axes, out_specs is the layout
+    if typed is None and mesh.explicit_axes and not manual & _enclosing_manual(mesh):
+        typed = aval_sharding(NamedSharding(mesh, spec), len(shape))
+    return aval.update(shape=tuple(shape), vma=aval.vma - manual, sharding=typed)
 
 
 def _fit_outputs(name: str, outs, specs, mesh: Mesh, manual: frozenset, check_vma: bool,

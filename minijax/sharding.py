@@ -462,6 +462,11 @@ def broadcasting_sharding_rule(name: str, *avals):
             raise ShardingTypeError(f"{name} got incompatible shardings for broadcasting: "
                                     f"{', '.join(str(s) for s in specs)}.")
         out.append(kept.pop() if kept else None)
+    used = [a for p in out for a in _axes_of(p)]
+    if len(used) != len(set(used)):  # two dimensions over one mesh axis
+        raise ShardingTypeError(f"{name} operation with inputs: "
+                                f"{', '.join(a.str_short() for a in avals)} produces an "
+                                f"illegally sharded result: spec {tuple(out)}")
     return _with_spec(mesh, out)
 
 

@@ -75,6 +75,7 @@ class Lowered:
         self._name = name
         self._donated = tuple(donated)
         self._in_shardings = tuple(in_shardings)
+        self._given_out = tuple(out_shardings) or (None,) * len(closed.out_avals)
         # sharding in types: an output typed `f32[8@x]` is laid out as its type says
         self._out_shardings = tuple(
             a.sharding if a.sharding is not None and (not out_shardings or s is None) else s
@@ -127,17 +128,55 @@ class Lowered:
             chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals, ntok)
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
-            out_sh = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
-            if mesh.are_all_axes_explicit:  # the spec as the type states it (as JAX's)
-                out_sh = [c if a.sharding is None else NamedSharding(mesh, a.sharding.spec)
-                          for a, c in zip(self.jaxpr.out_avals, out_sh)]
-            out_sh = [c if g is None or g.memory_kind == "device" else
-                      c.with_memory_kind(g.memory_kind)  # the layout chosen, the memory given
-                      for c, g in zip(out_sh, [*self._out_shardings, *[None] * len(out_sh)])]
-            executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+            chosen = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
+            out_sh, out_avals = _output_layouts(mesh, self.jaxpr.out_avals, chosen,
+                                                self._given_out, self._out_shardings
+                                                or self._given_out, self._orig_input())
+            executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, out_avals,
                                                usable, in_sh, out_sh, mesh, *effs)
         executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
+
+    def _orig_input(self):
+        """(the first argument's NamedSharding, its rank), or None: JAX reuses that sharding,
+        spec as written, for an output the partitioner lays out the same way."""
+        n = len(self._in_shardings)
+        avals = self.jaxpr.in_avals[len(self.jaxpr.in_avals) - n:]  # after the consts
+        for s, a in zip(self._in_shardings, avals):
+            if isinstance(s, NamedSharding):
+                return s, a.ndim
+        return None
+
+
+# JAX: jax/_src/interpreters/pxla.py _get_out_sharding_from_orig_sharding
+def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, list]:
+    """Per output: (the sharding its Array carries, its aval). An `out_shardings` entry wins,
+    and the type follows it (on Explicit axes `f32[8@i]`, as JAX's); else the type's spec on a
+    mesh of Explicit axes only; else what the partitioner chose, written as the first input's
+    sharding `orig` when it is the same layout of the same rank (JAX:
+    pxla.py _get_out_sharding_from_orig_sharding). Each must lay the elements
+    out as the executable does (`chosen`): a mismatch would hand the runtime buffers it does
+    not hold, so it raises AssertionError here, once per executable."""
+    from minijax.sharding import aval_sharding
+    out_sh, avals = [], []
+    for a, c, g, t in zip(out_avals, chosen, given, typed):
+        s = c
+        if g is not None:
+            s = NamedSharding(mesh, g.spec)
+            a = a.update(sharding=aval_sharding(s, a.ndim))
+        elif a.sharding is not None and mesh.are_all_axes_explicit:
+            s = NamedSharding(mesh, a.sharding.spec)
+        elif orig is not None and orig[1] == a.ndim and c.num_devices > 1 and \
+                c.is_equivalent_to(orig[0], a.ndim):
+            s = NamedSharding(mesh, orig[0].spec)
+        if s is not c and not s.is_equivalent_to(c, a.ndim):
+            raise AssertionError(f"minijax: output of type {a.str_short()} would be labelled "
+                                 f"{s} but the executable lays it out as {c}")
+        if t is not None and t.memory_kind != "device":  # the layout chosen, the memory given
+            s = s.with_memory_kind(t.memory_kind)
+        out_sh.append(s)
+        avals.append(a)
+    return out_sh, avals
 
 
 # JAX: jax/_src/stages.py Compiled

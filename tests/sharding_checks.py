@@ -9,6 +9,7 @@ from eight_devices import request_eight_devices, run_checks
 
 request_eight_devices()  # before JAX is imported
 
+import functools  # noqa: E402
 import re  # noqa: E402
 
 import jax  # noqa: E402
@@ -820,6 +821,200 @@ def check_eager_ops_on_auto_mesh_keep_layout():
         assert str(mo.sharding.spec) == str(jo.sharding.spec), (mo.sharding, jo.sharding)
         assert shards_of(mo) == shards_of(jo)
     assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
+
+# ---------------------------------------------------------------------------------------------
+# Sharded programs under composition (tests/sharded_programs.py found these; one check each)
+# ---------------------------------------------------------------------------------------------
+
+def _layout(x):
+    """What the two modules must agree on for a result: values, spec (without trailing Nones:
+    `P('i')` and `P('i', None)` are one layout, and JAX writes either), mesh shape, type."""
+    s = x.sharding
+    spec = type(s).__name__
+    if hasattr(s, "spec"):
+        parts = list(s.spec)
+        while parts and parts[-1] is None:
+            parts.pop()
+        spec = str(type(s.spec)(*parts))
+    return (np.round(np.asarray(x), 5).tolist(), spec,
+            tuple(getattr(getattr(s, "mesh", None), "axis_sizes", ())), str(J_typeof(x)))
+
+
+def J_typeof(x):
+    return (jax if isinstance(x, jax.Array) else minijax).typeof(x)
+
+
+def _both(program):
+    """program(J) under both modules: results (or error types) that must agree."""
+    out = []
+    for J in (jax, minijax):
+        try:
+            out.append([_layout(x) for x in J.tree_util.tree_leaves(program(J))])
+        except Exception as e:  # noqa: BLE001 - the error's type is the outcome
+            out.append(type(e).__name__)
+    assert out[0] == out[1], out
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace
+    return out[0]
+
+
+def _explicit_1d(J):
+    return J.make_mesh((8,), ("i",), axis_types=(J.sharding.AxisType.Explicit,))
+
+
+def check_jit_out_shardings_retype_the_result():
+    # the result's type and buffers follow out_shardings, not the argument's sharding, so a
+    # shard_map fed with it reads what it expects (it crashed the interpreter before)
+    def program(J):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = _explicit_1d(J)
+        with J.set_mesh(mesh):
+            x = J.device_put(np.ones((8, 4), np.float32), S.NamedSharding(mesh, P()))
+            v = J.jit(lambda p: p * 2.0, out_shardings=S.NamedSharding(mesh, P("i")))(x)
+            w = J.shard_map(lambda a: a + 1.0, mesh=mesh, in_specs=P("i"),
+                            out_specs=P("i"))(v)
+            return v, w
+    got = _both(program)
+    assert got[0][1] == "P('i',)" and got[0][3] == "float32[8@i,4]", got
+
+
+def check_scalar_on_mesh_reads_back():
+    def program(J):
+        S = J.sharding
+        P = S.PartitionSpec
+        for types in (None, (S.AxisType.Auto,)):
+            mesh = J.make_mesh((8,), ("i",), axis_types=types)
+            x = J.device_put(np.float32(3.0), S.NamedSharding(mesh, P()))
+            yield x, J.jit(lambda a: a * 2)(x), x.addressable_shards[5].data
+    got = _both(lambda J: list(program(J)))
+    assert got[0][0] == 3.0 and got[1][0] == 6.0, got
+
+
+def check_eager_cache_keeps_placement():
+    # the eager-op caches are keyed on whether an operand lies on a mesh too
+    def program(J):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((4, 2), ("i", "j"), axis_types=(S.AxisType.Auto,) * 2)
+        x = J.device_put(np.ones((8, 4), np.float32), S.NamedSharding(mesh, P()))
+        np.asarray(x)  # a host copy too: the one-op fast path must not take it
+        return [J.numpy.sin(J.numpy.ones((8, 4))), J.numpy.sin(x), x * x,
+                J.numpy.ones((8, 4)) * J.numpy.ones((8, 4)), x * x]
+    got = _both(program)
+    assert got[1][1] == "P()" and got[0][1] == "SingleDeviceSharding", got
+
+
+def check_psum_over_varying_and_invariant_axes():
+    def program(J):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((2, 4), ("a", "b"), axis_types=(S.AxisType.Explicit,) * 2)
+        x = J.device_put(np.arange(32, dtype=np.float32).reshape(8, 4),
+                         S.NamedSharding(mesh, P("a")))
+        sm = functools.partial(J.shard_map, mesh=mesh, in_specs=P("a"), out_specs=P())
+        ok = sm(lambda v: J.lax.psum(J.lax.psum(v, "a"), "b"))(x)  # one state at a time
+        return ok, sm(lambda v: J.lax.psum(v, ("a", "b")))(x)      # varying + invariant
+    assert _both(program) == "ValueError"
+    _both(lambda J: program(J)[0])
+
+
+def check_committed_in_shardings_under_transformations():
+    # in_shardings that contradict a committed argument raise under grad, jvp and vmap too
+    def program(J, how, types):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((8,), ("i",), axis_types=(getattr(S.AxisType, types),))
+        x = J.device_put(np.ones((8, 8), np.float32), S.NamedSharding(mesh, P("i")))
+        f = J.jit(lambda v: (v * v).sum(), in_shardings=S.NamedSharding(mesh, P()))
+        with J.set_mesh(mesh):
+            if how == "grad":
+                return J.grad(f)(x)
+            if how == "jvp":
+                return J.jvp(f, (x,), (x,))
+            if how == "vmap":
+                return J.vmap(f)(x)
+            return J.jit(J.grad(f))(x)  # inside jit x is a tracer: nothing is committed
+    for how in ("grad", "jvp", "vmap", "jit"):
+        for types in ("Auto", "Explicit"):
+            got = _both(functools.partial(program, how=how, types=types))
+            assert (got == "ValueError") == (how != "jit"), (how, types, got)
+
+
+def check_grad_seed_on_the_mesh_in_context():
+    # grad's 1 is replicated over the mesh in context, so the gradient is computed there
+    def program(J, types, ctx):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((2, 4), ("a", "b"), axis_types=(getattr(S.AxisType, types),) * 2)
+        x = J.device_put(np.ones((8, 8), np.float32), S.NamedSharding(mesh, P("b")))
+        if ctx:
+            with J.set_mesh(mesh):
+                return J.grad(lambda a: a.T.sum())(x)
+        return J.grad(lambda a: a.T.sum())(x)
+    for types, ctx in (("Auto", True), ("Auto", False), ("Explicit", True)):
+        _both(functools.partial(program, types=types, ctx=ctx))
+
+
+def check_sharding_in_types_errors():
+    # vmap over dimensions split differently, shard_map in_specs that contradict the type,
+    # reshard naming an Auto axis, a PartitionSpec constraint with no mesh in context
+    def program(J, case):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((2, 4), ("a", "b"), axis_types=(S.AxisType.Explicit,
+                                                           S.AxisType.Auto))
+        x = J.device_put(np.ones((8, 8), np.float32), S.NamedSharding(mesh, P("a")))
+        y = J.device_put(np.ones((8, 8), np.float32), S.NamedSharding(mesh, P()))
+        if case == "vmap":
+            return J.vmap(lambda u, v: u + v)(x, y)
+        if case == "shard_map":
+            m2 = J.make_mesh((2, 4), ("a", "b"), axis_types=(S.AxisType.Explicit,) * 2)
+            z = J.device_put(np.ones((8, 8), np.float32), S.NamedSharding(m2, P("a")))
+            return J.shard_map(lambda u: u, mesh=m2, in_specs=P("b"), out_specs=P("b"))(z)
+        if case == "reshard":
+            with J.set_mesh(mesh):
+                return S.reshard(x, P("b"))
+        return J.jit(lambda u: J.lax.with_sharding_constraint(u, P("a")))(y)
+    for case, err in (("vmap", "ValueError"), ("shard_map", "ValueError"),
+                      ("reshard", "ValueError"), ("wsc", "RuntimeError")):
+        got = _both(functools.partial(program, case=case))
+        assert got == err, (case, got)
+
+
+def check_callback_result_on_one_device_then_constrained_under_jvp():
+    # a pure_callback's result lives on one device unless constrained (JAX: GSPMDSharding
+    # {maximal device=0}): it must not be read as replicated by the next computation
+    def program(J):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((2, 2, 2), ("a", "b", "c"), axis_types=(S.AxisType.Auto,) * 3)
+        x = J.device_put(np.arange(64, dtype=np.float32).reshape(8, 8) / 10, NS(mesh, P()))
+        sds = J.ShapeDtypeStruct(x.shape, x.dtype)
+        cb = J.jit(lambda v: J.pure_callback(np.sin, sds, v), out_shardings=NS(mesh, P("a", "b")))
+
+        def f(v):
+            y = cb(J.lax.stop_gradient(v)) * v
+            return J.lax.with_sharding_constraint(y, NS(mesh, P("c")))
+        with J.set_mesh(mesh):
+            return J.jvp(f, (x,), (x,))
+    got = _both(program)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
+    np.testing.assert_allclose(got[0][0], np.sin(x) * x, atol=1e-5)
+    assert got[0][1] == "P('c',)", got[0][1]
+
+
+def check_mislabelled_buffer_raises_instead_of_crashing():
+    # the guard before the runtime: an Array whose sharding does not describe its buffer (the
+    # state class 1's results were in) raises AssertionError; it used to crash the process
+    mesh = minijax.make_mesh((8,), ("i",), axis_types=(M_SH.AxisType.Auto,))
+    good = minijax.device_put(np.ones((8, 4), np.float32),
+                              M_SH.NamedSharding(mesh, M_SH.PartitionSpec("i")))
+    bad = minijax.Array(good.aval, None, good.device_buffer(), True,
+                        M_SH.NamedSharding(mesh, M_SH.PartitionSpec()))
+    e = _error_of(minijax.jit(lambda a: a + 1.0), bad)
+    assert isinstance(e, AssertionError) and "laid out as" in str(e), e
+    np.testing.assert_array_equal(np.asarray(minijax.jit(lambda a: a + 1.0)(good)), 2.0)
+
 
 if __name__ == "__main__":
     run_checks(globals())

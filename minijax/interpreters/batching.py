@@ -42,8 +42,13 @@ class BatchTracer(Tracer):
         aval = core.get_aval(self.val)
         if self.batch_dim is not_mapped:
             return aval
-        shape = aval.shape[:self.batch_dim] + aval.shape[self.batch_dim + 1:]
-        return aval.update(shape=shape)
+        d = self.batch_dim
+        shape = aval.shape[:d] + aval.shape[d + 1:]
+        s = aval.sharding  # sharding in types: the batch dimension's entry goes too
+        if s is not None:
+            spec = tuple(s.spec)
+            s = type(s)(s.mesh, type(s.spec)(*spec[:d], *spec[d + 1:]))
+        return aval.update(shape=shape, sharding=s)
 
     def _short_repr(self) -> str:  # JAX: jax/_src/interpreters/batching.py BatchTracer
         return f"VmapTracer(aval={self.aval}, batched={core.get_aval(self.val)})"

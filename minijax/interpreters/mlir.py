@@ -419,8 +419,8 @@ def _value_attrs(s, aval, kinds: bool) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
     `mhlo.memory_kind` for one input or output."""
     d = {}
-    if isinstance(s, msh.NamedSharding):
-        d["sdy.sharding"] = sharding_attr(s, aval.ndim)
+    if isinstance(s, msh.NamedSharding):  # a type's sharding (abstract mesh): Auto axes open
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim, isinstance(s.mesh, msh.AbstractMesh))
     if kinds:
         d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
     return d

@@ -23,7 +23,7 @@ from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.batching import not_mapped
 from minijax.sharding import NamedSharding, PartitionSpec
-from minijax.tree_util import tree_map
+from minijax.tree_util import tree_leaves, tree_map
 
 _CHAPTER = "chapters/13-shard-map.md"
 
@@ -114,9 +114,24 @@ def psum(x, axis_name, *, axis_index_groups=None):
     JAX: jax/_src/lax/parallel.py psum — differs: no axis_index_groups.
     """
     from minijax.lax import lax  # not at the top: lax.lax imports this module
+    for v in tree_leaves(x):
+        _check_one_state(core.get_aval(v), _names(axis_name), "psum")
     x = tree_map(lambda v: lax.convert_element_type(v, np.int32)
                  if core.get_aval(v).dtype == np.bool_ else v, x)
     return _allreduce(psum_invariant_p, x, axis_name, axis_index_groups)
+
+
+# JAX: jax/_src/lax/parallel.py _get_from
+def _check_one_state(aval: ShapedArray, axes: tuple, name: str) -> None:
+    """psum (psum_scatter) sums over axes the operand varies along, or over axes it is the
+    same along (each device then adds its copy n times), never over a mix: ValueError as
+    JAX's."""
+    states = {"varying" if a in aval.vma else "invarying" for a in axes}
+    if len(states) > 1:
+        raise ValueError(f"jax.lax.{name} can only accept axis_name which corresponds to one of "
+                         f"varying, unreduced, reduced or invarying state of the input. Got "
+                         f"input type: {aval.str_short()}, "
+                         f"axes: {axes} and input state: {states}")
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
@@ -423,6 +438,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, axis_index_groups=
 
     def bind(v):
         aval = core.get_aval(v)
+        _check_one_state(aval, axes, "psum_scatter")
         d = scatter_dimension + aval.ndim if scatter_dimension < 0 else scatter_dimension
         if not 0 <= d < aval.ndim or (aval.shape[d] % n if tiled else aval.shape[d] != n):
             want = f"a multiple of {n}" if tiled else f"equal to {n}"
