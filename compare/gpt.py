@@ -289,7 +289,8 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
 
     return {
         "forward": forward, "loss": loss, "schedule": schedule, "init_opt": init_opt,
-        "train_step": train_step, "step": J.jit(train_step), "eval_loss": J.jit(loss),
+        "adamw": adamw, "train_step": train_step, "step": J.jit(train_step),
+        "eval_loss": J.jit(loss),
         "prefill": J.jit(prefill), "decode": J.jit(decode),
         "greedy_uncached": J.jit(greedy_uncached),
     }

@@ -105,8 +105,15 @@ def expert_mlp(J, blk, x):
     return jnp.einsum("egcf,efd->egcd", hid, blk["w2"]) + blk["b2"][:, None, None]
 
 
-def make_moe_mlp(mcfg: MoEConfig):
-    """The `mlp` hook of gpt.program: (y, {"lb", "dropped"})."""
+def make_moe_mlp(mcfg: MoEConfig, to_experts=None, from_experts=None, group_mean=None):
+    """The `mlp` hook of gpt.program: (y, {"lb", "dropped"}).
+
+    The three hooks (identities by default) place the layer on a mesh (compare/gpt_sharded.py):
+    `to_experts(x)` / `from_experts(y)` move the [E,G,C,d] expert slots to the devices that
+    hold their experts and back, `group_mean(v)` finishes a mean over groups of which a device
+    sees only its share."""
+    to_experts, from_experts, group_mean = (f or (lambda v: v) for f in
+                                            (to_experts, from_experts, group_mean))
 
     def moe_mlp(J, blk, h):
         jnp = J.numpy
@@ -115,10 +122,10 @@ def make_moe_mlp(mcfg: MoEConfig):
         probs, gates, experts = routing(J, mcfg, blk, h)
         combine, dispatch, dropped = dispatch_tensors(J, mcfg, gates, experts,
                                                       mcfg.capacity(S))
-        x = jnp.einsum("gsec,gsd->egcd", dispatch, h)                    # [E,G,C,d]
-        y = jnp.einsum("gsec,egcd->gsd", combine, expert_mlp(J, blk, x))
+        x = to_experts(jnp.einsum("gsec,gsd->egcd", dispatch, h))        # [E,G,C,d]
+        y = jnp.einsum("gsec,egcd->gsd", combine, from_experts(expert_mlp(J, blk, x)))
         frac = jnp.mean(J.nn.one_hot(experts[..., 0], E), axis=(0, 1))   # f_e (no gradient)
-        lb = E * jnp.sum(frac * jnp.mean(probs, axis=(0, 1)))
+        lb = E * jnp.sum(group_mean(frac) * group_mean(jnp.mean(probs, axis=(0, 1))))
         return y, {"lb": lb, "dropped": dropped}
     return moe_mlp
 

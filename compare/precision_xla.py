@@ -174,7 +174,7 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("bf16 x bf16 -> bf16 result dtype", o_bf.dtype == BF16)
     res.check_true("preferred_element_type=float32 -> float32 result", o_f32.dtype == F32)
     res.check("bf16 inputs, f32 accumulation vs exact product of the bf16 values", o_f32,
-              exact_bf, rtol=1e-4, atol=1e-4 * scale)
+              exact_bf, rtol=1e-4, atol=1e-4 * scale, dtype=F32)  # exact_bf: float64
     res.check_true("bf16 output is much coarser than f32 accumulation", err_bf > 10 * err_f32)
     ai = rng.integers(-128, 128, (m, k)).astype(np.int8)
     bi = rng.integers(-128, 128, (k, n)).astype(np.int8)
@@ -182,7 +182,7 @@ def run(quick: bool = False) -> TopicResult:
     o_i8 = np.asarray(jax.jit(jnp.matmul)(ai, bi)).astype(np.int64)
     o_i32 = jax.jit(lambda x, y: jnp.matmul(x, y, preferred_element_type=jnp.int32))(ai, bi)
     res.check("int8 inputs, int32 accumulation is exact", np.asarray(o_i32), exact_i,
-              rtol=0, atol=0)
+              rtol=0, atol=0, dtype=np.int32)  # exact_i: int64
     wrapped = int(np.sum(o_i8 != exact_i))
     res.check_true("int8 x int8 -> int8 wraps around", wrapped > 0)
     res.sections.append(
@@ -212,7 +212,8 @@ def run(quick: bool = False) -> TopicResult:
     ref = np.tanh(np.sin(x64) * 2.0 + np.cos(x64)) ** 2 - x64 / 3.0
     for label, c in (("default", fused), ("fusion pass disabled", unfused),
                      ("xla_cpu_enable_fast_math", fast_math)):
-        res.check(f"compiled with {label}: values", c(x), ref, rtol=1e-5, atol=1e-5)
+        res.check(f"compiled with {label}: values", c(x), ref, rtol=1e-5, atol=1e-5,
+                  dtype=F32)  # ref: float64 NumPy
     n_fused = _ops(_entry(fused.as_text())).count("fusion")
     n_unfused = _ops(_entry(unfused.as_text())).count("fusion")
     res.check_true("disabling fusion for this one function gives more kernels",
@@ -223,7 +224,8 @@ def run(quick: bool = False) -> TopicResult:
     kind_bad, msg_bad = catch(lambda: lowered.compile(compiler_options={"xla_no_such_flag": 1}))
     res.check_true("an unknown compiler option is rejected", kind_bad is not None)
     via_jit = jax.jit(chain, compiler_options={"xla_disable_hlo_passes": "fusion"})
-    res.check("jax.jit(..., compiler_options=...) form", via_jit(x), ref, rtol=1e-5, atol=1e-5)
+    res.check("jax.jit(..., compiler_options=...) form", via_jit(x), ref, rtol=1e-5, atol=1e-5,
+              dtype=F32)
     res.sections.append(
         "### XLA options for one function\n\n"
         "`XLA_FLAGS` applies to the whole process and is read once. For a single function, "
@@ -369,7 +371,7 @@ def _minijax_fusion(res: TopicResult, x, ref, quick: bool) -> dict[str, tuple[fl
         fused = lowered.compile()
         unfused = lowered.compile(compiler_options={"xla_disable_hlo_passes": "fusion"})
         res.check(f"{name}: fusion off gives the same values", np.asarray(unfused(xd)), ref,
-                  rtol=1e-5, atol=1e-5)
+                  rtol=1e-5, atol=1e-5, dtype=np.float32)  # ref: float64 NumPy
         n_f = _ops(_entry(fused.as_text())).count("fusion")
         n_u = _ops(_entry(unfused.as_text())).count("fusion")
         res.check_true(f"{name}: fusion off gives more kernels ({n_f} -> {n_u})", n_u > n_f)

@@ -19,6 +19,8 @@ expert MLP (chapter 28).
 
 from __future__ import annotations
 
+import math
+
 import jax
 import numpy as np
 from jax.experimental import pallas as jpl
@@ -26,7 +28,7 @@ from jax.experimental.pallas import tpu as jpltpu
 
 import minijax
 from compare import ragged_kernels
-from compare._report import TopicResult, median_ms, plot
+from compare._report import TopicResult, compare_trees, median_ms, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 
@@ -46,8 +48,11 @@ def group_sizes(rng, g: int, m: int) -> np.ndarray:
 
 
 def _err(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.max(np.abs(a - b), initial=0.0))
+    """Largest absolute difference of a and b; inf when their shapes, dtypes or weak types
+    differ, or when NaN or inf stands on one side only (`compare_trees` with no tolerance on
+    finite values)."""
+    v = compare_trees(a, b, rtol=0.0, atol=1e300)
+    return v.max_err if v.ok and v.max_err is not None else (0.0 if v.ok else math.inf)
 
 
 def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:

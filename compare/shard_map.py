@@ -330,8 +330,10 @@ def run(quick: bool = False) -> TopicResult:
     mm_rows = []
     for name, build in versions.items():
         fj, fm = build(jax), build(minijax)
-        res.check(f"collective matmul, {name}: JAX", fj(a, b), ref, **tol)
-        res.check(f"collective matmul, {name}: minijax", np.asarray(fm(a, b)), ref, **tol)
+        # ref is float64 NumPy: the results must be float32 and agree with it in value.
+        res.check(f"collective matmul, {name}: JAX", fj(a, b), ref, dtype=np.float32, **tol)
+        res.check(f"collective matmul, {name}: minijax", np.asarray(fm(a, b)), ref,
+                  dtype=np.float32, **tol)
         cj = count_collectives(fj.lower(a, b).compile().as_text())
         cm = count_collectives(fm.lower(a, b).compile().as_text())
         res.check_true(f"collective matmul, {name}: minijax compiles JAX's collectives",
@@ -370,9 +372,9 @@ def run(quick: bool = False) -> TopicResult:
     for J in MODULES:
         res.check(f"ring all-reduce ({J.__name__}): every device holds the sum",
                   np.asarray(ring[J](vec)), np.broadcast_to(total, vec.shape),
-                  rtol=1e-5, atol=1e-4)
+                  rtol=1e-5, atol=1e-4, dtype=np.float32)  # total: a float64 NumPy sum
         res.check(f"psum ({J.__name__}) agrees", np.asarray(builtin[J](vec)), total[None],
-                  rtol=1e-5, atol=1e-4)
+                  rtol=1e-5, atol=1e-4, dtype=np.float32)
     rc = {J: count_collectives(ring[J].lower(vec).compile().as_text()) for J in MODULES}
     res.check_true("ring all-reduce: minijax compiles JAX's collectives", rc[jax] == rc[minijax])
     res.sections.append(

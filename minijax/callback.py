@@ -17,11 +17,12 @@ Mirrors jax/_src/callback.py. Taught in chapters/14-callbacks-effects.md.
 
 from __future__ import annotations
 
+import traceback
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, effects
+from minijax import core, dtypes, effects, errors
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import lax, numpy as jnp, sharding as msh
@@ -89,11 +90,21 @@ def _flat_callback(api: str, callback: Callable, result_shape_dtypes, args, kwar
         raise TypeError(f"{api}: result_shape_dtypes must be a pytree of values with .shape "
                         f"and .dtype (e.g. ShapeDtypeStruct), got {result_shape_dtypes!r}"
                         ) from None
+    for r in result_leaves:  # JAX: jax/_src/callback.py _check_shape_dtype
+        if dtypes.canonicalize_dtype(r.dtype) != np.dtype(r.dtype):
+            raise ValueError("result_shape_dtypes cannot specify 64-bit types when "
+                             "`jax_enable_x64` is disabled")
     return _FlatCallback(callback, in_tree, result_avals, api), flat_args, out_tree
 
 
 def _callback_impl(*args, callback: _FlatCallback, **_):
-    return list(callback(*[core.to_numpy(x) for x in args]))
+    # eagerly too, an exception in the callback surfaces as XLA's runtime error wrapping its
+    # traceback, as JAX (which runs the eager call as a compiled program) raises it
+    try:
+        return list(callback(*[core.to_numpy(x) for x in args]))
+    except Exception as e:
+        raise errors.JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
+                              + "".join(traceback.format_exception(e))) from None
 
 
 def _callback_abstract_eval(*avals, callback: _FlatCallback, **_):

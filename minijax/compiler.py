@@ -14,6 +14,7 @@ from itertools import repeat
 import os
 import re
 import threading
+import time
 import warnings
 from typing import Any, Sequence
 
@@ -32,8 +33,20 @@ persistent_cache_stats = {"hits": 0, "misses": 0}
 
 @functools.cache
 def backend():
+    """XLA's client: JAX's default one, or with `jax_platforms` set (before the first
+    compile) the first it lists; every platform listed must start, or RuntimeError, as in
+    JAX."""
     import jax.extend.backend as jeb
-    return jeb.get_backend()
+    if not config.jax_platforms:
+        return jeb.get_backend()
+    return [jeb.get_backend(p) for p in config.jax_platforms.split(",")][0]
+
+
+# JAX: jax/errors.py JaxRuntimeError
+def runtime_error_type() -> type:
+    """jaxlib's JaxRuntimeError, what XLA's failures raise (`minijax.errors.JaxRuntimeError`)."""
+    from jaxlib._jax import JaxRuntimeError
+    return JaxRuntimeError
 
 
 @functools.cache
@@ -69,7 +82,11 @@ def compile(module, devices: Sequence[Any] | None = None,
     Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
     `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
     be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
-    written again, as JAX does. `host_callbacks` are the Python callables the module's host
+    written again, as JAX does; it is written only if compiling took at least
+    `jax_persistent_cache_min_compile_time_secs` and its bytes number at least
+    `jax_persistent_cache_min_entry_size_bytes`; a directory that cannot be created or
+    written warns once and is then left alone (`jax_raise_persistent_cache_errors`: raise).
+    `host_callbacks` are the Python callables the module's host
     custom calls name by index (`mlir.ModuleContext`); a module with them is never cached on
     disk (a callable cannot be serialized), as in JAX.
     """
@@ -99,7 +116,7 @@ def compile(module, devices: Sequence[Any] | None = None,
         return backend().compile_and_load(module, devices, options,
                                           host_callbacks=list(host_callbacks))
     cache_dir = config.jax_compilation_cache_dir
-    if cache_dir is None:
+    if cache_dir is None or not _usable_cache_dir(cache_dir, text):
         return backend().compile_and_load(text, devices, options)
     path = os.path.join(cache_dir, _cache_key(text, options, devices, num_partitions) + ".xla")
     if os.path.exists(path):
@@ -109,18 +126,52 @@ def compile(module, devices: Sequence[Any] | None = None,
             persistent_cache_stats["hits"] += 1
             return exe
         except Exception as e:  # whatever the runtime raises for bytes it cannot load
-            name = re.search(r"module @([\w.$-]+)", text)
-            warnings.warn(f"Error reading persistent compilation cache entry for "
-                          f"'{name.group(1) if name else path}': {type(e).__name__}: {e}",
-                          stacklevel=2)
+            _cache_error(text, path, e)
     persistent_cache_stats["misses"] += 1
+    start = time.perf_counter()
     exe = backend().compile_and_load(text, devices, options)
-    os.makedirs(cache_dir, exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(exe.serialize())
-    os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    # JAX: jax/_src/compiler.py _cache_write — only programs slow enough to compile and big
+    # enough to be worth a file
+    if time.perf_counter() - start < config.jax_persistent_cache_min_compile_time_secs:
+        return exe
+    data = exe.serialize()
+    if len(data) < config.jax_persistent_cache_min_entry_size_bytes:
+        return exe
+    try:
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # atomic: a concurrent reader never sees half a file
+    except OSError as e:  # a directory that cannot be written: compile without it
+        _cache_error(text, cache_dir, e)
+        _unusable_cache_dirs.add(cache_dir)
     return exe
+
+
+# cache directories that could not be created or written: warned about once, then left alone
+_unusable_cache_dirs: set = set()
+
+
+def _usable_cache_dir(cache_dir: str, text: str) -> bool:
+    if cache_dir in _unusable_cache_dirs:
+        return False
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        return True
+    except OSError as e:
+        _cache_error(text, cache_dir, e)
+        _unusable_cache_dirs.add(cache_dir)
+        return False
+
+
+def _cache_error(text: str, path: str, e: Exception) -> None:
+    """A persistent-cache entry or directory that cannot be used: JAX's warning, or the error
+    itself with jax_raise_persistent_cache_errors."""
+    if config.jax_raise_persistent_cache_errors:
+        raise e
+    name = re.search(r"module @([\w.$-]+)", text)
+    warnings.warn(f"Error reading persistent compilation cache entry for "
+                  f"'{name.group(1) if name else path}': {type(e).__name__}: {e}", stacklevel=3)
 
 
 # JAX: jax/_src/cache_key.py get
@@ -441,6 +492,13 @@ def _buffer_sharding(sharding):
                                       memory_kind=kind)
 
 
+@functools.lru_cache(maxsize=4096)
+def _same_layout(have, want, ndim: int) -> bool:
+    """Do two shardings put the same slices on the same devices (P() and P(None,) do)? Cached:
+    a sharded call asks it of every argument, every call."""
+    return have is not None and want is not None and have.is_equivalent_to(want, ndim)
+
+
 # JAX: jax/_src/interpreters/pxla.py _shard_np_array
 def device_put_sharded(value: np.ndarray, sharding) -> Any:
     """Cut `value` into the blocks `sharding` assigns to each device and put each block on
@@ -488,7 +546,6 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
-    from minijax import sharding as msh
     return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
             for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
                                       in_avals)]
@@ -550,9 +607,9 @@ class ExecuteSharded(ExecuteReplicated):
     def __call__(self, args, consts=()):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
-            if type(x) is Array and x._sharding == s:
+            if type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
                 buf = x.device_buffer()
-                _check_buffer(buf, x, s)
+                _check_buffer(buf, x, x._sharding)  # the buffer is the one its Array says
                 bufs.append(buf)
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))

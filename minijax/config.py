@@ -6,7 +6,56 @@ Mirrors jax/_src/config.py (which has hundreds of flags, thread-local contexts a
 from __future__ import annotations
 
 import contextlib
+import warnings
 from typing import Any
+
+
+# JAX's 0.10.2 options that minijax does not model: `update` keeps the value and warns once
+_JAX_ONLY = frozenset("""
+    check_vma eager_constant_folding jax2tf_associative_scan_reductions
+    jax2tf_default_native_serialization jax_allow_f16_reductions
+    jax_array_garbage_collection_guard jax_auto_pcast jax_backend_target
+    jax_bcoo_cusparse_lowering jax_captured_constants_report_frames
+    jax_captured_constants_warn_bytes jax_check_proxy_envs jax_check_static_indices
+    jax_check_tracer_leaks jax_compilation_cache_check_contents
+    jax_compilation_cache_expect_pgle jax_compilation_cache_include_metadata_in_key
+    jax_compilation_cache_max_size jax_compiler_detailed_logging_min_ops
+    jax_compiler_enable_remat_pass jax_cpu_collectives_implementation
+    jax_cpu_enable_async_dispatch jax_cpu_get_global_topology_timeout_minutes
+    jax_cpu_get_local_topology_timeout_minutes jax_cross_host_transfer_socket_address
+    jax_cross_host_transfer_timeout_seconds jax_cross_host_transfer_transfer_size
+    jax_cross_host_transport_addresses jax_cuda_visible_devices jax_custom_vjp3
+    jax_debug_key_reuse jax_debug_leaked_clients_on_clear_backends jax_debug_log_modules
+    jax_default_device jax_default_matmul_precision jax_disable_bwd_checks
+    jax_disable_most_optimizations jax_disable_vmap_shmap_error
+    jax_disallow_mesh_context_manager jax_distributed_debug jax_dump_ir_modes jax_dump_ir_to
+    jax_embedded_constants_max_bytes jax_enable_compilation_cache jax_enable_custom_prng
+    jax_enable_pgle jax_enable_preemption_service jax_enable_recoverability
+    jax_error_checking_behavior_divide jax_error_checking_behavior_nan
+    jax_error_checking_behavior_oob jax_exec_time_optimization_effort
+    jax_experimental_unsafe_xla_runtime_errors jax_explicit_x64_dtypes
+    jax_export_calling_convention_version jax_export_ignore_forward_compatibility
+    jax_force_dcn_cross_host_transfers jax_high_dynamic_range_gumbel
+    jax_hlo_source_file_canonicalization_regex jax_include_debug_info_in_dumps
+    jax_include_full_tracebacks_in_locations jax_legacy_prng_key jax_log_checkpoint_residuals
+    jax_logging_level jax_memory_fitting_effort jax_memory_fitting_level jax_mock_gpu_topology
+    jax_mosaic_allow_hlo jax_mutable_array_checks jax_no_execution jax_no_tracing
+    jax_num_cpu_devices jax_oneapi_visible_devices jax_optimization_level
+    jax_pallas_enable_debug_checks jax_pallas_poison_buffers jax_pallas_use_mosaic_gpu
+    jax_pallas_verbose_errors jax_persistent_cache_enable_xla_caches
+    jax_pgle_aggregation_percentile jax_pgle_profiling_runs jax_pjrt_client_create_options
+    jax_platform_name jax_pprint_use_color jax_ragged_dot_use_gpu_pallas_triton_lowering
+    jax_ragged_dot_use_ragged_dot_instruction jax_random_seed_offset jax_refs_to_pins jax_remat3
+    jax_remove_custom_partitioning_ptr_from_cache_key jax_remove_size_one_mesh_axis_from_type
+    jax_rocm_visible_devices jax_scan3 jax_send_traceback_to_runtime jax_serialization_version
+    jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
+    jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
+    jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
+    jax_traceback_filtering jax_tracer_error_num_traceback_frames jax_transfer_guard
+    jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
+    jax_transfer_guard_host_to_device jax_use_direct_linearize jax_use_emit_pipeline_primitive
+    jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
+    jax_xla_profile_version mock_num_gpu_processes""".split())
 
 
 # JAX: jax/_src/config.py Config — differs: a plain dict of values, no per-thread scopes
@@ -14,30 +63,57 @@ class Config:
     """Options: jax_enable_x64 (bool, default False): 64-bit dtypes are kept instead of
     being narrowed to 32 bits; jax_explain_cache_misses (bool): warn why `jit` retraced;
     jax_compilation_cache_dir (str or None): a directory where compiled executables are
-    stored and looked up across processes (the persistent compilation cache);
+    stored and looked up across processes (the persistent compilation cache), for programs
+    that took at least jax_persistent_cache_min_compile_time_secs (1.0) to compile and
+    serialize to at least jax_persistent_cache_min_entry_size_bytes (0); a directory that
+    cannot be written warns once, or raises with jax_raise_persistent_cache_errors;
     jax_numpy_dtype_promotion ('standard' or 'strict'): with 'strict', arrays of different
     strong dtypes do not promote implicitly (minijax.dtypes.TypePromotionError);
+    jax_numpy_rank_promotion ('allow', 'warn' or 'raise'): what `jnp` does when it adds
+    leading axes to broadcast operands of different ranks;
     jax_debug_nans / jax_debug_infs (bool): raise FloatingPointError naming the primitive
     that first produced a NaN / an infinity (a jitted function with one in its outputs is run
     again op by op to find it); jax_disable_jit (bool): `jit(f)` calls `f` itself
     (`minijax.disable_jit()`); jax_log_compiles (bool): log each trace and compilation of a
-    jitted function, with its name, the types and why it was traced (chapters/15-debugging.md)."""
+    jitted function, with its name, the types and why it was traced (chapters/15-debugging.md);
+    jax_enable_checks (bool): type-check every jaxpr traced (`core.check_jaxpr`);
+    jax_platforms (None or a comma-separated list): the backends to use, of which minijax
+    has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
+    jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
+    raise NotImplementedError.
+
+    Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
+    it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
 
     _defaults = {"jax_enable_x64": False, "jax_explain_cache_misses": False,
                  "jax_compilation_cache_dir": None, "jax_numpy_dtype_promotion": "standard",
                  "jax_debug_nans": False, "jax_debug_infs": False, "jax_disable_jit": False,
-                 "jax_log_compiles": False}
-    _choices = {"jax_numpy_dtype_promotion": ("standard", "strict")}
+                 "jax_log_compiles": False, "jax_numpy_rank_promotion": "allow",
+                 "jax_persistent_cache_min_compile_time_secs": 1.0,
+                 "jax_persistent_cache_min_entry_size_bytes": 0,
+                 "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
+                 "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
+                 "jax_threefry_partitionable": True}
+    # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
+    # implements where it has only one
+    _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
+                "jax_numpy_rank_promotion": ("allow", "warn", "raise"),
+                "jax_default_prng_impl": ("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg",
+                                          "philox2x32", "philox4x32")}
+    _implemented = {"jax_default_prng_impl": "threefry2x32",
+                    "jax_threefry_partitionable": True}
 
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
-    _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion")
+    _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
+                      "jax_numpy_rank_promotion")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
     _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
 
     def __init__(self) -> None:
         # plain instance attributes: reading an option on the eager hot path is one lookup
         self.__dict__.update(self._defaults)
+        self.__dict__["_warned"] = set()
         self._set_trace_context()
 
     def _set_trace_context(self) -> None:
@@ -50,17 +126,30 @@ class Config:
                 self.__dict__[attr] = ctx
 
     def update(self, name: str, value: Any) -> None:
-        if name not in self._defaults:
-            raise AttributeError(f"minijax.config: unknown option {name!r}; "
-                                 f"known: {sorted(self._defaults)}")
-        if name in self._choices and value not in self._choices[name]:
-            raise ValueError(f"{value!r} is not a valid value for {name}; expected one of "
-                             f"{self._choices[name]}")
+        if name in _JAX_ONLY:
+            if name not in self._warned:
+                self._warned.add(name)
+                warnings.warn(f"minijax does not model the JAX option {name}: its value is "
+                              "kept, but changes nothing", stacklevel=2)
+            self.__dict__[name] = value
+            return
+        if name not in self._defaults:  # JAX: jax/_src/config.py Config.update
+            raise AttributeError(f"Unrecognized config option: {name}")
+        choices = self._choices.get(name)
+        if choices is not None and value not in choices:
+            raise ValueError(f"new enum value must be in {list(choices)}, got {value} of "
+                             f"type {type(value)}.")
+        if name in self._implemented and value != self._implemented[name]:
+            raise NotImplementedError(f"minijax implements {name}={self._implemented[name]!r}"
+                                      f" only, not {value!r}")
         self.__dict__[name] = value
         self._set_trace_context()
 
     def __getattr__(self, name: str) -> Any:  # only called for names that are not options
-        raise AttributeError(f"minijax.config has no option {name!r}")
+        if name in _JAX_ONLY:
+            raise AttributeError(f"minijax does not model the JAX option {name} (set it with "
+                                 "config.update to keep a value)")
+        raise AttributeError(f"'Config' object has no attribute {name!r}")
 
     @contextlib.contextmanager
     def override(self, name: str, value: Any):

@@ -187,6 +187,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     impl = rule(*avals, **params) if rule is not None else None
     if impl is None:
         impl = functools.partial(prim.impl, **params) if params else prim.impl
+    impl = _as_xla(impl)
     in_avals = tuple(avals)
 
     if prim.multiple_results:
@@ -229,6 +230,22 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         return Array(out_aval, val, None, committed)
     if out_aval.sharding is not None:
         return _laid_out(run, False)
+    return run
+
+
+def _as_xla(impl: Callable) -> Callable:
+    """`impl` failing as XLA's kernels do: NumPy's floating-point warnings are off (`1/0`,
+    `log(0)`, a float16 overflow give inf/nan silently, so `python -W error` sees JAX's
+    behaviour), and an allocation that cannot fit raises JAX's RuntimeError saying
+    RESOURCE_EXHAUSTED (minijax.errors.JaxRuntimeError), not NumPy's MemoryError."""
+    def run(*vals):
+        try:
+            with np.errstate(all="ignore"):
+                return impl(*vals)
+        except MemoryError as e:
+            # local: minijax/errors.py imports core, which imports this module
+            from minijax.errors import resource_exhausted
+            raise resource_exhausted(e) from None
     return run
 
 

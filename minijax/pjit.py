@@ -347,7 +347,8 @@ class JitWrapped:
         # ... and with the options that change tracing (x64, dtype promotion): JAX's
         # trace_context. The caches are refetched when `config.trace_context` changes.
         self._options = (self.static_argnums, self.static_argnames, self.donate_argnums,
-                         self.donate_argnames, self.in_shardings, self.out_shardings)
+                         self.donate_argnames, _sharding_key(self.in_shardings),
+                         _sharding_key(self.out_shardings))
         self._use_trace_context(config.trace_context)
 
     def _use_trace_context(self, ctx: tuple) -> None:
@@ -645,10 +646,10 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
 
 
 def _check_shardings(shardings, what: str):
-    """None, a Sharding, or a tuple of Shardings/None (lists become tuples: hashable)."""
+    """None, a Sharding, or a tuple/dict pytree of Shardings/None (lists become tuples)."""
     if shardings is None or isinstance(shardings, Sharding):
         return shardings
-    if isinstance(shardings, (tuple, list)):
+    if isinstance(shardings, (tuple, list, dict)):
         for s in tree_flatten(shardings)[0]:
             if not isinstance(s, Sharding):
                 raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
@@ -739,14 +740,27 @@ def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
         for p, sub in zip(prefix, positions):
             _broadcast_prefix(p, sub, out, what)
         return
+    if isinstance(prefix, dict) and isinstance(positions, dict) and \
+            sorted(prefix) == sorted(positions):
+        for k, sub in positions.items():
+            _broadcast_prefix(prefix[k], sub, out, what)
+        return
     raise ValueError(f"jit {what}: {prefix!r} is not a pytree prefix of the arguments")
 
 
 def _hashable(tree):
-    """Nested tuples for nested lists: the options key the jit caches."""
+    """Nested tuples for nested lists (dicts stay dicts)."""
     if isinstance(tree, (tuple, list)):
         return tuple(_hashable(t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _hashable(v) for k, v in tree.items()}
     return tree
+
+
+def _sharding_key(tree):
+    """A hashable stand-in for a pytree of shardings (the jit caches key on it)."""
+    leaves, treedef = tree_flatten(tree)
+    return treedef, tuple(leaves)
 
 
 def _leaf_out_shardings(given, out_tree) -> tuple:
@@ -764,9 +778,7 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
         raise ValueError(f"out_shardings has {len(given)} entries, the function returns "
                          f"{out_tree}")
     out: list = [None] * n
-    for sub, s in zip(positions, given):
-        for i in tree_flatten(sub)[0]:
-            out[i] = s
+    _broadcast_prefix(given, tuple(positions), out, "out_shardings")
     return tuple(out)
 
 
@@ -870,7 +882,7 @@ def _sharding_constraint_impl(x, *, sharding):
     # JAX's impl runs the constraint on the mesh
     from minijax import sharding as msh
     if isinstance(sharding.mesh, msh.Mesh):
-        return msh.device_put_sharded_tree(x, sharding)
+        return compiler.device_put_sharded_tree(x, sharding)
     return x
 
 
@@ -949,7 +961,7 @@ def _reshard_impl(x, *, dst_sharding, concrete_mesh):
     from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
     mesh = concrete_mesh or msh.get_concrete_mesh()
     if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
-        return msh.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
+        return compiler.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
     return x
 
 

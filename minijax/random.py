@@ -559,3 +559,8 @@ def categorical(key, logits, axis: int = -1, shape: Sequence[int] | None = None,
     indices = _top_k_indices(jnp.moveaxis(logits, axis, -1), k)
     perm = (len(batch_shape),) + tuple(range(len(batch_shape)))
     return lax.reshape(lax.transpose(indices, perm), shape)
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

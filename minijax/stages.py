@@ -15,7 +15,7 @@ import numpy as np
 
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
-from minijax.sharding import NamedSharding
+from minijax.sharding import NamedSharding, aval_sharding
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import effects
@@ -157,7 +157,6 @@ def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, 
     pxla.py _get_out_sharding_from_orig_sharding). Each must lay the elements
     out as the executable does (`chosen`): a mismatch would hand the runtime buffers it does
     not hold, so it raises AssertionError here, once per executable."""
-    from minijax.sharding import aval_sharding
     out_sh, avals = [], []
     for a, c, g, t in zip(out_avals, chosen, given, typed):
         s = c

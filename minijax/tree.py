@@ -17,3 +17,8 @@ from minijax.tree_util import (  # noqa: F401
     tree_transpose as transpose,
     tree_unflatten as unflatten,
 )
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

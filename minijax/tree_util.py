@@ -175,8 +175,16 @@ register_pytree_node(list, lambda t: (t, None), lambda _, xs: list(xs),
                      lambda t: _sequence_keys(t, None))
 
 
+def _sorted_keys(d: dict) -> tuple:
+    try:
+        return tuple(sorted(d))
+    except TypeError as e:  # JAX: jaxlib's pytree.cc raises this ValueError, from the TypeError
+        raise ValueError("Comparator raised exception while sorting pytree dictionary "
+                         "keys.") from e
+
+
 def _flatten_dict(d: dict) -> tuple[list, tuple]:
-    keys = tuple(sorted(d))  # sorted once: the children and the aux data share the order
+    keys = _sorted_keys(d)  # sorted once: the children and the aux data share the order
     return [d[k] for k in keys], keys
 
 
@@ -185,7 +193,7 @@ def _dict_with_keys(children, keys):
 
 
 register_pytree_node(dict, _flatten_dict, lambda keys, xs: dict(zip(keys, xs)),
-                     lambda d: (_dict_with_keys(*_flatten_dict(d)), tuple(sorted(d))))
+                     lambda d: (_dict_with_keys(*_flatten_dict(d)), _sorted_keys(d)))
 register_pytree_node(type(None), lambda _: ((), None), lambda _, xs: None,
                      lambda _: ((), None))
 # An OrderedDict keeps its insertion order (part of its structure); a defaultdict is sorted
@@ -197,14 +205,19 @@ register_pytree_node(
 
 
 def _flatten_defaultdict(d):
-    children, keys = _flatten_dict(d)
-    return children, (d.default_factory, keys)
+    keys = tuple(sorted(d))  # registered in Python by JAX: unsortable keys are a TypeError
+    return [d[k] for k in keys], (d.default_factory, keys)
+
+
+def _flatten_defaultdict_with_keys(d):
+    children, aux = _flatten_defaultdict(d)
+    return _dict_with_keys(children, aux[1]), aux
 
 
 register_pytree_node(
     collections.defaultdict, _flatten_defaultdict,
     lambda aux, xs: collections.defaultdict(aux[0], zip(aux[1], xs)),
-    lambda d: (_dict_with_keys(*_flatten_dict(d)), (d.default_factory, tuple(sorted(d)))))
+    _flatten_defaultdict_with_keys)
 
 
 def _is_namedtuple(t: type) -> bool:
@@ -552,3 +565,8 @@ register_pytree_node(
     Partial, lambda p: ((p.args, p.keywords), p.func),
     lambda func, xs: Partial(func, *xs[0], **xs[1]),
     lambda p: (((GetAttrKey("args"), p.args), (GetAttrKey("keywords"), p.keywords)), p.func))
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

@@ -682,3 +682,110 @@ def test_check_grads_takes_pytree_arguments_as_jax_does():
         check(program(J, False), (p, xs), order=1, modes=("rev",))
         with pytest.raises(AssertionError):
             check(program(J, True), (p, xs), order=1, modes=("rev",))
+
+
+# ---------------------------------------------------------------------------------------------
+# config: JAX's option names, the ones minijax implements with their effect, the others warned
+# ---------------------------------------------------------------------------------------------
+
+def test_config_knows_every_jax_option_name():
+    from minijax.config import _JAX_ONLY, Config
+    assert set(Config._defaults) | _JAX_ONLY == set(jax.config.values)
+    for name in Config._defaults:  # the defaults minijax implements are JAX's
+        assert getattr(minijax.config, name) == getattr(jax.config, name), name
+
+
+def test_config_unknown_and_unmodelled_options_as_jax(recwarn):
+    import warnings
+    for J in (jax, minijax):
+        with pytest.raises(AttributeError, match="Unrecognized config option: jax_no_such"):
+            J.config.update("jax_no_such_option", 1)
+        with pytest.raises(ValueError, match=r"new enum value must be in \['allow', 'warn', "
+                                             r"'raise'\], got bad of type <class 'str'>\."):
+            J.config.update("jax_numpy_rank_promotion", "bad")
+    name = "jax_pprint_use_color"  # a JAX option minijax does not model: one warning
+    old = jax.config.jax_pprint_use_color
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        minijax.config.update(name, False)
+        minijax.config.update(name, True)
+    assert [str(m.message) for m in w] == [
+        "minijax does not model the JAX option jax_pprint_use_color: its value is kept, but "
+        "changes nothing"]
+    assert minijax.config.jax_pprint_use_color is True and jax.config.jax_pprint_use_color == old
+    with pytest.raises(NotImplementedError, match="threefry2x32"):
+        minijax.config.update("jax_default_prng_impl", "rbg")  # a value JAX takes
+
+
+@pytest.mark.parametrize("mode", ["warn", "raise"])
+def test_config_numpy_rank_promotion_as_jax(mode):
+    import warnings
+
+    def run(J):
+        with _option(J, "jax_numpy_rank_promotion", mode):
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                try:
+                    J.numpy.ones(3) + J.numpy.ones((2, 3))
+                    J.numpy.ones(3) * 2.0 + J.numpy.ones((1, 3)).sum()  # no rank added
+                    # under jit too: the option is part of what tracing depends on
+                    J.jit(lambda x, y: x - y)(np.ones(3), np.ones((2, 3)))
+                except ValueError as e:
+                    return "raised", str(e)
+            return "warned", [str(m.message) for m in w]
+    assert run(minijax) == run(jax)
+
+
+def _option(J, name, value):
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        old = getattr(J.config, name)
+        J.config.update(name, value)
+        try:
+            yield
+        finally:
+            J.config.update(name, old)
+    return ctx()
+
+
+def test_config_enable_checks_type_checks_every_traced_jaxpr(monkeypatch):
+    checked = []
+    real = core.check_jaxpr
+    monkeypatch.setattr(core, "check_jaxpr", lambda j: checked.append(j) or real(j))
+    f = lambda x: minijax.lax.cond(x > 0, mjnp.sin, mjnp.cos, x)  # noqa: E731
+    minijax.make_jaxpr(f)(1.0)
+    assert checked == []
+    with _option(minijax, "jax_enable_checks", True):
+        minijax.make_jaxpr(f)(1.0)
+        assert float(minijax.jit(minijax.grad(f))(1.0)) == pytest.approx(
+            float(jax.jit(jax.grad(lambda x: jax.lax.cond(x > 0, jjnp.sin, jjnp.cos, x)))(1.0)))
+    assert len(checked) >= 3  # the function and its two branches at least
+
+
+_PLATFORMS_SCRIPT = """
+import sys
+J = __import__(sys.argv[1])
+J.config.update("jax_platforms", sys.argv[2])
+try:
+    print("ok", float(J.jit(lambda x: x + 1)(1.0)))
+except RuntimeError as e:
+    print("RuntimeError", str(e).split(":")[0])
+"""
+
+
+def test_config_platforms_as_jax():
+    import os
+    import subprocess
+    import sys
+
+    def run(module, platforms):
+        proc = subprocess.run([sys.executable, "-c", _PLATFORMS_SCRIPT, module, platforms],
+                              capture_output=True, text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if k != "JAX_PLATFORMS"})
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip().splitlines()[-1]
+    assert run("minijax", "cpu") == run("jax", "cpu") == "ok 2.0"
+    got, want = run("minijax", "no_such_platform"), run("jax", "no_such_platform")
+    assert got.split()[0] == want.split()[0] == "RuntimeError", (got, want)

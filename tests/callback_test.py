@@ -488,3 +488,51 @@ def test_ordered_effects_in_while_cond_run_in_program_order_as_jax(capsys):
     got, want = ordered_in_while_cond(minijax, capsys), ordered_in_while_cond(jax, capsys)
     assert got == want, (got, want)
     assert [t for t, _ in want[0]][:3] == ["cond", "body", "cond"] and len(want[0]) == 10
+
+
+# result_shape_dtypes with a 64-bit dtype while x64 is off: JAX's ValueError, eagerly and
+# under jit, for pure_callback and io_callback; with x64 on it is accepted
+@pytest.mark.parametrize("api", ["pure", "io"])
+@pytest.mark.parametrize("dtype", [np.float64, np.int64, np.uint64, np.complex128])
+@pytest.mark.parametrize("staged", [False, True])
+def test_64_bit_result_shape_dtypes_raise_as_jax(api, dtype, staged):
+    def run(J):
+        call = J.pure_callback if api == "pure" else J.experimental.io_callback
+        f = lambda x: call(lambda v: v.astype(dtype), J.ShapeDtypeStruct((3,), dtype), x)  # noqa: E731
+        return (J.jit(f) if staged else f)(np.ones(3, np.float32))
+    with pytest.raises(ValueError) as want:
+        run(jax)
+    with pytest.raises(ValueError) as got:
+        run(minijax)
+    assert str(got.value) == str(want.value)
+
+
+def test_64_bit_result_shape_dtypes_accepted_with_x64():
+    with minijax.config.override("jax_enable_x64", True):
+        out = minijax.pure_callback(lambda v: v * 2, minijax.ShapeDtypeStruct((2,), np.float64),
+                                    np.ones(2))
+    assert out.dtype == np.float64 and out.tolist() == [2.0, 2.0]
+
+
+def _boom(x):
+    raise ValueError("boom in the callback")
+
+
+# an exception raised inside a callback called eagerly surfaces as JAX's does: XLA's runtime
+# error (a RuntimeError), its message holding the callback's traceback
+@pytest.mark.parametrize("api", ["pure", "io"])
+@pytest.mark.parametrize("staged", [False, True])
+def test_exception_inside_a_callback_surfaces_as_jax(api, staged):
+    def run(J):
+        call = J.pure_callback if api == "pure" else J.experimental.io_callback
+        f = lambda x: call(_boom, J.ShapeDtypeStruct((3,), np.float32), x)  # noqa: E731
+        return (J.jit(f) if staged else f)(np.ones(3, np.float32))
+    with pytest.raises(Exception) as want:
+        run(jax)
+    with pytest.raises(Exception) as got:
+        run(minijax)
+    assert type(got.value) is type(want.value) is jax.errors.JaxRuntimeError
+    for e in (got.value, want.value):
+        text = str(e)
+        assert text.startswith("INTERNAL: CpuCallback error calling callback: Traceback"), text
+        assert text.rstrip().endswith("ValueError: boom in the callback"), text

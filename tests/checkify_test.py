@@ -66,6 +66,24 @@ def test_checkify_of_jit_and_vmap_of_checkify_match_jax():
     np.testing.assert_allclose(m[2], j[2])
 
 
+def _batched_messages(J):
+    def f(x):
+        ck(J).check(x > 0, "x must be positive, got {x}", x=x)
+        return J.numpy.log(x)
+    one = J.vmap(ck(J).checkify(f))(np.array([1.0, -2.0, 3.0, -4.0], np.float32))[0]
+    two = J.vmap(J.vmap(ck(J).checkify(f)))(np.array([[1.0, -2.0], [-3.0, 4.0]], np.float32))[0]
+    oob = ck(J).checkify(lambda x: x[J.numpy.array(5)], errors=ck(J).index_checks)
+    three = J.vmap(oob)(np.ones((3, 2), np.float32))[0]
+    none = J.vmap(ck(J).checkify(f))(np.array([1.0, 2.0], np.float32))[0]
+    return [one.get(), two.get(), three.get(), none.get()]
+
+
+def test_vmap_of_checkify_names_every_failing_index_as_jax():
+    got, want = _batched_messages(minijax), _batched_messages(jax)
+    assert got == want
+    assert got[0].count("at mapped index") == 2 and "at mapped index 1, 0: " in got[1]
+
+
 def test_throw_check_outside_checkify_and_bad_format_args_match_jax():
     def outcomes(J):
         err, _ = ck(J).checkify(program(J))(*CASES[1])

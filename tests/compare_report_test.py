@@ -1,6 +1,7 @@
 """The comparison report (`compare/_report.py`, `compare/__main__.py`): stored per-topic results,
 a failing topic reported with its traceback, paired timings with spread and ratio, folding."""
 
+import json
 import sys
 import types
 
@@ -71,3 +72,95 @@ def test_check_raises_wants_the_type_jax_raises():
 def test_report_renders_without_results_env():
     text = render({"x": TopicResult("empty")}, env={})
     assert "## x: empty" in text
+
+
+def _one_check(got, want, **kw):
+    res = TopicResult("t", runs="both")
+    res.check("c", got, want, **kw)
+    (c,) = res.checks
+    row = next(line for line in render({"t": res}, env={}).splitlines() if line.startswith("| c |"))
+    return c, row
+
+
+def test_a_wrong_dtype_nan_or_shape_fails_and_says_why():
+    want = jax.numpy.arange(6.0, dtype=jax.numpy.float32).reshape(2, 3)
+    # Equal values, wrong dtype: JAX's own int32 result against its float32 one.
+    c, row = _one_check(jax.numpy.arange(6, dtype=jax.numpy.int32).reshape(2, 3), want)
+    assert not c.ok and "dtype int32 vs float32" in row and "| FAIL |" in row
+    # A NumPy float64 result is a wrong dtype too (compared on np.asarray).
+    c, _ = _one_check(np.asarray(want, np.float64), want)
+    assert not c.ok and c.why == "dtype float64 vs float32"
+    # Weak type: a Python-scalar-derived JAX result against a strong float32 one.
+    c, row = _one_check(jax.jit(lambda x: x * 2)(1.0), jax.numpy.float32(2.0))
+    assert not c.ok and "weak_type True vs False" in row
+    # NaN at 3 elements, inf at one: named, never shown as a max_err of 0 or "-".
+    bad = np.asarray(want).copy()
+    bad[0, :] = np.nan
+    bad[1, 0] = np.inf
+    c, row = _one_check(jax.numpy.asarray(bad), want)
+    assert not c.ok and "nan on one side at 3 elements" in row and "inf on one side" in row
+    assert "| 0 |" not in row and not row.endswith("| - |")
+    # Wrong shape: the transposed result.
+    c, row = _one_check(want.T, want)
+    assert not c.ok and "shape (3, 2) vs (2, 3)" in row and c.max_err is None
+    # A wrong leaf count, and a plain value error (still with its size).
+    c, _ = _one_check([want, want], [want])
+    assert not c.ok and c.why == "2 leaves vs 1"
+    c, row = _one_check(want + 1, want)
+    assert not c.ok and "outside tolerance at 6 elements" in row and "max_err 1" in row
+    # The same leaves pass, with a 0 error; NaN in the same place on both sides is equal.
+    assert _one_check(jax.numpy.asarray(bad), jax.numpy.asarray(bad))[0].ok
+    # A failed boolean check says so instead of "-".
+    res = TopicResult("t")
+    res.check_true("b", False)
+    assert res.checks[0].shown_err() == "condition false"
+
+
+def test_a_known_difference_passes_on_values_only_and_is_shown():
+    want = jax.numpy.ones(3, jax.numpy.float32)
+    c, row = _one_check(np.ones(3, np.float64), want, known="reference computed in float64")
+    assert c.ok and "KNOWN (reference computed in float64)" in row
+    c, row = _one_check(np.full(3, 2.0), want, known="reference computed in float64")
+    assert not c.ok and "| FAIL |" in row  # values still have to agree
+    c, row = _one_check(np.ones(3, np.float32), want, known="stale")
+    assert c.ok and "| PASS |" in row and not c.known
+    # The note survives the stored JSON record.
+    res = TopicResult("t")
+    res.check("k", np.ones(3, np.float64), want, known="why")
+    assert TopicResult.from_record(res.to_record()).checks[0].known == "why"
+
+
+def test_a_float64_reference_checks_the_result_dtype_it_names():
+    ref = np.arange(3.0)  # float64 NumPy mathematics
+    assert _one_check(jax.numpy.arange(3.0), ref, dtype=np.float32)[0].ok
+    c, row = _one_check(jax.numpy.arange(3), ref, dtype=np.float32)
+    assert not c.ok and "dtype int32 vs float32" in row
+
+
+def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, tmp_path):
+    def slow_run(quick=False):
+        res = TopicResult("a topic whose timing misses its target", runs="both")
+        res.check("values", np.ones(3), np.ones(3))
+        res.check_target("step-time ratio minijax/JAX <= 1.05", 1.3 <= 1.05)
+        return res
+
+    def wrong_run(quick=False):
+        res = TopicResult("a topic whose values disagree", runs="both")
+        res.check("values", np.ones(3), np.zeros(3))
+        res.check_target("step-time ratio minijax/JAX <= 1.05", True)
+        return res
+
+    for name, fn in (("fake_slow", slow_run), ("fake_wrong", wrong_run)):
+        mod = types.ModuleType(f"compare.{name}")
+        mod.run = fn
+        monkeypatch.setitem(sys.modules, f"compare.{name}", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_slow", "fake_wrong"])
+    assert cmain.main(["fake_slow"], out_dir=tmp_path) == 0  # a missed target: reported only
+    assert cmain.main(["fake_wrong"], out_dir=tmp_path) == 1  # a wrong value fails the run
+    text = (tmp_path / "report.md").read_text()
+    assert "| step-time ratio minijax/JAX <= 1.05 | MISSED (speed target) |" in text
+    assert "ok, speed target missed" in text and "**checks fail**" in text
+    stored = TopicResult.from_record(
+        json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
+    assert [c.name for c in stored.missed_targets()] == ["step-time ratio minijax/JAX <= 1.05"]
+    assert stored.failed_checks() == []

@@ -614,6 +614,7 @@ _CACHE_SCRIPT = textwrap.dedent("""
     import minijax
     from minijax import compiler
     minijax.config.update("jax_compilation_cache_dir", sys.argv[1])
+    minijax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
     f = minijax.jit(lambda x: minijax.numpy.sin(x) * 2.0)
     out = np.asarray(f(np.arange(4.0, dtype=np.float32)))
     print(json.dumps({"stats": compiler.persistent_cache_stats, "out": out.tolist()}))
@@ -641,9 +642,9 @@ _CORRUPT_SCRIPT = textwrap.dedent("""
     J = __import__(sys.argv[1])
     cache = sys.argv[2]
     J.config.update("jax_compilation_cache_dir", cache)
-    if J.__name__ == "jax":  # cache every compile, however small and fast
-        J.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-        J.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+    # cache every compile, however small and fast
+    J.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+    J.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
 
     def make():  # the same code each time: the same module, the same cache key
         return J.jit(lambda x: J.numpy.sin(x) * 2.0)
@@ -783,3 +784,62 @@ def test_jit_retraces_when_x64_or_dtype_promotion_changes_like_jax():
         results[J.__name__] = (tuple(str(d) for d in dtypes_seen), len(count), raised)
     assert results["minijax"] == results["jax"], results
     assert results["jax"][0] == ("int32", "int64", "int32")
+
+
+_CACHE_DIR_SCRIPT = textwrap.dedent("""
+    import json, os, sys, warnings
+    J = __import__(sys.argv[1])
+    J.config.update("jax_compilation_cache_dir", os.path.join(sys.argv[2], "file", "sub"))
+    open(os.path.join(sys.argv[2], "file"), "w").close()  # a file where a folder must go
+    if sys.argv[3] == "raise":
+        J.config.update("jax_raise_persistent_cache_errors", True)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            outs = [float(J.jit(lambda x, k=k: x * k)(2.0)) for k in range(3)]
+        except OSError as e:
+            outs = type(e).__name__
+    print(json.dumps({"outs": outs, "warnings": [str(m.message).split(": ", 1)[1]
+                                                 for m in w]}))
+""")
+
+_THRESHOLD_SCRIPT = textwrap.dedent("""
+    import json, os, sys
+    J = __import__(sys.argv[1])
+    J.config.update("jax_compilation_cache_dir", sys.argv[2])
+    J.config.update("jax_persistent_cache_min_compile_time_secs", float(sys.argv[3]))
+    J.config.update("jax_persistent_cache_min_entry_size_bytes", int(sys.argv[4]))
+    J.jit(lambda x: x * 3.0)(2.0)
+    names = [n for n in os.listdir(sys.argv[2]) if not n.endswith("-atime")] \\
+        if os.path.isdir(sys.argv[2]) else []
+    print(json.dumps(len(names)))
+""")
+
+
+def _run_script(script, *args):
+    proc = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("mode", ["warn", "raise"])
+def test_unusable_cache_directory_warns_once_and_compiles_like_jax(tmp_path, mode):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "j").mkdir()
+    got = _run_script(_CACHE_DIR_SCRIPT, "minijax", tmp_path / "m", mode)
+    want = _run_script(_CACHE_DIR_SCRIPT, "jax", tmp_path / "j", mode)
+    assert want["outs"] == ([0.0, 2.0, 4.0] if mode == "warn" else "NotADirectoryError")
+    assert got["outs"] == want["outs"]
+    # one warning, naming the error and the directory (minus the module name before it)
+    assert [m.replace(str(tmp_path / "m"), "D") for m in got["warnings"]] == \
+        [m.replace(str(tmp_path / "j"), "D") for m in want["warnings"]]
+
+
+def test_persistent_cache_thresholds_like_jax(tmp_path):
+    # JAX's defaults (1 s of compile time, 0 bytes) write nothing for a tiny program; zero
+    # time and no size floor write it; an entry size floor above its size writes nothing
+    for i, (secs, size) in enumerate([(1.0, 0), (0, -1), (0, 10**9)]):
+        counts = [_run_script(_THRESHOLD_SCRIPT, m, tmp_path / f"{m}{i}", secs, size)
+                  for m in ("minijax", "jax")]
+        assert counts[0] == counts[1] == (1 if size == -1 else 0), (secs, size, counts)

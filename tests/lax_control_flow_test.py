@@ -98,6 +98,48 @@ def test_switch_values_and_clamping(index):
     check(program, index, X0)
 
 
+def _branch_calls(J):
+    """How many times cond's and switch's branches run as Python, over eager calls with two
+    signatures, a function closing over a tracer (under jvp), and the results."""
+    calls, outs = [], []
+
+    def b0(x):
+        calls.append(0)
+        return x + 1
+
+    def b1(x):
+        calls.append(1)
+        return x * 2
+
+    for x in (np.float32(1.0), np.float32(2.0), X0, X0 + 1):
+        for i in (0, 1, 5):
+            outs.append(J.lax.switch(i, [b0, b1], x))
+    for p in (True, False, True):
+        outs.append(J.lax.cond(p, b0, b1, X0))
+    counts = [len(calls)]
+    t = J.jvp(lambda s: J.lax.cond(True, lambda x: x * s, b1, X0), (2.0,), (1.0,))
+    outs.append(t)
+    counts.append(len(calls))
+    return counts, outs
+
+
+def test_eager_cond_and_switch_trace_each_branch_once_per_signature_as_jax():
+    (got, got_outs), (want, want_outs) = _branch_calls(minijax), _branch_calls(jax)
+    assert got == want
+    assert_same(got_outs, want_outs)
+
+
+def test_cached_branches_do_not_keep_their_functions_alive():
+    import gc
+    import weakref
+    f = lambda x: x + 1.0  # noqa: E731
+    ref = weakref.ref(f)
+    assert float(minijax.lax.cond(True, f, lambda x: x, 1.0)) == 2.0
+    del f
+    gc.collect()
+    assert ref() is None
+
+
 def test_scan_values():
     check(lambda J: lambda x0, xs: J.lax.scan(_rnn_body(J), x0, xs), X0, XS)
     # pytree carry, xs and ys; reverse

@@ -125,3 +125,64 @@ def test_index_mode_errors():
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0.5, 1.0]), axis=None))
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([0, 1]), axis=1))
     check_raises(lambda J: J.numpy.take_along_axis(A, np.array([[0]]), axis=1, mode="wrong"))
+
+
+# boolean masks: a shape that does not match the axes it covers is JAX's IndexError (same
+# message); a matching mask, or one of size 0 along an axis, selects as in JAX
+X234 = np.arange(24.0).reshape(2, 3, 4)
+MASKS = {
+    "leading_too_long": (np.array([True, False, True]),),
+    "second_axis": (slice(None), np.array([True, False])),
+    "after_ellipsis": (Ellipsis, np.array([True, False, True])),
+    "after_ellipsis_ok": (Ellipsis, np.array([True, False, True, True])),
+    "after_newaxis_2d": (None, np.ones((2, 2), bool)),
+    "2d_ok": (np.ones((2, 3), bool),),
+    "after_int_2d_ok": (0, np.ones((3, 4), bool)),
+    "after_int_and_ellipsis": (0, Ellipsis, np.ones((4, 4), bool)),
+    "empty_ok": (np.zeros((0,), bool),),
+    "list_after_int": (1, [True, False, True, False]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MASKS))
+def test_boolean_mask_shapes_as_jax(name):
+    index = MASKS[name]
+    try:
+        want = jax.numpy.asarray(X234)[index]
+    except IndexError as e:
+        with pytest.raises(IndexError) as got:
+            minijax.numpy.asarray(X234)[index]
+        assert str(got.value) == str(e)
+        with pytest.raises(IndexError):
+            minijax.numpy.asarray(X234).at[index].set(0.0)
+    else:
+        assert_same(minijax.numpy.asarray(X234)[index], want)
+
+
+# jax.ops: the segment reductions (ids out of range and negative ids dropped, empty segments
+# hold the identity, bucket_size, num_segments inferred from concrete ids), under jit and grad
+SEG_DATA = np.arange(12, dtype=np.float32).reshape(6, 2) - 3.5
+SEG_IDS = np.array([0, 0, 2, 1, -1, 7])
+
+
+@pytest.mark.parametrize("name", ["segment_sum", "segment_prod", "segment_max", "segment_min"])
+@pytest.mark.parametrize("kw", [{"num_segments": 4}, {"num_segments": 3},
+                                {"num_segments": 4, "bucket_size": 2},
+                                {"num_segments": 4, "indices_are_sorted": True}])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_segment_reductions_as_jax(name, kw, dtype):
+    ids = np.sort(SEG_IDS) if kw.get("indices_are_sorted") else SEG_IDS
+    check(lambda J: getattr(J.ops, name)(SEG_DATA.astype(dtype), ids, **kw))
+    check(lambda J: J.jit(lambda d, i: getattr(J.ops, name)(d, i, **kw))(
+        SEG_DATA.astype(dtype), ids))
+
+
+def test_segment_reductions_infer_num_segments_and_differentiate_as_jax():
+    ids = np.array([0, 0, 2, 1, 1, 3])
+    inferred = lambda J: [getattr(J.ops, n)(SEG_DATA, ids) for n in  # noqa: E731
+                          ("segment_sum", "segment_prod", "segment_max", "segment_min")]
+    assert_same(inferred(minijax), inferred(jax))  # eagerly: the ids must be concrete
+    check(lambda J: J.grad(lambda d: (J.ops.segment_sum(d, ids, 4) ** 2).sum())(SEG_DATA))
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="num_segments must be non-negative"):
+            J.ops.segment_sum(SEG_DATA, ids, -1)

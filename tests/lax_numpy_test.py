@@ -601,3 +601,66 @@ def test_convolve_rot90_errors_and_grad():
     grad = lambda J: J.grad(lambda v: J.numpy.convolve(v, CONV, mode="same").sum() +  # noqa
                             J.numpy.rot90(J.numpy.outer(v, v))[0, 1])(V)
     np.testing.assert_allclose(grad(minijax), grad(jax), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Eager arithmetic is silent about inf/nan, as XLA is
+# ---------------------------------------------------------------------------------------------
+
+SILENT = {
+    "one_over_zero": lambda jnp: jnp.array(1.0) / 0,
+    "zero_over_zero": lambda jnp: jnp.array(0.0) / 0,
+    "log_zero": lambda jnp: jnp.log(jnp.zeros(2)),
+    "sqrt_negative": lambda jnp: jnp.sqrt(-jnp.ones(3)),
+    "float16_overflow": lambda jnp: jnp.array(60000, jnp.float16) * jnp.array(2, jnp.float16),
+    "float32_exp_overflow": lambda jnp: jnp.exp(jnp.array([100.0, 1.0])),
+    "mean_of_empty": lambda jnp: jnp.mean(jnp.zeros((0,))),
+    "int_mod_zero": lambda jnp: jnp.array([3, 4]) % 0,
+}
+
+
+@cases(SILENT)
+def test_eager_arithmetic_emits_no_numpy_warnings_as_jax(name):
+    # under `python -W error` a NumPy RuntimeWarning would be an exception; JAX's eager ops
+    # return inf/nan silently, and so must minijax's (values compared with JAX's)
+    import warnings
+    results = []
+    for J in (jax, minijax):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            results.append(SILENT[name](J.numpy))
+    assert_same(results[1], results[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# Creation errors JAX raises: None in an array, Python ints out of range, allocations too big
+# ---------------------------------------------------------------------------------------------
+
+CREATION_ERRORS = {
+    "none_in_a_list": lambda jnp: jnp.asarray([1.0, None]),
+    "none": lambda jnp: jnp.array(None),
+    "none_nested": lambda jnp: jnp.array([[1], [None]]),
+    "int_scalar_too_large": lambda jnp: jnp.array(2**40),
+    "int_in_a_list_too_large": lambda jnp: jnp.array([1, 2**40]),
+    "negative_to_uint32": lambda jnp: jnp.asarray(-1, jnp.uint32),
+    "int_to_uint8": lambda jnp: jnp.array([300], jnp.uint8),
+    # 4 PiB: more than any address space, so no machine has it to give
+    "eager_ones": lambda jnp: jnp.ones((2**25, 2**25)),
+    "eager_broadcast_add": lambda jnp: jnp.ones(3) + jnp.zeros((2**48, 1)),
+}
+
+
+@cases(CREATION_ERRORS)
+def test_creation_errors_match_jax(name):
+    with pytest.raises(Exception) as want:
+        CREATION_ERRORS[name](jax.numpy)
+    with pytest.raises(Exception) as got:
+        CREATION_ERRORS[name](minijax.numpy)
+    assert type(got.value).__mro__[:2] == type(want.value).__mro__[:2], (got.value, want.value)
+    assert str(got.value) == str(want.value)
+
+
+def test_python_ints_at_the_edges_of_their_dtype_match_jax():
+    for value, dtype in ((2**31 - 1, None), (-2**31, None), (2**32 - 1, np.uint32),
+                         ([0, 255], np.uint8), (1, np.float32), ([2**40], np.float32)):
+        check(lambda J, value=value, dtype=dtype: J.numpy.asarray(value, dtype))

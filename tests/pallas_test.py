@@ -370,6 +370,58 @@ def test_an_any_memory_space_operand_is_the_whole_array():
     np.testing.assert_allclose(np.asarray(call(minijax, mpl, x)), x + x[0], rtol=1e-6)
 
 
+# a static out-of-bounds `pl.ds` (load or store) and a store of another dtype raise JAX's
+# ValueError (its message); a start known only at run time is not checked, as in JAX; JAX's
+# implicit casts (an integer into an integer ref, a weak float into a floating ref) are kept
+def _kernels(pl, jnp):
+    def load_oob(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(6, 4)]
+
+    def load_start_past_end(x_ref, o_ref):
+        o_ref[...] = x_ref[pl.ds(8, 4)]
+
+    def store_oob(x_ref, o_ref):
+        o_ref[pl.ds(6, 4)] = x_ref[pl.ds(0, 4)]
+
+    def store_int_into_float(x_ref, o_ref):
+        o_ref[pl.ds(0, 4)] = x_ref[pl.ds(0, 4)].astype(jnp.int32)
+
+    def store_weak_float(x_ref, o_ref):
+        o_ref[...] = x_ref[...] * 0 + 2.0
+
+    def store_int8_into_int32(x_ref, o_ref):
+        o_ref[...] = x_ref[...].astype(jnp.int8)
+
+    def traced_start(x_ref, o_ref):
+        o_ref[pl.ds(0, 4)] = x_ref[pl.ds(pl.program_id(0) * 4, 4)]
+    return {f.__name__: f for f in (load_oob, load_start_past_end, store_oob,
+                                    store_int_into_float, store_weak_float,
+                                    store_int8_into_int32, traced_start)}
+
+
+@pytest.mark.parametrize("name", ["load_oob", "load_start_past_end", "store_oob",
+                                  "store_int_into_float", "store_weak_float",
+                                  "store_int8_into_int32", "traced_start"])
+def test_ref_bounds_and_dtypes_as_jax(name):
+    dtype = np.int32 if name.endswith("int32") else np.float32
+    x = np.arange(8).astype(np.int32 if dtype == np.int32 else np.float32)
+
+    def run(Jm, pl):
+        kernel = _kernels(pl, Jm.numpy)[name]
+        return pl.pallas_call(kernel, out_shape=Jm.ShapeDtypeStruct((8,), dtype), grid=(2,),
+                              interpret=True)(x)
+    try:
+        want = run(jax, jpl)
+    except ValueError as e:
+        with pytest.raises(ValueError) as got:
+            run(minijax, mpl)
+        assert str(got.value) == str(e)
+        return
+    got = run(minijax, mpl)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
 @pytest.mark.parametrize("which", ["minijax", "jax"])
 def test_scalar_prefetch_grid_spec_feeds_index_maps_and_kernel(which):
     # PrefetchScalarGridSpec: the first operand reaches every index map (which block to read)

@@ -236,6 +236,40 @@ def test_errors_match_jax(name):
         fun(minijax)
 
 
+# Python ints outside the 32-bit range a key, a fold_in datum or a randint bound is converted to
+OVERFLOWS = {
+    "fold_in_2**32": lambda J: J.random.fold_in(J.random.PRNGKey(0), 2**32),
+    "fold_in_negative": lambda J: J.random.fold_in(J.random.PRNGKey(0), -1),
+    "fold_in_typed_2**40": lambda J: J.random.fold_in(J.random.key(0), 2**40),
+    "PRNGKey_2**64": lambda J: J.random.PRNGKey(2**64),
+    "key_-2**64": lambda J: J.random.key(-2**64),
+    "randint_maxval_2**31": lambda J: J.random.randint(J.random.PRNGKey(0), (3,), 0, 2**31),
+    "randint_minval_-2**40": lambda J: J.random.randint(J.random.PRNGKey(0), (3,), -2**40, 5),
+    "uniform_minval_2**200": lambda J: J.random.uniform(J.random.PRNGKey(0), (2,),
+                                                        minval=2**200),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OVERFLOWS))
+def test_python_ints_out_of_range_raise_jaxs_overflow_error(name):
+    with pytest.raises(Exception) as want:
+        OVERFLOWS[name](jax)
+    assert want.type is OverflowError
+    with pytest.raises(OverflowError) as got:
+        OVERFLOWS[name](minijax)
+    if name.startswith("fold_in"):  # (JAX's jitted samplers word it for their jit arguments)
+        assert str(got.value) == str(want.value)
+
+
+def test_python_ints_at_the_edge_of_the_range_match_jax():
+    for data in (0, 2**32 - 1):
+        assert_bits_equal(minijax.random.fold_in(minijax.random.PRNGKey(3), data),
+                          jax.random.fold_in(jax.random.PRNGKey(3), data))
+    for lo, hi in ((-2**31, 2**31 - 1), (0, 1)):
+        assert_bits_equal(minijax.random.randint(minijax.random.PRNGKey(1), (4,), lo, hi),
+                          jax.random.randint(jax.random.PRNGKey(1), (4,), lo, hi))
+
+
 # ---------------------------------------------------------------------------------------------
 # The primitives under the hash and the samplers
 # ---------------------------------------------------------------------------------------------

@@ -511,5 +511,19 @@ def check_errors():
     assert kind == "NameError" and "unbound axis name: j" in msg, msg
 
 
+def check_clearer_errors_where_jax_fails_internally():
+    # JAX 0.10.2 fails with an internal AssertionError (an axis name no shard_map binds) or
+    # IndexError (a ppermute position past the axis); minijax keeps errors naming the axis
+    def cases(J):
+        P, L = J.sharding.PartitionSpec, J.lax
+        m = mesh1(J)
+        return [lambda: smap(J, lambda a: L.psum(a, "j"), m, P("i"), P("i"))(X),
+                lambda: smap(J, lambda a: L.ppermute(a, "i", [(0, 9)]), m, P("i"), P("i"))(X)]
+    assert [raises(c)[0] for c in cases(jax)] == ["AssertionError", "IndexError"]
+    (k1, m1), (k2, m2) = [raises(c) for c in cases(minijax)]
+    assert k1 == "NameError" and "unbound axis name: j" in m1 and "['i']" in m1, m1
+    assert k2 == "ValueError" and "ppermute" in m2 and "[0, 8)" in m2 and "'i'" in m2, m2
+
+
 if __name__ == "__main__":
     run_checks(globals())

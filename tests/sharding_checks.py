@@ -357,6 +357,54 @@ def check_in_shardings_pytree_prefix():
     assert isinstance(e, ValueError) and "in_shardings" in str(e)
 
 
+def check_equivalent_layout_is_passed_through():
+    # P() and P(None, None) put the same slices on the same devices: a sharded call given an
+    # argument laid out as one, compiled for the other, uses its buffers as they are instead
+    # of fetching and re-placing them (as JAX does), and the result equals JAX's.
+    jm, mm = meshes("auto")
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    jsh, msh = both(jm, mm, None, None)
+    want = jax.jit(lambda a: a * 2, in_shardings=jsh)(jax.device_put(x, both(jm, mm)[0]))
+    arg = minijax.device_put(x, M_SH.NamedSharding(mm, M_SH.PartitionSpec()))
+    f = minijax.jit(lambda a: a * 2, in_shardings=msh)
+    f(arg)  # compile
+    placed = []
+    original = compiler.device_put_sharded
+    compiler.device_put_sharded = lambda *a: placed.append(a) or original(*a)
+    try:
+        got = f(arg)
+    finally:
+        compiler.device_put_sharded = original
+    assert not placed, "the argument was re-placed through the host"
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def check_dict_shardings_of_a_training_step():
+    # in_shardings and out_shardings as dicts of NamedShardings (a parameter tree), as a
+    # sharded training step passes them: the step's outputs come back in those layouts.
+    jm, mm = meshes("auto")
+    params = {"w": np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4),
+              "b": np.zeros(4, np.float32)}
+    x = np.ones((8, 8), np.float32)
+
+    def step(p, a):
+        g = {"w": a.T @ (a @ p["w"] + p["b"]), "b": (a @ p["w"]).sum(0)}
+        return {k: p[k] - 0.1 * g[k] for k in p}, (a @ p["w"]).sum()
+    outs = {}
+    for J, mesh in ((jax, jm), (minijax, mm)):
+        ns = lambda *s, J=J, mesh=mesh: J.sharding.NamedSharding(mesh, J.P(*s))  # noqa: E731
+        psh = {"w": ns("x", "y"), "b": ns("y")}
+        f = J.jit(step, in_shardings=(psh, ns("x")), out_shardings=(psh, ns()))
+        new, loss = f(params, x)
+        new2, _ = f(new, x)  # a second call hits the cache keyed on the dict of shardings
+        outs[J] = (new2, loss, {k: tuple(v.sharding.spec) for k, v in new2.items()})
+    np.testing.assert_allclose(np.asarray(outs[minijax][1]), np.asarray(outs[jax][1]), rtol=1e-6)
+    for k in params:
+        np.testing.assert_allclose(np.asarray(outs[minijax][0][k]), np.asarray(outs[jax][0][k]),
+                                   rtol=1e-6)
+    assert outs[minijax][2] == outs[jax][2] == {"w": ("x", "y"), "b": ("y",)}
+
+
 def check_mixed_donated_transformed_calls():
     jm, mm = meshes("auto")
     x = np.arange(32, dtype=np.float32).reshape(8, 4)

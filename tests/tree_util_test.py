@@ -167,6 +167,22 @@ def test_errors_like_jax(bad):
         bad(minijax)
 
 
+@pytest.mark.parametrize("flatten", [
+    lambda J, t: J.tree_util.tree_flatten(t),
+    lambda J, t: J.tree_util.tree_leaves(t),
+    lambda J, t: J.tree_util.tree_flatten_with_path(t),
+    lambda J, t: J.tree.map(lambda x: x, t),
+    lambda J, t: J.tree_util.tree_flatten(collections.defaultdict(list, t)),
+])
+def test_dict_with_unsortable_keys_raises_jaxs_error(flatten):
+    tree = {1: 2.0, "a": 3.0}
+    with pytest.raises(Exception) as want:
+        flatten(jax, tree)
+    with pytest.raises(want.type) as got:
+        flatten(minijax, tree)
+    assert str(got.value) == str(want.value)
+
+
 def test_partial_is_a_pytree():
     def program(J):
         add = J.tree_util.Partial(lambda x, y, scale=1.0: (x + y) * scale, np.float32(1.0),
@@ -303,3 +319,27 @@ def test_vmap_axes_prefixes_follow_the_tree_structure():
         for J in (jax, minijax):
             with pytest.raises(ValueError):
                 J.vmap(lambda d: d, in_axes=bad)(arg)
+
+
+# flatten_util.ravel_pytree: one vector of the promoted dtype and the function back
+def _ravel_program(J):
+    import importlib
+    ravel = importlib.import_module(J.__name__ + ".flatten_util").ravel_pytree
+    tree = {"a": np.ones((2, 3), np.float32), "b": [np.arange(3, dtype=np.int32), 2.0],
+            "c": (np.float16(1.5),)}
+    flat, unravel = ravel(tree)
+    same, unravel_same = ravel([np.ones(2, np.float32), np.arange(3, dtype=np.float32)])
+    empty, unravel_empty = ravel({})
+    errors = []
+    for bad in (flat[:3], flat.astype(np.int32)):
+        try:
+            unravel(bad)
+        except (TypeError, ValueError) as e:
+            errors.append((type(e).__name__, str(e)))
+    return (flat, unravel(flat * 2), unravel_same(same.astype(np.float16)), empty,
+            unravel_empty(empty), J.jit(lambda t: ravel(t)[0])(tree), errors)
+
+
+def test_ravel_pytree_as_jax():
+    got, want = _ravel_program(minijax), _ravel_program(jax)
+    _same(lambda J: got if J is minijax else want)

@@ -73,16 +73,19 @@ class Error:
         self.messages, self.payloads = messages, payloads
 
     def get(self) -> str | None:
-        """The message of the first failure (prefixed `at mapped index i: ` under vmap), or
-        None. Needs concrete values (call it outside `jit`)."""
+        """The failure's message, or None. Under vmap, one line per failing mapped index
+        (`at mapped index i: ...`, `i, j` under two vmaps), as JAX's BatchedError prints.
+        Needs concrete values (call it outside `jit`)."""
         err, code = np.asarray(self.err), np.asarray(self.code)
+        lines = []
         for idx in np.ndindex(err.shape):
             if err[idx]:
                 c = int(code[idx])
                 msg = self.messages[c](*[np.asarray(p)[idx] for p in self.payloads[c]])
-                where = idx[0] if len(idx) == 1 else idx
-                return f"at mapped index {where}: {msg}" if idx else msg
-        return None
+                if not idx:
+                    return msg
+                lines.append(f"at mapped index {', '.join(map(str, idx))}: {msg}")
+        return "\n".join(lines) if lines else None
 
     def get_exception(self) -> JaxRuntimeError | None:
         msg = self.get()

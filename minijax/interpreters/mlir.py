@@ -16,6 +16,7 @@ import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
+from minijax.interpreters import partial_eval as pe
 from minijax import sharding as msh
 
 _CHAPTER = "chapters/07-jit.md"
@@ -212,6 +213,22 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
                 o = _constrain(o, v.aval)
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_fun
+def lower_fun(fun: Callable, multiple_results: bool = True) -> Callable:
+    """A lowering rule made of a Python function of the operands (and the params, as
+    keywords): `fun` is traced at the rule's input avals and its jaxpr lowered in place, so a
+    primitive can be lowered as a composition of others. `multiple_results`: whether `fun`
+    returns a list of results."""
+    def rule(ctx: LoweringRuleContext, *args, **params):
+        def flat(*xs):
+            out = fun(*xs, **params)
+            return list(out) if multiple_results else [out]
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat, ctx.avals_in, purpose="lower_fun")
+        outs = lower_jaxpr(jaxpr, consts, args)
+        return outs if multiple_results else outs[0]
+    return rule
 
 
 # Primitives whose lowering already states their result's layout (no second constraint).

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from minijax import core, dtypes, effects
+from minijax.config import config
 from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
                           Var)
 from minijax.util import safe_zip
@@ -173,6 +174,8 @@ def trace_to_jaxpr_dynamic(fun: Callable, in_avals: Sequence[ShapedArray], *,
         jaxpr, consts = trace.to_jaxpr(outs)
     finally:
         trace.invalidate()
+    if config.jax_enable_checks:  # JAX: jax/_src/config.py enable_checks
+        core.check_jaxpr(jaxpr)
     return jaxpr, consts, [v.aval for v in jaxpr.outvars]
 
 

@@ -56,3 +56,8 @@ from minijax.lax.parallel import (  # noqa: F401,E402
     reduce_scatter_p,
 )
 from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-exports it)
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

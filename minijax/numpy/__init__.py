@@ -63,3 +63,8 @@ from minijax.numpy.util import broadcast_shapes  # noqa: F401
 from minijax.numpy import linalg  # noqa: F401,E402
 
 _array_methods.install()
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing
+    raise missing(__name__, name)

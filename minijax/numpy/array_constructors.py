@@ -35,10 +35,21 @@ def array(object, dtype=None, copy=True) -> Any:
             raise ValueError("All input arrays must have the same shape.")
         out = lax.concatenate(promote_dtypes(*[lax.expand_dims(e, (0,)) for e in elems]), 0)
     else:
+        if object is None or isinstance(object, (list, tuple)) and any(
+                leaf is None for leaf in _iter_leaves(object)):
+            raise ValueError("None is not a valid value for jnp.array")
+        if type(object) is int and dtype is None:  # JAX: jax/_src/dtypes.py coerce_to_array
+            canon = dtypes.python_scalar_dtype(object)
+            if not np.iinfo(canon).min <= object <= np.iinfo(canon).max:
+                raise OverflowError(f"Python int {object} too large to convert to {canon}")
         val = np.asarray(object)
         if val.dtype.kind not in "biufc" and val.dtype != dtypes.bfloat16:
             raise TypeError(f"array: unsupported value of dtype {val.dtype} ({object!r})")
         canon = dtypes.canonicalize_dtype(val.dtype if dtype is None else dtype)
+        if val.dtype.kind in "iu" and canon.kind in "iu" and canon != val.dtype and \
+                isinstance(object, (int, list, tuple)):
+            val = np.asarray(object, dtype=canon)  # NumPy's OverflowError for a Python int
+            # out of the target's range, as JAX raises it
         return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon, copy=copy))
     if dtype is not None:
         return lax.convert_element_type(out, dtype)

@@ -159,25 +159,40 @@ def is_advanced(i) -> bool:
     return False
 
 
-def _expand_bool_masks(idx: tuple) -> tuple:
-    out = []
-    for i in idx:
-        if isinstance(i, list):
-            i = np.asarray(i)
-        aval = core.get_aval(i) if isinstance(i, (Array, Tracer, np.ndarray)) else None
-        if aval is not None and aval.dtype == np.bool_:
+def _expand_bool_masks(idx: tuple, shape: tuple) -> tuple:
+    """Each concrete boolean mask as the integer arrays of its True positions, after checking
+    that its shape matches the axes of `shape` it covers (JAX's IndexError otherwise)."""
+    idx = [np.asarray(i) if isinstance(i, list) else i for i in idx]
+    avals = [core.get_aval(i) if isinstance(i, (Array, Tracer, np.ndarray)) else None
+             for i in idx]
+    masks = [a is not None and a.dtype == np.bool_ for a in avals]
+    # how many axes of x each entry covers: a mask its rank, None and Ellipsis none
+    widths = [a.ndim if m else 0 if i is None or i is Ellipsis else 1
+              for i, a, m in zip(idx, avals, masks)]
+    out, axis = [], 0
+    for position, (i, aval, mask) in enumerate(zip(idx, avals, masks)):
+        if i is Ellipsis:
+            axis = len(shape) - builtins.sum(widths[position + 1:])
+        if mask:
             if isinstance(i, Tracer):
                 raise IndexError(
                     "Array boolean indices must be concrete: the shape of x[mask] depends on "
                     f"the values of the mask ({aval.str_short()}). Use jnp.where instead.")
+            expected = list(shape[axis:axis + aval.ndim])
+            if not builtins.all(s1 in (0, s2) for s1, s2 in zip(aval.shape, expected)):
+                # JAX: jax/_src/numpy/indexing.py NDIndexer.expand_bool_indices
+                raise IndexError("boolean index did not match shape of indexed array in index "
+                                 f"{position}: got {aval.shape}, expected {expected}")
             out.extend(np.nonzero(np.asarray(i)))
         else:
             out.append(i)
+        axis += widths[position]
     return tuple(out)
 
 
-def _normalize(index, ndim: int) -> list:
-    idx = _expand_bool_masks(index if isinstance(index, tuple) else (index,))
+def _normalize(index, shape: tuple) -> list:
+    ndim = len(shape)
+    idx = _expand_bool_masks(index if isinstance(index, tuple) else (index,), shape)
     if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     n_real = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
@@ -205,7 +220,7 @@ def advanced_take(x, index, mode=None, fill_value=None):
     """
     x = asarray(x)
     shape = core.get_aval(x).shape
-    entries = _normalize(index, len(shape))
+    entries = _normalize(index, tuple(shape))
     basic = tuple(builtins.slice(None) if _is_adv_entry(e) else e
                   for e in entries if e is not None)
     y = rewriting_take(x, basic)

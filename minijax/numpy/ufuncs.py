@@ -149,9 +149,12 @@ def floor_divide(x, y):
 def remainder(x, y):
     """x % y with the sign of y (as numpy's `%`)."""
     x, y = promote_args_numeric("remainder", x, y)
+    zero = _const(x, 0)
+    if dtype_kind(y) in "iu":  # x % 0 is 0 for integers, as in JAX
+        y = where(lax.eq(y, _const(y, 0)), lax.full_like(y, 1), y)
     r = lax.rem(x, y)
-    zero = _const(r, 0)
-    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
+    nonzero = lax.ne(r, zero)
+    fix = lax.bitwise_and(lax.ne(lax.lt(r, zero), lax.lt(y, zero)), nonzero)
     return lax.select(fix, lax.add(r, y), r)
 
 mod = remainder

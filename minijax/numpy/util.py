@@ -10,6 +10,7 @@ chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import warnings
 
 import numpy as np
 
@@ -17,6 +18,7 @@ from minijax import core, dtypes
 from minijax import lax
 from minijax import sharding as msh
 from minijax.array import Array
+from minijax.config import config
 from minijax.core import Tracer
 from minijax.pjit import jit
 
@@ -57,6 +59,7 @@ def promote_shapes(name: str, *args):
     except ValueError:
         raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes="
                          f"{[tuple(s) for s in shapes]}") from None
+    _check_rank_promotion(name, shapes)
     rank = builtins.max(ranks)
     out = []
     for a, s in zip(args, shapes):
@@ -65,6 +68,25 @@ def promote_shapes(name: str, *args):
             a = lax.broadcast_in_dim(a, (1,) * pad + s, tuple(range(pad, rank)))
         out.append(a)
     return out
+
+
+# JAX: jax/_src/numpy/util.py _rank_promotion_warning_or_error
+def _check_rank_promotion(name: str, shapes) -> None:
+    """Under jax_numpy_rank_promotion='warn' or 'raise', adding leading axes to broadcast
+    operands of different ranks warns (UserWarning) or raises ValueError, in JAX's words."""
+    mode = config.jax_numpy_rank_promotion
+    if mode == "allow":
+        return
+    shown = " ".join(str(tuple(s)) for s in shapes)
+    link = "https://docs.jax.dev/en/latest/rank_promotion_warning.html."
+    if mode == "warn":
+        warnings.warn(f"Following NumPy automatic rank promotion for {name} on shapes {shown}. "
+                      "Set the jax_numpy_rank_promotion config option to 'allow' to disable "
+                      f"this warning; for more information, see {link}", stacklevel=3)
+    else:
+        raise ValueError(f"Operands could not be broadcast together for {name} on shapes "
+                         f"{shown} and with the config option jax_numpy_rank_promotion="
+                         f"'raise'. For more information, see {link}")
 
 
 def _one_dtype(args) -> bool:

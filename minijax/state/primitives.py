@@ -12,7 +12,9 @@ only while tracing, and `discharge_state` rewrites these equations into `dynamic
 
 from __future__ import annotations
 
-from minijax import core
+import numpy as np
+
+from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.interpreters import ad, batching
 from minijax.state.types import (AbstractRef, AccumEffect, ReadEffect, WriteEffect,
@@ -60,7 +62,11 @@ swap_p.pp_param_formatters = {"indexer": pp_indexer}  # minijax/viz.py
 
 def _check_value(name, ref_aval, val_aval, indexer):
     shape = indexed_shape(indexer)
-    if val_aval.shape != shape or val_aval.dtype != ref_aval.dtype:
+    if val_aval.shape == shape and val_aval.dtype != ref_aval.dtype:
+        # JAX: jax/_src/state/primitives.py _swap_abstract_eval (its words)
+        raise ValueError(f"Invalid dtype for `{name}`. Ref dtype: {ref_aval.dtype}. Value "
+                         f"dtype: {val_aval.dtype}. ")
+    if val_aval.shape != shape:
         raise TypeError(f"{name}: writing a value of type {val_aval.str_short()} into a "
                         f"window {pp_indexer(indexer)} of {ref_aval.str_short()}, which needs "
                         f"{core.ShapedArray(shape, ref_aval.dtype).str_short()}")
@@ -146,9 +152,16 @@ core.pp_eqn_rules[addupdate_p] = _addupdate_pp_rule
 # The user-facing functions, and `ref[idx]` / `ref[idx] = v` on traced refs
 # ---------------------------------------------------------------------------------------------
 
+# JAX: jax/_src/state/primitives.py _maybe_implicit_cast
 def _cast_value(ref, val):
+    """`val` as an array, converted to the ref's dtype only where JAX converts implicitly:
+    an integer into an integer ref, a weakly typed float into a floating ref. Any other dtype
+    is left for the primitive to reject (ValueError), as in JAX."""
     val = jnp.asarray(val)
-    if val.dtype != ref.dtype:
+    aval, sub = core.get_aval(val), dtypes.issubdtype
+    ints = sub(ref.dtype, np.integer) and sub(aval.dtype, np.integer)
+    floats = aval.weak_type and sub(ref.dtype, np.floating) and sub(aval.dtype, np.floating)
+    if aval.dtype != ref.dtype and (ints or floats):
         val = lax.convert_element_type(val, ref.dtype)
     return val
 

@@ -164,6 +164,7 @@ def make_indexer(idx: Any, shape: tuple[int, ...], what: str = "ref[...]"):
     spec, starts = [], []
     for d, (i, n) in enumerate(zip(idx, shape)):
         if isinstance(i, Slice):
+            _check_slice_bounds(i, n)
             spec.append(("slice", i.size))
             starts.append(i.start)
         elif isinstance(i, slice):
@@ -186,6 +187,20 @@ def make_indexer(idx: Any, shape: tuple[int, ...], what: str = "ref[...]"):
             spec.append(("index",))
             starts.append(i)
     return tuple(spec), starts
+
+
+# JAX: jax/_src/state/indexing.py NDIndexer.__post_init__ (validate=True; its words, and
+# like it no check for a start of 0 or one known only at run time)
+def _check_slice_bounds(sl: Slice, dim: int) -> None:
+    start = sl.start.to_concrete_value() if isinstance(sl.start, core.Tracer) else sl.start
+    if start is None or not int(start):
+        return
+    start = int(start)
+    if start >= dim:
+        raise ValueError(f"Out of bound slice: start={start}, dim={dim}.")
+    if sl.size and start + sl.size - 1 >= dim:
+        raise ValueError(f"Out of bound slice: start={start}, size={sl.size}, stride=1, "
+                         f"dim={dim}.")
 
 
 def pp_indexer(spec) -> str:

@@ -3,8 +3,10 @@ fills in and once on the reference solution, against real JAX.
 
 In the suite a skeleton must fail with NotImplementedError (a strict xfail, so the suite
 proves the skeletons are still skeletons and that the tests reach the learner's code), and a
-solution must pass. A learner runs `MINIJAX_EXERCISES=mine pytest tests/chapters/exercises_test.py
--k NAME`, where the skeleton cases are plain tests. The modules are loaded from their files
+solution must pass. A learner runs `make exercise NAME=...`: it copies the skeleton to
+chapters/exercises/mine/ (ignored by git) once and runs these tests with MINIJAX_EXERCISES=mine,
+where the skeleton cases load that copy and are plain tests; the tracked skeletons stay
+skeletons, so the suite stays green while the learner works. The modules are loaded from their files
 (tests/chapters would shadow a top-level `chapters` package on sys.path).
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import jax
@@ -35,11 +38,19 @@ def _load(path: Path):
     return module
 
 
+def learner_file(name: str) -> Path:
+    """The file a test loads as the skeleton: in the learner's mode, the learner's copy in
+    chapters/exercises/mine/ (ignored by git; `make exercise NAME=...` makes it), if there is
+    one; otherwise the tracked skeleton, which must stay unfilled."""
+    mine = EXERCISES / "mine" / f"{name}.py"
+    return mine if LEARNER and mine.exists() else EXERCISES / f"{name}.py"
+
+
 def _versions(name: str):
-    skeleton = pytest.param(EXERCISES / f"{name}.py", id="skeleton", marks=() if LEARNER else
+    skeleton = pytest.param(learner_file(name), id=f"{name}-skeleton", marks=() if LEARNER else
                             pytest.mark.xfail(strict=True, raises=NotImplementedError,
                                               reason="a skeleton, to be filled in"))
-    solution = pytest.param(EXERCISES / "solutions" / f"{name}.py", id="solution")
+    solution = pytest.param(EXERCISES / "solutions" / f"{name}.py", id=f"{name}-solution")
     return pytest.mark.parametrize("module", [skeleton, solution], indirect=True)
 
 
@@ -551,6 +562,50 @@ def test_sampling_matches_jax_and_the_softmax(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# sharded_mlp: Megatron's MLP with shard_map; FSDP's collectives and bytes (chapter 25)
+# ---------------------------------------------------------------------------------------------
+
+@_versions("sharded_mlp")
+def test_tp_mlp_equals_the_unsharded_mlp(module):
+    r = np.random.RandomState(0)
+    h, w_fc, b_fc = r.randn(4, 8), r.randn(8, 32) / 3, r.randn(32)
+    w_proj, b_proj = r.randn(32, 8) / 6, r.randn(8)
+    args = [a.astype(np.float32) for a in (h, w_fc, b_fc, w_proj, b_proj)]
+
+    def loss(J, mlp):
+        return lambda *a: J.numpy.sum(J.numpy.tanh(mlp(*a)))
+    want = jax.value_and_grad(loss(jax, lambda h, w1, b1, w2, b2: jax.nn.gelu(h @ w1 + b1) @ w2
+                                   + b2), argnums=(0, 1, 3))(*args)
+    for J in (jax, minijax):
+        f = J.shard_map(lambda *a, J=J: module.tp_mlp(J, *a, "i"), mesh=_mesh(J),
+                        in_specs=(J.P(), J.P(None, "i"), J.P("i"), J.P("i"), J.P()),
+                        out_specs=J.P())
+        got = J.jit(J.value_and_grad(loss(J, f), argnums=(0, 1, 3)))(*args)
+        _close(got[0], want[0], 1e-4)
+        for g, w in zip(got[1], want[1]):
+            _close(g, w, 1e-4)
+        hlo = J.jit(f).lower(*args).compile().as_text()
+        assert hlo.count(" all-reduce(") == 1, "one collective in the forward pass"
+
+
+@_versions("sharded_mlp")
+def test_fsdp_prediction_matches_the_compiled_step(module):
+    from compare import gpt_sharded
+    from compare.shard_map import fsdp_loss, sgd_step
+    params = (np.ones((16, 32), np.float32), np.ones((32, 8), np.float32))
+    x, y = np.ones((16, 16), np.float32), np.ones((16, 8), np.float32)
+    mesh = _mesh(minijax)
+    put = lambda a: minijax.device_put(a, minijax.sharding.NamedSharding(mesh, minijax.P("i")))
+    step = sgd_step(minijax, fsdp_loss(minijax, mesh, 16))
+    hlo = step.lower(tuple(map(put, params)), put(x), put(y)).compile().as_text()
+    counts, sent = module.fsdp_prediction(sum(p.nbytes for p in params), len(params), 8)
+    got = gpt_sharded.count_collectives(hlo)
+    assert {k: got[k] for k in counts} == counts
+    moved = gpt_sharded.hlo_bytes(hlo)
+    assert moved["all-gather"] + moved["reduce-scatter"] == pytest.approx(sent)
+
+
+# ---------------------------------------------------------------------------------------------
 # addition_scratchpad: carries written out, and the longest carry chain (chapter 26)
 # ---------------------------------------------------------------------------------------------
 
@@ -595,3 +650,17 @@ def test_addition_longest_carry_chain_against_a_loop(module):
                 best = max(best, run)
             assert g == best, (av, bv)
     assert module.longest_carry_chain(np.array([999]), np.array([1]), 3).tolist() == [3]
+
+
+def test_the_suite_tests_the_tracked_skeleton_not_the_learners_copy(tmp_path, monkeypatch):
+    """A filled copy in mine/ is what the learner's mode tests; the suite's mode keeps testing
+    the tracked skeleton, so a learner's work never turns the suite red."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tiny_trace.py").write_text("# filled in\n")
+    here = sys.modules[__name__]
+    monkeypatch.setattr(here, "EXERCISES", tmp_path)
+    monkeypatch.setattr(here, "LEARNER", False)
+    assert learner_file("tiny_trace") == tmp_path / "tiny_trace.py"
+    monkeypatch.setattr(here, "LEARNER", True)
+    assert learner_file("tiny_trace") == tmp_path / "mine" / "tiny_trace.py"
+    assert learner_file("inverse") == tmp_path / "inverse.py"  # no copy yet: the skeleton

@@ -3,9 +3,9 @@ runs under `minijax.experimental.pallas` and `jax.experimental.pallas` (interpre
 skeleton a learner fills in and on the reference solution, against a NumPy reference.
 
 As in tests/chapters/exercises_test.py: in the suite a skeleton must fail with
-NotImplementedError (a strict xfail) and a solution must pass;
-`MINIJAX_EXERCISES=mine pytest tests/chapters/pallas_exercises_test.py -k NAME` makes the
-skeleton cases plain tests. Tiny shapes: one compilation per rung and module.
+NotImplementedError (a strict xfail) and a solution must pass; `make exercise
+NAME=pallas_ladder` makes the skeleton cases plain tests run on the learner's copy in
+chapters/exercises/mine/. Tiny shapes: one compilation per rung and module.
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def _load(path: Path):
     return module
 
 
-SKELETON = pytest.param(EXERCISES / "pallas_ladder.py", id="skeleton", marks=() if LEARNER else
+MINE = EXERCISES / "mine" / "pallas_ladder.py"
+SKELETON = pytest.param(MINE if LEARNER and MINE.exists() else EXERCISES / "pallas_ladder.py",
+                        id="skeleton", marks=() if LEARNER else
                         pytest.mark.xfail(strict=True, raises=NotImplementedError,
                                           reason="a skeleton, to be filled in"))
 SOLUTION = pytest.param(EXERCISES / "solutions" / "pallas_ladder.py", id="solution")

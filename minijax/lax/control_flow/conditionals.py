@@ -10,17 +10,20 @@ Mirrors jax/_src/lax/control_flow/conditionals.py. Taught in chapters/08-control
 
 from __future__ import annotations
 
+import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
 from minijax import core
+from minijax.config import config
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
+from minijax.mesh import get_abstract_mesh
 from minijax.lax.control_flow.common import (
     as_array, avals_short, batch_jaxpr_flags, check_branch_outputs, eval_closed,
     initial_style_jaxpr, is_zero, jaxpr_forwarding, merge_common_consts, prune_outputs,
@@ -121,17 +124,10 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
     avals = [core.get_aval(x) for x in ops_flat]
     jaxprs, all_consts, out_trees = [], [], []
     for f in funs:
-        box = []
-
-        def flat_fun(*leaves, f=f, box=box):
-            out_flat, out_tree = tree_flatten(f(*tree_unflatten(in_tree, leaves)))
-            box.append(out_tree)
-            return out_flat
-
-        jaxpr, consts = initial_style_jaxpr(flat_fun, avals, getattr(f, "__name__", "branch"))
+        jaxpr, consts, out_tree = _trace_branch(api_name, f, in_tree, avals)
         jaxprs.append(jaxpr)
         all_consts.append(consts)
-        out_trees.append(box[0])
+        out_trees.append(out_tree)
     # cond's branches come as (false_fun, true_fun); JAX reports true_fun as the first.
     order = range(len(funs)) if api_name == "switch" else [1, 0]
     first = order[0]
@@ -149,6 +145,39 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
     out = [next(outs) if f is None else as_array(all_inputs[f], core.get_aval(all_inputs[f]))
            for f in in_fwd]
     return tree_unflatten(out_trees[0], out)
+
+
+# branch function -> {(api name, input tree, avals, trace options, mesh):
+#                     (jaxpr, consts, output tree)}
+_branch_cache: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+# JAX: jax/_src/interpreters/partial_eval.py trace_to_jaxpr (its weakref_lru_cache)
+def _trace_branch(api_name: str, f: Callable, in_tree, avals: list) -> tuple:
+    """`f` traced to (jaxpr, consts, output tree). A branch is traced once per signature (and
+    per API: `cond` and `switch` apart) and the jaxpr reused, as JAX caches it, keyed weakly
+    on the function; one that closes over tracers, or traced where named axes are bound, is
+    traced each time."""
+    key = (api_name, in_tree, tuple(avals), config.trace_context, get_abstract_mesh())
+    cacheable = not core.axis_env.sizes
+    try:
+        hit = _branch_cache.get(f, {}).get(key) if cacheable else None
+    except TypeError:  # a callable that cannot be weakly referenced
+        cacheable, hit = False, None
+    if hit is not None:
+        return hit
+    box = []
+
+    def flat_fun(*leaves):
+        out_flat, out_tree = tree_flatten(f(*tree_unflatten(in_tree, leaves)))
+        box.append(out_tree)
+        return out_flat
+
+    jaxpr, consts = initial_style_jaxpr(flat_fun, avals, getattr(f, "__name__", "branch"))
+    entry = (jaxpr, consts, box[0])
+    if cacheable and not any(isinstance(c, core.Tracer) for c in consts):
+        _branch_cache.setdefault(f, {})[key] = entry
+    return entry
 
 
 def _vary_with_index(index, branches: list[ClosedJaxpr], operands: list):
