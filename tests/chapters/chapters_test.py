@@ -9,14 +9,20 @@ masked: the same lines, words and units, any numbers. Every block right after a 
 must be one of the two (a ```text block there would go unchecked, and go stale).
 
 Chapters are plain markdown read by jupytext (```python fences become code cells) and executed
-with nbclient, the engine nbmake uses. Links to source files and `file.py: Symbol` pointers must
-name files and symbols that exist.
+with nbclient, the engine nbmake uses, each in a fresh kernel process whose environment lacks
+what tests/conftest.py sets for the suite (eight CPU devices): a chapter that needs devices or
+flags asks for them in its own first cell, as a learner opening it alone would need.
+
+Links to source files and `file.py: Symbol` pointers must name files and symbols that exist. The
+prose speaks to a learner about the code: it never mentions how the work on it was organised
+(issues, targets, criteria, sessions).
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -26,14 +32,34 @@ ROOT = Path(__file__).resolve().parents[2]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
 
 
+_DEVICE_COUNT_FLAG = re.compile(r"--xla_force_host_platform_device_count=\d+")
+
+
+def _fresh_env(environ=os.environ) -> dict[str, str]:
+    """This process's environment less the device count tests/conftest.py asked for."""
+    env = dict(environ)
+    flags = " ".join(_DEVICE_COUNT_FLAG.sub("", env.pop("XLA_FLAGS", "")).split())
+    if flags:
+        env["XLA_FLAGS"] = flags
+    return env
+
+
 def _execute(path: Path):
     import jupytext
     from nbclient import NotebookClient
 
     nb = jupytext.read(path)
     NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(ROOT)}}).execute()
+                   resources={"metadata": {"path": str(ROOT)}}).execute(env=_fresh_env())
     return nb
+
+
+def test_chapters_run_without_the_suites_device_count():
+    assert "xla_force_host_platform_device_count" in os.environ["XLA_FLAGS"]  # conftest's
+    assert "xla_force_host_platform_device_count" not in _fresh_env().get("XLA_FLAGS", "")
+    other = {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false "
+                          "--xla_force_host_platform_device_count=8"}
+    assert _fresh_env(other) == {"XLA_FLAGS": "--xla_cpu_enable_fast_math=false"}
 
 
 def _stdout(cell) -> str:
@@ -147,6 +173,40 @@ def test_links_and_symbols_exist(path):
         py = ROOT / file
         assert py.exists(), f"{path.name}: {file} does not exist"
         assert symbol in _defined_names(py), f"{path.name}: {file} has no symbol {symbol}"
+
+
+_BOOKKEEPING = re.compile("|".join([
+    r"\bissues? (?:behind|asks?|tracker|#?\d+)\b", r"\b(?:the|this|that|an|our|github) issues?\b",
+    r"\btargets? (?:is|was|were|are) (?:met|missed|reached)\b",
+    r"\b(?:step-time|speed|accuracy|performance|time) targets?\b",
+    r"\bcriteri(?:on|a)\b", r"\bdone means\b", r"\b(?:this|our|the) session'?s?\b", r"\bdeadline\b",
+    r"\bthe lead\b", r"\bworktree\b", r"\bpull request\b",
+    r"\b(?:this|the) (?:chapter|page)s? (?:was|were) (?:written|run) on\b",
+]), re.I)
+_CODE = re.compile(r"^```.*?^```|`[^`\n]*`", re.S | re.M)
+
+
+def _bookkeeping(text: str) -> list[str]:
+    """Phrases about how the work was organised, in the prose (code and output blocks and
+    inline code left out)."""
+    return [m.group(0) for m in _BOOKKEEPING.finditer(_CODE.sub(" ", text))]
+
+
+@pytest.mark.parametrize("path", CHAPTERS + [ROOT / "chapters" / "README.md"],
+                         ids=[p.stem for p in CHAPTERS] + ["README"])
+def test_prose_keeps_no_bookkeeping(path):
+    found = _bookkeeping(path.read_text())
+    assert not found, (f"{path.name} talks about how the work was organised: {found}; say "
+                       "what the code does and prints instead")
+
+
+def test_bookkeeping_check_finds_phrases_and_skips_code():
+    assert _bookkeeping("The issue behind it asks for more. The step-time target is met; the "
+                        "criterion was 5%. This session's machine has no GPU.") == [
+        "The issue", "step-time target", "criterion", "This session's"]
+    assert _bookkeeping("A target jaxlib registers; the CPU issues a call.\n"
+                        "```python\nThread(target=work)  # the issue\n```\n`the session`; "
+                        "a profiling session") == []
 
 
 def test_timing_blocks_compare_words_not_numbers():
