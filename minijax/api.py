@@ -345,7 +345,7 @@ def _check_mapped_specs(flat, dims) -> None:
     seen = []
     for x, d in zip(flat, dims):
         if d is not None:
-            s = core.get_aval(x).sharding
+            s = getattr(core.get_aval(x), "sharding", None)  # a Ref's aval has none
             spec = s.spec[d] if s is not None else None
             if seen and seen[0] != spec:
                 raise ValueError(f"Mapped away dimension of inputs passed to vmap should be "

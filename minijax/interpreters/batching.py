@@ -44,10 +44,11 @@ class BatchTracer(Tracer):
             return aval
         d = self.batch_dim
         shape = aval.shape[:d] + aval.shape[d + 1:]
-        s = aval.sharding  # sharding in types: the batch dimension's entry goes too
-        if s is not None:
-            spec = tuple(s.spec)
-            s = type(s)(s.mesh, type(s.spec)(*spec[:d], *spec[d + 1:]))
+        s = getattr(aval, "sharding", None)  # sharding in types (a Ref's aval has none)
+        if s is None:
+            return aval.update(shape=shape)
+        spec = tuple(s.spec)  # the batch dimension's entry goes too
+        s = type(s)(s.mesh, type(s.spec)(*spec[:d], *spec[d + 1:]))
         return aval.update(shape=shape, sharding=s)
 
     def _short_repr(self) -> str:  # JAX: jax/_src/interpreters/batching.py BatchTracer
