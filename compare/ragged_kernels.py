@@ -79,6 +79,17 @@ def build(jax, pl, pltpu) -> types.SimpleNamespace:
         return (rows >= offs_ref[g]) & (rows < offs_ref[g + 1])
 
     # ------------------------------------------------------------------ gmm
+    def _visit_of_group(gid_ref, nv_ref, axis: int):
+        """For a kernel whose grid axis `axis` walks the visits (the weight-gradient kernels):
+        this visit's group and row tile, whether it is the first and the last visit of its
+        group (zero the accumulator there; write it out there), and whether it is live."""
+        v = pl.program_id(axis)
+        last_v = pl.num_programs(axis) - 1
+        g = gid_ref[v]
+        new_group = (v == 0) | (g != gid_ref[jnp.maximum(v - 1, 0)])
+        ends_group = (v == last_v) | (g != gid_ref[jnp.minimum(v + 1, last_v)])
+        return g, new_group, ends_group, v < nv_ref[0]
+
     def gmm_kernel(offs_ref, gid_ref, tid_ref, nv_ref, x_ref, w_ref, o_ref, acc_ref, *, bm):
         v, kk = pl.program_id(0), pl.program_id(2)
         last_k = pl.num_programs(2) - 1
@@ -120,12 +131,8 @@ def build(jax, pl, pltpu) -> types.SimpleNamespace:
 
     # ------------------------------------------------------------------ tgmm
     def tgmm_kernel(offs_ref, gid_ref, tid_ref, nv_ref, x_ref, dy_ref, o_ref, acc_ref, *, bm):
-        v = pl.program_id(2)
-        last_v = pl.num_programs(2) - 1
-        g, tile = gid_ref[v], tid_ref[v]
-        new_group = (v == 0) | (g != gid_ref[jnp.maximum(v - 1, 0)])
-        ends_group = (v == last_v) | (g != gid_ref[jnp.minimum(v + 1, last_v)])
-        live = v < nv_ref[0]
+        g, new_group, ends_group, live = _visit_of_group(gid_ref, nv_ref, 2)
+        tile = tid_ref[pl.program_id(2)]
 
         @pl.when(new_group)
         def _():
@@ -260,12 +267,8 @@ def build(jax, pl, pltpu) -> types.SimpleNamespace:
                       dup_ref, ddown_ref, acc_up, acc_down, *, bm):
         # grid (F block, visit): the visits of one group accumulate
         # d w_up[g][:, f] = x_g.T @ dh_g and d w_down[g][f, :] = silu(h_g).T @ dy_g
-        v = pl.program_id(1)
-        last_v = pl.num_programs(1) - 1
-        g, tile = gid_ref[v], tid_ref[v]
-        new_group = (v == 0) | (g != gid_ref[jnp.maximum(v - 1, 0)])
-        ends_group = (v == last_v) | (g != gid_ref[jnp.minimum(v + 1, last_v)])
-        live = v < nv_ref[0]
+        g, new_group, ends_group, live = _visit_of_group(gid_ref, nv_ref, 1)
+        tile = tid_ref[pl.program_id(1)]
 
         @pl.when(new_group)
         def _():
