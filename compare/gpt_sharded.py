@@ -429,7 +429,8 @@ def train_sharded(J, strategy: str, style: str, cfg: gpt.Config, params0: dict, 
     psh, osh, bsh = shardings(J, mesh, specs)
     place = lambda tree, sh: J.tree_util.tree_map(J.device_put, tree, sh)  # noqa: E731
     params = place(params0, psh)
-    opt = place(prog["init_opt"](params0), osh)
+    # AdamW's zeros made on the host: placing a one-device array on a mesh slices it on device
+    opt = place(J.tree_util.tree_map(np.asarray, prog["init_opt"](params0)), osh)
     before = [spec_of(p) for p in J.tree_util.tree_leaves(params)]
     put = lambda a: J.device_put(a, bsh)  # noqa: E731
     compiled = step.lower(params, opt, put(xs[0]), put(ys[0])).compile()
@@ -519,6 +520,11 @@ def nnx_fsdp(cfg: gpt.Config, params0: dict, xs, ys) -> dict:
     kernels = lambda: [spec_of(v) for v in jax.tree.leaves(nnx.state(model))]  # noqa: E731
     before = kernels()
     opt = gpt_nnx.make_optimizer(model, cfg)  # its moments follow the parameters' layout
+    # its step counters are made on one device: replicate them over the mesh now, or the
+    # second step (which gets them back from the mesh) would compile the step again
+    rep = jax.sharding.NamedSharding(mesh, jax.P())
+    counts = nnx.state(opt, nnx.optimizer.OptState)
+    nnx.update(opt, jax.tree.map(lambda v: v if v.ndim else jax.device_put(v, rep), counts))
     batch = jax.sharding.NamedSharding(mesh, jax.P(DATA))
     losses = [float(gpt_nnx.train_step(model, opt, jax.device_put(x, batch),
                                        jax.device_put(y, batch))) for x, y in zip(xs, ys)]
