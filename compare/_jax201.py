@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import jax
 
-from compare._report import OUT_DIR, TopicResult, median_ms
+from compare._report import OUT_DIR, TopicResult, interleaved_ms, median_ms
 
 # The HLO opcodes that move data between devices. Async forms appear as `<op>-start`/`<op>-done`
 # pairs; we count the `-start` half (or the plain op) so each transfer is counted once.
@@ -128,6 +128,16 @@ def time_into(res: TopicResult, name: str, fn: Callable[[], Any], quick: bool) -
     """Median wall time of a blocking call of `fn`, stored under `res.timings_ms[name]`."""
     ms = median_ms(blocked(fn), repeat=5 if quick else 30, warmup=1 if quick else 3)
     res.timings_ms[name] = ms
+    return ms
+
+
+def times_into(res: TopicResult, calls: dict[str, Callable[[], Any]],
+               quick: bool) -> dict[str, float]:
+    """`time_into` for calls to be compared (minijax's and JAX's): timed interleaved, round by
+    round (`interleaved_ms`), each stored under `res.timings_ms[name]`."""
+    ms = interleaved_ms({k: blocked(f) for k, f in calls.items()},
+                        repeat=5 if quick else 30, warmup=1 if quick else 3)
+    res.timings_ms.update(ms)
     return ms
 
 

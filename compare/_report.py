@@ -111,8 +111,9 @@ class TopicResult:
     many devices the topic ran on; sections: markdown paragraphs for the report; chapter:
     repo-relative link to the chapter that explains the topic; runs: "both" (minijax and JAX)
     or "jax" (JAX only), inferred from the topic's imports when empty; extra: other JSON-able
-    keys, copied to the JSON root when only this topic was run. status/error/seconds/quick
-    are filled in by `python -m compare`.
+    keys, copied to the JSON root when only this topic was run; intro: the paragraph the
+    report opens the topic's section with (by default the first paragraph of the topic
+    module's docstring). status/error/seconds/quick are filled in by `python -m compare`.
     """
 
     title: str
@@ -124,6 +125,7 @@ class TopicResult:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     spread_ms: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     runs: str = ""
+    intro: str = ""
     status: str = "ok"
     error: str = ""
     seconds: float | None = None
@@ -202,7 +204,8 @@ class TopicResult:
     def to_record(self) -> dict:
         """Everything the report needs, JSON-able (what `save_topic` stores)."""
         return {
-            "title": self.title, "status": self.status, "error": self.error,
+            "title": self.title, "intro": self.intro, "status": self.status,
+            "error": self.error,
             "runs": self.runs, "quick": bool(self.quick), "seconds": self.seconds,
             "devices": int(self.devices), "chapter": self.chapter,
             "checks": [c.to_json() for c in self.checks],
@@ -221,8 +224,8 @@ class TopicResult:
                       for c in rec.get("checks", [])]
         res.timings_ms = dict(rec.get("timings_ms", {}))
         res.spread_ms = {k: tuple(v) for k, v in rec.get("spread_ms", {}).items()}
-        for key in ("devices", "sections", "chapter", "extra", "runs", "status", "error",
-                    "seconds", "quick"):
+        for key in ("devices", "sections", "chapter", "extra", "runs", "intro", "status",
+                    "error", "seconds", "quick"):
             if key in rec:
                 setattr(res, key, rec[key])
         return res
@@ -336,6 +339,32 @@ def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> Ms
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return ms_of(times)
+
+
+def interleaved_times(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
+                      warmup: int = 3) -> dict[str, list[float]]:
+    """Wall times in ms of `repeat` calls of each `calls[name]()` (after `warmup` rounds),
+    measured in rounds that call each one once, in turn: load on a shared machine then falls
+    on all of them alike, where timing one after the other could hand one the quiet minute
+    and the other the busy one. Every comparison of minijax with JAX times through this (or
+    `interleaved_ms`). Each callable must block on its own result (`J.block_until_ready`)."""
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(repeat):
+        for name, fn in calls.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def interleaved_ms(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
+                   warmup: int = 3) -> dict[str, Ms]:
+    """The median (an `Ms`, with quartiles) of each call's `interleaved_times`."""
+    return {name: ms_of(t) for name, t in
+            interleaved_times(calls, repeat=repeat, warmup=warmup).items()}
 
 
 def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str = "it"):
@@ -468,6 +497,14 @@ def timing_tables(r: TopicResult) -> list[str]:
 RUNS = {"both": "minijax and JAX", "jax": "JAX only"}
 
 
+def heading(name: str, title: str) -> str:
+    """`name: title`, without the topic's name twice when the title starts with it
+    ("Sharding: NamedSharding, ..." under `sharding`, "MNIST MLP: ..." under `mnist_mlp`)."""
+    said = "|".join(re.escape(name.replace("_", sep)) for sep in ("_", " ", "-"))
+    rest = re.sub(rf"^(?:{said})\b[:\s]*", "", title, flags=re.I)
+    return f"{name}: {rest or title}"
+
+
 def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
            run_seconds: float | None = None) -> str:
     """The report's markdown for `results` (topic name -> result, in report order)."""
@@ -506,8 +543,9 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
                      f"{passed}/{len(r.checks)} | {worst} | {secs} | "
                      f"{'quick' if r.quick else 'full'} | {chap} |")
     for name, r in results.items():
-        lines += ["", f'<a id="{name}"></a>', "", f"## {name}: {r.title}", "",
-                  f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
+        lines += ["", f'<a id="{name}"></a>', "", f"## {heading(name, r.title)}", ""]
+        lines += [r.intro, ""] if r.intro else []
+        lines += [f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
         if r.status == "error":
             lines += ["", "**This topic raised an exception**; the run went on with the "
                       "others. Traceback:", "", code(r.error)]

@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult
+from compare._report import OUT_DIR, TopicResult, interleaved_times
 
 MODULES = (("jax", jax), ("minijax", minijax))
 
@@ -393,15 +393,9 @@ def raw_runner(J, cfg: Config, params0, seq_len: int | None = None, **kw):
 
 def time_steps(fns: dict, args: dict, *, reps: int, warmup: int = 5) -> dict:
     """Per-call wall times (ms) of each compiled step, interleaved call by call, blocked."""
-    times = {n: [] for n in fns}
-    for i in range(warmup + reps):
-        for n, fn in fns.items():
-            mod = jax if n != "minijax" else minijax
-            t0 = time.perf_counter()
-            mod.block_until_ready(fn(*args[n]))
-            if i >= warmup:
-                times[n].append((time.perf_counter() - t0) * 1e3)
-    return times
+    return interleaved_times({n: lambda fn=fn, n=n: (minijax if n == "minijax" else jax)
+                              .block_until_ready(fn(*args[n])) for n, fn in fns.items()},
+                             repeat=reps, warmup=warmup)
 
 
 def stage_times(J, fn, args) -> tuple:

@@ -34,7 +34,7 @@ import numpy as np
 import minijax
 from compare import gpt, moe
 from compare._jax201 import count_collectives, fmt_counts, table
-from compare._report import TopicResult
+from compare._report import TopicResult, interleaved_ms
 
 MODULES = gpt.MODULES
 DATA, MODEL = "data", "model"
@@ -552,21 +552,7 @@ def sizes(quick: bool, vocab: int) -> tuple[gpt.Config, moe.MoEConfig]:
 QUICK = ("tp_manual", "fsdp_auto")  # what --quick runs (the tests): one of each style
 
 
-def timed(calls: dict, rounds: int) -> dict:
-    """Per-call ms of each blocking call, measured in alternating rounds (same load)."""
-    times = {k: [] for k in calls}
-    for f in calls.values():
-        f()
-    for _ in range(rounds):
-        for k, f in calls.items():
-            t0 = time.perf_counter()
-            f()
-            times[k].append((time.perf_counter() - t0) * 1e3)
-    return times
-
-
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
-    from compare._report import ms_of
     res = TopicResult("The sharded transformer: dp, fsdp, tp, fsdp_tp, ep on 8 devices")
     res.chapter = "chapters/25-sharded-transformer.md"
     res.devices = jax.device_count()
@@ -630,10 +616,10 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                      "-" if want is None else f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
 
-    times = timed(calls, rounds=3 if quick else 15)
+    times = interleaved_ms(calls, repeat=3 if quick else 15, warmup=1)
     ratios = {}
     for name in names:
-        tm, tj = ms_of(times[f"{name}, minijax"]), ms_of(times[f"{name}, jax"])
+        tm, tj = times[f"{name}, minijax"], times[f"{name}, jax"]
         res.timings_ms[f"{name} step: minijax"] = tm
         res.timings_ms[f"{name} step: jax"] = tj
         ratios[name] = tm / tj

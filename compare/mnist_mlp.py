@@ -35,7 +35,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult, ms_of
+from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of
 
 MODULES = (("jax", jax), ("minijax", minijax))
 SIZES = (784, 256, 256, 10)
@@ -211,16 +211,9 @@ def time_steps(progs, data, *, batch: int, reps: int, warmup: int = 5, seed: int
     params0 = init_params(seed)
     args = {name: (J.device_put(params0), J.device_put(x_tr), J.device_put(y_tr))
             for name, J in MODULES}
-    times = {name: [] for name, _ in MODULES}
-    for i in range(warmup + reps):
-        for name, J in MODULES:
-            step = progs[name]["step"]
-            t0 = time.perf_counter()
-            J.block_until_ready(step(*args[name]))
-            dt = (time.perf_counter() - t0) * 1e3
-            if i >= warmup:
-                times[name].append(dt)
-    return times
+    return interleaved_times({name: lambda J=J, step=progs[name]["step"], a=args[name]:
+                              J.block_until_ready(step(*a)) for name, J in MODULES},
+                             repeat=reps, warmup=warmup)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,8 +23,6 @@ Every sharded result is compared with the same function run unsharded on one dev
 
 from __future__ import annotations
 
-import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -33,8 +31,8 @@ from jax.sharding import AxisType, NamedSharding, reshard
 from jax.sharding import PartitionSpec as P
 
 from compare._jax201 import (catch, collective_lines, count_collectives, fmt_counts, table,
-                             time_into)
-from compare._report import TopicResult, code
+                             time_into, times_into)
+from compare._report import TopicResult, code, interleaved_ms
 
 import minijax
 import minijax.numpy as mjnp
@@ -73,20 +71,6 @@ def shard_layout(arr) -> list:
     """(device id, index as (start, stop) pairs) per shard, sorted: comparable across modules."""
     return sorted((s.device.id, tuple((sl.start, sl.stop) for sl in s.index))
                   for s in arr.addressable_shards)
-
-
-def interleaved_ms(fa, fb, rounds: int, per_round: int = 3) -> tuple[float, float]:
-    """Median ms per call of `fa` and of `fb` (each blocking), measured in alternating rounds
-    so that both see the same load on a shared machine."""
-    ta, tb = [], []
-    fa(), fb()  # warm-up
-    for _ in range(rounds):
-        for f, ts in ((fa, ta), (fb, tb)):
-            t0 = time.perf_counter()
-            for _ in range(per_round):
-                f()
-            ts.append((time.perf_counter() - t0) / per_round * 1e3)
-    return statistics.median(ta), statistics.median(tb)
 
 
 def sgd_step(J, loss):
@@ -142,7 +126,6 @@ def run(quick: bool = False) -> TopicResult:
     # The single-device reference everything else is compared with.
     ref_fwd = jax.jit(mlp)(params_np, x_np)
     ref_grad = jax.jit(jax.grad(loss_fn))(params_np, x_np, y_np)
-    time_into(res, "MLP forward, 1 device", lambda: jax.jit(mlp)(params_np, x_np), quick)
 
     mesh_e = jax.make_mesh((2, 4), ("data", "model"))
     mesh_a = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
@@ -239,6 +222,11 @@ def run(quick: bool = False) -> TopicResult:
     m_ref_fwd = minijax.jit(m_mlp)(params_np, x_np)
     res.check("minijax unsharded MLP forward equals JAX's", np.asarray(m_ref_fwd),
               np.asarray(ref_fwd), rtol=1e-5, atol=1e-5)
+    # like for like: one jitted function each, inputs already on the device, interleaved
+    fwd_j, fwd_m = jax.jit(mlp), minijax.jit(m_mlp)
+    in_j, in_m = jax.device_put((params_np, x_np)), minijax.device_put((params_np, x_np))
+    times_into(res, {"MLP forward, 1 device: jax": lambda: fwd_j(*in_j),
+                     "MLP forward, 1 device: minijax": lambda: fwd_m(*in_m)}, quick)
     strategies = {
         # name: (x spec, w1 spec, w2 spec, out spec needed in Explicit mode)
         "data parallel": (P("data"), P(), P(), P("data", None)),
@@ -389,9 +377,10 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("data-parallel training: parameters stay replicated (P())",
                    all(str(p.sharding.spec) == "P()" for p in m_params))
     # per-step medians, like for like: inputs already on device, one step per call
-    t_j, t_m = interleaved_ms(lambda: jax.block_until_ready(step_j(j_params, jx, jy)),
-                              lambda: minijax.block_until_ready(step_m(m_params, mx, my)),
-                              rounds=5 if quick else 30)
+    t_j, t_m = interleaved_ms(
+        {"jax": lambda: jax.block_until_ready(step_j(j_params, jx, jy)),
+         "minijax": lambda: minijax.block_until_ready(step_m(m_params, mx, my))},
+        repeat=15 if quick else 90, warmup=1).values()
     res.timings_ms["data-parallel SGD step, JAX (8 devices)"] = t_j
     res.timings_ms["data-parallel SGD step, minijax (8 devices)"] = t_m
     res.sections.append(
@@ -437,9 +426,9 @@ def run(quick: bool = False) -> TopicResult:
         res.check_true(f"{name} training (Explicit): parameters keep their types, as in JAX",
                        [str(minijax.typeof(p)) for p in mp] == [str(jax.typeof(p)) for p in jp])
         t_j, t_m = interleaved_ms(
-            lambda f=jstep, a=(jp, jx_, jy_): jax.block_until_ready(f(*a)),
-            lambda f=mstep, a=(mp, mx_, my_): minijax.block_until_ready(f(*a)),
-            rounds=5 if quick else 30)
+            {"jax": lambda f=jstep, a=(jp, jx_, jy_): jax.block_until_ready(f(*a)),
+             "minijax": lambda f=mstep, a=(mp, mx_, my_): minijax.block_until_ready(f(*a))},
+            repeat=15 if quick else 90, warmup=1).values()
         res.timings_ms[f"{name} SGD step (Explicit), JAX"] = t_j
         res.timings_ms[f"{name} SGD step (Explicit), minijax"] = t_m
         train_rows.append([name, f"`{jax.typeof(jp[0])}`, `{jax.typeof(jp[1])}`",

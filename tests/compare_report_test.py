@@ -164,3 +164,29 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
         json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
     assert [c.name for c in stored.missed_targets()] == ["step-time ratio minijax/JAX <= 1.05"]
     assert stored.failed_checks() == []
+
+
+def test_interleaved_times_alternate_the_calls_round_by_round():
+    from compare._report import interleaved_ms, interleaved_times
+    order = []
+    calls = {"jax": lambda: order.append("jax"), "minijax": lambda: order.append("minijax")}
+    times = interleaved_times(calls, repeat=3, warmup=1)
+    assert order == ["jax", "minijax"] * 4  # one warm-up round, then three timed ones
+    assert {k: len(v) for k, v in times.items()} == {"jax": 3, "minijax": 3}
+    ms = interleaved_ms(calls, repeat=4, warmup=0)
+    assert all(isinstance(v, Ms) and v.n == 4 and v.q1 <= v <= v.q3 for v in ms.values())
+
+
+def test_headings_do_not_repeat_the_topic_name_and_open_with_the_intro():
+    from compare._report import heading
+    assert heading("sharding", "Sharding: NamedSharding, propagation") == \
+        "sharding: NamedSharding, propagation"
+    assert heading("mnist_mlp", "MNIST MLP: one program") == "mnist_mlp: one program"
+    assert heading("ragged", "ragged_dot and gmm") == "ragged: ragged_dot and gmm"
+    assert heading("gpt", "Character-level GPT") == "gpt: Character-level GPT"
+    res = TopicResult("Sharding: NamedSharding", runs="both", intro="What this topic shows.")
+    res.check_true("a check", True)
+    rec = TopicResult.from_record(res.to_record())
+    text = render({"sharding": rec}, env={})
+    assert "## sharding: NamedSharding\n" in text and "Sharding: NamedSharding" not in text
+    assert text.index("What this topic shows.") < text.index("| a check |")
