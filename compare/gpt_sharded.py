@@ -616,7 +616,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                      "-" if want is None else f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
 
-    times = interleaved_ms(calls, repeat=3 if quick else 15, warmup=1)
+    times = interleaved_ms(calls, repeat=3 if quick else 25, warmup=1)
     ratios = {}
     for name in names:
         tm, tj = times[f"{name}, minijax"], times[f"{name}, jax"]
