@@ -23,7 +23,7 @@ from minijax import compiler, core, effects, lax
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax.control_flow.loops import scan
 from minijax.pjit import jit
-from minijax.util import merge_lists, partition_list
+from minijax.util import BoundedCache, merge_lists, partition_list
 
 __all__ = ["ffi_call", "include_dir", "pycapsule", "register_ffi_target"]
 
@@ -201,9 +201,18 @@ class FfiEffect(effects.Effect):
 _FfiEffect = FfiEffect()
 
 
+# params -> the jitted one-equation program that runs the call eagerly (each jit caches its
+# compiles per input signature)
+_eager_programs: BoundedCache = BoundedCache(256)
+
+
 def _ffi_call_impl(*args, **params):
     # JAX: jax/_src/dispatch.py simple_impl — the call runs as a program of one equation
-    return jit(lambda *xs: ffi_call_p.bind(*xs, **params))(*args)
+    key = tuple(sorted(params.items()))
+    run = _eager_programs.get(key)
+    if run is None:
+        run = _eager_programs.put(key, jit(lambda *xs: ffi_call_p.bind(*xs, **params)))
+    return run(*args)
 
 
 def _ffi_call_abstract_eval(*avals, result_avals, has_side_effect, **_):

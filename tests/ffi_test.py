@@ -116,7 +116,8 @@ def test_attributes_layouts_aliases_lower_as_in_jax():
     assert lines[minijax] == lines[jax] and len(lines[jax]) == 1
 
 
-@pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
+@pytest.mark.parametrize("method", ["sequential", "sequential_unrolled", "expand_dims",
+                                    "broadcast_all", "legacy_vectorized"])
 @pytest.mark.parametrize("in_axes", [0, 1])
 def test_vmapped_jaxprs_are_jaxs(method, in_axes):
     x = data(3, 5, 4)
@@ -131,6 +132,9 @@ def test_eager_and_jit_equal_jax_and_the_pure_version(library):
     want = np.asarray(program(jax)[0](x))
     for f in (plain, rms, minijax.jit(plain), minijax.jit(rms)):
         np.testing.assert_array_equal(np.asarray(f(x)), want)
+    before = len(ffi._eager_programs)
+    np.testing.assert_array_equal(np.asarray(plain(x)), want)  # eagerly again: one program
+    assert len(ffi._eager_programs) == before
     np.testing.assert_allclose(np.asarray(plain(x)), np.asarray(pure(x)), rtol=1e-6, atol=1e-6)
 
 
