@@ -90,6 +90,23 @@ def test_include_dir_holds_the_ffi_headers():
     assert (Path(ffi.include_dir()) / "xla" / "ffi" / "api" / "ffi.h").is_file()
 
 
+def test_pycapsule_wraps_the_symbols_address(library):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, (ctypes.py_object, ctypes.c_char_p)
+    address = ctypes.cast(library.RmsNorm, ctypes.c_void_p).value
+    assert get(ffi.pycapsule(library.RmsNorm), None) == address
+    assert get(jax.ffi.pycapsule(library.RmsNorm), None) == address
+
+
+def test_a_target_minijax_registers_is_xlas(library):
+    """Registered through minijax alone, the target is in XLA's CPU registry: JAX calls it."""
+    ffi.register_ffi_target("minijax_only_rms_norm", ffi.pycapsule(library.RmsNorm))
+    x = data(4, 6)
+    got = jax.jit(lambda x: jax.ffi.ffi_call(
+        "minijax_only_rms_norm", jax.ShapeDtypeStruct(x.shape, x.dtype))(x, eps=EPS))(x)
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(program(minijax)[0](x)))
+
+
 def test_lowering_is_jaxs_typed_custom_call():
     x = data(3, 4)
     lines = {}
@@ -122,6 +139,21 @@ def test_attributes_layouts_aliases_lower_as_in_jax():
 def test_vmapped_jaxprs_are_jaxs(method, in_axes):
     x = data(3, 5, 4)
     texts = [str(J.make_jaxpr(J.vmap(program(J, method)[0], in_axes=in_axes))(x))
+             for J in (jax, minijax)]
+    assert texts[1] == texts[0]
+
+
+@pytest.mark.parametrize("method", ["sequential", "sequential_unrolled", "expand_dims",
+                                    "broadcast_all", "legacy_vectorized"])
+def test_vmapped_jaxprs_with_an_unbatched_argument_are_jaxs(method):
+    """Traced only (the backward handler needs every argument batched alike to run)."""
+    scale, x, ct = data(2, 3), data(2, 3, 4, seed=1), data(3, 4, seed=2)
+
+    def bwd(J):
+        return lambda s, x: J.ffi.ffi_call("rms_norm_bwd", J.ShapeDtypeStruct(x.shape, x.dtype),
+                                           vmap_method=method)(s, x, ct)
+
+    texts = [str(J.make_jaxpr(J.vmap(bwd(J), in_axes=(0, 1)))(scale, x.transpose(1, 0, 2)))
              for J in (jax, minijax)]
     assert texts[1] == texts[0]
 
