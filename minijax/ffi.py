@@ -139,7 +139,8 @@ def ffi_call(target_name: str, result_shape_dtypes, *, has_side_effect: bool = F
     Returns: `wrapped(*args, **attributes)`; the keyword arguments become the handler's
       attributes (NumPy scalars keep their type: `eps=np.float32(1e-5)` is an `f32`).
     Raises: ValueError for an unknown vmap_method, mismatched layouts or aliases, a
-      result without shape/dtype, and under `jvp`/`grad`.
+      result without shape/dtype, and under `jvp`/`grad`; TypeError for an attribute that
+      cannot be hashed (arrays and dicts can); XLA's runtime error when the handler fails.
     """
     if vmap_method not in _VMAP_METHODS:
         raise ValueError(f"vmap_method must be on of the allowed methods {list(_VMAP_METHODS)}, "
