@@ -46,7 +46,9 @@ class ShapedArray:
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        # a symbolic dimension (minijax/export/shape_poly.py) stays as it is
+        self.shape = tuple(d if type(d) is int or getattr(d, "is_symbolic_dim", False)
+                           else int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
@@ -212,7 +214,9 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        # a symbolic dimension (minijax/export/shape_poly.py) stays as it is
+        self.shape = tuple(d if type(d) is int or getattr(d, "is_symbolic_dim", False)
+                           else int(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 

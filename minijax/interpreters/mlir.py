@@ -264,6 +264,41 @@ def make_ir_context():
     return ctx
 
 
+# ---------------------------------------------------------------------------------------------
+# Portable artifacts (jax.export's serialized modules)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/export/_export.py _module_to_bytecode
+def module_to_portable_artifact(module) -> bytes:
+    """StableHLO portable-artifact bytecode of `module`, for a consumer at least four weeks
+    old (the compatibility window JAX's export targets)."""
+    import jax.extend.mlir as jem
+    _load()
+    version = hlo.get_version_from_compatibility_requirement(
+        hlo.StablehloCompatibilityRequirement.WEEK_4)
+    return jem.serialize_portable_artifact(str(module), version)
+
+
+# JAX: jax/_src/export/_export.py Exported.mlir_module
+def module_from_portable_artifact(blob: bytes, context=None):
+    """The `ir.Module` that the portable artifact `blob` holds (in `context`, or a new one)."""
+    import jax.extend.mlir as jem
+    return jem.deserialize_portable_artifact(bytes(blob), context or make_ir_context())
+
+
+# JAX: jax/_src/interpreters/mlir.py refine_polymorphic_shapes
+def refine_polymorphic_shapes(module):
+    """`module` (whose `main` has static argument types) with every dynamic shape inside it
+    made static, and its shape assertions checked; an `ir.Module` in a new context."""
+    import jax.extend.mlir as jem
+    text = jem.refine_polymorphic_shapes(str(module).encode(),
+                                         enable_shape_assertions=True,
+                                         validate_static_shapes=True)
+    ctx = make_ir_context()
+    with ctx:
+        return ir.Module.parse(text)
+
+
 # JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_module
 def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                           donated: Sequence[bool] = (), in_shardings: Sequence[Any] = (),
