@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import api, compiler, core, custom_derivatives
-from minijax.export import serialization, shape_poly
+from minijax.export import _symbolic, serialization, shape_poly
 from minijax.interpreters import mlir
 from minijax.tree_util import PyTreeDef, tree_flatten
 from minijax.util import split_list
@@ -191,7 +191,6 @@ def _lower_for_export(closed: core.ClosedJaxpr, name: str, platform_index: bool)
     """The module `export` keeps: `main` lowered from `closed`, with the attributes JAX's
     exported modules carry, and, for several platforms, the leading platform index."""
     if shape_poly.all_dim_vars(closed.in_avals):
-        from minijax.export import _symbolic  # the dimension-variable lowering
         module = _symbolic.lower_polymorphic(closed, name, platform_index)
     else:
         module = mlir.lower_jaxpr_to_module(closed, name)
@@ -293,9 +292,8 @@ def _dim_env(exported: Exported, in_avals) -> dict[str, int]:
     env: dict[str, int] = {}
     for i, (exp, got) in enumerate(zip(exported.in_avals, in_avals)):
         for d, (e, g) in enumerate(zip(exp.shape, got.shape)):
-            if shape_poly.is_symbolic_dim(e) and len(e.variables()) == 1 \
-                    and e == shape_poly.DimExpr.var(next(iter(e.variables())), e.scope):
-                env.setdefault(str(e), g)
+            if shape_poly.is_symbolic_dim(e) and e.as_var() is not None:
+                env.setdefault(e.as_var(), g)
     missing = set(shape_poly.all_dim_vars(exported.in_avals)) - set(env)
     if missing:
         raise NotImplementedError(f"call of '{exported.fun_name}': the dimension variables "

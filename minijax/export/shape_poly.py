@@ -118,7 +118,8 @@ class DimExpr:
     def __eq__(self, other) -> bool:
         if not isinstance(other, (DimExpr, int)) and not hasattr(other, "__index__"):
             return NotImplemented
-        return not (self - other).terms  # equal as polynomials, i.e. for all values
+        diff = self - other
+        return diff == 0 if type(diff) is int else not diff.terms  # equal for all values
 
     def __ne__(self, other) -> bool:
         eq = self.__eq__(other)
@@ -190,6 +191,11 @@ class DimExpr:
                 c = c * env[v] ** p
             total += c
         return total
+
+    def as_var(self) -> str | None:
+        """The variable's name if this expression is one variable alone, else None."""
+        ((m, c),) = self.terms.items() if len(self.terms) == 1 else ((None, None),)
+        return m[0][0] if c == 1 and m and len(m) == 1 and m[0][1] == 1 else None
 
     def variables(self) -> set[str]:
         return {v for m in self.terms for v, _ in m}
