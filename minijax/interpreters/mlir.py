@@ -164,7 +164,8 @@ def eval_dynamic_shape_as_tensor(shape) -> Any:
             total = term if total is None else hlo.add(total, term)
         return total
     vec = ir.RankedTensorType.get((1,), i32.element_type)
-    return hlo.concatenate([hlo.reshape(vec, dim(d)) for d in shape], 0)
+    parts = [hlo.reshape(vec, dim(d)) for d in shape]
+    return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
 
 
 def is_static(shape) -> bool:

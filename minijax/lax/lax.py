@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import math
 import functools
 import operator
 from typing import Sequence
@@ -1333,7 +1334,7 @@ def expand_dims(x, dimensions: Sequence[int]):
 
 
 def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         raise TypeError(f"reshape: total size must be unchanged, got new_sizes={new_sizes} "
                         f"for operand {x.str_short()} of size {x.size}")
     return x.update(shape=new_sizes)
@@ -1354,7 +1355,7 @@ def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, shardin
 def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
     """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
     the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
-    new_sizes = tuple(int(d) for d in new_sizes)
+    new_sizes = tuple(core.canonicalize_dim(d) for d in new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
@@ -1370,8 +1371,15 @@ reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
                             msh.reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
-mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions, sharding:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+def _reshape_lowering(ctx, x, *, new_sizes, dimensions, sharding):
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(new_sizes):  # a symbolic size: computed from the dimension vars
+        return mlir.hlo.dynamic_reshape(out_type, x,
+                                        mlir.eval_dynamic_shape_as_tensor(new_sizes))
+    return mlir.hlo.reshape(out_type, x)
+
+
+mlir.register_lowering(reshape_p, _reshape_lowering)
 
 
 def _transpose_abstract_eval(x, *, permutation):

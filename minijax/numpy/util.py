@@ -162,7 +162,8 @@ def reduction_axes(a, axis) -> tuple[int, ...]:
 
 
 def canonicalize_shape(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(
+        core.canonicalize_dim(s) for s in shape)
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_to
