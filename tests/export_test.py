@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import jax
-import jax.numpy as jjnp
 from jax import export as jexport
 
 import minijax

@@ -36,9 +36,11 @@ BUDGETS = {
     "effects": 70,
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
+    "export": 1030,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "flatten_util": 45,  # ravel_pytree (issue 24)
-    "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
+    "interpreters": 1200,  # + effects in DCE and lowering tokens (13), vma hooks (12);
+    #                       portable artifacts, dimension variables for export (32)
     "lax": 6400,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache (24)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import re
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -290,8 +290,8 @@ def _dim_env(exported: Exported, in_avals) -> dict[str, int]:
     """The value of each dimension variable, read from the argument shapes (a variable must
     appear alone as some dimension: minijax does not solve `2*b` for `b`)."""
     env: dict[str, int] = {}
-    for i, (exp, got) in enumerate(zip(exported.in_avals, in_avals)):
-        for d, (e, g) in enumerate(zip(exp.shape, got.shape)):
+    for exp, got in zip(exported.in_avals, in_avals):
+        for e, g in zip(exp.shape, got.shape):
             if shape_poly.is_symbolic_dim(e) and e.as_var() is not None:
                 env.setdefault(e.as_var(), g)
     missing = set(shape_poly.all_dim_vars(exported.in_avals)) - set(env)
