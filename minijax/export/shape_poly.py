@@ -151,9 +151,8 @@ class DimExpr:
             return False
         raise InconclusiveDimensionOperation(
             f"Symbolic dimension comparison '{self}' {op} '{other}' is inconclusive.\n"
-            "This error arises for comparison operations with shapes that are non-constant, "
-            "and the result of the operation cannot be represented as a boolean value for "
-            f"all values of the symbolic dimensions involved.\n{_HELP}")
+            "Its answer differs between values of the dimension variables (each may be any "
+            f"integer >= 1), so it cannot be one Python bool.\n{_HELP}")
 
     __ge__ = lambda self, other: self._compare(other, ">=")  # noqa: E731
     __gt__ = lambda self, other: self._compare(other, ">")  # noqa: E731
@@ -163,9 +162,8 @@ class DimExpr:
     def __index__(self) -> int:
         raise InconclusiveDimensionOperation(
             f"Symbolic dimension '{self}' used in a context that requires a constant\n"
-            "This error arises for comparison operations with shapes that are non-constant, "
-            "and the result of the operation cannot be represented as a boolean value for "
-            f"all values of the symbolic dimensions involved.\n{_HELP}")
+            "A Python int (an index, a NumPy shape) needs one value, and a dimension "
+            f"variable stands for every integer >= 1.\n{_HELP}")
 
     __int__ = __index__
 
