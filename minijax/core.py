@@ -208,6 +208,13 @@ def canonicalize_dim(d):
     return d if getattr(d, "is_symbolic_dim", False) else int(d)
 
 
+# JAX: jax/_src/core.py dimension_as_value
+def dimension_as_value(d):
+    """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an
+    int32 scalar computed from the dimension variables (minijax/export/shape_poly.py)."""
+    return d if type(d) is int else d.dimension_as_value()
+
+
 # JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
 class ShapeDtypeStruct:
     """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or

@@ -113,6 +113,26 @@ def test_exported_attributes_match_jax():
     assert mexp.mlir_module().count("func.func public @main") == 1
 
 
+@pytest.mark.parametrize("version", [9, 10, 11])
+def test_calling_convention_version_config(version):
+    def exported(J, mod):
+        old = J.config.jax_export_calling_convention_version
+        J.config.update("jax_export_calling_convention_version", version)
+        try:
+            return mod.export(elementwise(J))(*specs(J, (X, X)))
+        except ValueError as e:
+            return str(e)
+        finally:
+            J.config.update("jax_export_calling_convention_version", old)
+    got, want = exported(minijax, mexport), exported(jax, jexport)
+    if isinstance(want, str):
+        assert got == want  # outside [9..10]: the same error
+        return
+    assert got.calling_convention_version == want.calling_convention_version == version
+    assert jexport.deserialize(got.serialize()).calling_convention_version == version
+    assert_trees_close(jexport.deserialize(got.serialize()).call(X, X), elementwise(jax)(X, X))
+
+
 def test_disabled_checks_and_platforms_round_trip():
     checks = (mexport.DisabledSafetyCheck.platform(),
               mexport.DisabledSafetyCheck.custom_call("my_target"))
@@ -169,6 +189,9 @@ POLY = {
     "reduction": (lambda J: lambda x: J.numpy.sum(J.numpy.sin(x), axis=1), ["b, 4"]),
     "reshape": (lambda J: lambda x: x.reshape(-1), ["b, 4"]),
     "matmul": (lambda J: lambda x, w: x @ w, ["b, 3", "3, 2"]),
+    "bias": (lambda J: lambda x: x * J.numpy.ones(x.shape) + J.numpy.arange(4.0), ["b, 4"]),
+    "mean": (lambda J: lambda x: J.numpy.mean(x, axis=0), ["b, 4"]),
+    "softmax": (lambda J: lambda x: J.nn.softmax(J.numpy.where(x > 0, x, 0.0)), ["b, 4"]),
 }
 
 

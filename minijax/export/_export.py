@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from minijax import api, compiler, core, custom_derivatives
+from minijax.config import config
 from minijax.export import _symbolic, serialization, shape_poly
 from minijax.interpreters import mlir
 from minijax.tree_util import PyTreeDef, tree_flatten
@@ -23,8 +24,6 @@ from minijax.util import split_list
 # JAX: jax/_src/export/_export.py minimum_supported_calling_convention_version
 minimum_supported_calling_convention_version = 9
 maximum_supported_calling_convention_version = 10
-# the version minijax writes (JAX 0.10's default, config jax_export_calling_convention_version)
-_CALLING_CONVENTION_VERSION = 10
 
 
 # JAX: jax/_src/export/_export.py DisabledSafetyCheck
@@ -152,8 +151,11 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
     shapes may use `symbolic_shape`; calling it traces and lowers once and returns the
     `Exported`. `platforms`: the platforms to lower for (default: `default_export_platform()`);
     with more than one, the module takes a leading platform-index argument, as in JAX.
-    Raises ValueError if `fun_jit` is not jitted, TypeError/InconclusiveDimensionOperation as
-    tracing does for shapes a program cannot take symbolically.
+    The module follows calling convention `config.jax_export_calling_convention_version`
+    (10 unless set; 9 and 10 are supported, as in JAX 0.10).
+    Raises ValueError if `fun_jit` is not jitted or the version is out of range;
+    TypeError/InconclusiveDimensionOperation as tracing does for shapes a program cannot take
+    symbolically.
     """
     if not hasattr(fun_jit, "trace") or not hasattr(fun_jit, "lower"):
         raise ValueError(f"Function to be exported must be the result of `jit` but is: "
@@ -164,6 +166,13 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
     lowering_platforms = tuple(platforms) if platforms else (default_export_platform(),)
 
     def do_export(*args_specs, **kwargs_specs) -> Exported:
+        version = config.jax_export_calling_convention_version
+        if not (minimum_supported_calling_convention_version <= version
+                <= maximum_supported_calling_convention_version):
+            raise ValueError(
+                f"The requested export calling convention version {version} is outside the "
+                f"range of supported versions [{minimum_supported_calling_convention_version}"
+                f"..{maximum_supported_calling_convention_version}]")
         traced = fun_jit.trace(*args_specs, **kwargs_specs)
         closed = traced.jaxpr
         in_avals = tuple(closed.in_avals)
@@ -181,7 +190,7 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
             out_tree=traced._out_tree, out_avals=tuple(closed.out_avals), nr_devices=1,
             platforms=lowering_platforms, disabled_safety_checks=tuple(disabled_checks),
             mlir_module_serialized=mlir.module_to_portable_artifact(module),
-            calling_convention_version=_CALLING_CONVENTION_VERSION,
+            calling_convention_version=version,
             module_kept_var_idx=tuple(range(len(in_avals))),
             uses_global_constants=uses_dim_vars, _get_vjp=get_vjp)
     return do_export

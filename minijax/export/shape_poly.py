@@ -17,7 +17,10 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+import numpy as np
+
 from minijax import core, tree_util
+from minijax.interpreters import mlir
 
 _HELP = ("Please see https://docs.jax.dev/en/latest/export/shape_poly.html"
          "#comparison-of-symbolic-dimensions-is-partially-supported for more details")
@@ -197,6 +200,33 @@ class DimExpr:
 
     def variables(self) -> set[str]:
         return {v for m in self.terms for v, _ in m}
+
+    # JAX: jax/_src/export/shape_poly.py _DimExpr._dimension_as_value (through
+    # core.dimension_as_value)
+    def dimension_as_value(self):
+        """This dimension as an int32 scalar of the program being exported (`jnp.mean` over
+        `b` rows divides by it)."""
+        return dim_as_value_p.bind(dim=self)
+
+
+# JAX: jax/_src/export/shape_poly.py dim_as_value_p
+dim_as_value_p = core.Primitive("dim_as_value")
+
+
+def _dim_as_value_impl(*, dim):
+    raise InconclusiveDimensionOperation(
+        f"Symbolic dimension '{dim}' has a value only inside a function being exported "
+        "(chapters/31-export.md)")
+
+
+def _dim_as_value_lowering(ctx, *, dim):
+    i32 = mlir.ir.RankedTensorType.get((), mlir.ir.IntegerType.get_signless(32))
+    return mlir.hlo.reshape(i32, mlir.eval_dynamic_shape_as_tensor((dim,)))
+
+
+dim_as_value_p.def_impl(_dim_as_value_impl)
+dim_as_value_p.def_abstract_eval(lambda *, dim: core.ShapedArray((), np.int32, weak_type=True))
+mlir.register_lowering(dim_as_value_p, _dim_as_value_lowering)
 
 
 def _as_int(d) -> int:

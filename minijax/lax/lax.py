@@ -1283,8 +1283,11 @@ def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dime
 
 
 def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions, sharding):
-    return mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(ctx.avals_out[0]), x,
-                                     list(broadcast_dimensions))
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_broadcast_in_dim(
+            out_type, x, mlir.eval_dynamic_shape_as_tensor(shape), list(broadcast_dimensions))
+    return mlir.hlo.broadcast_in_dim(out_type, x, list(broadcast_dimensions))
 
 
 def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
@@ -1292,7 +1295,8 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
     result's sharding (default: the operand's, on the dimensions it keeps)."""
-    shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    shape = tuple(core.canonicalize_dim(d) for d in shape)
+    bdims = tuple(int(d) for d in broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
@@ -2698,7 +2702,7 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 
 
 def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(core.canonicalize_dim(s) for s in shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
