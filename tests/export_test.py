@@ -192,6 +192,9 @@ POLY = {
     "bias": (lambda J: lambda x: x * J.numpy.ones(x.shape) + J.numpy.arange(4.0), ["b, 4"]),
     "mean": (lambda J: lambda x: J.numpy.mean(x, axis=0), ["b, 4"]),
     "softmax": (lambda J: lambda x: J.nn.softmax(J.numpy.where(x > 0, x, 0.0)), ["b, 4"]),
+    "dim_as_value": (lambda J: lambda x: x / x.shape[0] + x.shape[0] * 2.0, ["b, 4"]),
+    "grad": (lambda J: J.grad(lambda x: J.numpy.sum(J.numpy.sin(x) ** 2)), ["b, 4"]),
+    "vmap": (lambda J: J.vmap(lambda r: r @ r), ["b, 4"]),
 }
 
 

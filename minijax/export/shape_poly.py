@@ -72,24 +72,31 @@ class DimExpr:
         return self.terms.get((), 0) if set(self.terms) <= {()} else None
 
     def __add__(self, other):
+        if not _is_dim(other):  # an array or a float: arithmetic on the dimension's value
+            return self.dimension_as_value() + other
         other = self._lift(other)
         terms = dict(self.terms)
         for m, c in other.terms.items():
             terms[m] = terms.get(m, 0) + c
         return _normal(DimExpr(terms, self.scope))
 
-    __radd__ = __add__
+    def __radd__(self, other):
+        return self + other if _is_dim(other) else other + self.dimension_as_value()
 
     def __neg__(self):
         return DimExpr({m: -c for m, c in self.terms.items()}, self.scope)
 
     def __sub__(self, other):
-        return self + (-self._lift(other))
+        return self + (-self._lift(other)) if _is_dim(other) else \
+            self.dimension_as_value() - other
 
     def __rsub__(self, other):
-        return self._lift(other) - self
+        return self._lift(other) - self if _is_dim(other) else \
+            other - self.dimension_as_value()
 
     def __mul__(self, other):
+        if not _is_dim(other):
+            return self.dimension_as_value() * other
         other = self._lift(other)
         terms: dict = {}
         for m1, c1 in self.terms.items():
@@ -101,7 +108,14 @@ class DimExpr:
                 terms[m] = terms.get(m, 0) + c1 * c2
         return _normal(DimExpr(terms, self.scope))
 
-    __rmul__ = __mul__
+    def __rmul__(self, other):
+        return self * other if _is_dim(other) else other * self.dimension_as_value()
+
+    def __truediv__(self, other):  # a value, as in JAX: `x / x.shape[0]`
+        return self.dimension_as_value() / other
+
+    def __rtruediv__(self, other):
+        return other / self.dimension_as_value()
 
     def __floordiv__(self, other):
         d = _as_int(other)
@@ -227,6 +241,12 @@ def _dim_as_value_lowering(ctx, *, dim):
 dim_as_value_p.def_impl(_dim_as_value_impl)
 dim_as_value_p.def_abstract_eval(lambda *, dim: core.ShapedArray((), np.int32, weak_type=True))
 mlir.register_lowering(dim_as_value_p, _dim_as_value_lowering)
+
+
+def _is_dim(x) -> bool:
+    """Whether `x` takes part in dimension arithmetic (an integer or a DimExpr) rather than
+    in array arithmetic."""
+    return isinstance(x, (int, DimExpr, np.integer))
 
 
 def _as_int(d) -> int:
