@@ -259,3 +259,17 @@ def test_symbolic_shape_errors_like_jax(prog, shapes, error):
             return type(e).__name__
         return None
     assert raised(jax, jexport) == raised(minijax, mexport) == error
+
+
+def test_call_inside_an_export_and_polymorphic_call_errors():
+    inner = mexport.deserialize(jexport.export(elementwise(jax))(*specs(jax, (X, X))).serialize())
+    outer = mexport.export(minijax.jit(lambda x: inner.call(x, x) * 2.0))(*specs(minijax, (X,)))
+    np.testing.assert_allclose(jexport.deserialize(outer.serialize()).call(X),
+                               elementwise(jax)(X, X) * 2.0, rtol=1e-6)
+    poly = mexport.export(minijax.jit(lambda x: x * 2.0))(*poly_specs(minijax, mexport, ["b, 4"]))
+    with pytest.raises(ValueError, match="Rank mismatch"):
+        poly.call(X[0])
+    with pytest.raises(ValueError, match="Shape mismatch"):
+        poly.call(X)  # (4, 3): the constant 4 is not 3
+    with pytest.raises(NotImplementedError, match="symbolic shapes"):
+        mexport.export(minijax.jit(poly.call))(*poly_specs(minijax, mexport, ["b, 4"]))

@@ -326,6 +326,10 @@ def _call_exported_abstract_eval(*in_avals, exported: Exported):
             if not shape_poly.is_symbolic_dim(e) and e != g:
                 raise ValueError(f"Shape mismatch for args[{i}] (expected same constant): "
                                  f"expected {exp.shape} and called with {got.shape}")
+    if exported.uses_global_constants and not all(mlir.is_static(a.shape) for a in in_avals):
+        raise NotImplementedError(
+            f"call of '{exported.fun_name}': a shape-polymorphic Exported called with "
+            "symbolic shapes (inside another export); minijax calls it with concrete ones")
     env = _dim_env(exported, in_avals)
     for i, (exp, got) in enumerate(zip(exported.in_avals, in_avals)):
         want = tuple(shape_poly.evaluate(d, env) for d in exp.shape)
