@@ -234,8 +234,7 @@ def _dim_as_value_impl(*, dim):
 
 
 def _dim_as_value_lowering(ctx, *, dim):
-    i32 = mlir.ir.RankedTensorType.get((), mlir.ir.IntegerType.get_signless(32))
-    return mlir.hlo.reshape(i32, mlir.eval_dynamic_shape_as_tensor((dim,)))
+    return mlir.eval_dynamic_shape((dim,))[0]
 
 
 dim_as_value_p.def_impl(_dim_as_value_impl)

@@ -145,26 +145,37 @@ def aval_to_ir_type(aval: ShapedArray):
 dim_var_values: list[dict[str, Any]] = []
 
 
-# JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape_as_tensor
-def eval_dynamic_shape_as_tensor(shape) -> Any:
-    """A `tensor<rank x i32>` of the sizes in `shape`, each symbolic dimension (a polynomial
-    of dimension variables, minijax/export/shape_poly.py) computed from `dim_var_values`."""
-    i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
+# JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape
+def eval_dynamic_shape(shape) -> tuple:
+    """The sizes in `shape` as `tensor<i32>` values: an int as a constant, a symbolic
+    dimension (a polynomial of dimension variables, minijax/export/shape_poly.py) computed
+    from `dim_var_values`."""
     env = dim_var_values[-1]
 
     def dim(d):
         if type(d) is int:
             return ir_constant(np.int32(d))
         total = None
-        for monomial, coeff in d.terms.items():
-            term = ir_constant(np.int32(coeff))
+        for monomial, coeff in sorted(d.terms.items(), key=lambda mc: -len(mc[0])):
+            term = None
             for var, power in monomial:
                 for _ in range(power):
-                    term = hlo.multiply(term, env[var])
+                    term = env[var] if term is None else hlo.multiply(term, env[var])
+            if term is None or coeff != 1:
+                c = ir_constant(np.int32(coeff))
+                term = c if term is None else hlo.multiply(term, c)
             total = term if total is None else hlo.add(total, term)
         return total
-    vec = ir.RankedTensorType.get((1,), i32.element_type)
-    parts = [hlo.reshape(vec, dim(d)) for d in shape]
+    return tuple(dim(d) for d in shape)
+
+
+# JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape_as_tensor
+def eval_dynamic_shape_as_tensor(shape) -> Any:
+    """A `tensor<rank x i32>` of the sizes in `shape` (see `eval_dynamic_shape`)."""
+    vec = ir.RankedTensorType.get((1,), ir.IntegerType.get_signless(32))
+    parts = [ir_constant(np.array([d], np.int32)) if type(d) is int else
+             hlo.reshape(vec, v) for d, v in zip(shape, eval_dynamic_shape(
+                 [0 if type(d) is int else d for d in shape]))]
     return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
 
 
