@@ -292,3 +292,31 @@ def test_call_inside_an_export_and_polymorphic_call_errors():
         poly.call(X)  # (4, 3): the constant 4 is not 3
     with pytest.raises(NotImplementedError, match="symbolic shapes"):
         mexport.export(minijax.jit(poly.call))(*poly_specs(minijax, mexport, ["b, 4"]))
+
+
+Params = __import__("collections").namedtuple("Params", ["w", "b"])
+jexport.register_namedtuple_serialization(Params, serialized_name="export_test.Params")
+mexport.register_namedtuple_serialization(Params, serialized_name="export_test.Params")
+
+
+def test_namedtuple_and_ordereddict_pytrees_both_ways():
+    import collections
+
+    def prog(J):
+        return J.jit(lambda p, d: (Params(p.w * 2.0, p.b), collections.OrderedDict(
+            z=d["z"] + 1.0, a=d["a"])))
+    args = (Params(W, PARAMS["b"]), collections.OrderedDict(z=X, a=X[0]))
+    want = prog(jax)(*args)
+    m = mexport.export(prog(minijax))(*specs(minijax, args))
+    assert_trees_close(jexport.deserialize(m.serialize()).call(*args), want)
+    j = jexport.export(prog(jax))(*specs(jax, args))
+    got = mexport.deserialize(j.serialize()).call(*args)
+    assert type(got[0]) is Params and list(got[1]) == ["z", "a"]
+    assert_trees_close(got, want)
+    Other = collections.namedtuple("Other", ["x"])
+    for J, mod in [(jax, jexport), (minijax, mexport)]:
+        e = mod.export(J.jit(lambda o: o.x))(Other(J.ShapeDtypeStruct((2,), np.float32)))
+        with pytest.raises(ValueError, match="unregistered type"):
+            e.serialize()
+    with pytest.raises(ValueError, match="Duplicate"):
+        mexport.register_namedtuple_serialization(Params, serialized_name="another")

@@ -36,7 +36,7 @@ BUDGETS = {
     "effects": 70,
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
-    "export": 1030,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
+    "export": 1150,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "interpreters": 1200,  # + effects in DCE and lowering tokens (13), vma hooks (12);

@@ -7,14 +7,16 @@ Mirrors jax/_src/export/_export.py. Taught in chapters/31-export.md.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
+import json
 import re
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import api, compiler, core, custom_derivatives
+from minijax import api, compiler, core, custom_derivatives, tree_util
 from minijax.config import config
 from minijax.export import _symbolic, serialization, shape_poly
 from minijax.interpreters import mlir
@@ -136,6 +138,54 @@ def default_export_platform() -> str:
     """The platform `export` lowers for unless told: "cpu", "cuda", "rocm" or "tpu"."""
     platform = compiler.default_device().platform
     return {"gpu": "cuda"}.get(platform, platform)
+
+
+# JAX: jax/_src/export/_export.py register_pytree_node_serialization
+def register_pytree_node_serialization(nodetype: type, *, serialized_name: str,
+                                       serialize_auxdata: Callable[[Any], bytes],
+                                       deserialize_auxdata: Callable[[bytes], Any],
+                                       from_children: Callable | None = None) -> type:
+    """Let pytrees with `nodetype` nodes be serialized: the node is written as
+    `serialized_name` and `serialize_auxdata(aux_data)` (bytes); reading builds it back with
+    `from_children(deserialize_auxdata(bytes), children)` (default: the type's pytree
+    unflatten function). Returns `nodetype` (usable as a class decorator). Raises ValueError
+    for a second registration of the type or the name, or with no `from_children` for a
+    type that is not a registered pytree node."""
+    if nodetype in serialization.serialization_registry:
+        raise ValueError(f"Duplicate serialization registration for type `{nodetype}`.")
+    if serialized_name in serialization.deserialization_registry:
+        raise ValueError(f"Duplicate serialization registration for serialized_name "
+                         f"`{serialized_name}`.")
+    if from_children is None:
+        if nodetype not in tree_util._registry:
+            raise ValueError(f"If `from_children` is not present, you must call first "
+                             f"`minijax.tree_util.register_pytree_node` for `{nodetype}`")
+        from_children = tree_util._registry[nodetype].unflatten
+    serialization.serialization_registry[nodetype] = (serialized_name, serialize_auxdata)
+    serialization.deserialization_registry[serialized_name] = (
+        nodetype, deserialize_auxdata, from_children)
+    return nodetype
+
+
+# JAX: jax/_src/export/_export.py register_namedtuple_serialization
+def register_namedtuple_serialization(nodetype: type, *, serialized_name: str) -> type:
+    """Let a `collections.namedtuple` type be serialized (its field names, as JSON, are the
+    auxdata, as JAX writes them). ValueError for other types."""
+    if not (issubclass(nodetype, tuple) and isinstance(getattr(nodetype, "_fields", None),
+                                                       tuple)):
+        raise ValueError("Use `export.register_pytree_node_serialization` for types other "
+                         "than `collections.namedtuple`.")
+    return register_pytree_node_serialization(
+        nodetype, serialized_name=serialized_name,
+        serialize_auxdata=lambda _: json.dumps(nodetype._fields).encode("utf-8"),
+        deserialize_auxdata=lambda b: json.loads(b.decode("utf-8")),
+        from_children=lambda keys, children: nodetype(**dict(zip(keys, children))))
+
+
+register_pytree_node_serialization(
+    collections.OrderedDict, serialized_name="collections.OrderedDict",
+    serialize_auxdata=lambda keys: json.dumps(list(keys)).encode("utf-8"),
+    deserialize_auxdata=lambda b: json.loads(b.decode("utf-8")))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -192,6 +192,11 @@ _DEVICE_MEMORY = 1  # MemorySpace.Device
 _SHAPED_ARRAY = 0   # AbstractValueKind.shapedArray
 _PLATFORM_CHECK, _CUSTOM_CALL_CHECK, _SHAPE_ASSERTIONS_CHECK = range(3)
 
+# JAX: jax/_src/export/_export.py serialization_registry — differs: kept here, beside the code
+# that reads it; filled by `register_pytree_node_serialization`
+serialization_registry: dict[type, tuple[str, Any]] = {}
+deserialization_registry: dict[str, tuple[type, Any, Any]] = {}
+
 # ---------------------------------------------------------------------------------------------
 # Exported -> bytes
 # ---------------------------------------------------------------------------------------------
@@ -215,10 +220,18 @@ def _pytreedef_table(t: PyTreeDef) -> Table:
             raise TypeError(f"serialize: only dictionaries with string keys can be "
                             f"serialized; found keys {list(data[1])}")
         table.set(2, "ref", _strings(data[1]))
+    elif data[0] in serialization_registry:
+        kind = _CUSTOM
+        name, serialize_auxdata = serialization_registry[data[0]]
+        aux = serialize_auxdata(data[1])
+        if not isinstance(aux, (bytes, bytearray)):
+            raise ValueError(f"serialize: the auxdata serializer of `{data[0]}` must return "
+                             f"bytes, it returned a {type(aux)}")
+        table.set(3, "ref", name.encode()).set(4, "ref", Vector("uint8", bytes(aux)))
     else:
-        raise ValueError(f"serialize: cannot serialize a PyTreeDef containing the "
-                         f"unregistered type `{data[0]}`; minijax serializes None, tuples, "
-                         "lists and dicts")
+        raise ValueError(f"Cannot serialize PyTreeDef containing an unregistered type "
+                         f"`{data[0]}`. Use `export.register_pytree_node_serialization` or "
+                         "`export.register_namedtuple_serialization`.")
     table.set(0, "int8", kind)
     if children:
         table.set(1, "ref", Vector("ref", [_pytreedef_table(c) for c in children]))
@@ -299,9 +312,14 @@ def _pytree_of(r: Reader, leaves) -> Any:
         return children
     if kind == _DICT:
         return dict(zip(r.strings(2), children))
-    raise ValueError(f"deserialize: cannot deserialize a PyTreeDef of kind {kind} "
-                     f"(custom node {r.string(3)!r}); minijax reads None, tuples, lists "
-                     "and dicts")
+    if kind == _CUSTOM and r.string(3) in deserialization_registry:
+        _, deserialize_auxdata, from_children = deserialization_registry[r.string(3)]
+        return from_children(deserialize_auxdata(r.raw_bytes(4)), children)
+    if kind == _CUSTOM:
+        raise ValueError(f"Cannot deserialize a PyTreeDef containing an unregistered type "
+                         f"`{r.string(3)}`. Use `export.register_pytree_node_serialization` "
+                         "or `export.register_namedtuple_serialization`.")
+    raise ValueError(f"deserialize: cannot deserialize a PyTreeDef of kind {kind}")
 
 
 def _aval_of(r: Reader, scope) -> core.ShapedArray:
