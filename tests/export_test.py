@@ -197,6 +197,8 @@ POLY = {
     "dim_as_value": (lambda J: lambda x: x / x.shape[0] + x.shape[0] * 2.0, ["b, 4"]),
     "grad": (lambda J: J.grad(lambda x: J.numpy.sum(J.numpy.sin(x) ** 2)), ["b, 4"]),
     "vmap": (lambda J: J.vmap(lambda r: r @ r), ["b, 4"]),
+    "iota_and_slices": (lambda J: lambda x: x[:, 1:3] + J.numpy.arange(x.shape[0])[:, None]
+                        + x[:, 0][:, None], ["b, 4"]),
 }
 
 

@@ -1375,12 +1375,12 @@ reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
                             msh.reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
-def _reshape_lowering(ctx, x, *, new_sizes, dimensions, sharding):
-    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
-    if not mlir.is_static(new_sizes):  # a symbolic size: computed from the dimension vars
-        return mlir.hlo.dynamic_reshape(out_type, x,
-                                        mlir.eval_dynamic_shape_as_tensor(new_sizes))
-    return mlir.hlo.reshape(out_type, x)
+def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape is all it needs
+    out = ctx.avals_out[0]
+    if not mlir.is_static(out.shape):  # a symbolic size: computed from the dimension vars
+        return mlir.hlo.dynamic_reshape(mlir.aval_to_ir_type(out), x,
+                                        mlir.eval_dynamic_shape_as_tensor(out.shape))
+    return mlir.hlo.reshape(mlir.aval_to_ir_type(out), x)
 
 
 mlir.register_lowering(reshape_p, _reshape_lowering)
@@ -1459,8 +1459,7 @@ squeeze_p.def_sharding_rule(lambda x, *, dimensions: msh.NamedSharding(
     x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
 deflinear(squeeze_p, _squeeze_transpose)
 batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
-mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+mlir.register_lowering(squeeze_p, _reshape_lowering)
 
 
 def _rev_transpose(ct, x, *, dimensions):
@@ -2333,14 +2332,16 @@ def _iota_abstract_eval(*, dtype, shape, dimension, sharding):
 
 def iota(dtype, size: int):
     """`[0, 1, ..., size-1]` of `dtype`."""
-    return broadcasted_iota(dtype, (operator.index(size),), 0)
+    return broadcasted_iota(dtype, (size,), 0)
 
 
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
     # `sharding`: None until minijax has sharding in types (JAX prints it)
-    return iota_p.bind(dtype=dtype, shape=tuple(operator.index(s) for s in shape),
+    shape = tuple(s if getattr(s, "is_symbolic_dim", False) else operator.index(s)
+                  for s in shape)
+    return iota_p.bind(dtype=dtype, shape=shape,
                        dimension=operator.index(dimension), sharding=None)
 
 
@@ -2350,8 +2351,15 @@ iota_p.def_abstract_eval(_iota_abstract_eval)
 iota_p.def_sharding_rule(lambda **params: params["sharding"])
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
-mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding:
-                       mlir.hlo.iota(mlir.aval_to_ir_type(ctx.avals_out[0]), dimension))
+def _iota_lowering(ctx, *, dtype, shape, dimension, sharding):
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_iota(out_type, mlir.eval_dynamic_shape_as_tensor(shape),
+                                     dimension)
+    return mlir.hlo.iota(out_type, dimension)
+
+
+mlir.register_lowering(iota_p, _iota_lowering)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):
@@ -2395,13 +2403,18 @@ def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, st
 
 def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
     strides = strides or (1,) * len(start_indices)
+    if not mlir.is_static(limit_indices):  # a symbolic limit (chapters/31-export.md)
+        return mlir.hlo.real_dynamic_slice(
+            mlir.aval_to_ir_type(ctx.avals_out[0]), x,
+            *[mlir.eval_dynamic_shape_as_tensor(v) for v in (start_indices, limit_indices,
+                                                              strides)])
     return mlir.hlo.slice(x, list(start_indices), list(limit_indices), list(strides))
 
 
 def slice(x, start_indices, limit_indices, strides=None):
     """`x[start:limit:stride]` per dimension, with static bounds."""
     return slice_p.bind(x, start_indices=tuple(int(i) for i in start_indices),
-                        limit_indices=tuple(int(i) for i in limit_indices),
+                        limit_indices=tuple(core.canonicalize_dim(i) for i in limit_indices),
                         strides=None if strides is None else tuple(int(s) for s in strides))
 
 

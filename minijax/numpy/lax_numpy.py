@@ -117,6 +117,8 @@ def arange(start, stop=None, step=None, dtype=None):
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             v._concrete("arange")
+    if getattr(start, "is_symbolic_dim", False) and stop is None and step is None:
+        return lax.iota(dtypes.canonicalize_dtype(dtype or np.int64), start)  # as JAX: int
     if stop is None and step is None and dtype is None or (
             stop is None and step is None and np.dtype(dtype).kind in "iu"):
         d = dtypes.canonicalize_dtype(dtype or np.result_type(start))
