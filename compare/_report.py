@@ -346,14 +346,16 @@ def interleaved_times(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
     """Wall times in ms of `repeat` calls of each `calls[name]()` (after `warmup` rounds),
     measured in rounds that call each one once, in turn: load on a shared machine then falls
     on all of them alike, where timing one after the other could hand one the quiet minute
-    and the other the busy one. Every comparison of minijax with JAX times through this (or
-    `interleaved_ms`). Each callable must block on its own result (`J.block_until_ready`)."""
+    and the other the busy one. Every other round runs the calls in reverse order, so that
+    none always goes first (after another program, with colder caches). Every comparison of
+    minijax with JAX times through this (or `interleaved_ms`). Each callable must block on
+    its own result (`J.block_until_ready`)."""
     for _ in range(warmup):
         for fn in calls.values():
             fn()
     times: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(repeat):
-        for name, fn in calls.items():
+    for i in range(repeat):
+        for name, fn in (reversed(calls.items()) if i % 2 else calls.items()):
             t0 = time.perf_counter()
             fn()
             times[name].append((time.perf_counter() - t0) * 1e3)

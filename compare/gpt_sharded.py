@@ -616,8 +616,8 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                      "-" if want is None else f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
 
-    # a strategy's two steps run back to back in each round, so the ratio of the two times
-    # of one round sees one load: its median over the rounds is the ratio reported
+    # a strategy's two steps run back to back in each round (in either order), so the ratio
+    # of the two times of one round sees one load: its median over the rounds is reported
     times = interleaved_times(calls, repeat=3 if quick else 25, warmup=1)
     ratios = {}
     for name in names:
@@ -664,9 +664,10 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                  "HLO bytes/step/device", "formula", "param+opt bytes/device",
                  "minijax / JAX step time"],
                 [r + [f"{ratios[r[0]]:.2f}"] for r in rows])
-        + "\n\nTimes are interleaved: each round runs every strategy's minijax step and then "
-        "its JAX step, and the ratio is the median over the rounds of the two steps' ratio "
-        "within a round (so both saw the same load). Eight CPU devices share this machine's "
+        + "\n\nTimes are interleaved: each round runs every strategy's minijax step and "
+        "its JAX step back to back (every other round JAX first), and the ratio is the median "
+        "over the rounds of the two steps' ratio within a round (so both saw the same load). "
+        "Eight CPU devices share this machine's "
         "cores: the times are noisy, and nothing here overlaps communication with compute.")
     return res
 

@@ -171,7 +171,8 @@ def test_interleaved_times_alternate_the_calls_round_by_round():
     order = []
     calls = {"jax": lambda: order.append("jax"), "minijax": lambda: order.append("minijax")}
     times = interleaved_times(calls, repeat=3, warmup=1)
-    assert order == ["jax", "minijax"] * 4  # one warm-up round, then three timed ones
+    # one warm-up round, then three timed ones, every other one in reverse order
+    assert order == ["jax", "minijax"] * 2 + ["minijax", "jax"] + ["jax", "minijax"]
     assert {k: len(v) for k, v in times.items()} == {"jax": 3, "minijax": 3}
     ms = interleaved_ms(calls, repeat=4, warmup=0)
     assert all(isinstance(v, Ms) and v.n == 4 and v.q1 <= v <= v.q3 for v in ms.values())
