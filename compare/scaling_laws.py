@@ -46,6 +46,7 @@ from compare import gpt, moe
 from compare._report import OUT_DIR, TopicResult, progress
 
 MODULES = dict(gpt.MODULES)
+DEFAULT_CACHE = OUT_DIR / "scaling_laws_cache"
 CACHE_VERSION = 2  # bump when a change to the training code changes results
 # Hoffmann et al. 2022 ("Training Compute-Optimal Large Language Models"), Table 2: the
 # exponents of N_opt ∝ C^a and D_opt ∝ C^b by their three approaches.
@@ -67,8 +68,8 @@ class Sweep:
     to `peak_lr / 10` at its last step, the step its budget runs out. Budgets are FLOPs
     counted as 6ND."""
 
-    budgets: tuple[float, ...] = (2e9, 6e9, 2e10)
-    widths: tuple[int, ...] = (4, 6, 8, 12, 16, 24, 32)
+    budgets: tuple[float, ...] = (6e8, 2e9, 6e9, 2e10)
+    widths: tuple[int, ...] = (3, 4, 6, 8, 12, 16, 24, 32)
     window: int = 5
     slide: int = 1
     seeds: tuple[int, ...] = (0, 1, 2)
@@ -199,13 +200,15 @@ class Trainer:
         return {"forward_backward": grad["flops"], "step": e["stats"]["flops"]}
 
     def train(self, module: str, kind: str, width: int, budget: float, seed: int,
-              keep_losses: bool = False) -> dict:
-        """One run; its record is what the cache stores and the topic's "runs" lists."""
+              keep_losses: bool = False, lrs: np.ndarray | None = None) -> dict:
+        """One run; its record is what the cache stores and the topic's "runs" lists. `lrs`
+        (f32[steps]) replaces the run's own schedule (chapter 27's exercise 3)."""
         e = self.program(module, kind, width)
         J, cfg, prog, step = e["J"], e["cfg"], e["prog"], e["step"]
         n = count_params(kind, cfg, self.sweep)
         steps = steps_for(budget, n["N"], self.sweep)
-        lrs = learning_rates(self.sweep, self.vocab, width, steps)
+        if lrs is None:
+            lrs = learning_rates(self.sweep, self.vocab, width, steps)
         params = J.device_put(init(kind, cfg, self.sweep, seed))
         state = (params, prog["init_opt"](params))
         xs, ys = gpt.batches(self.data.train, steps, cfg.batch, cfg.block, 1000 + seed)
@@ -262,18 +265,22 @@ def cache_key(sweep: Sweep, source: str, n_chars: int, spec: dict) -> str:
             f"{spec['module']}-{digest}")
 
 
+def cache_path(sweep: Sweep, data: gpt.CharData, source: str, spec: dict,
+               cache_dir: Path) -> Path:
+    return cache_dir / f"{cache_key(sweep, source, len(data.train) + len(data.val), spec)}.json"
+
+
 def run_sweep(sweep: Sweep, data: gpt.CharData, source: str, cache_dir: Path,
               trainer: Trainer | None = None) -> tuple[list[dict], dict]:
     """Train (or load from `cache_dir`) every run of `plan(sweep)`: (records, stats) with
     stats {"trained", "cached", "train_s", "compile_s", "wall_s"}."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     trainer = trainer or Trainer(sweep, data)
-    n_chars = len(data.train) + len(data.val)
     todo = plan(sweep)
     out, trained, t0 = [], 0, time.perf_counter()
     bar = progress(todo, "scaling_laws sweep", total=len(todo), unit="run")
     for spec in bar:
-        path = cache_dir / f"{cache_key(sweep, source, n_chars, spec)}.json"
+        path = cache_path(sweep, data, source, spec, cache_dir)
         if path.exists():
             rec = json.loads(path.read_text())
         else:
@@ -675,7 +682,7 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
     t0 = time.perf_counter()
     sweep = sweep or (QUICK if quick else Sweep())
     data, source = load_data(sweep, text)
-    cache_dir = cache_dir or OUT_DIR / "scaling_laws_cache"
+    cache_dir = cache_dir or DEFAULT_CACHE
     trainer = Trainer(sweep, data)
     runs, stats = run_sweep(sweep, data, source, cache_dir, trainer)
     mj = [r for r in runs if r["module"] == "minijax"]
