@@ -34,6 +34,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -285,7 +286,7 @@ def run_sweep(sweep: Sweep, data: gpt.CharData, source: str, cache_dir: Path,
             rec = json.loads(path.read_text())
         else:
             rec = trainer.train(**spec)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")  # the test and chapter 27 share it
             tmp.write_text(json.dumps(rec))
             tmp.replace(path)  # a run is in the cache whole or not at all
             trained += 1
