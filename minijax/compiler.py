@@ -23,7 +23,9 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
-from minijax import sharding as msh
+from minijax.named_sharding import NamedSharding, Sharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import SingleDeviceSharding, spec_for_device_map
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -407,13 +409,13 @@ class ExecutePlaced(ExecuteReplicated):
 
 
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
-def device_put_sharded_tree(x, sharding: msh.Sharding):
+def device_put_sharded_tree(x, sharding: Sharding):
     """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
     first (rank, divisibility), then each is cut into blocks and placed (committed)."""
     leaves, tree = tree_flatten(x)
     avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
     for aval in avals:  # all checks before any placement: nothing is left half-placed
-        if not isinstance(sharding, msh.NamedSharding):  # one device (in some memory kind)
+        if not isinstance(sharding, NamedSharding):  # one device (in some memory kind)
             continue
         try:
             sharding.spec._check_compatible_wrt_shape(aval.shape)
@@ -485,7 +487,7 @@ def _buffer_sharding(sharding):
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
     kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
-    if isinstance(sharding, msh.SingleDeviceSharding):
+    if isinstance(sharding, SingleDeviceSharding):
         return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
     mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec),
@@ -546,9 +548,9 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
-    return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
+    return [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding) else s
             for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
-                                      in_avals)]
+                                  in_avals)]
 
 
 def _named_shardings(protos, mesh, avals) -> list:
@@ -560,10 +562,10 @@ def _named_shardings(protos, mesh, avals) -> list:
             # on one device only: a host callback's result nothing else constrains (JAX's
             # GSPMDSharding {maximal device=k}); the other devices' copies are not computed
             k = hlo.tile_assignment_devices()[0]
-            out.append(msh.SingleDeviceSharding(mesh.devices.flat[k]))
+            out.append(SingleDeviceSharding(mesh.devices.flat[k]))
             continue
         index_of = _index_of_tiles(hlo, aval.shape, mesh.size)
-        out.append(msh.NamedSharding(mesh, msh.spec_for_device_map(mesh, aval.shape, index_of)))
+        out.append(NamedSharding(mesh, spec_for_device_map(mesh, aval.shape, index_of)))
     return out
 
 
@@ -593,10 +595,10 @@ class ExecuteSharded(ExecuteReplicated):
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
-        self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
+        self.token_sharding = None if mesh is None else NamedSharding(mesh, P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
         # an output on one device comes back as the mesh's buffer: its copy there is taken
-        whole = [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding)
+        whole = [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding)
                  else s for s in out_shardings]
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,

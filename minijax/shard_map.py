@@ -30,8 +30,10 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.sharding import (Mesh, NamedSharding, PartitionSpec, _axes_of, aval_sharding,
-                              get_concrete_mesh)
+from minijax.mesh import Mesh, get_concrete_mesh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.sharding_impls import aval_sharding
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import pjit

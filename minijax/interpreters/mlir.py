@@ -17,7 +17,9 @@ import numpy as np
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 from minijax.interpreters import partial_eval as pe
-from minijax import sharding as msh
+from minijax.mesh import AbstractMesh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import _axes_of, _Unconstrained
 
 _CHAPTER = "chapters/07-jit.md"
 
@@ -395,10 +397,10 @@ def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
-        if isinstance(p, msh._Unconstrained):
+        if isinstance(p, _Unconstrained):
             dims.append("{?}")
         else:
-            axes = [f'"{a}"' for a in msh._axes_of(p)]
+            axes = [f'"{a}"' for a in _axes_of(p)]
             if open_auto and mesh.auto_axes:
                 axes.append("?")
             dims.append("{" + ", ".join(axes) + "}")
@@ -436,8 +438,8 @@ def _value_attrs(s, aval, kinds: bool) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
     `mhlo.memory_kind` for one input or output."""
     d = {}
-    if isinstance(s, msh.NamedSharding):  # a type's sharding (abstract mesh): Auto axes open
-        d["sdy.sharding"] = sharding_attr(s, aval.ndim, isinstance(s.mesh, msh.AbstractMesh))
+    if isinstance(s, NamedSharding):  # a type's sharding (abstract mesh): Auto axes open
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim, isinstance(s.mesh, AbstractMesh))
     if kinds:
         d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
     return d

@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import core
-from minijax import sharding as msh
+from minijax import sharding_impls
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -118,7 +118,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
     if python_control_flow():
         return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
-    x_avals = [msh.unstacked(a) for a in xs_avals]
+    x_avals = [sharding_impls.unstacked(a) for a in xs_avals]
     num_carry = len(init_flat)
     trees: dict[str, Any] = {}
 
@@ -203,7 +203,7 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
         if x.ndim == 0 or x.shape[0] != length:
             raise TypeError(f"scan: xs operand {x.str_short()} has no leading axis of the scan "
                             f"length {length}")
-    given = [*consts, *init, *[msh.unstacked(x) for x in xs]]
+    given = [*consts, *init, *[sharding_impls.unstacked(x) for x in xs]]
     if not typematch_all(given, jaxpr.in_avals):
         raise TypeError(f"scan: the body takes ({avals_short(jaxpr.in_avals)}) but is given "
                         f"({avals_short(given)})")
@@ -211,7 +211,7 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
     if not typematch_all(init, carry_avals):
         raise TypeError(f"scan: the body maps the carry ({avals_short(init)}) to "
                         f"({avals_short(carry_avals)}), of another type")
-    return carry_avals + [msh.stacked(a, length) for a in y_avals]
+    return carry_avals + [sharding_impls.stacked(a, length) for a in y_avals]
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_jvp
