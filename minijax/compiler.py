@@ -280,10 +280,13 @@ class RuntimeTokenSet(threading.local):
 runtime_tokens = RuntimeTokenSet()
 
 
-# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one class per kind of
+# program (one device; one device with outputs in another memory; a mesh) where JAX has one
 class ExecuteReplicated:
     """The one way a compiled program runs, built once per executable (the first call, later
-    calls, `Compiled.__call__` and `jit_p`'s impl all call it).
+    calls, `Compiled.__call__` and `jit_p`'s impl all call it). This class runs a program on
+    one device; `ExecutePlaced` and `ExecuteSharded` below change only how the inputs become
+    buffers (`_input_buffers`) and the outputs become Arrays (`_output_arrays`).
 
     Calling it with concrete arguments: takes each minijax Array's device buffer as it is (no
     copy), puts NumPy values and Python scalars on the device, runs the executable
@@ -316,6 +319,23 @@ class ExecuteReplicated:
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
         deciding commitment) followed by `args`."""
+        bufs, committed = self._input_buffers(args, consts)
+        handlers = self.handlers  # execute(), inline: this is every cached jit call
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        elif handlers is not None:
+            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
+        else:
+            outs = self.executable.execute(bufs)
+        if self.donated is not None:
+            self._delete_donated(args, len(consts))
+        outs = self._output_arrays(outs, committed)
+        if config.jax_debug_nans or config.jax_debug_infs:
+            self._check_special(outs, [*consts, *args])
+        return outs
+
+    def _input_buffers(self, args: Sequence[Any], consts: Sequence[Array]) -> tuple[list, bool]:
+        """(the device buffers of consts + args, whether an argument was committed)."""
         bufs = [c.device_buffer() for c in consts] if consts else []
         n = len(bufs)
         committed = False
@@ -330,19 +350,10 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        handlers = self.handlers  # execute(), inline: this is every cached jit call
-        if self.has_effects:
-            outs = self._execute_with_tokens(bufs)
-        elif handlers is not None:
-            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
-        else:
-            outs = self.executable.execute(bufs)
-        if self.donated is not None:
-            self._delete_donated(args, n)
-        outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
-        if config.jax_debug_nans or config.jax_debug_infs:
-            self._check_special(outs, [*consts, *args])
-        return outs
+        return bufs, committed
+
+    def _output_arrays(self, outs: list, committed: bool) -> list[Array]:
+        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
 
     def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
         # A reused buffer now holds an output: the input Array must not be read again. As in
@@ -402,10 +413,9 @@ class ExecutePlaced(ExecuteReplicated):
                     _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
                     _skip_checks=True)
 
-    def __call__(self, args, consts=()):
-        outs = super().__call__(args, consts)
-        return [o if s is None else Array(o.aval, None, o._buf, True, s)
-                for o, s in zip(outs, self.placed)]
+    def _output_arrays(self, outs, committed):
+        return [Array(a, None, b, committed) if s is None else Array(a, None, b, True, s)
+                for a, b, s in zip(self.out_avals, outs, self.placed)]
 
 
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
@@ -606,7 +616,7 @@ class ExecuteSharded(ExecuteReplicated):
                          for a, s in zip([*[core.ShapedArray((0,), np.bool_)] * len(token_sh),
                                           *out_avals], [*token_sh, *whole])]
 
-    def __call__(self, args, consts=()):
+    def _input_buffers(self, args, consts):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
             if type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
@@ -616,12 +626,9 @@ class ExecuteSharded(ExecuteReplicated):
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
-        if self.has_effects:
-            outs = self._execute_with_tokens(bufs)
-        else:
-            outs = execute(self.executable, bufs, self.handlers)
-        if self.donated is not None:
-            self._delete_donated(args, len(consts))
+        return bufs, True  # a program on a mesh: its results are committed to its devices
+
+    def _output_arrays(self, outs, committed):
         return [Array(a, None, b if s.num_devices > 1 else _on_device(b, s._device), True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
 
