@@ -141,13 +141,15 @@ class NamedSharding(Sharding):
         sizes = self.mesh.shape
         return all(sizes[a] == 1 for p in self.spec for a in _axes_of(p))
 
-    def check_compatible_aval(self, shape, what: str = "value") -> None:
+    def check_compatible_aval(self, shape, what: str = "value", typed: bool = True) -> None:
         """Raise ValueError if the spec is longer than the rank of `shape`, and
-        IndivisibleError if a dimension is not divisible by its number of shards."""
+        IndivisibleError if a dimension is not divisible by its number of shards (on a mesh
+        with Explicit axes a plain ValueError, JAX's typing error, unless not `typed`: an
+        output laid out by `out_shardings`)."""
         self.spec._check_compatible_wrt_shape(shape)
         factors = self._tiling(len(shape))
         for d, (n, f) in enumerate(zip(shape, factors)):
-            if n % f and self.mesh.explicit_axes:
+            if n % f and self.mesh.explicit_axes and typed:
                 # JAX checks Explicit meshes when typing the value (a plain ValueError)
                 raise ValueError(
                     f"Sharding spec {tuple(self.spec)} implies that array axis {d} is "

@@ -476,6 +476,7 @@ class JitWrapped:
             in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
                                                                     in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+            _check_out_shardings(out_sh, closed.out_avals)
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
@@ -574,6 +575,7 @@ class JitWrapped:
         arg_shardings = [getattr(x, "_sharding", None) for x in flat]
         in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+        _check_out_shardings(out_sh, closed.out_avals)
         return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -681,14 +683,17 @@ def _check_committed(leaves, shardings) -> None:
 def _constrained(xs, shardings, retype: bool = False) -> list:
     """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
     nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
-    type says the layout: an output is `reshard`ed (`retype`), an input keeps its type (as
-    JAX's). Mixed meshes: not applied."""
+    type says the layout: an output is `reshard`ed (`retype`) when its value is computed now
+    (under jvp or vmap of concrete values: JAX's nested call runs with its out_shardings),
+    not when it is staged into a jaxpr (JAX types a nested jit's outputs by its jaxpr,
+    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Mixed meshes: not applied."""
     out = []
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
             if retype and mesh.explicit_axes and not any(
-                    a in mesh.auto_axes for p in spec for a in _axes_of(p)):
+                    a in mesh.auto_axes for p in spec for a in _axes_of(p)) and not \
+                    isinstance(_concrete_of(x)[0], Tracer):
                 x = reshard(x, s)  # on Explicit axes only: the type changes
             if mesh.auto_axes:  # the partitioner is told the Auto part
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
@@ -727,6 +732,15 @@ def _batched(s, dims):
         spec = [*s.spec, *[None] * (d - len(s.spec))]
         s = NamedSharding(s.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
     return s
+
+
+def _check_out_shardings(shardings, avals) -> None:
+    """Each output's `out_shardings` entry fits its shape (rank, and every dimension divisible
+    by its number of shards), before anything is compiled: ValueError (IndivisibleError) as
+    JAX raises when it lays the outputs out."""
+    for s, a in zip(shardings, avals):
+        if isinstance(s, NamedSharding):
+            s.check_compatible_aval(a.shape, typed=False)
 
 
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:

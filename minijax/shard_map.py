@@ -641,6 +641,7 @@ pe.custom_partial_eval_rules[shard_map_p] = _shard_map_partial_eval
 ad.primitive_transposes[shard_map_p] = _shard_map_transpose
 batching.primitive_batchers[shard_map_p] = _shard_map_batch_rule
 mlir.register_lowering(shard_map_p, _shard_map_lowering)
+mlir._lays_out_itself.add(shard_map_p)  # its out_specs say the layout, in the Auto axes too
 core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 
