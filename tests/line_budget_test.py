@@ -25,7 +25,7 @@ BUDGETS = {
     "api_util": 140,
     "array": 220,
     "callback": 325,
-    "compiler": 505,  # device_put_sharded_tree moved in (26); buffers checked (25); cache (24)
+    "compiler": 520,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32)
     "config": 150,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
@@ -33,19 +33,24 @@ BUDGETS = {
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
     "dispatch": 280,   # + sharded eager results (11), Auto-mesh ops jitted; errstate (24)
     "dtypes": 210,
+    "ffi": 285,         # ffi_call, register_ffi_target, pycapsule, include_dir (issue 32)
     "effects": 70,
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
+    "export": 1150,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "flatten_util": 45,  # ravel_pytree (issue 24)
-    "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
-    "lax": 6550,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache (24);
-    #               lax/utils.py: the sharding rules, moved from sharding.py (issue 26)
+    "interpreters": 1200,  # + effects in DCE and lowering tokens (13), vma hooks (12);
+    #                       portable artifacts, dimension variables for export (32)
+    "lax": 6600,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
+    #               rules, moved from sharding.py (issue 26)
     "mesh": 230,
     "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3770,  # rewriting_take split at its seams (_parse_indices, _to_static_slice, 26)
+    "numpy": 3785,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    #                at its seams (_parse_indices, _to_static_slice, issue 26)
     "pjit": 880,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
