@@ -2,6 +2,7 @@
 a failing topic reported with its traceback, paired timings with spread and ratio, folding."""
 
 import json
+import shutil
 import sys
 import types
 
@@ -164,3 +165,46 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
         json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
     assert [c.name for c in stored.missed_targets()] == ["step-time ratio minijax/JAX <= 1.05"]
     assert stored.failed_checks() == []
+
+
+def test_report_paths_are_relative_to_the_report_in_every_mode(monkeypatch, tmp_path):
+    """A quick run writes its plots and traces to a temporary folder: the report copies them
+    beside itself and links them relatively, so the report folder can be moved or zipped."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from compare._report import rel
+    scratch = Path(tempfile.mkdtemp(prefix="compare-test-"))
+    (scratch / "loss.png").write_bytes(b"\x89PNG fake")
+    (scratch / "trace").mkdir()
+    (scratch / "trace" / "t.json.gz").write_bytes(b"trace")
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "inside.png").write_bytes(b"\x89PNG")
+
+    def files_run(quick=False):
+        res = TopicResult("a topic with files", runs="both")
+        res.check("values", np.ones(1), np.ones(1))
+        res.sections.append(f"![loss]({rel(scratch / 'loss.png')})\n\n"
+                            f"trace folder `{rel(scratch / 'trace')}`; "
+                            f"![inside]({rel(out / 'plots' / 'inside.png')}); 4 ms/step")
+        res.extra["trace"] = rel(scratch / "trace")
+        return res
+
+    mod = types.ModuleType("compare.fake_files")
+    mod.run = files_run
+    monkeypatch.setitem(sys.modules, "compare.fake_files", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_files"])
+    for quick in (["--quick"], []):
+        assert cmain.main(["fake_files", *quick, "--json", str(tmp_path / "r.json")],
+                          out_dir=out) == 0
+        text = (out / "report.md").read_text()
+        assert str(scratch) not in text and str(tmp_path) not in text
+        links = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`(files/[^`]+)`", text)
+        assert "files/fake_files/loss.png" in links and "plots/inside.png" in links
+        assert "files/fake_files/trace" in links and "4 ms/step" in text
+        assert all((out / link).exists() for link in links), links
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["trace"] == "files/fake_files/trace"
+    shutil.rmtree(scratch)
