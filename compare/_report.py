@@ -7,6 +7,7 @@ stored topic (`write_report`), so running one topic refreshes its section and ke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -17,6 +18,7 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -337,6 +339,31 @@ def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> Ms
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return ms_of(times)
+
+
+@contextlib.contextmanager
+def xla_log_lines(pattern: str):
+    """Collect the lines of XLA's C++ log (written to file descriptor 2, beyond Python's
+    reach) that contain `pattern` into the yielded list, instead of letting them flood the
+    console; every other line still reaches stderr when the block ends. A topic then says
+    once what the collected warnings mean."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        hits: list[str] = []
+        try:
+            yield hits
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode(errors="replace").splitlines(keepends=True):
+                if pattern in line:
+                    hits.append(line.rstrip("\n"))
+                else:
+                    sys.stderr.write(line)
 
 
 def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str = "it"):

@@ -208,3 +208,15 @@ def test_report_paths_are_relative_to_the_report_in_every_mode(monkeypatch, tmp_
         doc = json.loads((tmp_path / "r.json").read_text())
         assert doc["trace"] == "files/fake_files/trace"
     shutil.rmtree(scratch)
+
+
+def test_xla_log_lines_collects_the_matching_lines_and_passes_the_rest(capfd):
+    import os
+
+    from compare._report import xla_log_lines
+    with xla_log_lines("[SPMD] Involuntary") as hits:
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat A\n")
+        os.write(2, b"another warning\n")
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat B\n")
+    assert [h[-1] for h in hits] == ["A", "B"]
+    assert capfd.readouterr().err == "another warning\n"
