@@ -57,6 +57,8 @@ class Jaxpr:
             f"\n  in ({outs},) }}"
         # END BUILD
 
+    __repr__ = __str__  # a jaxpr inside an equation's params (cond's branches) prints whole
+
 
 class JaxprTracer(Tracer):
     def __init__(self, trace, var):

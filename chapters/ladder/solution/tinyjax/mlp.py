@@ -1,4 +1,4 @@
-"""Rung 10, the summit: an MLP trained with everything below it: pytree parameters,
+"""Rung 12, the summit: an MLP trained with everything below it: pytree parameters,
 value_and_grad (jvp + partial evaluation + transpose) and jit (StableHLO on XLA)."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def train(x, y, sizes, steps=100, lr=0.1, key=0):
     """Plain gradient descent; returns (params, losses)."""
     params = init(key, sizes)
     leaves_like = params
-    # BUILD rung 10: one jitted step: loss and gradients, then the update
+    # BUILD rung 12: one jitted step: loss and gradients, then the update
     def step(*args):  # jit takes arrays: the parameters' leaves, then x and y
         *flat_params, x, y = args
         p = _unflat(leaves_like, flat_params)

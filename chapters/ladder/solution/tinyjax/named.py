@@ -1,4 +1,4 @@
-"""Rung 9: named axes: `psum` over a vmapped axis, and shard_map on a simulated mesh, where
+"""Rung 11: named axes: `psum` over a vmapped axis, and shard_map on a simulated mesh, where
 each device's block is one index of a named batch axis (minijax/lax/parallel.py psum,
 minijax/shard_map.py; jax/_src/lax/parallel.py, jax/_src/shard_map.py)."""
 
@@ -22,7 +22,7 @@ def psum(x, axis_name):
 
 
 def _psum_batch_rule(trace, vals, dims, *, axis_name):
-    # BUILD rung 9: sum over the batch axis if it is the named one, and broadcast it back
+    # BUILD rung 11: sum over the batch axis if it is the named one, and broadcast it back
     if trace.axis_name != axis_name:
         raise NotImplementedError("psum over an outer named axis (tinyjax names one axis)")
     x = bdim_at_front(vals[0], dims[0], trace.size)
@@ -51,7 +51,7 @@ def shard_map(f, num_devices, axis_name):
     """`shard_map(f, n, name)(*xs)`: split axis 0 of each x into n blocks, run f on each
     block (as device `i` would), and concatenate the blocks of the result along axis 0."""
     def mapped(*xs):
-        # BUILD rung 9: blocks = a named batch axis of size n in front of each block
+        # BUILD rung 11: blocks = a named batch axis of size n in front of each block
         def split(x):
             s = c.shape_dtype(x)[0]
             return x.reshape((num_devices, s[0] // num_devices) + s[1:])
