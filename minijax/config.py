@@ -35,7 +35,7 @@ _JAX_ONLY = frozenset("""
     jax_error_checking_behavior_divide jax_error_checking_behavior_nan
     jax_error_checking_behavior_oob jax_exec_time_optimization_effort
     jax_experimental_unsafe_xla_runtime_errors jax_explicit_x64_dtypes
-    jax_export_calling_convention_version jax_export_ignore_forward_compatibility
+    jax_export_ignore_forward_compatibility
     jax_force_dcn_cross_host_transfers jax_high_dynamic_range_gumbel
     jax_hlo_source_file_canonicalization_regex jax_include_debug_info_in_dumps
     jax_include_full_tracebacks_in_locations jax_legacy_prng_key jax_log_checkpoint_residuals
@@ -99,7 +99,8 @@ class Config:
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
                  "jax_threefry_partitionable": True,
-                 "jax_traceback_filtering": os.environ.get("JAX_TRACEBACK_FILTERING", "auto")}
+                 "jax_traceback_filtering": os.environ.get("JAX_TRACEBACK_FILTERING", "auto"),
+                 "jax_export_calling_convention_version": 10}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
