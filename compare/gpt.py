@@ -248,7 +248,7 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
         gnorm = jnp.sqrt(sum(jnp.sum(g * g) for g in leaves))
         grads = tree_map(lambda g: jnp.where(gnorm < cfg.clip, g, g / gnorm * cfg.clip), grads)
         step = opt["step"]
-        lr = schedule(step)
+        lr = opt["lr"] if "lr" in opt else schedule(step)  # a caller's own lr (chapter 27)
         t = (step + 1).astype(np.float32)
         m = tree_map(lambda m, g: cfg.b1 * m + (1 - cfg.b1) * g, opt["m"], grads)
         v = tree_map(lambda v, g: cfg.b2 * v + (1 - cfg.b2) * g * g, opt["v"], grads)

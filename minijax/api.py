@@ -21,10 +21,13 @@ from minijax.interpreters import ad, batching
 from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
-from minijax.sharding import NamedSharding, PartitionSpec, get_concrete_mesh
+from minijax.mesh import get_concrete_mesh
+from minijax.named_sharding import NamedSharding, Sharding
+from minijax.partition_spec import PartitionSpec
+from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonicalize_sharding
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
-from minijax import numpy as jnp, sharding as msh
+from minijax import numpy as jnp
 from minijax.dispatch import device_put_p
 
 
@@ -654,7 +657,7 @@ def effects_barrier() -> None:
 
 
 # JAX: jax/_src/array.py make_array_from_callback
-def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype=None):
+def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=None):
     """An Array of global `shape` laid out by `sharding`, whose block on each device is
     `data_callback(index)` (index: a tuple of slices into the global array). The callback is
     called once per distinct block; its results must have the block's shape.
@@ -674,13 +677,13 @@ def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype
         want = out[idx].shape
         if b.shape != want:  # JAX's message, the array's type included
             aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
-                                    sharding=msh.aval_sharding(sharding, len(shape)))
+                                    sharding=aval_sharding(sharding, len(shape)))
             raise ValueError(f"Expected shard shape {want} doesn't match the single device "
                              f"array shape {b.shape}. Shape of Array is {aval} with sharding "
                              f"{sharding}")
         out[idx] = b
     aval = core.ShapedArray(shape, out.dtype)
-    if isinstance(sharding, msh.SingleDeviceSharding):
+    if isinstance(sharding, SingleDeviceSharding):
         return Array(aval, out, None, True)
     return Array(aval, None, compiler.device_put_sharded(out, sharding), True, sharding)
 
@@ -694,7 +697,7 @@ def device_put(x, device=None):
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
       device: None, the default device (`minijax.devices()[0]`), a `NamedSharding` (each
-        device of its mesh gets its block: minijax/sharding.py), or a `PartitionSpec` over the
+        device of its mesh gets its block: minijax/named_sharding.py), or a `PartitionSpec` over the
         mesh in context (`set_mesh`). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them stay there. Without
         one, a minijax Array is returned as it is, and other values become uncommitted Arrays.
@@ -702,16 +705,16 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
-    device = msh.canonicalize_sharding(device, "device_put")
+    device = canonicalize_sharding(device, "device_put")
     if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
-    if isinstance(device, msh.NamedSharding) or (
-            isinstance(device, msh.SingleDeviceSharding) and device.memory_kind != "device"):
+    if isinstance(device, NamedSharding) or (
+            isinstance(device, SingleDeviceSharding) and device.memory_kind != "device"):
         return compiler.device_put_sharded_tree(x, device)  # blocks, or another memory kind
-    if isinstance(device, msh.SingleDeviceSharding):
+    if isinstance(device, SingleDeviceSharding):
         device = device._device
     if device is not None and device != compiler.default_device():
         raise ValueError(f"device_put: minijax puts unsharded arrays on the default device, "

@@ -62,7 +62,7 @@ class ShapedArray:
     def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep,
                vma=None) -> "ShapedArray":
         """A copy with the given fields replaced. A new shape drops the sharding unless one
-        is given (the primitive's sharding rule computes it: minijax/sharding.py)."""
+        is given (the primitive's sharding rule computes it: minijax/lax/utils.py)."""
         if sharding is _keep:
             sharding = self.sharding if shape is None else None
         return ShapedArray(self.shape if shape is None else shape,

@@ -30,7 +30,9 @@ from minijax import core
 from minijax.array import Array
 from minijax.config import config
 from minijax.util import BoundedCache
-from minijax import sharding as msh
+from minijax.mesh import get_concrete_mesh
+from minijax.named_sharding import NamedSharding
+from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
 from minijax.compiler import default_device
 from minijax.interpreters import ad, batching, mlir
@@ -264,14 +266,14 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
 
     def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
-                  if type(x) is Array and isinstance(x._sharding, msh.NamedSharding)}
+                  if type(x) is Array and isinstance(x._sharding, NamedSharding)}
         outs = run(*args)
         res = []
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
-            mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
+            mesh = None if s is None else meshes.get(s.mesh, get_concrete_mesh())
             if mesh is not None and o._sharding is None:  # else placed by its impl already
-                o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
+                o = Array(o.aval, o._npy, None, True, NamedSharding(mesh, s.spec))
             res.append(o)
         return res if multiple else res[0]
     return placed
@@ -333,7 +335,7 @@ def _device_put_impl(*xs, devices, srcs):
         if isinstance(d, MemorySpace):
             sharding = x.sharding if isinstance(x, Array) else None
             if sharding is None:
-                sharding = msh.SingleDeviceSharding(default_device())
+                sharding = SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
         outs.append(api.device_put(x, d))
     return outs

@@ -43,20 +43,26 @@ BUDGETS = {
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "interpreters": 1200,  # + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32)
-    "lax": 6610,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
-    #               (24); dynamic-shape lowerings for export (32); tan, sinh... ceil (35)
+    "lax": 6770,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
+    #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35)
     "mesh": 230,
+    "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
     "nn": 470,  # logsumexp moved here from scipy; + activations, dot_product_attention (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3760,  # broadcast_shapes with symbolic dimensions (issue 32)
+    "numpy": 3785,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    #                at its seams (_parse_indices, _to_static_slice, issue 26)
     "pjit": 880,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25)
+    "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "prng": 230,
     "public_test_util": 110,
     "random": 670,  # + 16 distributions built on uniform/normal, bit-exact (35)
     "scipy": 180,
     "shard_map": 550,
-    "sharding": 545,  # types and rules only: placement and pictures moved out (issue 26)
+    "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
+    "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
+    #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
     "stages": 190,     # + output layouts: out_shardings retype, first-input spec (issue 25)
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,

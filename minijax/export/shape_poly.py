@@ -215,7 +215,7 @@ class DimExpr:
     def variables(self) -> set[str]:
         return {v for m in self.terms for v, _ in m}
 
-    # JAX: jax/_src/export/shape_poly.py _DimExpr._dimension_as_value (through
+    # JAX: jax/_src/export/shape_poly.py _DimExpr.dimension_as_value (through
     # core.dimension_as_value)
     def dimension_as_value(self):
         """This dimension as an int32 scalar of the program being exported (`jnp.mean` over

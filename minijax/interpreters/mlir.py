@@ -17,7 +17,9 @@ import numpy as np
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 from minijax.interpreters import partial_eval as pe
-from minijax import sharding as msh
+from minijax.mesh import AbstractMesh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import _axes_of, _Unconstrained
 
 _CHAPTER = "chapters/07-jit.md"
 
@@ -405,7 +407,7 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
             if ntok or kinds or any(s is not None for s in out_shardings):
                 token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
                 fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
-                    ir.DictAttr.get(_value_attrs(s, a, kinds)) for s, a in
+                    ir.DictAttr.get(_value_attrs(s, a, kinds, result=True)) for s, a in
                     zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
             entry = fn.add_entry_block()
             nd = len(dim_vars)
@@ -496,14 +498,19 @@ def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
-        if isinstance(p, msh._Unconstrained):
+        if isinstance(p, _Unconstrained):
             dims.append("{?}")
         else:
-            axes = [f'"{a}"' for a in msh._axes_of(p)]
+            axes = [f'"{a}"' for a in _axes_of(p)]
             if open_auto and mesh.auto_axes:
                 axes.append("?")
             dims.append("{" + ", ".join(axes) + "}")
-    return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]>")
+    replicated = ""
+    if open_auto and mesh.auto_axes:  # open dimensions: but the type's unused Explicit axes
+        used = {a for p in sharding.spec for a in _axes_of(p)}  # stay out of them (as JAX)
+        unused = [f'"{a}"' for a in mesh.axis_names if a in mesh.explicit_axes and a not in used]
+        replicated = f", replicated={{{', '.join(unused)}}}" if unused else ""
+    return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]{replicated}>")
 
 
 def _same_mesh(a, b) -> bool:
@@ -533,12 +540,15 @@ def memory_kind(sharding) -> str:
     return "device" if sharding is None else sharding.memory_kind
 
 
-def _value_attrs(s, aval, kinds: bool) -> dict:
+def _value_attrs(s, aval, kinds: bool, result: bool = False) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
-    `mhlo.memory_kind` for one input or output."""
+    `mhlo.memory_kind` for one input or output. A result whose sharding is only its type's
+    on a mesh with Auto axes gets none, as in JAX: the type names its Explicit axes but not
+    where the Auto ones go among them (`P(None, ("b", "a"))` is typed `f32[8,4@a]`)."""
     d = {}
-    if isinstance(s, msh.NamedSharding):  # a type's sharding (abstract mesh): Auto axes open
-        d["sdy.sharding"] = sharding_attr(s, aval.ndim, isinstance(s.mesh, msh.AbstractMesh))
+    typed = isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh)
+    if isinstance(s, NamedSharding) and not (result and typed and s.mesh.auto_axes):
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim, typed)  # a type's: Auto axes open
     if kinds:
         d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
     return d

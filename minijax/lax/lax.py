@@ -20,7 +20,12 @@ from typing import Sequence
 import numpy as np
 
 from minijax import core, dispatch, dtypes
-from minijax import sharding as msh
+from minijax.lax.utils import (broadcasting_sharding_rule, dot_general_sharding_rule,
+                               reshape_sharding_rule, same_sharding_rule,
+                               varying_shape_sharding_rule)
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import canonicalize_out_sharding, normalize_to_ndim
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.array import array_from_numpy
 from minijax.core import Primitive, ShapedArray
@@ -123,7 +128,7 @@ def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
 
     prim.def_impl(impl)
     prim.def_abstract_eval(abstract_eval)
-    prim.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, name))
+    prim.def_sharding_rule(functools.partial(broadcasting_sharding_rule, name))
     return prim
 
 
@@ -1007,7 +1012,7 @@ def _complex_transpose(ct, x, y):
 complex_p = Primitive("complex")
 complex_p.def_impl(lambda x, y: np.asarray(x + 1j * y, _complex_dtype(np.result_type(x))))
 complex_p.def_abstract_eval(_complex_abstract_eval)
-complex_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "complex"))
+complex_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "complex"))
 deflinear(complex_p, _complex_transpose)
 defbroadcasting(complex_p)
 mlir.register_lowering(complex_p, mlir.nary_lowering("complex"))
@@ -1132,7 +1137,7 @@ def select_n(which, *cases):
 select_n_p = Primitive("select_n")
 select_n_p.def_impl(_select_n_impl)
 select_n_p.def_abstract_eval(_select_n_abstract_eval)
-select_n_p.def_sharding_rule(lambda which, *cases: msh.same_sharding_rule("select_n", *cases))
+select_n_p.def_sharding_rule(lambda which, *cases: same_sharding_rule("select_n", *cases))
 ad.primitive_jvps[select_n_p] = _select_n_jvp
 ad.primitive_transposes[select_n_p] = _select_n_transpose
 batching.primitive_batchers[select_n_p] = _select_n_batch_rule
@@ -1280,7 +1285,7 @@ def clamp(min, x, max):
 clamp_p = Primitive("clamp")
 clamp_p.def_impl(_clamp_impl)
 clamp_p.def_abstract_eval(_clamp_abstract_eval)
-clamp_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "clamp"))
+clamp_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "clamp"))
 defjvp(clamp_p,
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
@@ -1391,7 +1396,7 @@ def _broadcast_in_dim_sharding_rule(x, *, shape, broadcast_dimensions, sharding)
     for i, d in enumerate(broadcast_dimensions):
         if x.shape[i] == shape[d]:
             spec[d] = x.sharding.spec[i]
-    return msh.NamedSharding(x.sharding.mesh, msh.P(*spec))
+    return NamedSharding(x.sharding.mesh, P(*spec))
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding):
@@ -1411,7 +1416,7 @@ def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dime
     x = batching.moveaxis(x, d, 0)
     bdims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
     if sharding is not None:  # the batch dimension is not split
-        sharding = msh.NamedSharding(sharding.mesh, msh.P(None, *sharding.spec))
+        sharding = NamedSharding(sharding.mesh, P(None, *sharding.spec))
     return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims, out_sharding=sharding), 0
 
 
@@ -1433,9 +1438,9 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
-    sharding = msh.canonicalize_out_sharding(out_sharding, "broadcast_in_dim")
+    sharding = canonicalize_out_sharding(out_sharding, "broadcast_in_dim")
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims,
-                                   sharding=msh.normalize_to_ndim(sharding, len(shape)))
+                                   sharding=normalize_to_ndim(sharding, len(shape)))
 
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim")
@@ -1505,7 +1510,7 @@ reshape_p = Primitive("reshape")
 reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: x.reshape(new_sizes))
 reshape_p.def_abstract_eval(_reshape_abstract_eval)
 reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
-                            msh.reshape_sharding_rule(x, new_sizes, sharding))
+                            reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
 def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape is all it needs
@@ -1549,8 +1554,8 @@ def transpose(x, permutation: Sequence[int]):
 transpose_p = Primitive("transpose")
 transpose_p.def_impl(lambda x, *, permutation: np.transpose(x, permutation))
 transpose_p.def_abstract_eval(_transpose_abstract_eval)
-transpose_p.def_sharding_rule(lambda x, *, permutation: msh.NamedSharding(
-    x.sharding.mesh, msh.P(*[x.sharding.spec[p] for p in permutation])))
+transpose_p.def_sharding_rule(lambda x, *, permutation: NamedSharding(
+    x.sharding.mesh, P(*[x.sharding.spec[p] for p in permutation])))
 deflinear(transpose_p, _transpose_transpose)
 batching.primitive_batchers[transpose_p] = _transpose_batch_rule
 mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
@@ -1588,8 +1593,8 @@ def squeeze(x, dimensions: Sequence[int]):
 squeeze_p = Primitive("squeeze")
 squeeze_p.def_impl(lambda x, *, dimensions: np.squeeze(x, axis=dimensions))
 squeeze_p.def_abstract_eval(_squeeze_abstract_eval)
-squeeze_p.def_sharding_rule(lambda x, *, dimensions: msh.NamedSharding(
-    x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
+squeeze_p.def_sharding_rule(lambda x, *, dimensions: NamedSharding(
+    x.sharding.mesh, P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
 deflinear(squeeze_p, _squeeze_transpose)
 batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
 mlir.register_lowering(squeeze_p, _reshape_lowering)
@@ -1646,8 +1651,8 @@ def _reduce_sharding_rule(x, *, axes, out_sharding=None, **_):
         return out_sharding
     if x.sharding is None:
         return None
-    return msh.NamedSharding(x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec)
-                                                      if i not in axes]))
+    return NamedSharding(x.sharding.mesh, P(*[p for i, p in enumerate(x.sharding.spec)
+                                              if i not in axes]))
 
 
 def _reduce_lowering(op_name: str, init):
@@ -1688,8 +1693,8 @@ def reduce_sum(x, axes: Sequence[int], *, out_sharding=None):
     """Sum of `x` over `axes` (the dimensions are removed). `out_sharding`: the result's
     sharding (default: the operand's, without the summed dimensions)."""
     return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes),
-                             out_sharding=msh.canonicalize_out_sharding(out_sharding,
-                                                                        "reduce_sum"))
+                             out_sharding=canonicalize_out_sharding(out_sharding,
+                                                                    "reduce_sum"))
 
 
 reduce_sum_p = Primitive("reduce_sum")
@@ -1934,8 +1939,8 @@ def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
     x_sh = None
     if x_aval.sharding is not None:
         inv = np.argsort(out_axes)
-        x_sh = msh.NamedSharding(x_aval.sharding.mesh,
-                                 msh.P(*[x_aval.sharding.spec[int(i)] for i in inv]))
+        x_sh = NamedSharding(x_aval.sharding.mesh,
+                             P(*[x_aval.sharding.spec[int(i)] for i in inv]))
     x_bar = dot_general(ct, y, dims, precision=precision,
                         preferred_element_type=preferred_element_type, out_sharding=x_sh)
     x_bar = transpose(x_bar, tuple(int(a) for a in out_axes))
@@ -1973,8 +1978,8 @@ def _dot_general_batch_rule(vals, dims, *, axis_size, dimension_numbers, precisi
             return dict(precision=precision, preferred_element_type=preferred_element_type)
         spec = list(out_sharding.spec)
         return dict(precision=precision, preferred_element_type=preferred_element_type,
-                    out_sharding=msh.NamedSharding(out_sharding.mesh,
-                                                   msh.P(*spec[:out_dim], None, *spec[out_dim:])))
+                    out_sharding=NamedSharding(out_sharding.mesh,
+                                               P(*spec[:out_dim], None, *spec[out_dim:])))
     if ld is not not_mapped and rd is not not_mapped:
         lhs, rhs = batching.moveaxis(lhs, ld, 0), batching.moveaxis(rhs, rd, 0)
         dn = ((shift(lc), shift(rc)), ((0,) + shift(lb), (0,) + shift(rb)))
@@ -2026,7 +2031,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
             dn, pet = _canonical_dot_general_params.__wrapped__(dimension_numbers,
                                                                 preferred_element_type)
     if out_sharding is not None:
-        out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
+        out_sharding = canonicalize_out_sharding(out_sharding, "dot_general")
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet, out_sharding=out_sharding)
 
@@ -2073,8 +2078,8 @@ dot_general_p.def_impl(_dot_general_impl)
 dispatch.specialized_impls[dot_general_p] = _dot_general_specialized_impl
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
 dot_general_p.def_sharding_rule(lambda lhs, rhs, *, dimension_numbers, out_sharding, **_:
-                                msh.dot_general_sharding_rule(lhs, rhs, dimension_numbers,
-                                                              out_sharding))
+                                dot_general_sharding_rule(lhs, rhs, dimension_numbers,
+                                                          out_sharding))
 defjvp(dot_general_p,
        lambda g, x, y, **p: dot_general_p.bind(g, y, **p),
        lambda g, x, y, **p: dot_general_p.bind(x, g, **p))
@@ -2554,7 +2559,7 @@ def slice(x, start_indices, limit_indices, strides=None):
 slice_p = Primitive("slice")
 slice_p.def_impl(_slice_impl)
 slice_p.def_abstract_eval(_slice_abstract_eval)
-slice_p.def_sharding_rule(lambda x, **p: msh.varying_shape_sharding_rule(
+slice_p.def_sharding_rule(lambda x, **p: varying_shape_sharding_rule(
     "slicing", x, _slice_abstract_eval(x, **p).shape))
 deflinear(slice_p, _slice_transpose)
 batching.primitive_batchers[slice_p] = _slice_batch_rule
@@ -2609,8 +2614,8 @@ def concatenate(operands: Sequence, dimension: int):
 concatenate_p = Primitive("concatenate")
 concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
 concatenate_p.def_abstract_eval(_concatenate_abstract_eval)
-concatenate_p.def_sharding_rule(lambda *xs, dimension: msh.same_sharding_rule("concatenate",
-                                                                               *xs))
+concatenate_p.def_sharding_rule(lambda *xs, dimension: same_sharding_rule("concatenate",
+                                                                           *xs))
 deflinear(concatenate_p, _concatenate_transpose)
 batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
 mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
@@ -2631,10 +2636,10 @@ def _stack_abstract_eval(*xs, axis):
 
 
 def _stack_sharding_rule(*xs, axis):
-    s = msh.same_sharding_rule("stack", *xs)
+    s = same_sharding_rule("stack", *xs)
     spec = list(s.spec) + [None] * (xs[0].ndim - len(s.spec))
     spec.insert(axis, None)
-    return msh.NamedSharding(s.mesh, msh.P(*spec))
+    return NamedSharding(s.mesh, P(*spec))
 
 
 def _stack_transpose(ct, *xs, axis):
@@ -2721,7 +2726,7 @@ unstack_p = Primitive("unstack")
 unstack_p.multiple_results = True
 unstack_p.def_impl(lambda x, *, axis: [np.take(x, i, axis) for i in range(x.shape[axis])])
 unstack_p.def_abstract_eval(_unstack_abstract_eval)
-unstack_p.def_sharding_rule(lambda x, *, axis: [msh.NamedSharding(x.sharding.mesh, msh.P(
+unstack_p.def_sharding_rule(lambda x, *, axis: [NamedSharding(x.sharding.mesh, P(
     *[s for i, s in enumerate(x.sharding.spec) if i != axis]))] * x.shape[axis])
 deflinear(unstack_p, _unstack_transpose)
 batching.primitive_batchers[unstack_p] = _unstack_batch_rule
@@ -2802,7 +2807,7 @@ def pad(x, padding_value, padding_config):
 pad_p = Primitive("pad")
 pad_p.def_impl(_pad_impl)
 pad_p.def_abstract_eval(_pad_abstract_eval)
-pad_p.def_sharding_rule(lambda x, v, **p: msh.varying_shape_sharding_rule(
+pad_p.def_sharding_rule(lambda x, v, **p: varying_shape_sharding_rule(
     "padding", x, _pad_abstract_eval(x, v, **p).shape))
 deflinear(pad_p, _pad_transpose)
 batching.primitive_batchers[pad_p] = _pad_batch_rule
@@ -2834,7 +2839,7 @@ def _const(example, val):
 def _replicated_scalar(val, mesh):
     """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
     that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
-    return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
+    return reshard_p.bind(val, dst_sharding=NamedSharding(mesh, P()),
                           concrete_mesh=None)
 
 

@@ -16,7 +16,9 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
-from minijax import sharding as msh
+from minijax.lax.utils import broadcasting_sharding_rule
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
 from minijax.array import Array
 from minijax.config import config
 from minijax.core import Tracer
@@ -187,16 +189,16 @@ def broadcast_to(a, shape, out_sharding=None):
 # JAX: jax/_src/numpy/util.py _broadcast_arrays (the sharding of the broadcast result)
 def _broadcast_sharding(avals, shape):
     """The sharding arrays broadcast together to `shape` get: each dimension's one layout
-    (minijax/sharding.py: broadcasting_sharding_rule, after rank promotion)."""
+    (minijax/lax/utils.py: broadcasting_sharding_rule, after rank promotion)."""
     if all(a.sharding is None for a in avals):
         return None
     padded = []
     for a in avals:
         lead = len(shape) - a.ndim
-        sh = None if a.sharding is None else msh.NamedSharding(
-            a.sharding.mesh, msh.P(*(None,) * lead, *a.sharding.spec))
+        sh = None if a.sharding is None else NamedSharding(
+            a.sharding.mesh, P(*(None,) * lead, *a.sharding.spec))
         padded.append(core.ShapedArray((1,) * lead + a.shape, a.dtype, sharding=sh))
-    return msh.broadcasting_sharding_rule("broadcast_arrays", *padded)
+    return broadcasting_sharding_rule("broadcast_arrays", *padded)
 
 
 def broadcast_shapes(*shapes):

@@ -702,6 +702,52 @@ def test_addition_longest_carry_chain_against_a_loop(module):
     assert module.longest_carry_chain(np.array([999]), np.array([1]), 3).tolist() == [3]
 
 
+# ---------------------------------------------------------------------------------------------
+# scaling_fits: isoFLOP parabolas, power laws and approach 3's frontier (chapter 27)
+# ---------------------------------------------------------------------------------------------
+
+# Chinchilla's published approach-3 fit (Hoffmann et al. 2022, eq. 10): its frontier is known
+# in closed form, N_opt ∝ C^(β/(α+β)).
+CHINCHILLA_FIT = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+
+def _chinchilla_loss(n, d):
+    f = CHINCHILLA_FIT
+    return f["E"] + f["A"] / n ** f["alpha"] + f["B"] / d ** f["beta"]
+
+
+@_versions("scaling_fits")
+def test_scaling_fits_optimal_allocation_against_a_scan(module):
+    from compare import scaling_laws
+    for budget in (1e18, 1e21, 1e24):
+        n, d = module.optimal_allocation(budget, **CHINCHILLA_FIT)
+        assert 6 * n * d == pytest.approx(budget, rel=1e-9)
+        ns = np.geomspace(n / 3, n * 3, 20001)           # the isoFLOP line, finely
+        best = ns[np.argmin(_chinchilla_loss(ns, budget / (6 * ns)))]
+        assert n == pytest.approx(best, rel=1e-3)
+        assert n == pytest.approx(scaling_laws.n_opt_approach3(CHINCHILLA_FIT, budget),
+                                  rel=1e-9)
+
+
+@_versions("scaling_fits")
+def test_scaling_fits_recover_the_exponent_from_isoflop_valleys(module):
+    f = CHINCHILLA_FIT
+    budgets = np.geomspace(1e18, 1e22, 5)
+    n_opt = []
+    for c in budgets:
+        centre = module.optimal_allocation(c, **f)[0]
+        ns = centre * np.geomspace(0.5, 2.0, 7)          # a valley around the optimum
+        n, loss = module.isoflop_minimum(ns, _chinchilla_loss(ns, c / (6 * ns)))
+        assert n == pytest.approx(centre, rel=0.02)
+        assert loss == pytest.approx(_chinchilla_loss(centre, c / (6 * centre)), abs=1e-3)
+        n_opt.append(n)
+    a, k = module.power_law(budgets, np.array(n_opt))
+    assert a == pytest.approx(f["beta"] / (f["alpha"] + f["beta"]), abs=0.005)
+    assert module.power_law(budgets, 3.0 * budgets ** 0.7) == pytest.approx((0.7, 3.0))
+    with pytest.raises(ValueError, match="isoflop_minimum"):
+        module.isoflop_minimum(np.array([1e3, 1e4, 1e5]), np.array([1.0, 2.0, 1.5]))
+
+
 def test_the_suite_tests_the_tracked_skeleton_not_the_learners_copy(tmp_path, monkeypatch):
     """A filled copy in mine/ is what the learner's mode tests; the suite's mode keeps testing
     the tracked skeleton, so a learner's work never turns the suite red."""
