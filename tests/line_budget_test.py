@@ -52,8 +52,9 @@ BUDGETS = {
     "ops": 70,          # the segment reductions (issue 24)
     "numpy": 3785,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26)
-    "pjit": 880,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
-    #                    nested shardings, checks under transformations (issue 25)
+    "pjit": 885,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    #                    nested shardings, checks under transformations (issue 25); the
+    #                    traceback boundary on JitWrapped.__call__ (35)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "prng": 230,
     "public_test_util": 110,
