@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import jax
 
-from compare._report import OUT_DIR, TopicResult, interleaved_ms, median_ms
+from compare._report import OUT_DIR, TopicResult, interleaved_ms, median_ms, rel  # noqa: F401 (rel)
 
 # The HLO opcodes that move data between devices. Async forms appear as `<op>-start`/`<op>-done`
 # pairs; we count the `-start` half (or the plain op) so each transfer is counted once.
@@ -192,11 +192,3 @@ def out_folder(name: str, quick: bool) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def rel(path: Path) -> str:
-    """A path relative to the repo root when it lies inside it, else as is."""
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.parent.parent.resolve()))
-    except ValueError:
-        return str(path)

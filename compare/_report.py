@@ -7,6 +7,7 @@ stored topic (`write_report`), so running one topic refreshes its section and ke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -14,8 +15,10 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -369,6 +372,31 @@ def interleaved_ms(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
             interleaved_times(calls, repeat=repeat, warmup=warmup).items()}
 
 
+@contextlib.contextmanager
+def xla_log_lines(pattern: str):
+    """Collect the lines of XLA's C++ log (written to file descriptor 2, beyond Python's
+    reach) that contain `pattern` into the yielded list, instead of letting them flood the
+    console; every other line still reaches stderr when the block ends. A topic then says
+    once what the collected warnings mean."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        hits: list[str] = []
+        try:
+            yield hits
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode(errors="replace").splitlines(keepends=True):
+                if pattern in line:
+                    hits.append(line.rstrip("\n"))
+                else:
+                    sys.stderr.write(line)
+
+
 def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str = "it"):
     """`tqdm` progress on stderr for a long loop (a plain iterator when tqdm is missing)."""
     try:
@@ -400,9 +428,48 @@ def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
 # Stored per-topic results
 # ---------------------------------------------------------------------------------------------
 
+def rel(path: str | Path) -> str:
+    """How a topic names a file it wrote (a plot, a trace, a dump) in its sections: the
+    absolute path, which `save_topic` turns into one relative to the report."""
+    return str(Path(path).resolve())
+
+
+# an absolute path in a section's text: starts after a space, quote, bracket or backtick
+_ABS_PATH = re.compile(r"(?<![\w.~/-])(/(?:[\w.+@=-]+/)*[\w.+@=-]+)")
+
+
+def _portable(text: str, out_dir: Path, name: str) -> str:
+    """`text` with each absolute path of an existing file or folder made relative to
+    `out_dir` (where report.md lies); one outside it (a quick run's temporary folder) is
+    copied first to `<out_dir>/files/<name>/`, so the report and its files travel together."""
+    out_dir = out_dir.resolve()
+
+    def sub(m: re.Match) -> str:
+        src = Path(m.group(1))
+        if not src.exists() or src == Path("/"):
+            return m.group(1)
+        src = src.resolve()
+        if not src.is_relative_to(out_dir):
+            dst = out_dir / "files" / name / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dst)
+            src = dst
+        return os.path.relpath(src, out_dir)
+    return _ABS_PATH.sub(sub, text)
+
+
 def save_topic(name: str, res: TopicResult, out_dir: Path | None = None) -> Path:
-    """Store one topic's result as `<out_dir>/topics/<name>.json`."""
-    path = (out_dir or OUT_DIR) / "topics" / f"{name}.json"
+    """Store one topic's result as `<out_dir>/topics/<name>.json`. The paths in its sections
+    and extras become relative to `<out_dir>` (the report's folder), in place."""
+    out_dir = out_dir or OUT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res.sections = [_portable(t, out_dir, name) for t in res.sections]
+    res.extra = {k: _portable(v, out_dir, name) if isinstance(v, str) else v
+                 for k, v in res.extra.items()}
+    path = out_dir / "topics" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res.to_record(), indent=1, default=str))
     return path

@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult, interleaved_times
+from compare._report import OUT_DIR, TopicResult, interleaved_times, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
 
@@ -476,13 +476,6 @@ def plot_losses(runs: dict, folder: Path, stem: str, title: str) -> Path:
 def max_rel(run_a: dict, run_b: dict) -> float:
     a, b = np.array(run_a["losses"]), np.array(run_b["losses"])
     return float(np.max(np.abs(a - b) / np.abs(b)))
-
-
-def rel(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.resolve()))
-    except ValueError:
-        return str(path)
 
 
 def quick_config(vocab: int) -> Config:

@@ -35,7 +35,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of
+from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
 SIZES = (784, 256, 256, 10)
@@ -268,14 +268,6 @@ def _plots(runs, times, folder: Path) -> dict[str, Path]:
     return paths
 
 
-def _rel(path: Path) -> str:
-    """A path as the report (compare/out/report.md) links to it."""
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.resolve()))
-    except ValueError:
-        return str(path)
-
-
 # ---------------------------------------------------------------------------------------------
 # The topic
 # ---------------------------------------------------------------------------------------------
@@ -353,7 +345,7 @@ def run(quick: bool = False) -> TopicResult:
         f"Final test accuracy: JAX {jx['epoch_acc'][-1]:.4f}, minijax {mj['epoch_acc'][-1]:.4f}.")
     res.sections.append(
         "### Loss curves\n\n"
-        f"![loss per step, both modules]({_rel(plots['loss'])})")
+        f"![loss per step, both modules]({rel(plots['loss'])})")
     res.sections.append(
         "### Compiled step time\n\n"
         f"Median over {reps} interleaved calls after warm-up, inputs already on the device, "
@@ -361,5 +353,5 @@ def run(quick: bool = False) -> TopicResult:
         f"ratio minijax/JAX **{ratio:.2f}**. Both run an XLA executable; the difference is the "
         "Python dispatch around it (flattening the pytree, the compile-cache lookup, wrapping "
         "the results) plus whatever the two lowerings do differently.\n\n"
-        f"![step time]({_rel(plots['time'])})")
+        f"![step time]({rel(plots['time'])})")
     return res

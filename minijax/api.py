@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import api_util, compiler, core, dtypes
+from minijax import traceback_util
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
 from minijax.config import config
@@ -59,6 +60,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
     static_argnums = api_util.ensure_index_tuple(static_argnums)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def make(*args, **kwargs):
         statics, _, dyn, kwargs = api_util.split_static(args, kwargs, static_argnums, ())
         flat, in_tree = tree_flatten((dyn, kwargs))
@@ -74,6 +76,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
 
 
 # JAX: jax/_src/api.py eval_shape
+@traceback_util.api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """The shapes and dtypes `fun(*args, **kwargs)` would return, computed by tracing alone
     (no FLOPs, nothing compiled).
@@ -118,6 +121,7 @@ def _check_tangent(p, t, i):
 
 
 # JAX: jax/_src/api.py jvp
+@traceback_util.api_boundary
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False):
     """Forward-mode derivative: returns `(fun(*primals), J @ tangents)` (and aux).
 
@@ -144,6 +148,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 
 # JAX: jax/_src/api.py linearize
+@traceback_util.api_boundary
 def linearize(fun: Callable, *primals):
     """Returns `(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates the linear map
     recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
@@ -176,6 +181,7 @@ class _LinearizedJVP:
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/api.py vjp
+@traceback_util.api_boundary
 def vjp(fun: Callable, *primals, has_aux: bool = False):
     """Returns `(fun(*primals), f_vjp)` (plus aux) where `f_vjp(ct)` maps an output cotangent
     (a pytree like the output) to a tuple of input cotangents, one per primal.
@@ -300,6 +306,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     nums = (argnums,) if int_argnums else tuple(argnums)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def value_and_grad_f(*args, **kwargs):
         for i in nums:
             if not -len(args) <= i < len(args):
@@ -365,6 +372,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def grad_f(*args, **kwargs):
         if has_aux:
             (_, aux), g = vg(*args, **kwargs)
@@ -444,6 +452,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                         f"but got {in_axes}.")
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def vmap_f(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap in_axes specification must be a tree prefix of the "
@@ -516,6 +525,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     For an input leaf of shape `in` and an output leaf of shape `out`, the Jacobian leaf has
     shape `out + in` (pytrees: output structure on the outside, then input structure).
     Inputs must be real floats, or complex with `holomorphic=True` (TypeError otherwise)."""
+    @traceback_util.api_boundary
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
@@ -561,6 +571,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """The Jacobian by reverse mode: one vjp per output element, batched with vmap.
     Shapes as in jacfwd (`out + in` per leaf pair). Outputs must be real floats, or complex
     with `holomorphic=True` (TypeError otherwise)."""
+    @traceback_util.api_boundary
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:

@@ -6,6 +6,7 @@ Mirrors jax/_src/config.py (which has hundreds of flags, thread-local contexts a
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from typing import Any
 
@@ -51,7 +52,7 @@ _JAX_ONLY = frozenset("""
     jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
     jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
-    jax_traceback_filtering jax_tracer_error_num_traceback_frames jax_transfer_guard
+    jax_tracer_error_num_traceback_frames jax_transfer_guard
     jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
     jax_transfer_guard_host_to_device jax_use_direct_linearize jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
@@ -80,7 +81,11 @@ class Config:
     jax_platforms (None or a comma-separated list): the backends to use, of which minijax
     has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
     jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
-    raise NotImplementedError.
+    raise NotImplementedError;
+    jax_traceback_filtering ('auto', the default, or 'off', 'tracebackhide', 'remove_frames',
+    'quiet_remove_frames'; the environment variable JAX_TRACEBACK_FILTERING sets the default):
+    how much of minijax's own frames an error raised through `jit`, `grad`, `vmap`... shows
+    (minijax/traceback_util.py).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -94,11 +99,14 @@ class Config:
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
                  "jax_threefry_partitionable": True,
+                 "jax_traceback_filtering": os.environ.get("JAX_TRACEBACK_FILTERING", "auto"),
                  "jax_export_calling_convention_version": 10}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
                 "jax_numpy_rank_promotion": ("allow", "warn", "raise"),
+                "jax_traceback_filtering": ("off", "tracebackhide", "remove_frames",
+                                            "quiet_remove_frames", "auto"),
                 "jax_default_prng_impl": ("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg",
                                           "philox2x32", "philox4x32")}
     _implemented = {"jax_default_prng_impl": "threefry2x32",

@@ -388,16 +388,42 @@ class UnexpectedTracerError(TypeError):
     """A tracer escaped the transformation that created it and was used after it ended."""
 
 
+# what to do instead, by the conversion that needed a value (JAX's messages give the same
+# specific advice: `x.astype(int)` for int(x), lax.cond for `if`)
+# JAX: jax/_src/errors.py ConcretizationTypeError
+_CONVERSION_HINTS = {
+    "bool()": "Python's `if`, `while`, `and`, `or` and `not` need a concrete bool. Use "
+              "lax.cond or jnp.where instead of `if` on arrays, lax.while_loop or "
+              "lax.fori_loop for loops, or mark the argument static (jit's static_argnums / "
+              "static_argnames).",
+    "__index__()": "A traced integer cannot index a Python list or tuple, or size a range or "
+                   "a shape. Index a jnp array instead (`jnp.asarray(xs)[i]`), use "
+                   "lax.dynamic_slice or lax.fori_loop, or mark the argument static (jit's "
+                   "static_argnums / static_argnames).",
+}
+
+
+def _conversion_hint(what: str) -> str:
+    if what in _CONVERSION_HINTS:
+        return _CONVERSION_HINTS[what]
+    if what in ("int()", "float()", "complex()"):
+        t = what[:-2]
+        return (f"To change the dtype of a traced value, write `x.astype({t})` or "
+                f"`jnp.asarray(x, {t})`, which stay arrays; for a Python {t} that the "
+                "program's structure depends on, mark the argument static (jit's "
+                "static_argnums / static_argnames).")
+    return ("Python control flow and conversions need a concrete value, but under this "
+            "transformation the value is only known by its shape and dtype. Use lax.cond or "
+            "jnp.where instead of `if` on arrays, lax.fori_loop/lax.while_loop for loops, or "
+            "mark the argument static (jit's static_argnums / static_argnames).")
+
+
 def _concretization_error(tracer: "Tracer", what: str, cls=ConcretizationTypeError):
     ctx = tracer._trace.describe()
     return cls(
         f"Abstract tracer value encountered where concrete value is expected: {what} was "
         f"called on a traced array with shape {tracer.aval.str_short()}{ctx}.\n"
-        "Python control flow and conversions need a concrete value, but under this "
-        "transformation the value is only known by its shape and dtype. Use lax.cond or "
-        "jnp.where instead of `if` on arrays, lax.fori_loop/lax.while_loop for loops, or mark "
-        "the argument static (jit's static_argnums / static_argnames). "
-        f"See {_CHAPTER_TRACING}.")
+        f"{_conversion_hint(what)} See {_CHAPTER_TRACING}.")
 
 
 def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -40,6 +41,13 @@ from minijax.pjit import jit
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
 _callables: BoundedCache = BoundedCache(4096)
+
+# XLA computes NaN, inf and wrapped integers without a word, and so does JAX; NumPy warns
+# (`invalid value encountered in log`). The eager impls are minijax's NumPy calls, so the
+# warnings NumPy attributes to minijax's own modules are dropped: one filter, nothing on the
+# hot path (an `np.errstate` around each op would cost a microsecond). NaNs are found with
+# `jax_debug_nans` (chapters/15-debugging.md), as in JAX.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"minijax(\.|$)")
 
 # primitive -> rule(*avals, **params) giving the NumPy function of the operands alone that
 # computes the primitive for exactly those avals and params, or None for the general impl.

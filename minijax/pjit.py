@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
+from minijax import traceback_util
 from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
@@ -508,6 +509,7 @@ class JitWrapped:
         _check_committed(leaves, out)
         return tuple(out)
 
+    @traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         if config.jax_disable_jit:  # JAX: jax/_src/pjit.py _cpp_pjit's disable_jit check
             return self.fun(*args, **kwargs)

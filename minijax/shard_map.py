@@ -19,6 +19,8 @@ chapters/13-shard-map.md.
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import contextlib
 import functools
 import math
@@ -93,6 +95,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     #                    over no tracer
 
     @functools.wraps(f)
+    @traceback_util.api_boundary
     def wrapped(*args):
         mesh, manual = _mesh_and_axes(given_mesh, axis_names, check_vma)
         leaves, in_tree = tree_flatten(args)

@@ -2,6 +2,7 @@
 a failing topic reported with its traceback, paired timings with spread and ratio, folding."""
 
 import json
+import shutil
 import sys
 import types
 
@@ -191,3 +192,58 @@ def test_headings_do_not_repeat_the_topic_name_and_open_with_the_intro():
     text = render({"sharding": rec}, env={})
     assert "## sharding: NamedSharding\n" in text and "Sharding: NamedSharding" not in text
     assert text.index("What this topic shows.") < text.index("| a check |")
+
+
+def test_report_paths_are_relative_to_the_report_in_every_mode(monkeypatch, tmp_path):
+    """A quick run writes its plots and traces to a temporary folder: the report copies them
+    beside itself and links them relatively, so the report folder can be moved or zipped."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from compare._report import rel
+    scratch = Path(tempfile.mkdtemp(prefix="compare-test-"))
+    (scratch / "loss.png").write_bytes(b"\x89PNG fake")
+    (scratch / "trace").mkdir()
+    (scratch / "trace" / "t.json.gz").write_bytes(b"trace")
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "inside.png").write_bytes(b"\x89PNG")
+
+    def files_run(quick=False):
+        res = TopicResult("a topic with files", runs="both")
+        res.check("values", np.ones(1), np.ones(1))
+        res.sections.append(f"![loss]({rel(scratch / 'loss.png')})\n\n"
+                            f"trace folder `{rel(scratch / 'trace')}`; "
+                            f"![inside]({rel(out / 'plots' / 'inside.png')}); 4 ms/step")
+        res.extra["trace"] = rel(scratch / "trace")
+        return res
+
+    mod = types.ModuleType("compare.fake_files")
+    mod.run = files_run
+    monkeypatch.setitem(sys.modules, "compare.fake_files", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_files"])
+    for quick in (["--quick"], []):
+        assert cmain.main(["fake_files", *quick, "--json", str(tmp_path / "r.json")],
+                          out_dir=out) == 0
+        text = (out / "report.md").read_text()
+        assert str(scratch) not in text and str(tmp_path) not in text
+        links = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`(files/[^`]+)`", text)
+        assert "files/fake_files/loss.png" in links and "plots/inside.png" in links
+        assert "files/fake_files/trace" in links and "4 ms/step" in text
+        assert all((out / link).exists() for link in links), links
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["trace"] == "files/fake_files/trace"
+    shutil.rmtree(scratch)
+
+
+def test_xla_log_lines_collects_the_matching_lines_and_passes_the_rest(capfd):
+    import os
+
+    from compare._report import xla_log_lines
+    with xla_log_lines("[SPMD] Involuntary") as hits:
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat A\n")
+        os.write(2, b"another warning\n")
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat B\n")
+    assert [h[-1] for h in hits] == ["A", "B"]
+    assert capfd.readouterr().err == "another warning\n"

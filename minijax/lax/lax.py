@@ -189,6 +189,139 @@ defvectorized(cos_p)
 mlir.register_lowering(cos_p, mlir.nary_lowering("cosine"))
 
 
+def tan(x):
+    """Elementwise tangent (float dtypes); XLA's own `tan` op, as in JAX."""
+    return tan_p.bind(x)
+
+
+tan_p = unop("tan", _float, np.tan)
+defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), mul(ans, ans))))
+defvectorized(tan_p)
+mlir.register_lowering(tan_p, mlir.nary_lowering("tan"))
+
+
+def _chlo_lowering(op_name: str):
+    return lambda ctx, x: getattr(mlir.chlo, op_name)(x)
+
+
+def sinh(x):
+    """Elementwise hyperbolic sine (float dtypes)."""
+    return sinh_p.bind(x)
+
+
+sinh_p = unop("sinh", _float, np.sinh)
+defjvp(sinh_p, lambda g, x: mul(g, cosh(x)))
+defvectorized(sinh_p)
+mlir.register_lowering(sinh_p, _chlo_lowering("sinh"))
+
+
+def cosh(x):
+    """Elementwise hyperbolic cosine (float dtypes)."""
+    return cosh_p.bind(x)
+
+
+cosh_p = unop("cosh", _float, np.cosh)
+defjvp(cosh_p, lambda g, x: mul(g, sinh(x)))
+defvectorized(cosh_p)
+mlir.register_lowering(cosh_p, _chlo_lowering("cosh"))
+
+
+def asin(x):
+    """Elementwise arcsine (float dtypes), in [-pi/2, pi/2]; NaN outside [-1, 1]."""
+    return asin_p.bind(x)
+
+
+asin_p = unop("asin", _float, np.arcsin)
+defjvp(asin_p, lambda g, x: mul(g, rsqrt(sub(_const(x, 1), mul(x, x)))))
+defvectorized(asin_p)
+mlir.register_lowering(asin_p, _chlo_lowering("asin"))
+
+
+def acos(x):
+    """Elementwise arccosine (float dtypes), in [0, pi]; NaN outside [-1, 1]."""
+    return acos_p.bind(x)
+
+
+acos_p = unop("acos", _float, np.arccos)
+defjvp(acos_p, lambda g, x: mul(g, neg(rsqrt(sub(_const(x, 1), mul(x, x))))))
+defvectorized(acos_p)
+mlir.register_lowering(acos_p, _chlo_lowering("acos"))
+
+
+def atan(x):
+    """Elementwise arctangent (float dtypes), in (-pi/2, pi/2)."""
+    return atan_p.bind(x)
+
+
+atan_p = unop("atan", _float, np.arctan)
+defjvp(atan_p, lambda g, x: div(g, add(_const(x, 1), mul(x, x))))
+defvectorized(atan_p)
+mlir.register_lowering(atan_p, _chlo_lowering("atan"))
+
+
+def asinh(x):
+    """Elementwise inverse hyperbolic sine (float dtypes)."""
+    return asinh_p.bind(x)
+
+
+asinh_p = unop("asinh", _float, np.arcsinh)
+defjvp(asinh_p, lambda g, x: mul(g, rsqrt(add(mul(x, x), _const(x, 1)))))
+defvectorized(asinh_p)
+mlir.register_lowering(asinh_p, _chlo_lowering("asinh"))
+
+
+def acosh(x):
+    """Elementwise inverse hyperbolic cosine (float dtypes); NaN below 1."""
+    return acosh_p.bind(x)
+
+
+acosh_p = unop("acosh", _float, np.arccosh)
+# 1 / sqrt(x^2 - 1), as (x - 1)^-1/2 (x + 1)^-1/2 so that large x do not overflow
+defjvp(acosh_p, lambda g, x: mul(g, mul(rsqrt(sub(x, _const(x, 1))),
+                                        rsqrt(add(x, _const(x, 1))))))
+defvectorized(acosh_p)
+mlir.register_lowering(acosh_p, _chlo_lowering("acosh"))
+
+
+def atanh(x):
+    """Elementwise inverse hyperbolic tangent (float dtypes); +-inf at +-1."""
+    return atanh_p.bind(x)
+
+
+atanh_p = unop("atanh", _float, np.arctanh)
+defjvp(atanh_p, lambda g, x: mul(div(g, add(_const(x, 1), x)), div(_const(x, 1),
+                                                                   sub(_const(x, 1), x))))
+defvectorized(atanh_p)
+mlir.register_lowering(atanh_p, _chlo_lowering("atanh"))
+
+
+def cbrt(x):
+    """Elementwise cube root (float dtypes), negative for negative x."""
+    return cbrt_p.bind(x)
+
+
+cbrt_p = unop("cbrt", _float, np.cbrt)
+defjvp2(cbrt_p, lambda g, ans, x: mul(g, div(_const(x, 1 / 3), mul(ans, ans))))
+defvectorized(cbrt_p)
+mlir.register_lowering(cbrt_p, mlir.nary_lowering("cbrt"))
+
+
+def ceil(x):
+    """Elementwise ceiling (float dtypes); its derivative is zero."""
+    return ceil_p.bind(x)
+
+
+ceil_p = unop("ceil", _float, np.ceil)
+defjvp_zero(ceil_p)
+defvectorized(ceil_p)
+mlir.register_lowering(ceil_p, mlir.nary_lowering("ceil"))
+
+
+def reciprocal(x):
+    """Elementwise 1 / x, as `integer_pow(x, -1)` (JAX's definition)."""
+    return integer_pow(x, -1)
+
+
 def exp(x):
     """Elementwise e**x (float dtypes)."""
     return exp_p.bind(x)

@@ -11,6 +11,8 @@ Mirrors jax/_src/lax/control_flow/loops.py. Taught in chapters/08-control-flow.m
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import functools
 from typing import Any, Callable, Sequence
 
@@ -83,6 +85,7 @@ def _infer_scan_length(xs_avals: Sequence[ShapedArray], length) -> int:
 # JAX: jax/_src/lax/control_flow/loops.py scan — differs: a carry the body passes through is
 # not moved to the consts, nor an xs passed through to ys copied around the loop (only the
 # partial-eval rule forwards, residuals that are slices of xs)
+@traceback_util.api_boundary
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1):
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`, stacking the `y`s.
@@ -498,6 +501,7 @@ pe.dce_rules[scan_p] = _scan_dce_rule
 # =============================================================================================
 
 # JAX: jax/_src/lax/control_flow/loops.py while_loop — differs: no forwarding optimizations
+@traceback_util.api_boundary
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """Run `val = body_fun(val)` while `cond_fun(val)`, as one primitive.
 
@@ -801,6 +805,7 @@ mlir.register_lowering(while_p, _while_lowering)
 # =============================================================================================
 
 # JAX: jax/_src/lax/control_flow/loops.py fori_loop
+@traceback_util.api_boundary
 def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool | None = None):
     """`val = body_fun(i, val)` for `i` in `range(lower, upper)`.
 
@@ -856,6 +861,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
 
 
 # JAX: jax/_src/lax/control_flow/loops.py map — differs: no batch_size
+@traceback_util.api_boundary
 def map(f: Callable, xs):
     """`stack([f(x) for x in xs])` over the leading axis of the pytree `xs`, as a `scan`
     (one traced body, one loop; unlike `vmap`, the examples run one after another)."""
