@@ -23,6 +23,7 @@ import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
 from minijax import array as array_mod
 from minijax import core
@@ -187,7 +188,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     impl = rule(*avals, **params) if rule is not None else None
     if impl is None:
         impl = functools.partial(prim.impl, **params) if params else prim.impl
-    impl = _as_xla(impl)
+    impl = _as_xla(impl, _can_warn(prim, avals, out))
     in_avals = tuple(avals)
 
     if prim.multiple_results:
@@ -233,19 +234,36 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     return run
 
 
-def _as_xla(impl: Callable) -> Callable:
-    """`impl` failing as XLA's kernels do: NumPy's floating-point warnings are off (`1/0`,
-    `log(0)`, a float16 overflow give inf/nan silently, so `python -W error` sees JAX's
-    behaviour), and an allocation that cannot fit raises JAX's RuntimeError saying
+# np.errstate(all="ignore") builds its settings on every entry (about 1 us, as much as an eager
+# add): the eager rules that can warn set NumPy's own context variable to settings built once
+with np.errstate(all="ignore"):
+    _IGNORE_ERRORS = _np_errors.get()
+
+
+def _can_warn(prim: core.Primitive, avals: Sequence[core.ShapedArray], out) -> bool:
+    """Whether NumPy may warn computing `prim` on `avals`: floating-point values (overflow,
+    inf - inf, 0/0, NaN to an integer) or an integer division by zero."""
+    return prim.name in ("div", "rem") or not all(
+        np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_ for a in
+        (*avals, *(out if prim.multiple_results else [out])) if isinstance(a, core.ShapedArray))
+
+
+def _as_xla(impl: Callable, quiet: bool) -> Callable:
+    """`impl` failing as XLA's kernels do: with `quiet`, NumPy's floating-point warnings are
+    off (`1/0`, `log(0)`, a float16 overflow give inf/nan silently, so `python -W error` sees
+    JAX's behaviour), and an allocation that cannot fit raises JAX's RuntimeError saying
     RESOURCE_EXHAUSTED (minijax.errors.JaxRuntimeError), not NumPy's MemoryError."""
     def run(*vals):
+        token = _np_errors.set(_IGNORE_ERRORS) if quiet else None
         try:
-            with np.errstate(all="ignore"):
-                return impl(*vals)
+            return impl(*vals)
         except MemoryError as e:
             # local: minijax/errors.py imports core, which imports this module
             from minijax.errors import resource_exhausted
             raise resource_exhausted(e) from None
+        finally:
+            if token is not None:
+                _np_errors.reset(token)
     return run
 
 

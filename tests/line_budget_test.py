@@ -31,7 +31,7 @@ BUDGETS = {
     "custom_derivatives": 550,
     "debug": 10,
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 280,   # + sharded eager results (11), Auto-mesh ops jitted; errstate (24)
+    "dispatch": 290,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32)
     "dtypes": 210,
     "effects": 70,
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)

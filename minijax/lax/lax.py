@@ -1020,7 +1020,8 @@ def _convert_element_type_impl(x, *, new_dtype, weak_type):
         return np.where(too_big, info.max, np.where(too_small, info.min, out)).astype(new_dtype)
     if x.dtype.kind == "c" and np.dtype(new_dtype).kind != "c":
         x = np.real(x)  # complex -> real keeps the real part, as XLA does (numpy would warn)
-    return x.astype(new_dtype)
+    with np.errstate(over="ignore"):  # a narrowing float cast overflows to inf silently in XLA
+        return x.astype(new_dtype)
 
 
 def _convert_element_type_abstract_eval(x, *, new_dtype, weak_type):
