@@ -1064,5 +1064,39 @@ def check_mislabelled_buffer_raises_instead_of_crashing():
     np.testing.assert_array_equal(np.asarray(minijax.jit(lambda a: a + 1.0)(good)), 2.0)
 
 
+def check_is_equivalent_to_as_jax():
+    # specs that spell one layout differently: trailing Nones, a spec one or two entries
+    # longer than ndim (with Nones), axes of size 1 that split nothing, other meshes/devices
+    def answers(J):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        mesh, other = J.make_mesh((2, 4), ("a", "b")), J.make_mesh((4, 2), ("a", "b"))
+        devs = J.devices()
+        rev = J.sharding.Mesh(np.array(devs[::-1]).reshape(2, 4), ("a", "b"))
+        one = J.make_mesh((1,), ("x",), devices=devs[:1])
+        single = J.sharding.SingleDeviceSharding(devs[0])
+        cases = [(NS(mesh, P(*s1)), NS(mesh, P(*s2)), nd) for s1, s2, nd in [
+            (("a",), ("a", None), 2), (("a",), ("a", None), 1), (("a", None, None), ("a",), 2),
+            ((), (None,), 0), ((None,), (), 0), (("a", "b"), ("a",), 2),
+            ((("a", "b"),), (("a", "b"), None), 1), (("b", "a"), ("a", "b"), 2),
+            ((None, "a"), ("a",), 2), ((), (None, None), 1), ((("a",),), ("a",), 1)]]
+        cases += [(NS(mesh, P("a")), NS(other, P("a")), 1), (NS(mesh, P()), NS(rev, P()), 1),
+                  (NS(mesh, P()), single, 1), (NS(one, P()), single, 1),
+                  (NS(one, P("x")), single, 1), (single, NS(one, P(None, "x")), 2),
+                  (NS(mesh, P("a"), memory_kind="pinned_host"), NS(mesh, P("a")), 1)]
+        return [s1.is_equivalent_to(s2, nd) for s1, s2, nd in cases]
+    want = answers(jax)
+    assert answers(minijax) == want, want
+    assert True in want and False in want
+    # a mesh axis past ndim: JAX fails inside (IndexError), minijax says what is wrong
+    mm = minijax.make_mesh((2, 4), ("a", "b"))
+    s = M_SH.NamedSharding(mm, M_SH.PartitionSpec(None, "a"))
+    try:
+        s.is_equivalent_to(M_SH.NamedSharding(mm, M_SH.PartitionSpec()), 1)
+    except ValueError as e:
+        assert "P(None, 'a')" in str(e) and "past" in str(e), e
+    else:
+        raise AssertionError("no error for a mesh axis past ndim")
+
+
 if __name__ == "__main__":
     run_checks(globals())
