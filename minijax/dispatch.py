@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -113,7 +114,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
         if on_mesh:
-            return _mesh_callable(prim, key, params)(*args)
+            return _mesh_callable(prim, key, params, len(args))(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
             _callables.put(key, run)
@@ -154,12 +155,18 @@ def _on_auto_mesh(args) -> bool:
 _mesh_callables: BoundedCache = BoundedCache(4096)
 
 
-def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
+def _mesh_callable(prim: core.Primitive, key, params: dict, nargs: int) -> Callable:
     """`prim` with `params` as a jitted function: compiled for the operands' mesh, its
     results laid out as XLA's sharding propagation decides (cached per signature)."""
     run = _mesh_callables.get(key) if key is not None else None
     if run is None:
-        run = jit(lambda *a: prim.bind(*a, **params))
+        def op(*args):
+            return prim.bind(*args, **params)
+        # named as JAX's errors name an eager op's operands ("argument x of add")
+        op.__name__ = op.__qualname__ = prim.name
+        op.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in "xy"[:nargs]])
+        run = jit(op)
         if key is not None:
             _mesh_callables.put(key, run)
     return run

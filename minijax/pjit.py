@@ -470,8 +470,9 @@ class JitWrapped:
             return None
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
         if self._has_shardings or any(s is not None for s in arg_shardings):
-            in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
-                                                                    in_tree)
+            leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
+            self._check_devices(leaves, leaf_sh, in_tree)
+            in_sh = (None,) * len(consts) + leaf_sh
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
@@ -482,6 +483,37 @@ class JitWrapped:
             return lambda leaves: executor(leaves, consts)[0]
         unflatten = _unflattener(out_tree)
         return lambda leaves: unflatten(executor(leaves, consts))
+
+    # JAX: jax/_src/pjit.py _get_and_check_device_assignment
+    def _check_devices(self, leaves, shardings, in_tree) -> None:
+        """Every sharding (an argument's own or one `in_shardings` gives) on the same devices
+        in the same order; else JAX's ValueError naming each side's device ids."""
+        first = None
+        for i, s in enumerate(shardings):
+            if not isinstance(s, Sharding):
+                continue
+            ids = [d.id for d in s._device_assignment]
+            if first is None:
+                first = i, ids
+            elif ids != first[1]:
+                platform = s._device_assignment[0].platform.upper()
+                raise ValueError("Received incompatible devices for jitted computation. Got "
+                                 f"{self._device_source(leaves, first[0], in_tree)} with "
+                                 f"device ids {first[1]} on platform {platform} and "
+                                 f"{self._device_source(leaves, i, in_tree)} with device ids "
+                                 f"{ids} on platform {platform}")
+
+    def _device_source(self, leaves, i, in_tree) -> str:
+        x = leaves[i]
+        if type(x) is not Array or x._sharding is None or self.in_shardings is not None:
+            return "ARG_SHARDING"
+        positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
+        names = ([p.name for p in self._signature.parameters.values()]
+                 if self._signature is not None else [])
+        arg = next(k for k, p in enumerate(positions) if i in tree_flatten(p)[0])
+        name = names[arg] if arg < len(names) else f"args[{arg}]"
+        return (f"argument {name} of {getattr(self.fun, '__qualname__', self.__name__)} with "
+                f"shape {x.dtype.name}[{','.join(map(str, x.shape))}] and")
 
     def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
         """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all

@@ -1098,5 +1098,33 @@ def check_is_equivalent_to_as_jax():
         raise AssertionError("no error for a mesh axis past ndim")
 
 
+def _add(a, b):
+    return a + b
+
+
+def check_arguments_on_different_meshes_name_their_device_ids_as_jax():
+    # two meshes of other devices, or of the same devices in another order: JAX's ValueError
+    # names each argument (or given sharding) with its device ids, for jit, eager ops and
+    # in_shardings alike
+    def errors(J):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        d = J.devices()
+        m1 = J.sharding.Mesh(np.array(d[:4]), ("a",))
+        out = []
+        for other in (d[4:], d[:4][::-1]):
+            m2 = J.sharding.Mesh(np.array(other), ("a",))
+            x = J.device_put(np.arange(8.0), NS(m1, P("a")))
+            y = J.device_put(np.arange(8.0), NS(m2, P("a")))
+            two = (NS(m1, P("a")), NS(m2, P("a")))
+            for f, args in ((J.jit(_add), (x, y)), (J.numpy.add, (x, y)),
+                            (J.jit(_add, in_shardings=two), (np.ones(8), np.ones(8)))):
+                e = _error_of(f, *args)
+                out.append((type(e), str(e)))
+        return out
+    want = errors(jax)
+    assert errors(minijax) == want, want
+    assert all("device ids [0, 1, 2, 3]" in e for _, e in want)
+
+
 if __name__ == "__main__":
     run_checks(globals())
