@@ -71,8 +71,9 @@ def lapack_target(fn_base: str, dtype) -> str:
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
             compiler_options: dict[str, Any] | None = None) -> Any:
-    """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
-    given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
+    """Compile a StableHLO module (an `ir.Module` or its text) for the default device (or the
+    one device in `devices`), or, given `devices` (a mesh's, in row-major order), partitioned
+    over them: num_partitions =
     len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
 
     `compiler_options`: XLA debug options for this executable only ({"xla_disable_hlo_passes":
@@ -95,8 +96,10 @@ def compile(module, devices: Sequence[Any] | None = None,
     text = module if isinstance(module, str) else str(module)
     if devices is None or len(devices) == 1:
         num_partitions = 1
-        options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
         devices = DeviceList((default_device(),) if devices is None else tuple(devices))
+        options = jeb.get_compile_options(  # on that device (XLA's default: the first)
+            num_replicas=1, num_partitions=num_partitions,
+            device_assignment=np.array([[devices[0].id]]))
     else:
         num_partitions = len(devices)
         options = jeb.get_compile_options(
@@ -404,6 +407,44 @@ class ExecutePlaced(ExecuteReplicated):
         outs = super().__call__(args, consts)
         return [o if s is None else Array(o.aval, None, o._buf, True, s)
                 for o, s in zip(outs, self.placed)]
+
+
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (committed to one device) — differs: a
+# subclass, so the common path above stays as chapter 07 shows it
+class ExecuteOnDevice(ExecuteReplicated):
+    """ExecuteReplicated for a program compiled for one device given by a committed argument
+    (`device_put(x, device)`) or by `in_shardings`: an input held elsewhere is copied there
+    first, and the outputs come back committed to it, carrying its SingleDeviceSharding."""
+
+    __slots__ = ("sharding",)
+
+    def __init__(self, executable, in_avals, out_avals, donated, sharding,
+                 ordered_effects: Sequence[Any] = (), has_effects: bool = False) -> None:
+        super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
+        self.sharding = self.token_sharding = sharding
+        from jaxlib import _jax
+        if self.handlers is not None:
+            self.handlers = [_jax.array_result_handler(h_aval, _buffer_sharding(sharding),
+                                                       committed=True, _skip_checks=True)
+                             for h_aval in [_buffer_type((0,), np.bool_)] *
+                             len(self.ordered_effects) + [_buffer_type(a.shape, a.dtype)
+                                                          for a in out_avals]]
+
+    def __call__(self, args, consts=()):
+        bufs = []
+        for x in [*consts, *args]:
+            if type(x) is Array and x._sharding == self.sharding:
+                bufs.append(x.device_buffer())
+            else:
+                val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
+                bufs.append(device_put_sharded(np.asarray(val), self.sharding))
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        else:
+            outs = execute(self.executable, bufs, self.handlers)
+        if self.donated is not None:
+            self._delete_donated(args, len(consts))
+        return [Array(a, None, b, True, self.sharding) for a, b in zip(self.out_avals, outs)]
 
 
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array

@@ -141,17 +141,23 @@ core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each pri
 def _on_auto_mesh(args) -> bool:
     """Whether an operand is laid out over several devices not all of whose layout is in its
     type (a mesh with Auto axes): its result's layout is then XLA's choice, so the op runs on
-    the mesh."""
+    the mesh; or is committed to a device other than the default one: the op runs there."""
     for x in args:
-        if type(x) is Array and x._sharding is not None \
-                and getattr(x._sharding, "num_devices", 1) > 1 \
-                and (x.aval.sharding is None or not x._sharding.mesh.are_all_axes_explicit):
+        s = type(x) is Array and x._sharding
+        if not s:
+            continue
+        if isinstance(s, msh.SingleDeviceSharding):
+            if s._device != default_device() and s.memory_kind == "device":
+                return True  # committed to another device: the op runs there, as in JAX
+        elif s.num_devices > 1 and (x.aval.sharding is None
+                                    or not s.mesh.are_all_axes_explicit):
             return True
     return False
 
 
 # JAX: jax/_src/dispatch.py apply_primitive (its jit of the one primitive) — minijax does it
-# only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX
+# only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX, or on another
+# device, so that the result stays there
 _mesh_callables: BoundedCache = BoundedCache(4096)
 
 

@@ -28,7 +28,7 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
-from minijax.sharding import NamedSharding, PartitionSpec, Sharding
+from minijax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import sharding as msh
 
@@ -489,7 +489,9 @@ class JitWrapped:
         """Every sharding (an argument's own or one `in_shardings` gives) on the same devices
         in the same order; else JAX's ValueError naming each side's device ids."""
         first = None
-        for i, s in enumerate(shardings):
+        for i, (x, s) in enumerate(zip(leaves, shardings)):
+            if s is None and type(x) is Array and x._committed:
+                s = x.sharding  # committed to the default device
             if not isinstance(s, Sharding):
                 continue
             ids = [d.id for d in s._device_assignment]
@@ -505,7 +507,7 @@ class JitWrapped:
 
     def _device_source(self, leaves, i, in_tree) -> str:
         x = leaves[i]
-        if type(x) is not Array or x._sharding is None or self.in_shardings is not None:
+        if type(x) is not Array or self.in_shardings is not None:
             return "ARG_SHARDING"
         positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
         names = ([p.name for p in self._signature.parameters.values()]
@@ -558,7 +560,9 @@ class JitWrapped:
                     else:
                         leaves, key = args, tuple(avals)
                 if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
-                    key = (key, tuple(getattr(x, "_sharding", None) for x in leaves))
+                    # (and, for arrays on the default device, whether they are committed to it)
+                    key = (key, tuple(getattr(x, "_sharding", None) or
+                                      getattr(x, "_committed", False) for x in leaves))
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -700,7 +704,9 @@ def _check_committed(leaves, shardings) -> None:
     layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
     for x, s in zip(leaves, shardings):
         if type(x) is Array and x._sharding is not None and s is not None and \
-                not x._sharding.is_equivalent_to(s, x.ndim):
+                not x._sharding.is_equivalent_to(s, x.ndim) and not (
+                    isinstance(s, SingleDeviceSharding) and
+                    isinstance(x._sharding, SingleDeviceSharding)):  # moved, as in JAX
             raise ValueError(
                 f"Sharding passed to jit does not match the sharding on the respective arg. "
                 f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "

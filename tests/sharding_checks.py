@@ -1126,5 +1126,49 @@ def check_arguments_on_different_meshes_name_their_device_ids_as_jax():
     assert all("device ids [0, 1, 2, 3]" in e for _, e in want)
 
 
+def check_device_put_to_any_device_and_committed_rules_as_jax():
+    # device_put to a device other than the first commits the array there; eager ops and jit
+    # follow it (an uncommitted operand joins it), committed arrays on two devices raise,
+    # in_shardings of another single device moves the argument, of a mesh raises
+    def outcomes(J):
+        jnp, d = J.numpy, J.devices()
+        NS, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+        SDS = J.sharding.SingleDeviceSharding
+        mesh = J.make_mesh((8,), ("a",))
+        x, y = J.device_put(np.arange(4.0), d[1]), J.device_put(np.arange(4.0), d[2])
+        u, on0 = jnp.arange(4.0), J.device_put(np.arange(4.0), d[0])
+        z = J.device_put(np.arange(8.0), d[1])
+        rep = J.device_put(np.arange(8.0), NS(mesh, P()))
+        cases = [
+            lambda: x, lambda: x + 1, lambda: x + u, lambda: x + y, lambda: x + on0,
+            lambda: J.jit(_add)(x, u), lambda: J.jit(_add)(x, y), lambda: x.sum(),
+            lambda: x[0], lambda: jnp.where(x > 1, x, 0.0), lambda: J.device_put(x),
+            lambda: J.device_put(x, d[3]), lambda: J.device_put(u, SDS(d[3])),
+            lambda: J.jit(_double, in_shardings=SDS(d[0]))(x),
+            lambda: J.jit(_double, in_shardings=SDS(d[1]))(u),
+            lambda: J.jit(_double, in_shardings=NS(mesh, P("a")))(z),
+            lambda: J.jit(_double, in_shardings=NS(mesh, P("a")))(rep),
+            lambda: J.jit(lambda a, b: a[:4] * b)(rep, x)]
+        out = []
+        for f in cases:
+            try:
+                r = f()
+            except ValueError as e:
+                out.append(str(e).replace("<locals>.outcomes.<locals>.", ""))
+                continue
+            out.append((sorted(dev.id for dev in r.devices()), r.committed, repr(r.sharding),
+                        np.asarray(r).tolist()))
+        return out
+    want = outcomes(jax)
+    got = outcomes(minijax)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, (i, g, w)
+    assert sum(isinstance(w, str) for w in want) >= 4
+
+
+def _double(a):
+    return a * 2
+
+
 if __name__ == "__main__":
     run_checks(globals())
