@@ -27,7 +27,8 @@ from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
-from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
+from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
+                               tree_unflatten)
 from minijax.sharding import NamedSharding, PartitionSpec, Sharding, SingleDeviceSharding
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import sharding as msh
@@ -393,10 +394,10 @@ class JitWrapped:
         if hit is not None:
             return hit, flat, in_tree
         if self.in_shardings is not None:  # JAX checks them against the types before tracing
-            for a, sh in zip(avals, self._leaf_in_shardings([None] * len(flat),
-                                                            [None] * len(flat), in_tree)):
-                if isinstance(sh, NamedSharding):
-                    sh.check_compatible_aval(a.shape)
+            names = ([p.name for p in self._signature.parameters.values()]
+                     if self._signature is not None else [])
+            _check_fit(self._leaf_in_shardings([None] * len(flat), [None] * len(flat), in_tree),
+                       avals, in_tree, "arguments", names)
         reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
                   if config.jax_explain_cache_misses or config.jax_log_compiles else None)
         t0 = time.perf_counter()
@@ -471,9 +472,10 @@ class JitWrapped:
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
+            out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+            _check_fit(out_sh, closed.out_avals, out_tree, "outputs")  # before lowering
             self._check_devices(leaves, leaf_sh, in_tree)
             in_sh = (None,) * len(consts) + leaf_sh
-            out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
@@ -530,9 +532,12 @@ class JitWrapped:
             return (given,) * len(leaves)
         positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
         if len(given) != len(positions):
-            raise ValueError(f"jit {self.__name__}: in_shardings has {len(given)} entries but "
-                             f"the function was called with {len(positions)} positional "
-                             "arguments")
+            raise ValueError(
+                "pjit in_shardings specification must be a tree prefix of the positional "
+                "arguments tuple. In particular, pjit in_shardings must either be a Sharding, "
+                "a PartitionSpec, or a tuple of length equal to the number of positional "
+                "arguments. But pjit in_shardings is the wrong length: got a tuple or list of "
+                f"length {len(given)} for an args tuple of length {len(positions)}.")
         out = list(arg_shardings)
         _broadcast_prefix(given, tuple(positions), out, "in_shardings")
         _check_committed(leaves, out)
@@ -607,6 +612,7 @@ class JitWrapped:
         arg_shardings = [getattr(x, "_sharding", None) for x in flat]
         in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+        _check_fit(out_sh, closed.out_avals, out_tree, "outputs")
         return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -810,14 +816,48 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
     if isinstance(given, Sharding):
         return (given,) * n
     positions = tree_unflatten(out_tree, list(range(n)))
-    if not isinstance(positions, (tuple, list)) or len(positions) != len(given):
+    if isinstance(given, tuple) and isinstance(positions, (tuple, list)) and \
+            len(positions) != len(given):
         if n == len(given):
             return tuple(given)
         raise ValueError(f"out_shardings has {len(given)} entries, the function returns "
                          f"{out_tree}")
-    out: list = [None] * n
-    _broadcast_prefix(given, tuple(positions), out, "out_shardings")
+    out: list = [None] * n  # a prefix of the outputs' tree (a dict of a dict output...)
+    _broadcast_prefix(given, tuple(positions) if isinstance(positions, list) else positions,
+                      out, "out_shardings")
     return tuple(out)
+
+
+# JAX: jax/_src/pjit.py pjit_check_aval_sharding
+def _check_fit(shardings, avals, tree, what: str, names=None) -> None:
+    """Each NamedSharding against its leaf's type, before anything is lowered: ValueError
+    (JAX's text, naming the leaf's key path) for a spec longer than the rank, IndivisibleError
+    for a dimension its shards do not divide. `names`: the positional parameters' names
+    (arguments), or None (outputs: `result...`)."""
+    paths = tree_flatten_with_path(tree_unflatten(tree, list(range(tree.num_leaves))))[0]
+    for (path, i), s in zip(paths, shardings):
+        if not isinstance(s, NamedSharding):
+            continue
+        shape = avals[i].shape
+        if names is None:
+            where = "result" + keystr(path)
+        else:
+            k = path[1].idx if len(path) > 1 and path[0].idx == 0 else None
+            where = (names[k] if k is not None and k < len(names) else "args") + keystr(
+                path[2:] if k is not None else path)
+        if len(s.spec) > len(shape):
+            extra = " For scalars the PartitionSpec should be P()" if not shape else ""
+            raise ValueError(
+                f"One of pjit {what} with pytree key path {where} is incompatible with its "
+                f"sharding annotation {s}: Sharding {s} is only valid for values of rank at "
+                f"least {len(s.spec)}, but was applied to a value of rank {len(shape)}.{extra}")
+        factors = s._tiling(len(shape))
+        for d, (n, f) in enumerate(zip(shape, factors)):
+            if n % f:
+                raise msh.IndivisibleError(
+                    f"Sharding {s} implies that array axis {d} is partitioned {f} times, but "
+                    f"the dimension size is {n} (full shape: {tuple(shape)}, per-dimension "
+                    f"tiling factors: {factors} should evenly divide the shape)")
 
 
 # ---------------------------------------------------------------------------------------------

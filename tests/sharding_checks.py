@@ -1170,5 +1170,55 @@ def _double(a):
     return a * 2
 
 
+def _tree_fn(t, z):
+    return {"o": t["a"] * 2, "p": (t["b"][0] + z, t["b"][1])}
+
+
+def check_shardings_as_pytree_prefixes_and_their_errors_as_jax():
+    # in_shardings / out_shardings as prefixes of dicts and nested tuples with None leaves;
+    # a spec longer than its leaf's rank or a dimension its shards do not divide: JAX's error
+    # (type and text, the leaf named by its key path) before anything compiles
+    def outcomes(J, explicit):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        kind = J.sharding.AxisType.Explicit if explicit else J.sharding.AxisType.Auto
+        m = J.make_mesh((4, 2), ("x", "y"), axis_types=(kind, kind))
+
+        def s(*p):
+            return NS(m, P(*p))
+        tree = {"a": np.ones((8, 4), np.float32),
+                "b": (np.ones(8, np.float32), np.ones((4, 2), np.float32))}
+        cases = [
+            dict(in_shardings=({"a": s("x"), "b": s()}, None)),
+            dict(in_shardings=({"a": s("x", "y"), "b": (s("y"), None)}, s())),
+            dict(in_shardings=[{"a": None, "b": (s("x"), s(None, "y"))}, None]),
+            dict(out_shardings={"o": s("x"), "p": (s(), None)}),
+            dict(out_shardings={"o": s(None, "y"), "p": s("y")}),
+            dict(in_shardings=({"a": s(), "b": (s(), s("x"))}, None),
+                 out_shardings={"o": s(), "p": (s(), s("x"))}),
+            # errors whose text JAX and minijax share
+            dict(in_shardings=({"a": s(), "b": (s("x", None), None)}, None)),
+            dict(out_shardings={"o": s(None, None, "x"), "p": s()}),
+            dict(in_shardings=({"a": s(None, ("x", "y")), "b": s()}, None)),
+            dict(out_shardings={"o": s(), "p": (s(), s(None, ("x", "y")))}),
+            dict(in_shardings=(s(), s("x"))),
+            dict(in_shardings=(s(),)),
+            # not a prefix: the same error type (JAX's text lists the mismatch at length)
+            dict(in_shardings=({"a": s(), "c": s()}, None)),
+            dict(in_shardings=({"a": s("x", "y", None)}, None))]
+        out = []
+        for i, kw in enumerate(cases):
+            try:
+                r = J.jit(_tree_fn, **kw)(tree, np.float32(1))
+                out.append([repr(leaf.sharding.spec) for leaf in J.tree_util.tree_leaves(r)])
+            except ValueError as e:
+                out.append((type(e).__name__, str(e) if i < 12 else ""))
+        return out
+    for explicit in (True, False):
+        want = outcomes(jax, explicit)
+        for i, (g, w) in enumerate(zip(outcomes(minijax, explicit), want)):
+            assert g == w, (explicit, i, g, w)
+        assert ("IndivisibleError", want[8][1]) == want[8], want[8]
+
+
 if __name__ == "__main__":
     run_checks(globals())
