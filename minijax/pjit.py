@@ -486,7 +486,7 @@ class JitWrapped:
         unflatten = _unflattener(out_tree)
         return lambda leaves: unflatten(executor(leaves, consts))
 
-    # JAX: jax/_src/pjit.py _get_and_check_device_assignment
+    # JAX: jax/_src/interpreters/pxla.py _get_and_check_device_assignment
     def _check_devices(self, leaves, shardings, in_tree) -> None:
         """Every sharding (an argument's own or one `in_shardings` gives) on the same devices
         in the same order; else JAX's ValueError naming each side's device ids."""
