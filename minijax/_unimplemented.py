@@ -6,18 +6,17 @@ UNIMPLEMENTED = {
         Device NamedSharding Ref Shard ad allow_f16_reductions array_garbage_collection_guard
         auto_pcast check_tracer_leaks checking_leaks clear_caches closure_convert
         copy_to_host_async custom_batching custom_gradient debug_infs debug_key_reuse debug_nans
-        default_backend default_device default_matmul_precision default_prng_impl device_get
-        distributed dlpack ds empty_ref enable_checks enable_custom_prng enable_x64
-        ensure_compile_time_eval explain_cache_misses export float0 free_ref freeze fwd_and_bwd
-        host_count host_id host_ids jax2tf_associative_scan_reductions legacy_prng_key lib
-        linear_transpose live_arrays local_device_count log_compiles
-        make_array_from_process_local_data make_array_from_single_device_arrays make_user_context
-        memory monitoring named_call named_scope new_ref no_execution no_tracing
-        numpy_rank_promotion pmap print_environment_info process_count process_index
-        process_indices profiler ref remove_size_one_mesh_axis_from_type reshard smap
-        softmax_custom_jvp thread_guard threefry_partitionable transfer_guard
-        transfer_guard_device_to_device transfer_guard_device_to_host transfer_guard_host_to_device
-        typing version
+        default_backend default_device default_prng_impl device_get distributed dlpack ds empty_ref
+        enable_checks enable_custom_prng enable_x64 ensure_compile_time_eval explain_cache_misses
+        export float0 free_ref freeze fwd_and_bwd host_count host_id host_ids
+        jax2tf_associative_scan_reductions legacy_prng_key lib linear_transpose live_arrays
+        local_device_count log_compiles make_array_from_process_local_data
+        make_array_from_single_device_arrays make_user_context memory monitoring named_call
+        named_scope new_ref no_execution no_tracing numpy_rank_promotion pmap
+        print_environment_info process_count process_index process_indices profiler ref
+        remove_size_one_mesh_axis_from_type reshard smap softmax_custom_jvp thread_guard
+        threefry_partitionable transfer_guard transfer_guard_device_to_device
+        transfer_guard_device_to_host transfer_guard_host_to_device typing version
     """.split()),
     'minijax.numpy': frozenset("""
         ComplexWarning angle apply_along_axis apply_over_axes argpartition array_equiv array_repr
@@ -38,10 +37,10 @@ UNIMPLEMENTED = {
     """.split()),
     'minijax.lax': frozenset("""
         AccuracyMode ConvGeneralDilatedDimensionNumbers DotAlgorithm DotAlgorithmPreset
-        DotDimensionNumbers FftType GatherScatterMode Precision PrecisionLike RandomAlgorithm
-        RoundingMethod Tolerance acos acos_p acosh acosh_p after_all after_all_p approx_max_k
-        approx_min_k approx_top_k_p asin asin_p asinh asinh_p associative_scan atan atan_p atanh
-        atanh_p batch_matmul bessel_i0e bessel_i0e_p bessel_i1e bessel_i1e_p betainc broadcast_like
+        DotDimensionNumbers FftType GatherScatterMode PrecisionLike RandomAlgorithm RoundingMethod
+        Tolerance acos acos_p acosh acosh_p after_all after_all_p approx_max_k approx_min_k
+        approx_top_k_p asin asin_p asinh asinh_p associative_scan atan atan_p atanh atanh_p
+        batch_matmul bessel_i0e bessel_i0e_p bessel_i1e bessel_i1e_p betainc broadcast_like
         broadcast_shapes broadcast_to_rank cbrt cbrt_p ceil ceil_p clz clz_p collapse composite
         conv_general_dilated_local conv_general_dilated_patches conv_general_permutations
         conv_general_shape_tuple conv_shape_tuple conv_transpose conv_transpose_shape_tuple copy_p

@@ -775,6 +775,34 @@ except RuntimeError as e:
 """
 
 
+def test_config_default_matmul_precision_and_traceback_filtering_as_jax():
+    # the default precision of every dot_general given none: in the jaxpr (jnp.einsum's) and
+    # in the lowering (`precision = [HIGH, HIGH]`); an explicit precision wins
+    a = np.ones((2, 3), np.float32)
+
+    def seen(J, value):
+        with J.default_matmul_precision(value):
+            lowered = J.jit(lambda x: x @ x.T).lower(a).as_text()
+            explicit = J.jit(lambda x: J.lax.dot(x, x.T, precision="highest")).lower(a)
+            jaxpr = str(J.make_jaxpr(lambda x: J.numpy.einsum("ij,kj->ik", x, x))(a))
+        dots = [ln.split("precision = ")[-1].split(" :")[0] for ln in
+                (lowered + explicit.as_text()).splitlines() if "dot_general" in ln]
+        return dots, [ln.strip() for ln in jaxpr.splitlines() if "precision" in ln]
+    for value in ("bfloat16", "tensorfloat32", "float32", "default", "high", "highest"):
+        assert seen(minijax, value) == seen(jax, value), value
+    assert seen(jax, "high")[0] == ["[HIGH, HIGH]", "[HIGHEST, HIGHEST]"]
+    for J in (jax, minijax):
+        assert J.config.jax_default_matmul_precision is None  # restored after the block
+        with pytest.raises(ValueError, match="new enum value must be None or in"):
+            J.config.update("jax_default_matmul_precision", "bogus")
+        assert repr(J.lax.Precision("tensorfloat32")) == "Precision.HIGH"
+        J.config.update("jax_traceback_filtering", "off")  # accepted (minijax never filters)
+        assert J.config.jax_traceback_filtering == "off"
+        J.config.update("jax_traceback_filtering", "auto")
+        with pytest.raises(ValueError, match="new enum value must be in"):
+            J.config.update("jax_traceback_filtering", "bogus")
+
+
 def test_config_platforms_as_jax():
     import os
     import subprocess

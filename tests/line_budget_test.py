@@ -27,7 +27,8 @@ BUDGETS = {
     "callback": 325,
     "compiler": 535,  # device_put_sharded_tree moved in (26); buffers checked (25); cache (24);
     #                  ExecuteOnDevice: programs on a committed device other than the first (24)
-    "config": 150,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24)
+    "config": 165,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    #                     matmul precision, traceback filtering (24)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
@@ -42,7 +43,8 @@ BUDGETS = {
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
     "interpreters": 1130,  # + effects in DCE and lowering tokens (13), vma hooks (12)
-    "lax": 6400,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache (24)
+    "lax": 6430,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache (24)
+    #               lax.Precision, jax_default_matmul_precision (24, 30)
     "mesh": 230,
     "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
     "ops": 70,          # the segment reductions (issue 24)
