@@ -720,6 +720,7 @@ def device_put(x, device=None):
             arr = Array(v.aval, v._npy, buf, committed=True)
         else:
             aval = core.get_aval(v)
+            compiler.guard_host_to_device(aval, None, explicit=True)
             arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
         arr.device_buffer()
         return arr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from itertools import repeat
 import os
 import re
@@ -436,6 +437,8 @@ class ExecuteOnDevice(ExecuteReplicated):
             if type(x) is Array and x._sharding == self.sharding:
                 bufs.append(x.device_buffer())
             else:
+                if type(x) is not Array:
+                    guard_host_to_device(core.get_aval(x), self.sharding, explicit=False)
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), self.sharding))
         if self.has_effects:
@@ -467,6 +470,8 @@ def device_put_sharded_tree(x, sharding: msh.Sharding):
         if isinstance(leaf, Array) and leaf._sharding == sharding:
             out.append(leaf)
             continue
+        if not isinstance(leaf, Array):
+            guard_host_to_device(aval, sharding, explicit=True)
         val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
         buf = device_put_sharded(np.asarray(val), sharding)
         out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
@@ -478,7 +483,27 @@ def device_put_arg(x, aval: core.ShapedArray, index: int):
     if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
         raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
                         "jit(f).trace(...) or .lower(...), not to a call")
+    guard_host_to_device(aval, None, explicit=False)
     return device_put(core.to_numpy(x, aval))
+
+
+# JAX: jax/_src/config.py transfer_guard (its checks run in jaxlib's guard_lib)
+def guard_host_to_device(aval: core.ShapedArray, sharding, explicit: bool) -> None:
+    """What `jax_transfer_guard` (or `_host_to_device`) says of copying a host value of type
+    `aval` to the device: "log" warns and "disallow" raises JaxRuntimeError for an implicit
+    transfer (a NumPy value or Python scalar passed to a jitted function), "log_explicit" /
+    "disallow_explicit" for explicit ones (`device_put`) too."""
+    level = config.jax_transfer_guard_host_to_device or config.jax_transfer_guard
+    if level is None or level == "allow" or (explicit and not level.endswith("_explicit")):
+        return
+    dst = sharding or msh.SingleDeviceSharding(default_device())
+    what = (f"host-to-device transfer: aval=ShapedArray({aval.dtype.name}"
+            f"[{','.join(map(str, aval.shape))}]{', weak_type=True' if aval.weak_type else ''}"
+            f"), dst_sharding={dst}")
+    if level.startswith("log"):
+        logging.getLogger("minijax").warning(what)
+        return
+    raise runtime_error_type()(f"INVALID_ARGUMENT: Disallowed {what}")
 
 
 # JAX: jax/_src/interpreters/pxla.py batched_device_put
@@ -653,6 +678,8 @@ class ExecuteSharded(ExecuteReplicated):
                 _check_buffer(buf, x, x._sharding)  # the buffer is the one its Array says
                 bufs.append(buf)
             else:
+                if type(x) is not Array:
+                    guard_host_to_device(core.get_aval(x), s, explicit=False)
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
         if self.has_effects:

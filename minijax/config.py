@@ -51,11 +51,13 @@ _JAX_ONLY = frozenset("""
     jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
     jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
-    jax_tracer_error_num_traceback_frames jax_transfer_guard
-    jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
-    jax_transfer_guard_host_to_device jax_use_direct_linearize jax_use_emit_pipeline_primitive
+    jax_tracer_error_num_traceback_frames jax_use_direct_linearize
+    jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
     jax_xla_profile_version mock_num_gpu_processes""".split())
+
+
+_GUARD_LEVELS = (None, "allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
 
 # JAX: jax/_src/config.py Config — differs: a plain dict of values, no per-thread scopes
@@ -83,7 +85,11 @@ class Config:
     raise NotImplementedError; jax_default_matmul_precision (None, a `lax.Precision` name or
     a dot-algorithm preset name): the precision of every `dot_general` given none (in its
     jaxpr and its lowering; the presets raise NotImplementedError when used);
-    jax_traceback_filtering (JAX's values): accepted, minijax never filters tracebacks.
+    jax_traceback_filtering (JAX's values): accepted, minijax never filters tracebacks;
+    jax_transfer_guard (and its _host_to_device part): "log" / "disallow" a host value's
+    implicit copy to the device (a NumPy value or Python scalar passed to `jit`),
+    "log_explicit" / "disallow_explicit" explicit ones (`device_put`) too; the device-to-host
+    and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -97,7 +103,10 @@ class Config:
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
                  "jax_threefry_partitionable": True, "jax_default_matmul_precision": None,
-                 "jax_traceback_filtering": "auto"}
+                 "jax_traceback_filtering": "auto", "jax_transfer_guard": None,
+                 "jax_transfer_guard_host_to_device": None,
+                 "jax_transfer_guard_device_to_host": None,
+                 "jax_transfer_guard_device_to_device": None}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -112,7 +121,9 @@ class Config:
                     "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32",
                     "F64_F64_F64"),
                 "jax_traceback_filtering": ("off", "tracebackhide", "remove_frames",
-                                            "quiet_remove_frames", "auto")}
+                                            "quiet_remove_frames", "auto"),
+                **{f"jax_transfer_guard{d}": _GUARD_LEVELS for d in (
+                    "", "_host_to_device", "_device_to_host", "_device_to_device")}}
     _implemented = {"jax_default_prng_impl": "threefry2x32",
                     "jax_threefry_partitionable": True}
 
@@ -192,3 +203,18 @@ def numpy_dtype_promotion(value: str):
 def default_matmul_precision(value):
     """A context manager setting `jax_default_matmul_precision` inside its block."""
     return config.override("jax_default_matmul_precision", value)
+
+
+# JAX: jax/_src/config.py transfer_guard
+@contextlib.contextmanager
+def transfer_guard(level: str):
+    """A context manager setting `jax_transfer_guard` (every direction) inside its block."""
+    with contextlib.ExitStack() as stack:
+        for d in ("", "_host_to_device", "_device_to_host", "_device_to_device"):
+            stack.enter_context(config.override(f"jax_transfer_guard{d}", level))
+        yield
+
+
+def transfer_guard_host_to_device(level: str):
+    """A context manager setting `jax_transfer_guard_host_to_device` inside its block."""
+    return config.override("jax_transfer_guard_host_to_device", level)

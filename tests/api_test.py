@@ -803,6 +803,39 @@ def test_config_default_matmul_precision_and_traceback_filtering_as_jax():
             J.config.update("jax_traceback_filtering", "bogus")
 
 
+def test_transfer_guard_as_jax():
+    # host-to-device copies: implicit ones (a NumPy value or Python scalar passed to jit) are
+    # logged / refused under "log" / "disallow", explicit ones (device_put) only under the
+    # "_explicit" levels; arrays already on the device and reads back to the host (CPU) never
+    def outcomes(J):
+        x, f = J.numpy.ones(3), J.jit(lambda a: a * 2)
+        cases = [lambda: f(np.ones(3, np.float32)), lambda: f(1.0), lambda: f(x),
+                 lambda: J.device_put(np.ones(3, np.float32)), lambda: J.device_put(x),
+                 lambda: np.asarray(x), lambda: J.jit(lambda a, b: a * b)(x, 2)]
+        for c in cases:
+            c()  # compiled before the guard, as a user's warm-up
+        out = []
+        for level in ("allow", "log", "disallow", "log_explicit", "disallow_explicit"):
+            for c in cases:
+                with J.transfer_guard(level):
+                    try:
+                        c()
+                        out.append("ok")
+                    except Exception as e:  # noqa: BLE001 - JAX's JaxRuntimeError
+                        out.append(f"{type(e).__name__}: {e}")
+        with J.transfer_guard_host_to_device("disallow"):
+            out.append(str(pytest.raises(jax.errors.JaxRuntimeError, f,
+                                         np.ones(3, np.float32)).value))
+        with pytest.raises(ValueError, match="new enum value must be None or in"):
+            J.config.update("jax_transfer_guard", "bogus")
+        return out, J.config.jax_transfer_guard
+    want = outcomes(jax)
+    assert outcomes(minijax) == want
+    # refused: 3 implicit copies under "disallow", those and device_put under
+    # "disallow_explicit", and the host-to-device guard's one
+    assert len(want[0]) - want[0].count("ok") == 8
+
+
 def test_config_platforms_as_jax():
     import os
     import subprocess
