@@ -17,7 +17,7 @@ _JAX_ONLY = frozenset("""
     jax_array_garbage_collection_guard jax_auto_pcast jax_backend_target
     jax_bcoo_cusparse_lowering jax_captured_constants_report_frames
     jax_captured_constants_warn_bytes jax_check_proxy_envs jax_check_static_indices
-    jax_check_tracer_leaks jax_compilation_cache_check_contents
+    jax_compilation_cache_check_contents
     jax_compilation_cache_expect_pgle jax_compilation_cache_include_metadata_in_key
     jax_compilation_cache_max_size jax_compiler_detailed_logging_min_ops
     jax_compiler_enable_remat_pass jax_cpu_collectives_implementation
@@ -89,7 +89,9 @@ class Config:
     jax_transfer_guard (and its _host_to_device part): "log" / "disallow" a host value's
     implicit copy to the device (a NumPy value or Python scalar passed to `jit`),
     "log_explicit" / "disallow_explicit" explicit ones (`device_put`) too; the device-to-host
-    and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing).
+    and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing);
+    jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
+    trace ends raises Exception ("Leaked trace ...").
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -106,7 +108,7 @@ class Config:
                  "jax_traceback_filtering": "auto", "jax_transfer_guard": None,
                  "jax_transfer_guard_host_to_device": None,
                  "jax_transfer_guard_device_to_host": None,
-                 "jax_transfer_guard_device_to_device": None}
+                 "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -218,3 +220,9 @@ def transfer_guard(level: str):
 def transfer_guard_host_to_device(level: str):
     """A context manager setting `jax_transfer_guard_host_to_device` inside its block."""
     return config.override("jax_transfer_guard_host_to_device", level)
+
+
+# JAX: jax/_src/config.py check_tracer_leaks
+def check_tracer_leaks(value: bool = True):
+    """A context manager setting `jax_check_tracer_leaks` inside its block."""
+    return config.override("jax_check_tracer_leaks", bool(value))

@@ -836,6 +836,37 @@ def test_transfer_guard_as_jax():
     assert len(want[0]) - want[0].count("ok") == 8
 
 
+def test_check_tracer_leaks_as_jax():
+    # a tracer kept past its trace (here in a list) is an error under jit, make_jaxpr and
+    # vmap, not under grad (as JAX checks); programs that keep none pass
+    def outcomes(J):
+        leak = []
+
+        def keep(x):
+            leak.append(x)
+            return x + 1
+
+        def clean(x):
+            return J.numpy.sin(x) * 2
+        ones = np.ones(2, np.float32)
+        out = []
+        with J.check_tracer_leaks(True):
+            for run in (lambda: J.jit(keep)(1.0), lambda: J.make_jaxpr(keep)(1.0),
+                        lambda: J.grad(keep)(1.0), lambda: J.vmap(keep)(ones),
+                        lambda: J.jit(clean)(1.0), lambda: J.vmap(J.grad(clean))(ones),
+                        lambda: J.jit(lambda x: J.lax.cond(x > 0, clean, clean, x))(1.0)):
+                leak.clear()
+                try:
+                    run()
+                    out.append("ok")
+                except Exception as e:  # noqa: BLE001 - JAX raises a bare Exception
+                    out.append(str(e).split(".")[0])
+        return out
+    want = outcomes(jax)
+    assert outcomes(minijax) == want
+    assert want[:4] == ["Leaked trace DynamicJaxprTrace"] * 2 + ["ok", "Leaked trace BatchTrace"]
+
+
 def test_config_platforms_as_jax():
     import os
     import subprocess

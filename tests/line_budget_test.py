@@ -28,8 +28,8 @@ BUDGETS = {
     "compiler": 560,  # device_put_sharded_tree moved in (26); buffers checked (25); cache (24);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24)
-    "config": 180,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
-    #                     matmul precision, traceback filtering, transfer guards (24)
+    "config": 186,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    #                     matmul precision, traceback filtering, transfer guards, leaks (24)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
