@@ -55,6 +55,22 @@ def default_device():
     return backend().local_devices()[0]
 
 
+# JAX: jax/_src/ffi.py register_ffi_target
+def register_custom_call_target(name: str, fn: Any, platform: str, api_version: int,
+                                **kwargs: Any) -> None:
+    """Hand the FFI handler `fn` (a PyCapsule) to XLA's `platform` backend as the
+    custom-call target `name` (`minijax/ffi.py: register_ffi_target`)."""
+    from jaxlib import xla_client
+    xla_client.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+
+
+# JAX: jax/_src/ffi.py include_dir
+def ffi_include_dir() -> str:
+    """The `include/` folder of the installed jaxlib, which holds XLA's FFI headers."""
+    import jaxlib
+    return os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
+
+
 # JAX: jax/_src/lax/linalg.py register_module_custom_calls
 def lapack_target(fn_base: str, dtype) -> str:
     """The name of jaxlib's LAPACK kernel `fn_base` for `dtype` (`lapack_sgetrf_ffi`, ...),

@@ -34,7 +34,7 @@ _JAX_ONLY = frozenset("""
     jax_error_checking_behavior_divide jax_error_checking_behavior_nan
     jax_error_checking_behavior_oob jax_exec_time_optimization_effort
     jax_experimental_unsafe_xla_runtime_errors jax_explicit_x64_dtypes
-    jax_export_calling_convention_version jax_export_ignore_forward_compatibility
+    jax_export_ignore_forward_compatibility
     jax_force_dcn_cross_host_transfers jax_high_dynamic_range_gumbel
     jax_hlo_source_file_canonicalization_regex jax_include_debug_info_in_dumps
     jax_include_full_tracebacks_in_locations jax_legacy_prng_key jax_log_checkpoint_residuals
@@ -108,7 +108,8 @@ class Config:
                  "jax_traceback_filtering": "auto", "jax_transfer_guard": None,
                  "jax_transfer_guard_host_to_device": None,
                  "jax_transfer_guard_device_to_host": None,
-                 "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False}
+                 "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
+                 "jax_export_calling_convention_version": 10}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 import threading
 from typing import Any, Callable, Sequence
@@ -46,7 +47,7 @@ class ShapedArray:
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
@@ -56,7 +57,7 @@ class ShapedArray:
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep,
                vma=None) -> "ShapedArray":
@@ -200,6 +201,20 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a numpy value or a Python scalar")
 
 
+# JAX: jax/_src/core.py canonicalize_dim
+def canonicalize_dim(d):
+    """`d` as a dimension: an int, or a symbolic dimension kept as it is (a `DimExpr` of
+    minijax/export/shape_poly.py, which core knows only by its `is_symbolic_dim` mark)."""
+    return d if getattr(d, "is_symbolic_dim", False) else int(d)
+
+
+# JAX: jax/_src/core.py dimension_as_value
+def dimension_as_value(d):
+    """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an
+    int32 scalar computed from the dimension variables (minijax/export/shape_poly.py)."""
+    return d if type(d) is int else d.dimension_as_value()
+
+
 # JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
 class ShapeDtypeStruct:
     """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
@@ -212,12 +227,12 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
 
     @property
     def aval(self) -> ShapedArray:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import math
 import functools
 import operator
 from typing import Sequence
@@ -1284,8 +1285,11 @@ def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dime
 
 
 def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions, sharding):
-    return mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(ctx.avals_out[0]), x,
-                                     list(broadcast_dimensions))
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_broadcast_in_dim(
+            out_type, x, mlir.eval_dynamic_shape_as_tensor(shape), list(broadcast_dimensions))
+    return mlir.hlo.broadcast_in_dim(out_type, x, list(broadcast_dimensions))
 
 
 def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
@@ -1293,7 +1297,8 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
     result's sharding (default: the operand's, on the dimensions it keeps)."""
-    shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    shape = tuple(core.canonicalize_dim(d) for d in shape)
+    bdims = tuple(int(d) for d in broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
@@ -1335,7 +1340,7 @@ def expand_dims(x, dimensions: Sequence[int]):
 
 
 def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         raise TypeError(f"reshape: total size must be unchanged, got new_sizes={new_sizes} "
                         f"for operand {x.str_short()} of size {x.size}")
     return x.update(shape=new_sizes)
@@ -1356,7 +1361,7 @@ def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, shardin
 def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
     """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
     the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
-    new_sizes = tuple(int(d) for d in new_sizes)
+    new_sizes = tuple(core.canonicalize_dim(d) for d in new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
@@ -1372,8 +1377,15 @@ reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
                             msh.reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
-mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions, sharding:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape is all it needs
+    out = ctx.avals_out[0]
+    if not mlir.is_static(out.shape):  # a symbolic size: computed from the dimension vars
+        return mlir.hlo.dynamic_reshape(mlir.aval_to_ir_type(out), x,
+                                        mlir.eval_dynamic_shape_as_tensor(out.shape))
+    return mlir.hlo.reshape(mlir.aval_to_ir_type(out), x)
+
+
+mlir.register_lowering(reshape_p, _reshape_lowering)
 
 
 def _transpose_abstract_eval(x, *, permutation):
@@ -1449,8 +1461,7 @@ squeeze_p.def_sharding_rule(lambda x, *, dimensions: msh.NamedSharding(
     x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
 deflinear(squeeze_p, _squeeze_transpose)
 batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
-mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+mlir.register_lowering(squeeze_p, _reshape_lowering)
 
 
 def _rev_transpose(ct, x, *, dimensions):
@@ -2377,14 +2388,16 @@ def _iota_abstract_eval(*, dtype, shape, dimension, sharding):
 
 def iota(dtype, size: int):
     """`[0, 1, ..., size-1]` of `dtype`."""
-    return broadcasted_iota(dtype, (operator.index(size),), 0)
+    return broadcasted_iota(dtype, (size,), 0)
 
 
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
     # `sharding`: None until minijax has sharding in types (JAX prints it)
-    return iota_p.bind(dtype=dtype, shape=tuple(operator.index(s) for s in shape),
+    shape = tuple(s if getattr(s, "is_symbolic_dim", False) else operator.index(s)
+                  for s in shape)
+    return iota_p.bind(dtype=dtype, shape=shape,
                        dimension=operator.index(dimension), sharding=None)
 
 
@@ -2394,8 +2407,15 @@ iota_p.def_abstract_eval(_iota_abstract_eval)
 iota_p.def_sharding_rule(lambda **params: params["sharding"])
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
-mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding:
-                       mlir.hlo.iota(mlir.aval_to_ir_type(ctx.avals_out[0]), dimension))
+def _iota_lowering(ctx, *, dtype, shape, dimension, sharding):
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_iota(out_type, mlir.eval_dynamic_shape_as_tensor(shape),
+                                     dimension)
+    return mlir.hlo.iota(out_type, dimension)
+
+
+mlir.register_lowering(iota_p, _iota_lowering)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):
@@ -2439,13 +2459,18 @@ def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, st
 
 def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
     strides = strides or (1,) * len(start_indices)
+    if not mlir.is_static(limit_indices):  # a symbolic limit (chapters/31-export.md)
+        return mlir.hlo.real_dynamic_slice(
+            mlir.aval_to_ir_type(ctx.avals_out[0]), x,
+            *[mlir.eval_dynamic_shape_as_tensor(v) for v in (start_indices, limit_indices,
+                                                              strides)])
     return mlir.hlo.slice(x, list(start_indices), list(limit_indices), list(strides))
 
 
 def slice(x, start_indices, limit_indices, strides=None):
     """`x[start:limit:stride]` per dimension, with static bounds."""
     return slice_p.bind(x, start_indices=tuple(int(i) for i in start_indices),
-                        limit_indices=tuple(int(i) for i in limit_indices),
+                        limit_indices=tuple(core.canonicalize_dim(i) for i in limit_indices),
                         strides=None if strides is None else tuple(int(s) for s in strides))
 
 
@@ -2746,7 +2771,7 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 
 
 def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(core.canonicalize_dim(s) for s in shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")

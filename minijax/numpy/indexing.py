@@ -75,7 +75,9 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
             continue
         size_d = aval.shape[dim]
         if isinstance(i, builtins.slice):
-            start, stop, step = i.indices(size_d)
+            # `:` keeps the dimension whole, also a symbolic one (chapters/31-export.md)
+            start, stop, step = (0, size_d, 1) if i == builtins.slice(None) else \
+                i.indices(size_d)
             if step > 0:
                 starts.append(start)
                 limits.append(builtins.max(start, stop))  # as JAX: not trimmed to the last element

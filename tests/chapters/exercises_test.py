@@ -13,6 +13,7 @@ skeletons, so the suite stays green while the learner works. The modules are loa
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 import os
 import sys
 from pathlib import Path
@@ -388,6 +389,55 @@ def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
     _close(mine, ref)
     assert mine_seen == ref_seen == [((3, 4), (1, 4))]
     assert core.current_trace() is core.eval_trace
+
+
+# ---------------------------------------------------------------------------------------------
+# flop_counter: (flops, transcendentals) from a jaxpr, as cost_analysis counts them (chapter 30)
+# ---------------------------------------------------------------------------------------------
+
+def _flop_programs(J):
+    N, L = J.numpy, J.lax
+    w = np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32)
+    return {
+        "mlp": lambda x: N.tanh(x @ w + 1.0) @ w.T,
+        "softmax": lambda x: J.nn.softmax(x, axis=-1),
+        "gelu": lambda x: J.nn.gelu(x, approximate=True),
+        "power": lambda x: N.sum(x ** 5 * 2.0, axis=0),
+        "sigmoid_einsum": lambda x: J.nn.sigmoid(N.einsum("ij,kj->ik", x, x)),
+        "jit_cond": lambda x: J.jit(lambda u: L.cond(u.sum() > 0, lambda v: v * 2.0,
+                                                     lambda v: N.exp(v) + 1.0, u))(x),
+        "scan": lambda x: L.scan(lambda h, _: (N.tanh(h @ w @ w.T), None), x, None,
+                                 length=4)[0],
+        "while": lambda x: L.while_loop(lambda c: c[0] < 5,
+                                        lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1],
+    }
+
+
+@_versions("flop_counter")
+def test_flop_counter_matches_cost_analysis(module):
+    x = np.random.default_rng(4).normal(size=(8, 16)).astype(np.float32)
+    for J in (minijax, jax):
+        for name, f in _flop_programs(J).items():
+            jaxpr = J.make_jaxpr(f)(x).jaxpr
+            cost = J.jit(f).lower(x).compile().cost_analysis()
+            want = (int(cost.get("flops", 0)), int(cost.get("transcendentals", 0)))
+            assert module.count_flops(jaxpr, xla_loops=True) == want, (J.__name__, name)
+
+
+@_versions("flop_counter")
+def test_flop_counter_counts_the_work_of_loops_and_refuses_what_it_cannot(module):
+    x = np.random.default_rng(5).normal(size=(8, 16)).astype(np.float32)
+    assert [module.multiplies(n) for n in (1, 2, 3, 4, 5, 8, 15)] == [0, 1, 2, 2, 3, 3, 6]
+    for J in (minijax, jax):
+        programs = _flop_programs(J)
+        scan = J.make_jaxpr(programs["scan"])(x).jaxpr
+        body_f, body_t = module.count_flops(scan.eqns[0].params["jaxpr"].jaxpr)
+        assert body_f == 2 * (2 * 8 * 16 * 8) and body_t == 8 * 16  # two matmuls, one tanh
+        assert module.count_flops(scan) == (4 * (body_f + 2), 4 * body_t)
+        with pytest.raises(ValueError, match="while"):
+            module.count_flops(J.make_jaxpr(programs["while"])(x).jaxpr)
+        with pytest.raises(ValueError, match="sort"):
+            module.count_flops(J.make_jaxpr(partial(J.numpy.sort, axis=-1))(x).jaxpr)
 
 
 # ---------------------------------------------------------------------------------------------
