@@ -331,11 +331,12 @@ def _bars(fig, bars, ylabel: str, log: bool = False) -> None:
 
 def _minijax_precision(res: TopicResult, a, b, exact, scale, jax_outs, quick: bool) -> None:
     """The three precision levels in minijax (via lax.dot_general): equal to JAX's results on
-    CPU, though minijax does not write the level into its program."""
+    CPU; minijax writes the level into its program as JAX does."""
     dn = (((1,), (0,)), ((), ()))
     rows = []
     for prec in (lax.Precision.DEFAULT, lax.Precision.HIGH, lax.Precision.HIGHEST):
-        f = minijax.jit(lambda x, y, p=prec: minijax.lax.dot_general(x, y, dn, precision=p))
+        mprec = minijax.lax.Precision[prec.name]
+        f = minijax.jit(lambda x, y, p=mprec: minijax.lax.dot_general(x, y, dn, precision=p))
         out = np.asarray(f(a, b), np.float64)
         res.check(f"minijax {prec.name}: equals JAX's result", out, jax_outs[prec.name],
                   rtol=1e-6, atol=1e-6 * scale)
@@ -352,9 +353,9 @@ def _minijax_precision(res: TopicResult, a, b, exact, scale, jax_outs, quick: bo
     res.check_true("minijax preferred_element_type=float32 gives float32", mixed.dtype == F32)
     res.sections.append(
         "### The same levels in minijax\n\n"
-        "`minijax.lax.dot_general(a, b, dn, precision=...)` (minijax's `jnp.matmul` takes no "
-        "precision argument). minijax keeps the level as a param but does not lower it; on "
-        "this CPU that changes nothing, as the errors show:\n\n"
+        "`minijax.lax.dot_general(a, b, dn, precision=...)` (`jnp.matmul` passes its "
+        "`precision` on to it). minijax keeps the level as a param and lowers it as JAX does; "
+        "on this CPU that changes nothing, as the errors show:\n\n"
         + table(["precision", "written into the StableHLO", "relative error"], rows)
         + "\n\nbf16 inputs with float32 accumulation (`preferred_element_type`) agree with "
         "JAX's to rounding (checked).")

@@ -6,7 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 from minijax import core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
-from minijax import debug, errors, extend, ffi, flatten_util, ops, random  # noqa: F401
+from minijax import debug, errors, extend, ffi, flatten_util, image, ops, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
@@ -16,7 +16,9 @@ from minijax.api import disable_jit, effects_barrier  # noqa: F401
 from minijax.callback import pure_callback  # noqa: F401
 from minijax import effects, experimental  # noqa: F401
 from minijax.array import Array  # noqa: F401
-from minijax.config import config, numpy_dtype_promotion  # noqa: F401
+from minijax.config import (  # noqa: F401
+    check_tracer_leaks, config, default_matmul_precision, numpy_dtype_promotion,
+    transfer_guard, transfer_guard_host_to_device)
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, ShapeDtypeStruct, TracerArrayConversionError,
     TracerIntegerConversionError, UnexpectedTracerError,

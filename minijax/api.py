@@ -696,12 +696,13 @@ def device_put(x, device=None):
 
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
-      device: None, the default device (`minijax.devices()[0]`), a `NamedSharding` (each
-        device of its mesh gets its block: minijax/named_sharding.py), or a `PartitionSpec` over the
-        mesh in context (`set_mesh`). With a device or sharding the
-        results are *committed* (`Array.committed`): computations on them stay there. Without
-        one, a minijax Array is returned as it is, and other values become uncommitted Arrays.
-    Raises ValueError for another device; for a sharding, ValueError if its spec is longer
+      device: None, a device (any of `minijax.devices()`) or its `SingleDeviceSharding`, a
+        `NamedSharding` (each device of its mesh gets its block: minijax/named_sharding.py), or
+        a `PartitionSpec` over the mesh in context (`set_mesh`). With a device or sharding the
+        results are *committed* (`Array.committed`): computations on them run there (on
+        arrays committed elsewhere: ValueError, as in JAX). Without one, a minijax Array is
+        returned as it is, and other values become uncommitted Arrays.
+    Raises for a sharding ValueError if its spec is longer
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
@@ -711,15 +712,16 @@ def device_put(x, device=None):
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
+    if device is not None and not isinstance(device, Sharding) \
+            and device != compiler.default_device():
+        device = SingleDeviceSharding(device)
     if isinstance(device, NamedSharding) or (
-            isinstance(device, SingleDeviceSharding) and device.memory_kind != "device"):
-        return compiler.device_put_sharded_tree(x, device)  # blocks, or another memory kind
+            isinstance(device, SingleDeviceSharding) and (
+                device.memory_kind != "device" or device._device != compiler.default_device())):
+        # blocks, another memory kind or another device
+        return compiler.device_put_sharded_tree(x, device)
     if isinstance(device, SingleDeviceSharding):
         device = device._device
-    if device is not None and device != compiler.default_device():
-        raise ValueError(f"device_put: minijax puts unsharded arrays on the default device, "
-                         f"{compiler.default_device()}, not {device}; lay an array out over "
-                         "several devices with a NamedSharding")
 
     def put(v):
         if isinstance(v, Array):
@@ -732,6 +734,7 @@ def device_put(x, device=None):
             arr = Array(v.aval, v._npy, buf, committed=True)
         else:
             aval = core.get_aval(v)
+            compiler.guard_host_to_device(aval, None, explicit=True)
             arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
         arr.device_buffer()
         return arr

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 from itertools import repeat
 import os
 import re
@@ -89,8 +90,9 @@ def lapack_target(fn_base: str, dtype) -> str:
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
             compiler_options: dict[str, Any] | None = None) -> Any:
-    """Compile a StableHLO module (an `ir.Module` or its text) for the default device, or,
-    given `devices` (a mesh's, in row-major order), partitioned over them: num_partitions =
+    """Compile a StableHLO module (an `ir.Module` or its text) for the default device (or the
+    one device in `devices`), or, given `devices` (a mesh's, in row-major order), partitioned
+    over them: num_partitions =
     len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
 
     `compiler_options`: XLA debug options for this executable only ({"xla_disable_hlo_passes":
@@ -113,8 +115,10 @@ def compile(module, devices: Sequence[Any] | None = None,
     text = module if isinstance(module, str) else str(module)
     if devices is None or len(devices) == 1:
         num_partitions = 1
-        options = jeb.get_compile_options(num_replicas=1, num_partitions=num_partitions)
         devices = DeviceList((default_device(),) if devices is None else tuple(devices))
+        options = jeb.get_compile_options(  # on that device (XLA's default: the first)
+            num_replicas=1, num_partitions=num_partitions,
+            device_assignment=np.array([[devices[0].id]]))
     else:
         num_partitions = len(devices)
         options = jeb.get_compile_options(
@@ -434,6 +438,46 @@ class ExecutePlaced(ExecuteReplicated):
                 for a, b, s in zip(self.out_avals, outs, self.placed)]
 
 
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (committed to one device) — differs: a
+# subclass, so the common path above stays as chapter 07 shows it
+class ExecuteOnDevice(ExecuteReplicated):
+    """ExecuteReplicated for a program compiled for one device given by a committed argument
+    (`device_put(x, device)`) or by `in_shardings`: an input held elsewhere is copied there
+    first, and the outputs come back committed to it, carrying its SingleDeviceSharding."""
+
+    __slots__ = ("sharding",)
+
+    def __init__(self, executable, in_avals, out_avals, donated, sharding,
+                 ordered_effects: Sequence[Any] = (), has_effects: bool = False) -> None:
+        super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
+        self.sharding = self.token_sharding = sharding
+        from jaxlib import _jax
+        if self.handlers is not None:
+            self.handlers = [_jax.array_result_handler(h_aval, _buffer_sharding(sharding),
+                                                       committed=True, _skip_checks=True)
+                             for h_aval in [_buffer_type((0,), np.bool_)] *
+                             len(self.ordered_effects) + [_buffer_type(a.shape, a.dtype)
+                                                          for a in out_avals]]
+
+    def __call__(self, args, consts=()):
+        bufs = []
+        for x in [*consts, *args]:
+            if type(x) is Array and x._sharding == self.sharding:
+                bufs.append(x.device_buffer())
+            else:
+                if type(x) is not Array:
+                    guard_host_to_device(core.get_aval(x), self.sharding, explicit=False)
+                val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
+                bufs.append(device_put_sharded(np.asarray(val), self.sharding))
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        else:
+            outs = execute(self.executable, bufs, self.handlers)
+        if self.donated is not None:
+            self._delete_donated(args, len(consts))
+        return [Array(a, None, b, True, self.sharding) for a, b in zip(self.out_avals, outs)]
+
+
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
 def device_put_sharded_tree(x, sharding: Sharding):
     """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
@@ -454,6 +498,8 @@ def device_put_sharded_tree(x, sharding: Sharding):
         if isinstance(leaf, Array) and leaf._sharding == sharding:
             out.append(leaf)
             continue
+        if not isinstance(leaf, Array):
+            guard_host_to_device(aval, sharding, explicit=True)
         val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
         buf = device_put_sharded(np.asarray(val), sharding)
         out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
@@ -465,7 +511,27 @@ def device_put_arg(x, aval: core.ShapedArray, index: int):
     if isinstance(x, (core.ShapedArray, core.ShapeDtypeStruct)):
         raise TypeError(f"{x!r} is abstract (a type, no value): it can be passed to "
                         "jit(f).trace(...) or .lower(...), not to a call")
+    guard_host_to_device(aval, None, explicit=False)
     return device_put(core.to_numpy(x, aval))
+
+
+# JAX: jax/_src/config.py transfer_guard (its checks run in jaxlib's guard_lib)
+def guard_host_to_device(aval: core.ShapedArray, sharding, explicit: bool) -> None:
+    """What `jax_transfer_guard` (or `_host_to_device`) says of copying a host value of type
+    `aval` to the device: "log" warns and "disallow" raises JaxRuntimeError for an implicit
+    transfer (a NumPy value or Python scalar passed to a jitted function), "log_explicit" /
+    "disallow_explicit" for explicit ones (`device_put`) too."""
+    level = config.jax_transfer_guard_host_to_device or config.jax_transfer_guard
+    if level is None or level == "allow" or (explicit and not level.endswith("_explicit")):
+        return
+    dst = sharding or SingleDeviceSharding(default_device())
+    what = (f"host-to-device transfer: aval=ShapedArray({aval.dtype.name}"
+            f"[{','.join(map(str, aval.shape))}]{', weak_type=True' if aval.weak_type else ''}"
+            f"), dst_sharding={dst}")
+    if level.startswith("log"):
+        logging.getLogger("minijax").warning(what)
+        return
+    raise runtime_error_type()(f"INVALID_ARGUMENT: Disallowed {what}")
 
 
 # JAX: jax/_src/interpreters/pxla.py batched_device_put
@@ -640,6 +706,8 @@ class ExecuteSharded(ExecuteReplicated):
                 _check_buffer(buf, x, x._sharding)  # the buffer is the one its Array says
                 bufs.append(buf)
             else:
+                if type(x) is not Array:
+                    guard_host_to_device(core.get_aval(x), s, explicit=False)
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
         return bufs, True  # a program on a mesh: its results are committed to its devices

@@ -18,7 +18,7 @@ _JAX_ONLY = frozenset("""
     jax_array_garbage_collection_guard jax_auto_pcast jax_backend_target
     jax_bcoo_cusparse_lowering jax_captured_constants_report_frames
     jax_captured_constants_warn_bytes jax_check_proxy_envs jax_check_static_indices
-    jax_check_tracer_leaks jax_compilation_cache_check_contents
+    jax_compilation_cache_check_contents
     jax_compilation_cache_expect_pgle jax_compilation_cache_include_metadata_in_key
     jax_compilation_cache_max_size jax_compiler_detailed_logging_min_ops
     jax_compiler_enable_remat_pass jax_cpu_collectives_implementation
@@ -27,7 +27,7 @@ _JAX_ONLY = frozenset("""
     jax_cross_host_transfer_timeout_seconds jax_cross_host_transfer_transfer_size
     jax_cross_host_transport_addresses jax_cuda_visible_devices jax_custom_vjp3
     jax_debug_key_reuse jax_debug_leaked_clients_on_clear_backends jax_debug_log_modules
-    jax_default_device jax_default_matmul_precision jax_disable_bwd_checks
+    jax_default_device jax_disable_bwd_checks
     jax_disable_most_optimizations jax_disable_vmap_shmap_error
     jax_disallow_mesh_context_manager jax_distributed_debug jax_dump_ir_modes jax_dump_ir_to
     jax_embedded_constants_max_bytes jax_enable_compilation_cache jax_enable_custom_prng
@@ -52,11 +52,13 @@ _JAX_ONLY = frozenset("""
     jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
     jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
-    jax_tracer_error_num_traceback_frames jax_transfer_guard
-    jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
-    jax_transfer_guard_host_to_device jax_use_direct_linearize jax_use_emit_pipeline_primitive
+    jax_tracer_error_num_traceback_frames jax_use_direct_linearize
+    jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
     jax_xla_profile_version mock_num_gpu_processes""".split())
+
+
+_GUARD_LEVELS = (None, "allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
 
 # JAX: jax/_src/config.py Config — differs: a plain dict of values, no per-thread scopes
@@ -81,11 +83,19 @@ class Config:
     jax_platforms (None or a comma-separated list): the backends to use, of which minijax
     has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
     jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
-    raise NotImplementedError;
+    raise NotImplementedError; jax_default_matmul_precision (None, a `lax.Precision` name or
+    a dot-algorithm preset name): the precision of every `dot_general` given none (in its
+    jaxpr and its lowering; the presets raise NotImplementedError when used);
     jax_traceback_filtering ('auto', the default, or 'off', 'tracebackhide', 'remove_frames',
     'quiet_remove_frames'; the environment variable JAX_TRACEBACK_FILTERING sets the default):
     how much of minijax's own frames an error raised through `jit`, `grad`, `vmap`... shows
-    (minijax/traceback_util.py).
+    (minijax/traceback_util.py);
+    jax_transfer_guard (and its _host_to_device part): "log" / "disallow" a host value's
+    implicit copy to the device (a NumPy value or Python scalar passed to `jit`),
+    "log_explicit" / "disallow_explicit" explicit ones (`device_put`) too; the device-to-host
+    and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing);
+    jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
+    trace ends raises Exception ("Leaked trace ...").
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -98,8 +108,12 @@ class Config:
                  "jax_persistent_cache_min_entry_size_bytes": 0,
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
-                 "jax_threefry_partitionable": True,
+                 "jax_threefry_partitionable": True, "jax_default_matmul_precision": None,
                  "jax_traceback_filtering": os.environ.get("JAX_TRACEBACK_FILTERING", "auto"),
+                 "jax_transfer_guard": None,
+                 "jax_transfer_guard_host_to_device": None,
+                 "jax_transfer_guard_device_to_host": None,
+                 "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
                  "jax_export_calling_convention_version": 10}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
@@ -108,14 +122,23 @@ class Config:
                 "jax_traceback_filtering": ("off", "tracebackhide", "remove_frames",
                                             "quiet_remove_frames", "auto"),
                 "jax_default_prng_impl": ("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg",
-                                          "philox2x32", "philox4x32")}
+                                          "philox2x32", "philox4x32"),
+                "jax_default_matmul_precision": (
+                    None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+                    "ANY_F8_ANY_F8_F32", "ANY_F8_ANY_F8_F32_FAST_ACCUM", "ANY_F8_ANY_F8_ANY",
+                    "ANY_F8_ANY_F8_ANY_FAST_ACCUM", "F16_F16_F16", "F16_F16_F32",
+                    "BF16_BF16_BF16", "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6",
+                    "BF16_BF16_F32_X9", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F32_F32_F32",
+                    "F64_F64_F64"),
+                **{f"jax_transfer_guard{d}": _GUARD_LEVELS for d in (
+                    "", "_host_to_device", "_device_to_host", "_device_to_device")}}
     _implemented = {"jax_default_prng_impl": "threefry2x32",
                     "jax_threefry_partitionable": True}
 
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
-                      "jax_numpy_rank_promotion")
+                      "jax_numpy_rank_promotion", "jax_default_matmul_precision")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
     _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
 
@@ -146,7 +169,9 @@ class Config:
             raise AttributeError(f"Unrecognized config option: {name}")
         choices = self._choices.get(name)
         if choices is not None and value not in choices:
-            raise ValueError(f"new enum value must be in {list(choices)}, got {value} of "
+            none = "None or " if None in choices else ""
+            raise ValueError(f"new enum value must be {none}in "
+                             f"{[c for c in choices if c is not None]}, got {value} of "
                              f"type {type(value)}.")
         if name in self._implemented and value != self._implemented[name]:
             raise NotImplementedError(f"minijax implements {name}={self._implemented[name]!r}"
@@ -180,3 +205,30 @@ def numpy_dtype_promotion(value: str):
     """A context manager setting `jax_numpy_dtype_promotion` ('standard' or 'strict') inside
     its block. Raises ValueError for another value."""
     return config.override("jax_numpy_dtype_promotion", value)
+
+
+# JAX: jax/_src/config.py default_matmul_precision
+def default_matmul_precision(value):
+    """A context manager setting `jax_default_matmul_precision` inside its block."""
+    return config.override("jax_default_matmul_precision", value)
+
+
+# JAX: jax/_src/config.py transfer_guard
+@contextlib.contextmanager
+def transfer_guard(level: str):
+    """A context manager setting `jax_transfer_guard` (every direction) inside its block."""
+    with contextlib.ExitStack() as stack:
+        for d in ("", "_host_to_device", "_device_to_host", "_device_to_device"):
+            stack.enter_context(config.override(f"jax_transfer_guard{d}", level))
+        yield
+
+
+def transfer_guard_host_to_device(level: str):
+    """A context manager setting `jax_transfer_guard_host_to_device` inside its block."""
+    return config.override("jax_transfer_guard_host_to_device", level)
+
+
+# JAX: jax/_src/config.py check_tracer_leaks
+def check_tracer_leaks(value: bool = True):
+    """A context manager setting `jax_check_tracer_leaks` inside its block."""
+    return config.override("jax_check_tracer_leaks", bool(value))

@@ -457,6 +457,23 @@ class Trace:
     def is_valid(self) -> bool:
         return not self._invalidated
 
+    # JAX: jax/_src/core.py maybe_find_leaked_tracers
+    def check_leaks(self) -> None:
+        """With `jax_check_tracer_leaks`, after the trace ended: any of its tracers still
+        alive (kept by a global, a closure, an attribute) raises Exception naming it and what
+        refers to it. Costs a garbage collection and a scan of the heap."""
+        if not config.jax_check_tracer_leaks:
+            return
+        import gc  # local: only the leak check needs it
+        gc.collect()
+        leaked = [t for t in gc.get_objects() if isinstance(t, Tracer) and t._trace is self]
+        if leaked:
+            lines = [f"{t!r}\n<{type(t).__name__} {id(t)}> is referred to by " + ", ".join(
+                f"<{type(r).__name__} {id(r)}>" for r in gc.get_referrers(t)
+                if r is not leaked) for t in leaked]
+            raise Exception(f"Leaked trace {type(self).__name__}. Leaked tracer(s):\n\n"
+                            + "\n".join(lines))
+
     def describe(self) -> str:
         """A phrase for error messages, e.g. " while tracing the function f for jit"."""
         return ""

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
+from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
 from minijax import array as array_mod
 from minijax import core
@@ -122,7 +124,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 core.check_special(prim.name, out if prim.multiple_results else [out])
             return out
         if on_mesh:
-            return _mesh_callable(prim, key, params)(*args)
+            return _mesh_callable(prim, key, params, len(args))(*args)
         run = _checked(prim, primitive_callable(prim, avals, params))
         if key is not None:
             _callables.put(key, run)
@@ -149,26 +151,38 @@ core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each pri
 def _on_auto_mesh(args) -> bool:
     """Whether an operand is laid out over several devices not all of whose layout is in its
     type (a mesh with Auto axes): its result's layout is then XLA's choice, so the op runs on
-    the mesh."""
+    the mesh; or is committed to a device other than the default one: the op runs there."""
     for x in args:
-        if type(x) is Array and x._sharding is not None \
-                and getattr(x._sharding, "num_devices", 1) > 1 \
-                and (x.aval.sharding is None or not x._sharding.mesh.are_all_axes_explicit):
+        s = type(x) is Array and x._sharding
+        if not s:
+            continue
+        if isinstance(s, SingleDeviceSharding):
+            if s._device != default_device() and s.memory_kind == "device":
+                return True  # committed to another device: the op runs there, as in JAX
+        elif s.num_devices > 1 and (x.aval.sharding is None
+                                    or not s.mesh.are_all_axes_explicit):
             return True
     return False
 
 
 # JAX: jax/_src/dispatch.py apply_primitive (its jit of the one primitive) — minijax does it
-# only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX
+# only for operands on an Auto mesh, so that `x + 1` keeps x's layout as in JAX, or on another
+# device, so that the result stays there
 _mesh_callables: BoundedCache = BoundedCache(4096)
 
 
-def _mesh_callable(prim: core.Primitive, key, params: dict) -> Callable:
+def _mesh_callable(prim: core.Primitive, key, params: dict, nargs: int) -> Callable:
     """`prim` with `params` as a jitted function: compiled for the operands' mesh, its
     results laid out as XLA's sharding propagation decides (cached per signature)."""
     run = _mesh_callables.get(key) if key is not None else None
     if run is None:
-        run = jit(lambda *a: prim.bind(*a, **params))
+        def op(*args):
+            return prim.bind(*args, **params)
+        # named as JAX's errors name an eager op's operands ("argument x of add")
+        op.__name__ = op.__qualname__ = prim.name
+        op.__signature__ = inspect.Signature(
+            [inspect.Parameter(n, inspect.Parameter.POSITIONAL_ONLY) for n in "xy"[:nargs]])
+        run = jit(op)
         if key is not None:
             _mesh_callables.put(key, run)
     return run
@@ -197,7 +211,7 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     impl = rule(*avals, **params) if rule is not None else None
     if impl is None:
         impl = functools.partial(prim.impl, **params) if params else prim.impl
-    impl = _as_xla(impl)
+    impl = _as_xla(impl, _can_warn(prim, avals, out))
     in_avals = tuple(avals)
 
     if prim.multiple_results:
@@ -243,19 +257,36 @@ def primitive_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
     return run
 
 
-def _as_xla(impl: Callable) -> Callable:
-    """`impl` failing as XLA's kernels do: NumPy's floating-point warnings are off (`1/0`,
-    `log(0)`, a float16 overflow give inf/nan silently, so `python -W error` sees JAX's
-    behaviour), and an allocation that cannot fit raises JAX's RuntimeError saying
+# np.errstate(all="ignore") builds its settings on every entry (about 1 us, as much as an eager
+# add): the eager rules that can warn set NumPy's own context variable to settings built once
+with np.errstate(all="ignore"):
+    _IGNORE_ERRORS = _np_errors.get()
+
+
+def _can_warn(prim: core.Primitive, avals: Sequence[core.ShapedArray], out) -> bool:
+    """Whether NumPy may warn computing `prim` on `avals`: floating-point values (overflow,
+    inf - inf, 0/0, NaN to an integer) or an integer division by zero."""
+    return prim.name in ("div", "rem") or not all(
+        np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_ for a in
+        (*avals, *(out if prim.multiple_results else [out])) if isinstance(a, core.ShapedArray))
+
+
+def _as_xla(impl: Callable, quiet: bool) -> Callable:
+    """`impl` failing as XLA's kernels do: with `quiet`, NumPy's floating-point warnings are
+    off (`1/0`, `log(0)`, a float16 overflow give inf/nan silently, so `python -W error` sees
+    JAX's behaviour), and an allocation that cannot fit raises JAX's RuntimeError saying
     RESOURCE_EXHAUSTED (minijax.errors.JaxRuntimeError), not NumPy's MemoryError."""
     def run(*vals):
+        token = _np_errors.set(_IGNORE_ERRORS) if quiet else None
         try:
-            with np.errstate(all="ignore"):
-                return impl(*vals)
+            return impl(*vals)
         except MemoryError as e:
             # local: minijax/errors.py imports core, which imports this module
             from minijax.errors import resource_exhausted
             raise resource_exhausted(e) from None
+        finally:
+            if token is not None:
+                _np_errors.reset(token)
     return run
 
 

@@ -89,11 +89,20 @@ class Sharding:
         idx = next(iter(self.devices_indices_map(tuple(global_shape)).values()))
         return tuple(len(range(*s.indices(n))) for s, n in zip(idx, global_shape))
 
+    # JAX: jax/_src/sharding.py common_is_equivalent_to — differs: compares the slices each
+    # device holds, not HloShardings
     def is_equivalent_to(self, other: "Sharding", ndim: int) -> bool:
-        """Same devices holding the same slices (for any array of rank `ndim`)."""
-        shape = (math.prod(len(self._device_assignment) for _ in range(1)),) * ndim
-        return (self._device_assignment == other._device_assignment and
-                self.devices_indices_map(shape) == other.devices_indices_map(shape))
+        """Same devices in the same order, same memory kind, each holding the same slices of
+        an array of rank `ndim`: `P('a')` and `P('a', None)` are one layout, and a spec may
+        run past `ndim` with `None`s. Raises ValueError for a mesh axis past `ndim` (JAX:
+        an internal IndexError)."""
+        a, b = self._for_rank(ndim), other._for_rank(ndim)
+        shape = (len(self._device_assignment),) * ndim
+        return (a._device_assignment == b._device_assignment and a.memory_kind == b.memory_kind
+                and a.devices_indices_map(shape) == b.devices_indices_map(shape))
+
+    def _for_rank(self, ndim: int) -> "Sharding":
+        return self
 
 
 
@@ -161,6 +170,15 @@ class NamedSharding(Sharding):
                     f"but the dimension size is {n} (full shape: {tuple(shape)}, per-dimension "
                     f"tiling factors: {factors} should evenly divide the shape)")
 
+    def _for_rank(self, ndim: int) -> "NamedSharding":
+        if len(self.spec) <= ndim:
+            return self
+        if any(_axes_of(p) for p in self.spec[ndim:]):
+            raise ValueError(f"is_equivalent_to: {self.spec} splits a dimension past the "
+                             f"{ndim} of the array")
+        return NamedSharding(self.mesh, PartitionSpec(*self.spec[:ndim]),
+                             memory_kind=self.memory_kind)
+
     def _tiling(self, ndim: int) -> list[int]:
         sizes = self.mesh.shape
         spec = self.spec._normalized_spec_for_aval(ndim)
@@ -181,8 +199,8 @@ class NamedSharding(Sharding):
             at = dict(zip(names, coords))
             idx = []
             for p, n in zip(spec, global_shape):
-                axes = _axes_of(p)
-                if not axes:
+                axes = [a for a in _axes_of(p) if sizes[a] > 1]
+                if not axes:  # unsplit (axes of size 1 split nothing, as in JAX)
                     idx.append(slice(None))
                     continue
                 block, count = 0, 1

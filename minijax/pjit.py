@@ -28,12 +28,14 @@ from minijax.core import ClosedJaxpr, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
-from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
-from minijax.named_sharding import NamedSharding, Sharding
+from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
+                               tree_unflatten)
+from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
 from minijax.partition_spec import PartitionSpec, _axes_of
-from minijax.sharding_impls import (aval_sharding, canonicalize_out_sharding, canonicalize_sharding,
+from minijax.sharding_impls import (SingleDeviceSharding, aval_sharding,
+                                    canonicalize_out_sharding, canonicalize_sharding,
                                     normalize_to_ndim)
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
@@ -397,10 +399,10 @@ class JitWrapped:
         if hit is not None:
             return hit, flat, in_tree
         if self.in_shardings is not None:  # JAX checks them against the types before tracing
-            for a, sh in zip(avals, self._leaf_in_shardings([None] * len(flat),
-                                                            [None] * len(flat), in_tree)):
-                if isinstance(sh, NamedSharding):
-                    sh.check_compatible_aval(a.shape)
+            names = ([p.name for p in self._signature.parameters.values()]
+                     if self._signature is not None else [])
+            _check_fit(self._leaf_in_shardings([None] * len(flat), [None] * len(flat), in_tree),
+                       avals, in_tree, "arguments", names)
         reason = (_explain_cache_miss(self.__name__, key, list(self._cache))
                   if config.jax_explain_cache_misses or config.jax_log_compiles else None)
         t0 = time.perf_counter()
@@ -474,10 +476,11 @@ class JitWrapped:
             return None
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
         if self._has_shardings or any(s is not None for s in arg_shardings):
-            in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
-                                                                    in_tree)
+            leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
-            _check_out_shardings(out_sh, closed.out_avals)
+            _check_fit(out_sh, closed.out_avals, out_tree, "outputs")  # before lowering
+            self._check_devices(leaves, leaf_sh, in_tree)
+            in_sh = (None,) * len(consts) + leaf_sh
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
@@ -487,6 +490,39 @@ class JitWrapped:
             return lambda leaves: executor(leaves, consts)[0]
         unflatten = _unflattener(out_tree)
         return lambda leaves: unflatten(executor(leaves, consts))
+
+    # JAX: jax/_src/interpreters/pxla.py _get_and_check_device_assignment
+    def _check_devices(self, leaves, shardings, in_tree) -> None:
+        """Every sharding (an argument's own or one `in_shardings` gives) on the same devices
+        in the same order; else JAX's ValueError naming each side's device ids."""
+        first = None
+        for i, (x, s) in enumerate(zip(leaves, shardings)):
+            if s is None and type(x) is Array and x._committed:
+                s = x.sharding  # committed to the default device
+            if not isinstance(s, Sharding):
+                continue
+            ids = [d.id for d in s._device_assignment]
+            if first is None:
+                first = i, ids
+            elif ids != first[1]:
+                platform = s._device_assignment[0].platform.upper()
+                raise ValueError("Received incompatible devices for jitted computation. Got "
+                                 f"{self._device_source(leaves, first[0], in_tree)} with "
+                                 f"device ids {first[1]} on platform {platform} and "
+                                 f"{self._device_source(leaves, i, in_tree)} with device ids "
+                                 f"{ids} on platform {platform}")
+
+    def _device_source(self, leaves, i, in_tree) -> str:
+        x = leaves[i]
+        if type(x) is not Array or self.in_shardings is not None:
+            return "ARG_SHARDING"
+        positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
+        names = ([p.name for p in self._signature.parameters.values()]
+                 if self._signature is not None else [])
+        arg = next(k for k, p in enumerate(positions) if i in tree_flatten(p)[0])
+        name = names[arg] if arg < len(names) else f"args[{arg}]"
+        return (f"argument {name} of {getattr(self.fun, '__qualname__', self.__name__)} with "
+                f"shape {x.dtype.name}[{','.join(map(str, x.shape))}] and")
 
     def _leaf_in_shardings(self, leaves, arg_shardings, in_tree) -> tuple:
         """Per flat argument leaf: the sharding `in_shardings` gives it (one sharding for all
@@ -501,9 +537,12 @@ class JitWrapped:
             return (given,) * len(leaves)
         positions, _ = tree_unflatten(in_tree, list(range(len(leaves))))
         if len(given) != len(positions):
-            raise ValueError(f"jit {self.__name__}: in_shardings has {len(given)} entries but "
-                             f"the function was called with {len(positions)} positional "
-                             "arguments")
+            raise ValueError(
+                "pjit in_shardings specification must be a tree prefix of the positional "
+                "arguments tuple. In particular, pjit in_shardings must either be a Sharding, "
+                "a PartitionSpec, or a tuple of length equal to the number of positional "
+                "arguments. But pjit in_shardings is the wrong length: got a tuple or list of "
+                f"length {len(given)} for an args tuple of length {len(positions)}.")
         out = list(arg_shardings)
         _broadcast_prefix(given, tuple(positions), out, "in_shardings")
         _check_committed(leaves, out)
@@ -532,7 +571,9 @@ class JitWrapped:
                     else:
                         leaves, key = args, tuple(avals)
                 if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
-                    key = (key, tuple(getattr(x, "_sharding", None) for x in leaves))
+                    # (and, for arrays on the default device, whether they are committed to it)
+                    key = (key, tuple(getattr(x, "_sharding", None) or
+                                      getattr(x, "_committed", False) for x in leaves))
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -577,7 +618,7 @@ class JitWrapped:
         arg_shardings = [getattr(x, "_sharding", None) for x in flat]
         in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
-        _check_out_shardings(out_sh, closed.out_avals)
+        _check_fit(out_sh, closed.out_avals, out_tree, "outputs")
         return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -675,7 +716,9 @@ def _check_committed(leaves, shardings) -> None:
     layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
     for x, s in zip(leaves, shardings):
         if type(x) is Array and x._sharding is not None and s is not None and \
-                not x._sharding.is_equivalent_to(s, x.ndim):
+                not x._sharding.is_equivalent_to(s, x.ndim) and not (
+                    isinstance(s, SingleDeviceSharding) and
+                    isinstance(x._sharding, SingleDeviceSharding)):  # moved, as in JAX
             raise ValueError(
                 f"Sharding passed to jit does not match the sharding on the respective arg. "
                 f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "
@@ -736,15 +779,6 @@ def _batched(s, dims):
     return s
 
 
-def _check_out_shardings(shardings, avals) -> None:
-    """Each output's `out_shardings` entry fits its shape (rank, and every dimension divisible
-    by its number of shards), before anything is compiled: ValueError (IndivisibleError) as
-    JAX raises when it lays the outputs out."""
-    for s, a in zip(shardings, avals):
-        if isinstance(s, NamedSharding):
-            s.check_compatible_aval(a.shape, typed=False)
-
-
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
     """Set out[i] for every leaf position i under `positions` (a pytree of leaf indices) to
     the sharding `prefix` gives it: a Sharding covers a whole subtree, None keeps out[i]."""
@@ -791,14 +825,48 @@ def _leaf_out_shardings(given, out_tree) -> tuple:
     if isinstance(given, Sharding):
         return (given,) * n
     positions = tree_unflatten(out_tree, list(range(n)))
-    if not isinstance(positions, (tuple, list)) or len(positions) != len(given):
+    if isinstance(given, tuple) and isinstance(positions, (tuple, list)) and \
+            len(positions) != len(given):
         if n == len(given):
             return tuple(given)
         raise ValueError(f"out_shardings has {len(given)} entries, the function returns "
                          f"{out_tree}")
-    out: list = [None] * n
-    _broadcast_prefix(given, tuple(positions), out, "out_shardings")
+    out: list = [None] * n  # a prefix of the outputs' tree (a dict of a dict output...)
+    _broadcast_prefix(given, tuple(positions) if isinstance(positions, list) else positions,
+                      out, "out_shardings")
     return tuple(out)
+
+
+# JAX: jax/_src/pjit.py pjit_check_aval_sharding
+def _check_fit(shardings, avals, tree, what: str, names=None) -> None:
+    """Each NamedSharding against its leaf's type, before anything is lowered: ValueError
+    (JAX's text, naming the leaf's key path) for a spec longer than the rank, IndivisibleError
+    for a dimension its shards do not divide. `names`: the positional parameters' names
+    (arguments), or None (outputs: `result...`)."""
+    paths = tree_flatten_with_path(tree_unflatten(tree, list(range(tree.num_leaves))))[0]
+    for (path, i), s in zip(paths, shardings):
+        if not isinstance(s, NamedSharding):
+            continue
+        shape = avals[i].shape
+        if names is None:
+            where = "result" + keystr(path)
+        else:
+            k = path[1].idx if len(path) > 1 and path[0].idx == 0 else None
+            where = (names[k] if k is not None and k < len(names) else "args") + keystr(
+                path[2:] if k is not None else path)
+        if len(s.spec) > len(shape):
+            extra = " For scalars the PartitionSpec should be P()" if not shape else ""
+            raise ValueError(
+                f"One of pjit {what} with pytree key path {where} is incompatible with its "
+                f"sharding annotation {s}: Sharding {s} is only valid for values of rank at "
+                f"least {len(s.spec)}, but was applied to a value of rank {len(shape)}.{extra}")
+        factors = s._tiling(len(shape))
+        for d, (n, f) in enumerate(zip(shape, factors)):
+            if n % f:
+                raise IndivisibleError(
+                    f"Sharding {s} implies that array axis {d} is partitioned {f} times, but "
+                    f"the dimension size is {n} (full shape: {tuple(shape)}, per-dimension "
+                    f"tiling factors: {factors} should evenly divide the shape)")
 
 
 # ---------------------------------------------------------------------------------------------

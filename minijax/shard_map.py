@@ -134,8 +134,11 @@ def _check_specs_vs_args(name: str, in_tree, avals, specs, mesh: Mesh, manual: f
             # sharding in types: the layout is in the argument's type; reshard changes it
             raise ValueError(f"in_specs passed to shard_map: "
                              f"{s._normalized_spec_for_aval(a.ndim)} does not match the "
-                             f"specs of the input: {have} for arg: {a.str_short()}. Leave "
-                             f"in_specs out to take the arguments' own, or `reshard` them.")
+                             f"specs of the input: {have} for arg: {a}. `in_specs` is an "
+                             "optional argument so you can omit specifying it and "
+                             "shard_map will infer the in_specs from the arguments. If you "
+                             "want to reshard your inputs, you can use `jax.reshard` on the "
+                             "arguments and then pass those args to shard_map.")
         if not _spec_axes(s) <= manual:
             raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
                              f"names mesh axes {set(_spec_axes(s) - manual)} that are not "

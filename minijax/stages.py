@@ -16,7 +16,7 @@ import numpy as np
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
 from minijax.named_sharding import NamedSharding
-from minijax.sharding_impls import aval_sharding
+from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import effects
@@ -108,8 +108,9 @@ class Lowered:
         """Compile the module with XLA (cache_stats["compiles"] counts it), with XLA options
         for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
         when a donated input has no output of its type to reuse its buffer."""
-        mesh = self._mesh
-        exe = compiler.compile(self._module, None if mesh is None else mesh.devices_flat,
+        mesh, device = self._mesh, self._one_device()
+        exe = compiler.compile(self._module, mesh.devices_flat if mesh is not None else
+                               None if device is None else [device._device],
                                self._host_callbacks, compiler_options)
         cache_stats["compiles"] += 1
         usable = mlir.usable_donations(self.jaxpr, self._donated)
@@ -117,7 +118,10 @@ class Lowered:
         placed = [s if s is not None and s.memory_kind != "device" else None
                   for s in self._out_shardings]
         effs = mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects)
-        if mesh is None and any(placed):
+        if device is not None:
+            executor = compiler.ExecuteOnDevice(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+                                                usable, device, *effs)
+        elif mesh is None and any(placed):
             executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                               usable, placed, *effs)
         elif mesh is None:
@@ -137,6 +141,16 @@ class Lowered:
                                                usable, in_sh, out_sh, mesh, *effs)
         executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
+
+    def _one_device(self):
+        """The SingleDeviceSharding (default memory) that every sharding given names, if
+        there are some and no other kind: the program runs on that device."""
+        given = [s for s in [*self._in_shardings, *self._given_out] if s is not None]
+        if self._mesh is None and given and all(
+                isinstance(s, SingleDeviceSharding) and s.memory_kind == "device" and
+                s._device == given[0]._device for s in given):
+            return given[0]
+        return None
 
     def _orig_input(self):
         """(the first argument's NamedSharding, its rank), or None: JAX reuses that sharding,

@@ -775,6 +775,98 @@ except RuntimeError as e:
 """
 
 
+def test_config_default_matmul_precision_and_traceback_filtering_as_jax():
+    # the default precision of every dot_general given none: in the jaxpr (jnp.einsum's) and
+    # in the lowering (`precision = [HIGH, HIGH]`); an explicit precision wins
+    a = np.ones((2, 3), np.float32)
+
+    def seen(J, value):
+        with J.default_matmul_precision(value):
+            lowered = J.jit(lambda x: x @ x.T).lower(a).as_text()
+            explicit = J.jit(lambda x: J.lax.dot(x, x.T, precision="highest")).lower(a)
+            jaxpr = str(J.make_jaxpr(lambda x: J.numpy.einsum("ij,kj->ik", x, x))(a))
+        dots = [ln.split("precision = ")[-1].split(" :")[0] for ln in
+                (lowered + explicit.as_text()).splitlines() if "dot_general" in ln]
+        return dots, [ln.strip() for ln in jaxpr.splitlines() if "precision" in ln]
+    for value in ("bfloat16", "tensorfloat32", "float32", "default", "high", "highest"):
+        assert seen(minijax, value) == seen(jax, value), value
+    assert seen(jax, "high")[0] == ["[HIGH, HIGH]", "[HIGHEST, HIGHEST]"]
+    for J in (jax, minijax):
+        assert J.config.jax_default_matmul_precision is None  # restored after the block
+        with pytest.raises(ValueError, match="new enum value must be None or in"):
+            J.config.update("jax_default_matmul_precision", "bogus")
+        assert repr(J.lax.Precision("tensorfloat32")) == "Precision.HIGH"
+        J.config.update("jax_traceback_filtering", "off")  # accepted (minijax never filters)
+        assert J.config.jax_traceback_filtering == "off"
+        J.config.update("jax_traceback_filtering", "auto")
+        with pytest.raises(ValueError, match="new enum value must be in"):
+            J.config.update("jax_traceback_filtering", "bogus")
+
+
+def test_transfer_guard_as_jax():
+    # host-to-device copies: implicit ones (a NumPy value or Python scalar passed to jit) are
+    # logged / refused under "log" / "disallow", explicit ones (device_put) only under the
+    # "_explicit" levels; arrays already on the device and reads back to the host (CPU) never
+    def outcomes(J):
+        x, f = J.numpy.ones(3), J.jit(lambda a: a * 2)
+        cases = [lambda: f(np.ones(3, np.float32)), lambda: f(1.0), lambda: f(x),
+                 lambda: J.device_put(np.ones(3, np.float32)), lambda: J.device_put(x),
+                 lambda: np.asarray(x), lambda: J.jit(lambda a, b: a * b)(x, 2)]
+        for c in cases:
+            c()  # compiled before the guard, as a user's warm-up
+        out = []
+        for level in ("allow", "log", "disallow", "log_explicit", "disallow_explicit"):
+            for c in cases:
+                with J.transfer_guard(level):
+                    try:
+                        c()
+                        out.append("ok")
+                    except Exception as e:  # noqa: BLE001 - JAX's JaxRuntimeError
+                        out.append(f"{type(e).__name__}: {e}")
+        with J.transfer_guard_host_to_device("disallow"):
+            out.append(str(pytest.raises(jax.errors.JaxRuntimeError, f,
+                                         np.ones(3, np.float32)).value))
+        with pytest.raises(ValueError, match="new enum value must be None or in"):
+            J.config.update("jax_transfer_guard", "bogus")
+        return out, J.config.jax_transfer_guard
+    want = outcomes(jax)
+    assert outcomes(minijax) == want
+    # refused: 3 implicit copies under "disallow", those and device_put under
+    # "disallow_explicit", and the host-to-device guard's one
+    assert len(want[0]) - want[0].count("ok") == 8
+
+
+def test_check_tracer_leaks_as_jax():
+    # a tracer kept past its trace (here in a list) is an error under jit, make_jaxpr and
+    # vmap, not under grad (as JAX checks); programs that keep none pass
+    def outcomes(J):
+        leak = []
+
+        def keep(x):
+            leak.append(x)
+            return x + 1
+
+        def clean(x):
+            return J.numpy.sin(x) * 2
+        ones = np.ones(2, np.float32)
+        out = []
+        with J.check_tracer_leaks(True):
+            for run in (lambda: J.jit(keep)(1.0), lambda: J.make_jaxpr(keep)(1.0),
+                        lambda: J.grad(keep)(1.0), lambda: J.vmap(keep)(ones),
+                        lambda: J.jit(clean)(1.0), lambda: J.vmap(J.grad(clean))(ones),
+                        lambda: J.jit(lambda x: J.lax.cond(x > 0, clean, clean, x))(1.0)):
+                leak.clear()
+                try:
+                    run()
+                    out.append("ok")
+                except Exception as e:  # noqa: BLE001 - JAX raises a bare Exception
+                    out.append(str(e).split(".")[0])
+        return out
+    want = outcomes(jax)
+    assert outcomes(minijax) == want
+    assert want[:4] == ["Leaked trace DynamicJaxprTrace"] * 2 + ["ok", "Leaked trace BatchTrace"]
+
+
 def test_config_platforms_as_jax():
     import os
     import subprocess

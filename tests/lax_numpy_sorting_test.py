@@ -13,6 +13,11 @@ import minijax
 from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, DUP, DUPI, I, SORTED,
                                 SPECIAL, V, WNAN, assert_same, check, jnp)
 
+# int32[6,4,2] with a repeated row (axis 0) and a repeated column (axis 1); f32[4,2] with NaNs
+ROWS = np.random.default_rng(0).integers(0, 3, (6, 4, 2)).astype(np.int32)
+ROWS[3], ROWS[:, 2] = ROWS[0], ROWS[:, 0]
+NAN_ROWS = np.array([[1.0, np.nan], [1.0, np.nan], [0.5, 2.0], [np.nan, 1.0]], np.float32)
+
 CASES = {
     "sort": lambda J: jnp(J).sort(A),
     "sort_axis0": lambda J: jnp(J).sort(A3, axis=0),
@@ -59,12 +64,36 @@ EAGER = {
                                           return_counts=True),
     "unique_all_float": lambda J: jnp(J).unique(DUP, return_index=True, return_inverse=True,
                                                 return_counts=True),
+    # slices along an axis: rows of a 3-D array with repeats, NaN rows, sizes, empty inputs
+    "unique_axis0": lambda J: jnp(J).unique(ROWS, axis=0, return_index=True,
+                                            return_inverse=True, return_counts=True),
+    "unique_axis1": lambda J: jnp(J).unique(ROWS, axis=1, return_inverse=True),
+    "unique_axis_last": lambda J: jnp(J).unique(ROWS, axis=-1, return_counts=True),
+    "unique_axis_size": lambda J: jnp(J).unique(ROWS, axis=0, size=8, return_index=True,
+                                                return_inverse=True, return_counts=True),
+    "unique_axis_size_small": lambda J: jnp(J).unique(ROWS, axis=1, size=2,
+                                                      return_counts=True),
+    "unique_axis_fill": lambda J: jnp(J).unique(ROWS, axis=0, size=9, fill_value=-1),
+    "unique_axis_nan": lambda J: jnp(J).unique(NAN_ROWS, axis=0, return_inverse=True),
+    "unique_axis_nan_distinct": lambda J: jnp(J).unique(NAN_ROWS, axis=0, equal_nan=False),
+    "unique_axis_empty": lambda J: jnp(J).unique(np.zeros((0, 3), np.float32), axis=0, size=2,
+                                                 fill_value=7, return_index=True,
+                                                 return_inverse=True, return_counts=True),
+    "unique_axis_1d": lambda J: jnp(J).unique(DUPI, axis=0, return_index=True, size=9),
     "isscalar": lambda J: (jnp(J).isscalar(1.0), jnp(J).isscalar(A),
                            jnp(J).isscalar(jnp(J).array(2.0)), jnp(J).isscalar(np.float32(1))),
     "iscomplexobj": lambda J: (jnp(J).iscomplexobj(A), jnp(J).iscomplexobj(I),
                                jnp(J).isrealobj(A)),
     "broadcast_shapes": lambda J: jnp(J).broadcast_shapes((3, 1), (4,), ()),
 }
+
+
+def test_unique_axis_under_jit_and_errors_as_jax():
+    f = lambda J: J.jit(lambda x: J.numpy.unique(x, axis=0, size=4, return_inverse=True))(ROWS)
+    assert_same(f(minijax), f(jax))
+    for J in (jax, minijax):  # an empty input padded to `size` needs a fill_value
+        with pytest.raises(ValueError, match="fill_value must be specified"):
+            J.numpy.unique(np.zeros((0, 3)), axis=0, size=2)
 
 
 @pytest.mark.parametrize("name", sorted(EAGER))

@@ -616,6 +616,10 @@ SILENT = {
     "float32_exp_overflow": lambda jnp: jnp.exp(jnp.array([100.0, 1.0])),
     "mean_of_empty": lambda jnp: jnp.mean(jnp.zeros((0,))),
     "int_mod_zero": lambda jnp: jnp.array([3, 4]) % 0,
+    "int_floordiv_zero": lambda jnp: jnp.array([3, 4]) // 0,
+    "inf_minus_inf": lambda jnp: jnp.array([jnp.inf]) - jnp.inf,
+    "nan_to_int": lambda jnp: jnp.array([jnp.nan]).astype(jnp.int32),
+    "float32_to_float16_overflow": lambda jnp: jnp.array([70000.0]).astype(jnp.float16),
 }
 
 

@@ -525,5 +525,29 @@ def check_clearer_errors_where_jax_fails_internally():
     assert k2 == "ValueError" and "ppermute" in m2 and "[0, 8)" in m2 and "'i'" in m2, m2
 
 
+def check_explicit_mesh_in_specs_against_the_input_type():
+    # on an Explicit mesh the input's type carries its layout: in_specs that disagree with it
+    # (an uncommitted array or NumPy value typed unsplit, or another split) raise JAX's
+    # ValueError; agreeing ones run, and left out they are read from the type
+    def outcomes(J):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        m = J.make_mesh((8,), ("i",), axis_types=(J.sharding.AxisType.Explicit,))
+        x = np.arange(64.0, dtype=np.float32).reshape(8, 8)
+        out = []
+        for arg, spec in [(J.numpy.asarray(x), P("i")), (x, P("i")),
+                          (J.device_put(x, NS(m, P(None, "i"))), P("i")),
+                          (J.device_put(x, NS(m, P("i"))), P("i")),
+                          (J.numpy.asarray(x), P())]:
+            try:
+                r = J.shard_map(lambda t: t * 2, mesh=m, in_specs=spec, out_specs=spec)(arg)
+                out.append(np.asarray(r).tolist())
+            except ValueError as e:
+                out.append(str(e))
+        return out
+    want = outcomes(jax)
+    assert outcomes(minijax) == want, want
+    assert sum(isinstance(w, str) for w in want) == 3
+
+
 if __name__ == "__main__":
     run_checks(globals())

@@ -1138,5 +1138,161 @@ def check_indivisible_out_shardings_raise_before_compiling():
     assert _both(program) == "IndivisibleError"
 
 
+def check_is_equivalent_to_as_jax():
+    # specs that spell one layout differently: trailing Nones, a spec one or two entries
+    # longer than ndim (with Nones), axes of size 1 that split nothing, other meshes/devices
+    def answers(J):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        mesh, other = J.make_mesh((2, 4), ("a", "b")), J.make_mesh((4, 2), ("a", "b"))
+        devs = J.devices()
+        rev = J.sharding.Mesh(np.array(devs[::-1]).reshape(2, 4), ("a", "b"))
+        one = J.make_mesh((1,), ("x",), devices=devs[:1])
+        single = J.sharding.SingleDeviceSharding(devs[0])
+        cases = [(NS(mesh, P(*s1)), NS(mesh, P(*s2)), nd) for s1, s2, nd in [
+            (("a",), ("a", None), 2), (("a",), ("a", None), 1), (("a", None, None), ("a",), 2),
+            ((), (None,), 0), ((None,), (), 0), (("a", "b"), ("a",), 2),
+            ((("a", "b"),), (("a", "b"), None), 1), (("b", "a"), ("a", "b"), 2),
+            ((None, "a"), ("a",), 2), ((), (None, None), 1), ((("a",),), ("a",), 1)]]
+        cases += [(NS(mesh, P("a")), NS(other, P("a")), 1), (NS(mesh, P()), NS(rev, P()), 1),
+                  (NS(mesh, P()), single, 1), (NS(one, P()), single, 1),
+                  (NS(one, P("x")), single, 1), (single, NS(one, P(None, "x")), 2),
+                  (NS(mesh, P("a"), memory_kind="pinned_host"), NS(mesh, P("a")), 1)]
+        return [s1.is_equivalent_to(s2, nd) for s1, s2, nd in cases]
+    want = answers(jax)
+    assert answers(minijax) == want, want
+    assert True in want and False in want
+    # a mesh axis past ndim: JAX fails inside (IndexError), minijax says what is wrong
+    mm = minijax.make_mesh((2, 4), ("a", "b"))
+    s = M_SH.NamedSharding(mm, M_SH.PartitionSpec(None, "a"))
+    try:
+        s.is_equivalent_to(M_SH.NamedSharding(mm, M_SH.PartitionSpec()), 1)
+    except ValueError as e:
+        assert "P(None, 'a')" in str(e) and "past" in str(e), e
+    else:
+        raise AssertionError("no error for a mesh axis past ndim")
+
+
+def _add(a, b):
+    return a + b
+
+
+def check_arguments_on_different_meshes_name_their_device_ids_as_jax():
+    # two meshes of other devices, or of the same devices in another order: JAX's ValueError
+    # names each argument (or given sharding) with its device ids, for jit, eager ops and
+    # in_shardings alike
+    def errors(J):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        d = J.devices()
+        m1 = J.sharding.Mesh(np.array(d[:4]), ("a",))
+        out = []
+        for other in (d[4:], d[:4][::-1]):
+            m2 = J.sharding.Mesh(np.array(other), ("a",))
+            x = J.device_put(np.arange(8.0), NS(m1, P("a")))
+            y = J.device_put(np.arange(8.0), NS(m2, P("a")))
+            two = (NS(m1, P("a")), NS(m2, P("a")))
+            for f, args in ((J.jit(_add), (x, y)), (J.numpy.add, (x, y)),
+                            (J.jit(_add, in_shardings=two), (np.ones(8), np.ones(8)))):
+                e = _error_of(f, *args)
+                out.append((type(e), str(e)))
+        return out
+    want = errors(jax)
+    assert errors(minijax) == want, want
+    assert all("device ids [0, 1, 2, 3]" in e for _, e in want)
+
+
+def check_device_put_to_any_device_and_committed_rules_as_jax():
+    # device_put to a device other than the first commits the array there; eager ops and jit
+    # follow it (an uncommitted operand joins it), committed arrays on two devices raise,
+    # in_shardings of another single device moves the argument, of a mesh raises
+    def outcomes(J):
+        jnp, d = J.numpy, J.devices()
+        NS, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+        SDS = J.sharding.SingleDeviceSharding
+        mesh = J.make_mesh((8,), ("a",))
+        x, y = J.device_put(np.arange(4.0), d[1]), J.device_put(np.arange(4.0), d[2])
+        u, on0 = jnp.arange(4.0), J.device_put(np.arange(4.0), d[0])
+        z = J.device_put(np.arange(8.0), d[1])
+        rep = J.device_put(np.arange(8.0), NS(mesh, P()))
+        cases = [
+            lambda: x, lambda: x + 1, lambda: x + u, lambda: x + y, lambda: x + on0,
+            lambda: J.jit(_add)(x, u), lambda: J.jit(_add)(x, y), lambda: x.sum(),
+            lambda: x[0], lambda: jnp.where(x > 1, x, 0.0), lambda: J.device_put(x),
+            lambda: J.device_put(x, d[3]), lambda: J.device_put(u, SDS(d[3])),
+            lambda: J.jit(_double, in_shardings=SDS(d[0]))(x),
+            lambda: J.jit(_double, in_shardings=SDS(d[1]))(u),
+            lambda: J.jit(_double, in_shardings=NS(mesh, P("a")))(z),
+            lambda: J.jit(_double, in_shardings=NS(mesh, P("a")))(rep),
+            lambda: J.jit(lambda a, b: a[:4] * b)(rep, x)]
+        out = []
+        for f in cases:
+            try:
+                r = f()
+            except ValueError as e:
+                out.append(str(e).replace("<locals>.outcomes.<locals>.", ""))
+                continue
+            out.append((sorted(dev.id for dev in r.devices()), r.committed, repr(r.sharding),
+                        np.asarray(r).tolist()))
+        return out
+    want = outcomes(jax)
+    got = outcomes(minijax)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g == w, (i, g, w)
+    assert sum(isinstance(w, str) for w in want) >= 4
+
+
+def _double(a):
+    return a * 2
+
+
+def _tree_fn(t, z):
+    return {"o": t["a"] * 2, "p": (t["b"][0] + z, t["b"][1])}
+
+
+def check_shardings_as_pytree_prefixes_and_their_errors_as_jax():
+    # in_shardings / out_shardings as prefixes of dicts and nested tuples with None leaves;
+    # a spec longer than its leaf's rank or a dimension its shards do not divide: JAX's error
+    # (type and text, the leaf named by its key path) before anything compiles
+    def outcomes(J, explicit):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        kind = J.sharding.AxisType.Explicit if explicit else J.sharding.AxisType.Auto
+        m = J.make_mesh((4, 2), ("x", "y"), axis_types=(kind, kind))
+
+        def s(*p):
+            return NS(m, P(*p))
+        tree = {"a": np.ones((8, 4), np.float32),
+                "b": (np.ones(8, np.float32), np.ones((4, 2), np.float32))}
+        cases = [
+            dict(in_shardings=({"a": s("x"), "b": s()}, None)),
+            dict(in_shardings=({"a": s("x", "y"), "b": (s("y"), None)}, s())),
+            dict(in_shardings=[{"a": None, "b": (s("x"), s(None, "y"))}, None]),
+            dict(out_shardings={"o": s("x"), "p": (s(), None)}),
+            dict(out_shardings={"o": s(None, "y"), "p": s("y")}),
+            dict(in_shardings=({"a": s(), "b": (s(), s("x"))}, None),
+                 out_shardings={"o": s(), "p": (s(), s("x"))}),
+            # errors whose text JAX and minijax share
+            dict(in_shardings=({"a": s(), "b": (s("x", None), None)}, None)),
+            dict(out_shardings={"o": s(None, None, "x"), "p": s()}),
+            dict(in_shardings=({"a": s(None, ("x", "y")), "b": s()}, None)),
+            dict(out_shardings={"o": s(), "p": (s(), s(None, ("x", "y")))}),
+            dict(in_shardings=(s(), s("x"))),
+            dict(in_shardings=(s(),)),
+            # not a prefix: the same error type (JAX's text lists the mismatch at length)
+            dict(in_shardings=({"a": s(), "c": s()}, None)),
+            dict(in_shardings=({"a": s("x", "y", None)}, None))]
+        out = []
+        for i, kw in enumerate(cases):
+            try:
+                r = J.jit(_tree_fn, **kw)(tree, np.float32(1))
+                out.append([repr(leaf.sharding.spec) for leaf in J.tree_util.tree_leaves(r)])
+            except ValueError as e:
+                out.append((type(e).__name__, str(e) if i < 12 else ""))
+        return out
+    for explicit in (True, False):
+        want = outcomes(jax, explicit)
+        for i, (g, w) in enumerate(zip(outcomes(minijax, explicit), want)):
+            assert g == w, (explicit, i, g, w)
+        assert ("IndivisibleError", want[8][1]) == want[8], want[8]
+
+
 if __name__ == "__main__":
     run_checks(globals())

@@ -116,9 +116,12 @@ def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_na
         in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
         with core.set_current_trace(trace), core.extend_axis_env_nd(named):
             outs = fun(*in_tracers)
-        return [trace.to_batch_info(o) for o in outs]
+        pairs = [trace.to_batch_info(o) for o in outs]
     finally:
         trace.invalidate()
+    del in_tracers, outs  # what is left of the trace's tracers after this has leaked
+    trace.check_leaks()
+    return pairs
 
 
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],

@@ -174,6 +174,8 @@ def trace_to_jaxpr_dynamic(fun: Callable, in_avals: Sequence[ShapedArray], *,
         jaxpr, consts = trace.to_jaxpr(outs)
     finally:
         trace.invalidate()
+    del in_tracers, outs  # what is left of the trace's tracers after this has leaked
+    trace.check_leaks()
     if config.jax_enable_checks:  # JAX: jax/_src/config.py enable_checks
         core.check_jaxpr(jaxpr)
     return jaxpr, consts, [v.aval for v in jaxpr.outvars]

@@ -17,7 +17,7 @@ from minijax.lax.lax import (
     bitcast_convert_type, bitcast_convert_type_p, bitwise_and, bitwise_not, bitwise_or,
     bitwise_xor, broadcast, broadcast_in_dim, broadcast_in_dim_p, broadcasted_iota, clamp, clamp_p,
     complex, complex_p, concatenate, concatenate_p, conj, conj_p, convert_element_type,
-    convert_element_type_p, cos, cos_p, div, dot,
+    convert_element_type_p, cos, cos_p, div, dot, Precision,
     div_p, dot_general, dot_general_p, RaggedDotDimensionNumbers, ragged_dot, ragged_dot_general,
     ragged_dot_general_p, eq, eq_p, exp, exp_p, expand_dims, expm1, expm1_p, floor,
     floor_p, full, full_like, ge, ge_p, gt, gt_p, imag, imag_p, integer_pow, integer_pow_p, iota,

@@ -28,6 +28,7 @@ from minijax.partition_spec import P
 from minijax.sharding_impls import canonicalize_out_sharding, normalize_to_ndim
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.array import array_from_numpy
+from minijax.config import config
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
@@ -1159,7 +1160,8 @@ def _convert_element_type_impl(x, *, new_dtype, weak_type):
         return np.where(too_big, info.max, np.where(too_small, info.min, out)).astype(new_dtype)
     if x.dtype.kind == "c" and np.dtype(new_dtype).kind != "c":
         x = np.real(x)  # complex -> real keeps the real part, as XLA does (numpy would warn)
-    return x.astype(new_dtype)
+    with np.errstate(over="ignore"):  # a narrowing float cast overflows to inf silently in XLA
+        return x.astype(new_dtype)
 
 
 def _convert_element_type_abstract_eval(x, *, new_dtype, weak_type):
@@ -2002,7 +2004,59 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
     dnums = mlir.hlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
-    return mlir.hlo.dot_general(mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums)
+    config_attr = None if precision is None else mlir.ir.ArrayAttr.get(
+        [mlir.hlo.PrecisionAttr.get(Precision(p).name) for p in precision])
+    return mlir.hlo.dot_general(mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums,
+                                precision_config=config_attr)
+
+
+# JAX: jax/_src/lax/lax.py Precision
+class Precision(enum.Enum):
+    """How many passes a matrix product on an accelerator makes over low-precision parts
+    of float32 operands: DEFAULT (one, bfloat16), HIGH (three, about tensorfloat32), HIGHEST
+    (float32). CPUs compute in float32 whatever it says; the lowering passes it to XLA."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        names = {"default": "DEFAULT", "bfloat16": "DEFAULT", "fastest": "DEFAULT",
+                 "high": "HIGH", "bfloat16_3x": "HIGH", "tensorfloat32": "HIGH",
+                 "highest": "HIGHEST", "float32": "HIGHEST"}
+        return cls[names[value]] if value in names else None
+
+    def __repr__(self) -> str:
+        return f"Precision.{self.name}"
+
+    def __str__(self) -> str:  # the bare name, as JAX prints it
+        return self.name
+
+
+# JAX: jax/_src/lax/lax.py canonicalize_precision
+def canonicalize_precision(precision):
+    """None (or, unset, `jax_default_matmul_precision`), a Precision or its name, or a pair
+    of them, as a pair of Precisions or None. Raises ValueError for anything else and
+    NotImplementedError for the dot-algorithm presets minijax does not model."""
+    if precision is None:
+        precision = config.jax_default_matmul_precision
+        if precision is None:
+            return None
+    if isinstance(precision, str) and precision not in _PRECISION_NAMES:
+        raise NotImplementedError(f"dot_general: minijax does not model the dot algorithm "
+                                  f"preset {precision!r}")
+    if isinstance(precision, (str, Precision)):
+        return (Precision(precision),) * 2
+    if isinstance(precision, (tuple, list)) and len(precision) == 2 and all(
+            isinstance(p, Precision) or p in _PRECISION_NAMES for p in precision):
+        return tuple(Precision(p) for p in precision)
+    raise ValueError(f"Precision argument must be one of:\n- None,\n- a string in "
+                     f"{list(_PRECISION_NAMES)},\n- a lax.Precision value,\n- a tuple of two "
+                     f"lax.Precision values or strings;\nbut got {precision}.")
+
+
+_PRECISION_NAMES = ("highest", "float32", "high", "bfloat16_3x", "tensorfloat32", "default",
+                    "bfloat16", "fastest")
 
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None,
@@ -2032,6 +2086,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                                                 preferred_element_type)
     if out_sharding is not None:
         out_sharding = canonicalize_out_sharding(out_sharding, "dot_general")
+    if precision is not None or config.jax_default_matmul_precision is not None:
+        precision = canonicalize_precision(precision)
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet, out_sharding=out_sharding)
 
@@ -2070,8 +2126,8 @@ def _canonical_dot_general_params(dimension_numbers, preferred_element_type) -> 
 
 
 dot_general_p = Primitive("dot_general")
-dot_general_p.pp_hidden_params = ("precision", "out_sharding")
-dot_general_p.pp_hide_if_empty = ("preferred_element_type",)
+dot_general_p.pp_hidden_params = ("out_sharding",)
+dot_general_p.pp_hide_if_empty = ("precision", "preferred_element_type")
 dot_general_p.pp_param_formatters = {  # JAX prints the dimension lists as lists
     "dimension_numbers": lambda dn: str(tuple(tuple(list(d) for d in pair) for pair in dn))}
 dot_general_p.def_impl(_dot_general_impl)

@@ -17,7 +17,8 @@ from minijax.numpy import reductions
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    concrete_or_none, dtype_of, is_floating, promote_dtypes, shape_of, size_error, slice_axis,
+    canonicalize_axis, concrete_or_none, dtype_of, is_floating, promote_dtypes, shape_of,
+    size_error, slice_axis,
 )
 
 _int = np.int32
@@ -40,33 +41,53 @@ def isin(element, test_elements, assume_unique: bool = False, invert: bool = Fal
 def unique(ar, return_index: bool = False, return_inverse: bool = False,
            return_counts: bool = False, axis: int | None = None, *, equal_nan: bool = True,
            size: int | None = None, fill_value=None, sorted: bool = True):
-    """The sorted distinct values of the flattened `ar`: `T[k]`. With `size`, k = size and
-    missing entries are `fill_value` (default: the smallest value). Without `size`, `ar` must
-    be concrete (ConcretizationTypeError under tracing).
+    """The sorted distinct values of the flattened `ar` (`T[k]`), or with `axis` its distinct
+    slices along that axis (`T[..., k, ...]`, ordered lexicographically). With `size`, k = size
+    and missing entries are `fill_value` (default: the smallest value or slice). Without
+    `size`, `ar` must be concrete (ConcretizationTypeError under tracing).
 
-    A stable sort of `ar` with an iota: an entry starts a new value where it differs from its
-    predecessor, and a cumsum of those starts numbers the values. Also returned, in order, if
-    asked: `return_index` (int32[k], where each value first occurs; fill: the first entry),
-    `return_inverse` (int32 of ar's shape: the number of each entry's value) and
-    `return_counts` (int32[k], 0 for fill entries). `axis` raises NotImplementedError."""
-    if axis is not None:
-        raise NotImplementedError("minijax.numpy.unique: axis is not supported")
+    A stable sort of the slices (rows of `m` entries, `m` sort keys) with an iota: a row starts
+    a new value where it differs from its predecessor, and a cumsum of those starts numbers the
+    values. Also returned, in order, if asked: `return_index` (int32[k], where each value first
+    occurs; fill: the first entry), `return_inverse` (int32: the number of each entry's value,
+    of ar's shape without `axis`, int32[ar.shape[axis]] with it) and `return_counts`
+    (int32[k], 0 for fill entries). Raises ValueError for an empty input with `size` but no
+    `fill_value` (JAX's), NotImplementedError for slices with no entries."""
     ar = asarray(ar)
     in_shape = shape_of(ar)
-    ar = lax_numpy.ravel(ar)
-    n = shape_of(ar)[0]
-    s, perm = lax.sort_key_val(ar, lax.iota(_int, n), 0)
+    if axis is None:
+        ax, moved = None, lax_numpy.ravel(ar)
+    else:
+        ax = canonicalize_axis(axis, len(in_shape))
+        moved = lax_numpy.moveaxis(ar, ax, 0)
+    n, rest = shape_of(moved)[0], shape_of(moved)[1:]
+    m = int(np.prod(rest, dtype=int))
+    if n == 0 and size and fill_value is None:
+        raise ValueError("jnp.unique: for zero-sized input with nonzero size argument, "
+                         "fill_value must be specified")
     if n == 0:
+        out_ = lax.full((size or 0, *rest), 0 if fill_value is None else fill_value,
+                        dtype_of(ar))
         empty_int = lax.full((0,), 0, _int)
-        extras = [empty_int] * return_index + [lax.reshape(empty_int, in_shape)] * \
-            return_inverse + [empty_int] * return_counts
-        return (s, *extras) if extras else s
-    neq = lax.ne(slice_axis(s, 0, 1, n), slice_axis(s, 0, 0, n - 1))
+        extras = [empty_int] * return_index + [
+            lax.reshape(empty_int, in_shape) if ax is None else empty_int] * return_inverse + \
+            [empty_int] * return_counts
+        out_ = out_ if ax is None else lax_numpy.moveaxis(out_, 0, ax)
+        return (out_, *extras) if extras else out_
+    if m == 0:
+        raise NotImplementedError(f"minijax.numpy.unique: slices of shape {rest} along axis "
+                                  f"{axis} have no entries")
+    rows = lax.reshape(moved, (n, m))
+    *cols, perm = lax.sort([*(lax.reshape(slice_axis(rows, 1, j, j + 1), (n,))
+                              for j in range(m)), lax.iota(_int, n)], 0, num_keys=m)
+    s = lax_numpy.stack(cols, axis=1)  # the rows, sorted
+    later, earlier = slice_axis(s, 0, 1, n), slice_axis(s, 0, 0, n - 1)
+    neq = lax.ne(later, earlier)
     if equal_nan and is_floating(s):
-        both_nan = lax.bitwise_and(ufuncs.isnan(slice_axis(s, 0, 1, n)),
-                                   ufuncs.isnan(slice_axis(s, 0, 0, n - 1)))
+        both_nan = lax.bitwise_and(ufuncs.isnan(later), ufuncs.isnan(earlier))
         neq = lax.bitwise_and(neq, lax.bitwise_not(both_nan))
-    first = lax_numpy.concatenate([lax.full((1,), True, np.bool_), neq], 0)
+    first = lax_numpy.concatenate([lax.full((1,), True, np.bool_), reductions.any(neq, axis=1)],
+                                  0)
     if size is None:
         val = concrete_or_none(first, "unique")
         if val is None:
@@ -74,23 +95,22 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
         size = int(val.sum())
     group = lax.sub(lax.cumsum(lax.convert_element_type(first, _int), 0), np.array(1, _int))
     dest = lax.select(first, group, lax.full_like(group, size))
-    fill = indexing.rewriting_take(s, 0) if fill_value is None else fill_value
-    out_ = lax.full((size,), 0, dtype_of(s))
-    out_ = lax.select(lax.lt(lax.iota(_int, size), lax.add(indexing.rewriting_take(group, -1),
-                                                           np.array(1, _int))),
-                      out_.at[dest].set(s, mode="drop"),
-                      lax_numpy.broadcast_to(lax.convert_element_type(fill, dtype_of(s)), (size,)))
+    n_unique = lax.add(indexing.rewriting_take(group, -1), np.array(1, _int))
+    valid = lax.lt(lax.iota(_int, size), n_unique)
+    out_ = lax.full((size, m), 0, dtype_of(s)).at[dest].set(s, mode="drop")
+    out_ = lax.reshape(out_, (size, *rest))
+    fill = lax.reshape(indexing.rewriting_take(s, 0), rest) if fill_value is None else \
+        lax.convert_element_type(asarray(fill_value), dtype_of(s))
+    out_ = lax_numpy.where(lax.broadcast_in_dim(valid, (size, *rest), (0,)), out_, fill)
+    out_ = out_ if ax is None else lax_numpy.moveaxis(out_, 0, ax)
     extras = []
     if return_index:
         index = lax.full((size,), 0, _int).at[dest].set(perm, mode="drop")
-        n_unique = lax.add(indexing.rewriting_take(group, -1), np.array(1, _int))
-        extras.append(lax_numpy.where(lax.lt(lax.iota(_int, size), n_unique), index,
-                            indexing.rewriting_take(index, 0)))
+        extras.append(lax_numpy.where(valid, index, indexing.rewriting_take(index, 0)))
     if return_inverse:
         inverse = lax.full((n,), 0, _int).at[perm].set(group)
-        extras.append(lax.reshape(inverse, in_shape))
+        extras.append(lax.reshape(inverse, in_shape) if ax is None else inverse)
     if return_counts:
         extras.append(lax.full((size,), 0, _int).at[group].add(lax.full((n,), 1, _int),
                                                                 mode="drop"))
     return (out_, *extras) if extras else out_
-
