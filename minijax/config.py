@@ -53,7 +53,7 @@ _JAX_ONLY = frozenset("""
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
     jax_traceback_filtering jax_tracer_error_num_traceback_frames jax_transfer_guard
     jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
-    jax_transfer_guard_host_to_device jax_use_direct_linearize jax_use_emit_pipeline_primitive
+    jax_transfer_guard_host_to_device jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
     jax_xla_profile_version mock_num_gpu_processes""".split())
 
@@ -80,7 +80,9 @@ class Config:
     jax_platforms (None or a comma-separated list): the backends to use, of which minijax
     has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
     jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
-    raise NotImplementedError.
+    raise NotImplementedError; jax_use_direct_linearize (bool): reverse mode linearizes with
+    `ad.LinearizeTrace` instead of jvp + partial evaluation (JAX's default is True;
+    minijax's is False, see chapters/06-reverse-mode.md).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -93,7 +95,7 @@ class Config:
                  "jax_persistent_cache_min_entry_size_bytes": 0,
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
-                 "jax_threefry_partitionable": True}
+                 "jax_threefry_partitionable": True, "jax_use_direct_linearize": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -106,7 +108,7 @@ class Config:
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
-                      "jax_numpy_rank_promotion")
+                      "jax_numpy_rank_promotion", "jax_use_direct_linearize")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
     _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
 
