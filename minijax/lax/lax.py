@@ -166,8 +166,15 @@ def sin(x):
     return sin_p.bind(x)
 
 
+# JAX: jax/_src/lax/lax.py _sin_lin
+def _sin_linearize(is_vjp, nonzeros, x):
+    # on the direct path (ad.LinearizeTrace): cos(x) is the one residual
+    return sin_p.bind(x), nonzeros[0], cos(x), lambda cos_x, t: mul(t, cos_x)
+
+
 sin_p = unop("sin", _float, np.sin)
 defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+ad.primitive_linearizations[sin_p] = _sin_linearize
 defvectorized(sin_p)
 mlir.register_lowering(sin_p, mlir.nary_lowering("sine"))
 
