@@ -412,7 +412,10 @@ def linearize_flat_direct(fun: Callable, primals: Sequence[Any], fun_name: str =
             primals_out.append(p)
             tangents_out.append(t)
         aux = [trace.to_primal_tangent_pair(a)[0] if isinstance(a, Tracer) else a for a in aux]
-        with core.set_current_trace(tangent_trace):
+        # A zero output tangent is JAX's symbolic zero: `linearize`'s function makes the zeros
+        # when called (an equation of the tangent trace); `vjp` never transposes it, so it is
+        # made in the parent trace, a residual that backward_pass reads no equation of.
+        with core.set_current_trace(trace.parent_trace if is_vjp else tangent_trace):
             tangents_out = [instantiate_zeros(t) for t in tangents_out]
         jaxpr, consts = tangent_trace.to_jaxpr(tangents_out)
     finally:
