@@ -18,17 +18,21 @@ docs/jaxpr_identity.md.
 
 from __future__ import annotations
 
+import os
+
 import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings
 
 import minijax
+from minijax import core
+from minijax.interpreters import ad
 from jaxpr_identity_test import (_SETTINGS, FAMILIES, _family_f, _python_int_params,
                                  family_programs, inputs, programs)
 from jaxpr_identity_test import build as build_program
 
-N_FAMILY_PROGRAMS = 60
+N_FAMILY_PROGRAMS = 20
 PATHS = {"classic": False, "direct": True}
 FAMILY_NAMES = ["straight-line", *[f for f in FAMILIES if f not in ("nested", "hvp")]]
 
@@ -127,7 +131,7 @@ def measure(family: str, n: int) -> tuple[int, dict, list]:
 # The fixed slice CI runs: the first N_CI_PROGRAMS (derandomized) programs of each family. The
 # direct path must print as JAX's at least as often as the classic one, and both must reach
 # these counts; the full figures (N_FAMILY_PROGRAMS each) are in docs/jaxpr_identity.md.
-N_CI_PROGRAMS = 8
+N_CI_PROGRAMS = 5
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
@@ -137,6 +141,48 @@ def test_linearize_identity(family):
     for kind in ("linearize", "vjp"):
         if ("classic", kind) in counts:
             assert counts["direct", kind] >= counts["classic", kind], (kind, diffs[:2])
+
+
+def test_option_has_jax_name_and_minijax_default():
+    assert jax.config.jax_use_direct_linearize is True  # JAX's default (nothing reads it)
+    if "MINIJAX_DIRECT_LINEARIZE" not in os.environ:  # tests/conftest.py may force a path
+        assert minijax.config.jax_use_direct_linearize is False
+    assert "jax_use_direct_linearize" in type(minijax.config)._trace_options  # keys jit caches
+
+
+def test_direct_path_runs_linearize_trace_and_rules():
+    seen = []
+
+    def f(x):
+        y = minijax.numpy.sin(x) * x
+        seen.append((type(core.current_trace()), type(y)))
+        return y
+
+    x = np.array([0.5, 1.0, 2.0], np.float32)
+    for direct in (False, True):
+        with minijax.config.override("jax_use_direct_linearize", direct):
+            _, f_jvp = minijax.linearize(f, x)
+            g = minijax.grad(lambda x: f(x).sum())(x)
+        np.testing.assert_allclose(f_jvp(np.ones_like(x)), np.cos(x) * x + np.sin(x), rtol=1e-6)
+        np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x), rtol=1e-6)
+    assert seen[0] == (ad.JVPTrace, ad.JVPTracer)
+    assert seen[2] == (ad.LinearizeTrace, ad.LinearizeTracer)
+    assert minijax.lax.sin_p in ad.primitive_linearizations
+
+
+def test_jit_retraces_when_the_option_changes():
+    traces = []
+
+    @minijax.jit
+    def g(x):
+        traces.append(minijax.config.jax_use_direct_linearize)
+        return minijax.grad(lambda x: minijax.numpy.sin(x).sum())(x)
+
+    x = np.ones(3, np.float32)
+    for direct in (False, True, False):
+        with minijax.config.override("jax_use_direct_linearize", direct):
+            np.testing.assert_allclose(g(x), np.cos(x), rtol=1e-6)
+    assert traces == [False, True]
 
 
 if __name__ == "__main__":  # python tests/linearize_identity_test.py [family ...]
