@@ -32,7 +32,7 @@ from jaxpr_identity_test import (_SETTINGS, FAMILIES, _family_f, _python_int_par
                                  family_programs, inputs, programs)
 from jaxpr_identity_test import build as build_program
 
-N_FAMILY_PROGRAMS = 20
+N_FAMILY_PROGRAMS = 60
 PATHS = {"classic": False, "direct": True}
 FAMILY_NAMES = ["straight-line", *[f for f in FAMILIES if f not in ("nested", "hvp")]]
 
@@ -129,16 +129,22 @@ def measure(family: str, n: int) -> tuple[int, dict, list]:
 
 
 # The fixed slice CI runs: the first N_CI_PROGRAMS (derandomized) programs of each family. The
-# direct path must print as JAX's at least as often as the classic one, and both must reach
-# these counts; the full figures (N_FAMILY_PROGRAMS each) are in docs/jaxpr_identity.md.
+# direct path must print as JAX's at least as often as the classic one, and as often as
+# measured (CI_IDENTICAL: (linearize, vjp); the one program of each family that differs holds
+# a `sort`, whose jvp is not JAX's yet; checkpoint's linear maps order the recomputation
+# differently); the full figures (N_FAMILY_PROGRAMS each) are in docs/jaxpr_identity.md.
 N_CI_PROGRAMS = 5
+CI_IDENTICAL = {"straight-line": (5, 5), "cond": (4, 4), "switch": (4, 4), "while_loop": (4, 0),
+                "fori_loop": (4, 4), "scan": (4, 4), "custom_jvp": (5, 5), "custom_vjp": (5, 5),
+                "checkpoint": (1, 4)}
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)
 def test_linearize_identity(family):
     n, counts, diffs = measure(family, N_CI_PROGRAMS)
     assert n >= N_CI_PROGRAMS // 2
-    for kind in ("linearize", "vjp"):
+    for kind, floor in zip(("linearize", "vjp"), CI_IDENTICAL[family]):
+        assert counts.get(("direct", kind), 0) >= floor, (kind, diffs[:2])
         if ("classic", kind) in counts:
             assert counts["direct", kind] >= counts["classic", kind], (kind, diffs[:2])
 
