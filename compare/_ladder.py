@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from compare._report import interleaved_times
+
 
 def progress(total: int, desc: str, quiet: bool = False):
     """A tqdm progress bar on stdout with `total` steps, or None if tqdm is not installed."""
@@ -42,16 +44,10 @@ def progress(total: int, desc: str, quiet: bool = False):
 def step_times(calls: dict[str, Callable[[], Any]], *, reps: int = 30,
                warmup: int = 5) -> dict[str, list[float]]:
     """Wall time in ms of each `calls[name]()`, `warmup + reps` rounds, the modules interleaved
-    call by call in this process so that machine load hits both alike. Each callable must
-    block on its own result (`J.block_until_ready`). Returns the `reps` times after warm-up."""
-    times: dict[str, list[float]] = {name: [] for name in calls}
-    for i in range(warmup + reps):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            call()
-            if i >= warmup:
-                times[name].append((time.perf_counter() - t0) * 1e3)
-    return times
+    call by call in this process (`compare/_report.py: interleaved_times`) so that machine
+    load hits both alike. Each callable must block on its own result
+    (`J.block_until_ready`). Returns the `reps` times after warm-up."""
+    return interleaved_times(calls, repeat=reps, warmup=warmup)
 
 
 def medians(times: dict[str, list[float]]) -> dict[str, float]:

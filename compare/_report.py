@@ -7,6 +7,7 @@ stored topic (`write_report`), so running one topic refreshes its section and ke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -14,8 +15,10 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -111,8 +114,9 @@ class TopicResult:
     many devices the topic ran on; sections: markdown paragraphs for the report; chapter:
     repo-relative link to the chapter that explains the topic; runs: "both" (minijax and JAX)
     or "jax" (JAX only), inferred from the topic's imports when empty; extra: other JSON-able
-    keys, copied to the JSON root when only this topic was run. status/error/seconds/quick
-    are filled in by `python -m compare`.
+    keys, copied to the JSON root when only this topic was run; intro: the paragraph the
+    report opens the topic's section with (by default the first paragraph of the topic
+    module's docstring). status/error/seconds/quick are filled in by `python -m compare`.
     """
 
     title: str
@@ -124,6 +128,7 @@ class TopicResult:
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
     spread_ms: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     runs: str = ""
+    intro: str = ""
     status: str = "ok"
     error: str = ""
     seconds: float | None = None
@@ -202,7 +207,8 @@ class TopicResult:
     def to_record(self) -> dict:
         """Everything the report needs, JSON-able (what `save_topic` stores)."""
         return {
-            "title": self.title, "status": self.status, "error": self.error,
+            "title": self.title, "intro": self.intro, "status": self.status,
+            "error": self.error,
             "runs": self.runs, "quick": bool(self.quick), "seconds": self.seconds,
             "devices": int(self.devices), "chapter": self.chapter,
             "checks": [c.to_json() for c in self.checks],
@@ -221,8 +227,8 @@ class TopicResult:
                       for c in rec.get("checks", [])]
         res.timings_ms = dict(rec.get("timings_ms", {}))
         res.spread_ms = {k: tuple(v) for k, v in rec.get("spread_ms", {}).items()}
-        for key in ("devices", "sections", "chapter", "extra", "runs", "status", "error",
-                    "seconds", "quick"):
+        for key in ("devices", "sections", "chapter", "extra", "runs", "intro", "status",
+                    "error", "seconds", "quick"):
             if key in rec:
                 setattr(res, key, rec[key])
         return res
@@ -338,6 +344,59 @@ def median_ms(fn: Callable[[], Any], *, repeat: int = 30, warmup: int = 3) -> Ms
     return ms_of(times)
 
 
+def interleaved_times(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
+                      warmup: int = 3) -> dict[str, list[float]]:
+    """Wall times in ms of `repeat` calls of each `calls[name]()` (after `warmup` rounds),
+    measured in rounds that call each one once, in turn: load on a shared machine then falls
+    on all of them alike, where timing one after the other could hand one the quiet minute
+    and the other the busy one. Every other round runs the calls in reverse order, so that
+    none always goes first (after another program, with colder caches). Every comparison of
+    minijax with JAX times through this (or `interleaved_ms`). Each callable must block on
+    its own result (`J.block_until_ready`)."""
+    for _ in range(warmup):
+        for fn in calls.values():
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(repeat):
+        for name, fn in (reversed(calls.items()) if i % 2 else calls.items()):
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+def interleaved_ms(calls: dict[str, Callable[[], Any]], *, repeat: int = 30,
+                   warmup: int = 3) -> dict[str, Ms]:
+    """The median (an `Ms`, with quartiles) of each call's `interleaved_times`."""
+    return {name: ms_of(t) for name, t in
+            interleaved_times(calls, repeat=repeat, warmup=warmup).items()}
+
+
+@contextlib.contextmanager
+def xla_log_lines(pattern: str):
+    """Collect the lines of XLA's C++ log (written to file descriptor 2, beyond Python's
+    reach) that contain `pattern` into the yielded list, instead of letting them flood the
+    console; every other line still reaches stderr when the block ends. A topic then says
+    once what the collected warnings mean."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        hits: list[str] = []
+        try:
+            yield hits
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            tmp.seek(0)
+            for line in tmp.read().decode(errors="replace").splitlines(keepends=True):
+                if pattern in line:
+                    hits.append(line.rstrip("\n"))
+                else:
+                    sys.stderr.write(line)
+
+
 def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str = "it"):
     """`tqdm` progress on stderr for a long loop (a plain iterator when tqdm is missing)."""
     try:
@@ -369,9 +428,48 @@ def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
 # Stored per-topic results
 # ---------------------------------------------------------------------------------------------
 
+def rel(path: str | Path) -> str:
+    """How a topic names a file it wrote (a plot, a trace, a dump) in its sections: the
+    absolute path, which `save_topic` turns into one relative to the report."""
+    return str(Path(path).resolve())
+
+
+# an absolute path in a section's text: starts after a space, quote, bracket or backtick
+_ABS_PATH = re.compile(r"(?<![\w.~/-])(/(?:[\w.+@=-]+/)*[\w.+@=-]+)")
+
+
+def _portable(text: str, out_dir: Path, name: str) -> str:
+    """`text` with each absolute path of an existing file or folder made relative to
+    `out_dir` (where report.md lies); one outside it (a quick run's temporary folder) is
+    copied first to `<out_dir>/files/<name>/`, so the report and its files travel together."""
+    out_dir = out_dir.resolve()
+
+    def sub(m: re.Match) -> str:
+        src = Path(m.group(1))
+        if not src.exists() or src == Path("/"):
+            return m.group(1)
+        src = src.resolve()
+        if not src.is_relative_to(out_dir):
+            dst = out_dir / "files" / name / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            if src.is_dir():
+                shutil.copytree(src, dst, dirs_exist_ok=True)
+            else:
+                shutil.copy2(src, dst)
+            src = dst
+        return os.path.relpath(src, out_dir)
+    return _ABS_PATH.sub(sub, text)
+
+
 def save_topic(name: str, res: TopicResult, out_dir: Path | None = None) -> Path:
-    """Store one topic's result as `<out_dir>/topics/<name>.json`."""
-    path = (out_dir or OUT_DIR) / "topics" / f"{name}.json"
+    """Store one topic's result as `<out_dir>/topics/<name>.json`. The paths in its sections
+    and extras become relative to `<out_dir>` (the report's folder), in place."""
+    out_dir = out_dir or OUT_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+    res.sections = [_portable(t, out_dir, name) for t in res.sections]
+    res.extra = {k: _portable(v, out_dir, name) if isinstance(v, str) else v
+                 for k, v in res.extra.items()}
+    path = out_dir / "topics" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(res.to_record(), indent=1, default=str))
     return path
@@ -468,6 +566,14 @@ def timing_tables(r: TopicResult) -> list[str]:
 RUNS = {"both": "minijax and JAX", "jax": "JAX only"}
 
 
+def heading(name: str, title: str) -> str:
+    """`name: title`, without the topic's name twice when the title starts with it
+    ("Sharding: NamedSharding, ..." under `sharding`, "MNIST MLP: ..." under `mnist_mlp`)."""
+    said = "|".join(re.escape(name.replace("_", sep)) for sep in ("_", " ", "-"))
+    rest = re.sub(rf"^(?:{said})\b[:\s]*", "", title, flags=re.I)
+    return f"{name}: {rest or title}"
+
+
 def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
            run_seconds: float | None = None) -> str:
     """The report's markdown for `results` (topic name -> result, in report order)."""
@@ -506,8 +612,9 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
                      f"{passed}/{len(r.checks)} | {worst} | {secs} | "
                      f"{'quick' if r.quick else 'full'} | {chap} |")
     for name, r in results.items():
-        lines += ["", f'<a id="{name}"></a>', "", f"## {name}: {r.title}", "",
-                  f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
+        lines += ["", f'<a id="{name}"></a>', "", f"## {heading(name, r.title)}", ""]
+        lines += [r.intro, ""] if r.intro else []
+        lines += [f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
         if r.status == "error":
             lines += ["", "**This topic raised an exception**; the run went on with the "
                       "others. Traceback:", "", code(r.error)]

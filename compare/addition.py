@@ -34,7 +34,7 @@ import numpy as np
 
 import minijax
 from compare import gpt
-from compare._report import OUT_DIR, TopicResult
+from compare._report import OUT_DIR, TopicResult, interleaved_ms
 
 CHARS = "0123456789+=."   # '.' ends an unpadded answer
 VOCAB = len(CHARS)
@@ -326,17 +326,9 @@ def step_times(runners: dict, s: Setup, reps: int) -> dict:
     training)."""
     x, y = encode(*draw_pairs(s.digits, s.model.batch, 2, np.random.RandomState(5)),
                   s.digits, s.fmt, s.seq_len + 1)
-    times = {n: [] for n in runners}
-    for i in range(3 + reps):
-        for n, (J, prog, st) in runners.items():
-            t0 = time.perf_counter()
-            if n == "nnx":
-                J.block_until_ready(prog["train_step"](*st, x, y))
-            else:
-                J.block_until_ready(prog["compiled_step"](*st, x, y))
-            if i >= 3:
-                times[n].append((time.perf_counter() - t0) * 1e3)
-    return {n: statistics.median(t) for n, t in times.items()}
+    calls = {n: lambda J=J, f=prog["train_step" if n == "nnx" else "compiled_step"], st=st:
+             J.block_until_ready(f(*st, x, y)) for n, (J, prog, st) in runners.items()}
+    return {n: float(t) for n, t in interleaved_ms(calls, repeat=reps, warmup=3).items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import numpy as np
 
 import minijax
 from compare._jax201 import captured_stdout, catch, table
-from compare._report import TopicResult, code, median_ms
+from compare._report import TopicResult, code, interleaved_ms
 
 MODULES = (("jax", jax), ("minijax", minijax))
 
@@ -154,17 +154,17 @@ def run(quick: bool = False) -> TopicResult:
     # ---------------------------------------------------------------- pure_callback under jit
     r = {name: pure_under_jit(J, x) for name, J in MODULES}
     rows = []
+    t_cb = interleaved_ms({name: lambda f=v["f"], J=dict(MODULES)[name]: J.block_until_ready(
+        f(x)) for name, v in r.items()}, repeat=5 if quick else 30, warmup=1 if quick else 3)
     for name, v in r.items():
         res.check(f"{name}: pure_callback under jit", v["out"], np.sin(x) * 2.0, rtol=1e-6)
         res.check_true(f"{name}: host function runs once per execution, not while tracing",
                        v["after_first"] == 1 and v["calls"] == 2)
         res.check_true(f"{name}: unused pure_callback removed, unused io_callback runs",
                        (v["pure_unused"], v["io_unused"]) == (0, 1))
-        t_cb = median_ms(lambda f=v["f"], J=dict(MODULES)[name]: J.block_until_ready(f(x)),
-                         repeat=5 if quick else 30, warmup=1 if quick else 3)
-        res.timings_ms[f"{name}: jit(pure_callback(np.sin) * 2)"] = t_cb
+        res.timings_ms[f"{name}: jit(pure_callback(np.sin) * 2)"] = t_cb[name]
         rows.append([name, v["after_first"], v["calls"], v["pure_unused"], v["io_unused"],
-                     f"{t_cb:.3g}"])
+                     f"{t_cb[name]:.3g}"])
     res.sections.append(
         "### pure_callback under jit\n\n"
         "`pure_callback(fn, result_shape_dtypes, *args)` puts a call to the host function into "
@@ -237,11 +237,10 @@ def run(quick: bool = False) -> TopicResult:
         host_sin, sds(J, a), a, ordered=True))(xs)) for name, J in MODULES}
     res.check_true("vmap of an ordered io_callback: the same error",
                    errs["jax"] == errs["minijax"] and errs["jax"][0] is not None)
-    for name, J in MODULES:
-        fn = scans[name][2]
-        res.timings_ms[f"{name}: scan of 4 ordered io_callbacks"] = median_ms(
-            lambda fn=fn, J=J: J.block_until_ready(fn(xs)), repeat=5 if quick else 30,
-            warmup=1 if quick else 3)
+    res.timings_ms.update(interleaved_ms(
+        {f"{name}: scan of 4 ordered io_callbacks": lambda fn=scans[name][2], J=J:
+         J.block_until_ready(fn(xs)) for name, J in MODULES},
+        repeat=5 if quick else 30, warmup=1 if quick else 3))
     res.sections.append(
         "### io_callback(ordered=True)\n\n"
         "Inside a `lax.scan` over 4 rows, an ordered `io_callback` appends each row to a "

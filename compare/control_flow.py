@@ -24,7 +24,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import TopicResult, code, median_ms
+from compare._report import TopicResult, code, interleaved_ms
 from compare.core import GRADES, jaxpr_grade
 
 MODULES = (("jax", jax), ("minijax", minijax))
@@ -154,9 +154,9 @@ def rnn_data(T: int, B: int, D: int, H: int, seed: int = 0):
     return params, wave[:-1, :, :D], 0.8 * wave[1:, :, :H]
 
 
-def train_rnn(J, params, xs, ys, steps: int, lr: float, reps: int) -> dict[str, Any]:
-    """`steps` SGD steps with `jit(value_and_grad(rnn_loss))`; then the median time of the
-    compiled step alone (inputs already on the device, after warm-up), over `reps` calls."""
+def train_rnn(J, params, xs, ys, steps: int, lr: float) -> dict[str, Any]:
+    """`steps` SGD steps with `jit(value_and_grad(rnn_loss))`: the losses, the parameters, and
+    `call`, one blocking call of the compiled step on inputs already on the device (to time)."""
     step = J.jit(J.value_and_grad(rnn_loss_fn(J)))
     losses = []
     for _ in range(steps):
@@ -164,8 +164,8 @@ def train_rnn(J, params, xs, ys, steps: int, lr: float, reps: int) -> dict[str, 
         params = tuple(p - lr * g for p, g in zip(params, grads))
         losses.append(float(loss))
     on_device = J.device_put((params, xs, ys))
-    step_ms = median_ms(lambda: J.block_until_ready(step(*on_device)), repeat=reps)
-    return dict(losses=losses, params=[np.asarray(p) for p in params], step_ms=step_ms)
+    return dict(losses=losses, params=[np.asarray(p) for p in params],
+                call=lambda: J.block_until_ready(step(*on_device)))
 
 
 def _jax_count_eqns(jaxpr) -> int:
@@ -192,13 +192,13 @@ def _rnn_section(res: TopicResult, quick: bool) -> None:
     T, B, D, H = (6, 4, 3, 8) if quick else (20, 16, 4, 32)
     steps, lr, reps = (3, 0.5, 5) if quick else (30, 0.5, 100)
     params, xs, ys = rnn_data(T, B, D, H)
-    runs = {name: train_rnn(J, params, xs, ys, steps, lr, reps) for name, J in MODULES}
+    runs = {name: train_rnn(J, params, xs, ys, steps, lr) for name, J in MODULES}
     mj, jx = runs["minijax"], runs["jax"]
     res.check("rnn: per-step losses agree", mj["losses"], jx["losses"], rtol=1e-4, atol=1e-6)
     res.check("rnn: final parameters agree", mj["params"], jx["params"], rtol=1e-3, atol=1e-5)
     res.check_true("rnn: loss decreased (both)",
                    all(r["losses"][-1] < r["losses"][0] for r in (mj, jx)))
-    med = {name: r["step_ms"] for name, r in runs.items()}
+    med = interleaved_ms({name: r["call"] for name, r in runs.items()}, repeat=reps)
     res.timings_ms.update({"rnn compiled step, jax": med["jax"],
                            "rnn compiled step, minijax": med["minijax"],
                            "ratio minijax/jax": med["minijax"] / med["jax"]})

@@ -42,7 +42,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult
+from compare._report import OUT_DIR, TopicResult, interleaved_times, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
 
@@ -248,7 +248,7 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
         gnorm = jnp.sqrt(sum(jnp.sum(g * g) for g in leaves))
         grads = tree_map(lambda g: jnp.where(gnorm < cfg.clip, g, g / gnorm * cfg.clip), grads)
         step = opt["step"]
-        lr = schedule(step)
+        lr = opt["lr"] if "lr" in opt else schedule(step)  # a caller's own lr (chapter 27)
         t = (step + 1).astype(np.float32)
         m = tree_map(lambda m, g: cfg.b1 * m + (1 - cfg.b1) * g, opt["m"], grads)
         v = tree_map(lambda v, g: cfg.b2 * v + (1 - cfg.b2) * g * g, opt["v"], grads)
@@ -393,15 +393,9 @@ def raw_runner(J, cfg: Config, params0, seq_len: int | None = None, **kw):
 
 def time_steps(fns: dict, args: dict, *, reps: int, warmup: int = 5) -> dict:
     """Per-call wall times (ms) of each compiled step, interleaved call by call, blocked."""
-    times = {n: [] for n in fns}
-    for i in range(warmup + reps):
-        for n, fn in fns.items():
-            mod = jax if n != "minijax" else minijax
-            t0 = time.perf_counter()
-            mod.block_until_ready(fn(*args[n]))
-            if i >= warmup:
-                times[n].append((time.perf_counter() - t0) * 1e3)
-    return times
+    return interleaved_times({n: lambda fn=fn, n=n: (minijax if n == "minijax" else jax)
+                              .block_until_ready(fn(*args[n])) for n, fn in fns.items()},
+                             repeat=reps, warmup=warmup)
 
 
 def stage_times(J, fn, args) -> tuple:
@@ -482,13 +476,6 @@ def plot_losses(runs: dict, folder: Path, stem: str, title: str) -> Path:
 def max_rel(run_a: dict, run_b: dict) -> float:
     a, b = np.array(run_a["losses"]), np.array(run_b["losses"])
     return float(np.max(np.abs(a - b) / np.abs(b)))
-
-
-def rel(path: Path) -> str:
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.resolve()))
-    except ValueError:
-        return str(path)
 
 
 def quick_config(vocab: int) -> Config:

@@ -35,7 +35,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare._report import OUT_DIR, TopicResult, ms_of
+from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
 SIZES = (784, 256, 256, 10)
@@ -211,16 +211,9 @@ def time_steps(progs, data, *, batch: int, reps: int, warmup: int = 5, seed: int
     params0 = init_params(seed)
     args = {name: (J.device_put(params0), J.device_put(x_tr), J.device_put(y_tr))
             for name, J in MODULES}
-    times = {name: [] for name, _ in MODULES}
-    for i in range(warmup + reps):
-        for name, J in MODULES:
-            step = progs[name]["step"]
-            t0 = time.perf_counter()
-            J.block_until_ready(step(*args[name]))
-            dt = (time.perf_counter() - t0) * 1e3
-            if i >= warmup:
-                times[name].append(dt)
-    return times
+    return interleaved_times({name: lambda J=J, step=progs[name]["step"], a=args[name]:
+                              J.block_until_ready(step(*a)) for name, J in MODULES},
+                             repeat=reps, warmup=warmup)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -273,14 +266,6 @@ def _plots(runs, times, folder: Path) -> dict[str, Path]:
     fig.savefig(paths["time"], dpi=100)
     plt.close(fig)
     return paths
-
-
-def _rel(path: Path) -> str:
-    """A path as the report (compare/out/report.md) links to it."""
-    try:
-        return str(Path(path).resolve().relative_to(OUT_DIR.resolve()))
-    except ValueError:
-        return str(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,7 +345,7 @@ def run(quick: bool = False) -> TopicResult:
         f"Final test accuracy: JAX {jx['epoch_acc'][-1]:.4f}, minijax {mj['epoch_acc'][-1]:.4f}.")
     res.sections.append(
         "### Loss curves\n\n"
-        f"![loss per step, both modules]({_rel(plots['loss'])})")
+        f"![loss per step, both modules]({rel(plots['loss'])})")
     res.sections.append(
         "### Compiled step time\n\n"
         f"Median over {reps} interleaved calls after warm-up, inputs already on the device, "
@@ -368,5 +353,5 @@ def run(quick: bool = False) -> TopicResult:
         f"ratio minijax/JAX **{ratio:.2f}**. Both run an XLA executable; the difference is the "
         "Python dispatch around it (flattening the pytree, the compile-cache lookup, wrapping "
         "the results) plus whatever the two lowerings do differently.\n\n"
-        f"![step time]({_rel(plots['time'])})")
+        f"![step time]({rel(plots['time'])})")
     return res

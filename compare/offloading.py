@@ -31,7 +31,7 @@ import numpy as np
 import minijax
 import minijax.ad_checkpoint  # noqa: F401
 from compare._jax201 import table
-from compare._report import TopicResult, code, median_ms, plot
+from compare._report import TopicResult, code, interleaved_ms, plot
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 STATS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
@@ -131,10 +131,9 @@ def remat(J, quick: bool):
         g = np.asarray(step(ws, xs))
         saved = saved_residuals(J, loss, w, x)
         stats = step.lower(ws, xs).compile().memory_analysis()
-        ms = median_ms(lambda step=step: J.block_until_ready(step(ws, xs)),
-                       repeat=5 if quick else 30, warmup=1 if quick else 3)
         out[name] = dict(grad=g, saved=len(saved), offloaded=sum(
-            "device_put" in ln for ln in saved), ms=ms, lines=saved,
+            "device_put" in ln for ln in saved), lines=saved,
+            call=lambda step=step: J.block_until_ready(step(ws, xs)),
             stats={k: int(getattr(stats, k)) for k in STATS})
     return out, depth, n
 
@@ -176,12 +175,11 @@ def run(quick: bool = False) -> TopicResult:
         res.check_true(f"device_put -> {kind}: memory kinds equal JAX's", same)
         rows.append([kind, jx["kind"], mj["kind"], jx.get("buffers", "-"),
                      mj.get("buffers", "-"), jx.get("back", "-"), mj.get("back", "-")])
-    for name, J in MODULES:
-        _, on_dev, sharded, sh_host = got[name]
-        res.timings_ms[f"device_put {a_np.nbytes // 1024} KiB device -> pinned_host: {name}"] = \
-            median_ms(lambda J=J, o=on_dev: J.block_until_ready(J.device_put(
-                o, J.sharding.SingleDeviceSharding(J.devices()[0], memory_kind="pinned_host"))),
-                repeat=5 if quick else 30)
+    res.timings_ms.update(interleaved_ms(
+        {f"device_put {a_np.nbytes // 1024} KiB device -> pinned_host: {name}":
+         lambda J=J, o=got[name][1]: J.block_until_ready(J.device_put(
+             o, J.sharding.SingleDeviceSharding(J.devices()[0], memory_kind="pinned_host")))
+         for name, J in MODULES}, repeat=5 if quick else 30))
     res.sections.append(
         "### device_put between memory kinds\n\n"
         "`device_put(x, SingleDeviceSharding(dev, memory_kind=k))` for each kind, then back "
@@ -243,8 +241,9 @@ def run(quick: bool = False) -> TopicResult:
                        == jx["stats"]["host_temp_size_in_bytes"])
         if "offload" in name:
             res.check_true(f"remat [{name}]: some residuals go to host", jx["offloaded"] > 0)
-        res.timings_ms[f"grad step, {name}: jax"] = jx["ms"]
-        res.timings_ms[f"grad step, {name}: minijax"] = mj["ms"]
+        res.timings_ms.update(interleaved_ms(
+            {f"grad step, {name}: jax": jx["call"], f"grad step, {name}: minijax": mj["call"]},
+            repeat=5 if quick else 30, warmup=1 if quick else 3))
         mem_rows.append([name, jx["saved"], mj["saved"], jx["offloaded"], mj["offloaded"],
                          jx["stats"]["temp_size_in_bytes"], mj["stats"]["temp_size_in_bytes"],
                          jx["stats"]["host_temp_size_in_bytes"]])

@@ -34,7 +34,7 @@ from jax.experimental.pallas import triton as jplgpu
 
 import minijax
 from compare import pallas_kernels
-from compare._jax201 import catch, hlo_opcodes, table, time_into
+from compare._jax201 import catch, hlo_opcodes, table, times_into
 from compare._report import TopicResult, code, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import triton as mplgpu
@@ -93,20 +93,24 @@ def run(quick: bool = False) -> TopicResult:
         res.check(f"{name}: jax.experimental.pallas vs jnp reference", got_j, ref, **tol)
         res.check(f"{name}: minijax.experimental.pallas vs jnp reference", got_m, ref, **tol)
         res.check(f"{name}: minijax vs jax", got_m, got_j, **tol)
-        t_j = time_into(res, f"{name}: jax pallas (interpret)", lambda: fj(*args), quick)
-        t_m = time_into(res, f"{name}: minijax pallas (interpret)", lambda: fm(*args), quick)
-        return fj, fm, t_j, t_m
+        return fj, fm
 
-    def timed_ref(name, f, args):
-        fr = jax.jit(f)
-        return time_into(res, f"{name}: jnp", lambda: fr(*args), quick)
+    def timed(name, fns, ref_name, f_ref, args):
+        """(jax, minijax, jnp reference) ms of the kernel `fns` (from `both`) and of jit of
+        `f_ref`, the three timed interleaved."""
+        fj, fm = fns
+        fr = jax.jit(f_ref)
+        t = times_into(res, {f"{name}: jax pallas (interpret)": lambda: fj(*args),
+                             f"{name}: minijax pallas (interpret)": lambda: fm(*args),
+                             f"{ref_name}: jnp": lambda: fr(*args)}, quick)
+        return tuple(t.values())
 
     # ---------------------------------------------------------------- vector add
     n = 1000 if quick else 8000  # not a multiple of the block: the last block is partial
     x = rng.standard_normal(n).astype(F32)
     y = rng.standard_normal(n).astype(F32)
-    _, add_m, t_j, t_m = both(f"vector add n={n}", "vector_add", (x, y), x + y)
-    t_r = timed_ref(f"vector add n={n}", jax.numpy.add, (x, y))
+    fns = both(f"vector add n={n}", "vector_add", (x, y), x + y)
+    t_j, t_m, t_r = timed(f"vector add n={n}", fns, f"vector add n={n}", jax.numpy.add, (x, y))
     rows.append([f"vector add n={n} (block 128)", t_j, t_m, t_r])
     slower.append((t_m, t_r))
     xs, ys = x[:20], y[:20]
@@ -151,10 +155,11 @@ def run(quick: bool = False) -> TopicResult:
     b = rng.standard_normal((kk, nn)).astype(F32)
     bias = rng.standard_normal(nn).astype(F32)
     ref = np.maximum(a.astype(np.float64) @ b + bias, 0)
-    mm_j, mm_m, t_j, t_m = both(f"matmul+bias+relu {m}x{kk}x{nn}", "matmul", (a, b, bias), ref,
-                                tol=dict(rtol=1e-5, atol=2e-5))
-    t_r = timed_ref(f"matmul {m}x{kk}x{nn}", lambda a, b, c: jax.nn.relu(a @ b + c),
-                    (a, b, bias))
+    mm_j, mm_m = both(f"matmul+bias+relu {m}x{kk}x{nn}", "matmul", (a, b, bias), ref,
+                      tol=dict(rtol=1e-5, atol=2e-5))
+    t_j, t_m, t_r = timed(f"matmul+bias+relu {m}x{kk}x{nn}", (mm_j, mm_m),
+                          f"matmul {m}x{kk}x{nn}", lambda a, b, c: jax.nn.relu(a @ b + c),
+                          (a, b, bias))
     rows.append([f"matmul+bias+relu {m}x{kk}x{nn} (32^3 tiles)", t_j, t_m, t_r])
     slower.append((t_m, t_r))
     lowered = mm_j.lower(a, b, bias)
@@ -170,13 +175,14 @@ def run(quick: bool = False) -> TopicResult:
     s = (rng.standard_normal((r, c)) * 3).astype(F32)
     g = rng.standard_normal(c).astype(F32)
     be = rng.standard_normal(c).astype(F32)
-    _, _, t_j, t_m = both(f"row softmax {r}x{c}", "row_softmax", (s,), J.softmax_ref(s))
-    t_r = timed_ref(f"softmax {r}x{c}", lambda t: jax.nn.softmax(t, axis=1), (s,))
+    fns = both(f"row softmax {r}x{c}", "row_softmax", (s,), J.softmax_ref(s))
+    t_j, t_m, t_r = timed(f"row softmax {r}x{c}", fns, f"softmax {r}x{c}",
+                          lambda t: jax.nn.softmax(t, axis=1), (s,))
     rows.append([f"row softmax {r}x{c}", t_j, t_m, t_r])
     slower.append((t_m, t_r))
-    _, _, t_j, t_m = both(f"layer norm {r}x{c}", "layer_norm", (s, g, be),
-                          J.layer_norm_ref(s, g, be))
-    t_r = timed_ref(f"layer norm {r}x{c}", J.layer_norm_ref, (s, g, be))
+    fns = both(f"layer norm {r}x{c}", "layer_norm", (s, g, be), J.layer_norm_ref(s, g, be))
+    t_j, t_m, t_r = timed(f"layer norm {r}x{c}", fns, f"layer norm {r}x{c}", J.layer_norm_ref,
+                          (s, g, be))
     rows.append([f"layer norm {r}x{c}", t_j, t_m, t_r])
     slower.append((t_m, t_r))
 
@@ -203,10 +209,11 @@ def run(quick: bool = False) -> TopicResult:
         tag = "causal" if causal else "full"
         ref_o = J.attention_ref(q, k, v, causal)
         ref_lse = J.lse_ref(q, k, causal)
-        _, _, t_j, t_m = both(f"flash attention forward ({tag})", "flash_forward", (q, k, v),
-                              (ref_o, ref_lse), bq=blk, bk=blk, causal=causal)
-        t_r = timed_ref(f"attention forward ({tag})",
-                        functools.partial(J.attention_ref, causal=causal), (q, k, v))
+        fns = both(f"flash attention forward ({tag})", "flash_forward", (q, k, v),
+                   (ref_o, ref_lse), bq=blk, bk=blk, causal=causal)
+        t_j, t_m, t_r = timed(f"flash attention forward ({tag})", fns,
+                              f"attention forward ({tag})",
+                              functools.partial(J.attention_ref, causal=causal), (q, k, v))
         rows.append([f"attention fwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 
@@ -226,12 +233,11 @@ def run(quick: bool = False) -> TopicResult:
                       "reference", got_m[i], want[i], rtol=1e-4, atol=1e-4)
             res.check(f"flash attention backward {name} ({tag}): minijax vs jax",
                       got_m[i], got_j[i], **TOL)
-        t_j = time_into(res, f"attention fwd+bwd ({tag}): jax pallas (interpret)",
-                        lambda f=g_j: f(q, k, v), quick)
-        t_m = time_into(res, f"attention fwd+bwd ({tag}): minijax pallas (interpret)",
-                        lambda f=g_m: f(q, k, v), quick)
-        t_r = time_into(res, f"attention fwd+bwd ({tag}): jnp reference",
-                        lambda f=g_r: f(q, k, v), quick)
+        t_j, t_m, t_r = times_into(res, {
+            f"attention fwd+bwd ({tag}): jax pallas (interpret)": lambda f=g_j: f(q, k, v),
+            f"attention fwd+bwd ({tag}): minijax pallas (interpret)": lambda f=g_m: f(q, k, v),
+            f"attention fwd+bwd ({tag}): jnp reference": lambda f=g_r: f(q, k, v)},
+            quick).values()
         rows.append([f"attention fwd+bwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 

@@ -35,7 +35,7 @@ import numpy as np
 import minijax
 from compare import mnist_mlp, numpy_cnn
 from compare._jax201 import catch, out_folder, rel, table, time_into
-from compare._report import OUT_DIR, TopicResult, code, median_ms, plot
+from compare._report import OUT_DIR, TopicResult, code, interleaved_ms, median_ms, plot
 
 
 def init_params(key, sizes):
@@ -327,19 +327,22 @@ def _roofline(res: TopicResult, quick: bool) -> None:
     res.check_true("measured peak FLOP/s and bandwidth are positive", peak > 0 and bw > 0)
     batch = 16 if quick else 128
     points, rows = [], []
+    costs, calls = {}, {}
     for name, J in (("jax", jax), ("minijax", minijax)):
         for model, (step, args) in _model_steps(J, batch).items():
             cost = step.lower(*args).compile().cost_analysis()
-            flops, nbytes = float(cost["flops"]), float(cost["bytes accessed"])
-            ms = median_ms(lambda step=step, args=args, J=J: J.block_until_ready(step(*args)),
-                           repeat=5 if quick else 30, warmup=1 if quick else 3)
-            res.timings_ms[f"{model} step (batch {batch}): {name}"] = ms
-            achieved = flops / (ms * 1e-3)
-            roof = min(peak, flops / nbytes * bw)
-            points.append((f"{model} {name}", flops / nbytes, achieved))
-            rows.append([f"{model} {name}", f"{flops:.4g}", f"{nbytes:.4g}",
-                         f"{flops / nbytes:.2f}", f"{ms:.3g}", f"{achieved / 1e9:.3g}",
-                         f"{achieved / roof:.0%}"])
+            key = f"{model} step (batch {batch}): {name}"
+            costs[key] = (model, name, float(cost["flops"]), float(cost["bytes accessed"]))
+            calls[key] = lambda step=step, args=args, J=J: J.block_until_ready(step(*args))
+    times = interleaved_ms(calls, repeat=5 if quick else 30, warmup=1 if quick else 3)
+    res.timings_ms.update(times)
+    for key, (model, name, flops, nbytes) in costs.items():
+        ms = times[key]
+        achieved = flops / (ms * 1e-3)
+        roof = min(peak, flops / nbytes * bw)
+        points.append((f"{model} {name}", flops / nbytes, achieved))
+        rows.append([f"{model} {name}", f"{flops:.4g}", f"{nbytes:.4g}", f"{flops / nbytes:.2f}",
+                     f"{ms:.3g}", f"{achieved / 1e9:.3g}", f"{achieved / roof:.0%}"])
     ladder = [] if quick else ladder_points()
     for label, intensity, achieved, flops, nbytes, ms in ladder:
         points.append((label, intensity, achieved))

@@ -28,7 +28,7 @@ from jax.experimental.pallas import tpu as jpltpu
 
 import minijax
 from compare import ragged_kernels
-from compare._report import TopicResult, compare_trees, median_ms, plot
+from compare._report import TopicResult, compare_trees, interleaved_ms, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 
@@ -144,10 +144,13 @@ def roofline_rows(quick: bool) -> list[dict]:
     return rows
 
 
-def _ms(J, fn, args, quick: bool) -> float:
-    """Median milliseconds of a blocking call `fn(*args)` (after one warm-up call)."""
-    return float(median_ms(lambda: J.block_until_ready(fn(*args)), repeat=3 if quick else 10,
-                           warmup=1))
+def _ms(cases: dict, quick: bool) -> dict[str, float]:
+    """Median milliseconds of each blocking call `fn(*args)` of `cases` ({key: (J, fn,
+    args)}), timed interleaved after one warm-up call each."""
+    calls = {k: (lambda J=J, fn=fn, args=args: J.block_until_ready(fn(*args)))
+             for k, (J, fn, args) in cases.items()}
+    return {k: float(v) for k, v in
+            interleaved_ms(calls, repeat=3 if quick else 10, warmup=1).items()}
 
 
 def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
@@ -166,13 +169,15 @@ def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
         gs = group_sizes(rng, g, m)
         want = kernels["jax"].ragged_mlp(x, up, down, gs)
         row = {"G": g, "M": m, "D": d, "F": f}
+        cases = {}
         for name in names:
             J = MODULES[name][0]
             fused = J.jit(kernels[name].fused_mlp)
             row[f"max_err_{name}"] = _err(fused(x, up, down, gs), want)
-            row[f"cpu_interpret_ms_fused_{name}"] = _ms(J, fused, (x, up, down, gs), quick)
-        row["cpu_xla_ms_unfused_jax"] = _ms(jax, jax.jit(kernels["jax"].ragged_mlp),
-                                            (x, up, down, gs), quick)
+            cases[f"cpu_interpret_ms_fused_{name}"] = (J, fused, (x, up, down, gs))
+        cases["cpu_xla_ms_unfused_jax"] = (jax, jax.jit(kernels["jax"].ragged_mlp),
+                                           (x, up, down, gs))
+        row.update(_ms(cases, quick))
         rows.append(row)
     res.check_true("fused MLP == two ragged_dots for F/D in "
                    f"{[r['F'] // r['D'] for r in rows]} ({', '.join(names)})",
@@ -219,11 +224,13 @@ def run(quick: bool = False) -> TopicResult:
     x = rng.randn(m, d).astype(np.float32)
     up, down = rng.randn(g, d, f).astype(np.float32), rng.randn(g, f, d).astype(np.float32)
     args = (x, up, down, group_sizes(rng, g, m))
+    cases = {}
     for name, (J, _, _) in MODULES.items():
-        res.timings_ms[f"unfused MLP (2 ragged_dot, XLA): {name}"] = _ms(
-            J, J.jit(kernels[name].ragged_mlp), args, quick)
-        res.timings_ms[f"fused MLP kernel (interpret mode): {name}"] = _ms(
-            J, J.jit(kernels[name].fused_mlp), args, quick)
+        cases[f"unfused MLP (2 ragged_dot, XLA): {name}"] = (J, J.jit(kernels[name].ragged_mlp),
+                                                             args)
+        cases[f"fused MLP kernel (interpret mode): {name}"] = (J, J.jit(kernels[name].fused_mlp),
+                                                               args)
+    res.timings_ms.update(_ms(cases, quick))
 
     res.extra = {"ragged_dot": rd, "gmm": gmm, "fused_mlp": mlp, "roofline": rows,
                  "accelerator_model": ACCELERATOR, "cpu_interpret_benchmark": bench,

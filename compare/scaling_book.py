@@ -30,11 +30,10 @@ import numpy as np
 import minijax
 from compare import shard_map as sm
 from compare._jax201 import collective_bytes, count_collectives, table
-from compare._report import TopicResult, median_ms, plot
+from compare._report import TopicResult, interleaved_ms, median_ms, plot
 from compare._scaling_exercises import Answer, all_answers
 from compare._scaling_models import (CHIPS, Transformer, collective_time,
                                      expert_parallel_bytes, matmul_cost)
-from compare.sharding import interleaved_ms
 
 MODULES = (jax, minijax)
 
@@ -324,9 +323,10 @@ def _jax_chapter(res: TopicResult, rows: list, quick: bool) -> None:
                        "halves; 8 CPU devices have no links, so we check the byte split"))
     fns = {J: progs["P3.3"][1](J) for J in MODULES}
     fbi = {J: progs["P4"][1](J) for J in MODULES}
-    t_one, t_bi = interleaved_ms(lambda: minijax.block_until_ready(fns[minijax](x, w_in, w_out)),
-                                 lambda: minijax.block_until_ready(fbi[minijax](x, w_in, w_out)),
-                                 rounds=3 if quick else 10)
+    t_one, t_bi = interleaved_ms(
+        {"one-way": lambda: minijax.block_until_ready(fns[minijax](x, w_in, w_out)),
+         "bidirectional": lambda: minijax.block_until_ready(fbi[minijax](x, w_in, w_out))},
+        repeat=9 if quick else 30, warmup=1).values()
     t_naive = median_ms(lambda: minijax.block_until_ready(naive[minijax](x, w_in, w_out)),
                         repeat=3 if quick else 10, warmup=1)
     res.timings_ms["block, ring one-way: minijax"] = t_one

@@ -28,8 +28,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from compare._jax201 import catch, count_collectives, fmt_counts, table
-from compare._report import TopicResult, code, plot
-from compare.sharding import interleaved_ms
+from compare._report import TopicResult, code, interleaved_ms, plot
 
 import minijax
 from minijax import core as mcore
@@ -341,9 +340,10 @@ def run(quick: bool = False) -> TopicResult:
         ja = jax.device_put(a)
         jb = jax.device_put(b)
         ma, mb = minijax.device_put(a), minijax.device_put(b)
-        t_j, t_m = interleaved_ms(lambda f=fj, u=ja, v=jb: jax.block_until_ready(f(u, v)),
-                                  lambda f=fm, u=ma, v=mb: minijax.block_until_ready(f(u, v)),
-                                  rounds=3 if quick else 15)
+        t_j, t_m = interleaved_ms(
+            {"jax": lambda f=fj, u=ja, v=jb: jax.block_until_ready(f(u, v)),
+             "minijax": lambda f=fm, u=ma, v=mb: minijax.block_until_ready(f(u, v))},
+            repeat=9 if quick else 45, warmup=1).values()
         res.timings_ms[f"matmul {m}x{k}x{nn}: {name}, JAX"] = t_j
         res.timings_ms[f"matmul {m}x{k}x{nn}: {name}, minijax"] = t_m
         mm_rows.append([name, fmt_counts(cj), fmt_counts(cm), f"{t_j:.3g}", f"{t_m:.3g}"])
@@ -475,10 +475,10 @@ def run(quick: bool = False) -> TopicResult:
                       ref_losses, rtol=1e-4, atol=1e-6)
         res.check_true(f"{name}: minijax compiles JAX's collectives",
                        counts[jax] == counts[minijax])
-        t_j, t_m = interleaved_ms(lambda a=timing[jax]: jax.block_until_ready(a[0](*a[1:])),
-                                  lambda a=timing[minijax]: minijax.block_until_ready(
-                                      a[0](*a[1:])),
-                                  rounds=5 if quick else 30)
+        t_j, t_m = interleaved_ms(
+            {"jax": lambda a=timing[jax]: jax.block_until_ready(a[0](*a[1:])),
+             "minijax": lambda a=timing[minijax]: minijax.block_until_ready(a[0](*a[1:]))},
+            repeat=15 if quick else 90, warmup=1).values()
         res.timings_ms[f"{name} SGD step, JAX (8 devices)"] = t_j
         res.timings_ms[f"{name} SGD step, minijax (8 devices)"] = t_m
         ratios[name] = t_m / t_j

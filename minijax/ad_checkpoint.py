@@ -14,6 +14,8 @@ Mirrors jax/_src/ad_checkpoint.py. Taught in chapters/06-reverse-mode.md (remate
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import dataclasses
 import functools
 import inspect
@@ -204,6 +206,7 @@ def checkpoint(fun: Callable, *, prevent_cse: bool = True,
         raise TypeError(f"prevent_cse must be a bool, got {type(prevent_cse)=}")
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def fun_remat(*args, **kwargs):
         nargs = len(args)
         if not all(-nargs <= i < nargs for i in static_argnums):

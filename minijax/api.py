@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import api_util, compiler, core, dtypes
+from minijax import traceback_util
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
 from minijax.config import config
@@ -20,10 +21,13 @@ from minijax.interpreters import ad, batching
 from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax.pjit import jit  # noqa: F401  (re-exported)
-from minijax.sharding import NamedSharding, PartitionSpec, get_concrete_mesh
+from minijax.mesh import get_concrete_mesh
+from minijax.named_sharding import NamedSharding, Sharding
+from minijax.partition_spec import PartitionSpec
+from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonicalize_sharding
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
-from minijax import numpy as jnp, sharding as msh
+from minijax import numpy as jnp
 from minijax.dispatch import device_put_p
 
 
@@ -56,6 +60,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
     static_argnums = api_util.ensure_index_tuple(static_argnums)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def make(*args, **kwargs):
         statics, _, dyn, kwargs = api_util.split_static(args, kwargs, static_argnums, ())
         flat, in_tree = tree_flatten((dyn, kwargs))
@@ -71,6 +76,7 @@ def make_jaxpr(fun: Callable, static_argnums: int | Sequence[int] = ()) -> Calla
 
 
 # JAX: jax/_src/api.py eval_shape
+@traceback_util.api_boundary
 def eval_shape(fun: Callable, *args, **kwargs):
     """The shapes and dtypes `fun(*args, **kwargs)` would return, computed by tracing alone
     (no FLOPs, nothing compiled).
@@ -115,6 +121,7 @@ def _check_tangent(p, t, i):
 
 
 # JAX: jax/_src/api.py jvp
+@traceback_util.api_boundary
 def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux: bool = False):
     """Forward-mode derivative: returns `(fun(*primals), J @ tangents)` (and aux).
 
@@ -141,6 +148,7 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 
 # JAX: jax/_src/api.py linearize
+@traceback_util.api_boundary
 def linearize(fun: Callable, *primals):
     """Returns `(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates the linear map
     recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
@@ -173,6 +181,7 @@ class _LinearizedJVP:
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/api.py vjp
+@traceback_util.api_boundary
 def vjp(fun: Callable, *primals, has_aux: bool = False):
     """Returns `(fun(*primals), f_vjp)` (plus aux) where `f_vjp(ct)` maps an output cotangent
     (a pytree like the output) to a tuple of input cotangents, one per primal.
@@ -297,6 +306,7 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
     nums = (argnums,) if int_argnums else tuple(argnums)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def value_and_grad_f(*args, **kwargs):
         for i in nums:
             if not -len(args) <= i < len(args):
@@ -363,6 +373,7 @@ def grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = False,
     vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int)
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def grad_f(*args, **kwargs):
         if has_aux:
             (_, aux), g = vg(*args, **kwargs)
@@ -442,6 +453,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
                         f"but got {in_axes}.")
 
     @functools.wraps(fun)
+    @traceback_util.api_boundary
     def vmap_f(*args, **kwargs):
         if isinstance(in_axes, tuple) and len(in_axes) != len(args):
             raise ValueError(f"vmap in_axes specification must be a tree prefix of the "
@@ -514,6 +526,7 @@ def jacfwd(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     For an input leaf of shape `in` and an output leaf of shape `out`, the Jacobian leaf has
     shape `out + in` (pytrees: output structure on the outside, then input structure).
     Inputs must be real floats, or complex with `holomorphic=True` (TypeError otherwise)."""
+    @traceback_util.api_boundary
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
@@ -559,6 +572,7 @@ def jacrev(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: bool = Fals
     """The Jacobian by reverse mode: one vjp per output element, batched with vmap.
     Shapes as in jacfwd (`out + in` per leaf pair). Outputs must be real floats, or complex
     with `holomorphic=True` (TypeError otherwise)."""
+    @traceback_util.api_boundary
     def jac(*args):
         f, dyn, int_argnums = _argnums_partial(fun, args, argnums)
         for leaf in tree_flatten(dyn)[0]:
@@ -644,7 +658,7 @@ def effects_barrier() -> None:
 
 
 # JAX: jax/_src/array.py make_array_from_callback
-def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype=None):
+def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=None):
     """An Array of global `shape` laid out by `sharding`, whose block on each device is
     `data_callback(index)` (index: a tuple of slices into the global array). The callback is
     called once per distinct block; its results must have the block's shape.
@@ -664,13 +678,13 @@ def make_array_from_callback(shape, sharding: msh.Sharding, data_callback, dtype
         want = out[idx].shape
         if b.shape != want:  # JAX's message, the array's type included
             aval = core.ShapedArray(shape, dtypes.canonicalize_dtype(b.dtype),
-                                    sharding=msh.aval_sharding(sharding, len(shape)))
+                                    sharding=aval_sharding(sharding, len(shape)))
             raise ValueError(f"Expected shard shape {want} doesn't match the single device "
                              f"array shape {b.shape}. Shape of Array is {aval} with sharding "
                              f"{sharding}")
         out[idx] = b
     aval = core.ShapedArray(shape, out.dtype)
-    if isinstance(sharding, msh.SingleDeviceSharding):
+    if isinstance(sharding, SingleDeviceSharding):
         return Array(aval, out, None, True)
     return Array(aval, None, compiler.device_put_sharded(out, sharding), True, sharding)
 
@@ -684,7 +698,7 @@ def device_put(x, device=None):
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
       device: None, the default device (`minijax.devices()[0]`), a `NamedSharding` (each
-        device of its mesh gets its block: minijax/sharding.py), or a `PartitionSpec` over the
+        device of its mesh gets its block: minijax/named_sharding.py), or a `PartitionSpec` over the
         mesh in context (`set_mesh`). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them stay there. Without
         one, a minijax Array is returned as it is, and other values become uncommitted Arrays.
@@ -692,16 +706,16 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
-    device = msh.canonicalize_sharding(device, "device_put")
+    device = canonicalize_sharding(device, "device_put")
     if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
-    if isinstance(device, msh.NamedSharding) or (
-            isinstance(device, msh.SingleDeviceSharding) and device.memory_kind != "device"):
+    if isinstance(device, NamedSharding) or (
+            isinstance(device, SingleDeviceSharding) and device.memory_kind != "device"):
         return compiler.device_put_sharded_tree(x, device)  # blocks, or another memory kind
-    if isinstance(device, msh.SingleDeviceSharding):
+    if isinstance(device, SingleDeviceSharding):
         device = device._device
     if device is not None and device != compiler.default_device():
         raise ValueError(f"device_put: minijax puts unsharded arrays on the default device, "

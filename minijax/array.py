@@ -11,8 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from minijax import core
-from minijax import sharding
-from minijax.sharding import aval_sharding
+from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
 # arguments' shardings (before, every Array is on the default device and the avals suffice).
@@ -80,7 +79,7 @@ class Array:
         default device for arrays never placed on a mesh."""
         if self._sharding is not None:
             return self._sharding
-        return sharding.SingleDeviceSharding(_default_device())
+        return SingleDeviceSharding(_default_device())
 
     @property
     def is_fully_replicated(self) -> bool:

@@ -25,7 +25,8 @@ import numpy as np
 from minijax import core, dtypes, effects, errors
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax import lax, numpy as jnp, sharding as msh
+from minijax import lax, numpy as jnp
+from minijax.sharding_impls import SingleDeviceSharding
 from minijax.lax import parallel
 from minijax.lax.control_flow.loops import map as lax_map
 
@@ -205,7 +206,7 @@ def _callback_op_sharding(op, module_ctx, sharding, result_avals) -> None:
         op.attributes["sdy.sharding"] = mlir.ir.Attribute.parse(
             "#sdy.sharding_per_value<[" + ", ".join(per) + "]>")
         return
-    if sharding is not None and not isinstance(sharding, msh.SingleDeviceSharding):
+    if sharding is not None and not isinstance(sharding, SingleDeviceSharding):
         raise NotImplementedError("pure_callback only supports SingleDeviceSharding, but got "
                                   f"{type(sharding)}")
     module_ctx.maximal_callbacks.append(

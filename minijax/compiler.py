@@ -23,7 +23,9 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
-from minijax import sharding as msh
+from minijax.named_sharding import NamedSharding, Sharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import SingleDeviceSharding, spec_for_device_map
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -52,6 +54,22 @@ def runtime_error_type() -> type:
 @functools.cache
 def default_device():
     return backend().local_devices()[0]
+
+
+# JAX: jax/_src/ffi.py register_ffi_target
+def register_custom_call_target(name: str, fn: Any, platform: str, api_version: int,
+                                **kwargs: Any) -> None:
+    """Hand the FFI handler `fn` (a PyCapsule) to XLA's `platform` backend as the
+    custom-call target `name` (`minijax/ffi.py: register_ffi_target`)."""
+    from jaxlib import xla_client
+    xla_client.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+
+
+# JAX: jax/_src/ffi.py include_dir
+def ffi_include_dir() -> str:
+    """The `include/` folder of the installed jaxlib, which holds XLA's FFI headers."""
+    import jaxlib
+    return os.path.join(os.path.dirname(os.path.abspath(jaxlib.__file__)), "include")
 
 
 # JAX: jax/_src/lax/linalg.py register_module_custom_calls
@@ -278,10 +296,13 @@ class RuntimeTokenSet(threading.local):
 runtime_tokens = RuntimeTokenSet()
 
 
-# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one device, no shardings
+# JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one class per kind of
+# program (one device; one device with outputs in another memory; a mesh) where JAX has one
 class ExecuteReplicated:
     """The one way a compiled program runs, built once per executable (the first call, later
-    calls, `Compiled.__call__` and `jit_p`'s impl all call it).
+    calls, `Compiled.__call__` and `jit_p`'s impl all call it). This class runs a program on
+    one device; `ExecutePlaced` and `ExecuteSharded` below change only how the inputs become
+    buffers (`_input_buffers`) and the outputs become Arrays (`_output_arrays`).
 
     Calling it with concrete arguments: takes each minijax Array's device buffer as it is (no
     copy), puts NumPy values and Python scalars on the device, runs the executable
@@ -314,6 +335,23 @@ class ExecuteReplicated:
     def __call__(self, args: Sequence[Any], consts: Sequence[Array] = ()) -> list[Array]:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
         deciding commitment) followed by `args`."""
+        bufs, committed = self._input_buffers(args, consts)
+        handlers = self.handlers  # execute(), inline: this is every cached jit call
+        if self.has_effects:
+            outs = self._execute_with_tokens(bufs)
+        elif handlers is not None:
+            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
+        else:
+            outs = self.executable.execute(bufs)
+        if self.donated is not None:
+            self._delete_donated(args, len(consts))
+        outs = self._output_arrays(outs, committed)
+        if config.jax_debug_nans or config.jax_debug_infs:
+            self._check_special(outs, [*consts, *args])
+        return outs
+
+    def _input_buffers(self, args: Sequence[Any], consts: Sequence[Array]) -> tuple[list, bool]:
+        """(the device buffers of consts + args, whether an argument was committed)."""
         bufs = [c.device_buffer() for c in consts] if consts else []
         n = len(bufs)
         committed = False
@@ -328,19 +366,10 @@ class ExecuteReplicated:
             else:
                 i = len(bufs) - n
                 bufs.append(device_put_arg(x, self.in_avals[n + i], i))
-        handlers = self.handlers  # execute(), inline: this is every cached jit call
-        if self.has_effects:
-            outs = self._execute_with_tokens(bufs)
-        elif handlers is not None:
-            outs = self.executable.execute_sharded(bufs).consume_with_handlers(handlers)
-        else:
-            outs = self.executable.execute(bufs)
-        if self.donated is not None:
-            self._delete_donated(args, n)
-        outs = list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
-        if config.jax_debug_nans or config.jax_debug_infs:
-            self._check_special(outs, [*consts, *args])
-        return outs
+        return bufs, committed
+
+    def _output_arrays(self, outs: list, committed: bool) -> list[Array]:
+        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
 
     def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
         # A reused buffer now holds an output: the input Array must not be read again. As in
@@ -400,20 +429,19 @@ class ExecutePlaced(ExecuteReplicated):
                     _buffer_type(a.shape, a.dtype), _buffer_sharding(s), committed=True,
                     _skip_checks=True)
 
-    def __call__(self, args, consts=()):
-        outs = super().__call__(args, consts)
-        return [o if s is None else Array(o.aval, None, o._buf, True, s)
-                for o, s in zip(outs, self.placed)]
+    def _output_arrays(self, outs, committed):
+        return [Array(a, None, b, committed) if s is None else Array(a, None, b, True, s)
+                for a, b, s in zip(self.out_avals, outs, self.placed)]
 
 
 # JAX: jax/_src/api.py device_put (the sharded case) and pxla.py _shard_np_array
-def device_put_sharded_tree(x, sharding: msh.Sharding):
+def device_put_sharded_tree(x, sharding: Sharding):
     """`device_put(x, sharding)` for a pytree `x`: every leaf is checked against `sharding`
     first (rank, divisibility), then each is cut into blocks and placed (committed)."""
     leaves, tree = tree_flatten(x)
     avals = [leaf.aval if isinstance(leaf, Array) else core.get_aval(leaf) for leaf in leaves]
     for aval in avals:  # all checks before any placement: nothing is left half-placed
-        if not isinstance(sharding, msh.NamedSharding):  # one device (in some memory kind)
+        if not isinstance(sharding, NamedSharding):  # one device (in some memory kind)
             continue
         try:
             sharding.spec._check_compatible_wrt_shape(aval.shape)
@@ -485,7 +513,7 @@ def _buffer_sharding(sharding):
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
     kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory
-    if isinstance(sharding, msh.SingleDeviceSharding):
+    if isinstance(sharding, SingleDeviceSharding):
         return jax.sharding.SingleDeviceSharding(sharding._device, memory_kind=kind)
     mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec),
@@ -546,9 +574,9 @@ def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
-    return [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding) else s
+    return [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding) else s
             for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
-                                      in_avals)]
+                                  in_avals)]
 
 
 def _named_shardings(protos, mesh, avals) -> list:
@@ -560,10 +588,10 @@ def _named_shardings(protos, mesh, avals) -> list:
             # on one device only: a host callback's result nothing else constrains (JAX's
             # GSPMDSharding {maximal device=k}); the other devices' copies are not computed
             k = hlo.tile_assignment_devices()[0]
-            out.append(msh.SingleDeviceSharding(mesh.devices.flat[k]))
+            out.append(SingleDeviceSharding(mesh.devices.flat[k]))
             continue
         index_of = _index_of_tiles(hlo, aval.shape, mesh.size)
-        out.append(msh.NamedSharding(mesh, msh.spec_for_device_map(mesh, aval.shape, index_of)))
+        out.append(NamedSharding(mesh, spec_for_device_map(mesh, aval.shape, index_of)))
     return out
 
 
@@ -593,10 +621,10 @@ class ExecuteSharded(ExecuteReplicated):
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
         from jaxlib import _jax
-        self.token_sharding = None if mesh is None else msh.NamedSharding(mesh, msh.P())
+        self.token_sharding = None if mesh is None else NamedSharding(mesh, P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
         # an output on one device comes back as the mesh's buffer: its copy there is taken
-        whole = [msh.NamedSharding(mesh, msh.P()) if isinstance(s, msh.SingleDeviceSharding)
+        whole = [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding)
                  else s for s in out_shardings]
         self.handlers = [_jax.array_result_handler(_buffer_type(a.shape, a.dtype),
                                                    _buffer_sharding(s), committed=True,
@@ -604,7 +632,7 @@ class ExecuteSharded(ExecuteReplicated):
                          for a, s in zip([*[core.ShapedArray((0,), np.bool_)] * len(token_sh),
                                           *out_avals], [*token_sh, *whole])]
 
-    def __call__(self, args, consts=()):
+    def _input_buffers(self, args, consts):
         bufs = []
         for x, s in zip([*consts, *args], self.in_shardings):
             if type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
@@ -614,12 +642,9 @@ class ExecuteSharded(ExecuteReplicated):
             else:
                 val = x._value() if type(x) is Array else core.to_numpy(x, core.get_aval(x))
                 bufs.append(device_put_sharded(np.asarray(val), s))
-        if self.has_effects:
-            outs = self._execute_with_tokens(bufs)
-        else:
-            outs = execute(self.executable, bufs, self.handlers)
-        if self.donated is not None:
-            self._delete_donated(args, len(consts))
+        return bufs, True  # a program on a mesh: its results are committed to its devices
+
+    def _output_arrays(self, outs, committed):
         return [Array(a, None, b if s.num_devices > 1 else _on_device(b, s._device), True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
 

@@ -6,6 +6,7 @@ Mirrors jax/_src/config.py (which has hundreds of flags, thread-local contexts a
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from typing import Any
 
@@ -34,7 +35,7 @@ _JAX_ONLY = frozenset("""
     jax_error_checking_behavior_divide jax_error_checking_behavior_nan
     jax_error_checking_behavior_oob jax_exec_time_optimization_effort
     jax_experimental_unsafe_xla_runtime_errors jax_explicit_x64_dtypes
-    jax_export_calling_convention_version jax_export_ignore_forward_compatibility
+    jax_export_ignore_forward_compatibility
     jax_force_dcn_cross_host_transfers jax_high_dynamic_range_gumbel
     jax_hlo_source_file_canonicalization_regex jax_include_debug_info_in_dumps
     jax_include_full_tracebacks_in_locations jax_legacy_prng_key jax_log_checkpoint_residuals
@@ -51,7 +52,7 @@ _JAX_ONLY = frozenset("""
     jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
     jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
-    jax_traceback_filtering jax_tracer_error_num_traceback_frames jax_transfer_guard
+    jax_tracer_error_num_traceback_frames jax_transfer_guard
     jax_transfer_guard_device_to_device jax_transfer_guard_device_to_host
     jax_transfer_guard_host_to_device jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
@@ -80,7 +81,11 @@ class Config:
     jax_platforms (None or a comma-separated list): the backends to use, of which minijax
     has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
     jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
-    raise NotImplementedError; jax_use_direct_linearize (bool): reverse mode linearizes with
+    raise NotImplementedError;
+    jax_traceback_filtering ('auto', the default, or 'off', 'tracebackhide', 'remove_frames',
+    'quiet_remove_frames'; the environment variable JAX_TRACEBACK_FILTERING sets the default):
+    how much of minijax's own frames an error raised through `jit`, `grad`, `vmap`... shows
+    (minijax/traceback_util.py); jax_use_direct_linearize (bool): reverse mode linearizes with
     `ad.LinearizeTrace` instead of jvp + partial evaluation (JAX's default is True;
     minijax's is False, see chapters/06-reverse-mode.md).
 
@@ -95,11 +100,15 @@ class Config:
                  "jax_persistent_cache_min_entry_size_bytes": 0,
                  "jax_raise_persistent_cache_errors": False, "jax_enable_checks": False,
                  "jax_platforms": None, "jax_default_prng_impl": "threefry2x32",
-                 "jax_threefry_partitionable": True, "jax_use_direct_linearize": False}
+                 "jax_threefry_partitionable": True,
+                 "jax_traceback_filtering": os.environ.get("JAX_TRACEBACK_FILTERING", "auto"),
+                 "jax_export_calling_convention_version": 10, "jax_use_direct_linearize": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
                 "jax_numpy_rank_promotion": ("allow", "warn", "raise"),
+                "jax_traceback_filtering": ("off", "tracebackhide", "remove_frames",
+                                            "quiet_remove_frames", "auto"),
                 "jax_default_prng_impl": ("threefry2x32", "threefry4x32", "rbg", "unsafe_rbg",
                                           "philox2x32", "philox4x32")}
     _implemented = {"jax_default_prng_impl": "threefry2x32",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import re
 import threading
 from typing import Any, Callable, Sequence
@@ -46,7 +47,7 @@ class ShapedArray:
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
@@ -56,12 +57,12 @@ class ShapedArray:
         self._hash = None  # computed once, when first needed: avals key the dispatch caches
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
 
     def update(self, shape=None, dtype=None, weak_type=None, sharding=_keep,
                vma=None) -> "ShapedArray":
         """A copy with the given fields replaced. A new shape drops the sharding unless one
-        is given (the primitive's sharding rule computes it: minijax/sharding.py)."""
+        is given (the primitive's sharding rule computes it: minijax/lax/utils.py)."""
         if sharding is _keep:
             sharding = self.sharding if shape is None else None
         return ShapedArray(self.shape if shape is None else shape,
@@ -200,6 +201,20 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a numpy value or a Python scalar")
 
 
+# JAX: jax/_src/core.py canonicalize_dim
+def canonicalize_dim(d):
+    """`d` as a dimension: an int, or a symbolic dimension kept as it is (a `DimExpr` of
+    minijax/export/shape_poly.py, which core knows only by its `is_symbolic_dim` mark)."""
+    return d if getattr(d, "is_symbolic_dim", False) else int(d)
+
+
+# JAX: jax/_src/core.py dimension_as_value
+def dimension_as_value(d):
+    """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an
+    int32 scalar computed from the dimension variables (minijax/export/shape_poly.py)."""
+    return d if type(d) is int else d.dimension_as_value()
+
+
 # JAX: jax/_src/core.py ShapeDtypeStruct — differs: no sharding or vma
 class ShapeDtypeStruct:
     """An abstract argument: a shape and a dtype, no value. Pass it to `jit(f).trace(...)` or
@@ -212,12 +227,12 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
         self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
     ndim = property(lambda self: len(self.shape))
-    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    size = property(lambda self: math.prod(self.shape))
 
     @property
     def aval(self) -> ShapedArray:
@@ -373,16 +388,42 @@ class UnexpectedTracerError(TypeError):
     """A tracer escaped the transformation that created it and was used after it ended."""
 
 
+# what to do instead, by the conversion that needed a value (JAX's messages give the same
+# specific advice: `x.astype(int)` for int(x), lax.cond for `if`)
+# JAX: jax/_src/errors.py ConcretizationTypeError
+_CONVERSION_HINTS = {
+    "bool()": "Python's `if`, `while`, `and`, `or` and `not` need a concrete bool. Use "
+              "lax.cond or jnp.where instead of `if` on arrays, lax.while_loop or "
+              "lax.fori_loop for loops, or mark the argument static (jit's static_argnums / "
+              "static_argnames).",
+    "__index__()": "A traced integer cannot index a Python list or tuple, or size a range or "
+                   "a shape. Index a jnp array instead (`jnp.asarray(xs)[i]`), use "
+                   "lax.dynamic_slice or lax.fori_loop, or mark the argument static (jit's "
+                   "static_argnums / static_argnames).",
+}
+
+
+def _conversion_hint(what: str) -> str:
+    if what in _CONVERSION_HINTS:
+        return _CONVERSION_HINTS[what]
+    if what in ("int()", "float()", "complex()"):
+        t = what[:-2]
+        return (f"To change the dtype of a traced value, write `x.astype({t})` or "
+                f"`jnp.asarray(x, {t})`, which stay arrays; for a Python {t} that the "
+                "program's structure depends on, mark the argument static (jit's "
+                "static_argnums / static_argnames).")
+    return ("Python control flow and conversions need a concrete value, but under this "
+            "transformation the value is only known by its shape and dtype. Use lax.cond or "
+            "jnp.where instead of `if` on arrays, lax.fori_loop/lax.while_loop for loops, or "
+            "mark the argument static (jit's static_argnums / static_argnames).")
+
+
 def _concretization_error(tracer: "Tracer", what: str, cls=ConcretizationTypeError):
     ctx = tracer._trace.describe()
     return cls(
         f"Abstract tracer value encountered where concrete value is expected: {what} was "
         f"called on a traced array with shape {tracer.aval.str_short()}{ctx}.\n"
-        "Python control flow and conversions need a concrete value, but under this "
-        "transformation the value is only known by its shape and dtype. Use lax.cond or "
-        "jnp.where instead of `if` on arrays, lax.fori_loop/lax.while_loop for loops, or mark "
-        "the argument static (jit's static_argnums / static_argnames). "
-        f"See {_CHAPTER_TRACING}.")
+        f"{_conversion_hint(what)} See {_CHAPTER_TRACING}.")
 
 
 def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:

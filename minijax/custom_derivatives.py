@@ -18,6 +18,8 @@ Taught in chapters/09-primitives.md (custom rules).
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import functools
 import inspect
 from typing import Callable, Sequence
@@ -175,6 +177,7 @@ class custom_jvp:  # noqa: N801 (JAX's name)
 
         self.defjvp(jvp)
 
+    @traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         name = _fun_name(self.fun)
         if self.jvp is None:
@@ -391,6 +394,7 @@ class custom_vjp:  # noqa: N801 (JAX's name)
         self.fwd = fwd
         self.bwd = bwd
 
+    @traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         name = _fun_name(self.fun)
         if self.fwd is None or self.bwd is None:

@@ -26,7 +26,7 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.lax import parallel
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.mesh import AxisType
-from minijax.sharding import Sharding
+from minijax.named_sharding import Sharding
 
 
 # JAX: jax/_src/debugging.py DebugEffect

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import warnings
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -29,7 +30,9 @@ from minijax import core
 from minijax.array import Array
 from minijax.config import config
 from minijax.util import BoundedCache
-from minijax import sharding as msh
+from minijax.mesh import get_concrete_mesh
+from minijax.named_sharding import NamedSharding
+from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
 from minijax.compiler import default_device
 from minijax.interpreters import ad, batching, mlir
@@ -38,6 +41,13 @@ from minijax.pjit import jit
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
 _callables: BoundedCache = BoundedCache(4096)
+
+# XLA computes NaN, inf and wrapped integers without a word, and so does JAX; NumPy warns
+# (`invalid value encountered in log`). The eager impls are minijax's NumPy calls, so the
+# warnings NumPy attributes to minijax's own modules are dropped: one filter, nothing on the
+# hot path (an `np.errstate` around each op would cost a microsecond). NaNs are found with
+# `jax_debug_nans` (chapters/15-debugging.md), as in JAX.
+warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"minijax(\.|$)")
 
 # primitive -> rule(*avals, **params) giving the NumPy function of the operands alone that
 # computes the primitive for exactly those avals and params, or None for the general impl.
@@ -256,14 +266,14 @@ def _laid_out(run: Callable, multiple: bool) -> Callable:
 
     def placed(*args):
         meshes = {x._sharding.mesh.abstract_mesh: x._sharding.mesh for x in args
-                  if type(x) is Array and isinstance(x._sharding, msh.NamedSharding)}
+                  if type(x) is Array and isinstance(x._sharding, NamedSharding)}
         outs = run(*args)
         res = []
         for o in (outs if multiple else [outs]):
             s = o.aval.sharding
-            mesh = None if s is None else meshes.get(s.mesh, msh.get_concrete_mesh())
+            mesh = None if s is None else meshes.get(s.mesh, get_concrete_mesh())
             if mesh is not None and o._sharding is None:  # else placed by its impl already
-                o = Array(o.aval, o._npy, None, True, msh.NamedSharding(mesh, s.spec))
+                o = Array(o.aval, o._npy, None, True, NamedSharding(mesh, s.spec))
             res.append(o)
         return res if multiple else res[0]
     return placed
@@ -325,7 +335,7 @@ def _device_put_impl(*xs, devices, srcs):
         if isinstance(d, MemorySpace):
             sharding = x.sharding if isinstance(x, Array) else None
             if sharding is None:
-                sharding = msh.SingleDeviceSharding(default_device())
+                sharding = SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
         outs.append(api.device_put(x, d))
     return outs

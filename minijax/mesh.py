@@ -3,7 +3,7 @@ type of each axis (`AxisType`).
 
 A mesh gives the devices of a computation names and a shape: `Mesh(devices.reshape(4, 2),
 ("x", "y"))` says "4 rows called x, 2 columns called y". A `PartitionSpec` then names, per
-array dimension, the mesh axes that dimension is split over (minijax/sharding.py).
+array dimension, the mesh axes that dimension is split over (minijax/partition_spec.py).
 Mirrors jax/_src/mesh.py. Taught in chapters/12-sharding.md.
 """
 
@@ -24,7 +24,7 @@ class AxisType(enum.Enum):
     - `Auto`: the partitioner (Shardy) chooses how values are laid out along the axis.
     - `Explicit`: the layout along the axis is part of each value's type (`f32[8@x]`; JAX
       0.10's default for `make_mesh`): each primitive's sharding rule types its result, and
-      ambiguity is a `ShardingTypeError` (minijax/sharding.py).
+      ambiguity is a `ShardingTypeError` (minijax/sharding_impls.py).
     - `Manual`: inside `shard_map`, the program sees one shard per device.
     """
     Auto = enum.auto()
@@ -212,7 +212,7 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types=
     Raises ValueError if the mesh needs more devices than there are, or the lengths of
     `axis_shapes` and `axis_names` differ.
     """
-    from minijax import compiler  # not at the top: compiler -> sharding imports this module
+    from minijax import compiler  # not at the top: compiler -> named_sharding imports this module
     axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
     if len(axis_shapes) != len(axis_names):
         raise ValueError(f"Length of axis_shapes {axis_shapes} must match the length of "

@@ -19,6 +19,7 @@ import weakref
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
+from minijax import traceback_util
 from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
@@ -28,9 +29,12 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
-from minijax.sharding import NamedSharding, PartitionSpec, Sharding
+from minijax.named_sharding import NamedSharding, Sharding
 from minijax.util import BoundedCache, safe_zip, split_list
-from minijax import sharding as msh
+from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
+from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.sharding_impls import (aval_sharding, canonicalize_out_sharding, canonicalize_sharding,
+                                    normalize_to_ndim)
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
 logger = logging.getLogger("minijax")
@@ -473,6 +477,7 @@ class JitWrapped:
             in_sh = (None,) * len(consts) + self._leaf_in_shardings(leaves, arg_shardings,
                                                                     in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+            _check_out_shardings(out_sh, closed.out_avals)
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
@@ -504,6 +509,7 @@ class JitWrapped:
         _check_committed(leaves, out)
         return tuple(out)
 
+    @traceback_util.api_boundary
     def __call__(self, *args, **kwargs):
         if config.jax_disable_jit:  # JAX: jax/_src/pjit.py _cpp_pjit's disable_jit check
             return self.fun(*args, **kwargs)
@@ -571,6 +577,7 @@ class JitWrapped:
         arg_shardings = [getattr(x, "_sharding", None) for x in flat]
         in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
+        _check_out_shardings(out_sh, closed.out_avals)
         return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
 
     def lower(self, *args, **kwargs) -> Lowered:
@@ -678,14 +685,17 @@ def _check_committed(leaves, shardings) -> None:
 def _constrained(xs, shardings, retype: bool = False) -> list:
     """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
     nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
-    type says the layout: an output is `reshard`ed (`retype`), an input keeps its type (as
-    JAX's). Mixed meshes: not applied."""
+    type says the layout: an output is `reshard`ed (`retype`) when its value is computed now
+    (under jvp or vmap of concrete values: JAX's nested call runs with its out_shardings),
+    not when it is staged into a jaxpr (JAX types a nested jit's outputs by its jaxpr,
+    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Mixed meshes: not applied."""
     out = []
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
             if retype and mesh.explicit_axes and not any(
-                    a in mesh.auto_axes for p in spec for a in _axes_of(p)):
+                    a in mesh.auto_axes for p in spec for a in _axes_of(p)) and not \
+                    isinstance(_concrete_of(x)[0], Tracer):
                 x = reshard(x, s)  # on Explicit axes only: the type changes
             if mesh.auto_axes:  # the partitioner is told the Auto part
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
@@ -724,6 +734,15 @@ def _batched(s, dims):
         spec = [*s.spec, *[None] * (d - len(s.spec))]
         s = NamedSharding(s.mesh, PartitionSpec(*spec[:d], None, *spec[d:]))
     return s
+
+
+def _check_out_shardings(shardings, avals) -> None:
+    """Each output's `out_shardings` entry fits its shape (rank, and every dimension divisible
+    by its number of shards), before anything is compiled: ValueError (IndivisibleError) as
+    JAX raises when it lays the outputs out."""
+    for s, a in zip(shardings, avals):
+        if isinstance(s, NamedSharding):
+            s.check_compatible_aval(a.shape, typed=False)
 
 
 def _broadcast_prefix(prefix, positions, out: list, what: str) -> None:
@@ -798,7 +817,7 @@ def _sharding_per_leaf(shardings, tree, op: str, what: str) -> list:
         if s_tree != tree:
             raise ValueError(f"{op}: {what} {shardings} do not match the structure of the "
                              f"values {tree}")
-    return [msh.canonicalize_sharding(s, op) for s in shs]
+    return [canonicalize_sharding(s, op) for s in shs]
 
 
 def with_sharding_constraint(x, shardings):
@@ -814,7 +833,7 @@ def with_sharding_constraint(x, shardings):
     does not divide into its shards, TypeError for something that is not a NamedSharding."""
     leaves, tree = tree_flatten(x)
     given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
-    if msh.get_concrete_mesh() is None and msh.get_abstract_mesh().empty and \
+    if get_concrete_mesh() is None and get_abstract_mesh().empty and \
             any(isinstance(s, PartitionSpec) for s in given):
         raise RuntimeError("with_sharding_constraint requires a non-empty mesh in context if "
                            "you are passing `PartitionSpec`s to shardings: set one with "
@@ -824,14 +843,14 @@ def with_sharding_constraint(x, shardings):
         if not isinstance(s, NamedSharding):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
-    in_context = msh.get_abstract_mesh()
+    in_context = get_abstract_mesh()
     for i, (v, s) in enumerate(zip(leaves, shs)):
         aval = core.get_aval(v)
         s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
             # sharding in types: under an all-Explicit mesh the layout is already known, so
             # the constraint is a check (JAX: "acts as an assert"); reshard changes layouts
-            want = msh.aval_sharding(s, aval.ndim)
+            want = aval_sharding(s, aval.ndim)
             have = aval.sharding.spec if aval.sharding is not None else (None,) * aval.ndim
             if tuple(want.spec) != tuple(have):
                 raise AssertionError(
@@ -843,7 +862,7 @@ def with_sharding_constraint(x, shardings):
         else:
             s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
-                   for p in s.spec for a in msh._axes_of(p)):
+                   for p in s.spec for a in _axes_of(p)):
                 raise ValueError(
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
@@ -873,21 +892,16 @@ def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
     return NamedSharding(s.mesh, PartitionSpec(*parts))
 
 
-def _axes_of(p) -> tuple:
-    return () if p is None else p if isinstance(p, tuple) else (p,)
-
-
 def _sharding_constraint_impl(x, *, sharding):
     # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
     # JAX's impl runs the constraint on the mesh
-    from minijax import sharding as msh
-    if isinstance(sharding.mesh, msh.Mesh):
+    if isinstance(sharding.mesh, Mesh):
         return compiler.device_put_sharded_tree(x, sharding)
     return x
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    s = msh.aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
+    s = aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
     return x if s is None or s == x.sharding else x.update(sharding=s)
 
 
@@ -938,7 +952,7 @@ def reshard(xs, out_shardings):
         if not isinstance(s, NamedSharding):
             raise ValueError(f"Reshard should only be used with out_shardings which are "
                              f"non-None and have a non-empty mesh. Got sharding {s}.")
-        for a in (a for p in s.spec for a in msh._axes_of(p)):
+        for a in (a for p in s.spec for a in _axes_of(p)):
             if a not in s.mesh.explicit_axes:  # Auto axes are the partitioner's, not reshard's
                 raise ValueError(f"PartitionSpec passed to reshard cannot contain axis names "
                                  f"that are of type Auto or Manual. Got PartitionSpec: "
@@ -951,22 +965,21 @@ def reshard(xs, out_shardings):
     outs = []
     for v, s in zip(leaves, shs):
         ndim = core.get_aval(v).ndim
-        dst = msh.normalize_to_ndim(msh.canonicalize_out_sharding(s, "reshard"), ndim)
+        dst = normalize_to_ndim(canonicalize_out_sharding(s, "reshard"), ndim)
         outs.append(reshard_p.bind(v, dst_sharding=dst,
                                    concrete_mesh=s.mesh if hasattr(s.mesh, "devices") else None))
     return tree_unflatten(tree, outs)
 
 
 def _reshard_impl(x, *, dst_sharding, concrete_mesh):
-    from minijax import sharding as msh  # eagerly: laid out as asked (as the constraint)
-    mesh = concrete_mesh or msh.get_concrete_mesh()
+    mesh = concrete_mesh or get_concrete_mesh()
     if mesh is not None and mesh.abstract_mesh == dst_sharding.mesh.abstract_mesh:
         return compiler.device_put_sharded_tree(x, NamedSharding(mesh, dst_sharding.spec))
     return x
 
 
 def _reshard_abstract_eval(x, *, dst_sharding, concrete_mesh):
-    return x.update(sharding=msh.aval_sharding(dst_sharding, x.ndim))
+    return x.update(sharding=aval_sharding(dst_sharding, x.ndim))
 
 
 def _reshard_transpose(ct, x, *, dst_sharding, concrete_mesh):
@@ -1009,14 +1022,14 @@ mlir._lays_out_itself.add(reshard_p)
 # ---------------------------------------------------------------------------------------------
 
 def _retyped_mesh(axes, to, api: str):
-    outer = msh.get_concrete_mesh()
+    outer = get_concrete_mesh()
     if outer is None:
         raise ValueError(f"Context mesh cannot be empty. Please use `jax.set_mesh` API to enter "
                          f"into a mesh context when using `{api}` API.")
     names = outer.axis_names if axes is None else (axes,) if isinstance(axes, str) else \
         tuple(axes)
     types = tuple(to if n in names else t for n, t in zip(outer.axis_names, outer.axis_types))
-    return outer, msh.Mesh(outer.devices, outer.axis_names, axis_types=types)
+    return outer, Mesh(outer.devices, outer.axis_names, axis_types=types)
 
 
 def _spec_without(spec, mesh) -> PartitionSpec:
@@ -1024,7 +1037,7 @@ def _spec_without(spec, mesh) -> PartitionSpec:
     keep = set(mesh.explicit_axes)
     out = []
     for p in spec:
-        axes = tuple(a for a in msh._axes_of(p) if a in keep)
+        axes = tuple(a for a in _axes_of(p) if a in keep)
         out.append(None if not axes else axes[0] if len(axes) == 1 else axes)
     return PartitionSpec(*out)
 
@@ -1056,8 +1069,8 @@ def auto_axes(f=None, /, *, axes=None, out_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         out_s = _given_or_keyword(out_sharding, kwargs, "out_sharding")
-        outer, inner = _retyped_mesh(axes, msh.AxisType.Auto, "auto_axes")
-        with msh.set_mesh(inner):
+        outer, inner = _retyped_mesh(axes, AxisType.Auto, "auto_axes")
+        with set_mesh(inner):
             args = tree_map(lambda a: reshard(a, NamedSharding(inner, _spec_without(
                 _spec_of(a), inner))), args)
             out = f(*args, **kwargs)
@@ -1077,8 +1090,8 @@ def explicit_axes(f=None, /, *, axes=None, in_sharding=None):
     @functools.wraps(f)
     def wrapped(*args, **kwargs):
         in_s = _given_or_keyword(in_sharding, kwargs, "in_sharding")
-        outer, inner = _retyped_mesh(axes, msh.AxisType.Explicit, "explicit_axes")
-        with msh.set_mesh(inner):
+        outer, inner = _retyped_mesh(axes, AxisType.Explicit, "explicit_axes")
+        with set_mesh(inner):
             args = reshard(args, in_s)
             out = f(*args, **kwargs)
         return tree_map(lambda o: reshard(o, NamedSharding(outer, _spec_without(

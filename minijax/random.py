@@ -27,11 +27,14 @@ from minijax.lax.control_flow.loops import cumsum
 from minijax.lax.special import erf, erf_inv
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
-from minijax.numpy.util import promote_args_inexact
+from minijax.numpy.util import promote_args_inexact, promote_dtypes
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
-           "permutation", "choice", "gumbel", "categorical"]
+           "permutation", "choice", "gumbel", "categorical", "exponential", "laplace",
+           "logistic", "cauchy", "rademacher", "maxwell", "double_sided_maxwell",
+           "weibull_min", "pareto", "lognormal", "rayleigh", "wald", "geometric", "triangular",
+           "multivariate_normal", "orthogonal", "clone", "key_dtype"]
 
 # ---------------------------------------------------------------------------------------------
 # Keys
@@ -559,6 +562,310 @@ def categorical(key, logits, axis: int = -1, shape: Sequence[int] | None = None,
     indices = _top_k_indices(jnp.moveaxis(logits, axis, -1), k)
     perm = (len(batch_shape),) + tuple(range(len(batch_shape)))
     return lax.reshape(lax.transpose(indices, perm), shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Distributions built on uniform and normal: the same transformations as JAX's, in the same
+# order, so that one key gives the same bits
+# ---------------------------------------------------------------------------------------------
+
+def _param_shape(name: str, shape, *params) -> tuple[int, ...]:
+    """The result shape: `shape`, or the parameters' broadcast shape when it is None."""
+    pshapes = [jnp.shape(p) for p in params]
+    if shape is None:
+        return tuple(np.broadcast_shapes(*pshapes)) if pshapes else ()
+    shape = _shape(shape)
+    _check_shape(name, shape, *pshapes)
+    return shape
+
+
+# JAX: jax/_src/random/core.py exponential
+def exponential(key, shape: Sequence[int] = (), dtype=None):
+    """Standard exponential floats (rate 1) of `shape`: -log(1 - u)."""
+    raw = _raw("exponential", key)
+    return _exponential(raw, _shape(shape), _float_dtype("exponential", dtype))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _exponential(key, shape, dtype):
+    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    return lax.neg(lax.log1p(lax.neg(u)))  # 1 - u lies in (0, 1]: log never sees 0
+
+
+# JAX: jax/_src/random/core.py laplace
+def laplace(key, shape: Sequence[int] = (), dtype=None):
+    """Standard Laplace floats (density exp(-|x|) / 2) of `shape`."""
+    raw = _raw("laplace", key)
+    return _laplace(raw, _shape(shape), _float_dtype("laplace", dtype))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _laplace(key, shape, dtype):
+    u = _uniform(key, -1.0 + dtypes.finfo(dtype).epsneg, 1.0, shape, dtype)
+    return lax.mul(lax.sign(u), lax.log1p(lax.neg(lax.abs(u))))
+
+
+# JAX: jax/_src/random/core.py logistic
+def logistic(key, shape: Sequence[int] = (), dtype=None):
+    """Standard logistic floats of `shape`: log(u) - log(1 - u)."""
+    raw = _raw("logistic", key)
+    return _logistic(raw, _shape(shape), _float_dtype("logistic", dtype))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _logistic(key, shape, dtype):
+    u = _uniform(key, dtypes.finfo(dtype).tiny, 1.0, shape, dtype)
+    return lax.sub(lax.log(u), lax.log1p(lax.neg(u)))
+
+
+# JAX: jax/_src/random/core.py cauchy
+def cauchy(key, shape: Sequence[int] = (), dtype=None):
+    """Standard Cauchy floats of `shape`: tan(pi (u - 1/2))."""
+    raw = _raw("cauchy", key)
+    return _cauchy(raw, _shape(shape), _float_dtype("cauchy", dtype))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _cauchy(key, shape, dtype):
+    u = _uniform(key, dtypes.finfo(dtype).eps, 1.0, shape, dtype)
+    return lax.tan(lax.mul(np.array(np.pi, dtype), lax.sub(u, np.array(0.5, dtype))))
+
+
+# JAX: jax/_src/random/core.py rademacher
+def rademacher(key, shape: Sequence[int] = (), dtype=np.int32):
+    """-1 or +1 with probability 1/2 each, of `shape` and `dtype` (default int32)."""
+    raw = _raw("rademacher", key)
+    return _rademacher(raw, _shape(shape), np.dtype(dtypes.canonicalize_dtype(dtype)))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _rademacher(key, shape, dtype):
+    b = _bernoulli(key, np.float32(0.5), shape=shape, mode="low").astype(dtype)
+    return (2 * b - 1).astype(dtype)
+
+
+# JAX: jax/_src/random/core.py maxwell
+def maxwell(key, shape: Sequence[int] = (), dtype=None):
+    """One-sided Maxwell floats of `shape`: the length of a standard normal 3-vector."""
+    raw = _raw("maxwell", key)
+    return _maxwell(raw, _shape(shape), _float_dtype("maxwell", dtype))
+
+
+@functools.partial(jit, static_argnums=(1, 2))
+def _maxwell(key, shape, dtype):
+    return jnp.linalg.norm(_normal(key, shape + (3,), dtype), axis=-1)
+
+
+# JAX: jax/_src/random/core.py double_sided_maxwell
+def double_sided_maxwell(key, loc, scale, shape: Sequence[int] = (), dtype=None):
+    """Maxwell floats with a random sign, times `scale` plus `loc`; the result shape is
+    `shape + broadcast(loc, scale).shape`."""
+    raw = _raw("double_sided_maxwell", key)
+    dtype = _float_dtype("double_sided_maxwell", dtype)
+    pshape = tuple(np.broadcast_shapes(jnp.shape(loc), jnp.shape(scale)))
+    shape = (_shape(shape) or pshape) + pshape
+    return _double_sided_maxwell(raw, loc, scale, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _double_sided_maxwell(key, loc, scale, *, shape, dtype):
+    k_maxwell, k_sign = _split2(key)
+    sign = _rademacher(k_sign, shape, dtype)
+    return sign * _maxwell(k_maxwell, shape, dtype) * scale + loc
+
+
+# JAX: jax/_src/random/core.py weibull_min
+def weibull_min(key, scale, concentration, shape: Sequence[int] = (), dtype=None):
+    """Weibull floats: scale * (-log(1 - u)) ** (1 / concentration), of `shape`."""
+    raw = _raw("weibull_min", key)
+    return _weibull_min(raw, scale, concentration, shape=_shape(shape),
+                        dtype=_float_dtype("weibull_min", dtype))
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _weibull_min(key, scale, concentration, *, shape, dtype):
+    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    return jnp.power(-jnp.log1p(-u), 1.0 / concentration) * scale
+
+
+# JAX: jax/_src/random/core.py pareto
+def pareto(key, b, shape: Sequence[int] | None = None, dtype=None):
+    """Pareto floats with shape parameter `b` (> 0) on [1, inf): exp(exponential / b)."""
+    raw = _raw("pareto", key)
+    dtype = _float_dtype("pareto", dtype)
+    return _pareto(raw, b, shape=_param_shape("pareto", shape, b), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _pareto(key, b, *, shape, dtype):
+    return lax.exp(_exponential(key, shape, dtype) / lax.convert_element_type(b, dtype))
+
+
+# JAX: jax/_src/random/core.py lognormal
+def lognormal(key, sigma=1.0, shape: Sequence[int] | None = None, dtype=None):
+    """Log-normal floats: exp(sigma * normal), of `shape` (None: sigma's shape)."""
+    raw = _raw("lognormal", key)
+    dtype = _float_dtype("lognormal", dtype)
+    return _lognormal(raw, sigma, shape=_param_shape("lognormal", shape, sigma), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _lognormal(key, sigma, *, shape, dtype):
+    return lax.exp(_normal(key, shape, dtype) * lax.convert_element_type(sigma, dtype))
+
+
+# JAX: jax/_src/random/core.py rayleigh
+def rayleigh(key, scale=1.0, shape: Sequence[int] | None = None, dtype=None):
+    """Rayleigh floats: scale * sqrt(-2 log u), of `shape` (None: scale's shape)."""
+    raw = _raw("rayleigh", key)
+    dtype = _float_dtype("rayleigh", dtype)
+    return _rayleigh(raw, scale, shape=_param_shape("rayleigh", shape, scale), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _rayleigh(key, scale, *, shape, dtype):
+    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    scale = jnp.broadcast_to(jnp.asarray(scale).astype(dtype), shape)
+    return lax.mul(scale, lax.sqrt(lax.mul(lax.log(u), np.array(-2, dtype))))
+
+
+# JAX: jax/_src/random/core.py wald
+def wald(key, mean, shape: Sequence[int] | None = None, dtype=None):
+    """Wald (inverse Gaussian) floats with `mean` (> 0), of `shape` (None: mean's shape)."""
+    raw = _raw("wald", key)
+    dtype = _float_dtype("wald", dtype)
+    return _wald(raw, mean, shape=_param_shape("wald", shape, mean), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _wald(key, mean, *, shape, dtype):
+    k1, k2 = _split2(key)
+    mean = jnp.broadcast_to(jnp.asarray(mean).astype(dtype), shape)
+    v = _normal(k1, shape, dtype)
+    z = _uniform(k2, 0.0, 1.0, shape, dtype)
+    y = lax.integer_pow(v, 2)
+    mean_sq = lax.integer_pow(mean, 2)
+    root = lax.sqrt(4 * mean * y + mean_sq * lax.integer_pow(y, 2))
+    x = mean + mean_sq * y / 2 - mean / 2 * root
+    return lax.select(lax.le(z, mean / (mean + x)), x, mean_sq / x)
+
+
+# JAX: jax/_src/random/core.py geometric
+def geometric(key, p, shape: Sequence[int] | None = None, dtype=np.int32):
+    """The number of Bernoulli(p) trials up to the first success (>= 1), as `dtype`
+    (default int32), of `shape` (None: p's shape)."""
+    raw = _raw("geometric", key)
+    (p,) = promote_args_inexact("geometric", p)
+    return _geometric(raw, p, shape=_param_shape("geometric", shape, p),
+                      dtype=np.dtype(dtypes.canonicalize_dtype(dtype)))
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _geometric(key, p, *, shape, dtype):
+    u = _uniform(key, 0.0, 1.0, shape, core.get_aval(p).dtype)
+    u = jnp.where(u == 0, 1, u)  # as JAX: u = 0 counts as 1, so log never sees 0
+    log_q = jnp.broadcast_to(lax.log1p(-p), shape)
+    return (lax.floor(lax.div(lax.log(u), log_q)) + 1).astype(dtype)
+
+
+# JAX: jax/_src/random/core.py triangular
+def triangular(key, left, mode, right, shape: Sequence[int] | None = None, dtype=None):
+    """Triangular floats on [left, right] with its peak at `mode`, of `shape` (None: the
+    parameters' broadcast shape), by inverting the CDF."""
+    raw = _raw("triangular", key)
+    dtype = _float_dtype("triangular", dtype)
+    return _triangular(raw, left, mode, right, shape=_param_shape(
+        "triangular", shape, left, mode, right), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _triangular(key, left, mode, right, *, shape, dtype):
+    left, mode, right = (jnp.broadcast_to(lax.convert_element_type(v, dtype), shape)
+                         for v in (left, mode, right))
+    u = _uniform(key, 0.0, 1.0, shape, dtype)
+    below = left + lax.sqrt(u * (right - left) * (mode - left))
+    above = right - lax.sqrt((1 - u) * (right - left) * (right - mode))
+    return lax.select(u < (mode - left) / (right - left), below, above)
+
+
+# JAX: jax/_src/random/core.py multivariate_normal
+def multivariate_normal(key, mean, cov, shape: Sequence[int] | None = None, dtype=None,
+                        method: str = "cholesky"):
+    """Normal vectors f[*shape, n] with `mean` f[..., n] and covariance `cov` f[..., n, n]:
+    mean + factor @ normal, the factor from `method` ('cholesky', 'eigh' or 'svd').
+    ValueError for a mean of rank 0, a cov of rank < 2 or mismatched n."""
+    if method not in ("svd", "eigh", "cholesky"):
+        raise ValueError("method must be one of {'svd', 'eigh', 'cholesky'}")
+    raw = _raw("multivariate_normal", key)
+    dtype = _float_dtype("multivariate_normal", dtype)
+    # the dtypes promoted, not the shapes (JAX: promote_dtypes_inexact)
+    mean, cov = (jnp.asarray(v, dtypes.canonicalize_dtype(np.float64))
+                 if not dtypes.issubdtype(jnp.result_type(v), np.inexact) else jnp.asarray(v)
+                 for v in promote_dtypes(mean, cov))
+    if jnp.ndim(mean) < 1:
+        raise ValueError(f"multivariate_normal requires mean.ndim >= 1, got mean.ndim == "
+                         f"{jnp.ndim(mean)}")
+    if jnp.ndim(cov) < 2:
+        raise ValueError(f"multivariate_normal requires cov.ndim >= 2, got cov.ndim == "
+                         f"{jnp.ndim(cov)}")
+    n = jnp.shape(mean)[-1]
+    if jnp.shape(cov)[-2:] != (n, n):
+        raise ValueError(f"multivariate_normal requires cov.shape == (..., n, n) for n={n}, "
+                         f"but got cov.shape == {jnp.shape(cov)}.")
+    batch = (jnp.shape(mean)[:-1], jnp.shape(cov)[:-2])
+    if shape is None:
+        shape = tuple(np.broadcast_shapes(*batch))
+    else:
+        shape = _shape(shape)
+        _check_shape("normal", shape, *batch)
+    return _multivariate_normal(raw, mean, cov, shape=shape, dtype=dtype, method=method)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype", "method"))
+def _multivariate_normal(key, mean, cov, *, shape, dtype, method):
+    n = jnp.shape(mean)[-1]
+    if method == "svd":
+        u, s, _ = jnp.linalg.svd(cov)
+        factor = u * jnp.sqrt(s[..., None, :])
+    elif method == "eigh":
+        w, v = jnp.linalg.eigh(cov)
+        factor = v * jnp.sqrt(w[..., None, :])
+    else:
+        factor = jnp.linalg.cholesky(cov)
+    z = _normal(key, shape + (n,), dtype)
+    return mean + jnp.einsum("...ij,...j->...i", factor, z)
+
+
+# JAX: jax/_src/random/core.py orthogonal
+def orthogonal(key, n: int, shape: Sequence[int] = (), dtype=None, m: int | None = None):
+    """Haar-random orthogonal matrices f[*shape, n, m] (m defaults to n; for n != m the
+    rows or the columns are orthonormal): the Q of a normal matrix's QR, signs fixed by R's
+    diagonal."""
+    raw = _raw("orthogonal", key)
+    dtype = _float_dtype("orthogonal", dtype)
+    return _orthogonal(raw, n=int(n), m=int(n if m is None else m), shape=_shape(shape),
+                       dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("n", "m", "shape", "dtype"))
+def _orthogonal(key, *, n, m, shape, dtype):
+    z = _normal(key, shape + (max(n, m), min(n, m)), dtype)
+    q, r = jnp.linalg.qr(z)
+    x = q * jnp.expand_dims(jnp.sign(jnp.diagonal(r, axis1=-2, axis2=-1)), -2)
+    return jnp.swapaxes(x, -1, -2) if n < m else x
+
+
+# JAX: jax/_src/random/core.py clone — differs: keys are values, so a clone is the key itself
+def clone(key):
+    """The same key (JAX clones keys for its key-reuse checker, which minijax does not
+    have)."""
+    return key
+
+
+# JAX: jax/_src/random/core.py key_dtype
+def key_dtype(impl=None):
+    """The dtype of typed keys made with `impl` (default threefry2x32)."""
+    return key(0, impl=impl).dtype
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)

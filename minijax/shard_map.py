@@ -19,6 +19,8 @@ chapters/13-shard-map.md.
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import contextlib
 import functools
 import math
@@ -30,8 +32,10 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.sharding import (Mesh, NamedSharding, PartitionSpec, _axes_of, aval_sharding,
-                              get_concrete_mesh)
+from minijax.mesh import Mesh, get_concrete_mesh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.sharding_impls import aval_sharding
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import pjit
@@ -91,6 +95,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
     #                    over no tracer
 
     @functools.wraps(f)
+    @traceback_util.api_boundary
     def wrapped(*args):
         mesh, manual = _mesh_and_axes(given_mesh, axis_names, check_vma)
         leaves, in_tree = tree_flatten(args)
@@ -100,7 +105,8 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         key = (in_tree, tuple(specs), tuple(avals), mesh, _enclosing_manual(mesh))
         hit = traced.get(key)
         if hit is None:
-            hit = _trace(leaves, in_tree, specs, avals, mesh, manual)
+            hit = _trace_mapped_fun(f, name, in_specs is Infer, out_specs, check_vma,
+                                    in_tree, specs, avals, mesh, manual)
             if not any(isinstance(c, core.Tracer) for c in hit[1]):
                 traced[key] = hit
         jaxpr, consts, out_tree, o_specs = hit
@@ -110,39 +116,57 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
             out_specs=tuple(o_specs), check_vma=check_vma, newly_manual_axes=manual)
         return tree_unflatten(out_tree, outs)
 
-    def _trace(leaves, in_tree, specs, avals, mesh, manual):
-        typed = manual == frozenset(mesh.axis_names) and \
-            all(a in mesh.explicit_axes for a in manual)
-        for i, (a, s) in enumerate(safe_zip(avals, specs)):
-            _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
-            have = a.sharding.spec if a.sharding is not None else PartitionSpec(*[None] * a.ndim)
-            if typed and in_specs is not Infer and s._normalized_spec_for_aval(a.ndim) != have:
-                # sharding in types: the layout is in the argument's type; reshard changes it
-                raise ValueError(f"in_specs passed to shard_map: "
-                                 f"{s._normalized_spec_for_aval(a.ndim)} does not match the "
-                                 f"specs of the input: {have} for arg: {a.str_short()}. Leave "
-                                 f"in_specs out to take the arguments' own, or `reshard` them.")
-            if not _spec_axes(s) <= manual:
-                raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
-                                 f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
-                                 f"in axis_names {set(manual)}")
-        local = [_local_aval(a, s, mesh, check_vma) for a, s in safe_zip(avals, specs)]
-        store: list = []
-
-        def body(*xs):
-            outs = f(*tree_unflatten(in_tree, xs))
-            out_leaves, out_tree = tree_flatten(outs)
-            o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
-            store[:] = [out_tree, o_specs]
-            return _fit_outputs(name, out_leaves, o_specs, mesh, manual, check_vma,
-                                isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
-
-        with _body_context(mesh, manual, check_vma):
-            jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local, fun_name=name,
-                                                         purpose="shard_map")
-        out_tree, o_specs = store
-        return pe.convert_constvars_jaxpr(jaxpr), consts, out_tree, o_specs
     return wrapped
+
+
+# JAX: jax/_src/shard_map.py _check_specs_vs_args
+def _check_specs_vs_args(name: str, in_tree, avals, specs, mesh: Mesh, manual: frozenset,
+                         inferred: bool) -> None:
+    """Each argument against its spec: rank and divisibility (`_check_spec`), the spec's axes
+    among the manual ones, and, with sharding in types (every mesh axis Explicit and manual),
+    a given spec equal to the argument's own layout. ValueError naming the argument."""
+    typed = manual == frozenset(mesh.axis_names) and \
+        all(a in mesh.explicit_axes for a in manual)
+    for i, (a, s) in enumerate(safe_zip(avals, specs)):
+        _check_spec(name, f"args{_leaf_path(in_tree, i)}", a, s, mesh, "in_specs")
+        have = a.sharding.spec if a.sharding is not None else PartitionSpec(*[None] * a.ndim)
+        if typed and not inferred and s._normalized_spec_for_aval(a.ndim) != have:
+            # sharding in types: the layout is in the argument's type; reshard changes it
+            raise ValueError(f"in_specs passed to shard_map: "
+                             f"{s._normalized_spec_for_aval(a.ndim)} does not match the "
+                             f"specs of the input: {have} for arg: {a.str_short()}. Leave "
+                             f"in_specs out to take the arguments' own, or `reshard` them.")
+        if not _spec_axes(s) <= manual:
+            raise ValueError(f"shard_map applied to the function '{name}': in_specs {s} "
+                             f"names mesh axes {set(_spec_axes(s) - manual)} that are not "
+                             f"in axis_names {set(manual)}")
+
+
+# JAX: jax/_src/shard_map.py _shard_map_staging — differs: traced when the mapped function is
+# called (and cached there), not in shard_map_p's staging rule
+def _trace_mapped_fun(f: Callable, name: str, inferred: bool, out_specs, check_vma: bool,
+                      in_tree, specs, avals, mesh: Mesh, manual: frozenset) -> tuple:
+    """Trace the user's `f` on the per-device blocks of the arguments: (the body's jaxpr with
+    its consts as leading inputs, the consts, the output tree, one out spec per output). The
+    rules below trace their bodies with `_trace_body`; this one takes and returns the user's
+    pytrees, whose out specs are known only once `f` has returned."""
+    _check_specs_vs_args(name, in_tree, avals, specs, mesh, manual, inferred)
+    local = [_local_aval(a, s, mesh, check_vma) for a, s in safe_zip(avals, specs)]
+    store: list = []
+
+    def body(*xs):
+        outs = f(*tree_unflatten(in_tree, xs))
+        out_leaves, out_tree = tree_flatten(outs)
+        o_specs = _broadcast_specs(out_specs, out_tree, len(out_leaves), "out_specs", name)
+        store[:] = [out_tree, o_specs]
+        return _fit_outputs(name, out_leaves, o_specs, mesh, manual, check_vma,
+                            isinstance(out_specs, PartitionSpec) and len(out_leaves) == 1)
+
+    with _body_context(mesh, manual, check_vma):
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(body, local, fun_name=name,
+                                                     purpose="shard_map")
+    out_tree, o_specs = store
+    return pe.convert_constvars_jaxpr(jaxpr), consts, out_tree, o_specs
 
 
 def _mesh_and_axes(mesh: Mesh | None, axis_names, check_vma: bool) -> tuple:
@@ -620,6 +644,7 @@ pe.custom_partial_eval_rules[shard_map_p] = _shard_map_partial_eval
 ad.primitive_transposes[shard_map_p] = _shard_map_transpose
 batching.primitive_batchers[shard_map_p] = _shard_map_batch_rule
 mlir.register_lowering(shard_map_p, _shard_map_lowering)
+mlir._lays_out_itself.add(shard_map_p)  # its out_specs say the layout, in the Auto axes too
 core.custom_typechecks[shard_map_p] = _shard_map_typecheck
 
 

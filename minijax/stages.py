@@ -15,7 +15,8 @@ import numpy as np
 
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
-from minijax.sharding import NamedSharding, aval_sharding
+from minijax.named_sharding import NamedSharding
+from minijax.sharding_impls import aval_sharding
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import effects

@@ -4,8 +4,12 @@ Mirrors jax/tree.py (jax/_src/tree.py), which re-exports jax/_src/tree_util.py t
 Taught in chapters/10-pytrees-prng.md.
 """
 
+import dataclasses
+
 from minijax.tree_util import (  # noqa: F401
     tree_all as all,
+    tree_broadcast as broadcast,
+    tree_reduce_associative as reduce_associative,
     tree_flatten as flatten,
     tree_flatten_with_path as flatten_with_path,
     tree_leaves as leaves,
@@ -17,6 +21,15 @@ from minijax.tree_util import (  # noqa: F401
     tree_transpose as transpose,
     tree_unflatten as unflatten,
 )
+
+
+
+# JAX: jax/_src/tree.py static
+def static(**kwargs):
+    """A `dataclasses.field` marked static: `tree_util.register_dataclass` makes it aux data
+    (part of the structure, hashable) instead of a child."""
+    metadata = {"static": True, **(kwargs.pop("metadata", None) or {})}
+    return dataclasses.field(metadata=metadata, **kwargs)
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)

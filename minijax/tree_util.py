@@ -11,7 +11,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from typing import Any, Callable, Hashable, NamedTuple
+from typing import Any, Callable, Hashable, NamedTuple, TypeVar
 
 # ---------------------------------------------------------------------------------------------
 # Key paths: one entry per level, from the root down to a leaf
@@ -523,6 +523,97 @@ def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
 # JAX: jax/_src/tree_util.py treedef_is_leaf — true for a single node, so also for None and ()
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:
     return treedef.num_nodes == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# One level at a time, leaves, broadcasting, static nodes
+# ---------------------------------------------------------------------------------------------
+
+KeyEntry = TypeVar("KeyEntry", bound=Any)  # JAX: jax/_src/tree_util.py KeyEntry
+KeyPath = tuple[KeyEntry, ...]  # JAX: jax/_src/tree_util.py KeyPath
+
+
+# JAX: jax/_src/tree_util.py flatten_one_level
+def flatten_one_level(tree: Any) -> tuple[Any, Hashable]:
+    """`(children, aux_data)` of the node `tree`, one level down (the children are not
+    flattened further). Raises ValueError for a leaf."""
+    node = _children(tree, False)
+    if node is None:
+        raise ValueError(f"can't tree-flatten type: {type(tree)}")
+    return node[0], node[1]  # the children as the node's flatten gave them
+
+
+# JAX: jax/_src/tree_util.py flatten_one_level_with_keys
+def flatten_one_level_with_keys(tree: Any) -> tuple[list, Hashable]:
+    """`([(key, child), ...], aux_data)` of the node `tree`. Raises ValueError for a leaf."""
+    node = _children(tree, True)
+    if node is None:
+        raise ValueError(f"can't tree-flatten type: {type(tree)}")
+    return list(node[0]), node[1]
+
+
+# JAX: jax/_src/tree_util.py is_tree_node
+def is_tree_node(typ: type) -> bool:
+    """Whether values of type `typ` are pytree nodes (registered, built in or a
+    namedtuple) rather than leaves."""
+    return typ in _registry or _is_namedtuple(typ)
+
+
+# JAX: jax/_src/tree_util.py all_leaves
+def all_leaves(iterable, is_leaf: Callable | None = None) -> bool:
+    """True when every element of `iterable` is a leaf (not a node, and not None)."""
+    items = list(iterable)
+    leaves = tree_leaves(items, is_leaf)
+    return len(leaves) == len(items) and all(a is b for a, b in zip(items, leaves))
+
+
+# JAX: jax/_src/tree_util.py treedef_tuple
+def treedef_tuple(treedefs) -> PyTreeDef:
+    """The structure of a tuple whose elements have the structures `treedefs`."""
+    return PyTreeDef(tuple, None, tuple(treedefs))
+
+
+# JAX: jax/_src/tree_util.py tree_broadcast
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: Callable | None = None) -> Any:
+    """`full_tree`'s structure with each leaf of `prefix_tree` (a prefix of it) repeated over
+    the subtree it stands for. Raises ValueError when it is not a prefix."""
+    out: list = []
+    try:
+        tree_map(lambda x, sub: out.extend([x] * tree_structure(sub).num_leaves),
+                 prefix_tree, full_tree, is_leaf=is_leaf)
+    except ValueError as e:
+        raise ValueError(f"broadcast_prefix prefix_tree: {prefix_tree!r} is not a tree prefix "
+                         f"of {full_tree!r} ({e})") from None
+    return tree_unflatten(tree_structure(full_tree), out)
+
+
+def _parallel_reduce(xs: list, op: Callable, identity: Any) -> Any:
+    if not xs:
+        if identity is _Unspecified:
+            raise TypeError("Must specify identity for parallel reduction of empty sequence.")
+        return identity
+    if len(xs) == 1:
+        return xs[0]
+    half = len(xs) // 2
+    return op(_parallel_reduce(xs[:half], op, identity), _parallel_reduce(xs[half:], op,
+                                                                          identity))
+
+
+# JAX: jax/_src/tree_util.py tree_reduce_associative
+def tree_reduce_associative(operation: Callable, tree: Any, *, identity: Any = _Unspecified,
+                            is_leaf: Callable | None = None) -> Any:
+    """Reduce the leaves with an associative `operation` as a balanced tree (the left half,
+    the right half, then the two), which keeps the depth of nested calls logarithmic.
+    TypeError for a tree without leaves and no `identity`."""
+    return _parallel_reduce(tree_leaves(tree, is_leaf), operation, identity)
+
+
+# JAX: jax/_src/tree_util.py register_static
+def register_static(cls: type) -> type:
+    """Register `cls` as a node without children: its instances (which must be hashable) are
+    aux data, so `jit` treats them as static. Returns `cls` (usable as a decorator)."""
+    register_pytree_node(cls, lambda x: ((), x), lambda x, _: x)
+    return cls
 
 
 # ---------------------------------------------------------------------------------------------

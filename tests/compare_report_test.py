@@ -2,6 +2,7 @@
 a failing topic reported with its traceback, paired timings with spread and ratio, folding."""
 
 import json
+import shutil
 import sys
 import types
 
@@ -164,3 +165,85 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
         json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
     assert [c.name for c in stored.missed_targets()] == ["step-time ratio minijax/JAX <= 1.05"]
     assert stored.failed_checks() == []
+
+
+def test_interleaved_times_alternate_the_calls_round_by_round():
+    from compare._report import interleaved_ms, interleaved_times
+    order = []
+    calls = {"jax": lambda: order.append("jax"), "minijax": lambda: order.append("minijax")}
+    times = interleaved_times(calls, repeat=3, warmup=1)
+    # one warm-up round, then three timed ones, every other one in reverse order
+    assert order == ["jax", "minijax"] * 2 + ["minijax", "jax"] + ["jax", "minijax"]
+    assert {k: len(v) for k, v in times.items()} == {"jax": 3, "minijax": 3}
+    ms = interleaved_ms(calls, repeat=4, warmup=0)
+    assert all(isinstance(v, Ms) and v.n == 4 and v.q1 <= v <= v.q3 for v in ms.values())
+
+
+def test_headings_do_not_repeat_the_topic_name_and_open_with_the_intro():
+    from compare._report import heading
+    assert heading("sharding", "Sharding: NamedSharding, propagation") == \
+        "sharding: NamedSharding, propagation"
+    assert heading("mnist_mlp", "MNIST MLP: one program") == "mnist_mlp: one program"
+    assert heading("ragged", "ragged_dot and gmm") == "ragged: ragged_dot and gmm"
+    assert heading("gpt", "Character-level GPT") == "gpt: Character-level GPT"
+    res = TopicResult("Sharding: NamedSharding", runs="both", intro="What this topic shows.")
+    res.check_true("a check", True)
+    rec = TopicResult.from_record(res.to_record())
+    text = render({"sharding": rec}, env={})
+    assert "## sharding: NamedSharding\n" in text and "Sharding: NamedSharding" not in text
+    assert text.index("What this topic shows.") < text.index("| a check |")
+
+
+def test_report_paths_are_relative_to_the_report_in_every_mode(monkeypatch, tmp_path):
+    """A quick run writes its plots and traces to a temporary folder: the report copies them
+    beside itself and links them relatively, so the report folder can be moved or zipped."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from compare._report import rel
+    scratch = Path(tempfile.mkdtemp(prefix="compare-test-"))
+    (scratch / "loss.png").write_bytes(b"\x89PNG fake")
+    (scratch / "trace").mkdir()
+    (scratch / "trace" / "t.json.gz").write_bytes(b"trace")
+    out = tmp_path / "out"
+    (out / "plots").mkdir(parents=True)
+    (out / "plots" / "inside.png").write_bytes(b"\x89PNG")
+
+    def files_run(quick=False):
+        res = TopicResult("a topic with files", runs="both")
+        res.check("values", np.ones(1), np.ones(1))
+        res.sections.append(f"![loss]({rel(scratch / 'loss.png')})\n\n"
+                            f"trace folder `{rel(scratch / 'trace')}`; "
+                            f"![inside]({rel(out / 'plots' / 'inside.png')}); 4 ms/step")
+        res.extra["trace"] = rel(scratch / "trace")
+        return res
+
+    mod = types.ModuleType("compare.fake_files")
+    mod.run = files_run
+    monkeypatch.setitem(sys.modules, "compare.fake_files", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_files"])
+    for quick in (["--quick"], []):
+        assert cmain.main(["fake_files", *quick, "--json", str(tmp_path / "r.json")],
+                          out_dir=out) == 0
+        text = (out / "report.md").read_text()
+        assert str(scratch) not in text and str(tmp_path) not in text
+        links = re.findall(r"\]\(([^)#]+)\)", text) + re.findall(r"`(files/[^`]+)`", text)
+        assert "files/fake_files/loss.png" in links and "plots/inside.png" in links
+        assert "files/fake_files/trace" in links and "4 ms/step" in text
+        assert all((out / link).exists() for link in links), links
+        doc = json.loads((tmp_path / "r.json").read_text())
+        assert doc["trace"] == "files/fake_files/trace"
+    shutil.rmtree(scratch)
+
+
+def test_xla_log_lines_collects_the_matching_lines_and_passes_the_rest(capfd):
+    import os
+
+    from compare._report import xla_log_lines
+    with xla_log_lines("[SPMD] Involuntary") as hits:
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat A\n")
+        os.write(2, b"another warning\n")
+        os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat B\n")
+    assert [h[-1] for h in hits] == ["A", "B"]
+    assert capfd.readouterr().err == "another warning\n"

@@ -17,7 +17,7 @@ I32, I8, BOOL = np.dtype(np.int32), np.dtype(np.int8), np.dtype(np.bool_)
 
 def rand(rng: np.random.RandomState, shape, dtype, domain: str = "any") -> np.ndarray:
     """A random numpy array. Domains: any, pos (0.5..2), gt-1 (-0.5..2), nonzero (|x| >= 0.5),
-    small (|x| < 0.4), idx3 (ints 0..2), big (ints -100..99)."""
+    small (|x| < 0.4), gt1 (1.2..3), idx3 (ints 0..2), big (ints -100..99)."""
     shape, dtype = tuple(shape), np.dtype(dtype)
     if dtype == BOOL:
         return np.asarray(rng.rand(*shape) < 0.5)
@@ -31,6 +31,8 @@ def rand(rng: np.random.RandomState, shape, dtype, domain: str = "any") -> np.nd
         x = rng.uniform(0.5, 2.0, shape)
     elif domain == "small":
         x = rng.uniform(-0.4, 0.4, shape)
+    elif domain == "gt1":
+        x = rng.uniform(1.2, 3.0, shape)
     elif domain == "gt-1":
         x = rng.uniform(-0.5, 2.0, shape)
     elif domain == "nonzero":
@@ -88,7 +90,12 @@ UNARY_FLOAT = [
     ("sqrt", "sqrt", "pos", True), ("rsqrt", "rsqrt", "pos", True),
     ("floor", "floor", "any", True), ("neg", "neg", "any", True), ("abs", "abs", "any", True),
     ("sign", "sign", "any", True), ("stop_gradient", "stop_gradient", "any", False),
-    ("square", "square", "any", True),
+    ("square", "square", "any", True), ("tan", "tan", "small", True),
+    ("sinh", "sinh", "any", True), ("cosh", "cosh", "any", True), ("asin", "asin", "small", True),
+    ("acos", "acos", "small", True), ("atan", "atan", "any", True),
+    ("asinh", "asinh", "any", True), ("acosh", "acosh", "gt1", True),
+    ("atanh", "atanh", "small", True), ("cbrt", "cbrt", "nonzero", True),
+    ("ceil", "ceil", "any", True),
 ]
 UNARY_INT = [("neg", "neg"), ("abs", "abs"), ("sign", "sign"), ("bitwise_not", "not"),
              ("square", "square")]

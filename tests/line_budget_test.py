@@ -25,39 +25,52 @@ BUDGETS = {
     "api_util": 140,
     "array": 220,
     "callback": 325,
-    "compiler": 505,  # device_put_sharded_tree moved in (26); buffers checked (25); cache (24)
-    "config": 150,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24)
+    "compiler": 520,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32)
+    "config": 165,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    #                     jax_traceback_filtering (35); jax_use_direct_linearize (32)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
     "dispatch": 280,   # + sharded eager results (11), Auto-mesh ops jitted; errstate (24)
     "dtypes": 210,
+    "ffi": 285,         # ffi_call, register_ffi_target, pycapsule, include_dir (issue 32)
     "effects": 70,
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
+    "export": 1150,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
     "experimental": 890,  # pallas + checkify (~260: checks inside cond, scan, while)
     "flatten_util": 45,  # ravel_pytree (issue 24)
-    "interpreters": 1280,  # + effects in DCE and lowering tokens (13), vma hooks (12);
-    #                        LinearizeTrace, the direct linearize path (~140, issue 32)
-    "lax": 6400,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache (24)
+    "interpreters": 1360,  # + effects in DCE and lowering tokens (13), vma hooks (12);
+    #                       portable artifacts, dimension variables for export (32);
+    #                       LinearizeTrace, the direct linearize path (~140, issue 32)
+    "lax": 6770,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
+    #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35)
     "mesh": 230,
-    "nn": 290,          # logsumexp moved here from scipy (one function for both, as JAX)
+    "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
+    "nn": 470,  # logsumexp moved here from scipy; + activations, dot_product_attention (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3745,
-    "pjit": 880,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
-    #                    nested shardings, checks under transformations (issue 25)
+    "numpy": 3785,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    #                at its seams (_parse_indices, _to_static_slice, issue 26)
+    "pjit": 885,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    #                    nested shardings, checks under transformations (issue 25); the
+    #                    traceback boundary on JitWrapped.__call__ (35)
+    "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "prng": 230,
     "public_test_util": 110,
-    "random": 470,
+    "random": 670,  # + 16 distributions built on uniform/normal, bit-exact (35)
     "scipy": 180,
     "shard_map": 550,
-    "sharding": 545,  # types and rules only: placement and pictures moved out (issue 26)
+    "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
+    "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
+    #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
     "stages": 190,     # + output layouts: out_shardings retype, first-input spec (issue 25)
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,
-    "tree": 22,
-    "tree_util": 420,
+    "traceback_util": 105,  # internal frames filtered from errors, as JAX's
+    "tree": 30,  # + broadcast, reduce_associative, static (35)
+    "tree_util": 475,  # + flatten_one_level, tree_broadcast, register_static... (35)
     "util": 72,  # BoundedCache, the one bounded memo table (issue 26)
     "viz": 340,
 }

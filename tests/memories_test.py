@@ -1,4 +1,4 @@
-"""Memory kinds and host offloading (minijax/sharding.py memory_kind, minijax/dispatch.py
+"""Memory kinds and host offloading (minijax/named_sharding.py memory_kind, minijax/dispatch.py
 device_put_p, minijax/ad_checkpoint.py offloading policies), each checked against real JAX:
 values, memory kinds of arrays and buffers, the lowered program's memory-kind attributes and
 placement custom calls, and the compiled program's memory statistics. Named like JAX's

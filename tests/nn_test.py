@@ -28,8 +28,40 @@ PROGRAMS = {
     "standardize_axes": lambda J, x: J.nn.standardize(x, axis=(0, 1), epsilon=1e-3),
     "standardize_given_stats": lambda J, x: J.nn.standardize(
         x, mean=np.float32(0.5), variance=np.float32(2.0)),
+    "identity": lambda J, x: J.nn.identity(x),
+    "tanh": lambda J, x: J.nn.tanh(x),
+    "elu": lambda J, x: J.nn.elu(x),
+    "elu_alpha": lambda J, x: J.nn.elu(x, 0.5),
+    "celu": lambda J, x: J.nn.celu(x, 1.5),
+    "selu": lambda J, x: J.nn.selu(x),
+    "leaky_relu": lambda J, x: J.nn.leaky_relu(x, 0.1),
+    "mish": lambda J, x: J.nn.mish(x),
+    "soft_sign": lambda J, x: J.nn.soft_sign(x),
+    "squareplus": lambda J, x: J.nn.squareplus(x),
+    "squareplus_b": lambda J, x: J.nn.squareplus(x, 0.5),
+    "log1mexp": lambda J, x: J.nn.log1mexp(J.numpy.abs(x) + 0.1),
+    "glu": lambda J, x: J.nn.glu(J.numpy.concatenate([x, 2 * x], -1)),
+    "logmeanexp": lambda J, x: J.nn.logmeanexp(x, axis=1),
+    "logmeanexp_where": lambda J, x: J.nn.logmeanexp(x, axis=0, where=x > -2.0),
 }
-ELEMENTWISE = ["relu6", "silu", "swish", "softplus", "log_sigmoid", "gelu_exact", "gelu_tanh"]
+# piecewise functions: values, grads and vmap against JAX, but no finite differences (which
+# straddle their kinks)
+KINKED = {
+    "hard_tanh": lambda J, x: J.nn.hard_tanh(x),
+    "hard_sigmoid": lambda J, x: J.nn.hard_sigmoid(x),
+    "hard_silu": lambda J, x: J.nn.hard_silu(x),
+    "hard_swish": lambda J, x: J.nn.hard_swish(x),
+    "sparse_plus": lambda J, x: J.nn.sparse_plus(x),
+    "sparse_sigmoid": lambda J, x: J.nn.sparse_sigmoid(x),
+}
+ELEMENTWISE = ["relu6", "silu", "swish", "softplus", "log_sigmoid", "gelu_exact", "gelu_tanh",
+               "elu", "mish", "sparse_plus"]
+# finite differences for the functions with a formula of their own (the others are short
+# compositions of checked jnp functions, and are compared with jax.grad above)
+CHECK_GRADS = ["relu6", "silu", "swish", "softplus", "log_sigmoid", "gelu_exact", "gelu_tanh",
+               "standardize", "standardize_axis0_stable", "standardize_axes",
+               "standardize_given_stats", "elu", "log1mexp", "glu", "logmeanexp_where"]
+ALL = {**PROGRAMS, **KINKED}
 
 
 def _close(got, want, tol=2e-5):
@@ -38,9 +70,9 @@ def _close(got, want, tol=2e-5):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_value_matches_jax(name):
-    f = PROGRAMS[name]
+    f = ALL[name]
     want = f(jax, X)
     _close(f(minijax, X), want)
     _close(minijax.jit(lambda x: f(minijax, x))(X), want)
@@ -48,20 +80,24 @@ def test_value_matches_jax(name):
 
 @pytest.mark.parametrize("name", ELEMENTWISE)
 def test_edges_match_jax(name):
-    f = PROGRAMS[name]
+    f = ALL[name]
     _close(f(minijax, EDGES), f(jax, EDGES))
     grad = lambda J: J.vmap(J.grad(lambda v: f(J, v)))(EDGES)
     _close(grad(minijax), grad(jax))
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_grad_matches_jax(name):
-    f = PROGRAMS[name]
-    loss = lambda J: (lambda x: J.numpy.sum(f(J, x) * np.arange(5, dtype=np.float32)))
+    f = ALL[name]
+    def loss(J):
+        def weighted(x):
+            out = f(J, x)
+            return J.numpy.sum(out * np.arange(out.shape[-1] if out.ndim else 1, dtype=np.float32))
+        return weighted
     _close(minijax.grad(loss(minijax))(X), jax.grad(loss(jax))(X), 1e-4)
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", CHECK_GRADS)
 def test_check_grads(name):
     # away from relu6's kinks, where finite differences straddle them
     x = np.asarray(RNG.uniform(0.3, 2.5, (2, 3)) * RNG.choice([-1, 1, 2.2], (2, 3)), np.float32)
@@ -69,9 +105,9 @@ def test_check_grads(name):
                 rtol=5e-2)
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
+@pytest.mark.parametrize("name", sorted(ALL))
 def test_vmap_matches_jax(name):
-    f = PROGRAMS[name]
+    f = ALL[name]
     xs = np.stack([X, 2 * X])
     _close(minijax.vmap(lambda x: f(minijax, x))(xs), jax.vmap(lambda x: f(jax, x))(xs))
 
@@ -85,3 +121,52 @@ def test_gelu_promotes_integers():
 def test_standardize_unknown_algorithm():
     with pytest.raises(ValueError, match="Unknown algorithm"):
         minijax.nn.standardize(X, algorithm="exact")
+
+
+# ---------------------------------------------------------------------------------------------
+# dot_product_attention (JAX's XLA implementation; cuDNN's is a GPU kernel)
+# ---------------------------------------------------------------------------------------------
+
+_QKV = [np.asarray(RNG.randn(*shape), np.float32)
+        for shape in ((2, 5, 4, 8), (2, 6, 2, 8), (2, 6, 2, 8))]  # B T N H, B S K H (GQA 4/2)
+ATTENTION = {
+    "plain": dict(),
+    "causal": dict(is_causal=True),
+    "scale_bias": dict(scale=0.3, bias=np.asarray(RNG.randn(1, 4, 5, 6), np.float32)),
+    "mask": dict(mask=RNG.rand(2, 1, 5, 6) > 0.3),
+    "seq_lengths": dict(query_seq_lengths=np.array([5, 3], np.int32),
+                        key_value_seq_lengths=np.array([4, 6], np.int32)),
+    "window": dict(local_window_size=(2, 1)),
+    "causal_window_int": dict(is_causal=True, local_window_size=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTENTION))
+def test_dot_product_attention_matches_jax(name):
+    kw = ATTENTION[name]
+    run = lambda J, q, k, v: J.nn.dot_product_attention(q, k, v, **kw)
+    _close(run(minijax, *_QKV), run(jax, *_QKV), 1e-5)
+    loss = lambda J: (lambda q, k, v: J.numpy.sum(J.numpy.sin(run(J, q, k, v))))
+    for g, w in zip(minijax.grad(loss(minijax), (0, 1, 2))(*_QKV),
+                    jax.grad(loss(jax), (0, 1, 2))(*_QKV)):
+        _close(g, w, 1e-4)
+
+
+def test_dot_product_attention_unbatched_residual_and_jit():
+    q, k, v = (t[0] for t in _QKV)  # T N H: no batch axis
+    run = lambda J: J.jit(lambda q, k, v: J.nn.dot_product_attention(
+        q, k, v, is_causal=True, return_residual=True))(q, k, v)
+    for g, w in zip(run(minijax), run(jax)):
+        _close(g, w, 1e-5)
+
+
+@pytest.mark.parametrize("bad", ["heads", "dtype", "cudnn_or_unknown"])
+def test_dot_product_attention_errors_as_jax(bad):
+    q, k, v = _QKV
+    call = {"heads": lambda J: J.nn.dot_product_attention(q[:, :, :3], k, v),
+            "dtype": lambda J: J.nn.dot_product_attention(q, k, v.astype(np.float16)),
+            "cudnn_or_unknown": lambda J: J.nn.dot_product_attention(
+                q, k, v, implementation="flash")}[bad]
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            call(J)

@@ -107,6 +107,7 @@ _bounds = np.array([-1.0, 0.5, 2.0], np.float32)
 _p = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
 _logits = np.random.RandomState(0).randn(3, 5).astype(np.float32)
 _x = np.arange(12, dtype=np.float32).reshape(4, 3)
+_cov = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 0.5]], np.float32)
 
 SAMPLERS = {
     "uniform": lambda J, k: J.random.uniform(k, (3, 4)),
@@ -137,6 +138,28 @@ SAMPLERS = {
                                                                 replace=False),
     "gumbel": lambda J, k: J.random.gumbel(k, (4,)),
     "gumbel_high": lambda J, k: J.random.gumbel(k, (4,), mode="high"),
+    "exponential": lambda J, k: J.random.exponential(k, (3, 4)),
+    "laplace": lambda J, k: J.random.laplace(k, (3, 4)),
+    "logistic": lambda J, k: J.random.logistic(k, (3, 4)),
+    "cauchy": lambda J, k: J.random.cauchy(k, (3, 4)),
+    "rademacher": lambda J, k: J.random.rademacher(k, (10,)),
+    "rademacher_f32": lambda J, k: J.random.rademacher(k, (6,), np.float32),
+    "maxwell": lambda J, k: J.random.maxwell(k, (5,)),
+    "double_sided_maxwell": lambda J, k: J.random.double_sided_maxwell(
+        k, np.float32(1.0), np.array([1.0, 2.0], np.float32), (3,)),
+    "weibull_min": lambda J, k: J.random.weibull_min(k, 2.0, 1.5, (6,)),
+    "pareto": lambda J, k: J.random.pareto(k, np.array([1.0, 2.0, 3.0], np.float32)),
+    "lognormal": lambda J, k: J.random.lognormal(k, 0.5, (6,)),
+    "rayleigh": lambda J, k: J.random.rayleigh(k, 2.0, (6,)),
+    "wald": lambda J, k: J.random.wald(k, np.array([0.5, 1.0, 3.0], np.float32)),
+    "geometric": lambda J, k: J.random.geometric(k, 0.3, (8,)),
+    "triangular": lambda J, k: J.random.triangular(k, -1.0, 0.5, 2.0, (6,)),
+    "multivariate_normal": lambda J, k: J.random.multivariate_normal(
+        k, np.zeros(3, np.float32), _cov, (4,)),
+    "multivariate_normal_eigh": lambda J, k: J.random.multivariate_normal(
+        k, np.ones(3, np.float32), _cov, method="eigh"),
+    "orthogonal": lambda J, k: J.random.orthogonal(k, 3, (2,)),
+    "orthogonal_wide": lambda J, k: J.random.orthogonal(k, 2, m=4),
 }
 
 
@@ -145,6 +168,18 @@ def test_sampler_eager(name):
     fun = SAMPLERS[name]
     for mk, jk in zip(keys(minijax), keys(jax)):
         assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
+
+
+def test_new_samplers_under_jit_and_vmap_keep_their_bits():
+    names = ["exponential", "wald"]
+    mks = minijax.random.split(minijax.random.key(3), 2)
+    jks = jax.random.split(jax.random.key(3), 2)
+    for name in names:
+        fun = SAMPLERS[name]
+        assert_bits_equal(minijax.jit(lambda k, f=fun: f(minijax, k))(mks[0]),
+                          jax.jit(lambda k, f=fun: f(jax, k))(jks[0]), f"jit {name}")
+        assert_bits_equal(minijax.vmap(lambda k, f=fun: f(minijax, k))(mks),
+                          jax.vmap(lambda k, f=fun: f(jax, k))(jks), f"vmap {name}")
 
 
 def test_samplers_typed_keys():
@@ -224,6 +259,17 @@ BAD_CALLS = {
     "split_key_array": (ValueError, lambda J: J.random.split(J.random.split(J.random.key(0)))),
     "key_array_seed": (TypeError, lambda J: J.random.key(np.arange(2))),
     "bits_signed": (ValueError, lambda J: J.random.bits(J.random.PRNGKey(0), (2,), np.int32)),
+    "mvn_scalar_mean": (ValueError, lambda J: J.random.multivariate_normal(
+        J.random.PRNGKey(0), np.float32(0), np.eye(2, dtype=np.float32))),
+    "mvn_cov_mismatch": (ValueError, lambda J: J.random.multivariate_normal(
+        J.random.PRNGKey(0), np.zeros(3, np.float32), np.eye(2, dtype=np.float32))),
+    "mvn_bad_method": (ValueError, lambda J: J.random.multivariate_normal(
+        J.random.PRNGKey(0), np.zeros(2, np.float32), np.eye(2, dtype=np.float32),
+        method="lu")),
+    "pareto_shape_mismatch": (ValueError, lambda J: J.random.pareto(
+        J.random.PRNGKey(0), np.ones(3, np.float32), (2,))),
+    "exponential_int_dtype": (ValueError, lambda J: J.random.exponential(
+        J.random.PRNGKey(0), (2,), np.int32)),
 }
 
 

@@ -1064,5 +1064,79 @@ def check_mislabelled_buffer_raises_instead_of_crashing():
     np.testing.assert_array_equal(np.asarray(minijax.jit(lambda a: a + 1.0)(good)), 2.0)
 
 
+def check_nested_jit_out_shardings_type_by_its_jaxpr_when_staged():
+    # under an outer jit a nested jit's out_shardings do not change its outputs' types (JAX
+    # types them by the jaxpr); computed now (eager, under jvp) the result carries them
+    def program(J, outer):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((2, 2, 2), ("a", "b", "c"), axis_types=(S.AxisType.Explicit,) * 3)
+        x = J.device_put(np.arange(32, dtype=np.float32).reshape(4, 8), NS(mesh, P("c", None)))
+        f = lambda v: J.jit(lambda a: a * 3.0, out_shardings=NS(mesh, P("c", ("a", "b"))))(
+            v).sum(axis=0)
+        return J.jit(f)(x) if outer else J.jvp(f, (x,), (x,))
+    assert _both(functools.partial(program, outer=True))[0][1] == "P()"
+    assert _both(functools.partial(program, outer=False))[0][1] == "P(('a', 'b'),)"
+
+
+def check_sequential_vmap_of_a_callback_stays_on_the_mesh():
+    # vmap_method="sequential" is a scan: eagerly on a mesh it runs there (JAX jits every
+    # primitive), so the stacked result is replicated on the mesh, not gathered on one
+    # device; on Explicit axes a batch dimension split in the type is JAX's ValueError
+    def program(J, kind, spec):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((4, 2), ("a", "b"), axis_types=(getattr(S.AxisType, kind),) * 2)
+        x = J.device_put(np.arange(64, dtype=np.float32).reshape(8, 8) / 10, NS(mesh, spec(P)))
+        cb = lambda v: J.pure_callback(np.sin, J.ShapeDtypeStruct(v.shape, v.dtype), v,
+                                       vmap_method="sequential")
+        with J.set_mesh(mesh):
+            return J.vmap(cb)(x)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) / 10
+    got = _both(functools.partial(program, kind="Auto", spec=lambda P: P("a")))
+    np.testing.assert_allclose(got[0][0], np.sin(x), atol=1e-5)
+    assert got[0][1] == "P()", got
+    assert _both(functools.partial(program, kind="Explicit", spec=lambda P: P(None, "b")))[0][
+        1] == "P()"
+    assert _both(functools.partial(program, kind="Explicit", spec=lambda P: P("a"))) == \
+        "ValueError"
+
+
+def check_mixed_mesh_layouts_as_jax():
+    # Explicit and Auto axes: a shard_map's out_specs give its output's layout, Auto axes
+    # before Explicit ones included; a value typed unsplit is not split over the Explicit axes
+    # its type leaves out (JAX's `replicated={...}`)
+    def program(J, which):
+        S, lax = J.sharding, J.lax
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((2, 2, 2), ("a", "b", "c"), axis_types=(
+            S.AxisType.Explicit, S.AxisType.Auto, S.AxisType.Explicit))
+        x = J.device_put(np.arange(64, dtype=np.float32).reshape(8, 8) / 10,
+                         NS(mesh, P(("b", "c"), "a")))
+        if which == "shard_map":
+            spec = P(None, ("b", "a"))
+            f = lambda v: J.shard_map(lambda t: lax.pmin(t, ("a", "b")), mesh=mesh,
+                                      in_specs=spec, out_specs=spec)(v * 2.0)
+        else:
+            f = lambda v: S.reshard(v.sum(axis=0), P(None))
+        with J.set_mesh(mesh):
+            return J.jit(f)(x)
+    assert _both(functools.partial(program, which="shard_map"))[0][1] == "P(None, ('b', 'a'))"
+    assert _both(functools.partial(program, which="reshard"))[0][1] == "P()"
+
+
+def check_indivisible_out_shardings_raise_before_compiling():
+    # JAX: IndivisibleError (a ValueError) when the outputs are laid out; minijax read back a
+    # layout no PartitionSpec describes (NotImplementedError)
+    def program(J):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((4, 2), ("a", "b"), axis_types=(S.AxisType.Explicit,) * 2)
+        x = J.device_put(np.ones((4, 16), np.float32), NS(mesh, P("b", None)))
+        with J.set_mesh(mesh):
+            return J.jit(lambda a: a * 3.0, out_shardings=NS(mesh, P(("b", "a"), None)))(x)
+    assert _both(program) == "IndivisibleError"
+
+
 if __name__ == "__main__":
     run_checks(globals())

@@ -1,5 +1,5 @@
-"""Sharding (minijax/sharding.py, mesh.py, sharded Arrays, jit over a mesh) against JAX, on 8
-CPU devices.
+"""Sharding (minijax/sharding.py and what it re-exports, mesh.py, sharded Arrays, jit over a
+mesh) against JAX, on 8 CPU devices.
 
 All checks run in ONE child process (tests/sharding_checks.py, through tests/eight_devices.py);
 each check is then reported here as its own test.

@@ -107,3 +107,5 @@ def test_navigation_lists_every_chapter(site):
     html = (site / "index.html").read_text()
     for path in CHAPTERS:
         assert f'href="chapters/{path.stem}/"' in html, path.name
+    for page in ("exercises", "ladder"):  # the learner's pages too
+        assert f'href="chapters/{page}/"' in html, page

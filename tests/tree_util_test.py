@@ -343,3 +343,81 @@ def _ravel_program(J):
 def test_ravel_pytree_as_jax():
     got, want = _ravel_program(minijax), _ravel_program(jax)
     _same(lambda J: got if J is minijax else want)
+
+
+# ---------------------------------------------------------------------------------------------
+# One level at a time, leaves, broadcasting, associative reduction, static nodes
+# ---------------------------------------------------------------------------------------------
+
+def _same_repr(f):
+    """f(J) with J = jax and J = minijax, compared as printed text."""
+    got, want = f(minijax), f(jax)
+    assert repr(got) == repr(want), (got, want)
+
+
+@pytest.mark.parametrize("tree", [[1, (2, 3)], (1, [2]), None, {"b": 1, "a": (2,)},
+                                  collections.OrderedDict(z=1, a=2)], ids=repr)
+def test_flatten_one_level_as_jax(tree):
+    _same_repr(lambda J: [list(c) for c in (J.tree_util.flatten_one_level(tree)[0],)]
+          + [J.tree_util.flatten_one_level(tree)[1]])
+    _same_repr(lambda J: list(J.tree_util.flatten_one_level_with_keys(tree)[0]))
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="can't tree-flatten type: <class 'int'>"):
+            J.tree_util.flatten_one_level(3)
+
+
+def test_leaf_and_node_predicates_as_jax():
+    Point = collections.namedtuple("Point", "x y")
+    for typ in (dict, list, tuple, type(None), Point, int, np.ndarray, collections.OrderedDict):
+        _same_repr(lambda J, t=typ: J.tree_util.is_tree_node(t))
+    for items in ([1, 2.0, np.ones(2)], [1, None], [(1,)], [], [{}]):
+        _same_repr(lambda J, it=items: J.tree_util.all_leaves(it))
+    _same_repr(lambda J: J.tree_util.all_leaves([(1,), 2], is_leaf=lambda x: isinstance(x, tuple)))
+    _same_repr(lambda J: J.tree_util.treedef_tuple(
+        [J.tree_util.tree_structure(1), J.tree_util.tree_structure({"a": (1, 2)})]))
+
+
+def test_broadcast_and_reduce_associative_as_jax():
+    full = ((3, 4), {"a": 5, "b": (6, 7)}, [8])
+    _same_repr(lambda J: J.tree_util.tree_broadcast((1, 2, 3), full))
+    _same_repr(lambda J: J.tree.broadcast((1, {"a": 0, "b": 9}, [2]), full))
+    for J in (jax, minijax):
+        with pytest.raises(ValueError):
+            J.tree_util.tree_broadcast((1, 2), full)
+    # the association order is part of the contract: string concatenation shows it
+    for n in range(1, 8):
+        _same_repr(lambda J, n=n: J.tree.reduce_associative(lambda a, b: f"({a}+{b})",
+                                                       list(range(n))))
+    _same_repr(lambda J: J.tree_util.tree_reduce_associative(lambda a, b: a + b, [], identity=0))
+    for J in (jax, minijax):
+        with pytest.raises(TypeError, match="Must specify identity"):
+            J.tree_util.tree_reduce_associative(lambda a, b: a + b, [])
+
+
+def test_register_static_and_tree_static_as_jax():
+    for J in (jax, minijax):
+        @J.tree_util.register_static
+        class Mode:
+            def __init__(self, name):
+                self.name = name
+
+            def __hash__(self):
+                return hash(self.name)
+
+            def __eq__(self, other):
+                return isinstance(other, Mode) and other.name == self.name
+
+        tree = {"mode": Mode("train"), "w": np.ones(2, np.float32)}
+        leaves, treedef = J.tree_util.tree_flatten(tree)
+        assert len(leaves) == 1 and treedef.unflatten(leaves)["mode"].name == "train"
+        out = J.jit(lambda t: t["w"] * (2.0 if t["mode"].name == "train" else 0.0))(tree)
+        np.testing.assert_array_equal(np.asarray(out), [2.0, 2.0])
+
+        @dataclasses.dataclass
+        class Layer:
+            w: np.ndarray
+            act: str = J.tree.static(default="relu")
+
+        J.tree_util.register_dataclass(Layer)
+        leaves, treedef = J.tree_util.tree_flatten(Layer(np.zeros(3)))
+        assert len(leaves) == 1 and treedef.unflatten(leaves).act == "relu"

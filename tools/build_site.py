@@ -128,8 +128,11 @@ def layout(docs: Path) -> list:
         else:
             shutil.copyfile(ROOT / repo, out)
     _vendor_mathjax(docs / "extra" / "mathjax")
+    learner = [{title: page} for title, page in (
+        ("Exercises", "chapters/exercises/README.md"),
+        ("Build your own JAX", "chapters/ladder/README.md")) if (docs / page).exists()]
     return ([{"Home": "index.md"}, {"Layout: the modules in pipeline order": "chapters/LAYOUT.md"}]
-            + [{_title(p): f"chapters/{p.name}"} for p in pages[:-2]])
+            + [{_title(p): f"chapters/{p.name}"} for p in pages[:-2]] + learner)
 
 
 def build(site_dir: Path, docs_dir: Path) -> None:

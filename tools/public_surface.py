@@ -102,7 +102,7 @@ def python(table: dict) -> str:
                 lines.append(row)
                 row = "       "
             row += " " + n
-        lines += [row, '    """.split()),']
+        lines += ([row] if row.strip() else []) + ['    """.split()),']
     lines += ["}", "", "",
               "def missing(module: str, name: str) -> AttributeError:",
               '    """The AttributeError for `module.name`: JAX\'s name, if it is one, is not '

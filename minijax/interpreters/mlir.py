@@ -17,7 +17,9 @@ import numpy as np
 from minijax import core, dtypes, effects
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 from minijax.interpreters import partial_eval as pe
-from minijax import sharding as msh
+from minijax.mesh import AbstractMesh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import _axes_of, _Unconstrained
 
 _CHAPTER = "chapters/07-jit.md"
 
@@ -133,7 +135,54 @@ def dtype_to_ir_type(dtype: np.dtype):
 
 # JAX: jax/_src/interpreters/mlir.py aval_to_ir_type
 def aval_to_ir_type(aval: ShapedArray):
-    return ir.RankedTensorType.get(aval.shape, dtype_to_ir_type(aval.dtype))
+    shape = aval.shape
+    if not all(type(d) is int for d in shape):  # a symbolic dimension is dynamic: `?`
+        shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
+    return ir.RankedTensorType.get(shape, dtype_to_ir_type(aval.dtype))
+
+
+# The values of the dimension variables (name -> `tensor<i32>`) while lowering a
+# shape-polymorphic module (minijax/export/); a stack, one entry per module being lowered.
+# JAX: jax/_src/interpreters/mlir.py LoweringRuleContext.dim_var_values
+dim_var_values: list[dict[str, Any]] = []
+
+
+# JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape
+def eval_dynamic_shape(shape) -> tuple:
+    """The sizes in `shape` as `tensor<i32>` values: an int as a constant, a symbolic
+    dimension (a polynomial of dimension variables, minijax/export/shape_poly.py) computed
+    from `dim_var_values`."""
+    env = dim_var_values[-1]
+
+    def dim(d):
+        if type(d) is int:
+            return ir_constant(np.int32(d))
+        total = None
+        for monomial, coeff in sorted(d.terms.items(), key=lambda mc: -len(mc[0])):
+            term = None
+            for var, power in monomial:
+                for _ in range(power):
+                    term = env[var] if term is None else hlo.multiply(term, env[var])
+            if term is None or coeff != 1:
+                c = ir_constant(np.int32(coeff))
+                term = c if term is None else hlo.multiply(term, c)
+            total = term if total is None else hlo.add(total, term)
+        return total
+    return tuple(dim(d) for d in shape)
+
+
+# JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape_as_tensor
+def eval_dynamic_shape_as_tensor(shape) -> Any:
+    """A `tensor<rank x i32>` of the sizes in `shape` (see `eval_dynamic_shape`)."""
+    vec = ir.RankedTensorType.get((1,), ir.IntegerType.get_signless(32))
+    parts = [ir_constant(np.array([d], np.int32)) if type(d) is int else
+             hlo.reshape(vec, v) for d, v in zip(shape, eval_dynamic_shape(
+                 [0 if type(d) is int else d for d in shape]))]
+    return parts[0] if len(parts) == 1 else hlo.concatenate(parts, 0)
+
+
+def is_static(shape) -> bool:
+    return all(type(d) is int for d in shape)
 
 
 # JAX: jax/_src/interpreters/mlir.py ir_constant (through _numpy_array_attribute)
@@ -160,7 +209,10 @@ def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
     if aval_in.shape == aval_out.shape:
         return x
     dims = list(range(aval_out.ndim)) if aval_in.ndim else []
-    out_type = ir.RankedTensorType.get(aval_out.shape, dtype_to_ir_type(aval_in.dtype))
+    out_type = aval_to_ir_type(aval_out.update(dtype=aval_in.dtype))
+    if not is_static(aval_out.shape):
+        return hlo.dynamic_broadcast_in_dim(out_type, x,
+                                            eval_dynamic_shape_as_tensor(aval_out.shape), dims)
     return hlo.broadcast_in_dim(out_type, x, dims)
 
 
@@ -264,11 +316,47 @@ def make_ir_context():
     return ctx
 
 
+# ---------------------------------------------------------------------------------------------
+# Portable artifacts (jax.export's serialized modules)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/export/_export.py _module_to_bytecode
+def module_to_portable_artifact(module) -> bytes:
+    """StableHLO portable-artifact bytecode of `module`, for a consumer at least four weeks
+    old (the compatibility window JAX's export targets)."""
+    import jax.extend.mlir as jem
+    _load()
+    version = hlo.get_version_from_compatibility_requirement(
+        hlo.StablehloCompatibilityRequirement.WEEK_4)
+    return jem.serialize_portable_artifact(str(module), version)
+
+
+# JAX: jax/_src/export/_export.py Exported.mlir_module
+def module_from_portable_artifact(blob: bytes, context=None):
+    """The `ir.Module` that the portable artifact `blob` holds (in `context`, or a new one)."""
+    import jax.extend.mlir as jem
+    return jem.deserialize_portable_artifact(bytes(blob), context or make_ir_context())
+
+
+# JAX: jax/_src/interpreters/mlir.py refine_polymorphic_shapes
+def refine_polymorphic_shapes(module):
+    """`module` (whose `main` has static argument types) with every dynamic shape inside it
+    made static, and its shape assertions checked; an `ir.Module` in a new context."""
+    import jax.extend.mlir as jem
+    text = jem.refine_polymorphic_shapes(str(module).encode(),
+                                         enable_shape_assertions=True,
+                                         validate_static_shapes=True)
+    ctx = make_ir_context()
+    with ctx:
+        return ir.Module.parse(text)
+
+
 # JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_module
 def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                           donated: Sequence[bool] = (), in_shardings: Sequence[Any] = (),
                           out_shardings: Sequence[Any] = (), meshes: list | None = None,
-                          host_callbacks: list | None = None) -> Any:
+                          host_callbacks: list | None = None,
+                          dim_vars: Sequence[str] = ()) -> Any:
     """A StableHLO module whose public function `main` computes `closed`.
 
     Args:
@@ -284,7 +372,9 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
     Returns: an `ir.Module` (print it with `str()` for the text). A module that uses a mesh
     starts with its `sdy.mesh @mesh` and records `mhlo.num_partitions` (the mesh's size).
     A jaxpr with ordered effects gets one leading `!stablehlo.token` argument and result per
-    effect (`ordered_effects_of`), as JAX's runtime tokens.
+    effect (`ordered_effects_of`), as JAX's runtime tokens. `dim_vars`: the dimension
+    variables of a shape-polymorphic jaxpr, taken first as `tensor<i32>` arguments marked
+    `jax.global_constant` (minijax/export/).
     Raises ValueError if two different meshes are used.
     """
     ctx = make_ir_context()
@@ -293,29 +383,40 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         module.operation.attributes["sym_name"] = ir.StringAttr.get(_sanitize(name))
         effs = ordered_effects_of(closed.jaxpr)
         ntok = len(effs)
-        in_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.in_avals]
+        i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
+        in_types = [i32] * len(dim_vars) + [token_type()] * ntok + [
+            aval_to_ir_type(a) for a in closed.in_avals]
         out_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.out_avals]
         fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
                          ip=ir.InsertionPoint(module.body))
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
+        pushed = False  # whether dim_var_values got this module's entry
         module_ctx = ModuleContext()
         _module_contexts.append(module_ctx)
         # JAX marks every input and output with its memory kind once one is not "device"
         kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
             arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok, kinds)
-            if arg_attrs is not None:
+            if dim_vars:
+                fn.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(
+                    {"jax.global_constant": ir.StringAttr.get(v)}) for v in dim_vars] + (
+                    arg_attrs or [ir.DictAttr.get({})] * (len(in_types) - len(dim_vars))))
+            elif arg_attrs is not None:
                 fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
             if ntok or kinds or any(s is not None for s in out_shardings):
                 token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
                 fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
-                    ir.DictAttr.get(_value_attrs(s, a, kinds)) for s, a in
+                    ir.DictAttr.get(_value_attrs(s, a, kinds, result=True)) for s, a in
                     zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
             entry = fn.add_entry_block()
+            nd = len(dim_vars)
+            dim_var_values.append(dict(zip(dim_vars, list(entry.arguments)[:nd])))
+            pushed = True
             with ir.InsertionPoint(entry):
-                set_tokens(effs, entry.arguments[:ntok])
-                outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments)[ntok:])
+                set_tokens(effs, entry.arguments[nd:nd + ntok])
+                outs = lower_jaxpr(closed.jaxpr, closed.consts,
+                                   list(entry.arguments)[nd + ntok:])
                 if kinds:  # as JAX: every output given a sharding is placed, "device" too
                     outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
                             for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
@@ -326,6 +427,8 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         finally:
             _sharding_state.pop()
             _module_contexts.pop()
+            if pushed:
+                dim_var_values.pop()
         _place_callbacks(module, used[0] if used else None, module_ctx)
         if used:
             _add_mesh(module, used[0])
@@ -395,14 +498,19 @@ def sharding_attr(sharding, ndim: int, open_auto: bool = False):
     sdy.register_dialect(ir.Context.current)
     dims = []
     for p in [*sharding.spec, *[None] * (ndim - len(sharding.spec))]:
-        if isinstance(p, msh._Unconstrained):
+        if isinstance(p, _Unconstrained):
             dims.append("{?}")
         else:
-            axes = [f'"{a}"' for a in msh._axes_of(p)]
+            axes = [f'"{a}"' for a in _axes_of(p)]
             if open_auto and mesh.auto_axes:
                 axes.append("?")
             dims.append("{" + ", ".join(axes) + "}")
-    return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]>")
+    replicated = ""
+    if open_auto and mesh.auto_axes:  # open dimensions: but the type's unused Explicit axes
+        used = {a for p in sharding.spec for a in _axes_of(p)}  # stay out of them (as JAX)
+        unused = [f'"{a}"' for a in mesh.axis_names if a in mesh.explicit_axes and a not in used]
+        replicated = f", replicated={{{', '.join(unused)}}}" if unused else ""
+    return ir.Attribute.parse(f"#sdy.sharding<@mesh, [{', '.join(dims)}]{replicated}>")
 
 
 def _same_mesh(a, b) -> bool:
@@ -432,12 +540,15 @@ def memory_kind(sharding) -> str:
     return "device" if sharding is None else sharding.memory_kind
 
 
-def _value_attrs(s, aval, kinds: bool) -> dict:
+def _value_attrs(s, aval, kinds: bool, result: bool = False) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
-    `mhlo.memory_kind` for one input or output."""
+    `mhlo.memory_kind` for one input or output. A result whose sharding is only its type's
+    on a mesh with Auto axes gets none, as in JAX: the type names its Explicit axes but not
+    where the Auto ones go among them (`P(None, ("b", "a"))` is typed `f32[8,4@a]`)."""
     d = {}
-    if isinstance(s, msh.NamedSharding):  # a type's sharding (abstract mesh): Auto axes open
-        d["sdy.sharding"] = sharding_attr(s, aval.ndim, isinstance(s.mesh, msh.AbstractMesh))
+    typed = isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh)
+    if isinstance(s, NamedSharding) and not (result and typed and s.mesh.auto_axes):
+        d["sdy.sharding"] = sharding_attr(s, aval.ndim, typed)  # a type's: Auto axes open
     if kinds:
         d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
     return d

@@ -33,6 +33,8 @@ from minijax.lax.lax import (
     square_p, stack, stack_p, unstack, unstack_p,
     squeeze, squeeze_p, stop_gradient, stop_gradient_p, sub, sub_p, tanh, tanh_p, top_k, top_k_p,
     transpose, transpose_p, xor_p, zeros_like_array,
+    tan, tan_p, sinh, sinh_p, cosh, cosh_p, asin, asin_p, acos, acos_p, atan, atan_p, asinh,
+    asinh_p, acosh, acosh_p, atanh, atanh_p, cbrt, cbrt_p, ceil, ceil_p, reciprocal,
 )
 from minijax.lax.slicing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
+import math
 import functools
 import operator
 from typing import Sequence
@@ -19,7 +20,12 @@ from typing import Sequence
 import numpy as np
 
 from minijax import core, dispatch, dtypes
-from minijax import sharding as msh
+from minijax.lax.utils import (broadcasting_sharding_rule, dot_general_sharding_rule,
+                               reshape_sharding_rule, same_sharding_rule,
+                               varying_shape_sharding_rule)
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import canonicalize_out_sharding, normalize_to_ndim
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.array import array_from_numpy
 from minijax.core import Primitive, ShapedArray
@@ -122,7 +128,7 @@ def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
 
     prim.def_impl(impl)
     prim.def_abstract_eval(abstract_eval)
-    prim.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, name))
+    prim.def_sharding_rule(functools.partial(broadcasting_sharding_rule, name))
     return prim
 
 
@@ -188,6 +194,139 @@ cos_p = unop("cos", _float, np.cos)
 defjvp(cos_p, lambda g, x: neg(mul(g, sin(x))))
 defvectorized(cos_p)
 mlir.register_lowering(cos_p, mlir.nary_lowering("cosine"))
+
+
+def tan(x):
+    """Elementwise tangent (float dtypes); XLA's own `tan` op, as in JAX."""
+    return tan_p.bind(x)
+
+
+tan_p = unop("tan", _float, np.tan)
+defjvp2(tan_p, lambda g, ans, x: mul(g, add(_const(x, 1), mul(ans, ans))))
+defvectorized(tan_p)
+mlir.register_lowering(tan_p, mlir.nary_lowering("tan"))
+
+
+def _chlo_lowering(op_name: str):
+    return lambda ctx, x: getattr(mlir.chlo, op_name)(x)
+
+
+def sinh(x):
+    """Elementwise hyperbolic sine (float dtypes)."""
+    return sinh_p.bind(x)
+
+
+sinh_p = unop("sinh", _float, np.sinh)
+defjvp(sinh_p, lambda g, x: mul(g, cosh(x)))
+defvectorized(sinh_p)
+mlir.register_lowering(sinh_p, _chlo_lowering("sinh"))
+
+
+def cosh(x):
+    """Elementwise hyperbolic cosine (float dtypes)."""
+    return cosh_p.bind(x)
+
+
+cosh_p = unop("cosh", _float, np.cosh)
+defjvp(cosh_p, lambda g, x: mul(g, sinh(x)))
+defvectorized(cosh_p)
+mlir.register_lowering(cosh_p, _chlo_lowering("cosh"))
+
+
+def asin(x):
+    """Elementwise arcsine (float dtypes), in [-pi/2, pi/2]; NaN outside [-1, 1]."""
+    return asin_p.bind(x)
+
+
+asin_p = unop("asin", _float, np.arcsin)
+defjvp(asin_p, lambda g, x: mul(g, rsqrt(sub(_const(x, 1), mul(x, x)))))
+defvectorized(asin_p)
+mlir.register_lowering(asin_p, _chlo_lowering("asin"))
+
+
+def acos(x):
+    """Elementwise arccosine (float dtypes), in [0, pi]; NaN outside [-1, 1]."""
+    return acos_p.bind(x)
+
+
+acos_p = unop("acos", _float, np.arccos)
+defjvp(acos_p, lambda g, x: mul(g, neg(rsqrt(sub(_const(x, 1), mul(x, x))))))
+defvectorized(acos_p)
+mlir.register_lowering(acos_p, _chlo_lowering("acos"))
+
+
+def atan(x):
+    """Elementwise arctangent (float dtypes), in (-pi/2, pi/2)."""
+    return atan_p.bind(x)
+
+
+atan_p = unop("atan", _float, np.arctan)
+defjvp(atan_p, lambda g, x: div(g, add(_const(x, 1), mul(x, x))))
+defvectorized(atan_p)
+mlir.register_lowering(atan_p, _chlo_lowering("atan"))
+
+
+def asinh(x):
+    """Elementwise inverse hyperbolic sine (float dtypes)."""
+    return asinh_p.bind(x)
+
+
+asinh_p = unop("asinh", _float, np.arcsinh)
+defjvp(asinh_p, lambda g, x: mul(g, rsqrt(add(mul(x, x), _const(x, 1)))))
+defvectorized(asinh_p)
+mlir.register_lowering(asinh_p, _chlo_lowering("asinh"))
+
+
+def acosh(x):
+    """Elementwise inverse hyperbolic cosine (float dtypes); NaN below 1."""
+    return acosh_p.bind(x)
+
+
+acosh_p = unop("acosh", _float, np.arccosh)
+# 1 / sqrt(x^2 - 1), as (x - 1)^-1/2 (x + 1)^-1/2 so that large x do not overflow
+defjvp(acosh_p, lambda g, x: mul(g, mul(rsqrt(sub(x, _const(x, 1))),
+                                        rsqrt(add(x, _const(x, 1))))))
+defvectorized(acosh_p)
+mlir.register_lowering(acosh_p, _chlo_lowering("acosh"))
+
+
+def atanh(x):
+    """Elementwise inverse hyperbolic tangent (float dtypes); +-inf at +-1."""
+    return atanh_p.bind(x)
+
+
+atanh_p = unop("atanh", _float, np.arctanh)
+defjvp(atanh_p, lambda g, x: mul(div(g, add(_const(x, 1), x)), div(_const(x, 1),
+                                                                   sub(_const(x, 1), x))))
+defvectorized(atanh_p)
+mlir.register_lowering(atanh_p, _chlo_lowering("atanh"))
+
+
+def cbrt(x):
+    """Elementwise cube root (float dtypes), negative for negative x."""
+    return cbrt_p.bind(x)
+
+
+cbrt_p = unop("cbrt", _float, np.cbrt)
+defjvp2(cbrt_p, lambda g, ans, x: mul(g, div(_const(x, 1 / 3), mul(ans, ans))))
+defvectorized(cbrt_p)
+mlir.register_lowering(cbrt_p, mlir.nary_lowering("cbrt"))
+
+
+def ceil(x):
+    """Elementwise ceiling (float dtypes); its derivative is zero."""
+    return ceil_p.bind(x)
+
+
+ceil_p = unop("ceil", _float, np.ceil)
+defjvp_zero(ceil_p)
+defvectorized(ceil_p)
+mlir.register_lowering(ceil_p, mlir.nary_lowering("ceil"))
+
+
+def reciprocal(x):
+    """Elementwise 1 / x, as `integer_pow(x, -1)` (JAX's definition)."""
+    return integer_pow(x, -1)
 
 
 def exp(x):
@@ -880,7 +1019,7 @@ def _complex_transpose(ct, x, y):
 complex_p = Primitive("complex")
 complex_p.def_impl(lambda x, y: np.asarray(x + 1j * y, _complex_dtype(np.result_type(x))))
 complex_p.def_abstract_eval(_complex_abstract_eval)
-complex_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "complex"))
+complex_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "complex"))
 deflinear(complex_p, _complex_transpose)
 defbroadcasting(complex_p)
 mlir.register_lowering(complex_p, mlir.nary_lowering("complex"))
@@ -1005,7 +1144,7 @@ def select_n(which, *cases):
 select_n_p = Primitive("select_n")
 select_n_p.def_impl(_select_n_impl)
 select_n_p.def_abstract_eval(_select_n_abstract_eval)
-select_n_p.def_sharding_rule(lambda which, *cases: msh.same_sharding_rule("select_n", *cases))
+select_n_p.def_sharding_rule(lambda which, *cases: same_sharding_rule("select_n", *cases))
 ad.primitive_jvps[select_n_p] = _select_n_jvp
 ad.primitive_transposes[select_n_p] = _select_n_transpose
 batching.primitive_batchers[select_n_p] = _select_n_batch_rule
@@ -1165,7 +1304,7 @@ def clamp(min, x, max):
 clamp_p = Primitive("clamp")
 clamp_p.def_impl(_clamp_impl)
 clamp_p.def_abstract_eval(_clamp_abstract_eval)
-clamp_p.def_sharding_rule(functools.partial(msh.broadcasting_sharding_rule, "clamp"))
+clamp_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "clamp"))
 defjvp(clamp_p,
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(lo, x), lt(lo, hi)), x),
        lambda g, lo, x, hi: _clamp_tangent(g, bitwise_and(gt(x, lo), lt(x, hi)), x),
@@ -1276,7 +1415,7 @@ def _broadcast_in_dim_sharding_rule(x, *, shape, broadcast_dimensions, sharding)
     for i, d in enumerate(broadcast_dimensions):
         if x.shape[i] == shape[d]:
             spec[d] = x.sharding.spec[i]
-    return msh.NamedSharding(x.sharding.mesh, msh.P(*spec))
+    return NamedSharding(x.sharding.mesh, P(*spec))
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding):
@@ -1296,13 +1435,16 @@ def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dime
     x = batching.moveaxis(x, d, 0)
     bdims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
     if sharding is not None:  # the batch dimension is not split
-        sharding = msh.NamedSharding(sharding.mesh, msh.P(None, *sharding.spec))
+        sharding = NamedSharding(sharding.mesh, P(None, *sharding.spec))
     return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims, out_sharding=sharding), 0
 
 
 def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions, sharding):
-    return mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(ctx.avals_out[0]), x,
-                                     list(broadcast_dimensions))
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_broadcast_in_dim(
+            out_type, x, mlir.eval_dynamic_shape_as_tensor(shape), list(broadcast_dimensions))
+    return mlir.hlo.broadcast_in_dim(out_type, x, list(broadcast_dimensions))
 
 
 def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
@@ -1310,13 +1452,14 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
     result's sharding (default: the operand's, on the dimensions it keeps)."""
-    shape, bdims = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    shape = tuple(core.canonicalize_dim(d) for d in shape)
+    bdims = tuple(int(d) for d in broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
-    sharding = msh.canonicalize_out_sharding(out_sharding, "broadcast_in_dim")
+    sharding = canonicalize_out_sharding(out_sharding, "broadcast_in_dim")
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bdims,
-                                   sharding=msh.normalize_to_ndim(sharding, len(shape)))
+                                   sharding=normalize_to_ndim(sharding, len(shape)))
 
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim")
@@ -1352,7 +1495,7 @@ def expand_dims(x, dimensions: Sequence[int]):
 
 
 def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
-    if int(np.prod(new_sizes, dtype=np.int64)) != x.size:
+    if math.prod(new_sizes) != x.size:
         raise TypeError(f"reshape: total size must be unchanged, got new_sizes={new_sizes} "
                         f"for operand {x.str_short()} of size {x.size}")
     return x.update(shape=new_sizes)
@@ -1373,7 +1516,7 @@ def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, shardin
 def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
     """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
     the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
-    new_sizes = tuple(int(d) for d in new_sizes)
+    new_sizes = tuple(core.canonicalize_dim(d) for d in new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
@@ -1386,11 +1529,18 @@ reshape_p = Primitive("reshape")
 reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: x.reshape(new_sizes))
 reshape_p.def_abstract_eval(_reshape_abstract_eval)
 reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
-                            msh.reshape_sharding_rule(x, new_sizes, sharding))
+                            reshape_sharding_rule(x, new_sizes, sharding))
 deflinear(reshape_p, _reshape_transpose)
 batching.primitive_batchers[reshape_p] = _reshape_batch_rule
-mlir.register_lowering(reshape_p, lambda ctx, x, *, new_sizes, dimensions, sharding:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape is all it needs
+    out = ctx.avals_out[0]
+    if not mlir.is_static(out.shape):  # a symbolic size: computed from the dimension vars
+        return mlir.hlo.dynamic_reshape(mlir.aval_to_ir_type(out), x,
+                                        mlir.eval_dynamic_shape_as_tensor(out.shape))
+    return mlir.hlo.reshape(mlir.aval_to_ir_type(out), x)
+
+
+mlir.register_lowering(reshape_p, _reshape_lowering)
 
 
 def _transpose_abstract_eval(x, *, permutation):
@@ -1423,8 +1573,8 @@ def transpose(x, permutation: Sequence[int]):
 transpose_p = Primitive("transpose")
 transpose_p.def_impl(lambda x, *, permutation: np.transpose(x, permutation))
 transpose_p.def_abstract_eval(_transpose_abstract_eval)
-transpose_p.def_sharding_rule(lambda x, *, permutation: msh.NamedSharding(
-    x.sharding.mesh, msh.P(*[x.sharding.spec[p] for p in permutation])))
+transpose_p.def_sharding_rule(lambda x, *, permutation: NamedSharding(
+    x.sharding.mesh, P(*[x.sharding.spec[p] for p in permutation])))
 deflinear(transpose_p, _transpose_transpose)
 batching.primitive_batchers[transpose_p] = _transpose_batch_rule
 mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
@@ -1462,12 +1612,11 @@ def squeeze(x, dimensions: Sequence[int]):
 squeeze_p = Primitive("squeeze")
 squeeze_p.def_impl(lambda x, *, dimensions: np.squeeze(x, axis=dimensions))
 squeeze_p.def_abstract_eval(_squeeze_abstract_eval)
-squeeze_p.def_sharding_rule(lambda x, *, dimensions: msh.NamedSharding(
-    x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
+squeeze_p.def_sharding_rule(lambda x, *, dimensions: NamedSharding(
+    x.sharding.mesh, P(*[p for i, p in enumerate(x.sharding.spec) if i not in dimensions])))
 deflinear(squeeze_p, _squeeze_transpose)
 batching.primitive_batchers[squeeze_p] = _squeeze_batch_rule
-mlir.register_lowering(squeeze_p, lambda ctx, x, *, dimensions:
-                       mlir.hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), x))
+mlir.register_lowering(squeeze_p, _reshape_lowering)
 
 
 def _rev_transpose(ct, x, *, dimensions):
@@ -1521,8 +1670,8 @@ def _reduce_sharding_rule(x, *, axes, out_sharding=None, **_):
         return out_sharding
     if x.sharding is None:
         return None
-    return msh.NamedSharding(x.sharding.mesh, msh.P(*[p for i, p in enumerate(x.sharding.spec)
-                                                      if i not in axes]))
+    return NamedSharding(x.sharding.mesh, P(*[p for i, p in enumerate(x.sharding.spec)
+                                              if i not in axes]))
 
 
 def _reduce_lowering(op_name: str, init):
@@ -1563,8 +1712,8 @@ def reduce_sum(x, axes: Sequence[int], *, out_sharding=None):
     """Sum of `x` over `axes` (the dimensions are removed). `out_sharding`: the result's
     sharding (default: the operand's, without the summed dimensions)."""
     return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes),
-                             out_sharding=msh.canonicalize_out_sharding(out_sharding,
-                                                                        "reduce_sum"))
+                             out_sharding=canonicalize_out_sharding(out_sharding,
+                                                                    "reduce_sum"))
 
 
 reduce_sum_p = Primitive("reduce_sum")
@@ -1809,8 +1958,8 @@ def _dot_general_transpose_lhs(ct, x, y, *, dimension_numbers, precision,
     x_sh = None
     if x_aval.sharding is not None:
         inv = np.argsort(out_axes)
-        x_sh = msh.NamedSharding(x_aval.sharding.mesh,
-                                 msh.P(*[x_aval.sharding.spec[int(i)] for i in inv]))
+        x_sh = NamedSharding(x_aval.sharding.mesh,
+                             P(*[x_aval.sharding.spec[int(i)] for i in inv]))
     x_bar = dot_general(ct, y, dims, precision=precision,
                         preferred_element_type=preferred_element_type, out_sharding=x_sh)
     x_bar = transpose(x_bar, tuple(int(a) for a in out_axes))
@@ -1848,8 +1997,8 @@ def _dot_general_batch_rule(vals, dims, *, axis_size, dimension_numbers, precisi
             return dict(precision=precision, preferred_element_type=preferred_element_type)
         spec = list(out_sharding.spec)
         return dict(precision=precision, preferred_element_type=preferred_element_type,
-                    out_sharding=msh.NamedSharding(out_sharding.mesh,
-                                                   msh.P(*spec[:out_dim], None, *spec[out_dim:])))
+                    out_sharding=NamedSharding(out_sharding.mesh,
+                                               P(*spec[:out_dim], None, *spec[out_dim:])))
     if ld is not not_mapped and rd is not not_mapped:
         lhs, rhs = batching.moveaxis(lhs, ld, 0), batching.moveaxis(rhs, rd, 0)
         dn = ((shift(lc), shift(rc)), ((0,) + shift(lb), (0,) + shift(rb)))
@@ -1901,7 +2050,7 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
             dn, pet = _canonical_dot_general_params.__wrapped__(dimension_numbers,
                                                                 preferred_element_type)
     if out_sharding is not None:
-        out_sharding = msh.canonicalize_out_sharding(out_sharding, "dot_general")
+        out_sharding = canonicalize_out_sharding(out_sharding, "dot_general")
     return dot_general_p.bind(lhs, rhs, dimension_numbers=dn, precision=precision,
                               preferred_element_type=pet, out_sharding=out_sharding)
 
@@ -1948,8 +2097,8 @@ dot_general_p.def_impl(_dot_general_impl)
 dispatch.specialized_impls[dot_general_p] = _dot_general_specialized_impl
 dot_general_p.def_abstract_eval(_dot_general_abstract_eval)
 dot_general_p.def_sharding_rule(lambda lhs, rhs, *, dimension_numbers, out_sharding, **_:
-                                msh.dot_general_sharding_rule(lhs, rhs, dimension_numbers,
-                                                              out_sharding))
+                                dot_general_sharding_rule(lhs, rhs, dimension_numbers,
+                                                          out_sharding))
 defjvp(dot_general_p,
        lambda g, x, y, **p: dot_general_p.bind(g, y, **p),
        lambda g, x, y, **p: dot_general_p.bind(x, g, **p))
@@ -2340,14 +2489,16 @@ def _iota_abstract_eval(*, dtype, shape, dimension, sharding):
 
 def iota(dtype, size: int):
     """`[0, 1, ..., size-1]` of `dtype`."""
-    return broadcasted_iota(dtype, (operator.index(size),), 0)
+    return broadcasted_iota(dtype, (size,), 0)
 
 
 def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
     # `sharding`: None until minijax has sharding in types (JAX prints it)
-    return iota_p.bind(dtype=dtype, shape=tuple(operator.index(s) for s in shape),
+    shape = tuple(s if getattr(s, "is_symbolic_dim", False) else operator.index(s)
+                  for s in shape)
+    return iota_p.bind(dtype=dtype, shape=shape,
                        dimension=operator.index(dimension), sharding=None)
 
 
@@ -2357,8 +2508,15 @@ iota_p.def_abstract_eval(_iota_abstract_eval)
 iota_p.def_sharding_rule(lambda **params: params["sharding"])
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
-mlir.register_lowering(iota_p, lambda ctx, *, dtype, shape, dimension, sharding:
-                       mlir.hlo.iota(mlir.aval_to_ir_type(ctx.avals_out[0]), dimension))
+def _iota_lowering(ctx, *, dtype, shape, dimension, sharding):
+    out_type = mlir.aval_to_ir_type(ctx.avals_out[0])
+    if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
+        return mlir.hlo.dynamic_iota(out_type, mlir.eval_dynamic_shape_as_tensor(shape),
+                                     dimension)
+    return mlir.hlo.iota(out_type, dimension)
+
+
+mlir.register_lowering(iota_p, _iota_lowering)
 
 
 def _slice_impl(x, *, start_indices, limit_indices, strides):
@@ -2402,20 +2560,25 @@ def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, st
 
 def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
     strides = strides or (1,) * len(start_indices)
+    if not mlir.is_static(limit_indices):  # a symbolic limit (chapters/31-export.md)
+        return mlir.hlo.real_dynamic_slice(
+            mlir.aval_to_ir_type(ctx.avals_out[0]), x,
+            *[mlir.eval_dynamic_shape_as_tensor(v) for v in (start_indices, limit_indices,
+                                                              strides)])
     return mlir.hlo.slice(x, list(start_indices), list(limit_indices), list(strides))
 
 
 def slice(x, start_indices, limit_indices, strides=None):
     """`x[start:limit:stride]` per dimension, with static bounds."""
     return slice_p.bind(x, start_indices=tuple(int(i) for i in start_indices),
-                        limit_indices=tuple(int(i) for i in limit_indices),
+                        limit_indices=tuple(core.canonicalize_dim(i) for i in limit_indices),
                         strides=None if strides is None else tuple(int(s) for s in strides))
 
 
 slice_p = Primitive("slice")
 slice_p.def_impl(_slice_impl)
 slice_p.def_abstract_eval(_slice_abstract_eval)
-slice_p.def_sharding_rule(lambda x, **p: msh.varying_shape_sharding_rule(
+slice_p.def_sharding_rule(lambda x, **p: varying_shape_sharding_rule(
     "slicing", x, _slice_abstract_eval(x, **p).shape))
 deflinear(slice_p, _slice_transpose)
 batching.primitive_batchers[slice_p] = _slice_batch_rule
@@ -2470,8 +2633,8 @@ def concatenate(operands: Sequence, dimension: int):
 concatenate_p = Primitive("concatenate")
 concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
 concatenate_p.def_abstract_eval(_concatenate_abstract_eval)
-concatenate_p.def_sharding_rule(lambda *xs, dimension: msh.same_sharding_rule("concatenate",
-                                                                               *xs))
+concatenate_p.def_sharding_rule(lambda *xs, dimension: same_sharding_rule("concatenate",
+                                                                           *xs))
 deflinear(concatenate_p, _concatenate_transpose)
 batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
 mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
@@ -2492,10 +2655,10 @@ def _stack_abstract_eval(*xs, axis):
 
 
 def _stack_sharding_rule(*xs, axis):
-    s = msh.same_sharding_rule("stack", *xs)
+    s = same_sharding_rule("stack", *xs)
     spec = list(s.spec) + [None] * (xs[0].ndim - len(s.spec))
     spec.insert(axis, None)
-    return msh.NamedSharding(s.mesh, msh.P(*spec))
+    return NamedSharding(s.mesh, P(*spec))
 
 
 def _stack_transpose(ct, *xs, axis):
@@ -2582,7 +2745,7 @@ unstack_p = Primitive("unstack")
 unstack_p.multiple_results = True
 unstack_p.def_impl(lambda x, *, axis: [np.take(x, i, axis) for i in range(x.shape[axis])])
 unstack_p.def_abstract_eval(_unstack_abstract_eval)
-unstack_p.def_sharding_rule(lambda x, *, axis: [msh.NamedSharding(x.sharding.mesh, msh.P(
+unstack_p.def_sharding_rule(lambda x, *, axis: [NamedSharding(x.sharding.mesh, P(
     *[s for i, s in enumerate(x.sharding.spec) if i != axis]))] * x.shape[axis])
 deflinear(unstack_p, _unstack_transpose)
 batching.primitive_batchers[unstack_p] = _unstack_batch_rule
@@ -2663,7 +2826,7 @@ def pad(x, padding_value, padding_config):
 pad_p = Primitive("pad")
 pad_p.def_impl(_pad_impl)
 pad_p.def_abstract_eval(_pad_abstract_eval)
-pad_p.def_sharding_rule(lambda x, v, **p: msh.varying_shape_sharding_rule(
+pad_p.def_sharding_rule(lambda x, v, **p: varying_shape_sharding_rule(
     "padding", x, _pad_abstract_eval(x, v, **p).shape))
 deflinear(pad_p, _pad_transpose)
 batching.primitive_batchers[pad_p] = _pad_batch_rule
@@ -2695,7 +2858,7 @@ def _const(example, val):
 def _replicated_scalar(val, mesh):
     """Sharding in types: a constant next to a value typed on a mesh is typed replicated on
     that mesh, as JAX's `full_like(x, v, shape=())` makes it (`reshard 1.0:f32[]`)."""
-    return reshard_p.bind(val, dst_sharding=msh.NamedSharding(mesh, msh.P()),
+    return reshard_p.bind(val, dst_sharding=NamedSharding(mesh, P()),
                           concrete_mesh=None)
 
 
@@ -2709,7 +2872,7 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 
 
 def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(core.canonicalize_dim(s) for s in shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")

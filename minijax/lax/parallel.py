@@ -22,7 +22,8 @@ from minijax import core
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.batching import not_mapped
-from minijax.sharding import NamedSharding, PartitionSpec
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import PartitionSpec
 from minijax.tree_util import tree_leaves, tree_map
 
 _CHAPTER = "chapters/13-shard-map.md"

@@ -191,6 +191,253 @@ def standardize(x, axis=-1, mean=None, variance=None, epsilon=1e-5, *,
     return jnp.subtract(x, mean) * lax.rsqrt(variance + epsilon)
 
 
+# ---------------------------------------------------------------------------------------------
+# More activations (each under jit when traced, as JAX's `@jax.jit` ones)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/nn/functions.py identity
+@_jit_when_traced()
+def identity(x):
+    """x itself (an activation slot that does nothing)."""
+    return jnp.asarray(x)
+
+
+tanh = jnp.tanh
+
+
+# JAX: jax/_src/nn/functions.py elu
+@_jit_when_traced()
+def elu(x, alpha=1.0):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise; the exp sees only x <= 0, so large x
+    cannot overflow into the unused branch's gradient."""
+    x = jnp.asarray(x)
+    return jnp.where(x > 0, x, alpha * jnp.expm1(jnp.where(x > 0, 0.0, x)))
+
+
+# JAX: jax/_src/nn/functions.py celu
+@_jit_when_traced()
+def celu(x, alpha=1.0):
+    """max(x, 0) + alpha * (exp(min(x, 0) / alpha) - 1): elu made differentiable at 0 for
+    any alpha."""
+    return jnp.maximum(x, 0.0) + alpha * jnp.expm1(jnp.minimum(x, 0.0) / alpha)
+
+
+# JAX: jax/_src/nn/functions.py selu
+@_jit_when_traced()
+def selu(x):
+    """scale * elu(x, alpha) with the self-normalizing constants alpha ~ 1.6733 and
+    scale ~ 1.0507."""
+    return 1.0507009873554804934193349852946 * elu(x, 1.6732632423543772848170429916717)
+
+
+# JAX: jax/_src/nn/functions.py leaky_relu
+@_jit_when_traced()
+def leaky_relu(x, negative_slope=1e-2):
+    """x for x >= 0, negative_slope * x below."""
+    x = jnp.asarray(x)
+    return jnp.where(x >= 0, x, negative_slope * x)
+
+
+# JAX: jax/_src/nn/functions.py hard_tanh
+@_jit_when_traced()
+def hard_tanh(x):
+    """x clipped to [-1, 1]."""
+    x = jnp.asarray(x)
+    return jnp.where(x > 1, 1, jnp.where(x < -1, -1, x))
+
+
+# JAX: jax/_src/nn/functions.py hard_sigmoid
+@_jit_when_traced()
+def hard_sigmoid(x):
+    """relu6(x + 3) / 6: a piecewise-linear sigmoid."""
+    return relu6(x + 3.0) / 6.0
+
+
+# JAX: jax/_src/nn/functions.py hard_silu
+@_jit_when_traced()
+def hard_silu(x):
+    """x * hard_sigmoid(x). Also named `hard_swish`."""
+    return x * hard_sigmoid(x)
+
+
+hard_swish = hard_silu
+
+
+# JAX: jax/_src/nn/functions.py mish
+@_jit_when_traced()
+def mish(x):
+    """x * tanh(softplus(x))."""
+    x = jnp.asarray(x)
+    return x * jnp.tanh(softplus(x))
+
+
+# JAX: jax/_src/nn/functions.py soft_sign
+@_jit_when_traced()
+def soft_sign(x):
+    """x / (|x| + 1)."""
+    x = jnp.asarray(x)
+    return x / (jnp.abs(x) + 1)
+
+
+# JAX: jax/_src/nn/functions.py squareplus
+@_jit_when_traced()
+def squareplus(x, b=4):
+    """(x + sqrt(x**2 + b)) / 2: a smooth relu built from a square root."""
+    return (x + jnp.sqrt(jnp.square(x) + b)) / 2
+
+
+# JAX: jax/_src/nn/functions.py sparse_plus
+@_jit_when_traced()
+def sparse_plus(x):
+    """0 below -1, x above 1, (x + 1)**2 / 4 between: a softplus with exact zeros."""
+    x = jnp.asarray(x)
+    return jnp.where(x <= -1.0, 0.0, jnp.where(x >= 1.0, x, (x + 1.0) ** 2 / 4))
+
+
+# JAX: jax/_src/nn/functions.py sparse_sigmoid
+@_jit_when_traced()
+def sparse_sigmoid(x):
+    """clip(x + 1, 0, 2) / 2, the derivative of sparse_plus."""
+    return 0.5 * jnp.clip(x + 1.0, 0.0, 2.0)
+
+
+# JAX: jax/_src/nn/functions.py glu
+@_jit_when_traced(static_argnames=("axis",))
+def glu(x, axis: int = -1):
+    """The gated linear unit: the two halves a, b of `x` along `axis` give a * sigmoid(b).
+    ValueError when that axis has odd length."""
+    x = jnp.asarray(x)
+    if x.shape[axis] % 2:
+        raise ValueError(f"glu: axis {axis} of x with shape {x.shape} must have even length")
+    a, b = jnp.split(x, 2, axis)
+    return a * sigmoid(b)
+
+
+# JAX: jax/_src/nn/functions.py log1mexp — differs: a where instead of a custom_jvp
+@_jit_when_traced()
+def log1mexp(x):
+    """log(1 - exp(-x)) for x >= 0, accurate on both sides of log 2 (log(-expm1(-x)) below,
+    log1p(-exp(-x)) above)."""
+    (x,) = promote_args_inexact("log1mexp", x)
+    return jnp.where(x < np.log(2.0), jnp.log(-jnp.expm1(-x)), jnp.log1p(-jnp.exp(-x)))
+
+
+# JAX: jax/_src/nn/functions.py logmeanexp
+@_jit_when_traced(static_argnames=("axis", "keepdims"))
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False):
+    """log(mean(exp(x))) over `axis`, stably: logsumexp minus the log of the count (of the
+    entries `where` selects)."""
+    lse = logsumexp(x, axis=axis, where=where, keepdims=keepdims)
+    ones = jnp.ones_like(x) if where is None else jnp.where(where, 1.0, 0.0)
+    count = jnp.sum(ones, axis=axis, keepdims=keepdims).astype(lse.dtype)
+    return lse - jnp.log(count)
+
+
+# ---------------------------------------------------------------------------------------------
+# Attention
+# ---------------------------------------------------------------------------------------------
+
+def _attention_mask(logits_shape, mask, is_causal, q_len, kv_len, window):
+    """The boolean mask (broadcastable to B, K, G, T, S) of the logits to keep, or None."""
+    T, S = logits_shape[-2:]
+    keep = None
+
+    def both(m):
+        return m if keep is None else jnp.logical_and(keep, m)
+    if mask is not None:
+        keep = both(mask)
+    q_pos, k_pos = jnp.arange(T)[:, None], jnp.arange(S)[None, :]
+    if is_causal:
+        keep = both(q_pos >= k_pos)
+    if window is not None:
+        left, right = window
+        keep = both(jnp.logical_and(q_pos <= k_pos + left, q_pos >= k_pos - right))
+    if q_len is not None:
+        keep = both((jnp.arange(T)[None, :, None] < q_len[:, None, None])[:, None, None])
+    if kv_len is not None:
+        keep = both((jnp.arange(S)[None, None, :] < kv_len[:, None, None])[:, None, None])
+    return keep
+
+
+# JAX: jax/_src/nn/functions.py dot_product_attention — differs: the XLA implementation only
+def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None,
+                          is_causal: bool = False, query_seq_lengths=None,
+                          key_value_seq_lengths=None, local_window_size=None,
+                          implementation=None, return_residual: bool = False):
+    """softmax(q k^T * scale + bias, masked) v for query f[B, T, N, H], key and value
+    f[B, S, K, H] (or the same without B), with N a multiple of K (grouped-query attention:
+    each K head serves N / K query heads). `bias` and the boolean `mask` broadcast to
+    [B, N, T, S]; `is_causal` keeps s <= t; `query_seq_lengths` / `key_value_seq_lengths`
+    (i32[B]) mask padding; `local_window_size` (int or (left, right)) keeps
+    t - left <= s <= t + right. `scale` defaults to 1 / sqrt(H). Masked logits become a large
+    negative number, and the softmax runs in float32. Returns f[B, T, N, H] (and, with
+    `return_residual`, the logsumexp f[B, T, N]). ValueError for mismatched shapes or dtypes,
+    NotImplementedError for implementation='cudnn' (a GPU kernel)."""
+    out_shape = jnp.shape(query)
+
+    def as_4d(t):
+        t = jnp.asarray(t)
+        return jnp.expand_dims(t, tuple(range(4 - t.ndim))) if t.ndim < 4 else t
+    q, k, v = as_4d(query), as_4d(key), as_4d(value)
+    bias = None if bias is None else as_4d(bias)
+    mask = None if mask is None else as_4d(mask)
+    B, S, K, H = k.shape
+    for name, t, want, dtype in (("value", v, (B, S, K, H), k.dtype),
+                                 ("query", q, (B, -1, -1, H), k.dtype),
+                                 ("mask", mask, (-1,) * 4, np.dtype(bool)),
+                                 ("bias", bias, (-1,) * 4, None)):
+        if t is None:
+            continue
+        if dtype is not None and t.dtype != dtype:
+            raise ValueError(f"{name} dtype should be {dtype}, but got {t.dtype}")
+        if any(w != -1 and d != w for d, w in zip(t.shape, want)) or t.ndim != 4:
+            raise ValueError(f"{name} shape should be {list(want)}: but got {t.shape}")
+    N = q.shape[2]
+    if N % K:
+        raise ValueError("The number of query heads must be a multiple of key/value heads, "
+                         f"but got {N} vs {K}")
+    if implementation == "cudnn":
+        raise NotImplementedError("dot_product_attention(implementation='cudnn') is cuDNN's "
+                                  "GPU kernel; minijax has the 'xla' implementation")
+    if implementation not in (None, "xla"):
+        raise ValueError(f"Unsupported implementation option: {implementation}")
+    if isinstance(local_window_size, int):
+        local_window_size = (local_window_size, local_window_size)
+    q_len = None if query_seq_lengths is None else jnp.asarray(query_seq_lengths)
+    kv_len = None if key_value_seq_lengths is None else jnp.asarray(key_value_seq_lengths)
+    scale = 1.0 / np.sqrt(H) if scale is None else scale
+    G, T = N // K, q.shape[1]
+
+    def grouped(t):  # [B, N or 1, T, S] -> [B, K or 1, G or 1, T, S]
+        if t is None or t.shape[1] == 1:
+            return None if t is None else t[:, :, None]
+        return jnp.reshape(t, (t.shape[0], K, G) + t.shape[2:])
+    logits_dtype = jnp.promote_types(q.dtype, np.float32)
+    logits = jnp.einsum("BTKGH,BSKH->BKGTS", jnp.reshape(q, (B, T, K, G, H)), k,
+                        preferred_element_type=logits_dtype)
+    logits = logits * jnp.array(scale, dtype=logits.dtype)
+    if bias is not None:
+        logits = (logits + grouped(bias)).astype(logits.dtype)
+    keep = _attention_mask(logits.shape, grouped(mask), is_causal, q_len, kv_len,
+                           local_window_size)
+    if keep is not None:
+        big_negative = -0.7 * min(float(jnp.finfo(logits.dtype).max),
+                                  float(np.finfo(np.float32).max))
+        logits = jnp.where(keep, logits, jnp.array(big_negative, logits.dtype))
+    logits = logits.astype(np.float32)
+    probs = softmax(logits, axis=-1).astype(k.dtype)
+    out = jnp.einsum("BKGTS,BSKH->BTKGH", probs, v)
+    if q_len is not None:
+        out = out * (jnp.arange(T)[None, :] < q_len[:, None])[:, :, None, None, None].astype(
+            out.dtype)
+    out = jnp.reshape(out, out_shape)
+    if return_residual:
+        lse = logsumexp(logits, axis=-1).astype(k.dtype)  # [B, K, G, T]
+        lse = lax.stop_gradient(jnp.reshape(jnp.moveaxis(lse, -1, 1), (B, T, N)))
+        return out, jnp.reshape(lse, out_shape[:-1])
+    return out
+
+
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
     from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)

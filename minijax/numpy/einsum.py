@@ -13,7 +13,9 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
-from minijax import sharding as msh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import canonicalize_out_sharding
 from minijax.numpy import lax_numpy
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import check_arraylike, promote_dtypes
@@ -164,12 +166,12 @@ def _einsum_contract(acc, s0: str, terms: list, i: int, out: str, d, precision, 
 def _last_out_sharding(out_sharding, out: str, s0: str):
     """out_sharding, given in the order of `out`, for a contraction whose result has the
     indices `s0` (summed-out indices left unsplit)."""
-    s = msh.canonicalize_out_sharding(out_sharding, "einsum")
+    s = canonicalize_out_sharding(out_sharding, "einsum")
     if s is None:
         return None
     spec = s.spec._normalized_spec_for_aval(len(out))
-    return msh.NamedSharding(s.mesh, msh.P(*[spec[out.index(c)] if c in out else None
-                                              for c in s0]))
+    return NamedSharding(s.mesh, P(*[spec[out.index(c)] if c in out else None
+                                      for c in s0]))
 
 
 def _einsum_sublists(*args):

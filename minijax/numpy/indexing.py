@@ -21,6 +21,7 @@ directly from the index, `_index_to_gather`). Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,16 +43,28 @@ _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 
 # JAX: jax/_src/numpy/indexing.py rewriting_take
 def rewriting_take(x, idx, mode=None, fill_value=None):
-    """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis. An index with
-    an integer array, a list or a boolean mask is advanced indexing, one gather:
-    `advanced_take` below, which `mode`/`fill_value` apply to; so is an out-of-bounds int
-    (JAX clamps reads, mode "fill" gives `fill_value`) and, under mode "fill"/"drop", a traced
-    int."""
+    """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis, as one
+    static slice (`_to_static_slice`, `_static_slice`). An index with an integer array, a list
+    or a boolean mask is advanced indexing, one gather: `advanced_take` below, which
+    `mode`/`fill_value` apply to; so is an out-of-bounds int (JAX clamps reads, mode "fill"
+    gives `fill_value`) and, under mode "fill"/"drop", a traced int."""
     x = asarray(x)
     aval = core.get_aval(x)
     idx = idx if isinstance(idx, tuple) else (idx,)
     if builtins.any(is_advanced(i) for i in idx):
         return advanced_take(x, idx, mode, fill_value)
+    idx = _parse_indices(idx, aval)
+    indexer = _to_static_slice(idx, aval, mode)
+    if indexer is None:  # a read a slice cannot express: one gather
+        return advanced_take(x, idx, mode, fill_value)
+    return _static_slice(x, aval, indexer)
+
+
+# JAX: jax/_src/numpy/indexing.py _parse_indices — differs: returns the index itself, with
+# the Ellipsis expanded and missing trailing dimensions added as whole slices
+def _parse_indices(idx: tuple, aval) -> tuple:
+    """One entry per dimension of `aval` (plus the Nones): IndexError for two Ellipses or
+    more indices than dimensions."""
     n_ell = builtins.sum(1 for i in idx if i is Ellipsis)
     if n_ell > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -61,55 +74,73 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
                          f"dimensional, but {n_real} were indexed")
     if n_ell:
         k = idx.index(Ellipsis)
-        idx = idx[:k] + (builtins.slice(None),) * (aval.ndim - n_real) + idx[k + 1:]
-    else:
-        idx = idx + (builtins.slice(None),) * (aval.ndim - n_real)
-    starts, limits, strides, flips, squeeze_dims, new_axes = [], [], [], [], [], []
-    dynamic = {}  # dim -> traced integer index
+        return idx[:k] + (builtins.slice(None),) * (aval.ndim - n_real) + idx[k + 1:]
+    return idx + (builtins.slice(None),) * (aval.ndim - n_real)
+
+
+# JAX: jax/_src/numpy/indexing.py _StaticSliceIndexer — differs: also holds the traced ints,
+# read with one dynamic_slice (JAX's _DynamicSliceIndexer)
+class _StaticSliceIndexer(NamedTuple):
+    starts: list
+    limits: list
+    strides: list
+    rev_axes: list
+    squeeze_axes: list
+    newaxis_dims: list
+    dynamic: dict  # dim -> traced integer index
+
+
+# JAX: jax/_src/numpy/indexing.py NDIndexer.to_static_slice
+def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
+    """The slice, reversal, squeeze and new axes that read `x[idx]` (an index from
+    `_parse_indices`); None where a gather must read it instead (an out-of-bounds int, a
+    traced int under mode "fill"/"drop"). NotImplementedError for any other index."""
+    out = _StaticSliceIndexer([], [], [], [], [], [], {})
     dim = 0
     out_pos = 0
     for i in idx:
         if i is None:
-            new_axes.append(out_pos)
+            out.newaxis_dims.append(out_pos)
             out_pos += 1
             continue
         size_d = aval.shape[dim]
         if isinstance(i, builtins.slice):
-            start, stop, step = i.indices(size_d)
+            # `:` keeps the dimension whole, also a symbolic one (chapters/31-export.md)
+            start, stop, step = (0, size_d, 1) if i == builtins.slice(None) else \
+                i.indices(size_d)
             if step > 0:
-                starts.append(start)
-                limits.append(builtins.max(start, stop))  # as JAX: not trimmed to the last element
-                strides.append(step)
+                out.starts.append(start)
+                out.limits.append(builtins.max(start, stop))  # as JAX: not trimmed to the last
+                out.strides.append(step)
             else:
                 n = builtins.max(0, (start - stop - step - 1) // (-step))
                 first, last = start, start + (n - 1) * step if n else start
-                starts.append(last if n else 0)
-                limits.append(first + 1 if n else 0)
-                strides.append(-step)
+                out.starts.append(last if n else 0)
+                out.limits.append(first + 1 if n else 0)
+                out.strides.append(-step)
                 if n:
-                    flips.append(dim)
+                    out.rev_axes.append(dim)
             out_pos += 1
         elif _is_int_index(i):
             v = int(i)
             if not -size_d <= v < size_d:
-                # as JAX: an out-of-bounds read is clamped (or filled, mode "fill"): a gather
-                return advanced_take(x, idx, mode, fill_value)
+                return None  # as JAX: an out-of-bounds read is clamped (or filled): a gather
             v %= size_d
-            starts.append(v)
-            limits.append(v + 1)
-            strides.append(1)
-            squeeze_dims.append(dim)
+            out.starts.append(v)
+            out.limits.append(v + 1)
+            out.strides.append(1)
+            out.squeeze_axes.append(dim)
         elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
             # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
             # out-of-range ones (as JAX does); the dimension is kept whole by the static slice.
             # Modes "fill"/"drop" (and so x.at[i].set) need a gather, which can mask them.
             if mode in ("fill", "drop"):
-                return advanced_take(x, idx, mode, fill_value)
-            dynamic[dim] = lax.convert_element_type(i, np.int32)
-            starts.append(0)
-            limits.append(size_d)
-            strides.append(1)
-            squeeze_dims.append(dim)
+                return None
+            out.dynamic[dim] = lax.convert_element_type(i, np.int32)
+            out.starts.append(0)
+            out.limits.append(size_d)
+            out.strides.append(1)
+            out.squeeze_axes.append(dim)
         else:
             raise NotImplementedError(
                 f"minijax indexing supports ints (also traced scalar ints), slices, None and "
@@ -117,22 +148,28 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
                 f"{'' if not isinstance(i, Tracer) else ' (a traced array index)'}"
                 ". Array indices (gather) come later.")
         dim += 1
+    return out
+
+
+# JAX: jax/_src/numpy/indexing.py _static_slice (and _dynamic_slice, for the traced ints)
+def _static_slice(x, aval, indexer: _StaticSliceIndexer):
+    starts, limits, strides = indexer.starts, indexer.limits, indexer.strides
     out = x
     if (tuple(starts), tuple(limits)) != ((0,) * aval.ndim, aval.shape) or any(
             s != 1 for s in strides):
         out = lax.slice(out, starts, limits, None if all(s == 1 for s in strides) else strides)
-    if dynamic:
+    if indexer.dynamic:
         shape = core.get_aval(out).shape
+        dynamic = indexer.dynamic
         out = lax.dynamic_slice(out, [dynamic.get(d, np.int32(0)) for d in range(len(shape))],
                                 [1 if d in dynamic else n for d, n in enumerate(shape)])
-    if flips:
-        out = lax.rev(out, tuple(flips))
-    if squeeze_dims:
-        out = lax.squeeze(out, tuple(squeeze_dims))
-    if new_axes:
-        out = lax.expand_dims(out, tuple(new_axes))
+    if indexer.rev_axes:
+        out = lax.rev(out, tuple(indexer.rev_axes))
+    if indexer.squeeze_axes:
+        out = lax.squeeze(out, tuple(indexer.squeeze_axes))
+    if indexer.newaxis_dims:
+        out = lax.expand_dims(out, tuple(indexer.newaxis_dims))
     return out
-
 
 def _is_int_index(i) -> bool:
     if isinstance(i, (bool, np.bool_)):

@@ -12,6 +12,7 @@ Mirrors jax/_src/numpy/lax_numpy.py. Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import math
 from typing import Sequence
 
 import numpy as np
@@ -116,6 +117,8 @@ def arange(start, stop=None, step=None, dtype=None):
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             v._concrete("arange")
+    if getattr(start, "is_symbolic_dim", False) and stop is None and step is None:
+        return lax.iota(dtypes.canonicalize_dtype(dtype or np.int64), start)  # as JAX: int
     if stop is None and step is None and dtype is None or (
             stop is None and step is None and np.dtype(dtype).kind in "iu"):
         d = dtypes.canonicalize_dtype(dtype or np.result_type(start))
@@ -263,14 +266,14 @@ def reshape(a, newshape, order="C"):
         raise TypeError(f"can only specify one unknown axis size with a `-1` value, got "
                         f"{newshape}")
     if -1 in newshape:
-        known = int(np.prod([d for d in newshape if d != -1], dtype=np.int64))
+        known = math.prod([d for d in newshape if d != -1])
         if known == 0 or aval.size % known:
             raise TypeError(f"cannot reshape array of shape {aval.shape} (size {aval.size}) "
                             f"into shape {newshape}")
         newshape = tuple(aval.size // known if d == -1 else d for d in newshape)
-    if int(np.prod(newshape, dtype=np.int64)) != aval.size:
+    if math.prod(newshape) != aval.size:
         raise TypeError(f"cannot reshape array of shape {aval.shape} (size {aval.size}) into "
-                        f"shape {newshape} (size {int(np.prod(newshape, dtype=np.int64))})")
+                        f"shape {newshape} (size {math.prod(newshape)})")
     return lax.reshape(a, newshape)
 
 

@@ -7,6 +7,7 @@ Mirrors jax/_src/numpy/reductions.py. Taught in chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import math
 
 import numpy as np
 
@@ -243,8 +244,8 @@ def _check_where(name: str, where_):
 # JAX: jax/_src/numpy/reductions.py _count
 def _count(a, axes, keepdims, where_, dtype):
     if where_ is None:
-        n = int(np.prod([shape_of(a)[i] for i in axes], dtype=np.int64))
-        return lax.convert_element_type(n, dtype)
+        n = math.prod([shape_of(a)[i] for i in axes])
+        return lax.convert_element_type(core.dimension_as_value(n), dtype)
     return sum(broadcast_to(asarray(where_), shape_of(a)), axes, dtype=dtype,
                keepdims=keepdims)
 

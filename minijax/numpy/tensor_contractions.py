@@ -14,7 +14,9 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax import lax
-from minijax import sharding as msh
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
+from minijax.sharding_impls import canonicalize_out_sharding
 from minijax.numpy import lax_numpy
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
@@ -41,7 +43,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     `precision`: passed to dot_general as in JAX (minijax does not lower it).
     `out_sharding` (a NamedSharding, or a PartitionSpec under `set_mesh`): the result's
     sharding, needed when both operands split the contracted dimension
-    (minijax/sharding.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
+    (minijax/lax/utils.py: dot_general_sharding_rule). Raises ValueError for 0-d operands or
     leading dimensions that do not broadcast, TypeError for mismatched contracting sizes.
     Mirrors jax/_src/numpy/tensor_contractions.py: matmul."""
     a, b = _promote_pair(a, b)
@@ -112,14 +114,14 @@ def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
 def _emitted_order(out_sharding, order):
     """matmul's out_sharding for dot_general's result, whose dim order[i] is result dim i
     (`order` None: the same order)."""
-    s = msh.canonicalize_out_sharding(out_sharding, "matmul")
+    s = canonicalize_out_sharding(out_sharding, "matmul")
     if s is None or order is None:
         return s
     spec = list(s.spec) + [None] * (len(order) - len(s.spec))
     emitted = [None] * len(order)
     for i, j in enumerate(order):
         emitted[j] = spec[i]
-    return msh.NamedSharding(s.mesh, msh.P(*emitted))
+    return NamedSharding(s.mesh, P(*emitted))
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):

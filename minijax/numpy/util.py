@@ -16,7 +16,9 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
-from minijax import sharding as msh
+from minijax.lax.utils import broadcasting_sharding_rule
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
 from minijax.array import Array
 from minijax.config import config
 from minijax.core import Tracer
@@ -55,7 +57,7 @@ def promote_shapes(name: str, *args):
     if len(ranks) < 2:
         return list(args)
     try:
-        np.broadcast_shapes(*shapes)
+        broadcast_shapes(*shapes)
     except ValueError:
         raise ValueError(f"{name}: Incompatible shapes for broadcasting: shapes="
                          f"{[tuple(s) for s in shapes]}") from None
@@ -162,7 +164,8 @@ def reduction_axes(a, axis) -> tuple[int, ...]:
 
 
 def canonicalize_shape(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(
+        core.canonicalize_dim(s) for s in shape)
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_to
@@ -186,25 +189,31 @@ def broadcast_to(a, shape, out_sharding=None):
 # JAX: jax/_src/numpy/util.py _broadcast_arrays (the sharding of the broadcast result)
 def _broadcast_sharding(avals, shape):
     """The sharding arrays broadcast together to `shape` get: each dimension's one layout
-    (minijax/sharding.py: broadcasting_sharding_rule, after rank promotion)."""
+    (minijax/lax/utils.py: broadcasting_sharding_rule, after rank promotion)."""
     if all(a.sharding is None for a in avals):
         return None
     padded = []
     for a in avals:
         lead = len(shape) - a.ndim
-        sh = None if a.sharding is None else msh.NamedSharding(
-            a.sharding.mesh, msh.P(*(None,) * lead, *a.sharding.spec))
+        sh = None if a.sharding is None else NamedSharding(
+            a.sharding.mesh, P(*(None,) * lead, *a.sharding.spec))
         padded.append(core.ShapedArray((1,) * lead + a.shape, a.dtype, sharding=sh))
-    return msh.broadcasting_sharding_rule("broadcast_arrays", *padded)
+    return broadcasting_sharding_rule("broadcast_arrays", *padded)
 
 
 def broadcast_shapes(*shapes):
-    """The numpy broadcast of `shapes` (ValueError if incompatible)."""
-    try:
-        return tuple(int(d) for d in np.broadcast_shapes(*(
-            (s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes)))
-    except ValueError:
-        raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}") from None
+    """The numpy broadcast of `shapes` (ValueError if incompatible): aligned on the right,
+    each dimension equal or 1; a symbolic dimension (chapters/31-export.md) broadcasts only
+    against 1 or itself."""
+    shapes = [(s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes]
+    rank = builtins.max((len(s) for s in shapes), default=0)
+    out = []
+    for dims in zip(*[(1,) * (rank - len(s)) + s for s in shapes]):
+        sizes = {core.canonicalize_dim(d) for d in dims if not (type(d) is int and d == 1)}
+        if len(sizes) > 1:
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes={list(shapes)}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_arrays
@@ -273,7 +282,7 @@ def _where(condition, x, y):
     x, y = promote_dtypes(x, y)
     args = (x, y) if not core.get_aval(condition).shape else (condition, x, y)
     try:
-        out_shape = np.broadcast_shapes(*(core.get_aval(a).shape for a in args))
+        out_shape = broadcast_shapes(*(core.get_aval(a).shape for a in args))
     except ValueError:
         raise ValueError(f"where: Incompatible shapes for broadcasting: shapes="
                          f"{[core.get_aval(a).shape for a in (condition, x, y)]}") from None

@@ -13,6 +13,7 @@ skeletons, so the suite stays green while the learner works. The modules are loa
 from __future__ import annotations
 
 import importlib.util
+from functools import partial
 import os
 import sys
 from pathlib import Path
@@ -391,6 +392,55 @@ def test_callback_batching_expand_dims_matches_jax(module, monkeypatch, jit):
 
 
 # ---------------------------------------------------------------------------------------------
+# flop_counter: (flops, transcendentals) from a jaxpr, as cost_analysis counts them (chapter 30)
+# ---------------------------------------------------------------------------------------------
+
+def _flop_programs(J):
+    N, L = J.numpy, J.lax
+    w = np.random.default_rng(3).normal(size=(16, 8)).astype(np.float32)
+    return {
+        "mlp": lambda x: N.tanh(x @ w + 1.0) @ w.T,
+        "softmax": lambda x: J.nn.softmax(x, axis=-1),
+        "gelu": lambda x: J.nn.gelu(x, approximate=True),
+        "power": lambda x: N.sum(x ** 5 * 2.0, axis=0),
+        "sigmoid_einsum": lambda x: J.nn.sigmoid(N.einsum("ij,kj->ik", x, x)),
+        "jit_cond": lambda x: J.jit(lambda u: L.cond(u.sum() > 0, lambda v: v * 2.0,
+                                                     lambda v: N.exp(v) + 1.0, u))(x),
+        "scan": lambda x: L.scan(lambda h, _: (N.tanh(h @ w @ w.T), None), x, None,
+                                 length=4)[0],
+        "while": lambda x: L.while_loop(lambda c: c[0] < 5,
+                                        lambda c: (c[0] + 1, c[1] * 2.0), (0, x))[1],
+    }
+
+
+@_versions("flop_counter")
+def test_flop_counter_matches_cost_analysis(module):
+    x = np.random.default_rng(4).normal(size=(8, 16)).astype(np.float32)
+    for J in (minijax, jax):
+        for name, f in _flop_programs(J).items():
+            jaxpr = J.make_jaxpr(f)(x).jaxpr
+            cost = J.jit(f).lower(x).compile().cost_analysis()
+            want = (int(cost.get("flops", 0)), int(cost.get("transcendentals", 0)))
+            assert module.count_flops(jaxpr, xla_loops=True) == want, (J.__name__, name)
+
+
+@_versions("flop_counter")
+def test_flop_counter_counts_the_work_of_loops_and_refuses_what_it_cannot(module):
+    x = np.random.default_rng(5).normal(size=(8, 16)).astype(np.float32)
+    assert [module.multiplies(n) for n in (1, 2, 3, 4, 5, 8, 15)] == [0, 1, 2, 2, 3, 3, 6]
+    for J in (minijax, jax):
+        programs = _flop_programs(J)
+        scan = J.make_jaxpr(programs["scan"])(x).jaxpr
+        body_f, body_t = module.count_flops(scan.eqns[0].params["jaxpr"].jaxpr)
+        assert body_f == 2 * (2 * 8 * 16 * 8) and body_t == 8 * 16  # two matmuls, one tanh
+        assert module.count_flops(scan) == (4 * (body_f + 2), 4 * body_t)
+        with pytest.raises(ValueError, match="while"):
+            module.count_flops(J.make_jaxpr(programs["while"])(x).jaxpr)
+        with pytest.raises(ValueError, match="sort"):
+            module.count_flops(J.make_jaxpr(partial(J.numpy.sort, axis=-1))(x).jaxpr)
+
+
+# ---------------------------------------------------------------------------------------------
 # nan_finder: the primitive jax_debug_nans names (chapter 15)
 # ---------------------------------------------------------------------------------------------
 
@@ -650,6 +700,52 @@ def test_addition_longest_carry_chain_against_a_loop(module):
                 best = max(best, run)
             assert g == best, (av, bv)
     assert module.longest_carry_chain(np.array([999]), np.array([1]), 3).tolist() == [3]
+
+
+# ---------------------------------------------------------------------------------------------
+# scaling_fits: isoFLOP parabolas, power laws and approach 3's frontier (chapter 27)
+# ---------------------------------------------------------------------------------------------
+
+# Chinchilla's published approach-3 fit (Hoffmann et al. 2022, eq. 10): its frontier is known
+# in closed form, N_opt ∝ C^(β/(α+β)).
+CHINCHILLA_FIT = {"E": 1.69, "A": 406.4, "B": 410.7, "alpha": 0.34, "beta": 0.28}
+
+
+def _chinchilla_loss(n, d):
+    f = CHINCHILLA_FIT
+    return f["E"] + f["A"] / n ** f["alpha"] + f["B"] / d ** f["beta"]
+
+
+@_versions("scaling_fits")
+def test_scaling_fits_optimal_allocation_against_a_scan(module):
+    from compare import scaling_laws
+    for budget in (1e18, 1e21, 1e24):
+        n, d = module.optimal_allocation(budget, **CHINCHILLA_FIT)
+        assert 6 * n * d == pytest.approx(budget, rel=1e-9)
+        ns = np.geomspace(n / 3, n * 3, 20001)           # the isoFLOP line, finely
+        best = ns[np.argmin(_chinchilla_loss(ns, budget / (6 * ns)))]
+        assert n == pytest.approx(best, rel=1e-3)
+        assert n == pytest.approx(scaling_laws.n_opt_approach3(CHINCHILLA_FIT, budget),
+                                  rel=1e-9)
+
+
+@_versions("scaling_fits")
+def test_scaling_fits_recover_the_exponent_from_isoflop_valleys(module):
+    f = CHINCHILLA_FIT
+    budgets = np.geomspace(1e18, 1e22, 5)
+    n_opt = []
+    for c in budgets:
+        centre = module.optimal_allocation(c, **f)[0]
+        ns = centre * np.geomspace(0.5, 2.0, 7)          # a valley around the optimum
+        n, loss = module.isoflop_minimum(ns, _chinchilla_loss(ns, c / (6 * ns)))
+        assert n == pytest.approx(centre, rel=0.02)
+        assert loss == pytest.approx(_chinchilla_loss(centre, c / (6 * centre)), abs=1e-3)
+        n_opt.append(n)
+    a, k = module.power_law(budgets, np.array(n_opt))
+    assert a == pytest.approx(f["beta"] / (f["alpha"] + f["beta"]), abs=0.005)
+    assert module.power_law(budgets, 3.0 * budgets ** 0.7) == pytest.approx((0.7, 3.0))
+    with pytest.raises(ValueError, match="isoflop_minimum"):
+        module.isoflop_minimum(np.array([1e3, 1e4, 1e5]), np.array([1.0, 2.0, 1.5]))
 
 
 def test_the_suite_tests_the_tracked_skeleton_not_the_learners_copy(tmp_path, monkeypatch):

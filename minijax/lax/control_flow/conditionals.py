@@ -10,6 +10,8 @@ Mirrors jax/_src/lax/control_flow/conditionals.py. Taught in chapters/08-control
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import weakref
 from typing import Callable, Sequence
 
@@ -40,6 +42,7 @@ _no_operand_sentinel = object()
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py switch
+@traceback_util.api_boundary
 def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_sentinel):
     """Apply `branches[index](*operands)`; `index` is clamped to `[0, len(branches) - 1]`.
 
@@ -78,6 +81,7 @@ def switch(index, branches: Sequence[Callable], *operands, operand=_no_operand_s
 
 
 # JAX: jax/_src/lax/control_flow/conditionals.py cond
+@traceback_util.api_boundary
 def cond(pred, true_fun: Callable, false_fun: Callable, *operands,
          operand=_no_operand_sentinel):
     """`true_fun(*operands)` if `pred` else `false_fun(*operands)`, as one primitive.

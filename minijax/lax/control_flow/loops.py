@@ -11,19 +11,23 @@ Mirrors jax/_src/lax/control_flow/loops.py. Taught in chapters/08-control-flow.m
 
 from __future__ import annotations
 
+from minijax import traceback_util
+
 import functools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from minijax import core
-from minijax import sharding as msh
+from minijax import sharding_impls
+from minijax.array import Array
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
+from minijax.pjit import jit
 from minijax.lax.control_flow.common import (
     as_array, avals_short, batch_jaxpr_flags, check_carry_type, eval_closed, hoist_consts,
     initial_style_jaxpr, is_zero, jaxpr_forwarding, promote_weak_typed_input,
@@ -81,6 +85,7 @@ def _infer_scan_length(xs_avals: Sequence[ShapedArray], length) -> int:
 # JAX: jax/_src/lax/control_flow/loops.py scan — differs: a carry the body passes through is
 # not moved to the consts, nor an xs passed through to ys copied around the loop (only the
 # partial-eval rule forwards, residuals that are slices of xs)
+@traceback_util.api_boundary
 def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = False,
          unroll: int | bool = 1):
     """Loop `carry, y = f(carry, x)` over the leading axis of `xs`, stacking the `y`s.
@@ -104,13 +109,18 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         lowers to a rolled `stablehlo.while`.
     Returns: `(carry, ys)` with ys' leaves of shape `(n, *y.shape)`.
     Raises: TypeError if `f` is not callable, does not return a pair, or changes the carry's
-      structure or types; ValueError for inconsistent or missing lengths or a bad `unroll`.
+      structure or types; ValueError for inconsistent or missing lengths, a bad `unroll`, or
+      xs split along their leading axis in their type (an Explicit mesh axis).
     """
     if not callable(f):
         raise TypeError("lax.scan: f argument should be a callable.")
     init_flat, init_tree = tree_flatten(init)
     xs_flat, xs_tree = tree_flatten(xs)
     xs_avals = [core.get_aval(x) for x in xs_flat]
+    if any(a.sharding is not None and a.ndim and a.sharding.spec[0] is not None
+           for a in xs_avals):  # sharding in types: each step reads one whole slice
+        raise ValueError("0th dimension of all xs should be replicated. Got " + ", ".join(
+            str(a.sharding.spec if a.sharding is not None else None) for a in xs_avals))
     length = _infer_scan_length(xs_avals, length)
     if isinstance(unroll, bool):
         unroll = max(length, 1) if unroll else 1
@@ -118,7 +128,7 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
         raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
     if python_control_flow():
         return _scan_in_python(f, init, xs_flat, xs_tree, length, reverse)
-    x_avals = [msh.unstacked(a) for a in xs_avals]
+    x_avals = [sharding_impls.unstacked(a) for a in xs_avals]
     num_carry = len(init_flat)
     trees: dict[str, Any] = {}
 
@@ -176,6 +186,13 @@ def _scan_in_python(f: Callable, init, xs_flat: list, xs_tree, length: int, reve
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_impl — differs: a Python loop
 def _scan_impl(*args, reverse, length, jaxpr, num_consts, num_carry, unroll):
+    if any(type(x) is Array and x._sharding is not None and x._sharding.num_devices > 1
+           for x in args):
+        # operands on a mesh: compiled for it, as JAX runs every eager primitive, so that the
+        # results stay laid out there (the NumPy loop below would gather them on one device)
+        params = dict(reverse=reverse, length=length, jaxpr=jaxpr, num_consts=num_consts,
+                      num_carry=num_carry, unroll=unroll)
+        return jit(lambda *a: scan_p.bind(*a, **params))(*args)
     consts, carry, xs = split_list(args, [num_consts, num_carry])
     xs = [core.to_numpy(x) for x in xs]
     carry_avals, y_avals = split_list(jaxpr.out_avals, [num_carry])
@@ -203,7 +220,7 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
         if x.ndim == 0 or x.shape[0] != length:
             raise TypeError(f"scan: xs operand {x.str_short()} has no leading axis of the scan "
                             f"length {length}")
-    given = [*consts, *init, *[msh.unstacked(x) for x in xs]]
+    given = [*consts, *init, *[sharding_impls.unstacked(x) for x in xs]]
     if not typematch_all(given, jaxpr.in_avals):
         raise TypeError(f"scan: the body takes ({avals_short(jaxpr.in_avals)}) but is given "
                         f"({avals_short(given)})")
@@ -211,7 +228,7 @@ def _scan_abstract_eval(*avals, reverse, length, jaxpr, num_consts, num_carry, u
     if not typematch_all(init, carry_avals):
         raise TypeError(f"scan: the body maps the carry ({avals_short(init)}) to "
                         f"({avals_short(carry_avals)}), of another type")
-    return carry_avals + [msh.stacked(a, length) for a in y_avals]
+    return carry_avals + [sharding_impls.stacked(a, length) for a in y_avals]
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_jvp
@@ -484,6 +501,7 @@ pe.dce_rules[scan_p] = _scan_dce_rule
 # =============================================================================================
 
 # JAX: jax/_src/lax/control_flow/loops.py while_loop — differs: no forwarding optimizations
+@traceback_util.api_boundary
 def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     """Run `val = body_fun(val)` while `cond_fun(val)`, as one primitive.
 
@@ -787,6 +805,7 @@ mlir.register_lowering(while_p, _while_lowering)
 # =============================================================================================
 
 # JAX: jax/_src/lax/control_flow/loops.py fori_loop
+@traceback_util.api_boundary
 def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool | None = None):
     """`val = body_fun(i, val)` for `i` in `range(lower, upper)`.
 
@@ -842,6 +861,7 @@ def fori_loop(lower, upper, body_fun: Callable, init_val, *, unroll: int | bool 
 
 
 # JAX: jax/_src/lax/control_flow/loops.py map — differs: no batch_size
+@traceback_util.api_boundary
 def map(f: Callable, xs):
     """`stack([f(x) for x in xs])` over the leading axis of the pytree `xs`, as a `scan`
     (one traced body, one loop; unlike `vmap`, the examples run one after another)."""
