@@ -76,7 +76,7 @@ def _flat(values) -> np.ndarray:
 
 def _assert_close(got, want, what: str) -> None:
     if got is not None and want is not None:
-        np.testing.assert_allclose(_flat(got), _flat(want), rtol=2e-5, atol=2e-5, err_msg=what)
+        np.testing.assert_allclose(_flat(got), _flat(want), rtol=1e-4, atol=1e-4, err_msg=what)
 
 
 def compare(family, program) -> dict | None:
