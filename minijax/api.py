@@ -331,7 +331,8 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
         _check_output_dtype_revderiv("grad", holomorphic, ans)
         # JAX: `lax_internal._one(ans)`, a 1 with the output's weak_type, so that e.g.
         # grad(f)(1.0) comes back weakly typed like its input
-        one = array_from_numpy(np.ones((), aval.dtype), aval.weak_type)
+        one = array_from_numpy(np.ones((), aval.dtype), aval.weak_type,
+                               literal=lax_internal.staged_literals())
         if aval.sharding is not None and core.trace_ctx.trace is not core.eval_trace:
             one = lax_internal._replicated_scalar(one, aval.sharding.mesh)  # as JAX's _one
         elif type(ans) is Array and isinstance(ans._sharding, NamedSharding):

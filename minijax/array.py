@@ -31,7 +31,8 @@ class Array:
     mesh) holds one buffer per device of the mesh, all inside one XLA array `_buf`;
     `_sharding` is then that sharding (None: the whole array on the default device)."""
 
-    __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "_sharding", "__weakref__")
+    __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "_sharding", "_literal",
+                 "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None,
@@ -42,6 +43,9 @@ class Array:
         self._deleted = False
         self._committed = committed
         self._sharding = sharding
+        # a scalar made from a Python or NumPy scalar: jaxprs write it inline, as JAX's typed
+        # literals (jax/_src/literals.py); other eager results become constvars
+        self._literal = False
         if sharding is not None:
             global sharded_arrays_made
             sharded_arrays_made = True
@@ -252,9 +256,12 @@ def _default_device():
     return compiler.default_device()
 
 
-def array_from_numpy(val: np.ndarray, weak_type: bool = False) -> Array:
-    """Wrap a numpy array (not copied) as an uncommitted Array."""
-    return Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
+def array_from_numpy(val: np.ndarray, weak_type: bool = False, literal: bool = False) -> Array:
+    """Wrap a numpy array (not copied) as an uncommitted Array; `literal`: a scalar that
+    jaxprs write inline, like the Python or NumPy scalar it was made from."""
+    out = Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
+    out._literal = literal
+    return out
 
 
 core.pytype_aval_mappings[Array] = lambda x: x.aval

@@ -52,8 +52,7 @@ _JAX_ONLY = frozenset("""
     jax_share_binary_between_hosts jax_share_binary_between_hosts_timeout_ms
     jax_softmax_custom_jvp jax_sort_devices_by_process_index jax_source_url_schema
     jax_thread_guard jax_threefry_gpu_kernel_lowering jax_traceback_in_locations_limit
-    jax_tracer_error_num_traceback_frames jax_use_direct_linearize
-    jax_use_emit_pipeline_primitive
+    jax_tracer_error_num_traceback_frames jax_use_emit_pipeline_primitive
     jax_use_magma jax_use_shardy_partitioner jax_use_simplified_jaxpr_constants jax_xla_backend
     jax_xla_profile_version mock_num_gpu_processes""".split())
 
@@ -95,7 +94,10 @@ class Config:
     "log_explicit" / "disallow_explicit" explicit ones (`device_put`) too; the device-to-host
     and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing);
     jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
-    trace ends raises Exception ("Leaked trace ...").
+    trace ends raises Exception ("Leaked trace ...");
+    jax_use_direct_linearize (bool): reverse mode linearizes with `ad.LinearizeTrace`
+    instead of jvp + partial evaluation (JAX's default is True; minijax's is False, see
+    chapters/06-reverse-mode.md).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -114,7 +116,8 @@ class Config:
                  "jax_transfer_guard_host_to_device": None,
                  "jax_transfer_guard_device_to_host": None,
                  "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
-                 "jax_export_calling_convention_version": 10}
+                 "jax_export_calling_convention_version": 10,
+                 "jax_use_direct_linearize": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -138,7 +141,8 @@ class Config:
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
-                      "jax_numpy_rank_promotion", "jax_default_matmul_precision")
+                      "jax_numpy_rank_promotion", "jax_default_matmul_precision",
+                      "jax_use_direct_linearize")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
     _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
 

@@ -760,7 +760,7 @@ def _concrete_of(x) -> tuple:
     outermost first)."""
     dims = []
     while True:
-        if isinstance(x, ad.JVPTracer):
+        if isinstance(x, (ad.JVPTracer, ad.LinearizeTracer)):
             x = x.primal
         elif isinstance(x, batching.BatchTracer) and x.batch_dim is not None:
             dims.append(x.batch_dim)

@@ -28,8 +28,9 @@ BUDGETS = {
     "compiler": 575,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24)
-    "config": 192,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
-    #                     matmul precision, transfer guards, leaks (24); traceback filtering (35)
+    "config": 200,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
+    #                     jax_use_direct_linearize (32)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
@@ -46,8 +47,9 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1205,  # + effects in DCE and lowering tokens (13), vma hooks (12);
-    #                       portable artifacts, dimension variables for export (32)
+    "interpreters": 1365,  # + effects in DCE and lowering tokens (13), vma hooks (12);
+    #                       portable artifacts, dimension variables for export (32);
+    #                       LinearizeTrace, the direct linearize path (~140, issue 32)
     "lax": 6800,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
@@ -56,9 +58,9 @@ BUDGETS = {
     "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
     "nn": 470,  # logsumexp moved here from scipy; + activations, dot_product_attention (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3800,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    "numpy": 3805,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26); unique along an
-    #                axis (24)
+    #                axis (24); jnp.array of a scalar a literal while tracing (32)
     "pjit": 945,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's

@@ -6,14 +6,15 @@ computation, done now, and the tangent computation, recorded as a linear jaxpr),
 *transpose* that linear jaxpr with `backward_pass`, running it backwards with each primitive's
 transpose rule.
 
-Which linearization? minijax linearizes by running the jvp under partial evaluation
-(`partial_eval.JaxprTrace`: known primal work is done at once, unknown tangent work is recorded).
-That is JAX's classic path (`jvp` + `partial_eval`, Autodidax's too), chosen here because it
-needs no rule beyond jvp and transpose and makes "the linear jaxpr is the backward pass" easy to
-see. JAX 0.10 linearizes *directly* (`LinearizeTrace`; the flag `jax_use_direct_linearize` is
-still defined but nothing reads it): primal work goes to the parent trace, tangent work to a
-separate jaxpr trace, and a primitive may register its own rule in `primitive_linearizations`
-(the others fall back to their jvp rule). chapters/06-reverse-mode.md contrasts the two.
+Which linearization? Two paths, selected by the option `jax_use_direct_linearize`
+(`minijax.config.update`, JAX's name). The classic one (`linearize_flat_jvp_pe`) runs the jvp
+under partial evaluation (`partial_eval.JaxprTrace`: known primal work is done at once, unknown
+tangent work is recorded); it needs no rule beyond jvp and transpose and is Autodidax's path.
+The direct one (`LinearizeTrace`, JAX 0.10's only path: JAX defines the option, default True,
+but nothing reads it) sends each primitive's primal work to the parent trace and its tangent
+work to a separate jaxpr trace; a primitive may register its own rule in
+`primitive_linearizations`, the others fall back to their jvp rule, partially evaluated one
+primitive at a time (`fallback_linearize_rule`). chapters/06-reverse-mode.md contrasts the two.
 Mirrors jax/_src/interpreters/ad.py.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from minijax import core
+from minijax.config import config
 from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
@@ -35,6 +37,8 @@ _CHAPTER_PALLAS = "chapters/16-pallas.md"
 primitive_jvps: dict[core.Primitive, Callable] = {}
 # JAX: jax/_src/interpreters/ad.py primitive_transposes
 primitive_transposes: dict[core.Primitive, Callable] = {}
+# JAX: jax/_src/interpreters/ad.py primitive_linearizations
+primitive_linearizations: dict[core.Primitive, Callable] = {}
 
 # ---------------------------------------------------------------------------------------------
 # Tangent helpers
@@ -208,16 +212,28 @@ def deflinear(primitive: core.Primitive, transpose_rule: Callable) -> None:
 # Linearize: jvp under partial evaluation
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/interpreters/ad.py linearize (the jvp + partial_eval path)
+# JAX: jax/_src/interpreters/ad.py linearize — differs: JAX 0.10 has only the direct path
 def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
-                   has_aux: bool = False):
+                   has_aux: bool = False, is_vjp: bool = False):
     """Evaluate `fun` at `primals` and record its linear tangent map as a jaxpr.
 
     Returns (primals_out, lin) where `lin` is a ClosedJaxpr taking one tangent per primal and
     returning one tangent per output; its consts are the residuals (values the tangent
     computation needs from the primal one, e.g. `cos x` for `sin`). With `has_aux` (`fun`
-    returns (outs, aux)), also aux's values: (primals_out, lin, aux).
+    returns (outs, aux)), also aux's values: (primals_out, lin, aux). The option
+    `jax_use_direct_linearize` picks `linearize_flat_direct` (True) or `linearize_flat_jvp_pe`.
     """
+    if config.jax_use_direct_linearize:
+        return linearize_flat_direct(fun, primals, fun_name, has_aux, is_vjp)
+    return linearize_flat_jvp_pe(fun, primals, fun_name, has_aux)
+
+
+# JAX: jax/_src/interpreters/ad.py linearize_from_jvp — differs: over the whole function (JAX's
+# classic path; JAX 0.10 runs it one primitive at a time, as fallback_linearize_rule does)
+def linearize_flat_jvp_pe(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
+                          has_aux: bool = False):
+    """The classic linearization: `jvp_flat` under a `partial_eval.JaxprTrace` whose unknowns
+    are the tangents. Returns what `linearize_flat` returns."""
     parent = core.current_trace()
     pe_trace = pe.JaxprTrace(parent, fun_name, "linearize")
     try:
@@ -239,6 +255,174 @@ def linearize_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
         pe_trace.invalidate()
     lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
     return (list(primals_out), lin, *aux)
+
+
+# ---------------------------------------------------------------------------------------------
+# Linearize directly: LinearizeTrace
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/ad.py LinearizeTracer
+class LinearizeTracer(Tracer):
+    """A value being linearized: its primal (a value of the parent trace) and its tangent (a
+    tracer of the tangent jaxpr trace)."""
+
+    __slots__ = ("primal", "tangent")
+
+    def __init__(self, trace: "LinearizeTrace", primal, tangent) -> None:
+        self._trace = trace
+        self.primal = primal
+        self.tangent = tangent
+
+    @property
+    def aval(self) -> ShapedArray:
+        return core.get_aval(self.primal)
+
+    def to_concrete_value(self):
+        p = self.primal
+        return p.to_concrete_value() if isinstance(p, Tracer) else p
+
+    # JAX: jax/_src/interpreters/ad.py LinearizeTracer._short_repr
+    def _short_repr(self) -> str:
+        p = self.primal
+        primal = p._short_repr() if isinstance(p, Tracer) else str(p)
+        return f"GradTracer(primal={primal}, typeof(tangent)={self.tangent.aval.str_short()})"
+
+
+# JAX: jax/_src/interpreters/ad.py LinearizeTrace
+class LinearizeTrace(core.Trace):
+    """Linearization without partial evaluation of the whole function: a primitive's primal
+    outputs are computed in the parent trace, its tangent outputs are recorded in
+    `tangent_trace` (a DynamicJaxprTrace), and what the tangent part reads from the primal part
+    (the residuals) becomes that jaxpr's consts. `is_vjp` tells the rules the linear map will
+    be transposed."""
+
+    def __init__(self, parent_trace: core.Trace, tangent_trace: pe.DynamicJaxprTrace,
+                 is_vjp: bool = False, fun_name: str = "fun") -> None:
+        super().__init__()
+        self.parent_trace = parent_trace
+        self.tangent_trace = tangent_trace
+        self.is_vjp = is_vjp
+        self.fun_name = fun_name
+
+    def describe(self) -> str:
+        return f" while differentiating the function {self.fun_name} (linearize)"
+
+    def to_primal_tangent_pair(self, x):
+        if isinstance(x, LinearizeTracer) and x._trace is self:
+            return x.primal, x.tangent
+        core.check_not_escaped(x)
+        return x, Zero.from_primal_value(x)
+
+    def process_primitive(self, primitive, tracers, params):
+        primals, tangents = zip(*map(self.to_primal_tangent_pair, tracers)) if tracers else ((), ())
+        if all(type(t) is Zero for t in tangents):
+            return primitive.bind_with_trace(self.parent_trace, primals, params)
+        nonzeros = [type(t) is not Zero for t in tangents]
+        rule = primitive_linearizations.get(primitive)
+        with core.set_current_trace(self.parent_trace):
+            if rule is None:
+                out = fallback_linearize_rule(primitive, self.is_vjp, nonzeros, *primals,
+                                              **params)
+            else:
+                out = rule(self.is_vjp, nonzeros, *primals, **params)
+        primal_out, nonzeros_out, residuals, linearized = out
+        with core.set_current_trace(self.tangent_trace):
+            tangent_out = linearized(residuals, *tangents)
+        if primitive.multiple_results:
+            return [maybe_linearize_tracer(self, p, nz, t)
+                    for p, nz, t in safe_zip(primal_out, nonzeros_out, tangent_out)]
+        return maybe_linearize_tracer(self, primal_out, nonzeros_out, tangent_out)
+
+
+# JAX: jax/_src/interpreters/ad.py maybe_linearize_tracer
+def maybe_linearize_tracer(trace: LinearizeTrace, primal, nonzero: bool, tangent):
+    return LinearizeTracer(trace, primal, tangent) if nonzero else primal
+
+
+# JAX: jax/_src/interpreters/ad.py fallback_linearize_rule
+def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: Sequence[bool],
+                            *primals, **params):
+    """A primitive with no linearize rule: its jvp rule, partially evaluated on its own."""
+    rule = primitive_jvps.get(primitive)
+    if rule is None:
+        raise NotImplementedError(
+            f"Differentiation rule for '{primitive.name}' not implemented "
+            f"(no jvp rule) — see {_CHAPTER_JVP}")
+    return linearize_from_jvp(lambda ps, ts: rule(list(ps), list(ts), **params),
+                              primitive.multiple_results, nonzeros, primals, primitive.name)
+
+
+# JAX: jax/_src/interpreters/ad.py linearize_from_jvp
+def linearize_from_jvp(jvp: Callable, multiple_results: bool, nonzeros: Sequence[bool],
+                       primals: Sequence[Any], name: str = "jvp"):
+    """Run `jvp(primals, tangents)` under a JaxprTrace whose unknowns are the nonzero
+    tangents. Returns JAX's linearize-rule tuple (primals_out, nonzeros_out, residuals,
+    linearized): `linearized(residuals, *tangents)` replays the recorded tangent equations on
+    whatever trace is current (the LinearizeTrace's tangent trace)."""
+    trace = pe.JaxprTrace(core.current_trace(), name, "linearize")
+    try:
+        tangent_avals = [core.get_aval(p).to_tangent_aval() for p in primals]
+        tangents = [trace.new_arg(a) if nz else Zero(a)
+                    for a, nz in safe_zip(tangent_avals, nonzeros)]
+        with core.set_current_trace(trace):
+            primals_out, tangents_out = jvp(tuple(primals), tuple(tangents))
+        if not multiple_results:
+            primals_out, tangents_out = [primals_out], [tangents_out]
+        if any(trace.is_own(p) for p in primals_out):
+            # JAX: jax/_src/interpreters/ad.py linearize_from_jvp raises the same ValueError
+            raise ValueError(
+                "Linearization failed to produce known values for all output primals: "
+                f"'{name}' has a jvp rule but no partial-evaluation split, so a primal output "
+                f"depends on a tangent (e.g. pallas_call: see {_CHAPTER_PALLAS})")
+        nonzeros_out = [trace.is_own(t) for t in tangents_out]
+        jaxpr, consts = trace.to_jaxpr([t for t, nz in zip(tangents_out, nonzeros_out) if nz])
+    finally:
+        trace.invalidate()
+    lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    out_avals = [core.get_aval(p).to_tangent_aval() for p in primals_out]
+
+    def linearized(residuals, *tangents):
+        outs = iter(core.eval_jaxpr(lin.jaxpr, residuals,
+                                    *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
+        tangents_out = [next(outs) if nz else Zero(a) for a, nz in zip(out_avals, nonzeros_out)]
+        return tangents_out if multiple_results else tangents_out[0]
+
+    if multiple_results:
+        return list(primals_out), nonzeros_out, lin.consts, linearized
+    return primals_out[0], nonzeros_out[0], lin.consts, linearized
+
+
+# JAX: jax/_src/interpreters/ad.py linearize_subtrace
+def linearize_flat_direct(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
+                          has_aux: bool = False, is_vjp: bool = False):
+    """Linearization by `LinearizeTrace`: the primal work runs in the current trace, the
+    tangent work is recorded in a DynamicJaxprTrace of its own. Returns what `linearize_flat`
+    returns."""
+    tangent_trace = pe.DynamicJaxprTrace(fun_name, "linearize")
+    trace = LinearizeTrace(core.current_trace(), tangent_trace, is_vjp, fun_name)
+    try:
+        in_tracers = [LinearizeTracer(trace, p, tangent_trace.new_arg(
+            core.get_aval(p).to_tangent_aval())) for p in primals]
+        with core.set_current_trace(trace):
+            outs = fun(*in_tracers)
+        outs, aux = outs if has_aux else (outs, [])
+        primals_out, tangents_out = [], []
+        for o in outs:
+            p, t = trace.to_primal_tangent_pair(o)
+            primals_out.append(p)
+            tangents_out.append(t)
+        aux = [trace.to_primal_tangent_pair(a)[0] if isinstance(a, Tracer) else a for a in aux]
+        # A zero output tangent is JAX's symbolic zero: `linearize`'s function makes the zeros
+        # when called (an equation of the tangent trace); `vjp` never transposes it, so it is
+        # made in the parent trace, a residual that backward_pass reads no equation of.
+        with core.set_current_trace(trace.parent_trace if is_vjp else tangent_trace):
+            tangents_out = [instantiate_zeros(t) for t in tangents_out]
+        jaxpr, consts = tangent_trace.to_jaxpr(tangents_out)
+    finally:
+        trace.invalidate()
+        tangent_trace.invalidate()
+    lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    return (primals_out, lin, *([aux] if has_aux else []))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -333,7 +517,8 @@ def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",
     """Returns (primals_out, pullback, lin): pullback(cts_out) gives one cotangent per primal
     (instantiated as arrays); `lin` is the linear jaxpr it transposes (see linearize_flat).
     With `has_aux`, `fun` returns (outs, aux) and aux's values come fourth."""
-    primals_out, lin, *aux = linearize_flat(fun, primals, fun_name, has_aux)
+    primals_out, lin, *aux = linearize_flat(fun, primals, fun_name, has_aux,
+                                             is_vjp=True)
 
     def pullback(cts_out: Sequence[Any]) -> list:
         undef = [UndefinedPrimal(a) for a in lin.in_avals]

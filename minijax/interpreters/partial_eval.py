@@ -61,13 +61,16 @@ class DynamicJaxprTracer(Tracer):
         return f"JitTracer({self.aval})"
 
 
+# JAX: jax/_src/core.py is_literalable
 def _is_literalable(x) -> bool:
-    # Concrete scalars are written inline (`2.0:f32[]`); anything bigger becomes a constvar.
+    # Python and NumPy scalars, and Arrays made from them, are written inline (`2.0:f32[]`);
+    # anything bigger, and a scalar Array computed eagerly (a cond's index kept for reverse
+    # mode), becomes a constvar, as in JAX
     if isinstance(x, Tracer):
         return False
     if dtypes.is_python_scalar(x):
         return True
-    return core.get_aval(x).shape == ()
+    return core.get_aval(x).shape == () and getattr(x, "_literal", True)
 
 
 # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTrace

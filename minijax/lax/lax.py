@@ -173,8 +173,15 @@ def sin(x):
     return sin_p.bind(x)
 
 
+# JAX: jax/_src/lax/lax.py _sin_lin
+def _sin_linearize(is_vjp, nonzeros, x):
+    # on the direct path (ad.LinearizeTrace): cos(x) is the one residual
+    return sin_p.bind(x), nonzeros[0], cos(x), lambda cos_x, t: mul(t, cos_x)
+
+
 sin_p = unop("sin", _float, np.sin)
 defjvp(sin_p, lambda g, x: mul(g, cos(x)))
+ad.primitive_linearizations[sin_p] = _sin_linearize
 defvectorized(sin_p)
 mlir.register_lowering(sin_p, mlir.nary_lowering("sine"))
 
@@ -1207,6 +1214,18 @@ defvectorized(convert_element_type_p)
 mlir.register_lowering(convert_element_type_p, _convert_element_type_lowering)
 
 
+# JAX: jax/_src/core.py Trace.stage_value — differs: asked of the traces, not done by them
+def staged_literals() -> bool:
+    """Whether a scalar made from a Python or NumPy value lands in a jaxpr being built, where
+    it is written inline as a literal (`2.0:f32[]`), rather than in eager evaluation, where it
+    is an Array (which a jaxpr built later, e.g. of a linearized function, holds as a
+    constvar), as JAX stages its typed scalars."""
+    t = core.current_trace()
+    while hasattr(t, "parent_trace"):
+        t = t.parent_trace
+    return not isinstance(t, core.EvalTrace)
+
+
 def convert_element_type(x, new_dtype, weak_type: bool = False):
     """`x` converted to `new_dtype` (canonicalized: 64-bit narrows unless x64 is on).
 
@@ -1223,7 +1242,7 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
             return x
         val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
                                          weak_type=weak_type)
-        return array_from_numpy(val, weak_type)
+        return array_from_numpy(val, weak_type, literal=staged_literals())
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
         return x
@@ -2942,8 +2961,9 @@ def zeros_like_array(x):
 def zeros_like_shaped_array(aval: ShapedArray):
     if aval.dtype == dtypes.float0:
         return np.zeros(aval.shape, dtypes.float0)  # float0 zeros stay numpy, as in JAX
-    return _vary_like(broadcast_in_dim(convert_element_type(0, aval.dtype, aval.weak_type),
-                                       aval.shape, ()), aval.vma)
+    # JAX's zero is a typed literal, written inline (`0.0:f32[]`) even when made eagerly
+    zero = array_from_numpy(np.zeros((), aval.dtype), aval.weak_type, literal=True)
+    return _vary_like(broadcast_in_dim(zero, aval.shape, ()), aval.vma)
 
 
 aval_zeros_likers[ShapedArray] = zeros_like_shaped_array

@@ -11,7 +11,8 @@ import numpy as np
 
 from minijax import core, dtypes
 from minijax import lax
-from minijax.array import Array
+from minijax.lax import lax as lax_internal
+from minijax.array import Array, array_from_numpy
 from minijax.core import Tracer
 from minijax.numpy.util import promote_dtypes
 
@@ -50,7 +51,9 @@ def array(object, dtype=None, copy=True) -> Any:
                 isinstance(object, (int, list, tuple)):
             val = np.asarray(object, dtype=canon)  # NumPy's OverflowError for a Python int
             # out of the target's range, as JAX raises it
-        return Array(core.ShapedArray(val.shape, canon, weak), npy=val.astype(canon, copy=copy))
+        # a scalar made while tracing is a literal of the jaxpr, as in JAX (lax.staged_literals)
+        return array_from_numpy(val.astype(canon, copy=copy), weak,
+                                literal=val.ndim == 0 and lax_internal.staged_literals())
     if dtype is not None:
         return lax.convert_element_type(out, dtype)
     return lax.convert_element_type(out, core.get_aval(out).dtype, weak)

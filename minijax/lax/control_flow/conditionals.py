@@ -289,10 +289,13 @@ def _join_cond_outputs(jaxprs: Sequence[ClosedJaxpr], all_res_avals: Sequence[Sh
 def _join_cond_pe_staged_jaxpr_inputs(jaxprs: Sequence[ClosedJaxpr],
                                       all_res_avals: Sequence[ShapedArray],
                                       res_indices: Sequence[list[int]]) -> tuple:
-    """Make every unknown branch take all residual slots (ignoring those it does not read)."""
+    """Make every unknown branch take all residual slots (ignoring those it does not read);
+    the slots a branch ignores are the same variables in every branch, as in JAX."""
+    all_res_vars = [Var(a) for a in all_res_avals]
+
     def augment(jaxpr, indices):
         res_vars, other = split_list(jaxpr.jaxpr.invars, [len(indices)])
-        slots = [Var(a) for a in all_res_avals]
+        slots = list(all_res_vars)
         for i, v in safe_zip(indices, res_vars):
             slots[i] = v
         return with_invars(jaxpr, slots + other)
