@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from minijax import compiler, core, effects, lax
+from minijax.callback import _VMAP_METHODS, _pp_avals  # shared with pure_callback
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax.control_flow.loops import scan
 from minijax.pjit import jit
@@ -53,10 +54,6 @@ def register_ffi_target(name: str, fn: Any, platform: str = "cpu", api_version: 
     XLA's `platform` backend as the custom-call target `name`. `api_version` 1 is the typed
     FFI, 0 the older untyped custom call. XLA reports a name registered twice."""
     compiler.register_custom_call_target(name, fn, platform, api_version, **kwargs)
-
-
-_VMAP_METHODS = ("sequential", "sequential_unrolled", "expand_dims", "broadcast_all",
-                 "legacy_vectorized", None)
 
 
 def _row_major(ndim: int) -> tuple[int, ...]:
@@ -327,11 +324,6 @@ def _ffi_call_lowering(ctx, *operands, target_name, has_side_effect, input_layou
         op.operation.attributes["mhlo.backend_config"] = ir.DictAttr.get(
             {k: _ir_attribute(v) for k, v in attributes})
     return list(op.results)
-
-
-def _pp_avals(avals) -> str:  # JAX prints them as `(ShapedArray(float32[3]),)`
-    items = [f"ShapedArray({a.dtype.name}[{','.join(map(str, a.shape))}])" for a in avals]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
 
 ffi_call_p = core.Primitive("ffi_call")
