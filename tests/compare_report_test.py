@@ -8,6 +8,7 @@ import types
 
 import jax
 import numpy as np
+import pytest
 
 import compare.__main__ as cmain
 from compare._report import Ms, TopicResult, code, median_ms, ms_of, render
@@ -159,7 +160,8 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
     assert cmain.main(["fake_slow"], out_dir=tmp_path) == 0  # a missed target: reported only
     assert cmain.main(["fake_wrong"], out_dir=tmp_path) == 1  # a wrong value fails the run
     text = (tmp_path / "report.md").read_text()
-    assert "| step-time ratio minijax/JAX <= 1.05 | MISSED (speed target) |" in text
+    assert ("| step-time ratio minijax/JAX <= 1.05 | minijax and JAX | MISSED (speed target) |"
+            in text)
     assert "ok, speed target missed" in text and "**checks fail**" in text
     stored = TopicResult.from_record(
         json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
@@ -247,3 +249,42 @@ def test_xla_log_lines_collects_the_matching_lines_and_passes_the_rest(capfd):
         os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat B\n")
     assert [h[-1] for h in hits] == ["A", "B"]
     assert capfd.readouterr().err == "another warning\n"
+
+
+def test_each_check_says_which_modules_it_ran(monkeypatch, tmp_path):
+    """`runs` per check: said by the topic (`running`), else read from the check's name or the
+    arrays it compares, else the topic's; the contents table counts them."""
+    import minijax
+    from compare._report import runs_of_check
+    assert runs_of_check("grad: minijax equals JAX's") == "both"
+    assert runs_of_check("minijax shards reassemble to the array") == "minijax"
+    assert runs_of_check("raises the same error in both") == "both"
+    assert runs_of_check("values", minijax.numpy.ones(2), jax.numpy.ones(2)) == "both"
+    assert runs_of_check("values", jax.numpy.ones(2), np.ones(2)) == "jax"
+    assert runs_of_check("values", np.ones(2), np.ones(2)) == ""
+
+    def mixed_run(quick=False):
+        res = TopicResult("a topic with JAX-only parts", runs="both")
+        res.check("minijax equals JAX", np.ones(2), np.ones(2))
+        with res.running("jax"):
+            res.check_true("a JAX-only property", True)
+            res.check("JAX against NumPy", np.ones(2), np.ones(2))
+        res.check("plain values", np.ones(2), np.ones(2))
+        return res
+
+    mod = types.ModuleType("compare.fake_mixed")
+    mod.run = mixed_run
+    monkeypatch.setitem(sys.modules, "compare.fake_mixed", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_mixed"])
+    assert cmain.main(["fake_mixed"], out_dir=tmp_path) == 0
+    stored = TopicResult.from_record(
+        json.loads((tmp_path / "topics" / "fake_mixed.json").read_text()))
+    assert [c.runs for c in stored.checks] == ["both", "jax", "jax", "both"]
+    text = (tmp_path / "report.md").read_text()
+    assert "| a JAX-only property | JAX only | PASS |" in text
+    assert "| plain values | minijax and JAX | PASS |" in text
+    assert "minijax and JAX: 2, JAX only: 2" in text
+    assert text.count("[Back to contents](#contents)") == 1 and '<a id="contents">' in text
+    with pytest.raises(ValueError, match="expected one of"):
+        with TopicResult("t").running("numpy"):
+            pass
