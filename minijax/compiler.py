@@ -634,31 +634,23 @@ def _index_of_tiles(hlo_sharding, shape: tuple, num_devices: int) -> dict:
 def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` of each output, read from what the partitioner chose
     (`executable.get_output_shardings()`), after the `ntok` leading runtime tokens."""
-    return _named_shardings(_protos(executable.get_output_shardings(), ntok, out_avals),
-                            mesh, out_avals)
+    return _named_shardings(executable.get_output_shardings(), ntok, mesh, out_avals)
 
 
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
     return [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding) else s
-            for s in _named_shardings(_protos(executable.get_parameter_shardings(), ntok,
-                                              in_avals), mesh, in_avals)]
+            for s in _named_shardings(executable.get_parameter_shardings(), ntok, mesh,
+                                      in_avals)]
 
 
-def _protos(protos, ntok: int, avals) -> list:
-    """The sharding protos after `ntok` tokens; a program on a mesh of one device has none
-    (nothing was partitioned): each value is then whole, a replicated proto."""
-    if protos is None:
-        from jaxlib import xla_client as xc
-        return [xc.HloSharding.replicate().to_proto() for _ in avals]
-    return protos[ntok:]
-
-
-def _named_shardings(protos, mesh, avals) -> list:
+def _named_shardings(protos, ntok: int, mesh, avals) -> list:
     from jaxlib import xla_client as xc
+    if protos is None:  # a mesh of one device: nothing was partitioned, each value is whole
+        return [NamedSharding(mesh, P()) for _ in avals]
     out = []
-    for proto, aval in zip(protos, avals):
+    for proto, aval in zip(protos[ntok:], avals):
         hlo = xc.HloSharding.from_proto(proto)
         if hlo.is_maximal() and not hlo.is_replicated() and mesh.size > 1:
             # on one device only: a host callback's result nothing else constrains (JAX's

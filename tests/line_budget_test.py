@@ -25,15 +25,16 @@ BUDGETS = {
     "api_util": 140,
     "array": 220,
     "callback": 325,
-    "compiler": 575,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
+    "compiler": 580,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
-    #                  the host-to-device transfer guard (24)
+    #                  the host-to-device transfer guard (24); a mesh of one device (34)
     "config": 200,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32)
     "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
+    "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
     "dispatch": 305,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9)
