@@ -34,6 +34,7 @@ TOPICS = [
     "multi_process",
     "shard_map",
     "callbacks",
+    "debugging",
     "offloading",
     "pallas",
     "ragged",
