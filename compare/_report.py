@@ -282,14 +282,18 @@ _JAX = re.compile(r"(?<![\w.])jax\b|\bJAX's\b|\bboth\b", re.I)
 
 
 def runs_of_check(name: str, *trees) -> str:
-    """Which modules a check ran, when the topic does not say (`TopicResult.running`): from
-    its name ("minijax ... equals JAX's" or "... in both": both; "minijax ..." without JAX:
-    minijax), else from the arrays it compares (minijax's and JAX's: both; one kind against
-    NumPy: that module), else "" (the topic's `runs` then stands for it)."""
+    """Which modules a check ran, when the topic does not say (`TopicResult.running`).
+
+    From its name: "minijax ... equals JAX's" or "... in both": both; "minijax ..." without
+    JAX: minijax; the module `jax` named alone ("jax: ...", "(jax)"): JAX. Else from the
+    arrays it compares (minijax's and JAX's: both; one kind against NumPy: that module).
+    Else "": the topic's `runs` then stands for it."""
     if _MINIJAX.search(name):
         return "both" if _JAX.search(_MINIJAX.sub("", name)) else "minijax"
     if re.search(r"\bboth\b", name):
         return "both"
+    if re.search(r"(?<![\w.])jax\b", name):  # the module by name: "jax: ...", "(jax)"
+        return "jax"
     kinds = {type(leaf).__module__.split(".")[0] for t in trees for leaf in _leaves(t)}
     kinds = {"jax" if k == "jaxlib" else k for k in kinds}
     if {"minijax", "jax"} <= kinds:

@@ -81,7 +81,7 @@ CHILD = textwrap.dedent("""
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion",
-                      runs="both")
+                      runs="jax")  # the checks not naming minijax run JAX alone
     res.chapter = "chapters/22-precision-xla-flags.md"
     res.devices = 1
     rng = np.random.default_rng(0)

@@ -68,7 +68,7 @@ def _trace_events(path: Path) -> list[dict]:
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking, "
-                      "the roofline", runs="both")
+                      "the roofline", runs="jax")  # checks not naming minijax: JAX alone
     res.chapter = "chapters/17-profiling-benchmarking.md"
     res.devices = 1
     folder = out_folder("profile", quick)

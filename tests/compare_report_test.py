@@ -259,6 +259,9 @@ def test_each_check_says_which_modules_it_ran(monkeypatch, tmp_path):
     assert runs_of_check("grad: minijax equals JAX's") == "both"
     assert runs_of_check("minijax shards reassemble to the array") == "minijax"
     assert runs_of_check("raises the same error in both") == "both"
+    assert runs_of_check("jax: pure_callback under jit") == "jax"
+    assert runs_of_check("a while loop over the grid (jax)") == "jax"
+    assert runs_of_check("grad equals JAX's") == ""  # JAX's as the reference: the topic says
     assert runs_of_check("values", minijax.numpy.ones(2), jax.numpy.ones(2)) == "both"
     assert runs_of_check("values", jax.numpy.ones(2), np.ones(2)) == "jax"
     assert runs_of_check("values", np.ones(2), np.ones(2)) == ""
