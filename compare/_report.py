@@ -466,21 +466,23 @@ def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str 
                 mininterval=1.0, disable=os.environ.get("COMPARE_NO_PROGRESS") == "1")
 
 
-def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
+def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0), quick: bool = False) -> str:
     """Draw a matplotlib figure with `draw(fig)`, save it as `compare/out/plots/<name>.png` and
-    return the markdown that shows it in the report (which lives in compare/out/). Topics call
-    it in full runs only: quick runs (the tests) skip the drawing."""
+    return the markdown that shows it in the report (which lives in compare/out/). Quick runs
+    (the tests, possibly several at once) draw it smaller, into a fresh temporary folder that
+    `save_topic` copies beside the report."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig = plt.figure(figsize=figsize)
+    fig = plt.figure(figsize=(figsize[0] * 0.6, figsize[1] * 0.6) if quick else figsize)
     draw(fig)
     fig.tight_layout()
-    path = OUT_DIR / "plots" / f"{name}.png"
+    folder = Path(tempfile.mkdtemp(prefix="compare-plots-")) if quick else OUT_DIR / "plots"
+    path = folder / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=60 if quick else 100)
     plt.close(fig)
-    return f"![{name}](plots/{name}.png)"
+    return f"![{name}]({rel(path)})" if quick else f"![{name}](plots/{name}.png)"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -263,8 +263,8 @@ def run(quick: bool = False) -> TopicResult:
         "`device_put` to host memory); sizes from `compiled.memory_analysis()`:\n\n"
         + table(["policy", "saved JAX", "saved minijax", "offloaded JAX", "offloaded minijax",
                  "device temp B JAX", "device temp B minijax", "host temp B"], mem_rows)
-        + ("" if quick else "\n\n" + plot("remat_memory_vs_policy", lambda fig: _draw_memory(
-            fig, rj, rmj), figsize=(8, 4)))
+        + "\n\n" + plot("remat_memory_vs_policy", lambda fig: _draw_memory(
+            fig, rj, rmj), figsize=(8, 4), quick=quick)
         + f"\n\nResiduals under `{named}`, JAX:\n\n" + code("\n".join(rj[named]["lines"]))
         + "\n\nminijax:\n\n" + code("\n".join(rmj[named]["lines"]))
         + "\n\nWhat works on CPU and what does not. The *policy* works in both modules: per "

@@ -73,7 +73,7 @@ def _draw_times(fig, rows) -> None:
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("Pallas kernels in interpret mode, under jax and minijax")
+    res = TopicResult("Pallas kernels in interpret mode, under jax and minijax", runs="both")
     res.chapter = "chapters/16-pallas.md"
     res.devices = 1
     rng = np.random.default_rng(0)
@@ -242,9 +242,8 @@ def run(quick: bool = False) -> TopicResult:
         rows.append([f"attention fwd+bwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 
-    if not quick:
-        res.sections.append("### Kernels vs jnp\n\n" + plot(
-            "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0)))
+    res.sections.append("### Kernels vs jnp\n\n" + plot(
+        "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0), quick=quick))
     res.sections.append(
         "### Every kernel under both modules\n\n"
         "Each kernel source in compare/pallas_kernels.py ran under "

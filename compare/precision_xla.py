@@ -157,12 +157,11 @@ def run(quick: bool = False) -> TopicResult:
         "computed in float32 whatever the preset asked for."
     )
     _minijax_precision(res, a, b, exact, scale, outs, quick)
-    if not quick:
-        bars = [(label, v) for label, v in emu.items()] + [
-            (f"preset {r[0].strip('`')}", float(r[2])) for r in presets if r[2] != "-"]
-        res.sections.append("### Precision error vs algorithm\n\n" + plot(
-            "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
-                                                 log=True), figsize=(8, 4)))
+    bars = [(label, v) for label, v in emu.items()] + [
+        (f"preset {r[0].strip('`')}", float(r[2])) for r in presets if r[2] != "-"]
+    res.sections.append("### Precision error vs algorithm\n\n" + plot(
+        "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
+                                             log=True), figsize=(8, 4), quick=quick))
 
     # ---------------------------------------------------------------- preferred_element_type
     ab, bb = jnp.asarray(a, BF16), jnp.asarray(b, BF16)
@@ -247,9 +246,10 @@ def run(quick: bool = False) -> TopicResult:
         "(the paired rows of the timings table):\n\n"
         + table(["module", "fused ms", "fusion off ms"],
                 [[mod, f"{v[0]:.3g}", f"{v[1]:.3g}"] for mod, v in fusion_ms.items()])
-        + ("" if quick else "\n\n" + plot("fusion_on_off", lambda fig: _bars(
+        + "\n\n" + plot("fusion_on_off", lambda fig: _bars(
             fig, [(f"{mod} {what}", v[i]) for mod, v in fusion_ms.items()
-                  for i, what in enumerate(("fused", "fusion off"))], "median ms")))
+                  for i, what in enumerate(("fused", "fusion off"))], "median ms"),
+            quick=quick)
     )
 
     # ---------------------------------------------------------------- HLO dump in a subprocess
