@@ -6,7 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 from minijax import core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
-from minijax import debug, errors, extend, ffi, flatten_util, image, ops, random  # noqa: F401
+from minijax import debug, errors, extend, ffi, flatten_util, image, ops, profiler, random  # noqa: F401,E501
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
 from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,

@@ -13,8 +13,8 @@ UNIMPLEMENTED = {
         make_array_from_process_local_data make_array_from_single_device_arrays make_user_context
         memory monitoring named_call named_scope new_ref no_execution no_tracing
         numpy_rank_promotion pmap print_environment_info process_count process_index
-        process_indices profiler ref remove_size_one_mesh_axis_from_type reshard smap
-        softmax_custom_jvp thread_guard threefry_partitionable transfer_guard_device_to_device
+        process_indices ref remove_size_one_mesh_axis_from_type reshard smap softmax_custom_jvp
+        thread_guard threefry_partitionable transfer_guard_device_to_device
         transfer_guard_device_to_host typing version
     """.split()),
     'minijax.numpy': frozenset("""

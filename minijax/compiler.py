@@ -45,6 +45,12 @@ def backend():
     return [jeb.get_backend(p) for p in config.jax_platforms.split(",")][0]
 
 
+def profiler_lib():
+    """jaxlib's profiler: ProfilerSession (traces), TraceMe (annotations); minijax/profiler.py."""
+    from jaxlib import _profiler
+    return _profiler
+
+
 # JAX: jax/errors.py JaxRuntimeError
 def runtime_error_type() -> type:
     """jaxlib's JaxRuntimeError, what XLA's failures raise (`minijax.errors.JaxRuntimeError`)."""
