@@ -1,7 +1,8 @@
 """Precision and XLA: matmul precision, accumulation types, compiler options, HLO dumps, fusion.
 
-Runs minijax and JAX (the precision levels, accumulation types and per-function compiler
-options run under both; dot algorithms, the precision flag and op metadata exist in JAX only).
+Runs minijax and JAX (the precision levels, `default_matmul_precision`, accumulation types and
+per-function compiler options run under both; dot algorithm presets, HLO dumps through
+`XLA_FLAGS` and op metadata run in JAX only).
 The program shows:
 
 * `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
@@ -112,6 +113,11 @@ def run(quick: bool = False) -> TopicResult:
         ctx_text = jax.jit(jnp.matmul).lower(a, b).as_text()
     res.check_true("default_matmul_precision('highest') changes the recorded precision",
                    "precision = [HIGHEST, HIGHEST]" in ctx_text)
+    with minijax.default_matmul_precision("highest"):
+        m_text = minijax.jit(minijax.numpy.matmul).lower(a, b).as_text()
+    recorded = re.compile(r"precision = \[[A-Z]+, [A-Z]+\]")
+    res.check_true("minijax's default_matmul_precision('highest') records the precision JAX's "
+                   "does", recorded.findall(m_text) == recorded.findall(ctx_text) != [])
     same_on_cpu = all(np.array_equal(outs["DEFAULT"], o) for o in outs.values())
     emu = {}
     for label, fn in (("1 bf16 pass (TPU DEFAULT)", lambda x, y: bf16_passes(x, y, 1)),
