@@ -97,6 +97,9 @@ def token_chain(events: Sequence[tuple[int, str]], path: str) -> None:
         if prev is not None:
             ax.add_patch(FancyArrowPatch((prev[0] + 1.35, prev[1] + 0.3), (x - 0.05, y + 0.3),
                                          arrowstyle="->", mutation_scale=10, color="#333333"))
+            if prev[1] != y:  # from one call to the next: the runtime token
+                ax.text((prev[0] + x) / 2 + 0.9, (prev[1] + y) / 2 + 0.3, "runtime token",
+                        fontsize=7, ha="left", va="center", color="#333333")
         prev = (x, y)
     for i, call in enumerate(calls):
         ax.text(-0.3, len(calls) - 1 - i + 0.3, f"call {call}", ha="right", va="center",
@@ -104,8 +107,8 @@ def token_chain(events: Sequence[tuple[int, str]], path: str) -> None:
     ax.set_xlim(-1.6, len(events) * 1.6)
     ax.set_ylim(-0.3, len(calls) + 0.1)
     ax.axis("off")
-    ax.set_title("Ordered effects: the token each call takes and returns chains every callback "
-                 "after the previous call's", fontsize=9)
+    ax.set_title("Ordered effects: within a call the token orders the callbacks; the token a "
+                 "call returns is the next call's input", fontsize=9)
     fig.tight_layout()
     _save(fig, path)
 
