@@ -140,9 +140,10 @@ def timeline(spans: Sequence[tuple[str, str, float, float]], path: str, unit: st
     plt = _pyplot()
     lanes = list(dict.fromkeys(lane for lane, *_ in spans))
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(lanes) + 1.0))
-    for k, (lane, label, start, end) in enumerate(spans):
+    for lane, label, start, end in spans:
         y = len(lanes) - 1 - lanes.index(lane)
-        ax.barh(y, end - start, left=start, height=0.6, color=DEVICE_COLORS[k % 8])
+        ax.barh(y, end - start, left=start, height=0.6, edgecolor="white",
+                color=DEVICE_COLORS[lanes.index(lane) % len(DEVICE_COLORS)])
         ax.text(start + (end - start) / 2, y, label, ha="center", va="center", fontsize=7,
                 color="white")
     ax.set_yticks(range(len(lanes)), lanes[::-1], fontsize=8)
