@@ -150,3 +150,50 @@ def timeline(spans: Sequence[tuple[str, str, float, float]], path: str, unit: st
     ax.set_xlabel(unit, fontsize=8)
     fig.tight_layout()
     _save(fig, path)
+
+
+def mesh_blocks(shape: tuple, blocks: dict[int, tuple], groups: Sequence[Sequence[int]],
+                grid: np.ndarray, axis_names: Sequence[str], path: str, title: str) -> None:
+    """An array split over a 2-D mesh and the devices a collective joins. `grid` is the mesh's
+    device ids (rows: first axis), `blocks[id] = (row slice, column slice)` of the global
+    `shape` that device holds, `groups` the device ids of each all-reduce group (one colour
+    each). Left: the global array with each block labelled by its device; right: the mesh."""
+    plt = _pyplot()
+    from matplotlib.patches import Rectangle
+    color = {d: DEVICE_COLORS[(2 * g) % len(DEVICE_COLORS)]
+             for g, group in enumerate(groups) for d in group}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    rows, cols = shape
+    for d, (rs, cs) in blocks.items():
+        r0, r1 = rs.start or 0, rows if rs.stop is None else rs.stop
+        c0, c1 = cs.start or 0, cols if cs.stop is None else cs.stop
+        left.add_patch(Rectangle((c0, rows - r1), c1 - c0, r1 - r0, facecolor=color[d],
+                                 edgecolor="white", linewidth=2))
+        left.text((c0 + c1) / 2, rows - (r0 + r1) / 2, f"device {d}\n[{r0}:{r1}, {c0}:{c1}]",
+                  ha="center", va="center", fontsize=7, color="white")
+    left.set_xlim(0, cols)
+    left.set_ylim(0, rows)
+    left.set_aspect("equal")
+    left.set_xticks([])
+    left.set_yticks([])
+    left.set_title(f"the global array {tuple(shape)}: each device's block", fontsize=9)
+    n0, n1 = grid.shape
+    for i in range(n0):
+        for j in range(n1):
+            d = int(grid[i, j])
+            right.add_patch(Rectangle((j, n0 - 1 - i), 0.9, 0.9, facecolor=color[d]))
+            right.text(j + 0.45, n0 - 0.55 - i, str(d), ha="center", va="center",
+                       color="white", fontsize=10)
+    right.set_xlim(-0.2, n1)
+    right.set_ylim(-0.2, n0)
+    right.set_aspect("equal")
+    right.set_xticks([j + 0.45 for j in range(n1)], [f"{axis_names[1]}={j}" for j in range(n1)],
+                     fontsize=8)
+    right.set_yticks([n0 - 0.55 - i for i in range(n0)],
+                     [f"{axis_names[0]}={i}" for i in range(n0)], fontsize=8)
+    right.tick_params(length=0)
+    for side in right.spines.values():
+        side.set_visible(False)
+    right.set_title(title, fontsize=9)
+    fig.tight_layout()
+    _save(fig, path)
