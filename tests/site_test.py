@@ -104,6 +104,17 @@ def test_output_blocks_are_styled_apart_from_code(site):
     assert "div.language-output::before" in (site / "extra" / "extra.css").read_text()
 
 
+def test_long_plotting_cells_are_folded(site):
+    html = (site / "chapters" / "28-ragged-dot-gmm" / "index.html").read_text()
+    folded = re.findall(r"<details>\s*<summary>The plotting code \((\d+) lines\)</summary>"
+                        r"(.*?)</details>", html, re.S)
+    assert folded and all(int(n) > build_site.FOLD_LINES for n, _ in folded)
+    assert all("savefig" in body and 'class="language-python highlight"' in body
+               for _, body in folded)
+    short = "```python\nfig.savefig('a.png')\n```\n"
+    assert build_site._fold_plotting_cells(short) == short
+
+
 def test_math_renders_offline(site):
     mathjax = site / "extra" / "mathjax"
     html = (site / "chapters" / "06-reverse-mode" / "index.html").read_text()

@@ -108,6 +108,23 @@ def _link_pointers(text: str, src: Path) -> str:
     return "".join(out + [_POINTER.sub(repl, text[last:])])
 
 
+_PYTHON_CELL = re.compile(r"^```python\n(.*?)^```\n", re.S | re.M)
+FOLD_LINES = 12  # a plotting cell longer than this is folded on the site
+
+
+def _fold_plotting_cells(text: str) -> str:
+    """Wrap each long cell that only draws a figure (it calls `savefig`) in a closed
+    <details>, so the argument around it reads on; the code stays one click away."""
+    def repl(m: re.Match) -> str:
+        body = m.group(1)
+        n = body.count("\n")
+        if "savefig(" not in body or n <= FOLD_LINES:
+            return m.group(0)
+        return (f'<details markdown="1">\n<summary>The plotting code ({n} lines)</summary>\n\n'
+                f"{m.group(0)}\n</details>\n")
+    return _PYTHON_CELL.sub(repl, text)
+
+
 def _source_page(repo_path: Path) -> str:
     text = (ROOT / repo_path).read_text()
     longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
@@ -163,7 +180,7 @@ def layout(docs: Path) -> list:
         found: set[Path] = set()
         text = (ROOT / src).read_text()
         if src.parts[0] == "chapters":
-            text = _link_pointers(text, src)
+            text = _fold_plotting_cells(_link_pointers(text, src))
         out.write_text(_rewrite_links(text, src, found))
         queue += [p for p in found if p.suffix == ".md" and (ROOT / p).is_file()]
         needed |= found
