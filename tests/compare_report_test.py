@@ -291,3 +291,24 @@ def test_each_check_says_which_modules_it_ran(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="expected one of"):
         with TopicResult("t").running("numpy"):
             pass
+
+
+def test_quick_runs_draw_their_plots_smaller_beside_the_report(tmp_path):
+    import re
+    from pathlib import Path
+
+    from compare._report import plot, save_topic
+
+    def draw(fig):
+        fig.add_subplot().plot([0, 1], [1, 0])
+
+    md = plot("a_line", draw, figsize=(6.0, 4.0), quick=True)
+    (src,) = re.findall(r"\]\(([^)]+)\)", md)
+    assert Path(src).is_absolute() and Path(src).exists()
+    import matplotlib.image
+    h, w = matplotlib.image.imread(src).shape[:2]
+    assert (w, h) == (216, 144)  # 0.6 of 6x4 inches at 60 dpi
+    res = TopicResult("t", runs="both", sections=[md])
+    save_topic("t", res, tmp_path)
+    assert res.sections == ["![a_line](files/t/a_line.png)"]
+    assert (tmp_path / "files" / "t" / "a_line.png").exists()
