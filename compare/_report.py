@@ -83,7 +83,8 @@ class Check:
 
 
 class Ms(float):
-    """A median in milliseconds that also carries its spread: quartiles `q1`, `q3` over `n` runs.
+    """A median in milliseconds that also carries its spread: quartiles `q1`, `q3` and the
+    minimum `lo` over `n` runs.
 
     It is a float, so topics that store `median_ms(...)` in `timings_ms` keep working, and the
     report finds the spread on the value itself."""
@@ -91,10 +92,13 @@ class Ms(float):
     q1: float
     q3: float
     n: int
+    lo: float
 
-    def __new__(cls, median: float, q1: float, q3: float, n: int) -> "Ms":
+    def __new__(cls, median: float, q1: float, q3: float, n: int,
+                lo: float | None = None) -> "Ms":
         self = super().__new__(cls, median)
         self.q1, self.q3, self.n = float(q1), float(q3), int(n)
+        self.lo = float(q1 if lo is None else lo)
         return self
 
 
@@ -105,7 +109,7 @@ def ms_of(times: Iterable[float]) -> Ms:
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
     else:
         q1 = q3 = times[0]
-    return Ms(statistics.median(times), q1, q3, len(times))
+    return Ms(statistics.median(times), q1, q3, len(times), times[0])
 
 
 @dataclasses.dataclass
@@ -221,11 +225,12 @@ class TopicResult:
                          sorted(counts.items(), key=lambda kv: list(RUNS).index(kv[0])
                                 if kv[0] in RUNS else 9))
 
-    def spread(self, key: str) -> tuple[float, float] | None:
+    def spread(self, key: str) -> tuple[float, ...] | None:
+        """(q1, q3) of timing `key`, or (q1, q3, minimum) where the minimum is known."""
         if key in self.spread_ms:
             return tuple(self.spread_ms[key])
         v = self.timings_ms.get(key)
-        return (v.q1, v.q3) if isinstance(v, Ms) else None
+        return (v.q1, v.q3, v.lo) if isinstance(v, Ms) else None
 
     def to_json(self) -> dict:
         d = {
@@ -588,7 +593,9 @@ def _fmt(v: float | None) -> str:
 
 
 def _spread(s) -> str:
-    return "-" if s is None else f"{s[0]:.4g}–{s[1]:.4g}"
+    if s is None:
+        return "-"
+    return f"{s[0]:.4g}–{s[1]:.4g}" + (f" (min {s[2]:.4g})" if len(s) > 2 else "")
 
 
 def timing_tables(r: TopicResult) -> list[str]:
@@ -614,7 +621,7 @@ def timing_tables(r: TopicResult) -> list[str]:
         out.append("\n".join(rows))
     rest = [k for k in keys if k not in used and not k.lower().startswith("ratio")]
     if rest:
-        rows = ["| what | median ms | spread (q1–q3) |", "|---|---|---|"]
+        rows = ["| what | median ms | spread (q1–q3, min) |", "|---|---|---|"]
         rows += [f"| {k} | {_fmt(r.timings_ms[k])} | {_spread(r.spread(k))} |" for k in rest]
         out.append("\n".join(rows))
     ratios = [k for k in keys if k.lower().startswith("ratio")]
@@ -689,8 +696,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
                 lines.append(f"| {c.name} | {runs} | {mark} | {c.shown_err()} |")
         tables = timing_tables(r)
         if tables:
-            lines += ["", f"Timings (median ms; spread = quartiles q1–q3; {r.devices} "
-                      "device(s)):", ""]
+            lines += ["", f"Timings (median ms; spread = quartiles q1–q3 and the minimum; "
+                      f"{r.devices} device(s)):", ""]
             lines += ["\n\n".join(tables)]
         for s in r.sections:
             lines += ["", _fold(s)]

@@ -47,7 +47,7 @@ def test_one_topic_updates_its_section_and_failures_are_reported(monkeypatch, tm
     assert f"jax {jax.__version__}" in text and "mixed (quick: fake_ok)" in text
     assert "*Runs: minijax and JAX.*" in text and "*Runs: JAX only.*" in text
     # The paired row: medians 2 and 4, ratio 2.00 in its own column, spreads next to them.
-    assert "| step | 2 | 1.5–2.5 | 4 | 3–5 | 2.00 |" in text
+    assert "| step | 2 | 1.5–2.5 (min 1) | 4 | 3–5 (min 2) | 2.00 |" in text
     assert "| compile | 5 | - |" in text
     assert "<details><summary>40 lines" in text
 
@@ -58,8 +58,8 @@ def test_median_ms_carries_spread_and_json_keeps_it():
     res = TopicResult("t")
     res.timings_ms["x"] = t
     rec = TopicResult.from_record(res.to_record())
-    assert rec.spread("x") == (t.q1, t.q3)
-    assert res.to_json()["spread_ms"]["x"] == [t.q1, t.q3]
+    assert t.lo <= t.q1 and rec.spread("x") == (t.q1, t.q3, t.lo)
+    assert res.to_json()["spread_ms"]["x"] == [t.q1, t.q3, t.lo]
 
 
 def test_check_raises_wants_the_type_jax_raises():
