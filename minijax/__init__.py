@@ -31,8 +31,8 @@ from minijax.config import (  # noqa: F401  (JAX's options as context managers)
     allow_f16_reductions, array_garbage_collection_guard, auto_pcast, checking_leaks,
     debug_infs, debug_key_reuse, debug_nans, default_device, default_prng_impl, enable_checks,
     enable_custom_prng, enable_x64, explain_cache_misses, jax2tf_associative_scan_reductions,
-    legacy_prng_key, log_compiles, no_execution, no_tracing, numpy_rank_promotion,
-    remove_size_one_mesh_axis_from_type, softmax_custom_jvp, thread_guard,
+    legacy_prng_key, log_compiles, make_user_context, no_execution, no_tracing,
+    numpy_rank_promotion, remove_size_one_mesh_axis_from_type, softmax_custom_jvp, thread_guard,
     threefry_partitionable, transfer_guard_device_to_device, transfer_guard_device_to_host)
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, ShapeDtypeStruct, TracerArrayConversionError,
@@ -54,6 +54,8 @@ from minijax.shard_map import shard_map, smap  # noqa: F401,E402
 from minijax.pjit import reshard  # noqa: F401
 from minijax.pmap import pmap  # noqa: F401
 from minijax.state import ds  # noqa: F401
+from minijax import custom_batching, monitoring, profiler, ref  # noqa: F401
+from minijax.ref import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: F401
 
 from minijax.version import __version__  # noqa: F401
 

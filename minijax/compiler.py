@@ -42,6 +42,13 @@ def device_class() -> type:
     return Device
 
 
+# JAX: jax/_src/profiler.py (which reads jaxlib's _profiler the same way)
+def profiler_runtime():
+    """jaxlib's profiler bindings: ProfilerSession, ProfileOptions, TraceMe."""
+    from jaxlib import _profiler
+    return _profiler
+
+
 def backend():
     """XLA's client: JAX's default one, or with `jax_platforms` set (before the first
     compile) the first it lists; every platform listed must start, or RuntimeError, as in

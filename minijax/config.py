@@ -299,3 +299,16 @@ no_tracing = State("jax_no_tracing", True)
 softmax_custom_jvp = State("jax_softmax_custom_jvp", True)
 remove_size_one_mesh_axis_from_type = State("jax_remove_size_one_mesh_axis_from_type", True)
 thread_guard = State("jax_thread_guard", True)
+
+
+# JAX: jax/_src/config.py make_user_context (UserConfig) — differs: not per thread
+def make_user_context(default_value: Any = None) -> State:
+    """A new option of the program's own, `ctx = make_user_context(default)`: `with ctx(v):`
+    sets it, `ctx.value` reads it, and `jit` keys its caches on it, so a jitted function
+    called under another value traces and compiles again."""
+    name = f"user_context_{len(Config._trace_options)}"
+    Config._defaults = {**Config._defaults, name: default_value}
+    Config._trace_options = Config._trace_options + (name,)
+    config.__dict__[name] = default_value
+    config._set_trace_context()
+    return State(name, _UNSET)

@@ -2,8 +2,9 @@
 both modules with JAX's result as the expected one: `pmap` and `smap` (on the 8 CPU devices
 tests/conftest.py asks for), device and process queries, `device_get`, caches and live arrays,
 `custom_gradient`, `linear_transpose`, `closure_convert`, `ensure_compile_time_eval`,
-`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, the configuration
-options as context managers, and the submodules `typing`, `version` and `monitoring`.
+`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, refs, the
+configuration options as context managers and `make_user_context`, and the submodules
+`custom_batching`, `profiler`, `typing`, `version` and `monitoring`.
 """
 
 from __future__ import annotations
@@ -334,8 +335,134 @@ def test_named_call_and_named_scope_keep_values_and_jaxprs():
 
 
 # ---------------------------------------------------------------------------------------------
+# Refs
+# ---------------------------------------------------------------------------------------------
+
+def test_refs_read_write_and_freeze_eagerly():
+    def program(J):
+        jnp = J.numpy
+        r = J.new_ref(jnp.zeros(3))
+        assert isinstance(r, J.Ref) and r.shape == (3,) and r.dtype == np.float32
+        assert repr(r) == "Ref([0., 0., 0.], dtype=float32)"
+        r[...] = r[...] + 1
+        r[1] = 5.0
+        r[0:2] += np.float32(2.0)
+        seen = [r[...], r[2]]
+        seen.append(J.ref.swap(r, (), jnp.arange(3.0)))
+        J.ref.set(r, 2, 7.0)
+        J.ref.addupdate(r, 0, 10.0)
+        seen += [J.ref.get(r, ()), J.freeze(r)]
+        e = J.new_ref(np.ones((2, 2), np.int32))
+        e[1, 0] = 9
+        seen.append(e[...])
+        J.free_ref(e)
+        return seen
+    _both(program)
+
+
+def test_refs_inside_jit_grad_and_vmap():
+    def program(J):
+        def g(x):
+            ref = J.new_ref(x)
+            ref[...] = ref[...] * 3
+            ref[0] += 1.0
+            acc = J.new_ref(np.float32(0.0))
+            acc[...] += (J.freeze(ref) ** 2).sum()
+            return J.freeze(acc)
+        x = np.array([0.5, -1.0], np.float32)
+        return (g(x), J.jit(g)(x), J.grad(g)(x), J.jit(J.grad(g))(x),
+                J.vmap(g)(np.stack([x, 2 * x])))
+    _both(program)
+
+    def empty(J):  # its contents are undefined in JAX: only the type is compared
+        def h():
+            e = J.empty_ref(J.ShapeDtypeStruct((2, 3), np.int32))
+            return J.freeze(e)
+        out = J.jit(h)()
+        return out.shape, out.dtype
+    assert empty(minijax) == empty(jax)
+
+
+def test_refs_used_after_freeze_or_written_under_another_trace():
+    for J in (jax, minijax):
+        r = J.new_ref(np.zeros(2, np.float32))
+        J.freeze(r)
+    with pytest.raises(ValueError, match="after freeze"):
+        r[...]
+    r = minijax.new_ref(np.zeros(2, np.float32))  # JAX threads it through jit; minijax says no
+    with pytest.raises(ValueError, match="written only inside the function"):
+        minijax.jit(lambda v: r.__setitem__(..., v))(np.ones(2, np.float32))
+    np.testing.assert_array_equal(np.asarray(r[...]), np.zeros(2))
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_batching
+# ---------------------------------------------------------------------------------------------
+
+def _custom_vmap_program(J):
+    jnp, calls = J.numpy, []
+    f = J.custom_batching.custom_vmap(lambda a, b: jnp.sin(a) * b)
+
+    @f.def_vmap
+    def rule(axis_size, in_batched, a, b):  # not sin's batching: the rule's own values
+        calls.append((axis_size, in_batched))
+        return jnp.cos(a) * b + axis_size, in_batched[0] or in_batched[1]
+    x = np.linspace(0, 1, 6, dtype=np.float32).reshape(3, 2)
+    outs = (f(x[0], 2.0), J.vmap(f, (0, None))(x, 2.0), J.jit(J.vmap(f))(x, x[:, :1]),
+            J.jvp(lambda a: f(a, 3.0), (x[0],), (np.ones(2, np.float32),)),
+            J.jvp(lambda a: J.vmap(f, (0, None))(a, 3.0), (x,), (np.ones_like(x),)))
+    return outs, calls
+
+
+def test_custom_vmap_uses_its_rule_under_vmap():
+    (got, got_calls), (want, want_calls) = _custom_vmap_program(minijax), \
+        _custom_vmap_program(jax)
+    _same(got, want)
+    assert got_calls == want_calls == [(3, [True, False]), (3, [True, True]),
+                                       (3, [True, False])]
+
+
+def test_custom_vmap_errors_and_sequential_vmap():
+    x = np.arange(6.0, dtype=np.float32).reshape(3, 2)
+
+    def program(J):
+        g = J.custom_batching.sequential_vmap(lambda a, n: a.sum() * n)
+        eqns = J.make_jaxpr(J.vmap(g, (0, None)))(x, 2.0).jaxpr.eqns
+        return J.vmap(g, (0, None))(x, 2.0), eqns[0].primitive.name
+    got, want = program(minijax), program(jax)
+    _same(got[0], want[0])
+    assert got[1] == want[1] == "scan"
+    _raises_in_both(lambda J: J.vmap(J.custom_batching.custom_vmap(lambda a: a * 2))(x),
+                    AttributeError)
+
+    def bad_rule(J):
+        f = J.custom_batching.custom_vmap(lambda a: (a, a))
+        f.def_vmap(lambda n, in_batched, a: ((a, a), True))
+        return J.vmap(f)(x)
+    _raises_in_both(bad_rule, ValueError)
+
+
+# ---------------------------------------------------------------------------------------------
 # Options as context managers
 # ---------------------------------------------------------------------------------------------
+
+def test_make_user_context_keys_the_jit_caches():
+    for J in (jax, minijax):
+        traces = []
+
+        @J.jit
+        def f(v, traces=traces):
+            traces.append(1)
+            return v * 2
+        ctx = J.make_user_context(default_value=None)
+        f(1.0)
+        with ctx(1):
+            f(1.0), f(1.0)
+            assert ctx.value == 1
+        with ctx(2):
+            f(1.0)
+        f(1.0)
+        assert len(traces) == 3 and ctx.value is None
 
 def test_enable_x64_and_numpy_rank_promotion():
     def program(J):
@@ -444,6 +571,22 @@ def test_monitoring_listeners_get_the_events():
         ("event", "/test/event", {"step": 3}),
         ("duration", "/test/duration", 0.25, {"kind": "x"}),
         ("scalar", "/test/scalar", 7, {})]
+
+
+def test_profiler_trace_writes_the_backends_trace(tmp_path):
+    for J in (jax, minijax):
+        log_dir = tmp_path / J.__name__
+        with J.profiler.trace(log_dir):
+            with J.profiler.TraceAnnotation("my_span"):
+                J.jit(lambda v: v @ v.T)(X).block_until_ready()
+            with J.profiler.StepTraceAnnotation("train", step_num=1):
+                J.profiler.annotate_function(lambda: X.sum(), name="annotated")()
+        files = list(log_dir.rglob("*.xplane.pb"))
+        assert [f.relative_to(log_dir).parts[:2] for f in files] == [("plugins", "profile")]
+        data = files[0].read_bytes()
+        assert b"my_span" in data and b"annotated" in data
+        with pytest.raises(RuntimeError, match="No profile started"):
+            J.profiler.stop_trace()
 
 
 def test_print_environment_info():
