@@ -47,7 +47,6 @@ UNIMPLEMENTED = {
         poisson random_gamma_p t
     """.split()),
     'minijax.nn': frozenset("""
-        get_scaled_dot_general_config scaled_dot_general scaled_matmul
     """.split()),
     'minijax.tree_util': frozenset("""
         default_registry

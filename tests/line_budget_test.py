@@ -61,7 +61,8 @@ BUDGETS = {
     "mesh": 230,
     "monitoring": 60,  # events and their listeners (35)
     "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
-    "nn": 470,  # logsumexp moved here from scipy; + activations, dot_product_attention (35)
+    "nn": 520,  # logsumexp moved here from scipy; + activations, dot_product_attention (35);
+    #            scaled_matmul, scaled_dot_general (35)
     "ops": 70,          # the segment reductions (issue 24)
     "numpy": 3805,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26); unique along an
