@@ -4,6 +4,8 @@ The public names mirror `jax`: `minijax.jit`, `minijax.grad`, `minijax.numpy`, .
 Start reading at minijax/core.py (chapters/02-tracing.md).
 """
 
+import types as _types
+
 from minijax import compiler, core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import debug, errors, extend, ffi, flatten_util, image, ops, random  # noqa: F401
@@ -58,6 +60,8 @@ from minijax import custom_batching, monitoring, profiler, ref  # noqa: F401
 from minijax.ref import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: F401
 
 from minijax.version import __version__  # noqa: F401
+
+memory = _types.SimpleNamespace(Space=dispatch.MemorySpace)  # as JAX's jax.memory
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)

@@ -30,7 +30,7 @@ from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonica
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
 from minijax import numpy as jnp
-from minijax.dispatch import device_put_p
+from minijax.dispatch import MemorySpace, device_put_p
 
 
 def _as_arrays(xs: list) -> list:
@@ -700,6 +700,7 @@ def device_put(x, device=None):
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
       device: None, a device (any of `minijax.devices()`) or its `SingleDeviceSharding`, a
+        `memory.Space` (each array stays on its device, in that memory), a
         `NamedSharding` (each device of its mesh gets its block: minijax/named_sharding.py), or
         a `PartitionSpec` over the mesh in context (`set_mesh`). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them run there (on
@@ -710,7 +711,8 @@ def device_put(x, device=None):
     into its shards: then nothing is placed.
     """
     device = canonicalize_sharding(device, "device_put")
-    if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
+    if isinstance(device, MemorySpace) or any(  # a memory space: per leaf, by its rule
+            isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))

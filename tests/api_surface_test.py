@@ -2,7 +2,7 @@
 both modules with JAX's result as the expected one: `pmap` and `smap` (on the 8 CPU devices
 tests/conftest.py asks for), device and process queries, `device_get`, caches and live arrays,
 `custom_gradient`, `linear_transpose`, `closure_convert`, `ensure_compile_time_eval`,
-`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, refs, the
+`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, `memory.Space`, refs, the
 configuration options as context managers and `make_user_context`, and the submodules
 `custom_batching`, `profiler`, `typing`, `version` and `monitoring`.
 """
@@ -165,6 +165,21 @@ def test_device_get_and_copy_to_host_async():
         assert got["b"][1] == 7
         return got
     _both(program)
+
+
+def test_memory_space_as_a_device_put_target():
+    def program(J):
+        space = J.memory.Space
+        a = J.device_put(X, space.Host)
+        b = J.device_put({"k": a}, space.Device)["k"]
+        kinds = (a.sharding.memory_kind, b.sharding.memory_kind)
+        # under jit: the same values (minijax's avals record no memory space, so its result
+        # comes back in device memory, where JAX's stays in host memory)
+        return kinds, np.asarray(b), np.asarray(J.jit(lambda v: J.device_put(v * 2, space.Host))(X))
+    got, want = program(minijax), program(jax)
+    assert got[0] == want[0] == ("pinned_host", "device")
+    _same(got[1:], want[1:])
+    assert [s.name for s in minijax.memory.Space] == ["Device", "Host"]  # JAX's Any: Pallas's
 
 
 def test_live_arrays_lists_an_array_until_it_dies():
