@@ -3,7 +3,7 @@ tools/public_surface.py; the table with reasons is docs/public_surface.md)."""
 
 UNIMPLEMENTED = {
     'minijax': frozenset("""
-        ad distributed dlpack lib
+        ad distributed lib
     """.split()),
     'minijax.numpy': frozenset("""
         ComplexWarning angle apply_along_axis apply_over_axes argpartition array_equiv array_repr

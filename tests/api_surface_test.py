@@ -2,7 +2,8 @@
 both modules with JAX's result as the expected one: `pmap` and `smap` (on the 8 CPU devices
 tests/conftest.py asks for), device and process queries, `device_get`, caches and live arrays,
 `custom_gradient`, `linear_transpose`, `closure_convert`, `ensure_compile_time_eval`,
-`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, `memory.Space`, refs, the
+`named_call`/`named_scope`, `fwd_and_bwd`, arrays from per-device blocks, `memory.Space`,
+`dlpack`, refs, the
 configuration options as context managers and `make_user_context`, and the submodules
 `custom_batching`, `profiler`, `typing`, `version` and `monitoring`.
 """
@@ -180,6 +181,24 @@ def test_memory_space_as_a_device_put_target():
     assert got[0] == want[0] == ("pinned_host", "device")
     _same(got[1:], want[1:])
     assert [s.name for s in minijax.memory.Space] == ["Device", "Host"]  # JAX's Any: Pallas's
+
+
+def test_dlpack_in_and_out():
+    def program(J):
+        got = [J.dlpack.from_dlpack(np.arange(6.0).reshape(2, 3)),  # float64: canonicalized
+               J.dlpack.from_dlpack(np.arange(4, dtype=np.int16)),
+               J.dlpack.from_dlpack(jax.numpy.arange(3.0) * 2)]
+        assert all(isinstance(g, J.Array) for g in got)
+        flags = [J.dlpack.is_supported_dtype(d) for d in (np.float32, np.bool_, "int8",
+                                                          J.numpy.bfloat16, np.complex128)]
+        return got, flags
+    got, want = program(minijax), program(jax)
+    _same(got[0], want[0])
+    assert got[1] == want[1]
+    _raises_in_both(lambda J: J.dlpack.is_supported_dtype(None), TypeError)
+    m = minijax.numpy.arange(4.0) * 2  # a minijax Array is a producer too
+    for out in (np.from_dlpack(m), jax.dlpack.from_dlpack(m)):
+        np.testing.assert_array_equal(np.asarray(out), np.arange(4.0) * 2)
 
 
 def test_live_arrays_lists_an_array_until_it_dies():

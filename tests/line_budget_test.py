@@ -25,7 +25,7 @@ BUDGETS = {
     "api": 720,  # make_array_from_callback moved in (issue 26); grad seed on the mesh (issue 25)
     #            + device_get, clear_caches, linear_transpose, fwd_and_bwd... (35)
     "api_util": 140,
-    "array": 220,
+    "array": 225,  # + __dlpack__ (35)
     "callback": 325,
     "compiler": 585,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
@@ -43,6 +43,7 @@ BUDGETS = {
     "dtypes": 210,
     "ffi": 285,         # ffi_call, register_ffi_target, pycapsule, include_dir (issue 32)
     "effects": 70,
+    "dlpack": 35,  # from_dlpack, is_supported_dtype through NumPy (35)
     "environment_info": 35,  # print_environment_info (35)
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
