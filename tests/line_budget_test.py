@@ -50,7 +50,7 @@ BUDGETS = {
     "interpreters": 1365,  # + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32)
-    "lax": 6800,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    "lax": 6900,  # the fft primitive (~135, issue 35); collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
     #               lax.Precision (24)
