@@ -60,7 +60,7 @@ from minijax.numpy.einsum import (  # noqa: F401
     einsum,
 )
 from minijax.numpy.util import broadcast_shapes  # noqa: F401
-from minijax.numpy import linalg  # noqa: F401,E402
+from minijax.numpy import fft, linalg  # noqa: F401,E402
 
 _array_methods.install()
 

@@ -297,12 +297,21 @@ def swapaxes(a, axis1: int, axis2: int):
     return lax.transpose(a, tuple(perm))
 
 
-def moveaxis(a, source: int, destination: int):
+def moveaxis(a, source, destination):
+    """`a` with the axes `source` (an int or a sequence) moved to `destination`, the other
+    axes keeping their order. Raises ValueError for sequences of different lengths."""
     nd = ndim(a)
-    s, d = canonicalize_axis(source, nd), canonicalize_axis(destination, nd)
-    perm = [i for i in range(nd) if i != s]
-    perm.insert(d, s)
-    return lax.transpose(a, tuple(perm))
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {src} and destination {dst} must have the same "
+                         "number of elements")
+    src = [canonicalize_axis(s, nd) for s in src]
+    dst = [canonicalize_axis(d, nd) for d in dst]
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
+    return lax.transpose(a, tuple(perm)) if perm != list(range(nd)) else a
 
 
 def expand_dims(a, axis):
