@@ -303,3 +303,37 @@ def test_bad_input_errors_name_the_function():
         mnp.poly(SQ)
     with pytest.raises(ValueError, match="polyfit"):
         mnp.polyfit(XFIT, YFIT[:3], 1)
+
+
+SPD = (SQ @ SQ.T + 4 * np.eye(4)).astype(np.float32)
+TALL = RNG.standard_normal((6, 3)).astype(np.float32)
+B6 = RNG.standard_normal((6, 2)).astype(np.float32)
+LINALG = {
+    "lstsq": lambda la: (tuple(la.lstsq(TALL, B6)), tuple(la.lstsq(TALL, B6[:, 0]))),
+    "cond": lambda la: (la.cond(SPD), la.cond(SQ, -2), la.cond(SPD, "fro"), la.cond(SPD, 1)),
+    "matrix_power": lambda la: (la.matrix_power(SQ, 3), la.matrix_power(SPD, -2),
+                                la.matrix_power(SQ, 0), la.matrix_power(I[:, :3], 2)),
+    "matrix_norm": lambda la: (la.matrix_norm(A3), la.matrix_norm(SQ, ord=2, keepdims=True)),
+    "multi_dot": lambda la: (la.multi_dot([V[:3], A, A.T, V[:3]]), la.multi_dot([A, A.T])),
+    "tensorinv_tensorsolve": lambda la: (
+        la.tensorinv(np.reshape(SPD, (2, 2, 4)), 2),
+        la.tensorsolve(np.reshape(SPD @ SPD, (4, 2, 2)), V[:4])),
+    "array_api_aliases": lambda la: (
+        la.cross(A3[..., :3], A3[..., 1:]), la.outer(V, V[:2]), la.diagonal(A3, offset=1),
+        la.trace(A3), la.matmul(A, A.T), la.tensordot(A, A, axes=2), la.vecdot(A, A),
+        la.matrix_transpose(A3)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LINALG))
+def test_linalg_matches_jax(name):
+    check(lambda J: LINALG[name](J.numpy.linalg), rtol=2e-4, atol=2e-4)
+
+
+def test_lstsq_grad_and_numpy_resid_match_jax():
+    def program(J):
+        return J.grad(lambda a: J.numpy.linalg.lstsq(a, B6)[0].sum())(TALL)
+    check(program, rtol=1e-3, atol=1e-3)
+    # numpy_resid's output shape depends on the rank: JAX runs it eagerly
+    check(lambda J: tuple(J.numpy.linalg.lstsq(TALL, B6, numpy_resid=True)), rtol=2e-4,
+          atol=2e-4, jit=False)
