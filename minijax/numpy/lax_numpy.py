@@ -1425,17 +1425,17 @@ def _not_inplace(name: str, inplace: bool) -> None:
 
 def place(arr, mask, vals, *, inplace: bool = True):
     """A copy of `arr` whose entries where `mask` is true take the values of `vals` in turn
-    (cycling). Needs inplace=False and a concrete mask."""
+    (cycling): the k-th true entry gets vals[k % len(vals)], k counted by a cumsum, so a
+    traced mask works. Needs inplace=False."""
     _not_inplace("place", inplace)
     arr = asarray(arr)
-    flat_mask = ravel(mask)
-    idx = nonzero(flat_mask)[0]
+    mask = broadcast_to(asarray(mask, dtype=np.bool_), shape_of(arr))
     vals = ravel(asarray(vals, dtype_of(arr)))
-    k = shape_of(idx)[0]
-    if k == 0:
+    if shape_of(vals)[0] == 0:
         return arr
-    taken = indexing.take(vals, lax.rem(lax.iota(_int, k), _const(idx, shape_of(vals)[0])))
-    return reshape(ravel(arr).at[idx].set(taken), shape_of(arr))
+    k = lax.sub(reductions.cumsum(ravel(mask), dtype=_int), _const(np.int32(0), 1))
+    taken = reshape(indexing.take(vals, ufuncs.mod(k, shape_of(vals)[0])), shape_of(arr))
+    return where(mask, taken, arr)
 
 
 def put(a, ind, v, mode: str | None = None, *, inplace: bool = True):
@@ -1718,9 +1718,7 @@ def piecewise(x, condlist, funclist, *args, **kw):
     else:
         raise ValueError(f"jnp.piecewise: with {nc} condition(s), either {nc} or {nc + 1} "
                          f"functions are expected; got {nf}")
-    conds = asarray(condlist, dtype=np.bool_)
-    conds = broadcast_to(conds, (nc, *shape_of(x))) if ndim(conds) == ndim(x) + 1 or \
-        shape_of(conds)[:1] == (nc,) else conds
+    conds = broadcast_to(asarray(condlist, dtype=np.bool_), (nc, *shape_of(x)))
     which = reductions.argmax(reductions.cumsum(concatenate(
         [zeros_like(slice_axis(conds, 0, 0, 1), _int), conds.astype(_int)], 0), axis=0), axis=0)
     dt = dtype_of(x)

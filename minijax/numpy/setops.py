@@ -122,7 +122,7 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
 # Set operations of two arrays: each value of one is kept or not, then the kept ones compacted
 # ---------------------------------------------------------------------------------------------
 
-def _unique_with_valid(ar, name: str):
+def _unique_with_valid(ar):
     """The distinct values of the flattened `ar`, padded to its size, and which are real."""
     ar = lax_numpy.ravel(asarray(ar))
     n = shape_of(ar)[0]
@@ -173,7 +173,7 @@ def setdiff1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
         values = lax_numpy.ravel(a)
         valid = lax.full(shape_of(values), True, np.bool_)
     else:
-        values, valid = _unique_with_valid(a, "setdiff1d")
+        values, valid = _unique_with_valid(a)
     keep = lax.bitwise_and(valid, isin(values, b, invert=True))
     return _compact("setdiff1d", values, keep, size, fill_value,
                     lambda out_: lax.full((), 0, dtype_of(out_)))
@@ -184,8 +184,8 @@ def setxor1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
     """The sorted values in exactly one of the two arrays (`fill_value` default: the first
     result)."""
     a, b = promote_dtypes(asarray(ar1), asarray(ar2))
-    ua, va = _unique_with_valid(a, "setxor1d")
-    ub, vb = _unique_with_valid(b, "setxor1d")
+    ua, va = _unique_with_valid(a)
+    ub, vb = _unique_with_valid(b)
     keep = lax_numpy.concatenate([lax.bitwise_and(va, isin(ua, b, invert=True)),
                                   lax.bitwise_and(vb, isin(ub, a, invert=True))], 0)
     return _compact("setxor1d", lax_numpy.concatenate([ua, ub], 0), keep, size, fill_value,
@@ -197,7 +197,7 @@ def intersect1d(ar1, ar2, assume_unique: bool = False, return_indices: bool = Fa
     """The sorted distinct values in both arrays; with `return_indices` also where each first
     occurs in the flattened ar1 and ar2 (int32). `fill_value` default: the first result."""
     a, b = promote_dtypes(lax_numpy.ravel(asarray(ar1)), lax_numpy.ravel(asarray(ar2)))
-    ua, va = _unique_with_valid(a, "intersect1d")
+    ua, va = _unique_with_valid(a)
     keep = lax.bitwise_and(va, isin(ua, b))
     out_ = _compact("intersect1d", ua, keep, size, fill_value, _first)
     if not return_indices:
@@ -207,7 +207,7 @@ def intersect1d(ar1, ar2, assume_unique: bool = False, return_indices: bool = Fa
         return out_, empty, empty
     _, ia = unique(a, size=shape_of(a)[0], return_index=True)
     ub, ib = unique(b, size=shape_of(b)[0], return_index=True)
-    _, vb = _unique_with_valid(b, "intersect1d")
+    _, vb = _unique_with_valid(b)
     k = shape_of(out_)[0]
     ia_kept = _compact("intersect1d", ia, keep, k, 0, _first)
     ib_kept = _compact("intersect1d", ib, lax.bitwise_and(vb, isin(ub, a)), k, 0, _first)
