@@ -303,6 +303,12 @@ def test_bad_input_errors_name_the_function():
         mnp.poly(SQ)
     with pytest.raises(ValueError, match="polyfit"):
         mnp.polyfit(XFIT, YFIT[:3], 1)
+    # the narrow dtypes are names and eager arrays; minijax does not lower them
+    assert mnp.asarray(V).astype(mnp.float8_e5m2).dtype == ml_dtypes.float8_e5m2
+    with pytest.raises(TypeError, match="float8_e5m2"):
+        minijax.jit(lambda v: v.astype(mnp.float8_e5m2))(V)
+    with pytest.raises(TypeError, match="float8_e4m3fn"):
+        minijax.jit(lambda v: v.astype(mnp.float8_e4m3fn))(V)
 
 
 SPD = (SQ @ SQ.T + 4 * np.eye(4)).astype(np.float32)

@@ -74,8 +74,10 @@ single, double, float_ = float32, float64, float64
 csingle, cdouble, complex_ = complex64, complex128, complex128
 int_, uint = int64, uint64
 
-# The narrow floats and integers of ml_dtypes (as dtypes: XLA stores and converts them; most
-# arithmetic on them goes through a wider type)
+# The narrow floats and integers of ml_dtypes: names for dtypes and constructors of eager
+# arrays (`jnp.float8_e5m2(1.3)`, NumPy's impls convert); minijax's abstract evaluation takes
+# number and bool dtypes only, so converting to one of these under tracing or jit raises
+# convert_element_type's TypeError (JAX lowers them to XLA's f8/f4/i4 types)
 float8_e3m4 = _make_scalar_type(ml_dtypes.float8_e3m4)
 float8_e4m3 = _make_scalar_type(ml_dtypes.float8_e4m3)
 float8_e4m3b11fnuz = _make_scalar_type(ml_dtypes.float8_e4m3b11fnuz)
