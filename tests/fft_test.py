@@ -80,3 +80,18 @@ def test_bad_input_errors_name_the_operation():
         minijax.numpy.fft.fft(X, norm="sideways")
     with pytest.raises(ValueError, match="repeated axes"):
         minijax.numpy.fft.fftn(X, axes=(0, 0))
+
+
+@pytest.mark.parametrize("in_axes", [0, 1, 2])
+def test_fft_vmap_over_each_axis_and_check_jaxpr(in_axes):
+    """vmap of jnp.fft.rfft2 / ifft against a per-example loop, and check_jaxpr of the
+    batched, jvp'd and transposed programs."""
+    f = lambda v: (minijax.numpy.fft.rfft2(v.real), minijax.numpy.fft.ifft(v, n=4))  # noqa: E731
+    got = minijax.vmap(f, in_axes=in_axes)(XC)
+    rows = [f(np.take(XC, i, axis=in_axes)) for i in range(XC.shape[in_axes])]
+    for g, want in zip(got, zip(*rows)):
+        np.testing.assert_allclose(g, np.stack(want), rtol=1e-5, atol=1e-5)
+    loss = lambda v: minijax.numpy.abs(f(v)[0]).sum()  # noqa: E731
+    for fn in (minijax.vmap(f, in_axes=in_axes), minijax.grad(loss),
+               lambda v: minijax.jvp(f, (v,), (v,))):
+        minijax.core.check_jaxpr(minijax.make_jaxpr(fn)(XC).jaxpr)
