@@ -37,7 +37,7 @@ def start_trace(log_dir: os.PathLike | str, create_perfetto_link: bool = False,
             raise RuntimeError("Profile has already been started. Only one profile may be run "
                                "at a time.")
         compiler.backend()  # the backend first: its tracer joins the session
-        lib = compiler.profiler_lib()
+        lib = compiler.profiler_runtime()
         session = lib.ProfilerSession(profiler_options or lib.ProfileOptions())
         _state.update(session=session, log_dir=str(log_dir),
                       perfetto=create_perfetto_trace or create_perfetto_link)
@@ -91,7 +91,7 @@ class TraceAnnotation:
     arguments are shown as its arguments); costs nearly nothing when no trace is recording."""
 
     def __init__(self, name: str, **kwargs):
-        self._span = compiler.profiler_lib().TraceMe(name, **kwargs)
+        self._span = compiler.profiler_runtime().TraceMe(name, **kwargs)
 
     def __enter__(self):
         self._span.__enter__()

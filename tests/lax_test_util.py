@@ -301,7 +301,7 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
                 "ragged_dot_general", "stack", "unstack",
-                "reduce_precision", "real", "imag", "complex", "conj",
+                "reduce_precision", "real", "imag", "complex", "conj", "fft",
                 "jit", "sharding_constraint", "reshard", "device_put",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",

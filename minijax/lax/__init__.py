@@ -36,6 +36,7 @@ from minijax.lax.lax import (
     tan, tan_p, sinh, sinh_p, cosh, cosh_p, asin, asin_p, acos, acos_p, atan, atan_p, asinh,
     asinh_p, acosh, acosh_p, atanh, atanh_p, cbrt, cbrt_p, ceil, ceil_p, reciprocal,
 )
+from minijax.lax.fft import FftType, fft, fft_p
 from minijax.lax.slicing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
     dynamic_slice_in_dim, dynamic_slice_p, dynamic_update_index_in_dim, dynamic_update_slice,
