@@ -126,6 +126,11 @@ def test_a_known_difference_passes_on_values_only_and_is_shown():
     assert not c.ok and "| FAIL |" in row  # values still have to agree
     c, row = _one_check(np.ones(3, np.float32), want, known="stale")
     assert c.ok and "| PASS |" in row and not c.known
+    # A condition known to fail passes as KNOWN; once it holds, the note goes.
+    res = TopicResult("t")
+    res.check_true("cond", False, known="not modelled yet")
+    res.check_true("held", True, known="stale")
+    assert [(c.ok, c.known) for c in res.checks] == [(True, "not modelled yet"), (True, "")]
     # The note survives the stored JSON record.
     res = TopicResult("t")
     res.check("k", np.ones(3, np.float64), want, known="why")
