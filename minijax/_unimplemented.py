@@ -55,8 +55,6 @@ UNIMPLEMENTED = {
         zeta zeta_p
     """.split()),
     'minijax.random': frozenset("""
-        ball beta binomial chisquare dirichlet f gamma generalized_normal loggamma multinomial
-        poisson random_gamma_p t
     """.split()),
     'minijax.nn': frozenset("""
         get_scaled_dot_general_config scaled_dot_general scaled_matmul
