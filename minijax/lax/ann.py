@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import core
+from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -23,22 +23,20 @@ def _approx_top_k_abstract_eval(operand, *, k, reduction_dimension, recall_targe
     if operand.ndim == 0 or not 0 < k <= operand.shape[reduction_dimension]:
         raise ValueError(f"approx_top_k: k={k} must be in (0, size of dimension "
                          f"{reduction_dimension}] of {operand.str_short()}")
-    if operand.dtype.kind not in "fiu" and operand.dtype != np.dtype("bfloat16"):
-        raise TypeError(f"approx_top_k: operand must be numeric, got {operand.str_short()}")
+    if not dtypes.is_float(operand.dtype):
+        raise ValueError(f"approx_top_k: operand must be a floating type, got "
+                         f"{operand.str_short()}")
     shape = list(operand.shape)
     shape[reduction_dimension] = k
     return [ShapedArray(tuple(shape), operand.dtype), ShapedArray(tuple(shape), np.int32)]
 
 
 def _exact(operand, *, k, reduction_dimension, is_max_k, **_):
-    # top_k on the last axis: for min_k, the largest of the negated values (floats) or of
-    # the bitwise complement (integers), both order-reversing without overflow
+    # top_k on the last axis; for min_k, of the negated values
     x = lax.transpose(operand, _swap(core.get_aval(operand).ndim, reduction_dimension))
-    flip = (lax.neg if core.get_aval(x).dtype.kind == "f" or core.get_aval(x).dtype ==
-            np.dtype("bfloat16") else lax.bitwise_not)
-    values, idx = lax.top_k(x if is_max_k else flip(x), k)
+    values, idx = lax.top_k(x if is_max_k else lax.neg(x), k)
     if not is_max_k:
-        values = flip(values)
+        values = lax.neg(values)
     perm = _swap(core.get_aval(values).ndim, reduction_dimension)
     return [lax.transpose(values, perm), lax.transpose(idx, perm)]
 

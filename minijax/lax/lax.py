@@ -3809,6 +3809,16 @@ def _optimization_barrier_jvp(primals, tangents):
     return outs, [next(it) if nz else t for t, nz in zip(tangents, nonzero)]
 
 
+def _optimization_barrier_transpose(cts, *xs):
+    # the cotangents of the linear operands go through a barrier of their own
+    live = [i for i, (c, x) in enumerate(zip(cts, xs))
+            if is_undefined_primal(x) and type(c) is not Zero]
+    out = [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+    for i, c in zip(live, optimization_barrier_p.bind(*[cts[i] for i in live])):
+        out[i] = c
+    return out
+
+
 # JAX: jax/_src/lax/lax.py optimization_barrier
 def optimization_barrier(operand, /):
     """`operand` (a pytree of arrays) unchanged, but XLA may not move computation across
@@ -3823,6 +3833,7 @@ optimization_barrier_p.multiple_results = True
 optimization_barrier_p.def_impl(lambda *xs: list(xs))
 optimization_barrier_p.def_abstract_eval(lambda *avals: list(avals))
 ad.primitive_jvps[optimization_barrier_p] = _optimization_barrier_jvp
+ad.primitive_transposes[optimization_barrier_p] = _optimization_barrier_transpose
 batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims, *, axis_size: (
     optimization_barrier_p.bind(*vals), list(dims))
 mlir.register_lowering(optimization_barrier_p, lambda ctx, *xs: list(
@@ -3889,9 +3900,9 @@ DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
 # composite: a named operation with its decomposition
 # ---------------------------------------------------------------------------------------------
 
-def _composite_batch_rule(vals, dims, *, name, attributes, version, jaxpr):
+def _composite_batch_rule(vals, dims, *, axis_size, name, attributes, version, jaxpr):
     from minijax.api import vmap  # not at the top: api sits above lax
-    vals = [batching.bdim_at_front(v, d, _axis_size(vals, dims)) for v, d in zip(vals, dims)]
+    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
     batched = pe.trace_to_jaxpr_dynamic(
         vmap(lambda *xs: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs)),
         [core.get_aval(v) for v in vals], purpose="composite")
@@ -3899,10 +3910,6 @@ def _composite_batch_rule(vals, dims, *, name, attributes, version, jaxpr):
     outs = composite_p.bind(*vals, name=name, attributes=attributes, version=version,
                             jaxpr=closed)
     return outs, [0] * len(outs)
-
-
-def _axis_size(vals, dims) -> int:
-    return next(core.get_aval(v).shape[d] for v, d in zip(vals, dims) if d is not not_mapped)
 
 
 # JAX: jax/_src/lax/lax.py composite — differs: lowered inline (JAX emits a
