@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import minijax
 from minijax import core
 from minijax import lax as mlax
+from minijax.public_test_util import check_grads
 from lax_test_util import (ALL_CASES, BINARY_CASES, STRUCTURAL_CASES, UNARY_CASES, F32,
                            assert_close, rand)
 
@@ -473,3 +474,12 @@ def test_platform_dependent_picks_the_cpu_branch_as_jax():
         want = jax.lax.platform_dependent(x, **kw)
         assert_close(mlax.platform_dependent(x, **kw), want)
         assert_close(minijax.jit(lambda v, kw=kw: mlax.platform_dependent(v, **kw))(x), want)
+
+
+def test_zeta_derivative_in_q_by_finite_differences():
+    # JAX defines no derivative for zeta; minijax's d/dq = -x zeta(x + 1, q)
+    x = np.array([2.0, 3.5], np.float32)
+    check_grads(lambda q: mlax.zeta(x, q), (np.array([0.7, 1.9], np.float32),), order=1,
+                modes=["fwd", "rev"], rtol=2e-2)
+    with pytest.raises(ValueError, match="zeta"):
+        minijax.grad(lambda v: mlax.zeta(v, np.float32(1.5)))(np.float32(2.0))

@@ -493,6 +493,13 @@ def _issue35_cases() -> list[Case]:
         J.lax.add, x, axis=1), [((2, 7), F32, "any")]))
     c.append(Case("associative_scan_mul_reverse", "pad", lambda J, x: J.lax.associative_scan(
         J.lax.mul, x, reverse=True), [((6, 2), F32, "pos")]))
+    c.append(Case("polygamma", "polygamma", lambda J, x: J.lax.polygamma(
+        np.array([[0.0, 1.0, 2.0], [3.0, 1.0, 0.0]], F32), x), [(S, F32, "pos")]))
+    c.append(Case("zeta", "zeta", lambda J, x, q: J.lax.zeta(x, q), [(S, F32, "gt1"),
+                                                                      (S, F32, "pos")],
+                  diff=()))  # JAX has no derivative for zeta; minijax's in q: lax_test
+    c.append(Case("bessel_i1e", "bessel_i1e", lax_fn("bessel_i1e"), [(S, F32, "any")],
+                  diff=()))
     return c
 
 

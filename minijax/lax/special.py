@@ -1,4 +1,5 @@
-"""Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`.
+"""Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`,
+`polygamma`, `zeta`, `bessel_i1e`.
 
 `minijax.random.normal` is `sqrt(2) * erf_inv(u)` for uniform `u`, and `truncated_normal`
 needs `erf` too. Under `jit` both lower to CHLO ops that XLA expands itself, as JAX lowers
@@ -15,9 +16,10 @@ import numpy as np
 
 from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp
-from minijax.interpreters.batching import defvectorized
-from minijax.lax.lax import (_const, _float, add, div, exp, full_like, lt, mul, neg, select,
-                             sin, square, sub, unop)
+from minijax.interpreters.batching import defbroadcasting, defvectorized
+from minijax.lax.lax import (_const, _float, add, div, exp, full_like, lt, mul, naryop, neg,
+                             select, sin, square, sub, unop)
+from minijax.pjit import jit
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -182,3 +184,75 @@ digamma_p = unop("digamma", _float, _digamma_impl)
 defjvp(digamma_p, lambda g, x: mul(g, _trigamma(x)))
 defvectorized(digamma_p)
 mlir.register_lowering(digamma_p, lambda ctx, x: mlir.chlo.digamma(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# polygamma, zeta, bessel_i1e: CHLO ops XLA expands; eagerly compiled and run by XLA too
+# ---------------------------------------------------------------------------------------------
+
+def _through_xla(prim):
+    # no NumPy version of these here: the eager impl compiles the primitive alone, so eager
+    # values are XLA's, as under jit (and as JAX's, which runs every eager op this way)
+    run = jit(lambda *xs: prim.bind(*xs))
+    return lambda *xs: run(*xs)
+
+
+def _chlo_lowering(op_name: str):
+    def rule(ctx, *args):
+        out = ctx.avals_out[0]
+        args = [mlir.broadcast_to(a, av, av.update(shape=out.shape))
+                for a, av in zip(args, ctx.avals_in)]
+        return getattr(mlir.chlo, op_name)(*args)
+    rule.__name__ = f"_{op_name}_lowering"
+    return rule
+
+
+# JAX: jax/_src/lax/special.py polygamma
+def polygamma(m, x):
+    """Elementwise psi^(m)(x), the m-th derivative of digamma (one float dtype; m a
+    non-negative integer value). Differentiable in x only."""
+    return polygamma_p.bind(m, x)
+
+
+def _polygamma_jvp_m(g, m, x):
+    raise ValueError("polygamma: the derivative in m is not defined (m is an integer)")
+
+
+polygamma_p = naryop("polygamma", _float, None)
+polygamma_p.def_impl(_through_xla(polygamma_p))
+defjvp(polygamma_p, _polygamma_jvp_m,
+       lambda g, m, x: mul(g, polygamma(add(m, _const(m, 1)), x)))
+defbroadcasting(polygamma_p)
+mlir.register_lowering(polygamma_p, _chlo_lowering("polygamma"))
+
+
+# JAX: jax/_src/lax/special.py zeta
+def zeta(x, q):
+    """Elementwise Hurwitz zeta sum_{k>=0} (k + q) ** -x (one float dtype). Differentiable
+    in q: d/dq = -x zeta(x + 1, q)."""
+    return zeta_p.bind(x, q)
+
+
+def _zeta_jvp_x(g, x, q):
+    raise ValueError("zeta: the derivative in x is not implemented (as in JAX)")
+
+
+zeta_p = naryop("zeta", _float, None)
+zeta_p.def_impl(_through_xla(zeta_p))
+defjvp(zeta_p, _zeta_jvp_x, lambda g, x, q: mul(g, mul(neg(x), zeta(add(x, _const(x, 1)),
+                                                                    q))))
+defbroadcasting(zeta_p)
+mlir.register_lowering(zeta_p, _chlo_lowering("zeta"))
+
+
+# JAX: jax/_src/lax/special.py bessel_i1e
+def bessel_i1e(x):
+    """Elementwise exponentially scaled modified Bessel function of order 1,
+    exp(-|x|) I1(x) (float dtypes). No derivative in minijax (JAX's needs bessel_i0e)."""
+    return bessel_i1e_p.bind(x)
+
+
+bessel_i1e_p = unop("bessel_i1e", _float, None)
+bessel_i1e_p.def_impl(_through_xla(bessel_i1e_p))
+defvectorized(bessel_i1e_p)
+mlir.register_lowering(bessel_i1e_p, _chlo_lowering("bessel_i1e"))
