@@ -483,3 +483,15 @@ def test_zeta_derivative_in_q_by_finite_differences():
                 modes=["fwd", "rev"], rtol=2e-2)
     with pytest.raises(ValueError, match="zeta"):
         minijax.grad(lambda v: mlax.zeta(v, np.float32(1.5)))(np.float32(2.0))
+
+
+@pytest.mark.parametrize("kw", [{}, {"dtype": np.uint8, "algorithm": 1}, {"algorithm": 2}])
+def test_rng_bit_generator_matches_xla_through_jax(kw):
+    key = np.arange(4, dtype=np.uint32)
+    for g, w in zip(mlax.rng_bit_generator(key, (2, 3), **kw),
+                    jax.lax.rng_bit_generator(key, (2, 3), **kw)):
+        assert_close(g, w)
+    keys = np.arange(12, dtype=np.uint32).reshape(3, 4)
+    f = lambda J: J.vmap(lambda k: J.lax.rng_bit_generator(k, (2,), **kw))
+    for g, w in zip(f(minijax)(keys), f(jax)(keys)):
+        assert_close(g, w)

@@ -45,7 +45,7 @@ from minijax.lax.lax import (
     index_in_dim, mulhi, mulhi_p, optimization_barrier, optimization_barrier_p,
     population_count, population_count_p, reduce, reduce_and, reduce_and_p, reduce_or,
     reduce_or_p, reduce_p, reduce_prod, reduce_prod_p, reduce_xor, reduce_xor_p, round,
-    round_p, slice_in_dim, split, split_p, tile, tile_p,
+    round_p, slice_in_dim, split, split_p, tile, tile_p, rng_bit_generator, rng_bit_generator_p,
 )
 from minijax.lax.slicing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,

@@ -3951,3 +3951,71 @@ composite_p.def_abstract_eval(lambda *avals, jaxpr, **_: [v.aval for v in
 batching.primitive_batchers[composite_p] = _composite_batch_rule
 mlir.register_lowering(composite_p, lambda ctx, *args, jaxpr, **_: mlir.lower_jaxpr(
     jaxpr.jaxpr, jaxpr.consts, list(args)))
+
+
+# ---------------------------------------------------------------------------------------------
+# rng_bit_generator: XLA's stateful-looking, functional bit generator
+# ---------------------------------------------------------------------------------------------
+
+def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
+    if key.shape != (4,) or key.dtype != np.uint32:
+        raise TypeError(f"rng_bit_generator: key must be u32[4], got {key.str_short()}")
+    if dtype.kind != "u":
+        raise TypeError(f"rng_bit_generator: dtype must be unsigned, got {dtype}")
+    return [key, ShapedArray(shape, dtype)]
+
+
+def _rng_bit_generator_lowering(ctx, key, *, shape, dtype, algorithm):
+    # XLA's state is u64[2]: the four words reinterpreted, and back
+    hlo, ir = mlir.hlo, mlir.ir
+    u32, u64 = ir.IntegerType.get_unsigned(32), ir.IntegerType.get_unsigned(64)
+    state = hlo.bitcast_convert(ir.RankedTensorType.get([2], u64),
+                                hlo.reshape(ir.RankedTensorType.get([2, 2], u32), key))
+    op = hlo.RngBitGeneratorOp(ir.RankedTensorType.get([2], u64),
+                               mlir.aval_to_ir_type(ctx.avals_out[1]),
+                               hlo.RngAlgorithmAttr.get(_RNG_NAMES[algorithm]), state)
+    new_key = hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), hlo.bitcast_convert(
+        ir.RankedTensorType.get([2, 2], u32), op.output_state))
+    return [new_key, op.output]
+
+
+_RNG_NAMES = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
+
+
+def _rng_bit_generator_impl(key, **params):
+    # no NumPy version: compiled and run by XLA, whose bits these are
+    from minijax.pjit import jit  # noqa: I001 (beside its use; pjit is loaded by now)
+    return jit(lambda k: rng_bit_generator_p.bind(k, **params))(key)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _rng_bit_generator_batching_rule
+def _rng_bit_generator_batch_rule(vals, dims, *, axis_size, shape, **params):
+    # as JAX: one call with the first key draws the whole batch of bits; that key's next
+    # state replaces it, the other keys are returned unchanged
+    (keys,), (d,) = vals, dims
+    keys = batching.moveaxis(keys, d, 0)
+    first = squeeze(slice(keys, (0, 0), (1, 4)), (0,))
+    new_key, bits = rng_bit_generator_p.bind(first, shape=(axis_size,) + shape, **params)
+    rest = slice(keys, (1, 0), (axis_size, 4))
+    return [concatenate([broadcast(new_key, (1,)), rest], 0), bits], [0, 0]
+
+
+# JAX: jax/_src/lax/lax.py rng_bit_generator
+def rng_bit_generator(key, shape: Sequence[int], dtype=np.uint32,
+                      algorithm=RandomAlgorithm.RNG_DEFAULT):
+    """`(new_key, bits)`: random unsigned bits of `shape` from XLA's RngBitGenerator with
+    state `key` (u32[4]), and the state to use next. The bits depend on the backend and
+    `algorithm` (not minijax.random's threefry); with x64 off uint64 becomes uint32."""
+    dtype = dtypes.canonicalize_dtype(dtype)
+    return tuple(rng_bit_generator_p.bind(key, shape=tuple(int(d) for d in shape),
+                                          dtype=np.dtype(dtype),
+                                          algorithm=RandomAlgorithm(algorithm)))
+
+
+rng_bit_generator_p = Primitive("rng_bit_generator")
+rng_bit_generator_p.multiple_results = True
+rng_bit_generator_p.def_impl(_rng_bit_generator_impl)
+rng_bit_generator_p.def_abstract_eval(_rng_bit_generator_abstract_eval)
+defjvp_zero(rng_bit_generator_p)
+batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batch_rule
+mlir.register_lowering(rng_bit_generator_p, _rng_bit_generator_lowering)
