@@ -87,21 +87,6 @@ def check_collective_values():
     close(m_eager, m_jit)
 
 
-
-def check_pshuffle_pswapaxes_pbroadcast():
-    def program(J):
-        L, P = J.lax, J.sharding.PartitionSpec
-        body = lambda a: (L.pshuffle(a, "i", [3, 2, 1, 0, 7, 6, 5, 4]),
-                          L.pswapaxes(J.numpy.tile(a, (8, 1)), "i", 0))
-        f = smap(J, body, mesh1(J), P("i"), (P("i"), P("i")))
-        return J.jit(f)(X)
-    close(*both(program))
-    # JAX's pbroadcast has no CPU lowering (XLA's CollectiveBroadcast): checked by its meaning
-    P = minijax.sharding.PartitionSpec
-    f = smap(minijax, lambda a: minijax.lax.pbroadcast(a, "i", 5), mesh1(minijax), P("i"),
-             P("i"))
-    close(minijax.jit(f)(X), np.tile(X[5:6], (8, 1)))
-
 def check_lowering_mirrors_jax():
     """sdy.manual_computation with the same shardings, manual axes and replica groups."""
     def program(J):
