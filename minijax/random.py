@@ -26,11 +26,11 @@ import numpy as np
 from minijax import core, dtypes, prng
 from minijax import numpy as jnp
 from minijax.api import vmap
-from minijax.interpreters import batching, mlir
+from minijax.interpreters import ad, batching, mlir
 from minijax.lax import lax
 from minijax.lax.control_flow.loops import cumsum, scan, while_loop
 from minijax.lax.lax import _const
-from minijax.lax.special import erf, erf_inv, lgamma
+from minijax.lax.special import erf, erf_inv, lgamma, random_gamma_grad
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
 from minijax.numpy.util import promote_args_inexact, promote_dtypes
@@ -941,9 +941,24 @@ def _random_gamma_batch_rule(vals, dims, *, axis_size, log_space):
     return random_gamma_p.bind(key, a, log_space=log_space), 0
 
 
+# JAX: jax/_src/random/core.py _gamma_grad
+def _gamma_grad(sample, a, *, log_space):
+    """d sample / d a by implicit reparameterization (the CDF held fixed); in log space
+    d log(sample) / d a, with a sample that underflowed to 0 taken as the smallest float."""
+    if not log_space:
+        return random_gamma_grad(a, sample)
+    sample = lax.exp(sample)
+    sample = lax.select(lax.eq(sample, _const(sample, 0)),
+                        lax.full_like(sample, dtypes.finfo(core.get_aval(sample).dtype).tiny),
+                        sample)
+    return random_gamma_grad(a, sample) / sample
+
+
 random_gamma_p = core.Primitive("random_gamma")
 random_gamma_p.def_impl(jit(_gamma_impl, static_argnames=("log_space",)))
 random_gamma_p.def_abstract_eval(_random_gamma_abstract_eval)
+ad.defjvp2(random_gamma_p, None, lambda t, ans, key, a, *, log_space: lax.mul(
+    t, _gamma_grad(ans, a, log_space=log_space)))
 batching.primitive_batchers[random_gamma_p] = _random_gamma_batch_rule
 mlir.register_lowering(random_gamma_p, mlir.lower_fun(_gamma_impl, multiple_results=False))
 
@@ -956,8 +971,8 @@ def _float_sampler_args(name: str, key, dtype, shape, *params):
 # JAX: jax/_src/random/core.py gamma
 def gamma(key, a, shape: Sequence[int] | None = None, dtype=None):
     """Standard Gamma(a) floats (density x**(a-1) e**-x / Gamma(a), a > 0) of `shape`
-    (None: a's shape); divide by a rate to change the scale. Not differentiable in `a` in
-    minijax (JAX's implicit gradient needs `lax.random_gamma_grad`, which minijax lacks)."""
+    (None: a's shape); divide by a rate to change the scale. Differentiable in `a`: the
+    implicit reparameterization gradient `lax.random_gamma_grad`, as JAX's."""
     raw, dtype, shape = _float_sampler_args("gamma", key, dtype, shape, a)
     return _gamma(raw, a, shape=shape, dtype=dtype)
 

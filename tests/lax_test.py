@@ -495,3 +495,15 @@ def test_rng_bit_generator_matches_xla_through_jax(kw):
     f = lambda J: J.vmap(lambda k: J.lax.rng_bit_generator(k, (2,), **kw))
     for g, w in zip(f(minijax)(keys), f(jax)(keys)):
         assert_close(g, w)
+
+
+def test_igamma_derivative_in_a_and_random_gamma_grad_match_jax():
+    a = np.array([0.3, 1.0, 2.5, 7.0, 40.0], np.float32)
+    x = np.array([0.1, 2.0, 2.5, 3.0, 45.0], np.float32)
+    for name in ["igamma", "igammac"]:
+        g = minijax.grad(lambda v, n=name: getattr(mlax, n)(v, x).sum())(a)
+        assert_close(g, jax.grad(lambda v, n=name: getattr(jax.lax, n)(v, x).sum())(a),
+                     name, tol=1e-4)
+    assert_close(mlax.random_gamma_grad(a, x), jax.lax.random_gamma_grad(a, x), tol=1e-4)
+    edges = (np.array([2.0, 2.0, -1.0], np.float32), np.array([0.0, np.inf, 1.0], np.float32))
+    assert_close(mlax.igamma(*edges), jax.lax.igamma(*edges))

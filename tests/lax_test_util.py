@@ -500,6 +500,11 @@ def _issue35_cases() -> list[Case]:
                   diff=()))  # JAX has no derivative for zeta; minijax's in q: lax_test
     c.append(Case("bessel_i1e", "bessel_i1e", lax_fn("bessel_i1e"), [(S, F32, "any")],
                   diff=()))
+    for name in ["igamma", "igammac"]:  # in a: lax_test (igamma_grad_a has no jvp here)
+        c.append(Case(name, name, lax_fn(name), [(S, F32, "pos"), (S, F32, "pos")],
+                      diff=(1,), tol=1e-4))
+    c.append(Case("igamma_grad_a", "igamma_grad_a", lax_fn("igamma_grad_a"),
+                  [(S, F32, "pos"), (S, F32, "gt1")], diff=(), tol=1e-4))
     return c
 
 
