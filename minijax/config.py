@@ -96,8 +96,8 @@ class Config:
     jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
     trace ends raises Exception ("Leaked trace ...");
     jax_use_direct_linearize (bool): reverse mode linearizes with `ad.LinearizeTrace`
-    instead of jvp + partial evaluation (JAX's default is True; minijax's is False, see
-    chapters/06-reverse-mode.md).
+    instead of jvp + partial evaluation (True, JAX's default; False picks the classic path,
+    see chapters/06-reverse-mode.md).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -117,7 +117,7 @@ class Config:
                  "jax_transfer_guard_device_to_host": None,
                  "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
                  "jax_export_calling_convention_version": 10,
-                 "jax_use_direct_linearize": False}
+                 "jax_use_direct_linearize": True}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),

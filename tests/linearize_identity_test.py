@@ -151,8 +151,9 @@ def test_linearize_identity(family):
 
 def test_option_has_jax_name_and_minijax_default():
     assert jax.config.jax_use_direct_linearize is True  # JAX's default (nothing reads it)
+    assert type(minijax.config)._defaults["jax_use_direct_linearize"] is True  # JAX's
     if "MINIJAX_DIRECT_LINEARIZE" not in os.environ:  # tests/conftest.py may force a path
-        assert minijax.config.jax_use_direct_linearize is False
+        assert minijax.config.jax_use_direct_linearize is True
     assert "jax_use_direct_linearize" in type(minijax.config)._trace_options  # keys jit caches
 
 
