@@ -5,9 +5,10 @@ computes; the difference shows under reverse mode. Linearizing an ordinary funct
 intermediate the tangent computation reads (`cos x` for `sin x`) as a residual. Linearizing a
 `remat2` equation saves only what the *policy* allows (by default: nothing but its inputs) and
 puts the recomputation of everything else inside the `remat2[differentiated=True]` equation of
-the linear program, so it runs again in the backward pass. The known/unknown split is ordinary
-partial evaluation (`partial_eval.partial_eval_jaxpr_nounits`); the policy then decides, per
-residual, whether it is saved or recomputed from saved values (`_recompute_residuals`).
+the linear program, so it runs again in the backward pass. The known/unknown split walks the
+equations in program order (`partial_eval_jaxpr_custom`, as JAX's): the policy decides, per
+known equation, whether its outputs are saved or the equation is recomputed in the backward
+pass, where it runs among the tangent equations as in the program.
 
 Mirrors jax/_src/ad_checkpoint.py. Taught in chapters/06-reverse-mode.md (rematerialization).
 """
@@ -31,7 +32,7 @@ from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
-from minijax.util import merge_lists, partition_list, safe_zip, split_list
+from minijax.util import merge_lists, safe_zip, split_list
 from minijax.api import vjp
 from minijax.dispatch import device_put_p, MemorySpace
 
@@ -282,67 +283,99 @@ def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy)
                          for nz, a in safe_zip(out_nz, jaxpr.out_avals)]
 
 
-def _recompute_residuals(jaxpr_known: ClosedJaxpr, jaxpr_unknown: ClosedJaxpr, num_res: int,
-                         policy: Callable) -> tuple[ClosedJaxpr, ClosedJaxpr, list]:
-    """Apply a saving policy to the split made by partial evaluation.
+# JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom — differs: an equation
+# holding a jaxpr, with known and unknown inputs, is split by its partial-evaluation rule
+# (`partial_eval_jaxpr_nounits` of that one equation), which saves what its unknown part reads
+def partial_eval_jaxpr_custom(jaxpr: Jaxpr, unknowns: Sequence[bool], policy: Callable
+                              ) -> tuple[ClosedJaxpr, Jaxpr, list[bool], int]:
+    """Split `jaxpr` (no constvars) into a known jaxpr and a staged one, with `policy` saying
+    which known values the staged one may read (the others it computes again).
 
-    `jaxpr_known` computes the known outputs followed by `num_res` residuals; `jaxpr_unknown`
-    takes the residuals followed by the unknown inputs. A value may be saved if it is an input
-    (or const) of `jaxpr_known` or the output of an equation the policy accepts; the other
-    residuals are recomputed, from saved values, at the start of the new unknown jaxpr. A
-    residual the policy offloads (`Offloadable`) is saved; the new unknown jaxpr starts by
-    bringing it back to its source memory.
-    Returns (jaxpr_known, jaxpr_unknown, offloads): the same calling convention, and per new
-    residual its `Offloadable` or None (the caller moves those to their `dst` memory).
+    Walks the equations in program order: one with an unknown input is staged; one with only
+    known inputs is known, and also staged (recomputed) unless the policy saves its outputs
+    (or it has effects). A known value the staged jaxpr reads that is not an input is a
+    residual. An `Offloadable` answer saves the value in memory `dst`: the known jaxpr moves
+    it there, the staged one brings it back to `src`.
+    Returns (jaxpr_known, jaxpr_staged, out_unknowns, num_res): `jaxpr_known` maps the known
+    inputs to the known outputs followed by `num_res` residuals; `jaxpr_staged` maps the
+    residuals followed by every input to the unknown outputs.
     """
-    jk = jaxpr_known.jaxpr
-    n_known_out = len(jk.outvars) - num_res
-    saved: list[Var] = [*jk.constvars, *jk.invars]
-    recomputed: list[JaxprEqn] = []
-    offload: dict[Var, Offloadable] = {}
-    for eqn in jk.eqns:
-        case = policy(eqn.primitive, *[v.aval for v in eqn.invars], **eqn.params)
-        if case:
-            saved.extend(eqn.outvars)
-            if isinstance(case, Offloadable):
-                offload.update((v, case) for v in eqn.outvars)
+    env: dict[Var, tuple[bool, bool]] = {}  # var -> (unknown, available to the staged jaxpr)
+    subst: dict[Var, core.Atom] = {}  # an equation's outputs, as the split of it made them
+    residuals: dict[Var, None] = {}  # ordered: as the staged equations first read them
+    known_eqns: list[JaxprEqn] = []
+    staged_eqns: list[JaxprEqn] = []
+    constvars: dict[Var, Any] = {}
+
+    def sub(x):
+        return subst.get(x, x) if isinstance(x, Var) else x
+
+    def read(x) -> tuple[bool, bool]:
+        return env[x] if isinstance(x, Var) else (False, True)
+
+    def staged_input(x):
+        if isinstance(x, Var) and not env[x][1]:
+            residuals.setdefault(x)
+        return x
+
+    def splice(closed: ClosedJaxpr, ins: Sequence[Any], into: list) -> list:
+        rename = dict(zip(closed.jaxpr.invars, ins))
+        for v, c in safe_zip(closed.jaxpr.constvars, closed.consts):
+            constvars[v] = c
+            env[v] = (False, False)
+        for e in closed.jaxpr.eqns:
+            into.append(e.replace(invars=[rename.get(x, x) if isinstance(x, Var) else x
+                                          for x in e.invars]))
+        return [rename.get(x, x) if isinstance(x, Var) else x for x in closed.jaxpr.outvars]
+
+    for v, u in safe_zip(jaxpr.invars, unknowns):
+        env[v] = (u, True)
+    for eqn in jaxpr.eqns:
+        eqn = eqn.replace(invars=[sub(x) for x in eqn.invars])
+        unks_in = [read(x)[0] for x in eqn.invars]
+        if any(unks_in) and not all(unks_in) and eqn.primitive in pe.custom_partial_eval_rules:
+            fresh = [Var(x.aval) for x in eqn.invars]
+            one = ClosedJaxpr(Jaxpr([], fresh, eqn.outvars, [eqn.replace(invars=fresh)]), [])
+            known, unknown, out_unks, num_res = pe.partial_eval_jaxpr_nounits(one, unks_in)
+            known_outs = splice(known, [x for x, u in zip(eqn.invars, unks_in) if not u],
+                                known_eqns)
+            env.update((x, (False, False)) for x in known_outs
+                       if isinstance(x, Var) and x not in env)
+            known_outs, res = split_list(known_outs, [len(known_outs) - num_res])
+            ins = [*map(staged_input, res), *(x for x, u in zip(eqn.invars, unks_in) if u)]
+            outs = splice(unknown, ins, staged_eqns)
+            env.update((x, (True, True)) for x in outs if isinstance(x, Var))
+            subst.update(safe_zip(eqn.outvars, merge_lists(out_unks, known_outs, outs)))
+        elif any(unks_in):
+            staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
+            env.update((v, (True, True)) for v in eqn.outvars)
         else:
-            recomputed.append(eqn)
-    old_res = jk.outvars[n_known_out:]
-    # The recomputation: saved values in, old residuals out; DCE finds the saved values needed.
-    recompute, used = pe.dce_jaxpr(Jaxpr([], saved, old_res, recomputed))
-    new_res = [v for v, u in safe_zip(saved, used) if u]
-    # In JAX's order: the saved intermediates as the backward computation first reads them,
-    # then the inputs (JAX's staged jaxpr takes its residuals, then the inputs)
-    first_use: dict[Var, int] = {}
-    reads = [e.invars for e in recompute.eqns] + [
-        [recompute.outvars[i] for i, v in enumerate(jaxpr_unknown.jaxpr.invars[:num_res])
-         if v in e.invars] for e in jaxpr_unknown.jaxpr.eqns]
-    for k, xs in enumerate(reads):
-        for x in xs:
-            first_use.setdefault(x, k)
-    inputs = {*jk.constvars, *jk.invars}
-    new_res = (sorted((v for v in new_res if v not in inputs),
-                      key=lambda v: first_use.get(v, len(reads)))
-               + [v for v in new_res if v in inputs])
-    recompute = Jaxpr([], new_res, recompute.outvars, recompute.eqns)
-    known, _ = pe.dce_closed_jaxpr(
-        ClosedJaxpr(Jaxpr(jk.constvars, jk.invars, [*jk.outvars[:n_known_out], *new_res],
-                          jk.eqns), jaxpr_known.consts), instantiate=True)
+            known_eqns.append(eqn)
+            case = policy(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params)
+            if isinstance(case, Offloadable):
+                for v in eqn.outvars:
+                    moved = Var(v.aval)
+                    env[moved], env[v] = (False, False), (False, True)
+                    known_eqns.append(_device_put_eqn(v, moved, case.dst))
+                    staged_eqns.append(_device_put_eqn(staged_input(moved), v, case.src))
+            elif case or eqn.effects:
+                env.update((v, (False, False)) for v in eqn.outvars)
+            else:
+                staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
+                env.update((v, (False, True)) for v in eqn.outvars)
+    outvars = [sub(v) for v in jaxpr.outvars]
+    out_unknowns = [read(v)[0] for v in outvars]
+    res = list(residuals)
+    jaxpr_known = Jaxpr(list(constvars), [v for v, u in safe_zip(jaxpr.invars, unknowns) if not u],
+                        [*(v for v, u in zip(outvars, out_unknowns) if not u), *res], known_eqns)
+    jaxpr_staged = Jaxpr([], [*res, *jaxpr.invars],
+                         [v for v, u in zip(outvars, out_unknowns) if u], staged_eqns)
+    return ClosedJaxpr(jaxpr_known, list(constvars.values())), jaxpr_staged, out_unknowns, len(res)
 
-    offloads = [offload.get(v) for v in new_res]
 
-    def unknown_fun(*args):
-        res, unknown_args = split_list(args, [len(new_res)])
-        res = [r if o is None else _move(r, o.src) for r, o in safe_zip(res, offloads)]
-        residuals = core.eval_jaxpr(recompute, [], *res)
-        return core.eval_jaxpr(jaxpr_unknown.jaxpr, jaxpr_unknown.consts, *residuals,
-                               *unknown_args)
-
-    in_avals = [v.aval for v in new_res] + jaxpr_unknown.in_avals[num_res:]
-    jaxpr_u, consts_u, _ = pe.trace_to_jaxpr_dynamic(unknown_fun, in_avals,
-                                                     purpose="rematerialization")
-    return known, ClosedJaxpr(jaxpr_u, consts_u), offloads
+def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
+    return JaxprEqn([x], [out], device_put_p, dict(devices=(MemorySpace.of_kind(kind),),
+                                                   srcs=(None,)))
 
 
 # JAX: jax/_src/ad_checkpoint.py _insert_reduce_precision
@@ -371,34 +404,32 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
 
 
-def _move(x, kind: str):
-    return device_put_p.bind(x, devices=(MemorySpace.of_kind(kind),), srcs=(None,))[0]
-
-
+# JAX: jax/_src/ad_checkpoint.py remat_partial_eval
 def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, differentiated,
                         policy):
     unknowns = [trace.is_own(x) for x in tracers]
-    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = pe.partial_eval_jaxpr_nounits(
-        _closed(jaxpr), unknowns)
-    jaxpr_known, jaxpr_unknown, offloads = _recompute_residuals(
-        jaxpr_known, jaxpr_unknown, num_res, policy or nothing_saveable)
-    num_res = len(offloads)
+    jaxpr_known, jaxpr_staged, out_unknowns, num_res = partial_eval_jaxpr_custom(
+        jaxpr, unknowns, policy or nothing_saveable)
+    # what the staged jaxpr does not read is neither computed nor passed
+    jaxpr_unknown, used = pe.dce_jaxpr(jaxpr_staged)
+    used_res, used_in = split_list(used, [num_res])
+    n_known_out = len(jaxpr_known.jaxpr.outvars) - num_res
+    jaxpr_known, _ = pe.dce_closed_jaxpr(
+        jaxpr_known, [True] * n_known_out + used_res, instantiate=True)
+    num_res = sum(used_res)
     jaxpr_known = _insert_reduce_precision(jaxpr_known, num_res)
-    known_args, unknown_args = partition_list(unknowns, tracers)
-    # The known part (the primal computation, plus any saved residuals) runs now, outside remat2.
+    known_args = [x for x, u in safe_zip(tracers, unknowns) if not u]
+    # The known part (the primal computation, plus the saved residuals) runs now, outside remat2.
     with core.set_current_trace(trace.parent_trace):
         known_outs = core.eval_jaxpr(jaxpr_known.jaxpr, jaxpr_known.consts, *known_args)
-        known_outs, residuals = split_list(known_outs, [len(known_outs) - num_res])
-        residuals = [r if o is None else _move(r, o.dst)  # offloaded: to its dst memory
-                     for r, o in safe_zip(residuals, offloads)]
+    known_outs, residuals = split_list(known_outs, [n_known_out])
     if not any(out_unknowns):
         return known_outs
     # The unknown part, recomputation included, is recorded as one remat2 equation.
-    unknown_jaxpr = pe.convert_constvars_jaxpr(jaxpr_unknown.jaxpr)
-    params = dict(jaxpr=unknown_jaxpr, prevent_cse=prevent_cse, differentiated=True,
+    params = dict(jaxpr=jaxpr_unknown, prevent_cse=prevent_cse, differentiated=True,
                   policy=policy)
-    unknown_outs = trace.default_process_primitive(
-        remat_p, [*jaxpr_unknown.consts, *residuals, *unknown_args], params)
+    staged_args = [x for x, u in safe_zip(tracers, used_in) if u]
+    unknown_outs = trace.default_process_primitive(remat_p, [*residuals, *staged_args], params)
     return merge_lists(out_unknowns, known_outs, unknown_outs)
 
 

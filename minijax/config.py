@@ -98,9 +98,9 @@ class Config:
     jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
     trace ends raises Exception ("Leaked trace ...");
     jax_use_direct_linearize (bool): reverse mode linearizes with `ad.LinearizeTrace`
-    instead of jvp + partial evaluation (JAX's default is True; minijax's is False, see
-    chapters/06-reverse-mode.md); eager_constant_folding (bool): while tracing, a primitive
-    whose operands are all concrete runs eagerly (`minijax.ensure_compile_time_eval`).
+    instead of jvp + partial evaluation (True, JAX's default; False picks the classic path,
+    see chapters/06-reverse-mode.md); eager_constant_folding (bool): while tracing, a
+    primitive whose operands are all concrete runs eagerly (`minijax.ensure_compile_time_eval`).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -120,7 +120,7 @@ class Config:
                  "jax_transfer_guard_device_to_host": None,
                  "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
                  "jax_export_calling_convention_version": 10,
-                 "jax_use_direct_linearize": False, "eager_constant_folding": False}
+                 "jax_use_direct_linearize": True, "eager_constant_folding": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),

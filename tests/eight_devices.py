@@ -26,7 +26,12 @@ def request_eight_devices() -> None:
 
 
 def run_checks(namespace: dict) -> None:
-    """Run every `check_*` callable of a script's namespace, report each, keep going."""
+    """Run every `check_*` callable of a script's namespace, report each, keep going. The
+    reverse-mode path is the one MINIJAX_DIRECT_LINEARIZE picks, as in tests/conftest.py."""
+    direct = os.environ.get("MINIJAX_DIRECT_LINEARIZE")
+    if direct is not None:
+        import minijax  # the script has imported it already, with the eight devices
+        minijax.config.update("jax_use_direct_linearize", direct == "1")
     passed, failed = [], {}
     for name, fn in sorted(namespace.items()):
         if name.startswith("check_") and callable(fn):

@@ -64,7 +64,10 @@ def test_trace_stack_follows_parent_traces():
     minijax.vmap(minijax.grad(f))(jnp.ones(3))
     stack, dot = seen
     assert [type(t) for t in stack[:2]] == [core.EvalTrace, batching.BatchTrace]
-    assert type(stack[-1]) is ad.JVPTrace
+    # grad's trace on top: LinearizeTrace on the direct path, JVPTrace (over a JaxprTrace) on
+    # the classic one
+    direct = minijax.config.jax_use_direct_linearize
+    assert type(stack[-1]) is (ad.LinearizeTrace if direct else ad.JVPTrace)
     assert "current: trace_ctx.trace" in dot and "parent_trace" in dot
     assert "EvalTrace" in dot and "BatchTrace" in dot
     assert viz.trace_stack() == [core.eval_trace]  # outside any transformation

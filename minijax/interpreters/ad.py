@@ -7,9 +7,10 @@ computation, done now, and the tangent computation, recorded as a linear jaxpr),
 transpose rule.
 
 Which linearization? Two paths, selected by the option `jax_use_direct_linearize`
-(`minijax.config.update`, JAX's name). The classic one (`linearize_flat_jvp_pe`) runs the jvp
-under partial evaluation (`partial_eval.JaxprTrace`: known primal work is done at once, unknown
-tangent work is recorded); it needs no rule beyond jvp and transpose and is Autodidax's path.
+(`minijax.config.update`, JAX's name; on by default, as in JAX). The classic one
+(`linearize_flat_jvp_pe`) runs the jvp under partial evaluation (`partial_eval.JaxprTrace`:
+known primal work is done at once, unknown tangent work is recorded); it needs no rule beyond
+jvp and transpose and is Autodidax's path.
 The direct one (`LinearizeTrace`, JAX 0.10's only path: JAX defines the option, default True,
 but nothing reads it) sends each primitive's primal work to the parent trace and its tangent
 work to a separate jaxpr trace; a primitive may register its own rule in
