@@ -731,15 +731,16 @@ def _constrained(xs, shardings, retype: bool = False) -> list:
     type says the layout: an output is `reshard`ed (`retype`) when its value is computed now
     (under jvp or vmap of concrete values: JAX's nested call runs with its out_shardings),
     not when it is staged into a jaxpr (JAX types a nested jit's outputs by its jaxpr,
-    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Mixed meshes: not applied."""
+    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Computed now, an output is
+    laid out exactly as `s` says, on a mixed mesh too (its type follows)."""
     out = []
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
-            if retype and mesh.explicit_axes and not any(
-                    a in mesh.auto_axes for p in spec for a in _axes_of(p)) and not \
-                    isinstance(_concrete_of(x)[0], Tracer):
-                x = reshard(x, s)  # on Explicit axes only: the type changes
+            if retype and isinstance(mesh, Mesh) and \
+                    not isinstance(_concrete_of(x)[0], Tracer):
+                out.append(sharding_constraint_p.bind(x, sharding=s))  # the type changes
+                continue
             if mesh.auto_axes:  # the partitioner is told the Auto part
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
                     spec, mesh.auto_axes)))
@@ -935,11 +936,11 @@ def with_sharding_constraint(x, shardings):
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
                     f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
-            shs[i] = _with_type_axes(s, aval)
             explicit.append(False)
     if all(explicit):
         return x
-    if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
+    if core.trace_ctx.trace is core.eval_trace:  # eagerly: laid out now, exactly as asked
+        # (JAX runs `jit(out_shardings=s)`: on a mixed mesh the type then follows `s`)
         return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
@@ -948,8 +949,9 @@ def with_sharding_constraint(x, shardings):
 
 
 def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
-    """A constraint naming Auto axes, with the Explicit axes the value's type splits each
-    dimension over kept (a mixed mesh: the constraint does not change the type)."""
+    """A staged constraint naming Auto axes, with the Explicit axes the value's type splits
+    each dimension over kept (a mixed mesh: under jit the constraint does not change the type;
+    JAX merges them in `_sharding_constraint_hlo_lowering`)."""
     if aval.sharding is None:
         return s
     given = s.spec._normalized_spec_for_aval(aval.ndim)
@@ -961,16 +963,19 @@ def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
 
 
 def _sharding_constraint_impl(x, *, sharding):
-    # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
-    # JAX's impl runs the constraint on the mesh
+    # evaluated eagerly (under jvp or vmap of concrete values, a transpose in backward_pass,
+    # eval_jaxpr): laid out exactly as asked, its type following, as JAX's impl runs
+    # `jit(out_shardings=sharding)` on the mesh
     if isinstance(sharding.mesh, Mesh):
         return compiler.device_put_sharded_tree(x, sharding)
     return x
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding):
-    s = aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
-    return x if s is None or s == x.sharding else x.update(sharding=s)
+    if x.sharding is not None:  # staged, the type is kept (the lowering adds its axes)
+        return x
+    s = aval_sharding(sharding, x.ndim)  # an untyped value on a mesh with Explicit axes
+    return x if s is None else x.update(sharding=s)
 
 
 def _sharding_constraint_transpose(ct, x, *, sharding):
@@ -988,7 +993,9 @@ def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
 def _sharding_constraint_lowering(ctx, x, *, sharding):
-    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+    aval = ctx.avals_in[0]
+    return mlir.sdy.sharding_constraint(
+        x, mlir.sharding_attr(_with_type_axes(sharding, aval), aval.ndim))
 
 
 sharding_constraint_p = core.Primitive("sharding_constraint")
