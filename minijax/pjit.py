@@ -33,7 +33,7 @@ from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tre
 from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
-from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
 from minijax.sharding_impls import (SingleDeviceSharding, aval_sharding,
                                     canonicalize_out_sharding, canonicalize_sharding,
                                     normalize_to_ndim)
@@ -599,6 +599,9 @@ class JitWrapped:
                 _check_committed([v for v, _ in inner],
                                  [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
+        if self.out_shardings is not None:  # JAX checks them when the nested call is traced
+            _check_fit(_leaf_out_shardings(self.out_shardings, out_tree), closed.out_avals,
+                       out_tree, "outputs")
         if self._has_shardings:
             flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
@@ -899,7 +902,8 @@ def with_sharding_constraint(x, shardings):
     (ValueError otherwise): `reshard` changes the layout of Explicit axes.
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
-    does not divide into its shards, TypeError for something that is not a NamedSharding."""
+    does not divide into its shards when the constraint is computed now (staged, uneven blocks
+    are the partitioner's, as in JAX), TypeError for something that is not a NamedSharding."""
     leaves, tree = tree_flatten(x)
     given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
     if get_concrete_mesh() is None and get_abstract_mesh().empty and \
@@ -928,8 +932,7 @@ def with_sharding_constraint(x, shardings):
                     f"match the sharding provided: {want.spec}. Please use "
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
-        else:
-            s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
+        else:  # (uneven blocks are allowed here, as in JAX: only an eager one raises)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
                    for p in s.spec for a in _axes_of(p)):
                 raise ValueError(
@@ -941,7 +944,7 @@ def with_sharding_constraint(x, shardings):
         return x
     if core.trace_ctx.trace is core.eval_trace:  # eagerly: laid out now, exactly as asked
         # (JAX runs `jit(out_shardings=s)`: on a mixed mesh the type then follows `s`)
-        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
+        return tree_unflatten(tree, [_sharding_constraint_impl(v, sharding=s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
@@ -958,7 +961,7 @@ def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
     parts = []
     for t, g in zip(aval.sharding.spec, given):
         axes = (*_axes_of(t), *_axes_of(g))
-        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+        parts.append(g if not axes else axes[0] if len(axes) == 1 else axes)
     return NamedSharding(s.mesh, PartitionSpec(*parts))
 
 
@@ -967,6 +970,10 @@ def _sharding_constraint_impl(x, *, sharding):
     # eval_jaxpr): laid out exactly as asked, its type following, as JAX's impl runs
     # `jit(out_shardings=sharding)` on the mesh
     if isinstance(sharding.mesh, Mesh):
+        sharding.check_compatible_aval(core.get_aval(x).shape, typed=False)
+        if any(isinstance(p, _Unconstrained) for p in sharding.spec):  # (a vmapped dimension)
+            sharding = NamedSharding(sharding.mesh, PartitionSpec(*[
+                None if isinstance(p, _Unconstrained) else p for p in sharding.spec]))
         return compiler.device_put_sharded_tree(x, sharding)
     return x
 
@@ -986,7 +993,8 @@ def _sharding_constraint_transpose(ct, x, *, sharding):
 def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
     (x,), (d,) = vals, dims
     spec = list(sharding.spec) + [None] * (x.aval.ndim - 1 - len(sharding.spec))
-    spec.insert(d, None)  # the batch dimension is not split
+    spec.insert(d, PartitionSpec.UNCONSTRAINED)  # the batch dimension: the partitioner's (as
+    #   JAX's without spmd_axis_name; on a mesh with no Auto axis that is JAX's ValueError)
     return sharding_constraint_p.bind(
         x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec))), d
 
