@@ -730,21 +730,18 @@ def _check_committed(leaves, shardings) -> None:
 
 def _constrained(xs, shardings, retype: bool = False) -> list:
     """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
-    nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
-    type says the layout: an output is `reshard`ed (`retype`) when its value is computed now
-    (under jvp or vmap of concrete values: JAX's nested call runs with its out_shardings),
-    not when it is staged into a jaxpr (JAX types a nested jit's outputs by its jaxpr,
-    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Computed now, an output is
-    laid out exactly as `s` says, on a mixed mesh too (its type follows)."""
+    nested call). An output (`retype`) is laid out exactly as its sharding says, as JAX's
+    nested call's result sharding lays it out: computed now (under jvp or vmap of concrete
+    values) its type follows; staged into a jaxpr its type is its jaxpr's (JAX's
+    `_pjit_abstract_eval`). An input keeps its type (as JAX's); on a mesh with Auto axes the
+    partitioner is told their part (a `with_sharding_constraint`)."""
     out = []
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
-            if retype and isinstance(mesh, Mesh) and \
-                    not isinstance(_concrete_of(x)[0], Tracer):
-                out.append(sharding_constraint_p.bind(x, sharding=s))  # the type changes
-                continue
-            if mesh.auto_axes:  # the partitioner is told the Auto part
+            if retype and isinstance(mesh, Mesh):
+                x = sharding_constraint_p.bind(x, sharding=s, exact=True)
+            elif mesh.auto_axes:
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
                     spec, mesh.auto_axes)))
         out.append(x)
@@ -965,7 +962,7 @@ def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
     return NamedSharding(s.mesh, PartitionSpec(*parts))
 
 
-def _sharding_constraint_impl(x, *, sharding):
+def _sharding_constraint_impl(x, *, sharding, exact=False):
     # evaluated eagerly (under jvp or vmap of concrete values, a transpose in backward_pass,
     # eval_jaxpr): laid out exactly as asked, its type following, as JAX's impl runs
     # `jit(out_shardings=sharding)` on the mesh
@@ -978,35 +975,41 @@ def _sharding_constraint_impl(x, *, sharding):
     return x
 
 
-def _sharding_constraint_abstract_eval(x, *, sharding):
+def _sharding_constraint_abstract_eval(x, *, sharding, exact=False):
     if x.sharding is not None:  # staged, the type is kept (the lowering adds its axes)
         return x
     s = aval_sharding(sharding, x.ndim)  # an untyped value on a mesh with Explicit axes
     return x if s is None else x.update(sharding=s)
 
 
-def _sharding_constraint_transpose(ct, x, *, sharding):
+def _sharding_constraint_transpose(ct, x, **params):
     # cotangents get the primal's layout, as in JAX
-    return [ct if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
+    return [ct if type(ct) is Zero else sharding_constraint_p.bind(ct, **params)]
 
 
-def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
+def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding, exact=False):
     (x,), (d,) = vals, dims
     spec = list(sharding.spec) + [None] * (x.aval.ndim - 1 - len(sharding.spec))
-    spec.insert(d, PartitionSpec.UNCONSTRAINED)  # the batch dimension: the partitioner's (as
-    #   JAX's without spmd_axis_name; on a mesh with no Auto axis that is JAX's ValueError)
+    # the batch dimension: a nested jit's out_shardings leave it unsplit (JAX's
+    # `_pjit_batcher_for_sharding`), a constraint leaves it to the partitioner (JAX's batcher
+    # without spmd_axis_name; on a mesh with no Auto axis that is its ValueError)
+    spec.insert(d, None if exact else PartitionSpec.UNCONSTRAINED)
     return sharding_constraint_p.bind(
-        x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec))), d
+        x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec)),
+        **({"exact": True} if exact else {})), d
 
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
-def _sharding_constraint_lowering(ctx, x, *, sharding):
+def _sharding_constraint_lowering(ctx, x, *, sharding, exact=False):
     aval = ctx.avals_in[0]
-    return mlir.sdy.sharding_constraint(
-        x, mlir.sharding_attr(_with_type_axes(sharding, aval), aval.ndim))
+    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(
+        sharding if exact else _with_type_axes(sharding, aval), aval.ndim))
 
 
+# `exact=True` (hidden when printed): a nested jit's out_shardings, which JAX lowers as the
+# nested function's result sharding: exactly that layout, the type's axes not added
 sharding_constraint_p = core.Primitive("sharding_constraint")
+sharding_constraint_p.pp_hide_if_empty = ("exact",)
 sharding_constraint_p.def_impl(_sharding_constraint_impl)
 sharding_constraint_p.def_abstract_eval(_sharding_constraint_abstract_eval)
 ad.deflinear(sharding_constraint_p, _sharding_constraint_transpose)
