@@ -914,7 +914,7 @@ def with_sharding_constraint(x, shardings):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
     in_context = get_abstract_mesh()
-    for i, (v, s) in enumerate(zip(leaves, shs)):
+    for v, s in zip(leaves, shs):
         aval = core.get_aval(v)
         s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
