@@ -976,8 +976,8 @@ def _sharding_constraint_impl(x, *, sharding, exact=False):
 
 
 def _sharding_constraint_abstract_eval(x, *, sharding, exact=False):
-    if x.sharding is not None:  # staged, the type is kept (the lowering adds its axes)
-        return x
+    if x.sharding is not None or exact:  # staged, the type is kept (the lowering adds its
+        return x  # axes; a nested jit's outputs are typed by its jaxpr)
     s = aval_sharding(sharding, x.ndim)  # an untyped value on a mesh with Explicit axes
     return x if s is None else x.update(sharding=s)
 
