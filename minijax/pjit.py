@@ -939,8 +939,10 @@ def with_sharding_constraint(x, shardings):
             explicit.append(False)
     if all(explicit):
         return x
-    if core.trace_ctx.trace is core.eval_trace:  # eagerly: laid out now, exactly as asked
-        # (JAX runs `jit(out_shardings=s)`: on a mixed mesh the type then follows `s`)
+    if core.trace_ctx.trace is core.eval_trace and not any(
+            isinstance(p, _Unconstrained) for s in shs for p in s.spec):
+        # eagerly: laid out now, exactly as asked (JAX runs `jit(out_shardings=s)`: on a
+        # mixed mesh the type then follows `s`)
         return tree_unflatten(tree, [_sharding_constraint_impl(v, sharding=s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)

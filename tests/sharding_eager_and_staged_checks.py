@@ -150,6 +150,18 @@ def check_vmap_leaves_a_constraints_batch_dimension_to_the_partitioner():
     assert _both(functools.partial(program, auto=False)) == "ValueError"
     assert _both(functools.partial(program, auto=True))[0][0] == "P(('b', 'a'),)"
 
+    # computed now, such a constraint runs as a program on the mesh (JAX's apply_primitive):
+    # the type is kept and its Explicit axes added, as staged
+    def eager(J):
+        S, lax = J.sharding, J.lax
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = _mesh(J, (2, 2, 2), "Explicit", "Explicit", "Auto")
+        x = J.device_put(_data(8, 8, 8), NS(mesh, P("c", ("a", "b"))))
+        f = lambda v: J.numpy.sin(lax.with_sharding_constraint(
+            lax.with_sharding_constraint(v, NS(mesh, P("c"))), NS(mesh, P(None, ("c",)))))
+        return J.vmap(f)(x)
+    assert _both(eager)[0][0] == "P(None, ('a', 'b'), 'c')"
+
 
 def check_uneven_blocks_in_a_staged_constraint_and_nested_out_shardings_checked():
     # a staged constraint may split 4 elements 8 ways (the partitioner pads); computed now
