@@ -38,8 +38,9 @@ BUDGETS = {
     "custom_derivatives": 580,  # + custom_gradient, closure_convert (35)
     "debug": 10,
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 305,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
-    #                    eager ops on a mesh named in errors as JAX's, on other devices (9)
+    "dispatch": 310,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
+    #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
+    #                    eager constraints by their impl unless P.UNCONSTRAINED (25)
     "dtypes": 210,
     "ffi": 285,         # ffi_call, register_ffi_target, pycapsule, include_dir (issue 32)
     "effects": 70,
