@@ -34,11 +34,12 @@ from minijax.config import config
 from minijax.util import BoundedCache
 from minijax.mesh import get_concrete_mesh
 from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import _Unconstrained
 from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
 from minijax.compiler import default_device
 from minijax.interpreters import ad, batching, mlir
-from minijax.pjit import jit
+from minijax.pjit import jit, sharding_constraint_p
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.
@@ -109,7 +110,13 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     else:
         avals = tuple(map(_eager_aval, args))
     # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
-    on_mesh = array_mod.sharded_arrays_made and _on_auto_mesh(args)
+    # (but a sharding constraint's impl lays its result out exactly as asked, as JAX's runs
+    # `jit(out_shardings=...)`: its type then follows, where a mesh program would keep it;
+    # one with P.UNCONSTRAINED (vmap's) is a mesh program in JAX too)
+    on_mesh = array_mod.sharded_arrays_made and (
+        prim is not sharding_constraint_p or any(
+            isinstance(p, _Unconstrained) for p in params["sharding"].spec)) and \
+        _on_auto_mesh(args)
     try:
         key = (prim, config.eager_context, avals, on_mesh, *params.items())
         run = _callables.get(key)

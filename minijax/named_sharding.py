@@ -15,8 +15,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from minijax.mesh import AbstractMesh, Mesh
-from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.mesh import AbstractMesh, AxisType, Mesh
+from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
 
 
 # JAX: jax/_src/sharding.py IndivisibleError
@@ -137,6 +137,10 @@ class NamedSharding(Sharding):
                         f"to at most one positional dimension, but {spec} has duplicate "
                         f"entries for `{a}`", mesh, spec)
                 seen.add(a)
+        if AxisType.Auto not in mesh.axis_types and any(
+                isinstance(p, _Unconstrained) for p in spec):
+            raise ValueError(f"{spec} cannot contain `P.UNCONSTRAINED` when no mesh axis_types "
+                             f"are `Auto`. Got mesh axis_types: {mesh.axis_types}")
 
     @property
     def _device_assignment(self) -> tuple:

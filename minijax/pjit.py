@@ -33,7 +33,7 @@ from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tre
 from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
-from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
 from minijax.sharding_impls import (SingleDeviceSharding, aval_sharding,
                                     canonicalize_out_sharding, canonicalize_sharding,
                                     normalize_to_ndim)
@@ -599,6 +599,9 @@ class JitWrapped:
                 _check_committed([v for v, _ in inner],
                                  [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
+        if self.out_shardings is not None:  # JAX checks them when the nested call is traced
+            _check_fit(_leaf_out_shardings(self.out_shardings, out_tree), closed.out_avals,
+                       out_tree, "outputs")
         if self._has_shardings:
             flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
@@ -727,20 +730,18 @@ def _check_committed(leaves, shardings) -> None:
 
 def _constrained(xs, shardings, retype: bool = False) -> list:
     """A jit's in_shardings / out_shardings under a transformation (JAX keeps them on the
-    nested call): on a mesh of Auto axes a `with_sharding_constraint`; on Explicit axes the
-    type says the layout: an output is `reshard`ed (`retype`) when its value is computed now
-    (under jvp or vmap of concrete values: JAX's nested call runs with its out_shardings),
-    not when it is staged into a jaxpr (JAX types a nested jit's outputs by its jaxpr,
-    `_pjit_abstract_eval`); an input keeps its type (as JAX's). Mixed meshes: not applied."""
+    nested call). An output (`retype`) is laid out exactly as its sharding says, as JAX's
+    nested call's result sharding lays it out: computed now (under jvp or vmap of concrete
+    values) its type follows; staged into a jaxpr its type is its jaxpr's (JAX's
+    `_pjit_abstract_eval`). An input keeps its type (as JAX's); on a mesh with Auto axes the
+    partitioner is told their part (a `with_sharding_constraint`)."""
     out = []
     for x, s in zip(xs, shardings):
         if isinstance(s, NamedSharding):
             mesh, spec = s.mesh, s.spec
-            if retype and mesh.explicit_axes and not any(
-                    a in mesh.auto_axes for p in spec for a in _axes_of(p)) and not \
-                    isinstance(_concrete_of(x)[0], Tracer):
-                x = reshard(x, s)  # on Explicit axes only: the type changes
-            if mesh.auto_axes:  # the partitioner is told the Auto part
+            if retype and isinstance(mesh, Mesh):
+                x = sharding_constraint_p.bind(x, sharding=s, exact=True)
+            elif mesh.auto_axes:
                 x = with_sharding_constraint(x, NamedSharding(mesh, _only_axes(
                     spec, mesh.auto_axes)))
         out.append(x)
@@ -898,7 +899,8 @@ def with_sharding_constraint(x, shardings):
     (ValueError otherwise): `reshard` changes the layout of Explicit axes.
 
     Raises ValueError if a spec is longer than a value's rank, IndivisibleError if a dimension
-    does not divide into its shards, TypeError for something that is not a NamedSharding."""
+    does not divide into its shards when the constraint is computed now (staged, uneven blocks
+    are the partitioner's, as in JAX), TypeError for something that is not a NamedSharding."""
     leaves, tree = tree_flatten(x)
     given = [shardings] if isinstance(shardings, PartitionSpec) else tree_flatten(shardings)[0]
     if get_concrete_mesh() is None and get_abstract_mesh().empty and \
@@ -912,7 +914,7 @@ def with_sharding_constraint(x, shardings):
             raise TypeError(f"with_sharding_constraint: expected a NamedSharding, got {s!r}")
     explicit = []
     in_context = get_abstract_mesh()
-    for i, (v, s) in enumerate(zip(leaves, shs)):
+    for v, s in zip(leaves, shs):
         aval = core.get_aval(v)
         s.spec._check_compatible_wrt_shape(aval.shape)  # every leaf before any binding
         if not in_context.empty and in_context.are_all_axes_explicit:
@@ -927,20 +929,21 @@ def with_sharding_constraint(x, shardings):
                     f"match the sharding provided: {want.spec}. Please use "
                     "`jax.sharding.reshard` to shard your input to the sharding you want.")
             explicit.append(True)
-        else:
-            s.check_compatible_aval(aval.shape)  # (after the assert above, as JAX)
+        else:  # (uneven blocks are allowed here, as in JAX: only an eager one raises)
             if any(s.mesh.shape_tuple and a not in s.mesh.auto_axes
                    for p in s.spec for a in _axes_of(p)):
                 raise ValueError(
                     f"The spec of NamedSharding passed to with_sharding_constraint can only "
                     f"refer to Auto axes of the mesh. Got spec={s.spec} and "
                     f"mesh={s.mesh.abstract_mesh}. You probably meant to use `reshard` API?")
-            shs[i] = _with_type_axes(s, aval)
             explicit.append(False)
     if all(explicit):
         return x
-    if core.trace_ctx.trace is core.eval_trace:  # eagerly: lay the values out now
-        return tree_unflatten(tree, [compiler.device_put_sharded_tree(v, s)
+    if core.trace_ctx.trace is core.eval_trace and not any(
+            isinstance(p, _Unconstrained) for s in shs for p in s.spec):
+        # eagerly: laid out now, exactly as asked (JAX runs `jit(out_shardings=s)`: on a
+        # mixed mesh the type then follows `s`)
+        return tree_unflatten(tree, [_sharding_constraint_impl(v, sharding=s)
                                      for v, s in zip(leaves, shs)])
     outs = [v if e else sharding_constraint_p.bind(v, sharding=s)
             for v, s, e in zip(leaves, shs, explicit)]
@@ -948,50 +951,67 @@ def with_sharding_constraint(x, shardings):
 
 
 def _with_type_axes(s: NamedSharding, aval) -> NamedSharding:
-    """A constraint naming Auto axes, with the Explicit axes the value's type splits each
-    dimension over kept (a mixed mesh: the constraint does not change the type)."""
+    """A staged constraint naming Auto axes, with the Explicit axes the value's type splits
+    each dimension over kept (a mixed mesh: under jit the constraint does not change the type;
+    JAX merges them in `_sharding_constraint_hlo_lowering`)."""
     if aval.sharding is None:
         return s
     given = s.spec._normalized_spec_for_aval(aval.ndim)
     parts = []
     for t, g in zip(aval.sharding.spec, given):
         axes = (*_axes_of(t), *_axes_of(g))
-        parts.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+        parts.append(g if not axes else axes[0] if len(axes) == 1 else axes)
     return NamedSharding(s.mesh, PartitionSpec(*parts))
 
 
-def _sharding_constraint_impl(x, *, sharding):
-    # evaluated eagerly (a transpose in backward_pass, eval_jaxpr): laid out as asked, as
-    # JAX's impl runs the constraint on the mesh
+def _sharding_constraint_impl(x, *, sharding, exact=False):
+    # evaluated eagerly (under jvp or vmap of concrete values, a transpose in backward_pass,
+    # eval_jaxpr): laid out exactly as asked, its type following, as JAX's impl runs
+    # `jit(out_shardings=sharding)` on the mesh
     if isinstance(sharding.mesh, Mesh):
+        sharding.check_compatible_aval(core.get_aval(x).shape, typed=False)
+        if any(isinstance(p, _Unconstrained) for p in sharding.spec):  # (a vmapped dimension)
+            sharding = NamedSharding(sharding.mesh, PartitionSpec(*[
+                None if isinstance(p, _Unconstrained) else p for p in sharding.spec]))
         return compiler.device_put_sharded_tree(x, sharding)
     return x
 
 
-def _sharding_constraint_abstract_eval(x, *, sharding):
-    s = aval_sharding(sharding, x.ndim)  # Explicit axes: the type says the new layout
-    return x if s is None or s == x.sharding else x.update(sharding=s)
+def _sharding_constraint_abstract_eval(x, *, sharding, exact=False):
+    if x.sharding is not None or exact:  # staged, the type is kept (the lowering adds its
+        return x  # axes; a nested jit's outputs are typed by its jaxpr)
+    s = aval_sharding(sharding, x.ndim)  # an untyped value on a mesh with Explicit axes
+    return x if s is None else x.update(sharding=s)
 
 
-def _sharding_constraint_transpose(ct, x, *, sharding):
+def _sharding_constraint_transpose(ct, x, **params):
     # cotangents get the primal's layout, as in JAX
-    return [ct if type(ct) is Zero else sharding_constraint_p.bind(ct, sharding=sharding)]
+    return [ct if type(ct) is Zero else sharding_constraint_p.bind(ct, **params)]
 
 
-def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding):
+def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding, exact=False):
     (x,), (d,) = vals, dims
     spec = list(sharding.spec) + [None] * (x.aval.ndim - 1 - len(sharding.spec))
-    spec.insert(d, None)  # the batch dimension is not split
+    # the batch dimension: a nested jit's out_shardings leave it unsplit (JAX's
+    # `_pjit_batcher_for_sharding`), a constraint leaves it to the partitioner (JAX's batcher
+    # without spmd_axis_name; on a mesh with no Auto axis that is its ValueError)
+    spec.insert(d, None if exact else PartitionSpec.UNCONSTRAINED)
     return sharding_constraint_p.bind(
-        x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec))), d
+        x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec)),
+        **({"exact": True} if exact else {})), d
 
 
 # JAX: jax/_src/pjit.py _sharding_constraint_hlo_lowering
-def _sharding_constraint_lowering(ctx, x, *, sharding):
-    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(sharding, ctx.avals_in[0].ndim))
+def _sharding_constraint_lowering(ctx, x, *, sharding, exact=False):
+    aval = ctx.avals_in[0]
+    return mlir.sdy.sharding_constraint(x, mlir.sharding_attr(
+        sharding if exact else _with_type_axes(sharding, aval), aval.ndim))
 
 
+# `exact=True` (hidden when printed): a nested jit's out_shardings, which JAX lowers as the
+# nested function's result sharding: exactly that layout, the type's axes not added
 sharding_constraint_p = core.Primitive("sharding_constraint")
+sharding_constraint_p.pp_hide_if_empty = ("exact",)
 sharding_constraint_p.def_impl(_sharding_constraint_impl)
 sharding_constraint_p.def_abstract_eval(_sharding_constraint_abstract_eval)
 ad.deflinear(sharding_constraint_p, _sharding_constraint_transpose)

@@ -32,7 +32,7 @@ from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
-from minijax.mesh import Mesh, get_concrete_mesh
+from minijax.mesh import AbstractMesh, AxisType, Mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec, _axes_of
 from minijax.sharding_impls import aval_sharding
@@ -102,7 +102,7 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         specs = (_specs_from_args(leaves, mesh) if in_specs is Infer else
                  _broadcast_specs(in_specs, in_tree, len(leaves), "in_specs", name))
         avals = [core.get_aval(x) for x in leaves]
-        key = (in_tree, tuple(specs), tuple(avals), mesh, _enclosing_manual(mesh))
+        key = (in_tree, tuple(specs), tuple(avals), mesh, _enclosing_manual(mesh), _staged())
         hit = traced.get(key)
         if hit is None:
             hit = _trace_mapped_fun(f, name, in_specs is Infer, out_specs, check_vma,
@@ -184,6 +184,8 @@ def _trace_mapped_fun(f: Callable, name: str, inferred: bool, out_specs, check_v
     pytrees, whose out specs are known only once `f` has returned."""
     _check_specs_vs_args(name, in_tree, avals, specs, mesh, manual, inferred)
     local = [_local_aval(a, s, mesh, check_vma) for a, s in safe_zip(avals, specs)]
+    if _staged() and manual != frozenset(mesh.axis_names) - _enclosing_manual(mesh):
+        local = [_with_auto_axes_typed(loc, a, mesh, manual) for loc, a in zip(local, avals)]
     store: list = []
 
     def body(*xs):
@@ -336,13 +338,61 @@ def _local_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh, check_vma: b
                        vma=aval.vma | _spec_axes(spec) if check_vma else frozenset())
 
 
+def _staged() -> bool:
+    """Whether the shard_map being called is staged into a jaxpr (under jit, also through
+    jvp, vmap or linearize of a jitted function), not run now: JAX then types the body
+    (`_shard_map_staging`), where an eager call runs it per device (`_shard_map_impl`)."""
+    t = core.trace_ctx.trace
+    while t is not None:
+        if type(t) is pe.DynamicJaxprTrace:
+            return True
+        t = getattr(t, "parent_trace", None)
+    return False
+
+
+# JAX: jax/_src/shard_map.py _shard_shaped_array (its sharding: modify_spec_for_auto_manual)
+def _with_auto_axes_typed(local: ShapedArray, aval: ShapedArray, mesh: Mesh,
+                          manual: frozenset) -> ShapedArray:
+    """A partly manual shard_map, staged: the body's block keeps the Explicit axes of the
+    argument's type that stay automatic, over the mesh with the manual axes Manual. ValueError,
+    as JAX's, when a block does not divide over them."""
+    if aval.sharding is None:
+        return local
+    all_manual = manual | _enclosing_manual(mesh)
+    inner = AbstractMesh(mesh.axis_sizes, mesh.axis_names, axis_types=tuple(
+        AxisType.Manual if a in all_manual else t
+        for a, t in zip(mesh.axis_names, mesh.axis_types)))
+    spec = []
+    for p in aval.sharding.spec:
+        axes = tuple(a for a in _axes_of(p) if a in inner.explicit_axes)
+        spec.append(None if not axes else axes[0] if len(axes) == 1 else axes)
+    sharding = NamedSharding(inner, PartitionSpec(*spec))
+    for d, (n, p) in enumerate(zip(local.shape, spec)):
+        if n % math.prod(mesh.shape[a] for a in _axes_of(p)):
+            raise ValueError(
+                f"Sharding spec {_axes_of(p)} implies that array axis {d} is partitioned "
+                f"{math.prod(mesh.shape[a] for a in _axes_of(p))} times, but does not evenly "
+                f"divide the dimension size {n}. Got shape: {local.shape} and sharding "
+                f"{sharding}")
+    return local.update(sharding=sharding)
+
+
+# JAX: jax/_src/shard_map.py _unshard_shaped_array
 def _global_aval(aval: ShapedArray, spec: PartitionSpec, mesh: Mesh,
                  manual: frozenset) -> ShapedArray:
+    """An output's type from its block's: out_specs gives the layout on Explicit axes (with
+    sharding in types), joined, in a partly manual shard_map, with the axes the block's type
+    is split over (they stay automatic, after the out_specs axes in each dimension)."""
     shape = list(aval.shape)
     for d, p in enumerate(spec):
         shape[d] *= math.prod(mesh.shape[a] for a in _axes_of(p))
-    typed = aval.sharding  # sharding in types: on Explicit axes, out_specs is the layout
-    if typed is None and mesh.explicit_axes and not manual & _enclosing_manual(mesh):
+    typed = aval.sharding
+    if typed is not None and AxisType.Manual in typed.mesh.axis_types:
+        given = spec._normalized_spec_for_aval(aval.ndim)
+        parts = [(*_axes_of(g), *_axes_of(t)) for g, t in zip(given, typed.spec)]
+        typed = aval_sharding(NamedSharding(mesh, PartitionSpec(
+            *[None if not p else p[0] if len(p) == 1 else p for p in parts])), len(shape))
+    elif typed is None and mesh.explicit_axes and not manual & _enclosing_manual(mesh):
         typed = aval_sharding(NamedSharding(mesh, spec), len(shape))
     return aval.update(shape=tuple(shape), vma=aval.vma - manual, sharding=typed)
 

@@ -167,7 +167,8 @@ class Lowered:
 def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, list]:
     """Per output: (the sharding its Array carries, its aval). An `out_shardings` entry wins,
     and the type follows it (on Explicit axes `f32[8@i]`, as JAX's); else the type's spec on a
-    mesh of Explicit axes only; else what the partitioner chose, written as the first input's
+    mesh of Explicit axes only; else what the partitioner chose (on a mixed mesh the type
+    follows it too), written as the first input's
     sharding `orig` when it is the same layout of the same rank (JAX:
     pxla.py _get_out_sharding_from_orig_sharding). Each must lay the elements
     out as the executable does (`chosen`): a mismatch would hand the runtime buffers it does
@@ -183,6 +184,10 @@ def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, 
         elif orig is not None and orig[1] == a.ndim and c.num_devices > 1 and \
                 c.is_equivalent_to(orig[0], a.ndim):
             s = NamedSharding(mesh, orig[0].spec)
+        if g is None and a.sharding is not None and mesh.auto_axes:
+            # a mixed mesh: the type of the layout the partitioner chose (as a JAX Array's
+            # is), not the jaxpr's, which a constraint inside may have contradicted
+            a = a.update(sharding=aval_sharding(s, a.ndim))
         if s is not c and not s.is_equivalent_to(c, a.ndim):
             raise AssertionError(f"minijax: output of type {a.str_short()} would be labelled "
                                  f"{s} but the executable lays it out as {c}")

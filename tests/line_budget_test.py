@@ -41,8 +41,9 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 305,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
-    #                    eager ops on a mesh named in errors as JAX's, on other devices (9)
+    "dispatch": 310,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
+    #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
+    #                    eager constraints by their impl unless P.UNCONSTRAINED (25)
     "dtypes": 210,
     "ffi": 285,         # ffi_call, register_ffi_target, pycapsule, include_dir (issue 32)
     "effects": 70,
@@ -68,7 +69,8 @@ BUDGETS = {
     #               the fft primitive (~135, 35)
     "mesh": 230,
     "monitoring": 60,  # events and their listeners (35)
-    "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
+    "named_sharding": 185,  # Sharding, NamedSharding (from sharding.py, issue 26);
+    #                         P.UNCONSTRAINED needs an Auto axis (25)
     "nn": 520,  # logsumexp moved here from scipy; + activations, dot_product_attention (35);
     #            scaled_matmul, scaled_dot_general (35)
     "ops": 70,          # the segment reductions (issue 24)
@@ -77,11 +79,12 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 945,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    "pjit": 960,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked
-    #                    against their leaves before lowering (issue 24)
+    #                    against their leaves before lowering (issue 24); eager
+    #                    constraints exact, nested out_shardings one exact constraint (25)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "pmap": 130,  # pmap as jit of shard_map (35)
     "prng": 230,
@@ -93,12 +96,14 @@ BUDGETS = {
     #                  binomial, multinomial, bit-exact (35)
     "ref": 95,  # new_ref, freeze...: functional refs outside kernels (35)
     "scipy": 180,
-    "shard_map": 570,  # + smap (35)
+    "shard_map": 605,  # + smap (35); partly manual and staged: automatic Explicit axes
+    #                    typed (25)
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 200,     # + output layouts: out_shardings retype, first-input spec (issue 25);
-    #                    a program on one committed device (issue 24)
+    "stages": 205,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    #                    a program on one committed device (issue 24); mixed-mesh types
+    #                    follow the layout (25)
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,
     "traceback_util": 105,  # internal frames filtered from errors, as JAX's

@@ -53,3 +53,18 @@ def test_programs_are_reproducible_and_varied():
                     "with_sharding_constraint", "out_shardings=", "in_shardings=", "J.grad(",
                     "J.jvp(", "J.vmap(", "J.set_mesh(", "axis_names="]:
         assert feature in text, feature
+
+
+def test_jax_internal_failures_are_told_by_message_and_where_raised():
+    ran = {"ok": []}
+    msg = "ValueError: Sharding passed to jit does not match the sharding on the respective arg"
+    # raised by a jit's transpose on JAX's own cotangent: not compared
+    own = {"error": "ValueError", "message": msg, "frames": ["backward_pass3",
+                                                             "_pjit_transpose_fancy"]}
+    assert sp._jax_bug(own) and sp.compare(own, ran) is None
+    # the same text for the user's in_shardings, raised in the forward call: compared
+    users = dict(own, frames=["_pjit_call_impl", "_resolve_in_shardings"])
+    assert not sp._jax_bug(users) and sp.compare(users, ran)
+    ct = {"error": "ValueError", "frames": [],
+          "message": "ValueError: Expected cotangent type float32[4,4] but got float32[4@c,4]"}
+    assert sp._jax_bug(ct) and sp.compare(ct, ran) is None

@@ -275,7 +275,11 @@ def batch_jaxpr(closed: core.ClosedJaxpr, dims: Sequence[int | None], axis_size:
         else:
             shape = list(a.shape)
             shape.insert(d, axis_size)
-            in_avals.append(a.update(shape=tuple(shape)))
+            s = getattr(a, "sharding", None)  # sharding in types: the batch dimension unsplit
+            if s is not None:
+                spec = [*s.spec, *[None] * (a.ndim - len(s.spec))]
+                s = type(s)(s.mesh, type(s.spec)(*spec[:d], None, *spec[d:]))
+            in_avals.append(a.update(shape=tuple(shape), sharding=s))
     out_dims: list[int | None] = []
 
     def batched(*args):

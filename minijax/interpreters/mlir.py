@@ -543,12 +543,17 @@ def memory_kind(sharding) -> str:
 
 def _value_attrs(s, aval, kinds: bool, result: bool = False) -> dict:
     """`sdy.sharding` (for a NamedSharding) and, when the module uses memory kinds,
-    `mhlo.memory_kind` for one input or output. A result whose sharding is only its type's
-    on a mesh with Auto axes gets none, as in JAX: the type names its Explicit axes but not
-    where the Auto ones go among them (`P(None, ("b", "a"))` is typed `f32[8,4@a]`)."""
+    `mhlo.memory_kind` for one input or output. A result whose sharding is only its type's,
+    on a mesh with Auto axes, is laid out as its type says when every dimension is split
+    (closed: `[{"b"}]` for `f32[8@b]`) and is left to the partitioner when one is not, as in
+    JAX (pxla.py `_concretize_abstract_out_shardings`: an unsplit dimension is UNCONSTRAINED,
+    and a result sharding with one is not emitted)."""
     d = {}
     typed = isinstance(s, NamedSharding) and isinstance(s.mesh, AbstractMesh)
-    if isinstance(s, NamedSharding) and not (result and typed and s.mesh.auto_axes):
+    if result and typed and s.mesh.auto_axes:
+        if all(_axes_of(p) for p in s.spec._normalized_spec_for_aval(aval.ndim)):
+            d["sdy.sharding"] = sharding_attr(s, aval.ndim)
+    elif isinstance(s, NamedSharding):
         d["sdy.sharding"] = sharding_attr(s, aval.ndim, typed)  # a type's: Auto axes open
     if kinds:
         d["mhlo.memory_kind"] = ir.StringAttr.get(memory_kind(s))
