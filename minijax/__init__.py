@@ -17,7 +17,7 @@ from minijax.callback import pure_callback  # noqa: F401
 from minijax import effects, experimental  # noqa: F401
 from minijax.array import Array  # noqa: F401
 from minijax.config import (  # noqa: F401
-    check_tracer_leaks, config, default_matmul_precision, numpy_dtype_promotion,
+    check_tracer_leaks, config, default_device, default_matmul_precision, numpy_dtype_promotion,
     transfer_guard, transfer_guard_host_to_device)
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, ShapeDtypeStruct, TracerArrayConversionError,

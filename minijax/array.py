@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from minijax import core
+from minijax.config import config
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
@@ -79,6 +80,9 @@ class Array:
         default device for arrays never placed on a mesh."""
         if self._sharding is not None:
             return self._sharding
+        if config._default_device_set and self._buf is not None:
+            # placed while `jax_default_device` named another device: it stays there
+            return SingleDeviceSharding(next(iter(self._buf.devices())))
         return SingleDeviceSharding(_default_device())
 
     @property
@@ -107,7 +111,7 @@ class Array:
             if d in bufs:
                 b = bufs[d]
                 aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
-                out.append(Shard(d, idx, replica, Array(aval, None, b, True)))
+                out.append(Shard(d, idx, replica, Array(aval, None, b, self._committed)))
         return out
 
     def _device_buffers(self) -> dict:
