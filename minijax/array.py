@@ -208,11 +208,17 @@ class Array:
     def __repr__(self) -> str:
         if self._deleted:
             return f"Array(<deleted>, {self.aval.str_short()})"
-        body = np.array2string(self._value(), separator=", ", prefix="Array(")
-        extra = f", dtype={self.dtype.name}"
-        if self.weak_type:
-            extra += ", weak_type=True"
-        return f"Array({body}{extra})"
+        # JAX: jax/_src/array.py ArrayImpl.__repr__ — the dtype goes after the values,
+        # separated by one space, or by the prefix's width of spaces where the last line is full
+        dtype = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        if self.size == 0:
+            body = f"[], shape={self.shape}"
+        else:
+            body = np.array2string(self._value(), separator=", ", prefix="Array(", suffix=",")
+        width = np.get_printoptions()["linewidth"]
+        last_line = len(body) - body.rfind("\n") + 1
+        sep = " " if last_line + len(dtype) + 2 <= width else " " * len("Array(")
+        return f"Array({body},{sep}{dtype})"
 
     def __str__(self) -> str:
         return str(self._value())

@@ -15,6 +15,7 @@ import contextlib
 import itertools
 import math
 import re
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -293,6 +294,10 @@ class Primitive:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # made outside minijax (a user's primitive, as JAX's tutorials make them): eagerly,
+        # only its impl runs, as in JAX (minijax/dispatch.py _apply_user_primitive)
+        self.user_defined = not sys._getframe(1).f_globals.get("__name__", "").startswith(
+            "minijax")
 
     def __repr__(self) -> str:
         return self.name
@@ -386,6 +391,11 @@ class TracerIntegerConversionError(TypeError):
 # JAX: jax/_src/errors.py UnexpectedTracerError
 class UnexpectedTracerError(TypeError):
     """A tracer escaped the transformation that created it and was used after it ended."""
+
+
+# JAX: jax/_src/errors.py NonConcreteBooleanIndexError
+class NonConcreteBooleanIndexError(IndexError):
+    """`x[mask]` with a traced boolean mask: the result's shape would depend on its values."""
 
 
 # what to do instead, by the conversion that needed a value (JAX's messages give the same

@@ -668,3 +668,19 @@ def test_python_ints_at_the_edges_of_their_dtype_match_jax():
     for value, dtype in ((2**31 - 1, None), (-2**31, None), (2**32 - 1, np.uint32),
                          ([0, 255], np.uint8), (1, np.float32), ([2**40], np.float32)):
         check(lambda J, value=value, dtype=dtype: J.numpy.asarray(value, dtype))
+
+
+@pytest.mark.parametrize("case", ["ints", "mixed", "nested", "long", "dtype"])
+def test_array_of_tracers_stages_jaxs_equations(case):
+    # each element converted to the leaves' promoted dtype and given its axis in turn, then
+    # concatenated in a tree of 16, as JAX's jnp.array stages them
+    programs = {
+        "ints": (lambda J: lambda *x: J.numpy.array(x).sum(), tuple(range(10))),
+        "mixed": (lambda J: lambda x, y: J.numpy.array([x, y, 2.0]), (1.0, np.float32(2))),
+        "nested": (lambda J: lambda x, y: J.numpy.array([[x, 1], [y, 2]]), (1, np.int8(2))),
+        "long": (lambda J: lambda *x: J.numpy.array(x), (1.0,) * 20),
+        "dtype": (lambda J: lambda x: J.numpy.array([x, x], dtype=J.numpy.float16),
+                  (np.ones(2, np.float32),)),
+    }
+    make, args = programs[case]
+    assert str(minijax.make_jaxpr(make(minijax))(*args)) == str(jax.make_jaxpr(make(jax))(*args))
