@@ -684,3 +684,15 @@ def test_array_of_tracers_stages_jaxs_equations(case):
     }
     make, args = programs[case]
     assert str(minijax.make_jaxpr(make(minijax))(*args)) == str(jax.make_jaxpr(make(jax))(*args))
+
+
+def test_isclose_and_isinf_of_complex_values_as_jax():
+    # tolerances in the real dtype; a complex value is infinite where either part is
+    def program(J):
+        jnp = J.numpy
+        a = jnp.array([1 + 2j, 3 - 1j, complex(np.inf, 1), complex(1, -np.inf)], jnp.complex64)
+        return [np.asarray(jnp.isclose(a, a + 1e-7)).tolist(),
+                bool(jnp.allclose(a[:2], a[:2] * (1 + 1e-6))), bool(jnp.allclose(a, a + 0.1)),
+                np.asarray(jnp.isinf(a)).tolist(), np.asarray(J.jit(jnp.isinf)(a)).tolist(),
+                bool(jnp.allclose(jnp.ones(2), jnp.ones(2) + 1e-6j))]
+    assert program(minijax) == program(jax)

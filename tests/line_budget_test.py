@@ -33,7 +33,8 @@ BUDGETS = {
     #                     + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32)
-    "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 870,        # a user's primitive, source info for print_saved_residuals (24);
+    #                     + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     "custom_derivatives": 550,
     "debug": 10,
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
@@ -62,7 +63,8 @@ BUDGETS = {
     "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
     "nn": 470,  # logsumexp moved here from scipy; + activations, dot_product_attention (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3805,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    "numpy": 3815,  # complex isclose/isinf as JAX (24);
+    #                broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26); unique along an
     #                axis (24); jnp.array of a scalar a literal while tracing (32)
     "pjit": 945,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);

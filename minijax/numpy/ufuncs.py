@@ -507,6 +507,8 @@ def isinf(x):
     x = asarray(x)
     if not is_floating(x):
         return lax.full_like(x, False, np.bool_)
+    if x.dtype.kind == "c":  # JAX: jax/_src/numpy/ufuncs.py isinf — either part infinite
+        return lax.bitwise_or(isinf(real(x)), isinf(imag(x)))
     return lax.eq(lax.abs(x), _const(x, np.inf))
 
 
