@@ -210,6 +210,15 @@ def canonicalize_dim(d):
     return d if getattr(d, "is_symbolic_dim", False) else int(d)
 
 
+# JAX: jax/_src/core.py canonicalize_shape (its error for traced sizes)
+def check_concrete_shape(shape: tuple) -> None:
+    """TypeError, as JAX's, if a size of `shape` is a tracer (its value is not known)."""
+    if any(isinstance(d, Tracer) for d in shape):
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shape}.\nIf using `jit`, try using `static_argnums` or applying "
+                        "`jit` to smaller subfunctions.")
+
+
 # JAX: jax/_src/core.py dimension_as_value
 def dimension_as_value(d):
     """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an

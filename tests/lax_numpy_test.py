@@ -696,3 +696,24 @@ def test_isclose_and_isinf_of_complex_values_as_jax():
                 np.asarray(jnp.isinf(a)).tolist(), np.asarray(J.jit(jnp.isinf)(a)).tolist(),
                 bool(jnp.allclose(jnp.ones(2), jnp.ones(2) + 1e-6j))]
     assert program(minijax) == program(jax)
+
+
+def test_traced_shape_raises_jaxs_type_error():
+    # a size known only at run time cannot make a shape: JAX's TypeError and first line
+    for J in (jax, minijax):
+        for make in (lambda n, J=J: J.numpy.ones((n,)), lambda n, J=J: J.numpy.zeros(n),
+                     lambda n, J=J: J.lax.full((n, 2), 1.0)):
+            with pytest.raises(TypeError) as e:
+                J.jit(make)(3)
+            assert type(e.value) is TypeError
+            assert str(e.value).startswith(
+                "Shapes must be 1D sequences of concrete values of integer type, got ("), J
+
+
+def test_arctanh_is_lax_atanh_as_jax():
+    # one `atanh` equation (the custom-interpreter tutorial inverts tanh with it), JAX's values
+    x = np.array([-0.5, 0.0, 0.3, 0.9], np.float32)
+    assert str(minijax.make_jaxpr(minijax.numpy.arctanh)(x)) == str(
+        jax.make_jaxpr(jax.numpy.arctanh)(x))
+    np.testing.assert_array_equal(np.asarray(minijax.jit(minijax.numpy.arctanh)(x)),
+                                  np.asarray(jax.jit(jax.numpy.arctanh)(x)))
