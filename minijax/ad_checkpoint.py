@@ -399,7 +399,7 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
             continue
         e = eqns[i]
         eqns[i] = JaxprEqn(e.invars, [new if o is v else o for o in e.outvars], e.primitive,
-                           e.params, e.effects)
+                           e.params, e.effects, e.source_info)
         eqns.insert(i + 1, JaxprEqn([new], [v], reduce_precision_p, params))
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
 
@@ -570,8 +570,12 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
         a, kw = tree_unflatten(in_tree, leaves)
         return tree_flatten(vjp(lambda *a: f(*a, **kw), *a)[1])[0]
 
-    jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(residuals, [core.get_aval(x) for x in flat],
-                                            purpose="saved_residuals")
+    core.source_info_capture[0] += 1  # the equations record where the user bound them
+    try:
+        jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(residuals, [core.get_aval(x) for x in flat],
+                                                purpose="saved_residuals")
+    finally:
+        core.source_info_capture[0] -= 1
     names = _arg_names(f, args, kwargs)
     # In JAX's order: literals, constants, arguments, then outputs of equations in program order
     res_vars = {v for v in jaxpr.outvars if not isinstance(v, core.Literal)}
@@ -589,6 +593,8 @@ def saved_residuals(f: Callable, *args, **kwargs) -> list[tuple[core.ShapedArray
                         else f"output of {eqn.primitive.name}")
                 if eqn.primitive.name == "device_put":  # an offloaded residual
                     what += f" to {eqn.params['devices'][0]!r}"
+                if eqn.source_info is not None:
+                    what += f" from {eqn.source_info}"
                 result.append((v.aval, what))
     return result
 

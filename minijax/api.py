@@ -718,11 +718,11 @@ def device_put(x, device=None):
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
     if device is not None and not isinstance(device, Sharding) \
-            and device != compiler.default_device():
+            and not compiler.plain_default(device):
         device = SingleDeviceSharding(device)
     if isinstance(device, NamedSharding) or (
             isinstance(device, SingleDeviceSharding) and (
-                device.memory_kind != "device" or device._device != compiler.default_device())):
+                device.memory_kind != "device" or not compiler.plain_default(device._device))):
         # blocks, another memory kind or another device
         return compiler.device_put_sharded_tree(x, device)
     if isinstance(device, SingleDeviceSharding):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from minijax import core
+from minijax.config import config
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
@@ -79,6 +80,9 @@ class Array:
         default device for arrays never placed on a mesh."""
         if self._sharding is not None:
             return self._sharding
+        if config._default_device_set and self._buf is not None:
+            # placed while `jax_default_device` named another device: it stays there
+            return SingleDeviceSharding(next(iter(self._buf.devices())))
         return SingleDeviceSharding(_default_device())
 
     @property
@@ -107,7 +111,7 @@ class Array:
             if d in bufs:
                 b = bufs[d]
                 aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
-                out.append(Shard(d, idx, replica, Array(aval, None, b, True)))
+                out.append(Shard(d, idx, replica, Array(aval, None, b, self._committed)))
         return out
 
     def _device_buffers(self) -> dict:
@@ -211,11 +215,17 @@ class Array:
     def __repr__(self) -> str:
         if self._deleted:
             return f"Array(<deleted>, {self.aval.str_short()})"
-        body = np.array2string(self._value(), separator=", ", prefix="Array(")
-        extra = f", dtype={self.dtype.name}"
-        if self.weak_type:
-            extra += ", weak_type=True"
-        return f"Array({body}{extra})"
+        # JAX: jax/_src/array.py ArrayImpl.__repr__ — the dtype goes after the values,
+        # separated by one space, or by the prefix's width of spaces where the last line is full
+        dtype = f"dtype={self.dtype.name}" + (", weak_type=True" if self.weak_type else "")
+        if self.size == 0:
+            body = f"[], shape={self.shape}"
+        else:
+            body = np.array2string(self._value(), separator=", ", prefix="Array(", suffix=",")
+        width = np.get_printoptions()["linewidth"]
+        last_line = len(body) - body.rfind("\n") + 1
+        sep = " " if last_line + len(dtype) + 2 <= width else " " * len("Array(")
+        return f"Array({body},{sep}{dtype})"
 
     def __str__(self) -> str:
         return str(self._value())

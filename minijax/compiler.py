@@ -66,9 +66,24 @@ def runtime_error_type() -> type:
     return JaxRuntimeError
 
 
-@functools.cache
+# JAX: jax/_src/interpreters/pxla.py get_default_device
 def default_device():
-    return backend().local_devices()[0]
+    """Where uncommitted arrays live and computations on them run: `jax_default_device` (a
+    device, or a platform name for that backend's first device) or the backend's first."""
+    device = config.jax_default_device
+    if device is None:
+        return _first_device()
+    if isinstance(device, str):
+        return _first_device(device)
+    return device
+
+
+@functools.cache
+def _first_device(platform: str | None = None):
+    if platform is None:
+        return backend().local_devices()[0]
+    import jax.extend.backend as jeb
+    return jeb.get_backend(platform).local_devices()[0]
 
 
 # JAX: jax/_src/ffi.py register_ffi_target
@@ -257,7 +272,7 @@ def result_handlers(avals) -> list | None:
     from jaxlib import _jax
     if any(a.dtype.names is not None for a in avals):  # float0 is a structured dtype
         return None
-    sharding = _single_device_sharding()
+    sharding = _single_device_sharding(default_device())
     return [_jax.array_result_handler(_buffer_type(a.shape, a.dtype), sharding,
                                       committed=False, _skip_checks=True) for a in avals]
 
@@ -375,7 +390,7 @@ class ExecuteReplicated:
         committed = False
         for x in args:
             if type(x) is Array and x._buf is not None:  # the common case: on the device
-                bufs.append(x._buf)
+                bufs.append(on_default_device(x) if config._default_device_set else x._buf)
                 if x._committed:
                     committed = True
             elif type(x) is Array:
@@ -560,15 +575,33 @@ def device_put(value: np.ndarray):
     if value.dtype.names is not None:  # float0 (a structured dtype): JAX's own conversion
         return jax.device_put(value, default_device())
     from jaxlib import _jax
+    device = default_device()
     return _jax.batched_device_put(_buffer_type(value.shape, value.dtype),
-                                   _single_device_sharding(), [value], [default_device()],
+                                   _single_device_sharding(device), [value], [device],
                                    False, enable_x64=True)
 
 
 @functools.cache
-def _single_device_sharding():
+def _single_device_sharding(device):
     from jax.sharding import SingleDeviceSharding
-    return SingleDeviceSharding(default_device())
+    return SingleDeviceSharding(device)
+
+
+def plain_default(device) -> bool:
+    """Whether an array on `device` can be a plain Array (no sharding: on the default device):
+    only while the default device is the backend's first. Once `jax_default_device` names
+    another, arrays placed on a device record it, so that they stay there when it changes."""
+    return device == _first_device() and config.jax_default_device is None
+
+
+def on_default_device(x):
+    """The device buffer of the plain Array `x`, moved to the default device if it was made
+    under another default (`jax_default_device` changed since): uncommitted arrays follow the
+    default, as in JAX."""
+    buf = x.device_buffer()
+    if config._default_device_set and buf.devices() != {default_device()}:
+        return device_put(np.asarray(buf))  # a copy: `x` itself stays where it is
+    return buf
 
 
 def release_host_copy(buffer) -> None:

@@ -28,7 +28,7 @@ _JAX_ONLY = frozenset("""
     jax_cross_host_transfer_timeout_seconds jax_cross_host_transfer_transfer_size
     jax_cross_host_transport_addresses jax_cuda_visible_devices jax_custom_vjp3
     jax_debug_key_reuse jax_debug_leaked_clients_on_clear_backends jax_debug_log_modules
-    jax_default_device jax_disable_bwd_checks
+    jax_disable_bwd_checks
     jax_disable_most_optimizations jax_disable_vmap_shmap_error
     jax_disallow_mesh_context_manager jax_distributed_debug jax_dump_ir_modes jax_dump_ir_to
     jax_embedded_constants_max_bytes jax_enable_compilation_cache jax_enable_custom_prng
@@ -97,6 +97,8 @@ class Config:
     and device-to-device parts are accepted (on CPU, as in JAX, they guard nothing);
     jax_check_tracer_leaks (bool): a tracer of `jit`/`make_jaxpr`/`vmap` still alive when its
     trace ends raises Exception ("Leaked trace ...");
+    jax_default_device (None, a device or a platform name): where uncommitted arrays are
+    placed and computations on uncommitted operands run (None: the backend's first device);
     jax_use_direct_linearize (bool): reverse mode linearizes with `ad.LinearizeTrace`
     instead of jvp + partial evaluation (True, JAX's default; False picks the classic path,
     see chapters/06-reverse-mode.md); eager_constant_folding (bool): while tracing, a
@@ -120,7 +122,8 @@ class Config:
                  "jax_transfer_guard_device_to_host": None,
                  "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
                  "jax_export_calling_convention_version": 10,
-                 "jax_use_direct_linearize": True, "eager_constant_folding": False}
+                 "jax_use_direct_linearize": True, "eager_constant_folding": False,
+                 "jax_default_device": None}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -145,14 +148,16 @@ class Config:
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
                       "jax_numpy_rank_promotion", "jax_default_matmul_precision",
-                      "jax_use_direct_linearize")
+                      "jax_use_direct_linearize", "jax_default_device")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
-    _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs")
+    _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
+                      "jax_default_device")
 
     def __init__(self) -> None:
         # plain instance attributes: reading an option on the eager hot path is one lookup
         self.__dict__.update(self._defaults)
         self.__dict__["_warned"] = set()
+        self.__dict__["_default_device_set"] = False
         self._set_trace_context()
 
     def _set_trace_context(self) -> None:
@@ -180,6 +185,9 @@ class Config:
             raise ValueError(f"new enum value must be {none}in "
                              f"{[c for c in choices if c is not None]}, got {value} of "
                              f"type {type(value)}.")
+        if name == "jax_default_device":
+            _check_default_device(value)
+            self.__dict__["_default_device_set"] = True  # arrays may now be on other devices
         if name in self._implemented and value != self._implemented[name]:
             raise NotImplementedError(f"minijax implements {name}={self._implemented[name]!r}"
                                       f" only, not {value!r}")
@@ -208,6 +216,15 @@ class Config:
 
 
 config = Config()
+
+
+# JAX: jax/_src/config.py _validate_default_device
+def _check_default_device(value: Any) -> None:
+    if value is None or value in ("cpu", "gpu", "tpu") or "Device" in str(type(value)):
+        return
+    raise ValueError("jax.default_device must be passed either a Device object (e.g. "
+                     "`jax.devices('cpu')[0]`) or a platform name string like 'cpu' or 'gpu'"
+                     f", got: {value!r}")
 
 
 # JAX: jax/_src/config.py numpy_dtype_promotion
@@ -285,8 +302,8 @@ threefry_partitionable = State("jax_threefry_partitionable", True)
 transfer_guard_device_to_host = State("jax_transfer_guard_device_to_host")
 transfer_guard_device_to_device = State("jax_transfer_guard_device_to_device")
 checking_leaks = functools.partial(check_tracer_leaks, True)  # JAX: jax/_src/config.py
-# JAX's options minijax does not model: setting one warns once
 default_device = State("jax_default_device")
+# JAX's options minijax does not model: setting one warns once
 allow_f16_reductions = State("jax_allow_f16_reductions", True)
 array_garbage_collection_guard = State("jax_array_garbage_collection_guard")
 auto_pcast = State("jax_auto_pcast", True)

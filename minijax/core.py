@@ -14,7 +14,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import os
 import re
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
@@ -208,6 +210,15 @@ def canonicalize_dim(d):
     return d if getattr(d, "is_symbolic_dim", False) else int(d)
 
 
+# JAX: jax/_src/core.py canonicalize_shape (its error for traced sizes)
+def check_concrete_shape(shape: tuple) -> None:
+    """TypeError, as JAX's, if a size of `shape` is a tracer (its value is not known)."""
+    if any(isinstance(d, Tracer) for d in shape):
+        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
+                        f"{shape}.\nIf using `jit`, try using `static_argnums` or applying "
+                        "`jit` to smaller subfunctions.")
+
+
 # JAX: jax/_src/core.py dimension_as_value
 def dimension_as_value(d):
     """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an
@@ -293,6 +304,10 @@ class Primitive:
 
     def __init__(self, name: str) -> None:
         self.name = name
+        # made outside minijax (a user's primitive, as JAX's tutorials make them): eagerly,
+        # only its impl runs, as in JAX (minijax/dispatch.py _apply_user_primitive)
+        self.user_defined = not sys._getframe(1).f_globals.get("__name__", "").startswith(
+            "minijax")
 
     def __repr__(self) -> str:
         return self.name
@@ -386,6 +401,11 @@ class TracerIntegerConversionError(TypeError):
 # JAX: jax/_src/errors.py UnexpectedTracerError
 class UnexpectedTracerError(TypeError):
     """A tracer escaped the transformation that created it and was used after it ended."""
+
+
+# JAX: jax/_src/errors.py NonConcreteBooleanIndexError
+class NonConcreteBooleanIndexError(IndexError):
+    """`x[mask]` with a traced boolean mask: the result's shape would depend on its values."""
 
 
 # what to do instead, by the conversion that needed a value (JAX's messages give the same
@@ -741,19 +761,21 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
 class JaxprEqn:
     """One line of a jaxpr: `outvars = primitive[params] invars`, with its `effects`."""
 
-    __slots__ = ("invars", "outvars", "primitive", "params", "effects")
+    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info")
 
     def __init__(self, invars: list[Atom], outvars: list[Var], primitive: Primitive,
-                 params: dict[str, Any], effects: Effects | None = None) -> None:
+                 params: dict[str, Any], effects: Effects | None = None,
+                 source_info: str | None = None) -> None:
         self.invars = invars
         self.outvars = outvars
         self.primitive = primitive
         self.params = params
         self.effects = eqn_effects(primitive, invars, params) if effects is None else effects
+        self.source_info = source_info  # `file:line:column (function)`, while recorded
 
     def replace(self, **kw) -> "JaxprEqn":
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
-                 params=self.params)
+                 params=self.params, source_info=self.source_info)
         d.update(kw)
         return JaxprEqn(**d)
 
@@ -835,13 +857,58 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args) -> list:
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
     for eqn in jaxpr.eqns:
-        outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+        with source_info_of(eqn):
+            outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
         if not eqn.primitive.multiple_results:
             outs = [outs]
         for v, x in safe_zip(eqn.outvars, outs):
             if not isinstance(v, DropVar):
                 env[v] = x
     return [read(v) for v in jaxpr.outvars]
+
+
+# JAX: jax/_src/source_info_util.py user_frame — differs: equations record where the user's
+# code bound them only while `source_info_capture[0]` is set (print_saved_residuals), so that
+# tracing costs nothing more otherwise. [1]: (the source of the equation eval_jaxpr is
+# binding again, eval_jaxpr's frame)
+source_info_capture: list = [0, None]
+_MINIJAX_DIR = os.path.dirname(os.path.abspath(__file__))
+_NO_SOURCE = contextlib.nullcontext()
+
+
+def source_info_of(eqn: JaxprEqn):
+    """While recording, the equations `eqn`'s bind makes get its source (unless user code
+    runs below); otherwise nothing."""
+    if not source_info_capture[0] or eqn.source_info is None:
+        return _NO_SOURCE
+    return _eqn_source(eqn.source_info, sys._getframe(1))  # eval_jaxpr's frame
+
+
+@contextlib.contextmanager
+def _eqn_source(source_info: str, frame):
+    outer, source_info_capture[1] = source_info_capture[1], (source_info, frame)
+    try:
+        yield
+    finally:
+        source_info_capture[1] = outer
+
+
+def user_source_info() -> str | None:
+    """While recording (else None): `file:line:column (function)` of the innermost frame
+    outside minijax, as JAX prints it (`print_saved_residuals`); if there is none below the
+    `eval_jaxpr` binding an equation again, that equation's source."""
+    if not source_info_capture[0]:
+        return None
+    override = source_info_capture[1]
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(_MINIJAX_DIR):
+        if override is not None and f is override[1]:
+            return override[0]
+        f = f.f_back
+    if f is None:
+        return None
+    line, _, col, _ = next(itertools.islice(f.f_code.co_positions(), f.f_lasti // 2, None))
+    return f"{f.f_code.co_filename}:{line}:{col} ({f.f_code.co_qualname})"
 
 
 def jaxpr_as_fun(closed: ClosedJaxpr) -> Callable:

@@ -184,6 +184,8 @@ class custom_jvp:  # noqa: N801 (JAX's name)
         if self.jvp is None:
             raise AttributeError(f"No JVP defined for custom_jvp function {name} using defjvp.")
         args = _resolve_kwargs(self.fun, args, kwargs, "custom_jvp", self.nondiff_argnums)
+        if isinstance(core.current_trace(), core.EvalTrace):
+            return self.fun(*args)  # JAX: EvalTrace.process_custom_jvp_call calls it as is
         static, dyn = _split_nondiff(args, self.nondiff_argnums)
         nums = self.nondiff_argnums
         fun = lambda *d: self.fun(*_merge_nondiff(static, d, nums))
@@ -412,6 +414,8 @@ class custom_vjp:  # noqa: N801 (JAX's name)
                     "or contain JAX tracers, e.g. function-valued arguments. In particular, "
                     "array-valued arguments should typically not be indicated as "
                     "nondiff_argnums.")
+        if isinstance(core.current_trace(), core.EvalTrace):
+            return self.fun(*args)  # JAX: EvalTrace.process_custom_vjp_call calls it as is
         nums = self.nondiff_argnums
         fun = lambda *d: self.fun(*_merge_nondiff(static, d, nums))
         fwd = lambda *d: self.fwd(*_merge_nondiff(static, d, nums))

@@ -109,6 +109,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
+    if prim.user_defined:
+        return _apply_user_primitive(prim, args, avals, params)
     # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
     # (but a sharding constraint's impl lays its result out exactly as asked, as JAX's runs
     # `jit(out_shardings=...)`: its type then follows, where a mesh program would keep it;
@@ -142,6 +144,22 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         # is there for one result not laid out on a mesh, without debug checks
         prim._eager_last = _last_call(avals, params, *fast)
     return out
+
+
+# JAX: jax/_src/core.py EvalTrace.process_primitive (it calls the impl, never the abstract
+# eval) — differs: the impl gets NumPy values and its results are wrapped as Arrays, as for
+# minijax's own primitives
+def _apply_user_primitive(prim: core.Primitive, args, avals, params: dict):
+    """A primitive defined outside minijax, evaluated eagerly: its impl alone runs, so that a
+    primitive with no abstract evaluation rule yet can be called, as in JAX."""
+    vals, committed = _numpy_args(args, avals)
+    out = prim.impl(*vals, **params)
+
+    def wrap(o):
+        o = np.asarray(o)
+        aval = core.get_aval(o)
+        return wrap_numpy(core.to_numpy(o, aval), aval, committed)
+    return [wrap(o) for o in out] if prim.multiple_results else wrap(out)
 
 
 def _last_call(avals: tuple, params: dict, fn: Callable, out_aval: core.ShapedArray,

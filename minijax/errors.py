@@ -7,7 +7,8 @@ The tracer errors are defined in minijax/core.py; explained in chapters/02-traci
 import numpy as np
 
 from minijax.core import (  # noqa: F401
-    ConcretizationTypeError, JaxprTypeError, TracerArrayConversionError,
+    ConcretizationTypeError, JaxprTypeError, NonConcreteBooleanIndexError,
+    TracerArrayConversionError,
     TracerBoolConversionError, TracerIntegerConversionError, UnexpectedTracerError,
 )
 

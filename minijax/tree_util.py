@@ -243,7 +243,10 @@ class PyTreeDef:
         self._data = node_data
         self._children = children
         self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
-        self._hash = hash((node_type, node_data, children))
+        try:
+            self._hash = hash((node_type, node_data, children))
+        except TypeError:  # unhashable aux data: as JAX, a node hashes by its type alone
+            self._hash = hash((node_type, children))
 
     def children(self) -> list["PyTreeDef"]:
         return list(self._children)

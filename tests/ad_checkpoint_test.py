@@ -212,8 +212,8 @@ def _residual_lines(J, f, *args):
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         J.ad_checkpoint.print_saved_residuals(f, *args)
-    # JAX adds the source location of each producer (" from file:line (f)"); minijax's
-    # equations carry none
+    # the source locations (" from file:line:column (f)") are compared on their own, in
+    # test_print_saved_residuals_names_sources_as_jax
     return [line.split(" from /")[0] for line in buf.getvalue().splitlines()]
 
 
@@ -256,3 +256,45 @@ def test_print_saved_residuals_names_arguments():
         return jax.numpy.sum(jax.numpy.sin(params["w"] * x))
     args = ({"w": X3}, X3)
     assert _residual_lines(minijax, f, *args) == _residual_lines(jax, g, *args)
+
+
+_SOURCES = """
+def g(W, x):
+  y = jnp.dot(W, x)
+  return jnp.sin(y)
+
+def f(W1, W2, x):
+  return g(W2, g(W1, x))
+
+def f2(W1, W2, x):
+  return J.checkpoint(g)(W2, J.checkpoint(g)(W1, x))
+
+def f4(W1, W2, x):
+  x = J.ad_checkpoint.checkpoint_name(g(W1, x), name='a')
+  return J.ad_checkpoint.checkpoint_name(g(W2, x), name='b')
+
+def chain(funs):
+  return lambda x: funs[1](funs[0](x))
+"""
+
+
+def test_print_saved_residuals_names_sources_as_jax():
+    # each residual computed by the user's code names where: file:line:column (function)
+    def program(J):
+        import contextlib
+        import io
+        ns = dict(J=J, jnp=J.numpy)
+        exec(compile(_SOURCES, "<cell>", "exec"), ns)
+        P = J.checkpoint_policies
+        args = J.numpy.ones((5, 4)), J.numpy.ones((6, 5)), J.numpy.ones(4)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            for fun in (ns["f"], ns["f2"], J.checkpoint(ns["f"], policy=P.dots_saveable),
+                        J.checkpoint(ns["f4"], policy=P.save_only_these_names("a"))):
+                J.ad_checkpoint.print_saved_residuals(fun, *args)
+            J.ad_checkpoint.print_saved_residuals(ns["chain"]([J.numpy.sin] * 2), 3.0)
+        return buf.getvalue()
+    want = program(jax)
+    assert "from <cell>:3:6 (g)" in want and "from <cell>:13:6 (f4)" in want
+    assert "(chain.<locals>.<lambda>)" in want
+    assert program(minijax) == want

@@ -477,3 +477,21 @@ def test_custom_vjp_closure_over_undifferentiated_value():
             return f(x)
         return lambda x, y: (J.vmap(J.grad(outer))(x, y), J.jit(J.grad(outer))(x[0], y[0]))
     check(program, X3, Y3)
+
+
+def test_eager_call_runs_the_function_as_it_is_as_jax():
+    # outside any transformation a custom_jvp / custom_vjp function is just called: Python
+    # values stay Python values, and the function runs once
+    def program(J):
+        calls = []
+
+        def fun(p):
+            calls.append(1)
+            return {"a": p[0] ** 2, "b": J.numpy.sin(p[1])}
+        f = J.custom_jvp(fun)
+        f.defjvp(lambda ps, ts: (f(ps[0]), f(ts[0])))
+        g = J.custom_vjp(fun)
+        g.defvjp(lambda p: (g(p), None), lambda r, ct: (ct,))
+        out = [f((1.0, 2.0)), g((1.0, 2.0))]
+        return [(type(o["a"]).__name__, o["a"], float(o["b"])) for o in out], len(calls)
+    assert program(minijax) == program(jax)

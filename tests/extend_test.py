@@ -65,3 +65,39 @@ def test_extend_core_names_are_minijax_own():
                  "jaxpr_as_fun", "check_jaxpr"):
         assert getattr(ext, name) is getattr(core, name)
         assert hasattr(jax.extend.core, name), name
+
+
+def tutorial_rules(J):
+    """The tutorial's own spellings: an eager call before any abstract evaluation rule, a
+    lowering registered for 'cpu' that returns a list of values, a jvp rule that receives
+    tuples, a batching rule taking (values, batch axes) only."""
+    from jax.extend.mlir.dialects import stablehlo as hlo  # the IR builders, in both
+    ext, ad, batching, mlir = _modules(J)
+    prim = ext.Primitive("multiply_add")
+    seen = []
+    prim.def_impl(lambda x, y, z: np.add(np.multiply(x, y), z))
+    eager = float(prim.bind(2.0, 2.0, 10.0))  # no abstract eval yet: the impl alone runs
+    prim.def_abstract_eval(lambda x, y, z: J.core.ShapedArray(x.shape, x.dtype))
+    mlir.register_lowering(prim, lambda ctx, x, y, z: [hlo.AddOp(hlo.MulOp(x, y), z).result],
+                           platform="cpu")
+
+    def jvp(primals, tangents):
+        seen.append((type(primals).__name__, type(tangents).__name__))
+        (x, y, z), (xt, yt, zt) = primals, tangents
+        zeros = lambda t: J.numpy.zeros_like(x) if type(t).__name__ == "Zero" else t  # noqa
+        return prim.bind(x, y, z), prim.bind(zeros(xt), y, prim.bind(x, zeros(yt), zeros(zt)))
+    ad.primitive_jvps[prim] = jvp
+
+    def batch(vector_arg_values, batch_axes):
+        assert all(d == 0 for d in batch_axes)
+        return prim.bind(*vector_arg_values), batch_axes[0]
+    batching.primitive_batchers[prim] = batch
+    x = np.float32(2.0)
+    return [eager, float(J.jit(lambda a, b: prim.bind(a, a, b))(x, 10.0)),
+            [float(v) for v in J.jvp(lambda a: prim.bind(a, a, 10.0), (x,), (1.0,))],
+            np.asarray(J.vmap(lambda a: prim.bind(a, a, a))(np.arange(3.0))).tolist(),
+            seen]
+
+
+def test_tutorial_rule_spellings_as_jax():
+    assert tutorial_rules(minijax) == tutorial_rules(jax)

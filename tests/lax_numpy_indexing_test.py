@@ -186,3 +186,10 @@ def test_segment_reductions_infer_num_segments_and_differentiate_as_jax():
     for J in (jax, minijax):
         with pytest.raises(ValueError, match="num_segments must be non-negative"):
             J.ops.segment_sum(SEG_DATA, ids, -1)
+
+
+def test_traced_boolean_mask_raises_jaxs_non_concrete_error():
+    for J in (jax, minijax):
+        with pytest.raises(J.errors.NonConcreteBooleanIndexError) as e:
+            J.jit(lambda x: x[x < 0])(np.arange(-2.0, 2.0))
+        assert isinstance(e.value, IndexError)

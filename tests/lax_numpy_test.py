@@ -668,3 +668,52 @@ def test_python_ints_at_the_edges_of_their_dtype_match_jax():
     for value, dtype in ((2**31 - 1, None), (-2**31, None), (2**32 - 1, np.uint32),
                          ([0, 255], np.uint8), (1, np.float32), ([2**40], np.float32)):
         check(lambda J, value=value, dtype=dtype: J.numpy.asarray(value, dtype))
+
+
+@pytest.mark.parametrize("case", ["ints", "mixed", "nested", "long", "dtype"])
+def test_array_of_tracers_stages_jaxs_equations(case):
+    # each element converted to the leaves' promoted dtype and given its axis in turn, then
+    # concatenated in a tree of 16, as JAX's jnp.array stages them
+    programs = {
+        "ints": (lambda J: lambda *x: J.numpy.array(x).sum(), tuple(range(10))),
+        "mixed": (lambda J: lambda x, y: J.numpy.array([x, y, 2.0]), (1.0, np.float32(2))),
+        "nested": (lambda J: lambda x, y: J.numpy.array([[x, 1], [y, 2]]), (1, np.int8(2))),
+        "long": (lambda J: lambda *x: J.numpy.array(x), (1.0,) * 20),
+        "dtype": (lambda J: lambda x: J.numpy.array([x, x], dtype=J.numpy.float16),
+                  (np.ones(2, np.float32),)),
+    }
+    make, args = programs[case]
+    assert str(minijax.make_jaxpr(make(minijax))(*args)) == str(jax.make_jaxpr(make(jax))(*args))
+
+
+def test_isclose_and_isinf_of_complex_values_as_jax():
+    # tolerances in the real dtype; a complex value is infinite where either part is
+    def program(J):
+        jnp = J.numpy
+        a = jnp.array([1 + 2j, 3 - 1j, complex(np.inf, 1), complex(1, -np.inf)], jnp.complex64)
+        return [np.asarray(jnp.isclose(a, a + 1e-7)).tolist(),
+                bool(jnp.allclose(a[:2], a[:2] * (1 + 1e-6))), bool(jnp.allclose(a, a + 0.1)),
+                np.asarray(jnp.isinf(a)).tolist(), np.asarray(J.jit(jnp.isinf)(a)).tolist(),
+                bool(jnp.allclose(jnp.ones(2), jnp.ones(2) + 1e-6j))]
+    assert program(minijax) == program(jax)
+
+
+def test_traced_shape_raises_jaxs_type_error():
+    # a size known only at run time cannot make a shape: JAX's TypeError and first line
+    for J in (jax, minijax):
+        for make in (lambda n, J=J: J.numpy.ones((n,)), lambda n, J=J: J.numpy.zeros(n),
+                     lambda n, J=J: J.lax.full((n, 2), 1.0)):
+            with pytest.raises(TypeError) as e:
+                J.jit(make)(3)
+            assert type(e.value) is TypeError
+            assert str(e.value).startswith(
+                "Shapes must be 1D sequences of concrete values of integer type, got ("), J
+
+
+def test_arctanh_is_lax_atanh_as_jax():
+    # one `atanh` equation (the custom-interpreter tutorial inverts tanh with it), JAX's values
+    x = np.array([-0.5, 0.0, 0.3, 0.9], np.float32)
+    assert str(minijax.make_jaxpr(minijax.numpy.arctanh)(x)) == str(
+        jax.make_jaxpr(jax.numpy.arctanh)(x))
+    np.testing.assert_array_equal(np.asarray(minijax.jit(minijax.numpy.arctanh)(x)),
+                                  np.asarray(jax.jit(jax.numpy.arctanh)(x)))

@@ -28,20 +28,23 @@ BUDGETS = {
     "api_util": 140,
     "array": 225,  # + __dlpack__ (35)
     "callback": 325,
-    "compiler": 585,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
+    "compiler": 610,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
-    #                  one-device meshes (34)
-    "config": 260,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    #                  one-device meshes (34); jax_default_device (24)
+    "config": 275,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
-    #                     jax_use_direct_linearize (32); options as context managers (35)
-    "core": 840,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     jax_use_direct_linearize (32); options as context managers (35);
+    #                     jax_default_device (24)
+    "core": 870,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     a user's primitive, source info for print_saved_residuals (24)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
-    "custom_derivatives": 580,  # + custom_gradient, closure_convert (35)
+    "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 310,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
+    "dispatch": 320,   # a user's primitive eagerly: its impl alone, as JAX (24);
+    #                    + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
     #                    eager constraints by their impl unless P.UNCONSTRAINED (25)
     "dtypes": 210,
@@ -56,7 +59,8 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1365,  # + effects in DCE and lowering tokens (13), vma hooks (12);
+    "interpreters": 1375,  # JAX's rule signatures for user batchers, lowerings (24);
+    #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32)
     "lax": 7950,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
@@ -74,7 +78,8 @@ BUDGETS = {
     "nn": 520,  # logsumexp moved here from scipy; + activations, dot_product_attention (35);
     #            scaled_matmul, scaled_dot_general (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 5800,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    "numpy": 5810,  # complex isclose/isinf as JAX (24);
+    #                broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26); unique along an
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,

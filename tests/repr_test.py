@@ -65,3 +65,21 @@ def test_aval_str_matches_jax_typeof(value):
 def test_treedef_reprs_match_jax(tree):
     assert (repr(minijax.tree_util.tree_structure(tree))
             == repr(jax.tree_util.tree_structure(tree)))
+
+
+# arrays of each length around the line width, empty ones, weak types, several rows
+ARRAYS = {
+    "short": lambda J: J.numpy.arange(5.0),
+    "full last line": lambda J: J.numpy.array([0.0, 0.841471, 0.9092974, 0.14112, -0.7568025]),
+    "two lines": lambda J: J.numpy.linspace(0.0, 1.0, 9),
+    "empty": lambda J: J.numpy.zeros((0, 3)),
+    "weak": lambda J: J.numpy.asarray(2.5) * 2.0,
+    "rows": lambda J: J.numpy.arange(24.0).reshape(4, 6) / 8,
+    "ints": lambda J: J.numpy.arange(40),
+}
+
+
+@pytest.mark.parametrize("name", ARRAYS)
+def test_array_reprs_match_jax(name):
+    # JAX's repr puts `dtype=` after one space, or after six where the last line is full
+    assert repr(ARRAYS[name](minijax)) == repr(ARRAYS[name](jax))

@@ -1255,6 +1255,53 @@ def check_device_put_to_any_device_and_committed_rules_as_jax():
     assert sum(isinstance(w, str) for w in want) >= 4
 
 
+def check_default_device_as_jax():
+    # jax_default_device (and the default_device context manager): uncommitted arrays are
+    # made there, eager ops and jit on them run there; a committed operand wins; arrays made
+    # under a previous default stay where they are, while computations follow the new one
+    def outcomes(J):
+        jnp, d = J.numpy, J.devices()
+        out = []
+
+        def record(label, r):
+            out.append((label, sorted(dev.id for dev in r.devices()), r.committed,
+                        repr(r.sharding), np.asarray(r).tolist()))
+        try:
+            J.config.update("jax_default_device", d[3])
+            x = jnp.ones(3)
+            record("ones", x)
+            record("jit", J.jit(_double)(x))
+            record("eager", x + 1)
+            record("device_put", J.device_put(np.arange(3.0)))
+            record("committed to the default", J.device_put(np.arange(3.0), d[3]))
+            record("shard", x.addressable_shards[0].data)
+            c = J.device_put(np.arange(3.0), d[5])
+            record("committed wins (eager)", c + x)
+            record("committed wins (jit)", J.jit(_add)(c, x))
+            J.config.update("jax_default_device", None)
+            record("made before", x)
+            record("eager after", x * 3)
+            record("jit after", J.jit(_double)(x))
+            with J.default_device(d[6]):
+                record("in the block", jnp.zeros(2))
+                record("jit in the block", J.jit(lambda: jnp.ones(2))())
+            record("after the block", jnp.zeros(2))
+            J.config.update("jax_default_device", "cpu")
+            record("platform name", jnp.zeros(2))
+            try:
+                J.config.update("jax_default_device", 3)
+            except ValueError as e:
+                out.append(str(e))
+        finally:
+            J.config.update("jax_default_device", None)
+        return out
+    want = outcomes(jax)
+    got = outcomes(minijax)
+    assert len(got) == len(want) == 16
+    for g, w in zip(got, want):
+        assert g == w, (g, w)
+
+
 def _double(a):
     return a * 2
 

@@ -421,3 +421,25 @@ def test_register_static_and_tree_static_as_jax():
         J.tree_util.register_dataclass(Layer)
         leaves, treedef = J.tree_util.tree_flatten(Layer(np.zeros(3)))
         assert len(leaves) == 1 and treedef.unflatten(leaves).act == "relu"
+
+
+def test_custom_node_with_unhashable_aux_data_as_jax():
+    # JAX hashes a custom node by its type and compares its aux data with ==: a dict of aux
+    # data works as a jit argument, and a changed value retraces
+    class Box:
+        def __init__(self, x, mul):
+            self.x, self.mul = x, mul
+
+    def program(J):
+        J.tree_util.register_pytree_node(Box, lambda b: ((b.x,), {"mul": b.mul}),
+                                         lambda aux, ch: Box(*ch, **aux))
+        traces = []
+
+        @J.jit
+        def calc(b, y):
+            traces.append(b.mul)
+            return b.x * y if b.mul else y
+        out = [calc(Box(2.0, True), 3.0), calc(Box(2.0, True), 3.0), calc(Box(2.0, False), 3.0)]
+        s1, s2 = J.tree_util.tree_structure(Box(1, True)), J.tree_util.tree_structure(Box(1, True))
+        return [float(o) for o in out], traces, s1 == s2, hash(s1) == hash(s2)
+    assert program(minijax) == program(jax)

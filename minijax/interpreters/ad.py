@@ -120,7 +120,7 @@ class JVPTrace(core.Trace):
                 f"Differentiation rule for '{primitive.name}' not implemented "
                 f"(no jvp rule) — see {_CHAPTER_JVP}")
         with core.set_current_trace(self.parent_trace):
-            primal_out, tangent_out = rule(list(primals), list(tangents), **params)
+            primal_out, tangent_out = rule(primals, tangents, **params)
         if primitive.multiple_results:
             return [maybe_jvp_tracer(self, p, t) for p, t in safe_zip(primal_out, tangent_out)]
         return maybe_jvp_tracer(self, primal_out, tangent_out)
@@ -349,7 +349,7 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
         raise NotImplementedError(
             f"Differentiation rule for '{primitive.name}' not implemented "
             f"(no jvp rule) — see {_CHAPTER_JVP}")
-    return linearize_from_jvp(lambda ps, ts: rule(list(ps), list(ts), **params),
+    return linearize_from_jvp(lambda ps, ts: rule(tuple(ps), tuple(ts), **params),
                               primitive.multiple_results, nonzeros, primals, primitive.name)
 
 

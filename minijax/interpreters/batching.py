@@ -8,6 +8,8 @@ Mirrors jax/_src/interpreters/batching.py. Taught in chapters/05-batching.md.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Any, Callable, Sequence
 
 from minijax import core
@@ -92,7 +94,10 @@ class BatchTrace(core.Trace):
             raise NotImplementedError(
                 f"Batching rule for '{primitive.name}' not implemented — see {_CHAPTER}")
         with core.set_current_trace(self.parent_trace):
-            out, out_dim = rule(list(vals), list(dims), axis_size=self.axis_size, **params)
+            if _takes_axis_size(rule):
+                out, out_dim = rule(list(vals), list(dims), axis_size=self.axis_size, **params)
+            else:  # a rule written to JAX's signature, `rule(vals, dims, **params)`
+                out, out_dim = rule(vals, dims, **params)
         if primitive.multiple_results:
             return [self._wrap(o, d) for o, d in safe_zip(out, out_dim)]
         return self._wrap(out, out_dim)
@@ -181,6 +186,18 @@ def matchaxis(axis_size: int, src: int | None, dst: int, x):
         raise ValueError(f"axis {dst} is out of bounds for array of dimension {nd}")
     dst = dst + nd if dst < 0 else dst
     return moveaxis(x, src, dst)
+
+
+@functools.lru_cache(maxsize=None)
+def _takes_axis_size(rule: Callable) -> bool:
+    """minijax's rules take the batch size as the keyword `axis_size`; a rule written to
+    JAX's public signature `(vals, dims, **params)` with its params named (a tutorial's)
+    cannot take it, and is called without it."""
+    try:
+        params = inspect.signature(rule).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return True
+    return any(p.name == "axis_size" or p.kind is p.VAR_KEYWORD for p in params)
 
 
 # JAX: jax/_src/interpreters/batching.py defvectorized

@@ -35,9 +35,14 @@ _lowerings: dict[core.Primitive, Callable] = {}
 
 
 # JAX: jax/_src/interpreters/mlir.py register_lowering
-def register_lowering(primitive: core.Primitive, rule: Callable) -> None:
-    """Register `rule(ctx, *operands, **params) -> ir.Value | list[ir.Value]` for `primitive`."""
-    _lowerings[primitive] = rule
+def register_lowering(primitive: core.Primitive, rule: Callable, platform: str | None = None,
+                      inline: bool = True, cacheable: bool = True) -> None:
+    """Register `rule(ctx, *operands, **params) -> ir.Value | list[ir.Value]` for `primitive`,
+    on every platform or on `platform` (minijax compiles for 'cpu' only: a rule for another
+    platform is never used). `inline` and `cacheable` are accepted as in JAX; minijax always
+    inlines and caches."""
+    if platform in (None, "cpu"):
+        _lowerings[primitive] = rule
 
 
 def _load() -> None:
@@ -259,8 +264,8 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
                 f"see {_CHAPTER}")
         ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
         outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
+        if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
+            outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
         for v, o in zip(eqn.outvars, outs):
             if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
                 o = _constrain(o, v.aval)

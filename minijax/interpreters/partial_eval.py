@@ -153,7 +153,8 @@ class DynamicJaxprTrace(core.Trace):
         """Append an equation and return tracers for its outputs."""
         multiple = primitive.multiple_results
         outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
-        self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params))
+        self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
+                                        source_info=core.user_source_info()))
         outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 

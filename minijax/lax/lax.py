@@ -2933,6 +2933,7 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 
 
 def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
+    core.check_concrete_shape(tuple(shape))
     shape = tuple(core.canonicalize_dim(s) for s in shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():

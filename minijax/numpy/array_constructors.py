@@ -14,7 +14,6 @@ from minijax import lax
 from minijax.lax import lax as lax_internal
 from minijax.array import Array, array_from_numpy
 from minijax.core import Tracer
-from minijax.numpy.util import promote_dtypes
 
 
 # JAX: jax/_src/numpy/array_constructors.py array
@@ -30,11 +29,16 @@ def array(object, dtype=None, copy=True) -> Any:
         out = object
     elif isinstance(object, (list, tuple)) and any(
             isinstance(leaf, (Tracer, Array)) for leaf in _iter_leaves(object)):
-        # as jnp.stack: equal shapes, a new leading axis, one concatenate
-        elems = [array(o) for o in object]
-        if len({core.get_aval(e).shape for e in elems}) != 1:
+        # as JAX: every element converted to the leaves' promoted dtype, given a leading
+        # axis, and concatenated (in a tree of concatenates of 16, as JAX forms them)
+        if dtype is None:
+            dtype = dtypes.result_type(*_iter_leaves(object))
+        parts = [lax.expand_dims(array(o, dtype, copy=False), (0,)) for o in object]
+        if len({core.get_aval(e).shape for e in parts}) != 1:
             raise ValueError("All input arrays must have the same shape.")
-        out = lax.concatenate(promote_dtypes(*[lax.expand_dims(e, (0,)) for e in elems]), 0)
+        while len(parts) > 16:
+            parts = [lax.concatenate(parts[i:i + 16], 0) for i in range(0, len(parts), 16)]
+        out = lax.concatenate(parts, 0)
     else:
         if object is None or isinstance(object, (list, tuple)) and any(
                 leaf is None for leaf in _iter_leaves(object)):

@@ -212,7 +212,7 @@ def _expand_bool_masks(idx: tuple, shape: tuple) -> tuple:
             axis = len(shape) - builtins.sum(widths[position + 1:])
         if mask:
             if isinstance(i, Tracer):
-                raise IndexError(
+                raise core.NonConcreteBooleanIndexError(
                     "Array boolean indices must be concrete: the shape of x[mask] depends on "
                     f"the values of the mask ({aval.str_short()}). Use jnp.where instead.")
             expected = list(shape[axis:axis + aval.ndim])

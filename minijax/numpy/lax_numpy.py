@@ -228,8 +228,9 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan: bool = False):
     a, b = promote_args("isclose", a, b)
     if not is_floating(a):
         return lax.eq(a, b)
-    rtol, atol = lax.convert_element_type(rtol, dtype_of(a)), lax.convert_element_type(
-        atol, dtype_of(a))
+    # JAX: jax/_src/numpy/lax_numpy.py isclose — the tolerances in the real dtype
+    real = np.finfo(dtype_of(a)).dtype if dtype_of(a).kind == "c" else dtype_of(a)
+    rtol, atol = lax.convert_element_type(rtol, real), lax.convert_element_type(atol, real)
     close = lax.le(lax.abs(lax.sub(a, b)),
                    lax.add(atol, lax.mul(rtol, lax.abs(b))))
     a_inf, b_inf = ufuncs.isinf(a), ufuncs.isinf(b)

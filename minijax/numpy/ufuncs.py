@@ -284,10 +284,6 @@ def _arccosh(x):
     return lax.log(lax.add(x, lax.sqrt(lax.mul(lax.sub(x, one), lax.add(x, one)))))
 
 
-def _arctanh(x):
-    return lax.mul(lax.log1p(lax.div(lax.mul(_const(x, 2), x), lax.sub(_const(x, 1), x))),
-                   _const(x, 0.5))
-
 tan = _unary_inexact("tan", lambda x: lax.div(lax.sin(x), lax.cos(x)))
 
 arcsin = _unary_inexact("arcsin", _arcsin)
@@ -308,7 +304,7 @@ arcsinh = _unary_inexact("arcsinh", _arcsinh)
 
 arccosh = _unary_inexact("arccosh", _arccosh)
 
-arctanh = _unary_inexact("arctanh", _arctanh)
+arctanh = _unary_inexact("arctanh", lax.atanh)  # JAX: jnp.arctanh is lax.atanh
 
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
@@ -507,6 +503,8 @@ def isinf(x):
     x = asarray(x)
     if not is_floating(x):
         return lax.full_like(x, False, np.bool_)
+    if x.dtype.kind == "c":  # JAX: jax/_src/numpy/ufuncs.py isinf — either part infinite
+        return lax.bitwise_or(isinf(real(x)), isinf(imag(x)))
     return lax.eq(lax.abs(x), _const(x, np.inf))
 
 

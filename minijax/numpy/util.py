@@ -164,8 +164,10 @@ def reduction_axes(a, axis) -> tuple[int, ...]:
 
 
 def canonicalize_shape(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(
-        core.canonicalize_dim(s) for s in shape)
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    core.check_concrete_shape((shape,) if isinstance(shape, core.Tracer) else tuple(shape))
+    return tuple(core.canonicalize_dim(s) for s in shape)
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_to
