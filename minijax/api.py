@@ -6,6 +6,7 @@ batching.py, partial_eval.py) and rebuilds the output pytrees. Mirrors jax/_src/
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -20,6 +21,7 @@ from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
 from minijax.interpreters import ad, batching
 from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
+from minijax import pjit
 from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.mesh import get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding
@@ -28,7 +30,7 @@ from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonica
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
                                tree_unflatten)
 from minijax import numpy as jnp
-from minijax.dispatch import device_put_p
+from minijax.dispatch import MemorySpace, device_put_p
 
 
 def _as_arrays(xs: list) -> list:
@@ -698,6 +700,7 @@ def device_put(x, device=None):
     Args:
       x: a pytree of arrays, numpy values or Python scalars (which stay weakly typed).
       device: None, a device (any of `minijax.devices()`) or its `SingleDeviceSharding`, a
+        `memory.Space` (each array stays on its device, in that memory), a
         `NamedSharding` (each device of its mesh gets its block: minijax/named_sharding.py), or
         a `PartitionSpec` over the mesh in context (`set_mesh`). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them run there (on
@@ -708,7 +711,8 @@ def device_put(x, device=None):
     into its shards: then nothing is placed.
     """
     device = canonicalize_sharding(device, "device_put")
-    if any(isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
+    if isinstance(device, MemorySpace) or any(  # a memory space: per leaf, by its rule
+            isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):
         leaves, tree = tree_flatten(x)
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
@@ -759,3 +763,156 @@ def device_count() -> int:
     return len(compiler.backend().devices())
 
 
+
+
+# JAX: jax/_src/api.py device_get
+def device_get(x):
+    """The pytree `x` with each Array replaced by a NumPy array of its value (copied to the
+    host); other leaves are returned as they are. Raises RuntimeError for a deleted Array."""
+    copy_to_host_async(x)
+    return tree_map(lambda v: np.asarray(v) if isinstance(v, Array) else v, x)
+
+
+# JAX: jax/_src/api.py copy_to_host_async
+def copy_to_host_async(x):
+    """Start copying every Array of the pytree `x` to the host without waiting (a later
+    `device_get` or `np.asarray` finds it there); returns `x`."""
+    for leaf in tree_flatten(x)[0]:
+        if isinstance(leaf, Array) and leaf._npy is None and leaf._buf is not None:
+            leaf._check_alive()
+            leaf._buf.copy_to_host_async()
+    return x
+
+
+# JAX: jax/_src/api.py live_arrays — differs: found by scanning the garbage collector's
+# objects (an eager minijax Array may hold only a NumPy value, which the backend does not see)
+def live_arrays(platform=None) -> list:
+    """Every minijax Array alive and not deleted (`platform`: None or 'cpu')."""
+    import gc  # only here: no other function needs the collector
+    return [a for a in gc.get_objects() if type(a) is Array and not a._deleted]
+
+
+# JAX: jax/_src/api.py clear_caches
+def clear_caches() -> None:
+    """Empty `jit`'s caches of traced jaxprs, lowerings and executables: the next call of a
+    jitted function traces and compiles it again."""
+    for per_fun in list(pjit._jit_caches.values()):
+        for caches in per_fun.values():
+            for cache in caches:
+                cache.clear()
+    for cache in api_util.identity_caches:
+        cache.clear()
+    # an equal trace context, but a new object: each jit wrapper refetches its caches (and
+    # drops the executable it kept from its last call) on its next call
+    config.__dict__["trace_context"] = tuple(list(config.trace_context))
+
+
+# JAX: jax/_src/api.py linear_transpose — differs: no reduce_axes
+def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
+    """The transpose of the linear function `fun`, traced at the avals of `primals` (their
+    values are not used): `f_t(ct)` maps an output cotangent to a tuple of input cotangents,
+    one per primal. Raises TypeError for a cotangent of the wrong structure, shape or dtype,
+    and NotImplementedError naming the primitive when `fun` is not linear."""
+    if reduce_axes:
+        raise NotImplementedError("linear_transpose: reduce_axes is not supported")
+    flat, in_tree = tree_flatten(primals)
+    in_avals = [core.get_aval(x) for x in flat]
+    store: list = []
+    jaxpr, consts, out_avals = pe.trace_to_jaxpr_dynamic(
+        flatten_fun_nokwargs(fun, in_tree, store), in_avals, fun_name=fun_name(fun),
+        purpose="linear_transpose")
+    out_tree = store[0]
+
+    def transposed(out_cotangent):
+        flat_ct, ct_tree = tree_flatten(out_cotangent)
+        if ct_tree != out_tree:
+            raise TypeError(f"cotangent tree does not match function output, expected "
+                            f"{out_tree} but got {ct_tree}")
+        for c, a in zip(flat_ct, out_avals):
+            ca = core.get_aval(c)
+            if ca.shape != a.shape or ca.dtype != a.dtype:
+                raise TypeError(f"cotangent type does not match function output, expected "
+                                f"{a.str_short()} but got {ca.str_short()}")
+        cts = ad.backward_pass(jaxpr, consts, [ad.UndefinedPrimal(a) for a in in_avals],
+                               flat_ct)
+        return tree_unflatten(in_tree, _as_arrays([ad.instantiate_zeros(c) for c in cts]))
+
+    return transposed
+
+
+# JAX: jax/_src/api.py named_call — differs: minijax keeps no name stack, so the name is
+# checked and the function is returned as it is (its jaxpr is the same in JAX)
+def named_call(fun: Callable, *, name: str | None = None) -> Callable:
+    """`fun`, under the name `name` (default its own) in JAX's HLO metadata; the same values
+    and jaxpr. Raises TypeError for a name that is not a string."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"named_call: name must be a string, got {name!r}")
+    return fun
+
+
+# JAX: jax/_src/api.py fwd_and_bwd
+def fwd_and_bwd(f: Callable, argnums: int | Sequence[int], has_aux: bool = False,
+                jitted: bool = True) -> tuple[Callable, Callable]:
+    """`(fwd, bwd)`: `fwd(*args)` returns `(f(*args), f_vjp)` (plus aux) differentiating the
+    arguments in `argnums`; `bwd(f_vjp, ct)` returns their cotangents (one, or a tuple for a
+    tuple of argnums). With `jitted` both are `jit`ted (`f_vjp` is a pytree of residuals)."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+
+    def fwd(*args):
+        dyn = [args[i] for i in nums]
+
+        def g(*d):
+            full = list(args)
+            for i, v in zip(nums, d):
+                full[i] = v
+            return f(*full)
+        return vjp(g, *dyn, has_aux=has_aux)
+
+    def bwd(f_vjp, ct):
+        cts = f_vjp(ct)
+        return cts[0] if isinstance(argnums, int) else cts
+
+    return (jit(fwd), jit(bwd)) if jitted else (fwd, bwd)
+
+
+# JAX: jax/_src/array.py make_array_from_single_device_arrays
+def make_array_from_single_device_arrays(shape, sharding: Sharding, arrays,
+                                         dtype=None) -> Array:
+    """An Array of global `shape` laid out by `sharding`, from one array per addressable
+    device (in `sharding`'s device order, each the block that device holds). Raises
+    ValueError for a wrong number of arrays or a block of the wrong shape."""
+    arrays = list(arrays)
+    devs = list(sharding._device_assignment)
+    if len(arrays) != len(devs):
+        raise ValueError(f"make_array_from_single_device_arrays: expected {len(devs)} arrays "
+                         f"(one per device of the sharding), got {len(arrays)}")
+    index_map = sharding.devices_indices_map(tuple(shape))
+    blocks = {_block_key(index_map[d]): np.asarray(a) for d, a in zip(devs, arrays)}
+    return make_array_from_callback(shape, sharding, lambda idx: blocks[_block_key(idx)], dtype)
+
+
+def _block_key(idx) -> tuple:
+    return tuple((s.start, s.stop) for s in idx)
+
+
+# JAX: jax/_src/array.py make_array_from_process_local_data — differs: one process, so the
+# local data is the global array
+def make_array_from_process_local_data(sharding: Sharding, local_data, global_shape=None):
+    """An Array laid out by `sharding` from this process's data; with one process the data is
+    the whole array. Raises ValueError when `global_shape` differs from the data's shape."""
+    local = np.asarray(local_data)
+    if global_shape is not None and tuple(global_shape) != local.shape:
+        raise ValueError(f"make_array_from_process_local_data: with one process the local "
+                         f"data {local.shape} is the global array, not {tuple(global_shape)}")
+    return make_array_from_callback(local.shape, sharding, lambda idx: local[idx])
+
+
+# JAX: jax/_src/api.py named_scope — differs: no name stack (see named_call)
+@contextlib.contextmanager
+def named_scope(name: str):
+    """A context manager naming the operations inside it in JAX's HLO metadata; minijax keeps
+    no name stack, so values and jaxprs are as without it. Raises TypeError for a name that is
+    not a string (JAX's message)."""
+    if not isinstance(name, str):
+        raise TypeError("named_scope name argument must be a string.")
+    yield

@@ -142,6 +142,9 @@ def merge_static(statics: tuple, dyn_args: Sequence[Any]) -> list:
             for i in range(len(dyn_args) + len(statics))]
 
 
+identity_caches: list = []  # every identity_cache's table, for `clear_caches`
+
+
 # JAX: jax/_src/util.py weakref_lru_cache — differs: no LRU bound
 def identity_cache(fn: Callable) -> Callable:
     """Memoize `fn(obj, *args)` on (the identity of `obj`, args), holding `obj` weakly: the
@@ -159,6 +162,7 @@ def identity_cache(fn: Callable) -> Callable:
         return hit
     cached.__name__, cached.__doc__, cached.__wrapped__ = fn.__name__, fn.__doc__, fn
     cached.cache = cache
+    identity_caches.append(cache)
     return cached
 
 

@@ -175,6 +175,13 @@ class Array:
         v = self._value()
         return v if dtype is None else v.astype(dtype, copy=False)
 
+    # JAX: jax/_src/array.py ArrayImpl.__dlpack__ — differs: the host copy's buffer (NumPy's)
+    def __dlpack__(self, **kwargs):
+        return self._value().__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple:
+        return self._value().__dlpack_device__()
+
     def item(self):
         return self._value().item()
 

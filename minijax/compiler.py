@@ -35,6 +35,20 @@ persistent_cache_stats = {"hits": 0, "misses": 0}
 
 
 @functools.cache
+# JAX: jax/_src/lib xla_client.Device (`jax.Device`)
+def device_class() -> type:
+    """jaxlib's Device type: every device of `backend()` is one."""
+    from jaxlib._jax import Device
+    return Device
+
+
+# JAX: jax/_src/profiler.py (which reads jaxlib's _profiler the same way)
+def profiler_runtime():
+    """jaxlib's profiler bindings: ProfilerSession, ProfileOptions, TraceMe."""
+    from jaxlib import _profiler
+    return _profiler
+
+
 def backend():
     """XLA's client: JAX's default one, or with `jax_platforms` set (before the first
     compile) the first it lists; every platform listed must start, or RuntimeError, as in

@@ -6,6 +6,7 @@ Mirrors jax/_src/config.py (which has hundreds of flags, thread-local contexts a
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import warnings
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 
 # JAX's 0.10.2 options that minijax does not model: `update` keeps the value and warns once
 _JAX_ONLY = frozenset("""
-    check_vma eager_constant_folding jax2tf_associative_scan_reductions
+    check_vma jax2tf_associative_scan_reductions
     jax2tf_default_native_serialization jax_allow_f16_reductions
     jax_array_garbage_collection_guard jax_auto_pcast jax_backend_target
     jax_bcoo_cusparse_lowering jax_captured_constants_report_frames
@@ -57,6 +58,7 @@ _JAX_ONLY = frozenset("""
     jax_xla_profile_version mock_num_gpu_processes""".split())
 
 
+_UNSET = object()
 _GUARD_LEVELS = (None, "allow", "log", "disallow", "log_explicit", "disallow_explicit")
 
 
@@ -97,7 +99,8 @@ class Config:
     trace ends raises Exception ("Leaked trace ...");
     jax_use_direct_linearize (bool): reverse mode linearizes with `ad.LinearizeTrace`
     instead of jvp + partial evaluation (JAX's default is True; minijax's is False, see
-    chapters/06-reverse-mode.md).
+    chapters/06-reverse-mode.md); eager_constant_folding (bool): while tracing, a primitive
+    whose operands are all concrete runs eagerly (`minijax.ensure_compile_time_eval`).
 
     Any other option of JAX 0.10.2 is accepted with one warning saying minijax does not model
     it (its value is kept); a name JAX does not know raises AttributeError as in JAX."""
@@ -117,7 +120,7 @@ class Config:
                  "jax_transfer_guard_device_to_host": None,
                  "jax_transfer_guard_device_to_device": None, "jax_check_tracer_leaks": False,
                  "jax_export_calling_convention_version": 10,
-                 "jax_use_direct_linearize": False}
+                 "jax_use_direct_linearize": False, "eager_constant_folding": False}
     # JAX: jax/_src/config.py enum_state (the values JAX takes), and the one minijax
     # implements where it has only one
     _choices = {"jax_numpy_dtype_promotion": ("standard", "strict"),
@@ -192,12 +195,15 @@ class Config:
     @contextlib.contextmanager
     def override(self, name: str, value: Any):
         """Temporarily set an option (tests use this for x64)."""
-        old = getattr(self, name)
+        old = self.__dict__.get(name, _UNSET)  # an option not modelled may have no value yet
         self.update(name, value)
         try:
             yield
         finally:
-            self.__dict__[name] = old
+            if old is _UNSET:
+                del self.__dict__[name]
+            else:
+                self.__dict__[name] = old
             self._set_trace_context()
 
 
@@ -236,3 +242,73 @@ def transfer_guard_host_to_device(level: str):
 def check_tracer_leaks(value: bool = True):
     """A context manager setting `jax_check_tracer_leaks` inside its block."""
     return config.override("jax_check_tracer_leaks", bool(value))
+
+
+# JAX: jax/_src/config.py State — differs: a context manager over `config.override`; no
+# per-thread value
+class State:
+    """`jax.NAME(value)`: a context manager (or decorator) setting the option `jax_NAME` inside
+    its block; options with a usual value (True for most booleans) may leave `value` out.
+    An option minijax does not model warns once and changes nothing (`Config.update`)."""
+
+    def __init__(self, name: str, default_value: Any = _UNSET) -> None:
+        self.name, self._default = name, default_value
+        self.__name__ = name[len("jax_"):] if name.startswith("jax_") else name
+
+    def __call__(self, new_val: Any = _UNSET):
+        if new_val is _UNSET:
+            if self._default is _UNSET:  # JAX's message
+                raise TypeError(f"Context manager for {self.__name__} config option requires "
+                                "an argument representing the new value for the config "
+                                "option.")
+            new_val = self._default
+        return config.override(self.name, new_val)
+
+    @property
+    def value(self) -> Any:
+        return getattr(config, self.name)
+
+    def __repr__(self) -> str:
+        return f"State({self.name!r})"
+
+
+# the options minijax models (see Config); `True` is what a bare `jax.NAME()` sets
+enable_x64 = State("jax_enable_x64", True)
+debug_nans = State("jax_debug_nans", True)
+debug_infs = State("jax_debug_infs", True)
+log_compiles = State("jax_log_compiles", True)
+enable_checks = State("jax_enable_checks", True)
+explain_cache_misses = State("jax_explain_cache_misses", True)
+numpy_rank_promotion = State("jax_numpy_rank_promotion")
+default_prng_impl = State("jax_default_prng_impl")
+threefry_partitionable = State("jax_threefry_partitionable", True)
+transfer_guard_device_to_host = State("jax_transfer_guard_device_to_host")
+transfer_guard_device_to_device = State("jax_transfer_guard_device_to_device")
+checking_leaks = functools.partial(check_tracer_leaks, True)  # JAX: jax/_src/config.py
+# JAX's options minijax does not model: setting one warns once
+default_device = State("jax_default_device")
+allow_f16_reductions = State("jax_allow_f16_reductions", True)
+array_garbage_collection_guard = State("jax_array_garbage_collection_guard")
+auto_pcast = State("jax_auto_pcast", True)
+debug_key_reuse = State("jax_debug_key_reuse", True)
+enable_custom_prng = State("jax_enable_custom_prng", True)
+jax2tf_associative_scan_reductions = State("jax2tf_associative_scan_reductions", True)
+legacy_prng_key = State("jax_legacy_prng_key")
+no_execution = State("jax_no_execution", True)
+no_tracing = State("jax_no_tracing", True)
+softmax_custom_jvp = State("jax_softmax_custom_jvp", True)
+remove_size_one_mesh_axis_from_type = State("jax_remove_size_one_mesh_axis_from_type", True)
+thread_guard = State("jax_thread_guard", True)
+
+
+# JAX: jax/_src/config.py make_user_context (UserConfig) — differs: not per thread
+def make_user_context(default_value: Any = None) -> State:
+    """A new option of the program's own, `ctx = make_user_context(default)`: `with ctx(v):`
+    sets it, `ctx.value` reads it, and `jit` keys its caches on it, so a jitted function
+    called under another value traces and compiles again."""
+    name = f"user_context_{len(Config._trace_options)}"
+    Config._defaults = {**Config._defaults, name: default_value}
+    Config._trace_options = Config._trace_options + (name,)
+    config.__dict__[name] = default_value
+    config._set_trace_context()
+    return State(name, _UNSET)

@@ -547,6 +547,14 @@ class TracingContext(threading.local):
 trace_ctx = TracingContext()
 
 
+# JAX: jax/_src/core.py ensure_compile_time_eval
+def ensure_compile_time_eval():
+    """A context manager inside which a primitive whose operands are all concrete runs eagerly
+    even while `jit` or `make_jaxpr` traces: its result is a concrete Array (`float(y)` works)
+    and no equation is recorded. Operations on tracers are traced as usual."""
+    return config.override("eager_constant_folding", True)
+
+
 # JAX: jax/_src/core.py set_current_trace
 @contextlib.contextmanager
 def set_current_trace(trace: Trace):

@@ -29,7 +29,8 @@ from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray, Tracer
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
-from minijax.tree_util import PyTreeDef, tree_flatten, tree_map, tree_unflatten
+from minijax.tree_util import (PyTreeDef, register_pytree_node, tree_flatten, tree_map,
+                               tree_unflatten)
 from minijax.util import safe_zip, split_list
 from minijax.lax import lax
 
@@ -649,3 +650,88 @@ ad.primitive_transposes[custom_lin_p] = _custom_lin_transpose
 batching.primitive_batchers[custom_lin_p] = _custom_vjp_forward_error
 mlir.register_lowering(custom_lin_p, _custom_vjp_forward_error)
 
+
+
+# ---------------------------------------------------------------------------------------------
+# custom_gradient and closure_convert, built on custom_vjp and tracing to a jaxpr
+# ---------------------------------------------------------------------------------------------
+
+class _Residuals:  # JAX: jax/_src/custom_derivatives.py Residuals
+    """The vjp rule of `custom_gradient`, staged to a jaxpr: its consts (the values the rule
+    closed over) are the residuals; the jaxpr and trees ride along as static data."""
+
+    def __init__(self, jaxpr, in_tree, consts) -> None:
+        self.jaxpr, self.in_tree, self.consts = jaxpr, in_tree, list(consts)
+
+
+register_pytree_node(_Residuals, lambda r: ((r.consts,), (r.jaxpr, r.in_tree)),
+                     lambda meta, children: _Residuals(*meta, children[0]))
+
+
+# JAX: jax/_src/custom_derivatives.py custom_gradient
+def custom_gradient(fun: Callable) -> custom_vjp:
+    """`fun(*args)` returns `(out, vjp)` where `vjp(ct)` gives the cotangents of `args` (a
+    tuple, or one value for one argument); the result computes `out` and differentiates
+    through `vjp`. Built as a `custom_vjp` whose residuals are the values `vjp` closes over
+    (it is traced to a jaxpr on the output's avals)."""
+    @custom_vjp
+    def wrapped(*args, **kwargs):
+        return fun(*args, **kwargs)[0]
+
+    def fwd(*args, **kwargs):
+        ans, rule = fun(*args, **kwargs)
+        ans_flat, out_tree = tree_flatten((ans,))
+        avals = [core.get_aval(x).to_tangent_aval() for x in ans_flat]
+        store: list = []
+
+        def flat_rule(*cts):
+            outs = rule(*tree_unflatten(out_tree, cts))
+            leaves, tree = tree_flatten(outs)
+            store.append(tree)
+            return leaves
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_rule, avals,
+                                                     fun_name=_fun_name(fun))
+        return ans, _Residuals(jaxpr, store[0], consts)
+
+    def bwd(res, ct):
+        cts_flat, _ = tree_flatten((ct,))
+        cts_in = tree_unflatten(res.in_tree, core.eval_jaxpr(res.jaxpr, res.consts, *cts_flat))
+        return cts_in if isinstance(cts_in, tuple) else (cts_in,)
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped
+
+
+# JAX: jax/_src/custom_derivatives.py closure_convert — differs: every tracer among the
+# closed-over values is hoisted (JAX keeps those it can prove unperturbed)
+def closure_convert(fun: Callable, *example_args) -> tuple[Callable, list]:
+    """`(converted, hoisted)`: `converted(*args, *hoisted)` computes `fun(*args)`, with the
+    traced values `fun` closes over (tracers of enclosing transformations) passed as the
+    trailing arguments `hoisted`, so a `custom_vjp` can differentiate with respect to them.
+    `fun` is traced once, at the avals of `example_args`. Raises TypeError when `args`
+    differ in structure from `example_args`."""
+    flat, in_tree = tree_flatten(example_args)
+    store: list = []
+
+    def flat_fun(*leaves):
+        leaves, tree = tree_flatten(fun(*tree_unflatten(in_tree, leaves)))
+        store.append(tree)
+        return leaves
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+        flat_fun, [core.get_aval(x) for x in flat], fun_name=_fun_name(fun),
+        purpose="closure_convert")
+    hoist = [isinstance(c, Tracer) for c in consts]
+    hoisted = [c for c, h in zip(consts, hoist) if h]
+
+    def converted(*args_and_hoisted):
+        args, given = split_list(list(args_and_hoisted), [len(args_and_hoisted) - len(hoisted)])
+        leaves, tree = tree_flatten(tuple(args))
+        if tree != in_tree:  # JAX's message
+            raise TypeError("The inputs to the closure produced by closure_convert must have "
+                            "the same Pytree structure as the example arguments passed when "
+                            f"closure_convert was called. Expected {in_tree}, but got {tree}")
+        it = iter(given)
+        all_consts = [next(it) if h else c for c, h in zip(consts, hoist)]
+        return tree_unflatten(store[0], core.eval_jaxpr(jaxpr, all_consts, *leaves))
+
+    return converted, hoisted

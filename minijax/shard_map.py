@@ -36,7 +36,7 @@ from minijax.mesh import Mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec, _axes_of
 from minijax.sharding_impls import aval_sharding
-from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from minijax.util import BoundedCache, safe_zip, split_list
 from minijax import pjit
 from minijax.lax import lax
@@ -117,6 +117,35 @@ def shard_map(f: Callable | None = None, /, *, out_specs, in_specs=Infer, mesh=N
         return tree_unflatten(out_tree, outs)
 
     return wrapped
+
+
+# JAX: jax/_src/shard_map.py _axes_to_pspec
+def _axes_to_pspec(axis_name, axis: int | None) -> PartitionSpec:
+    return PartitionSpec() if axis is None else PartitionSpec(*[None] * axis, axis_name)
+
+
+# JAX: jax/_src/shard_map.py smap
+def smap(f: Callable | None = None, /, *, in_axes=Infer, out_axes, axis_name):
+    """`shard_map` over one mesh axis, `axis_name`, of the mesh in context (`set_mesh`), with
+    `vmap`-style axes: in_axes (an int, None, Infer or a tuple per positional argument) and
+    out_axes say which array axis is split along `axis_name` (None: not split). The other
+    mesh axes stay automatic. Raises TypeError for a list/tuple `axis_name` or axes that are
+    not ints/None (JAX's messages)."""
+    if f is None:
+        return functools.partial(smap, in_axes=in_axes, out_axes=out_axes, axis_name=axis_name)
+    if isinstance(axis_name, (list, tuple)):
+        raise TypeError(f"smap axis_name should be a `str` or a `Hashable`, but got {axis_name}")
+    if in_axes is not Infer and not all(isinstance(a, int) for a in tree_leaves(in_axes)):
+        raise TypeError("smap in_axes must be an int, None, jax.sharding.Infer, or (nested) "
+                        f"container with those types as leaves, but got {in_axes}.")
+    if not all(isinstance(a, int) for a in tree_leaves(out_axes)):
+        raise TypeError("smap out_axes must be an int, None, or (nested) container with "
+                        f"those types as leaves, but got {out_axes}.")
+    to_spec = functools.partial(_axes_to_pspec, axis_name)
+    in_specs = (Infer if in_axes is Infer else
+                tree_map(to_spec, in_axes, is_leaf=lambda x: x is None))
+    return shard_map(f, in_specs=in_specs, out_specs=tree_map(
+        to_spec, out_axes, is_leaf=lambda x: x is None), axis_names={axis_name})
 
 
 # JAX: jax/_src/shard_map.py _check_specs_vs_args

@@ -170,3 +170,58 @@ def test_dot_product_attention_errors_as_jax(bad):
     for J in (jax, minijax):
         with pytest.raises(ValueError):
             call(J)
+
+
+# --- block-scaled matmul: JAX computes it with cuDNN on NVIDIA GPUs only (no CPU lowering), so
+# the values are checked against its definition, computed here with NumPy
+
+def _scaled_operands():
+    rng = np.random.RandomState(1)
+    a, b = (rng.randn(2, m, 64).astype(np.float32) for m in (4, 3))
+    sa, sb = (rng.uniform(0.5, 2.0, (2, m, 2)).astype(np.float32) for m in (4, 3))
+    return a, b, sa, sb
+
+
+def test_scaled_matmul_is_its_definition():
+    a, b, sa, sb = _scaled_operands()
+    want = np.einsum("bmk,bnk->bmn", a * np.repeat(sa, 32, -1), b * np.repeat(sb, 32, -1))
+    for f in (minijax.nn.scaled_matmul, minijax.jit(minijax.nn.scaled_matmul)):
+        out = f(a, b, sa, sb)
+        assert out.shape == (2, 4, 3) and out.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5, atol=1e-4)
+    bf = minijax.nn.scaled_matmul(a, b, sa, sb, preferred_element_type=minijax.numpy.bfloat16)
+    assert bf.dtype == minijax.numpy.bfloat16
+
+
+@pytest.mark.parametrize("bad", ["rank", "batch", "scales", "kept"])
+def test_scaled_matmul_shape_errors_as_jax(bad):
+    a, b, sa, sb = _scaled_operands()
+    args = {"rank": (a[0], b, sa, sb), "batch": (a, b[:1], sa, sb),
+            "scales": (a, b, sa, sb[:, :, :1]), "kept": (a, b, sa[:, :2], sb)}[bad]
+    messages = []
+    for J in (jax, minijax):
+        with pytest.raises(ValueError) as e:  # JAX checks before it lowers
+            J.nn.scaled_matmul(*args)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
+
+
+def test_scaled_dot_general_config_and_unscaled_path():
+    for mode in ("nvfp4", "mxfp8"):
+        got, want = (J.nn.get_scaled_dot_general_config(mode) for J in (minijax, jax))
+        assert (got.mode, got.block_size, got.data_type, got.scale_type, got.infer_only) == (
+            want.mode, want.block_size, want.data_type, want.scale_type, want.infer_only)
+        assert (got.global_scale is None) == (want.global_scale is None)
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="Unsupported mode"):
+            J.nn.get_scaled_dot_general_config("int8")
+    a, b, _, _ = _scaled_operands()
+    dims = (((2,), (2,)), ((0,), (0,)))
+    for dtype in (np.float32, np.float16):
+        got, want = (J.nn.scaled_dot_general(a.astype(dtype), b.astype(dtype), dims)
+                     for J in (minijax, jax))
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=2e-3, atol=2e-2)
+    with pytest.raises(NotImplementedError, match="block-scaled"):
+        minijax.nn.scaled_dot_general(a, b, dims,
+                                      configs=[minijax.nn.get_scaled_dot_general_config("mxfp8")])

@@ -76,7 +76,43 @@ def test_source_links_are_pages(site):
     assert 'href="../../minijax/core.py/"' in html
     page = (site / "minijax" / "core.py" / "index.html").read_text()
     assert "class DynamicJaxprTrace" not in page  # sanity: core.py holds no such class
-    assert "Primitive" in page and 'class="highlight"' in page
+    assert "Primitive" in page and 'class="language-python highlight"' in page
+
+
+def test_pointers_link_to_their_line(site):
+    """`minijax/core.py: Primitive.bind` in a chapter's prose links to the line that defines
+    it on core.py's page, where an anchor of that name exists; pointers in code blocks stay."""
+    html = (site / "chapters" / "13-shard-map" / "index.html").read_text()
+    line = build_site.symbol_lines(ROOT / "minijax" / "shard_map.py")["_shard_map_lowering"]
+    src_line = (ROOT / "minijax" / "shard_map.py").read_text().splitlines()[line - 1]
+    assert "def _shard_map_lowering" in src_line
+    assert f'href="../../minijax/shard_map.py/#__codelineno-0-{line}"' in html
+    page = (site / "minijax" / "shard_map.py" / "index.html").read_text()
+    assert f'id="__codelineno-0-{line}"' in page
+    text = "`minijax/core.py: Primitive.bind` and\n```python\n`minijax/core.py: Primitive`\n```\n"
+    linked = build_site._link_pointers(text, Path("chapters/00-x.md"))
+    bind = build_site.symbol_lines(ROOT / "minijax" / "core.py")["Primitive.bind"]
+    assert linked.startswith(f"[`minijax/core.py: Primitive.bind`](../minijax/core.py"
+                             f"#__codelineno-0-{bind})")
+    assert linked.endswith("```python\n`minijax/core.py: Primitive`\n```\n")
+
+
+def test_output_blocks_are_styled_apart_from_code(site):
+    html = (site / "chapters" / "13-shard-map" / "index.html").read_text()
+    assert html.count('class="language-output highlight"') >= 10
+    assert 'class="language-python highlight"' in html
+    assert "div.language-output::before" in (site / "extra" / "extra.css").read_text()
+
+
+def test_long_plotting_cells_are_folded(site):
+    html = (site / "chapters" / "28-ragged-dot-gmm" / "index.html").read_text()
+    folded = re.findall(r"<details>\s*<summary>The plotting code \((\d+) lines\)</summary>"
+                        r"(.*?)</details>", html, re.S)
+    assert folded and all(int(n) > build_site.FOLD_LINES for n, _ in folded)
+    assert all("savefig" in body and 'class="language-python highlight"' in body
+               for _, body in folded)
+    short = "```python\nfig.savefig('a.png')\n```\n"
+    assert build_site._fold_plotting_cells(short) == short
 
 
 def test_math_renders_offline(site):

@@ -60,6 +60,71 @@ def _rewrite_links(text: str, src: Path, needed: set[Path]) -> str:
     return _LINK.sub(repl, text)
 
 
+# A pointer in the prose: `minijax/core.py: Primitive.bind` (file, then a dotted symbol), not
+# already the text of a link. Fenced code blocks are left alone.
+_POINTER = re.compile(r"(?<!\[)`((?:minijax|compare|tests|tools)/[\w/]+\.py):? ([A-Za-z_][\w.]*)`")
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def symbol_lines(py: Path) -> dict[str, int]:
+    """Line of each function, class, method (`Class.method`) and module-level name of `py`."""
+    import ast
+    lines: dict[str, int] = {}
+
+    def visit(node, prefix=""):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                lines.setdefault(prefix + child.name, child.lineno)
+                visit(child, prefix + child.name + ".")
+            elif isinstance(child, (ast.Assign, ast.AnnAssign)) and not prefix:
+                targets = child.targets if isinstance(child, ast.Assign) else [child.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        lines.setdefault(t.id, child.lineno)
+    visit(ast.parse(py.read_text()))
+    return lines
+
+
+def _link_pointers(text: str, src: Path) -> str:
+    """Turn each `file.py: Symbol` pointer of `src` into a link to that symbol's line on the
+    file's source page (its line anchors are `__codelineno-0-N`: the page's one code block)."""
+    cache: dict[str, dict[str, int]] = {}
+
+    def repl(m: re.Match) -> str:
+        file, symbol = m.group(1), m.group(2)
+        py = ROOT / file
+        if not py.is_file():
+            return m.group(0)
+        line = cache.setdefault(file, symbol_lines(py)).get(symbol)
+        if line is None:
+            return m.group(0)
+        rel = os.path.relpath(py, ROOT / src.parent)
+        return f"[{m.group(0)}]({Path(rel).as_posix()}#__codelineno-0-{line})"
+
+    out, last = [], 0
+    for fence in _FENCE.finditer(text):  # prose between fenced blocks only
+        out += [_POINTER.sub(repl, text[last:fence.start()]), fence.group(0)]
+        last = fence.end()
+    return "".join(out + [_POINTER.sub(repl, text[last:])])
+
+
+_PYTHON_CELL = re.compile(r"^```python\n(.*?)^```\n", re.S | re.M)
+FOLD_LINES = 12  # a plotting cell longer than this is folded on the site
+
+
+def _fold_plotting_cells(text: str) -> str:
+    """Wrap each long cell that only draws a figure (it calls `savefig`) in a closed
+    <details>, so the argument around it reads on; the code stays one click away."""
+    def repl(m: re.Match) -> str:
+        body = m.group(1)
+        n = body.count("\n")
+        if "savefig(" not in body or n <= FOLD_LINES:
+            return m.group(0)
+        return (f'<details markdown="1">\n<summary>The plotting code ({n} lines)</summary>\n\n'
+                f"{m.group(0)}\n</details>\n")
+    return _PYTHON_CELL.sub(repl, text)
+
+
 def _source_page(repo_path: Path) -> str:
     text = (ROOT / repo_path).read_text()
     longest = max((len(r) for r in re.findall(r"`+", text)), default=0)
@@ -113,7 +178,10 @@ def layout(docs: Path) -> list:
         out = docs / _docs_path(src)
         out.parent.mkdir(parents=True, exist_ok=True)
         found: set[Path] = set()
-        out.write_text(_rewrite_links((ROOT / src).read_text(), src, found))
+        text = (ROOT / src).read_text()
+        if src.parts[0] == "chapters":
+            text = _fold_plotting_cells(_link_pointers(text, src))
+        out.write_text(_rewrite_links(text, src, found))
         queue += [p for p in found if p.suffix == ".md" and (ROOT / p).is_file()]
         needed |= found
     for repo in sorted(needed - done):

@@ -57,8 +57,16 @@ _KINDS = {"module": "a JAX submodule minijax does not have",
           "_ScalarMeta": "a scalar type minijax does not model"}
 
 
+# names whose kind does not tell the reason
+_REASONS = {"jax.ad": "not modelled: the namespace of gradients of refs (GradRef, DontWant...)",
+            "jax.memory": "not modelled: memory spaces (minijax has one)",
+            "jax.lib": "backend-specific (jaxlib's own bindings)"}
+
+
 def reason(jax_name: str, name: str) -> str:
     """Why minijax lacks `jax_name.name`, as far as the name and its kind tell."""
+    if f"{jax_name}.{name}" in _REASONS:
+        return _REASONS[f"{jax_name}.{name}"]
     jax_mod = importlib.import_module(jax_name)
     if name in getattr(jax_mod, "_deprecations", {}):
         return "deprecated in JAX"

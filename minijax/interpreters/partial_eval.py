@@ -118,6 +118,9 @@ class DynamicJaxprTrace(core.Trace):
         return var
 
     def process_primitive(self, primitive, tracers, params):
+        if config.eager_constant_folding and not any(
+                isinstance(x, core.Tracer) for x in tracers):  # ensure_compile_time_eval
+            return core.eval_trace.process_primitive(primitive, tracers, params)
         return self.default_process_primitive(primitive, tracers, params)
 
     # JAX: jax/_src/interpreters/partial_eval.py DynamicJaxprTrace.default_process_primitive

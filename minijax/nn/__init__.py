@@ -6,6 +6,10 @@ mirrors jax/_src/nn/initializers.py.
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
+import ml_dtypes
 import numpy as np
 
 import functools
@@ -441,3 +445,86 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
     from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block-scaled matmul
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/cudnn/scaled_matmul_stablehlo.py BlockScaleConfig
+@dataclasses.dataclass(slots=True)
+class BlockScaleConfig:
+    """How `scaled_dot_general` quantizes an operand: blocks of `block_size` elements along
+    the contracting axis stored as `data_type`, each with one scale of `scale_type`."""
+    mode: str
+    block_size: int
+    data_type: object
+    scale_type: object
+    global_scale: object
+    infer_only: bool
+
+
+# JAX: jax/_src/nn/functions.py scaled_matmul — differs: computed as its definition, in
+# float32 (JAX calls cuDNN's fused kernel, which it lowers on NVIDIA GPUs only, not on CPU)
+def scaled_matmul(lhs, rhs, lhs_scales, rhs_scales, preferred_element_type=np.float32):
+    """Block-scaled batched matmul: lhs f32[B,M,K] and rhs f32[B,N,K], each multiplied by its
+    scales (f32[B,M,K_a] / f32[B,N,K_b], one per block of K // K_a elements along K), then
+    contracted along K: f32[B,M,N] (of `preferred_element_type`).
+    Raises ValueError for operands that are not 3-D, or batch / contracting / kept
+    dimensions that do not match (JAX's messages), or a K not divisible into the blocks."""
+    a, b, sa, sb = (jnp.asarray(v) for v in (lhs, rhs, lhs_scales, rhs_scales))
+    if not all(v.ndim == 3 for v in (a, b, sa, sb)):
+        raise ValueError("scaled_matmul requires all inputs to be 3-dimensional arrays")
+    if a.shape[2] != b.shape[2] or a.shape[0] != b.shape[0]:
+        raise ValueError("scaled_matmul requires inputs a and b to have matching batch (B) "
+                         "and contract (K) dimensions, but got shapes "
+                         f"{a.shape} and {b.shape}")
+    if sa.shape[2] != sb.shape[2] or sa.shape[0] != sb.shape[0]:
+        raise ValueError("scaled_matmul requires scales to have matching batch (B) and "
+                         f"contract (K) dimensions, but got shapes {sa.shape} and {sb.shape}")
+    if sa.shape[1] != a.shape[1] or sb.shape[1] != b.shape[1]:
+        raise ValueError("scaled_matmul requires scales to match non-contract dimensions of "
+                         f"inputs, but got shapes a: {a.shape}, b: {b.shape}, a_scales: "
+                         f"{sa.shape}, b_scales: {sb.shape}")
+    if a.shape[2] % sa.shape[2]:
+        raise ValueError(f"scaled_matmul: the contracting dimension {a.shape[2]} does not "
+                         f"split into {sa.shape[2]} blocks")
+
+    def scaled(x, s):
+        f32 = np.float32
+        return x.astype(f32) * jnp.repeat(s.astype(f32), x.shape[2] // s.shape[2], axis=2)
+    out = lax.dot_general(scaled(a, sa), scaled(b, sb), (((2,), (2,)), ((0,), (0,))),
+                          preferred_element_type=np.float32)
+    return out.astype(preferred_element_type)
+
+
+# JAX: jax/_src/nn/functions.py get_scaled_dot_general_config
+def get_scaled_dot_general_config(mode: str, global_scale=None) -> BlockScaleConfig:
+    """JAX's two block-scaling recipes: 'mxfp8' (blocks of 32 float8_e4m3fn values, one
+    float8_e8m0fnu scale each) and 'nvfp4' (blocks of 16 float4_e2m1fn values, float8_e4m3fn
+    scales, and a global f32[1] scale, default 1). Raises ValueError for another mode."""
+    if mode == "nvfp4":
+        one = jnp.ones((1,), np.float32) if global_scale is None else global_scale
+        return BlockScaleConfig("nvfp4", 16, ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e4m3fn,
+                                one, False)
+    if mode == "mxfp8":
+        return BlockScaleConfig("mxfp8", 32, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e8m0fnu,
+                                None, False)
+    raise ValueError(f"Unsupported mode: {mode}")
+
+
+# JAX: jax/_src/nn/functions.py scaled_dot_general — differs: without `configs` only (the
+# quantized path is cuDNN's, on NVIDIA GPUs)
+def scaled_dot_general(lhs, rhs, dimension_numbers, preferred_element_type=np.float32,
+                       configs=None, implementation=None):
+    """`lax.dot_general(lhs, rhs, dimension_numbers)` giving `preferred_element_type`, as JAX
+    computes it when `configs` is None. Raises NotImplementedError for `configs` (block-scaled
+    fp8/fp4 quantization, which minijax does not model)."""
+    if implementation is not None:  # JAX's warning
+        warnings.warn("Backend selector, now ignored. The system chooses the backend "
+                      "automatically.", DeprecationWarning, stacklevel=2)
+    if configs is not None:
+        raise NotImplementedError("scaled_dot_general: minijax does not model block-scaled "
+                                  f"quantization ({configs[0].mode}); pass configs=None")
+    return lax.dot_general(lhs, rhs, dimension_numbers,
+                           preferred_element_type=preferred_element_type)
