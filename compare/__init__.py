@@ -14,7 +14,8 @@ if "jax" not in __import__("sys").modules:
     if "xla_force_host_platform_device_count" not in flags:
         os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
 
-# Topics in report order: the minijax-vs-JAX topics first, then the real-JAX-only JAX 201 topics.
+# Topics in report order: the models and the core first, then the topics of the JAX 201 pages
+# (each check says which modules it ran: `compare/_report.py: Check.runs`).
 TOPICS = [
     "core",
     "mnist_mlp",
@@ -33,6 +34,7 @@ TOPICS = [
     "multi_process",
     "shard_map",
     "callbacks",
+    "debugging",
     "offloading",
     "pallas",
     "ragged",

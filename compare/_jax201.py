@@ -1,4 +1,4 @@
-"""Small helpers shared by the real-JAX-only ("JAX 201") topics.
+"""Small helpers shared by the topics of the JAX 201 pages.
 
 Nothing here knows about a particular topic: timing with a blocking wrapper, catching an error so
 the report can quote it, counting the collectives XLA wrote into a compiled program, capturing

@@ -43,7 +43,9 @@ class Check:
     not fixed yet (the check passes on values and the report shows it as KNOWN). `target`: a
     speed target, not an agreement (`TopicResult.check_target`): a missed one is shown as
     MISSED and listed by `python -m compare`, but does not fail the run, since a timing on a
-    shared or loaded machine says as much about the machine as about the code."""
+    shared or loaded machine says as much about the machine as about the code. `runs`: the
+    modules the check ran, "both" (minijax and JAX), "jax" or "minijax" (`TopicResult.
+    running`, `runs_of_check`)."""
 
     name: str
     ok: bool
@@ -51,6 +53,7 @@ class Check:
     why: str = ""
     known: str = ""
     target: bool = False
+    runs: str = ""
 
     def to_json(self) -> dict:
         err = self.max_err
@@ -63,6 +66,8 @@ class Check:
             d["known"] = self.known
         if self.target:
             d["target"] = True
+        if self.runs:
+            d["runs"] = self.runs
         return d
 
     def shown_err(self) -> str:
@@ -78,7 +83,8 @@ class Check:
 
 
 class Ms(float):
-    """A median in milliseconds that also carries its spread: quartiles `q1`, `q3` over `n` runs.
+    """A median in milliseconds that also carries its spread: quartiles `q1`, `q3` and the
+    minimum `lo` over `n` runs.
 
     It is a float, so topics that store `median_ms(...)` in `timings_ms` keep working, and the
     report finds the spread on the value itself."""
@@ -86,10 +92,13 @@ class Ms(float):
     q1: float
     q3: float
     n: int
+    lo: float
 
-    def __new__(cls, median: float, q1: float, q3: float, n: int) -> "Ms":
+    def __new__(cls, median: float, q1: float, q3: float, n: int,
+                lo: float | None = None) -> "Ms":
         self = super().__new__(cls, median)
         self.q1, self.q3, self.n = float(q1), float(q3), int(n)
+        self.lo = float(q1 if lo is None else lo)
         return self
 
 
@@ -100,7 +109,7 @@ def ms_of(times: Iterable[float]) -> Ms:
         q1, _, q3 = statistics.quantiles(times, n=4, method="inclusive")
     else:
         q1 = q3 = times[0]
-    return Ms(statistics.median(times), q1, q3, len(times))
+    return Ms(statistics.median(times), q1, q3, len(times), times[0])
 
 
 @dataclasses.dataclass
@@ -113,7 +122,8 @@ class TopicResult:
     (q1, q3) per timing where known (a `Ms` value in timings_ms carries its own); devices: how
     many devices the topic ran on; sections: markdown paragraphs for the report; chapter:
     repo-relative link to the chapter that explains the topic; runs: "both" (minijax and JAX)
-    or "jax" (JAX only), inferred from the topic's imports when empty; extra: other JSON-able
+    or "jax" (JAX only), inferred from the topic's imports when empty: what a check that does
+    not say which modules it ran (`running`, `runs_of_check`) stands for; extra: other JSON-able
     keys, copied to the JSON root when only this topic was run; intro: the paragraph the
     report opens the topic's section with (by default the first paragraph of the topic
     module's docstring). status/error/seconds/quick are filled in by `python -m compare`.
@@ -133,6 +143,23 @@ class TopicResult:
     error: str = ""
     seconds: float | None = None
     quick: bool = False
+    _running: str = dataclasses.field(default="", repr=False, compare=False)
+
+    @contextlib.contextmanager
+    def running(self, runs: str):
+        """The checks recorded inside the block ran `runs` ("both", "jax" or "minijax"),
+        whatever their names and values suggest (`runs_of_check`)."""
+        if runs not in RUNS:
+            raise ValueError(f"running({runs!r}): expected one of {sorted(RUNS)}")
+        saved, self._running = self._running, runs
+        try:
+            yield
+        finally:
+            self._running = saved
+
+    def _add(self, c: "Check", *trees) -> None:
+        c.runs = c.runs or self._running or runs_of_check(c.name, *trees)
+        self.checks.append(c)
 
     def check(self, name: str, got, want, *, rtol: float = 1e-5, atol: float = 1e-6,
               known: str = "", dtype=None) -> bool:
@@ -150,17 +177,20 @@ class TopicResult:
             ok, why = True, ""
         elif known and ok:  # the difference has gone: say so rather than carry a stale note
             known = ""
-        self.checks.append(Check(name, ok, v.max_err, why, known if ok else ""))
+        self._add(Check(name, ok, v.max_err, why, known if ok else ""), got, want)
         return ok
 
-    def check_true(self, name: str, ok: bool) -> bool:
-        self.checks.append(Check(name, bool(ok), None))
+    def check_true(self, name: str, ok: bool, *, known: str = "") -> bool:
+        """A condition that must hold. `known` names an understood difference between the
+        modules that is not fixed yet: the check then passes and the report shows it as
+        KNOWN with the reason (and the note is dropped once the condition holds)."""
+        self._add(Check(name, bool(ok) or bool(known), None, known="" if ok else known))
         return bool(ok)
 
     def check_target(self, name: str, ok: bool) -> bool:
         """A speed target (e.g. a step-time ratio): reported, MISSED when not met, but not an
         agreement check: `failed_checks` leaves it out."""
-        self.checks.append(Check(name, bool(ok), None, target=True))
+        self._add(Check(name, bool(ok), None, target=True))
         return bool(ok)
 
     def failed_checks(self) -> list[Check]:
@@ -178,19 +208,32 @@ class TopicResult:
         try:
             fn()
         except expected as e:  # noqa: PERF203
-            self.checks.append(Check(name, True, None))
+            self._add(Check(name, True, None))
             return f"{type(e).__name__}: {e}"
         except Exception as e:  # noqa: BLE001 - the wrong kind of error is a failed check
-            self.checks.append(Check(f"{name} (raised {type(e).__name__})", False, None))
+            self._add(Check(f"{name} (raised {type(e).__name__})", False, None))
             return f"{type(e).__name__}: {e}"
-        self.checks.append(Check(f"{name} (did not raise)", False, None))
+        self._add(Check(f"{name} (did not raise)", False, None))
         return "(no exception)"
 
-    def spread(self, key: str) -> tuple[float, float] | None:
+    def runs_summary(self) -> str:
+        """The modules the topic's checks ran, in words: "minijax and JAX", "JAX only", or
+        how many ran each where they differ."""
+        counts = {}
+        for c in self.checks:
+            counts[c.runs or self.runs] = counts.get(c.runs or self.runs, 0) + 1
+        if len(counts) <= 1:
+            return RUNS.get(next(iter(counts), self.runs), self.runs or "?")
+        return ", ".join(f"{RUNS.get(k, k or '?')}: {n}" for k, n in
+                         sorted(counts.items(), key=lambda kv: list(RUNS).index(kv[0])
+                                if kv[0] in RUNS else 9))
+
+    def spread(self, key: str) -> tuple[float, ...] | None:
+        """(q1, q3) of timing `key`, or (q1, q3, minimum) where the minimum is known."""
         if key in self.spread_ms:
             return tuple(self.spread_ms[key])
         v = self.timings_ms.get(key)
-        return (v.q1, v.q3) if isinstance(v, Ms) else None
+        return (v.q1, v.q3, v.lo) if isinstance(v, Ms) else None
 
     def to_json(self) -> dict:
         d = {
@@ -223,7 +266,7 @@ class TopicResult:
     def from_record(cls, rec: dict) -> "TopicResult":
         res = cls(rec.get("title", "?"))
         res.checks = [Check(c["name"], c["ok"], c.get("max_err"), c.get("why", ""),
-                            c.get("known", ""), c.get("target", False))
+                            c.get("known", ""), c.get("target", False), c.get("runs", ""))
                       for c in rec.get("checks", [])]
         res.timings_ms = dict(rec.get("timings_ms", {}))
         res.spread_ms = {k: tuple(v) for k, v in rec.get("spread_ms", {}).items()}
@@ -240,6 +283,30 @@ def _leaves(tree) -> list:
     if isinstance(tree, (list, tuple)):
         return [leaf for t in tree for leaf in _leaves(t)]
     return [tree]
+
+
+_MINIJAX = re.compile(r"\bminijax\b", re.I)
+_JAX = re.compile(r"(?<![\w.])jax\b|\bJAX's\b|\bboth\b", re.I)
+
+
+def runs_of_check(name: str, *trees) -> str:
+    """Which modules a check ran, when the topic does not say (`TopicResult.running`).
+
+    From its name: "minijax ... equals JAX's" or "... in both": both; "minijax ..." without
+    JAX: minijax; the module `jax` named alone ("jax: ...", "(jax)"): JAX. Else from the
+    arrays it compares (minijax's and JAX's: both; one kind against NumPy: that module).
+    Else "": the topic's `runs` then stands for it."""
+    if _MINIJAX.search(name):
+        return "both" if _JAX.search(_MINIJAX.sub("", name)) else "minijax"
+    if re.search(r"\bboth\b", name):
+        return "both"
+    if re.search(r"(?<![\w.])jax\b", name):  # the module by name: "jax: ...", "(jax)"
+        return "jax"
+    kinds = {type(leaf).__module__.split(".")[0] for t in trees for leaf in _leaves(t)}
+    kinds = {"jax" if k == "jaxlib" else k for k in kinds}
+    if {"minijax", "jax"} <= kinds:
+        return "both"
+    return "minijax" if "minijax" in kinds else "jax" if "jax" in kinds else ""
 
 
 def _type_of(x) -> tuple[np.dtype | None, bool | None]:
@@ -407,21 +474,23 @@ def progress(iterable: Iterable, desc: str, total: int | None = None, unit: str 
                 mininterval=1.0, disable=os.environ.get("COMPARE_NO_PROGRESS") == "1")
 
 
-def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0)) -> str:
+def plot(name: str, draw: Callable[[Any], None], *, figsize=(6.4, 4.0), quick: bool = False) -> str:
     """Draw a matplotlib figure with `draw(fig)`, save it as `compare/out/plots/<name>.png` and
-    return the markdown that shows it in the report (which lives in compare/out/). Topics call
-    it in full runs only: quick runs (the tests) skip the drawing."""
+    return the markdown that shows it in the report (which lives in compare/out/). Quick runs
+    (the tests, possibly several at once) draw it smaller, into a fresh temporary folder that
+    `save_topic` copies beside the report."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig = plt.figure(figsize=figsize)
+    fig = plt.figure(figsize=(figsize[0] * 0.6, figsize[1] * 0.6) if quick else figsize)
     draw(fig)
     fig.tight_layout()
-    path = OUT_DIR / "plots" / f"{name}.png"
+    folder = Path(tempfile.mkdtemp(prefix="compare-plots-")) if quick else OUT_DIR / "plots"
+    path = folder / f"{name}.png"
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=60 if quick else 100)
     plt.close(fig)
-    return f"![{name}](plots/{name}.png)"
+    return f"![{name}]({rel(path)})" if quick else f"![{name}](plots/{name}.png)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +596,9 @@ def _fmt(v: float | None) -> str:
 
 
 def _spread(s) -> str:
-    return "-" if s is None else f"{s[0]:.4g}–{s[1]:.4g}"
+    if s is None:
+        return "-"
+    return f"{s[0]:.4g}–{s[1]:.4g}" + (f" (min {s[2]:.4g})" if len(s) > 2 else "")
 
 
 def timing_tables(r: TopicResult) -> list[str]:
@@ -553,7 +624,7 @@ def timing_tables(r: TopicResult) -> list[str]:
         out.append("\n".join(rows))
     rest = [k for k in keys if k not in used and not k.lower().startswith("ratio")]
     if rest:
-        rows = ["| what | median ms | spread (q1–q3) |", "|---|---|---|"]
+        rows = ["| what | median ms | spread (q1–q3, min) |", "|---|---|---|"]
         rows += [f"| {k} | {_fmt(r.timings_ms[k])} | {_spread(r.spread(k))} |" for k in rest]
         out.append("\n".join(rows))
     ratios = [k for k in keys if k.lower().startswith("ratio")]
@@ -563,7 +634,7 @@ def timing_tables(r: TopicResult) -> list[str]:
     return out
 
 
-RUNS = {"both": "minijax and JAX", "jax": "JAX only"}
+RUNS = {"both": "minijax and JAX", "jax": "JAX only", "minijax": "minijax only"}
 
 
 def heading(name: str, title: str) -> str:
@@ -584,16 +655,17 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
     total = sum(r.seconds or 0.0 for r in results.values())
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines = ["# minijax and JAX: comparison report", "",
-             "The same programs run through minijax and real JAX where a topic says *minijax "
-             "and JAX*; topics marked *JAX only* document real JAX features (the JAX 201 "
-             "pages) that minijax does not cover yet.", "",
+             "The same programs run through minijax and real JAX. Each check says which "
+             "modules it ran: *minijax and JAX* (the two compared), *JAX only* (a real JAX "
+             "feature minijax does not model, checked against NumPy or JAX's documented "
+             "behaviour) or *minijax only*.", "",
              f"- written: {now}; sizes: {mode}; topic time: {total:.1f} s"
              + (f" (this run: {run_seconds:.1f} s)" if run_seconds is not None else ""),
              "- versions: " + ", ".join(f"{k} {env[k]}" for k in
                                          ("minijax", "jax", "jaxlib", "numpy", "python")
                                          if k in env),
              f"- machine: {env.get('cpu', '?')}; devices: {env.get('devices', '?')}", "",
-             "## Contents", "",
+             '<a id="contents"></a>', "", "## Contents", "",
              "| topic | runs | status | checks passed | worst max_err | time s | ran | chapter |",
              "|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
@@ -608,26 +680,27 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
             exists = (REPO / r.chapter).exists()
             chap = f"[{r.chapter}](../../{r.chapter})" if exists else f"{r.chapter} (planned)"
         secs = "-" if r.seconds is None else f"{r.seconds:.1f}"
-        lines.append(f"| [{name}](#{name}) | {RUNS.get(r.runs, r.runs or '?')} | {status} | "
+        lines.append(f"| [{name}](#{name}) | {r.runs_summary()} | {status} | "
                      f"{passed}/{len(r.checks)} | {worst} | {secs} | "
                      f"{'quick' if r.quick else 'full'} | {chap} |")
     for name, r in results.items():
         lines += ["", f'<a id="{name}"></a>', "", f"## {heading(name, r.title)}", ""]
         lines += [r.intro, ""] if r.intro else []
-        lines += [f"*Runs: {RUNS.get(r.runs, r.runs or '?')}.*"]
+        lines += [f"*Runs: {r.runs_summary()}.* [Back to contents](#contents)"]
         if r.status == "error":
             lines += ["", "**This topic raised an exception**; the run went on with the "
                       "others. Traceback:", "", code(r.error)]
         if r.checks:
-            lines += ["", "| check | ok | max_err |", "|---|---|---|"]
+            lines += ["", "| check | runs | ok | max_err |", "|---|---|---|---|"]
             for c in r.checks:
                 mark = ("MISSED (speed target)" if c.target else "FAIL") if not c.ok \
                     else f"KNOWN ({c.known})" if c.known else "PASS"
-                lines.append(f"| {c.name} | {mark} | {c.shown_err()} |")
+                runs = RUNS.get(c.runs or r.runs, c.runs or r.runs or "?")
+                lines.append(f"| {c.name} | {runs} | {mark} | {c.shown_err()} |")
         tables = timing_tables(r)
         if tables:
-            lines += ["", f"Timings (median ms; spread = quartiles q1–q3; {r.devices} "
-                      "device(s)):", ""]
+            lines += ["", f"Timings (median ms; spread = quartiles q1–q3 and the minimum; "
+                      f"{r.devices} device(s)):", ""]
             lines += ["\n\n".join(tables)]
         for s in r.sections:
             lines += ["", _fold(s)]

@@ -34,7 +34,8 @@ import numpy as np
 
 import minijax
 from compare import gpt
-from compare._report import OUT_DIR, TopicResult, interleaved_ms
+from compare._model_checks import finite_differences
+from compare._report import OUT_DIR, TopicResult, code, interleaved_ms
 
 CHARS = "0123456789+=."   # '.' ends an unpadded answer
 VOCAB = len(CHARS)
@@ -616,12 +617,12 @@ def draw_attention(s: Setup, out: dict, examples: int = 2):
     return draw
 
 
-def pictures(s: Setup, out: dict, tag: str) -> list[str]:
+def pictures(s: Setup, out: dict, tag: str, quick: bool = False) -> list[str]:
     from compare._report import plot
     L, H = len(out["attention_maps"]), out["attention_maps"][0].shape[1]
-    return [plot(f"addition_{tag}_curves", draw_curves(out), figsize=(14, 4)),
+    return [plot(f"addition_{tag}_curves", draw_curves(out), figsize=(14, 4), quick=quick),
             plot(f"addition_{tag}_attention", draw_attention(s, out),
-                 figsize=(2.6 * H, 1.5 * 2 * L + 0.5))]
+                 figsize=(2.6 * H, 1.5 * 2 * L + 0.5), quick=quick)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -761,9 +762,39 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
             f"{big['flops'] / 1e9:.0f} GFLOP per step (XLA's cost analysis), measured "
             f"{big['step_ms']:.0f} ms per step here. At 30% of 16-bit peak: " + ", ".join(
                 f"{k} {v['step_ms']:.1f} ms/step" for k, v in est.items()))
-    if size != "quick":
-        res.sections += pictures(s, out, size)
+    res.sections += pictures(s, out, size, quick=size == "quick")
+    res.sections += [gradient_check(res, s), profile(res, out, mj, jx)]
     return res
+
+
+def gradient_check(res: TopicResult, s: Setup) -> str:
+    """Both modules' gradients of the training loss (answer digits only) at the initial
+    parameters, on a batch of 8 sums, against float64 central differences."""
+    x, y = next(train_batches(s.digits, 8, s.seed + 7, s.fmt, s.seq_len + 1))
+    params0 = gpt.init_params(s.model, s.seed)
+    grads = {name: J.grad(gpt.program(J, s.model, ignore_id=IGNORE)["loss"])(
+        J.device_put(params0), x, y) for name, J in (("jax", jax), ("minijax", minijax))}
+    return finite_differences(res, "addition loss", gpt.program(
+        jax, s.model, ignore_id=IGNORE)["loss"], params0, (x, y), grads)
+
+
+def profile(res: TopicResult, out: dict, mj: dict, jx: dict) -> str:
+    """Where a training step's time goes, per module: trace and lower, compile (measured once,
+    when each module's step was compiled ahead of time), and the compiled step."""
+    rows = []
+    for name, r in (("jax", jx), ("minijax", mj)):
+        st = out["stages"][name]
+        res.timings_ms[f"step trace+lower: {name}"] = st["trace_lower_s"] * 1e3
+        res.timings_ms[f"step compile: {name}"] = st["compile_s"] * 1e3
+        rows.append(f"{name:8s} trace+lower {st['trace_lower_s'] * 1e3:8.1f} ms  compile "
+                    f"{st['compile_s'] * 1e3:8.1f} ms  step {r['step_ms']:7.2f} ms  "
+                    f"(XLA's cost model: {st['flops'] / 1e6:.1f} MFLOP, "
+                    f"{st['bytes_accessed'] / 1e6:.1f} MB accessed per step)")
+    return ("### Profile: where a step's time goes\n\n"
+            "Each module's training step was traced and lowered, then compiled, once, ahead "
+            "of time (`jit(step).trace(...).lower()`, `.compile()`); each stage was timed "
+            "then. The step time is the median of the interleaved steps in the timings "
+            "table.\n\n" + code("\n".join(rows)))
 
 
 def main(argv=None) -> int:

@@ -144,7 +144,8 @@ def printed(J, x, xs) -> dict:
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("Callbacks: pure_callback, io_callback, debug.print (minijax vs JAX)")
+    res = TopicResult("Callbacks: pure_callback, io_callback, debug.print (minijax vs JAX)",
+                      runs="both")
     res.chapter = "chapters/14-callbacks-effects.md"
     res.devices = jax.device_count()
     n = 5 if quick else 7

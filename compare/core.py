@@ -19,6 +19,7 @@ that it does, and the report shows the texts for all of them.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import re
 import textwrap
@@ -171,10 +172,9 @@ PROGRAMS = [
     Program("jvp_of_grad", jvp_of_grad, lambda r: (f32(r, 5), f32(r, 5)), jaxpr="identical",
             note="a Hessian-vector product"),
     Program("vmap_of_grad", vmap_of_grad, lambda r: (f32(r, 4, 2), f32(r, 6, 4), f32(r, 6, 2)),
-            vmap=False,
-            note="per-example gradients. JAX's dot_general batching rule folds the batch axis "
-                 "of `x` into its free dimensions; minijax's adds a unit axis, a reshape and a "
-                 "batch dimension, and keeps some dead equations"),
+            vmap=False, jaxpr="params",
+            note="per-example gradients: the same equations; JAX's batching rules print the "
+                 "axes they computed with NumPy as `np.int64(1)`, minijax's as `1`"),
     Program("jit_of_grad", jit_of_grad, lambda r: (f32(r, 5),), jaxpr="identical"),
     Program("grad_of_jit", grad_of_jit, lambda r: (f32(r, 5),), jaxpr="identical",
             note="both split the jit into a forward jit and a transposed (backward) jit"),
@@ -210,6 +210,7 @@ def rename_vars(text: str) -> str:
 
 def drop_jax_only_params(text: str) -> str:
     text = _JAX_ONLY_PARAMS.sub("", text)
+    text = re.sub(r"np\.int64\((-?\d+)\)", r"\1", text)  # an axis JAX computed in NumPy
     text = text.replace("[]", "")  # a param list left empty
     return " ".join(text.split())  # line breaks depend on the (now shorter) line lengths
 
@@ -227,6 +228,17 @@ def jaxpr_grade(ours: str, theirs: str) -> str:
     if drop_jax_only_params(a) == drop_jax_only_params(b):
         return "params"
     return "differs"
+
+
+def jaxpr_section(ours: str, theirs: str, grade: str) -> str:
+    """JAX's jaxpr, once when minijax prints the same text, else followed by the lines where
+    minijax's differs (a unified diff, `-` JAX, `+` minijax)."""
+    if ours == theirs:
+        return "jaxpr comparison: **identical**; both print:\n\n" + code(theirs)
+    diff = difflib.unified_diff(theirs.splitlines(), ours.splitlines(), "jax", "minijax",
+                                lineterm="")
+    return (f"jaxpr comparison: **{grade}**. JAX:\n\n" + code(theirs)
+            + "\n\nwhere minijax's differs:\n\n" + code("\n".join(diff), "diff"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -319,8 +331,7 @@ def run(quick: bool = False) -> TopicResult:
             f"### {prog.name}\n\n"
             + (f"{prog.note}.\n\n" if prog.note else "")
             + "```python\n" + src + "\n```\n\n"
-            + f"jaxpr comparison: **{grade}**. JAX:\n\n" + code(jx["jaxpr"])
-            + "\n\nminijax:\n\n" + code(mj["jaxpr"]))
+            + jaxpr_section(mj["jaxpr"], jx["jaxpr"], grade))
     res.sections.append(
         "### Jaxpr text, program by program\n\n"
         "Grades: *identical*; *renamed* (equal once variables are renamed in order of "

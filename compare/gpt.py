@@ -42,6 +42,7 @@ import jax
 import numpy as np
 
 import minijax
+from compare._model_checks import finite_differences
 from compare._report import OUT_DIR, TopicResult, interleaved_times, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
@@ -509,6 +510,9 @@ def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.
         print(f"check_grads failed: {str(e)[:300]}")
         ok = False
     res.check_true("minijax check_grads (rev, orders 1-2, tiny model)", ok)
+    res.sections.append(finite_differences(
+        res, "tiny model loss", program(jax, tiny, mlp=mlp, aux_weight=aux_weight)["loss"], p0,
+        (x, y), grads))
 
 
 def run(quick: bool = False, text: str | None = None) -> TopicResult:

@@ -34,6 +34,7 @@ import numpy as np
 import minijax
 from compare import gpt, moe
 from compare._jax201 import count_collectives, fmt_counts, table
+from compare._model_checks import finite_differences, phase_times
 from compare._report import TopicResult, interleaved_times, ms_of, xla_log_lines
 
 MODULES = gpt.MODULES
@@ -448,7 +449,22 @@ def train_sharded(J, strategy: str, style: str, cfg: gpt.Config, params0: dict, 
             "specs_before": before,
             "specs_after": [spec_of(p) for p in J.tree_util.tree_leaves(params)],
             "loss_spec": spec_of(value),
-            "call": (compiled, (params, opt, put(xs[0]), put(ys[0]))), "specs": specs}
+            "call": (compiled, (params, opt, put(xs[0]), put(ys[0]))), "specs": specs,
+            "step": step}
+
+
+def sharded_grads(J, strategy: str, style: str, cfg: gpt.Config, params0: dict, x, y):
+    """The gradient of `strategy`'s loss written `style`-wise in module J, computed on its
+    mesh from parameters laid out as in training (for the finite-difference check)."""
+    shape, names = STRATEGIES[strategy]
+    mesh = J.make_mesh(shape, names, axis_types=(J.sharding.AxisType.Auto,) * len(shape))
+    specs = spec_tree(strategy, params0, shape[0])
+    loss = (auto_loss(J, strategy, mesh, cfg, specs) if style == "auto" else
+            manual_loss(J, strategy, mesh, cfg, specs, shape[0]))
+    psh, _, bsh = shardings(J, mesh, specs)
+    params = J.tree_util.tree_map(J.device_put, params0, psh)
+    return J.jit(J.grad(loss), in_shardings=(psh, bsh, bsh))(
+        params, J.device_put(x, bsh), J.device_put(y, bsh))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,6 +636,19 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                      "-" if want is None else f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
 
+    # the gradient of the first dense strategy against float64 central differences of the
+    # one-device model, and where its step's time goes
+    name = next(n for n in names if not n.startswith("ep"))
+    strategy, style = name.rsplit("_", 1)
+    p0 = megatron_layout(dense0)
+    with xla_log_lines(_REMAT_LOG) as lines:  # compiled again: the same messages, once
+        checked = [finite_differences(
+            res, f"{name} loss", model(jax, cfg)[1], p0, (xs[0], ys[0]),
+            {m: sharded_grads(J, strategy, style, cfg, p0, xs[0], ys[0]) for m, J in MODULES}),
+            phase_times(res, f"{name} step", {m: (entries[name][m]["step"],
+                                                   entries[name][m]["call"][1])
+                                              for m, _ in MODULES}, repeat=1 if quick else 3)]
+
     # a strategy's two steps run back to back in each round (in either order), so the ratio
     # of the two times of one round sees one load: its median over the rounds is reported
     times = interleaved_times(calls, repeat=3 if quick else 25, warmup=1)
@@ -686,6 +715,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
             "device and slices it again. The values are right and the program is the same "
             "for JAX and minijax; it costs one intermediate's worth of memory and an "
             "all-gather per occurrence.")
+    res.sections += checked
     return res
 
 

@@ -260,8 +260,8 @@ def run(quick: bool = False) -> TopicResult:
         "`minijax/compiler.py: ExecuteReplicated` (look up, execute, wrap).\n\n"
         "| leaves | jax (us) | minijax (us) | minijax/jax | target |\n|---|---|---|---|---|\n"
         + "\n".join(rows)
-        + ("" if quick else "\n\n" + plot("dispatch_vs_leaves", lambda fig: _draw_dispatch(
-            fig, leaf_counts, curve))))
+        + "\n\n" + plot("dispatch_vs_leaves", lambda fig: _draw_dispatch(
+            fig, leaf_counts, curve), quick=quick))
     res.sections.append(
         "### Trace + lower of the MNIST MLP training step\n\n"
         "`program(J)['step'].lower(params, x, y)` from `compare/mnist_mlp.py` (784-256-256-10, "

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 import minijax
+from compare._model_checks import finite_differences, phase_times
 from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of, rel
 
 MODULES = (("jax", jax), ("minijax", minijax))
@@ -146,6 +147,7 @@ def program(J, lr: float):
     return {
         "step": J.jit(sgd_step),
         "accuracy": J.jit(lambda params, x, y: jnp.mean(jnp.argmax(predict(params, x), -1) == y)),
+        "loss": loss, "sgd_step": sgd_step,
         "grad": J.jit(J.grad(loss)),
         "per_example_grads": J.jit(J.vmap(J.grad(loss_single), in_axes=(None, 0, 0))),
     }
@@ -311,13 +313,18 @@ def run(quick: bool = False) -> TopicResult:
               rtol=1e-4, atol=1e-6)
     res.check_true("per-example grads have a leading batch axis", all(
         np.shape(g)[0] == len(xb) for g in jax.tree_util.tree_leaves(per_ex["minijax"])))
+    fd_section = finite_differences(res, "MLP loss", program(jax, lr)["loss"], init_params(0),
+                                    (xb, yb), batch_grad)
+    profile = phase_times(res, "MLP step", {
+        name: (progs[name]["sgd_step"], (J.device_put(init_params(0)), xb, yb))
+        for name, J in MODULES}, repeat=1 if quick else 3)
 
     # Compiled step time, interleaved in this process.
     times = time_steps(progs, data, batch=batch, reps=reps)
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = med["minijax"] / med["jax"]
-    res.timings_ms = {"jax step": ms_of(times["jax"]), "minijax step": ms_of(times["minijax"]),
-                      "ratio minijax/jax": ratio}
+    res.timings_ms.update({"jax step": ms_of(times["jax"]),
+                           "minijax step": ms_of(times["minijax"]), "ratio minijax/jax": ratio})
 
     folder = Path(tempfile.mkdtemp(prefix="compare-mnist-")) if quick else OUT_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -354,4 +361,5 @@ def run(quick: bool = False) -> TopicResult:
         "Python dispatch around it (flattening the pytree, the compile-cache lookup, wrapping "
         "the results) plus whatever the two lowerings do differently.\n\n"
         f"![step time]({rel(plots['time'])})")
+    res.sections += [fd_section, profile]
     return res

@@ -73,7 +73,7 @@ def _draw_times(fig, rows) -> None:
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("Pallas kernels in interpret mode, under jax and minijax")
+    res = TopicResult("Pallas kernels in interpret mode, under jax and minijax", runs="both")
     res.chapter = "chapters/16-pallas.md"
     res.devices = 1
     rng = np.random.default_rng(0)
@@ -117,7 +117,8 @@ def run(quick: bool = False) -> TopicResult:
     both("masked add n=20", "masked_add", (xs, ys), xs + ys)
     no_interp, no_interp_msg = catch(lambda: jpl.pallas_call(
         J.add_kernel, out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x, y))
-    res.check_true("without interpret=True the CPU backend refuses", no_interp is not None)
+    with res.running("jax"):
+        res.check_true("without interpret=True the CPU backend refuses", no_interp is not None)
     m_no, m_no_msg = catch(lambda: mpl.pallas_call(
         M.add_kernel, out_shape=minijax.ShapeDtypeStruct(x.shape, x.dtype))(x, y))
     res.check_true("minijax refuses interpret=False too", m_no is not None)
@@ -241,9 +242,8 @@ def run(quick: bool = False) -> TopicResult:
         rows.append([f"attention fwd+bwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 
-    if not quick:
-        res.sections.append("### Kernels vs jnp\n\n" + plot(
-            "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0)))
+    res.sections.append("### Kernels vs jnp\n\n" + plot(
+        "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0), quick=quick))
     res.sections.append(
         "### Every kernel under both modules\n\n"
         "Each kernel source in compare/pallas_kernels.py ran under "

@@ -1,7 +1,8 @@
 """Precision and XLA: matmul precision, accumulation types, compiler options, HLO dumps, fusion.
 
-Runs minijax and JAX (the precision levels, accumulation types and per-function compiler
-options run under both; dot algorithms, the precision flag and op metadata exist in JAX only).
+Runs minijax and JAX (the precision levels, `default_matmul_precision`, accumulation types and
+per-function compiler options run under both; dot algorithm presets, HLO dumps through
+`XLA_FLAGS` and op metadata run in JAX only).
 The program shows:
 
 * `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
@@ -81,7 +82,7 @@ CHILD = textwrap.dedent("""
 
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Precision and XLA: matmul precision, compiler options, dumps, fusion",
-                      runs="both")
+                      runs="jax")  # the checks not naming minijax run JAX alone
     res.chapter = "chapters/22-precision-xla-flags.md"
     res.devices = 1
     rng = np.random.default_rng(0)
@@ -112,6 +113,11 @@ def run(quick: bool = False) -> TopicResult:
         ctx_text = jax.jit(jnp.matmul).lower(a, b).as_text()
     res.check_true("default_matmul_precision('highest') changes the recorded precision",
                    "precision = [HIGHEST, HIGHEST]" in ctx_text)
+    with minijax.default_matmul_precision("highest"):
+        m_text = minijax.jit(minijax.numpy.matmul).lower(a, b).as_text()
+    recorded = re.compile(r"precision = \[[A-Z]+, [A-Z]+\]")
+    res.check_true("minijax's default_matmul_precision('highest') records the precision JAX's "
+                   "does", recorded.findall(m_text) == recorded.findall(ctx_text) != [])
     same_on_cpu = all(np.array_equal(outs["DEFAULT"], o) for o in outs.values())
     emu = {}
     for label, fn in (("1 bf16 pass (TPU DEFAULT)", lambda x, y: bf16_passes(x, y, 1)),
@@ -157,12 +163,11 @@ def run(quick: bool = False) -> TopicResult:
         "computed in float32 whatever the preset asked for."
     )
     _minijax_precision(res, a, b, exact, scale, outs, quick)
-    if not quick:
-        bars = [(label, v) for label, v in emu.items()] + [
-            (f"preset {r[0].strip('`')}", float(r[2])) for r in presets if r[2] != "-"]
-        res.sections.append("### Precision error vs algorithm\n\n" + plot(
-            "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
-                                                 log=True), figsize=(8, 4)))
+    bars = [(label, v) for label, v in emu.items()] + [
+        (f"preset {r[0].strip('`')}", float(r[2])) for r in presets if r[2] != "-"]
+    res.sections.append("### Precision error vs algorithm\n\n" + plot(
+        "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
+                                             log=True), figsize=(8, 4), quick=quick))
 
     # ---------------------------------------------------------------- preferred_element_type
     ab, bb = jnp.asarray(a, BF16), jnp.asarray(b, BF16)
@@ -247,9 +252,10 @@ def run(quick: bool = False) -> TopicResult:
         "(the paired rows of the timings table):\n\n"
         + table(["module", "fused ms", "fusion off ms"],
                 [[mod, f"{v[0]:.3g}", f"{v[1]:.3g}"] for mod, v in fusion_ms.items()])
-        + ("" if quick else "\n\n" + plot("fusion_on_off", lambda fig: _bars(
+        + "\n\n" + plot("fusion_on_off", lambda fig: _bars(
             fig, [(f"{mod} {what}", v[i]) for mod, v in fusion_ms.items()
-                  for i, what in enumerate(("fused", "fusion off"))], "median ms")))
+                  for i, what in enumerate(("fused", "fusion off"))], "median ms"),
+            quick=quick)
     )
 
     # ---------------------------------------------------------------- HLO dump in a subprocess

@@ -1,12 +1,16 @@
 """Profiling: traces, memory profiles, cost analysis, and how not to benchmark.
 
-The trace, memory profile, cost analysis and pitfalls run real JAX; the roofline runs the
-MNIST MLP and CNN steps of both modules. The program:
+The first trace, memory profile, cost analysis and pitfalls run real JAX; `minijax.profiler`
+traces the same kind of loop next to `jax.profiler`, and the roofline runs the MNIST MLP and CNN
+steps of both modules. The program:
 
 * records a `jax.profiler.trace` of a few steps of a small MLP training loop, with a
   `StepTraceAnnotation` per step, and reads the Perfetto trace back to count the steps and find
   the busiest events (the raw `.xplane.pb` is what TensorBoard/XProf open);
 * writes a device memory profile (`jax.profiler.save_device_memory_profile`, pprof format);
+* traces a small jitted loop with `minijax.profiler` and `jax.profiler` alike (`trace`,
+  `StepTraceAnnotation`, `annotate_function`, `save_device_memory_profile`) and compares what
+  the two traces hold;
 * asks the compiler for its cost model (`lowered.cost_analysis()` and
   `compiled.cost_analysis()`) and checks the matmul flop count against 2*m*n*k;
 * demonstrates three benchmarking mistakes next to the correct measurement: not waiting for
@@ -66,9 +70,36 @@ def _trace_events(path: Path) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
+def profiled_loop(J, folder: Path, steps: int) -> dict:
+    """A few steps of a small jitted regression under `J.profiler.trace`, each step a
+    `StepTraceAnnotation`, with an `annotate_function`-wrapped host call; what the trace and a
+    device memory profile hold."""
+    step = J.jit(lambda w, x: (w - 0.01 * J.grad(lambda v: ((x @ v) ** 2).sum())(w),
+                               ((x @ w) ** 2).sum()))
+    w, x = J.numpy.ones((16, 16)), np.ones((8, 16), np.float32)
+    J.block_until_ready(step(w, x))  # compiled before the trace
+    host = J.profiler.annotate_function(lambda v: v + 1, name="host_bookkeeping")
+    with J.profiler.trace(str(folder), create_perfetto_trace=True):
+        for i in range(steps):
+            with J.profiler.StepTraceAnnotation("train", step_num=i):
+                w, loss = step(w, x)
+                float(loss)
+                host(i)
+    found = sorted(folder.rglob("perfetto_trace.json.gz"))
+    events = _trace_events(found[0]) if found else []
+    names = [str(e.get("name", "")) for e in events if e.get("ph") == "X"]
+    mem = folder / "device_memory.prof"
+    J.profiler.save_device_memory_profile(str(mem))
+    return {"files": sorted({q.name.split(".", 1)[-1] for q in folder.rglob("*") if q.is_file()
+                             and q.name != "device_memory.prof"}),
+            "train": names.count("train"), "host": names.count("host_bookkeeping"),
+            "kernels": sorted({n for n in names if n.endswith("fusion")}),
+            "memory_profile_gzip": mem.read_bytes()[:2] == b"\x1f\x8b"}
+
+
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("Profiling: traces, memory profiles, cost analysis, benchmarking, "
-                      "the roofline", runs="both")
+                      "the roofline", runs="jax")  # checks not naming minijax: JAX alone
     res.chapter = "chapters/17-profiling-benchmarking.md"
     res.devices = 1
     folder = out_folder("profile", quick)
@@ -159,6 +190,34 @@ def run(quick: bool = False) -> TopicResult:
         "the tool for 'who is holding memory?'; the trace above is the tool for 'where does "
         "the time go?'."
     )
+
+    # ---------------------------------------------------------------- minijax.profiler
+    loops = {name: profiled_loop(J, folder / f"{name}_trace", steps)
+             for name, J in (("jax", jax), ("minijax", minijax))}
+    with res.running("both"):
+        mj, jx = loops["minijax"], loops["jax"]
+        res.check_true("minijax.profiler.trace writes JAX's files (xplane.pb, trace.json.gz, "
+                       "perfetto_trace.json.gz)", mj["files"] == jx["files"])
+        res.check_true("minijax's trace holds one StepTraceAnnotation per step, as JAX's",
+                       mj["train"] == jx["train"] == steps)
+        res.check_true("minijax's annotate_function spans: one per call, as JAX's",
+                       mj["host"] == jx["host"] == steps)
+        res.check_true("minijax's compiled kernels appear in its trace, as JAX's",
+                       bool(mj["kernels"]) and bool(jx["kernels"]))
+        res.check_true("minijax.profiler.save_device_memory_profile writes gzip pprof, as "
+                       "JAX's", mj["memory_profile_gzip"] and jx["memory_profile_gzip"])
+    res.sections.append(
+        "### The same profiler around a minijax program\n\n"
+        "`minijax.profiler` drives the backend's own profiler session (the one under "
+        "`jax.profiler`): `trace`/`start_trace`/`stop_trace`, `TraceAnnotation`, "
+        "`StepTraceAnnotation`, `annotate_function`, `save_device_memory_profile`. The same "
+        f"{steps}-step loop, traced in each module, wrote "
+        + ", ".join(f"`*.{f}`" for f in mj["files"]) + "; each trace holds "
+        f"{jx['train']} `train` steps and {jx['host']} `host_bookkeeping` spans, and the "
+        "compiled program's kernels: JAX " + ", ".join(f"`{k}`" for k in jx["kernels"])
+        + "; minijax " + ", ".join(f"`{k}`" for k in mj["kernels"]) + ". Not modelled yet: "
+        "`named_scope` names carried into the HLO op metadata, so a minijax program's XLA "
+        "ops are named by XLA alone.")
 
     # ---------------------------------------------------------------- cost analysis
     m, k, n = (32, 48, 16) if quick else (256, 512, 128)

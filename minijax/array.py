@@ -116,7 +116,7 @@ class Array:
         if self._sharding is None:
             return {_default_device(): self.device_buffer()}
         buf = self.device_buffer()
-        return {b.devices().pop(): b for b in buf._arrays}
+        return {next(iter(b.devices())): b for b in buf._arrays}  # devices() may be cached: no pop
 
     def _check_alive(self) -> None:
         if self._deleted:

@@ -648,21 +648,23 @@ def _index_of_tiles(hlo_sharding, shape: tuple, num_devices: int) -> dict:
 def output_shardings(executable, mesh, out_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` of each output, read from what the partitioner chose
     (`executable.get_output_shardings()`), after the `ntok` leading runtime tokens."""
-    return _named_shardings(executable.get_output_shardings()[ntok:], mesh, out_avals)
+    return _named_shardings(executable.get_output_shardings(), ntok, mesh, out_avals)
 
 
 def parameter_shardings(executable, mesh, in_avals, ntok: int = 0) -> list:
     """The NamedSharding over `mesh` the executable expects for each input (after `ntok`
     tokens); an input read on one device only is given whole to every device."""
     return [NamedSharding(mesh, P()) if isinstance(s, SingleDeviceSharding) else s
-            for s in _named_shardings(executable.get_parameter_shardings()[ntok:], mesh,
-                                  in_avals)]
+            for s in _named_shardings(executable.get_parameter_shardings(), ntok, mesh,
+                                      in_avals)]
 
 
-def _named_shardings(protos, mesh, avals) -> list:
+def _named_shardings(protos, ntok: int, mesh, avals) -> list:
     from jaxlib import xla_client as xc
+    if protos is None:  # a mesh of one device: nothing was partitioned, each value is whole
+        return [NamedSharding(mesh, P()) for _ in avals]
     out = []
-    for proto, aval in zip(protos, avals):
+    for proto, aval in zip(protos[ntok:], avals):
         hlo = xc.HloSharding.from_proto(proto)
         if hlo.is_maximal() and not hlo.is_replicated() and mesh.size > 1:
             # on one device only: a host callback's result nothing else constrains (JAX's
@@ -727,7 +729,8 @@ class ExecuteSharded(ExecuteReplicated):
         return bufs, True  # a program on a mesh: its results are committed to its devices
 
     def _output_arrays(self, outs, committed):
-        return [Array(a, None, b if s.num_devices > 1 else _on_device(b, s._device), True, s)
+        return [Array(a, None, _on_device(b, s._device) if isinstance(s, SingleDeviceSharding)
+                      else b, True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
 
 

@@ -6,5 +6,8 @@
 from minijax.debugging import debug_callback as callback  # noqa: F401
 from minijax.debugging import debug_print as print  # noqa: F401
 
+# stopping a running program to look at its values (chapters/15-debugging.md)
+from minijax.debugger import breakpoint  # noqa: F401
+
 # sharding pictures (chapters/12-sharding.md)
 from minijax.debugging import visualize_array_sharding, visualize_sharding  # noqa: F401

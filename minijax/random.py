@@ -3,9 +3,12 @@
 Every sampler turns random *bits* (minijax/prng.py) into numbers with ordinary primitives:
 `uniform` puts 23 random bits in the mantissa of a float in [1, 2) and subtracts 1; `normal`
 is `sqrt(2) * erf_inv(u)`; `randint` reduces two words modulo the range; `permutation` sorts
-by random keys. As in JAX, the samplers are `jit`-compiled functions (with the shape and dtype
-static), so their float arithmetic is XLA's whether they are called eagerly or not, and their
-results equal JAX's. Keys may be typed (`key`) or raw u32[2] arrays (`PRNGKey`).
+by random keys; `gamma` (and beta, dirichlet, chisquare, f, t, ball...) runs Marsaglia and
+Tsang's rejection loop per element in a `while_loop`, inside its own primitive `random_gamma`;
+`poisson` and `binomial` loop until every element is accepted. As in JAX, the samplers are
+`jit`-compiled functions (with the shape and dtype static), so their float arithmetic is XLA's
+whether they are called eagerly or not, and their results equal JAX's. Keys may be typed
+(`key`) or raw u32[2] arrays (`PRNGKey`).
 
 Defaults as in JAX 0.10 with x64 off: float32/int32/uint32 results, the threefry2x32
 implementation, `jax_threefry_partitionable=True`. Mirrors jax/_src/random/core.py.
@@ -22,9 +25,12 @@ import numpy as np
 
 from minijax import core, dtypes, prng
 from minijax import numpy as jnp
+from minijax.api import vmap
+from minijax.interpreters import ad, batching, mlir
 from minijax.lax import lax
-from minijax.lax.control_flow.loops import cumsum
-from minijax.lax.special import erf, erf_inv
+from minijax.lax.control_flow.loops import cumsum, scan, while_loop
+from minijax.lax.lax import _const
+from minijax.lax.special import erf, erf_inv, lgamma, random_gamma_grad
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
 from minijax.numpy.util import promote_args_inexact, promote_dtypes
@@ -34,7 +40,9 @@ __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "
            "permutation", "choice", "gumbel", "categorical", "exponential", "laplace",
            "logistic", "cauchy", "rademacher", "maxwell", "double_sided_maxwell",
            "weibull_min", "pareto", "lognormal", "rayleigh", "wald", "geometric", "triangular",
-           "multivariate_normal", "orthogonal", "clone", "key_dtype"]
+           "multivariate_normal", "orthogonal", "clone", "key_dtype", "gamma", "loggamma",
+           "beta", "dirichlet", "chisquare", "f", "t", "generalized_normal", "ball", "poisson",
+           "binomial", "multinomial", "random_gamma_p"]
 
 # ---------------------------------------------------------------------------------------------
 # Keys
@@ -853,6 +861,469 @@ def _orthogonal(key, *, n, m, shape, dtype):
     q, r = jnp.linalg.qr(z)
     x = q * jnp.expand_dims(jnp.sign(jnp.diagonal(r, axis1=-2, axis2=-1)), -2)
     return jnp.swapaxes(x, -1, -2) if n < m else x
+
+
+# ---------------------------------------------------------------------------------------------
+# Gamma and the distributions built on it: Marsaglia-Tsang rejection in a while_loop, one
+# sample (and one key) per element, as JAX's random_gamma primitive
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/random/core.py _gamma_one
+def _gamma_one(key, alpha, log_space: bool):
+    """One Gamma(alpha) sample (or its log) for a scalar `alpha` and a raw key. alpha < 1 is
+    boosted to alpha + 1 and the sample times u ** (1 / alpha) (Marsaglia and Tsang, "A simple
+    method for generating gamma variables", 2000)."""
+    dtype = core.get_aval(alpha).dtype
+    zero, one, two, minus_one = (np.array(v, dtype) for v in (0, 1, 2, -1))
+    half, third, squeeze = (np.array(v, dtype) for v in (0.5, 1 / 3, 0.0331))
+    boost_mask = lax.ge(alpha, one)
+    alpha_orig = alpha
+    alpha = lax.select(boost_mask, alpha, lax.add(alpha, one))
+    d = lax.sub(alpha, third)
+    c = lax.div(third, lax.sqrt(d))
+
+    def rejected(state):  # not (the squeeze test or the log test): draw again
+        _, x2, v, u = state
+        return lax.bitwise_and(
+            lax.ge(u, lax.sub(one, lax.mul(squeeze, lax.mul(x2, x2)))),
+            lax.ge(lax.log(u), lax.add(lax.mul(x2, half),
+                                       lax.mul(d, lax.add(lax.sub(one, v), lax.log(v))))))
+
+    def next_x_v(kxv):  # a normal x with v = 1 + c x > 0
+        k, subkey = _split2(kxv[0])
+        x = _normal(subkey, (), dtype)
+        return k, x, lax.add(one, lax.mul(x, c))
+
+    def draw(state):
+        keys = prng.threefry_split(state[0], (3,))
+        _, x, v = while_loop(lambda kxv: lax.le(kxv[2], zero), next_x_v,
+                             (keys[1], zero, minus_one))
+        u = _uniform(keys[2], 0.0, 1.0, (), dtype)
+        return keys[0], lax.mul(x, x), lax.mul(lax.mul(v, v), v), u
+
+    key, subkey = _split2(key)
+    v = while_loop(rejected, draw, (key, zero, one, two))[2]
+    if log_space:
+        log_u = lax.neg(_exponential(subkey, (), dtype))
+        log_boost = lax.select(lax.bitwise_or(boost_mask, lax.eq(log_u, zero)), zero,
+                               lax.mul(log_u, lax.div(one, alpha_orig)))
+        return lax.add(lax.add(lax.log(d), lax.log(v)), log_boost)
+    u = lax.sub(one, _uniform(subkey, 0.0, 1.0, (), dtype))
+    boost = lax.select(boost_mask, one, lax.pow(u, lax.div(one, alpha_orig)))
+    return lax.mul(lax.mul(d, v), boost)
+
+
+# JAX: jax/_src/random/core.py _gamma_impl
+def _gamma_impl(key, a, *, log_space):
+    # one key per element of `a`, split from its (possibly batched) key, then one vmapped
+    # rejection loop: JAX lowers random_gamma this way (use_vmap=True)
+    a_shape = jnp.shape(a)
+    key_batch = jnp.ndim(key) - 1
+    keys = jnp.reshape(key, (-1, 2))
+    count = math.prod(a_shape[key_batch:])
+    keys = jnp.reshape(vmap(lambda k: prng.threefry_split(k, (count,)))(keys), (-1, 2))
+    samples = vmap(functools.partial(_gamma_one, log_space=log_space))(keys, jnp.ravel(a))
+    return jnp.reshape(samples, a_shape)
+
+
+def _random_gamma_abstract_eval(key, a, *, log_space):
+    if key.dtype != np.uint32 or key.shape[-1:] != (2,) or key.shape[:-1] != a.shape[
+            :key.ndim - 1]:
+        raise TypeError(f"random_gamma: expected raw keys u32[..., 2] batching a's leading "
+                        f"axes, got key {key.str_short()} and a {a.str_short()}")
+    if not dtypes.issubdtype(a.dtype, np.floating):
+        raise TypeError(f"random_gamma: a must be a float array, got {a.str_short()}")
+    return core.ShapedArray(a.shape, a.dtype)
+
+
+def _random_gamma_batch_rule(vals, dims, *, axis_size, log_space):
+    key, a = (batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims))
+    return random_gamma_p.bind(key, a, log_space=log_space), 0
+
+
+# JAX: jax/_src/random/core.py _gamma_grad
+def _gamma_grad(sample, a, *, log_space):
+    """d sample / d a by implicit reparameterization (the CDF held fixed); in log space
+    d log(sample) / d a, with a sample that underflowed to 0 taken as the smallest float."""
+    if not log_space:
+        return random_gamma_grad(a, sample)
+    sample = lax.exp(sample)
+    sample = lax.select(lax.eq(sample, _const(sample, 0)),
+                        lax.full_like(sample, dtypes.finfo(core.get_aval(sample).dtype).tiny),
+                        sample)
+    return random_gamma_grad(a, sample) / sample
+
+
+random_gamma_p = core.Primitive("random_gamma")
+random_gamma_p.def_impl(jit(_gamma_impl, static_argnames=("log_space",)))
+random_gamma_p.def_abstract_eval(_random_gamma_abstract_eval)
+ad.defjvp2(random_gamma_p, None, lambda t, ans, key, a, *, log_space: lax.mul(
+    t, _gamma_grad(ans, a, log_space=log_space)))
+batching.primitive_batchers[random_gamma_p] = _random_gamma_batch_rule
+mlir.register_lowering(random_gamma_p, mlir.lower_fun(_gamma_impl, multiple_results=False))
+
+
+def _float_sampler_args(name: str, key, dtype, shape, *params):
+    """The raw key, float dtype and result shape of a sampler with float parameters."""
+    return _raw(name, key), _float_dtype(name, dtype), _param_shape(name, shape, *params)
+
+
+# JAX: jax/_src/random/core.py gamma
+def gamma(key, a, shape: Sequence[int] | None = None, dtype=None):
+    """Standard Gamma(a) floats (density x**(a-1) e**-x / Gamma(a), a > 0) of `shape`
+    (None: a's shape); divide by a rate to change the scale. Differentiable in `a`: the
+    implicit reparameterization gradient `lax.random_gamma_grad`, as JAX's."""
+    raw, dtype, shape = _float_sampler_args("gamma", key, dtype, shape, a)
+    return _gamma(raw, a, shape=shape, dtype=dtype)
+
+
+# JAX: jax/_src/random/core.py loggamma
+def loggamma(key, a, shape: Sequence[int] | None = None, dtype=None):
+    """log of Gamma(a) samples, computed in log space (accurate for tiny a); equals
+    `log(gamma(key, a, ...))` up to rounding."""
+    raw, dtype, shape = _float_sampler_args("loggamma", key, dtype, shape, a)
+    return _gamma(raw, a, shape=shape, dtype=dtype, log_space=True)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype", "log_space"))
+def _gamma(key, a, *, shape, dtype, log_space=False):
+    a = jnp.broadcast_to(lax.convert_element_type(a, dtype), shape)
+    return random_gamma_p.bind(key, a, log_space=log_space)
+
+
+# JAX: jax/_src/random/core.py beta
+def beta(key, a, b, shape: Sequence[int] | None = None, dtype=None):
+    """Beta(a, b) floats in [0, 1] of `shape` (None: the broadcast of a and b):
+    G_a / (G_a + G_b) from two log-gamma samples, scaled by their max to keep precision."""
+    raw, dtype, shape = _float_sampler_args("beta", key, dtype, shape, a, b)
+    return _beta(raw, a, b, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _beta(key, a, b, *, shape, dtype):
+    key_a, key_b = _split2(key)
+    log_a = _gamma(key_a, a, shape=shape, dtype=dtype, log_space=True)
+    log_b = _gamma(key_b, b, shape=shape, dtype=dtype, log_space=True)
+    log_max = lax.max(log_a, log_b)
+    scaled_a, scaled_b = jnp.exp(log_a - log_max), jnp.exp(log_b - log_max)
+    return scaled_a / (scaled_a + scaled_b)
+
+
+# JAX: jax/_src/random/core.py dirichlet
+def dirichlet(key, alpha, shape: Sequence[int] | None = None, dtype=None):
+    """Dirichlet(alpha) floats f[*shape, n] (alpha: f[..., n]; shape None: alpha's batch
+    shape), each row summing to 1: the softmax of n log-gamma samples. ValueError for a
+    rank-0 alpha."""
+    raw, dtype = _raw("dirichlet", key), _float_dtype("dirichlet", dtype)
+    if jnp.ndim(alpha) < 1:
+        raise ValueError(f"dirichlet requires alpha.ndim >= 1, got alpha.ndim == "
+                         f"{jnp.ndim(alpha)}")
+    shape = _param_shape("dirichlet", shape, jnp.zeros(jnp.shape(alpha)[:-1]))
+    return _dirichlet(raw, alpha, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _dirichlet(key, alpha, *, shape, dtype):
+    log_g = _gamma(key, alpha, shape=shape + jnp.shape(alpha)[-1:], dtype=dtype,
+                   log_space=True)
+    # softmax as jax.nn.softmax computes it
+    unnormalized = jnp.exp(log_g - lax.stop_gradient(jnp.max(log_g, -1, keepdims=True)))
+    return unnormalized / jnp.sum(unnormalized, -1, keepdims=True)
+
+
+# JAX: jax/_src/random/core.py chisquare
+def chisquare(key, df, shape: Sequence[int] | None = None, dtype=None):
+    """Chi-square(df) floats of `shape` (None: df's shape): 2 Gamma(df / 2)."""
+    raw, dtype, shape = _float_sampler_args("chisquare", key, dtype, shape, df)
+    return _chisquare(raw, df, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _chisquare(key, df, *, shape, dtype):
+    two = np.array(2, dtype)
+    half_df = lax.div(lax.convert_element_type(df, dtype), two)
+    return lax.mul(jnp.exp(_gamma(key, half_df, shape=shape, dtype=dtype, log_space=True)),
+                   two)
+
+
+# JAX: jax/_src/random/core.py f
+def f(key, dfnum, dfden, shape: Sequence[int] | None = None, dtype=None):
+    """F(dfnum, dfden) floats of `shape` (None: the parameters' broadcast shape): the ratio
+    of two chi-squares, each over its degrees of freedom."""
+    raw, dtype, shape = _float_sampler_args("f", key, dtype, shape, dfnum, dfden)
+    return _f(raw, dfnum, dfden, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _f(key, dfnum, dfden, *, shape, dtype):
+    dfden, dfnum = (lax.convert_element_type(v, dtype) for v in (dfden, dfnum))
+    key_dfd, key_dfn = _split2(key)
+    num = lax.div(_chisquare(key_dfn, dfnum, shape=shape, dtype=dtype), dfnum)
+    den = lax.div(_chisquare(key_dfd, dfden, shape=shape, dtype=dtype), dfden)
+    return lax.div(num, den)
+
+
+# JAX: jax/_src/random/core.py t
+def t(key, df, shape: Sequence[int] | None = None, dtype=None):
+    """Student's t(df) floats of `shape` (None: df's shape): normal * sqrt((df/2) / G)
+    with G ~ Gamma(df / 2)."""
+    raw, dtype, shape = _float_sampler_args("t", key, dtype, shape, df)
+    return _t(raw, df, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _t(key, df, *, shape, dtype):
+    df = lax.convert_element_type(df, dtype)
+    key_n, key_g = _split2(key)
+    n = _normal(key_n, shape, dtype)
+    half_df = lax.div(df, np.array(2, dtype))
+    g = _gamma(key_g, half_df, shape=shape, dtype=dtype)
+    return n * jnp.sqrt(half_df / g)
+
+
+# JAX: jax/_src/random/core.py generalized_normal
+def generalized_normal(key, p, shape: Sequence[int] = (), dtype=None):
+    """Generalized normal floats of `shape` (density prop. to exp(-|x| ** p)): a random sign
+    times Gamma(1 / p) ** (1 / p). p = 2 is a normal with variance 1/2, p = 1 Laplace."""
+    raw, dtype = _raw("generalized_normal", key), _float_dtype("generalized_normal", dtype)
+    return _generalized_normal(raw, p, shape=_shape(shape), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _generalized_normal(key, p, *, shape, dtype):
+    k_gamma, k_sign = _split2(key)
+    g = _gamma(k_gamma, 1 / p, shape=shape, dtype=dtype)
+    return _rademacher(k_sign, shape, dtype) * g ** (1 / p)
+
+
+# JAX: jax/_src/random/core.py ball
+def ball(key, d: int, p: float = 2, shape: Sequence[int] = (), dtype=None):
+    """Points f[*shape, d] uniform in the unit p-norm ball of R^d (Barthe et al., 2005):
+    generalized normals over (their p-norm ** p plus an exponential) ** (1 / p)."""
+    raw, dtype = _raw("ball", key), _float_dtype("ball", dtype)
+    return _ball(raw, p, d=int(d), shape=_shape(shape), dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("d", "shape", "dtype"))
+def _ball(key, p, *, d, shape, dtype):
+    k1, k2 = _split2(key)
+    g = _generalized_normal(k1, p, shape=(*shape, d), dtype=dtype)
+    e = _exponential(k2, shape, dtype)
+    return g / (((jnp.abs(g) ** p).sum(-1) + e) ** (1 / p))[..., None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Counts: Poisson and binomial (inversion for small means, transformed rejection above) and
+# multinomial as a scan of binomials. Each loop runs until every element is done.
+# ---------------------------------------------------------------------------------------------
+
+def _isnan(x):
+    return lax.ne(x, x)
+
+
+# JAX: jax/_src/random/core.py poisson
+def poisson(key, lam, shape: Sequence[int] | None = None, dtype=None):
+    """Poisson(lam) counts (lam >= 0) of `shape` (None: lam's shape) and integer `dtype`
+    (default int32): Knuth's product of uniforms for lam < 10, Hormann's transformed
+    rejection above."""
+    raw = _raw("poisson", key)
+    dtype = np.dtype(dtypes.canonicalize_dtype(np.int64 if dtype is None else dtype))
+    shape = jnp.shape(lam) if shape is None else _shape(shape)
+    lam = lax.convert_element_type(jnp.broadcast_to(lam, shape), np.float32)
+    return _poisson(raw, lam, shape=shape, dtype=dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _poisson(key, lam, *, shape, dtype):
+    use_knuth = lax.bitwise_or(_isnan(lam), lam < 10)
+    lam_knuth = lax.select(use_knuth, lam, lax.full_like(lam, 0.0))
+    lam_rejection = lax.select(use_knuth, lax.full_like(lam, 1e5), lam)
+    max_iters = dtype.type(dtypes.iinfo(dtype).max)
+    result = lax.select(use_knuth, _poisson_knuth(key, lam_knuth, shape, dtype, max_iters),
+                        _poisson_rejection(key, lam_rejection, shape, dtype, max_iters))
+    return lax.select(lam == 0, jnp.zeros_like(result), result)
+
+
+# JAX: jax/_src/random/core.py _poisson_knuth
+@functools.partial(jit, static_argnums=(2, 3, 4))
+def _poisson_knuth(key, lam, shape, dtype, max_iters):
+    def body(carry):  # multiply uniforms until the product falls below exp(-lam)
+        i, k, rng, log_prod = carry
+        rng, subkey = _split2(rng)
+        k = lax.select(log_prod > -lam, k + 1, k)
+        u = _uniform(subkey, 0.0, 1.0, shape, np.dtype(np.float32))
+        return i + 1, k, rng, log_prod + jnp.log(u)
+
+    def cond(carry):
+        return jnp.logical_and(jnp.any(carry[3] > -lam), carry[0] < max_iters)
+
+    k_init = jnp.zeros(shape, dtype)
+    k = while_loop(cond, body, (0, k_init, key, jnp.zeros(shape, np.float32)))[1]
+    return (k - 1).astype(dtype)
+
+
+# JAX: jax/_src/random/core.py _poisson_rejection
+@functools.partial(jit, static_argnums=(2, 3, 4))
+def _poisson_rejection(key, lam, shape, dtype, max_iters):
+    log_lam = lax.log(lam)
+    b = 0.931 + 2.53 * lax.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2)
+
+    def body(carry):
+        i, k_out, accepted, key = carry
+        keys = prng.threefry_split(key, (3,))
+        u = _uniform(keys[1], 0.0, 1.0, shape, lam.dtype) - 0.5
+        v = _uniform(keys[2], 0.0, 1.0, shape, lam.dtype)
+        u_shifted = 0.5 - abs(u)
+        k = lax.floor((2 * a / u_shifted + b) * u + lam + 0.43)
+        s = lax.log(v * inv_alpha / (a / (u_shifted * u_shifted) + b))
+        t = -lam + k * log_lam - lgamma(k + 1)
+        accept1 = (u_shifted >= 0.07) & (v <= v_r)
+        reject = (k < 0) | ((u_shifted < 0.013) & (v > u_shifted))
+        accept = accept1 | (~reject & (s <= t))
+        return i + 1, lax.select(accept, k, k_out), accepted | accept, keys[0]
+
+    def cond(carry):
+        return jnp.logical_and(jnp.any(~carry[2]), carry[0] < max_iters)
+
+    init = (0, jnp.full(shape, -1, lam.dtype), jnp.zeros(shape, bool), key)
+    return while_loop(cond, body, init)[1].astype(dtype)
+
+
+# JAX: jax/_src/random/core.py binomial
+def binomial(key, n, p, shape: Sequence[int] | None = None, dtype=None):
+    """Binomial(n, p) counts as floats of `shape` (None: the broadcast of n and p): NaN for
+    n < 0 or p outside [0, 1] (p > 1/2 is sampled as n - Binomial(n, 1 - p)), inf for n =
+    inf. Inversion of geometric waits for n q <= 10, Hormann's BTRS above."""
+    raw = _raw("binomial", key)
+    dtype = _float_dtype("binomial", dtype)
+    shape = _param_shape("binomial", shape, n, p)
+    return _binomial(raw, n, p, shape=shape, dtype=dtype)
+
+
+def _stirling_approx_tail(k):
+    # log k! minus Stirling's approximation: a table for k <= 9, a series above
+    table = jnp.array([0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                       0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                       0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                       0.00833056343336287], dtype=core.get_aval(k).dtype)
+    use_table = k <= 9
+    k = lax.clamp(_const(k, 0.0), k, _const(k, 9.0))
+    kp1sq = (k + 1) * (k + 1)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1)
+    return lax.select(use_table, table[jnp.floor(k).astype(np.int32)], approx)
+
+
+@functools.partial(jit, static_argnums=(3, 4, 5))
+def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
+    log1minusprob = jnp.log1p(-prob)
+
+    def body(carry):  # count geometric waits until they pass `count`
+        i, num_geom, geom_sum, key = carry
+        keys = prng.threefry_split(key, (2,))
+        num_geom_out = lax.select(geom_sum <= count, num_geom + 1, num_geom)
+        u = _uniform(keys[0], 0.0, 1.0, shape, prob.dtype)
+        geom = jnp.ceil(jnp.log(u) / log1minusprob)
+        return i + 1, num_geom_out, geom_sum + geom, keys[1]
+
+    def cond(carry):
+        return jnp.logical_and(jnp.any(carry[2] <= count), carry[0] < max_iters)
+
+    zeros = jnp.zeros(shape, prob.dtype)
+    k = while_loop(cond, body, (0, zeros, zeros, key))[1]
+    return (k - 1).astype(dtype)
+
+
+@functools.partial(jit, static_argnums=(3, 4, 5))
+def _btrs(key, count, prob, shape, dtype, max_iters):
+    stddev = jnp.sqrt(count * prob * (1 - prob))
+    b = 1.15 + 2.53 * stddev
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1 - prob)
+    alpha = (2.83 + 5.1 / b) * stddev
+    m = jnp.floor((count + 1) * prob)
+
+    def body(carry):
+        i, k_out, accepted, key = carry
+        keys = prng.threefry_split(key, (3,))
+        u = _uniform(keys[1], 0.0, 1.0, shape, prob.dtype)
+        v = _uniform(keys[2], 0.0, 1.0, shape, prob.dtype)
+        u = u - 0.5
+        us = 0.5 - jnp.abs(u)
+        accept1 = (us >= 0.07) & (v <= v_r)
+        k = jnp.floor((2 * a / us + b) * u + c)
+        reject = (k < 0) | (k > count)
+        v = jnp.log(v * alpha / (a / (us * us) + b))
+        ub = ((m + 0.5) * jnp.log((m + 1) / (r * (count - m + 1)))
+              + (count + 1) * jnp.log((count - m + 1) / (count - k + 1))
+              + (k + 0.5) * jnp.log(r * (count - k + 1) / (k + 1))
+              + _stirling_approx_tail(m) + _stirling_approx_tail(count - m)
+              - _stirling_approx_tail(k) - _stirling_approx_tail(count - k))
+        accept = accept1 | (~reject & (v <= ub))
+        return i + 1, lax.select(accept, k, k_out), accepted | accept, keys[0]
+
+    def cond(carry):
+        return jnp.logical_and(jnp.any(~carry[2]), carry[0] < max_iters)
+
+    init = (0, jnp.full(shape, -1, prob.dtype), jnp.zeros(shape, bool), key)
+    return while_loop(cond, body, init)[1].astype(dtype)
+
+
+@functools.partial(jit, static_argnames=("shape", "dtype"))
+def _binomial(key, count, prob, *, shape, dtype):
+    (prob,) = promote_args_inexact("binomial", prob)
+    count = jnp.broadcast_to(lax.convert_element_type(count, core.get_aval(prob).dtype), shape)
+    prob = jnp.broadcast_to(prob, shape)
+    p_lt_half = prob < 0.5
+    q = lax.select(p_lt_half, prob, 1.0 - prob)
+    count_nan_or_neg = _isnan(count) | (count < 0.0)
+    count_inf = jnp.isinf(count)
+    q_is_nan, q_l_0 = _isnan(q), q < 0.0
+    q = lax.select(q_is_nan | q_l_0, lax.full_like(q, 0.01), q)
+    use_inversion = count_nan_or_neg | (count * q <= 10.0)
+    count = jnp.floor(count)
+    count_inv = lax.select(use_inversion, count, lax.full_like(count, 0.0))
+    count_btrs = lax.select(use_inversion, lax.full_like(count, 1e4), count)
+    q_btrs = lax.select(use_inversion, lax.full_like(q, 0.5), q)
+    max_iters = dtype.type(dtypes.finfo(dtype).max)
+    samples = lax.select(use_inversion,
+                         _binomial_inversion(key, count_inv, q, shape, dtype, max_iters),
+                         _btrs(key, count_btrs, q_btrs, shape, dtype, max_iters))
+    invalid = q_l_0 | q_is_nan | count_nan_or_neg
+    samples = lax.select(invalid, jnp.full_like(samples, np.nan, dtype), samples)
+    samples = lax.select(count_inf & ~invalid, jnp.full_like(samples, np.inf, dtype), samples)
+    return lax.select(p_lt_half | count_nan_or_neg | q_is_nan | count_inf, samples,
+                      count.astype(dtype) - samples)
+
+
+# JAX: jax/_src/random/core.py multinomial
+def multinomial(key, n, p, *, shape: Sequence[int] | None = None, dtype=None,
+                unroll: int | bool = 1):
+    """Multinomial(n, p) counts as floats of `shape` (None: p's shape; p: f[..., k], the
+    outcome probabilities on the last axis): one binomial per outcome, of what the earlier
+    outcomes left, in a scan."""
+    raw = _raw("multinomial", key)
+    dtype = _float_dtype("multinomial", dtype)
+    n, p = promote_args_inexact("multinomial", n, p)
+    shape = jnp.shape(p) if shape is None else _shape(shape)
+    n, p = jnp.broadcast_to(n, shape[:-1]), jnp.broadcast_to(p, shape)
+
+    def step(remainder, ratio_key):
+        ratio, k = ratio_key
+        count = _binomial(k, remainder, jnp.clip(ratio, 0, 1), shape=jnp.shape(remainder),
+                          dtype=core.get_aval(remainder).dtype)
+        return remainder - count, count
+
+    p = jnp.moveaxis(p, -1, 0)
+    remaining = cumsum(p, 0, reverse=True)
+    ratios = p / jnp.where(remaining == 0, 1, remaining)
+    keys = prng.threefry_split(raw, (jnp.shape(ratios)[0],))
+    _, counts = scan(step, n, (ratios, keys), unroll=unroll)
+    return jnp.moveaxis(counts, 0, -1).astype(dtype)
 
 
 # JAX: jax/_src/random/core.py clone — differs: keys are values, so a clone is the key itself

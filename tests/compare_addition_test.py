@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import jax
+from model_checks import assert_grads_checked_and_profiled
 
 from compare import addition, gpt
 
@@ -70,6 +71,7 @@ def test_addition_topic_quick():
         assert 0 <= res.extra[name]["test_exact_match"] <= 1
     probe = res.extra["probe"]
     assert [p["layer"] for p in probe] == [0, 1] and all(0.5 <= p["baseline"] <= 1 for p in probe)
+    assert_grads_checked_and_profiled(res, ["step trace+lower", "step compile"])
 
 
 def test_an_unpadded_format_trains_and_scores_its_variable_answer_positions():

@@ -9,12 +9,15 @@ import pickle
 import numpy as np
 import pytest
 
+from model_checks import assert_grads_checked_and_profiled
+
 from compare import cnn_bn
 from compare._report import write_json
 
 
 def test_cnn_bn_topic_checks_pass_and_writes_the_json_entry(tmp_path):
     res = cnn_bn.run(quick=True)
+    assert_grads_checked_and_profiled(res)
     failing = [c.name for c in res.checks if not c.ok]
     assert len(res.checks) >= 11 and not failing, failing
     write_json({"cnn_bn": res}, tmp_path / "out.json")

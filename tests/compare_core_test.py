@@ -8,6 +8,7 @@ plots to a fresh temporary folder.
 import importlib
 
 import pytest
+from model_checks import assert_grads_checked_and_profiled
 
 
 def _run_quick(topic):
@@ -36,6 +37,8 @@ def test_mnist_mlp_losses_agree():
         assert 0.0 <= rec["test_accuracy"] <= 1.0
     assert res.extra["minijax"]["losses"] == pytest.approx(res.extra["jax"]["losses"], abs=1e-4)
     assert res.timings_ms["ratio minijax/jax"] > 0
+    assert_grads_checked_and_profiled(res, [f"MLP step {stage}" for stage in (
+        "trace", "lower", "compile", "first call")])
 
 
 def test_rename_vars_makes_names_canonical():
@@ -49,6 +52,21 @@ def test_rename_vars_makes_names_canonical():
     with_param = ("{ lambda ; a:f32[3]. let b:f32[] = reduce_sum[axes=(0,) out_sharding=None] a "
                   "in (b,) }")
     assert jaxpr_grade(with_param.replace(" out_sharding=None", ""), with_param) == "params"
+    # an axis JAX's batching computed with NumPy prints as np.int64(1): the same param
+    assert jaxpr_grade(ours.replace("sin a", "sin[axes=(1,)] a"),
+                       ours.replace("sin a", "sin[axes=(np.int64(1),)] a")) == "params"
+
+
+def test_jaxpr_section_prints_equal_jaxprs_once_and_a_diff_otherwise():
+    from compare.core import jaxpr_section
+
+    text = "{ lambda ; a:f32[3]. let b:f32[3] = sin a in (b,) }"
+    same = jaxpr_section(text, text, "identical")
+    assert same.count(text) == 1 and "identical" in same
+    other = text.replace("sin", "cos")
+    diff = jaxpr_section(other, text, "differs")
+    assert "```diff" in diff and "-{ lambda ; a:f32[3]. let b:f32[3] = sin" in diff
+    assert "+{ lambda ; a:f32[3]. let b:f32[3] = cos" in diff
 
 
 def _write_idx(path, arr, gz):

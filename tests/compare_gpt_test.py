@@ -6,11 +6,14 @@ decoding with the KV cache gives the tokens of decoding without it."""
 import numpy as np
 import pytest
 
+from model_checks import assert_grads_checked_and_profiled
+
 from compare import gpt
 
 
 def test_gpt_topic_quick():
     res = gpt.run(quick=True)
+    assert_grads_checked_and_profiled(res)
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
     assert len(res.checks) >= 10 and not failing, failing
     for name in ("minijax", "jax", "nnx"):

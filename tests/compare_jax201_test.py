@@ -1,4 +1,8 @@
-"""The real-JAX-only ("JAX 201") comparison topics, run at quick sizes: every check must pass.
+"""The comparison topics of the JAX 201 pages, run at quick sizes: every check must pass.
+
+Each runs minijax next to JAX; a few checks (a JAX feature minijax does not model) run JAX
+alone, and each check says which (`Check.runs`): every topic here has checks that compare the
+two modules.
 
 Each topic is one test so `pytest -n 2` can spread them over workers. Quick mode writes any
 files (profiler traces, XLA dumps) to fresh temporary folders, so parallel workers never share
@@ -23,4 +27,6 @@ def test_topic_checks_pass(topic):
         print(f"{topic}: failing checks:\n  " + "\n  ".join(failing))
     assert not failing, f"{topic}: {len(failing)} failing check(s): {failing}"
     assert res.sections, f"{topic}: no explanatory sections"
+    both = [c for c in res.checks if (c.runs or res.runs) == "both"]
+    assert both, f"{topic}: no check compares minijax with JAX"
     assert all(v >= 0 for v in res.timings_ms.values()), f"{topic}: negative timing"

@@ -6,11 +6,14 @@ for step the same under minijax and JAX (bit for bit)."""
 import numpy as np
 import pytest
 
+from model_checks import assert_grads_checked_and_profiled
+
 from compare import moe
 
 
 def test_moe_topic_quick():
     res = moe.run(quick=True)
+    assert_grads_checked_and_profiled(res)
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
     assert len(res.checks) >= 12 and not failing, failing
     assert res.extra["minijax"]["losses"] == pytest.approx(res.extra["jax"]["losses"], rel=1e-4)

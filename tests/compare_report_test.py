@@ -8,6 +8,7 @@ import types
 
 import jax
 import numpy as np
+import pytest
 
 import compare.__main__ as cmain
 from compare._report import Ms, TopicResult, code, median_ms, ms_of, render
@@ -46,7 +47,7 @@ def test_one_topic_updates_its_section_and_failures_are_reported(monkeypatch, tm
     assert f"jax {jax.__version__}" in text and "mixed (quick: fake_ok)" in text
     assert "*Runs: minijax and JAX.*" in text and "*Runs: JAX only.*" in text
     # The paired row: medians 2 and 4, ratio 2.00 in its own column, spreads next to them.
-    assert "| step | 2 | 1.5–2.5 | 4 | 3–5 | 2.00 |" in text
+    assert "| step | 2 | 1.5–2.5 (min 1) | 4 | 3–5 (min 2) | 2.00 |" in text
     assert "| compile | 5 | - |" in text
     assert "<details><summary>40 lines" in text
 
@@ -57,8 +58,8 @@ def test_median_ms_carries_spread_and_json_keeps_it():
     res = TopicResult("t")
     res.timings_ms["x"] = t
     rec = TopicResult.from_record(res.to_record())
-    assert rec.spread("x") == (t.q1, t.q3)
-    assert res.to_json()["spread_ms"]["x"] == [t.q1, t.q3]
+    assert t.lo <= t.q1 and rec.spread("x") == (t.q1, t.q3, t.lo)
+    assert res.to_json()["spread_ms"]["x"] == [t.q1, t.q3, t.lo]
 
 
 def test_check_raises_wants_the_type_jax_raises():
@@ -125,6 +126,11 @@ def test_a_known_difference_passes_on_values_only_and_is_shown():
     assert not c.ok and "| FAIL |" in row  # values still have to agree
     c, row = _one_check(np.ones(3, np.float32), want, known="stale")
     assert c.ok and "| PASS |" in row and not c.known
+    # A condition known to fail passes as KNOWN; once it holds, the note goes.
+    res = TopicResult("t")
+    res.check_true("cond", False, known="not modelled yet")
+    res.check_true("held", True, known="stale")
+    assert [(c.ok, c.known) for c in res.checks] == [(True, "not modelled yet"), (True, "")]
     # The note survives the stored JSON record.
     res = TopicResult("t")
     res.check("k", np.ones(3, np.float64), want, known="why")
@@ -159,7 +165,8 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
     assert cmain.main(["fake_slow"], out_dir=tmp_path) == 0  # a missed target: reported only
     assert cmain.main(["fake_wrong"], out_dir=tmp_path) == 1  # a wrong value fails the run
     text = (tmp_path / "report.md").read_text()
-    assert "| step-time ratio minijax/JAX <= 1.05 | MISSED (speed target) |" in text
+    assert ("| step-time ratio minijax/JAX <= 1.05 | minijax and JAX | MISSED (speed target) |"
+            in text)
     assert "ok, speed target missed" in text and "**checks fail**" in text
     stored = TopicResult.from_record(
         json.loads((tmp_path / "topics" / "fake_slow.json").read_text()))
@@ -247,3 +254,66 @@ def test_xla_log_lines_collects_the_matching_lines_and_passes_the_rest(capfd):
         os.write(2, b"W1201 spmd_partitioner.cc:656] [SPMD] Involuntary full remat B\n")
     assert [h[-1] for h in hits] == ["A", "B"]
     assert capfd.readouterr().err == "another warning\n"
+
+
+def test_each_check_says_which_modules_it_ran(monkeypatch, tmp_path):
+    """`runs` per check: said by the topic (`running`), else read from the check's name or the
+    arrays it compares, else the topic's; the contents table counts them."""
+    import minijax
+    from compare._report import runs_of_check
+    assert runs_of_check("grad: minijax equals JAX's") == "both"
+    assert runs_of_check("minijax shards reassemble to the array") == "minijax"
+    assert runs_of_check("raises the same error in both") == "both"
+    assert runs_of_check("jax: pure_callback under jit") == "jax"
+    assert runs_of_check("a while loop over the grid (jax)") == "jax"
+    assert runs_of_check("grad equals JAX's") == ""  # JAX's as the reference: the topic says
+    assert runs_of_check("values", minijax.numpy.ones(2), jax.numpy.ones(2)) == "both"
+    assert runs_of_check("values", jax.numpy.ones(2), np.ones(2)) == "jax"
+    assert runs_of_check("values", np.ones(2), np.ones(2)) == ""
+
+    def mixed_run(quick=False):
+        res = TopicResult("a topic with JAX-only parts", runs="both")
+        res.check("minijax equals JAX", np.ones(2), np.ones(2))
+        with res.running("jax"):
+            res.check_true("a JAX-only property", True)
+            res.check("JAX against NumPy", np.ones(2), np.ones(2))
+        res.check("plain values", np.ones(2), np.ones(2))
+        return res
+
+    mod = types.ModuleType("compare.fake_mixed")
+    mod.run = mixed_run
+    monkeypatch.setitem(sys.modules, "compare.fake_mixed", mod)
+    monkeypatch.setattr(cmain, "TOPICS", ["fake_mixed"])
+    assert cmain.main(["fake_mixed"], out_dir=tmp_path) == 0
+    stored = TopicResult.from_record(
+        json.loads((tmp_path / "topics" / "fake_mixed.json").read_text()))
+    assert [c.runs for c in stored.checks] == ["both", "jax", "jax", "both"]
+    text = (tmp_path / "report.md").read_text()
+    assert "| a JAX-only property | JAX only | PASS |" in text
+    assert "| plain values | minijax and JAX | PASS |" in text
+    assert "minijax and JAX: 2, JAX only: 2" in text
+    assert text.count("[Back to contents](#contents)") == 1 and '<a id="contents">' in text
+    with pytest.raises(ValueError, match="expected one of"):
+        with TopicResult("t").running("numpy"):
+            pass
+
+
+def test_quick_runs_draw_their_plots_smaller_beside_the_report(tmp_path):
+    import re
+    from pathlib import Path
+
+    from compare._report import plot, save_topic
+
+    def draw(fig):
+        fig.add_subplot().plot([0, 1], [1, 0])
+
+    md = plot("a_line", draw, figsize=(6.0, 4.0), quick=True)
+    (src,) = re.findall(r"\]\(([^)]+)\)", md)
+    assert Path(src).is_absolute() and Path(src).exists()
+    import matplotlib.image
+    h, w = matplotlib.image.imread(src).shape[:2]
+    assert (w, h) == (216, 144)  # 0.6 of 6x4 inches at 60 dpi
+    res = TopicResult("t", runs="both", sections=[md])
+    save_topic("t", res, tmp_path)
+    assert res.sections == ["![a_line](files/t/a_line.png)"]
+    assert (tmp_path / "files" / "t" / "a_line.png").exists()

@@ -355,3 +355,70 @@ def test_cache_defeating_patterns_compile_as_often_as_jax(caplog):
     want = cache_defeating_patterns(jax, caplog)
     assert got == want and want[0] == [3, 6, 7, 8], (got, want)
     assert want[1][0] == want[1][1]  # stale: the closed-over array was baked in
+
+
+# ---------------------------------------------------------------------------------------------
+# debug.breakpoint, driven by a scripted debugger session
+# ---------------------------------------------------------------------------------------------
+
+# evaluate, move up and down the stack, list, name a missing variable, continue
+_SESSION = "p y\nx.shape\npp {'n': n}\nw\nu\nd\nd\nl\np missing\nc\n"
+
+
+def breakpoint_sessions(J, session: str = _SESSION) -> dict:
+    """What the text debugger prints for `session` at a breakpoint inside `f`, eagerly and
+    under jit, vmap (one session per example) and grad, with addresses masked."""
+    import io
+    import re
+    out = {}
+    for name, wrap in (("eager", lambda g: g), ("jit", J.jit), ("vmap", J.vmap),
+                       ("grad", J.grad)):
+        buf = io.StringIO()
+
+        def f(x, n=2, buf=buf):
+            y = x * 2.5 + n
+            J.debug.breakpoint(stdin=io.StringIO(session * 2), stdout=buf, num_frames=2)
+            return y.sum()
+        x = XS if name == "vmap" else X
+        J.block_until_ready(wrap(f)(x))
+        J.effects_barrier()
+        out[name] = re.sub(r"0x[0-9a-f]+", "0x…", buf.getvalue())
+    return out
+
+
+def test_breakpoint_session_prints_as_jax():
+    mine, theirs = breakpoint_sessions(minijax), breakpoint_sessions(jax)
+    assert mine == theirs
+    jit = mine["jit"]
+    assert jit.startswith("Entering jdb:\n(jdb) ") and "*** NameError" in jit
+    assert "Array([" in jit and "(3,)" in jit and "{'n': 2}" in jit
+    assert "At bottommost frame." in jit and jit.count("At bottommost frame.") == 1
+    assert any(line.startswith("->") and "J.debug.breakpoint(" in line
+               for line in jit.splitlines())
+    assert mine["vmap"].count("Entering jdb:") == 2  # one session per example
+    assert core.trace_ctx.trace is core.eval_trace
+
+
+def test_breakpoint_arguments_and_backends_as_jax():
+    from minijax.debugger import core as dcore
+    for J in (jax, minijax):
+        with pytest.raises(ValueError, match="mutually exclusive"):
+            J.debug.breakpoint(ordered=True, token=np.ones(2))
+    seen = []
+    dcore.register_debugger("recording", lambda frames, tid, **kw: seen.append(
+        (frames[0].locals["x"], tid, kw)), priority=-2)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            dcore.register_debugger("recording", print, priority=0)
+
+        def f(x):
+            tok = minijax.debug.breakpoint(backend="recording", token=x, num_frames=1, tag=1)
+            return tok * 3
+        out = minijax.jit(f)(X)
+        minijax.effects_barrier()
+        np.testing.assert_allclose(np.asarray(out), X * 3)
+        ((x, _, kw),) = seen
+        np.testing.assert_array_equal(np.asarray(x), X)
+        assert kw == {"tag": 1}
+    finally:
+        del dcore._debugger_registry["recording"]

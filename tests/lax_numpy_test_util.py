@@ -48,7 +48,8 @@ def assert_same(got, want, rtol=1e-5, atol=1e-6):
         if w.dtype == np.bool_ or np.issubdtype(w.dtype, np.integer):
             np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
         else:
-            np.testing.assert_allclose(np.asarray(g, np.float64), np.asarray(w, np.float64),
+            wide = np.complex128 if np.iscomplexobj(w) else np.float64  # keep imaginary parts
+            np.testing.assert_allclose(np.asarray(g, wide), np.asarray(w, wide),
                                        rtol=rtol, atol=atol)
 
 

@@ -301,10 +301,11 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "convert_element_type", "broadcast_in_dim", "reshape", "transpose", "squeeze",
                 "reduce_sum", "dot_general", "slice", "concatenate", "pad", "rev", "cumsum",
                 "ragged_dot_general", "stack", "unstack",
-                "reduce_precision", "real", "imag", "complex", "conj",
+                "reduce_precision", "real", "imag", "complex", "conj", "fft",
                 "jit", "sharding_constraint", "reshard", "device_put",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
-                "gather", "scatter", "scatter-add", "scatter-mul", "dynamic_slice",
+                "gather", "scatter", "scatter-add", "scatter-mul", "scatter-sub", "dynamic_slice",
+                "tile", "split", "optimization_barrier",
                 "dynamic_update_slice", "conv_general_dilated", "reduce_window_sum",
                 "select_and_gather_add", "select_and_scatter_add",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)
@@ -403,3 +404,109 @@ def _issue5_cases() -> list[Case]:
 
 ISSUE5_CASES = _issue5_cases()
 ALL_CASES += ISSUE5_CASES
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 35: the rest of jax.lax's public names (bit counters, reductions, tile/split, ...)
+# ---------------------------------------------------------------------------------------------
+
+def _ints_with_negatives(rng):
+    return [np.asarray(rng.choice([0, 1, -1, 7, 255, -2**31, 2**30 + 5], S), I32)]
+
+
+def _scatter_args(rng):
+    return [rand(rng, (5, 3), F32), np.array([[0], [3], [1]], I32), rand(rng, (3, 3), F32)]
+
+
+_SCATTER_DN = lambda J: J.lax.ScatterDimensionNumbers((1,), (0,), (0,))
+
+
+def _issue35_cases() -> list[Case]:
+    c = [Case("exp2_f32", "exp2", lax_fn("exp2"), [(S, F32, "small")])]
+    c.append(Case("round_away_from_zero", "round", lambda J, x: J.lax.round(x * 4), [
+        (S, F32, "any")], diff=(), make_args=lambda rng: [np.asarray(
+            rng.choice([-2.5, -0.5, 0.5, 1.5, 0.3, -1.2], S) / 4, F32)]))
+    c.append(Case("round_to_nearest_even", "round", lambda J, x: J.lax.round(
+        x * 4, J.lax.RoundingMethod.TO_NEAREST_EVEN), [(S, F32, "any")], diff=(),
+        make_args=lambda rng: [np.asarray(rng.choice([-2.5, -0.5, 0.5, 1.5, 2.5], S) / 4,
+                                          F32)]))
+    for name in ["clz", "population_count"]:
+        c.append(Case(f"{name}_i32", name, lax_fn(name), [(S, I32, "any")],
+                      make_args=_ints_with_negatives))
+    c.append(Case("clz_u8", "clz", lax_fn("clz"), [(S, np.uint8, "any")]))
+    c.append(Case("mulhi_i32", "mulhi", lambda J, x, y: J.lax.mulhi(x * 40000, y * 90000),
+                  [(S, I32, "big"), (S, I32, "big")]))
+    c.append(Case("mulhi_u16", "mulhi", lax_fn("mulhi"), [(S, np.uint16, "any"),
+                                                           (S, np.uint16, "any")]))
+    for axes in [(1,), (0, 1)]:
+        c.append(Case(f"reduce_prod_axes{list(axes)}", "reduce_prod",
+                      lambda J, x, a=axes: J.lax.reduce_prod(x, a), [((3, 4), F32, "pos")]))
+    c.append(Case("reduce_prod_i32", "reduce_prod", lambda J, x: J.lax.reduce_prod(x, (0,)),
+                  [((3, 4), I32, "idx3")]))
+    for name in ["reduce_and", "reduce_or", "reduce_xor"]:
+        c.append(Case(f"{name}_bool", name, lambda J, x, n=name: getattr(J.lax, n)(x, (1,)),
+                      [((3, 4), BOOL, "any")]))
+        c.append(Case(f"{name}_i32", name, lambda J, x, n=name: getattr(J.lax, n)(x, (0,)),
+                      [((3, 4), I32, "big")]))
+    c.append(Case("reduce_monoid_is_reduce_max", "reduce_max", lambda J, x: J.lax.reduce(
+        x, -np.inf, J.lax.max, (0,)), [((3, 4), F32, "any")]))
+    c.append(Case("reduce_computation", "reduce", lambda J, x: J.lax.reduce(
+        x, np.float32(0), lambda a, b: J.lax.max(J.lax.abs(a), J.lax.abs(b)), (1,)),
+        [((3, 4), F32, "any")], diff=()))
+    c.append(Case("reduce_variadic_argmax", "reduce", lambda J, x: J.lax.reduce(
+        (x, J.lax.broadcasted_iota(np.int32, (3, 4), 1)), (np.float32(-np.inf), np.int32(0)),
+        lambda a, b: (J.lax.max(a[0], b[0]), J.lax.select(a[0] >= b[0], a[1], b[1])),
+        (1,))[1], [((3, 4), F32, "any")], diff=()))
+    c.append(Case("tile", "tile", lambda J, x: J.lax.tile(x, (2, 3)), [((2, 3), F32, "any")],
+                  linear=True))
+    c.append(Case("split_middle", "split", lambda J, x: J.lax.split(x, (1, 3, 1), 1)[1],
+                  [((2, 5), F32, "any")], linear=True))
+    c.append(Case("optimization_barrier", "optimization_barrier", lambda J, x, y: J.lax.mul(
+        *J.lax.optimization_barrier((x, y))), [(S, F32, "any"), (S, F32, "any")]))
+    c.append(Case("slice_in_dim", "slice", lambda J, x: J.lax.slice_in_dim(x, 1, None, 2, 1),
+                  [((3, 5), F32, "any")], linear=True))
+    c.append(Case("index_in_dim", "slice", lambda J, x: J.lax.index_in_dim(x, -1, 0, False),
+                  [((3, 5), F32, "any")], linear=True))
+    c.append(Case("collapse", "reshape", lambda J, x: J.lax.collapse(x, 1), [((2, 3, 4), F32,
+                                                                              "any")]))
+    c.append(Case("broadcast_like", "broadcast_in_dim", lambda J, x, y: J.lax.broadcast_like(
+        x, y), [((4,), F32, "any"), ((3, 4), F32, "any")], diff=(0,)))
+    c.append(Case("broadcast_to_rank", "broadcast_in_dim", lambda J, x: J.lax.broadcast_to_rank(
+        x, 3), [((4,), F32, "any")]))
+    c.append(Case("batch_matmul", "dot_general", lambda J, x, y: J.lax.batch_matmul(x, y),
+                  [((2, 3, 4), F32, "any"), ((2, 4, 5), F32, "any")]))
+    c.append(Case("index_take", "gather", lambda J, x, i, j: J.lax.index_take(x, (i, j), (0, 2)),
+                  [((3, 4, 5), F32, "any"), ((2,), I32, "idx3"), ((2,), I32, "idx3")],
+                  diff=(0,)))
+    c.append(Case("scatter_sub", "scatter-sub", lambda J, x, i, u: J.lax.scatter_sub(
+        x, i, u, _SCATTER_DN(J)), [((5, 3), F32, "any"), ((3, 1), I32, "any"),
+                                   ((3, 3), F32, "any")], make_args=_scatter_args, diff=(0, 2)))
+    c.append(Case("scatter_apply", "scatter", lambda J, x, i: J.lax.scatter_apply(
+        x, i, J.lax.sin, _SCATTER_DN(J), update_shape=(3, 3)),
+        [((5, 3), F32, "any"), ((3, 1), I32, "any")],
+        make_args=lambda rng: _scatter_args(rng)[:2], diff=()))
+    c.append(Case("approx_max_k", "approx_top_k", lambda J, x: J.lax.approx_max_k(x, 2)[0],
+                  [((3, 6), F32, "any")]))
+    c.append(Case("approx_min_k_indices", "approx_top_k", lambda J, x: J.lax.approx_min_k(
+        x, 3, reduction_dimension=0)[1], [((5, 2), F32, "any")]))
+    c.append(Case("associative_scan_add", "pad", lambda J, x: J.lax.associative_scan(
+        J.lax.add, x, axis=1), [((2, 7), F32, "any")]))
+    c.append(Case("associative_scan_mul_reverse", "pad", lambda J, x: J.lax.associative_scan(
+        J.lax.mul, x, reverse=True), [((6, 2), F32, "pos")]))
+    c.append(Case("polygamma", "polygamma", lambda J, x: J.lax.polygamma(
+        np.array([[0.0, 1.0, 2.0], [3.0, 1.0, 0.0]], F32), x), [(S, F32, "pos")]))
+    c.append(Case("zeta", "zeta", lambda J, x, q: J.lax.zeta(x, q), [(S, F32, "gt1"),
+                                                                      (S, F32, "pos")],
+                  diff=()))  # JAX has no derivative for zeta; minijax's in q: lax_test
+    c.append(Case("bessel_i1e", "bessel_i1e", lax_fn("bessel_i1e"), [(S, F32, "any")],
+                  diff=()))
+    for name in ["igamma", "igammac"]:  # in a: lax_test (igamma_grad_a has no jvp here)
+        c.append(Case(name, name, lax_fn(name), [(S, F32, "pos"), (S, F32, "pos")],
+                      diff=(1,), tol=1e-4))
+    c.append(Case("igamma_grad_a", "igamma_grad_a", lax_fn("igamma_grad_a"),
+                  [(S, F32, "pos"), (S, F32, "gt1")], diff=(), tol=1e-4))
+    return c
+
+
+ISSUE35_CASES = _issue35_cases()
+ALL_CASES += ISSUE35_CASES

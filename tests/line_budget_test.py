@@ -29,7 +29,8 @@ BUDGETS = {
     "callback": 325,
     "compiler": 585,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
-    #                  the host-to-device transfer guard (24); jax.Device, the profiler (35)
+    #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
+    #                  one-device meshes (34)
     "config": 260,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35)
@@ -37,6 +38,7 @@ BUDGETS = {
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 580,  # + custom_gradient, closure_convert (35)
     "debug": 10,
+    "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
     "dispatch": 305,   # + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9)
@@ -56,20 +58,26 @@ BUDGETS = {
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32);
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24)
-    "lax": 6900,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    "lax": 8050,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
-    #               lax.Precision (24); cond/scan linearize rules, gather/scatter with
-    #               JAX's params and batching dims, sort's jvp as JAX's (~95, issue 24)
+    #               lax.Precision (24); jax.lax's remaining names: exp2, round, clz,
+    #               population_count, mulhi, reduce_prod/and/or/xor, reduce_p, tile, split,
+    #               composite, optimization_barrier, associative_scan, ann.py, shape
+    #               tuples, enums, igamma, polygamma, zeta... (~870, 35);
+    #               the fft primitive (~135, 35); cond/scan linearize rules, gather/scatter
+    #               with JAX's params and batching dims, sort's jvp as JAX's (~95, issue 24)
     "mesh": 230,
     "monitoring": 60,  # events and their listeners (35)
     "named_sharding": 180,  # Sharding, NamedSharding (from sharding.py, issue 26)
     "nn": 520,  # logsumexp moved here from scipy; + activations, dot_product_attention (35);
     #            scaled_matmul, scaled_dot_general (35)
     "ops": 70,          # the segment reductions (issue 24)
-    "numpy": 3805,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
+    "numpy": 5800,  # broadcast_shapes with symbolic dimensions (issue 32); rewriting_take split
     #                at its seams (_parse_indices, _to_static_slice, issue 26); unique along an
-    #                axis (24); jnp.array of a scalar a literal while tracing (32)
+    #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
+    #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
+    #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
     "pjit": 945,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
@@ -78,9 +86,12 @@ BUDGETS = {
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "pmap": 130,  # pmap as jit of shard_map (35)
     "prng": 230,
-    "profiler": 75,  # trace, TraceAnnotation over jaxlib's profiler (35)
+    "profiler": 115,  # trace, TraceAnnotation over jaxlib's profiler (35); Perfetto trace
+    #                   files, device memory profiles (34)
     "public_test_util": 110,
-    "random": 670,  # + 16 distributions built on uniform/normal, bit-exact (35)
+    "random": 1010,  # + 16 distributions built on uniform/normal, bit-exact (35); gamma's
+    #                  rejection loop (random_gamma_p) and the 12 samplers on it, poisson,
+    #                  binomial, multinomial, bit-exact (35)
     "ref": 95,  # new_ref, freeze...: functional refs outside kernels (35)
     "scipy": 180,
     "shard_map": 570,  # + smap (35)

@@ -188,6 +188,44 @@ def test_samplers_typed_keys():
                           SAMPLERS[name](jax, jax.random.key(5)), name)
 
 
+# Gamma and what is built on it, Poisson, binomial, multinomial: rejection loops, one key per
+# element. Each call compiles a while loop (seconds on a loaded machine), so a few configs each;
+# `f` draws through `chisquare` and `ball` through `generalized_normal`, which are covered so.
+_alpha = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
+_lam = np.array([0.0, 0.5, 3.0, 9.9, 10.0, 40.0, 1e3], np.float32)
+GAMMA_SAMPLERS = {
+    "gamma": lambda J, k: J.random.gamma(k, _alpha, (3, 4)),
+    "loggamma_f16": lambda J, k: J.random.loggamma(k, _alpha, (2, 4), np.float16),
+    "beta": lambda J, k: J.random.beta(k, _alpha, 2.0),
+    "dirichlet": lambda J, k: J.random.dirichlet(k, _alpha, (2,)),
+    "f": lambda J, k: J.random.f(k, _alpha, 3.0),
+    "t": lambda J, k: J.random.t(k, _alpha, (2, 4)),
+    "ball": lambda J, k: J.random.ball(k, 3, 1.5, (2,)),
+    "poisson": lambda J, k: J.random.poisson(k, _lam),
+    "binomial": lambda J, k: J.random.binomial(k, np.array([5.0, 20.0, 100.0, 1e3, -1.0]),
+                                               np.array([0.3, 0.7, 0.5, 0.1, 0.5])),
+    "multinomial": lambda J, k: J.random.multinomial(k, 50.0, np.array([0.2, 0.3, 0.5])),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GAMMA_SAMPLERS))
+def test_rejection_sampler_eager(name):
+    fun = GAMMA_SAMPLERS[name]
+    for mk, jk in zip(keys(minijax, (0, 7, 123)), keys(jax, (0, 7, 123))):
+        assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
+
+
+def test_gamma_vmap_over_keys_and_its_primitive():
+    # the batching rule of random_gamma: a key and an alpha per example
+    f = lambda J: lambda k, a: J.random.gamma(k, a, (2,))
+    a = np.array([0.5, 4.0], np.float32)
+    assert_bits_equal(minijax.vmap(f(minijax))(_key_batch(minijax, True)[:2], a),
+                      jax.vmap(f(jax))(_key_batch(jax, True)[:2], a))
+    jaxpr = str(minijax.make_jaxpr(lambda k: minijax.random.gamma(k, 2.0))(
+        minijax.random.key(0)))
+    assert "random_gamma" in jaxpr and minijax.random.random_gamma_p.name == "random_gamma"
+
+
 # ---------------------------------------------------------------------------------------------
 # Under jit and vmap
 # ---------------------------------------------------------------------------------------------
@@ -403,3 +441,12 @@ def test_cumsum():
     assert_bits_equal(minijax.vmap(lambda r: mlax.cumsum(r, 0), in_axes=1)(x),
                       jax.vmap(lambda r: jax.lax.cumsum(r, 0), in_axes=1)(x))
     check_grads(lambda v: mlax.cumsum(v, 1, True), (x[:, :4],), order=1)
+
+
+@pytest.mark.parametrize("name", ["gamma", "loggamma"])
+def test_grad_of_gamma_samplers_matches_jax(name):
+    # implicit reparameterization through lax.random_gamma_grad, as JAX differentiates (the
+    # samplers built on these inherit it)
+    a = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
+    f = lambda J: lambda v: getattr(J.random, name)(J.random.key(1), v).sum()
+    np.testing.assert_allclose(minijax.grad(f(minijax))(a), jax.grad(f(jax))(a), rtol=1e-4)

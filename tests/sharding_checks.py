@@ -938,6 +938,21 @@ def check_scalar_on_mesh_reads_back():
     assert got[0][0] == 3.0 and got[1][0] == 6.0, got
 
 
+def check_jit_on_a_mesh_of_one_device():
+    # XLA partitions nothing for one device: the program runs on that device, as JAX's does
+    def program(J):
+        S = J.sharding
+        P = S.PartitionSpec
+        mesh = J.make_mesh((1,), ("x",), devices=[J.devices()[6]])
+        x = J.device_put(np.arange(16, dtype=np.float32).reshape(4, 4),
+                         S.NamedSharding(mesh, P("x")))
+        y = J.jit(lambda q: q @ q)(x)
+        assert sorted(d.id for d in y.devices()) == [6]
+        return [y, J.jit(lambda q: (q.sum(), q * 2))(x)]
+    got = _both(program)
+    assert got[0][0][0] == [56.0, 62.0, 68.0, 74.0], got
+
+
 def check_eager_cache_keeps_placement():
     # the eager-op caches are keyed on whether an operand lies on a mesh too
     def program(J):

@@ -126,11 +126,12 @@ def dtype_to_ir_type(dtype: np.dtype):
         return ir.IntegerType.get_signless(bits)
     if kind == "u":
         return ir.IntegerType.get_unsigned(bits)
-    if kind == "f":
+    if kind == "f" and bits in (16, 32, 64):  # (ml_dtypes' float8_e5m2 has kind "f" too)
         return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get()
     if kind == "c":
         return ir.ComplexType.get(dtype_to_ir_type(np.dtype(f"float{bits // 2}")))
-    raise TypeError(f"no MLIR type for dtype {dtype}")
+    raise TypeError(f"no MLIR type for dtype {dtype}: minijax lowers bool, integer, float16/32/64, "
+                    "bfloat16 and complex dtypes only")
 
 
 # JAX: jax/_src/interpreters/mlir.py aval_to_ir_type

@@ -4,14 +4,18 @@
 from minijax.lax.control_flow import (
     cond, cond_p, fori_loop, map, scan, scan_p, switch, while_loop, while_p,
 )
+from minijax.lax.control_flow.conditionals import platform_dependent
 from minijax.lax.control_flow.loops import (
-    cumlogsumexp, cumlogsumexp_p, cummax, cummax_p, cummin, cummin_p, cumprod, cumprod_p, cumsum,
-    cumsum_p,
+    associative_scan, cumlogsumexp, cumlogsumexp_p, cummax, cummax_p, cummin, cummin_p,
+    cumprod, cumprod_p, cumsum, cumsum_p,
 )
 from minijax.lax.convolution import (
-    ConvDimensionNumbers, conv, conv_dimension_numbers, conv_general_dilated,
-    conv_general_dilated_p, conv_with_general_padding, padtype_to_pads,
+    ConvDimensionNumbers, ConvGeneralDilatedDimensionNumbers, conv, conv_dimension_numbers,
+    conv_general_dilated, conv_general_dilated_p, conv_general_permutations,
+    conv_general_shape_tuple, conv_shape_tuple, conv_transpose_shape_tuple,
+    conv_with_general_padding, padtype_to_pads,
 )
+from minijax.lax.ann import approx_max_k, approx_min_k, approx_top_k_p
 from minijax.lax.lax import (
     abs, abs_p, add, add_p, and_p, argmax, argmax_p, argmin, argmin_p, atan2, atan2_p,
     bitcast_convert_type, bitcast_convert_type_p, bitwise_and, bitwise_not, bitwise_or,
@@ -35,28 +39,39 @@ from minijax.lax.lax import (
     transpose, transpose_p, xor_p, zeros_like_array,
     tan, tan_p, sinh, sinh_p, cosh, cosh_p, asin, asin_p, acos, acos_p, atan, atan_p, asinh,
     asinh_p, acosh, acosh_p, atanh, atanh_p, cbrt, cbrt_p, ceil, ceil_p, reciprocal,
+    AccuracyMode, DotAlgorithm, DotAlgorithmPreset, DotDimensionNumbers, PrecisionLike,
+    RandomAlgorithm, RoundingMethod, Tolerance, batch_matmul, broadcast_like, broadcast_shapes,
+    broadcast_to_rank, clz, clz_p, collapse, composite, dtype, empty, exp2, exp2_p,
+    index_in_dim, mulhi, mulhi_p, optimization_barrier, optimization_barrier_p,
+    population_count, population_count_p, reduce, reduce_and, reduce_and_p, reduce_or,
+    reduce_or_p, reduce_p, reduce_prod, reduce_prod_p, reduce_xor, reduce_xor_p, round,
+    round_p, slice_in_dim, split, split_p, tile, tile_p, rng_bit_generator, rng_bit_generator_p,
 )
+from minijax.lax.fft import FftType, fft, fft_p
 from minijax.lax.slicing import (
     GatherDimensionNumbers, ScatterDimensionNumbers, dynamic_index_in_dim, dynamic_slice,
     dynamic_slice_in_dim, dynamic_slice_p, dynamic_update_index_in_dim, dynamic_update_slice,
     dynamic_update_slice_in_dim, dynamic_update_slice_p, gather, gather_p, scatter, scatter_add,
     scatter_add_p, scatter_max, scatter_max_p, scatter_min, scatter_min_p, scatter_mul,
-    scatter_mul_p, scatter_p,
+    scatter_mul_p, scatter_p, GatherScatterMode, index_take, scatter_apply, scatter_sub,
+    scatter_sub_p,
 )
 from minijax.lax.special import (
     digamma, digamma_p, erf, erf_inv, erf_inv_p, erf_p, erfc, erfc_p, lgamma, lgamma_p,
+    bessel_i1e, bessel_i1e_p, polygamma, polygamma_p, zeta, zeta_p, igamma, igamma_p, igammac,
+    igammac_p, igamma_grad_a, igamma_grad_a_p, random_gamma_grad,
 )
 from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
-    select_and_gather_add_p, select_and_scatter_add_p,
+    select_and_gather_add_p, select_and_scatter_add_p, reduce_window_shape_tuple,
 )
 from minijax.lax import linalg  # noqa: F401,E402
 from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa: F401,E402
 from minijax.lax.parallel import (  # noqa: F401,E402
     all_gather, all_gather_p, all_to_all,
     all_to_all_p, axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin, pmin_p,
-    pcast, ppermute, ppermute_p, psum, psum_invariant_p, psum_scatter, pvary, pvary_p,
-    reduce_scatter_p,
+    pbroadcast, pcast, ppermute, ppermute_p, pshuffle, pswapaxes, psum, psum_invariant_p,
+    psum_scatter, pvary, pvary_p, reduce_scatter_p,
 )
 from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-exports it)
 

@@ -365,3 +365,86 @@ def conv_with_general_padding(lhs, rhs, window_strides: Sequence[int], padding,
     return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=lhs_dilation,
                                 rhs_dilation=rhs_dilation, precision=precision,
                                 preferred_element_type=preferred_element_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape arithmetic, as public helpers (JAX exports them from lax)
+# ---------------------------------------------------------------------------------------------
+
+# The forms conv's `dimension_numbers` may take (JAX: convolution.py
+# ConvGeneralDilatedDimensionNumbers)
+ConvGeneralDilatedDimensionNumbers = tuple[str, str, str] | ConvDimensionNumbers | None
+
+
+# JAX: jax/_src/lax/convolution.py conv_general_permutations
+def conv_general_permutations(dimension_numbers):
+    """For specs like ('NHWC', 'HWIO', 'NHWC'): the three permutations that bring the lhs,
+    rhs and output to NC..., OI..., NC... (spatial dims in the rhs spec's order)."""
+    rank = len(dimension_numbers[0])
+    return tuple(conv_dimension_numbers((0,) * rank, (0,) * rank, dimension_numbers))
+
+
+def _stride_dim(d: int, window: int, stride: int) -> int:
+    return max(0, (d - window) // stride + 1)
+
+
+# JAX: jax/_src/lax/convolution.py conv_shape_tuple
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count: int = 1):
+    """The output shape of a convolution of NC... `lhs_shape` with OI... `rhs_shape`:
+    `pads` is (lo, hi) pairs or 'SAME'/'VALID'. TypeError for the wrong number of pads."""
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise TypeError(f"Wrong number of explicit pads for convolution: expected "
+                        f"{len(lhs_shape) - 2}, got {len(pads)}.")
+    padded = [d + lo + hi for d, (lo, hi) in zip(lhs_shape[2:], pads)]
+    if any(p < 0 for p in padded):
+        raise ValueError(f"Negative padding is larger than the size of the corresponding "
+                         f"dimension: got padding={pads} for lhs_shape[2:]={lhs_shape[2:]}")
+    space = tuple(_stride_dim(p, k, s) for p, k, s in zip(padded, rhs_shape[2:], strides))
+    return (int(lhs_shape[0]) // batch_group_count, int(rhs_shape[0])) + space
+
+
+def _permuted(shape, perm):
+    return tuple(int(shape[p]) for p in perm)
+
+
+def _unpermuted(shape, perm):
+    return tuple(shape[perm.index(i)] for i in range(len(perm)))
+
+
+# JAX: jax/_src/lax/convolution.py conv_general_shape_tuple
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dimension_numbers):
+    """`conv_shape_tuple` for operands laid out as `dimension_numbers` (three spec strings)
+    says, the result in the output spec's layout."""
+    lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
+    out = conv_shape_tuple(_permuted(lhs_shape, lhs_perm), _permuted(rhs_shape, rhs_perm),
+                           window_strides, padding)
+    return _unpermuted(out, out_perm)
+
+
+def _conv_transpose_padding(k: int, s: int, padding: str) -> tuple[int, int]:
+    # the padding of the dilated input that makes a transposed conv invert 'SAME'/'VALID'
+    if padding == "SAME":
+        total = k + s - 2
+        lo = k - 1 if s > k - 1 else -(-total // 2)
+    elif padding == "VALID":
+        total = k + s - 2 + max(0, k - s)
+        lo = k - 1
+    else:
+        raise ValueError(f"Padding mode must be `SAME` or `VALID`, got {padding!r}")
+    return lo, total - lo
+
+
+# JAX: jax/_src/lax/convolution.py conv_transpose_shape_tuple
+def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                               dimension_numbers):
+    """The output shape of `conv_transpose` (the input dilated by the strides)."""
+    lhs_perm, rhs_perm, out_perm = conv_general_permutations(dimension_numbers)
+    lhs, rhs = _permuted(lhs_shape, lhs_perm), _permuted(rhs_shape, rhs_perm)
+    if isinstance(padding, str):
+        padding = [_conv_transpose_padding(k, s, padding)
+                   for k, s in zip(rhs[2:], window_strides)]
+    space = tuple((i - 1) * s - k + 2 + lo + hi
+                  for i, k, s, (lo, hi) in zip(lhs[2:], rhs[2:], window_strides, padding))
+    return _unpermuted((lhs[0], rhs[0]) + space, out_perm)

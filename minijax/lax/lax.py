@@ -2061,6 +2061,11 @@ def canonicalize_precision(precision):
         precision = config.jax_default_matmul_precision
         if precision is None:
             return None
+    if precision is DotAlgorithmPreset.DEFAULT:
+        return None
+    if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
+        raise NotImplementedError(f"dot_general: minijax does not model the dot algorithm "
+                                  f"{precision!r}")
     if isinstance(precision, str) and precision not in _PRECISION_NAMES:
         raise NotImplementedError(f"dot_general: minijax does not model the dot algorithm "
                                   f"preset {precision!r}")
@@ -3295,3 +3300,719 @@ top_k_p.def_abstract_eval(_top_k_abstract_eval)
 ad.primitive_jvps[top_k_p] = _top_k_jvp
 batching.primitive_batchers[top_k_p] = _top_k_batch_rule
 mlir.register_lowering(top_k_p, _top_k_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# More elementwise primitives: exp2, round, and the bit counters clz, population_count, mulhi
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/lax/lax.py AccuracyMode
+class AccuracyMode(enum.Enum):
+    """The accuracy a transcendental op may trade for speed (passed through to XLA; the CPU
+    backend computes the same either way)."""
+    HIGHEST = 1
+    DEFAULT = 2
+
+
+# JAX: jax/_src/lax/lax.py Tolerance
+@dataclasses.dataclass(frozen=True)
+class Tolerance:
+    """An error bound a transcendental op may stay within: absolute, relative and in ulps."""
+    atol: float = 0.0
+    rtol: float = 0.0
+    ulps: int = 0
+
+
+def exp2(x, *, accuracy=None):
+    """Elementwise 2 ** x (float dtypes), lowered as exp(log(2) * x) as in JAX. `accuracy`
+    (a Tolerance or AccuracyMode) is accepted and not used: CPU results do not change."""
+    return exp2_p.bind(x)
+
+
+exp2_p = unop("exp2", _float, np.exp2)
+defjvp2(exp2_p, lambda g, ans, x: mul(g, mul(_const(x, np.log(2)), ans)))
+defvectorized(exp2_p)
+mlir.register_lowering(exp2_p, lambda ctx, x: mlir.hlo.exponential(mlir.hlo.multiply(
+    mlir.full_like_aval(np.log(2), ctx.avals_in[0]), x)))
+
+
+# JAX: jax/_src/lax/lax.py RoundingMethod
+class RoundingMethod(enum.IntEnum):
+    """How `round` breaks ties: away from zero (2.5 -> 3), or to the even neighbour (2)."""
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def _round_impl(x, *, rounding_method):
+    if rounding_method == RoundingMethod.TO_NEAREST_EVEN:
+        return np.round(x)
+    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(x.dtype)
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001 (JAX's name)
+    """Elementwise rounding to an integer value (float dtypes), ties broken by
+    `rounding_method`. Same aval in and out; zero derivative."""
+    return round_p.bind(x, rounding_method=RoundingMethod(rounding_method))
+
+
+round_p = Primitive("round")
+round_p.def_impl(_round_impl)
+round_p.def_abstract_eval(lambda x, *, rounding_method: unop_abstract_eval("round", x, _float))
+defjvp_zero(round_p)
+defvectorized(round_p)
+mlir.register_lowering(round_p, lambda ctx, x, *, rounding_method: (
+    mlir.hlo.round_nearest_even(x) if rounding_method == RoundingMethod.TO_NEAREST_EVEN
+    else mlir.hlo.round_nearest_afz(x)))
+
+
+def unop_abstract_eval(name: str, x: ShapedArray, kind: str) -> ShapedArray:
+    _check_dtype(name, x, kind)
+    return x
+
+
+def _clz_impl(x):
+    bits = x.dtype.itemsize * 8
+    u = x.view(f"u{x.dtype.itemsize}").astype(np.uint64)
+    out = np.full(x.shape, bits, np.int64)
+    for b in range(bits):  # the highest set bit decides
+        out = np.where((u >> np.uint64(b)) & np.uint64(1), bits - 1 - b, out)
+    return out.astype(x.dtype)
+
+
+def clz(x):
+    """Elementwise count of leading zero bits (integer dtypes), same dtype out."""
+    return clz_p.bind(x)
+
+
+clz_p = unop("clz", _int, _clz_impl)
+defjvp_zero(clz_p)
+defvectorized(clz_p)
+mlir.register_lowering(clz_p, mlir.nary_lowering("count_leading_zeros"))
+
+
+def population_count(x):
+    """Elementwise count of set bits (integer dtypes; negative values count their two's
+    complement bits), same dtype out."""
+    return population_count_p.bind(x)
+
+
+population_count_p = unop("population_count", _int,
+                          lambda x: np.bitwise_count(x.view(f"u{x.dtype.itemsize}"))
+                          .astype(x.dtype))
+defjvp_zero(population_count_p)
+defvectorized(population_count_p)
+mlir.register_lowering(population_count_p, mlir.nary_lowering("popcnt"))
+
+
+def _mulhi_impl(x, y):
+    bits = x.dtype.itemsize * 8
+    wide = np.int64 if x.dtype.kind == "i" else np.uint64
+    if bits == 64:
+        raise NotImplementedError("mulhi: minijax's eager impl has no 128-bit product; "
+                                  "use it under jit")
+    return ((x.astype(wide) * y.astype(wide)) >> wide(bits)).astype(x.dtype)
+
+
+def _mulhi_lowering(ctx, x, y):
+    # the product in twice the width, shifted down: what XLA's expansion of MulHi computes
+    aval = ctx.avals_in[0]
+    wide = np.dtype(f"{aval.dtype.kind}{2 * aval.dtype.itemsize}")
+    wide_aval = aval.update(dtype=wide)
+    conv = lambda v: mlir.hlo.convert(mlir.aval_to_ir_type(wide_aval), v)
+    prod = mlir.hlo.multiply(conv(x), conv(y))
+    shift = mlir.full_like_aval(aval.dtype.itemsize * 8, wide_aval)
+    shifted = (mlir.hlo.shift_right_arithmetic if aval.dtype.kind == "i"
+               else mlir.hlo.shift_right_logical)(prod, shift)
+    return mlir.hlo.convert(mlir.aval_to_ir_type(ctx.avals_out[0]), shifted)
+
+
+def mulhi(x, y, /):
+    """Elementwise high half of the full-width product x * y (8- to 32-bit integers, one
+    dtype): (x * y) >> bits, computed in twice the width."""
+    return mulhi_p.bind(x, y)
+
+
+mulhi_p = naryop("mulhi", _int, _mulhi_impl)
+defjvp_zero(mulhi_p)
+defbroadcasting(mulhi_p)
+mlir.register_lowering(mulhi_p, _mulhi_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# More reductions: prod, and, or, xor, and `reduce` with any computation
+# ---------------------------------------------------------------------------------------------
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    # d prod = sum_i t_i prod_{j != i} x_j: the reduced axes flattened to one, then the
+    # products of everything before and after each position (exclusive cumulative products)
+    from minijax.lax.control_flow.loops import cumprod  # not at the top: loops imports lax
+    (x,), (t,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes)
+    if type(t) is Zero:
+        return ans, Zero.from_primal_value(ans)
+    aval = core.get_aval(x)
+    kept = [d for d in range(aval.ndim) if d not in axes]
+    perm = tuple(axes) + tuple(kept)
+    n = math.prod(aval.shape[d] for d in axes)
+    out_shape = tuple(aval.shape[d] for d in kept)
+    flat = lambda v: reshape(transpose(v, perm), (n,) + out_shape)
+    xf, tf = flat(x), flat(t)
+    ones = full_like(slice_in_dim(xf, 0, 1), 1)
+    before = concatenate([ones, cumprod(slice_in_dim(xf, 0, n - 1), 0)], 0) if n > 1 else ones
+    after = (concatenate([cumprod(slice_in_dim(xf, 1, n), 0, reverse=True), ones], 0)
+             if n > 1 else ones)
+    return ans, reduce_sum(mul(tf, mul(before, after)), (0,))
+
+
+def reduce_prod(x, axes: Sequence[int]):
+    """Product of `x` over `axes` (the dimensions are removed)."""
+    return reduce_prod_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+reduce_prod_p = Primitive("reduce_prod")
+reduce_prod_p.def_impl(lambda x, *, axes: np.prod(x, axis=axes, dtype=x.dtype))
+reduce_prod_p.def_abstract_eval(_reduce_abstract_eval("reduce_prod", _num))
+reduce_prod_p.def_sharding_rule(_reduce_sharding_rule)
+ad.primitive_jvps[reduce_prod_p] = _reduce_prod_jvp
+defreducer(reduce_prod_p)
+mlir.register_lowering(reduce_prod_p, _reduce_lowering("multiply", lambda d: 1))
+
+
+def _bitwise_reducer(name: str, ufunc, op_name: str, identity):
+    prim = Primitive(name)
+    prim.def_impl(lambda x, *, axes: ufunc.reduce(x, axis=axes).astype(x.dtype)
+                  if axes else x)
+    prim.def_abstract_eval(_reduce_abstract_eval(name, _int_or_bool))
+    prim.def_sharding_rule(_reduce_sharding_rule)
+    defjvp_zero(prim)
+    defreducer(prim)
+    mlir.register_lowering(prim, _reduce_lowering(op_name, identity))
+    return prim
+
+
+def reduce_and(x, axes: Sequence[int]):
+    """Logical (bool) or bitwise (integers) and of `x` over `axes`."""
+    return reduce_and_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+def reduce_or(x, axes: Sequence[int]):
+    """Logical (bool) or bitwise (integers) or of `x` over `axes`."""
+    return reduce_or_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+def reduce_xor(x, axes: Sequence[int]):
+    """Logical (bool) or bitwise (integers) xor of `x` over `axes`."""
+    return reduce_xor_p.bind(x, axes=tuple(int(a) for a in axes))
+
+
+reduce_and_p = _bitwise_reducer("reduce_and", np.bitwise_and, "and_",
+                                lambda d: True if d == np.bool_ else -1)
+reduce_or_p = _bitwise_reducer("reduce_or", np.bitwise_or, "or_", lambda d: 0)
+reduce_xor_p = _bitwise_reducer("reduce_xor", np.bitwise_xor, "xor", lambda d: 0)
+
+
+# The monoids `reduce` recognises: the primitive of a one-equation computation, the
+# identity its init value must be, and the reducer it becomes (as JAX's _get_monoid_reducer).
+_MONOIDS = {"add": (lambda d: 0, reduce_sum), "mul": (lambda d: 1, reduce_prod),
+            "max": (_lowest, reduce_max), "min": (_highest, reduce_min),
+            "and": (lambda d: True if d == np.bool_ else -1, reduce_and),
+            "or": (lambda d: 0, reduce_or), "xor": (lambda d: 0, reduce_xor)}
+
+
+def _monoid_reducer(jaxpr, init_values):
+    if len(jaxpr.jaxpr.eqns) != 1 or len(init_values) != 1 or jaxpr.consts:
+        return None
+    (eqn,) = jaxpr.jaxpr.eqns
+    if eqn.primitive.name not in _MONOIDS or list(eqn.outvars) != list(jaxpr.jaxpr.outvars):
+        return None
+    identity, reducer = _MONOIDS[eqn.primitive.name]
+    try:
+        init = np.asarray(init_values[0])  # only a concrete init value can be compared
+    except Exception:  # noqa: BLE001 (a tracer: not known to be the identity)
+        return None
+    if init.shape or init != np.array(identity(init.dtype), init.dtype):
+        return None
+    return reducer
+
+
+def reduce(operands, init_values, computation, dimensions: Sequence[int]):
+    """Reduce `operands` (an array or a pytree of arrays of one shape) over `dimensions`
+    with `computation(accumulated, element)` from scalar `init_values` of the same
+    structure. A computation that is one add/mul/max/min/and/or/xor with its identity as
+    init becomes reduce_sum, reduce_prod, ... (so it differentiates); any other binds
+    `reduce_p` with the computation's jaxpr (no derivative). JAX: jax/_src/lax/lax.py reduce."""
+    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+    flat_ops, tree = tree_flatten(operands)
+    flat_inits, init_tree = tree_flatten(init_values)
+    if tree != init_tree:
+        raise ValueError(f"reduce: operands {tree} and init_values {init_tree} must have the "
+                         "same tree structure")
+    dims = tuple(canonicalize_axis(d, core.get_aval(flat_ops[0]).ndim) for d in dimensions)
+    scalars = [ShapedArray((), core.get_aval(v).dtype) for v in flat_inits]
+
+    def flat_comp(*args):
+        n = len(scalars)
+        out = computation(tree_unflatten(tree, args[:n]), tree_unflatten(tree, args[n:]))
+        return tree_flatten(out)[0]
+
+    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_comp, scalars * 2, purpose="reduce")
+    closed = core.ClosedJaxpr(jaxpr, consts)
+    reducer = _monoid_reducer(closed, flat_inits)
+    if reducer is not None:
+        return tree_unflatten(tree, [reducer(flat_ops[0], dims)])
+    inits = [convert_element_type(v, core.get_aval(o).dtype) for v, o in zip(flat_inits,
+                                                                              flat_ops)]
+    outs = reduce_p.bind(*flat_ops, *inits, computation=closed, dimensions=dims)
+    return tree_unflatten(tree, outs)
+
+
+def _reduce_p_abstract_eval(*avals, computation, dimensions):
+    ops = avals[:len(avals) // 2]
+    if len({a.shape for a in ops}) != 1:
+        raise TypeError(f"reduce: operands must have one shape, got "
+                        f"{', '.join(a.str_short() for a in ops)}")
+    shape = tuple(s for i, s in enumerate(ops[0].shape) if i not in dimensions)
+    return [ShapedArray(shape, a.dtype) for a in ops]
+
+
+def _reduce_p_batch_rule(vals, dims, *, axis_size, computation, dimensions):
+    n = len(vals) // 2
+    if any(d is not not_mapped for d in dims[n:]):
+        raise NotImplementedError("reduce: batched init_values are not supported by minijax")
+    ops = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals[:n], dims[:n])]
+    outs = reduce_p.bind(*ops, *vals[n:], computation=computation,
+                         dimensions=tuple(d + 1 for d in dimensions))
+    return outs, [0] * n
+
+
+def _reduce_p_lowering(ctx, *args, computation, dimensions):
+    n = len(args) // 2
+    scalars = [mlir.aval_to_ir_type(ShapedArray((), a.dtype)) for a in ctx.avals_out]
+    op = mlir.hlo.ReduceOp([mlir.aval_to_ir_type(a) for a in ctx.avals_out], list(args[:n]),
+                           list(args[n:]), list(dimensions))
+    block = op.regions[0].blocks.append(*scalars, *scalars)
+    with mlir.ir.InsertionPoint(block):
+        outs = mlir.lower_jaxpr(computation.jaxpr, computation.consts, list(block.arguments))
+        mlir.hlo.return_(outs)
+    return list(op.results)
+
+
+def _reduce_p_impl(*args, computation, dimensions):
+    # eagerly: the computation applied along the reduced axes one element at a time
+    n = len(args) // 2
+    aval = core.get_aval(args[0])
+    kept = tuple(d for d in range(aval.ndim) if d not in dimensions)
+    out_shape = tuple(aval.shape[d] for d in kept)
+    m = math.prod(aval.shape[d] for d in dimensions)
+    ops = [reshape(transpose(o, kept + dimensions), out_shape + (m,)) for o in args[:n]]
+    acc = [broadcast_in_dim(v, out_shape, ()) for v in args[n:]]
+    for i in range(m):
+        elems = [squeeze(slice_in_dim(o, i, i + 1, axis=-1), (len(out_shape),)) for o in ops]
+        acc = core.eval_jaxpr(computation.jaxpr, computation.consts, *acc, *elems)
+    return acc
+
+
+reduce_p = Primitive("reduce")
+reduce_p.multiple_results = True
+reduce_p.def_impl(_reduce_p_impl)
+reduce_p.def_abstract_eval(_reduce_p_abstract_eval)
+batching.primitive_batchers[reduce_p] = _reduce_p_batch_rule
+mlir.register_lowering(reduce_p, _reduce_p_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shape helpers, tile and split
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/lax/slicing.py slice_in_dim — differs: beside `slice` here, which it calls
+def slice_in_dim(operand, start_index: int | None, limit_index: int | None, stride: int = 1,
+                 axis: int = 0):
+    """`operand[start:limit:stride]` along `axis` only (None and negative bounds as in
+    Python slicing, clamped to the axis)."""
+    shape = core.get_aval(operand).shape
+    axis = canonicalize_axis(axis, len(shape))
+    start, limit, _ = builtins.slice(start_index, limit_index).indices(shape[axis])
+    starts, limits, strides = [0] * len(shape), list(shape), [1] * len(shape)
+    starts[axis], limits[axis], strides[axis] = start, _max(start, limit), int(stride)
+    return slice(operand, starts, limits, strides)
+
+
+# JAX: jax/_src/lax/slicing.py index_in_dim — differs: beside `slice` here
+def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True):
+    """The slice at `index` of `axis` (negative counts from the end), keeping that axis
+    with size 1 or dropping it."""
+    size = core.get_aval(operand).shape[canonicalize_axis(axis, core.get_aval(operand).ndim)]
+    index = int(index) + size if index < 0 else int(index)
+    if not 0 <= index < size:
+        raise IndexError(f"index {index} is out of bounds for axis {axis} with size {size}")
+    out = slice_in_dim(operand, index, index + 1, 1, axis)
+    return out if keepdims else squeeze(out, (canonicalize_axis(axis, core.get_aval(out).ndim),))
+
+
+# JAX: jax/_src/lax/lax.py broadcast_shapes
+def broadcast_shapes(*shapes):
+    """The shape lax's (and NumPy's) rank-promoting broadcasting gives `shapes`; ValueError
+    for incompatible ones."""
+    shapes = [tuple(int(d) for d in s) for s in shapes]
+    rank = _max((len(s) for s in shapes), default=0)
+    padded = [(1,) * (rank - len(s)) + s for s in shapes]
+    out = []
+    for ds in zip(*padded):
+        sizes = {d for d in ds if d != 1}
+        if len(sizes) > 1:
+            raise ValueError(f"Incompatible shapes for broadcasting: shapes={shapes}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+# JAX: jax/_src/lax/lax.py broadcast_to_rank
+def broadcast_to_rank(x, rank: int):
+    """`x` with leading size-1 dimensions added up to `rank` (unchanged when it has them)."""
+    ndim = core.get_aval(x).ndim
+    return x if ndim >= rank else broadcast(x, (1,) * (rank - ndim))
+
+
+# JAX: jax/_src/lax/lax.py broadcast_like
+def broadcast_like(arr, like_arr):
+    """`arr` broadcast (trailing dimensions aligned) to the shape of `like_arr`."""
+    shape, a_shape = core.get_aval(like_arr).shape, core.get_aval(arr).shape
+    return broadcast_in_dim(arr, shape, tuple(range(len(shape) - len(a_shape), len(shape))))
+
+
+# JAX: jax/_src/lax/lax.py collapse
+def collapse(operand, start_dimension: int, stop_dimension: int | None = None):
+    """`operand` with dimensions [start, stop) merged into one (row-major)."""
+    shape = core.get_aval(operand).shape
+    lo, hi, _ = builtins.slice(start_dimension, stop_dimension).indices(len(shape))
+    return reshape(operand, shape[:lo] + (math.prod(shape[lo:hi]),) + shape[hi:])
+
+
+# JAX: jax/_src/lax/lax.py dtype
+def dtype(x):
+    """The canonical dtype of `x` (an array, a scalar or a dtype-like), as JAX reports it."""
+    return dtypes.canonicalize_dtype(dtypes.dtype_and_weak(x)[0])
+
+
+# JAX: jax/_src/lax/lax.py empty — differs: zeros (XLA may give garbage; minijax does not)
+def empty(shape, dtype):
+    """An array of `shape` and `dtype` whose values no one should read (zeros here)."""
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return full(shape, 0, dtypes.canonicalize_dtype(dtype))
+
+
+# JAX: jax/_src/lax/lax.py batch_matmul
+def batch_matmul(lhs, rhs, precision=None):
+    """Batched matrix product of f[..., m, k] and f[..., k, n] (the same batch shape)."""
+    la, ra = core.get_aval(lhs), core.get_aval(rhs)
+    if la.ndim < 2 or la.ndim != ra.ndim or la.shape[:-2] != ra.shape[:-2]:
+        raise ValueError(f"batch_matmul requires operands of one rank >= 2 and one batch "
+                         f"shape, got {la.str_short()} and {ra.str_short()}")
+    batch = tuple(range(la.ndim - 2))
+    return dot_general(lhs, rhs, (((la.ndim - 1,), (ra.ndim - 2,)), (batch, batch)),
+                       precision=precision)
+
+
+def _tile_abstract_eval(x, *, reps):
+    if len(reps) != x.ndim or _min(reps, default=1) < 0:
+        raise ValueError(f"tile: reps {reps} must be one non-negative int per dimension of "
+                         f"{x.str_short()}")
+    return x.update(shape=tuple(d * r for d, r in zip(x.shape, reps)))
+
+
+def _tile_via_broadcast(x, *, reps):
+    # each dimension d as (r, d) broadcast, then merged: the copies follow one another
+    shape = core.get_aval(x).shape
+    wide = tuple(v for d, r in zip(shape, reps) for v in (r, d))
+    dims = tuple(2 * i + 1 for i in range(len(shape)))
+    return reshape(broadcast_in_dim(x, wide, dims), tuple(d * r for d, r in zip(shape, reps)))
+
+
+def _tile_transpose(ct, x, *, reps):
+    if type(ct) is Zero:
+        return [Zero(x.aval)]
+    wide = tuple(v for d, r in zip(x.aval.shape, reps) for v in (r, d))
+    return [reduce_sum(reshape(ct, wide), tuple(range(0, 2 * x.aval.ndim, 2)))]
+
+
+def _tile_batch_rule(vals, dims, *, axis_size, reps):
+    (x,), (d,) = vals, dims
+    return tile_p.bind(batching.moveaxis(x, d, 0), reps=(1,) + reps), 0
+
+
+# JAX: jax/_src/lax/lax.py tile
+def tile(operand, reps: Sequence[int]):
+    """`operand` repeated `reps[i]` times along dimension i (as np.tile at full rank)."""
+    return tile_p.bind(operand, reps=tuple(int(r) for r in reps))
+
+
+tile_p = Primitive("tile")
+tile_p.def_impl(lambda x, *, reps: np.tile(x, reps))
+tile_p.def_abstract_eval(_tile_abstract_eval)
+deflinear(tile_p, _tile_transpose)
+batching.primitive_batchers[tile_p] = _tile_batch_rule
+mlir.register_lowering(tile_p, mlir.lower_fun(_tile_via_broadcast, multiple_results=False))
+
+
+def _split_abstract_eval(x, *, sizes, axis):
+    if not 0 <= axis < x.ndim or sum(sizes) != x.shape[axis] or _min(sizes, default=0) < 0:
+        raise ValueError(f"split: sizes {sizes} must be non-negative and sum to the size of "
+                         f"axis {axis} of {x.str_short()}")
+    return [x.update(shape=x.shape[:axis] + (s,) + x.shape[axis + 1:]) for s in sizes]
+
+
+def _split_pieces(x, *, sizes, axis):
+    starts = np.cumsum((0,) + sizes)
+    return [slice_in_dim(x, int(a), int(b), 1, axis) for a, b in zip(starts[:-1], starts[1:])]
+
+
+def _split_transpose(cts, x, *, sizes, axis):
+    cts = [zeros_like_shaped_array(a) if type(c) is Zero else c
+           for c, a in zip(cts, _split_abstract_eval(x.aval, sizes=sizes, axis=axis))]
+    return [concatenate(cts, axis)]
+
+
+def _split_batch_rule(vals, dims, *, axis_size, sizes, axis):
+    (x,), (d,) = vals, dims
+    outs = split_p.bind(batching.moveaxis(x, d, 0), sizes=sizes, axis=axis + 1)
+    return outs, [0] * len(outs)
+
+
+# JAX: jax/_src/lax/lax.py split
+def split(operand, sizes: Sequence[int], axis: int = 0):
+    """`operand` cut along `axis` into consecutive pieces of `sizes` (which must sum to the
+    axis size): a list of arrays. The transpose of `concatenate`."""
+    axis = canonicalize_axis(axis, core.get_aval(operand).ndim)
+    return split_p.bind(operand, sizes=tuple(int(s) for s in sizes), axis=axis)
+
+
+split_p = Primitive("split")
+split_p.multiple_results = True
+split_p.def_impl(lambda x, *, sizes, axis: np.split(x, np.cumsum(sizes)[:-1], axis=axis))
+split_p.def_abstract_eval(_split_abstract_eval)
+deflinear(split_p, _split_transpose)
+batching.primitive_batchers[split_p] = _split_batch_rule
+mlir.register_lowering(split_p, mlir.lower_fun(_split_pieces))
+
+
+# ---------------------------------------------------------------------------------------------
+# optimization_barrier; dot algorithms and the other names lax's signatures use
+# ---------------------------------------------------------------------------------------------
+
+def _optimization_barrier_jvp(primals, tangents):
+    nonzero = [type(t) is not Zero for t in tangents]
+    outs = optimization_barrier_p.bind(*primals)
+    ts = optimization_barrier_p.bind(*[t for t, nz in zip(tangents, nonzero) if nz])
+    it = iter(ts)
+    return outs, [next(it) if nz else t for t, nz in zip(tangents, nonzero)]
+
+
+def _optimization_barrier_transpose(cts, *xs):
+    # the cotangents of the linear operands go through a barrier of their own
+    live = [i for i, (c, x) in enumerate(zip(cts, xs))
+            if is_undefined_primal(x) and type(c) is not Zero]
+    out = [Zero(x.aval) if is_undefined_primal(x) else None for x in xs]
+    for i, c in zip(live, optimization_barrier_p.bind(*[cts[i] for i in live])):
+        out[i] = c
+    return out
+
+
+# JAX: jax/_src/lax/lax.py optimization_barrier
+def optimization_barrier(operand, /):
+    """`operand` (a pytree of arrays) unchanged, but XLA may not move computation across
+    it: what `remat` uses to keep a recomputation from being merged back."""
+    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+    flat, tree = tree_flatten(operand)
+    return tree_unflatten(tree, optimization_barrier_p.bind(*flat))
+
+
+optimization_barrier_p = Primitive("optimization_barrier")
+optimization_barrier_p.multiple_results = True
+optimization_barrier_p.def_impl(lambda *xs: list(xs))
+optimization_barrier_p.def_abstract_eval(lambda *avals: list(avals))
+ad.primitive_jvps[optimization_barrier_p] = _optimization_barrier_jvp
+ad.primitive_transposes[optimization_barrier_p] = _optimization_barrier_transpose
+batching.primitive_batchers[optimization_barrier_p] = lambda vals, dims, *, axis_size: (
+    optimization_barrier_p.bind(*vals), list(dims))
+mlir.register_lowering(optimization_barrier_p, lambda ctx, *xs: list(
+    mlir.hlo.OptimizationBarrierOp(list(xs)).results) if xs else [])
+
+
+# JAX: jax/_src/lax/lax.py DotAlgorithm
+@dataclasses.dataclass(frozen=True)
+class DotAlgorithm:
+    """A dot algorithm spelt out: the operand and accumulation types and how many passes.
+    minijax keeps it as a value; `dot_general` accepts only the default algorithm."""
+    lhs_precision_type: object
+    rhs_precision_type: object
+    accumulation_type: object
+    lhs_component_count: int = 1
+    rhs_component_count: int = 1
+    num_primitive_operations: int = 1
+    allow_imprecise_accumulation: bool = False
+
+
+# JAX: jax/_src/lax/lax.py DotAlgorithmPreset
+class DotAlgorithmPreset(enum.Enum):
+    """JAX's named dot algorithms (operand types, accumulation type, passes). minijax's
+    `dot_general` takes DEFAULT (as precision=None) and raises NotImplementedError for the
+    others, which select accelerator kernels."""
+    DEFAULT = enum.auto()
+    ANY_F8_ANY_F8_F32 = enum.auto()
+    ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
+    ANY_F8_ANY_F8_ANY = enum.auto()
+    ANY_F8_ANY_F8_ANY_FAST_ACCUM = enum.auto()
+    F16_F16_F16 = enum.auto()
+    F16_F16_F32 = enum.auto()
+    BF16_BF16_BF16 = enum.auto()
+    BF16_BF16_F32 = enum.auto()
+    BF16_BF16_F32_X3 = enum.auto()
+    BF16_BF16_F32_X6 = enum.auto()
+    BF16_BF16_F32_X9 = enum.auto()
+    TF32_TF32_F32 = enum.auto()
+    TF32_TF32_F32_X3 = enum.auto()
+    F32_F32_F32 = enum.auto()
+    F64_F64_F64 = enum.auto()
+
+    def __repr__(self) -> str:
+        return f"DotAlgorithmPreset.{self.name}"
+
+    __str__ = __repr__
+
+
+# JAX: jax/_src/lax/lax.py RandomAlgorithm
+class RandomAlgorithm(enum.IntEnum):
+    """The bit generators of XLA's RngBitGenerator (minijax's keys use threefry)."""
+    RNG_DEFAULT = 0
+    RNG_THREE_FRY = 1
+    RNG_PHILOX = 2
+
+
+# The type names lax's signatures use (JAX: jax/_src/lax/lax.py PrecisionLike, ...)
+PrecisionLike = None | str | Precision | tuple | DotAlgorithm | DotAlgorithmPreset
+DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
+                            tuple[Sequence[int], Sequence[int]]]
+
+
+# ---------------------------------------------------------------------------------------------
+# composite: a named operation with its decomposition
+# ---------------------------------------------------------------------------------------------
+
+def _composite_batch_rule(vals, dims, *, axis_size, name, attributes, version, jaxpr):
+    from minijax.api import vmap  # not at the top: api sits above lax
+    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
+    batched = pe.trace_to_jaxpr_dynamic(
+        vmap(lambda *xs: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs)),
+        [core.get_aval(v) for v in vals], purpose="composite")
+    closed = core.ClosedJaxpr(batched[0], batched[1])
+    outs = composite_p.bind(*vals, name=name, attributes=attributes, version=version,
+                            jaxpr=closed)
+    return outs, [0] * len(outs)
+
+
+# JAX: jax/_src/lax/lax.py composite — differs: lowered inline (JAX emits a
+# stablehlo.composite naming `decomposition` as a function, for compilers that know `name`)
+def composite(decomposition, name: str, version: int = 0):
+    """`decomposition` as one operation named `name`: calling the result traces it into a
+    `composite` equation holding its jaxpr; keyword arguments are static attributes. Its
+    values are the decomposition's. Not differentiable (as JAX: use custom_jvp)."""
+    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+
+    @functools.wraps(decomposition)
+    def wrapped(*args, **kwargs):
+        if any(isinstance(v, core.Tracer) for v in kwargs.values()):
+            raise TypeError(f"composite {name!r}: attributes (keyword arguments) must be "
+                            "static, not traced values; pass arrays positionally")
+        flat, in_tree = tree_flatten(args)
+        out_tree = []
+
+        def flat_fun(*xs):
+            out, tree = tree_flatten(decomposition(*tree_unflatten(in_tree, xs), **kwargs))
+            out_tree.append(tree)
+            return out
+
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+            flat_fun, [core.get_aval(x) for x in flat], purpose="composite")
+        attributes = tuple(sorted((k, repr(v)) for k, v in kwargs.items() if v is not None))
+        outs = composite_p.bind(*flat, name=name, attributes=attributes, version=int(version),
+                                jaxpr=core.ClosedJaxpr(jaxpr, consts))
+        return tree_unflatten(out_tree[0], outs)
+    return wrapped
+
+
+composite_p = Primitive("composite")
+composite_p.multiple_results = True
+composite_p.def_impl(lambda *args, jaxpr, **_: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts,
+                                                                *args))
+composite_p.def_abstract_eval(lambda *avals, jaxpr, **_: [v.aval for v in
+                                                           jaxpr.jaxpr.outvars])
+batching.primitive_batchers[composite_p] = _composite_batch_rule
+mlir.register_lowering(composite_p, lambda ctx, *args, jaxpr, **_: mlir.lower_jaxpr(
+    jaxpr.jaxpr, jaxpr.consts, list(args)))
+
+
+# ---------------------------------------------------------------------------------------------
+# rng_bit_generator: XLA's stateful-looking, functional bit generator
+# ---------------------------------------------------------------------------------------------
+
+def _rng_bit_generator_abstract_eval(key, *, shape, dtype, algorithm):
+    if key.shape != (4,) or key.dtype != np.uint32:
+        raise TypeError(f"rng_bit_generator: key must be u32[4], got {key.str_short()}")
+    if dtype.kind != "u":
+        raise TypeError(f"rng_bit_generator: dtype must be unsigned, got {dtype}")
+    return [key, ShapedArray(shape, dtype)]
+
+
+def _rng_bit_generator_lowering(ctx, key, *, shape, dtype, algorithm):
+    # XLA's state is u64[2]: the four words reinterpreted, and back
+    hlo, ir = mlir.hlo, mlir.ir
+    u32, u64 = ir.IntegerType.get_unsigned(32), ir.IntegerType.get_unsigned(64)
+    state = hlo.bitcast_convert(ir.RankedTensorType.get([2], u64),
+                                hlo.reshape(ir.RankedTensorType.get([2, 2], u32), key))
+    op = hlo.RngBitGeneratorOp(ir.RankedTensorType.get([2], u64),
+                               mlir.aval_to_ir_type(ctx.avals_out[1]),
+                               hlo.RngAlgorithmAttr.get(_RNG_NAMES[algorithm]), state)
+    new_key = hlo.reshape(mlir.aval_to_ir_type(ctx.avals_out[0]), hlo.bitcast_convert(
+        ir.RankedTensorType.get([2, 2], u32), op.output_state))
+    return [new_key, op.output]
+
+
+_RNG_NAMES = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
+
+
+def _rng_bit_generator_impl(key, **params):
+    # no NumPy version: compiled and run by XLA, whose bits these are
+    from minijax.pjit import jit  # noqa: I001 (beside its use; pjit is loaded by now)
+    return jit(lambda k: rng_bit_generator_p.bind(k, **params))(key)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py _rng_bit_generator_batching_rule
+def _rng_bit_generator_batch_rule(vals, dims, *, axis_size, shape, **params):
+    # as JAX: one call with the first key draws the whole batch of bits; that key's next
+    # state replaces it, the other keys are returned unchanged
+    (keys,), (d,) = vals, dims
+    keys = batching.moveaxis(keys, d, 0)
+    first = squeeze(slice(keys, (0, 0), (1, 4)), (0,))
+    new_key, bits = rng_bit_generator_p.bind(first, shape=(axis_size,) + shape, **params)
+    rest = slice(keys, (1, 0), (axis_size, 4))
+    return [concatenate([broadcast(new_key, (1,)), rest], 0), bits], [0, 0]
+
+
+# JAX: jax/_src/lax/lax.py rng_bit_generator
+def rng_bit_generator(key, shape: Sequence[int], dtype=np.uint32,
+                      algorithm=RandomAlgorithm.RNG_DEFAULT):
+    """`(new_key, bits)`: random unsigned bits of `shape` from XLA's RngBitGenerator with
+    state `key` (u32[4]), and the state to use next. The bits depend on the backend and
+    `algorithm` (not minijax.random's threefry); with x64 off uint64 becomes uint32."""
+    dtype = dtypes.canonicalize_dtype(dtype)
+    return tuple(rng_bit_generator_p.bind(key, shape=tuple(int(d) for d in shape),
+                                          dtype=np.dtype(dtype),
+                                          algorithm=RandomAlgorithm(algorithm)))
+
+
+rng_bit_generator_p = Primitive("rng_bit_generator")
+rng_bit_generator_p.multiple_results = True
+rng_bit_generator_p.def_impl(_rng_bit_generator_impl)
+rng_bit_generator_p.def_abstract_eval(_rng_bit_generator_abstract_eval)
+defjvp_zero(rng_bit_generator_p)
+batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batch_rule
+mlir.register_lowering(rng_bit_generator_p, _rng_bit_generator_lowering)

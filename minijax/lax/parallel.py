@@ -779,3 +779,37 @@ batching.axis_primitive_batchers.update({
 core.vma_primitives.update({psum_invariant_p, pmax_p, pmin_p, pvary_p, all_gather_p,
                             all_gather_invariant_p,
                             reduce_scatter_p, ppermute_p, all_to_all_p, axis_index_p})
+
+
+# ---------------------------------------------------------------------------------------------
+# pshuffle, pswapaxes, pbroadcast: collectives spelt with the ones above
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/lax/parallel.py pshuffle
+def pshuffle(x, axis_name, perm):
+    """Device i along `axis_name` receives the `x` of device `perm[i]` (a permutation of
+    range(n)): `ppermute` with the pairs (perm[i], i). ValueError if `perm` is not one."""
+    if set(perm) != set(range(len(perm))):
+        raise ValueError(f"`perm` does not represent a permutation: {perm}")
+    return ppermute(x, axis_name, list(zip(perm, range(len(perm)))))
+
+
+# JAX: jax/_src/lax/parallel.py pswapaxes
+def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
+    """Swap the named axis with positional `axis` of `x`: `all_to_all(x, axis_name, axis,
+    axis)`, so `x.shape[axis]` must equal the named axis' size."""
+    return all_to_all(x, axis_name, axis, axis, axis_index_groups=axis_index_groups)
+
+
+# JAX: jax/_src/lax/parallel.py pbroadcast — differs: an all_gather and a pick (JAX lowers
+# to XLA's CollectiveBroadcast, which sends one copy)
+def pbroadcast(x, axis_name, source: int):
+    """Every device along `axis_name` gets the `x` (a pytree) of device `source`."""
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
+    def one(v):
+        gathered = all_gather(v, axis_name)
+        nd = core.get_aval(gathered).ndim
+        starts = [int(source)] + [0] * (nd - 1)
+        limits = [int(source) + 1] + list(core.get_aval(gathered).shape[1:])
+        return lax.squeeze(lax.slice(gathered, starts, limits), (0,))
+    return tree_map(one, x)

@@ -423,13 +423,29 @@ class ScatterDimensionNumbers(NamedTuple):
 
 # JAX: jax/_src/lax/slicing.py GatherScatterMode
 class GatherScatterMode(enum.Enum):
-    """How a gather or scatter primitive treats an out-of-bounds window: CLIP (starts clamped
-    so the window fits), FILL_OR_DROP (a gathered window filled, a scattered one skipped),
-    PROMISE_IN_BOUNDS (none is; XLA then clamps a gather and skips a scatter window)."""
+    """What gather and scatter do with an index whose window does not fit: CLIP clamps it,
+    FILL_OR_DROP fills gathered values (drops scattered ones), PROMISE_IN_BOUNDS trusts the
+    caller; ONE_HOT gathers through one-hot products. minijax's wrappers take these or
+    their names ("clip", "fill"/"drop", "promise_in_bounds"); ONE_HOT is not modelled."""
     CLIP = enum.auto()
     FILL_OR_DROP = enum.auto()
     PROMISE_IN_BOUNDS = enum.auto()
     ONE_HOT = enum.auto()
+
+    @staticmethod
+    def from_any(s):
+        """A mode from a GatherScatterMode, its lower-case name or None (FILL_OR_DROP)."""
+        if isinstance(s, GatherScatterMode):
+            return s
+        if s == "clip":
+            return GatherScatterMode.CLIP
+        if s is None or s in ("fill", "drop"):
+            return GatherScatterMode.FILL_OR_DROP
+        if s == "promise_in_bounds":
+            return GatherScatterMode.PROMISE_IN_BOUNDS
+        if s == "one_hot":
+            return GatherScatterMode.ONE_HOT
+        raise ValueError(f"Unknown gather mode {s!r}")
 
 
 def _unbatched_gather(indices, dn: GatherDimensionNumbers, iota, concatenate):
@@ -786,8 +802,8 @@ def _scatter_gather_dnums(dn: ScatterDimensionNumbers, operand_shape, updates_sh
 def _update_jaxpr(name: str, dtype: np.dtype):
     """The scalar combiner JAX records on a scatter (`update_jaxpr`): `add` for scatter-add."""
     from minijax.interpreters import partial_eval as pe  # not at the top: pe imports lax
-    combine = {"scatter-add": lax.add, "scatter-mul": lax.mul, "scatter-min": lax.min,
-               "scatter-max": lax.max}[name]
+    combine = {"scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
+               "scatter-min": lax.min, "scatter-max": lax.max}[name]
     aval = ShapedArray((), dtype)
     jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(lambda a, b: [combine(a, b)], [aval, aval],
                                             purpose="scatter")
@@ -998,3 +1014,54 @@ scatter_max_p = _scatter_primitive("scatter-max", np.maximum, "maximum")
 scatter_max = _scatter_wrapper(scatter_max_p)
 scatter_max.__name__ = "scatter_max"
 scatter_max.__doc__ = _SCATTER_DOC.format(how="taking the maximum (not differentiable here)")
+
+
+def _scatter_sub_transpose(ct, operand, indices, updates, **params):
+    # operand - scattered updates: the operand's cotangent is ct, the updates' minus ct gathered
+    outs = _scatter_add_transpose(ct, operand, indices, updates, **params)
+    return outs[:2] + [outs[2] if outs[2] is None or type(outs[2]) is Zero
+                       else lax.neg(outs[2])]
+
+
+scatter_sub_p = _scatter_primitive("scatter-sub", np.subtract, "subtract")
+ad.primitive_jvps[scatter_sub_p] = _scatter_linear_jvp(scatter_sub_p)
+ad.primitive_transposes[scatter_sub_p] = _scatter_sub_transpose
+# JAX: jax/_src/lax/slicing.py scatter_sub
+scatter_sub = _scatter_wrapper(scatter_sub_p)
+scatter_sub.__name__ = "scatter_sub"
+scatter_sub.__doc__ = _SCATTER_DOC.format(how="subtracting (repeated indices accumulate)")
+
+
+# JAX: jax/_src/lax/slicing.py scatter_apply — differs: a gather, `func`, then a scatter, so
+# a repeated index sees `func` once (JAX's scatter applies it once per occurrence)
+def scatter_apply(operand, scatter_indices, func, dimension_numbers: ScatterDimensionNumbers,
+                  *, update_shape: Sequence[int] = (), indices_are_sorted: bool = False,
+                  unique_indices: bool = False, mode=None):
+    """`operand` with `func` applied (elementwise) to the windows `scatter_indices` names;
+    `update_shape`: the shape the updates of such a scatter would have."""
+    dn = ScatterDimensionNumbers(*(tuple(int(d) for d in f) for f in dimension_numbers))
+    gdn, sizes = _scatter_gather_dnums(dn, core.get_aval(operand).shape, tuple(update_shape))
+    current = gather(operand, scatter_indices, gdn, sizes, mode="clip" if mode == "clip"
+                     else None)
+    return scatter(operand, scatter_indices, func(current), dn, mode=mode)
+
+
+# JAX: jax/_src/lax/slicing.py index_take
+def index_take(src, idxs, axes: Sequence[int]):
+    """`src[idxs[0], idxs[1], ...]` along `axes` (one index array per axis, one shape):
+    the indexed axes become the index shape, in front of the remaining axes."""
+    idxs = [_int_indices(i) for i in idxs]
+    indices = lax.concatenate([lax.expand_dims(i, (core.get_aval(i).ndim,)) for i in idxs],
+                              core.get_aval(idxs[0]).ndim)
+    axes = tuple(int(a) for a in axes)
+    shape = core.get_aval(src).shape
+    offset = tuple(d for d in range(len(shape)) if d not in axes)
+    batch = core.get_aval(idxs[0]).ndim
+    dn = GatherDimensionNumbers(offset_dims=tuple(range(batch, batch + len(offset))),
+                                collapsed_slice_dims=tuple(sorted(axes)), start_index_map=axes)
+    sizes = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    return gather(src, indices, dn, sizes)
+
+
+def _int_indices(x):
+    return lax.convert_element_type(x, np.int32) if core.get_aval(x).dtype.kind != "i" else x

@@ -1,4 +1,6 @@
-"""Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`.
+"""Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`,
+`polygamma`, `zeta`, `bessel_i1e`, and the incomplete gamma `igamma`/`igammac` (whose
+derivative in `a` gives `random.gamma` its gradient).
 
 `minijax.random.normal` is `sqrt(2) * erf_inv(u)` for uniform `u`, and `truncated_normal`
 needs `erf` too. Under `jit` both lower to CHLO ops that XLA expands itself, as JAX lowers
@@ -13,11 +15,15 @@ import math
 
 import numpy as np
 
+from minijax import core
 from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp
-from minijax.interpreters.batching import defvectorized
-from minijax.lax.lax import (_const, _float, add, div, exp, full_like, lt, mul, neg, select,
-                             sin, square, sub, unop)
+from minijax.interpreters.batching import defbroadcasting, defvectorized
+from minijax.lax.control_flow.loops import fori_loop
+from minijax.lax.lax import (_broadcasting_shape, _const, _float, abs, add, bitwise_or,
+                             broadcast_in_dim, convert_element_type, div, eq, exp, full_like,
+                             le, log, lt, mul, naryop, neg, select, sin, square, sub, unop)
+from minijax.pjit import jit
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -182,3 +188,204 @@ digamma_p = unop("digamma", _float, _digamma_impl)
 defjvp(digamma_p, lambda g, x: mul(g, _trigamma(x)))
 defvectorized(digamma_p)
 mlir.register_lowering(digamma_p, lambda ctx, x: mlir.chlo.digamma(x))
+
+
+# ---------------------------------------------------------------------------------------------
+# polygamma, zeta, bessel_i1e: CHLO ops XLA expands; eagerly compiled and run by XLA too
+# ---------------------------------------------------------------------------------------------
+
+def _through_xla(prim):
+    # no NumPy version of these here: the eager impl compiles the primitive alone, so eager
+    # values are XLA's, as under jit (and as JAX's, which runs every eager op this way)
+    run = jit(lambda *xs: prim.bind(*xs))
+    return lambda *xs: run(*xs)
+
+
+def _chlo_lowering(op_name: str):
+    def rule(ctx, *args):
+        out = ctx.avals_out[0]
+        args = [mlir.broadcast_to(a, av, av.update(shape=out.shape))
+                for a, av in zip(args, ctx.avals_in)]
+        return getattr(mlir.chlo, op_name)(*args)
+    rule.__name__ = f"_{op_name}_lowering"
+    return rule
+
+
+# JAX: jax/_src/lax/special.py polygamma
+def polygamma(m, x):
+    """Elementwise psi^(m)(x), the m-th derivative of digamma (one float dtype; m a
+    non-negative integer value). Differentiable in x only."""
+    return polygamma_p.bind(m, x)
+
+
+def _polygamma_jvp_m(g, m, x):
+    raise ValueError("polygamma: the derivative in m is not defined (m is an integer)")
+
+
+polygamma_p = naryop("polygamma", _float, None)
+polygamma_p.def_impl(_through_xla(polygamma_p))
+defjvp(polygamma_p, _polygamma_jvp_m,
+       lambda g, m, x: mul(g, polygamma(add(m, _const(m, 1)), x)))
+defbroadcasting(polygamma_p)
+mlir.register_lowering(polygamma_p, _chlo_lowering("polygamma"))
+
+
+# JAX: jax/_src/lax/special.py zeta
+def zeta(x, q):
+    """Elementwise Hurwitz zeta sum_{k>=0} (k + q) ** -x (one float dtype). Differentiable
+    in q: d/dq = -x zeta(x + 1, q)."""
+    return zeta_p.bind(x, q)
+
+
+def _zeta_jvp_x(g, x, q):
+    raise ValueError("zeta: the derivative in x is not implemented (as in JAX)")
+
+
+zeta_p = naryop("zeta", _float, None)
+zeta_p.def_impl(_through_xla(zeta_p))
+defjvp(zeta_p, _zeta_jvp_x, lambda g, x, q: mul(g, mul(neg(x), zeta(add(x, _const(x, 1)),
+                                                                    q))))
+defbroadcasting(zeta_p)
+mlir.register_lowering(zeta_p, _chlo_lowering("zeta"))
+
+
+# JAX: jax/_src/lax/special.py bessel_i1e
+def bessel_i1e(x):
+    """Elementwise exponentially scaled modified Bessel function of order 1,
+    exp(-|x|) I1(x) (float dtypes). No derivative in minijax (JAX's needs bessel_i0e)."""
+    return bessel_i1e_p.bind(x)
+
+
+bessel_i1e_p = unop("bessel_i1e", _float, None)
+bessel_i1e_p.def_impl(_through_xla(bessel_i1e_p))
+defvectorized(bessel_i1e_p)
+mlir.register_lowering(bessel_i1e_p, _chlo_lowering("bessel_i1e"))
+
+
+# ---------------------------------------------------------------------------------------------
+# igamma, igammac, igamma_grad_a, random_gamma_grad: the regularized incomplete gamma
+# function, by its power series below x = a + 1 and Legendre's continued fraction above
+# ---------------------------------------------------------------------------------------------
+
+_IGAMMA_TERMS = 256  # enough for float32 for a up to a few thousand
+
+
+def _igamma_series(a, x):
+    # P(a, x) = x^a e^-x / Gamma(a + 1) * sum_n x^n / ((a + 1) ... (a + n))
+    def body(i, state):
+        term, total = state
+        term = mul(term, div(x, add(a, convert_element_type(add(i, 1), a.dtype))))
+        return term, add(total, term)
+    one = full_like(x, 1)
+    _, total = fori_loop(0, _IGAMMA_TERMS, body, (one, one))
+    log_pre = sub(sub(mul(a, log(x)), x), lgamma(add(a, _const(a, 1))))
+    return mul(exp(log_pre), total)
+
+
+def _igammac_fraction(a, x):
+    # Q(a, x) = x^a e^-x / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - ...)),
+    # evaluated by the modified Lentz method (Numerical Recipes, section 6.2)
+    tiny = _const(x, float(np.finfo(x.dtype).tiny) * 16)
+    b = add(sub(x, a), _const(x, 1))
+    safe = lambda v: select(lt(abs(v), tiny), full_like(v, tiny), v)
+
+    def body(i, state):
+        b, c, d, h = state
+        n = convert_element_type(add(i, 1), x.dtype)
+        an = mul(neg(n), sub(n, a))
+        b = add(b, _const(x, 2))
+        d = div(_const(x, 1), safe(add(mul(an, d), b)))
+        c = safe(add(b, div(an, c)))
+        return b, c, d, mul(h, mul(d, c))
+    d = div(_const(x, 1), safe(b))
+    _, _, _, h = fori_loop(0, _IGAMMA_TERMS, body, (b, full_like(x, 1 / np.finfo(
+        x.dtype).tiny / 16), d, d))
+    return mul(exp(sub(sub(mul(a, log(x)), x), lgamma(a))), h)
+
+
+def _same_shape(a, x):
+    # lax broadcasting (rank 0, size-1 dims) made explicit, for the selects below
+    avals = [core.get_aval(v) for v in (a, x)]
+    shape = _broadcasting_shape("igamma", *avals)
+    return [v if av.shape == shape else broadcast_in_dim(
+        v, shape, tuple(range(len(shape))) if av.ndim else ()) for v, av in zip((a, x), avals)]
+
+
+def _igamma_both(a, x):
+    """(P, Q) by the expansion that converges there; NaN outside a > 0, x >= 0."""
+    a, x = _same_shape(a, x)
+    use_series = lt(x, add(a, _const(a, 1)))
+    # each expansion is evaluated where it is used, at a harmless point elsewhere
+    xs = select(use_series, x, full_like(x, 0.5))
+    xf = select(use_series, add(a, full_like(a, 2)), x)
+    pos = lt(_const(x, 0), x)
+    p = select(use_series, _igamma_series(a, select(pos, xs, full_like(x, 0.5))),
+               sub(_const(x, 1), _igammac_fraction(a, xf)))
+    p = select(pos, p, full_like(p, 0))
+    p = select(eq(x, _const(x, np.inf)), full_like(p, 1), p)
+    bad = bitwise_or(le(a, _const(a, 0)), lt(x, _const(x, 0)))
+    p = select(bad, full_like(p, np.nan), p)
+    q = select(use_series, sub(_const(x, 1), p), _igammac_fraction(a, xf))
+    q = select(bitwise_or(bad, eq(x, _const(x, np.inf))), sub(_const(x, 1), p), q)
+    return p, q
+
+
+def _igamma_dx(a, x):
+    # dP/dx = x^(a-1) e^-x / Gamma(a)
+    return exp(sub(sub(mul(sub(a, _const(a, 1)), log(x)), x), lgamma(a)))
+
+
+def _igamma_grad_a_impl(a, x):
+    # dP/da by forward-mode differentiation of the expansions (as JAX's DERIVATIVE mode)
+    from minijax.api import jvp  # not at the top: api sits above lax
+    a, x = _same_shape(a, x)
+    return jvp(lambda v: _igamma_both(v, x)[0], (a,), (full_like(a, 1),))[1]
+
+
+# JAX: jax/_src/lax/special.py igamma
+def igamma(a, x):
+    """Elementwise regularized lower incomplete gamma P(a, x) = gamma(a, x) / Gamma(a)
+    (one float dtype); NaN for a <= 0 or x < 0. Differentiable in both."""
+    return igamma_p.bind(a, x)
+
+
+# JAX: jax/_src/lax/special.py igammac
+def igammac(a, x):
+    """Elementwise regularized upper incomplete gamma Q(a, x) = 1 - P(a, x)."""
+    return igammac_p.bind(a, x)
+
+
+# JAX: jax/_src/lax/special.py igamma_grad_a
+def igamma_grad_a(a, x):
+    """Elementwise dP(a, x)/da."""
+    return igamma_grad_a_p.bind(a, x)
+
+
+igamma_p = naryop("igamma", _float, None)
+igamma_p.def_impl(_through_xla(igamma_p))
+defjvp(igamma_p, lambda g, a, x: mul(g, igamma_grad_a(a, x)),
+       lambda g, a, x: mul(g, _igamma_dx(a, x)))
+defbroadcasting(igamma_p)
+mlir.register_lowering(igamma_p, mlir.lower_fun(lambda a, x: _igamma_both(a, x)[0],
+                                                multiple_results=False))
+
+igammac_p = naryop("igammac", _float, None)
+igammac_p.def_impl(_through_xla(igammac_p))
+defjvp(igammac_p, lambda g, a, x: neg(mul(g, igamma_grad_a(a, x))),
+       lambda g, a, x: neg(mul(g, _igamma_dx(a, x))))
+defbroadcasting(igammac_p)
+mlir.register_lowering(igammac_p, mlir.lower_fun(lambda a, x: _igamma_both(a, x)[1],
+                                                 multiple_results=False))
+
+igamma_grad_a_p = naryop("igamma_grad_a", _float, None)
+igamma_grad_a_p.def_impl(_through_xla(igamma_grad_a_p))
+defbroadcasting(igamma_grad_a_p)
+mlir.register_lowering(igamma_grad_a_p, mlir.lower_fun(_igamma_grad_a_impl,
+                                                       multiple_results=False))
+
+
+# JAX: jax/_src/lax/special.py random_gamma_grad
+def random_gamma_grad(a, x, *, dtype=None):
+    """d x / d a for a Gamma(a) sample x, holding its CDF P(a, x) fixed (implicit
+    reparameterization): -(dP/da) / (dP/dx). What `grad` of `random.gamma` uses."""
+    return neg(div(igamma_grad_a(a, x), _igamma_dx(a, x)))

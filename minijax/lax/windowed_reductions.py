@@ -464,3 +464,16 @@ def reduce_window(operand, init_value, computation, window_dimensions: Sequence[
                      window_strides=window_strides,
                      padding=tuple((int(lo), int(hi)) for lo, hi in padding),
                      base_dilation=base_dilation, window_dilation=window_dilation)
+
+
+# JAX: jax/_src/lax/windowed_reductions.py reduce_window_shape_tuple
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+    """The output shape of `reduce_window` with these windows ((lo, hi) padding pairs)."""
+    if base_dilation is not None:
+        operand_shape = _dilate_shape(operand_shape, base_dilation)
+    if window_dilation is not None:
+        window_dimensions = _dilate_shape(window_dimensions, window_dilation)
+    padded = [d + lo + hi for d, (lo, hi) in zip(operand_shape, padding)]
+    return tuple(max(0, (p - w) // s + 1)
+                 for p, w, s in zip(padded, window_dimensions, window_strides))

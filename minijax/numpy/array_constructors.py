@@ -74,3 +74,62 @@ def asarray(a, dtype=None) -> Any:
         return a
     return array(a, dtype, copy=False)  # as np.asarray: a NumPy buffer is used, not copied
 
+
+
+# ---------------------------------------------------------------------------------------------
+# Arrays from host data: buffers, strings, files, DLPack, functions of the indices
+# ---------------------------------------------------------------------------------------------
+
+def frombuffer(buffer, dtype=float, count: int = -1, offset: int = 0):
+    """A 1-D array of the bytes in `buffer` read as `dtype` (NumPy's frombuffer, then
+    transferred)."""
+    return asarray(np.frombuffer(buffer, dtype=dtype, count=count, offset=offset))
+
+
+def fromstring(string, dtype=float, count: int = -1, *, sep: str):
+    """A 1-D array of the numbers in a text `string` separated by `sep`."""
+    return asarray(np.fromstring(string, dtype=dtype, count=count, sep=sep))
+
+
+def fromfile(*args, **kwargs):
+    """Not supported, as in JAX: reading a file is a side effect a traced function must not
+    have. Raises NotImplementedError; use `asarray(np.fromfile(...))` outside."""
+    raise NotImplementedError("jnp.fromfile() is not implemented because it may be non-pure "
+                              "and thus unsafe for use with JIT and other JAX transformations; "
+                              "use jnp.asarray(np.fromfile(...)) instead")
+
+
+def fromiter(*args, **kwargs):
+    """Not supported, as in JAX (an iterator is consumed as a side effect). Raises
+    NotImplementedError; use `asarray(np.fromiter(...))` outside."""
+    raise NotImplementedError("jnp.fromiter() is not implemented because it may be non-pure "
+                              "and thus unsafe for use with JIT and other JAX transformations; "
+                              "use jnp.asarray(np.fromiter(...)) instead")
+
+
+def load(file, *args, **kwargs):
+    """`np.load`, with an array result made a minijax array (other results as NumPy gives
+    them: .npz archives stay lazy NpzFile objects)."""
+    out = np.load(file, *args, **kwargs)
+    return asarray(out) if isinstance(out, np.ndarray) and out.dtype != object else out
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """An array from an object with `__dlpack__` (a NumPy array, a host tensor of another
+    library): read on the host through NumPy's DLPack support, then transferred. Device
+    (GPU) tensors raise NumPy's error, as NumPy reads host memory only."""
+    return asarray(np.from_dlpack(x))
+
+
+def fromfunction(function, shape, *, dtype=float, **kwargs):
+    """`function(i, j, ...)` evaluated on the index grid of `shape`; it is `vmap`ped once per
+    dimension, so it sees scalar indices (as JAX's)."""
+    from minijax import api  # not at the top: minijax.api imports minijax.numpy
+    shape = tuple(int(d) for d in shape)
+    fn = lambda *idx: function(*idx, **kwargs)  # noqa: E731
+    for i in range(len(shape)):
+        fn = api.vmap(fn, in_axes=tuple(0 if j == len(shape) - 1 - i else None
+                                        for j in range(len(shape))))
+    dtype = np.dtype(dtype)
+    ranges = [lax.iota(dtypes.canonicalize_dtype(dtype), d) for d in shape]
+    return fn(*ranges)

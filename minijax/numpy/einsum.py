@@ -233,3 +233,21 @@ def _einsum_sum_private(o, s: str, keep, d):
     if not axes:
         return o, s
     return _einsum_sum(o, axes, d), "".join(c for c in s if keep(c))
+
+
+def einsum_path(subscripts, *operands, optimize="auto"):
+    """The contraction order `einsum` uses, in opt_einsum's format: `(path, description)`,
+    where path lists the operand pairs contracted in turn (each result appended to the end).
+    minijax always contracts left to right, so the path is `[(0, 1)] * (n - 1)` whatever
+    `optimize` says; JAX returns opt_einsum's cost-optimised path, which can differ for three
+    or more operands. Raises ValueError for subscripts that do not match the operands."""
+    if not isinstance(subscripts, str):
+        subscripts, operands = _einsum_sublists(subscripts, *operands)
+    lhs = subscripts.replace(" ", "").split("->")[0]
+    n = len(lhs.split(","))
+    if n != len(operands):
+        raise ValueError(f"einsum_path: {n} operand subscripts for {len(operands)} operands")
+    path = [(0, 1)] * (n - 1) if n > 1 else [(0,)]
+    shapes = ", ".join(str(core.get_aval(asarray(o)).shape) for o in operands)
+    return path, (f"  Complete contraction:  {subscripts}\n  Operand shapes: {shapes}\n"
+                  "  Order: left to right, one dot_general per pair (minijax's einsum)")

@@ -24,6 +24,7 @@ from minijax.core import Tracer
 from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing, reductions, ufuncs, util
 from minijax.numpy.array_constructors import array, asarray
+from minijax.numpy.vectorize import vectorize
 from minijax.numpy.util import (
     canonicalize_axis, canonicalize_shape, concrete_or_none, dtype_kind,
     dtype_of, is_floating, keep_weak, promote_args, promote_args_inexact, promote_dtypes,
@@ -49,6 +50,12 @@ finfo = dtypes.finfo
 iinfo = dtypes.iinfo
 issubdtype = dtypes.issubdtype
 floating, integer, inexact, number = np.floating, np.integer, np.inexact, np.number
+# NumPy's abstract scalar classes, for issubdtype (jnp re-exports NumPy's own, as here)
+generic, character, flexible, object_ = np.generic, np.character, np.flexible, np.object_
+signedinteger, unsignedinteger, complexfloating = (np.signedinteger, np.unsignedinteger,
+                                                   np.complexfloating)
+ComplexWarning = np.exceptions.ComplexWarning
+euler_gamma = np.euler_gamma
 
 
 def dtype(x):
@@ -297,11 +304,21 @@ def swapaxes(a, axis1: int, axis2: int):
     return lax.transpose(a, tuple(perm))
 
 
-def moveaxis(a, source: int, destination: int):
+def moveaxis(a, source, destination):
+    """`a` with the axes `source` (an int or a sequence) moved to `destination`, the other
+    axes keeping their order. Raises ValueError for sequences of different lengths."""
+    a = asarray(a)
     nd = ndim(a)
-    s, d = canonicalize_axis(source, nd), canonicalize_axis(destination, nd)
-    perm = [i for i in range(nd) if i != s]
-    perm.insert(d, s)
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {src} and destination {dst} must have the same "
+                         "number of elements")
+    src = [canonicalize_axis(s, nd) for s in src]
+    dst = [canonicalize_axis(d, nd) for d in dst]
+    perm = [i for i in range(nd) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        perm.insert(d, s)
     return lax.transpose(a, tuple(perm))
 
 
@@ -1176,17 +1193,6 @@ def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_ty
     return _conv(a, v, mode, "correlate", preferred_element_type)
 
 
-def polyval(p, x, *, unroll: int = 16):
-    """The polynomial with coefficients `p` (highest power first; more dimensions of p
-    broadcast against x) at `x`, by Horner's rule."""
-    p, x = asarray(p), asarray(x)
-    shape = np.broadcast_shapes(shape_of(p)[1:], shape_of(x))
-    y = lax.full(shape, 0, dtype_of(x))
-    for i in range(shape_of(p)[0]):
-        y = ufuncs.add(ufuncs.multiply(y, x), indexing.rewriting_take(p, i))
-    return y
-
-
 def trapezoid(y, x=None, dx=1.0, axis: int = -1):
     """The integral of `y` along `axis` by the trapezoidal rule (sample spacing `dx`, or the
     sample points `x`)."""
@@ -1255,20 +1261,7 @@ def histogram(a, bins=10, range=None, weights=None, density=None):
     a = ravel(a)
     if not is_floating(a):
         a = lax.convert_element_type(a, dtypes.default_float_dtype())
-    if np.ndim(bins) == 1:
-        edges = lax.convert_element_type(asarray(bins), dtype_of(a))
-    else:
-        nb = int(bins)
-        if range is None:
-            lo, hi = reductions.min(a), reductions.max(a)
-        else:
-            lo, hi = (lax.convert_element_type(asarray(r), dtype_of(a)) for r in range)
-        same = lax.eq(lo, hi)
-        lo = where(same, lax.sub(lo, _const(lo, 0.5)), lo)
-        hi = where(same, lax.add(hi, _const(hi, 0.5)), hi)
-        steps = lax.div(lax.iota(dtype_of(a), nb + 1), _const(lo, nb))
-        edges = lax.add(lo, lax.mul(steps, lax.sub(hi, lo)))
-        edges = lax.concatenate([slice_axis(edges, 0, 0, nb), lax.reshape(hi, (1,))], 0)
+    edges = histogram_bin_edges(a, bins, range)
     ne = shape_of(edges)[0]
     idx = reductions.sum(lax.le(lax.broadcast_in_dim(edges, shape_of(a) + (ne,), (1,)),
                                 lax.broadcast_in_dim(a, shape_of(a) + (ne,), (0,))),
@@ -1298,3 +1291,590 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None):
         length = builtins.max(int(minlength), int(val.max()) + 1 if val.size else 0)
     w = lax.full_like(x, 1, dtypes.default_int_dtype()) if weights is None else asarray(weights)
     return lax.full((int(length),), 0, dtype_of(w)).at[ufuncs.maximum(x, 0)].add(w, mode="drop")
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy's own helpers, re-exported (they act on dtypes or on host values)
+# ---------------------------------------------------------------------------------------------
+
+can_cast, iterable = np.can_cast, np.iterable
+array_repr, array_str = np.array_repr, np.array_str
+save, savez = np.save, np.savez
+get_printoptions, set_printoptions, printoptions = (np.get_printoptions, np.set_printoptions,
+                                                    np.printoptions)
+_ISDTYPE_KINDS = {"bool": (np.bool_,), "signed integer": (np.signedinteger,),
+                  "unsigned integer": (np.unsignedinteger,),
+                  "integral": (np.integer,), "real floating": (np.floating,),
+                  "complex floating": (np.complexfloating,),
+                  "numeric": (np.integer, np.floating, np.complexfloating)}
+
+
+def isdtype(dtype, kind) -> bool:
+    """The array API's dtype test: whether `dtype` is `kind` (a dtype, one of "bool", "signed
+    integer", "unsigned integer", "integral", "real floating", "complex floating", "numeric",
+    or a tuple of these). Raises ValueError for an unknown kind name."""
+    dt = np.dtype(dtype)
+    for k in kind if isinstance(kind, tuple) else (kind,):
+        if isinstance(k, str):
+            if k not in _ISDTYPE_KINDS:
+                raise ValueError(f"jnp.isdtype: unknown kind {k!r}; expected a dtype or one "
+                                 f"of {sorted(_ISDTYPE_KINDS)}")
+            if any(issubdtype(dt, t) for t in _ISDTYPE_KINDS[k]):
+                return True
+        elif dt == np.dtype(k):
+            return True
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# More of NumPy's array manipulation
+# ---------------------------------------------------------------------------------------------
+
+def array_equiv(a1, a2):
+    """bool[]: whether `a1` and `a2` broadcast to each other and are equal everywhere (False
+    when their shapes do not broadcast)."""
+    a1, a2 = asarray(a1), asarray(a2)
+    try:
+        util.broadcast_shapes(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return array(False)
+    return reductions.all(ufuncs.equal(a1, a2))
+
+
+def block(arrays):
+    """An array assembled from nested lists of blocks: the innermost lists are joined along
+    the last axis, each level out along the axis before. Raises ValueError for ragged
+    nesting."""
+    def depth(x):
+        if isinstance(x, list):
+            ds = {depth(y) for y in x}
+            if len(ds) != 1:
+                raise ValueError("jnp.block: the lists of blocks are nested to different "
+                                 "depths")
+            return 1 + ds.pop()
+        return 0
+
+    def leaves(x):
+        return [v for y in x for v in leaves(y)] if isinstance(x, list) else [asarray(x)]
+
+    total = depth(arrays)
+    nd = builtins.max([total] + [ndim(v) for v in leaves(arrays)])
+
+    def join(x, level):
+        if not isinstance(x, list):
+            x = asarray(x)
+            return reshape(x, (1,) * (nd - ndim(x)) + shape_of(x))
+        return concatenate([join(y, level + 1) for y in x], axis=nd - total + level)
+
+    return join(arrays, 0) if isinstance(arrays, list) else asarray(arrays)
+
+
+def choose(a, choices, out=None, mode: str = "raise"):
+    """`choices[a[i]][i]` for every index i (a, choices broadcast). mode "wrap" takes a
+    modulo len(choices), "clip" clips; "raise" needs a concrete `a` and raises ValueError
+    for an index out of range."""
+    if out is not None:
+        raise NotImplementedError("jnp.choose: the out argument is not supported")
+    a = asarray(a)
+    n = len(choices)
+    if mode == "raise":
+        value = concrete_or_none(a, "choose")
+        if value is None:
+            raise core.ConcretizationTypeError(
+                "jnp.choose: mode='raise' needs a concrete index array; use mode='wrap' or "
+                "mode='clip' under transformations")
+        if np.any((value < 0) | (value >= n)):
+            raise ValueError("jnp.choose: invalid entry in the index array (must be in "
+                             f"[0, {n}))")
+    elif mode == "wrap":
+        a = ufuncs.mod(a, n)
+    elif mode == "clip":
+        a = clip(a, 0, n - 1)
+    else:
+        raise ValueError(f"jnp.choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    a, *choices = broadcast_arrays(a, *choices)
+    return select([ufuncs.equal(a, i) for i in builtins.range(n)], list(choices))
+
+
+def compress(condition, a, axis: int | None = None, *, size: int | None = None,
+             fill_value=0, out=None):
+    """The slices of `a` along `axis` (None: its entries, flattened) where `condition` is
+    true. Needs a concrete condition, or a static `size` (then `fill_value` pads)."""
+    if out is not None:
+        raise NotImplementedError("jnp.compress: the out argument is not supported")
+    condition = ravel(asarray(condition))
+    a = ravel(a) if axis is None else moveaxis(asarray(a), axis, 0)
+    n = builtins.min(shape_of(condition)[0], shape_of(a)[0])
+    keep = slice_axis(lax.ne(condition, _const(condition, 0)), 0, 0, n)
+    picked = indexing.take(a, nonzero(keep, size=size, fill_value=n)[0], axis=0, mode="fill",
+                           fill_value=fill_value)
+    return picked if axis is None else moveaxis(picked, 0, axis)
+
+
+def extract(condition, arr, *, size: int | None = None, fill_value=0):
+    """The entries of the flattened `arr` where the flattened `condition` is true (`size`,
+    `fill_value` as in `compress`)."""
+    return compress(ravel(condition), ravel(arr), size=size, fill_value=fill_value)
+
+
+def _not_inplace(name: str, inplace: bool) -> None:
+    if inplace:
+        raise NotImplementedError(f"jnp.{name}: minijax arrays are immutable, as JAX's: pass "
+                                  "inplace=False to get the updated copy")
+
+
+def place(arr, mask, vals, *, inplace: bool = True):
+    """A copy of `arr` whose entries where `mask` is true take the values of `vals` in turn
+    (cycling): the k-th true entry gets vals[k % len(vals)], k counted by a cumsum, so a
+    traced mask works. Needs inplace=False."""
+    _not_inplace("place", inplace)
+    arr = asarray(arr)
+    mask = broadcast_to(asarray(mask, dtype=np.bool_), shape_of(arr))
+    vals = ravel(asarray(vals, dtype_of(arr)))
+    if shape_of(vals)[0] == 0:
+        return arr
+    k = lax.sub(reductions.cumsum(ravel(mask), dtype=_int), _const(np.int32(0), 1))
+    taken = reshape(indexing.take(vals, ufuncs.mod(k, shape_of(vals)[0])), shape_of(arr))
+    return where(mask, taken, arr)
+
+
+def put(a, ind, v, mode: str | None = None, *, inplace: bool = True):
+    """A copy of `a` with its flattened entries at `ind` set to `v` (cycled to ind's length).
+    mode: None/"fill" drops out-of-range indices, "clip" clips, "wrap" wraps."""
+    _not_inplace("put", inplace)
+    a = asarray(a)
+    ind = ravel(asarray(ind))
+    v = ravel(asarray(v, dtype_of(a)))
+    k = shape_of(ind)[0]
+    if k == 0 or shape_of(v)[0] == 0:
+        return a
+    v = indexing.take(v, lax.rem(lax.iota(_int, k), _const(ind, shape_of(v)[0])))
+    n = size(a)
+    if mode == "clip":
+        ind = clip(ind, 0, n - 1)
+    elif mode == "wrap":
+        ind = ufuncs.mod(ind, n)
+    elif mode not in (None, "fill", "raise"):
+        raise ValueError(f"jnp.put: mode must be 'fill', 'clip' or 'wrap', got {mode!r}")
+    return reshape(ravel(a).at[ind].set(v, mode=None if mode == "raise" else "drop"),
+                   shape_of(a))
+
+
+def put_along_axis(arr, indices, values, axis: int | None, inplace: bool = True, *,
+                   mode: str | None = None):
+    """A copy of `arr` with `values` written at `indices` along `axis` (the counterpart of
+    `take_along_axis`). Needs inplace=False."""
+    _not_inplace("put_along_axis", inplace)
+    arr = asarray(arr)
+    if axis is None:
+        return reshape(put_along_axis(ravel(arr), ravel(indices), ravel(values), 0,
+                                      inplace=False, mode=mode), shape_of(arr))
+    nd = ndim(arr)
+    axis = canonicalize_axis(axis, nd)
+    indices = asarray(indices)
+    shape = util.broadcast_shapes(tuple(1 if i == axis else d for i, d in
+                                        enumerate(shape_of(arr))), shape_of(indices))
+    shape = tuple(shape_of(indices)[i] if i == axis else d for i, d in enumerate(shape))
+    idx = tuple(broadcast_to(indices, shape) if i == axis else
+                lax.broadcasted_iota(_int, shape, i) for i in builtins.range(nd))
+    return arr.at[idx].set(broadcast_to(asarray(values, dtype_of(arr)), shape), mode=mode)
+
+
+def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True):
+    """A copy of `a` (2-D, or n-D with equal sides) with its main diagonal set to `val`
+    (cycled). Needs inplace=False; wrap=True raises NotImplementedError, as in JAX."""
+    _not_inplace("fill_diagonal", inplace)
+    if wrap:
+        raise NotImplementedError("jnp.fill_diagonal: wrap=True is not implemented (as in "
+                                  "JAX): use wrap=False")
+    a = asarray(a)
+    shp = shape_of(a)
+    if ndim(a) < 2:
+        raise ValueError(f"jnp.fill_diagonal: array must be at least 2-d, got {shp}")
+    if ndim(a) > 2 and len(set(shp)) != 1:
+        raise ValueError(f"jnp.fill_diagonal: all dimensions of input must be of equal "
+                         f"length, got {shp}")
+    flat = np.ravel_multi_index((np.arange(builtins.min(shp)),) * ndim(a), shp)
+    return reshape(put(ravel(a), flat, val, inplace=False), shp)
+
+
+def diagflat(v, k: int = 0):
+    """The 2-D array with the flattened `v` on its k-th diagonal."""
+    return diag(ravel(v), k)
+
+
+def dsplit(ary, indices_or_sections):
+    """`split` along the third axis (arrays of rank >= 3)."""
+    if ndim(ary) < 3:
+        raise ValueError("jnp.dsplit only works on arrays of 3 or more dimensions")
+    return split(ary, indices_or_sections, axis=2)
+
+
+def rollaxis(a, axis: int, start: int = 0):
+    """`a` with `axis` moved to before position `start` (NumPy's older `moveaxis`)."""
+    nd = ndim(a)
+    axis = canonicalize_axis(axis, nd)
+    if not -nd <= start <= nd:
+        raise ValueError(f"jnp.rollaxis: start={start} out of range for {nd} dimensions")
+    start = start + nd if start < 0 else start
+    return moveaxis(a, axis, start - 1 if axis < start else start)
+
+
+def _square_arg(name: str, arr):
+    shp = shape_of(arr)
+    if len(shp) != 2:
+        raise ValueError(f"jnp.{name}: input must be 2-d, got shape {shp}")
+    return shp
+
+
+def diag_indices_from(arr):
+    """`diag_indices` for an n-D array with equal sides."""
+    shp = shape_of(arr)
+    if len(shp) < 2 or len(set(shp)) != 1:
+        raise ValueError(f"jnp.diag_indices_from: input must be at least 2-d with all sides "
+                         f"equal, got shape {shp}")
+    return diag_indices(shp[0], len(shp))
+
+
+def tril_indices_from(arr, k: int = 0):
+    """`tril_indices` for the shape of 2-D `arr`."""
+    n, m = _square_arg("tril_indices_from", arr)
+    return tril_indices(n, k, m)
+
+
+def triu_indices_from(arr, k: int = 0):
+    """`triu_indices` for the shape of 2-D `arr`."""
+    n, m = _square_arg("triu_indices_from", arr)
+    return triu_indices(n, k, m)
+
+
+def mask_indices(n: int, mask_func, k: int = 0, *, size: int | None = None):
+    """The (row, column) indices where `mask_func(ones((n, n)), k)` is nonzero."""
+    return nonzero(mask_func(ones((n, n), _int), k), size=size)
+
+
+def ravel_multi_index(multi_index, dims, mode: str = "raise", order: str = "C"):
+    """The flat indices (int32) into an array of shape `dims` of the index arrays in
+    `multi_index`. mode "wrap" wraps, "clip" clips; "raise" needs concrete indices and raises
+    ValueError for one out of range."""
+    dims = tuple(int(d) for d in dims)
+    if len(multi_index) != len(dims):
+        raise ValueError(f"jnp.ravel_multi_index: {len(multi_index)} index arrays for "
+                         f"{len(dims)} dimensions")
+    if order not in ("C", "F"):
+        raise ValueError(f"jnp.ravel_multi_index: order must be 'C' or 'F', got {order!r}")
+    idx = [lax.convert_element_type(asarray(i), _int) for i in multi_index]
+    if mode == "raise":
+        for i, d in zip(idx, dims):
+            value = concrete_or_none(i, "ravel_multi_index")
+            if value is None:
+                raise core.ConcretizationTypeError(
+                    "jnp.ravel_multi_index: mode='raise' needs concrete indices; use "
+                    "mode='wrap' or mode='clip' under transformations")
+            if np.any((value < 0) | (value >= d)):
+                raise ValueError("jnp.ravel_multi_index: invalid entry in coordinates array")
+    elif mode == "wrap":
+        idx = [ufuncs.mod(i, d) for i, d in zip(idx, dims)]
+    elif mode == "clip":
+        idx = [clip(i, 0, d - 1) for i, d in zip(idx, dims)]
+    else:
+        raise ValueError(f"jnp.ravel_multi_index: invalid mode {mode!r}")
+    strides = np.cumprod((1,) + (dims[::-1] if order == "C" else dims)[:-1])
+    strides = strides[::-1] if order == "C" else strides
+    out = lax.full((), 0, _int)
+    for i, s in zip(idx, strides):
+        out = ufuncs.add(out, ufuncs.multiply(i, _int(s)))
+    return out
+
+
+def trim_zeros(filt, trim: str = "fb"):
+    """The 1-D `filt` without its leading ("f") and/or trailing ("b") zeros (concrete
+    input: the output shape depends on its values)."""
+    value = concrete_or_none(filt, "trim_zeros")
+    if value is None:
+        raise size_error("trim_zeros", filt)
+    nz = np.flatnonzero(value)
+    if nz.size == 0:
+        return slice_axis(asarray(filt), 0, 0, 0)
+    lo = int(nz[0]) if "f" in trim.lower() else 0
+    hi = int(nz[-1]) + 1 if "b" in trim.lower() else len(value)
+    return slice_axis(asarray(filt), 0, lo, hi)
+
+
+def vander(x, N: int | None = None, increasing: bool = False):
+    """The Vandermonde matrix `[x**(N-1), ..., x, 1]` per row (`T[len(x), N]`)."""
+    x = asarray(x)
+    if ndim(x) != 1:
+        raise ValueError(f"jnp.vander: x must be one-dimensional, got shape {shape_of(x)}")
+    N = shape_of(x)[0] if N is None else int(N)
+    if N < 0:
+        raise ValueError("jnp.vander: N must be nonnegative")
+    powers = arange(N, dtype=_int) if increasing else arange(N - 1, -1, -1, dtype=_int)
+    return ufuncs.power(lax.broadcast_in_dim(x, (shape_of(x)[0], N), (0,)), powers)
+
+
+def unwrap(p, discont=None, axis: int = -1, period=2 * np.pi):
+    """`p` with jumps between neighbours along `axis` larger than `discont` (default
+    period / 2) taken back modulo `period`: phases made continuous."""
+    p, period = promote_dtypes(asarray(p), asarray(period))
+    if dtype_kind(p) == "c":
+        raise ValueError("jnp.unwrap does not support complex inputs")
+    axis = canonicalize_axis(axis, ndim(p))
+    n = shape_of(p)[axis]
+    if n == 0:
+        return p
+    discont = period / 2 if discont is None else discont
+    half = period // 2 if dtype_kind(p) in "iu" else period / 2
+    d = diff(p, axis=axis)
+    wrapped = ufuncs.mod(d + half, period) - half
+    wrapped = where((wrapped == -half) & (d > 0), half, wrapped)
+    correction = where(ufuncs.abs(d) < discont, 0, wrapped - d)
+    return concatenate([slice_axis(p, axis, 0, 1),
+                        slice_axis(p, axis, 1, n) + reductions.cumsum(correction, axis=axis)],
+                       axis)
+
+
+def gradient(f, *varargs, axis=None, edge_order=None):
+    """The numerical gradient of `f` along `axis` (None: every axis): central differences
+    inside, one-sided ones at the edges. Spacings: one scalar, or one scalar or 1-D
+    coordinate array per axis. A list of arrays for several axes."""
+    if edge_order is not None:
+        raise NotImplementedError("jnp.gradient: edge_order is not supported (as in JAX)")
+    f, *spacing = promote_args_inexact("gradient", f, *varargs)
+    nd = ndim(f)
+    axes = tuple(builtins.range(nd)) if axis is None else \
+        tuple(canonicalize_axis(a, nd) for a in ((axis,) if isinstance(axis, int) else axis))
+    if not axes:
+        return []
+    if builtins.min(shape_of(f)[a] for a in axes) < 2:
+        raise ValueError("jnp.gradient: each axis needs at least 2 elements, got shape "
+                         f"{shape_of(f)}")
+    if len(spacing) <= 1:
+        spacing = (spacing or [1.0]) * len(axes)
+    elif len(spacing) != len(axes):
+        raise TypeError(f"jnp.gradient: {len(spacing)} spacings for axes {axes}")
+
+    def along(ax, h):
+        n = shape_of(f)[ax]
+        s = lambda lo, hi, v=f: slice_axis(v, ax, lo, hi)  # noqa: E731
+        first, last = s(1, 2) - s(0, 1), s(n - 1, n) - s(n - 2, n - 1)
+        if ndim(h) == 0:
+            return concatenate([first / h, (s(2, n) - s(0, n - 2)) / (2 * h), last / h], ax)
+        if ndim(h) != 1 or shape_of(h)[0] != n:
+            raise ValueError("jnp.gradient: spacing arrays must be 1-D with the length of "
+                             "their axis")
+        h = reshape(h, tuple(n if i == ax else 1 for i in builtins.range(nd)))
+        x = lambda lo, hi: slice_axis(h, ax, lo, hi)  # noqa: E731
+        d1, d2 = x(1, n - 1) - x(0, n - 2), x(2, n) - x(1, n - 1)
+        inner = (-d2 / (d1 * (d1 + d2)) * s(0, n - 2) + (d2 - d1) / (d1 * d2) * s(1, n - 1)
+                 + d1 / (d2 * (d1 + d2)) * s(2, n))
+        return concatenate([first / (x(1, 2) - x(0, 1)), inner,
+                            last / (x(n - 1, n) - x(n - 2, n - 1))], ax)
+
+    grads = [along(ax, h) for ax, h in zip(axes, spacing)]
+    return grads[0] if len(axes) == 1 else grads
+
+
+def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
+    """`func1d` applied to every 1-D slice of `arr` along `axis` (one `vmap` per other
+    axis); the slices' results replace that axis."""
+    from minijax import api  # not at the top: minijax.api imports minijax.numpy
+    arr = asarray(arr)
+    nd = ndim(arr)
+    axis = canonicalize_axis(axis, nd)
+    fn = lambda x: func1d(x, *args, **kwargs)  # noqa: E731
+    for i in builtins.range(1, nd - axis):
+        fn = api.vmap(fn, in_axes=i, out_axes=-1)
+    for _ in builtins.range(axis):
+        fn = api.vmap(fn, in_axes=0, out_axes=0)
+    return fn(arr)
+
+
+def apply_over_axes(func, a, axes):
+    """`func(a, axis)` applied for each axis in turn; a result that lost the axis gets it
+    back (size 1)."""
+    a = asarray(a)
+    for axis in axes:
+        b = func(a, axis)
+        if ndim(b) == ndim(a) - 1:
+            b = expand_dims(b, axis)
+        elif ndim(b) != ndim(a):
+            raise ValueError("jnp.apply_over_axes: function is not returning an array of the "
+                             "correct shape")
+        a = b
+    return a
+
+
+def piecewise(x, condlist, funclist, *args, **kw):
+    """`funclist[i](x)` (or the constant `funclist[i]`) where `condlist[i]` holds, the last
+    true condition winning; an extra last function (or 0) elsewhere. One `lax.switch`
+    per entry, under `vectorize`."""
+    x = asarray(x)
+    nc, nf = len(condlist), len(funclist)
+    if nf == nc + 1:
+        funclist = [funclist[-1], *funclist[:-1]]
+    elif nf == nc:
+        funclist = [0, *funclist]
+    else:
+        raise ValueError(f"jnp.piecewise: with {nc} condition(s), either {nc} or {nc + 1} "
+                         f"functions are expected; got {nf}")
+    conds = broadcast_to(asarray(condlist, dtype=np.bool_), (nc, *shape_of(x)))
+    which = reductions.argmax(reductions.cumsum(concatenate(
+        [zeros_like(slice_axis(conds, 0, 0, 1), _int), conds.astype(_int)], 0), axis=0), axis=0)
+    dt = dtype_of(x)
+    branches = [(lambda v, f=f: asarray(f(v, *args, **kw)).astype(dt)) if callable(f) else
+                (lambda v, f=f: full(shape_of(v), f, dt)) for f in funclist]
+    return vectorize(lambda i, v: lax.switch(i, branches, v))(which, x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bits, Bessel's i0, complex helpers
+# ---------------------------------------------------------------------------------------------
+
+def packbits(a, axis: int | None = None, bitorder: str = "big"):
+    """uint8: the bools (nonzero entries) of `a` along `axis` (None: flattened) packed 8 to a
+    byte, zero-padded at the end."""
+    a = asarray(a)
+    if dtype_kind(a) not in "biu":
+        raise TypeError(f"jnp.packbits: expected an integer or boolean array, got "
+                        f"{dtype_of(a).name}")
+    if bitorder not in ("big", "little"):
+        raise ValueError("jnp.packbits: bitorder must be 'big' or 'little'")
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, ndim(a))
+    bits = lax.convert_element_type(lax.ne(a, _const(a, 0)), np.uint8)
+    n = shape_of(bits)[axis]
+    pad_to = -n % 8
+    if pad_to:
+        widths = [(0, pad_to if i == axis else 0) for i in builtins.range(ndim(a))]
+        bits = pad(bits, widths)
+    bits = moveaxis(bits, axis, -1)
+    bits = reshape(bits, (*shape_of(bits)[:-1], shape_of(bits)[-1] // 8, 8))
+    shifts = np.arange(8, dtype=np.uint8)
+    shifts = shifts[::-1] if bitorder == "big" else shifts
+    packed = reductions.sum(ufuncs.left_shift(bits, shifts), axis=-1, dtype=np.uint8)
+    return moveaxis(packed, -1, axis)
+
+
+def unpackbits(a, axis: int | None = None, count: int | None = None, bitorder: str = "big"):
+    """The bits of uint8 `a` along `axis` (None: flattened), 8 per byte (uint8 0/1), the
+    first `count` of them if given."""
+    a = asarray(a)
+    if dtype_of(a) != np.uint8:
+        raise TypeError(f"jnp.unpackbits: expected uint8 input, got {dtype_of(a).name}")
+    if bitorder not in ("big", "little"):
+        raise ValueError("jnp.unpackbits: bitorder must be 'big' or 'little'")
+    if axis is None:
+        a, axis = ravel(a), 0
+    axis = canonicalize_axis(axis, ndim(a))
+    shifts = np.arange(8, dtype=np.uint8)
+    shifts = shifts[::-1] if bitorder == "big" else shifts
+    x = moveaxis(a, axis, -1)
+    bits = ufuncs.bitwise_and(ufuncs.right_shift(expand_dims(x, -1), shifts), np.uint8(1))
+    bits = reshape(bits, (*shape_of(x)[:-1], shape_of(x)[-1] * 8))
+    if count is not None:
+        bits = slice_axis(bits, ndim(bits) - 1, 0, builtins.min(count, shape_of(bits)[-1]))
+    return moveaxis(bits, -1, axis)
+
+
+_I0_TERMS = 128  # enough for I0(x) up to float32's overflow near |x| = 90
+
+
+def i0(x):
+    """The modified Bessel function of the first kind, order 0, elementwise (float dtypes):
+    the series sum_k ((x/2)^(2k) / k!^2), its terms made by a cumprod over a new axis, so
+    it traces, differentiates (I0' = I1) and batches as ordinary ops. Raises for complex
+    input."""
+    (x,) = promote_args_inexact("i0", x)
+    if dtype_kind(x) == "c":
+        raise NotImplementedError("jnp.i0: complex input is not supported (as in JAX)")
+    k = np.arange(1, _I0_TERMS + 1, dtype=np.float64)
+    q = ufuncs.multiply(expand_dims(x * x / 4, -1), (1 / (k * k)).astype(dtype_of(x)))
+    return 1 + reductions.sum(reductions.cumprod(q, axis=-1), axis=-1)
+
+
+def angle(z, deg: bool = False):
+    """The argument of each complex entry, atan2(imag, real), in radians (degrees if `deg`);
+    real input gives 0 or pi. Float dtype out."""
+    z = asarray(z)
+    re, im = ufuncs.real(z), ufuncs.imag(z)
+    if not is_floating(re):
+        re, im = (lax.convert_element_type(v, dtypes.default_float_dtype()) for v in (re, im))
+    out = ufuncs.arctan2(im, re)
+    return ufuncs.degrees(out) if deg else out
+
+
+def iscomplex(x):
+    """bool[...]: whether each entry has a nonzero imaginary part."""
+    im = ufuncs.imag(asarray(x))
+    return lax.ne(im, _const(im, 0))
+
+
+# ---------------------------------------------------------------------------------------------
+# Histograms in one and more dimensions
+# ---------------------------------------------------------------------------------------------
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None):
+    """The `bins + 1` equally spaced edges over [min, max] of `a` (or `range`; widened by
+    0.5 each way when empty), or the given edges as a float array. String bin rules raise
+    NotImplementedError."""
+    if isinstance(bins, str):
+        raise NotImplementedError("jnp.histogram_bin_edges: string values for bins are not "
+                                  "supported")
+    a = ravel(a)
+    dt = dtype_of(a) if is_floating(a) else dtypes.default_float_dtype()
+    if np.ndim(bins) == 1:
+        return asarray(bins, dt)
+    if range is None:
+        lo, hi = reductions.min(a).astype(dt), reductions.max(a).astype(dt)
+    else:
+        if np.shape(range) != (2,):
+            raise ValueError(f"jnp.histogram_bin_edges: range must be (min, max), got {range}")
+        lo, hi = (asarray(r, dt) for r in range)
+    same = lax.eq(lo, hi)
+    lo = where(same, lax.sub(lo, _const(lo, 0.5)), lo)
+    hi = where(same, lax.add(hi, _const(hi, 0.5)), hi)
+    nb = int(bins)
+    steps = lax.div(lax.iota(dt, nb + 1), _const(lo, nb))
+    edges = lax.add(lo, lax.mul(steps, lax.sub(hi, lo)))
+    return lax.concatenate([slice_axis(edges, 0, 0, nb), lax.reshape(hi, (1,))], 0)
+
+
+def histogramdd(sample, bins=10, range=None, weights=None, density=None):
+    """`(counts, [edges per dimension])` of the points `sample` (`T[N, D]`) over a grid of
+    bins (an int, or one bin count or edge array per dimension); the last bin of each
+    dimension includes its right edge. `density` divides by the total and the bin volumes."""
+    sample = asarray(sample)
+    if sample.ndim != 2:
+        raise ValueError(f"jnp.histogramdd: sample must be 2-D (N points, D dimensions), got "
+                         f"{shape_of(sample)}")
+    n, d = shape_of(sample)
+    per_dim_bins = [bins] * d if isinstance(bins, int) else list(bins)
+    ranges = [None] * d if range is None else list(range)
+    if len(per_dim_bins) != d or len(ranges) != d:
+        raise ValueError(f"jnp.histogramdd: {d} dimensions need {d} bins and ranges")
+    edges, flat, sizes = [], None, []
+    for i in builtins.range(d):
+        x = slice_axis(sample, 1, i, i + 1)[:, 0]
+        e = histogram_bin_edges(x, per_dim_bins[i], ranges[i])
+        idx = searchsorted(e, x, side="right")
+        idx = where(x == e[-1], idx - 1, idx)
+        edges.append(e)
+        sizes.append(shape_of(e)[0] + 1)
+        flat = idx if flat is None else flat * sizes[-1] + idx
+    counts = bincount(flat, weights, length=int(np.prod(sizes)))
+    counts = reshape(counts, tuple(sizes))[(builtins.slice(1, -1),) * d]
+    if density:
+        counts = counts / reductions.sum(counts)
+        for i, e in enumerate(edges):
+            counts = counts / reshape(diff(e), tuple(-1 if j == i else 1
+                                                     for j in builtins.range(d)))
+    return counts, edges
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):
+    """`(counts, x_edges, y_edges)`: `histogramdd` of the points (x[i], y[i])."""
+    counts, (ex, ey) = histogramdd(stack([ravel(x), ravel(y)], 1), bins, range, weights,
+                                   density)
+    return counts, ex, ey

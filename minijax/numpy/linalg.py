@@ -486,3 +486,164 @@ def matrix_rank(M, rtol=None, *, tol=None):
                             max(jnp.shape(M)[-2:]) * dtypes.finfo(_dtype(s)).eps)
     rtol = jnp.expand_dims(jnp.asarray(rtol), jnp.ndim(rtol))
     return jnp.sum(jnp.greater(s, rtol), axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Least squares, conditioning, powers; tensor solves; the array API's aliases
+# ---------------------------------------------------------------------------------------------
+
+class LstsqResult(NamedTuple):
+    x: Any
+    residuals: Any
+    rank: Any
+    s: Any
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid: bool = False) -> LstsqResult:
+    """The least-squares solution of `a @ x = b` (`a: f32[m, n]`, `b: f32[m]` or `f32[m, k]`)
+    by an SVD: singular values below `rcond` times the largest (default max(m, n) * eps) are
+    dropped. Returns (x: f32[n(, k)], residuals: the squared norms of b - a x per column
+    (f32[k], or f32[1] for 1-D b; with `numpy_resid`, empty unless a has full column rank
+    and m > n), rank: int32[], s: f32[min(m, n)]). Raises TypeError unless a is 2-D and b is
+    1-D or 2-D with a's rows."""
+    a, b = _promote_dtypes_inexact("lstsq", a, b)
+    if jnp.ndim(a) != 2 or jnp.ndim(b) not in (1, 2) or jnp.shape(a)[0] != jnp.shape(b)[0]:
+        raise TypeError(f"lstsq: expected a 2-D a and a 1-D or 2-D b with a's rows, got "
+                        f"{jnp.shape(a)} and {jnp.shape(b)}")
+    m, n = jnp.shape(a)
+    dtype = _dtype(a)
+    rcond = float(dtypes.finfo(dtype).eps) * max(m, n) if rcond is None or rcond < 0 else rcond
+    b2 = b if jnp.ndim(b) == 2 else b[:, None]
+    u, s, vh = svd(a, full_matrices=False)
+    keep = jnp.greater(s, rcond * s[0]) if s.shape[0] else s > 0
+    s_inv = jnp.where(keep, jnp.divide(1, jnp.where(keep, s, 1)), 0)
+    x = jnp.matmul(lax_linalg._H(vh), s_inv[:, None] * jnp.matmul(lax_linalg._H(u), b2))
+    rank = jnp.sum(keep, dtype=np.int32)
+    resid = jnp.sum(jnp.square(jnp.abs(b2 - jnp.matmul(a, x))), axis=0)
+    if numpy_resid and (int(rank) < n or m <= n):
+        resid = jnp.zeros((0,), resid.dtype)
+    return LstsqResult(x if jnp.ndim(b) == 2 else x[:, 0], resid, rank, s)
+
+
+def cond(x, p=None):
+    """The condition number of square `x` (batch `f32[..., n, n]` -> `f32[...]`): the ratio
+    of extreme singular values for p in (None, 2, -2), else norm(x, p) * norm(inv(x), p)
+    (inf where x is singular)."""
+    x = _matrix_arg("cond", x, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = svd(x, compute_uv=False)
+        r = s[..., 0] / s[..., -1] if p != -2 else s[..., -1] / s[..., 0]
+    else:
+        r = norm(x, ord=p, axis=(-2, -1)) * norm(inv(x), ord=p, axis=(-2, -1))
+    return jnp.where(jnp.isnan(r), np.array(np.inf, _dtype(r)), r)
+
+
+def matrix_power(a, n: int):
+    """`a` (`T[..., m, m]`) raised to the integer power n by repeated squaring (n < 0: of
+    inv(a); n == 0: the identity). Raises TypeError for a non-integer n."""
+    a = jnp.asarray(a)
+    if jnp.ndim(a) < 2 or jnp.shape(a)[-1] != jnp.shape(a)[-2]:
+        raise ValueError(f"matrix_power: a must have shape [..., m, m], got {jnp.shape(a)}")
+    if not isinstance(n, (int, np.integer)):
+        raise TypeError(f"matrix_power: exponent must be an integer, got {n!r}")
+    if n == 0:
+        return jnp.broadcast_to(jnp.eye(jnp.shape(a)[-1], dtype=_dtype(a)), jnp.shape(a))
+    if n < 0:
+        a, n = inv(a), -n
+    result = None
+    while n:
+        if n & 1:
+            result = a if result is None else jnp.matmul(result, a)
+        n >>= 1
+        if n:
+            a = jnp.matmul(a, a)
+    return result
+
+
+def matrix_norm(x, /, *, keepdims: bool = False, ord="fro"):
+    """`norm` over the last two axes (the array API's matrix norm)."""
+    return norm(x, ord=ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def multi_dot(arrays, *, precision=None):
+    """The chained product of `arrays` (the first may be 1-D, a row; the last 1-D, a
+    column), left to right. Raises ValueError for fewer than two arrays."""
+    if len(arrays) < 2:
+        raise ValueError(f"multi_dot: expected at least two arrays, got {len(arrays)}")
+    out = arrays[0]
+    for x in arrays[1:]:
+        out = jnp.matmul(out, x, precision=precision)
+    return out
+
+
+def tensorinv(a, ind: int = 2):
+    """The inverse of `a` seen as a matrix from its first `ind` axes to the rest: shape
+    a.shape[ind:] + a.shape[:ind]. Raises ValueError unless the two sizes match."""
+    a = jnp.asarray(a)
+    shape = jnp.shape(a)
+    rows, cols = int(np.prod(shape[:ind])), int(np.prod(shape[ind:]))
+    if ind <= 0 or rows != cols:
+        raise ValueError(f"tensorinv: a.shape[:ind] and a.shape[ind:] must have the same "
+                         f"size, got {shape} with ind={ind}")
+    return jnp.reshape(inv(jnp.reshape(a, (rows, cols))), shape[ind:] + shape[:ind])
+
+
+def tensorsolve(a, b, axes=None):
+    """The x with `tensordot(a, x, x.ndim) == b` (x.shape = a.shape[b.ndim:]); `axes`
+    first moves those axes of a to the end."""
+    a, b = jnp.asarray(a), jnp.asarray(b)
+    if axes is not None:
+        a = jnp.moveaxis(a, axes, tuple(range(jnp.ndim(a) - len(axes), jnp.ndim(a))))
+    out_shape = jnp.shape(a)[jnp.ndim(b):]
+    n = int(np.prod(out_shape))
+    if int(np.prod(jnp.shape(b))) != n:
+        raise ValueError(f"tensorsolve: a {jnp.shape(a)} and b {jnp.shape(b)} do not make a "
+                         "square system")
+    return jnp.reshape(solve(jnp.reshape(a, (n, n)), jnp.ravel(b)), out_shape)
+
+
+def cross(x1, x2, /, *, axis: int = -1):
+    """The cross product of 3-vectors along `axis` (the array API's; jnp.cross also takes
+    2-vectors)."""
+    return jnp.cross(x1, x2, axis=axis)
+
+
+def outer(x1, x2, /):
+    """The outer product of two 1-D arrays. Raises ValueError for other ranks."""
+    if jnp.ndim(x1) != 1 or jnp.ndim(x2) != 1:
+        raise ValueError(f"linalg.outer: inputs must be 1-D, got {jnp.shape(x1)} and "
+                         f"{jnp.shape(x2)}")
+    return jnp.outer(x1, x2)
+
+
+def diagonal(x, /, *, offset: int = 0):
+    """The diagonals of the last two axes."""
+    return jnp.diagonal(x, offset=offset, axis1=-2, axis2=-1)
+
+
+def trace(x, /, *, offset: int = 0, dtype=None):
+    """The traces of the last two axes."""
+    return jnp.trace(x, offset=offset, axis1=-2, axis2=-1, dtype=dtype)
+
+
+def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
+    """`jnp.matmul` (the array API's name in linalg)."""
+    return jnp.matmul(x1, x2, precision=precision,
+                      preferred_element_type=preferred_element_type)
+
+
+def tensordot(x1, x2, /, *, axes=2, precision=None, preferred_element_type=None):
+    """`jnp.tensordot` with axes keyword-only (the array API's)."""
+    return jnp.tensordot(x1, x2, axes=axes, precision=precision,
+                         preferred_element_type=preferred_element_type)
+
+
+def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=None):
+    """`jnp.vecdot`."""
+    return jnp.vecdot(x1, x2, axis=axis, precision=precision,
+                      preferred_element_type=preferred_element_type)
+
+
+def matrix_transpose(x, /):
+    """`jnp.matrix_transpose`: the last two axes swapped."""
+    return jnp.matrix_transpose(x)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from minijax import dtypes
@@ -66,3 +67,28 @@ float32 = _make_scalar_type(np.float32)
 float64 = _make_scalar_type(np.float64)
 bfloat16 = _make_scalar_type(dtypes.bfloat16.type)
 complex64 = _make_scalar_type(np.complex64)
+complex128 = _make_scalar_type(np.complex128)
+bool = bool_  # noqa: A001 (NumPy 2's name, as jnp.bool)
+# NumPy's C-style aliases: the same objects as the sized types, as in JAX
+single, double, float_ = float32, float64, float64
+csingle, cdouble, complex_ = complex64, complex128, complex128
+int_, uint = int64, uint64
+
+# The narrow floats and integers of ml_dtypes: names for dtypes and constructors of eager
+# arrays (`jnp.float8_e5m2(1.3)`, NumPy's impls convert); minijax's abstract evaluation takes
+# number and bool dtypes only, so converting to one of these under tracing or jit raises
+# convert_element_type's TypeError (JAX lowers them to XLA's f8/f4/i4 types)
+float8_e3m4 = _make_scalar_type(ml_dtypes.float8_e3m4)
+float8_e4m3 = _make_scalar_type(ml_dtypes.float8_e4m3)
+float8_e4m3b11fnuz = _make_scalar_type(ml_dtypes.float8_e4m3b11fnuz)
+float8_e4m3fn = _make_scalar_type(ml_dtypes.float8_e4m3fn)
+float8_e4m3fnuz = _make_scalar_type(ml_dtypes.float8_e4m3fnuz)
+float8_e5m2 = _make_scalar_type(ml_dtypes.float8_e5m2)
+float8_e5m2fnuz = _make_scalar_type(ml_dtypes.float8_e5m2fnuz)
+float8_e8m0fnu = _make_scalar_type(ml_dtypes.float8_e8m0fnu)
+float6_e2m3fn = _make_scalar_type(ml_dtypes.float6_e2m3fn)
+float6_e3m2fn = _make_scalar_type(ml_dtypes.float6_e3m2fn)
+float4_e2m1fn = _make_scalar_type(ml_dtypes.float4_e2m1fn)
+int1, int2, int4 = (_make_scalar_type(t) for t in (ml_dtypes.int1, ml_dtypes.int2, ml_dtypes.int4))
+uint1, uint2, uint4 = (_make_scalar_type(t) for t in (ml_dtypes.uint1, ml_dtypes.uint2,
+                                                      ml_dtypes.uint4))

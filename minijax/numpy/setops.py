@@ -1,4 +1,4 @@
-"""Set operations: `unique` and `isin`.
+"""Set operations: `unique` and `isin`, and those of two arrays (union1d, intersect1d, ...).
 
 `unique` has a value-dependent output shape: it needs a concrete input, or JAX's static `size=`
 (then `fill_value` pads the result); under tracing without `size` it raises
@@ -6,6 +6,8 @@ ConcretizationTypeError, as JAX. Mirrors jax/_src/numpy/setops.py.
 """
 
 from __future__ import annotations
+
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -114,3 +116,142 @@ def unique(ar, return_index: bool = False, return_inverse: bool = False,
         extras.append(lax.full((size,), 0, _int).at[group].add(lax.full((n,), 1, _int),
                                                                 mode="drop"))
     return (out_, *extras) if extras else out_
+
+
+# ---------------------------------------------------------------------------------------------
+# Set operations of two arrays: each value of one is kept or not, then the kept ones compacted
+# ---------------------------------------------------------------------------------------------
+
+def _unique_with_valid(ar):
+    """The distinct values of the flattened `ar`, padded to its size, and which are real."""
+    ar = lax_numpy.ravel(asarray(ar))
+    n = shape_of(ar)[0]
+    if n == 0:
+        return ar, lax.full((0,), False, np.bool_)
+    values, counts = unique(ar, size=n, return_counts=True)
+    return values, lax.gt(counts, np.array(0, _int))
+
+
+def _compact(name: str, values, keep, size, fill_value, default_fill, by_value=False):
+    """The entries of `values` where `keep`, in order (sorted if `by_value`), padded to `size`
+    with `fill_value` (None: `default_fill(result)`); `size` None needs a concrete `keep`."""
+    n = shape_of(values)[0]
+    if size is None:
+        val = concrete_or_none(keep, name)
+        if val is None:
+            raise size_error(name, values)
+        size = int(val.sum())
+    if n == 0:
+        return lax.full((size,), 0 if fill_value is None else fill_value, dtype_of(values))
+    drop = lax.convert_element_type(lax.bitwise_not(keep), _int)
+    _, ordered = lax.sort([drop, values], 0, num_keys=2 if by_value else 1)
+    ordered = (slice_axis(ordered, 0, 0, size) if size <= n else
+               lax_numpy.concatenate([ordered, lax.full((size - n,), 0, dtype_of(values))], 0))
+    count = reductions.sum(keep, dtype=_int)
+    valid = lax.lt(lax.iota(_int, size), count)
+    fill = default_fill(ordered) if fill_value is None else fill_value
+    return lax_numpy.where(valid, ordered, lax.convert_element_type(asarray(fill),
+                                                                    dtype_of(values)))
+
+
+def _first(x):
+    return indexing.rewriting_take(x, 0)
+
+
+def union1d(ar1, ar2, *, size: int | None = None, fill_value=None):
+    """The sorted distinct values in either array (`T[k]`; `size`/`fill_value` as `unique`)."""
+    a, b = promote_dtypes(lax_numpy.ravel(asarray(ar1)), lax_numpy.ravel(asarray(ar2)))
+    return unique(lax_numpy.concatenate([a, b], 0), size=size, fill_value=fill_value)
+
+
+def setdiff1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
+              fill_value=None):
+    """The sorted distinct values of `ar1` not in `ar2`; needs concrete inputs or a static
+    `size` (then `fill_value`, default 0, pads)."""
+    a, b = promote_dtypes(asarray(ar1), asarray(ar2))
+    if assume_unique:
+        values = lax_numpy.ravel(a)
+        valid = lax.full(shape_of(values), True, np.bool_)
+    else:
+        values, valid = _unique_with_valid(a)
+    keep = lax.bitwise_and(valid, isin(values, b, invert=True))
+    return _compact("setdiff1d", values, keep, size, fill_value,
+                    lambda out_: lax.full((), 0, dtype_of(out_)))
+
+
+def setxor1d(ar1, ar2, assume_unique: bool = False, *, size: int | None = None,
+             fill_value=None):
+    """The sorted values in exactly one of the two arrays (`fill_value` default: the first
+    result)."""
+    a, b = promote_dtypes(asarray(ar1), asarray(ar2))
+    ua, va = _unique_with_valid(a)
+    ub, vb = _unique_with_valid(b)
+    keep = lax_numpy.concatenate([lax.bitwise_and(va, isin(ua, b, invert=True)),
+                                  lax.bitwise_and(vb, isin(ub, a, invert=True))], 0)
+    return _compact("setxor1d", lax_numpy.concatenate([ua, ub], 0), keep, size, fill_value,
+                    _first, by_value=True)
+
+
+def intersect1d(ar1, ar2, assume_unique: bool = False, return_indices: bool = False, *,
+                size: int | None = None, fill_value=None):
+    """The sorted distinct values in both arrays; with `return_indices` also where each first
+    occurs in the flattened ar1 and ar2 (int32). `fill_value` default: the first result."""
+    a, b = promote_dtypes(lax_numpy.ravel(asarray(ar1)), lax_numpy.ravel(asarray(ar2)))
+    ua, va = _unique_with_valid(a)
+    keep = lax.bitwise_and(va, isin(ua, b))
+    out_ = _compact("intersect1d", ua, keep, size, fill_value, _first)
+    if not return_indices:
+        return out_
+    if not shape_of(a)[0] or not shape_of(b)[0]:
+        empty = lax.full((shape_of(out_)[0],), 0, _int)
+        return out_, empty, empty
+    _, ia = unique(a, size=shape_of(a)[0], return_index=True)
+    ub, ib = unique(b, size=shape_of(b)[0], return_index=True)
+    _, vb = _unique_with_valid(b)
+    k = shape_of(out_)[0]
+    ia_kept = _compact("intersect1d", ia, keep, k, 0, _first)
+    ib_kept = _compact("intersect1d", ib, lax.bitwise_and(vb, isin(ub, a)), k, 0, _first)
+    return out_, ia_kept, ib_kept
+
+
+# JAX: jax/_src/numpy/setops.py _UniqueAllResult
+class _UniqueAllResult(NamedTuple):
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class _UniqueCountsResult(NamedTuple):
+    values: Any
+    counts: Any
+
+
+class _UniqueInverseResult(NamedTuple):
+    values: Any
+    inverse_indices: Any
+
+
+def unique_all(x, /, *, size: int | None = None, fill_value=None):
+    """The array API's `unique` with everything: (values, indices, inverse_indices (x's
+    shape), counts), NaNs distinct."""
+    return _UniqueAllResult(*unique(x, return_index=True, return_inverse=True,
+                                    return_counts=True, equal_nan=False, size=size,
+                                    fill_value=fill_value))
+
+
+def unique_counts(x, /, *, size: int | None = None, fill_value=None):
+    """(values, counts) of the distinct values of `x`."""
+    return _UniqueCountsResult(*unique(x, return_counts=True, equal_nan=False, size=size,
+                                       fill_value=fill_value))
+
+
+def unique_inverse(x, /, *, size: int | None = None, fill_value=None):
+    """(values, inverse_indices): the distinct values and each entry's position among them."""
+    return _UniqueInverseResult(*unique(x, return_inverse=True, equal_nan=False, size=size,
+                                        fill_value=fill_value))
+
+
+def unique_values(x, /, *, size: int | None = None, fill_value=None):
+    """The distinct values of `x`, sorted."""
+    return unique(x, equal_nan=False, size=size, fill_value=fill_value)

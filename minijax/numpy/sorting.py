@@ -11,6 +11,7 @@ import numpy as np
 
 from minijax import core
 from minijax import lax
+from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing, lax_numpy
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import canonicalize_axis, shape_of
@@ -69,3 +70,55 @@ def lexsort(keys, axis: int = -1):
                                    is_stable=True)
         idx = indexing.take_along_axis(idx, perm, axis)
     return idx
+
+
+def _partition_operand(name: str, a, kth: int, axis: int):
+    a = asarray(a)
+    if np.issubdtype(core.get_aval(a).dtype, np.complexfloating):
+        raise NotImplementedError(f"jnp.{name} for complex dtype is not implemented (as in "
+                                  "JAX)")
+    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
+    n = shape_of(a)[axis]
+    kth = canonicalize_axis(kth, n, "kth")
+    a = lax_numpy.swapaxes(a, axis, -1)
+    # the kth + 1 smallest come from top_k of the negation; unsigned values shift by one so
+    # that 0 stays the smallest after negating
+    neg = (lax.neg(lax.add(a, lax_internal._const(a, 1)))
+           if np.issubdtype(core.get_aval(a).dtype, np.unsignedinteger) else lax.neg(a))
+    return a, axis, kth, n, neg
+
+
+def partition(a, kth: int, axis: int = -1):
+    """`a` with, along `axis`, the kth smallest value at position kth, the smaller ones before
+    it and the larger after (each part in top_k's order, as JAX's). Not for complex."""
+    a, axis, kth, n, neg = _partition_operand("partition", a, kth, axis)
+    bottom = lax.neg(lax.top_k(neg, kth + 1)[0])
+    if np.issubdtype(core.get_aval(a).dtype, np.unsignedinteger):
+        bottom = lax.sub(bottom, lax_internal._const(bottom, 1))
+    top = lax.top_k(a, n - kth - 1)[0]
+    return lax_numpy.swapaxes(lax.concatenate([bottom, top], core.get_aval(a).ndim - 1), -1,
+                              axis)
+
+
+def argpartition(a, kth: int, axis: int = -1):
+    """The indices (int32) that `partition` would place along `axis`."""
+    a, axis, kth, n, neg = _partition_operand("argpartition", a, kth, axis)
+    bottom = lax.top_k(neg, kth + 1)[1]
+    # the rest: the indices not in `bottom`, found by top_k of a 0/1 proxy (robust to ties)
+    nd = core.get_aval(a).ndim
+    hit = lax.eq(lax.broadcast_in_dim(bottom, (*shape_of(bottom), n), tuple(range(nd))),
+                 lax.broadcasted_iota(_int, (*shape_of(bottom), n), nd))
+    taken = lax.reduce_max(lax.convert_element_type(hit, np.float32), (nd - 1,))
+    proxy = lax.sub(lax_internal._const(taken, 1), taken)
+    top = lax.top_k(proxy, n - kth - 1)[1]
+    return lax_numpy.swapaxes(lax.concatenate([bottom, top], nd - 1), -1, axis)
+
+
+def sort_complex(a):
+    """`a` sorted along its last axis (real part first, then imaginary), as a complex array."""
+    out_ = sort(asarray(a), axis=-1)
+    dtype = core.get_aval(out_).dtype
+    if not np.issubdtype(dtype, np.complexfloating):
+        out_ = lax.convert_element_type(out_, np.complex128 if dtype == np.float64
+                                        else np.complex64)
+    return out_

@@ -236,3 +236,17 @@ def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=
     d = dtype_of(x1) if preferred_element_type is None else preferred_element_type
     return lax.dot_general(x1, x2, (((nd - 1,), (nd - 1,)), (batch, batch)),
                            preferred_element_type=d)
+
+
+def matvec(x1, x2, /):
+    """Matrix-vector products over broadcast batches: `T[..., m, n] x T[..., n] ->
+    T[..., m]` (`matmul` with x2 as a column)."""
+    x2 = asarray(x2)
+    return lax_numpy.squeeze(matmul(x1, lax_numpy.expand_dims(x2, -1)), -1)
+
+
+def vecmat(x1, x2, /):
+    """Vector-matrix products over broadcast batches: `T[..., n] x T[..., n, m] ->
+    T[..., m]`, with x1 conjugated (as the array API's vecmat)."""
+    x1 = ufuncs.conj(asarray(x1))
+    return lax_numpy.squeeze(matmul(lax_numpy.expand_dims(x1, -2), x2), -2)

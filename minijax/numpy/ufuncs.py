@@ -737,3 +737,34 @@ def sinc(x, /):
     pi_x = lax.mul(_const(x, np.pi), x)
     safe = where(zero, lax.full_like(x, 1), pi_x)
     return keep_weak(where(zero, lax.full_like(x, 1), lax.div(lax.sin(safe), safe)), x)
+
+
+def spacing(x, /):
+    """The distance from each entry to the next float away from zero (ulp(x), signed like x);
+    float16 steps towards +inf, as NumPy's."""
+    (x,) = promote_args_inexact("spacing", x)
+    dtype = core.get_aval(x).dtype
+    if dtype == np.float16:
+        return lax.sub(lax.nextafter(x, lax.full_like(x, np.inf)), x)
+    out_ = lax.sub(lax.nextafter(x, copysign(lax.full_like(x, np.inf), x)), x)
+    tiny = copysign(lax.full_like(x, dtypes.finfo(dtype).smallest_subnormal), x)
+    return where(lax.eq(out_, _const(out_, 0)), tiny, out_)
+
+
+def bitwise_count(x, /):
+    """uint8[...]: the number of 1 bits in |x| (integer and bool dtypes), a shift-and-mask
+    sum over the bits of the unsigned value."""
+    x = asarray(x)
+    if dtype_kind(x) not in "biu":
+        raise TypeError(f"jnp.bitwise_count: expected an integer or boolean array, got "
+                        f"{core.get_aval(x).dtype.name}")
+    if dtype_kind(x) == "b":
+        return lax.convert_element_type(x, np.uint8)
+    bits = core.get_aval(x).dtype.itemsize * 8
+    u = lax.convert_element_type(lax.abs(x) if dtype_kind(x) == "i" else x,
+                                 np.dtype(f"uint{bits}"))
+    one = _const(u, 1)
+    count = lax.full_like(u, 0)
+    for i in range(bits):
+        count = lax.add(count, lax.bitwise_and(lax.shift_right_logical(u, _const(u, i)), one))
+    return lax.convert_element_type(count, np.uint8)

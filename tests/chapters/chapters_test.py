@@ -235,3 +235,32 @@ def test_chapter_pictures_exist(path):
         assert (path.parent / rel).is_file(), f"{path.name}: missing picture {rel}"
     if "02" <= path.name[:2] <= "10":
         assert pictures, f"{path.name} shows no picture"
+
+
+_EXERCISE = re.compile(r"^\*\*(\d+)\. ", re.M)
+
+
+def _unfinished_exercises(text: str) -> list[str]:
+    """Numbered exercises of the chapter's Exercises section with neither a solution (a folded
+    <summary>Solution, or a skeleton under chapters/exercises/ that `make exercise` tests) nor
+    the words "Open problem"."""
+    if "## Exercises" not in text:
+        return []
+    section = re.split(r"^## ", text.split("## Exercises", 1)[1], flags=re.M)[0]
+    parts = _EXERCISE.split(section)
+    return [n for n, body in zip(parts[1::2], parts[2::2])
+            if "<summary>Solution" not in body and "Open problem" not in body
+            and not re.search(r"\]\(exercises/\w+\.py\)", body)]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_exercise_is_solved_or_marked_open(path):
+    assert not _unfinished_exercises(path.read_text()), (
+        f"{path.name}: exercises {_unfinished_exercises(path.read_text())} have no solution "
+        "and are not marked as an open problem")
+
+
+def test_unfinished_exercise_check_finds_one():
+    text = ("## Exercises\n\n**1. A.** Do it.\n\n<details><summary>Solution</summary>x"
+            "</details>\n\n**2. B.** Do that.\n\n**3. C.** *Open problem.*\n\n## Next\n")
+    assert _unfinished_exercises(text) == ["2"]

@@ -480,3 +480,21 @@ pe.dce_rules[cond_p] = _cond_dce_rule
 # JAX: jax/_src/lax/control_flow/conditionals.py _cond_abstract_eval — the outputs have the
 # branches' types, vma included; the operands get no pvary (the branches were traced on them)
 core.vma_primitives.add(cond_p)
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py platform_dependent — differs: the branch is
+# picked while tracing, for the platform minijax compiles for (JAX stages out every branch
+# and picks one when lowering, so one export can serve several platforms)
+def platform_dependent(*args, default: Callable | None = None, **per_platform: Callable):
+    """`per_platform[p](*args)` for the platform `p` ('cpu', 'cuda', 'rocm', 'tpu') that runs
+    the program, else `default(*args)`. NotImplementedError when neither is given."""
+    from minijax import compiler  # not at the top: lax sits below the compiler's door
+    platform = compiler.backend().platform
+    aliases = {"gpu": ("cuda", "rocm")}
+    for name, fun in per_platform.items():
+        if name == platform or platform in aliases.get(name, ()):
+            return fun(*args)
+    if default is None:
+        raise NotImplementedError(f"platform_dependent: no branch for platform {platform!r} "
+                                  f"(branches for {sorted(per_platform)}) and no default")
+    return default(*args)

@@ -1110,3 +1110,68 @@ cumlogsumexp_p = _cumulative_reduction_primitive("cumlogsumexp", lax._float, np.
                                                  _logaddexp_hlo, lambda dt: -np.inf)
 ad.primitive_jvps[cumlogsumexp_p] = functools.partial(_cumulative_jvp, prim=cumlogsumexp_p,
                                                       weights=_cumlogsumexp_weights)
+
+
+# ---------------------------------------------------------------------------------------------
+# associative_scan: a parallel prefix in O(log n) levels of elementwise work (Blelloch-style)
+# ---------------------------------------------------------------------------------------------
+
+def _interleave(a, b, axis: int):
+    """[a0, b0, a1, b1, ...] along `axis` (a has as many elements as b, or one more): each
+    padded with zeros between its elements, offset by one, and added (or-ed for bools)."""
+    nd = core.get_aval(a).ndim
+    n_a, n_b = core.get_aval(a).shape[axis], core.get_aval(b).shape[axis]
+    cfg = lambda lo, hi: [(lo, hi, 1) if d == axis else (0, 0, 0) for d in range(nd)]
+    zero = lax._const(a, 0)
+    pa = lax.pad(a, zero, cfg(0, 1 if n_a == n_b else 0))
+    pb = lax.pad(b, zero, cfg(1, 0 if n_a == n_b else 1))
+    combine = lax.bitwise_or if core.get_aval(a).dtype == np.bool_ else lax.add
+    return combine(pa, pb)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py associative_scan
+def associative_scan(fn: Callable, elems, reverse: bool = False, axis: int = 0):
+    """All prefix combinations of `elems` (a pytree of arrays of one length along `axis`)
+    under the associative `fn(a, b)`, vectorized over slices: the result's element i is
+    fn(...fn(e0, e1)..., ei) (from the end with reverse=True). Pairs are combined level by
+    level, log2(n) calls of `fn` on halves, so `fn` must accept and return batches.
+    ValueError for leaves of different lengths."""
+    flat, tree = tree_flatten(elems)
+    if not flat:
+        return elems
+    nd = core.get_aval(flat[0]).ndim
+    axis = canonicalize_axis(axis, nd)
+    lengths = {core.get_aval(e).shape[axis] for e in flat}
+    if len(lengths) != 1:
+        raise ValueError(f"Array inputs to associative_scan must have the same first "
+                         f"dimension. (saw: {[core.get_aval(e).shape for e in flat]})")
+    if reverse:
+        flat = [lax.rev(e, (axis,)) for e in flat]
+
+    def combine(a, b):
+        out, out_tree = tree_flatten(fn(tree_unflatten(tree, a), tree_unflatten(tree, b)))
+        if out_tree != tree:
+            raise TypeError(f"associative_scan: fn must return the structure of its inputs, "
+                            f"{tree}, got {out_tree}")
+        return out
+
+    def scan_level(es):
+        n = core.get_aval(es[0]).shape[axis]
+        if n < 2:
+            return es
+        # combine neighbours, scan the half, then fill in the even positions
+        odd = scan_level(combine([lax.slice_in_dim(e, 0, n - 1, 2, axis) for e in es],
+                                 [lax.slice_in_dim(e, 1, n, 2, axis) for e in es]))
+        if n % 2 == 0:
+            even = combine([lax.slice_in_dim(o, 0, -1, 1, axis) for o in odd],
+                           [lax.slice_in_dim(e, 2, n, 2, axis) for e in es])
+        else:
+            even = combine(odd, [lax.slice_in_dim(e, 2, n, 2, axis) for e in es])
+        even = [lax.concatenate([lax.slice_in_dim(e, 0, 1, 1, axis), v], axis)
+                for e, v in zip(es, even)]
+        return [_interleave(v, o, axis) for v, o in zip(even, odd)]
+
+    out = scan_level(flat)
+    if reverse:
+        out = [lax.rev(e, (axis,)) for e in out]
+    return tree_unflatten(tree, out)
