@@ -125,7 +125,9 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     except TypeError:  # an unhashable param: no caching
         key, run = None, None
     if run is None:
-        if any(core.jaxprs_in_param(p) for p in params.values()):
+        # (a scatter's `update_jaxpr` names its combiner, which the numpy impl applies itself)
+        if any(core.jaxprs_in_param(p) for k, p in params.items()
+               if k not in getattr(prim, "combiner_params", ())):
             # higher-order: the impl binds the equations of its jaxprs on the values as they
             # are (no caching: the key holds jaxprs, which must not be kept alive here)
             out = prim.impl(*args, **params)

@@ -59,18 +59,20 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1375,  # JAX's rule signatures for user batchers, lowerings (24);
+    "interpreters": 1410,  # JAX's rule signatures for user batchers, lowerings (24);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
-    #                       LinearizeTrace, the direct linearize path (~140, issue 32)
-    "lax": 7950,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    #                       LinearizeTrace, the direct linearize path (~140, issue 32);
+    #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24)
+    "lax": 8050,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
     #               lax.Precision (24); jax.lax's remaining names: exp2, round, clz,
     #               population_count, mulhi, reduce_prod/and/or/xor, reduce_p, tile, split,
     #               composite, optimization_barrier, associative_scan, ann.py, shape
     #               tuples, enums, igamma, polygamma, zeta... (~870, 35);
-    #               the fft primitive (~135, 35)
+    #               the fft primitive (~135, 35); cond/scan linearize rules, gather/scatter
+    #               with JAX's params and batching dims, sort's jvp as JAX's (~95, issue 24)
     "mesh": 230,
     "monitoring": 60,  # events and their listeners (35)
     "named_sharding": 185,  # Sharding, NamedSharding (from sharding.py, issue 26);

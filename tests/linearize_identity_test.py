@@ -28,8 +28,8 @@ from hypothesis import given, settings
 import minijax
 from minijax import core
 from minijax.interpreters import ad
-from jaxpr_identity_test import (_SETTINGS, FAMILIES, _family_f, _python_int_params,
-                                 family_programs, inputs, programs)
+from jaxpr_identity_test import (_SETTINGS, FAMILIES, _family_f, family_programs, inputs,
+                                 programs)
 from jaxpr_identity_test import build as build_program
 
 N_FAMILY_PROGRAMS = 60
@@ -57,8 +57,7 @@ def _attempt(fn):
 def _texts_and_values(J, f, args):
     """({'linearize': text, 'vjp': text}, {'linearize': tangent, 'vjp': cotangents}) at
     tangent / cotangent ones; an entry is None where the module raises."""
-    make_jaxpr = ((lambda g: lambda *xs: _python_int_params(jax.make_jaxpr(g)(*xs)))
-                  if J is jax else minijax.make_jaxpr)
+    make_jaxpr = J.make_jaxpr
     out, lin = J.linearize(f, *args)
     ones = [np.ones_like(a) for a in args]
     ct = np.ones(np.shape(out), np.float32)
@@ -130,12 +129,12 @@ def measure(family: str, n: int) -> tuple[int, dict, list]:
 
 # The fixed slice CI runs: the first N_CI_PROGRAMS (derandomized) programs of each family. The
 # direct path must print as JAX's at least as often as the classic one, and as often as
-# measured (CI_IDENTICAL: (linearize, vjp); the one program of each family that differs holds
-# a `sort`, whose jvp is not JAX's yet, and checkpoint's a `jnp.where` whose empty staged `jit`
-# JAX keeps); the full figures (N_FAMILY_PROGRAMS each) are in docs/jaxpr_identity.md.
+# measured (CI_IDENTICAL: (linearize, vjp); checkpoint's backward function keeps no empty staged
+# `jit` where JAX keeps one); the full figures (N_FAMILY_PROGRAMS each) are in
+# docs/jaxpr_identity.md.
 N_CI_PROGRAMS = 5
-CI_IDENTICAL = {"straight-line": (5, 5), "cond": (4, 4), "switch": (4, 4), "while_loop": (4, 0),
-                "fori_loop": (4, 4), "scan": (4, 4), "custom_jvp": (5, 5), "custom_vjp": (5, 5),
+CI_IDENTICAL = {"straight-line": (5, 5), "cond": (5, 5), "switch": (5, 5), "while_loop": (5, 0),
+                "fori_loop": (5, 5), "scan": (5, 5), "custom_jvp": (5, 5), "custom_vjp": (5, 5),
                 "checkpoint": (5, 4)}
 
 

@@ -558,3 +558,59 @@ def jvp_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(fun, list(closed.in_avals) + tangent_avals,
                                                  purpose="jvp")
     return ClosedJaxpr(jaxpr, consts), out_nz
+
+
+# JAX: jax/_src/interpreters/ad.py linearize_jaxpr
+def linearize_jaxpr(closed: ClosedJaxpr, nonzeros: Sequence[bool],
+                    instantiate: bool | Sequence[bool] = False,
+                    allow_fwds: bool | Sequence[bool] = False, is_vjp: bool = False
+                    ) -> tuple[ClosedJaxpr, int, list[bool], list[int | None], ClosedJaxpr]:
+    """`closed` linearized by `LinearizeTrace`, for the linearize rules of control flow.
+
+    Returns (primal_jaxpr, num_res, out_nonzeros, in_fwd_res, tangent_jaxpr). `tangent_jaxpr`
+    maps the residuals followed by the nonzero tangents (those where `nonzeros`) to the
+    nonzero output tangents (`out_nonzeros`; an output where `instantiate` is true always has
+    one). A residual that is one of `closed`'s consts or inputs where `allow_fwds` (one bool,
+    or one per const then input) is read from there: `in_fwd_res[k]` is its index among
+    (consts, inputs), else None; `primal_jaxpr` maps the primals to the primal outputs followed
+    by the `num_res` other residuals. Both jaxprs are dead-code eliminated, as JAX's are: the
+    primal part of a jvp rule that only its tangent part needed (select_n's zeros) is not left
+    in the primal jaxpr.
+    """
+    n_outs, n_fwd = len(closed.out_avals), len(closed.consts) + len(closed.in_avals)
+    inst = [instantiate] * n_outs if isinstance(instantiate, bool) else list(instantiate)
+    allow = [allow_fwds] * n_fwd if isinstance(allow_fwds, bool) else list(allow_fwds)
+    holder: dict[str, Any] = {}
+
+    def primal_fun(*primals):
+        tangent_trace = pe.DynamicJaxprTrace("linearize_jaxpr", "linearize")
+        trace = LinearizeTrace(core.current_trace(), tangent_trace, is_vjp)
+        try:
+            tracers = [maybe_linearize_tracer(trace, p, nz, tangent_trace.new_arg(
+                a.to_tangent_aval()) if nz else None)
+                for p, a, nz in safe_zip(primals, closed.in_avals, nonzeros)]
+            with core.set_current_trace(trace):
+                outs = core.eval_jaxpr(closed.jaxpr, closed.consts, *tracers)
+                pairs = [trace.to_primal_tangent_pair(o) for o in outs]
+                # as JAX: zeros made here are primal values, so residuals of the tangent part
+                tangents_out = [instantiate_zeros(t) if i else t
+                                for (_, t), i in safe_zip(pairs, inst)]
+            nzs_out = [type(t) is not Zero for t in tangents_out]
+            jaxpr, residuals = tangent_trace.to_jaxpr(
+                [t for t, nz in safe_zip(tangents_out, nzs_out) if nz])
+        finally:
+            trace.invalidate()
+            tangent_trace.invalidate()
+        tangent, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, residuals), instantiate=True)
+        where = {id(x): i for i, (x, a) in enumerate(safe_zip([*closed.consts, *primals], allow))
+                 if a}
+        fwds = [where.get(id(r)) for r in tangent.consts]
+        holder.update(tangent=tangent, nzs_out=nzs_out, fwds=fwds)
+        return [p for p, _ in pairs] + [r for r, f in safe_zip(tangent.consts, fwds) if f is None]
+
+    jaxpr, consts, out_avals = pe.trace_to_jaxpr_dynamic(primal_fun, closed.in_avals,
+                                                         purpose="linearize")
+    primal, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
+    tangent = holder["tangent"]
+    tangent_jaxpr = ClosedJaxpr(pe.convert_constvars_jaxpr(tangent.jaxpr), [])
+    return (primal, len(out_avals) - n_outs, holder["nzs_out"], holder["fwds"], tangent_jaxpr)

@@ -12,6 +12,8 @@ import functools
 import inspect
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from minijax import core
 from minijax.core import ShapedArray, Tracer
 from minijax.util import safe_zip
@@ -165,26 +167,33 @@ def moveaxis(x, src: int, dst: int):
     return lax.transpose(x, tuple(perm))
 
 
+# JAX: jax/_src/interpreters/batching.py broadcast
+def broadcast(x, size: int, axis: int):
+    """`x` with a new axis of `size` at `axis`; its own dimensions keep their order (numbered
+    with numpy, as JAX's, so the printed `broadcast_dimensions` are JAX's `np.int64`s)."""
+    from minijax.lax import lax  # not at the top: lax.lax imports this module
+    shape = list(core.get_aval(x).shape)
+    shape.insert(axis, size)
+    return lax.broadcast_in_dim(x, tuple(shape), tuple(np.delete(np.arange(len(shape)), axis)))
+
+
+# JAX: jax/_src/interpreters/batching.py bdim_at_front
 def bdim_at_front(x, dim: int | None, axis_size: int):
     """`x` with its batch axis at 0, broadcasting unbatched values to `axis_size`."""
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if dim is not_mapped:
-        aval = core.get_aval(x)
-        return lax.broadcast_in_dim(x, (axis_size,) + aval.shape,
-                                    tuple(range(1, aval.ndim + 1)))
+        return broadcast(x, axis_size, 0)
     return moveaxis(x, dim, 0)
 
 
 # JAX: jax/_src/interpreters/batching.py matchaxis
 def matchaxis(axis_size: int, src: int | None, dst: int, x):
     """Move (or create, by broadcasting) the batch axis of `x` from `src` to `dst`."""
-    if src is not_mapped:
-        x = bdim_at_front(x, None, axis_size)
-        src = 0
-    nd = core.get_aval(x).ndim
+    nd = core.get_aval(x).ndim + (src is not_mapped)
     if not -nd <= dst < nd:
         raise ValueError(f"axis {dst} is out of bounds for array of dimension {nd}")
     dst = dst + nd if dst < 0 else dst
+    if src is not_mapped:
+        return broadcast(x, axis_size, dst)
     return moveaxis(x, src, dst)
 
 
@@ -226,7 +235,7 @@ def defbroadcasting(primitive: core.Primitive) -> None:
         args = []
         for x, d, r in zip(vals, dims, ranks):
             if d is not_mapped:
-                args.append(x if r == 0 else _expand_front(x))
+                args.append(x if r == 0 else broadcast(x, 1, 0))
             else:
                 x = moveaxis(x, d, 0)
                 if r < rank:  # a batched scalar against arrays: (B,) -> (B, 1, ..., 1)
@@ -243,16 +252,10 @@ def defreducer(primitive: core.Primitive) -> None:
     batch axis lands among the kept ones."""
     def rule(vals, dims, *, axis_size, axes, **params):
         (x,), (d,) = vals, dims
-        axes = tuple(a + (a >= d) for a in axes)
-        out_dim = d - sum(a < d for a in axes)
+        axes = tuple(np.where(np.less(axes, d), axes, np.add(axes, 1)))
+        out_dim = int(list(np.delete(np.arange(core.get_aval(x).ndim), axes)).index(d))
         return primitive.bind(x, axes=axes, **params), out_dim
     primitive_batchers[primitive] = rule
-
-
-def _expand_front(x):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
-    aval = core.get_aval(x)
-    return lax.broadcast_in_dim(x, (1,) + aval.shape, tuple(range(1, aval.ndim + 1)))
 
 
 def _reshape_ones(x, n: int):

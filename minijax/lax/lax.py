@@ -1435,7 +1435,7 @@ def _broadcast_in_dim_batch_rule(vals, dims, *, axis_size, shape, broadcast_dime
                                  sharding):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
-    bdims = (0,) + tuple(b + 1 for b in broadcast_dimensions)
+    bdims = (0,) + tuple(np.add(1, broadcast_dimensions))
     if sharding is not None:  # the batch dimension is not split
         sharding = NamedSharding(sharding.mesh, P(None, *sharding.spec))
     return broadcast_in_dim(x, (axis_size,) + tuple(shape), bdims, out_sharding=sharding), 0
@@ -1455,7 +1455,7 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
     result's sharding (default: the operand's, on the dimensions it keeps)."""
     shape = tuple(core.canonicalize_dim(d) for d in shape)
-    bdims = tuple(int(d) for d in broadcast_dimensions)
+    bdims = tuple(broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
         return x
@@ -1706,14 +1706,14 @@ def _highest(dtype):
 def _reduce_sum_transpose(ct, x, *, axes, out_sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    kept = tuple(i for i in range(x.aval.ndim) if i not in axes)
+    kept = tuple(np.delete(np.arange(x.aval.ndim), axes))
     return [broadcast_in_dim(ct, x.aval.shape, kept, out_sharding=x.aval.sharding)]
 
 
 def reduce_sum(x, axes: Sequence[int], *, out_sharding=None):
     """Sum of `x` over `axes` (the dimensions are removed). `out_sharding`: the result's
     sharding (default: the operand's, without the summed dimensions)."""
-    return reduce_sum_p.bind(x, axes=tuple(int(a) for a in axes),
+    return reduce_sum_p.bind(x, axes=tuple(axes),
                              out_sharding=canonicalize_out_sharding(out_sharding,
                                                                     "reduce_sum"))
 
@@ -1739,7 +1739,7 @@ def _reduce_chooser_jvp(g, ans, x, *, axes):
 
 def reduce_max(x, axes: Sequence[int]):
     """Maximum of `x` over `axes`."""
-    return reduce_max_p.bind(x, axes=tuple(int(a) for a in axes))
+    return reduce_max_p.bind(x, axes=tuple(axes))
 
 
 reduce_max_p = Primitive("reduce_max")
@@ -1753,7 +1753,7 @@ mlir.register_lowering(reduce_max_p, _reduce_lowering("maximum", _lowest))
 
 def reduce_min(x, axes: Sequence[int]):
     """Minimum of `x` over `axes`."""
-    return reduce_min_p.bind(x, axes=tuple(int(a) for a in axes))
+    return reduce_min_p.bind(x, axes=tuple(axes))
 
 
 reduce_min_p = Primitive("reduce_min")
@@ -2602,13 +2602,16 @@ def _slice_abstract_eval(x, *, start_indices, limit_indices, strides):
 def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    strides = strides or (1,) * x.aval.ndim
-    out_shape = core.get_aval(ct).shape
-    config = []
-    for s, d, st, n in zip(start_indices, x.aval.shape, strides, out_shape):
-        used = s + (n - 1) * st + 1 if n else s
-        config.append((s, d - used, st - 1 if n else 0))
-    return [pad(ct, _const(ct, 0), tuple(config))]
+    # the padding computed with numpy, as JAX's _slice_transpose_fancy does
+    if strides is None or np.all(np.equal(strides, 1)):
+        config = zip(start_indices, np.subtract(x.aval.shape, limit_indices),
+                     (0,) * len(start_indices))
+    else:
+        out_shape = core.get_aval(ct).shape
+        used = np.add(start_indices, np.where(np.array(out_shape) == 0, 0, np.add(
+            1, np.multiply(np.subtract(out_shape, 1), strides))))
+        config = zip(start_indices, np.subtract(x.aval.shape, used), np.subtract(strides, 1))
+    return [pad(ct, _const(ct, 0), config)]
 
 
 def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, strides):
@@ -2631,9 +2634,9 @@ def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
 
 def slice(x, start_indices, limit_indices, strides=None):
     """`x[start:limit:stride]` per dimension, with static bounds."""
-    return slice_p.bind(x, start_indices=tuple(int(i) for i in start_indices),
-                        limit_indices=tuple(core.canonicalize_dim(i) for i in limit_indices),
-                        strides=None if strides is None else tuple(int(s) for s in strides))
+    return slice_p.bind(x, start_indices=tuple(start_indices),
+                        limit_indices=tuple(limit_indices),
+                        strides=None if strides is None else tuple(strides))
 
 
 slice_p = Primitive("slice")
@@ -2848,9 +2851,10 @@ def _pad_transpose(ct, x, padding_value, *, padding_config):
         return [Zero(x.aval) if is_undefined_primal(x) else None,
                 Zero(padding_value.aval) if is_undefined_primal(padding_value) else None]
     # the cotangent at the operand's positions; the padding value's is the total minus it
-    unpadded = pad(ct, _const(ct, 0), tuple((-a, -b, 0) for a, b in zip(lo, hi)))
-    shape = core.get_aval(unpadded).shape
-    ct_operand = slice(unpadded, (0,) * len(shape), shape, tuple(i + 1 for i in interior))
+    unpadded = pad(ct, _const(ct, 0), zip(np.negative(lo), np.negative(hi),
+                                          np.zeros_like(interior)))
+    ct_operand = slice(unpadded, list(np.zeros_like(lo)), core.get_aval(unpadded).shape,
+                       list(np.add(interior, 1)))
     ct_pv = None
     if is_undefined_primal(padding_value):
         all_axes = lambda t: tuple(range(core.get_aval(t).ndim))
@@ -2880,7 +2884,7 @@ def pad(x, padding_value, padding_config):
       padding_config: one `(low, high, interior)` per dimension; low/high may be negative
         (cropping), interior (inserted between elements) must be >= 0.
     """
-    config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    config = tuple((lo, hi, i) for lo, hi, i in padding_config)
     return pad_p.bind(x, padding_value, padding_config=config)
 
 
@@ -3126,31 +3130,24 @@ def _sort_abstract_eval(*operands, dimension, is_stable, num_keys):
     return [op.strip_weak_type() for op in operands]
 
 
-def _take_along_onehot(x, idx, axis: int):
-    """`x` gathered at `idx` (same shape) along `axis`, with a one-hot mask and a sum: built
-    from linear primitives, so it can be transposed (minijax has no gather primitive yet)."""
-    shape = core.get_aval(x).shape
-    n = shape[axis]
-    wide = shape[:axis + 1] + (n,) + shape[axis + 1:]  # out position at axis, source at axis+1
-    keep = tuple(i for i in range(len(wide)) if i != axis)
-    x_b = broadcast_in_dim(x, wide, keep)
-    idx_b = broadcast_in_dim(idx, wide, tuple(range(axis + 1)) + tuple(range(axis + 2,
-                                                                              len(wide))))
-    mask = eq(idx_b, broadcasted_iota(core.get_aval(idx).dtype, wide, axis + 1))
-    return reduce_sum(select_n(mask, full_like(x_b, 0), x_b), (axis + 1,))
-
-
+# JAX: jax/_src/lax/lax.py _sort_jvp
 def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
-    # sort an iota along with the operands: it records where each output came from, and the
-    # tangents are gathered from there (JAX's _sort_jvp does the same with gather)
+    # sort an iota along with the operands: it records where each output came from, and each
+    # tangent is gathered from there, the other dims being batching dims of the gather
+    from minijax.lax import slicing  # not at the top: slicing imports this module
     shape = core.get_aval(primals[0]).shape
-    iota = broadcasted_iota(np.int32, shape, dimension)
-    *sorted_primals, perm = sort_p.bind(*primals, iota, dimension=dimension,
-                                        is_stable=is_stable, num_keys=num_keys)
-    tangents_out = [t if type(t) is Zero else _take_along_onehot(t, perm, dimension)
-                    for t in tangents]
-    tangents_out = [Zero.from_primal_value(p) if type(t) is Zero else t
-                    for p, t in zip(sorted_primals, tangents_out)]
+    index_dtype = np.uint32 if all(d < 2 ** 32 for d in shape) else np.uint64
+    *sorted_primals, idx = sort_p.bind(*primals, broadcasted_iota(index_dtype, shape, dimension),
+                                       dimension=dimension, is_stable=is_stable,
+                                       num_keys=num_keys)
+    batch_dims = tuple(np.delete(np.arange(len(shape), dtype=np.int64), dimension))
+    dnums = slicing.GatherDimensionNumbers(
+        offset_dims=(), collapsed_slice_dims=(dimension,), start_index_map=(dimension,),
+        operand_batching_dims=batch_dims, start_indices_batching_dims=batch_dims)
+    idx = expand_dims(idx, (len(shape),))
+    tangents_out = [Zero.from_primal_value(p) if type(t) is Zero else slicing.gather(
+        t, idx, dnums, (1,) * len(shape), mode=slicing.GatherScatterMode.PROMISE_IN_BOUNDS)
+        for p, t in zip(sorted_primals, tangents)]
     return sorted_primals, tangents_out
 
 

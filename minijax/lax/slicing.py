@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import builtins
 import enum
+import functools
 from typing import Any, NamedTuple, Sequence
 
 import numpy as np
@@ -385,33 +386,100 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
 # minijax's gather/scatter primitives have XLA's *native* out-of-bounds behaviour: gather
 # clamps each start so the window fits, scatter skips (drops) a window that does not fit. The
 # `mode=` of the wrappers is applied around the primitive with other lax ops: "fill" masks a
-# clamped gather, "clip" clamps scatter indices first. (JAX carries `mode`, `fill_value`,
-# `unique_indices` and `indices_are_sorted` as params and does the same rewriting inside its
-# lowering.) The index vector is always the last dimension of the indices, as in JAX; the
-# dimension numbers have no operand/indices batching dims (vmap adds an iota index instead).
+# clamped gather, "clip" clamps scatter indices first; the primitives carry JAX's params
+# (`mode`, `fill_value`, `unique_indices`, `indices_are_sorted`, a scatter's `update_jaxpr`),
+# and `mode` records which of these the bound primitive is (JAX does the same rewriting inside
+# its lowering). The index vector is always the last dimension of the indices, as in JAX.
+# Batching dims (`operand_batching_dims`: operand dims paired one to one with the indices'
+# `start_indices_batching_dims`, as in sort's jvp) are lowered as they are; the numpy impl and
+# the batching rules first rewrite them as an iota index (`_unbatched_gather`).
 
 
-# JAX: jax/_src/lax/slicing.py GatherDimensionNumbers — differs: no operand_batching_dims
+# JAX: jax/_src/lax/slicing.py GatherDimensionNumbers
 class GatherDimensionNumbers(NamedTuple):
     """`offset_dims`: output dims holding the slice; `collapsed_slice_dims`: operand dims of
     slice size 1 dropped from the output; `start_index_map`: the operand dim each component of
-    the index vector starts."""
+    the index vector starts; `operand_batching_dims` / `start_indices_batching_dims`: operand
+    dims (slice size 1, dropped) read at the position of the paired indices dim."""
     offset_dims: tuple[int, ...]
     collapsed_slice_dims: tuple[int, ...]
     start_index_map: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    start_indices_batching_dims: tuple[int, ...] = ()
 
 
-# JAX: jax/_src/lax/slicing.py ScatterDimensionNumbers — differs: no operand_batching_dims
+# JAX: jax/_src/lax/slicing.py ScatterDimensionNumbers
 class ScatterDimensionNumbers(NamedTuple):
     """`update_window_dims`: dims of `updates` that are window dims; `inserted_window_dims`:
     operand dims with window size 1 absent from `updates`; `scatter_dims_to_operand_dims`: the
-    operand dim each component of the index vector starts."""
+    operand dim each component of the index vector starts; `operand_batching_dims` /
+    `scatter_indices_batching_dims`: as a gather's batching dims."""
     update_window_dims: tuple[int, ...]
     inserted_window_dims: tuple[int, ...]
     scatter_dims_to_operand_dims: tuple[int, ...]
+    operand_batching_dims: tuple[int, ...] = ()
+    scatter_indices_batching_dims: tuple[int, ...] = ()
 
 
-_MODES = (None, "clip", "fill", "drop", "promise_in_bounds")
+# JAX: jax/_src/lax/slicing.py GatherScatterMode
+class GatherScatterMode(enum.Enum):
+    """What gather and scatter do with an index whose window does not fit: CLIP clamps it,
+    FILL_OR_DROP fills gathered values (drops scattered ones), PROMISE_IN_BOUNDS trusts the
+    caller; ONE_HOT gathers through one-hot products. minijax's wrappers take these or
+    their names ("clip", "fill"/"drop", "promise_in_bounds"); ONE_HOT is not modelled."""
+    CLIP = enum.auto()
+    FILL_OR_DROP = enum.auto()
+    PROMISE_IN_BOUNDS = enum.auto()
+    ONE_HOT = enum.auto()
+
+    @staticmethod
+    def from_any(s):
+        """A mode from a GatherScatterMode, its lower-case name or None (FILL_OR_DROP)."""
+        if isinstance(s, GatherScatterMode):
+            return s
+        if s == "clip":
+            return GatherScatterMode.CLIP
+        if s is None or s in ("fill", "drop"):
+            return GatherScatterMode.FILL_OR_DROP
+        if s == "promise_in_bounds":
+            return GatherScatterMode.PROMISE_IN_BOUNDS
+        if s == "one_hot":
+            return GatherScatterMode.ONE_HOT
+        raise ValueError(f"Unknown gather mode {s!r}")
+
+
+def _unbatched_gather(indices, dn: GatherDimensionNumbers, iota, concatenate):
+    """The same gather without batching dims: each batching dim of the indices becomes one more
+    index component (an iota along it) that starts the paired operand dim, now collapsed.
+    `iota(shape, dim)` and `concatenate(xs, dim)` are numpy's or lax's."""
+    if not dn.operand_batching_dims:
+        return indices, dn
+    shape = tuple(indices.shape[:-1]) + (1,)
+    counts = [iota(shape, d) for d in dn.start_indices_batching_dims]
+    new = GatherDimensionNumbers(
+        dn.offset_dims, tuple(sorted((*dn.collapsed_slice_dims, *dn.operand_batching_dims))),
+        (*dn.operand_batching_dims, *dn.start_index_map))
+    return concatenate([*counts, indices], len(shape) - 1), new
+
+
+def _numpy_iota(dtype):
+    return lambda shape, d: np.broadcast_to(np.arange(shape[d], dtype=dtype).reshape(
+        [-1 if i == d else 1 for i in range(len(shape))]), shape)
+
+
+def _lax_iota(dtype):
+    return lambda shape, d: lax.broadcasted_iota(dtype, shape, d)
+
+
+def _scatter_as_gather(dn: ScatterDimensionNumbers) -> GatherDimensionNumbers:
+    return GatherDimensionNumbers(*dn)
+
+
+def _gather_as_scatter(dn: GatherDimensionNumbers) -> ScatterDimensionNumbers:
+    return ScatterDimensionNumbers(*dn)
+
+
+_MODES = (None, "clip", "fill", "drop", "promise_in_bounds", *GatherScatterMode)
 
 
 def _check_mode(mode) -> None:
@@ -439,8 +507,9 @@ def _window_index(starts, window):
     return tuple(out)
 
 
-def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes):
-    dn = dimension_numbers
+def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes, **_):
+    indices, dn = _unbatched_gather(indices, dimension_numbers, _numpy_iota(indices.dtype),
+                                    np.concatenate)
     starts = _window_starts(operand.shape, indices, dn.start_index_map)
     starts = np.clip(starts, 0, np.array(operand.shape) - np.array(slice_sizes))
     out = operand[_window_index(starts, slice_sizes)]  # batch + slice_sizes
@@ -457,11 +526,19 @@ def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes):
     return np.transpose(out, src)
 
 
-def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes):
+def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, **_):
     dn = dimension_numbers
     where = f"gather({operand.str_short()}, {indices.str_short()}, {dn}, {slice_sizes})"
     if indices.dtype.kind not in "iu" or indices.ndim < 1:
         raise TypeError(f"{where}: indices must be integers with the index vector last")
+    if len(dn.operand_batching_dims) != len(dn.start_indices_batching_dims) or any(
+            operand.shape[o] != indices.shape[i]
+            for o, i in zip(dn.operand_batching_dims, dn.start_indices_batching_dims)):
+        raise TypeError(f"{where}: operand_batching_dims and start_indices_batching_dims must "
+                        "pair dims of equal size")
+    indices, dn = _unbatched_gather(indices, dn, lambda shape, d: ShapedArray(
+        shape, indices.dtype), lambda xs, d: ShapedArray(
+        xs[0].shape[:-1] + (sum(x.shape[-1] for x in xs),), indices.dtype))
     if indices.shape[-1] != len(dn.start_index_map):
         raise TypeError(f"{where}: the index vector has {indices.shape[-1]} components but "
                         f"start_index_map has {len(dn.start_index_map)}")
@@ -487,9 +564,8 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes):
     return operand.update(shape=shape)
 
 
-def _gather_jvp(g, operand, indices, *, dimension_numbers, slice_sizes):
-    return gather_p.bind(g, indices, dimension_numbers=dimension_numbers,
-                         slice_sizes=slice_sizes)
+def _gather_jvp(g, operand, indices, **params):
+    return gather_p.bind(g, indices, **params)
 
 
 def _clamp_indices(indices, upper):
@@ -508,17 +584,21 @@ def _in_bounds(indices, upper):
     return lax.eq(lax.reduce_min(ok, (aval.ndim - 1,)), np.int32(1))
 
 
-def _gather_transpose(ct, operand, indices, *, dimension_numbers, slice_sizes):
+# JAX: jax/_src/lax/slicing.py _gather_transpose_rule
+def _gather_transpose(ct, operand, indices, *, dimension_numbers, slice_sizes, fill_value,
+                      indices_are_sorted, mode, unique_indices):
     if is_undefined_primal(indices):
         raise NotImplementedError("gather is not linear in its indices")
     if type(ct) is Zero:
         return [Zero(operand.aval), None]
     dn = dimension_numbers
-    upper = [operand.aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
-    sdn = ScatterDimensionNumbers(dn.offset_dims, dn.collapsed_slice_dims, dn.start_index_map)
+    if mode is GatherScatterMode.CLIP:  # the scatter drops what the gather clamped: clamp too
+        upper = [operand.aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
+        indices = _clamp_indices(indices, upper)
     zeros = lax.full(operand.aval.shape, 0, operand.aval.dtype)
-    return [scatter_add_p.bind(zeros, _clamp_indices(indices, upper), ct,
-                               dimension_numbers=sdn), None]
+    return [scatter_add_p.bind(zeros, indices, ct, dimension_numbers=_gather_as_scatter(dn),
+                               **_scatter_params(scatter_add_p, operand.aval.dtype, mode,
+                                                 indices_are_sorted, unique_indices)), None]
 
 
 def _shift(dims, by=1):
@@ -532,42 +612,53 @@ def _with_batch_iota(indices, axis_size: int):
     return lax.concatenate([counts, indices], aval.ndim - 1)
 
 
-def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes):
+def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes, **params):
     (operand, indices), (od, idd) = vals, dims
+    if dimension_numbers.operand_batching_dims:  # rewritten first with an iota index
+        if idd is not not_mapped:  # the vmapped axis just before the index vector
+            idd, indices = (core.get_aval(indices).ndim - 2,
+                            batching.moveaxis(indices, idd, core.get_aval(indices).ndim - 2))
+        indices, dimension_numbers = _unbatched_gather(
+            indices, dimension_numbers, _lax_iota(core.get_aval(indices).dtype),
+            lax.concatenate)
     dn = dimension_numbers
     if idd is not_mapped:  # the batch axis becomes the first offset dim
         operand = batching.moveaxis(operand, od, 0)
         new = GatherDimensionNumbers((0,) + _shift(dn.offset_dims), _shift(dn.collapsed_slice_dims),
                                      _shift(dn.start_index_map))
         return gather_p.bind(operand, indices, dimension_numbers=new,
-                             slice_sizes=(axis_size,) + slice_sizes), 0
+                             slice_sizes=(axis_size,) + slice_sizes, **params), 0
     indices = batching.moveaxis(indices, idd, 0)
     if od is not_mapped:  # the batch axis is the first batch dim of the indices
         new = GatherDimensionNumbers(_shift(dn.offset_dims), dn.collapsed_slice_dims,
                                      dn.start_index_map)
         return gather_p.bind(operand, indices, dimension_numbers=new,
-                             slice_sizes=slice_sizes), 0
+                             slice_sizes=slice_sizes, **params), 0
     operand = batching.moveaxis(operand, od, 0)
     new = GatherDimensionNumbers(_shift(dn.offset_dims), (0,) + _shift(dn.collapsed_slice_dims),
                                  (0,) + _shift(dn.start_index_map))
     return gather_p.bind(operand, _with_batch_iota(indices, axis_size), dimension_numbers=new,
-                         slice_sizes=(1,) + slice_sizes), 0
+                         slice_sizes=(1,) + tuple(slice_sizes), **params), 0
 
 
-def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes):
+def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, fill_value,
+                     indices_are_sorted, mode, unique_indices):
     dn = dimension_numbers
     dnums = mlir.hlo.GatherDimensionNumbers.get(
         offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
-        operand_batching_dims=[], start_indices_batching_dims=[],
+        operand_batching_dims=list(dn.operand_batching_dims),
+        start_indices_batching_dims=list(dn.start_indices_batching_dims),
         start_index_map=list(dn.start_index_map), index_vector_dim=ctx.avals_in[1].ndim - 1)
-    return mlir.hlo.gather(operand, indices, dnums, list(slice_sizes), indices_are_sorted=False)
+    return mlir.hlo.gather(operand, indices, dnums, list(slice_sizes),
+                           indices_are_sorted=bool(indices_are_sorted))
 
 
 # JAX: jax/_src/lax/slicing.py _gather_fill
 def _gather_fill(operand, indices, dn: GatherDimensionNumbers, slice_sizes, fill_value):
     aval = core.get_aval(operand)
     upper = [aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
-    out = gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes)
+    out = gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes,
+                        **_gather_params(GatherScatterMode.CLIP))
     out_shape = core.get_aval(out).shape
     batch_pos = tuple(i for i in range(len(out_shape)) if i not in dn.offset_dims)
     mask = lax.broadcast_in_dim(_in_bounds(indices, upper), out_shape, batch_pos)
@@ -606,13 +697,23 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
     indices under mode None differ from JAX, whose gradient drops them (a broken promise).
     """
     _check_mode(mode)
-    dn = GatherDimensionNumbers(*(tuple(int(d) for d in f) for f in dimension_numbers))
+    dn = GatherDimensionNumbers(*(tuple(f) for f in dimension_numbers))
     sizes = tuple(int(z) for z in slice_sizes)
     if mode in ("fill", "drop"):
         dtype = core.get_aval(operand).dtype
         fill = _default_fill(dtype) if fill_value is None else fill_value
         return _gather_fill(operand, start_indices, dn, sizes, fill)
-    return gather_p.bind(operand, start_indices, dimension_numbers=dn, slice_sizes=sizes)
+    kind = (GatherScatterMode.PROMISE_IN_BOUNDS if mode in ("promise_in_bounds",
+                                                            GatherScatterMode.PROMISE_IN_BOUNDS)
+            else GatherScatterMode.CLIP)
+    return gather_p.bind(operand, start_indices, dimension_numbers=dn, slice_sizes=sizes,
+                         **_gather_params(kind, indices_are_sorted, unique_indices))
+
+
+def _gather_params(mode: GatherScatterMode, indices_are_sorted: bool = False,
+                   unique_indices: bool = False) -> dict:
+    return dict(fill_value=None, indices_are_sorted=bool(indices_are_sorted), mode=mode,
+                unique_indices=bool(unique_indices))
 
 
 gather_p = Primitive("gather")
@@ -632,8 +733,10 @@ def _scatter_window(operand_shape, updates_shape, dn: ScatterDimensionNumbers):
 
 
 def _scatter_impl_rule(ufunc):
-    def impl(operand, indices, updates, *, dimension_numbers):
-        dn = dimension_numbers
+    def impl(operand, indices, updates, *, dimension_numbers, **_):
+        indices, gdn = _unbatched_gather(indices, _scatter_as_gather(dimension_numbers),
+                                         _numpy_iota(indices.dtype), np.concatenate)
+        dn = _gather_as_scatter(gdn)
         window = _scatter_window(operand.shape, updates.shape, dn)
         scatter_dims = [d for d in range(updates.ndim) if d not in dn.update_window_dims]
         u = np.transpose(updates, scatter_dims + list(dn.update_window_dims))
@@ -654,12 +757,16 @@ def _scatter_impl_rule(ufunc):
 
 
 def _scatter_abstract_eval(name):
-    def rule(operand, indices, updates, *, dimension_numbers):
+    def rule(operand, indices, updates, *, dimension_numbers, **_):
         dn = dimension_numbers
         where = (f"{name}({operand.str_short()}, {indices.str_short()}, "
                  f"{updates.str_short()}, {dn})")
         if indices.dtype.kind not in "iu" or indices.ndim < 1:
             raise TypeError(f"{where}: indices must be integers with the index vector last")
+        indices, gdn = _unbatched_gather(indices, _scatter_as_gather(dn), lambda shape, d: (
+            ShapedArray(shape, indices.dtype)), lambda xs, d: ShapedArray(
+            xs[0].shape[:-1] + (sum(x.shape[-1] for x in xs),), indices.dtype))
+        dn = _gather_as_scatter(gdn)
         if operand.dtype != updates.dtype:
             raise TypeError(f"{where}: operand and updates must have the same dtype")
         if indices.shape[-1] != len(dn.scatter_dims_to_operand_dims):
@@ -686,23 +793,43 @@ def _scatter_abstract_eval(name):
 
 def _scatter_gather_dnums(dn: ScatterDimensionNumbers, operand_shape, updates_shape):
     """The gather reading back what a scatter with `dn` writes (for transposes)."""
-    gdn = GatherDimensionNumbers(dn.update_window_dims, dn.inserted_window_dims,
-                                 dn.scatter_dims_to_operand_dims)
-    return gdn, _scatter_window(operand_shape, updates_shape, dn)
+    window = _scatter_window(operand_shape, updates_shape, dn)
+    return _scatter_as_gather(dn), tuple(
+        1 if d in dn.operand_batching_dims else w for d, w in enumerate(window))
+
+
+@functools.lru_cache(maxsize=None)
+def _update_jaxpr(name: str, dtype: np.dtype):
+    """The scalar combiner JAX records on a scatter (`update_jaxpr`): `add` for scatter-add."""
+    from minijax.interpreters import partial_eval as pe  # not at the top: pe imports lax
+    combine = {"scatter-add": lax.add, "scatter-sub": lax.sub, "scatter-mul": lax.mul,
+               "scatter-min": lax.min, "scatter-max": lax.max}[name]
+    aval = ShapedArray((), dtype)
+    jaxpr, _, _ = pe.trace_to_jaxpr_dynamic(lambda a, b: [combine(a, b)], [aval, aval],
+                                            purpose="scatter")
+    return jaxpr
+
+
+def _scatter_params(prim: Primitive, dtype, mode: GatherScatterMode,
+                    indices_are_sorted: bool = False, unique_indices: bool = False) -> dict:
+    return dict(indices_are_sorted=bool(indices_are_sorted), mode=mode,
+                unique_indices=bool(unique_indices), update_consts=(),
+                update_jaxpr=None if prim is scatter_p else _update_jaxpr(prim.name,
+                                                                          np.dtype(dtype)))
 
 
 def _scatter_linear_jvp(prim):
-    def jvp(primals, tangents, *, dimension_numbers):
+    def jvp(primals, tangents, **params):
         operand, indices, updates = primals
         t_op, _, t_up = tangents
-        out = prim.bind(operand, indices, updates, dimension_numbers=dimension_numbers)
+        out = prim.bind(operand, indices, updates, **params)
         t_out = prim.bind(ad.instantiate_zeros(t_op), indices, ad.instantiate_zeros(t_up),
-                          dimension_numbers=dimension_numbers)
+                          **params)
         return out, t_out
     return jvp
 
 
-def _scatter_add_transpose(ct, operand, indices, updates, *, dimension_numbers):
+def _scatter_add_transpose(ct, operand, indices, updates, *, dimension_numbers, **params):
     if is_undefined_primal(indices):
         raise NotImplementedError("scatter_add is not linear in its indices")
     op_lin, up_lin = is_undefined_primal(operand), is_undefined_primal(updates)
@@ -717,7 +844,7 @@ def _scatter_add_transpose(ct, operand, indices, updates, *, dimension_numbers):
     return [ct if op_lin else None, None, ct_up]
 
 
-def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers):
+def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers, **params):
     # assumes unique indices (as JAX's scatter transpose does): each written position came from
     # exactly one update and its old operand value is lost
     if is_undefined_primal(indices):
@@ -730,7 +857,7 @@ def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers):
     ct_op = ct_up = None
     if op_lin:
         ct_op = scatter_p.bind(ct, indices, lax.full(u_aval.shape, 0, u_aval.dtype),
-                               dimension_numbers=dimension_numbers)
+                               dimension_numbers=dimension_numbers, **params)
     if up_lin:
         gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(ct).shape,
                                            u_aval.shape)
@@ -738,30 +865,37 @@ def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers):
     return [ct_op, None, ct_up]
 
 
-def _scatter_mul_jvp(primals, tangents, *, dimension_numbers):
+def _scatter_mul_jvp(primals, tangents, **params):
     operand, indices, updates = primals
     t_op, _, t_up = tangents
     if type(t_up) is not Zero:
         raise NotImplementedError("scatter_mul: differentiation with respect to the updates "
                                   "is not implemented (JAX has it for unique_indices=True "
                                   "only) — see chapters/04-forward-mode.md")
-    out = scatter_mul_p.bind(operand, indices, updates, dimension_numbers=dimension_numbers)
-    return out, scatter_mul_p.bind(t_op, indices, updates, dimension_numbers=dimension_numbers)
+    out = scatter_mul_p.bind(operand, indices, updates, **params)
+    return out, scatter_mul_p.bind(t_op, indices, updates, **params)
 
 
-def _scatter_mul_transpose(ct, operand, indices, updates, *, dimension_numbers):
+def _scatter_mul_transpose(ct, operand, indices, updates, **params):
     # linear in the operand only (with known updates): each position is scaled by its updates
     if is_undefined_primal(indices) or is_undefined_primal(updates):
         raise NotImplementedError("scatter_mul is linear only in its operand")
     if type(ct) is Zero:
         return [Zero(operand.aval), None, None]
-    return [scatter_mul_p.bind(ct, indices, updates, dimension_numbers=dimension_numbers),
-            None, None]
+    return [scatter_mul_p.bind(ct, indices, updates, **params), None, None]
 
 
 def _scatter_batch_rule(prim):
-    def rule(vals, dims, *, axis_size, dimension_numbers):
+    def rule(vals, dims, *, axis_size, dimension_numbers, **params):
         (operand, indices, updates), (od, idd, ud) = vals, dims
+        if dimension_numbers.operand_batching_dims:  # rewritten first with an iota index
+            if idd is not not_mapped:  # the vmapped axis just before the index vector
+                idd, indices = (core.get_aval(indices).ndim - 2, batching.moveaxis(
+                    indices, idd, core.get_aval(indices).ndim - 2))
+            indices, gdn = _unbatched_gather(
+                indices, _scatter_as_gather(dimension_numbers),
+                _lax_iota(core.get_aval(indices).dtype), lax.concatenate)
+            dimension_numbers = _gather_as_scatter(gdn)
         dn = dimension_numbers
         operand = batching.bdim_at_front(operand, od, axis_size)
         updates = batching.bdim_at_front(updates, ud, axis_size)
@@ -769,27 +903,30 @@ def _scatter_batch_rule(prim):
             new = ScatterDimensionNumbers((0,) + _shift(dn.update_window_dims),
                                           _shift(dn.inserted_window_dims),
                                           _shift(dn.scatter_dims_to_operand_dims))
-            return prim.bind(operand, indices, updates, dimension_numbers=new), 0
+            return prim.bind(operand, indices, updates, dimension_numbers=new, **params), 0
         indices = _with_batch_iota(batching.moveaxis(indices, idd, 0), axis_size)
         new = ScatterDimensionNumbers(_shift(dn.update_window_dims),
                                       (0,) + _shift(dn.inserted_window_dims),
                                       (0,) + _shift(dn.scatter_dims_to_operand_dims))
-        return prim.bind(operand, indices, updates, dimension_numbers=new), 0
+        return prim.bind(operand, indices, updates, dimension_numbers=new, **params), 0
     return rule
 
 
 def _scatter_lowering(combine: str | None):
-    def rule(ctx, operand, indices, updates, *, dimension_numbers):
+    def rule(ctx, operand, indices, updates, *, dimension_numbers, indices_are_sorted, mode,
+             unique_indices, update_consts, update_jaxpr):
         dn = dimension_numbers
         dnums = mlir.hlo.ScatterDimensionNumbers.get(
             update_window_dims=list(dn.update_window_dims),
             inserted_window_dims=list(dn.inserted_window_dims),
-            input_batching_dims=[], scatter_indices_batching_dims=[],
+            input_batching_dims=list(dn.operand_batching_dims),
+            scatter_indices_batching_dims=list(dn.scatter_indices_batching_dims),
             scattered_dims_to_operand_dims=list(dn.scatter_dims_to_operand_dims),
             index_vector_dim=ctx.avals_in[1].ndim - 1)
         aval_out = ctx.avals_out[0]
         op = mlir.hlo.ScatterOp([mlir.aval_to_ir_type(aval_out)], [operand], indices, [updates],
-                                dnums, indices_are_sorted=False, unique_indices=False)
+                                dnums, indices_are_sorted=bool(indices_are_sorted),
+                                unique_indices=bool(unique_indices))
         scalar = mlir.aval_to_ir_type(ShapedArray((), aval_out.dtype))
         block = op.update_computation.blocks.append(scalar, scalar)
         with mlir.ir.InsertionPoint(block):
@@ -804,13 +941,19 @@ def _scatter_wrapper(prim):
     def wrapper(operand, scatter_indices, updates, dimension_numbers: ScatterDimensionNumbers,
                 *, indices_are_sorted: bool = False, unique_indices: bool = False, mode=None):
         _check_mode(mode)
-        dn = ScatterDimensionNumbers(*(tuple(int(d) for d in f) for f in dimension_numbers))
-        if mode == "clip":
+        dn = ScatterDimensionNumbers(*(tuple(f) for f in dimension_numbers))
+        kind = GatherScatterMode.FILL_OR_DROP
+        if mode in ("clip", GatherScatterMode.CLIP):
+            kind = GatherScatterMode.CLIP
             shape = core.get_aval(operand).shape
             window = _scatter_window(shape, core.get_aval(updates).shape, dn)
             upper = [shape[d] - window[d] for d in dn.scatter_dims_to_operand_dims]
             scatter_indices = _clamp_indices(scatter_indices, upper)
-        return prim.bind(operand, scatter_indices, updates, dimension_numbers=dn)
+        elif mode in ("promise_in_bounds", GatherScatterMode.PROMISE_IN_BOUNDS):
+            kind = GatherScatterMode.PROMISE_IN_BOUNDS
+        return prim.bind(operand, scatter_indices, updates, dimension_numbers=dn,
+                         **_scatter_params(prim, core.get_aval(operand).dtype, kind,
+                                           indices_are_sorted, unique_indices))
     return wrapper
 
 
@@ -828,6 +971,7 @@ _SCATTER_DOC = """Scatter `updates` into `operand` at `scatter_indices`, {how}.
 
 def _scatter_primitive(name: str, ufunc, combine: str | None) -> Primitive:
     prim = Primitive(name)
+    prim.combiner_params = ("update_jaxpr",)  # read by dispatch: not a jaxpr the impl runs
     prim.def_impl(_scatter_impl_rule(ufunc))
     prim.def_abstract_eval(_scatter_abstract_eval(name))
     batching.primitive_batchers[prim] = _scatter_batch_rule(prim)
@@ -872,10 +1016,9 @@ scatter_max.__name__ = "scatter_max"
 scatter_max.__doc__ = _SCATTER_DOC.format(how="taking the maximum (not differentiable here)")
 
 
-def _scatter_sub_transpose(ct, operand, indices, updates, *, dimension_numbers):
+def _scatter_sub_transpose(ct, operand, indices, updates, **params):
     # operand - scattered updates: the operand's cotangent is ct, the updates' minus ct gathered
-    outs = _scatter_add_transpose(ct, operand, indices, updates,
-                                  dimension_numbers=dimension_numbers)
+    outs = _scatter_add_transpose(ct, operand, indices, updates, **params)
     return outs[:2] + [outs[2] if outs[2] is None or type(outs[2]) is Zero
                        else lax.neg(outs[2])]
 
@@ -887,33 +1030,6 @@ ad.primitive_transposes[scatter_sub_p] = _scatter_sub_transpose
 scatter_sub = _scatter_wrapper(scatter_sub_p)
 scatter_sub.__name__ = "scatter_sub"
 scatter_sub.__doc__ = _SCATTER_DOC.format(how="subtracting (repeated indices accumulate)")
-
-
-# JAX: jax/_src/lax/slicing.py GatherScatterMode
-class GatherScatterMode(enum.Enum):
-    """What gather and scatter do with an index whose window does not fit: CLIP clamps it,
-    FILL_OR_DROP fills gathered values (drops scattered ones), PROMISE_IN_BOUNDS trusts the
-    caller; ONE_HOT gathers through one-hot products. minijax's wrappers take these or
-    their names ("clip", "fill"/"drop", "promise_in_bounds"); ONE_HOT is not modelled."""
-    CLIP = enum.auto()
-    FILL_OR_DROP = enum.auto()
-    PROMISE_IN_BOUNDS = enum.auto()
-    ONE_HOT = enum.auto()
-
-    @staticmethod
-    def from_any(s):
-        """A mode from a GatherScatterMode, its lower-case name or None (FILL_OR_DROP)."""
-        if isinstance(s, GatherScatterMode):
-            return s
-        if s == "clip":
-            return GatherScatterMode.CLIP
-        if s is None or s in ("fill", "drop"):
-            return GatherScatterMode.FILL_OR_DROP
-        if s == "promise_in_bounds":
-            return GatherScatterMode.PROMISE_IN_BOUNDS
-        if s == "one_hot":
-            return GatherScatterMode.ONE_HOT
-        raise ValueError(f"Unknown gather mode {s!r}")
 
 
 # JAX: jax/_src/lax/slicing.py scatter_apply — differs: a gather, `func`, then a scatter, so

@@ -250,6 +250,36 @@ def _cond_jvp(primals, tangents, *, branches):
                          for p, nz in safe_zip(out_primals, out_nz)]
 
 
+# JAX: jax/_src/lax/control_flow/conditionals.py _cond_linearize
+def _cond_linearize(is_vjp, nonzeros, index, *ops, branches):
+    # each branch linearized on its own (ad.linearize_jaxpr), then joined as partial
+    # evaluation joins them: one primal cond computing the outputs and every branch's
+    # residuals, one tangent cond reading them
+    _, *ops_nz = nonzeros
+    branches_out_nz = [ad.linearize_jaxpr(b, ops_nz, is_vjp=is_vjp)[2] for b in branches]
+    out_nz = [any(nz) for nz in zip(*branches_out_nz)]
+    primal_jaxprs, tangent_jaxprs, res_avals = [], [], []
+    for b in branches:
+        primal, num_res, _, _, tangent = ad.linearize_jaxpr(b, ops_nz, out_nz, is_vjp=is_vjp)
+        primal_jaxprs.append(primal)
+        tangent_jaxprs.append(tangent)
+        res_avals.append(primal.out_avals[len(primal.out_avals) - num_res:])
+    all_res_avals, res_indices = _merge_branch_residuals(res_avals)
+    primal_jaxprs = _join_cond_outputs(primal_jaxprs, all_res_avals, res_indices, len(out_nz))
+    tangent_jaxprs = _join_cond_pe_staged_jaxpr_inputs(tangent_jaxprs, all_res_avals,
+                                                       res_indices)
+    primals_out, res = split_list(cond_p.bind(index, *ops, branches=primal_jaxprs),
+                                  [len(out_nz)])
+    tangent_avals = [a.to_tangent_aval() for a in branches[0].out_avals]
+
+    def tangent_fun(residuals, *tangents):
+        nz_tangents = [t for t in tangents[1:] if type(t) is not Zero]
+        it = iter(cond_p.bind(*residuals, *nz_tangents, branches=tangent_jaxprs))
+        return [next(it) if nz else Zero(a) for a, nz in safe_zip(tangent_avals, out_nz)]
+
+    return primals_out, out_nz, [index, *res], tangent_fun
+
+
 # JAX: jax/_src/lax/control_flow/conditionals.py _merge_branch_residuals
 def _merge_branch_residuals(branch_res_avals: Sequence[Sequence[ShapedArray]]
                             ) -> tuple[list[ShapedArray], list[list[int]]]:
@@ -441,6 +471,7 @@ cond_p.multiple_results = True
 cond_p.def_impl(_cond_impl)
 cond_p.def_abstract_eval(_cond_abstract_eval)
 ad.primitive_jvps[cond_p] = _cond_jvp
+ad.primitive_linearizations[cond_p] = _cond_linearize
 pe.custom_partial_eval_rules[cond_p] = _cond_partial_eval
 ad.primitive_transposes[cond_p] = _cond_transpose
 batching.primitive_batchers[cond_p] = _cond_batch_rule

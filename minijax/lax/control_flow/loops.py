@@ -261,6 +261,62 @@ def _scan_jvp(primals, tangents, *, reverse, length, jaxpr, num_consts, num_carr
                          for p, nz in safe_zip(primals_out, nz_out)]
 
 
+# JAX: jax/_src/lax/control_flow/loops.py _scan_linearize
+def _scan_linearize(is_vjp, nonzeros, *primals_in, reverse, length, jaxpr, num_consts,
+                    num_carry, unroll):
+    const_nz, init_nz, xs_nz = split_list(list(nonzeros), [num_consts, num_carry])
+    num_ys = len(jaxpr.out_avals) - num_carry
+    # residuals that are consts or xs are read from the scan's operands, not stacked again
+    allow_fwds = [True] * len(jaxpr.consts) + [
+        (i < num_consts or i >= num_consts + num_carry) and not isinstance(x, np.ndarray)
+        for i, x in enumerate(primals_in)]
+
+    def step(carry_nz):  # a carry tangent is nonzero if it starts so or the body makes it so
+        lin = ad.linearize_jaxpr(jaxpr, const_nz + carry_nz + xs_nz,
+                                 carry_nz + [False] * num_ys, allow_fwds, is_vjp=is_vjp)
+        return lin, lin[2][:num_carry]
+    carry_nz, (primal, num_res, nzs_out, in_fwd_res, tangent) = _carry_fixpoint(step, init_nz)
+    nzs = const_nz + carry_nz + xs_nz
+    num_primals_out = len(primal.out_avals) - num_res
+
+    # hoisting (JAX's _scan_known_hoisting): residuals computed from the consts alone are
+    # computed once, before the loop; the others are stacked outputs of the primal scan
+    consts, carry_xs = split_list(primals_in, [num_consts])
+    jaxpr_hoist, primal, out_uk, num_new_consts = pe.partial_eval_jaxpr_nounits(
+        primal, [False] * num_consts + [True] * (len(primal.in_avals) - num_consts),
+        instantiate=[True] * num_primals_out + [False] * num_res)
+    hoisted, new_consts = split_list(eval_closed(jaxpr_hoist, *consts),
+                                     [len(jaxpr_hoist.out_avals) - num_new_consts])
+    which_hoisted = [not u for u in out_uk[num_primals_out:]]
+    # the tangent scan's binders: [consts' residuals, tangents, stacked residuals]
+    hoisted_it = iter(which_hoisted)
+    res_to_move = [not next(hoisted_it) if f is None
+                   else f >= len(jaxpr.consts) + num_consts + num_carry for f in in_fwd_res]
+    res_vars, tangent_vars = split_list(tangent.jaxpr.invars, [len(in_fwd_res)])
+    int_vars, ext_vars = partition_list(res_to_move, res_vars)
+    tangent = with_invars(tangent, int_vars + tangent_vars + ext_vars)
+
+    out = []
+    if primal.out_avals:
+        out = scan_p.bind(*new_consts, *carry_xs, reverse=reverse, length=length, jaxpr=primal,
+                          num_consts=len(new_consts), num_carry=num_carry, unroll=unroll)
+    primals_out, ext_res = split_list(out, [num_primals_out])
+    computed = iter(merge_lists(which_hoisted, ext_res, hoisted))
+    sources = [*jaxpr.consts, *primals_in]
+    res = [next(computed) if f is None else sources[f] for f in in_fwd_res]
+    tangent_avals = [core.get_aval(p).to_tangent_aval() for p in primals_out]
+
+    def tangent_fun(residuals, *tangents):
+        int_res, ext_res = partition_list(res_to_move, residuals)
+        nz_tangents = [ad.instantiate_zeros(t) for t, nz in safe_zip(tangents, nzs) if nz]
+        it = iter(scan_p.bind(
+            *int_res, *nz_tangents, *ext_res, reverse=reverse, length=length, jaxpr=tangent,
+            num_consts=len(int_res) + sum(const_nz), num_carry=sum(carry_nz), unroll=unroll))
+        return [next(it) if nz else Zero(a) for a, nz in safe_zip(tangent_avals, nzs_out)]
+
+    return primals_out, nzs_out, res, tangent_fun
+
+
 # JAX: jax/_src/lax/control_flow/loops.py _scan_partial_eval
 def _scan_partial_eval(trace: pe.JaxprTrace, *args, reverse, length, jaxpr, num_consts,
                        num_carry, unroll):
@@ -489,6 +545,7 @@ scan_p.multiple_results = True
 scan_p.def_impl(_scan_impl)
 scan_p.def_abstract_eval(_scan_abstract_eval)
 ad.primitive_jvps[scan_p] = _scan_jvp
+ad.primitive_linearizations[scan_p] = _scan_linearize
 pe.custom_partial_eval_rules[scan_p] = _scan_partial_eval
 ad.primitive_transposes[scan_p] = _scan_transpose
 batching.primitive_batchers[scan_p] = _scan_batch_rule
