@@ -122,12 +122,10 @@ def checkify_messages(J, error_sets=ERROR_SETS) -> dict[str, str | None]:
 # ---------------------------------------------------------------------------------------------
 
 def _with_flag(J, name: str, value: bool, fn):
-    old = getattr(J.config, name)
-    J.config.update(name, value)
-    try:
+    """fn() with the option `name` set, through the module's own context manager
+    (`J.debug_nans`, `J.debug_infs`: JAX's, and minijax's of the same names)."""
+    with getattr(J, name.removeprefix("jax_"))(value):
         return fn()
-    finally:
-        J.config.update(name, old)
 
 
 def flag_errors(J) -> dict[str, tuple[str | None, str]]:
