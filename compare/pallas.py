@@ -15,6 +15,9 @@ module, compare/pallas_kernels.py, written against the `jax` and `pl` modules pa
 * FlashAttention: a forward kernel using the online-softmax recurrence (never materialising
   the S x S score matrix) that also returns the log-sum-exp, and two backward kernels (dK/dV
   and dQ) that recompute probabilities blockwise, joined by `custom_vjp`;
+* `vmap` of a `pallas_call` (batch axes on either operand, a non-leading axis, nested vmap, a
+  block transpose with a 2-D grid) and an in-place update with `input_output_aliases`, whose
+  donated buffer the lowered and compiled programs alias in both modules;
 * the jvp of a kernel (both modules differentiate the kernel jaxpr), and `grad` failing in
   linearization in both, which is why the backward kernels exist.
 
@@ -70,6 +73,103 @@ def _draw_times(fig, rows) -> None:
     ax.set_ylabel("ms per call (median)")
     ax.set_xticks(range(len(rows)), labels, rotation=25, ha="right", fontsize=7)
     ax.legend(fontsize=7)
+
+
+def _main_signature(lowered) -> str:
+    """The `func.func public @main(...)` line of a lowered module's text."""
+    return next(ln.strip() for ln in lowered.as_text().splitlines()
+                if "func.func public @main" in ln)
+
+
+def _vmap_and_aliases(res: TopicResult, J, M, rng) -> None:
+    """vmap of pallas_call (batch axes on either operand, a non-leading axis, nested, a 2-D
+    grid) and a kernel with `input_output_aliases` (values, the alias in the lowered and
+    compiled programs, donation), under both modules."""
+    x = rng.standard_normal((3, 12)).astype(F32)
+    acc = rng.standard_normal((3, 12)).astype(F32)
+    t = rng.standard_normal((16, 3, 8)).astype(F32)  # a 16x8 matrix per batch element, axis 1
+    nest = rng.standard_normal((2, 16, 8, 3)).astype(F32)
+    cases = [  # name, kernel, vmap (or nested vmap) of it per module, args, jnp reference
+        ("vector add, in_axes=(0, None)", "vector_add", dict(in_axes=(0, None)),
+         (x, x[0]), x + x[0]),
+        ("vector add, in_axes=(None, 1), out_axes=1", "vector_add",
+         dict(in_axes=(None, 1), out_axes=1), (x[0], x.T), (x[0] + x).T),
+        ("block transpose (2-D grid 2x2), in_axes=1", "block_transpose", dict(in_axes=1),
+         (t,), np.stack([np.asarray(J.block_transpose_ref(t[:, b])) for b in range(3)])),
+        ("in-place axpy (aliased acc), in_axes=(0, 0)", "axpy_inplace", dict(in_axes=(0, 0)),
+         (x, acc), acc + 2 * x),
+        ("in-place axpy (aliased acc unbatched), in_axes=(0, None)", "axpy_inplace",
+         dict(in_axes=(0, None)), (x, acc[0]), acc[0] + 2 * x),
+    ]
+    for name, fn, kw, args, ref in cases:
+        got_j = jax.jit(jax.vmap(getattr(J, fn), **kw))(*args)
+        got_m = minijax.jit(minijax.vmap(getattr(M, fn), **kw))(*args)
+        res.check(f"vmap of pallas_call, {name}: jax vs jnp reference", got_j, ref, **TOL)
+        res.check(f"vmap of pallas_call, {name}: minijax vs jax", got_m, got_j, **TOL)
+    nested = {mod.__name__: mod.jit(mod.vmap(mod.vmap(k.block_transpose, in_axes=2), in_axes=0))
+              for mod, k in ((jax, J), (minijax, M))}
+    want = np.stack([np.stack([np.asarray(J.block_transpose_ref(nest[a, :, :, b]))
+                               for b in range(3)]) for a in range(2)])
+    got_j, got_m = nested["jax"](nest), nested["minijax"](nest)
+    res.check("nested vmap (axes 0 then 2) of the 2-D-grid block transpose: jax vs jnp "
+              "reference", got_j, want, **TOL)
+    res.check("nested vmap of the 2-D-grid block transpose: minijax vs jax", got_m, got_j, **TOL)
+    eqns = {mod.__name__: mod.make_jaxpr(mod.vmap(k.block_transpose, in_axes=1))(t).jaxpr.eqns
+            for mod, k in ((jax, J), (minijax, M))}
+    grid_j = eqns["jax"][-1].params["grid_mapping"].grid
+    res.check_true("vmap over axis 1 is one pallas_call on a (3, 2, 2) grid in both, with no "
+                   "transpose of the operand",
+                   [str(e.primitive) for e in eqns["minijax"]]
+                   == [str(e.primitive) for e in eqns["jax"]] == ["pallas_call"]
+                   and eqns["minijax"][0].params["grid"] == tuple(grid_j) == (3, 2, 2))
+
+    # input_output_aliases: the kernel writes into acc's buffer
+    x1, a1 = x[0], acc[0]
+    sigs, aliased = {}, {}
+    for mod, k in ((jax, J), (minijax, M)):
+        f = mod.jit(k.axpy_inplace, donate_argnums=1)
+        lowered = f.lower(x1, a1)
+        sigs[mod.__name__] = _main_signature(lowered)
+        aliased[mod.__name__] = re.search(r"input_output_alias=\{.*?\) \}",
+                                          lowered.compile().as_text())
+        buf = mod.device_put(a1)
+        out = f(x1, buf)
+        res.check(f"input_output_aliases, donated acc ({mod.__name__}): acc + 2 x", out,
+                  a1.astype(np.float64) + 2 * x1, dtype=np.float32, **TOL)
+        with res.running("jax" if mod is jax else "minijax"):
+            res.check_true(f"the donated acc buffer is consumed ({mod.__name__})",
+                           buf.is_deleted())
+            kept = mod.device_put(a1)
+            k.axpy_inplace(x1, kept)
+            res.check_true(f"called eagerly, acc is not consumed ({mod.__name__})",
+                           not kept.is_deleted())
+    res.check_true("the lowered main marks acc as aliased to output 0 in both "
+                   "(`tf.aliasing_output = 0`)",
+                   all("{tf.aliasing_output = 0 : i32}" in s for s in sigs.values()))
+    res.check_true("the compiled HLO aliases parameter 1 to the output in both",
+                   all(m is not None for m in aliased.values())
+                   and aliased["jax"].group(0) == aliased["minijax"].group(0))
+    res.sections.append(
+        "### vmap of a pallas_call, and kernels that update in place\n\n"
+        "`vmap` of a `pallas_call` does not loop over the batch: it adds a leading grid axis, "
+        "and each batched operand gets a squeezed block dimension *at its own batch axis*, "
+        "indexed by the new grid index. Unbatched operands keep their block mappings (every "
+        "batch element sees the same blocks); outputs are batched at axis 0. The kernel "
+        "jaxpr is unchanged, and `program_id(i)` still names the kernel's own grid axes. "
+        "vmap of the 2-D-grid block transpose over axis 1 is one `pallas_call` on a "
+        f"{tuple(grid_j)} grid in both modules, with no transpose of the input; nested vmap "
+        "adds one grid axis per level.\n\n"
+        "`input_output_aliases={1: 0}` says that output 0 starts as input 1's contents and "
+        "may reuse its buffer: `axpy_inplace` reads `o_ref` (acc) and adds `alpha * x`. "
+        "Under vmap an aliased input that is unbatched, or batched at another axis, is "
+        "broadcast or moved to axis 0 first, like the output it initialises. In interpret "
+        "mode the kernel is an ordinary XLA program, so the buffer is reused when the "
+        "enclosing `jit` donates the input; both modules then mark the lowered `main`:\n\n"
+        + code(f"jax:     {sigs['jax']}\nminijax: {sigs['minijax']}")
+        + "\n\nand XLA's compiled module carries `"
+        + (aliased["minijax"].group(0) if aliased["minijax"] else "(none)")
+        + "`; the donated array is deleted after the call. Called eagerly (no donation) "
+        "neither module consumes its argument.")
 
 
 def run(quick: bool = False) -> TopicResult:
@@ -149,6 +249,9 @@ def run(quick: bool = False) -> TopicResult:
         + "\n\nState discharge (`minijax/state/discharge.py: discharge_state`) turns it into a "
         "pure function of the blocks' contents that returns their final contents; "
         "interpret mode runs this at every grid point:\n\n" + code(str(pure)))
+
+    # ---------------------------------------------------------------- vmap of a pallas_call
+    _vmap_and_aliases(res, J, M, rng)
 
     # ---------------------------------------------------------------- tiled matmul
     m, kk, nn = (64, 96, 64) if quick else (256, 256, 256)

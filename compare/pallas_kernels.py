@@ -52,6 +52,42 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
                               grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
                               out_specs=spec, interpret=True)(x, y)
 
+    # ------------------------------------------------------------------ block transpose (2-D grid)
+    def transpose_kernel(x_ref, o_ref):
+        # the grid position is added in, so a block written to the wrong place shows
+        i, j = pl.program_id(0), pl.program_id(1)
+        o_ref[...] = x_ref[...].T + (100 * i + j).astype(o_ref.dtype)
+
+    def block_transpose(x, bm=8, bn=4):
+        # instance (i, j) reads block (i, j) and writes it, transposed, to block (j, i)
+        m, n = x.shape
+        return pl.pallas_call(transpose_kernel, out_shape=SDS((n, m), x.dtype),
+                              grid=(m // bm, n // bn),
+                              in_specs=[pl.BlockSpec((bm, bn), lambda i, j: (i, j))],
+                              out_specs=pl.BlockSpec((bn, bm), lambda i, j: (j, i)),
+                              interpret=True)(x)
+
+    def block_transpose_ref(x, bm=8, bn=4):
+        m, n = x.shape
+        i = jnp.arange(m)[None, :] // bm  # row block of x, a column block of the output
+        j = jnp.arange(n)[:, None] // bn
+        return x.T + (100 * i + j).astype(x.dtype)
+
+    # ------------------------------------------------------------------ in place (aliases)
+    def axpy_kernel(x_ref, acc_ref, o_ref, *, alpha):
+        # o_ref *is* acc's buffer (aliased), so its block starts with acc's contents; without
+        # the alias it would start uninitialized (NaN in interpret mode). acc_ref is unused.
+        o_ref[...] = o_ref[...] + alpha * x_ref[...]
+
+    def axpy_inplace(x, acc, *, alpha=2.0, block=4):
+        """acc + alpha * x, written into acc's buffer (input 1 aliases output 0)."""
+        (n,) = x.shape
+        spec = pl.BlockSpec((block,), lambda i: (i,))
+        return pl.pallas_call(functools.partial(axpy_kernel, alpha=alpha),
+                              out_shape=SDS(acc.shape, acc.dtype), grid=(pl.cdiv(n, block),),
+                              in_specs=[spec, spec], out_specs=spec,
+                              input_output_aliases={1: 0}, interpret=True)(x, acc)
+
     # ------------------------------------------------------------------ tiled matmul + epilogue
     def matmul_kernel(x_ref, y_ref, b_ref, o_ref, acc_ref, *, activation):
         # Grid axis 2 walks the contraction; a scratch accumulator keeps the partial sums, and

@@ -164,6 +164,53 @@ def test_input_output_aliases_and_jit():
     np.testing.assert_allclose(np.asarray(got), np.asarray(want))
 
 
+@pytest.mark.parametrize("in_axes", [1, 2])
+def test_vmap_over_a_non_leading_axis_indexes_it_in_place_as_jax(in_axes):
+    # the batch axis stays where it is: a squeezed block dimension at that axis, no transpose
+    x = rand(16, 3, 8) if in_axes == 1 else rand(16, 8, 3)
+    want = jax.vmap(J.block_transpose, in_axes=in_axes)(x)
+    got = minijax.vmap(M.block_transpose, in_axes=in_axes)(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+    jprims = [str(e.primitive) for e in jax.make_jaxpr(
+        jax.vmap(J.block_transpose, in_axes=in_axes))(x).jaxpr.eqns]
+    (eqn,) = minijax.make_jaxpr(minijax.vmap(M.block_transpose, in_axes=in_axes))(x).jaxpr.eqns
+    assert [str(eqn.primitive)] == jprims == ["pallas_call"]
+    assert eqn.params["grid"] == (3, 2, 2)
+    assert eqn.params["in_block_mappings"][0].block_shape[in_axes] is None
+
+
+@pytest.mark.parametrize("in_axes", [(0, 0), (0, None), (None, 1), (1, 0)])
+def test_vmap_of_an_aliased_kernel_moves_or_broadcasts_the_aliased_input(in_axes):
+    x, acc = rand(3, 12), rand(3, 12)
+    args = [a if ax is None else (a if ax == 0 else a.T) for a, ax in zip((x, acc), in_axes)]
+    args = [a[0] if ax is None else a for a, ax in zip(args, in_axes)]
+    want = jax.vmap(J.axpy_inplace, in_axes=in_axes)(*args)
+    got = minijax.jit(minijax.vmap(M.axpy_inplace, in_axes=in_axes))(*args)
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want))
+
+
+def test_a_donated_aliased_input_is_updated_in_place_as_in_jax():
+    x, acc = rand(12), rand(12)
+    texts = {}
+    for mod, k in ((jax, J), (minijax, M)):
+        f = mod.jit(k.axpy_inplace, donate_argnums=1)
+        lowered = f.lower(x, acc)
+        (main,) = [ln for ln in lowered.as_text().splitlines() if "func.func public @main" in ln]
+        texts[mod.__name__] = main
+        hlo = lowered.compile().as_text()
+        assert "input_output_alias={ {}: (1, {}, may-alias) }" in hlo
+        buf = mod.device_put(acc)
+        out = f(x, buf)
+        assert buf.is_deleted()
+        np.testing.assert_allclose(np.asarray(out), acc + 2 * x, rtol=1e-6)
+        not_donated = mod.device_put(acc)
+        k.axpy_inplace(x, not_donated)  # eagerly nothing is donated, in either module
+        assert not not_donated.is_deleted()
+    for main in texts.values():
+        assert "%arg1: tensor<12xf32> {tf.aliasing_output = 0 : i32}" in main
+
+
 def test_kernel_jaxpr_before_and_after_discharge():
     from minijax.state import discharge_state
     x = rand(16)

@@ -582,48 +582,48 @@ def _pallas_call_impl(*args, **params):
 # vmap: one more grid axis; jvp: a kernel for primals and tangents
 # ---------------------------------------------------------------------------------------------
 
-def _batched_mapping(bm: BlockMapping, batched: bool, axis_size: int, n_grid: int,
+def _batched_mapping(bm: BlockMapping, dim, axis_size: int, n_grid: int,
                      prefetch_avals: Sequence[ShapedArray] = ()) -> BlockMapping:
+    """`bm` for the grid with the batch index in front; a batched operand (batch axis `dim`)
+    gets a squeezed block dimension there, indexed by the batch index."""
     old = bm.index_map_jaxpr
 
     def index_map(b, *ids):
         idx = core.eval_jaxpr(old.jaxpr, old.consts, *ids)
-        return [b, *idx] if batched else idx
+        return idx if dim is batching.not_mapped else [*idx[:dim], b, *idx[dim:]]
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
         index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + list(prefetch_avals),
         fun_name="index_map",
         purpose="a batched pallas_call index map")
-    if not batched:
+    if dim is batching.not_mapped:
         return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts))
-    aval = bm.array_aval.update(shape=(axis_size,) + bm.array_aval.shape)
-    return BlockMapping(bm.origin, aval, (None,) + bm.block_shape, ClosedJaxpr(jaxpr, consts))
+    shape, block = bm.array_aval.shape, bm.block_shape
+    aval = bm.array_aval.update(shape=(*shape[:dim], axis_size, *shape[dim:]))
+    return BlockMapping(bm.origin, aval, (*block[:dim], None, *block[dim:]),
+                        ClosedJaxpr(jaxpr, consts))
 
 
 # JAX: jax/_src/pallas/pallas_call.py _pallas_call_batching_rule — the batch axis becomes a
-# new leading grid axis; each instance sees one batch element (a squeezed block dimension)
+# new leading grid axis; each instance sees one batch element (a squeezed block dimension at
+# the operand's own batch axis, so no transpose is needed); an aliased input is moved (or
+# broadcast) to axis 0 like the outputs it initialises
 def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mappings,
                             out_block_mappings, scratch_avals, input_output_aliases, name,
                             vmapped_dims, num_scalar_prefetch):
     if any(d is not batching.not_mapped for d in dims[:num_scalar_prefetch]):
         raise NotImplementedError(f"vmap of pallas_call ({name}) over its scalar prefetch "
                                   "operands is not supported")
-    aliased = {i for i, _ in input_output_aliases}
-    new_vals, batched = [], []
-    for i, (x, d) in enumerate(zip(vals, dims)):
-        if d is batching.not_mapped and i not in aliased:
-            new_vals.append(x)
-            batched.append(False)
-        else:
-            new_vals.append(batching.bdim_at_front(x, d, axis_size))
-            batched.append(True)
+    vals, dims = list(vals), list(dims)
+    for i, _ in input_output_aliases:
+        vals[i], dims[i] = batching.bdim_at_front(vals[i], dims[i], axis_size), 0
     n_grid = len(grid)
     pre = [core.get_aval(v) for v in vals[:num_scalar_prefetch]]
-    in_bms = tuple(_batched_mapping(bm, b, axis_size, n_grid, pre)
-                   for bm, b in zip(in_block_mappings, batched))
-    out_bms = tuple(_batched_mapping(bm, True, axis_size, n_grid, pre)
+    in_bms = tuple(_batched_mapping(bm, d, axis_size, n_grid, pre)
+                   for bm, d in zip(in_block_mappings, dims))
+    out_bms = tuple(_batched_mapping(bm, 0, axis_size, n_grid, pre)
                     for bm in out_block_mappings)
-    outs = pallas_call_p.bind(*new_vals, jaxpr=jaxpr, grid=(axis_size,) + tuple(grid),
+    outs = pallas_call_p.bind(*vals, jaxpr=jaxpr, grid=(axis_size,) + tuple(grid),
                               in_block_mappings=in_bms, out_block_mappings=out_bms,
                               scratch_avals=scratch_avals,
                               input_output_aliases=input_output_aliases, name=name,
