@@ -6,7 +6,6 @@ batching.py, partial_eval.py) and rebuilds the output pytrees. Mirrors jax/_src/
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -840,14 +839,16 @@ def linear_transpose(fun: Callable, *primals, reduce_axes=()) -> Callable:
     return transposed
 
 
-# JAX: jax/_src/api.py named_call — differs: minijax keeps no name stack, so the name is
-# checked and the function is returned as it is (its jaxpr is the same in JAX)
+# JAX: jax/_src/api.py named_call
 def named_call(fun: Callable, *, name: str | None = None) -> Callable:
-    """`fun`, under the name `name` (default its own) in JAX's HLO metadata; the same values
-    and jaxpr. Raises TypeError for a name that is not a string."""
-    if name is not None and not isinstance(name, str):
+    """`fun` with its operations under the scope `name` (default `fun.__name__`): the same
+    values and jaxpr; the lowered ops are named `jit(f)/name/...` (HLO op_name metadata), as
+    under `named_scope(name)`. Raises TypeError for a name that is not a string."""
+    if name is None:
+        name = getattr(fun, "__name__", "named_call")
+    if not isinstance(name, str):
         raise TypeError(f"named_call: name must be a string, got {name!r}")
-    return fun
+    return core.extend_name_stack(name)(fun)
 
 
 # JAX: jax/_src/api.py fwd_and_bwd
@@ -907,12 +908,13 @@ def make_array_from_process_local_data(sharding: Sharding, local_data, global_sh
     return make_array_from_callback(local.shape, sharding, lambda idx: local[idx])
 
 
-# JAX: jax/_src/api.py named_scope — differs: no name stack (see named_call)
-@contextlib.contextmanager
+# JAX: jax/_src/api.py named_scope
 def named_scope(name: str):
-    """A context manager naming the operations inside it in JAX's HLO metadata; minijax keeps
-    no name stack, so values and jaxprs are as without it. Raises TypeError for a name that is
-    not a string (JAX's message)."""
+    """A context manager (or decorator) naming the operations traced inside it: each equation
+    records the scope (`outer/inner` when nested), which the lowering makes the op's location
+    `loc("jit(f)/outer/inner/sin")` and XLA the op_name metadata a profile shows. Values and
+    printed jaxprs are as without it. Raises TypeError for a name that is not a string (JAX's
+    message)."""
     if not isinstance(name, str):
         raise TypeError("named_scope name argument must be a string.")
-    yield
+    return core.extend_name_stack(name)

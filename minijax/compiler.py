@@ -141,7 +141,8 @@ def compile(module, devices: Sequence[Any] | None = None,
     """
     import jax.extend.backend as jeb
     from jaxlib._jax import DeviceList
-    text = module if isinstance(module, str) else str(module)
+    # with the ops' locations: XLA makes their name stacks the HLO op_name metadata
+    text = module if isinstance(module, str) else module.operation.get_asm(enable_debug_info=True)
     if devices is None or len(devices) == 1:
         num_partitions = 1
         devices = DeviceList((default_device(),) if devices is None else tuple(devices))

@@ -556,12 +556,15 @@ def to_numpy(x, aval: ShapedArray | None = None) -> np.ndarray:
 eval_trace = EvalTrace()
 
 
-# JAX: jax/_src/core.py TracingContext — differs: holds only the current trace
+# JAX: jax/_src/core.py TracingContext — differs: holds the current trace and the name stack
+# (JAX keeps that in jax/_src/source_info_util.py's own thread-local context)
 class TracingContext(threading.local):
-    """Which trace a `bind` goes to right now. Per thread, like JAX's."""
+    """Which trace a `bind` goes to right now, and the named scopes around it. Per thread, like
+    JAX's."""
 
     def __init__(self) -> None:
         self.trace: Trace = eval_trace
+        self.name_stack = ""  # "outer/inner": the named_scopes the equations traced now are in
 
 
 trace_ctx = TracingContext()
@@ -589,6 +592,32 @@ def set_current_trace(trace: Trace):
 
 def current_trace() -> Trace:
     return trace_ctx.trace
+
+
+# JAX: jax/_src/source_info_util.py extend_name_stack — differs: the stack is a string, with
+# no transform entries (JAX's `jvp(...)`, `vmap(...)`, `transpose(...)`)
+@contextlib.contextmanager
+def extend_name_stack(name: str):
+    """Inside the block, traced equations record `name` after the enclosing scopes' names
+    (`named_scope`, `named_call`); usable as a decorator, like every contextmanager."""
+    prev = trace_ctx.name_stack
+    trace_ctx.name_stack = f"{prev}/{name}" if prev else name
+    try:
+        yield
+    finally:
+        trace_ctx.name_stack = prev
+
+
+# JAX: jax/_src/source_info_util.py reset_name_stack
+@contextlib.contextmanager
+def reset_name_stack():
+    """An empty name stack inside the block: a jaxpr traced there (a jit's body) records its
+    names relative to itself; its caller's scopes are the call's own."""
+    prev, trace_ctx.name_stack = trace_ctx.name_stack, ""
+    try:
+        yield
+    finally:
+        trace_ctx.name_stack = prev
 
 
 # JAX: jax/_src/core.py check_bool_conversion
@@ -761,21 +790,26 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
 class JaxprEqn:
     """One line of a jaxpr: `outvars = primitive[params] invars`, with its `effects`."""
 
-    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info")
+    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info",
+                 "name_stack")
 
     def __init__(self, invars: list[Atom], outvars: list[Var], primitive: Primitive,
                  params: dict[str, Any], effects: Effects | None = None,
-                 source_info: str | None = None) -> None:
+                 source_info: str | None = None, name_stack: str = "") -> None:
         self.invars = invars
         self.outvars = outvars
         self.primitive = primitive
         self.params = params
         self.effects = eqn_effects(primitive, invars, params) if effects is None else effects
         self.source_info = source_info  # `file:line:column (function)`, while recorded
+        # JAX: jax/_src/source_info_util.py SourceInfo.name_stack — differs: kept beside
+        # source_info, as a string: the named scopes it was traced in ("outer/inner"), not
+        # printed, lowered as the op's location (mlir.py: lower_jaxpr)
+        self.name_stack = name_stack
 
     def replace(self, **kw) -> "JaxprEqn":
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
-                 params=self.params, source_info=self.source_info)
+                 params=self.params, source_info=self.source_info, name_stack=self.name_stack)
         d.update(kw)
         return JaxprEqn(**d)
 
@@ -877,20 +911,26 @@ _NO_SOURCE = contextlib.nullcontext()
 
 
 def source_info_of(eqn: JaxprEqn):
-    """While recording, the equations `eqn`'s bind makes get its source (unless user code
-    runs below); otherwise nothing."""
-    if not source_info_capture[0] or eqn.source_info is None:
+    """The equations `eqn`'s bind makes get its name stack (after the current one) and, while
+    recording, its source (unless user code runs below); for most equations, nothing."""
+    capture = source_info_capture[0] and eqn.source_info is not None
+    if not capture and not eqn.name_stack:
         return _NO_SOURCE
-    return _eqn_source(eqn.source_info, sys._getframe(1))  # eval_jaxpr's frame
+    # JAX: jax/_src/core.py eval_jaxpr (its user_context of each equation's source_info)
+    return _eqn_source(eqn, sys._getframe(1) if capture else None)  # eval_jaxpr's frame
 
 
 @contextlib.contextmanager
-def _eqn_source(source_info: str, frame):
-    outer, source_info_capture[1] = source_info_capture[1], (source_info, frame)
+def _eqn_source(eqn: JaxprEqn, frame):
+    outer, names = source_info_capture[1], trace_ctx.name_stack
+    if frame is not None:
+        source_info_capture[1] = (eqn.source_info, frame)
+    if eqn.name_stack:
+        trace_ctx.name_stack = f"{names}/{eqn.name_stack}" if names else eqn.name_stack
     try:
         yield
     finally:
-        source_info_capture[1] = outer
+        source_info_capture[1], trace_ctx.name_stack = outer, names
 
 
 def user_source_info() -> str | None:

@@ -220,7 +220,10 @@ def _jit_batch_rule(vals, dims, *, axis_size, jaxpr, name, donated_invars):
 
 
 def _jit_lowering(ctx, *args, jaxpr, name, donated_invars):
-    return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
+    # JAX: jax/_src/pjit.py _pjit_lowering — differs: inlined into the caller, its ops named
+    # `.../jit(name)/...` as XLA names those of JAX's called function once inlined
+    with mlir.extend_name_stack(f"jit({name})"):
+        return mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts, args)
 
 
 @api_util.identity_cache

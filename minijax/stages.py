@@ -96,8 +96,16 @@ class Lowered:
                 raise ValueError("The following ordered effects are not supported for more "
                                  f"than 1 device: {sorted(map(str, bad))}")
 
-    def as_text(self) -> str:
-        """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`."""
+    def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
+        """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`;
+        with `debug_info`, each op's location too (`loc("jit(f)/scope/sin")`: its name stack,
+        which XLA keeps as the op_name metadata). Raises ValueError for a dialect other than
+        "stablehlo"."""
+        if dialect not in (None, "stablehlo"):
+            raise ValueError(f"Lowered.as_text: unknown dialect {dialect!r}; minijax lowers "
+                             "to 'stablehlo' only")
+        if debug_info:
+            return self._module.operation.get_asm(enable_debug_info=True)
         return str(self._module)
 
     def compiler_ir(self):

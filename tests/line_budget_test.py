@@ -36,8 +36,9 @@ BUDGETS = {
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24)
-    "core": 870,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
-    #                     a user's primitive, source info for print_saved_residuals (24)
+    "core": 900,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     a user's primitive, source info for print_saved_residuals (24);
+    #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
@@ -59,11 +60,12 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1435,  # JAX's rule signatures for user batchers, lowerings (24);
+    "interpreters": 1470,  # JAX's rule signatures for user batchers, lowerings (24);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32);
-    #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24)
+    #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
+    #                       name stacks lowered as op locations (~25, issue 34)
     "lax": 8050,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
@@ -108,9 +110,9 @@ BUDGETS = {
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 205,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    "stages": 215,     # + output layouts: out_shardings retype, first-input spec (issue 25);
     #                    a program on one committed device (issue 24); mixed-mesh types
-    #                    follow the layout (25)
+    #                    follow the layout (25); as_text(debug_info=True) (34)
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,
     "traceback_util": 105,  # internal frames filtered from errors, as JAX's

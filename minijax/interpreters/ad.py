@@ -383,8 +383,10 @@ def linearize_from_jvp(jvp: Callable, multiple_results: bool, nonzeros: Sequence
     out_avals = [core.get_aval(p).to_tangent_aval() for p in primals_out]
 
     def linearized(residuals, *tangents):
-        outs = iter(core.eval_jaxpr(lin.jaxpr, residuals,
-                                    *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
+        # the equations recorded the scopes they were traced in, the current ones: keep them
+        with core.reset_name_stack():
+            outs = iter(core.eval_jaxpr(lin.jaxpr, residuals,
+                                        *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
         tangents_out = [next(outs) if nz else Zero(a) for a, nz in zip(out_avals, nonzeros_out)]
         return tangents_out if multiple_results else tangents_out[0]
 
@@ -482,7 +484,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
         if any(is_undefined_primal(x) for x in invals):
             linear_eqns.append(eqn)
             continue
-        outs = eqn.primitive.bind(*invals, **eqn.params)
+        with core.source_info_of(eqn):
+            outs = eqn.primitive.bind(*invals, **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for v, x in safe_zip(eqn.outvars, outs):
             primal_env[v] = x
@@ -500,10 +503,13 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
                 f"'{eqn.primitive.name}' not implemented — see {_CHAPTER_REV}")
         invals = [read_primal(v) for v in eqn.invars]
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
-        cts_in = rule(ct_arg, *invals, **eqn.params)
-        for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
-            if is_undefined_primal(x):
-                write_ct(v, ct)
+        # JAX: jax/_src/interpreters/ad.py backward_pass — differs: the transposed equations
+        # get the scopes of the one they transpose, not wrapped in `transpose(...)`
+        with core.source_info_of(eqn):
+            cts_in = rule(ct_arg, *invals, **eqn.params)
+            for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
+                if is_undefined_primal(x):
+                    write_ct(v, ct)
     out = []
     for v, x in safe_zip(jaxpr.invars, primals_in):
         if is_undefined_primal(x):

@@ -9,6 +9,7 @@ Mirrors jax/_src/interpreters/mlir.py. Taught in chapters/07-jit.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -256,21 +257,54 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
         env[v] = ir_constant(core.to_numpy(c, v.aval))
     for v, a in zip(jaxpr.invars, args):
         env[v] = a
-    for eqn in jaxpr.eqns:
-        rule = _lowerings.get(eqn.primitive)
-        if rule is None:
-            raise NotImplementedError(
-                f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
-                f"see {_CHAPTER}")
-        ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
-        outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
-        if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
-            outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
-        for v, o in zip(eqn.outvars, outs):
-            if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
-                o = _constrain(o, v.aval)
-            env[v] = o
+    outer = _name_stack[0]
+    try:
+        for eqn in jaxpr.eqns:
+            rule = _lowerings.get(eqn.primitive)
+            if rule is None:
+                raise NotImplementedError(
+                    f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
+                    f"see {_CHAPTER}")
+            ctx = LoweringRuleContext([v.aval for v in eqn.invars],
+                                      [v.aval for v in eqn.outvars])
+            # JAX: jax/_src/interpreters/mlir.py source_info_to_location — differs: the name
+            # alone, no file location inside. The ops get `loc("jit(f)/scope/prim")`, which
+            # XLA keeps as their op_name metadata; ops of inner jaxprs (a jit's, a branch's)
+            # get names under this equation's scopes
+            names = _name_stack[0] = _join(outer, eqn.name_stack)
+            with ir.Location.name(_join(names, eqn.primitive.name)):
+                outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
+                if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
+                    outs = [outs]  # a rule may give its one value alone, or in a list
+                for v, o in zip(eqn.outvars, outs):
+                    if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
+                        o = _constrain(o, v.aval)
+                    env[v] = o
+    finally:
+        _name_stack[0] = outer
     return [read(v) for v in jaxpr.outvars]
+
+
+# JAX: jax/_src/interpreters/mlir.py LoweringRuleContext.name_stack — differs: one name stack
+# for the lowering in progress instead of a field of each rule's context: the scopes of the
+# equation being lowered, after its enclosing jits' names (`jit(f)/jit(g)/inner`)
+_name_stack = [""]
+
+
+def _join(prefix: str, name: str) -> str:
+    return f"{prefix}/{name}" if prefix and name else prefix or name
+
+
+@contextlib.contextmanager
+def extend_name_stack(name: str):
+    """Inside the block, the ops lowered get `name` after the current equation's names (a jit
+    adds `jit(g)`, a cond's branch `cond/branch_0_fun`, as JAX's lowerings do)."""
+    prev = _name_stack[0]
+    _name_stack[0] = _join(prev, name)
+    try:
+        yield
+    finally:
+        _name_stack[0] = prev
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_fun
@@ -421,8 +455,12 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
             pushed = True
             with ir.InsertionPoint(entry):
                 set_tokens(effs, entry.arguments[nd:nd + ntok])
-                outs = lower_jaxpr(closed.jaxpr, closed.consts,
-                                   list(entry.arguments)[nd + ntok:])
+                prev, _name_stack[0] = _name_stack[0], f"jit({name})"  # as JAX names `main`
+                try:
+                    outs = lower_jaxpr(closed.jaxpr, closed.consts,
+                                       list(entry.arguments)[nd + ntok:])
+                finally:
+                    _name_stack[0] = prev
                 if kinds:  # as JAX: every output given a sharding is placed, "device" too
                     outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
                             for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]

@@ -154,7 +154,8 @@ class DynamicJaxprTrace(core.Trace):
         multiple = primitive.multiple_results
         outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
         self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
-                                        source_info=core.user_source_info()))
+                                        source_info=core.user_source_info(),
+                                        name_stack=core.trace_ctx.name_stack))
         outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 
@@ -176,7 +177,7 @@ def trace_to_jaxpr_dynamic(fun: Callable, in_avals: Sequence[ShapedArray], *,
     trace = DynamicJaxprTrace(fun_name, purpose)
     try:
         in_tracers = [trace.new_arg(a) for a in in_avals]
-        with core.set_current_trace(trace):
+        with core.set_current_trace(trace), core.reset_name_stack():
             outs = fun(*in_tracers)
         jaxpr, consts = trace.to_jaxpr(outs)
     finally:

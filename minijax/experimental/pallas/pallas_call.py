@@ -378,7 +378,7 @@ def _trace_kernel(kernel, kernel_name, grid, ref_avals) -> ClosedJaxpr:
         refs = [trace.new_arg(a) for a in ref_avals]
         _grid_ctx.stack.append(grid)
         try:
-            with core.set_current_trace(trace):
+            with core.set_current_trace(trace), core.reset_name_stack():
                 out = kernel(*refs)
         finally:
             _grid_ctx.stack.pop()

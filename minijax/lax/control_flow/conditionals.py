@@ -447,7 +447,8 @@ def _cond_lowering(ctx, index, *args, branches):
         block = case_op.regions[i].blocks.append()
         with mlir.ir.InsertionPoint(block):
             mlir.set_tokens(effs, tokens)
-            outs = mlir.lower_jaxpr(b.jaxpr, b.consts, args)
+            with mlir.extend_name_stack(f"cond/branch_{i}_fun"):  # JAX's op names
+                outs = mlir.lower_jaxpr(b.jaxpr, b.consts, args)
             mlir.hlo.return_([*mlir.get_tokens(effs), *outs])
     results = list(case_op.results)
     mlir.set_tokens(effs, results[:len(effs)])

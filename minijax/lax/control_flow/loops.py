@@ -502,8 +502,11 @@ def _scan_lowering(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, un
             sliced = hlo.dynamic_slice(x, [idx] + [zero] * (a.ndim - 1), [1, *a.shape[1:]])
             x_slices.append(hlo.reshape(mlir.aval_to_ir_type(a.update(shape=a.shape[1:])),
                                         sliced))
-        new_carry, y = split_list(mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts,
-                                                   [*consts, *carry, *x_slices]), [num_carry])
+        # JAX lowers scan to a while loop whose body calls the scan body: its op names
+        with mlir.extend_name_stack("while/body/closed_call"):
+            new_carry, y = split_list(mlir.lower_jaxpr(jaxpr.jaxpr, jaxpr.consts,
+                                                       [*consts, *carry, *x_slices]),
+                                      [num_carry])
         new_ys = []
         for buf, v, a in safe_zip(ys, y, ys_avals):
             update = hlo.reshape(mlir.aval_to_ir_type(a.update(shape=(1, *a.shape[1:]))), v)
@@ -833,13 +836,15 @@ def _while_lowering(ctx, *args, cond_jaxpr, body_jaxpr, cond_nconsts, body_ncons
     with ir.InsertionPoint(cond_block):
         cc, _, carry = split_list(list(cond_block.arguments)[ntok:],
                                   [cond_nconsts, body_nconsts])
-        hlo.return_(mlir.lower_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, [*cc, *carry]))
+        with mlir.extend_name_stack("while/cond"):  # JAX's op names
+            hlo.return_(mlir.lower_jaxpr(cond_jaxpr.jaxpr, cond_jaxpr.consts, [*cc, *carry]))
     body_block = while_op.regions[1].blocks.append(*types)
     with ir.InsertionPoint(body_block):
         tokens, cc, bc, carry = split_list(list(body_block.arguments),
                                            [ntok, cond_nconsts, body_nconsts])
         mlir.set_tokens(effs, tokens)
-        new = mlir.lower_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, [*bc, *carry])
+        with mlir.extend_name_stack("while/body"):
+            new = mlir.lower_jaxpr(body_jaxpr.jaxpr, body_jaxpr.consts, [*bc, *carry])
         hlo.return_([*mlir.get_tokens(effs), *cc, *bc, *new])
     results = list(while_op.results)
     mlir.set_tokens(effs, results[:ntok])
