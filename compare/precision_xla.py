@@ -2,7 +2,7 @@
 
 Runs minijax and JAX (the precision levels, `default_matmul_precision`, accumulation types and
 per-function compiler options, the dot algorithm presets and HLO dumps through `XLA_FLAGS` run
-under both; op metadata runs in JAX only).
+under both; the op metadata that `named_scope` names give is checked by the profiling topic).
 The program shows:
 
 * `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
