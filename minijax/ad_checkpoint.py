@@ -399,7 +399,7 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
             continue
         e = eqns[i]
         eqns[i] = JaxprEqn(e.invars, [new if o is v else o for o in e.outvars], e.primitive,
-                           e.params, e.effects, e.source_info)
+                           e.params, e.effects, e.source_info, e.ctx)
         eqns.insert(i + 1, JaxprEqn([new], [v], reduce_precision_p, params))
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
 

@@ -28,16 +28,18 @@ BUDGETS = {
     "api_util": 140,
     "array": 225,  # + __dlpack__ (35)
     "callback": 325,
+    "compute_on": 40,  # compute_on, extend_compute_type (issue 34)
     "compiler": 610,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
     #                  one-device meshes (34); jax_default_device (24)
-    "config": 275,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
+    "config": 285,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
-    #                     jax_default_device (24)
-    "core": 870,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
-    #                     a user's primitive, source info for print_saved_residuals (24)
+    #                     jax_default_device (24); compute_on's trace state (34)
+    "core": 895,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     a user's primitive, source info for print_saved_residuals (24);
+    #                     JaxprEqnContext: the compute_on of each equation (34)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
@@ -59,7 +61,8 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1435,  # JAX's rule signatures for user batchers, lowerings (24);
+    "interpreters": 1480,  # JAX's rule signatures for user batchers, lowerings (24);
+    #                       compute_on's marks in the lowering (34);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32);

@@ -9,6 +9,7 @@ Mirrors jax/_src/interpreters/mlir.py. Taught in chapters/07-jit.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -219,7 +220,9 @@ def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
     if not is_static(aval_out.shape):
         return hlo.dynamic_broadcast_in_dim(out_type, x,
                                             eval_dynamic_shape_as_tensor(aval_out.shape), dims)
-    return hlo.broadcast_in_dim(out_type, x, dims)
+    out = hlo.broadcast_in_dim(out_type, x, dims)
+    wrap_compute_type_in_place(out)
+    return out
 
 
 def nary_lowering(op_name: str) -> Callable:
@@ -263,14 +266,73 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
                 f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
                 f"see {_CHAPTER}")
         ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
-        outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
-        if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
-            outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
+        with _compute_type_of(eqn):
+            outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
+            if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
+                outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
+            for o in outs:
+                wrap_compute_type_in_place(o)
         for v, o in zip(eqn.outvars, outs):
             if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
                 o = _constrain(o, v.aval)
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_on: where XLA runs an op
+# ---------------------------------------------------------------------------------------------
+
+# The compute type of the equation being lowered: an equation traced under `compute_on` sets
+# it, and the equations of a `jit` it calls (inlined here) inherit it, as the ops of the
+# function JAX calls do from the `call` op carrying the attribute.
+_compute_type: list = [None]
+_NO_COMPUTE_TYPE = contextlib.nullcontext()
+
+
+def _compute_type_of(eqn: core.JaxprEqn):
+    if eqn.ctx is None or eqn.ctx.compute_type == _compute_type[0]:
+        return _NO_COMPUTE_TYPE
+    return _compute_type_set(eqn.ctx.compute_type)
+
+
+@contextlib.contextmanager
+def _compute_type_set(c_type: str):
+    outer, _compute_type[0] = _compute_type[0], c_type
+    try:
+        yield
+    finally:
+        _compute_type[0] = outer
+
+
+# JAX: jax/_src/interpreters/mlir.py map_compute_type
+def map_compute_type(c_type: str) -> str:
+    """XLA's name for a `compute_on` compute type ('device_host' -> 'host')."""
+    names = {"device_host": "host", "device": "dense", "tpu_sparsecore": "sparseoffload"}
+    if c_type not in names:
+        raise ValueError(f"Invalid compute type {c_type}. Current supported values are "
+                         "`device_host`, `device` and `tpu_sparsecore`")
+    return names[c_type]
+
+
+# JAX: jax/_src/interpreters/mlir.py wrap_compute_type_in_place
+def wrap_compute_type_in_place(value) -> None:
+    """Mark the op that made `value` with the compute type in force: `mhlo.frontend_attributes
+    = {_xla_compute_type = "host"}` (a GPU stream: `_xla_stream_annotation`), merged with the
+    frontend attributes it has. A block argument (an input passed through) is left alone."""
+    c_type = _compute_type[0]
+    if c_type is None or not isinstance(value, ir.Value) or isinstance(value.owner, ir.Block):
+        return
+    op = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    if c_type.startswith("gpu_stream:"):
+        attrs = {"_xla_stream_annotation": ir.StringAttr.get(c_type.split(":", 1)[1]),
+                 "inlineable": ir.StringAttr.get("false")}
+    else:
+        attrs = {"_xla_compute_type": ir.StringAttr.get(map_compute_type(c_type))}
+    if "mhlo.frontend_attributes" in op.attributes:
+        attrs = {a.name: a.attr for a in ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+                 } | attrs
+    op.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(attrs)
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_fun

@@ -154,7 +154,8 @@ class DynamicJaxprTrace(core.Trace):
         multiple = primitive.multiple_results
         outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
         self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
-                                        source_info=core.user_source_info()))
+                                        source_info=core.user_source_info(),
+                                        ctx=core.current_jaxpr_eqn_context()))
         outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 
