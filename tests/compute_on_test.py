@@ -11,7 +11,7 @@ import pytest
 
 import minijax
 import minijax.experimental.compute_on  # noqa: F401
-from compare.compute_on import compiled_marks, lowered_marks, nested_and_cache
+from compare.compute_on import compiled_marks, lowered_marks, nested_and_cache, scan_program
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 
@@ -123,3 +123,18 @@ def test_error_inside_block_leaves_no_compute_type_behind():
             minijax.jit(lambda x: minijax.lax.add(x, np.ones(3, np.int32)))(X)
     assert minijax.config.compute_on_context_manager is None
     assert minijax.core.current_jaxpr_eqn_context() is None
+
+
+def test_scan_in_a_host_block_is_marked_whole_like_jax():
+    w = np.eye(6, dtype=np.float32) * 0.5
+    xs = np.stack([X, -X, 2 * X])
+    got = {}
+    for name, J in MODULES:
+        loss = J.jit(scan_program(J))
+        got[name] = (np.asarray(loss(w, xs)), np.asarray(J.jit(J.grad(scan_program(J)))(w, xs)),
+                     lowered_marks(loss.lower(w, xs).as_text()))
+    for a, b in zip(got["minijax"][:2], got["jax"][:2]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    for _, _, marks in got.values():
+        for op in ("while", "dynamic_slice", "dot_general", "tanh", "compare"):
+            assert marks[op] == ["host"], (op, marks)

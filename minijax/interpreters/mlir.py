@@ -266,12 +266,13 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
                 f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
                 f"see {_CHAPTER}")
         ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
+        operands = list(map(read, eqn.invars))
         with _compute_type_of(eqn):
-            outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
+            start = _ops_so_far()
+            outs = rule(ctx, *operands, **eqn.params)
             if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
                 outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
-            for o in outs:
-                wrap_compute_type_in_place(o)
+            _mark_ops_since(start, outs)
         for v, o in zip(eqn.outvars, outs):
             if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
                 o = _constrain(o, v.aval)
@@ -320,10 +321,16 @@ def wrap_compute_type_in_place(value) -> None:
     """Mark the op that made `value` with the compute type in force: `mhlo.frontend_attributes
     = {_xla_compute_type = "host"}` (a GPU stream: `_xla_stream_annotation`), merged with the
     frontend attributes it has. A block argument (an input passed through) is left alone."""
-    c_type = _compute_type[0]
-    if c_type is None or not isinstance(value, ir.Value) or isinstance(value.owner, ir.Block):
+    if _compute_type[0] is None or not isinstance(value, ir.Value) or isinstance(
+            value.owner, ir.Block):
         return
-    op = value.owner.operation if hasattr(value.owner, "operation") else value.owner
+    _mark_op(value.owner.operation if hasattr(value.owner, "operation") else value.owner)
+
+
+def _mark_op(op) -> None:
+    c_type = _compute_type[0]
+    if op.name in _UNMARKED:
+        return
     if c_type.startswith("gpu_stream:"):
         attrs = {"_xla_stream_annotation": ir.StringAttr.get(c_type.split(":", 1)[1]),
                  "inlineable": ir.StringAttr.get("false")}
@@ -333,6 +340,36 @@ def wrap_compute_type_in_place(value) -> None:
         attrs = {a.name: a.attr for a in ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
                  } | attrs
     op.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(attrs)
+    if op.name in _CONTROL_FLOW:  # a loop's or branch's own bookkeeping runs there too
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    _mark_op(inner.operation)
+
+
+# JAX traces a loop's counter and slicing as equations (scan lowers through lower_fun), so
+# they carry the mark; a reducer's or comparator's body is built op by op and does not.
+_UNMARKED = frozenset({"stablehlo.constant", "stablehlo.return", "func.return"})
+_CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
+
+
+def _ops_so_far():
+    if _compute_type[0] is None:
+        return None
+    block = ir.InsertionPoint.current.block
+    return block, len(block.operations)
+
+
+def _mark_ops_since(start, outs) -> None:
+    """Mark every op a rule emitted at the insertion point (and inside the loops and branches
+    among them), and the ops that made its results."""
+    if start is None:
+        return
+    block, n = start
+    for op in list(block.operations)[n:]:
+        _mark_op(op.operation)
+    for o in outs:
+        wrap_compute_type_in_place(o)
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_fun
