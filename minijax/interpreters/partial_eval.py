@@ -155,7 +155,8 @@ class DynamicJaxprTrace(core.Trace):
         outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
         self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
                                         source_info=core.user_source_info(),
-                                        ctx=core.current_jaxpr_eqn_context()))
+                                        ctx=config.compute_on_context_manager and
+                                        core.current_jaxpr_eqn_context()))
         outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 
