@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import contextlib
 
+from minijax import api, tree_util
 from minijax.config import config
+from minijax.dispatch import MemorySpace
 
 _VALID = ("device_host", "device", "tpu_sparsecore")
 
@@ -46,6 +48,35 @@ def compute_on(compute_type: str):
     _check_valid(compute_type)
     with extend_compute_type(compute_type):
         yield
+
+
+# JAX: jax/_src/compute_on.py compute_on2 — differs: no `compute_on` primitive: `f` is staged
+# as a `jit` traced under the compute type (its ops carry the same marks) and each output is
+# put in its memory space with `device_put`; no compiler options
+def compute_on2(f=None, *, compute_type: str, out_memory_spaces, compiler_options=None):
+    """`compute_on2(f, compute_type='device_host', out_memory_spaces=memory.Space.Device)` (or
+    as a decorator): `f` staged as one `jit` whose operations run where `compute_type` says,
+    its outputs placed in `out_memory_spaces` (a `memory.Space`, or a tree of them that is a
+    prefix of `f`'s outputs). Raises TypeError / ValueError for a bad compute type as
+    `compute_on` does, NotImplementedError for `compiler_options`."""
+    if f is None:
+        return lambda g: compute_on2(g, compute_type=compute_type,
+                                     out_memory_spaces=out_memory_spaces,
+                                     compiler_options=compiler_options)
+    if not isinstance(compute_type, str):
+        raise TypeError("`compute_on`'s compute_type argument must be a string.")
+    _check_valid(compute_type)
+    if compiler_options is not None:
+        raise NotImplementedError("compute_on2: minijax passes no compiler_options to XLA")
+    staged = api.jit(f)
+
+    def wrapped(*args):
+        with extend_compute_type(compute_type):
+            outs = staged(*args)
+        spaces = tree_util.tree_broadcast(out_memory_spaces, outs)
+        return tree_util.tree_map(
+            lambda x, s: x if s is MemorySpace.Device else api.device_put(x, s), outs, spaces)
+    return wrapped
 
 
 # JAX: jax/_src/compute_on.py _check_valid

@@ -138,3 +138,34 @@ def test_scan_in_a_host_block_is_marked_whole_like_jax():
     for _, _, marks in got.values():
         for op in ("while", "dynamic_slice", "dot_general", "tanh", "compare"):
             assert marks[op] == ["host"], (op, marks)
+
+
+
+def compute_on2_program(J):
+    jnp, co = J.numpy, J.experimental.compute_on
+
+    @co.compute_on2(compute_type="device_host", out_memory_spaces=J.memory.Space.Device)
+    def host_part(x):
+        return jnp.sin(x) * 2.0, jnp.cos(x)
+
+    def f(x):
+        a, b = host_part(x)
+        return jnp.sum(a * b + x)
+    return f
+
+
+def test_compute_on2_matches_jax():
+    got = {}
+    for name, J in MODULES:
+        f = compute_on2_program(J)
+        text = J.jit(f).lower(X).as_text()
+        got[name] = (np.asarray(J.jit(f)(X)), np.asarray(J.jit(J.grad(f))(X)),
+                     np.asarray(J.vmap(f)(np.stack([X, -X]))), np.asarray(f(X)),
+                     {op: m for op, m in lowered_marks(text).items() if op != "custom_call"})
+    for a, b in zip(got["minijax"][:4], got["jax"][:4]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert got["minijax"][4] == got["jax"][4] and got["jax"][4]["sine"] == ["host"]
+    for _, J in MODULES:
+        with pytest.raises(ValueError, match="Invalid compute type"):
+            J.experimental.compute_on.compute_on2(lambda x: x, compute_type="gpu",
+                                                  out_memory_spaces=J.memory.Space.Device)

@@ -28,7 +28,7 @@ BUDGETS = {
     "api_util": 140,
     "array": 225,  # + __dlpack__ (35)
     "callback": 325,
-    "compute_on": 40,  # compute_on, extend_compute_type (issue 34)
+    "compute_on": 70,  # compute_on, extend_compute_type, compute_on2 over jit (issue 34)
     "compiler": 610,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
