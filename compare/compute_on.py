@@ -128,6 +128,20 @@ def scan_program(J):
     return loss
 
 
+def compute_on2_program(J):
+    """`compute_on2`: the function staged whole, its outputs placed in device memory."""
+    jnp, co = J.numpy, J.experimental.compute_on
+
+    @co.compute_on2(compute_type="device_host", out_memory_spaces=J.memory.Space.Device)
+    def host_part(h):
+        return jnp.sin(h) * 2.0, jnp.cos(h)
+
+    def loss(w, x):
+        a, b = host_part(x @ w)
+        return jnp.sum(a * b + x @ w)
+    return loss
+
+
 PROGRAMS = {"block in jit": block_program, "decorated jitted function": decorated_program}
 
 
@@ -225,6 +239,14 @@ def compute_on_part(res: TopicResult, quick: bool) -> None:
                                   for name in scan_marks))
     only_jax = sorted(op for op, m in scan_marks["jax"].items()
                       if "host" in m and "host" not in scan_marks["minijax"].get(op, []))
+    got = {name: run_program(J, compute_on2_program, w, x) for name, J in MODULES}
+    for key in ("value", "grad", "vmap"):
+        res.check(f"compute_on2: {key} equals JAX's", got["minijax"][key], got["jax"][key],
+                  rtol=2e-4, atol=2e-5)
+    c2 = {name: {op: m for op, m in lowered_marks(g["lowered"]).items() if op != "custom_call"}
+          for name, g in got.items()}
+    res.check_true("compute_on2: the lowered ops marked host equal JAX's (JAX's placement "
+                   "custom calls left out)", c2["minijax"] == c2["jax"])
     dense = {name: lowered_marks(J.jit(block_program(J, "device")).lower(w, x).as_text())
              for name, J in MODULES}
     res.check_true("compute_on('device') marks the same ops \"dense\" as JAX",
@@ -270,6 +292,11 @@ def compute_on_part(res: TopicResult, quick: bool) -> None:
         "that wraps them). With JAX 0.10.2 on the CPU backend the marked programs compile "
         "and run, and their values and gradients equal the unmarked program's.\n\n"
         f"A bad compute type raises the same error in both: `{errors[0]}`; `{errors[1]}`."
+        "\n\n`compute_on2(f, compute_type=..., out_memory_spaces=...)` stages `f` whole: "
+        "in JAX as one `compute_on` equation (lowered to a marked `call`, each output "
+        "wrapped in an `annotate_device_placement` naming its memory), in minijax as a `jit` "
+        "traced under the compute type with a `device_put` per output; values and marked "
+        "ops agree (checked above)."
         "\n\nControl flow: a `scan` inside a host block is marked whole, the `while` loop, "
         "its counter, its slicing and its body, in both modules (JAX lowers `scan` through "
         "a traced implementation whose equations carry the mark; minijax marks the ops its "

@@ -4,6 +4,8 @@ under jit, grad and vmap, the `_xla_compute_type` attribute on the lowered ops a
 compiled program's instructions, the cache key, and the errors. Named like JAX's
 tests/compute_on_test.py."""
 
+import functools
+
 import jax
 import jax.experimental.compute_on  # noqa: F401
 import numpy as np
@@ -11,7 +13,8 @@ import pytest
 
 import minijax
 import minijax.experimental.compute_on  # noqa: F401
-from compare.compute_on import compiled_marks, lowered_marks, nested_and_cache, scan_program
+from compare.compute_on import (compiled_marks, compute_on2_program, lowered_marks,
+                                nested_and_cache, scan_program)
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 
@@ -42,6 +45,7 @@ def decorated_program(J):
 
 
 X = np.linspace(-1.0, 2.0, 6, dtype=np.float32)
+X2, W = X.reshape(2, 3), np.linspace(0.5, -0.5, 9, dtype=np.float32).reshape(3, 3)
 
 
 @pytest.mark.parametrize("program", [block_program, decorated_program])
@@ -141,26 +145,13 @@ def test_scan_in_a_host_block_is_marked_whole_like_jax():
 
 
 
-def compute_on2_program(J):
-    jnp, co = J.numpy, J.experimental.compute_on
-
-    @co.compute_on2(compute_type="device_host", out_memory_spaces=J.memory.Space.Device)
-    def host_part(x):
-        return jnp.sin(x) * 2.0, jnp.cos(x)
-
-    def f(x):
-        a, b = host_part(x)
-        return jnp.sum(a * b + x)
-    return f
-
-
 def test_compute_on2_matches_jax():
     got = {}
     for name, J in MODULES:
-        f = compute_on2_program(J)
-        text = J.jit(f).lower(X).as_text()
-        got[name] = (np.asarray(J.jit(f)(X)), np.asarray(J.jit(J.grad(f))(X)),
-                     np.asarray(J.vmap(f)(np.stack([X, -X]))), np.asarray(f(X)),
+        f = functools.partial(compute_on2_program(J), W)
+        text = J.jit(f).lower(X2).as_text()
+        got[name] = (np.asarray(J.jit(f)(X2)), np.asarray(J.jit(J.grad(f))(X2)),
+                     np.asarray(J.vmap(f)(np.stack([X2, -X2]))), np.asarray(f(X2)),
                      {op: m for op, m in lowered_marks(text).items() if op != "custom_call"})
     for a, b in zip(got["minijax"][:4], got["jax"][:4]):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
