@@ -6,7 +6,7 @@ of magnitude"), percentages and tolerances
 ("within 1e-6"). Each must be one of:
 
 (a) shown: the number, written the same way ("97%", "1e-4", "540x"; a tolerance by its value),
-    appears in one of the chapter's ```output / ```output-timing blocks;
+    appears in an ```output / ```output-timing block of the same `## ` section;
 (b) tied to a printed value by a marker after it in its paragraph, with no other claim in
     between: `<!-- printed: A -->` or `<!-- printed: A / B -->`, optionally ending `within 25%`
     (10% otherwise). A and B are each a number shown in an output block ("1.84"), or a regex
@@ -113,6 +113,16 @@ def claims(text: str) -> list[Claim]:
 def _outputs(text: str) -> str:
     return "\n".join(m.group(2) for m in _FENCED.finditer(text)
                      if m.group(1) in ("output", "output-timing"))
+
+
+def _section(text: str, line: int) -> str:
+    """The `## ` section of `text` holding `line` (1-based), fenced blocks included: where (a)
+    looks for a claim's number, so that the same number printed elsewhere does not count."""
+    lines = text.splitlines()
+    heads = [i for i, row in enumerate(_prose(text).splitlines(), 1) if row.startswith("## ")]
+    start = max([h for h in heads if h <= line], default=1)
+    end = min([h for h in heads if h > line], default=len(lines) + 1)
+    return "\n".join(lines[start - 1:end - 1])
 
 
 def _number(s: str) -> float:
@@ -228,9 +238,10 @@ def problems(text: str, name: str, topics=None) -> list[str]:
         if above and above.group(1) == "run":
             run_topic(above.group(2), here)
             continue
-        paragraph = "\n".join(lines[first - 1:last])
-        if _shown(claim, outputs) or any(claim.text in f and f in " ".join(paragraph.split())
-                                         for f in facts):
+        paragraph = " ".join(" ".join(lines[first - 1:last]).split())
+        if _shown(claim, _outputs(_section(text, claim.line))):
+            continue
+        if any(claim.text in f and f in paragraph for f in facts):
             continue
         out.append(f"{here}: no output block shows it, no marker ties it to one, and it is "
                    "not a listed fact")
@@ -252,6 +263,8 @@ FACTS: list[tuple[str, str, str]] = [
     ("19", "masked scores become -1e30", "the constant the model's code uses"),
     ("19", "the mask only hides half of it", "a causal mask keeps T(T+1)/2 of T² scores"),
     ("20", "to 1e-4 relative", "the tolerance the test checks"),
+    ("20", "defaults to 1e-6", "nnx.LayerNorm's default epsilon"),
+    ("20", "(here 1e-5, as in", "the model's layer-norm epsilon"),
     ("20", "a clip a quarter of it", "the solution's choice (its code divides by 4)"),
     ("21", "adds 0.01 times its sum", "the model's aux_weight setting"),
     ("21", "with a factor of 1 exactly the", "capacity_factor's meaning: C is the mean load"),
@@ -351,3 +364,16 @@ def test_bounds_and_orders_of_magnitude():
     assert problems(out + within.replace("ten", "five"), "99-x.md") != []
     # chapter 18's old "within 1e-6" beside a block that prints 0: the prose should say 0
     assert "'1e-6'" in problems(out + "The losses agree within 1e-6.\n", "99-x.md")[0]
+
+
+@pytest.mark.parametrize("chapter, true, stale", [
+    ("06", "about twice as slowly", "about five times as slowly"),  # a marker's claim
+    ("27", "misses by 15%", "misses by 40%"),  # a ratio of two printed numbers
+    ("20", "without it the run differs by 1e-3", "without it the run differs by 1e-2"),  # shown
+], ids=["marker", "ratio", "shown"])
+def test_a_chapter_made_stale_fails(chapter, true, stale):
+    (path,) = (ROOT / "chapters").glob(f"{chapter}-*.md")
+    text = path.read_text()
+    assert true in text and problems(text, path.name) == []
+    (found,) = problems(text.replace(true, stale), path.name)
+    assert f"{path.name}:" in found and re.search(r"'(five times|40%|1e-2)'", found), found
