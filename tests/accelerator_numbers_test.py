@@ -39,26 +39,45 @@ def test_interpret_reaches_every_pallas_call():
         "interpret mode" in message
 
 
-def test_flash_measurement_in_interpret_mode():
-    seq, d, tokens, hidden = 16, 8, 32, 16
-    got = A.measure_flash([seq], [d], tokens=tokens, hidden=hidden, block=8, interpret=True,
-                          reps=1)
+SEQ, D, TOKENS, HIDDEN = 16, 8, 32, 16
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory):
+    """What the GPU run does, on the CPU at tiny sizes in interpret mode: (results, file)."""
+    out = tmp_path_factory.mktemp("accelerator") / "accelerator.json"
+    results = A.run(out, seqs=[SEQ], dims=[D], reps=1, tokens=TOKENS, hidden=HIDDEN, block=8,
+                    dtype=np.float32, interpret=True, compiler_params=None, offload_mib=[1],
+                    oom_bytes=2**44)
+    return results, out
+
+
+def test_a_run_saves_what_it_returns(cpu_run):
+    results, out = cpu_run
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results, default=float))
+    assert (results["device_kind"], results["jax_version"]) == (
+        jax.devices()[0].device_kind, jax.__version__)
+    assert results["peak_bf16_tflops"] is None  # a CPU is not in the table
+
+
+def test_flash_measurement_in_interpret_mode(cpu_run):
+    got = cpu_run[0]["flash_attention"]
     rows = {r["impl"]: r for r in got["rows"]}
     assert set(rows) == {"pallas", "dot_product_attention xla", "dot_product_attention cudnn"}
     assert "error" in rows["dot_product_attention cudnn"]  # no cuDNN on a CPU
-    batch_heads = (tokens // seq) * (hidden // d)
-    causal_fwd = 4 * batch_heads * seq * seq * d / 2  # two matmuls, half the scores masked
+    batch_heads = (TOKENS // SEQ) * (HIDDEN // D)
+    causal_fwd = 4 * batch_heads * SEQ * SEQ * D / 2  # two matmuls, half the scores masked
     for impl in ("pallas", "dot_product_attention xla"):
         r = rows[impl]
-        assert (r["batch"], r["heads"], r["causal"]) == (tokens // seq, hidden // d, True)
+        assert (r["batch"], r["heads"], r["causal"]) == (TOKENS // SEQ, HIDDEN // D, True)
         assert r["max_abs_diff_vs_xla"] < 1e-5
         assert np.isclose(r["fwd_tflops"], causal_fwd / (r["fwd_ms"] / 1e3) / 1e12)
         assert np.isclose(r["fwd_bwd_tflops"], 3.5 * causal_fwd / (r["fwd_bwd_ms"] / 1e3) / 1e12)
     assert "interpret mode" in got["minijax"]
 
 
-def test_memory_report_on_cpu():
-    got = A.measure_memory(oom_bytes=2**44)
+def test_memory_report_on_cpu(cpu_run):
+    got = cpu_run[0]["memory"]
     # the CPU client keeps no statistics: what the device itself says
     assert got["before_first_op"] is None and jax.devices()[0].memory_stats() is None
     for name in ("minijax", "jax"):
@@ -66,13 +85,41 @@ def test_memory_report_on_cpu():
         assert first.startswith("JaxRuntimeError: RESOURCE_EXHAUSTED") and str(2**44) in first
 
 
-def test_offload_timing_on_cpu():
-    got = A.measure_offload([1], reps=2)
+def test_offload_timing_on_cpu(cpu_run):
+    got = cpu_run[0]["offload"]
     assert [r["module"] for r in got["rows"]] == ["minijax", "jax"]
     for r in got["rows"]:
         assert r["round_trip_equal"] and r["host_kind"] == "pinned_host"
         for key in ("to_host", "to_device"):
             assert np.isclose(r[f"{key}_gbs"], 2**20 / (r[f"{key}_ms"] / 1e3) / 1e9)
+
+
+def test_chapters_reader_prints_the_run(cpu_run, capsys):
+    results, out = cpu_run
+    A.show("flash_attention", out)
+    said = capsys.readouterr().out
+    assert "is not in PEAK_BF16_TFLOPS" in said
+    pallas = results["flash_attention"]["rows"][0]
+    assert f"{pallas['fwd_ms']:9.3f}{pallas['fwd_tflops']:9.1f}{'-':>8}" in said
+    A.show("offload", out)
+    said = capsys.readouterr().out
+    for r in results["offload"]["rows"]:
+        assert f"{r['to_host_gbs']:20.1f} {r['to_device_gbs']:15.1f}" in said
+    A.show("memory", out)
+    assert f"{2**44 / 2**30:.1f} GiB" in capsys.readouterr().out
+
+
+def test_a_section_that_failed_is_saved_as_its_error(tmp_path, capsys):
+    out = tmp_path / "accelerator.json"
+    results = A.run(out, seqs=[], dims=[], reps=1, tokens=TOKENS, hidden=HIDDEN, block=8,
+                    dtype=np.float32, interpret=True, compiler_params=None, offload_mib=[],
+                    oom_bytes=None)  # on a CPU there is no bytes_limit to go past
+    assert results["memory"] == {"error": "ValueError: measure_memory: cpu keeps no "
+                                 "memory_stats(), so there is no pool to go past; pass oom_bytes"}
+    assert results["flash_attention"]["rows"] == [] and results["offload"] == {"rows": []}
+    capsys.readouterr()
+    A.show("memory", out)
+    assert "memory: ValueError: measure_memory" in capsys.readouterr().out
 
 
 def test_peak_table_matches_the_most_specific_name_first():

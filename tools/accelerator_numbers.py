@@ -100,6 +100,9 @@ def measure_memory(oom_bytes: int | None = None) -> dict:
     minijax.block_until_ready(y)
     after = dev.memory_stats()
     if oom_bytes is None:
+        if after is None:
+            raise ValueError(f"measure_memory: {dev.device_kind} keeps no memory_stats(), so "
+                             "there is no pool to go past; pass oom_bytes")
         oom_bytes = after["bytes_limit"] + 2**30
     report = {"first_op": "minijax.jit(lambda t: t @ t) of f32[1024,1024]",
               "before_first_op": before, "after_first_op": after,
@@ -245,7 +248,10 @@ def show(section: str, path: Path = PATH) -> None:
               "\nso nothing on this page was measured on a GPU.")
         return
     print(f"{saved['device_kind']}, JAX {saved['jax_version']}, measured {saved['date']}")
-    data = saved[section]
+    data = saved.get(section, {"error": "not measured (the run stopped before it)"})
+    if "error" in data:
+        print(f"{section}: {data['error']}")
+        return
     if section == "flash_attention":
         peak = saved.get("peak_bf16_tflops")
         print(f"peak (dense bf16): {peak} TFLOP/s, from {saved['peak_source']}" if peak else
@@ -280,6 +286,35 @@ def show(section: str, path: Path = PATH) -> None:
 
 
 # ------------------------------------------------------------------ the script
+def run(out: Path, *, seqs, dims, reps: int, tokens: int, hidden: int, block: int, dtype,
+        interpret: bool, compiler_params, offload_mib, oom_bytes: int | None = None) -> dict:
+    """Measure the three sections in order (memory first: nothing has run on the device yet),
+    saving `out` after each, so a run cut short keeps what it measured; a section that raised
+    is saved as its error. Returns the results."""
+    import jax
+    dev = jax.devices()[0]
+    results = {"device_kind": dev.device_kind, "platform": dev.platform,
+               "jax_version": jax.__version__,
+               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+               "peak_bf16_tflops": peak_tflops(dev.device_kind), "peak_source": PEAK_SOURCE}
+    sections = (
+        ("memory", lambda: measure_memory(oom_bytes)),
+        ("flash_attention", lambda: measure_flash(
+            seqs, dims, tokens=tokens, hidden=hidden, block=block, dtype=dtype,
+            interpret=interpret, compiler_params=compiler_params, reps=reps)),
+        ("offload", lambda: measure_offload(offload_mib, reps=reps)))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    for name, measure in sections:
+        t0 = time.perf_counter()
+        try:
+            results[name] = measure()
+        except Exception as e:  # noqa: BLE001 - keep the other sections
+            results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
+        print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        out.write_text(json.dumps(results, indent=1, default=float) + "\n")
+    return results
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=PATH)
@@ -294,20 +329,11 @@ def main(argv=None) -> int:
               f"nothing measured, {args.out} not written")
         return 0
     from jax.experimental.pallas import triton as jplgpu
-    results = {"device_kind": dev.device_kind, "platform": dev.platform,
-               "jax_version": jax.__version__,
-               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
-               "peak_bf16_tflops": peak_tflops(dev.device_kind), "peak_source": PEAK_SOURCE}
-    results["memory"] = measure_memory()  # first: nothing has run on the device yet
-    print("memory done", flush=True)
-    results["flash_attention"] = measure_flash(
-        [int(s) for s in args.seqs.split(",")], [int(d) for d in args.dims.split(",")],
-        tokens=16384, hidden=2048, block=64, dtype=jax.numpy.bfloat16, interpret=False,
-        compiler_params=jplgpu.CompilerParams(num_warps=4, num_stages=2), reps=args.reps)
-    print("flash attention done", flush=True)
-    results["offload"] = measure_offload([16, 256, 1024], reps=args.reps)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=1, default=float) + "\n")
+    run(args.out, seqs=[int(s) for s in args.seqs.split(",")],
+        dims=[int(d) for d in args.dims.split(",")], reps=args.reps, tokens=16384, hidden=2048,
+        block=64, dtype=jax.numpy.bfloat16, interpret=False,
+        compiler_params=jplgpu.CompilerParams(num_warps=4, num_stages=2),
+        offload_mib=[16, 256, 1024])
     for section in ("flash_attention", "memory", "offload"):
         show(section, args.out)
     print("wrote", args.out)
