@@ -6,6 +6,7 @@ file whose numbers the test computes."""
 from __future__ import annotations
 
 import json
+import warnings
 
 import jax
 import numpy as np
@@ -37,6 +38,37 @@ def test_interpret_reaches_every_pallas_call():
     message = A.minijax_pallas_compiled()
     assert message.startswith("ValueError: pallas_call of fa_fwd_kernel") and \
         "interpret mode" in message
+
+
+@pytest.mark.parametrize("seq,d", [(512, 64), (8192, 128)])
+def test_the_gpu_kernels_lower_to_triton_for_cuda(seq, d):
+    # Lowering needs no GPU: the script's FlashAttention, bf16 with its blocks and compiler
+    # parameters, becomes Triton calls (forward: 1; with the backward's two kernels: 3), and
+    # Triton is not the deprecated Mosaic GPU path of pl.pallas_call.
+    K = pallas_kernels.build(jax, jpl, jplgpu, interpret=False,
+                             compiler_params=A.gpu_compiler_params())
+    sds = jax.ShapeDtypeStruct((4, seq, d), jax.numpy.bfloat16)
+
+    def flash(q, k, v):
+        return K.flash_attention(q, k, v, A.GPU_BLOCK, A.GPU_BLOCK, True)
+
+    def flash_fwd_bwd(q, k, v, do):
+        return jax.vjp(flash, q, k, v)[1](do)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for f, n_args, n_calls in ((flash, 3, 1), (flash_fwd_bwd, 4, 3)):
+            text = jax.jit(f).trace(*[sds] * n_args).lower(lowering_platforms=("cuda",)).as_text()
+            assert text.count("custom_call @__gpu$xla.gpu.triton") == n_calls
+            assert "mosaic_gpu" not in text
+
+
+def test_without_triton_parameters_pallas_call_takes_the_deprecated_mosaic_gpu_path():
+    K = pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
+    sds = jax.ShapeDtypeStruct((1024,), np.float32)
+    with pytest.warns(DeprecationWarning, match="Please migrate to ``plgpu.kernel``"):
+        text = jax.jit(K.vector_add).trace(sds, sds).lower(lowering_platforms=("cuda",)).as_text()
+    assert "custom_call @mosaic_gpu" in text
 
 
 SEQ, D, TOKENS, HIDDEN = 16, 8, 32, 16

@@ -15,7 +15,10 @@ Where `jax.devices()[0].platform == "gpu"` it measures, in one process:
   GB/s, under both modules.
 It writes them, with the device kind and the JAX version, to `--out`. Without a GPU it
 measures nothing, writes nothing and says so; chapters 16, 23 and 24 then print that no
-accelerator was used (`show`).
+accelerator was used (`show`). What a CPU can check, tests/accelerator_numbers_test.py does:
+every measurement at tiny sizes in interpret mode, and the GPU kernels lowered for CUDA
+(`lower(lowering_platforms=("cuda",))` needs no GPU) to Triton calls; Triton's compile to PTX
+and the timings need the GPU.
 
 How to run this on a GPU: on a machine with an NVIDIA GPU (Hopper or newer gives the numbers
 the chapters discuss; Triton needs Ampere or newer), install JAX's CUDA build of the pinned
@@ -52,6 +55,16 @@ PEAK_BF16_TFLOPS = (("H200", 989.5), ("H100 PCIe", 756.5), ("H100", 989.5), ("B2
                     ("A100", 312.0), ("L4", 121.0))
 PEAK_SOURCE = ("NVIDIA datasheets (H100/H200, A100, L4, HGX B200), dense BF16 tensor core = "
                "half the with-sparsity figure")
+
+
+GPU_BLOCK = 64  # query and key block rows of the FlashAttention kernels on a GPU
+
+
+def gpu_compiler_params():
+    """Triton's compiler parameters for the kernels: passing them picks the Triton backend
+    (the kernels use Triton-style masked loads and dots on blocks in registers)."""
+    from jax.experimental.pallas import triton as jplgpu
+    return jplgpu.CompilerParams(num_warps=4, num_stages=2)
 
 
 def peak_tflops(device_kind: str) -> float | None:
@@ -328,12 +341,10 @@ def main(argv=None) -> int:
         print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
               f"nothing measured, {args.out} not written")
         return 0
-    from jax.experimental.pallas import triton as jplgpu
     run(args.out, seqs=[int(s) for s in args.seqs.split(",")],
         dims=[int(d) for d in args.dims.split(",")], reps=args.reps, tokens=16384, hidden=2048,
-        block=64, dtype=jax.numpy.bfloat16, interpret=False,
-        compiler_params=jplgpu.CompilerParams(num_warps=4, num_stages=2),
-        offload_mib=[16, 256, 1024])
+        block=GPU_BLOCK, dtype=jax.numpy.bfloat16, interpret=False,
+        compiler_params=gpu_compiler_params(), offload_mib=[16, 256, 1024])
     for section in ("flash_attention", "memory", "offload"):
         show(section, args.out)
     print("wrote", args.out)
