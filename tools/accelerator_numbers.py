@@ -49,11 +49,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PATH = ROOT / "chapters" / "data" / "accelerator.json"
 
 # Dense (no 2:4 sparsity) BF16 tensor-core peaks, TFLOP/s: NVIDIA's datasheets list them with
-# sparsity, twice these figures (H100 SXM and H200: 1,979; H100 PCIe: 1,513; A100: 624; L4: 242;
-# B200 (HGX): 4,500). Matched against `device_kind` in this order (H200 before H100).
-PEAK_BF16_TFLOPS = (("H200", 989.5), ("H100 PCIe", 756.5), ("H100", 989.5), ("B200", 2250.0),
-                    ("A100", 312.0), ("L4", 121.0))
-PEAK_SOURCE = ("NVIDIA datasheets (H100/H200, A100, L4, HGX B200), dense BF16 tensor core = "
+# sparsity, twice these figures (H100 SXM and H200: 1,979; H100 PCIe: 1,513; H100 NVL: 1,671;
+# A100: 624; L4: 242; B200 (HGX): 4,500). Matched against `device_kind` in this order, the
+# specific names first (H200 and "H100 PCIe" before "H100").
+PEAK_BF16_TFLOPS = (("H200", 989.5), ("H100 PCIe", 756.5), ("H100 NVL", 835.5), ("H100", 989.5),
+                    ("B200", 2250.0), ("A100", 312.0), ("L4", 121.0))
+PEAK_SOURCE = ("NVIDIA datasheets (H100, H200, A100, L4, HGX B200), dense BF16 tensor core = "
                "half the with-sparsity figure")
 
 
