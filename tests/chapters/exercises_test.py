@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 from functools import partial
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -260,6 +261,39 @@ def test_scan_via_while_is_a_while_and_has_a_jvp(module):
     mine = minijax.jvp(run(minijax, module.scan_via_while), (C0,), (t,))
     ref = jax.jvp(run(jax, jax.lax.scan), (C0,), (t,))
     _close(mine[1], ref[1], 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# lowering_rules: five primitives lowered to StableHLO, the program run on XLA (chapter 07)
+# ---------------------------------------------------------------------------------------------
+
+def _lowered_programs(J):
+    jnp = J.numpy
+    r = np.random.default_rng(3)
+    args = lambda *shapes: [r.standard_normal(s).astype(np.float32) for s in shapes]
+    return [(lambda x, w, b: jnp.sum(jnp.sin(x @ w) * b, axis=0), args((4, 3), (3, 5), (5,))),
+            (lambda a, c, v: jnp.sum(J.lax.batch_matmul(a, c) * jnp.broadcast_to(
+                v[:, None, None], (2, 3, 4))), args((2, 3, 6), (2, 6, 4), (2,)))]
+
+
+def _stablehlo_ops(text: str) -> set[str]:
+    return set(re.findall(r"(?<!#)stablehlo\.(\w+)", text)) - {"return"}
+
+
+@_versions("lowering_rules")
+@pytest.mark.parametrize("J", [minijax, jax], ids=["minijax_jaxpr", "jax_jaxpr"])
+def test_lowering_rules_run_on_xla_as_jax_jit(module, J):
+    for (program, args), (ref, _) in zip(_lowered_programs(J), _lowered_programs(jax)):
+        closed = J.make_jaxpr(program)(*args)
+        (got,) = module.run(closed, *args)
+        want = jax.jit(ref)(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        _close(got, want)
+        # the same StableHLO operations as JAX's own lowering of the program
+        assert _stablehlo_ops(module.lower(closed)) == _stablehlo_ops(
+            jax.jit(ref).lower(*args).as_text())
+    with pytest.raises(NotImplementedError, match="'cos'"):
+        module.lower(J.make_jaxpr(J.numpy.cos)(X))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,6 +579,64 @@ def test_psum_scatter_transpose_gives_jax_gradients(module, monkeypatch):
                         mesh=_mesh(J), in_specs=J.P("i"), out_specs=J.P("i"))
         return lambda a: J.numpy.sum(f(J.numpy.tile(a, (8, 1))) * J.numpy.arange(16.0)[:, None])
     _close(minijax.grad(loss(minijax))(x), jax.grad(loss(jax))(x), 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# threefry: Threefry-2x32 and the keys and bits built on it, in NumPy (chapter 10)
+# ---------------------------------------------------------------------------------------------
+
+SEEDS = (0, 42, -1, 2 ** 31 - 1)
+SHAPES = ((), (1,), (7,), (3, 4), (2, 3, 5))
+
+
+@_versions("threefry")
+def test_threefry_hash_matches_jax(module):
+    import jax.extend.random
+    key = np.array([0x13198A2E, 0x03707344], np.uint32)
+    x0, x1 = rng.integers(0, 2 ** 32, (2, 3, 4), dtype=np.uint32)
+    y0, y1 = module.threefry2x32(key, x0, x1)
+    # JAX's hash takes the counter pairs as one array, first words then second words
+    want = np.asarray(jax.extend.random.threefry_2x32(key, np.concatenate([x0.ravel(),
+                                                                           x1.ravel()])))
+    assert y0.dtype == y1.dtype == np.uint32 and y0.shape == y1.shape == (3, 4)
+    np.testing.assert_array_equal(np.concatenate([y0.ravel(), y1.ravel()]), want)
+    x = np.array([0x80000001, 7, 0xFFFF0000], np.uint32)
+    want = [((int(v) << 13) | (int(v) >> 19)) & 0xFFFFFFFF for v in x]  # Python's big ints
+    np.testing.assert_array_equal(module.rotate_left(x, 13), want)
+
+
+@_versions("threefry")
+def test_threefry_keys_and_bits_match_jax_random(module):
+    for seed in SEEDS:
+        key = jax.random.key(seed)
+        data = module.threefry_seed(seed)
+        assert data.dtype == np.uint32
+        np.testing.assert_array_equal(data, jax.random.key_data(key))
+        for shape in SHAPES:
+            for width in (8, 16, 32):
+                want = np.asarray(jax.random.bits(key, shape, np.dtype(f"uint{width}")))
+                got = module.random_bits(data, shape, width)
+                assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+                np.testing.assert_array_equal(got, want)
+            got = module.uniform(data, shape)
+            assert got.dtype == np.float32 and got.shape == shape
+            np.testing.assert_array_equal(got, jax.random.uniform(key, shape))
+
+
+@_versions("threefry")
+def test_threefry_split_and_fold_in_match_jax_random(module):
+    for seed in SEEDS:
+        key, data = jax.random.key(seed), module.threefry_seed(seed)
+        for shape in (1, 3, (2, 2)):
+            np.testing.assert_array_equal(module.split(data, shape),
+                                          jax.random.key_data(jax.random.split(key, shape)))
+        for d in (0, 11, 2 ** 32 - 1):
+            np.testing.assert_array_equal(module.fold_in(data, d),
+                                          jax.random.key_data(jax.random.fold_in(key, d)))
+    # a chain: uniform floats from a key split from a folded key
+    key = jax.random.split(jax.random.fold_in(jax.random.key(3), 5))[1]
+    data = module.split(module.fold_in(module.threefry_seed(3), 5))[1]
+    np.testing.assert_array_equal(module.uniform(data, (4, 3)), jax.random.uniform(key, (4, 3)))
 
 
 @_versions("dropout")
