@@ -704,6 +704,73 @@ def test_sampling_matches_jax_and_the_softmax(module):
 
 
 # ---------------------------------------------------------------------------------------------
+# moe_dispatch: top-k routing with a capacity, as dispatch and combine tensors (chapter 21)
+# ---------------------------------------------------------------------------------------------
+
+def _routes(k: int, G: int = 2, S: int = 16, E: int = 4, seed: int = 0):
+    """gates f32[G,S,k] (positive, summing to 1) and k distinct experts int32[G,S,k]."""
+    r = np.random.default_rng(seed)
+    experts = np.argsort(r.standard_normal((G, S, E)), axis=-1)[..., :k].astype(np.int32)
+    gates = r.uniform(0.1, 1.0, (G, S, k)).astype(np.float32)
+    return gates / gates.sum(-1, keepdims=True), experts
+
+
+@_versions("moe_dispatch")
+def test_moe_dispatch_tensors_match_the_chapter(module):
+    from compare import moe
+    for k, factor in ((2, 0.5), (2, 1.25), (1, 1.0)):
+        gates, experts = _routes(k)
+        cfg = moe.MoEConfig(n_experts=4, top_k=k, capacity_factor=factor)
+        C = cfg.capacity(16)
+        # minijax eagerly, JAX under jit (one compilation, not one per operation)
+        got = {minijax: module.dispatch_tensors(minijax, gates, experts, 4, C),
+               jax: jax.jit(partial(module.dispatch_tensors, jax), static_argnums=(2, 3))(
+                   gates, experts, 4, C)}
+        want = jax.jit(partial(moe.dispatch_tensors, jax, cfg), static_argnums=2)(
+            gates, experts, C)
+        dropped = int((~moe.keep_mask_loop(experts, 4, C)).sum())
+        assert dropped > 0 or factor > 1.0  # the small capacities do drop
+        for J in (minijax, jax):
+            for g, w in zip(got[J], want):
+                assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
+                _close(g, w)
+            assert int(got[J][2]) == dropped, (k, factor, int(got[J][2]), dropped)
+
+
+@_versions("moe_dispatch")
+def test_moe_layer_from_dispatch_and_combine_equals_a_loop(module):
+    from compare import moe
+    gates, experts = _routes(2, seed=1)
+    h = rng.standard_normal((2, 16, 3)).astype(np.float32)
+    scale = np.arange(1.0, 5.0, dtype=np.float32)  # expert e multiplies by e + 1, then tanh
+    C = moe.MoEConfig(n_experts=4, top_k=2, capacity_factor=1.0).capacity(16)
+    keep = moe.keep_mask_loop(experts, 4, C)
+
+    def layer(J, gates, h):
+        combine, dispatch, _ = module.dispatch_tensors(J, gates, experts, 4, C)
+        x = module.to_expert_slots(J, dispatch, h)
+        return module.from_expert_slots(J, combine, J.numpy.tanh(x * scale[:, None, None, None]))
+
+    def loop(gates, h):  # every expert on every token, weighted where it was chosen and kept
+        jnp = jax.numpy
+        return sum(jnp.sum(jnp.where((experts == e) & keep, gates, 0.0), -1)[..., None]
+                   * jnp.tanh(h * scale[e]) for e in range(4))
+
+    def loss(J, fun):
+        def f(g, x):
+            y = fun(J, g, x)
+            return J.numpy.sum(y ** 2), y
+        return J.jit(J.value_and_grad(f, (0, 1), has_aux=True))
+    got = {J: loss(J, layer)(gates, h) for J in (minijax, jax)}
+    (want, want_y), want_grads = loss(jax, lambda J, g, x: loop(g, x))(gates, h)
+    for (value, y), grads in got.values():
+        _close(y, want_y)
+        _close(value, want, 1e-4)
+        for g, w in zip(grads, want_grads):
+            _close(g, w, 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
 # sharded_mlp: Megatron's MLP with shard_map; FSDP's collectives and bytes (chapter 25)
 # ---------------------------------------------------------------------------------------------
 
