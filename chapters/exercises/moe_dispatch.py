@@ -21,9 +21,9 @@ A token goes to its k most probable experts, but each expert takes at most C tok
 The tests check the tensors and the drop count against the chapter's `compare/moe.py:
 dispatch_tensors` under real JAX and against `compare/moe.py: keep_mask_loop`, a plain loop
 over tokens, for top-1 and top-2 routing with capacities that drop and that do not; then a
-layer built from your three functions against a loop over experts, values and gradients. JAX has no MoE layer of
-its own: this is GShard's and Switch Transformer's formulation, as the chapter builds it in
-compare/moe.py (`dispatch_tensors`, `make_moe_mlp`).
+layer built from your three functions against a loop over experts, values and gradients.
+JAX has no MoE layer of its own: this is GShard's and Switch Transformer's formulation, as
+the chapter builds it in compare/moe.py (`dispatch_tensors`, `make_moe_mlp`).
 """
 
 from __future__ import annotations
