@@ -160,3 +160,16 @@ def test_compute_on2_matches_jax():
         with pytest.raises(ValueError, match="Invalid compute type"):
             J.experimental.compute_on.compute_on2(lambda x: x, compute_type="gpu",
                                                   out_memory_spaces=J.memory.Space.Device)
+
+
+@pytest.mark.parametrize("program", [block_program, decorated_program])
+def test_classic_linearize_path_keeps_the_marks(program):
+    """minijax's jvp + partial evaluation path marks the gradient's ops as JAX does (JAX
+    0.10.2 linearizes directly whatever its flag says)."""
+    got = {}
+    for name, J in MODULES:
+        g = J.jit(J.grad(program(J)))
+        with minijax.config.override("jax_use_direct_linearize", J is not minijax):
+            got[name] = (np.asarray(g(X)), compiled_marks(g.lower(X).compile().as_text()))
+    np.testing.assert_allclose(got["minijax"][0], got["jax"][0], rtol=1e-5, atol=1e-6)
+    assert got["minijax"][1] == got["jax"][1]
