@@ -448,7 +448,8 @@ def flags_part(res: TopicResult, quick: bool) -> None:
 
 
 def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("compute_on and the GPU memory flags (minijax and JAX)", runs="both")
+    res = TopicResult("host compute inside jit, and the GPU memory flags (minijax and JAX)",
+                      runs="both")
     res.chapter = "chapters/24-memory-offloading.md"
     compute_on_part(res, quick)
     flags_part(res, quick)
