@@ -173,3 +173,15 @@ def test_classic_linearize_path_keeps_the_marks(program):
             got[name] = (np.asarray(g(X)), compiled_marks(g.lower(X).compile().as_text()))
     np.testing.assert_allclose(got["minijax"][0], got["jax"][0], rtol=1e-5, atol=1e-6)
     assert got["minijax"][1] == got["jax"][1]
+
+
+def test_gpu_stream_lowers_to_a_stream_annotation_like_jax():
+    attrs = {}
+    for name, J in MODULES:
+        text = J.jit(block_program(J, "gpu_stream:2")).lower(X).as_text()
+        attrs[name] = sorted({line.split("mhlo.frontend_attributes = ")[1].split("}")[0]
+                              for line in text.splitlines() if "frontend_attributes" in line})
+        assert float(J.jit(block_program(J, "gpu_stream:2"))(X)) == pytest.approx(
+            float(np.sum(np.sin(X) * 2.0 + 1.0)), rel=1e-6)
+    assert attrs["minijax"] == attrs["jax"] == [
+        '{_xla_stream_annotation = "2", inlineable = "false"']
