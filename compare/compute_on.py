@@ -149,9 +149,9 @@ def run_program(J, make, w, x):
     loss = make(J)
     f, g = J.jit(loss), J.jit(J.grad(loss))
     xs = np.stack([x, -x])
+    lowered = f.lower(w, x)
     return dict(value=f(w, x), grad=g(w, x), vmap=J.jit(J.vmap(loss, (None, 0)))(w, xs),
-                lowered=f.lower(w, x).as_text(),
-                compiled=compiled_marks(f.lower(w, x).compile().as_text()),
+                lowered=lowered.as_text(), compiled=compiled_marks(lowered.compile().as_text()),
                 grad_compiled=compiled_marks(g.lower(w, x).compile().as_text()),
                 call=lambda: J.block_until_ready(g(w, x)))
 
