@@ -280,8 +280,8 @@ class Offloadable(NamedTuple):
 
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom_rules: per primitive
-# holding a jaxpr, rule(saveable, unks_in, inst_in, eqn) -> (known eqn, staged eqn, unks_out,
-# inst_out, residuals)
+# holding a jaxpr (and the debug callbacks), rule(saveable, unks_in, inst_in, eqn) -> (known
+# eqn or None, staged eqn or None, unks_out, inst_out, residuals)
 partial_eval_jaxpr_custom_rules: dict[core.Primitive, Callable] = {}
 
 
@@ -346,8 +346,8 @@ def partial_eval_jaxpr_custom(closed: ClosedJaxpr, in_unknowns: Sequence[bool],
         if rule is not None:
             eqn_known, eqn_staged, unks_out, inst_out, res = rule(
                 saveable, unks_in, [read(x)[1] for x in eqn.invars], eqn)
-            known_eqns.append(eqn_known)
-            staged_eqns.append(eqn_staged)
+            known_eqns.extend([eqn_known] if eqn_known is not None else [])
+            staged_eqns.extend([eqn_staged] if eqn_staged is not None else [])
             residuals.update(dict.fromkeys(res))
             env.update(zip(eqn.outvars, zip(unks_out, inst_out)))
         elif any(unks_in) and not all(unks_in) and eqn.primitive in custom_partial_eval_rules:
