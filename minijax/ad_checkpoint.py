@@ -331,6 +331,28 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     return merge_lists(out_unknowns, known_outs, unknown_outs)
 
 
+# JAX: jax/_src/interpreters/partial_eval.py call_partial_eval_custom_rule (with
+# jax/_src/ad_checkpoint.py remat_partial_eval_custom_params_updater)
+def _remat_partial_eval_custom(saveable, unks_in, inst_in, eqn):
+    """A checkpoint inside another one, split by the outer policy (as JAX's); None where the
+    split made constants, which a `remat2` jaxpr cannot hold (the ordinary rule splits it)."""
+    known, staged, unks_out, inst_out, num_res = pe.partial_eval_jaxpr_custom(
+        _closed(eqn.params["jaxpr"]), unks_in, inst_in, saveable)
+    if known.consts:
+        return None
+    residuals = [Var(a) for a in staged.in_avals[:num_res]]
+    eqn_known = eqn.replace(
+        invars=[x for x, u in safe_zip(eqn.invars, unks_in) if not u],
+        outvars=[*(v for v, u in safe_zip(eqn.outvars, unks_out) if not u), *residuals],
+        params=dict(eqn.params, jaxpr=known.jaxpr))
+    eqn_staged = eqn.replace(
+        invars=[*residuals, *(x for x, i in safe_zip(eqn.invars, inst_in) if i)],
+        outvars=[v for v, i in safe_zip(eqn.outvars, inst_out) if i],
+        params=dict(eqn.params, jaxpr=staged.jaxpr, differentiated=True))
+    not_passed = [x for x, i in safe_zip(eqn.invars, inst_in) if isinstance(x, Var) and not i]
+    return eqn_known, eqn_staged, unks_out, inst_out, [*not_passed, *residuals]
+
+
 # JAX: jax/_src/ad_checkpoint.py transpose_jaxpr
 def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool]) -> ClosedJaxpr:
     """A jaxpr mapping (non-linear inputs, output cotangents) to the cotangents of the linear
@@ -393,6 +415,7 @@ remat_p.def_impl(_remat_impl)
 remat_p.def_abstract_eval(_remat_abstract_eval)
 ad.primitive_jvps[remat_p] = _remat_jvp
 pe.custom_partial_eval_rules[remat_p] = _remat_partial_eval
+pe.partial_eval_jaxpr_custom_rules[remat_p] = _remat_partial_eval_custom
 ad.primitive_transposes[remat_p] = _remat_transpose
 batching.primitive_batchers[remat_p] = _remat_batch_rule
 mlir.register_lowering(remat_p, _remat_lowering)

@@ -178,6 +178,18 @@ def test_inner_jit_is_split_by_the_policy_as_jax(policy, outer):
     check(lambda J: _inner_jit_program(J, policy, outer), x)
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+def test_nested_checkpoint_is_split_by_the_outer_policy_as_jax(policy):
+    def program(J):
+        jnp = J.numpy
+        inner = J.checkpoint(lambda y: jnp.sin(jnp.sin(y)) * y)
+        outer = J.checkpoint(lambda y: jnp.cos(inner(y) * 2.0), policy=POLICIES[policy](J))
+        return J.grad(lambda x: outer(x).sum())
+    got = minijax.make_jaxpr(program(minijax))(X3)
+    assert str(got) == str(jax.make_jaxpr(program(jax))(X3))
+    check(program, X3)
+
+
 @pytest.mark.parametrize("policy", ["default", "everything"])
 def test_debug_callback_runs_again_in_the_recomputation_as_jax(policy):
     def calls(J):

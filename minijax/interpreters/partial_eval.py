@@ -281,7 +281,7 @@ class Offloadable(NamedTuple):
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom_rules: per primitive
 # holding a jaxpr (and the debug callbacks), rule(saveable, unks_in, inst_in, eqn) -> (known
-# eqn or None, staged eqn or None, unks_out, inst_out, residuals)
+# eqn or None, staged eqn or None, unks_out, inst_out, residuals), or None: no split of its own
 partial_eval_jaxpr_custom_rules: dict[core.Primitive, Callable] = {}
 
 
@@ -343,9 +343,9 @@ def partial_eval_jaxpr_custom(closed: ClosedJaxpr, in_unknowns: Sequence[bool],
         eqn = eqn.replace(invars=[sub(x) for x in eqn.invars])
         unks_in = [read(x)[0] for x in eqn.invars]
         rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
-        if rule is not None:
-            eqn_known, eqn_staged, unks_out, inst_out, res = rule(
-                saveable, unks_in, [read(x)[1] for x in eqn.invars], eqn)
+        split = rule and rule(saveable, unks_in, [read(x)[1] for x in eqn.invars], eqn)
+        if split is not None:
+            eqn_known, eqn_staged, unks_out, inst_out, res = split
             known_eqns.extend([eqn_known] if eqn_known is not None else [])
             staged_eqns.extend([eqn_staged] if eqn_staged is not None else [])
             residuals.update(dict.fromkeys(res))
