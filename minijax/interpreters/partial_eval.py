@@ -299,9 +299,10 @@ def partial_eval_jaxpr_custom(closed: ClosedJaxpr, in_unknowns: Sequence[bool],
     `in_inst[i]`: the staged jaxpr receives input i (a known input it does not receive and
     reads is a residual). Walks the equations in program order: one with a rule in
     `partial_eval_jaxpr_custom_rules` (`jit` and `remat2`: the policy applied inside their
-    jaxprs; the debug callbacks) is split by it; one with an unknown input is staged; one with only known inputs is known, and also
-    staged (recomputed) unless the policy saves its outputs (or it has effects). A known value
-    the staged jaxpr reads and does not receive is a residual. An `Offloadable` answer saves the
+    jaxprs; the debug callbacks) is split by it; one with an unknown input is staged; one with
+    only known inputs is known, and also staged (recomputed) unless the policy saves its
+    outputs (or it has effects). A known value the staged jaxpr reads and does not receive is
+    a residual. An `Offloadable` answer saves the
     value in memory `dst`: the known jaxpr moves it there, the staged one brings it back.
     Returns (jaxpr_known, jaxpr_staged, out_unknowns, out_inst, num_res): `jaxpr_known` maps the
     known inputs to the known outputs followed by `num_res` residuals; `jaxpr_staged` maps the
