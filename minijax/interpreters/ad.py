@@ -484,7 +484,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
         if any(is_undefined_primal(x) for x in invals):
             linear_eqns.append(eqn)
             continue
-        with core.source_info_of(eqn):
+        with core.source_info_of(eqn), core.eqn_context_of(eqn):
             outs = eqn.primitive.bind(*invals, **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for v, x in safe_zip(eqn.outvars, outs):
@@ -503,9 +503,10 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
                 f"'{eqn.primitive.name}' not implemented — see {_CHAPTER_REV}")
         invals = [read_primal(v) for v in eqn.invars]
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
-        # JAX: jax/_src/interpreters/ad.py backward_pass — differs: the transposed equations
-        # get the scopes of the one they transpose, not wrapped in `transpose(...)`
-        with core.source_info_of(eqn):
+        # JAX: jax/_src/interpreters/ad.py backward_pass — differs: the transposed equations,
+        # and the sums of cotangents they make, get the scopes of the one they transpose (not
+        # wrapped in `transpose(...)`) and keep its compute_on
+        with core.source_info_of(eqn), core.eqn_context_of(eqn):
             cts_in = rule(ct_arg, *invals, **eqn.params)
             for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
                 if is_undefined_primal(x):
