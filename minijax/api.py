@@ -634,6 +634,9 @@ def block_until_ready(x):
 
     Raises RuntimeError for a deleted (donated) Array. Mirrors jax/_src/api.py
     block_until_ready, which also waits on all device buffers in one call."""
+    if type(x) is Array and x._buf is not None and not x._deleted:  # one array: no loop
+        x._buf.block_until_ready()
+        return x
     bufs = []
     for leaf in tree_leaves(x):
         if isinstance(leaf, Array):

@@ -746,8 +746,8 @@ class ExecuteSharded(ExecuteReplicated):
         super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
-        self._in_buffer_shardings = tuple(None if s is None or isinstance(s, SingleDeviceSharding)
-                                          else _buffer_sharding(s) for s in in_shardings)
+        self._in_buffer_shardings = tuple(None if s is None else _buffer_sharding(s)
+                                          for s in in_shardings)
         from jaxlib import _jax
         self.token_sharding = None if mesh is None else NamedSharding(mesh, P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)

@@ -1361,10 +1361,10 @@ def check_compiled_step_fed_its_results_as_jax():
     objects, called again on its own results: values, specs and types as JAX's at every
     call; the results share the executor's sharding objects (the identity fast path), and a
     buffer that is not what its Array says is still caught on that path."""
+    specs = [("x", "y"), (None, "y"), ("x",), ()] * 3
+    vals = [np.arange(32, dtype=np.float32).reshape(8, 4) + i for i in range(len(specs))]
     for types in (None, "auto"):
         jm, mm = meshes(types)
-        specs = [("x", "y"), (None, "y"), ("x",), ()] * 3
-        vals = [np.arange(32, dtype=np.float32).reshape(8, 4) + i for i in range(len(specs))]
 
         def run(J, mesh):
             shs = [J.sharding.NamedSharding(mesh, J.P(*sp)) for sp in specs]  # distinct
