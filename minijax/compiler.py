@@ -772,6 +772,8 @@ class ExecuteSharded(ExecuteReplicated):
                 buf = x.device_buffer()
                 _check_buffer(buf, x, _buffer_sharding(x._sharding))
                 bufs.append(buf)
+                if x._sharding == s:  # an equal value: the Array keeps the executor's object,
+                    x._sharding = s   # and its next call here is checked by identity
             else:
                 if type(x) is not Array:
                     guard_host_to_device(core.get_aval(x), s, explicit=False)

@@ -1374,18 +1374,20 @@ def check_compiled_step_fed_its_results_as_jax():
             step = J.jit(lambda t: J.tree_util.tree_map(lambda a: a * 2 + 1, t),
                          in_shardings=(shtree,), out_shardings=shtree)
             compiled = step.lower(tree).compile()
-            seen = []
+            seen, first = [], J.tree_util.tree_leaves(tree)
             for _ in range(3):
                 tree = compiled(tree)
                 seen.append([(np.asarray(a).tolist(), tuple(a.sharding.spec), str(J.typeof(a)))
                              for a in J.tree_util.tree_leaves(tree)])
-            return seen, compiled, tree
-        want, _, _ = run(jax, jm)
-        got, compiled, tree = run(minijax, mm)
+            return seen, compiled, tree, first
+        want = run(jax, jm)[0]
+        got, compiled, tree, first = run(minijax, mm)
         assert got == want, types
         ex = compiled._executor
         leaves = minijax.tree_util.tree_leaves(tree)
+        # results, and the placed arrays once passed (equal shardings), hold its objects
         assert all(a._sharding is s for a, s in zip(leaves, ex.in_shardings))
+        assert all(a._sharding is s for a, s in zip(first, ex.in_shardings))
         assert len({id(s) for s in ex.in_shardings}) == 4  # one object per distinct sharding
         # an Array claiming the first input's sharding over a buffer laid out otherwise
         wrong = minijax.device_put(vals[0], M_SH.NamedSharding(mm, M_SH.PartitionSpec()))
