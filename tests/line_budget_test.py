@@ -65,7 +65,8 @@ BUDGETS = {
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32);
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24)
-    "lax": 8050,  # collectives (~480), ragged_dot (~290), select_and_*_add (~150); cond cache
+    "lax": 8150,  # presets (~90), collectives (~480), ragged_dot (~290), select_and_*_add
+    #               (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
     #               rules, moved from sharding.py (issue 26); tan, sinh... ceil (35);
     #               lax.Precision (24); jax.lax's remaining names: exp2, round, clz,
