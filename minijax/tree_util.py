@@ -242,8 +242,9 @@ class PyTreeDef:
         self.node_type = node_type
         self._data = node_data
         self._children = children
-        self.num_leaves = (1 if node_type is None else sum(c.num_leaves for c in children)
-                           if num_leaves is None else num_leaves)
+        if num_leaves is None:  # (flattening counts them as it goes)
+            num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self.num_leaves = num_leaves
         self._hash = None  # computed when first asked: most treedefs are only compared
 
     def children(self) -> list["PyTreeDef"]:
