@@ -3178,9 +3178,16 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
 
 
 def _sort_batch_rule(vals, dims, *, axis_size, dimension, is_stable, num_keys):
-    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
-    outs = sort_p.bind(*vals, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
-    return outs, [0] * len(outs)
+    # as JAX's: every operand gets the first batched one's batch axis, where it is (unbatched
+    # ones broadcast to its shape, numbered with Python ints)
+    proto, bdim = next((v, d) for v, d in zip(vals, dims) if d is not batching.not_mapped)
+    shape = core.get_aval(proto).shape
+    keep = [int(i) for i in np.delete(np.arange(len(shape)), bdim)]
+    vals = [broadcast_in_dim(v, shape, keep) if d is batching.not_mapped
+            else batching.moveaxis(v, d, bdim) for v, d in zip(vals, dims)]
+    outs = sort_p.bind(*vals, dimension=dimension + (bdim <= dimension), is_stable=is_stable,
+                       num_keys=num_keys)
+    return outs, [bdim] * len(outs)
 
 
 def _sort_compare(a, b, dtype):
