@@ -26,8 +26,8 @@ from minijax.mesh import get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding
 from minijax.partition_spec import PartitionSpec
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonicalize_sharding
-from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten, tree_map,
-                               tree_unflatten)
+from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten,
+                               tree_leaves, tree_map, tree_unflatten)
 from minijax import numpy as jnp
 from minijax.dispatch import MemorySpace, device_put_p
 
@@ -633,8 +633,11 @@ def block_until_ready(x):
 
     Raises RuntimeError for a deleted (donated) Array. Mirrors jax/_src/api.py
     block_until_ready, which also waits on all device buffers in one call."""
+    if type(x) is Array and x._buf is not None and not x._deleted:  # one array: no loop
+        x._buf.block_until_ready()
+        return x
     bufs = []
-    for leaf in tree_flatten(x)[0]:
+    for leaf in tree_leaves(x):
         if isinstance(leaf, Array):
             leaf._check_alive()
             if leaf._buf is not None:

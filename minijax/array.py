@@ -12,6 +12,7 @@ import numpy as np
 
 from minijax import core
 from minijax.config import config
+from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
@@ -49,11 +50,13 @@ class Array:
         self._literal = False
         if sharding is not None:
             global sharded_arrays_made
-            sharded_arrays_made = True
-            if aval.sharding is None:  # sharding in types: on an Explicit mesh, the aval says
-                s = aval_sharding(sharding, aval.ndim)
-                if s is not None:
-                    self.aval = aval.update(sharding=s)
+            if not sharded_arrays_made:  # (storing a global each time slows every lookup)
+                sharded_arrays_made = True
+            # sharding in types: on an Explicit mesh, the aval says (asked inline, not by a
+            # call: every sharded result passes here)
+            if (aval.sharding is None and isinstance(sharding, NamedSharding)
+                    and sharding.mesh.explicit_axes):
+                self.aval = aval.update(sharding=aval_sharding(sharding, aval.ndim))
 
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)

@@ -26,7 +26,7 @@ from minijax.array import Array
 from minijax.config import config
 from minijax.named_sharding import NamedSharding, Sharding
 from minijax.partition_spec import P
-from minijax.sharding_impls import SingleDeviceSharding, spec_for_device_map
+from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, spec_for_device_map
 from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 
@@ -711,14 +711,15 @@ def _named_shardings(protos, ntok: int, mesh, avals) -> list:
     return out
 
 
-def _check_buffer(buf, x, sharding) -> None:
+def _check_buffer(buf, x, want) -> None:
     """The runtime trusts a buffer's shape and layout: a global buffer that is not what its
-    Array says it is would be read out of bounds (a crash, not an error). AssertionError."""
-    want = _buffer_sharding(sharding)
-    if buf.shape != x.shape or (buf.sharding is not want and buf.sharding != want):
+    Array says it is would be read out of bounds (a crash, not an error). AssertionError.
+    `want`: `_buffer_sharding` of the Array's sharding (the caller has it at hand)."""
+    have = buf.sharding
+    if buf.shape != x.aval.shape or (have is not want and have != want):
         raise AssertionError(f"minijax: the buffer of an Array of type {x.aval.str_short()} "
-                             f"laid out as {sharding} has shape {buf.shape} and sharding "
-                             f"{buf.sharding}")
+                             f"laid out as {x._sharding} has shape {buf.shape} and sharding "
+                             f"{have}")
 
 
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated (with shardings) — differs: arguments
@@ -729,13 +730,25 @@ class ExecuteSharded(ExecuteReplicated):
     outputs come back as Arrays in the layouts the partitioner chose (`out_shardings`),
     committed. Runtime tokens of ordered effects are replicated over the mesh's devices."""
 
-    __slots__ = ("in_shardings", "out_shardings")
+    __slots__ = ("in_shardings", "out_shardings", "_in_buffer_shardings")
 
     def __init__(self, executable, in_avals, out_avals, donated, in_shardings, out_shardings,
                  mesh=None, ordered_effects: Sequence[Any] = (), has_effects: bool = False):
+        # One object per distinct sharding and per distinct aval among the inputs and the
+        # outputs: a result fed back in (a training step's parameters and optimizer state)
+        # then passes the checks of `_input_buffers` and `Compiled.__call__` by identity,
+        # not by comparing specs, meshes and shapes (where a call of 100+ arguments would
+        # spend most of its host time)
+        one: dict = {}
+        in_shardings = [s if s is None else one.setdefault(s, s) for s in in_shardings]
+        out_shardings = [s if s is None else one.setdefault(s, s) for s in out_shardings]
+        in_avals = [one.setdefault(a, a) for a in in_avals]
+        out_avals = [one.setdefault(a, a) for a in _typed_avals(out_avals, out_shardings)]
         super().__init__(executable, in_avals, out_avals, donated, ordered_effects, has_effects)
         self.in_shardings = tuple(in_shardings)
         self.out_shardings = tuple(out_shardings)
+        self._in_buffer_shardings = tuple(None if s is None else _buffer_sharding(s)
+                                          for s in in_shardings)
         from jaxlib import _jax
         self.token_sharding = None if mesh is None else NamedSharding(mesh, P())
         token_sh = [self.token_sharding] * len(self.ordered_effects)
@@ -750,11 +763,18 @@ class ExecuteSharded(ExecuteReplicated):
 
     def _input_buffers(self, args, consts):
         bufs = []
-        for x, s in zip([*consts, *args], self.in_shardings):
-            if type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
-                buf = x.device_buffer()
-                _check_buffer(buf, x, x._sharding)  # the buffer is the one its Array says
+        for x, s, want in zip([*consts, *args], self.in_shardings, self._in_buffer_shardings):
+            if type(x) is Array and x._sharding is s and x._buf is not None and not x._deleted:
+                buf = x._buf  # the common case: an earlier output or device_put, fed back
+                if buf.sharding is not want or buf.shape != x.aval.shape:
+                    _check_buffer(buf, x, want)  # the buffer is the one its Array says
                 bufs.append(buf)
+            elif type(x) is Array and (x._sharding == s or _same_layout(x._sharding, s, x.ndim)):
+                buf = x.device_buffer()
+                _check_buffer(buf, x, _buffer_sharding(x._sharding))
+                bufs.append(buf)
+                if x._sharding == s:  # an equal value: the Array keeps the executor's object,
+                    x._sharding = s   # and its next call here is checked by identity
             else:
                 if type(x) is not Array:
                     guard_host_to_device(core.get_aval(x), s, explicit=False)
@@ -766,6 +786,16 @@ class ExecuteSharded(ExecuteReplicated):
         return [Array(a, None, _on_device(b, s._device) if isinstance(s, SingleDeviceSharding)
                       else b, True, s)
                 for a, b, s in zip(self.out_avals, outs, self.out_shardings)]
+
+
+def _typed_avals(avals, shardings) -> list:
+    """Each aval as an Array laid out by its sharding types it (sharding in types: an
+    Explicit mesh's axes in the aval), computed once per executor instead of per result."""
+    out = []
+    for a, s in zip(avals, shardings):
+        t = aval_sharding(s, a.ndim) if a.sharding is None and s is not None else None
+        out.append(a if t is None else a.update(sharding=t))
+    return out
 
 
 def _on_device(buf, device):

@@ -10,6 +10,7 @@ Mirrors jax/_src/mesh.py. Taught in chapters/12-sharding.md.
 from __future__ import annotations
 
 import enum
+import functools
 import math
 import threading
 from typing import Any, Sequence
@@ -89,7 +90,7 @@ class _BaseMesh:
     def are_all_axes_auto(self) -> bool:
         return all(t is AxisType.Auto for t in self.axis_types)
 
-    @property
+    @functools.cached_property  # a mesh never changes: every sharded result asks this
     def explicit_axes(self) -> tuple:
         return tuple(n for n, t in zip(self.axis_names, self.axis_types) if t is AxisType.Explicit)
 

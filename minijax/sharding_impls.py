@@ -105,14 +105,18 @@ class ShardingTypeError(Exception):
 
 
 # JAX: jax/_src/core.py update_aval_with_sharding + modify_spec_for_auto_manual
-@functools.lru_cache(maxsize=1024)
 def aval_sharding(sharding, ndim: int) -> "NamedSharding | None":
     """The sharding the type of a value laid out by `sharding` carries: over the abstract
     mesh, one spec entry per dimension, naming only the mesh's Explicit axes (Auto axes are
     the partitioner's business, not the type's). None when the mesh has no Explicit axis:
     then the type says nothing about layout, as before sharding in types."""
     if not isinstance(sharding, NamedSharding) or not sharding.mesh.explicit_axes:
-        return None
+        return None  # (asked of every sharded result: answered before the cache's lookup)
+    return _explicit_aval_sharding(sharding, ndim)
+
+
+@functools.lru_cache(maxsize=1024)
+def _explicit_aval_sharding(sharding, ndim: int) -> "NamedSharding":
     explicit = set(sharding.mesh.explicit_axes)
     spec = []
     for p in sharding.spec._normalized_spec_for_aval(ndim):

@@ -239,11 +239,14 @@ class Compiled:
         if in_tree != self._in_tree:
             raise TypeError("Compiled function called with a different pytree structure of "
                             f"arguments: compiled for {self._in_tree}, called with {in_tree}")
-        avals = [core.get_aval(x) for x in flat]
-        bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with {a.str_short()}"
-               for i, (a, b) in enumerate(zip(avals, self.jaxpr.in_avals))
-               if not core.typematch(a, b)]
-        if bad:
+        in_avals = self._executor.in_avals  # the jaxpr's (ExecuteSharded: one per type)
+        # an Array holding the compiled type itself (a result of this executable fed back:
+        # compiler.ExecuteSharded shares the objects) needs no comparison
+        if any(getattr(x, "aval", None) is not b and not core.typematch(core.get_aval(x), b)
+               for x, b in zip(flat, in_avals)):
+            bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with "
+                   f"{a.str_short()}" for i, (a, b) in
+                   enumerate(zip(map(core.get_aval, flat), in_avals)) if not core.typematch(a, b)]
             raise TypeError("Argument types differ from the types for which this computation "
                             "was compiled. The mismatches are:\n" + "\n".join(bad))
         if not isinstance(self._executor, compiler.ExecuteSharded):

@@ -238,15 +238,14 @@ class PyTreeDef:
     __slots__ = ("node_type", "_data", "_children", "num_leaves", "_hash")
 
     def __init__(self, node_type: type | None, node_data: Hashable,
-                 children: tuple["PyTreeDef", ...]) -> None:
+                 children: tuple["PyTreeDef", ...], num_leaves: int | None = None) -> None:
         self.node_type = node_type
         self._data = node_data
         self._children = children
-        self.num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
-        try:
-            self._hash = hash((node_type, node_data, children))
-        except TypeError:  # unhashable aux data: as JAX, a node hashes by its type alone
-            self._hash = hash((node_type, children))
+        if num_leaves is None:  # (flattening counts them as it goes)
+            num_leaves = 1 if node_type is None else sum(c.num_leaves for c in children)
+        self.num_leaves = num_leaves
+        self._hash = None  # computed when first asked: most treedefs are only compared
 
     def children(self) -> list["PyTreeDef"]:
         return list(self._children)
@@ -272,12 +271,19 @@ class PyTreeDef:
         return out
 
     def __hash__(self) -> int:
-        return self._hash
+        h = self._hash
+        if h is None:
+            try:
+                h = hash((self.node_type, self._data, self._children))
+            except TypeError:  # unhashable aux data: as JAX, a node hashes by its type alone
+                h = hash((self.node_type, self._children))
+            self._hash = h
+        return h
 
     def __eq__(self, other) -> bool:
         return self is other or (
-            type(other) is PyTreeDef and self._hash == other._hash
-            and self.node_type is other.node_type and self._data == other._data
+            type(other) is PyTreeDef and self.node_type is other.node_type
+            and self.num_leaves == other.num_leaves and self._data == other._data
             and self._children == other._children)
 
     def __repr__(self) -> str:
@@ -330,13 +336,24 @@ def _flatten(x: Any, is_leaf: Callable | None, leaves: list) -> PyTreeDef:
     t = type(x)
     if t is tuple or t is list:  # the common containers, without a registry lookup
         children, aux = x, None
-    else:
-        node = _children(x, False)
-        if node is None:
+    else:  # _children(x, False), inline
+        node = _registry.get(t)
+        if node is not None:
+            children, aux = node.flatten(x)
+        elif issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
+            children, aux = x, None
+        else:
             leaves.append(x)
             return _LEAF
-        children, aux = node
-    return PyTreeDef(t, aux, tuple([_flatten(c, is_leaf, leaves) for c in children]))
+    start, subs = len(leaves), []
+    for c in children:  # a child that is plainly a leaf (an Array) is taken without a call
+        tc = type(c)
+        if is_leaf is None and tc not in _registry and not issubclass(tc, tuple):
+            leaves.append(c)
+            subs.append(_LEAF)
+        else:
+            subs.append(_flatten(c, is_leaf, leaves))
+    return PyTreeDef(t, aux, tuple(subs), len(leaves) - start)
 
 
 def _flatten_with_path(x: Any, is_leaf: Callable | None, path: tuple, out: list) -> PyTreeDef:

@@ -31,10 +31,11 @@ BUDGETS = {
     "array": 225,  # + __dlpack__ (35)
     "callback": 325,
     "compute_on": 70,  # compute_on, extend_compute_type, compute_on2 over jit (issue 34)
-    "compiler": 610,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
+    "compiler": 635,  # put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
     #                  ExecuteOnDevice: programs on a committed device other than the first;
     #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
-    #                  one-device meshes (34); jax_default_device (24)
+    #                  one-device meshes (34); jax_default_device (24); sharded calls by
+    #                  identity, one sharding/aval object per executor (27: step time)
     "config": 285,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);

@@ -1356,5 +1356,51 @@ def check_shardings_as_pytree_prefixes_and_their_errors_as_jax():
         assert ("IndivisibleError", want[8][1]) == want[8], want[8]
 
 
+def check_compiled_step_fed_its_results_as_jax():
+    """A compiled training-like step over many arguments whose equal shardings are distinct
+    objects, called again on its own results: values, specs and types as JAX's at every
+    call; the results share the executor's sharding objects (the identity fast path), and a
+    buffer that is not what its Array says is still caught on that path."""
+    specs = [("x", "y"), (None, "y"), ("x",), ()] * 3
+    vals = [np.arange(32, dtype=np.float32).reshape(8, 4) + i for i in range(len(specs))]
+    for types in (None, "auto"):
+        jm, mm = meshes(types)
+
+        def run(J, mesh):
+            shs = [J.sharding.NamedSharding(mesh, J.P(*sp)) for sp in specs]  # distinct
+            tree = {"p": [J.device_put(v, sh) for v, sh in zip(vals[:6], shs[:6])],
+                    "o": {"m": [J.device_put(v, sh) for v, sh in zip(vals[6:], shs[6:])]}}
+            shtree = {"p": shs[:6], "o": {"m": shs[6:]}}
+            step = J.jit(lambda t: J.tree_util.tree_map(lambda a: a * 2 + 1, t),
+                         in_shardings=(shtree,), out_shardings=shtree)
+            compiled = step.lower(tree).compile()
+            seen, first = [], J.tree_util.tree_leaves(tree)
+            for _ in range(3):
+                tree = compiled(tree)
+                seen.append([(np.asarray(a).tolist(), tuple(a.sharding.spec), str(J.typeof(a)))
+                             for a in J.tree_util.tree_leaves(tree)])
+            return seen, compiled, tree, first
+        want = run(jax, jm)[0]
+        got, compiled, tree, first = run(minijax, mm)
+        assert got == want, types
+        ex = compiled._executor
+        leaves = minijax.tree_util.tree_leaves(tree)
+        # results, and the placed arrays once passed (equal shardings), hold its objects
+        assert all(a._sharding is s for a, s in zip(leaves, ex.in_shardings))
+        assert all(a._sharding is s for a, s in zip(first, ex.in_shardings))
+        assert len({id(s) for s in ex.in_shardings}) == 4  # one object per distinct sharding
+        # an Array claiming the first input's sharding over a buffer laid out otherwise
+        wrong = minijax.device_put(vals[0], M_SH.NamedSharding(mm, M_SH.PartitionSpec()))
+        bad = minijax.Array(leaves[0].aval, None, wrong._buf, True, ex.in_shardings[0])
+        flat = [bad, *leaves[1:]]
+        try:
+            compiled(minijax.tree_util.tree_unflatten(compiled._in_tree.children()[0]
+                                                      .children()[0], flat))
+        except AssertionError as e:
+            assert "has shape (8, 4) and sharding" in str(e), e
+        else:
+            raise AssertionError("a mislabelled buffer reached the runtime")
+
+
 if __name__ == "__main__":
     run_checks(globals())

@@ -44,6 +44,23 @@ TREES = [
 ]
 
 
+def test_treedef_equality_and_hash_between_trees_as_jax():
+    # every pair of structures (leaves swapped for others, containers changed, leaf counts
+    # equal but nested otherwise) is equal, and hashes alike, exactly where JAX says so
+    trees = TREES + [[1, [2]], [[1], 2], [1, 2, 3], {"a": [1, 2]}, {"a": (1, 2)},
+                     {"a": [9, 8]}, [NT(1, 2)], [(1, 2)], [None, 1], [1, None]]
+
+    def program(J):
+        defs = [J.tree_util.tree_structure(t) for t in trees]
+        return [[a == b for b in defs] for a in defs], [d.num_leaves for d in defs]
+    got, want = program(minijax), program(jax)
+    assert got == want
+    defs = [minijax.tree_util.tree_structure(t) for t in trees]
+    for i, a in enumerate(defs):
+        for b in defs[i:]:
+            assert a != b or hash(a) == hash(b)
+
+
 @pytest.mark.parametrize("tree", TREES, ids=range(len(TREES)))
 def test_flatten_unflatten_and_repr(tree):
     def program(J):
