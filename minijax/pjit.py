@@ -394,7 +394,8 @@ class JitWrapped:
             raise self._argument_error(args, dyn_kwargs, statics, e) from None
         # static values of different types (2 and 2.0) are different keys, as in JAX
         static_types = tuple(type(v) for _, v in statics + static_kw)
-        key = (in_tree, avals, statics, static_kw, static_types)
+        # the mesh in context too: tracing types values over it (JAX keys on its ctx_mesh)
+        key = (in_tree, avals, statics, static_kw, static_types, get_abstract_mesh())
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
@@ -571,9 +572,11 @@ class JitWrapped:
                     else:
                         leaves, key = args, tuple(avals)
                 if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
-                    # (and, for arrays on the default device, whether they are committed to it)
+                    # (and, for arrays on the default device, whether they are committed to it;
+                    # and the mesh in context)
                     key = (key, tuple(getattr(x, "_sharding", None) or
-                                      getattr(x, "_committed", False) for x in leaves))
+                                      getattr(x, "_committed", False) for x in leaves),
+                           get_abstract_mesh())
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -637,11 +640,11 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> str:
             warnings.warn(f"TRACING CACHE MISS for jit({name}): {reason}",
                           stacklevel=4)  # the user's call of jit(f) or of .trace
         return reason
-    in_tree, avals, statics, static_kw, static_types = key
+    in_tree, avals, statics, static_kw, static_types, mesh = key
 
     def differences(old) -> list[str]:
-        o_tree, o_avals, o_statics, o_kw, o_types = old
-        out = []
+        o_tree, o_avals, o_statics, o_kw, o_types, o_mesh = old
+        out = [] if o_mesh == mesh else [f"the mesh in context changed from {o_mesh} to {mesh}"]
         if o_tree != in_tree:
             out.append(f"the pytree structure of the arguments changed from {o_tree} to "
                        f"{in_tree}")
