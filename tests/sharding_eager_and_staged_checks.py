@@ -257,6 +257,13 @@ def check_values_made_of_untyped_operands_are_typed_over_the_mesh_in_context():
         got = _both(functools.partial(program, case=case))
         assert got == [
             ("P()", (2, 2, 2), "float32[8,16]")], (case, got)
+    # computed now they part (docs/conformance.md): JAX places such a value on the mesh in
+    # context, minijax computes it on one device
+    placed = []
+    for J in (jax, minijax):
+        with J.set_mesh(_mesh(J, (8,), "Explicit")):
+            placed.append(type((J.numpy.arange(4) * 2).sharding).__name__)
+    assert placed == ["NamedSharding", "SingleDeviceSharding"], placed
 
 
 if __name__ == "__main__":
