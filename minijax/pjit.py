@@ -94,6 +94,21 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     return executor
 
 
+# JAX: jax/_src/interpreters/pxla.py prune_unused_inputs (jit's keep_unused=False)
+def _read_arguments(closed: ClosedJaxpr, nconsts: int, donated):
+    """(the jaxpr without the arguments after its `nconsts` leading consts that nothing it
+    computes reads, their positions kept), or None when it reads all (or one is donated).
+    As JAX, the others are not inputs of the executable, so their placement does not choose
+    its devices: a gradient that does not depend on an argument on a mesh is computed on
+    the default device."""
+    if any(donated):
+        return None
+    nargs = len(closed.jaxpr.invars) - nconsts
+    pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
+    kept = [i for i, u in enumerate(used[nconsts:]) if u]
+    return None if len(kept) == nargs else (pruned, kept)
+
+
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
     if array_mod.sharded_arrays_made:
@@ -476,17 +491,26 @@ class JitWrapped:
         if any(isinstance(c, Tracer) for c in consts):
             return None
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
+        consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
+                  for c, a in zip(consts, closed.in_avals)]
+        kept = None
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             _check_fit(out_sh, closed.out_avals, out_tree, "outputs")  # before lowering
             self._check_devices(leaves, leaf_sh, in_tree)
+            pruned = _read_arguments(closed, len(consts), donated)
+            if pruned is not None:
+                closed, kept = pruned
+                leaf_sh = tuple(leaf_sh[i] for i in kept)
+                donated = donated[:len(consts) + len(kept)]  # (none are donated)
             in_sh = (None,) * len(consts) + leaf_sh
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
-        consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
-                  for c, a in zip(consts, closed.in_avals)]
+        if kept is not None:
+            run = executor
+            executor = lambda leaves, consts: run([leaves[i] for i in kept], consts)  # noqa: E731
         if out_tree == _ONE_LEAF:
             return lambda leaves: executor(leaves, consts)[0]
         unflatten = _unflattener(out_tree)
