@@ -100,8 +100,10 @@ def _read_arguments(closed: ClosedJaxpr, nconsts: int, donated):
     computes reads, their positions kept), or None when it reads all (or one is donated).
     As JAX, the others are not inputs of the executable, so their placement does not choose
     its devices: a gradient that does not depend on an argument on a mesh is computed on
-    the default device."""
-    if any(donated):
+    the default device. Not with a mesh in context (`set_mesh`: JAX computes on its devices)
+    nor with a typed output (its mesh's devices; JAX fails there without `set_mesh`)."""
+    if any(donated) or get_concrete_mesh() is not None or any(
+            a.sharding is not None for a in closed.out_avals):
         return None
     nargs = len(closed.jaxpr.invars) - nconsts
     pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
