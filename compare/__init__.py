@@ -36,6 +36,7 @@ TOPICS = [
     "callbacks",
     "debugging",
     "offloading",
+    "compute_on",
     "pallas",
     "ragged",
     "profiling",

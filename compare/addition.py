@@ -772,7 +772,7 @@ def gradient_check(res: TopicResult, s: Setup) -> str:
     parameters, on a batch of 8 sums, against float64 central differences."""
     x, y = next(train_batches(s.digits, 8, s.seed + 7, s.fmt, s.seq_len + 1))
     params0 = gpt.init_params(s.model, s.seed)
-    grads = {name: J.grad(gpt.program(J, s.model, ignore_id=IGNORE)["loss"])(
+    grads = {name: J.jit(J.grad(gpt.program(J, s.model, ignore_id=IGNORE)["loss"]))(
         J.device_put(params0), x, y) for name, J in (("jax", jax), ("minijax", minijax))}
     return finite_differences(res, "addition loss", gpt.program(
         jax, s.model, ignore_id=IGNORE)["loss"], params0, (x, y), grads)

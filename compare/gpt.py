@@ -498,8 +498,10 @@ def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.
     x, y = (rng.randint(0, tiny.vocab, (2, tiny.block)).astype(np.int32) for _ in range(2))
     grads = {}
     for name, J in MODULES:
-        prog = program(J, tiny, mlp=mlp, aux_weight=aux_weight)  # eager: tiny, no compile
-        grads[name] = J.grad(prog["loss"])(J.device_put(p0), x, y)
+        # jitted: JAX's eager mode compiles every primitive of the backward pass on its own
+        # (hundreds of tiny XLA compiles), one program is far cheaper
+        prog = program(J, tiny, mlp=mlp, aux_weight=aux_weight)
+        grads[name] = J.jit(J.grad(prog["loss"]))(J.device_put(p0), x, y)
     res.check("grads agree across modules (tiny model)", grads["minijax"], grads["jax"],
               rtol=1e-4, atol=1e-6)
     prog = program(minijax, tiny, mlp=mlp, aux_weight=aux_weight)

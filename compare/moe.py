@@ -168,14 +168,16 @@ def ragged_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 2, S:
     h = rng.standard_normal((G, S, d)).astype(np.float32)
     einsum, ragged = make_moe_mlp(m), make_ragged_moe_mlp(m)
     for name, J in MODULES:
-        y, aux = einsum(J, blk, h)
+        y, aux = J.jit(lambda b, x, J=J: einsum(J, b, x))(blk, h)  # jitted, as layer_checks
         res.check_true(f"{name}: the einsum path drops nothing at capacity C = S",
                        int(aux["dropped"]) == 0)
-        res.check(f"{name}: ragged_dot path == einsum path (values)", ragged(J, blk, h)[0], y,
+        res.check(f"{name}: ragged_dot path == einsum path (values)",
+                  J.jit(lambda b, x, J=J: ragged(J, b, x)[0])(blk, h), y,
                   rtol=1e-4, atol=1e-5)
         loss = lambda mlp, J=J: lambda b, h: J.numpy.sum(J.numpy.tanh(mlp(J, b, h)[0]))
         res.check(f"{name}: ragged_dot path == einsum path (gradients)",
-                  J.grad(loss(ragged), (0, 1))(blk, h), J.grad(loss(einsum), (0, 1))(blk, h),
+                  J.jit(J.grad(loss(ragged), (0, 1)))(blk, h),
+                  J.jit(J.grad(loss(einsum), (0, 1)))(blk, h),
                   rtol=1e-4, atol=1e-5)
 
 
@@ -223,13 +225,14 @@ def layer_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 3, S: 
     h = rng.standard_normal((G, S, d)).astype(np.float32)
     C = m.capacity(S)
     moe = make_moe_mlp(m)
-    _, _, experts = routing(jax, m, blk, h)
+    # every program below is jitted: JAX's eager mode compiles each primitive on its own
+    _, _, experts = jax.jit(lambda b, x: routing(jax, m, b, x))(blk, h)
     keep = keep_mask_loop(np.asarray(experts), m.n_experts, C)
     want_dropped = int((~keep).sum())
     out = {}
     for name, J in MODULES:
-        y, aux = moe(J, blk, h)
-        ref = moe_reference(J, m, blk, h, keep)
+        y, aux = J.jit(lambda b, x, J=J: moe(J, b, x))(blk, h)
+        ref = J.jit(lambda b, x, J=J: moe_reference(J, m, b, x, keep))(blk, h)
         res.check(f"{name}: MoE layer == loop over experts (values)", y, ref, rtol=1e-4,
                   atol=1e-5)
         res.check_true(f"{name}: dropped tokens == numpy loop ({want_dropped})",
@@ -239,7 +242,7 @@ def layer_checks(res: TopicResult, mcfg: MoEConfig, d: int = 16, G: int = 3, S: 
 
         def ref_loss(b, h, J=J):
             return J.numpy.sum(J.numpy.tanh(moe_reference(J, m, b, h, keep)))
-        g, g_ref = J.grad(loss, (0, 1))(blk, h), J.grad(ref_loss, (0, 1))(blk, h)
+        g, g_ref = (J.jit(J.grad(f, (0, 1)))(blk, h) for f in (loss, ref_loss))
         res.check(f"{name}: MoE layer == loop over experts (gradients)", g, g_ref, rtol=1e-4,
                   atol=1e-5)
         out[name] = (y, g)

@@ -1,9 +1,10 @@
 """Pallas kernels written once, against whichever `jax` and `pl` modules are passed in.
 
 `build(jax, pl, plgpu)` returns a namespace of kernels and their `pallas_call` wrappers;
-pass `jax` and its `experimental.pallas` / `experimental.pallas.triton`, or minijax's. Every kernel
-runs with `interpret=True` (there is no Pallas compiler for CPU). Used by compare/pallas.py
-and tests/pallas_test.py; taught in chapters/16-pallas.md.
+pass `jax` and its `experimental.pallas` / `experimental.pallas.triton`, or minijax's. Kernels
+run in interpret mode unless `build(..., interpret=False)` (there is no Pallas compiler for CPU;
+on a GPU, tools/accelerator_numbers.py compiles them with Triton). Used by compare/pallas.py,
+tests/pallas_test.py and tools/accelerator_numbers.py; taught in chapters/16-pallas.md.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ import types
 import numpy as np
 
 
-def build(jax, pl, plgpu) -> types.SimpleNamespace:
+def build(jax, pl, plgpu, *, interpret=True, compiler_params=None) -> types.SimpleNamespace:
     """The kernels of this module, bound to `jax` (jax or minijax), `pl` (its
-    experimental.pallas) and `plgpu` (its experimental.pallas.triton, for masked load/store)."""
+    experimental.pallas) and `plgpu` (its experimental.pallas.triton, for masked load/store).
+
+    Every `pallas_call` gets `interpret` and `compiler_params`: `interpret=True` (the default,
+    and the only mode on a CPU or under minijax) runs the kernels as XLA loops;
+    `interpret=False` with `compiler_params=plgpu.CompilerParams(...)` compiles them with JAX's
+    Triton backend on a GPU (tools/accelerator_numbers.py does). minijax's `pallas_call` raises
+    ValueError for `interpret=False`."""
     jnp, lax = jax.numpy, jax.lax
+    backend = dict(interpret=interpret, compiler_params=compiler_params)
     F32 = np.float32
     SDS = jax.ShapeDtypeStruct
 
@@ -33,7 +41,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
         # padding and its writes there are dropped.
         return pl.pallas_call(add_kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
-                              out_specs=spec, interpret=True)(x, y)
+                              out_specs=spec, **backend)(x, y)
 
     # ------------------------------------------------------------------ masked add
     def masked_add_kernel(x_ref, y_ref, o_ref, *, n, block):
@@ -50,7 +58,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
         kernel = functools.partial(masked_add_kernel, n=n, block=block)
         return pl.pallas_call(kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(pl.cdiv(n, block),), in_specs=[spec, spec],
-                              out_specs=spec, interpret=True)(x, y)
+                              out_specs=spec, **backend)(x, y)
 
     # ------------------------------------------------------------------ tiled matmul + epilogue
     def matmul_kernel(x_ref, y_ref, b_ref, o_ref, acc_ref, *, activation):
@@ -86,7 +94,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
                       pl.BlockSpec((bn,), lambda i, j, kk: (j,))],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
             scratch_shapes=[pl.ANY((bm, bn), F32)],  # the f32 accumulator
-            interpret=True,
+            **backend,
         )(x, y, bias)
 
     # ------------------------------------------------------------------ row softmax
@@ -100,7 +108,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
         spec = pl.BlockSpec((rows_per_block, c), lambda i: (i, 0))
         return pl.pallas_call(softmax_kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(r // rows_per_block,), in_specs=[spec], out_specs=spec,
-                              interpret=True)(x)
+                              **backend)(x)
 
     # ------------------------------------------------------------------ layer norm
     def layer_norm_kernel(x_ref, g_ref, b_ref, o_ref, *, eps):
@@ -118,7 +126,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
         kernel = functools.partial(layer_norm_kernel, eps=eps)
         return pl.pallas_call(kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(r // rows_per_block,), in_specs=[row, vec, vec],
-                              out_specs=row, interpret=True)(x, gamma, beta)
+                              out_specs=row, **backend)(x, gamma, beta)
 
     # ------------------------------------------------------------------ FlashAttention forward
     def _causal_mask(s, q_start, k_start):
@@ -170,7 +178,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
             grid=(bh, seq // bq),
             in_specs=[qblock, whole, whole],
             out_specs=(qblock, vblock),
-            interpret=True,
+            **backend,
         )(q, k, v)
 
     # ------------------------------------------------------------------ FlashAttention backward
@@ -244,7 +252,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
             grid=(bh, seq // bk),
             in_specs=[whole, kblock, kblock, whole, vwhole, vwhole],
             out_specs=(kblock, kblock),
-            interpret=True,
+            **backend,
         )(q, k, v, do, lse, delta)
         qblock = pl.BlockSpec((None, bq, d), lambda b, i: (b, i, 0))
         vblock = pl.BlockSpec((None, bq), lambda b, i: (b, i))
@@ -254,7 +262,7 @@ def build(jax, pl, plgpu) -> types.SimpleNamespace:
             grid=(bh, seq // bq),
             in_specs=[qblock, whole, whole, qblock, vblock, vblock],
             out_specs=qblock,
-            interpret=True,
+            **backend,
         )(q, k, v, do, lse, delta)
         return dq, dk, dv
 

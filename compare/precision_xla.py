@@ -1,8 +1,8 @@
 """Precision and XLA: matmul precision, accumulation types, compiler options, HLO dumps, fusion.
 
 Runs minijax and JAX (the precision levels, `default_matmul_precision`, accumulation types and
-per-function compiler options run under both; dot algorithm presets, HLO dumps through
-`XLA_FLAGS` and op metadata run in JAX only).
+per-function compiler options, the dot algorithm presets and HLO dumps through `XLA_FLAGS` run
+under both; op metadata runs in JAX only).
 The program shows:
 
 * `jax.lax.Precision` DEFAULT / HIGH / HIGHEST on a float32 matmul: what ends up in the
@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -72,11 +73,12 @@ def _entry(hlo_text: str) -> str:
 
 
 CHILD = textwrap.dedent("""
-    import jax, jax.numpy as jnp
+    import {module} as J
+    jnp = J.numpy
     def chain(x):
         return jnp.tanh(jnp.sin(x) * 2.0 + jnp.cos(x)) ** 2 - x / 3.0
     x = jnp.linspace(-2.0, 2.0, {n}, dtype=jnp.float32)
-    print(repr(float(jax.jit(chain)(x).sum())))
+    print(repr(float(J.jit(chain)(x).sum())))
 """)
 
 
@@ -130,15 +132,28 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("3 bf16 passes come within 20x of float32", e3 < 20 * max(e32, 1e-9))
     presets = []
     for name in ("DEFAULT", "F32_F32_F32", "BF16_BF16_F32", "BF16_BF16_F32_X3",
-                 "BF16_BF16_F32_X6", "TF32_TF32_F32", "TF32_TF32_F32_X3", "F16_F16_F32"):
-        fn = jax.jit(lambda x, y, name=name: jnp.matmul(x, y, precision=name))
-        kind, msg = catch(lambda fn=fn: np.asarray(fn(a, b)))
-        err = "-"
-        if kind is None:
-            out = np.asarray(fn(a, b), np.float64)
-            err = f"{np.abs(out - exact).max() / scale:.2e}"
+                 "BF16_BF16_F32_X6", "F16_F16_F16", "F64_F64_F64", "TF32_TF32_F32",
+                 "TF32_TF32_F32_X3", "F16_F16_F32"):
+        got = {}
+        for label, J in (("jax", jax), ("minijax", minijax)):
+            fn = J.jit(lambda x, y, name=name, J=J: J.numpy.matmul(x, y, precision=name))
+            kind, msg = catch(lambda fn=fn: np.asarray(fn(a, b)))
+            got[label] = (kind, msg, None if kind else np.asarray(fn(a, b)),
+                          None if kind else _algorithm_of(fn.lower(a, b).as_text()))
+        (kind, msg, out, alg), (m_kind, _, m_out, m_alg) = got["jax"], got["minijax"]
+        with res.running("both"):
+            if kind or m_kind:
+                res.check_true(f"preset {name}: minijax refuses it as JAX does "
+                               f"({kind or 'runs'} / {m_kind or 'runs'})", kind == m_kind)
+            else:
+                res.check(f"preset {name}: minijax's result equals JAX's", m_out, out,
+                          rtol=0, atol=0)
+                res.check_true(f"preset {name}: the same `algorithm` attribute on the op",
+                               m_alg == alg)
+        err = "-" if kind else f"{np.abs(out.astype(np.float64) - exact).max() / scale:.2e}"
         presets.append([f"`{name}`", "accepted" if kind is None else
-                        f"{kind}: {msg.splitlines()[0][:90]}", err])
+                        f"{kind}: {msg.splitlines()[0][:90]}", err,
+                        "same" if kind == m_kind else f"differs ({m_kind or 'runs'})"])
     res.sections.append(
         "### Matmul precision levels\n\n"
         f"`jnp.matmul(a, b, precision=...)` for float32 a: {m}x{k}, b: {k}x{n}; error is "
@@ -158,9 +173,13 @@ def run(quick: bool = False) -> TopicResult:
         "a low bf16 part and adding three products recovers nearly full float32 accuracy "
         "for 3x the matrix-unit work. Named algorithms (`jax.lax.DotAlgorithmPreset`) can "
         "also be passed as `precision=`; which ones a backend accepts varies. On this CPU:\n\n"
-        + table(["preset", "CPU backend", "relative error"], presets)
+        + table(["preset", "CPU backend", "relative error", "minijax"], presets)
         + "\n\nAn accepted preset whose error equals float32's was *ignored*: the CPU "
-        "computed in float32 whatever the preset asked for."
+        "computed in float32 whatever the preset asked for. `F16_F16_F16` and `F64_F64_F64` "
+        "are not ignored: their operand type differs from the inputs', so the lowering itself "
+        "converts the operands (and the result back). minijax takes the same presets "
+        "(`minijax/lax/lax.py: _dot_algorithm_types`), writes the same `algorithm` attribute "
+        "on the `dot_general` op and refuses the same ones (checked above, bit for bit)."
     )
     _minijax_precision(res, a, b, exact, scale, outs, quick)
     bars = [(label, v) for label, v in emu.items()] + [
@@ -260,49 +279,68 @@ def run(quick: bool = False) -> TopicResult:
 
     # ---------------------------------------------------------------- HLO dump in a subprocess
     dump_dir = out_folder("xla_dump", quick)
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (f"--xla_dump_to={dump_dir} --xla_dump_hlo_as_text "
-                        "--xla_dump_hlo_module_re=jit_chain")
     child_n = 1000
-    proc = subprocess.run([sys.executable, "-c", CHILD.format(n=child_n)], env=env,
-                          capture_output=True, text=True, timeout=120)
-    res.check_true("dump subprocess exited cleanly", proc.returncode == 0)
     xs = np.linspace(-2.0, 2.0, child_n, dtype=np.float32)
     want = float(np.asarray(jax.jit(chain)(xs)).sum())
-    got = float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else float("nan")
-    res.check("subprocess computed the same value", np.float64(got), np.float64(want),
-              rtol=1e-6, atol=1e-6)
-    files = sorted(p.name for p in dump_dir.iterdir() if p.is_file()) if dump_dir.exists() else []
-    before = [f for f in files if f.endswith("before_optimizations.txt")]
-    after = [f for f in files if f.endswith("after_optimizations.txt")]
-    res.check_true("dump has before- and after-optimization HLO for jit_chain",
-                   bool(before) and bool(after))
+    dumps = {}  # module -> (return code, files, before ops, after ENTRY ops, after ENTRY text)
+    for mod in ("jax", "minijax"):
+        mod_dir = dump_dir / mod
+        env = dict(os.environ)
+        env["XLA_FLAGS"] = (f"--xla_dump_to={mod_dir} --xla_dump_hlo_as_text "
+                            "--xla_dump_hlo_module_re=jit_chain")
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+        proc = subprocess.run([sys.executable, "-c", CHILD.format(module=mod, n=child_n)],
+                              env=env, capture_output=True, text=True, timeout=120)
+        with res.running("both" if mod == "minijax" else "jax"):
+            res.check_true(f"{mod}: dump subprocess exited cleanly", proc.returncode == 0)
+            got = (float(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0
+                   else float("nan"))
+            res.check(f"{mod}: the subprocess computed the same value", np.float64(got),
+                      np.float64(want), rtol=1e-6, atol=1e-6)
+        files = sorted(p.name for p in mod_dir.iterdir() if p.is_file()) \
+            if mod_dir.exists() else []
+        before = [f for f in files if f.endswith("before_optimizations.txt")]
+        after = [f for f in files if f.endswith("after_optimizations.txt")]
+        b_ops, a_ops, a_entry = [], [], ""
+        if before and after:
+            b_ops = _ops((mod_dir / before[0]).read_text())
+            a_text = (mod_dir / after[0]).read_text()
+            a_ops, a_entry = _ops(_entry(a_text)), _entry(a_text).split("\n}\n")[0] + "\n}"
+        dumps[mod] = (proc.returncode, files, b_ops, a_ops, a_entry)
+        with res.running("both" if mod == "minijax" else "jax"):
+            res.check_true(f"{mod}: the dump has before- and after-optimization HLO for "
+                           "jit_chain", bool(before) and bool(after))
+            res.check_true(f"{mod}: after optimization the chain is one fusion",
+                           a_ops.count("fusion") == 1)
+    with res.running("both"):
+        res.check_true("the optimized ENTRY computations have the same instructions in both "
+                       "modules", dumps["jax"][3] == dumps["minijax"][3] != [])
+    files, after_entry = dumps["jax"][1], dumps["jax"][4]
     dump_rows = []
-    after_entry = ""
-    if before and after:
-        b_ops = _ops((dump_dir / before[0]).read_text())
-        a_text = (dump_dir / after[0]).read_text()
-        a_ops = _ops(_entry(a_text))
-        after_entry = _entry(a_text).split("\n}\n")[0] + "\n}"
-        res.check_true("after optimization the chain is one fusion",
-                       a_ops.count("fusion") == 1)
+    for mod, (_, _, b_ops, a_ops, _) in dumps.items():
         for label, ops in (("before optimizations", b_ops), ("after (ENTRY only)", a_ops)):
             counts = {o: ops.count(o) for o in sorted(set(ops)) if o != "parameter"}
-            dump_rows.append([label, len(ops), ", ".join(f"{o} x{c}" for o, c in counts.items())])
+            dump_rows.append([mod, label, len(ops),
+                              ", ".join(f"{o} x{c}" for o, c in counts.items())])
     res.sections.append(
         "### Dumping HLO (in a subprocess)\n\n"
         "`XLA_FLAGS` is read when the XLA backend starts, and this process started long ago "
-        "(with 8 fake devices). So the program runs a fresh Python with\n\n"
-        + code(f"XLA_FLAGS='--xla_dump_to={rel(dump_dir) if not quick else '<tmp>'} "
+        "(with 8 fake devices). So the program runs a fresh Python per module with\n\n"
+        + code(f"XLA_FLAGS='--xla_dump_to={rel(dump_dir) if not quick else '<tmp>'}/<module> "
                "--xla_dump_hlo_as_text --xla_dump_hlo_module_re=jit_chain'")
-        + f"\n\nand a tiny script that jits `chain`. It exited with code {proc.returncode} and "
-        "computed the same sum as this process. `--xla_dump_hlo_module_re` keeps only "
+        + "\n\nand a tiny script that jits `chain` with that module (exit codes: "
+        + ", ".join(f"{m} {d[0]}" for m, d in dumps.items())
+        + "; both computed the same sum as this process). The flag belongs to XLA, not to "
+        "JAX: minijax hands its StableHLO to the same compiler, which dumps it the same way, "
+        "under the same module name (`jit_chain`). `--xla_dump_hlo_module_re` keeps only "
         "modules whose name matches (otherwise every little `jit` JAX runs internally gets "
-        "dumped too). Files written:\n\n" + code("\n".join(files))
-        + "\n\n`*.before_optimizations.txt` is the HLO as JAX handed it over, "
+        "dumped too). Files JAX's run wrote:\n\n" + code("\n".join(files))
+        + "\n\n`*.before_optimizations.txt` is the HLO as the module handed it over, "
         "`*.cpu_after_optimizations.txt` what XLA:CPU will run; the buffer-assignment and "
         "memory-usage reports, the LLVM IR (`.ll`) and object files (`.o`) show the later "
-        "stages. Instruction counts:\n\n" + table(["module", "instructions", "opcodes"], dump_rows)
+        "stages. Instruction counts:\n\n"
+        + table(["module", "HLO", "instructions", "opcodes"], dump_rows)
     )
 
     # ---------------------------------------------------------------- fusion
@@ -333,6 +371,13 @@ def _bars(fig, bars, ylabel: str, log: bool = False) -> None:
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
+
+
+def _algorithm_of(text: str) -> str:
+    """The `algorithm = <...>` attribute of the first dot_general in StableHLO text ("" if
+    none)."""
+    line = next((ln for ln in text.splitlines() if "dot_general" in ln), "")
+    return line.split("algorithm = ", 1)[1].split(">")[0] if "algorithm = " in line else ""
 
 
 def _minijax_precision(res: TopicResult, a, b, exact, scale, jax_outs, quick: bool) -> None:

@@ -21,7 +21,7 @@ import dataclasses
 import functools
 import inspect
 import types
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -30,11 +30,11 @@ from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
+from minijax.interpreters.partial_eval import Offloadable
 from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
 from minijax.api import vjp
-from minijax.dispatch import device_put_p, MemorySpace
 
 # ---------------------------------------------------------------------------------------------
 # Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be
@@ -113,15 +113,6 @@ def save_only_these_names(*names_which_can_be_saved: str) -> SaveOnlyTheseNames:
 def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
     """A policy saving every `checkpoint_name`d value except the names given."""
     return SaveAnyNamesButThese(frozenset(names_not_to_save))
-
-
-# JAX: jax/_src/interpreters/partial_eval.py Offloadable
-class Offloadable(NamedTuple):
-    """A policy's answer "save this residual, but in memory `dst`; bring it back to `src` for
-    the backward pass" (memory kinds: "device", "pinned_host"). A non-empty tuple, so it also
-    reads as True ("saveable") where only saving matters."""
-    src: str
-    dst: str
 
 
 # JAX: jax/_src/ad_checkpoint.py offload_dot_with_no_batch_dims
@@ -283,101 +274,6 @@ def _remat_jvp(primals, tangents, *, jaxpr, prevent_cse, differentiated, policy)
                          for nz, a in safe_zip(out_nz, jaxpr.out_avals)]
 
 
-# JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom — differs: an equation
-# holding a jaxpr, with known and unknown inputs, is split by its partial-evaluation rule
-# (`partial_eval_jaxpr_nounits` of that one equation), which saves what its unknown part reads
-def partial_eval_jaxpr_custom(jaxpr: Jaxpr, unknowns: Sequence[bool], policy: Callable
-                              ) -> tuple[ClosedJaxpr, Jaxpr, list[bool], int]:
-    """Split `jaxpr` (no constvars) into a known jaxpr and a staged one, with `policy` saying
-    which known values the staged one may read (the others it computes again).
-
-    Walks the equations in program order: one with an unknown input is staged; one with only
-    known inputs is known, and also staged (recomputed) unless the policy saves its outputs
-    (or it has effects). A known value the staged jaxpr reads that is not an input is a
-    residual. An `Offloadable` answer saves the value in memory `dst`: the known jaxpr moves
-    it there, the staged one brings it back to `src`.
-    Returns (jaxpr_known, jaxpr_staged, out_unknowns, num_res): `jaxpr_known` maps the known
-    inputs to the known outputs followed by `num_res` residuals; `jaxpr_staged` maps the
-    residuals followed by every input to the unknown outputs.
-    """
-    env: dict[Var, tuple[bool, bool]] = {}  # var -> (unknown, available to the staged jaxpr)
-    subst: dict[Var, core.Atom] = {}  # an equation's outputs, as the split of it made them
-    residuals: dict[Var, None] = {}  # ordered: as the staged equations first read them
-    known_eqns: list[JaxprEqn] = []
-    staged_eqns: list[JaxprEqn] = []
-    constvars: dict[Var, Any] = {}
-
-    def sub(x):
-        return subst.get(x, x) if isinstance(x, Var) else x
-
-    def read(x) -> tuple[bool, bool]:
-        return env[x] if isinstance(x, Var) else (False, True)
-
-    def staged_input(x):
-        if isinstance(x, Var) and not env[x][1]:
-            residuals.setdefault(x)
-        return x
-
-    def splice(closed: ClosedJaxpr, ins: Sequence[Any], into: list) -> list:
-        rename = dict(zip(closed.jaxpr.invars, ins))
-        for v, c in safe_zip(closed.jaxpr.constvars, closed.consts):
-            constvars[v] = c
-            env[v] = (False, False)
-        for e in closed.jaxpr.eqns:
-            into.append(e.replace(invars=[rename.get(x, x) if isinstance(x, Var) else x
-                                          for x in e.invars]))
-        return [rename.get(x, x) if isinstance(x, Var) else x for x in closed.jaxpr.outvars]
-
-    for v, u in safe_zip(jaxpr.invars, unknowns):
-        env[v] = (u, True)
-    for eqn in jaxpr.eqns:
-        eqn = eqn.replace(invars=[sub(x) for x in eqn.invars])
-        unks_in = [read(x)[0] for x in eqn.invars]
-        if any(unks_in) and not all(unks_in) and eqn.primitive in pe.custom_partial_eval_rules:
-            fresh = [Var(x.aval) for x in eqn.invars]
-            one = ClosedJaxpr(Jaxpr([], fresh, eqn.outvars, [eqn.replace(invars=fresh)]), [])
-            known, unknown, out_unks, num_res = pe.partial_eval_jaxpr_nounits(one, unks_in)
-            known_outs = splice(known, [x for x, u in zip(eqn.invars, unks_in) if not u],
-                                known_eqns)
-            env.update((x, (False, False)) for x in known_outs
-                       if isinstance(x, Var) and x not in env)
-            known_outs, res = split_list(known_outs, [len(known_outs) - num_res])
-            ins = [*map(staged_input, res), *(x for x, u in zip(eqn.invars, unks_in) if u)]
-            outs = splice(unknown, ins, staged_eqns)
-            env.update((x, (True, True)) for x in outs if isinstance(x, Var))
-            subst.update(safe_zip(eqn.outvars, merge_lists(out_unks, known_outs, outs)))
-        elif any(unks_in):
-            staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
-            env.update((v, (True, True)) for v in eqn.outvars)
-        else:
-            known_eqns.append(eqn)
-            case = policy(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params)
-            if isinstance(case, Offloadable):
-                for v in eqn.outvars:
-                    moved = Var(v.aval)
-                    env[moved], env[v] = (False, False), (False, True)
-                    known_eqns.append(_device_put_eqn(v, moved, case.dst))
-                    staged_eqns.append(_device_put_eqn(staged_input(moved), v, case.src))
-            elif case or eqn.effects:
-                env.update((v, (False, False)) for v in eqn.outvars)
-            else:
-                staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
-                env.update((v, (False, True)) for v in eqn.outvars)
-    outvars = [sub(v) for v in jaxpr.outvars]
-    out_unknowns = [read(v)[0] for v in outvars]
-    res = list(residuals)
-    jaxpr_known = Jaxpr(list(constvars), [v for v, u in safe_zip(jaxpr.invars, unknowns) if not u],
-                        [*(v for v, u in zip(outvars, out_unknowns) if not u), *res], known_eqns)
-    jaxpr_staged = Jaxpr([], [*res, *jaxpr.invars],
-                         [v for v, u in zip(outvars, out_unknowns) if u], staged_eqns)
-    return ClosedJaxpr(jaxpr_known, list(constvars.values())), jaxpr_staged, out_unknowns, len(res)
-
-
-def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
-    return JaxprEqn([x], [out], device_put_p, dict(devices=(MemorySpace.of_kind(kind),),
-                                                   srcs=(None,)))
-
-
 # JAX: jax/_src/ad_checkpoint.py _insert_reduce_precision
 def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
     """Round each float residual made by an equation that the known jaxpr also uses through
@@ -399,7 +295,7 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
             continue
         e = eqns[i]
         eqns[i] = JaxprEqn(e.invars, [new if o is v else o for o in e.outvars], e.primitive,
-                           e.params, e.effects, e.source_info)
+                           e.params, e.effects, e.source_info, e.ctx)
         eqns.insert(i + 1, JaxprEqn([new], [v], reduce_precision_p, params))
     return ClosedJaxpr(Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns), closed.consts)
 
@@ -408,10 +304,12 @@ def _insert_reduce_precision(closed: ClosedJaxpr, num_res: int) -> ClosedJaxpr:
 def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, differentiated,
                         policy):
     unknowns = [trace.is_own(x) for x in tracers]
-    jaxpr_known, jaxpr_staged, out_unknowns, num_res = partial_eval_jaxpr_custom(
-        jaxpr, unknowns, policy or nothing_saveable)
-    # what the staged jaxpr does not read is neither computed nor passed
-    jaxpr_unknown, used = pe.dce_jaxpr(jaxpr_staged)
+    jaxpr_known, jaxpr_staged, out_unknowns, out_inst, num_res = pe.partial_eval_jaxpr_custom(
+        _closed(jaxpr), unknowns, [True] * len(unknowns), policy or nothing_saveable)
+    # what the staged jaxpr does not read is neither computed nor passed; of its outputs only
+    # the unknown ones are kept (not the known ones it also recomputes)
+    jaxpr_unknown, used = pe.dce_jaxpr(
+        jaxpr_staged.jaxpr, [u for u, i in safe_zip(out_unknowns, out_inst) if i])
     used_res, used_in = split_list(used, [num_res])
     n_known_out = len(jaxpr_known.jaxpr.outvars) - num_res
     jaxpr_known, _ = pe.dce_closed_jaxpr(
@@ -433,21 +331,47 @@ def _remat_partial_eval(trace: pe.JaxprTrace, *tracers, jaxpr, prevent_cse, diff
     return merge_lists(out_unknowns, known_outs, unknown_outs)
 
 
+# JAX: jax/_src/interpreters/partial_eval.py call_partial_eval_custom_rule (with
+# jax/_src/ad_checkpoint.py remat_partial_eval_custom_params_updater)
+def _remat_partial_eval_custom(saveable, unks_in, inst_in, eqn):
+    """A checkpoint inside another one, split by the outer policy (as JAX's); None where the
+    split made constants, which a `remat2` jaxpr cannot hold (the ordinary rule splits it)."""
+    known, staged, unks_out, inst_out, num_res = pe.partial_eval_jaxpr_custom(
+        _closed(eqn.params["jaxpr"]), unks_in, inst_in, saveable)
+    if known.consts:
+        return None
+    residuals = [Var(a) for a in staged.in_avals[:num_res]]
+    eqn_known = eqn.replace(
+        invars=[x for x, u in safe_zip(eqn.invars, unks_in) if not u],
+        outvars=[*(v for v, u in safe_zip(eqn.outvars, unks_out) if not u), *residuals],
+        params=dict(eqn.params, jaxpr=known.jaxpr))
+    eqn_staged = eqn.replace(
+        invars=[*residuals, *(x for x, i in safe_zip(eqn.invars, inst_in) if i)],
+        outvars=[v for v, i in safe_zip(eqn.outvars, inst_out) if i],
+        params=dict(eqn.params, jaxpr=staged.jaxpr, differentiated=True))
+    not_passed = [x for x, i in safe_zip(eqn.invars, inst_in) if isinstance(x, Var) and not i]
+    return eqn_known, eqn_staged, unks_out, inst_out, [*not_passed, *residuals]
+
+
 # JAX: jax/_src/ad_checkpoint.py transpose_jaxpr
 def transpose_jaxpr(closed: ClosedJaxpr, linear: Sequence[bool]) -> ClosedJaxpr:
     """A jaxpr mapping (non-linear inputs, output cotangents) to the cotangents of the linear
-    inputs. Its non-linear equations (the recomputation) are evaluated forward first, by
-    `ad.backward_pass`, so they end up in the transposed jaxpr."""
+    inputs. Its non-linear part (the recomputation) is split off by partial evaluation, as in
+    JAX (so an inner `jit` that recomputes primal values and computes tangents is cut in two),
+    and evaluated first, so it ends up in the transposed jaxpr; the linear part is then
+    transposed by `ad.backward_pass`."""
     known_avals = [a for a, lin in safe_zip(closed.in_avals, linear) if not lin]
     ct_avals = [a.to_tangent_aval() for a in closed.out_avals]
+    rematted, lin_jaxpr, out_unknowns, _ = pe.partial_eval_jaxpr_nounits(closed, linear)
 
     def transposed(*args):
         known, cts = split_list(args, [len(known_avals)])
-        kit = iter(known)
-        primals_in = [ad.UndefinedPrimal(a) if lin else next(kit)
-                      for a, lin in safe_zip(closed.in_avals, linear)]
-        cts_in = ad.backward_pass(closed.jaxpr, closed.consts, primals_in, cts)
-        return [ad.instantiate_zeros(c) for c, lin in safe_zip(cts_in, linear) if lin]
+        res = core.eval_jaxpr(rematted.jaxpr, rematted.consts, *known)[
+            len(out_unknowns) - sum(out_unknowns):]
+        undefined = [ad.UndefinedPrimal(a) for a in lin_jaxpr.in_avals[len(res):]]
+        cts_in = ad.backward_pass(lin_jaxpr.jaxpr, lin_jaxpr.consts, [*res, *undefined],
+                                  [c for c, u in safe_zip(cts, out_unknowns) if u])
+        return [ad.instantiate_zeros(c) for c in cts_in[len(res):]]
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(transposed, known_avals + ct_avals,
                                                  purpose="transpose")
@@ -491,6 +415,7 @@ remat_p.def_impl(_remat_impl)
 remat_p.def_abstract_eval(_remat_abstract_eval)
 ad.primitive_jvps[remat_p] = _remat_jvp
 pe.custom_partial_eval_rules[remat_p] = _remat_partial_eval
+pe.partial_eval_jaxpr_custom_rules[remat_p] = _remat_partial_eval_custom
 ad.primitive_transposes[remat_p] = _remat_transpose
 batching.primitive_batchers[remat_p] = _remat_batch_rule
 mlir.register_lowering(remat_p, _remat_lowering)

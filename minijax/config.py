@@ -148,7 +148,8 @@ class Config:
     # JAX: jax/_src/config.py trace_context
     _trace_options = ("jax_enable_x64", "jax_numpy_dtype_promotion",
                       "jax_numpy_rank_promotion", "jax_default_matmul_precision",
-                      "jax_use_direct_linearize", "jax_default_device")
+                      "jax_use_direct_linearize", "jax_default_device",
+                      "compute_on_context_manager")
     # the options eager primitives depend on, so minijax/dispatch.py keys its callables on them
     _eager_options = ("jax_enable_x64", "jax_debug_nans", "jax_debug_infs",
                       "jax_default_device")
@@ -158,7 +159,22 @@ class Config:
         self.__dict__.update(self._defaults)
         self.__dict__["_warned"] = set()
         self.__dict__["_default_device_set"] = False
+        # JAX: jax/_src/config.py compute_on_context_manager — a trace state, not an option
+        # `update` accepts: `minijax.experimental.compute_on` sets it
+        self.__dict__["compute_on_context_manager"] = None
         self._set_trace_context()
+
+    @contextlib.contextmanager
+    def trace_state(self, name: str, value: Any):
+        """Set a trace state that is not an option (`compute_on_context_manager`) inside the
+        block. `jit` keys its caches on it."""
+        prev, self.__dict__[name] = self.__dict__[name], value
+        self._set_trace_context()
+        try:
+            yield
+        finally:
+            self.__dict__[name] = prev
+            self._set_trace_context()
 
     def _set_trace_context(self) -> None:
         # a new tuple object only when a value changed: `jit` and the eager path compare them

@@ -759,26 +759,64 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
     return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
 
 
-# JAX: jax/_src/core.py JaxprEqn — differs: no source info or context; effects are derived
-# from the primitive and params when not given
-class JaxprEqn:
-    """One line of a jaxpr: `outvars = primitive[params] invars`, with its `effects`."""
+# JAX: jax/_src/core.py JaxprEqnContext — differs: only the compute type; None stands for
+# the default context
+class JaxprEqnContext:
+    """Where an equation was traced: `compute_type` is the `compute_on` placement then in
+    force ('device_host', 'device', ...). One object per compute type."""
 
-    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info")
+    __slots__ = ("compute_type",)
+
+    def __init__(self, compute_type: str) -> None:
+        self.compute_type = compute_type
+
+    @property
+    def manager(self):
+        """A context manager putting this context back in force (to rebind an equation)."""
+        return config.trace_state("compute_on_context_manager", self.compute_type)
+
+    def __repr__(self) -> str:
+        return f"JaxprEqnContext(compute_type={self.compute_type})"
+
+
+_eqn_contexts: dict[str, JaxprEqnContext] = {}
+
+
+# JAX: jax/_src/core.py current_jaxpr_eqn_context
+def current_jaxpr_eqn_context() -> JaxprEqnContext | None:
+    c_type = config.compute_on_context_manager
+    if c_type is None:
+        return None
+    return _eqn_contexts.setdefault(c_type, JaxprEqnContext(c_type))
+
+
+def eqn_context_of(eqn: "JaxprEqn"):
+    """The context manager that rebinding `eqn` runs under (nothing for the default)."""
+    return _NO_SOURCE if eqn.ctx is None else eqn.ctx.manager
+
+
+# JAX: jax/_src/core.py JaxprEqn — differs: no source info objects; effects are derived from
+# the primitive and params when not given; `ctx` is None in the default context
+class JaxprEqn:
+    """One line of a jaxpr: `outvars = primitive[params] invars`, with its `effects` and the
+    context it was traced in (`ctx`, see JaxprEqnContext)."""
+
+    __slots__ = ("invars", "outvars", "primitive", "params", "effects", "source_info", "ctx")
 
     def __init__(self, invars: list[Atom], outvars: list[Var], primitive: Primitive,
                  params: dict[str, Any], effects: Effects | None = None,
-                 source_info: str | None = None) -> None:
+                 source_info: str | None = None, ctx: JaxprEqnContext | None = None) -> None:
         self.invars = invars
         self.outvars = outvars
         self.primitive = primitive
         self.params = params
         self.effects = eqn_effects(primitive, invars, params) if effects is None else effects
         self.source_info = source_info  # `file:line:column (function)`, while recorded
+        self.ctx = ctx
 
     def replace(self, **kw) -> "JaxprEqn":
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
-                 params=self.params, source_info=self.source_info)
+                 params=self.params, source_info=self.source_info, ctx=self.ctx)
         d.update(kw)
         return JaxprEqn(**d)
 
@@ -861,7 +899,11 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args) -> list:
         env[v] = x
     for eqn in jaxpr.eqns:
         with source_info_of(eqn):
-            outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+            if eqn.ctx is None:
+                outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+            else:  # rebound in the context it was traced in (compute_on)
+                with eqn.ctx.manager:
+                    outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
         if not eqn.primitive.multiple_results:
             outs = [outs]
         for v, x in safe_zip(eqn.outvars, outs):

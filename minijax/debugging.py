@@ -23,6 +23,7 @@ from minijax import core, effects
 from minijax.array import array_from_numpy
 from minijax.callback import emit_python_callback, index_in_dim
 from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import partial_eval as pe
 from minijax.lax import parallel
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.mesh import AxisType
@@ -184,6 +185,18 @@ def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> 
         parallel.ctx.meshes.pop()
 
 
+# JAX: jax/_src/debugging.py _debug_partial_eval_custom
+def _debug_partial_eval_custom(saveable, unks_in, inst_in, eqn, *, primitive):
+    # Under checkpoint an effectful equation is normally only run forward; a debug callback is
+    # also staged (it runs again in the recomputation) unless the policy saves it and some of
+    # its inputs would have to become residuals for it, as in JAX.
+    if any(unks_in):
+        return None, eqn, [], [], [v for v, inst in zip(eqn.invars, inst_in) if not inst]
+    if saveable(primitive, *[v.aval for v in eqn.invars], **eqn.params) and not all(inst_in):
+        return eqn, None, [], [], []
+    return eqn, eqn, [], [], []
+
+
 debug_callback_p = core.Primitive("debug_callback")
 debug_callback_p.multiple_results = True
 debug_callback_p.pp_param_formatters = {"callback": lambda f: core.mask_addresses(repr(f))}
@@ -194,6 +207,8 @@ ad.primitive_transposes[debug_callback_p] = _debug_transpose
 batching.primitive_batchers[debug_callback_p] = partial(_debug_batch_rule,
                                                         primitive=debug_callback_p)
 mlir.register_lowering(debug_callback_p, _debug_callback_lowering)
+pe.partial_eval_jaxpr_custom_rules[debug_callback_p] = partial(_debug_partial_eval_custom,
+                                                               primitive=debug_callback_p)
 
 
 # JAX: jax/_src/debugging.py debug_callback
@@ -300,6 +315,8 @@ ad.primitive_jvps[debug_print_p] = partial(_debug_jvp, primitive=debug_print_p)
 ad.primitive_transposes[debug_print_p] = _debug_transpose
 batching.primitive_batchers[debug_print_p] = partial(_debug_batch_rule, primitive=debug_print_p)
 mlir.register_lowering(debug_print_p, _debug_print_lowering)
+pe.partial_eval_jaxpr_custom_rules[debug_print_p] = partial(_debug_partial_eval_custom,
+                                                            primitive=debug_print_p)
 
 
 # JAX: jax/_src/debugging.py debug_print

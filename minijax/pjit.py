@@ -195,6 +195,53 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     return [next(uit) if u else next(kit) for u in out_unknowns]
 
 
+# JAX: jax/_src/interpreters/partial_eval.py _closed_jaxpr_partial_eval_custom_cached
+@api_util.identity_cache
+def _partial_eval_custom_of(jaxpr: ClosedJaxpr, unks_in: tuple[bool, ...],
+                            inst_in: tuple[bool, ...], saveable: Callable):
+    """`pe.partial_eval_jaxpr_custom` of a jit's jaxpr, with the residuals that are known
+    inputs or known outputs (`in_fwd`, `out_fwd`: their positions, or None) dropped from the
+    known jaxpr's outputs: the staged call reads them from outside."""
+    known, staged, unks_out, inst_out, num_res = pe.partial_eval_jaxpr_custom(
+        jaxpr, unks_in, inst_in, saveable)
+    jk = known.jaxpr
+    outs, res = split_list(jk.outvars, [len(jk.outvars) - num_res])
+    in_pos = {v: i for i, v in enumerate(jk.invars)}
+    out_pos = {v: i for i, v in enumerate(outs) if isinstance(v, core.Var)}
+    in_fwd, out_fwd = [in_pos.get(v) for v in res], [out_pos.get(v) for v in res]
+    kept = [v for v, f, g in zip(res, in_fwd, out_fwd) if f is g is None]
+    known = ClosedJaxpr(core.Jaxpr(jk.constvars, jk.invars, [*outs, *kept], jk.eqns),
+                        known.consts)
+    return known, staged, unks_out, inst_out, num_res, in_fwd, out_fwd
+
+
+# JAX: jax/_src/interpreters/partial_eval.py closed_call_partial_eval_custom_rule (with
+# jax/_src/pjit.py _pjit_partial_eval_custom_params_updater)
+def _jit_partial_eval_custom(saveable, unks_in, inst_in, eqn):
+    known, staged, unks_out, inst_out, num_res, in_fwd, out_fwd = _partial_eval_custom_of(
+        eqn.params["jaxpr"], tuple(unks_in), tuple(inst_in), saveable)
+    ins_known = [x for x, u in zip(eqn.invars, unks_in) if not u]
+    ins_staged = [x for x, i in zip(eqn.invars, inst_in) if i]
+    outs_known = [v for v, u in zip(eqn.outvars, unks_out) if not u]
+    res_binders = [core.Var(a) for a, f, g in zip(staged.in_avals, in_fwd, out_fwd)
+                   if f is g is None]
+    fresh = iter(res_binders)
+    res_vars = [outs_known[g] if g is not None else ins_known[f] if f is not None
+                else next(fresh) for f, g in zip(in_fwd, out_fwd)]
+    donated = eqn.params["donated_invars"]
+    eqn_known = eqn.replace(
+        invars=ins_known, outvars=[*outs_known, *res_binders],
+        params=dict(eqn.params, jaxpr=known,
+                    donated_invars=tuple(d for d, u in zip(donated, unks_in) if not u)))
+    eqn_staged = eqn.replace(
+        invars=[*res_vars, *ins_staged],
+        outvars=[v for v, i in zip(eqn.outvars, inst_out) if i],
+        params=dict(eqn.params, jaxpr=staged, donated_invars=(False,) * num_res + tuple(
+            d for d, i in zip(donated, inst_in) if i)))
+    not_passed = [x for x, i in zip(eqn.invars, inst_in) if isinstance(x, core.Var) and not i]
+    return eqn_known, eqn_staged, unks_out, inst_out, [*not_passed, *res_vars]
+
+
 @api_util.identity_cache
 def _transpose_of(jaxpr: ClosedJaxpr, undefined: tuple[bool, ...]):
     in_avals = jaxpr.in_avals
@@ -261,6 +308,7 @@ jit_p.def_impl(_jit_impl)
 jit_p.def_abstract_eval(_jit_abstract_eval)
 ad.primitive_jvps[jit_p] = _jit_jvp
 pe.custom_partial_eval_rules[jit_p] = _jit_partial_eval
+pe.partial_eval_jaxpr_custom_rules[jit_p] = _jit_partial_eval_custom
 ad.primitive_transposes[jit_p] = _jit_transpose
 batching.primitive_batchers[jit_p] = _jit_batch_rule
 mlir.register_lowering(jit_p, _jit_lowering)

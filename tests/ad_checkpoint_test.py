@@ -154,6 +154,58 @@ def test_backward_body_counts_match_jax(policy):
     assert counts(minijax) == counts(jax)
 
 
+def _inner_jit_program(J, policy, outer):
+    """An inner `jit` (jnp.where's `_where`, a jitted dot) and a sort inside a checkpoint."""
+    jnp = J.numpy
+
+    def body(x):
+        y = J.jit(lambda v: v @ v.T)(jnp.sin(x))
+        z = jnp.where(y > 0, y, 0.0) ** 2 + J.lax.sort(y, dimension=0)
+        return jnp.log1p(z * z).sum()
+    f = J.checkpoint(body, policy=POLICIES[policy](J))
+    return J.grad(f) if outer == "grad" else J.vmap(J.grad(f))
+
+
+@pytest.mark.parametrize("outer", ["grad", "vmap_grad"])
+@pytest.mark.parametrize("policy", POLICIES)
+def test_inner_jit_is_split_by_the_policy_as_jax(policy, outer):
+    # the policy decides inside the inner jit what its known call returns for the backward
+    # pass (JAX's partial_eval_jaxpr_custom rule for jit): the same jaxpr as JAX's, same values
+    x = RNG.standard_normal((2, 2, 3) if outer == "vmap_grad" else (2, 3)).astype(np.float32)
+    got = minijax.make_jaxpr(_inner_jit_program(minijax, policy, outer))(x)
+    assert str(got) == str(jax.make_jaxpr(_inner_jit_program(jax, policy, outer))(x))
+    core.check_jaxpr(got.jaxpr)
+    check(lambda J: _inner_jit_program(J, policy, outer), x)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_nested_checkpoint_is_split_by_the_outer_policy_as_jax(policy):
+    def program(J):
+        jnp = J.numpy
+        inner = J.checkpoint(lambda y: jnp.sin(jnp.sin(y)) * y)
+        outer = J.checkpoint(lambda y: jnp.cos(inner(y) * 2.0), policy=POLICIES[policy](J))
+        return J.grad(lambda x: outer(x).sum())
+    got = minijax.make_jaxpr(program(minijax))(X3)
+    assert str(got) == str(jax.make_jaxpr(program(jax))(X3))
+    check(program, X3)
+
+
+@pytest.mark.parametrize("policy", ["default", "everything"])
+def test_debug_callback_runs_again_in_the_recomputation_as_jax(policy):
+    def calls(J):
+        seen = []
+
+        def inner(z):
+            J.debug.callback(lambda v: seen.append(1), z)
+            return J.numpy.sin(z) * z
+        f = J.checkpoint(lambda x: (J.jit(inner)(x) ** 2).sum(), policy=POLICIES[policy](J))
+        out = J.grad(f)(X3)
+        return np.asarray(out), len(seen), str(J.make_jaxpr(J.grad(f))(X3))
+    (got, got_n, got_text), (want, want_n, want_text) = calls(minijax), calls(jax)
+    np.testing.assert_allclose(got, want, rtol=2e-6)
+    assert (got_n, got_text) == (want_n, want_text)
+
+
 def test_check_jaxpr_after_transformations():
     f = minijax.checkpoint(_layer(minijax))
     xs = np.stack([X3, 2 * X3])

@@ -13,8 +13,8 @@ import importlib
 
 import pytest
 
-TOPICS = ["placement", "sharding", "shard_map", "callbacks", "offloading", "pallas",
-          "profiling", "precision_xla"]
+TOPICS = ["placement", "sharding", "shard_map", "callbacks", "offloading", "compute_on",
+          "pallas", "profiling", "precision_xla"]
 
 
 @pytest.mark.parametrize("topic", TOPICS)

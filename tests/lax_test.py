@@ -413,8 +413,71 @@ def test_dot_algorithm_and_tolerance_fields_match_jax():
     np.testing.assert_array_equal(
         mlax.dot(x, x.T, precision=mlax.DotAlgorithmPreset.DEFAULT),
         jax.lax.dot(x, x.T, precision=jax.lax.DotAlgorithmPreset.DEFAULT))
-    with pytest.raises(NotImplementedError, match="BF16_BF16_F32"):
-        mlax.dot(x, x.T, precision=mlax.DotAlgorithmPreset.BF16_BF16_F32)
+
+
+def _dot_with(J, L, x, y, precision, how):
+    """(result, jaxpr text, the lowered program's dot_general/convert ops) or the error."""
+    def f(x, y):
+        return L.dot(x, y, precision=precision)
+    try:
+        out = f(x, y) if how == "eager" else J.jit(f)(x, y)
+    except Exception as e:  # noqa: BLE001 - the family is compared with JAX's
+        return type(e), None, None
+    ops = [line.split("=", 1)[1].strip() for line in J.jit(f).lower(x, y).as_text().splitlines()
+           if "dot_general" in line or "convert" in line]
+    return np.asarray(out), str(J.make_jaxpr(f)(x, y)), ops
+
+
+@pytest.mark.parametrize("name", [p.name for p in jax.lax.DotAlgorithmPreset])
+def test_dot_algorithm_presets_match_jax(name):
+    """Each preset, by enum and by name, on float32/bfloat16/float16 operands: the same
+    values (bit-identical under jit), jaxpr, StableHLO (operand conversions and the
+    `algorithm` attribute) and, for presets the CPU backend refuses, the same error family."""
+    rng = np.random.RandomState(0)
+    a, b = rng.randn(8, 16).astype(np.float32), rng.randn(16, 4).astype(np.float32)
+    for dtype in (np.float32, jax.numpy.bfloat16, np.float16):
+        x, y = a.astype(dtype), b.astype(dtype)
+        for how, precision in (("jit", name), ("eager", getattr(mlax.DotAlgorithmPreset, name))):
+            theirs_precision = precision if how == "jit" else getattr(jax.lax.DotAlgorithmPreset,
+                                                                      name)
+            mine = _dot_with(minijax, mlax, x, y, precision, how)
+            theirs = _dot_with(jax, jax.lax, x, y, theirs_precision, how)
+            where = f"{name} {np.dtype(dtype).name} {how}"
+            if isinstance(theirs[0], type):
+                assert mine[0] is theirs[0], where
+                continue
+            assert mine[0].dtype == theirs[0].dtype, where
+            assert mine[1:] == theirs[1:], where
+            if how == "jit":
+                np.testing.assert_array_equal(mine[0], theirs[0], err_msg=where)
+            else:  # NumPy's products against XLA's: float32 rounding apart
+                np.testing.assert_allclose(mine[0].astype(np.float64),
+                                           theirs[0].astype(np.float64), rtol=1e-5, atol=1e-5,
+                                           err_msg=where)
+
+
+def test_dot_algorithms_under_transforms_match_jax():
+    """A preset survives grad, vmap and `default_matmul_precision`; a spelt-out DotAlgorithm
+    prints as JAX's and is refused on CPU; bad names raise JAX's ValueError."""
+    x, y = np.ones((2, 3), np.float32), np.ones((3, 2), np.float32)
+
+    def jaxprs(J, L):
+        alg = L.DotAlgorithm(np.float16, np.float16, np.float32)
+        out = [str(J.make_jaxpr(lambda a, b: L.dot(a, b, precision=alg))(x, y)),
+               str(J.make_jaxpr(J.grad(lambda a, b: L.dot(a, b, precision="BF16_BF16_F32_X3")
+                                       .sum()))(x, y)),
+               str(J.make_jaxpr(J.vmap(lambda a: L.dot(a, y, precision="F32_F32_F32")))(
+                   np.ones((4, 2, 3), np.float32)))]
+        with J.default_matmul_precision("BF16_BF16_F32_X6"):
+            out.append(str(J.make_jaxpr(lambda a, b: a @ b)(x, y)))
+        with pytest.raises(ValueError, match="not supported by dot_general on CPU"):
+            J.jit(lambda a, b: L.dot(a, b, precision=alg))(x, y)
+        for bad in ("nonsense", "HIGHEST"):
+            with pytest.raises(ValueError, match="DotAlgorithmPreset or the name"):
+                L.dot(x, y, precision=bad)
+        return out
+    texts = [jaxprs(minijax, mlax), jaxprs(jax, jax.lax)]
+    assert texts[0] == texts[1]
 
 
 _CONV_SHAPES = [((2, 3, 9, 8), (4, 3, 3, 2), (2, 1)), ((1, 2, 5, 5), (3, 2, 2, 2), (1, 2))]

@@ -129,13 +129,12 @@ def measure(family: str, n: int) -> tuple[int, dict, list]:
 
 # The fixed slice CI runs: the first N_CI_PROGRAMS (derandomized) programs of each family. The
 # direct path must print as JAX's at least as often as the classic one, and as often as
-# measured (CI_IDENTICAL: (linearize, vjp); checkpoint's backward function keeps no empty staged
-# `jit` where JAX keeps one); the full figures (N_FAMILY_PROGRAMS each) are in
+# measured (CI_IDENTICAL: (linearize, vjp)); the full figures (N_FAMILY_PROGRAMS each) are in
 # docs/jaxpr_identity.md.
 N_CI_PROGRAMS = 5
 CI_IDENTICAL = {"straight-line": (5, 5), "cond": (5, 5), "switch": (5, 5), "while_loop": (5, 0),
                 "fori_loop": (5, 5), "scan": (5, 5), "custom_jvp": (5, 5), "custom_vjp": (5, 5),
-                "checkpoint": (5, 4)}
+                "checkpoint": (5, 5)}
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)

@@ -1,7 +1,11 @@
 """The chapters as a site (tools/build_site.py, `make docs`): build it into a temporary
 directory, then check what a reader would hit — every relative link and asset in the HTML
 resolves to a built file, every linked source file is a rendered page (not a download), each
-chapter's exercises are numbered 1, 2, 3, ... and the math renderer ships with the site."""
+chapter's exercises are numbered 1, 2, 3, ... and the math renderer ships with the site. With
+no browser at hand, what a reader sees is checked in the HTML: the chapters' figures are image
+files of the site, every output block carries its styling class, long plotting cells are
+folded, every `file.py: Symbol` pointer links to the line defining the symbol, and the
+learner's pages are in every page's navigation."""
 
 from __future__ import annotations
 
@@ -145,3 +149,88 @@ def test_navigation_lists_every_chapter(site):
         assert f'href="chapters/{path.stem}/"' in html, path.name
     for page in ("exercises", "ladder"):  # the learner's pages too
         assert f'href="chapters/{page}/"' in html, page
+
+
+# The figures drawn by the chapters' own code (compare/_figures.py), one per chapter.
+FIGURES = {"12-sharding": "12-sum-all-reduce.png", "13-shard-map": "13-collectives.png",
+           "14-callbacks-effects": "14-token-chain.png",
+           "21-mixture-of-experts": "21-dispatch-combine.png",
+           "24-memory-offloading": "24-offload-timeline.png"}
+_MAGIC = {".png": b"\x89PNG\r\n\x1a\n", ".svg": b"<"}
+
+
+def _page(site: Path, stem: str) -> str:
+    return (site / "chapters" / stem / "index.html").read_text()
+
+
+@pytest.mark.parametrize("stem", sorted(FIGURES))
+def test_figures_show_on_the_site(site, stem):
+    """Each picture the page shows is an image file of the built site (PNG or SVG by its first
+    bytes, not an empty or pointer file) with its description as alt text; the chapter's
+    figure is among them, and a python cell of the chapter draws it."""
+    page = site / "chapters" / stem / "index.html"
+    imgs = re.findall(r'<img alt="([^"]+)" src="([^"]+)"', page.read_text())
+    shown = {}
+    for alt, src in imgs:
+        target = (page.parent / unquote(src)).resolve()
+        assert target.is_file() and target.stat().st_size > 1000, (stem, src)
+        assert target.read_bytes().lstrip().startswith(_MAGIC[target.suffix]), (stem, src)
+        shown[target.name] = alt
+    assert FIGURES[stem] in shown, (stem, sorted(shown))
+    cells = re.findall(r"^```python\n(.*?)^```", (ROOT / "chapters" / f"{stem}.md").read_text(),
+                       re.S | re.M)
+    assert any(f'"chapters/img/{FIGURES[stem]}"' in c for c in cells), stem
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_output_block_is_styled(site, path):
+    """Each ```output block renders as div.language-output and each ```output-timing block as
+    div.language-output-timing (extra.css labels both): none as plain code."""
+    text, html = path.read_text(), _page(site, path.stem)
+    for kind in ("output", "output-timing"):
+        blocks = len(re.findall(rf"^```{kind}\n", text, re.M))
+        styled = html.count(f'<div class="language-{kind} highlight">')
+        assert styled == blocks, (path.name, kind, styled, blocks)
+    assert "div.language-output-timing::before" in (site / "extra" / "extra.css").read_text()
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_no_long_plotting_cell_left_open(site, path):
+    """Outside the folded <details>, no python cell that saves a figure is longer than
+    FOLD_LINES lines (each rendered line carries one line anchor)."""
+    html = re.sub(r"<details>.*?</details>", "", _page(site, path.stem), flags=re.S)
+    cells = re.findall(r'<div class="language-python highlight">(.*?)</code></pre></div>',
+                       html, re.S)
+    lines = [len(re.findall(r'<a id="__codelineno-', c)) for c in cells if "savefig" in c]
+    open_long = [n for n in lines if n > build_site.FOLD_LINES]
+    assert not open_long, (path.name, open_long)
+
+
+_PROSE_POINTER = re.compile(r'(<a href="([^"]*)">)?<code>((?:minijax|compare|tests|tools)/'
+                            r'[\w/]+\.py):? ([A-Za-z_][\w.]*)</code>')
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_every_pointer_reaches_its_line(site, path):
+    """Each `file.py: Symbol` in the prose is a link to the file's page, at the anchor of the
+    line that defines the symbol (`def`, `class` or an assignment of that name)."""
+    page = site / "chapters" / path.stem / "index.html"
+    found = _PROSE_POINTER.findall(page.read_text())
+    for _, href, file, symbol in found:
+        assert href, f"{path.name}: {file}: {symbol} is not a link"
+        target, _, anchor = href.partition("#")
+        assert (page.parent / target / "index.html").resolve() == site / file / "index.html"
+        line = int(re.fullmatch(r"__codelineno-0-(\d+)", anchor).group(1))
+        assert f'id="{anchor}"' in (site / file / "index.html").read_text(), (path.name, href)
+        name = symbol.rsplit(".", 1)[-1]
+        src = (ROOT / file).read_text().splitlines()[line - 1]
+        assert re.match(rf"\s*(?:(?:async )?def |class ){name}\b|{name}\s*[:=]", src), (
+            f"{path.name}: {file}: {symbol} links to line {line}: {src!r}")
+
+
+@pytest.mark.parametrize("stem", sorted(FIGURES))
+def test_learner_pages_in_every_pages_navigation(site, stem):
+    html = _page(site, stem)
+    for page, title in (("exercises", "Exercises"), ("ladder", "Build your own JAX")):
+        assert re.search(rf'<a href="\.\./{page}/" class="md-nav__link">\s*'
+                         rf'(?:<span[^>]*>\s*)?{title}', html), (stem, page)

@@ -482,7 +482,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
         if any(is_undefined_primal(x) for x in invals):
             linear_eqns.append(eqn)
             continue
-        outs = eqn.primitive.bind(*invals, **eqn.params)
+        with core.eqn_context_of(eqn):
+            outs = eqn.primitive.bind(*invals, **eqn.params)
         outs = outs if eqn.primitive.multiple_results else [outs]
         for v, x in safe_zip(eqn.outvars, outs):
             primal_env[v] = x
@@ -500,10 +501,12 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
                 f"'{eqn.primitive.name}' not implemented — see {_CHAPTER_REV}")
         invals = [read_primal(v) for v in eqn.invars]
         ct_arg = cts if eqn.primitive.multiple_results else cts[0]
-        cts_in = rule(ct_arg, *invals, **eqn.params)
-        for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
-            if is_undefined_primal(x):
-                write_ct(v, ct)
+        # the transposed equations, and the sums of cotangents they make, keep its compute_on
+        with core.eqn_context_of(eqn):
+            cts_in = rule(ct_arg, *invals, **eqn.params)
+            for v, x, ct in safe_zip(eqn.invars, invals, cts_in):
+                if is_undefined_primal(x):
+                    write_ct(v, ct)
     out = []
     for v, x in safe_zip(jaxpr.invars, primals_in):
         if is_undefined_primal(x):

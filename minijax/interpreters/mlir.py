@@ -9,6 +9,7 @@ Mirrors jax/_src/interpreters/mlir.py. Taught in chapters/07-jit.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import Any, Callable, Sequence
 
@@ -219,7 +220,9 @@ def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
     if not is_static(aval_out.shape):
         return hlo.dynamic_broadcast_in_dim(out_type, x,
                                             eval_dynamic_shape_as_tensor(aval_out.shape), dims)
-    return hlo.broadcast_in_dim(out_type, x, dims)
+    out = hlo.broadcast_in_dim(out_type, x, dims)
+    wrap_compute_type_in_place(out)
+    return out
 
 
 def nary_lowering(op_name: str) -> Callable:
@@ -263,14 +266,110 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
                 f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
                 f"see {_CHAPTER}")
         ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars])
-        outs = rule(ctx, *map(read, eqn.invars), **eqn.params)
-        if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
-            outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
+        operands = list(map(read, eqn.invars))
+        with _compute_type_of(eqn):
+            start = _ops_so_far()
+            outs = rule(ctx, *operands, **eqn.params)
+            if not eqn.primitive.multiple_results and not isinstance(outs, (list, tuple)):
+                outs = [outs]  # a rule may give its one value alone, or in a list as JAX's do
+            _mark_ops_since(start, outs)
         for v, o in zip(eqn.outvars, outs):
             if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
                 o = _constrain(o, v.aval)
             env[v] = o
     return [read(v) for v in jaxpr.outvars]
+
+
+# ---------------------------------------------------------------------------------------------
+# compute_on: where XLA runs an op
+# ---------------------------------------------------------------------------------------------
+
+# The compute type of the equation being lowered: an equation traced under `compute_on` sets
+# it, and the equations of a `jit` it calls (inlined here) inherit it, as the ops of the
+# function JAX calls do from the `call` op carrying the attribute.
+_compute_type: list = [None]
+_NO_COMPUTE_TYPE = contextlib.nullcontext()
+
+
+def _compute_type_of(eqn: core.JaxprEqn):
+    if eqn.ctx is None or eqn.ctx.compute_type == _compute_type[0]:
+        return _NO_COMPUTE_TYPE
+    return _compute_type_set(eqn.ctx.compute_type)
+
+
+@contextlib.contextmanager
+def _compute_type_set(c_type: str):
+    outer, _compute_type[0] = _compute_type[0], c_type
+    try:
+        yield
+    finally:
+        _compute_type[0] = outer
+
+
+# JAX: jax/_src/interpreters/mlir.py map_compute_type
+def map_compute_type(c_type: str) -> str:
+    """XLA's name for a `compute_on` compute type ('device_host' -> 'host')."""
+    names = {"device_host": "host", "device": "dense", "tpu_sparsecore": "sparseoffload"}
+    if c_type not in names:
+        raise ValueError(f"Invalid compute type {c_type}. Current supported values are "
+                         "`device_host`, `device` and `tpu_sparsecore`")
+    return names[c_type]
+
+
+# JAX: jax/_src/interpreters/mlir.py wrap_compute_type_in_place
+def wrap_compute_type_in_place(value) -> None:
+    """Mark the op that made `value` with the compute type in force: `mhlo.frontend_attributes
+    = {_xla_compute_type = "host"}` (a GPU stream: `_xla_stream_annotation`), merged with the
+    frontend attributes it has. A block argument (an input passed through) is left alone."""
+    if _compute_type[0] is None or not isinstance(value, ir.Value) or isinstance(
+            value.owner, ir.Block):
+        return
+    _mark_op(value.owner.operation if hasattr(value.owner, "operation") else value.owner)
+
+
+def _mark_op(op) -> None:
+    c_type = _compute_type[0]
+    if op.name in _UNMARKED:
+        return
+    if c_type.startswith("gpu_stream:"):
+        attrs = {"_xla_stream_annotation": ir.StringAttr.get(c_type.split(":", 1)[1]),
+                 "inlineable": ir.StringAttr.get("false")}
+    else:
+        attrs = {"_xla_compute_type": ir.StringAttr.get(map_compute_type(c_type))}
+    if "mhlo.frontend_attributes" in op.attributes:
+        attrs = {a.name: a.attr for a in ir.DictAttr(op.attributes["mhlo.frontend_attributes"])
+                 } | attrs
+    op.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(attrs)
+    if op.name in _CONTROL_FLOW:  # a loop's or branch's own bookkeeping runs there too
+        for region in op.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    _mark_op(inner.operation)
+
+
+# JAX traces a loop's counter and slicing as equations (scan lowers through lower_fun), so
+# they carry the mark; a reducer's or comparator's body is built op by op and does not.
+_UNMARKED = frozenset({"stablehlo.constant", "stablehlo.return", "func.return"})
+_CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
+
+
+def _ops_so_far():
+    if _compute_type[0] is None:
+        return None
+    block = ir.InsertionPoint.current.block
+    return block, len(block.operations)
+
+
+def _mark_ops_since(start, outs) -> None:
+    """Mark every op a rule emitted at the insertion point (and inside the loops and branches
+    among them), and the ops that made its results."""
+    if start is None:
+        return
+    block, n = start
+    for op in list(block.operations)[n:]:
+        _mark_op(op.operation)
+    for o in outs:
+        wrap_compute_type_in_place(o)
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_fun

@@ -10,13 +10,13 @@ Taught in chapters/03-jaxprs.md and chapters/06-reverse-mode.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from minijax import core, dtypes, effects
 from minijax.config import config
 from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
                           Var)
-from minijax.util import safe_zip
+from minijax.util import merge_lists, safe_zip, split_list
 
 # ---------------------------------------------------------------------------------------------
 # Tracing to a jaxpr
@@ -154,7 +154,9 @@ class DynamicJaxprTrace(core.Trace):
         multiple = primitive.multiple_results
         outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
         self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
-                                        source_info=core.user_source_info()))
+                                        source_info=core.user_source_info(),
+                                        ctx=config.compute_on_context_manager and
+                                        core.current_jaxpr_eqn_context()))
         outs = [DynamicJaxprTracer(self, v) for v in outvars]
         return outs if multiple else outs[0]
 
@@ -264,6 +266,140 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
     jaxpr_unk = convert_constvars_jaxpr(holder["jaxpr_unk"])
     return (ClosedJaxpr(jaxpr_k, consts_k), ClosedJaxpr(jaxpr_unk, []),
             holder["out_unknowns"], holder["num_res"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Partial evaluation with a policy: what checkpoint's reverse mode saves, what it recomputes
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/partial_eval.py Offloadable
+class Offloadable(NamedTuple):
+    """A policy's answer "save this residual, but in memory `dst`; bring it back to `src` for
+    the backward pass" (memory kinds: "device", "pinned_host"). A non-empty tuple, so it also
+    reads as True ("saveable") where only saving matters."""
+    src: str
+    dst: str
+
+
+# JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom_rules: per primitive
+# holding a jaxpr (and the debug callbacks), rule(saveable, unks_in, inst_in, eqn) -> (known
+# eqn or None, staged eqn or None, unks_out, inst_out, residuals), or None: no split of its own
+partial_eval_jaxpr_custom_rules: dict[core.Primitive, Callable] = {}
+
+
+# JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom — differs: no
+# ensure_out_unknowns/ensure_out_inst; an equation holding a jaxpr with no rule in
+# partial_eval_jaxpr_custom_rules, with known and unknown inputs, is split by its
+# custom_partial_eval_rules rule (`partial_eval_jaxpr_nounits` of that one equation), which
+# saves what its unknown part reads
+def partial_eval_jaxpr_custom(closed: ClosedJaxpr, in_unknowns: Sequence[bool],
+                              in_inst: Sequence[bool], saveable: Callable
+                              ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], list[bool], int]:
+    """Split `closed` into a known jaxpr and a staged one, with the policy `saveable` saying
+    which known values the staged one may read (the others it computes again).
+
+    `in_inst[i]`: the staged jaxpr receives input i (a known input it does not receive and
+    reads is a residual). Walks the equations in program order: one with a rule in
+    `partial_eval_jaxpr_custom_rules` (`jit` and `remat2`: the policy applied inside their
+    jaxprs; the debug callbacks) is split by it; one with an unknown input is staged; one with
+    only known inputs is known, and also staged (recomputed) unless the policy saves its
+    outputs (or it has effects). A known value the staged jaxpr reads and does not receive is
+    a residual. An `Offloadable` answer saves the
+    value in memory `dst`: the known jaxpr moves it there, the staged one brings it back.
+    Returns (jaxpr_known, jaxpr_staged, out_unknowns, out_inst, num_res): `jaxpr_known` maps the
+    known inputs to the known outputs followed by `num_res` residuals; `jaxpr_staged` maps the
+    residuals followed by the inputs in `in_inst` to the outputs it makes (`out_inst`: the
+    unknown ones and the known ones it recomputes).
+    """
+    jaxpr = closed.jaxpr
+    env: dict[Var, tuple[bool, bool]] = {}  # var -> (unknown, available to the staged jaxpr)
+    subst: dict[Var, core.Atom] = {}  # an equation's outputs, as the split of it made them
+    residuals: dict[Var, None] = {}  # ordered: as the staged equations first read them
+    known_eqns: list[JaxprEqn] = []
+    staged_eqns: list[JaxprEqn] = []
+    constvars: dict[Var, Any] = dict(safe_zip(jaxpr.constvars, closed.consts))
+
+    def sub(x):
+        return subst.get(x, x) if isinstance(x, Var) else x
+
+    def read(x) -> tuple[bool, bool]:
+        return env[x] if isinstance(x, Var) else (False, True)
+
+    def staged_input(x):
+        if isinstance(x, Var) and not env[x][1]:
+            residuals.setdefault(x)
+        return x
+
+    def splice(split: ClosedJaxpr, ins: Sequence[Any], into: list) -> list:
+        rename = dict(zip(split.jaxpr.invars, ins))
+        for v, c in safe_zip(split.jaxpr.constvars, split.consts):
+            constvars[v] = c
+            env[v] = (False, False)
+        for e in split.jaxpr.eqns:
+            into.append(e.replace(invars=[rename.get(x, x) if isinstance(x, Var) else x
+                                          for x in e.invars]))
+        return [rename.get(x, x) if isinstance(x, Var) else x for x in split.jaxpr.outvars]
+
+    env.update((v, (u, i)) for v, u, i in safe_zip(jaxpr.invars, in_unknowns, in_inst))
+    env.update((v, (False, True)) for v in jaxpr.constvars)
+    for eqn in jaxpr.eqns:
+        eqn = eqn.replace(invars=[sub(x) for x in eqn.invars])
+        unks_in = [read(x)[0] for x in eqn.invars]
+        rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
+        split = rule and rule(saveable, unks_in, [read(x)[1] for x in eqn.invars], eqn)
+        if split is not None:
+            eqn_known, eqn_staged, unks_out, inst_out, res = split
+            known_eqns.extend([eqn_known] if eqn_known is not None else [])
+            staged_eqns.extend([eqn_staged] if eqn_staged is not None else [])
+            residuals.update(dict.fromkeys(res))
+            env.update(zip(eqn.outvars, zip(unks_out, inst_out)))
+        elif any(unks_in) and not all(unks_in) and eqn.primitive in custom_partial_eval_rules:
+            fresh = [Var(x.aval) for x in eqn.invars]
+            one = ClosedJaxpr(Jaxpr([], fresh, eqn.outvars, [eqn.replace(invars=fresh)]), [])
+            known, unknown, out_unks, num_res = partial_eval_jaxpr_nounits(one, unks_in)
+            known_outs = splice(known, [x for x, u in zip(eqn.invars, unks_in) if not u],
+                                known_eqns)
+            env.update((x, (False, False)) for x in known_outs
+                       if isinstance(x, Var) and x not in env)
+            known_outs, res = split_list(known_outs, [len(known_outs) - num_res])
+            ins = [*map(staged_input, res), *(x for x, u in zip(eqn.invars, unks_in) if u)]
+            outs = splice(unknown, ins, staged_eqns)
+            env.update((x, (True, True)) for x in outs if isinstance(x, Var))
+            subst.update(safe_zip(eqn.outvars, merge_lists(out_unks, known_outs, outs)))
+        elif any(unks_in):
+            staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
+            env.update((v, (True, True)) for v in eqn.outvars)
+        else:
+            known_eqns.append(eqn)
+            case = saveable(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params)
+            if isinstance(case, Offloadable):
+                for v in eqn.outvars:
+                    moved = Var(v.aval)
+                    env[moved], env[v] = (False, False), (False, True)
+                    known_eqns.append(_device_put_eqn(v, moved, case.dst))
+                    staged_eqns.append(_device_put_eqn(staged_input(moved), v, case.src))
+            elif case or eqn.effects:
+                env.update((v, (False, False)) for v in eqn.outvars)
+            else:
+                staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
+                env.update((v, (False, True)) for v in eqn.outvars)
+    outvars = [sub(v) for v in jaxpr.outvars]
+    out_unknowns, out_inst = [read(v)[0] for v in outvars], [read(v)[1] for v in outvars]
+    res = list(residuals)
+    jaxpr_known = Jaxpr(list(constvars), [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
+                        [*(v for v, u in zip(outvars, out_unknowns) if not u), *res], known_eqns)
+    jaxpr_staged = Jaxpr(jaxpr.constvars, [*res, *(v for v, i in zip(jaxpr.invars, in_inst)
+                                                   if i)],
+                         [v for v, i in zip(outvars, out_inst) if i], staged_eqns)
+    return (ClosedJaxpr(jaxpr_known, list(constvars.values())),
+            ClosedJaxpr(jaxpr_staged, list(closed.consts)), out_unknowns, out_inst, len(res))
+
+
+def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
+    # not at the top: dispatch sits above the interpreters (JAX imports device_put_p here too)
+    from minijax.dispatch import device_put_p, MemorySpace
+    return JaxprEqn([x], [out], device_put_p, dict(devices=(MemorySpace.of_kind(kind),),
+                                                   srcs=(None,)))
 
 
 # ---------------------------------------------------------------------------------------------

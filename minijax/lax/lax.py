@@ -1867,6 +1867,12 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, precision, preferred_eleme
                       out_sharding=None):
     (lc, rc), (lb, rb) = dimension_numbers
     out_dtype = preferred_element_type or lhs.dtype
+    if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):  # as the lowering does
+        l_t, r_t, acc_t = _dot_algorithm_types(precision, lhs.dtype, rhs.dtype, out_dtype)
+        out = _dot_general_impl(lhs.astype(l_t, copy=False), rhs.astype(r_t, copy=False),
+                                dimension_numbers=dimension_numbers, precision=None,
+                                preferred_element_type=np.dtype(acc_t))
+        return _convert_element_type_impl(out, new_dtype=out_dtype, weak_type=False)
     # accumulate in the output dtype (int8 operands with an int32 result must not wrap); numpy
     # has no bfloat16 products, which accumulate in float32 (as XLA on CPU does)
     acc_dtype = np.float32 if out_dtype == dtypes.bfloat16 else out_dtype
@@ -1909,7 +1915,8 @@ def _dot_general_specialized_impl(lhs, rhs, *, dimension_numbers, precision,
     # minijax/dispatch.py specialized_impls: operands already of the output dtype need no
     # conversion, and NumPy's product is the whole impl
     out_dtype = preferred_element_type or lhs.dtype
-    if lhs.dtype != out_dtype or rhs.dtype != out_dtype or out_dtype == dtypes.bfloat16:
+    if lhs.dtype != out_dtype or rhs.dtype != out_dtype or out_dtype == dtypes.bfloat16 or (
+            precision is not None and type(precision) is not tuple):  # a dot algorithm
         return None
     return _numpy_product(lhs.ndim, rhs.ndim, dimension_numbers)
 
@@ -2035,10 +2042,28 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
     dnums = mlir.hlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
-    config_attr = None if precision is None else mlir.ir.ArrayAttr.get(
-        [mlir.hlo.PrecisionAttr.get(Precision(p).name) for p in precision])
-    return mlir.hlo.dot_general(mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums,
-                                precision_config=config_attr)
+    aval_out = ctx.avals_out[0]
+    if not isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
+        config_attr = None if precision is None else mlir.ir.ArrayAttr.get(
+            [mlir.hlo.PrecisionAttr.get(Precision(p).name) for p in precision])
+        return mlir.hlo.dot_general(mlir.aval_to_ir_type(aval_out), lhs, rhs, dnums,
+                                    precision_config=config_attr)
+    # a dot algorithm: operands converted to its types, the product accumulated in its type
+    # and converted to the result's, the algorithm written on the op (JAX:
+    # jax/_src/lax/lax.py _handle_dot_precision)
+    (l_aval, r_aval), types = ctx.avals_in, _dot_algorithm_types(
+        precision, ctx.avals_in[0].dtype, ctx.avals_in[1].dtype, aval_out.dtype)
+    lhs, rhs = (x if a.dtype == t else mlir.hlo.convert(
+        mlir.aval_to_ir_type(ShapedArray(a.shape, t)), x)
+        for x, a, t in ((lhs, l_aval, types[0]), (rhs, r_aval, types[1])))
+    acc_aval = ShapedArray(aval_out.shape, types[2])
+    extra = {} if precision is DotAlgorithmPreset.DEFAULT else {
+        "algorithm": _dot_algorithm_attr(precision, types)}
+    out = mlir.hlo.dot_general(mlir.aval_to_ir_type(acc_aval), lhs, rhs, dnums,
+                               precision_config=mlir.ir.ArrayAttr.get(
+                                   [mlir.hlo.PrecisionAttr.get("DEFAULT")] * 2), **extra)
+    return out if acc_aval.dtype == aval_out.dtype else mlir.hlo.convert(
+        mlir.aval_to_ir_type(aval_out), out)
 
 
 # JAX: jax/_src/lax/lax.py Precision
@@ -2066,29 +2091,30 @@ class Precision(enum.Enum):
 
 # JAX: jax/_src/lax/lax.py canonicalize_precision
 def canonicalize_precision(precision):
-    """None (or, unset, `jax_default_matmul_precision`), a Precision or its name, or a pair
-    of them, as a pair of Precisions or None. Raises ValueError for anything else and
-    NotImplementedError for the dot-algorithm presets minijax does not model."""
+    """None (or, unset, `jax_default_matmul_precision`), a Precision or its lower-case name,
+    or a pair of them, as a pair of Precisions or None; a DotAlgorithm, a DotAlgorithmPreset
+    or a preset's name (e.g. "BF16_BF16_F32_X3") as itself. Raises ValueError for anything
+    else (a preset the CPU cannot run is refused later, when the product is computed)."""
     if precision is None:
         precision = config.jax_default_matmul_precision
         if precision is None:
             return None
-    if precision is DotAlgorithmPreset.DEFAULT:
-        return None
     if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
-        raise NotImplementedError(f"dot_general: minijax does not model the dot algorithm "
-                                  f"{precision!r}")
-    if isinstance(precision, str) and precision not in _PRECISION_NAMES:
-        raise NotImplementedError(f"dot_general: minijax does not model the dot algorithm "
-                                  f"preset {precision!r}")
-    if isinstance(precision, (str, Precision)):
+        return precision
+    if isinstance(precision, str) and precision not in _PRECISION_NAMES \
+            and precision in DotAlgorithmPreset.__members__:
+        return DotAlgorithmPreset[precision]
+    if isinstance(precision, Precision) or (isinstance(precision, str)
+                                            and precision in _PRECISION_NAMES):
         return (Precision(precision),) * 2
     if isinstance(precision, (tuple, list)) and len(precision) == 2 and all(
             isinstance(p, Precision) or p in _PRECISION_NAMES for p in precision):
         return tuple(Precision(p) for p in precision)
     raise ValueError(f"Precision argument must be one of:\n- None,\n- a string in "
                      f"{list(_PRECISION_NAMES)},\n- a lax.Precision value,\n- a tuple of two "
-                     f"lax.Precision values or strings;\nbut got {precision}.")
+                     f"lax.Precision values or strings,\n- a lax.DotAlgorithmPreset or the "
+                     f"name of one of these presets, or\n- a lax.DotAlgorithm value;\n"
+                     f"but got {precision}.")
 
 
 _PRECISION_NAMES = ("highest", "float32", "high", "bfloat16_3x", "tensorfloat32", "default",
@@ -3168,9 +3194,16 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable, num_keys):
 
 
 def _sort_batch_rule(vals, dims, *, axis_size, dimension, is_stable, num_keys):
-    vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
-    outs = sort_p.bind(*vals, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
-    return outs, [0] * len(outs)
+    # as JAX's: every operand gets the first batched one's batch axis, where it is (unbatched
+    # ones broadcast to its shape, numbered with Python ints)
+    proto, bdim = next((v, d) for v, d in zip(vals, dims) if d is not batching.not_mapped)
+    shape = core.get_aval(proto).shape
+    keep = [int(i) for i in np.delete(np.arange(len(shape)), bdim)]
+    vals = [broadcast_in_dim(v, shape, keep) if d is batching.not_mapped
+            else batching.moveaxis(v, d, bdim) for v, d in zip(vals, dims)]
+    outs = sort_p.bind(*vals, dimension=dimension + (bdim <= dimension), is_stable=is_stable,
+                       num_keys=num_keys)
+    return outs, [bdim] * len(outs)
 
 
 def _sort_compare(a, b, dtype):
@@ -3858,7 +3891,9 @@ mlir.register_lowering(optimization_barrier_p, lambda ctx, *xs: list(
 @dataclasses.dataclass(frozen=True)
 class DotAlgorithm:
     """A dot algorithm spelt out: the operand and accumulation types and how many passes.
-    minijax keeps it as a value; `dot_general` accepts only the default algorithm."""
+    `dot_general(..., precision=DotAlgorithm(...))` traces and prints it; XLA's CPU backend
+    runs none (computing one raises ValueError, as in JAX). Mirrors jax/_src/lax/lax.py:
+    DotAlgorithm."""
     lhs_precision_type: object
     rhs_precision_type: object
     accumulation_type: object
@@ -3870,9 +3905,12 @@ class DotAlgorithm:
 
 # JAX: jax/_src/lax/lax.py DotAlgorithmPreset
 class DotAlgorithmPreset(enum.Enum):
-    """JAX's named dot algorithms (operand types, accumulation type, passes). minijax's
-    `dot_general` takes DEFAULT (as precision=None) and raises NotImplementedError for the
-    others, which select accelerator kernels."""
+    """JAX's named dot algorithms, `LHS_RHS_ACCUMULATION` (`_X3`: three bfloat16 passes
+    emulating float32). Passed as `precision=` (or by name), the operands are converted to the
+    preset's types, the product is accumulated in its type and converted to the result's
+    dtype, and the algorithm is written on the StableHLO op. XLA's CPU backend runs DEFAULT,
+    F16_F16_F16, BF16_BF16_F32(_X3, _X6), F32_F32_F32 and F64_F64_F64; the others raise
+    ValueError when computed. Mirrors jax/_src/lax/lax.py: DotAlgorithmPreset."""
     DEFAULT = enum.auto()
     ANY_F8_ANY_F8_F32 = enum.auto()
     ANY_F8_ANY_F8_F32_FAST_ACCUM = enum.auto()
@@ -3893,7 +3931,89 @@ class DotAlgorithmPreset(enum.Enum):
     def __repr__(self) -> str:
         return f"DotAlgorithmPreset.{self.name}"
 
-    __str__ = __repr__
+    def __str__(self) -> str:  # the bare name, as jaxprs print it
+        return self.name
+
+    @property
+    def supported_lhs_types(self) -> tuple | None:
+        """The operand dtypes the preset computes in (an operand of another dtype is
+        converted to the first); None: any."""
+        return _PRESET_TYPES[self.name][0]
+
+    supported_rhs_types = supported_lhs_types
+
+    @property
+    def accumulation_type(self):
+        """The dtype the products are summed in; None: the result's."""
+        return _PRESET_TYPES[self.name][1]
+
+    def supported_output_types(self, lhs_dtype, rhs_dtype) -> tuple | None:
+        """The accumulation dtypes the preset allows for these operands (the result's dtype
+        if listed, else the first); None: any."""
+        name, acc = self.name, self.accumulation_type
+        if name.startswith("ANY_F8_ANY_F8_F32"):
+            return (np.dtype(np.float32), np.dtype(np.float16), np.dtype(dtypes.bfloat16),
+                    *map(np.dtype, _FLOAT8))
+        low = {"F16_F16_F32": np.float16, "BF16_BF16_F32": dtypes.bfloat16}.get(name)
+        if low is not None and np.promote_types(lhs_dtype, rhs_dtype) == low:
+            return (np.dtype(np.float32), np.dtype(low))
+        return None if acc is None else (np.dtype(acc),)
+
+
+_F16, _BF16, _F32, _F64 = (np.dtype(t) for t in (np.float16, dtypes.bfloat16, np.float32,
+                                                  np.float64))
+_FLOAT8 = tuple(getattr(dtypes, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(dtypes, n))
+# preset name -> (operand dtypes, accumulation dtype, the op's (lhs, rhs, acc) types, passes)
+_PRESET_TYPES = {
+    "DEFAULT": (None, None, None, 1),
+    "ANY_F8_ANY_F8_F32": (None, _F32, None, 1),
+    "ANY_F8_ANY_F8_F32_FAST_ACCUM": (None, _F32, None, 1),
+    "ANY_F8_ANY_F8_ANY": (None, None, None, 1),
+    "ANY_F8_ANY_F8_ANY_FAST_ACCUM": (None, None, None, 1),
+    "F16_F16_F16": ((_F16,), _F16, (_F16, _F16, _F16), 1),
+    "F16_F16_F32": ((_F16,), _F32, (_F16, _F16, _F32), 1),
+    "BF16_BF16_BF16": ((_BF16, _F32), _BF16, (_BF16, _BF16, _BF16), 1),
+    "BF16_BF16_F32": ((_BF16, _F32), _F32, (_BF16, _BF16, _F32), 1),
+    "BF16_BF16_F32_X3": ((_F32,), _F32, (_BF16, _BF16, _F32), 3),
+    "BF16_BF16_F32_X6": ((_F32,), _F32, (_BF16, _BF16, _F32), 6),
+    "BF16_BF16_F32_X9": ((_F32,), _F32, (_BF16, _BF16, _F32), 9),
+    "TF32_TF32_F32": ((_F32,), _F32, ("tf32", "tf32", _F32), 1),
+    "TF32_TF32_F32_X3": ((_F32,), _F32, ("tf32", "tf32", _F32), 3),
+    "F32_F32_F32": ((_F32,), _F32, (_F32, _F32, _F32), 1),
+    "F64_F64_F64": ((_F64,), _F64, (_F64, _F64, _F64), 1),
+}
+# the algorithms XLA's CPU backend computes (it ignores an algorithm rather than refusing it,
+# so the check is made here, as JAX makes it)
+_CPU_PRESETS = frozenset({"DEFAULT", "F16_F16_F16", "F32_F32_F32", "F64_F64_F64",
+                          "BF16_BF16_F32", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"})
+
+
+# JAX: jax/_src/lax/lax.py get_algorithm_compute_types (and _handle_dot_precision's CPU check)
+def _dot_algorithm_types(algorithm, lhs_dtype, rhs_dtype, out_dtype) -> tuple:
+    """(lhs, rhs, accumulation) dtypes `algorithm` computes in for these operands and result.
+    Raises ValueError for an algorithm the CPU backend does not run."""
+    if not (isinstance(algorithm, DotAlgorithmPreset) and algorithm.name in _CPU_PRESETS):
+        raise ValueError(f"The precision '{algorithm}' is not supported by dot_general on CPU "
+                         f"(operands {np.dtype(lhs_dtype).name} and {np.dtype(rhs_dtype).name}; "
+                         f"the CPU runs {', '.join(sorted(_CPU_PRESETS))})")
+
+    def pick(dtype, allowed):
+        return dtype if allowed is None or np.dtype(dtype) in allowed else allowed[0]
+    lhs_t = pick(lhs_dtype, algorithm.supported_lhs_types)
+    rhs_t = pick(rhs_dtype, algorithm.supported_rhs_types)
+    return lhs_t, rhs_t, pick(out_dtype, algorithm.supported_output_types(lhs_t, rhs_t))
+
+
+def _dot_algorithm_attr(preset, types):
+    """The `#stablehlo.dot_algorithm<...>` a preset writes on the op."""
+    op_types, passes = _PRESET_TYPES[preset.name][2:]
+    if op_types is None:  # the float8 presets name the operands' own types
+        op_types = (types[0], types[1], types[2])
+
+    def ir_type(t):
+        return mlir.ir.FloatTF32Type.get() if t == "tf32" else mlir.dtype_to_ir_type(t)
+    return mlir.hlo.DotAlgorithm.get(*map(ir_type, op_types), 1, 1, passes,
+                                     preset.name.endswith("FAST_ACCUM"))
 
 
 # JAX: jax/_src/lax/lax.py RandomAlgorithm

@@ -391,8 +391,9 @@ def dynamic_update_index_in_dim(operand, update, index, axis: int, *,
 # and `mode` records which of these the bound primitive is (JAX does the same rewriting inside
 # its lowering). The index vector is always the last dimension of the indices, as in JAX.
 # Batching dims (`operand_batching_dims`: operand dims paired one to one with the indices'
-# `start_indices_batching_dims`, as in sort's jvp) are lowered as they are; the numpy impl and
-# the batching rules first rewrite them as an iota index (`_unbatched_gather`).
+# `start_indices_batching_dims`, as in sort's jvp) are lowered as they are; the numpy impl
+# first rewrites them as an iota index (`_unbatched_gather`). The batching rules are JAX's: a
+# vmapped axis of both operand and indices becomes one more pair of batching dims.
 
 
 # JAX: jax/_src/lax/slicing.py GatherDimensionNumbers
@@ -465,10 +466,6 @@ def _unbatched_gather(indices, dn: GatherDimensionNumbers, iota, concatenate):
 def _numpy_iota(dtype):
     return lambda shape, d: np.broadcast_to(np.arange(shape[d], dtype=dtype).reshape(
         [-1 if i == d else 1 for i in range(len(shape))]), shape)
-
-
-def _lax_iota(dtype):
-    return lambda shape, d: lax.broadcasted_iota(dtype, shape, d)
 
 
 def _scatter_as_gather(dn: ScatterDimensionNumbers) -> GatherDimensionNumbers:
@@ -601,44 +598,33 @@ def _gather_transpose(ct, operand, indices, *, dimension_numbers, slice_sizes, f
                                                  indices_are_sorted, unique_indices)), None]
 
 
-def _shift(dims, by=1):
-    return tuple(d + by for d in dims)
-
-
-def _with_batch_iota(indices, axis_size: int):
-    """Indices batched at 0 with the batch position prepended to every index vector."""
-    aval = core.get_aval(indices)
-    counts = lax.broadcasted_iota(aval.dtype, aval.shape[:-1] + (1,), 0)
-    return lax.concatenate([counts, indices], aval.ndim - 1)
-
-
+# JAX: jax/_src/lax/slicing.py _gather_batching_rule
 def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes, **params):
     (operand, indices), (od, idd) = vals, dims
-    if dimension_numbers.operand_batching_dims:  # rewritten first with an iota index
-        if idd is not not_mapped:  # the vmapped axis just before the index vector
-            idd, indices = (core.get_aval(indices).ndim - 2,
-                            batching.moveaxis(indices, idd, core.get_aval(indices).ndim - 2))
-        indices, dimension_numbers = _unbatched_gather(
-            indices, dimension_numbers, _lax_iota(core.get_aval(indices).dtype),
-            lax.concatenate)
     dn = dimension_numbers
+    # dims renumbered with numpy, as JAX's (they print as np.int64)
     if idd is not_mapped:  # the batch axis becomes the first offset dim
-        operand = batching.moveaxis(operand, od, 0)
-        new = GatherDimensionNumbers((0,) + _shift(dn.offset_dims), _shift(dn.collapsed_slice_dims),
-                                     _shift(dn.start_index_map))
-        return gather_p.bind(operand, indices, dimension_numbers=new,
-                             slice_sizes=(axis_size,) + slice_sizes, **params), 0
+        new = GatherDimensionNumbers(
+            (0,) + tuple(np.add(1, dn.offset_dims)), tuple(np.add(1, dn.collapsed_slice_dims)),
+            tuple(np.add(1, dn.start_index_map)), tuple(np.add(1, dn.operand_batching_dims)),
+            dn.start_indices_batching_dims)
+        return gather_p.bind(batching.moveaxis(operand, od, 0), indices, dimension_numbers=new,
+                             slice_sizes=(axis_size,) + tuple(slice_sizes), **params), 0
     indices = batching.moveaxis(indices, idd, 0)
     if od is not_mapped:  # the batch axis is the first batch dim of the indices
-        new = GatherDimensionNumbers(_shift(dn.offset_dims), dn.collapsed_slice_dims,
-                                     dn.start_index_map)
+        new = GatherDimensionNumbers(
+            tuple(1 + d for d in dn.offset_dims), dn.collapsed_slice_dims, dn.start_index_map,
+            dn.operand_batching_dims, tuple(np.add(1, dn.start_indices_batching_dims)))
+        params = dict(params, unique_indices=False, indices_are_sorted=False)
         return gather_p.bind(operand, indices, dimension_numbers=new,
                              slice_sizes=slice_sizes, **params), 0
-    operand = batching.moveaxis(operand, od, 0)
-    new = GatherDimensionNumbers(_shift(dn.offset_dims), (0,) + _shift(dn.collapsed_slice_dims),
-                                 (0,) + _shift(dn.start_index_map))
-    return gather_p.bind(operand, _with_batch_iota(indices, axis_size), dimension_numbers=new,
-                         slice_sizes=(1,) + tuple(slice_sizes), **params), 0
+    # both batched: the batch axis pairs operand and indices as one more batching dim
+    new = GatherDimensionNumbers(
+        tuple(np.add(1, dn.offset_dims)), tuple(np.add(1, dn.collapsed_slice_dims)),
+        tuple(np.add(1, dn.start_index_map)), (0,) + tuple(np.add(1, dn.operand_batching_dims)),
+        (0,) + tuple(np.add(1, dn.start_indices_batching_dims)))
+    return gather_p.bind(batching.moveaxis(operand, od, 0), indices, dimension_numbers=new,
+                         slice_sizes=(int(axis_size != 0),) + tuple(slice_sizes), **params), 0
 
 
 def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, fill_value,
@@ -885,29 +871,28 @@ def _scatter_mul_transpose(ct, operand, indices, updates, **params):
     return [scatter_mul_p.bind(ct, indices, updates, **params), None, None]
 
 
+# JAX: jax/_src/lax/slicing.py _scatter_batching_rule
 def _scatter_batch_rule(prim):
     def rule(vals, dims, *, axis_size, dimension_numbers, **params):
         (operand, indices, updates), (od, idd, ud) = vals, dims
-        if dimension_numbers.operand_batching_dims:  # rewritten first with an iota index
-            if idd is not not_mapped:  # the vmapped axis just before the index vector
-                idd, indices = (core.get_aval(indices).ndim - 2, batching.moveaxis(
-                    indices, idd, core.get_aval(indices).ndim - 2))
-            indices, gdn = _unbatched_gather(
-                indices, _scatter_as_gather(dimension_numbers),
-                _lax_iota(core.get_aval(indices).dtype), lax.concatenate)
-            dimension_numbers = _gather_as_scatter(gdn)
         dn = dimension_numbers
         operand = batching.bdim_at_front(operand, od, axis_size)
         updates = batching.bdim_at_front(updates, ud, axis_size)
+        # dims renumbered with numpy, as JAX's (they print as np.int64)
         if idd is not_mapped:  # the batch axis is a window dim of every update
-            new = ScatterDimensionNumbers((0,) + _shift(dn.update_window_dims),
-                                          _shift(dn.inserted_window_dims),
-                                          _shift(dn.scatter_dims_to_operand_dims))
+            new = ScatterDimensionNumbers(
+                (0,) + tuple(np.add(1, dn.update_window_dims)),
+                tuple(np.add(1, dn.inserted_window_dims)),
+                tuple(np.add(1, dn.scatter_dims_to_operand_dims)),
+                tuple(np.add(1, dn.operand_batching_dims)), dn.scatter_indices_batching_dims)
             return prim.bind(operand, indices, updates, dimension_numbers=new, **params), 0
-        indices = _with_batch_iota(batching.moveaxis(indices, idd, 0), axis_size)
-        new = ScatterDimensionNumbers(_shift(dn.update_window_dims),
-                                      (0,) + _shift(dn.inserted_window_dims),
-                                      (0,) + _shift(dn.scatter_dims_to_operand_dims))
+        # batched indices: the batch axis pairs operand and indices as one more batching dim
+        indices = batching.bdim_at_front(indices, idd, axis_size)
+        new = ScatterDimensionNumbers(
+            tuple(np.add(1, dn.update_window_dims)), tuple(np.add(1, dn.inserted_window_dims)),
+            tuple(np.add(1, dn.scatter_dims_to_operand_dims)),
+            (0,) + tuple(np.add(1, dn.operand_batching_dims)),
+            (0,) + tuple(np.add(1, dn.scatter_indices_batching_dims)))
         return prim.bind(operand, indices, updates, dimension_numbers=new, **params), 0
     return rule
 

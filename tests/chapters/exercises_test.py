@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.util
 from functools import partial
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -260,6 +261,39 @@ def test_scan_via_while_is_a_while_and_has_a_jvp(module):
     mine = minijax.jvp(run(minijax, module.scan_via_while), (C0,), (t,))
     ref = jax.jvp(run(jax, jax.lax.scan), (C0,), (t,))
     _close(mine[1], ref[1], 1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# lowering_rules: five primitives lowered to StableHLO, the program run on XLA (chapter 07)
+# ---------------------------------------------------------------------------------------------
+
+def _lowered_programs(J):
+    jnp = J.numpy
+    r = np.random.default_rng(3)
+    args = lambda *shapes: [r.standard_normal(s).astype(np.float32) for s in shapes]
+    return [(lambda x, w, b: jnp.sum(jnp.sin(x @ w) * b, axis=0), args((4, 3), (3, 5), (5,))),
+            (lambda a, c, v: jnp.sum(J.lax.batch_matmul(a, c) * jnp.broadcast_to(
+                v[:, None, None], (2, 3, 4))), args((2, 3, 6), (2, 6, 4), (2,)))]
+
+
+def _stablehlo_ops(text: str) -> set[str]:
+    return set(re.findall(r"(?<!#)stablehlo\.(\w+)", text)) - {"return"}
+
+
+@_versions("lowering_rules")
+@pytest.mark.parametrize("J", [minijax, jax], ids=["minijax_jaxpr", "jax_jaxpr"])
+def test_lowering_rules_run_on_xla_as_jax_jit(module, J):
+    for (program, args), (ref, _) in zip(_lowered_programs(J), _lowered_programs(jax)):
+        closed = J.make_jaxpr(program)(*args)
+        (got,) = module.run(closed, *args)
+        want = jax.jit(ref)(*args)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        _close(got, want)
+        # the same StableHLO operations as JAX's own lowering of the program
+        assert _stablehlo_ops(module.lower(closed)) == _stablehlo_ops(
+            jax.jit(ref).lower(*args).as_text())
+    with pytest.raises(NotImplementedError, match="'cos'"):
+        module.lower(J.make_jaxpr(J.numpy.cos)(X))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -547,6 +581,72 @@ def test_psum_scatter_transpose_gives_jax_gradients(module, monkeypatch):
     _close(minijax.grad(loss(minijax))(x), jax.grad(loss(jax))(x), 1e-4)
 
 
+# ---------------------------------------------------------------------------------------------
+# threefry: Threefry-2x32 and the keys and bits built on it, in NumPy (chapter 10)
+# ---------------------------------------------------------------------------------------------
+
+SEEDS = (0, 42, -1, 2 ** 31 - 1)
+SHAPES = ((), (7,), (3, 4), (2, 3, 5))
+
+
+@_versions("threefry")
+def test_threefry_hash_matches_jax(module):
+    import jax.extend.random
+    key = np.array([0x13198A2E, 0x03707344], np.uint32)
+    x0, x1 = rng.integers(0, 2 ** 32, (2, 3, 4), dtype=np.uint32)
+    y0, y1 = module.threefry2x32(key, x0, x1)
+    # JAX's hash takes the counter pairs as one array, first words then second words
+    want = np.asarray(jax.extend.random.threefry_2x32(key, np.concatenate([x0.ravel(),
+                                                                           x1.ravel()])))
+    assert y0.dtype == y1.dtype == np.uint32 and y0.shape == y1.shape == (3, 4)
+    np.testing.assert_array_equal(np.concatenate([y0.ravel(), y1.ravel()]), want)
+    x = np.array([0x80000001, 7, 0xFFFF0000], np.uint32)
+    want = [((int(v) << 13) | (int(v) >> 19)) & 0xFFFFFFFF for v in x]  # Python's big ints
+    np.testing.assert_array_equal(module.rotate_left(x, 13), want)
+
+
+@partial(jax.jit, static_argnums=1)
+def _jax_draws(key_data, shape):
+    """jax.random's bits of 8, 16 and 32 bits and uniform floats: one compilation a shape."""
+    key = jax.random.wrap_key_data(key_data)
+    return [*(jax.random.bits(key, shape, np.dtype(f"uint{w}")) for w in (8, 16, 32)),
+            jax.random.uniform(key, shape)]
+
+
+@_versions("threefry")
+def test_threefry_keys_and_bits_match_jax_random(module):
+    for seed in SEEDS:
+        want_key = jax.random.key_data(jax.random.key(seed))
+        data = module.threefry_seed(seed)
+        assert data.dtype == np.uint32
+        np.testing.assert_array_equal(data, want_key)
+        for shape in SHAPES:
+            *bits, floats = _jax_draws(want_key, shape)
+            for width, want in zip((8, 16, 32), bits):
+                got = module.random_bits(data, shape, width)
+                assert got.dtype == want.dtype and got.shape == want.shape, (got, want)
+                np.testing.assert_array_equal(got, want)
+            got = module.uniform(data, shape)
+            assert got.dtype == np.float32 and got.shape == shape
+            np.testing.assert_array_equal(got, floats)
+
+
+@_versions("threefry")
+def test_threefry_split_and_fold_in_match_jax_random(module):
+    for seed in SEEDS:
+        key, data = jax.random.key(seed), module.threefry_seed(seed)
+        for shape in (3, (2, 2)):
+            np.testing.assert_array_equal(module.split(data, shape),
+                                          jax.random.key_data(jax.random.split(key, shape)))
+        for d in (0, 11, 2 ** 32 - 1):
+            np.testing.assert_array_equal(module.fold_in(data, d),
+                                          jax.random.key_data(jax.random.fold_in(key, d)))
+    # a chain: uniform floats from a key split from a folded key
+    key = jax.random.split(jax.random.fold_in(jax.random.key(3), 5))[1]
+    data = module.split(module.fold_in(module.threefry_seed(3), 5))[1]
+    np.testing.assert_array_equal(module.uniform(data, (4, 3)), jax.random.uniform(key, (4, 3)))
+
+
 @_versions("dropout")
 def test_dropout_with_explicit_keys_matches_jax(module):
     x = np.random.RandomState(0).standard_normal((4, 6)).astype(np.float32) + 2.0
@@ -609,6 +709,73 @@ def test_sampling_matches_jax_and_the_softmax(module):
     assert freq[3] == 0, freq
     # within four binomial standard deviations of the renormalized softmax at temperature T
     assert np.all(np.abs(freq[:3] - want) <= 4 * np.sqrt(want * (1 - want) / n)), (freq, want)
+
+
+# ---------------------------------------------------------------------------------------------
+# moe_dispatch: top-k routing with a capacity, as dispatch and combine tensors (chapter 21)
+# ---------------------------------------------------------------------------------------------
+
+def _routes(k: int, G: int = 2, S: int = 16, E: int = 4, seed: int = 0):
+    """gates f32[G,S,k] (positive, summing to 1) and k distinct experts int32[G,S,k]."""
+    r = np.random.default_rng(seed)
+    experts = np.argsort(r.standard_normal((G, S, E)), axis=-1)[..., :k].astype(np.int32)
+    gates = r.uniform(0.1, 1.0, (G, S, k)).astype(np.float32)
+    return gates / gates.sum(-1, keepdims=True), experts
+
+
+@_versions("moe_dispatch")
+def test_moe_dispatch_tensors_match_the_chapter(module):
+    from compare import moe
+    for k, factor in ((2, 0.5), (2, 1.25), (1, 1.0)):
+        gates, experts = _routes(k)
+        cfg = moe.MoEConfig(n_experts=4, top_k=k, capacity_factor=factor)
+        C = cfg.capacity(16)
+        # minijax eagerly, JAX under jit (one compilation, not one per operation)
+        got = {minijax: module.dispatch_tensors(minijax, gates, experts, 4, C),
+               jax: jax.jit(partial(module.dispatch_tensors, jax), static_argnums=(2, 3))(
+                   gates, experts, 4, C)}
+        want = jax.jit(partial(moe.dispatch_tensors, jax, cfg), static_argnums=2)(
+            gates, experts, C)
+        dropped = int((~moe.keep_mask_loop(experts, 4, C)).sum())
+        assert dropped > 0 or factor > 1.0  # the small capacities do drop
+        for J in (minijax, jax):
+            for g, w in zip(got[J], want):
+                assert np.shape(g) == np.shape(w) and np.asarray(g).dtype == np.asarray(w).dtype
+                _close(g, w)
+            assert int(got[J][2]) == dropped, (k, factor, int(got[J][2]), dropped)
+
+
+@_versions("moe_dispatch")
+def test_moe_layer_from_dispatch_and_combine_equals_a_loop(module):
+    from compare import moe
+    gates, experts = _routes(2, seed=1)
+    h = rng.standard_normal((2, 16, 3)).astype(np.float32)
+    scale = np.arange(1.0, 5.0, dtype=np.float32)  # expert e multiplies by e + 1, then tanh
+    C = moe.MoEConfig(n_experts=4, top_k=2, capacity_factor=1.0).capacity(16)
+    keep = moe.keep_mask_loop(experts, 4, C)
+
+    def layer(J, gates, h):
+        combine, dispatch, _ = module.dispatch_tensors(J, gates, experts, 4, C)
+        x = module.to_expert_slots(J, dispatch, h)
+        return module.from_expert_slots(J, combine, J.numpy.tanh(x * scale[:, None, None, None]))
+
+    def loop(gates, h):  # every expert on every token, weighted where it was chosen and kept
+        jnp = jax.numpy
+        return sum(jnp.sum(jnp.where((experts == e) & keep, gates, 0.0), -1)[..., None]
+                   * jnp.tanh(h * scale[e]) for e in range(4))
+
+    def loss(J, fun):
+        def f(g, x):
+            y = fun(J, g, x)
+            return J.numpy.sum(y ** 2), y
+        return J.jit(J.value_and_grad(f, (0, 1), has_aux=True))
+    got = {J: loss(J, layer)(gates, h) for J in (minijax, jax)}
+    (want, want_y), want_grads = loss(jax, lambda J, g, x: loop(g, x))(gates, h)
+    for (value, y), grads in got.values():
+        _close(y, want_y)
+        _close(value, want, 1e-4)
+        for g, w in zip(grads, want_grads):
+            _close(g, w, 1e-4)
 
 
 # ---------------------------------------------------------------------------------------------

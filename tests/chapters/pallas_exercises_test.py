@@ -1,6 +1,7 @@
 """The Pallas ladder of chapters/exercises/pallas_ladder.py (chapters 16 and 28): each rung
 runs under `minijax.experimental.pallas` and `jax.experimental.pallas` (interpret mode), on the
-skeleton a learner fills in and on the reference solution, against a NumPy reference.
+skeleton a learner fills in and on the reference solution, against a NumPy or `jax.numpy`
+reference.
 
 As in tests/chapters/exercises_test.py: in the suite a skeleton must fail with
 NotImplementedError (a strict xfail) and a solution must pass; `make exercise
@@ -16,6 +17,7 @@ import os
 from pathlib import Path
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax.experimental import pallas as jpl
@@ -71,6 +73,23 @@ def _attention(q, k, v, mask):
 def test_add_bias(path, which):
     x, b = rand(16, 8), rand(8)
     _close(_run(path, which, "add_bias", x, b, rows=8), x + b)
+
+
+def test_mask_rows(path, which):
+    # lengths 0 and 24 (all masked, none masked) and lengths that end inside a tile and on
+    # its edge
+    x = rand(16, 24)
+    lengths = np.array([0, 24, 5, 8, 9, 16, 23, 1, 12, 3, 17, 24, 7, 0, 20, 11], np.int32)
+    want = jnp.where(jnp.arange(24)[None, :] < lengths[:, None], x, 0.0)
+    np.testing.assert_array_equal(_run(path, which, "mask_rows", x, lengths, br=8, bc=8), want)
+
+
+def test_row_sum_max(path, which):
+    x = rand(16, 32) - 3.0  # negative rows: a maximum started at 0 would show
+    J, pl = MODULES[which]
+    sums, maxes = _load(path).row_sum_max(J, pl, x, br=8, bc=8)
+    _close(np.asarray(sums), jnp.sum(x, axis=1), tol=2e-5)
+    np.testing.assert_array_equal(np.asarray(maxes), jnp.max(x, axis=1))
 
 
 def test_matmul_bias_relu(path, which):

@@ -3,29 +3,36 @@
 Every function takes `J` (the `jax` or `minijax` module) and `pl` (its `experimental.pallas`)
 first, so the tests run the same code under `jax.experimental.pallas` and
 `minijax.experimental.pallas`, both with `interpret=True`, and compare each with a NumPy
-reference. The rungs, in order:
+or `jax.numpy` reference. The rungs, in order:
 
 1. `add_bias`: refs and grids. Each instance adds a bias row to its block of rows.
-2. `matmul_bias_relu`: a tiled matmul over a 3-D grid, accumulating into a scratch buffer,
+2. `mask_rows`: a mask over a 2-D grid. Each instance owns one tile of rows and columns
+   and zeroes the columns past its rows' lengths: global indices from `pl.program_id` and
+   an iota.
+3. `row_sum_max`: a reduction along a grid axis. Grid axis 1 walks the columns; the two
+   output blocks (row sums and row maxima) stay in place across it, initialised at its
+   first step and updated at every step: the accumulator pattern of the matmul.
+4. `matmul_bias_relu`: a tiled matmul over a 3-D grid, accumulating into a scratch buffer,
    with a fused bias + ReLU epilogue at the last contraction step.
-3. `grouped_matmul`: the ragged matmul of a mixture-of-experts layer. The rows of `x` are
+5. `grouped_matmul`: the ragged matmul of a mixture-of-experts layer. The rows of `x` are
    sorted by expert, rows `offsets[g]:offsets[g+1]` belong to expert `g`, and each must be
    multiplied by that expert's weight `w[g]`. A grid of (row tiles, experts); an instance
    skips experts that own no row of its tile, and writes only the rows its expert owns.
-4. `online_softmax`: a row softmax that reads its rows in column blocks: one pass keeps the
+6. `online_softmax`: a row softmax that reads its rows in column blocks: one pass keeps the
    running maximum and sum, a second writes the normalised blocks.
-5. `flash_attention`: the forward pass of one attention head, one instance per query block,
+7. `flash_attention`: the forward pass of one attention head, one instance per query block,
    looping over key blocks with the online softmax, never forming the S x S scores.
-6. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
+8. `masked_attention`: the same with a block-sparse mask (an int32 (S/bq, S/bk) array: 0 means
    "this query block ignores this key block", skipped with a `cond`) and optionally a causal
    mask, whose loop stops before the key blocks in the query block's future.
-7. `gmm`: the grouped matmul of chapter 28, driven by a visit list. Visit v multiplies row
+9. `gmm`: the grouped matmul of chapter 28, driven by a visit list. Visit v multiplies row
    tile `m_tile_ids[v]` by the weight of group `group_ids[v]` (one visit per row tile and
    group that meet; a tile that straddles groups is visited once per group). The visit
    list reaches the index maps by scalar prefetch (`pltpu.PrefetchScalarGridSpec`), and a
    visit writes only its own group's rows.
-8. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same visits,
-   walking the hidden width F in blocks so that the (M, F) hidden layer is never stored.
+10. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same
+    visits, walking the hidden width F in blocks so that the (M, F) hidden layer is never
+    stored.
 
 Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
 at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
@@ -55,7 +62,53 @@ def add_bias(J, pl, x, b, rows: int = 8):
         out_specs=pl.BlockSpec((rows, c), lambda i: (i, 0)), interpret=True)(x, b)
 
 
-# ------------------------------------------------------------------ 2. tiled matmul and fusion
+# ------------------------------------------------------------------ 2. a mask over a 2-D grid
+def mask_rows(J, pl, x, lengths, br: int = 8, bc: int = 8):
+    """`x` with row r's columns from `lengths[r]` on set to 0, for x: f32[R, C] and
+    lengths: i32[R]; the grid (R // br, C // bc) gives each instance one (br, bc) tile."""
+    jnp, lax = J.numpy, J.lax
+
+    def kernel(x_ref, len_ref, o_ref):
+        j = pl.program_id(1)
+        cols = j * bc + lax.broadcasted_iota(np.int32, (br, bc), 1)  # global column indices
+        o_ref[...] = jnp.where(cols < len_ref[...][:, None], x_ref[...], 0.0)
+
+    r, c = x.shape
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(r // br, c // bc),
+        in_specs=[pl.BlockSpec((br, bc), lambda i, j: (i, j)),
+                  pl.BlockSpec((br,), lambda i, j: (i,))],
+        out_specs=pl.BlockSpec((br, bc), lambda i, j: (i, j)), interpret=True)(x, lengths)
+
+
+# ------------------------------------------------------------------ 3. a reduction over a grid axis
+def row_sum_max(J, pl, x, br: int = 8, bc: int = 8):
+    """`(x.sum(axis=1), x.max(axis=1))` for x: f32[R, C], reading (br, bc) tiles: grid axis
+    1 walks the columns, and every step of it adds into the same two output blocks."""
+    jnp = J.numpy
+
+    def kernel(x_ref, sum_ref, max_ref):
+        j = pl.program_id(1)
+
+        @pl.when(j == 0)
+        def _():
+            sum_ref[...] = jnp.zeros_like(sum_ref)
+            max_ref[...] = jnp.full_like(max_ref, -jnp.inf)
+
+        tile = x_ref[...]
+        sum_ref[...] += jnp.sum(tile, axis=1)
+        max_ref[...] = jnp.maximum(max_ref[...], jnp.max(tile, axis=1))
+
+    r, c = x.shape
+    row = J.ShapeDtypeStruct((r,), x.dtype)
+    return pl.pallas_call(
+        kernel, out_shape=(row, row), grid=(r // br, c // bc),
+        in_specs=[pl.BlockSpec((br, bc), lambda i, j: (i, j))],
+        out_specs=(pl.BlockSpec((br,), lambda i, j: (i,)), pl.BlockSpec((br,), lambda i, j: (i,))),
+        interpret=True)(x)
+
+
+# ------------------------------------------------------------------ 4. tiled matmul and fusion
 def matmul_bias_relu(J, pl, x, y, bias, bm: int = 8, bn: int = 8, bk: int = 8):
     """`relu(x @ y + bias)` for x: f32[M, K], y: f32[K, N], bias: f32[N], in tiles."""
     jnp = J.numpy
@@ -85,7 +138,7 @@ def matmul_bias_relu(J, pl, x, y, bias, bm: int = 8, bn: int = 8, bk: int = 8):
         scratch_shapes=[pl.ANY((bm, bn), F32)], interpret=True)(x, y, bias)
 
 
-# ------------------------------------------------------------------ 3. grouped (ragged) matmul
+# ------------------------------------------------------------------ 5. grouped (ragged) matmul
 def grouped_matmul(J, pl, x, w, offsets, bm: int = 8):
     """Row r of the result is `x[r] @ w[g]` for the expert g with offsets[g] <= r <
     offsets[g+1]. x: f32[M, K] (rows sorted by expert), w: f32[E, K, N], offsets: i32[E+1]
@@ -116,7 +169,7 @@ def grouped_matmul(J, pl, x, w, offsets, bm: int = 8):
         out_specs=pl.BlockSpec((bm, n), lambda i, g: (i, 0)), interpret=True)(offsets, x, w)
 
 
-# ------------------------------------------------------------------ 4. online softmax
+# ------------------------------------------------------------------ 6. online softmax
 def online_softmax(J, pl, x, rows: int = 4, bc: int = 8):
     """`softmax(x, axis=1)` for x: f32[R, C], reading each block of rows `bc` columns at a
     time: a first loop keeps the running max and sum, a second writes the output."""
@@ -148,7 +201,7 @@ def online_softmax(J, pl, x, rows: int = 4, bc: int = 8):
                           in_specs=[spec], out_specs=spec, interpret=True)(x)
 
 
-# ------------------------------------------------------------------ 5. FlashAttention
+# ------------------------------------------------------------------ 7. FlashAttention
 def _attention_call(J, pl, kernel, q, k, v, extra=(), extra_specs=(), bq=8):
     s, d = q.shape
     qspec = pl.BlockSpec((bq, d), lambda i: (i, 0))
@@ -191,7 +244,7 @@ def flash_attention(J, pl, q, k, v, bq: int = 8, bk: int = 8):
     return _attention_call(J, pl, kernel, q, k, v, bq=bq)
 
 
-# ------------------------------------------------------------------ 6. causal and block-sparse
+# ------------------------------------------------------------------ 8. causal and block-sparse
 def masked_attention(J, pl, q, k, v, block_mask, bq: int = 8, bk: int = 8,
                      causal: bool = False):
     """Attention where query block i ignores key block j when block_mask[i, j] == 0 (those
@@ -234,7 +287,7 @@ def _tpu(J):
     return importlib.import_module(f"{J.__name__}.experimental.pallas.tpu")
 
 
-# ------------------------------------------------------------------ 7. gmm with scalar prefetch
+# ------------------------------------------------------------------ 9. gmm with scalar prefetch
 def gmm(J, pl, x, w, offsets, group_ids, m_tile_ids, bm: int = 8, bk: int = 8):
     """`lax.ragged_dot(x, w, sizes)` for groups `offsets[g] <= r < offsets[g+1]` (rows past
     offsets[-1] are zero). x: f32[M, K], w: f32[G, K, N], offsets: i32[G+1]; the visits
@@ -273,7 +326,7 @@ def gmm(J, pl, x, w, offsets, group_ids, m_tile_ids, bm: int = 8, bk: int = 8):
                           interpret=True)(offsets, group_ids, m_tile_ids, x, w)
 
 
-# ------------------------------------------------------------------ 8. the fused expert MLP
+# ------------------------------------------------------------------ 10. the fused expert MLP
 def fused_mlp(J, pl, x, w_up, w_down, offsets, group_ids, m_tile_ids, bm: int = 8,
               bf: int = 8):
     """`silu(x_g @ w_up[g]) @ w_down[g]` per group, rows past offsets[-1] zero, without the
