@@ -338,17 +338,20 @@ class Primitive:
     effectful_abstract_eval: Callable | None = None
 
     # JAX: jax/_src/lax/utils.py standard_abstract_eval (its sharding_rule argument)
-    def def_sharding_rule(self, rule: Callable) -> Callable:
+    def def_sharding_rule(self, rule: Callable, *, reads_context_mesh: bool = False
+                          ) -> Callable:
         """Sharding in types (chapters/12-sharding.md): after the abstract eval, when an
         operand's aval carries a sharding or an `out_sharding`/`sharding` param is given,
         the result carries `rule(*avals, **params)` (a sharding, or a list of them), read
-        from `self.sharding_rule` at each call. Register after `def_abstract_eval`."""
+        from `self.sharding_rule` at each call. `reads_context_mesh`: the rule is called on
+        untyped operands too, as it may type its result over the mesh in context
+        (minijax/lax/utils.py context_mesh). Register after `def_abstract_eval`."""
         shape_rule = self.abstract_eval
         self.sharding_rule = rule
 
         def abstract_eval(*avals, **params):
             out = shape_rule(*avals, **params)
-            if (any(a.sharding is not None for a in avals)
+            if (reads_context_mesh or any(a.sharding is not None for a in avals)
                     or params.get("out_sharding") is not None
                     or params.get("sharding") is not None):
                 s = self.sharding_rule(*avals, **params)

@@ -94,6 +94,23 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     return executor
 
 
+# JAX: jax/_src/interpreters/pxla.py prune_unused_inputs (jit's keep_unused=False)
+def _read_arguments(closed: ClosedJaxpr, nconsts: int, donated):
+    """(the jaxpr without the arguments after its `nconsts` leading consts that nothing it
+    computes reads, their positions kept), or None when it reads all (or one is donated).
+    As JAX, the others are not inputs of the executable, so their placement does not choose
+    its devices: a gradient that does not depend on an argument on a mesh is computed on
+    the default device. Not with a mesh in context (`set_mesh`: JAX computes on its devices)
+    nor with a typed output (its mesh's devices; JAX fails there without `set_mesh`)."""
+    if any(donated) or get_concrete_mesh() is not None or any(
+            a.sharding is not None for a in closed.out_avals):
+        return None
+    nargs = len(closed.jaxpr.invars) - nconsts
+    pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
+    kept = [i for i, u in enumerate(used[nconsts:]) if u]
+    return None if len(kept) == nargs else (pruned, kept)
+
+
 # JAX: jax/_src/pjit.py _pjit_call_impl
 def _jit_impl(*args, jaxpr: ClosedJaxpr, name: str, donated_invars: tuple[bool, ...]):
     if array_mod.sharded_arrays_made:
@@ -445,7 +462,8 @@ class JitWrapped:
             raise self._argument_error(args, dyn_kwargs, statics, e) from None
         # static values of different types (2 and 2.0) are different keys, as in JAX
         static_types = tuple(type(v) for _, v in statics + static_kw)
-        key = (in_tree, avals, statics, static_kw, static_types)
+        # the mesh in context too: tracing types values over it (JAX keys on its ctx_mesh)
+        key = (in_tree, avals, statics, static_kw, static_types, get_abstract_mesh())
         hit = self._cache.get(key)
         if hit is not None:
             return hit, flat, in_tree
@@ -526,17 +544,26 @@ class JitWrapped:
         if any(isinstance(c, Tracer) for c in consts):
             return None
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
+        consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
+                  for c, a in zip(consts, closed.in_avals)]
+        kept = None
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             _check_fit(out_sh, closed.out_avals, out_tree, "outputs")  # before lowering
             self._check_devices(leaves, leaf_sh, in_tree)
+            pruned = _read_arguments(closed, len(consts), donated)
+            if pruned is not None:
+                closed, kept = pruned
+                leaf_sh = tuple(leaf_sh[i] for i in kept)
+                donated = donated[:len(consts) + len(kept)]  # (none are donated)
             in_sh = (None,) * len(consts) + leaf_sh
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
-        consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
-                  for c, a in zip(consts, closed.in_avals)]
+        if kept is not None:
+            run = executor
+            executor = lambda leaves, consts: run([leaves[i] for i in kept], consts)  # noqa: E731
         if out_tree == _ONE_LEAF:
             return lambda leaves: executor(leaves, consts)[0]
         unflatten = _unflattener(out_tree)
@@ -622,9 +649,11 @@ class JitWrapped:
                     else:
                         leaves, key = args, tuple(avals)
                 if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
-                    # (and, for arrays on the default device, whether they are committed to it)
+                    # (and, for arrays on the default device, whether they are committed to it;
+                    # and the mesh in context)
                     key = (key, tuple(getattr(x, "_sharding", None) or
-                                      getattr(x, "_committed", False) for x in leaves))
+                                      getattr(x, "_committed", False) for x in leaves),
+                           get_abstract_mesh())
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -688,11 +717,11 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> str:
             warnings.warn(f"TRACING CACHE MISS for jit({name}): {reason}",
                           stacklevel=4)  # the user's call of jit(f) or of .trace
         return reason
-    in_tree, avals, statics, static_kw, static_types = key
+    in_tree, avals, statics, static_kw, static_types, mesh = key
 
     def differences(old) -> list[str]:
-        o_tree, o_avals, o_statics, o_kw, o_types = old
-        out = []
+        o_tree, o_avals, o_statics, o_kw, o_types, o_mesh = old
+        out = [] if o_mesh == mesh else [f"the mesh in context changed from {o_mesh} to {mesh}"]
         if o_tree != in_tree:
             out.append(f"the pytree structure of the arguments changed from {o_tree} to "
                        f"{in_tree}")

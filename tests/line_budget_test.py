@@ -96,13 +96,14 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1000,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    "pjit": 1025,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked
     #                    against their leaves before lowering (issue 24); eager
     #                    constraints exact, nested out_shardings one exact constraint (25);
-    #                    jit's partial_eval_jaxpr_custom rule, as JAX's (~40, issue 24)
+    #                    jit's partial_eval_jaxpr_custom rule, as JAX's (~40, issue 24);
+    #                    unread arguments pruned, the context mesh in the cache keys (25)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "pmap": 130,  # pmap as jit of shard_map (35)
     "prng": 230,

@@ -1402,5 +1402,25 @@ def check_compiled_step_fed_its_results_as_jax():
             raise AssertionError("a mislabelled buffer reached the runtime")
 
 
+def check_arguments_a_jit_does_not_read_do_not_choose_its_devices():
+    # as JAX (keep_unused=False) an argument nothing computed reads is not an input of the
+    # executable: a gradient that does not depend on its argument on a mesh, or a constant,
+    # is computed on the default device (seed 2281 of tests/sharded_programs.py); with the
+    # mesh in context, on its devices (seed 2233)
+    def program(J):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = J.make_mesh((4, 2), ("a", "b"), axis_types=(S.AxisType.Auto,) * 2)
+        x = J.device_put(np.ones((8,), np.float32), NS(mesh, P()))
+        grad = J.grad(lambda a: (a * 2.0 + 1.0).sum())
+        outs = (J.jit(grad, in_shardings=(None,))(x),
+                J.jit(lambda a: J.numpy.full(a.shape, 2.0))(x), J.jit(lambda a: a * 2.0)(x))
+        with J.set_mesh(mesh):
+            return (*outs, J.jit(grad, in_shardings=(None,))(x))
+    got = _both(program)
+    assert [g[1:3] for g in got] == [("SingleDeviceSharding", ()), ("SingleDeviceSharding", ()),
+                                     ("P()", (4, 2)), ("P()", (4, 2))], got
+
+
 if __name__ == "__main__":
     run_checks(globals())

@@ -226,5 +226,45 @@ def check_vmap_of_a_nested_jit_keeps_its_inputs_types():
     assert _both(program) == [("P(None, 'a')", (8,), "float32[8,8@a,16]")]
 
 
+def check_values_made_of_untyped_operands_are_typed_over_the_mesh_in_context():
+    # staged under set_mesh of a mesh with Explicit axes, an elementwise op, broadcast or
+    # concatenate of untyped values (a pure_callback's result, literals) is typed replicated
+    # over that mesh, as JAX's rules fall back to it: the jit's result is laid out as that
+    # type, not as a nested jit's out_shardings further on would have it (seed 1135 of
+    # tests/sharded_programs.py: a sequential-vmap callback's scan feeding such a jit)
+    def program(J, case):
+        S = J.sharding
+        P, NS = S.PartitionSpec, S.NamedSharding
+        mesh = _mesh(J, (2, 2, 2), "Explicit", "Explicit", "Explicit")
+        x = J.device_put(_data(8, 16), NS(mesh, P(None)))
+        spec = P(("a", "c")) if case == "vmap" else P(None, ("a", "c"))  # (per example)
+        nested = J.jit(lambda a: a * 3.0, out_shardings=NS(mesh, spec))
+
+        def f(v):
+            cb = J.pure_callback(np.sin, J.ShapeDtypeStruct(v.shape, v.dtype), v,
+                                 vmap_method="sequential")
+            if case == "zeros":
+                cb = J.numpy.concatenate([J.numpy.zeros((4, 16)), cb[:4]])
+            return nested(cb)
+        g = J.jit(f)
+        if case == "vmap":
+            g = J.vmap(g)
+        if case == "outside first":  # traced without the mesh in context, then within it
+            g(x)
+        with J.set_mesh(mesh):
+            return g(x)
+    for case in ("callback", "zeros", "vmap", "outside first"):
+        got = _both(functools.partial(program, case=case))
+        assert got == [
+            ("P()", (2, 2, 2), "float32[8,16]")], (case, got)
+    # computed now they part (docs/conformance.md): JAX places such a value on the mesh in
+    # context, minijax computes it on one device
+    placed = []
+    for J in (jax, minijax):
+        with J.set_mesh(_mesh(J, (8,), "Explicit")):
+            placed.append(type((J.numpy.arange(4) * 2).sharding).__name__)
+    assert placed == ["NamedSharding", "SingleDeviceSharding"], placed
+
+
 if __name__ == "__main__":
     run_checks(globals())

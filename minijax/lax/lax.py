@@ -20,7 +20,7 @@ from typing import Sequence
 import numpy as np
 
 from minijax import core, dispatch, dtypes
-from minijax.lax.utils import (broadcasting_sharding_rule, dot_general_sharding_rule,
+from minijax.lax.utils import (broadcasting_sharding_rule, context_mesh, dot_general_sharding_rule,
                                reshape_sharding_rule, same_sharding_rule,
                                varying_shape_sharding_rule)
 from minijax.named_sharding import NamedSharding
@@ -129,7 +129,8 @@ def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
 
     prim.def_impl(impl)
     prim.def_abstract_eval(abstract_eval)
-    prim.def_sharding_rule(functools.partial(broadcasting_sharding_rule, name))
+    prim.def_sharding_rule(functools.partial(broadcasting_sharding_rule, name),
+                           reads_context_mesh=True)
     return prim
 
 
@@ -1020,7 +1021,8 @@ def _complex_transpose(ct, x, y):
 complex_p = Primitive("complex")
 complex_p.def_impl(lambda x, y: np.asarray(x + 1j * y, _complex_dtype(np.result_type(x))))
 complex_p.def_abstract_eval(_complex_abstract_eval)
-complex_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "complex"))
+complex_p.def_sharding_rule(functools.partial(broadcasting_sharding_rule, "complex"),
+                            reads_context_mesh=True)
 deflinear(complex_p, _complex_transpose)
 defbroadcasting(complex_p)
 mlir.register_lowering(complex_p, mlir.nary_lowering("complex"))
@@ -1145,7 +1147,8 @@ def select_n(which, *cases):
 select_n_p = Primitive("select_n")
 select_n_p.def_impl(_select_n_impl)
 select_n_p.def_abstract_eval(_select_n_abstract_eval)
-select_n_p.def_sharding_rule(lambda which, *cases: same_sharding_rule("select_n", *cases))
+select_n_p.def_sharding_rule(lambda which, *cases: same_sharding_rule("select_n", *cases),
+                             reads_context_mesh=True)
 ad.primitive_jvps[select_n_p] = _select_n_jvp
 ad.primitive_transposes[select_n_p] = _select_n_transpose
 batching.primitive_batchers[select_n_p] = _select_n_batch_rule
@@ -1410,14 +1413,23 @@ def _broadcast_in_dim_abstract_eval(x, *, shape, broadcast_dimensions, sharding)
 # JAX: jax/_src/lax/lax.py _broadcast_in_dim_sharding_rule
 def _broadcast_in_dim_sharding_rule(x, *, shape, broadcast_dimensions, sharding):
     # the `sharding` asked for, else: an operand dimension keeps its layout where it is not
-    # stretched from size 1
+    # stretched from size 1; an untyped operand: replicated over the mesh in context
     if sharding is not None:
         return sharding
+    if x.sharding is None:
+        return _replicated(len(shape))
     spec = [None] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         if x.shape[i] == shape[d]:
             spec[d] = x.sharding.spec[i]
     return NamedSharding(x.sharding.mesh, P(*spec))
+
+
+def _replicated(ndim: int) -> "NamedSharding | None":
+    # a value made of nothing typed: replicated over the mesh in context (JAX's rules'
+    # get_abstract_mesh fallback), or untyped
+    mesh = context_mesh()
+    return None if mesh is None else NamedSharding(mesh, P(*[None] * ndim))
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions, sharding):
@@ -1469,7 +1481,7 @@ broadcast_in_dim_p.pp_hidden_params = ("shape", "sharding")
 broadcast_in_dim_p.pp_hide_if_empty = ("broadcast_dimensions",)
 broadcast_in_dim_p.def_impl(_broadcast_in_dim_impl)
 broadcast_in_dim_p.def_abstract_eval(_broadcast_in_dim_abstract_eval)
-broadcast_in_dim_p.def_sharding_rule(_broadcast_in_dim_sharding_rule)
+broadcast_in_dim_p.def_sharding_rule(_broadcast_in_dim_sharding_rule, reads_context_mesh=True)
 deflinear(broadcast_in_dim_p, _broadcast_in_dim_transpose)
 batching.primitive_batchers[broadcast_in_dim_p] = _broadcast_in_dim_batch_rule
 mlir.register_lowering(broadcast_in_dim_p, _broadcast_in_dim_lowering)
@@ -2592,7 +2604,8 @@ def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
 iota_p = Primitive("iota")
 iota_p.def_impl(_iota_impl)
 iota_p.def_abstract_eval(_iota_abstract_eval)
-iota_p.def_sharding_rule(lambda **params: params["sharding"])
+iota_p.def_sharding_rule(lambda **params: params["sharding"] or _replicated(len(params["shape"])),
+                         reads_context_mesh=True)
 defjvp_zero(iota_p)
 # iota takes no operands, so it is never batched: BatchTrace binds it in the parent trace.
 def _iota_lowering(ctx, *, dtype, shape, dimension, sharding):
@@ -2724,7 +2737,8 @@ concatenate_p = Primitive("concatenate")
 concatenate_p.def_impl(lambda *xs, dimension: np.concatenate(xs, axis=dimension))
 concatenate_p.def_abstract_eval(_concatenate_abstract_eval)
 concatenate_p.def_sharding_rule(lambda *xs, dimension: same_sharding_rule("concatenate",
-                                                                           *xs))
+                                                                           *xs),
+                                reads_context_mesh=True)
 deflinear(concatenate_p, _concatenate_transpose)
 batching.primitive_batchers[concatenate_p] = _concatenate_batch_rule
 mlir.register_lowering(concatenate_p, lambda ctx, *xs, dimension:
@@ -2746,6 +2760,8 @@ def _stack_abstract_eval(*xs, axis):
 
 def _stack_sharding_rule(*xs, axis):
     s = same_sharding_rule("stack", *xs)
+    if s is None:
+        return None
     spec = list(s.spec) + [None] * (xs[0].ndim - len(s.spec))
     spec.insert(axis, None)
     return NamedSharding(s.mesh, P(*spec))
@@ -2787,7 +2803,7 @@ def stack(operands: Sequence, axis: int = 0):
 stack_p = Primitive("stack")
 stack_p.def_impl(lambda *xs, axis: np.stack(xs, axis=axis))
 stack_p.def_abstract_eval(_stack_abstract_eval)
-stack_p.def_sharding_rule(_stack_sharding_rule)
+stack_p.def_sharding_rule(_stack_sharding_rule, reads_context_mesh=True)
 deflinear(stack_p, _stack_transpose)
 batching.primitive_batchers[stack_p] = _stack_batch_rule
 mlir.register_lowering(stack_p, _stack_lowering)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import math
 
-from minijax.mesh import AbstractMesh
+from minijax import core
+from minijax.lax import parallel
+from minijax.mesh import AbstractMesh, get_abstract_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec, _axes_of
 from minijax.sharding_impls import ShardingTypeError, _spec_of
@@ -32,6 +34,22 @@ def _one_mesh(name: str, avals) -> "AbstractMesh | None":
     return mesh
 
 
+# JAX: jax/_src/lax/utils.py call_sharding_rule (its rules fall back to get_abstract_mesh)
+def context_mesh() -> "AbstractMesh | None":
+    """The mesh a result made only of untyped operands is typed over (replicated): the mesh
+    in context (`set_mesh`) when it has Explicit axes, as in JAX, where `x * 3.0` of a
+    `pure_callback`'s result inside `jit` is `f32[8,16]` over that mesh, so the jit's result
+    is laid out replicated, not as a constraint further on would have it. Only while a
+    jaxpr is traced: eagerly minijax computes such a value on one device (JAX places it on
+    the mesh); not in a rule's `lower_fun`, nor in a shard_map body (JAX's context there is
+    the mesh with its manual axes Manual)."""
+    purpose = getattr(core.trace_ctx.trace, "purpose", "lower_fun")
+    if purpose == "lower_fun" or parallel.ctx.bodies:
+        return None
+    mesh = get_abstract_mesh()
+    return mesh if mesh.explicit_axes else None
+
+
 def _with_spec(mesh, spec) -> "NamedSharding | None":
     return None if mesh is None else NamedSharding(mesh, PartitionSpec(*spec))
 
@@ -41,6 +59,7 @@ def broadcasting_sharding_rule(name: str, *avals):
     """Elementwise ops: per dimension, the one layout the operands agree on (rank-0 operands
     and unsplit size-1 dimensions do not count); ShardingTypeError if two disagree."""
     mesh = _one_mesh(name, avals)
+    mesh = context_mesh() if mesh is None else mesh
     ranked = [a for a in avals if a.ndim]
     if mesh is None or not ranked:
         return _with_spec(mesh, ())
@@ -64,6 +83,7 @@ def broadcasting_sharding_rule(name: str, *avals):
 def same_sharding_rule(name: str, *avals):
     """Ops whose operands must all be laid out alike (select_n's cases, concatenate)."""
     mesh = _one_mesh(name, avals)
+    mesh = context_mesh() if mesh is None else mesh
     given = [a.sharding for a in avals if a.sharding is not None and a.ndim]
     if any(s != given[0] for s in given[1:]):
         raise ShardingTypeError(f"{name}: all operands should have the same sharding. Got "
