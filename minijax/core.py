@@ -934,12 +934,8 @@ def eval_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], *args) -> list:
     for v, x in zip(jaxpr.invars, args):
         env[v] = x
     for eqn in jaxpr.eqns:
-        with source_info_of(eqn):
-            if eqn.ctx is None:
-                outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
-            else:  # rebound in the context it was traced in (compute_on)
-                with eqn.ctx.manager:
-                    outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
+        with source_info_of(eqn), eqn_context_of(eqn):  # (compute_on's, if it had one)
+            outs = eqn.primitive.bind(*map(read, eqn.invars), **eqn.params)
         if not eqn.primitive.multiple_results:
             outs = [outs]
         for v, x in safe_zip(eqn.outvars, outs):

@@ -43,11 +43,11 @@ def context_mesh() -> "AbstractMesh | None":
     jaxpr is traced: eagerly minijax computes such a value on one device (JAX places it on
     the mesh); not in a rule's `lower_fun`, nor in a shard_map body (JAX's context there is
     the mesh with its manual axes Manual)."""
-    purpose = getattr(core.trace_ctx.trace, "purpose", "lower_fun")
-    if purpose == "lower_fun" or parallel.ctx.bodies:
+    mesh = get_abstract_mesh()  # first: without a mesh in context (the usual case) no more
+    if not mesh.explicit_axes:
         return None
-    mesh = get_abstract_mesh()
-    return mesh if mesh.explicit_axes else None
+    purpose = getattr(core.trace_ctx.trace, "purpose", "lower_fun")
+    return None if purpose == "lower_fun" or parallel.ctx.bodies else mesh
 
 
 def _with_spec(mesh, spec) -> "NamedSharding | None":
