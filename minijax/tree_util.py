@@ -340,7 +340,7 @@ def _flatten(x: Any, is_leaf: Callable | None, leaves: list) -> PyTreeDef:
         node = _registry.get(t)
         if node is not None:
             children, aux = node.flatten(x)
-        elif issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
+        elif _is_namedtuple(t):
             children, aux = x, None
         else:
             leaves.append(x)
