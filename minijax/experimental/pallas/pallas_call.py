@@ -317,7 +317,7 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
     every index map after the grid indices (`index_map(*ids, *prefetched)`), so a block's
     position may depend on data (the group of a row tile, say).
     """
-    del compiler_params, unused
+    del unused
     kernel_name = name or getattr(kernel, "__name__", None) or getattr(
         getattr(kernel, "func", None), "__name__", "kernel")
     if not interpret:
@@ -365,7 +365,8 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
             *args_flat, jaxpr=jaxpr, grid=grid, in_block_mappings=tuple(in_bms),
             out_block_mappings=tuple(out_bms), scratch_avals=tuple(scratch),
             input_output_aliases=aliases, name=kernel_name, vmapped_dims=0,
-            num_scalar_prefetch=n_prefetch)
+            num_scalar_prefetch=n_prefetch, interpret=interpret,
+            compiler_params=compiler_params)
         if debug:
             print(f"The kernel jaxpr for pallas_call {kernel_name}:\n{jaxpr}")
         return tree_unflatten(out_tree, outs)
@@ -400,7 +401,7 @@ pallas_call_p.multiple_results = True
 pallas_call_p.pp_first_params = ("name",)
 pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
 pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims",
-                                  "num_scalar_prefetch")
+                                  "num_scalar_prefetch", "compiler_params")
 
 
 @pallas_call_p.def_abstract_eval
@@ -475,9 +476,9 @@ def _unravel(k, grid):
 # JAX: jax/_src/pallas/hlo_interpreter.py pallas_call_hlo_interpret
 def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mappings,
                            scratch_avals, input_output_aliases, name, vmapped_dims,
-                           num_scalar_prefetch):
+                           num_scalar_prefetch, interpret, compiler_params):
     """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
-    del name
+    del name, interpret, compiler_params
     n_in, n_out = len(in_block_mappings), len(out_block_mappings)
     alias = dict(input_output_aliases)
     ins = [_pad(x, bm) for x, bm in zip(args, in_block_mappings)]
@@ -610,7 +611,7 @@ def _batched_mapping(bm: BlockMapping, dim, axis_size: int, n_grid: int,
 # broadcast) to axis 0 like the outputs it initialises
 def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mappings,
                             out_block_mappings, scratch_avals, input_output_aliases, name,
-                            vmapped_dims, num_scalar_prefetch):
+                            vmapped_dims, num_scalar_prefetch, **backend_params):
     if any(d is not batching.not_mapped for d in dims[:num_scalar_prefetch]):
         raise NotImplementedError(f"vmap of pallas_call ({name}) over its scalar prefetch "
                                   "operands is not supported")
@@ -628,7 +629,7 @@ def _pallas_call_batch_rule(vals, dims, *, axis_size, jaxpr, grid, in_block_mapp
                               scratch_avals=scratch_avals,
                               input_output_aliases=input_output_aliases, name=name,
                               vmapped_dims=vmapped_dims + 1,
-                              num_scalar_prefetch=num_scalar_prefetch)
+                              num_scalar_prefetch=num_scalar_prefetch, **backend_params)
     return outs, [0] * len(outs)
 
 
@@ -639,7 +640,7 @@ batching.primitive_batchers[pallas_call_p] = _pallas_call_batch_rule
 # differentiated: one kernel with a tangent ref beside each ref, over the same grid
 def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
                      out_block_mappings, scratch_avals, input_output_aliases, name,
-                     vmapped_dims, num_scalar_prefetch):
+                     vmapped_dims, num_scalar_prefetch, **backend_params):
     if input_output_aliases:
         raise NotImplementedError(f"jvp of pallas_call ({name}) with input_output_aliases is "
                                   "not supported (nor in JAX)")
@@ -659,7 +660,7 @@ def _pallas_call_jvp(primals, tangents, *, jaxpr, grid, in_block_mappings,
         in_block_mappings=tuple(in_block_mappings) + tuple(t_bms),
         out_block_mappings=tuple(out_block_mappings) * 2,
         scratch_avals=tuple(scratch_avals) * 2, input_output_aliases=(), name=name,
-        vmapped_dims=vmapped_dims, num_scalar_prefetch=num_scalar_prefetch)
+        vmapped_dims=vmapped_dims, num_scalar_prefetch=num_scalar_prefetch, **backend_params)
     return outs[:n_out], outs[n_out:]
 
 
