@@ -33,6 +33,10 @@ or `jax.numpy` reference. The rungs, in order:
 10. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same
     visits, walking the hidden width F in blocks so that the (M, F) hidden layer is never
     stored.
+11. `tpu_matmul`: a tiled matmul written for a TPU (chapter 16, "Pallas on a TPU"): you
+    choose blocks that obey Mosaic's (8, 128) rule, put the contraction last in the grid,
+    keep the accumulator in VMEM and mark the grid axes with `dimension_semantics`; the
+    tests lower it for a TPU, on a CPU, and run it in TPU interpret mode.
 
 Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
 at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
@@ -42,7 +46,7 @@ Rungs 1 to 4 give you the `pallas_call` and ask for the kernel; from rung 5 on y
 choose the grid and the BlockSpecs. Run one rung with
 `MINIJAX_EXERCISES=mine pytest tests/chapters/pallas_exercises_test.py -k NAME -p no:xdist`
 (NAME: add_bias, mask_rows, row_sum_max, matmul, grouped, online_softmax, flash,
-masked_attention, gmm, fused).
+masked_attention, gmm, fused, tpu).
 """
 
 from __future__ import annotations
@@ -211,3 +215,24 @@ def fused_mlp(J, pl, x, w_up, w_down, offsets, group_ids, m_tile_ids, bm: int = 
     step computes h = x_block @ up_block, a (bm, bf) slice of the hidden layer, and adds
     silu(h) @ down_block (silu(h) = h * sigmoid(h)) into a (bm, D) accumulator."""
     raise NotImplementedError("fused_mlp")
+
+
+# ------------------------------------------------------------------ 11. a kernel for the TPU
+def tpu_matmul(J, pl, x, y, interpret=True):
+    """`x @ y` for x: f32[M, K], y: f32[K, N], as a tiled matmul that Mosaic TPU compiles. The
+    tests lower it for a TPU (JAX's Pallas, `interpret=False`: Mosaic's checks run on a CPU)
+    and run it in TPU interpret mode (`interpret=_tpu(J).InterpretParams()`, whose JAX
+    version refuses a grid that comes back to an output block it left). Pass `interpret` on.
+
+    This time you choose the blocks, and write the whole `pallas_call` (chapter 16, "Pallas
+    on a TPU"):
+    - the last two dimensions of every block multiples of (8, 128), or the array's whole
+      dimension; the tests use M = 32, K = 512, N = 256 and want at least two grid steps
+      along each of M, N and K (so no whole-array blocks);
+    - the grid (M // bm, N // bn, K // bk): the contraction last, so that each output
+      block's visits are consecutive steps;
+    - an f32 accumulator as VMEM scratch (`_tpu(J).VMEM((bm, bn), F32)`), zeroed at the
+      first contraction step and stored into the output block at the last;
+    - `compiler_params=_tpu(J).CompilerParams(dimension_semantics=...)`: "parallel" for the
+      two axes that pick the output block, "arbitrary" for the contraction."""
+    raise NotImplementedError("tpu_matmul")

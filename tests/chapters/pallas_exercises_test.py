@@ -168,3 +168,24 @@ def test_fused_mlp(path, which):
     want = _by_group(x, offsets, lambda rows, g: silu(rows @ up[g]) @ down[g])
     _close(_run(path, which, "fused_mlp", x, up, down, offsets, gid, tid, bm=8, bf=8), want,
            tol=2e-5)
+
+
+def test_tpu_matmul(path, which):
+    # the TPU rung: values in TPU interpret mode, and with JAX's Pallas, Mosaic's lowering
+    # checks (the (8, 128) block rule) and a grid that really tiles M, N and K
+    J, pl = MODULES[which]
+    ladder = _load(path)
+    x, y = rand(32, 512), rand(512, 256)
+    tpu = importlib.import_module(f"{J.__name__}.experimental.pallas.tpu")
+    got = ladder.tpu_matmul(J, pl, x, y, interpret=tpu.InterpretParams())
+    _close(np.asarray(got), x.astype(np.float64) @ y, tol=1e-4)
+    if which == "jax":
+        def compiled(x, y):
+            return ladder.tpu_matmul(jax, jpl, x, y, interpret=False)
+
+        text = jax.jit(compiled).trace(x, y).lower(lowering_platforms=("tpu",)).as_text()
+        assert "tpu_custom_call" in text
+        (call,) = [e for e in jax.make_jaxpr(compiled)(x, y).eqns
+                   if e.primitive.name == "pallas_call"]
+        grid = call.params["grid_mapping"].grid
+        assert len(grid) == 3 and min(grid) >= 2, f"grid {grid}: tile M, N and K"

@@ -33,6 +33,10 @@ or `jax.numpy` reference. The rungs, in order:
 10. `fused_mlp`: the fused expert MLP `silu(x_g @ w_up[g]) @ w_down[g]` over the same
     visits, walking the hidden width F in blocks so that the (M, F) hidden layer is never
     stored.
+11. `tpu_matmul`: a tiled matmul written for a TPU (chapter 16, "Pallas on a TPU"): you
+    choose blocks that obey Mosaic's (8, 128) rule, put the contraction last in the grid,
+    keep the accumulator in VMEM and mark the grid axes with `dimension_semantics`; the
+    tests lower it for a TPU, on a CPU, and run it in TPU interpret mode.
 
 Two rules hold in every rung because JAX's interpret mode needs them: read `pl.program_id`
 at the top of the kernel (JAX cannot lower it inside a `pl.when` branch or a loop body), and
@@ -369,3 +373,36 @@ def fused_mlp(J, pl, x, w_up, w_down, offsets, group_ids, m_tile_ids, bm: int = 
 
 __all__ = ["add_bias", "matmul_bias_relu", "grouped_matmul", "online_softmax",
            "flash_attention", "masked_attention", "gmm", "fused_mlp"]
+
+
+# ------------------------------------------------------------------ 11. a kernel for the TPU
+def tpu_matmul(J, pl, x, y, interpret=True):
+    """`x @ y` for x: f32[M, K], y: f32[K, N], tiled so that Mosaic TPU compiles it: (8, 128)
+    tiles, the contraction innermost, an accumulator in VMEM, `dimension_semantics`."""
+    jnp = J.numpy
+    pltpu = _tpu(J)
+    bm, bk, bn = 8, 128, 128  # (8, 128) tiles: x's block (8, 128), y's (128, 128)
+
+    def kernel(x_ref, y_ref, o_ref, acc_ref):
+        kk = pl.program_id(2)
+
+        @pl.when(kk == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        acc_ref[...] += jnp.dot(x_ref[...], y_ref[...], preferred_element_type=F32)
+
+        @pl.when(kk == pl.num_programs(2) - 1)
+        def _():
+            o_ref[...] = acc_ref[...]
+
+    (m, k), n = x.shape, y.shape[1]
+    return pl.pallas_call(
+        kernel, out_shape=J.ShapeDtypeStruct((m, n), F32), grid=(m // bm, n // bn, k // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                  pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+        scratch_shapes=[pltpu.VMEM((bm, bn), F32)],
+        compiler_params=pltpu.CompilerParams(
+            dimension_semantics=("parallel", "parallel", "arbitrary")),
+        interpret=interpret)(x, y)
