@@ -1,7 +1,8 @@
 """The Pallas ladder of chapters/exercises/pallas_ladder.py (chapters 16 and 28): each rung
 runs under `minijax.experimental.pallas` and `jax.experimental.pallas` (interpret mode), on the
 skeleton a learner fills in and on the reference solution, against a NumPy or `jax.numpy`
-reference.
+reference. The TPU rung (`tpu_matmul`) runs in TPU interpret mode, and with JAX's Pallas is
+also lowered for a TPU, so that Mosaic's checks run on this CPU.
 
 As in tests/chapters/exercises_test.py: in the suite a skeleton must fail with
 NotImplementedError (a strict xfail) and a solution must pass; `make exercise
