@@ -26,7 +26,6 @@ from minijax.lax.control_flow.conditionals import cond_p
 from minijax.lax.control_flow.loops import scan_p
 from minijax.pjit import jit_p
 from minijax.state.primitives import get_p, swap_p
-from minijax.state.types import AbstractRef
 
 # The MLIR modules, set by `_load()` (importing lax must not load MLIR).
 ir: Any = None
