@@ -224,12 +224,19 @@ def _check_block_mappings(kernel_name: str, block_mappings) -> None:
                     "The Pallas TPU lowering currently requires that the last two dimensions "
                     "of your block shape are divisible by 8 and 128 respectively, or be equal "
                     "to the respective dimensions of the overall array. " + details)
-        elif not (block[0] == shape[0] or block[0] % 1024 == 0
-                  or (block[0] >= 128 * (4 // bm.array_aval.dtype.itemsize)
-                      and block[0] & (block[0] - 1) == 0)):
-            raise ValueError("The Pallas TPU lowering currently requires that rank 1 block "
-                             "shapes be the array's size, a multiple of 1024, or a power of 2 "
-                             "at least the tiling size. " + details)
+        else:
+            bits = 32 if bm.array_aval.dtype == np.bool_ else bm.array_aval.dtype.itemsize * 8
+            min_tiling = 128 * (32 // bits)
+            if not (block[0] == shape[0] or block[0] % 1024 == 0
+                    or (block[0] >= min_tiling and block[0] & (block[0] - 1) == 0)):
+                raise ValueError(
+                    "The Pallas TPU lowering currently requires that rank 1 block shapes, "
+                    "either 1) the first (and only) dimension of the block shape is equal to "
+                    "the first (and only) dimension of the array shape, or 2) the first (and "
+                    "only) dimension of the block shape is a multiple of 1024, or 3) the first "
+                    "(and only) dimension of the block shape is a power of 2 and at least the "
+                    f"tiling size ({min_tiling} = 128 * (32 // {bits})) of the array shape. "
+                    + details)
 
 
 def _build_func(name: str, arg_types, body: Callable):
