@@ -222,6 +222,23 @@ def squeezed_kernel(J):
     return f
 
 
+def prefetch_kernel(J):
+    pl, pltpu = _pl(J)
+
+    def kernel(order_ref, x_ref, o_ref):  # block i of the output is block order[i] of x, doubled
+        o_ref[...] = x_ref[...] * 2.0 + order_ref[pl.program_id(0)].astype(J.numpy.float32)
+
+    def f(order, x):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((16, 256), x.dtype),
+                              grid_spec=pltpu.PrefetchScalarGridSpec(
+                                  num_scalar_prefetch=1, grid=(2,),
+                                  in_specs=[pl.BlockSpec((None, 8, 256),
+                                                         lambda i, order: (order[i], 0, 0))],
+                                  out_specs=pl.BlockSpec((8, 256), lambda i, order: (i, 0))),
+                              interpret=False)(order, x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -235,6 +252,7 @@ KERNELS = {
     "fori_loop": (fori_kernel, [X16]),
     "elementwise": (elementwise_kernel, [X16]),
     "squeezed": (squeezed_kernel, [X16.reshape(2, 8, 256)]),
+    "scalar_prefetch": (prefetch_kernel, [np.array([1, 0], np.int32), X16.reshape(2, 8, 256)]),
 }
 
 

@@ -237,8 +237,9 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
         if b is not None and (not isinstance(b, (int, np.integer)) or b <= 0):
             raise ValueError(f"pallas_call of {kernel_name}: block shape {tuple(block_shape)} "
                              f"for {origin}: entry {d} must be a positive int or None")
-    # the grid indices, then (scalar prefetch) the whole prefetched operands
-    idx_avals = [ShapedArray((), np.int32)] * len(grid) + list(scalar_avals)
+    # the grid indices, then (scalar prefetch) refs to the whole prefetched operands, as in JAX
+    # (on a TPU they sit in SMEM and `idx[i]` is a scalar load)
+    idx_avals = [ShapedArray((), np.int32)] * len(grid) + _prefetch_refs(scalar_avals)
 
     def flat_index_map(*ids):
         out = index_map(*ids)
@@ -261,6 +262,10 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
                          "over a traced value; index maps may only use the grid indices")
     return BlockMapping(origin, aval, tuple(None if b is None else int(b) for b in block_shape),
                         ClosedJaxpr(jaxpr, consts), getattr(spec, "memory_space", None))
+
+
+def _prefetch_refs(avals) -> list[AbstractRef]:
+    return [a if isinstance(a, AbstractRef) else AbstractRef(a) for a in avals]
 
 
 def _scratch_aval(kernel_name: str, s) -> AbstractRef:
@@ -445,8 +450,9 @@ def _unpad(x, bm: BlockMapping):
 
 
 def _block_starts(bm: BlockMapping, ids, prefetched=()):
-    idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids,
-                          *prefetched)
+    # the index map reads the prefetched operands through refs: evaluate it discharged
+    idx = _eval_discharged(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts,
+                           [*ids, *prefetched])[:len(bm.block_shape)]
     return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
             for i, b in zip(idx, bm.block_sizes)]
 
@@ -592,7 +598,7 @@ def _batched_mapping(bm: BlockMapping, dim, axis_size: int, n_grid: int,
         return idx if dim is batching.not_mapped else [*idx[:dim], b, *idx[dim:]]
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
-        index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + list(prefetch_avals),
+        index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + _prefetch_refs(prefetch_avals),
         fun_name="index_map",
         purpose="a batched pallas_call index map")
     if dim is batching.not_mapped:
