@@ -20,7 +20,6 @@ Taught in chapters/16-pallas.md.
 from __future__ import annotations
 
 import base64
-import functools
 import importlib
 import json
 import re
@@ -30,7 +29,7 @@ import numpy as np
 import pytest
 
 import minijax
-from compare import pallas_kernels
+from compare.mosaic_kernels import F32, KERNELS, X16, copy_kernel, softmax_kernel
 from minijax.experimental.pallas.mosaic import lowering as mosaic_lowering
 from minijax.experimental.pallas.mosaic.pallas_call_registration import mosaic_ir_context
 
@@ -100,198 +99,20 @@ def assert_same_kernels(make, args) -> None:
         assert _without_body(mini) == _without_body(want)
 
 
-# ---------------------------------------------------------------------------------------------
-# Kernels written for the TPU: blocks of (8, 128) tiles, scratch in VMEM
-# ---------------------------------------------------------------------------------------------
-
-F32 = np.float32
-X16 = np.arange(16 * 256, dtype=F32).reshape(16, 256) / 100
-
-
-def copy_kernel(J, index_map=lambda i, j: (i, j)):
-    pl, _ = _pl(J)
-
-    def kernel(x_ref, o_ref):
-        o_ref[...] = x_ref[...]
-
-    def f(x):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype),
-                              grid=(2, 2), in_specs=[pl.BlockSpec((8, 128), index_map)],
-                              out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
-                              interpret=False)(x)
-    return f
-
-
-def matmul_kernel(J):
-    pl, pltpu = _pl(J)
-    jnp = J.numpy
-
-    def kernel(a_ref, b_ref, o_ref, acc_ref):
-        @pl.when(pl.program_id(2) == 0)
-        def _():
-            acc_ref[...] = jnp.zeros_like(acc_ref)
-
-        acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
-
-        @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
-        def _():
-            o_ref[...] = acc_ref[...].astype(o_ref.dtype)
-
-    def f(a, b):
-        return pl.pallas_call(
-            kernel, out_shape=J.ShapeDtypeStruct((256, 256), jnp.float32), grid=(2, 2, 2),
-            in_specs=[pl.BlockSpec((128, 128), lambda i, j, k: (i, k)),
-                      pl.BlockSpec((128, 128), lambda i, j, k: (k, j))],
-            out_specs=pl.BlockSpec((128, 128), lambda i, j, k: (i, j)),
-            scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)],
-            compiler_params=pltpu.CompilerParams(
-                dimension_semantics=("parallel", "parallel", "arbitrary")),
-            interpret=False)(a, b)
-    return f
-
-
-def matmul_transposed_kernel(J):
-    pl, _ = _pl(J)
-    jnp, lax = J.numpy, J.lax
-
-    def kernel(a_ref, b_ref, o_ref):  # a @ b.T, contracting both minor dimensions
-        o_ref[...] = lax.dot_general(a_ref[...], b_ref[...], (((1,), (1,)), ((), ())),
-                                     preferred_element_type=jnp.float32)
-
-    def f(a, b):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((128, 128), jnp.float32),
-                              interpret=False)(a, b)
-    return f
-
-
-def softmax_kernel(J):
-    pl, _ = _pl(J)
-    jnp = J.numpy
-
-    def kernel(x_ref, o_ref):
-        x = x_ref[...]
-        e = jnp.exp(x - jnp.max(x, axis=-1, keepdims=True))
-        o_ref[...] = e / jnp.sum(e, axis=-1, keepdims=True)
-
-    def f(x):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
-                              in_specs=[pl.BlockSpec((8, 256), lambda i: (i, 0))],
-                              out_specs=pl.BlockSpec((8, 256), lambda i: (i, 0)),
-                              interpret=False)(x)
-    return f
-
-
-def fori_kernel(J):
-    pl, _ = _pl(J)
-    jnp, lax = J.numpy, J.lax
-
-    def kernel(x_ref, o_ref):
-        def body(i, acc):
-            return acc + x_ref[pl.ds(i * 8, 8), :]
-        o_ref[...] = lax.fori_loop(0, 2, body, jnp.zeros((8, 256), jnp.float32))
-
-    def f(x):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8, 256), x.dtype),
-                              interpret=False)(x)
-    return f
-
-
-def elementwise_kernel(J):
-    pl, _ = _pl(J)
-    jnp, lax = J.numpy, J.lax
-
-    def kernel(x_ref, o_ref):
-        x = x_ref[...]
-        row = lax.broadcasted_iota(jnp.int32, x.shape, 0) + pl.program_id(0) * 8
-        col = lax.broadcasted_iota(jnp.int32, x.shape, 1)
-        y = jnp.tanh(x) * lax.rsqrt(x + 1.0) - jnp.log(x + 2.0) + J.nn.sigmoid(x)
-        y = jnp.minimum(jnp.maximum(y, -1.0), 1.0) / 3.0
-        y = jnp.where(row >= col, y, -x).astype(jnp.bfloat16)
-        o_ref[...] = y.astype(jnp.float32)
-
-    def f(x):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
-                              in_specs=[pl.BlockSpec((8, 256), lambda i: (i, 0))],
-                              out_specs=pl.BlockSpec((8, 256), lambda i: (i, 0)),
-                              interpret=False)(x)
-    return f
-
-
-def squeezed_kernel(J):
-    pl, pltpu = _pl(J)
-
-    def kernel(x_ref, o_ref, s_ref):
-        s_ref[0] = pl.program_id(0)
-        o_ref[...] = x_ref[...] * 2.0
-
-    def f(x):  # x: f32[2, 8, 256]; each instance sees one f32[8, 256] slab
-        return pl.pallas_call(
-            kernel, out_shape=J.ShapeDtypeStruct((16, 256), x.dtype), grid=(2,),
-            in_specs=[pl.BlockSpec((None, 8, 256), lambda i: (i, 0, 0))],
-            out_specs=pl.BlockSpec((8, 256), lambda i: (i, 0)),
-            scratch_shapes=[pltpu.SMEM((1,), J.numpy.int32)], interpret=False)(x)
-    return f
-
-
-def prefetch_kernel(J):
-    pl, pltpu = _pl(J)
-
-    def kernel(order_ref, x_ref, o_ref):  # block i of the output is block order[i] of x, doubled
-        o_ref[...] = x_ref[...] * 2.0 + order_ref[pl.program_id(0)].astype(J.numpy.float32)
-
-    def f(order, x):
-        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((16, 256), x.dtype),
-                              grid_spec=pltpu.PrefetchScalarGridSpec(
-                                  num_scalar_prefetch=1, grid=(2,),
-                                  in_specs=[pl.BlockSpec((None, 8, 256),
-                                                         lambda i, order: (order[i], 0, 0))],
-                                  out_specs=pl.BlockSpec((8, 256), lambda i, order: (i, 0))),
-                              interpret=False)(order, x)
-    return f
-
-
-def vmapped_softmax_kernel(J):
-    return J.vmap(softmax_kernel(J))
-
-
-# The kernels of compare/pallas_kernels.py (chapter 16) at TPU-legal blocks. JAX cannot
-# lower its rank-1 blocks without a TPU (it asks the chip for its tiling), so the kernels
-# with rank-1 operands (vector add, the matmul's bias, layer norm's scales) are left out.
-def chapter16(name, **kw):
-    def make(J):
-        pl, _ = _pl(J)
-        plgpu = importlib.import_module(J.__name__ + ".experimental.pallas.triton")
-        K = pallas_kernels.build(J, pl, plgpu, interpret=False)
-        if name == "flash_attention_grad":
-            loss = lambda q, k, v: J.numpy.sum(K.flash_attention(q, k, v, 128, 128, False))  # noqa: E731
-            return J.grad(loss, argnums=(0, 1, 2))
-        return functools.partial(getattr(K, name), **kw)
-    return make
-
-
-Q = np.random.default_rng(0).standard_normal((1, 256, 128)).astype(F32)
-
-KERNELS = {
-    "ch16_row_softmax": (chapter16("row_softmax"), [X16]),
-    "ch16_flash_forward": (chapter16("flash_forward", bq=128, bk=128), [Q, Q, Q]),
-    # grad through custom_vjp: the forward kernel, then the dK/dV and dQ kernels
-    "ch16_flash_attention_grad": (chapter16("flash_attention_grad"), [Q, Q, Q]),
-    "vmap_softmax": (vmapped_softmax_kernel, [np.stack([X16, X16 + 1])]),
-    "copy": (copy_kernel, [X16]),
-    "matmul": (matmul_kernel, [np.ones((256, 256), F32)] * 2),
-    "matmul_transposed": (matmul_transposed_kernel, [np.ones((128, 256), F32)] * 2),
-    "softmax": (softmax_kernel, [X16]),
-    "fori_loop": (fori_kernel, [X16]),
-    "elementwise": (elementwise_kernel, [X16]),
-    "squeezed": (squeezed_kernel, [X16.reshape(2, 8, 256)]),
-    "scalar_prefetch": (prefetch_kernel, [np.array([1, 0], np.int32), X16.reshape(2, 8, 256)]),
-}
-
-
 @pytest.mark.parametrize("name", sorted(KERNELS))
 def test_mosaic_module_matches_jax(name):
     make, args = KERNELS[name]
     assert_same_kernels(make, args)
+
+
+def test_custom_call_op_matches_jax():
+    def call_line(text):
+        (line,) = [x for x in text.splitlines() if "@tpu_custom_call" in x]
+        return re.sub(r'backend_config = ".*?"', "", line)
+    make, args = KERNELS["matmul"]
+    jax_text = jax.jit(make(jax)).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+    assert call_line(minijax.jit(make(minijax)).trace(*args).lower().as_text()) == call_line(
+        jax_text)
 
 
 def test_a_wrong_index_map_is_caught():
