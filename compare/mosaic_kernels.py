@@ -19,6 +19,7 @@ import importlib
 import statistics
 import time
 
+import ml_dtypes  # numpy's bfloat16, the dtype both modules use
 import numpy as np
 
 from compare import pallas_kernels
@@ -179,6 +180,83 @@ def prefetch_kernel(J):
     return f
 
 
+def slices_kernel(J):
+    pl, _ = _pl(J)
+
+    def kernel(x_ref, o_ref):  # swap the two row halves, doubling one: pl.ds loads and stores
+        o_ref[pl.ds(0, 8), :] = x_ref[pl.ds(8, 8), :]
+        o_ref[pl.ds(8, 8), :] = x_ref[pl.ds(0, 8), :] * 2.0
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype),
+                              interpret=False)(x)
+    return f
+
+
+def bf16_matmul_kernel(J):
+    pl, _ = _pl(J)
+    jnp = J.numpy
+
+    def kernel(a_ref, b_ref, o_ref):  # bf16 operands, f32 accumulation, bf16 result
+        acc = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+        o_ref[...] = acc.astype(jnp.bfloat16)
+
+    def f(a, b):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((128, 128), jnp.bfloat16),
+                              interpret=False)(a, b)
+    return f
+
+
+def math_kernel(J):
+    pl, _ = _pl(J)
+    jnp, lax = J.numpy, J.lax
+
+    def kernel(x_ref, i_ref, o_ref, p_ref):
+        x, i = x_ref[...], i_ref[...]
+        o_ref[...] = (x ** 2 + jnp.abs(x) - jnp.sqrt(jnp.abs(x)) - jnp.floor(x) * jnp.floor(-x)
+                      + jnp.sin(x) * jnp.cos(x) + lax.log1p(jnp.abs(x)) + (-x) + jnp.square(x))
+        p_ref[...] = i * 3 - (-i) + jnp.maximum(i, 2) + jnp.where(i > 3, i, 0) + (i & 5) + (i | 2)
+
+    def f(x, i):
+        return pl.pallas_call(kernel, out_shape=(J.ShapeDtypeStruct(x.shape, x.dtype),
+                                                 J.ShapeDtypeStruct(i.shape, i.dtype)),
+                              interpret=False)(x, i)
+    return f
+
+
+def aliased_kernel(J):
+    pl, pltpu = _pl(J)
+
+    def kernel(x_ref, o_ref):  # in place: o_ref is x's buffer
+        o_ref[...] = o_ref[...] + 1.0
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), grid=(2,),
+                              in_specs=[pl.BlockSpec((8, 256), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((8, 256), lambda i: (i, 0)),
+                              input_output_aliases={0: 0},
+                              compiler_params=pltpu.CompilerParams(
+                                  dimension_semantics=("parallel",), vmem_limit_bytes=1 << 25),
+                              interpret=False)(x)
+    return f
+
+
+def dynamic_fori_kernel(J):
+    pl, pltpu = _pl(J)
+    jnp, lax = J.numpy, J.lax
+
+    def kernel(n_ref, x_ref, o_ref):  # a trip count read from SMEM: a while loop
+        def body(i, acc):
+            return acc + x_ref[pl.ds(i * 8, 8), :]
+        o_ref[...] = lax.fori_loop(0, n_ref[0], body, jnp.zeros((8, 256), jnp.float32))
+
+    def f(n, x):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8, 256), x.dtype),
+                              in_specs=[pl.BlockSpec(memory_space=pltpu.SMEM), pl.BlockSpec()],
+                              interpret=False)(n, x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -206,6 +284,12 @@ KERNELS = {
     # grad through custom_vjp: the forward kernel, then the dK/dV and dQ kernels
     "ch16_flash_attention_grad": (chapter16("flash_attention_grad"), [Q, Q, Q]),
     "vmap_softmax": (vmapped_softmax_kernel, [np.stack([X16, X16 + 1])]),
+    "slices": (slices_kernel, [X16]),
+    "bf16_matmul": (bf16_matmul_kernel, [(np.arange(128 * 128).reshape(128, 128) % 7 / 7)
+                                         .astype(ml_dtypes.bfloat16)] * 2),
+    "math": (math_kernel, [X16, (np.arange(16 * 256).reshape(16, 256) % 50).astype(np.int32)]),
+    "aliased": (aliased_kernel, [X16]),
+    "dynamic_fori_loop": (dynamic_fori_kernel, [np.array([2], np.int32), X16]),
     "copy": (copy_kernel, [X16]),
     "matmul": (matmul_kernel, [np.ones((256, 256), F32)] * 2),
     "matmul_transposed": (matmul_transposed_kernel, [np.ones((128, 256), F32)] * 2),

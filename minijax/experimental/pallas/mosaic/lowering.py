@@ -23,7 +23,7 @@ from minijax import core, lax
 from minijax.core import Literal, ShapedArray
 from minijax.experimental.pallas.pallas_call import program_id_p
 from minijax.lax.control_flow.conditionals import cond_p
-from minijax.lax.control_flow.loops import scan_p
+from minijax.lax.control_flow.loops import scan_p, while_p
 from minijax.pjit import jit_p
 from minijax.state.primitives import get_p, swap_p
 
@@ -495,7 +495,7 @@ def _unary_math_rule(name: str):
 for _prim, _name in [(lax.exp_p, "exp"), (lax.log_p, "log"), (lax.tanh_p, "tanh"),
                      (lax.rsqrt_p, "rsqrt"), (lax.sqrt_p, "sqrt"), (lax.log1p_p, "log1p"),
                      (lax.sin_p, "sin"), (lax.cos_p, "cos"), (lax.floor_p, "floor"),
-                     (lax.ceil_p, "ceil"), (lax.erf_p, "erf")]:
+                     (lax.ceil_p, "ceil"), (lax.erf_p, "erf"), (lax.exp2_p, "exp2")]:
     register_lowering_rule(_prim)(_unary_math_rule(_name))
 
 
@@ -539,6 +539,23 @@ def _abs_lowering_rule(ctx: LoweringRuleContext, x):
 @register_lowering_rule(lax.square_p)
 def _square_lowering_rule(ctx: LoweringRuleContext, x):
     return arith.mulf(x, x) if _is_float(ctx.avals_in[0].dtype) else arith.muli(x, x)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _integer_pow_lowering_rule — differs: the
+# square-and-multiply of lax._integer_pow written out, positive powers only
+@register_lowering_rule(lax.integer_pow_p)
+def _integer_pow_lowering_rule(ctx: LoweringRuleContext, x, *, y):
+    if y < 1:
+        raise NotImplementedError(f"integer_pow with y={y}")
+    mul = arith.mulf if _is_float(ctx.avals_in[0].dtype) else arith.muli
+    acc = None
+    while y > 0:
+        if y & 1:
+            acc = x if acc is None else mul(acc, x)
+        y >>= 1
+        if y > 0:
+            x = mul(x, x)
+    return acc
 
 
 # JAX: jax/_src/pallas/mosaic/lowering.py _logistic_lowering_rule
@@ -766,8 +783,30 @@ def _fori_body(jaxpr: core.Jaxpr, num_consts: int, num_carry: int):
     return None
 
 
-# JAX: jax/_src/pallas/mosaic/lowering.py _scan_lowering_rule and _lower_jaxpr_to_for_loop —
-# differs: fori_loop-shaped scans only, not unrolled
+# JAX: jax/_src/pallas/mosaic/lowering.py _lower_jaxpr_to_for_loop — differs: never unrolled
+def _for_loop(ctx: LoweringRuleContext, body: core.Jaxpr, start, num_steps, consts, carry):
+    """`scf.for` from `start` for `num_steps` (an int, or an i32 value known only at run time:
+    then, as JAX, a main loop over whole unroll chunks of 1 and a remainder loop after it)."""
+    i32 = ir.IntegerType.get_signless(32)
+
+    def loop(lower, upper, carry):
+        for_op = scf.ForOp(lower, upper, ir_constant(1, i32), carry)
+        with ir.InsertionPoint(for_op.body):
+            scf.YieldOp(jaxpr_subcomp(ctx.lowering_context, body, *consts,
+                                      for_op.induction_variable, *for_op.inner_iter_args))
+        return list(for_op.results)
+
+    if not isinstance(num_steps, ir.Value):
+        return loop(start, arith.addi(start, ir_constant(num_steps, i32)), carry)
+    upper = arith.addi(start, num_steps)
+    one = ir_constant(1, i32)
+    main_upper = arith.addi(start, arith.muli(arith.divsi(num_steps, one), one))
+    carry = loop(start, main_upper, carry)
+    return loop(main_upper, upper, carry)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _scan_lowering_rule — differs: fori_loop-shaped
+# scans only
 @register_lowering_rule(scan_p, ensure_mlir_values=False)
 def _scan_lowering_rule(ctx: LoweringRuleContext, *args, jaxpr, length, reverse, unroll,
                         num_consts, num_carry, **params):
@@ -780,12 +819,57 @@ def _scan_lowering_rule(ctx: LoweringRuleContext, *args, jaxpr, length, reverse,
     avals = ctx.avals_in
     consts = [_ensure_mlir_value(c, a) for c, a in zip(consts, avals)]
     carry = [_ensure_mlir_value(c, a) for c, a in zip(carry, avals[num_consts + 1:])]
-    i32 = ir.IntegerType.get_signless(32)
-    lower = _ensure_mlir_value(start, avals[num_consts])
-    upper = arith.addi(lower, ir_constant(length, i32))
-    for_op = scf.ForOp(lower, upper, ir_constant(1, i32), carry)
-    with ir.InsertionPoint(for_op.body):
-        outs = jaxpr_subcomp(ctx.lowering_context, body, *consts, for_op.induction_variable,
-                             *for_op.inner_iter_args)
-        scf.YieldOp(outs)
-    return [ir_constant(length, i32), *for_op.results]
+    start = _ensure_mlir_value(start, avals[num_consts])
+    outs = _for_loop(ctx, body, start, length, consts, carry)
+    return [ir_constant(length, ir.IntegerType.get_signless(32)), *outs]
+
+
+# JAX: jax/_src/pallas/utils.py pattern_match_while_to_fori_loop
+def _while_fori_body(cond_jaxpr, cond_nconsts, body_jaxpr, body_nconsts):
+    """The body of a `while` that is a fori_loop (carry (i, upper, ...), condition `i <
+    upper`, `i + 1` in the body), without the counter and the bound; else None."""
+    cond, body = cond_jaxpr.jaxpr, body_jaxpr.jaxpr
+    if cond_nconsts or len(cond.invars) < 2 or len(cond.eqns) != 1:
+        return None
+    i, upper = cond.invars[:2]
+    if any(v.aval.shape or v.aval.dtype != np.int32 for v in (i, upper)):
+        return None
+    (eqn,) = cond.eqns
+    if eqn.primitive is not lax.lt_p or eqn.invars != [i, upper] or eqn.outvars != cond.outvars:
+        return None
+    bi, bupper = body.invars[body_nconsts:body_nconsts + 2]
+    if body.outvars[1] is not bupper:
+        return None
+    for k, e in enumerate(body.eqns):
+        if (e.primitive is lax.add_p and e.invars[0] is bi and e.outvars[0] is body.outvars[0]
+                and isinstance(e.invars[1], Literal) and e.invars[1].val == 1):
+            return core.Jaxpr(body.constvars, [*body.invars[:body_nconsts + 1],
+                                               *body.invars[body_nconsts + 2:]],
+                              body.outvars[2:], body.eqns[:k] + body.eqns[k + 1:])
+    return None
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _while_lowering_rule
+@register_lowering_rule(while_p)
+def _while_lowering_rule(ctx: LoweringRuleContext, *args, cond_jaxpr, body_jaxpr,
+                         cond_nconsts, body_nconsts):
+    cond_consts = args[:cond_nconsts]
+    body_consts, carry = args[cond_nconsts:cond_nconsts + body_nconsts], args[
+        cond_nconsts + body_nconsts:]
+    fori_body = _while_fori_body(cond_jaxpr, cond_nconsts, body_jaxpr, body_nconsts)
+    if fori_body is not None:  # JAX: _lower_while_via_fori
+        (lower, upper), rest = carry[:2], carry[2:]
+        outs = _for_loop(ctx, fori_body, lower, arith.subi(upper, lower), body_consts, rest)
+        return [upper, upper, *outs]
+    types = [c.type for c in carry]
+    while_op = scf.WhileOp(types, carry)
+    before = while_op.before.blocks.append(*types)
+    with ir.InsertionPoint.at_block_begin(before):
+        (pred,) = jaxpr_subcomp(ctx.lowering_context, cond_jaxpr.jaxpr, *cond_consts,
+                                *before.arguments)
+        scf.ConditionOp(pred, before.arguments)
+    after = while_op.after.blocks.append(*types)
+    with ir.InsertionPoint.at_block_begin(after):
+        scf.YieldOp(jaxpr_subcomp(ctx.lowering_context, body_jaxpr.jaxpr, *body_consts,
+                                  *after.arguments))
+    return list(while_op.results)
