@@ -14,8 +14,11 @@ Taught in chapters/16-pallas.md.
 
 from __future__ import annotations
 
+import base64
 import functools
 import importlib
+import json
+import re
 import statistics
 import time
 
@@ -23,6 +26,51 @@ import ml_dtypes  # numpy's bfloat16, the dtype both modules use
 import numpy as np
 
 from compare import pallas_kernels
+from minijax.experimental.pallas.mosaic.pallas_call_registration import mosaic_ir_context
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding a tpu_custom_call: the Mosaic module it carries, printed for comparison
+# ---------------------------------------------------------------------------------------------
+
+def custom_call_configs(stablehlo_text: str) -> list[dict]:
+    """The JSON backend_config of each tpu_custom_call in a StableHLO module's text."""
+    found = re.findall(r'stablehlo.custom_call @tpu_custom_call\(.*?backend_config = "(.*?)"',
+                       stablehlo_text)
+    return [json.loads(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), f))
+            for f in found]
+
+
+def custom_call_config(stablehlo_text: str) -> dict:
+    (config,) = custom_call_configs(stablehlo_text)
+    return config
+
+
+def _drop_unused_constants(op) -> None:
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in list(block.operations):
+                _drop_unused_constants(inner.operation)
+                if inner.operation.name == "arith.constant" and not list(
+                        inner.operation.results[0].uses):
+                    inner.operation.erase()
+
+
+def normalise(config: dict) -> str:
+    """The Mosaic module of a custom call config, printed for comparison: decoded from
+    Mosaic's stable form, without locations, and without unused `arith.constant` ops — the
+    one documented difference: JAX's transform functions carry an `arith.constant 0 : i32`
+    that nothing reads (`lower_jaxpr_to_transform_func` builds `[ir_constant(0)] * n`, the
+    block indices of extended dtypes, even when n is 0); minijax emits none."""
+    from jaxlib.mlir import ir
+    from jaxlib.mlir.passmanager import PassManager
+    body = base64.b64decode(config["custom_call_config"]["body"])
+    with mosaic_ir_context() as ctx:
+        ctx.allow_unregistered_dialects = True
+        module = ir.Module.parse(body)
+        PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(module.operation)
+        _drop_unused_constants(module.operation)
+        return module.operation.get_asm(enable_debug_info=False)
 
 
 def _pl(J):

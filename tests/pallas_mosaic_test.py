@@ -1,17 +1,12 @@
 """minijax's Pallas TPU lowering against JAX's, on a CPU: one kernel source, two Mosaic modules.
 
-Each kernel is written once against a module alias `J` (jax or minijax). JAX lowers it for the
-TPU without one (`jit(f).trace(*args).lower(lowering_platforms=("tpu",))`), minijax lowers it
-with `interpret=False`; both give StableHLO with a `tpu_custom_call` whose `backend_config`
-carries the Mosaic module as base64 bytecode. `mosaic_module_text` decodes it (the
-`mosaic-serde` pass back from Mosaic's stable form) and `normalise` prints it without
-locations and with these documented differences removed:
-
-- unused `arith.constant` ops: JAX's transform functions carry one `arith.constant 0 : i32`
-  that nothing reads (`lower_jaxpr_to_transform_func` builds `[ir_constant(0)] * n` for the
-  block indices of extended dtypes even when n is 0); minijax emits none.
-
-Everything else must match: the same ops in the same order, the same types and attributes
+Each kernel of compare/mosaic_kernels.py is written once against a module alias `J` (jax or
+minijax). JAX lowers it for the TPU without one (`jit(f).trace(*args).lower(
+lowering_platforms=("tpu",))`), minijax lowers it with `interpret=False`; both give StableHLO
+with a `tpu_custom_call` whose `backend_config` carries the Mosaic module as base64 bytecode.
+`compare.mosaic_kernels.normalise` decodes it (the `mosaic-serde` pass back from Mosaic's
+stable form) and prints it without locations and without the one documented difference
+(unused constants; see its docstring). Everything else must match: the same ops in the same order, the same types and attributes
 (SSA names are the printer's, so equal modules print equal names), and the same custom call
 config besides the body. A planted bug (a wrong index map) must make the comparison fail.
 Taught in chapters/16-pallas.md.
@@ -19,9 +14,6 @@ Taught in chapters/16-pallas.md.
 
 from __future__ import annotations
 
-import base64
-import importlib
-import json
 import re
 
 import jax
@@ -29,55 +21,14 @@ import numpy as np
 import pytest
 
 import minijax
-from compare.mosaic_kernels import F32, KERNELS, X16, copy_kernel, softmax_kernel
+from compare.mosaic_kernels import (F32, KERNELS, X16, _pl, copy_kernel, custom_call_config,
+                                    custom_call_configs, normalise, softmax_kernel)
 from minijax.experimental.pallas.mosaic import lowering as mosaic_lowering
-from minijax.experimental.pallas.mosaic.pallas_call_registration import mosaic_ir_context
-
-
-def _pl(J):
-    return (importlib.import_module(J.__name__ + ".experimental.pallas"),
-            importlib.import_module(J.__name__ + ".experimental.pallas.tpu"))
 
 
 # ---------------------------------------------------------------------------------------------
 # Decoding and normalising a tpu_custom_call
 # ---------------------------------------------------------------------------------------------
-
-def custom_call_configs(stablehlo_text: str) -> list[dict]:
-    """The JSON backend_config of each tpu_custom_call in a StableHLO module's text."""
-    found = re.findall(r'stablehlo.custom_call @tpu_custom_call\(.*?backend_config = "(.*?)"',
-                       stablehlo_text)
-    return [json.loads(re.sub(r"\\([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), f))
-            for f in found]
-
-
-def custom_call_config(stablehlo_text: str) -> dict:
-    (config,) = custom_call_configs(stablehlo_text)
-    return config
-
-
-def _drop_unused_constants(op) -> None:
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in list(block.operations):
-                _drop_unused_constants(inner.operation)
-                if inner.operation.name == "arith.constant" and not list(
-                        inner.operation.results[0].uses):
-                    inner.operation.erase()
-
-
-def normalise(config: dict) -> str:
-    """The Mosaic module of a custom call config, printed for comparison (see the docstring)."""
-    from jaxlib.mlir import ir
-    from jaxlib.mlir.passmanager import PassManager
-    body = base64.b64decode(config["custom_call_config"]["body"])
-    with mosaic_ir_context() as ctx:
-        ctx.allow_unregistered_dialects = True
-        module = ir.Module.parse(body)
-        PassManager.parse("builtin.module(mosaic-serde{serialize=false})").run(module.operation)
-        _drop_unused_constants(module.operation)
-        return module.operation.get_asm(enable_debug_info=False)
-
 
 def _lower_both(make, args):
     """(JAX's configs, minijax's configs) of the program `make(J)` on `args`."""
