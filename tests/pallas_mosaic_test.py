@@ -6,10 +6,10 @@ lowering_platforms=("tpu",))`), minijax lowers it with `interpret=False`; both g
 with a `tpu_custom_call` whose `backend_config` carries the Mosaic module as base64 bytecode.
 `compare.mosaic_kernels.normalise` decodes it (the `mosaic-serde` pass back from Mosaic's
 stable form) and prints it without locations and without the one documented difference
-(unused constants; see its docstring). Everything else must match: the same ops in the same order, the same types and attributes
-(SSA names are the printer's, so equal modules print equal names), and the same custom call
-config besides the body. A planted bug (a wrong index map) must make the comparison fail.
-Taught in chapters/16-pallas.md.
+(unused constants; see its docstring). Everything else must match: the same ops in the same
+order, the same types and attributes (SSA names are the printer's, so equal modules print
+equal names), and the same custom call config besides the body. A planted bug (a wrong
+index map) must make the comparison fail. Taught in chapters/16-pallas.md.
 """
 
 from __future__ import annotations
