@@ -363,16 +363,17 @@ def _median_ms(J, fn, args, reps: int) -> float:
     return 1e3 * statistics.median(times)
 
 
-def run_on_tpu(names=None, reps: int = 50) -> list[dict]:
-    """Each kernel compiled by JAX's Pallas and by minijax's (both through Mosaic), run on
-    the default device (a TPU) on the same inputs. Returns rows {"kernel", "impl":
-    "minijax_pallas", "ref": "jax_pallas", "ms", "ref_ms", "bits_equal"}; raises on another
-    backend (minijax's compile names the kernel)."""
+def run_on_tpu(names=None, reps: int = 50, kernels: dict | None = None) -> list[dict]:
+    """Each kernel (of `kernels`, default `KERNELS`; `names` picks some) compiled by JAX's
+    Pallas and by minijax's (both through Mosaic), run on the default device (a TPU) on the
+    same inputs. Returns rows {"kernel", "impl": "minijax_pallas", "ref": "jax_pallas", "ms",
+    "ref_ms", "bits_equal"}; on another backend the compile raises."""
     import jax
     import minijax
+    kernels = KERNELS if kernels is None else kernels
     rows = []
-    for name in names or sorted(KERNELS):
-        make, args = KERNELS[name]
+    for name in names or sorted(kernels):
+        make, args = kernels[name]
         f_jax, f_mini = jax.jit(make(jax)), minijax.jit(make(minijax))
         want = jax.tree_util.tree_leaves(f_jax(*args))
         got = minijax.tree_util.tree_leaves(f_mini(*args))

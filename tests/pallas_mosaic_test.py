@@ -22,7 +22,7 @@ import pytest
 
 import minijax
 from compare.mosaic_kernels import (F32, KERNELS, X16, _pl, copy_kernel, custom_call_config,
-                                    custom_call_configs, normalise, softmax_kernel)
+                                    custom_call_configs, normalise, run_on_tpu, softmax_kernel)
 from minijax.experimental.pallas.mosaic import lowering as mosaic_lowering
 
 
@@ -132,3 +132,18 @@ def test_custom_call_composes_with_jit_vmap_and_aliases():
     config = normalise(custom_call_config(text))
     assert "iteration_bounds = array<i64: 3>" in config  # vmap: a parallel grid axis
     assert "dimension_semantics = [#tpu.dimension_semantics<parallel>]" in config
+
+
+def test_run_on_tpu_reports_bits_and_times():
+    # the TPU check's plumbing, on a CPU: an interpret-mode kernel stands in for a compiled one
+    def make(J):
+        pl, _ = _pl(J)
+
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] * 2.0
+        return lambda x: pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype),
+                                        interpret=True)(x)
+    (row,) = run_on_tpu(reps=2, kernels={"double": (make, [X16])})
+    assert row["kernel"] == "double" and row["bits_equal"] is True
+    assert row["impl"] == "minijax_pallas" and row["ref"] == "jax_pallas"
+    assert row["ms"] > 0 and row["ref_ms"] > 0
