@@ -110,6 +110,17 @@ def test_unsupported_primitive_names_primitive_and_kernel():
         minijax.jit(make(minijax)).trace(X16).lower()
 
 
+def test_operand_left_in_any_memory_space_is_refused():
+    pl, _ = _pl(minijax)
+
+    def dma_kernel(x_ref, o_ref):
+        o_ref[...] = x_ref[...]
+    f = pl.pallas_call(dma_kernel, out_shape=minijax.ShapeDtypeStruct((16, 256), F32),
+                       in_specs=[pl.BlockSpec(memory_space=pl.ANY)], interpret=False)
+    with pytest.raises(mosaic_lowering.LoweringException, match="dma_kernel.*args.0. .*DMA"):
+        minijax.jit(f).trace(X16).lower()
+
+
 def test_compiling_for_cpu_names_the_kernel():
     f = minijax.jit(copy_kernel(minijax))
     with pytest.raises(ValueError, match="pallas_call of kernel: .*TPU.*interpret=True"):

@@ -272,6 +272,12 @@ def lower_jaxpr_to_module(jaxpr: core.ClosedJaxpr, *, name: str, grid: tuple[int
                                 "array constants; pass them as inputs")
     prefetch_bms = in_block_mappings[:num_scalar_prefetch]
     block_bms = [*in_block_mappings[num_scalar_prefetch:], *out_block_mappings]
+    for bm in block_bms:
+        if _memory_space_name(bm.memory_space) not in ("vmem", "smem"):
+            raise LoweringException(
+                f"Mosaic lowering of pallas_call {name}: {bm.origin} is left in memory space "
+                f"{bm.memory_space} for manual DMAs (pltpu.async_copy), which minijax's Mosaic "
+                "lowering does not have; use a VMEM BlockSpec. See chapters/16-pallas.md")
     _check_block_mappings(name, [bm for bm in block_bms
                                  if _memory_space_name(bm.memory_space) != "smem"])
     n_user = len(grid) - vmapped_dims
