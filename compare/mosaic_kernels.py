@@ -305,6 +305,25 @@ def dynamic_fori_kernel(J):
     return f
 
 
+def nn_kernel(J):
+    pl, _ = _pl(J)
+    jnp = J.numpy
+
+    @J.custom_jvp
+    def clipped(x):  # a custom_jvp inside a kernel: only its primal computation is lowered
+        return jnp.minimum(jnp.maximum(x, -2.0), 2.0)
+    clipped.defjvp(lambda primals, tangents: (clipped(primals[0]), tangents[0]))
+
+    def kernel(x_ref, o_ref):
+        x = x_ref[...]
+        o_ref[...] = J.nn.gelu(x) + J.nn.silu(x) + clipped(x)
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct(x.shape, x.dtype),
+                              interpret=False)(x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -333,6 +352,7 @@ KERNELS = {
     "ch16_flash_attention_grad": (chapter16("flash_attention_grad"), [Q, Q, Q]),
     "vmap_softmax": (vmapped_softmax_kernel, [np.stack([X16, X16 + 1])]),
     "slices": (slices_kernel, [X16]),
+    "nn_and_custom_jvp": (nn_kernel, [X16]),
     "bf16_matmul": (bf16_matmul_kernel, [(np.arange(128 * 128).reshape(128, 128) % 7 / 7)
                                          .astype(ml_dtypes.bfloat16)] * 2),
     "math": (math_kernel, [X16, (np.arange(16 * 256).reshape(16, 256) % 50).astype(np.int32)]),

@@ -21,6 +21,7 @@ import numpy as np
 
 from minijax import core, lax
 from minijax.core import Literal, ShapedArray
+from minijax.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
 from minijax.experimental.pallas.pallas_call import program_id_p
 from minijax.lax.control_flow.conditionals import cond_p
 from minijax.lax.control_flow.loops import scan_p, while_p
@@ -749,6 +750,20 @@ def _dot_general_lowering_rule(ctx: LoweringRuleContext, x, y, *, dimension_numb
 @register_lowering_rule(jit_p)
 def _jit_lowering_rule(ctx: LoweringRuleContext, *args, jaxpr, **params):
     return jaxpr_subcomp(ctx.lowering_context, jaxpr.jaxpr, *args)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _custom_jvp_call_lowering_rule (and
+# _custom_vjp_call_lowering_rule): inside a kernel only the primal computation runs
+@register_lowering_rule(custom_jvp_call_p)
+@register_lowering_rule(custom_vjp_call_p)
+def _custom_call_lowering_rule(ctx: LoweringRuleContext, *args, call_jaxpr, **params):
+    return jaxpr_subcomp(ctx.lowering_context, call_jaxpr.jaxpr, *args)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _stop_gradient_lowering_rule
+@register_lowering_rule(lax.stop_gradient_p)
+def _stop_gradient_lowering_rule(ctx: LoweringRuleContext, x):
+    return x
 
 
 # JAX: jax/_src/pallas/mosaic/lowering.py _cond_lowering_rule — differs: no constant folding
