@@ -324,6 +324,23 @@ def nn_kernel(J):
     return f
 
 
+def scalar_reduce_kernel(J):
+    pl, pltpu = _pl(J)
+    jnp = J.numpy
+
+    def kernel(x_ref, o_ref, total_ref):  # reductions to scalars; a scalar output in SMEM
+        x = x_ref[...]
+        o_ref[...] = x - jnp.max(x)
+        total_ref[0] = jnp.sum(x)
+
+    def f(x):
+        return pl.pallas_call(kernel, out_shape=(J.ShapeDtypeStruct(x.shape, x.dtype),
+                                                 J.ShapeDtypeStruct((1,), x.dtype)),
+                              out_specs=(pl.BlockSpec(), pl.BlockSpec(memory_space=pltpu.SMEM)),
+                              interpret=False)(x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -353,6 +370,7 @@ KERNELS = {
     "vmap_softmax": (vmapped_softmax_kernel, [np.stack([X16, X16 + 1])]),
     "slices": (slices_kernel, [X16]),
     "nn_and_custom_jvp": (nn_kernel, [X16]),
+    "scalar_reduce": (scalar_reduce_kernel, [X16]),
     "bf16_matmul": (bf16_matmul_kernel, [(np.arange(128 * 128).reshape(128, 128) % 7 / 7)
                                          .astype(ml_dtypes.bfloat16)] * 2),
     "math": (math_kernel, [X16, (np.arange(16 * 256).reshape(16, 256) % 50).astype(np.int32)]),

@@ -681,22 +681,27 @@ def _transpose_lowering_rule(ctx: LoweringRuleContext, x, *, permutation):
 # Reductions and matmul
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/pallas/mosaic/lowering.py reduce_lowering_rule — differs: no reduction to a
-# scalar
+# JAX: jax/_src/pallas/mosaic/lowering.py reduce_lowering_rule
 def _reduce_rule(float_kind: str, int_kind: str, float_identity, int_identity):
     def rule(ctx: LoweringRuleContext, x, *, axes, **params):
         (x_aval,), (aval_out,) = ctx.avals_in, ctx.avals_out
-        if not aval_out.shape:
-            raise NotImplementedError("a reduction to a scalar (keep a dimension of size 1)")
         if _is_float(x_aval.dtype):
             kind, identity = float_kind, float_identity
         elif x_aval.dtype == np.int32:
             kind, identity = int_kind, int_identity
         else:
             raise NotImplementedError(f"Reductions over {x_aval.dtype} not implemented.")
-        acc = _splat(aval_out, identity)
-        return vector.multi_reduction(ir.Attribute.parse(f"#vector.kind<{kind}>"), x, acc,
-                                      list(axes))
+        kind = ir.Attribute.parse(f"#vector.kind<{kind}>")
+        if aval_out.shape:
+            return vector.multi_reduction(kind, x, _splat(aval_out, identity), list(axes))
+        # to a scalar: as JAX, over a leading unit dimension kept to the end, then extracted
+        # (Mosaic has no vector of rank 0)
+        ones = (1,) * (x_aval.ndim + 1)
+        x = vector.shape_cast(aval_to_ir_type(x_aval, shape=(1, *x_aval.shape)), x)
+        acc = _splat(aval_out.update(shape=(1,)), identity)
+        red = vector.multi_reduction(kind, x, acc, [a + 1 for a in axes])
+        red = vector.shape_cast(aval_to_ir_type(aval_out, shape=ones), red)
+        return vector.extract(red, [], [0] * len(ones))
     return rule
 
 
