@@ -341,6 +341,23 @@ def scalar_reduce_kernel(J):
     return f
 
 
+def switch_kernel(J):
+    pl, _ = _pl(J)
+    lax = J.lax
+
+    def kernel(x_ref, o_ref):  # lax.switch on the grid index: nested scf.if; slice, transpose
+        branches = [lambda v: v * 2.0, lambda v: v + 1.0, lambda v: -v]
+        y = lax.switch(pl.program_id(0), branches, x_ref[...][:, :128].T[:8, :])
+        o_ref[...] = lax.clamp(-1.0, y, 1.0)
+
+    def f(x):  # the whole array at every step: a trivial window, single-buffered
+        return pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((8, 128), x.dtype),
+                              grid=(3,), in_specs=[pl.BlockSpec((128, 256), lambda i: (0, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (0, 0)),
+                              interpret=False)(x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -371,6 +388,7 @@ KERNELS = {
     "slices": (slices_kernel, [X16]),
     "nn_and_custom_jvp": (nn_kernel, [X16]),
     "scalar_reduce": (scalar_reduce_kernel, [X16]),
+    "switch": (switch_kernel, [np.ones((128, 256), F32)]),
     "bf16_matmul": (bf16_matmul_kernel, [(np.arange(128 * 128).reshape(128, 128) % 7 / 7)
                                          .astype(ml_dtypes.bfloat16)] * 2),
     "math": (math_kernel, [X16, (np.arange(16 * 256).reshape(16, 256) % 50).astype(np.int32)]),

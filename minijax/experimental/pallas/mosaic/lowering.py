@@ -240,6 +240,13 @@ def _check_block_mappings(kernel_name: str, block_mappings) -> None:
                     + details)
 
 
+# JAX: jax/_src/pallas/core.py BlockMapping.has_trivial_window
+def _has_trivial_window(bm) -> bool:
+    """The block is the whole array and the index map returns literal zeros."""
+    return (bm.block_sizes == tuple(bm.array_aval.shape) and all(
+        isinstance(v, Literal) and v.val == 0 for v in bm.index_map_jaxpr.jaxpr.outvars))
+
+
 def _build_func(name: str, arg_types, body: Callable):
     """A `func.func @name` whose body `body(*block_args)` emits ops and returns the results."""
     func_op = func.FuncOp(name, (arg_types, []))
@@ -315,9 +322,13 @@ def lower_jaxpr_to_module(jaxpr: core.ClosedJaxpr, *, name: str, grid: tuple[int
                 ctx = LoweringContext(name, grid, vmapped_dims, None)
                 lower_jaxpr_to_transform_func(ctx, bm.index_map_jaxpr, f"transform_{i}",
                                               grid_types, prefetch_types)
-                window_params.append(ir.DictAttr.get({
-                    "transform_indices": ir.FlatSymbolRefAttr.get(f"transform_{i}"),
-                    "window_bounds": ir.DenseI64ArrayAttr.get(bm.block_sizes)}))
+                params = {"transform_indices": ir.FlatSymbolRefAttr.get(f"transform_{i}"),
+                          "window_bounds": ir.DenseI64ArrayAttr.get(bm.block_sizes)}
+                if _memory_space_name(bm.memory_space) == "vmem" and _has_trivial_window(bm):
+                    # the same whole array at every step: one buffer, copied in once
+                    params["pipeline_mode"] = ir.Attribute.parse(
+                        "#tpu.pipeline_mode<synchronous>")
+                window_params.append(ir.DictAttr.get(params))
             kernel.attributes["window_params"] = ir.ArrayAttr.get(window_params)
             kernel.attributes["iteration_bounds"] = ir.DenseI64ArrayAttr.get(grid)
     i64 = ir.IntegerType.get_signless(64)
@@ -527,6 +538,16 @@ for _prim in [lax.eq_p, lax.ne_p, lax.lt_p, lax.le_p, lax.gt_p, lax.ge_p]:
     register_lowering_rule(_prim)(_cmp_rule(_prim.name))
 
 
+# JAX: jax/_src/pallas/mosaic/lowering.py _clamp_lowering_rule: min(max(x, lo), hi)
+@register_lowering_rule(lax.clamp_p)
+def _clamp_lowering_rule(ctx: LoweringRuleContext, lo, x, hi):
+    lo_aval, x_aval, hi_aval = ctx.avals_in
+    (out,) = ctx.avals_out
+    ctx_of = lambda *avals: LoweringRuleContext(ctx.lowering_context, avals, [out])  # noqa: E731
+    x = lowering_rules[lax.max_p](ctx_of(x_aval, lo_aval), x, lo)
+    return lowering_rules[lax.min_p](ctx_of(out, hi_aval), x, hi)
+
+
 # JAX: jax/_src/pallas/mosaic/lowering.py _neg_lowering_rule
 @register_lowering_rule(lax.neg_p, ensure_mlir_values=False)
 def _neg_lowering_rule(ctx: LoweringRuleContext, x):
@@ -661,6 +682,16 @@ def _squeeze_lowering_rule(ctx: LoweringRuleContext, x, *, dimensions):
     if not aval_out.shape:
         return vector.extract(x, [], [0] * len(aval_in.shape))
     return vector.shape_cast(aval_to_ir_type(aval_out), x)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _slice_lowering_rule
+@register_lowering_rule(lax.slice_p)
+def _slice_lowering_rule(ctx: LoweringRuleContext, x, *, start_indices, limit_indices,
+                         strides=None):
+    sizes = [hi - lo for lo, hi in zip(start_indices, limit_indices)]
+    return vector.extract_strided_slice(aval_to_ir_type(ctx.avals_out[0]), x,
+                                        list(start_indices), sizes,
+                                        list(strides or [1] * len(sizes)))
 
 
 # JAX: jax/_src/pallas/mosaic/lowering.py _iota_lowering_rule — differs: 2-D and up only
