@@ -262,8 +262,10 @@ def math_kernel(J):
     def kernel(x_ref, i_ref, o_ref, p_ref):
         x, i = x_ref[...], i_ref[...]
         o_ref[...] = (x ** 2 + jnp.abs(x) - jnp.sqrt(jnp.abs(x)) - jnp.floor(x) * jnp.floor(-x)
-                      + jnp.sin(x) * jnp.cos(x) + lax.log1p(jnp.abs(x)) + (-x) + jnp.square(x))
-        p_ref[...] = i * 3 - (-i) + jnp.maximum(i, 2) + jnp.where(i > 3, i, 0) + (i & 5) + (i | 2)
+                      + jnp.sin(x) * jnp.cos(x) + lax.log1p(jnp.abs(x)) + (-x) + jnp.square(x)
+                      + lax.rem(x, 3.0))
+        p_ref[...] = (i * 3 - (-i) + jnp.maximum(i, 2) + jnp.where(i > 3, i, 0) + (i & 5)
+                      + (i | 2) + lax.rem(i, 7) + jnp.where((i > 4) != (i > 9), 1, 0))
 
     def f(x, i):
         return pl.pallas_call(kernel, out_shape=(J.ShapeDtypeStruct(x.shape, x.dtype),
@@ -371,7 +373,8 @@ def chapter16(name, **kw):
         plgpu = importlib.import_module(J.__name__ + ".experimental.pallas.triton")
         K = pallas_kernels.build(J, pl, plgpu, interpret=False)
         if name == "flash_attention_grad":
-            loss = lambda q, k, v: J.numpy.sum(K.flash_attention(q, k, v, 128, 128, False))  # noqa: E731
+            def loss(q, k, v):
+                return J.numpy.sum(K.flash_attention(q, k, v, 128, 128, kw["causal"]))
             return J.grad(loss, argnums=(0, 1, 2))
         return functools.partial(getattr(K, name), **kw)
     return make
@@ -383,7 +386,7 @@ KERNELS = {
     "ch16_row_softmax": (chapter16("row_softmax"), [X16]),
     "ch16_flash_forward": (chapter16("flash_forward", bq=128, bk=128), [Q, Q, Q]),
     # grad through custom_vjp: the forward kernel, then the dK/dV and dQ kernels
-    "ch16_flash_attention_grad": (chapter16("flash_attention_grad"), [Q, Q, Q]),
+    "ch16_flash_attention_grad": (chapter16("flash_attention_grad", causal=False), [Q, Q, Q]),
     "vmap_softmax": (vmapped_softmax_kernel, [np.stack([X16, X16 + 1])]),
     "slices": (slices_kernel, [X16]),
     "nn_and_custom_jvp": (nn_kernel, [X16]),
@@ -405,6 +408,19 @@ KERNELS = {
 }
 
 
+# Kernels JAX cannot lower for a TPU without one (its rules ask the chip: the tiling of rank-1
+# blocks, the generation for `sign`), so they are compared on the chip only.
+X1 = np.arange(2048, dtype=F32) / 100
+TPU_ONLY = {
+    "ch16_vector_add": (chapter16("vector_add", block=1024), [X1, X1 + 1]),
+    "ch16_layer_norm": (chapter16("layer_norm"), [X16[:, :128], X16[0, :128], X16[1, :128]]),
+    "ch16_flash_forward_causal": (chapter16("flash_forward", bq=128, bk=128, causal=True),
+                                  [Q, Q, Q]),
+    "ch16_flash_attention_grad_causal": (chapter16("flash_attention_grad", causal=True),
+                                         [Q, Q, Q]),
+}
+
+
 # ---------------------------------------------------------------------------------------------
 # On a TPU: minijax's compiled kernels against JAX's, same inputs, same chip
 # ---------------------------------------------------------------------------------------------
@@ -420,13 +436,13 @@ def _median_ms(J, fn, args, reps: int) -> float:
 
 
 def run_on_tpu(names=None, reps: int = 50, kernels: dict | None = None) -> list[dict]:
-    """Each kernel (of `kernels`, default `KERNELS`; `names` picks some) compiled by JAX's
-    Pallas and by minijax's (both through Mosaic), run on the default device (a TPU) on the
-    same inputs. Returns rows {"kernel", "impl": "minijax_pallas", "ref": "jax_pallas", "ms",
-    "ref_ms", "bits_equal"}; on another backend the compile raises."""
+    """Each kernel (of `kernels`, default `KERNELS` and `TPU_ONLY`; `names` picks some)
+    compiled by JAX's Pallas and by minijax's (both through Mosaic), run on the default device
+    (a TPU) on the same inputs. Returns rows {"kernel", "impl": "minijax_pallas", "ref":
+    "jax_pallas", "ms", "ref_ms", "bits_equal"}; on another backend the compile raises."""
     import jax
     import minijax
-    kernels = KERNELS if kernels is None else kernels
+    kernels = {**KERNELS, **TPU_ONLY} if kernels is None else kernels
     rows = []
     for name in names or sorted(kernels):
         make, args = kernels[name]

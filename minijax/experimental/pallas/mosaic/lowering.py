@@ -372,6 +372,12 @@ def _memory_space(ref) -> str:
     return str(ir.MemRefType(ref.type).memory_space)
 
 
+def _any_hint(ref) -> str:
+    if _memory_space(ref) == "#tpu.memory_space<any>":
+        return " ANY memory space can only be accessed using async_copy."
+    return ""
+
+
 def _maybe_cast_load_to_bool(aval, val):
     if aval.dtype != np.bool_:
         return val
@@ -390,7 +396,7 @@ def _get_lowering_rule(ctx: LoweringRuleContext, ref, *starts, indexer):
             raise ValueError("Can only load scalars from SMEM")
         return _maybe_cast_load_to_bool(aval_out, memref.load(ref, starts))
     if _memory_space(ref) != "#tpu.memory_space<vmem>":
-        raise ValueError("Loads are only allowed on VMEM and SMEM references.")
+        raise ValueError("Loads are only allowed on VMEM and SMEM references." + _any_hint(ref))
     load_aval = ShapedArray(tuple(sizes), aval_out.dtype)
     val = vector.load(aval_to_ir_type(load_aval, is_kernel_boundary=True), ref, starts)
     if load_aval.shape != aval_out.shape:
@@ -419,7 +425,8 @@ def _swap_lowering_rule(ctx: LoweringRuleContext, ref, val, *starts, indexer):
         memref.store(val, ref, starts)
         return old
     if _memory_space(ref) != "#tpu.memory_space<vmem>":
-        raise ValueError("Loads and stores are only allowed on VMEM and SMEM references.")
+        raise ValueError("Loads and stores are only allowed on VMEM and SMEM references."
+                         + _any_hint(ref))
     if not val_aval.shape:
         raise ValueError("Cannot store scalars to VMEM")
     mem_aval = ShapedArray(tuple(sizes), aval_out.dtype)
@@ -497,6 +504,7 @@ for _prim, _ops in [(lax.add_p, ("addf", "addi")), (lax.sub_p, ("subf", "subi"))
                     (lax.mul_p, ("mulf", "muli")), (lax.div_p, ("divf", "divsi", "divui")),
                     (lax.max_p, ("maximumf", "maxsi", "maxui")),
                     (lax.min_p, ("minimumf", "minsi", "minui")),
+                    (lax.rem_p, ("remf", "remsi", "remui")),
                     (lax.and_p, (None, "andi")), (lax.or_p, (None, "ori"))]:
     register_lowering_rule(_prim, ensure_mlir_values=False)(_binary_rule(*_ops))
 
@@ -517,7 +525,8 @@ for _prim, _name in [(lax.exp_p, "exp"), (lax.log_p, "log"), (lax.tanh_p, "tanh"
     register_lowering_rule(_prim)(_unary_math_rule(_name))
 
 
-# JAX: jax/_src/pallas/mosaic/lowering.py _cmp_lowering_rule — differs: no boolean operands
+# JAX: jax/_src/pallas/mosaic/lowering.py _cmp_lowering_rule — differs: booleans compare by
+# eq and ne only
 def _cmp_rule(name: str):
     def rule(ctx: LoweringRuleContext, x, y, **params):
         x, y = _bcast(x, y, *ctx.avals_in, ctx.avals_out[0])
@@ -526,6 +535,10 @@ def _cmp_rule(name: str):
             pred = {"eq": "OEQ", "ne": "ONE", "lt": "OLT", "le": "OLE", "gt": "OGT",
                     "ge": "OGE"}[name]
             return arith.cmpf(getattr(arith.CmpFPredicate, pred), x, y)
+        if dtype == np.bool_ and name in ("eq", "ne"):  # JAX: _cmp_boolean_lowering_helper
+            differ = arith.xori(x, y)
+            return differ if name == "ne" else _not_lowering_rule(
+                LoweringRuleContext(ctx.lowering_context, ctx.avals_out, ctx.avals_out), differ)
         if _is(dtype, np.integer):
             u = "u" if _is(dtype, np.unsignedinteger) else "s"
             pred = name if name in ("eq", "ne") else u + name
@@ -555,6 +568,24 @@ def _neg_lowering_rule(ctx: LoweringRuleContext, x):
     zero_ctx = LoweringRuleContext(ctx.lowering_context,
                                    [ShapedArray((), x_aval.dtype), x_aval], ctx.avals_out)
     return lowering_rules[lax.sub_p](zero_ctx, 0, x)
+
+
+# JAX: jax/_src/pallas/mosaic/lowering.py _sign_lowering_rule — differs: signed integers
+# only, `(x > 0) - (x < 0)` (JAX's float path asks the chip for its generation)
+@register_lowering_rule(lax.sign_p)
+def _sign_lowering_rule(ctx: LoweringRuleContext, x):
+    (aval,) = ctx.avals_in
+    if not _is(aval.dtype, np.signedinteger):
+        raise NotImplementedError(f"sign of {aval.dtype} (signed integers only)")
+    out_type = aval_to_ir_type(aval)
+
+    def compare_with_zero(pred):
+        zero = ir_constant(0, _dtype_to_ir_type(aval.dtype))
+        if aval.shape:
+            zero = vector.broadcast(out_type, zero)
+        return arith.extui(out_type, arith.cmpi(pred, x, zero))
+    return arith.subi(compare_with_zero(arith.CmpIPredicate.sgt),
+                      compare_with_zero(arith.CmpIPredicate.slt))
 
 
 # JAX: jax/_src/pallas/mosaic/lowering.py _abs_lowering_rule
