@@ -360,6 +360,15 @@ def switch_kernel(J):
     return f
 
 
+def lambda_kernel(J):
+    pl, _ = _pl(J)
+
+    def f(x):  # an anonymous kernel: its name, `<lambda>`, becomes the symbol `_lambda_`
+        return pl.pallas_call(lambda x_ref, o_ref: o_ref.__setitem__(..., x_ref[...] + 1.0),
+                              out_shape=J.ShapeDtypeStruct(x.shape, x.dtype), interpret=False)(x)
+    return f
+
+
 def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
@@ -392,6 +401,7 @@ KERNELS = {
     "nn_and_custom_jvp": (nn_kernel, [X16]),
     "scalar_reduce": (scalar_reduce_kernel, [X16]),
     "switch": (switch_kernel, [np.ones((128, 256), F32)]),
+    "lambda": (lambda_kernel, [X16]),
     "bf16_matmul": (bf16_matmul_kernel, [(np.arange(128 * 128).reshape(128, 128) % 7 / 7)
                                          .astype(ml_dtypes.bfloat16)] * 2),
     "math": (math_kernel, [X16, (np.arange(16 * 256).reshape(16, 256) % 50).astype(np.int32)]),

@@ -65,11 +65,12 @@ def test_tpu_only_kernels_lower(name):
     assert all(normalise(c).startswith("module") for c in custom_call_configs(text))
 
 
-def test_custom_call_op_matches_jax():
+@pytest.mark.parametrize("name", ["matmul", "lambda", "aliased"])
+def test_custom_call_op_matches_jax(name):
     def call_line(text):
         (line,) = [x for x in text.splitlines() if "@tpu_custom_call" in x]
         return re.sub(r'backend_config = ".*?"', "", line)
-    make, args = KERNELS["matmul"]
+    make, args = KERNELS[name]
     jax_text = jax.jit(make(jax)).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
     assert call_line(minijax.jit(make(minijax)).trace(*args).lower().as_text()) == call_line(
         jax_text)

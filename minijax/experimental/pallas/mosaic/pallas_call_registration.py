@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 
 import numpy as np
 
@@ -105,6 +106,12 @@ def tpu_custom_call(ctx, *args, config: str, kernel_name: str, input_output_alia
     return list(op.results)
 
 
+# JAX: jax/_src/interpreters/mlir.py sanitize_name
+def sanitize_name(name: str) -> str:
+    """A kernel's name as an MLIR symbol: `<lambda>` becomes `_lambda_`."""
+    return re.sub(r"[^\w.-]", "_", name)
+
+
 def _dimension_semantics(compiler_params):
     return getattr(compiler_params, "dimension_semantics", None)
 
@@ -116,6 +123,7 @@ def pallas_call_tpu_lowering_rule(ctx, *args, jaxpr, grid, in_block_mappings,
                                   compiler_params):
     """The pallas_call as a Mosaic kernel in a `tpu_custom_call`."""
     del interpret
+    name = sanitize_name(name)
     with mosaic_ir_context() as mosaic_ctx, lowering.ir.Location.unknown(mosaic_ctx):
         module = lowering.lower_jaxpr_to_module(
             jaxpr, name=name, grid=grid, in_block_mappings=in_block_mappings,
