@@ -138,9 +138,12 @@ def pallas_call_tpu_lowering_rule(ctx, *args, jaxpr, grid, in_block_mappings,
                            has_side_effects=getattr(compiler_params, "has_side_effects", False))
 
 
-# Until minijax lowers per platform (DESIGN.md, "The accelerator"), the one pallas_call rule
-# picks by `interpret`; with platforms it becomes
-# `mlir.register_lowering(pallas_call_p, pallas_call_tpu_lowering_rule, platform="tpu")`.
+# JAX: jax/_src/pallas/pallas_call.py _pallas_call_lowering — differs: one platform. JAX
+# lowers interpret mode, or else one rule per platform (the CPU's raises, the TPU's is
+# `pallas_call_tpu_lowering_rule`). minijax lowers for one platform so far, so
+# `interpret=False` always emits the TPU's custom call and compiling it elsewhere raises
+# (minijax/compiler.py `_check_tpu_kernels`); once lowering is per platform (DESIGN.md, "The
+# accelerator"), the second branch becomes a per-platform choice of that rule.
 def _pallas_call_lowering(ctx, *args, **params):
     if params["interpret"]:
         return _pallas_call_interpret_lowering(ctx, *args, **params)
