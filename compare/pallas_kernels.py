@@ -23,8 +23,8 @@ def build(jax, pl, plgpu, *, interpret=True, compiler_params=None) -> types.Simp
     Every `pallas_call` gets `interpret` and `compiler_params`: `interpret=True` (the default,
     and the only mode on a CPU or under minijax) runs the kernels as XLA loops;
     `interpret=False` with `compiler_params=plgpu.CompilerParams(...)` compiles them with JAX's
-    Triton backend on a GPU (tools/accelerator_numbers.py does). minijax's `pallas_call` raises
-    ValueError for `interpret=False`."""
+    Triton backend on a GPU (tools/accelerator_numbers.py does). minijax's `interpret=False`
+    compiles for a TPU (Mosaic); on another backend its compile raises ValueError."""
     jnp, lax = jax.numpy, jax.lax
     backend = dict(interpret=interpret, compiler_params=compiler_params)
     F32 = np.float32

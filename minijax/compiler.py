@@ -115,6 +115,17 @@ def lapack_target(fn_base: str, dtype) -> str:
     return name
 
 
+def _check_tpu_kernels(text: str) -> None:
+    """A Pallas kernel compiled for the TPU (`interpret=False`: a `tpu_custom_call`) runs on a
+    TPU backend only; elsewhere XLA would fail on the unknown target, so name the kernel."""
+    if "tpu_custom_call" in text and backend().platform != "tpu":
+        names = ", ".join(re.findall(r'kernel_name = "([^"]*)"', text))
+        raise ValueError(
+            f"pallas_call of {names}: the kernel is compiled by Mosaic for a TPU "
+            f"(interpret=False), but the backend is {backend().platform!r}. Run it on a TPU, "
+            "or pass interpret=True. See chapters/16-pallas.md")
+
+
 # JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
@@ -143,6 +154,7 @@ def compile(module, devices: Sequence[Any] | None = None,
     from jaxlib._jax import DeviceList
     # with the ops' locations: XLA makes their name stacks the HLO op_name metadata
     text = module if isinstance(module, str) else module.operation.get_asm(enable_debug_info=True)
+    _check_tpu_kernels(text)
     if devices is None or len(devices) == 1:
         num_partitions = 1
         devices = DeviceList((default_device(),) if devices is None else tuple(devices))

@@ -4,8 +4,10 @@ Three checks, each with the figure the README's "Where to read" section promises
 
 - no module-level import cycle among minijax's modules (a submodule importing names from a
   package above it is not a cycle: Python has started that package first either way);
-- JAX and jaxlib are imported only through the two doors, `minijax/interpreters/mlir.py` (IR
-  builders and dialects) and `minijax/compiler.py` (compile, devices, buffers, runtime);
+- JAX and jaxlib are imported only through the three doors, `minijax/interpreters/mlir.py` (IR
+  builders and dialects), `minijax/compiler.py` (compile, devices, buffers, runtime) and the
+  Mosaic package `minijax/experimental/pallas/mosaic/` (Pallas kernels lowered to Mosaic's
+  dialects; `jaxlib.mlir` and `jaxlib.mosaic` only, never `jax`);
 - a function-level import of a minijax module is a last resort: at most `MAX_LOCAL_IMPORTS`
   of them, and each one carries a comment on its line (or the line above) saying why it cannot
   sit at the top of the file.
@@ -24,6 +26,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minijax"
 DOORS = {"minijax.interpreters.mlir", "minijax.compiler"}
+MOSAIC_DOOR = "minijax.experimental.pallas.mosaic"  # jaxlib.mlir and jaxlib.mosaic only
+MOSAIC_ALLOWED = ("jaxlib.mlir", "jaxlib.mosaic")
 BACKEND = ("jax", "jaxlib")
 MAX_LOCAL_IMPORTS = 60
 
@@ -159,14 +163,20 @@ def real_cycles() -> list[list[str]]:
     return find_cycles(module_graph())
 
 
+def _allowed(importer: str, target: str) -> bool:
+    if importer in DOORS:
+        return True
+    if importer == MOSAIC_DOOR or importer.startswith(MOSAIC_DOOR + "."):
+        return any(target == a or target.startswith(a + ".") for a in MOSAIC_ALLOWED)
+    return False
+
+
 def backend_imports() -> list[str]:
     bad = []
     for name, (found, lines) in SCAN.items():
-        if name in DOORS:
-            continue
         for node, _ in found:
             for target in imported_modules(name, node):
-                if target.split(".")[0] in BACKEND:
+                if target.split(".")[0] in BACKEND and not _allowed(name, target):
                     bad.append(f"{MODULES[name].relative_to(ROOT)}:{node.lineno}: "
                                f"{lines[node.lineno - 1].strip()}")
     return bad
@@ -196,10 +206,19 @@ def test_no_module_level_import_cycle():
         " <-> ".join(c) for c in cycles)
 
 
-def test_backend_only_through_the_two_doors():
+def test_backend_only_through_the_three_doors():
     bad = backend_imports()
-    assert not bad, ("JAX/jaxlib imported outside minijax/interpreters/mlir.py and "
-                     "minijax/compiler.py:\n" + "\n".join(bad))
+    assert not bad, ("JAX/jaxlib imported outside minijax/interpreters/mlir.py, "
+                     "minijax/compiler.py and (jaxlib.mlir, jaxlib.mosaic only) "
+                     "minijax/experimental/pallas/mosaic/:\n" + "\n".join(bad))
+
+
+def test_the_mosaic_door_admits_jaxlib_mlir_only():
+    mosaic = MOSAIC_DOOR + ".lowering"
+    assert _allowed(mosaic, "jaxlib.mlir.dialects.arith")
+    assert _allowed(mosaic, "jaxlib.mosaic.python.tpu")
+    assert not _allowed(mosaic, "jax._src.pallas.mosaic.lowering")
+    assert not _allowed("minijax.experimental.pallas.pallas_call", "jaxlib.mlir")
 
 
 def test_function_level_imports_are_few_and_explained():

@@ -284,10 +284,16 @@ def test_jvp_differentiates_the_kernel_and_grad_fails_as_in_jax():
 
 
 def test_no_interpret_and_bad_kernels():
+    # interpret=False compiles for a TPU (tests/pallas_mosaic_test.py): a block shape the TPU
+    # cannot tile is refused with JAX's words, and on a CPU the compile names the kernel
     x = rand(8)
     spec = mpl.BlockSpec((4,), lambda i: (i,))
-    with pytest.raises(ValueError, match="interpret"):
+    with pytest.raises(ValueError, match="rank 1 block shapes"):
         _add_call(mpl, minijax.ShapeDtypeStruct, spec, x, interpret=False)
+    def add_two(x_ref, o_ref):
+        o_ref[...] = x_ref[...] + 2.0
+    with pytest.raises(ValueError, match="pallas_call of add_two: .*interpret=True"):
+        mpl.pallas_call(add_two, out_shape=minijax.ShapeDtypeStruct((8,), np.float32))(x)
     with pytest.raises(ValueError, match="must return None"):
         mpl.pallas_call(lambda x_ref, o_ref: x_ref[...],
                         out_shape=minijax.ShapeDtypeStruct((8,), np.float32),

@@ -47,18 +47,22 @@ class AccumEffect(RefEffect):
 effects.dceable_effects.add_type(ReadEffect)
 
 
-# JAX: jax/_src/state/types.py AbstractRef — differs: no memory space, no transforms
+# JAX: jax/_src/state/types.py AbstractRef — differs: no transforms; the memory space is
+# not printed
 class AbstractRef:
     """The aval of a mutable reference to an array of `inner_aval`'s shape and dtype.
 
     Printed `Ref{f32[8,8]}` in jaxprs, as JAX does. `shape`, `dtype` and `ndim` are those of
     the array the ref holds, so `jnp.zeros_like(ref)` and `ref.shape` work while tracing.
+    `memory_space`: where a kernel's scratch buffer lives (`pltpu.VMEM`, `pltpu.SMEM`), None
+    for the default; only the Mosaic lowering reads it.
     """
 
-    __slots__ = ("inner_aval",)
+    __slots__ = ("inner_aval", "memory_space")
 
-    def __init__(self, inner_aval: core.ShapedArray) -> None:
+    def __init__(self, inner_aval: core.ShapedArray, memory_space: Any = None) -> None:
         self.inner_aval = inner_aval
+        self.memory_space = memory_space
 
     shape = property(lambda self: self.inner_aval.shape)
     dtype = property(lambda self: self.inner_aval.dtype)
@@ -68,7 +72,7 @@ class AbstractRef:
     vma = property(lambda self: self.inner_aval.vma)  # varying manual axes (shard_map)
 
     def update(self, shape=None, dtype=None, weak_type=None) -> "AbstractRef":
-        return AbstractRef(self.inner_aval.update(shape, dtype, False))
+        return AbstractRef(self.inner_aval.update(shape, dtype, False), self.memory_space)
 
     def strip_weak_type(self) -> "AbstractRef":
         return self
@@ -76,7 +80,7 @@ class AbstractRef:
     # JAX: jax/_src/state/types.py AbstractRef.to_tangent_aval — the tangent of a ref is a
     # ref to the tangent (forward mode of a kernel reads and writes both)
     def to_tangent_aval(self) -> "AbstractRef":
-        return AbstractRef(self.inner_aval.to_tangent_aval())
+        return AbstractRef(self.inner_aval.to_tangent_aval(), self.memory_space)
 
     def str_short(self) -> str:
         return f"Ref{{{self.inner_aval.str_short()}}}"
@@ -95,10 +99,11 @@ class AbstractRef:
         return ref_set(tracer, idx, value)
 
     def __eq__(self, other) -> bool:
-        return type(other) is AbstractRef and self.inner_aval == other.inner_aval
+        return (type(other) is AbstractRef and self.inner_aval == other.inner_aval
+                and self.memory_space == other.memory_space)
 
     def __hash__(self) -> int:
-        return hash(("Ref", self.inner_aval))
+        return hash(("Ref", self.inner_aval, self.memory_space))
 
     def __repr__(self) -> str:
         return f"Ref{{{self.dtype.name}[{','.join(map(str, self.shape))}]}}"

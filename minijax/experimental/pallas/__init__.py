@@ -5,4 +5,5 @@ from minijax.experimental.pallas.pallas_call import (  # noqa: F401
     ANY, BlockSpec, GridSpec, MemoryRef, MemorySpace, cdiv, num_programs, pallas_call,
     pallas_call_p, program_id, program_id_p, when,
 )
+from minijax.experimental.pallas.mosaic import pallas_call_registration  # noqa: F401
 from minijax.state.types import ds, dslice  # noqa: F401

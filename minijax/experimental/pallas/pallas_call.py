@@ -165,7 +165,7 @@ class MemoryRef:
         self.shape, self.dtype, self.memory_space = tuple(shape), np.dtype(dtype), memory_space
 
     def get_ref_aval(self) -> AbstractRef:
-        return AbstractRef(ShapedArray(self.shape, self.dtype))
+        return AbstractRef(ShapedArray(self.shape, self.dtype), self.memory_space)
 
     def __repr__(self) -> str:
         return f"MemoryRef({self.get_ref_aval().str_short()}, {self.memory_space})"
@@ -191,16 +191,18 @@ ANY = MemorySpace.ANY
 # JAX: jax/_src/pallas/core.py BlockMapping
 class BlockMapping:
     """A BlockSpec resolved against one operand: its array aval, the block shape (None for
-    squeezed dimensions) and the index map traced to a jaxpr of the grid indices."""
+    squeezed dimensions), the index map traced to a jaxpr of the grid indices, and the
+    BlockSpec's memory space (None: the default, VMEM on a TPU)."""
 
-    __slots__ = ("origin", "array_aval", "block_shape", "index_map_jaxpr")
+    __slots__ = ("origin", "array_aval", "block_shape", "index_map_jaxpr", "memory_space")
 
     def __init__(self, origin: str, array_aval: ShapedArray, block_shape: tuple,
-                 index_map_jaxpr: ClosedJaxpr) -> None:
+                 index_map_jaxpr: ClosedJaxpr, memory_space: Any = None) -> None:
         self.origin = origin
         self.array_aval = array_aval
         self.block_shape = block_shape
         self.index_map_jaxpr = index_map_jaxpr
+        self.memory_space = memory_space
 
     @property
     def block_sizes(self) -> tuple[int, ...]:
@@ -209,7 +211,7 @@ class BlockMapping:
     @property
     def ref_aval(self) -> AbstractRef:
         shape = tuple(b for b in self.block_shape if b is not None)
-        return AbstractRef(ShapedArray(shape, self.array_aval.dtype))
+        return AbstractRef(ShapedArray(shape, self.array_aval.dtype), self.memory_space)
 
     def __repr__(self) -> str:
         return (f"BlockMapping({self.origin}: {self.array_aval.str_short()}, "
@@ -235,8 +237,9 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
         if b is not None and (not isinstance(b, (int, np.integer)) or b <= 0):
             raise ValueError(f"pallas_call of {kernel_name}: block shape {tuple(block_shape)} "
                              f"for {origin}: entry {d} must be a positive int or None")
-    # the grid indices, then (scalar prefetch) the whole prefetched operands
-    idx_avals = [ShapedArray((), np.int32)] * len(grid) + list(scalar_avals)
+    # the grid indices, then (scalar prefetch) refs to the whole prefetched operands, as in JAX
+    # (on a TPU they sit in SMEM and `idx[i]` is a scalar load)
+    idx_avals = [ShapedArray((), np.int32)] * len(grid) + _prefetch_refs(scalar_avals)
 
     def flat_index_map(*ids):
         out = index_map(*ids)
@@ -258,7 +261,11 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
         raise ValueError(f"pallas_call of {kernel_name}: the index_map for {origin} closes "
                          "over a traced value; index maps may only use the grid indices")
     return BlockMapping(origin, aval, tuple(None if b is None else int(b) for b in block_shape),
-                        ClosedJaxpr(jaxpr, consts))
+                        ClosedJaxpr(jaxpr, consts), getattr(spec, "memory_space", None))
+
+
+def _prefetch_refs(avals) -> list[AbstractRef]:
+    return [a if isinstance(a, AbstractRef) else AbstractRef(a) for a in avals]
 
 
 def _scratch_aval(kernel_name: str, s) -> AbstractRef:
@@ -267,7 +274,8 @@ def _scratch_aval(kernel_name: str, s) -> AbstractRef:
     if isinstance(s, MemoryRef):
         return s.get_ref_aval()
     try:
-        return AbstractRef(ShapedArray(tuple(s.shape), np.dtype(s.dtype)))
+        return AbstractRef(ShapedArray(tuple(s.shape), np.dtype(s.dtype)),
+                           getattr(s, "memory_space", None))
     except (AttributeError, TypeError):
         raise TypeError(f"pallas_call of {kernel_name}: scratch_shapes entries need a shape "
                         f"and a dtype (e.g. ShapeDtypeStruct), got {s!r}") from None
@@ -320,10 +328,6 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
     del unused
     kernel_name = name or getattr(kernel, "__name__", None) or getattr(
         getattr(kernel, "func", None), "__name__", "kernel")
-    if not interpret:
-        raise ValueError(f"pallas_call of {kernel_name}: minijax only runs Pallas kernels in "
-                         "interpret mode (pass interpret=True); there is no Triton, Mosaic GPU "
-                         f"or Mosaic TPU backend here. See {_CHAPTER}")
     n_prefetch = 0
     if grid_spec is not None:
         if grid or in_specs is not None or out_specs is not None or scratch_shapes:
@@ -446,8 +450,9 @@ def _unpad(x, bm: BlockMapping):
 
 
 def _block_starts(bm: BlockMapping, ids, prefetched=()):
-    idx = core.eval_jaxpr(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids,
-                          *prefetched)
+    # the index map reads the prefetched operands through refs: evaluate it discharged
+    idx = _eval_discharged(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts,
+                           [*ids, *prefetched])[:len(bm.block_shape)]
     return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
             for i, b in zip(idx, bm.block_sizes)]
 
@@ -520,14 +525,13 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
     return [_unpad(x, bm) for x, bm in zip(outs, out_block_mappings)]
 
 
-def _pallas_call_lowering(ctx, *args, **params):
+# Registered (with the TPU's) in minijax/experimental/pallas/mosaic/pallas_call_registration.py
+def _pallas_call_interpret_lowering(ctx, *args, **params):
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
         lambda *xs: _pallas_call_interpret(*xs, **params), ctx.avals_in,
         fun_name=params["name"], purpose="pallas_call interpret mode")
     return mlir.lower_jaxpr(jaxpr, consts, args)
 
-
-mlir.register_lowering(pallas_call_p, _pallas_call_lowering)
 
 
 # JAX: jax/_src/pallas/pallas_call.py _pallas_call_impl — differs: always interpret mode
@@ -594,15 +598,16 @@ def _batched_mapping(bm: BlockMapping, dim, axis_size: int, n_grid: int,
         return idx if dim is batching.not_mapped else [*idx[:dim], b, *idx[dim:]]
 
     jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
-        index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + list(prefetch_avals),
+        index_map, [ShapedArray((), np.int32)] * (n_grid + 1) + _prefetch_refs(prefetch_avals),
         fun_name="index_map",
         purpose="a batched pallas_call index map")
     if dim is batching.not_mapped:
-        return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts))
+        return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts),
+                            bm.memory_space)
     shape, block = bm.array_aval.shape, bm.block_shape
     aval = bm.array_aval.update(shape=(*shape[:dim], axis_size, *shape[dim:]))
     return BlockMapping(bm.origin, aval, (*block[:dim], None, *block[dim:]),
-                        ClosedJaxpr(jaxpr, consts))
+                        ClosedJaxpr(jaxpr, consts), bm.memory_space)
 
 
 # JAX: jax/_src/pallas/pallas_call.py _pallas_call_batching_rule — the batch axis becomes a
