@@ -332,7 +332,7 @@ def build(jax, pl, pltpu, *, interpret=True) -> types.SimpleNamespace:
                 pl.BlockSpec((None, bf, d), lambda v, f, offs, gid, tid, nv: (gid[v], f, 0))]
 
     def _mlp_tiling(x, w_up, tiling):
-        (m, d), f = x.shape, w_up.shape[2]
+        m, f = x.shape[0], w_up.shape[2]
         return tiling or (_fit(m, 512, 16), _fit(f, 512, 128))
 
     def fused_mlp_fwd(x, w_up, w_down, group_sizes, tiling=None):
