@@ -493,20 +493,30 @@ def default_tiling(m: int, k: int, n: int) -> tuple[int, int, int]:
 # The cost model: FLOPs and HBM bytes of the expert MLP, fused and unfused
 # ---------------------------------------------------------------------------------------------
 
-def mlp_cost(g: int, m: int, d: int, f: int, itemsize: int = 2) -> dict:
-    """FLOPs and HBM bytes of `silu(x_g @ W_up[g]) @ W_down[g]` over m rows sorted into g
-    groups. Both versions do the same 4*m*d*f multiply-add FLOPs (plus m*f for the
-    activation). The unfused one (two ragged_dots, the activation fused into the first's
-    epilogue) writes the (m, f) hidden layer and reads it back; the fused kernel does not:
+def mlp_cost(g: int, m: int, d: int, f: int, itemsize: int = 2, bm: int = 512) -> dict:
+    """FLOPs and HBM bytes of `silu(x_g @ W_up[g]) @ W_down[g]` over m rows spread evenly
+    over g groups. Both versions do the same 4*m*d*f multiply-add FLOPs (plus m*f for the
+    activation). The unfused pair (two ragged_dots, the activation fused into the first's
+    epilogue) reads each weight once, and writes the (m, f) hidden layer and reads it back.
+    The fused kernel never stores the hidden layer, but its grid is (visit, F block) with the
+    output row tile resident over F, so it streams *all* of a group's weights through VMEM
+    once per row tile it visits: with `row_tiles = g * ceil(m / (g * bm))` visits (each
+    group's m/g rows in tiles of bm; groups that straddle tiles add up to g - 1 more),
 
         bytes_unfused = itemsize * (2*m*d + 2*g*d*f + 2*m*f)
-        bytes_fused   = itemsize * (2*m*d + 2*g*d*f)
-    """
+        bytes_fused   = itemsize * (2*m*d + 2*d*f * row_tiles)
+
+    With many rows per group, row_tiles ~ m / bm, and the intensities (FLOPs per byte) tend
+    to 2 / (itemsize * (1/f + 1/bm)) fused and 2 / (itemsize * (1/d + 1/f)) unfused: fusing
+    trades the hidden layer's traffic (the 1/d term) for the weights' re-reads (the 1/bm
+    term), and moves fewer bytes only when the row tile is taller than the model is wide
+    (bm > d). The fused kernel's intensity is capped near 2*bm/itemsize (bm for bf16)."""
+    row_tiles = g * -(-m // (g * bm))
     flops = 4 * m * d * f + m * f
-    fused = itemsize * (2 * m * d + 2 * g * d * f)
-    unfused = fused + itemsize * 2 * m * f
-    return {"G": g, "M": m, "D": d, "F": f, "flops": flops, "bytes_fused": fused,
-            "bytes_unfused": unfused}
+    fused = itemsize * (2 * m * d + 2 * d * f * row_tiles)
+    unfused = itemsize * (2 * m * d + 2 * g * d * f + 2 * m * f)
+    return {"G": g, "M": m, "D": d, "F": f, "bm": bm, "row_tiles": row_tiles, "flops": flops,
+            "bytes_fused": fused, "bytes_unfused": unfused}
 
 
 def roofline_time(cost: dict, peak_flops: float, hbm_bandwidth: float, fused: bool) -> float:
