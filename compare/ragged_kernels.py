@@ -29,9 +29,11 @@ tiles outermost, `(N/bn, visit, K/bk)`, and the fused MLP keeps F innermost, `(v
 Tilings (all divide their dimension; a block dimension is a multiple of its (8, 128) tile,
 or the whole dimension; bf16 rows prefer multiples of 16):
   gmm (bm, bk, bn): blocks x (bm, bk), w (bk, bn), out (bm, bn);
-  tgmm (bm, bk, bn): blocks x (bm, bk), dy (bm, bn), out (bk, bn): bm is also a lane
-    dimension there (x is contracted over rows), so a multiple of 128;
-  fused MLP (bm, bf): blocks x (bm, D), w_up (D, bf), w_down (bf, D), out (bm, D).
+  tgmm (bm, bk, bn): blocks x (bm, bk), dy (bm, bn), out (bk, bn); x is contracted over
+    its rows (transposed on chip), so multiples of 128 for bm are the safe choice;
+  fused MLP (bm, bf): blocks x (bm, D), w_up (D, bf), w_down (bf, D), out (bm, D): D is
+    whole, bf a multiple of 128. Checked by Mosaic's lowering in tests/ragged_kernels_test.py
+    at (512, 1024, 512), (256, 512, 256) and (512, 512), (256, 1024).
 """
 
 from __future__ import annotations
