@@ -122,31 +122,40 @@ def build(jax, pl, pltpu, *, interpret=True) -> types.SimpleNamespace:
 
     def _dot(a, b, contract=(1, 0)):
         """a @ b on the MXU: operands in their own dtype, float32 accumulation; `contract`
-        names the dimension of a and of b that is summed (a (1, 1): b transposed; (0, 0): a
-        transposed)."""
+        names the dimension of a and of b that is summed ((1, 1): b transposed)."""
         return lax.dot_general(a, b, (((contract[0],), (contract[1],)), ((), ())),
                                preferred_element_type=F32)
+
+    def _dot_t(a, b):
+        """a.T @ b, the weight gradients' product over rows: a is transposed on chip in
+        float32 (as JAX's megablox and flash-attention kernels do), then enters the MXU in
+        its own dtype."""
+        return _dot(a.astype(F32).T.astype(a.dtype), b)
+
+    def _masked(x, mask):
+        """x with the rows outside the mask zeroed (the select in float32: a v5e's vector
+        unit has no bf16)."""
+        return jnp.where(mask, x.astype(F32), 0.0).astype(x.dtype)
 
     def _store_rows(o_ref, out, offs_ref, g, tile, first_visit):
         """Write this visit's rows of `out` into the resident output tile: all of them when
         the tile is inside group g; else through the mask, on zeros at the tile's first
         visit and on what the earlier visits of the tile wrote at its later ones."""
-        bm = out.shape[0]
-        out = out.astype(o_ref.dtype)
-        whole = _whole(offs_ref, g, tile, bm)
+        whole = _whole(offs_ref, g, tile, out.shape[0])
 
         @pl.when(whole)
         def _():
-            o_ref[...] = out
+            o_ref[...] = out.astype(o_ref.dtype)
 
         @pl.when(~whole & first_visit)
         def _():
             o_ref[...] = jnp.where(_row_mask(offs_ref, g, tile, out.shape), out,
-                                   jnp.zeros_like(out))
+                                   0.0).astype(o_ref.dtype)
 
         @pl.when(~whole & ~first_visit)
         def _():
-            o_ref[...] = jnp.where(_row_mask(offs_ref, g, tile, out.shape), out, o_ref[...])
+            o_ref[...] = jnp.where(_row_mask(offs_ref, g, tile, out.shape), out,
+                                   o_ref[...].astype(F32)).astype(o_ref.dtype)
 
     def _visit(gid_ref, tid_ref, nv_ref, axis: int):
         """For a kernel whose grid axis `axis` walks the visits in row-tile order: this
@@ -244,13 +253,13 @@ def build(jax, pl, pltpu, *, interpret=True) -> types.SimpleNamespace:
 
         @pl.when(live & whole)
         def _():
-            acc_ref[...] += _dot(x_ref[...], dy_ref[...], (0, 0))
+            acc_ref[...] += _dot_t(x_ref[...], dy_ref[...])
 
         @pl.when(live & ~whole)
         def _():
             x = x_ref[...]
-            x = jnp.where(_row_mask(offs_ref, g, tile, x.shape), x, jnp.zeros_like(x))
-            acc_ref[...] += _dot(x, dy_ref[...], (0, 0))
+            acc_ref[...] += _dot_t(_masked(x, _row_mask(offs_ref, g, tile, x.shape)),
+                                   dy_ref[...])
 
         @pl.when(ends_group)
         def _():
@@ -394,22 +403,22 @@ def build(jax, pl, pltpu, *, interpret=True) -> types.SimpleNamespace:
             acc_up[...] = jnp.zeros_like(acc_up)
             acc_down[...] = jnp.zeros_like(acc_down)
 
-        def accumulate(x, dy):
+        def accumulate(x):
+            # rows of other groups zeroed in x zero their h, silu(h) and both products
+            dy = dy_ref[...]
             h = _dot(x, up_ref[...])
             dh = _dot(dy, down_ref[...], (1, 1)) * _silu_grad(h)
-            acc_up[...] += _dot(x, dh.astype(x.dtype), (0, 0))
-            acc_down[...] += _dot(_silu(h).astype(x.dtype), dy, (0, 0))
+            acc_up[...] += _dot_t(x, dh.astype(x.dtype))
+            acc_down[...] += _dot_t(_silu(h).astype(x.dtype), dy)
 
         @pl.when(live & whole)
         def _():
-            accumulate(x_ref[...], dy_ref[...])
+            accumulate(x_ref[...])
 
         @pl.when(live & ~whole)
         def _():
-            x, dy = x_ref[...], dy_ref[...]
-            mask = _row_mask(offs_ref, g, tile, x.shape)
-            accumulate(jnp.where(mask, x, jnp.zeros_like(x)),
-                       jnp.where(mask, dy, jnp.zeros_like(dy)))
+            x = x_ref[...]
+            accumulate(_masked(x, _row_mask(offs_ref, g, tile, x.shape)))
 
         @pl.when(ends_group)
         def _():
