@@ -365,6 +365,8 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
         scratch = [_scratch_aval(kernel_name, s) for s in scratch_shapes]
         ref_avals = [bm.ref_aval for bm in in_bms + out_bms] + scratch
         jaxpr = _trace_kernel(kernel, kernel_name, grid, ref_avals)
+        if _tpu_semantics(interpret):
+            _check_no_revisits(kernel_name, grid, out_bms, args_flat[:n_prefetch])
         outs = pallas_call_p.bind(
             *args_flat, jaxpr=jaxpr, grid=grid, in_block_mappings=tuple(in_bms),
             out_block_mappings=tuple(out_bms), scratch_avals=tuple(scratch),
@@ -435,6 +437,73 @@ def uninitialized_value(dtype) -> np.ndarray:
     return np.zeros((), dtype)
 
 
+def _tpu_semantics(interpret) -> bool:
+    from minijax.experimental.pallas.tpu import InterpretParams  # tpu.py imports this module
+    return isinstance(interpret, InterpretParams)
+
+
+def _uninitialized_fill(interpret) -> Callable:
+    """What fresh output and scratch buffers hold: `uninitialized_value`, or zeros under
+    `InterpretParams(uninitialized_memory="zero")`."""
+    if _tpu_semantics(interpret) and interpret.uninitialized_memory == "zero":
+        return lambda dtype: np.zeros((), dtype)
+    return uninitialized_value
+
+
+# ---------------------------------------------------------------------------------------------
+# InterpretParams: a revisited output block is an error, as on a TPU
+# ---------------------------------------------------------------------------------------------
+
+def _output_block_indices(grid, out_bms, prefetched) -> list[np.ndarray]:
+    """Each output's block index at every grid point in the loop's order, as int arrays
+    [steps, ndim]: the index maps run once, batched over the whole grid (a small eager
+    program, even while an enclosing jit traces)."""
+    from minijax.api import vmap  # api imports pallas through minijax.experimental
+    ids = np.indices(grid, dtype=np.int32).reshape(len(grid), -1)
+
+    def indices(*ids_and_pre):
+        return [jnp.stack([lax.convert_element_type(i, np.int32) for i in core.eval_jaxpr(
+            bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids_and_pre)])
+            for bm in out_bms]
+    with core.ensure_compile_time_eval():
+        outs = vmap(indices, in_axes=(0,) * len(grid) + (None,) * len(prefetched))(
+            *ids, *prefetched)
+    return [np.broadcast_to(np.asarray(o), (ids.shape[1], len(bm.block_shape)))
+            for o, bm in zip(outs, out_bms)]
+
+
+# JAX: jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py _check_for_revisiting —
+# differs: checked before the kernel runs, on the whole grid's block indices
+def _check_no_revisits(kernel_name, grid, out_bms, prefetched) -> None:
+    """A TPU keeps an output block in VMEM while the grid stays on it, copies it to HBM when
+    the block index changes, and never reads it back: coming back to a block later starts
+    from garbage and overwrites the first stay's writes. Raise ValueError (JAX's message) for
+    a grid that does. With scalar prefetch the indices depend on data: the check runs on
+    concrete prefetched values, and is skipped when they are traced (under jit)."""
+    if not grid or any(isinstance(p, core.Tracer) for p in prefetched):
+        return
+    for o, (bm, idx) in enumerate(zip(out_bms, _output_block_indices(grid, out_bms,
+                                                                      prefetched))):
+        stays: dict[tuple, list[int]] = {}  # block -> [first, last] iteration on it
+        prev = None
+        for k, blk in enumerate(map(tuple, idx.tolist())):
+            if blk != prev and blk in stays:
+                rng = tuple(i if b is None else slice(i * b, (i + 1) * b, 1)
+                            for i, b in zip(blk, bm.block_shape))
+                first, last = (tuple(int(i) for i in np.unravel_index(j, grid))
+                               for j in stays[blk])
+                loop_idx = tuple(int(i) for i in np.unravel_index(k, grid))
+                raise ValueError(
+                    f"Revisited block {rng} of output {o} in iteration {loop_idx}. The block "
+                    f"was previously visited in iterations {first} through {last} . "
+                    f"(pallas_call of {kernel_name} with InterpretParams: on a TPU the grid "
+                    "left this block, which was then written back and is never read back; "
+                    f"order the grid so that each output block's visits are consecutive. See "
+                    f"{_CHAPTER})")
+            stays.setdefault(blk, [k, k])[1] = k
+            prev = blk
+
+
 def _pad(x, bm: BlockMapping):
     shape = _padded_shape(bm)
     if shape == tuple(bm.array_aval.shape):
@@ -483,17 +552,18 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
                            scratch_avals, input_output_aliases, name, vmapped_dims,
                            num_scalar_prefetch, interpret, compiler_params):
     """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
-    del name, interpret, compiler_params
+    del name, compiler_params
     n_in, n_out = len(in_block_mappings), len(out_block_mappings)
+    fresh = _uninitialized_fill(interpret)
     alias = dict(input_output_aliases)
     ins = [_pad(x, bm) for x, bm in zip(args, in_block_mappings)]
     outs = []
     for o, bm in enumerate(out_block_mappings):
         src = [i for i, oo in alias.items() if oo == o]
         init = args[src[0]] if src else jnp.full(bm.array_aval.shape,
-                                                  uninitialized_value(bm.array_aval.dtype))
+                                                  fresh(bm.array_aval.dtype))
         outs.append(_pad(init, bm))
-    scratch = [jnp.full(a.shape, uninitialized_value(a.dtype)) for a in scratch_avals]
+    scratch = [jnp.full(a.shape, fresh(a.dtype)) for a in scratch_avals]
     steps = int(np.prod(grid, dtype=np.int64))
 
     def body(k, carry):

@@ -83,8 +83,11 @@ class InterpretParams:
     pipeline instead of plain interpret mode's "every block is read and written in place".
     On a TPU an output block is copied back to HBM when the grid moves off it and is never
     read back, so a grid that leaves an output block and comes back to it later loses the
-    first visit's writes; this mode refuses such a grid ("Revisited block ..."), as JAX's
-    does. `uninitialized_memory`: "nan" (the default) or "zero", what fresh buffers hold."""
+    first visit's writes; this mode refuses such a grid ("Revisited block ...", a
+    ValueError), as JAX's does. minijax checks the whole grid's output block indices before
+    the kernel runs; index maps that read scalar-prefetch values are checked on concrete
+    values only (an eager call), and not under jit, where those values are traced.
+    `uninitialized_memory`: "nan" (the default) or "zero", what fresh buffers hold."""
 
     uninitialized_memory: str = "nan"
     detect_races: bool = False
