@@ -355,6 +355,16 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
         cols = col_start + lax.broadcasted_iota(np.int32, s.shape, 1 - rows_axis)
         return jnp.where(rows >= cols, s, -jnp.inf)
 
+    def _last_key_block(i, bq, bk):
+        """The last key block that query block i sees under a causal mask. lax.div truncates:
+        the indices are non-negative, so it is `//` without floor division's sign fix-up
+        (whose Mosaic lowering also asks which TPU it runs on, so it cannot lower on a CPU)."""
+        return lax.div((i + 1) * bq - 1, np.int32(bk))
+
+    def _first_query_block(j, bq, bk):
+        """The first query block that sees key block j under a causal mask."""
+        return lax.div(j * bk, np.int32(bq))
+
     def _causal_steps(causal, row_start, row_end, col_start, col_end, step):
         """Run step(masked) for a block of scores: not at all when every key is in every
         query's future (wholly above the diagonal), unmasked when none is (wholly below)."""
@@ -407,7 +417,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
 
         def kv_map(b, i, j):
             if causal:  # blocks past the diagonal re-point at the last useful one: no new DMA
-                j = jnp.minimum(j, ((i + 1) * bq - 1) // bk)
+                j = jnp.minimum(j, _last_key_block(i, bq, bk))
             return b, j, 0
 
         q_spec = pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0))
@@ -497,7 +507,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
 
         def q_map(b, j, i):  # dK/dV grid: query blocks wholly above the diagonal re-point
             if causal:       # at the first useful one
-                i = jnp.maximum(i, (j * bk) // bq)
+                i = jnp.maximum(i, _first_query_block(j, bq, bk))
             return b, i, 0
 
         q_spec = pl.BlockSpec((None, bq, d), q_map)
@@ -516,7 +526,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
 
         def kv_map(b, i, j):
             if causal:
-                j = jnp.minimum(j, ((i + 1) * bq - 1) // bk)
+                j = jnp.minimum(j, _last_key_block(i, bq, bk))
             return b, j, 0
 
         q_spec = pl.BlockSpec((None, bq, d), lambda b, i, j: (b, i, 0))
