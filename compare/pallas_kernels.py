@@ -37,7 +37,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
     jnp, lax = jax.numpy, jax.lax
     backend = dict(interpret=interpret, compiler_params=compiler_params)
 
-    def tpu_backend(*semantics):
+    def _tpu_backend(*semantics):
         """`backend`, with Mosaic's dimension semantics per grid axis when compiling for a TPU:
         "parallel" axes may be split across cores, "arbitrary" ones run in order (a reduction
         carried in scratch from one step to the next)."""
@@ -155,7 +155,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
                       pl.BlockSpec((1, bn), lambda i, j, kk: (0, j))],
             out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
             scratch_shapes=[scratch],
-            **tpu_backend("parallel", "parallel", "arbitrary"),
+            **_tpu_backend("parallel", "parallel", "arbitrary"),
         )(x, y, bias.reshape(1, n))
 
     # ------------------------------------------------------------------ row softmax
@@ -171,7 +171,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
         spec = pl.BlockSpec((rows_per_block, c), lambda i: (i, 0))
         return pl.pallas_call(softmax_kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(r // rows_per_block,), in_specs=[spec], out_specs=spec,
-                              **tpu_backend("parallel"))(x)
+                              **_tpu_backend("parallel"))(x)
 
     # ------------------------------------------------------------------ layer norm
     def layer_norm_kernel(x_ref, g_ref, b_ref, o_ref, *, eps):
@@ -189,7 +189,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
         kernel = functools.partial(layer_norm_kernel, eps=eps)
         return pl.pallas_call(kernel, out_shape=SDS(x.shape, x.dtype),
                               grid=(r // rows_per_block,), in_specs=[row, vec, vec],
-                              out_specs=row, **tpu_backend("parallel"))(
+                              out_specs=row, **_tpu_backend("parallel"))(
                                   x, gamma.reshape(1, c), beta.reshape(1, c))
 
     # ------------------------------------------------------------------ FlashAttention forward
@@ -432,7 +432,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
             out_specs=(q_spec, row_spec),
             scratch_shapes=[pltpu.VMEM((bq, d), q.dtype), pltpu.VMEM((bq, LANES), F32),
                             pltpu.VMEM((bq, LANES), F32), pltpu.VMEM((bq, d), F32)],
-            **tpu_backend("parallel", "parallel", "arbitrary"),
+            **_tpu_backend("parallel", "parallel", "arbitrary"),
         )(q, k, v)
 
     def flash_dkdv_kernel(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref,
@@ -521,7 +521,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
             out_specs=(k_spec, k_spec),
             scratch_shapes=[pltpu.VMEM((bk, d), k.dtype), pltpu.VMEM((bk, d), F32),
                             pltpu.VMEM((bk, d), F32)],
-            **tpu_backend("parallel", "parallel", "arbitrary"),
+            **_tpu_backend("parallel", "parallel", "arbitrary"),
         )(q, k, v, do, lse_row, delta_row)
 
         def kv_map(b, i, j):
@@ -539,7 +539,7 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
             in_specs=[q_spec, kv_spec, kv_spec, q_spec, cols_spec, cols_spec],
             out_specs=q_spec,
             scratch_shapes=[pltpu.VMEM((bq, d), q.dtype), pltpu.VMEM((bq, d), F32)],
-            **tpu_backend("parallel", "parallel", "arbitrary"),
+            **_tpu_backend("parallel", "parallel", "arbitrary"),
         )(q, k, v, do, lse, delta_cols)
         return dq, dk, dv
 
@@ -606,4 +606,4 @@ def build(jax, pl, plgpu, *, pltpu=None, interpret=True,
 
     return types.SimpleNamespace(**{k: v for k, v in locals().items()
                                     if callable(v) and not k.startswith("_")
-                                    and k not in ("SDS", "jax", "pl", "plgpu", "pltpu", "tpu_backend")})
+                                    and k not in ("SDS", "jax", "pl", "plgpu")})
