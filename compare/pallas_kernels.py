@@ -1,10 +1,11 @@
 """Pallas kernels written once, against whichever `jax` and `pl` modules are passed in.
 
-`build(jax, pl, plgpu)` returns a namespace of kernels and their `pallas_call` wrappers;
-pass `jax` and its `experimental.pallas` / `experimental.pallas.triton`, or minijax's. Kernels
+`build(jax, pl, plgpu, pltpu=None)` returns a namespace of kernels and their `pallas_call`
+wrappers; pass `jax` and its `experimental.pallas` / `.triton` / `.tpu`, or minijax's. Kernels
 run in interpret mode unless `build(..., interpret=False)` (there is no Pallas compiler for CPU;
-on a GPU, tools/accelerator_numbers.py compiles them with Triton). Used by compare/pallas.py,
-tests/pallas_test.py and tools/accelerator_numbers.py; taught in chapters/16-pallas.md.
+on a GPU, tools/accelerator_numbers.py compiles them with Triton; on a TPU, with `pltpu`, Mosaic
+compiles the TPU-first kernels). Used by compare/pallas.py, tests/pallas_test.py and
+tools/accelerator_numbers.py; taught in chapters/16-pallas.md.
 """
 
 from __future__ import annotations

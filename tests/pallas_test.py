@@ -5,7 +5,9 @@ The kernels of compare/pallas_kernels.py run under `jax.experimental.pallas` and
 against a jnp reference. Also: grids that do not divide the array (out-of-bounds blocks),
 refs through scan and cond inside kernels, vmap (a new grid axis), jvp (the kernel jaxpr
 differentiated) and grad's failure, aliasing, `pl.ANY` operands, the kernel jaxpr before and
-after discharge, and the errors JAX raises. Mirrors
+after discharge, and the errors JAX raises. The TPU-first kernels (`build(..., pltpu=...)`)
+lower through Mosaic at TPU-sized bf16 blocks and run under both modules' TPU interpret modes.
+Mirrors
 tests/pallas/pallas_test.py in JAX (interpret-mode parts). Small shapes: one compilation per
 kernel and module.
 """
