@@ -368,10 +368,11 @@ def run(quick: bool = False) -> TopicResult:
                "    @pl.when(kk == 0)\n"
                "    def _():\n"
                "        acc_ref[...] = jnp.zeros_like(acc_ref)\n\n"
-               "    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...])\n\n"
+               "    acc_ref[...] += jnp.dot(x_ref[...], y_ref[...],\n"
+               "                            preferred_element_type=jnp.float32)\n\n"
                "    @pl.when(kk == pl.num_programs(2) - 1)\n"
                "    def _():\n"
-               "        o_ref[...] = jnp.maximum(acc_ref[...] + b_ref[...][None, :], 0.0)",
+               "        o_ref[...] = jnp.maximum(acc_ref[...] + b_ref[...], 0.0)  # bias: (1, bn)",
                "python")
         + "\n\nA `BlockSpec(block_shape, index_map)` maps a grid position to a *block index* "
         "(not an element offset): instance (i, j, kk) sees row block i of x and column "

@@ -5,7 +5,9 @@ The kernels of compare/pallas_kernels.py run under `jax.experimental.pallas` and
 against a jnp reference. Also: grids that do not divide the array (out-of-bounds blocks),
 refs through scan and cond inside kernels, vmap (a new grid axis), jvp (the kernel jaxpr
 differentiated) and grad's failure, aliasing, `pl.ANY` operands, the kernel jaxpr before and
-after discharge, and the errors JAX raises. Mirrors
+after discharge, and the errors JAX raises. The TPU-first kernels (`build(..., pltpu=...)`)
+lower through Mosaic at TPU-sized bf16 blocks and run under both modules' TPU interpret modes.
+Mirrors
 tests/pallas/pallas_test.py in JAX (interpret-mode parts). Small shapes: one compilation per
 kernel and module.
 """
@@ -500,3 +502,122 @@ def test_scalar_prefetch_grid_spec_feeds_index_maps_and_kernel(which):
     xs = np.stack([x, x + 1.0])
     np.testing.assert_allclose(np.asarray(J.vmap(f, in_axes=(None, 0))(order, xs)),
                                2.0 * xs[:, order] + order[:, None], rtol=1e-6)
+
+
+# ------------------------------------------------------------------ the kernels on a TPU
+# With `pltpu`, build() gives the TPU-first kernels. Three checks without a TPU: they lower
+# through Mosaic at TPU-sized bf16 blocks (the (8, 128) block rule and the memory spaces are
+# checked there), they run under JAX's TPU interpret mode (which models the TPU's pipeline)
+# equal to their references, and minijax's interpret mode gives JAX's result.
+JT = pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=jpltpu.InterpretParams())
+MT = pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu,
+                          interpret=mpltpu.InterpretParams())
+JC = pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=False)  # for Mosaic
+
+
+def lower_for_tpu(f, *shapes):
+    args = [jax.ShapeDtypeStruct(s, jax.numpy.bfloat16) for s in shapes]
+    return jax.jit(f).trace(*args).lower(lowering_platforms=("tpu",)).as_text()
+
+
+def _flash_fwd_bwd(causal, bq, bk):
+    def f(q, k, v, do):
+        return jax.vjp(lambda *a: JC.flash_attention(*a, bq, bk, causal), q, k, v)[1](do)
+    return f
+
+
+QKV = (4, 2048, 128)
+TPU_CASES = {  # name: (function, argument shapes, number of kernels)
+    "flash_forward": (lambda q, k, v: JC.flash_forward(q, k, v, bq=512, bk=512), [QKV] * 3, 1),
+    "flash_forward_causal_256_512": (
+        lambda q, k, v: JC.flash_forward(q, k, v, bq=256, bk=512, causal=True), [QKV] * 3, 1),
+    "flash_fwd_bwd": (_flash_fwd_bwd(False, 512, 512), [QKV] * 4, 3),
+    "flash_fwd_bwd_causal": (_flash_fwd_bwd(True, 512, 512), [QKV] * 4, 3),
+    "matmul": (lambda x, w, b: JC.matmul(x, w, b, bm=512, bn=512, bk=512),
+               [(2048, 2048), (2048, 2048), (2048,)], 1),
+    "row_softmax": (JC.row_softmax, [(256, 1024)], 1),
+    "layer_norm": (JC.layer_norm, [(256, 1024), (1024,), (1024,)], 1),
+}
+
+
+@pytest.mark.parametrize("name", list(TPU_CASES))
+def test_tpu_kernels_lower_through_mosaic(name):
+    f, shapes, n_kernels = TPU_CASES[name]
+    assert lower_for_tpu(f, *shapes).count("tpu_custom_call") == n_kernels
+
+
+def test_a_block_that_breaks_the_8_128_rule_is_refused_by_the_tpu_lowering():
+    # the GPU-style forward writes its lse in (bq,) blocks of a [bh, seq] array: the last two
+    # block dimensions are (squeezed, 512), and a squeezed one is not the whole dimension
+    gpu_style = pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
+    with pytest.raises(ValueError, match=r"divisible by 8 and 128.*outputs\[1\].*fa_fwd_kernel"):
+        lower_for_tpu(lambda q, k, v: gpu_style.flash_forward(q, k, v, bq=512, bk=512),
+                      *[QKV] * 3)
+
+
+def tpu_interpret(f, *args):
+    """jit(f)(*args) with JAX's TPU interpret mode inside, waited for. Its kernels call back
+    into JAX from another thread while they run; JAX work dispatched meanwhile from this
+    thread can deadlock with them, so nothing else runs until they finish."""
+    return jax.block_until_ready(jax.jit(f)(*args))
+
+
+def check_tpu(name, *args, ref, tol=1e-5, **kw):
+    """Kernel `name` under JAX's and minijax's TPU interpret modes, in float32 at the highest
+    matmul precision: JAX's equals `ref`, and minijax's equals JAX's."""
+    with jax.default_matmul_precision("highest"):
+        ref = jax.block_until_ready(ref())
+        want = tpu_interpret(lambda *a: getattr(JT, name)(*a, **kw), *args)
+    got = getattr(MT, name)(*args, **kw)
+    for g, w, r in zip(*[x if isinstance(x, tuple) else (x,) for x in (got, want, ref)]):
+        assert g.shape == w.shape == r.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(np.asarray(w), np.asarray(r), rtol=tol, atol=tol)
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("causal,bq,bk", [(False, 128, 128), (True, 128, 128),
+                                          (True, 64, 128), (True, 128, 64)])
+def test_tpu_flash_forward_in_tpu_interpret_mode(causal, bq, bk):
+    q, k, v = rand(1, 256, 128), rand(1, 256, 128), rand(1, 256, 128)
+    check_tpu("flash_forward", q, k, v, bq=bq, bk=bk, causal=causal,
+              ref=lambda: (J.attention_ref(q, k, v, causal), J.lse_ref(q, k, causal)))
+
+
+@pytest.mark.parametrize("causal,bq,bk", [(False, 128, 128), (True, 128, 64)])
+def test_tpu_flash_attention_grads_in_tpu_interpret_mode(causal, bq, bk):
+    q, k, v, ct = (rand(1, 256, 128) for _ in range(4))
+
+    def grads(mod, att):
+        loss = lambda q, k, v: mod.numpy.sum(att(q, k, v) * ct)  # noqa: E731
+        return mod.grad(loss, argnums=(0, 1, 2))(q, k, v)
+
+    with jax.default_matmul_precision("highest"):
+        ref = jax.block_until_ready(grads(jax, lambda *a: J.attention_ref(*a, causal)))
+        want = tpu_interpret(lambda: grads(jax, lambda *a: JT.flash_attention(*a, bq, bk, causal)))
+    got = grads(minijax, lambda *a: MT.flash_attention(*a, bq, bk, causal))
+    for g, w, r in zip(got, want, ref):
+        scale = np.abs(np.asarray(r)).max()
+        np.testing.assert_allclose(np.asarray(w) / scale, np.asarray(r) / scale, atol=1e-5)
+        np.testing.assert_allclose(np.asarray(g) / scale, np.asarray(w) / scale, atol=1e-5)
+
+
+def test_tpu_flash_forward_in_bf16_is_within_bf16_of_float32():
+    q, k, v = rand(1, 256, 128), rand(1, 256, 128), rand(1, 256, 128)
+    bf = [jax.numpy.asarray(x, jax.numpy.bfloat16) for x in (q, k, v)]
+    with jax.default_matmul_precision("highest"):
+        ref = J.attention_ref(*[np.asarray(x, np.float32) for x in bf], True)
+    o, lse = tpu_interpret(lambda *a: JT.flash_forward(*a, bq=128, bk=128, causal=True), *bf)
+    assert o.dtype == jax.numpy.bfloat16 and lse.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(o, np.float32), np.asarray(ref), atol=2e-2)
+    mo, mlse = MT.flash_forward(*[minijax.numpy.asarray(x, minijax.numpy.bfloat16) for x in bf],
+                                bq=128, bk=128, causal=True)
+    np.testing.assert_array_equal(np.asarray(mo, np.float32), np.asarray(o, np.float32))
+
+
+def test_tpu_matmul_softmax_and_layer_norm_in_tpu_interpret_mode():
+    x, w, b = rand(256, 256), rand(256, 256), rand(256)
+    check_tpu("matmul", x, w, b, bm=128, bn=128, bk=128, activation="gelu",
+              ref=lambda: J.matmul_ref(x, w, b, "gelu"), tol=1e-4)
+    s, g, beta = rand(16, 256) * 3, rand(256), rand(256)
+    check_tpu("row_softmax", s, ref=lambda: J.softmax_ref(s))
+    check_tpu("layer_norm", s, g, beta, ref=lambda: J.layer_norm_ref(s, g, beta))
