@@ -462,9 +462,10 @@ def _output_block_indices(grid, out_bms, prefetched) -> list[np.ndarray]:
     ids = np.indices(grid, dtype=np.int32).reshape(len(grid), -1)
 
     def indices(*ids_and_pre):
-        return [jnp.stack([lax.convert_element_type(i, np.int32) for i in core.eval_jaxpr(
-            bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, *ids_and_pre)])
-            for bm in out_bms]
+        # the index maps read prefetched operands through refs: evaluate them discharged
+        return [jnp.stack([lax.convert_element_type(i, np.int32) for i in _eval_discharged(
+            bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts, list(ids_and_pre))[
+                :len(bm.block_shape)]]) for bm in out_bms]
     with core.ensure_compile_time_eval():
         outs = vmap(indices, in_axes=(0,) * len(grid) + (None,) * len(prefetched))(
             *ids, *prefetched)
