@@ -307,3 +307,76 @@ def test_ragged_dot_keeps_the_dense_expansion_on_cpu():
     text = _lowered(minijax, RAGGED["ragged_dot"](minijax), (RAGGED_LHS, RAGGED_RHS, GROUPS),
                     ("cpu",))
     assert "ragged_dot" not in text and "stablehlo.dot_general" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Host callbacks on a TPU: sends and receives, not the CPU's custom call. JAX cannot lower them
+# for a TPU on a CPU machine (it asks the TPU client for the callback object while lowering),
+# so the text is checked against what jax/_src/callback.py: _emit_tpu_python_callback emits.
+# ---------------------------------------------------------------------------------------------
+
+def _sin_callback(x):
+    return minijax.pure_callback(np.sin, minijax.ShapeDtypeStruct(x.shape, x.dtype), x)
+
+
+def _tpu_text(f, *args):
+    lowered = minijax.jit(f).trace(*args).lower(lowering_platforms=("tpu",))
+    return lowered.as_text(), lowered._host_callbacks
+
+
+def _transfers(text):
+    return re.findall(r'"stablehlo\.(send|recv)".*?handle = (\d+), type = (\d)>.*?'
+                      r'_xla_host_transfer_handler_name = "pjrt_rendezvous", '
+                      r'_xla_host_transfer_rendezvous = "(\d+)"', text)
+
+
+def test_pure_callback_on_tpu_sends_each_operand_and_receives_each_result():
+    text, callbacks = _tpu_text(lambda x, y: minijax.pure_callback(
+        lambda a, b: (a + b, a * b), (minijax.ShapeDtypeStruct((2, 3), np.float32),) * 2,
+        x, y), X, X)
+    assert "custom_call" not in text and "stablehlo.create_token" in text
+    # channel ids count up from 1; type 2 = device to host, 3 = host to device
+    assert _transfers(text) == [("send", "1", "2", "1"), ("send", "2", "2", "2"),
+                                ("recv", "3", "3", "3"), ("recv", "4", "3", "4")]
+    (cb,) = callbacks
+    assert (cb.send_channels, cb.recv_channels) == ((1, 2), (3, 4))
+    np.testing.assert_allclose(cb.callback(X, X)[1], X * X)
+
+
+def test_debug_print_on_tpu_waits_for_a_dummy_answer():
+    text, (cb,) = _tpu_text(lambda x: (minijax.debug.print("{}", x), x + 1.0)[1], X)
+    assert [t[0] for t in _transfers(text)] == ["send", "recv"]
+    assert "-> (tensor<f32>, !stablehlo.token)" in text  # the dummy f32[] received
+    assert cb.result_avals == (minijax.core.ShapedArray((), np.float32),)
+
+
+def test_ordered_io_callback_on_tpu_threads_the_effect_token():
+    from minijax.experimental import io_callback
+    text, _ = _tpu_text(lambda x: io_callback(np.sin, minijax.ShapeDtypeStruct(X.shape, X.dtype),
+                                              x, ordered=True), X)
+    assert "stablehlo.create_token" not in text  # the token comes in as main's argument
+    assert text.count("!stablehlo.token {jax.token = true}") == 2
+
+
+def test_callback_without_operands_or_with_empty_results_on_tpu():
+    f = lambda: minijax.pure_callback(
+        lambda: (np.zeros((0, 3), np.float32), np.ones(2, np.float32)),
+        (minijax.ShapeDtypeStruct((0, 3), np.float32), minijax.ShapeDtypeStruct((2,), np.float32)))
+    text, (cb,) = _tpu_text(f)
+    assert [t[0] for t in _transfers(text)] == ["send", "recv"]  # a dummy f32[1] is sent
+    assert "tensor<0x3xf32>" in text and "(tensor<1xf32>, !stablehlo.token)" in text
+    (one,) = cb.callback(np.zeros(1, np.float32))  # the TPU gets the non-empty results only
+    np.testing.assert_array_equal(one, np.ones(2, np.float32))
+
+
+def test_a_tpu_callback_becomes_xlas_callback_object_when_compiled():
+    # the CPU backend makes the callback object, then refuses the sends (it has no such ops)
+    from minijax import compiler
+    text, callbacks = _tpu_text(_sin_callback, X)
+    with pytest.raises(minijax.errors.JaxRuntimeError, match="`send` is not supported"):
+        compiler.compile(text, None, callbacks)
+
+
+def test_callbacks_for_several_platforms_are_refused_as_in_jax():
+    with pytest.raises(NotImplementedError, match="multi-platform lowering for python_callback"):
+        minijax.jit(_sin_callback).trace(X).lower(lowering_platforms=("cpu", "tpu"))
