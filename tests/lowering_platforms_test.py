@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 
 import minijax
+import minijax.export  # noqa: F401  (a submodule, as jax.export)
+import jax.export  # noqa: F401
 from minijax.interpreters import mlir
 
 A = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
@@ -380,3 +382,66 @@ def test_a_tpu_callback_becomes_xlas_callback_object_when_compiled():
 def test_callbacks_for_several_platforms_are_refused_as_in_jax():
     with pytest.raises(NotImplementedError, match="multi-platform lowering for python_callback"):
         minijax.jit(_sin_callback).trace(X).lower(lowering_platforms=("cpu", "tpu"))
+
+
+# ---------------------------------------------------------------------------------------------
+# export: each platform's rules in one artifact, picked by the platform index when called
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["cholesky", "qr", "eigh"])
+def test_export_for_cpu_and_tpu_holds_both_rules_and_runs_on_cpu(name):
+    f_of, args = LINALG[name]
+    spec = [minijax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+    exp = minijax.export.export(minijax.jit(f_of(minijax)), platforms=("cpu", "tpu"))(*spec)
+    text = exp.mlir_module()
+    assert "stablehlo.case" in text and "lapack_" in text
+    assert "lapack_" not in minijax.export.export(minijax.jit(f_of(minijax)),
+                                                  platforms=("tpu",))(*spec).mlir_module()
+    want = jax.tree_util.tree_leaves(jax.jit(f_of(jax))(*args))
+    for J in (minijax, jax):  # called in minijax, and in JAX from the serialized artifact
+        back = J.export.deserialize(exp.serialize())
+        got = J.tree_util.tree_leaves(J.jit(back.call)(*args))
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# platform_dependent: every branch traced, the platform picked when lowering
+# ---------------------------------------------------------------------------------------------
+
+def _by_platform(J):
+    return lambda x: J.lax.platform_dependent(x, cpu=J.numpy.sin, tpu=J.numpy.cos)
+
+
+def test_platform_dependent_stages_every_branch_and_picks_when_lowering():
+    jaxpr = str(minijax.make_jaxpr(_by_platform(minijax))(X))
+    assert "platform_index[" in jaxpr and "sin" in jaxpr and "cos" in jaxpr
+    for J in (minijax, jax):
+        np.testing.assert_allclose(np.asarray(J.jit(_by_platform(J))(X)), np.sin(X), rtol=1e-6)
+        np.testing.assert_allclose(np.asarray(_by_platform(J)(X)), np.sin(X), rtol=1e-6)
+    for platforms in [("tpu",), ("cpu",)]:
+        text = _lowered(minijax, _by_platform(minijax), (X,), platforms)
+        assert "_platform_index" not in text  # one platform: the index is a constant
+    text = _lowered(minijax, _by_platform(minijax), (X,), ("cpu", "tpu"))
+    assert '{jax.global_constant = "_platform_index"}' in text
+    assert "stablehlo.sine" in text and "stablehlo.cosine" in text
+
+
+def test_platform_dependent_exported_for_two_platforms_runs_the_cpu_branch():
+    spec = minijax.ShapeDtypeStruct(X.shape, X.dtype)
+    exp = minijax.export.export(minijax.jit(_by_platform(minijax)),
+                                platforms=("tpu", "cpu"))(spec)
+    for J in (minijax, jax):
+        back = J.export.deserialize(exp.serialize())
+        np.testing.assert_allclose(np.asarray(J.jit(back.call)(X)), np.sin(X), rtol=1e-6)
+
+
+def test_platform_dependent_errors_as_jax():
+    for J in (minijax, jax):
+        with pytest.raises(ValueError, match="Use 'cuda' or 'rocm'"):
+            J.lax.platform_dependent(X, gpu=J.numpy.sin)
+        with pytest.raises(TypeError, match="the 'cpu' branch must be a callable"):
+            J.lax.platform_dependent(X, cpu=1.0)
+        with pytest.raises(NotImplementedError, match="platform_index.*platform cpu"):
+            J.jit(lambda x, J=J: J.lax.platform_dependent(x, tpu=J.numpy.cos)).trace(X).lower(
+                lowering_platforms=("cpu",))

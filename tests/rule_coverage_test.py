@@ -36,7 +36,7 @@ def _primitives() -> list[core.Primitive]:
 PRIMITIVES = _primitives()
 TABLES = ["impl", "abstract_eval", "jvp", "transpose", "batching", "lowering"]
 # Primitives with no operands are never batched: BatchTrace binds them in the parent trace.
-NO_OPERANDS = {"iota", "empty2"}
+NO_OPERANDS = {"iota", "empty2", "platform_index"}
 
 
 def has_rule(prim: core.Primitive, table: str) -> bool:

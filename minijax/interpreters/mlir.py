@@ -340,38 +340,43 @@ def _platforms_for_eqn(eqn: core.JaxprEqn) -> tuple[str, ...]:
 
 # JAX: jax/_src/interpreters/mlir.py _get_lowering_rules
 def _rule_for(prim: core.Primitive, platforms: Sequence[str], effs) -> Callable:
-    """The rule lowering `prim` for `platforms`: the one rule that serves them all, or, when
-    they need different rules, one that emits them all under `lower_per_platform`'s case."""
+    """The rule lowering `prim` for `platforms`: the rule for every platform when none of
+    them has its own, else `lower_per_platform` over the rules they need."""
     rules = {p: _platform_lowerings[p][prim] for p in platforms
              if prim in _platform_lowerings[p]}
     default = _lowerings.get(prim)
-    missing = [p for p in platforms if p not in rules and default is None]
-    if missing:
-        raise NotImplementedError(
-            f"MLIR lowering rule for '{prim.name}' not implemented for platform "
-            f"{', '.join(missing)} — see {_CHAPTER}")
-    kept = list(rules.values()) + ([default] if len(rules) < len(platforms) else [])
-    if len(kept) == 1:
-        return kept[0]
-    return functools.partial(lower_per_platform, rules, default, prim, effs)
+    if not rules and default is not None:
+        return default
+    return lambda ctx, *args, **params: lower_per_platform(ctx, prim.name, rules, default,
+                                                           effs, *args, **params)
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_per_platform
-def lower_per_platform(platform_rules: dict[str, Callable], default_rule: Callable | None,
-                       prim: core.Primitive, effs, ctx: LoweringRuleContext, *args, **params):
-    """Emit every rule `ctx.platforms` needs, each in a branch of a `stablehlo.case` picked by
-    the platform the module runs on: a first case maps the platform index (`main`'s
-    `_platform_index` argument) to the rule's index (platforms sharing a rule share a branch),
-    a second holds one branch per rule, each lowered for its platforms. An ordered effect's
-    token goes in and out of the branches with the results. As JAX emits it."""
+def lower_per_platform(ctx: LoweringRuleContext, description: str,
+                       platform_rules: dict[str, Callable], default_rule: Callable | None,
+                       effs, *args, **params) -> list:
+    """Emit the rule each of `ctx.platforms` needs (its own in `platform_rules`, else
+    `default_rule`). One rule for all: just that rule. Several: each in a branch of a
+    `stablehlo.case` picked by the platform the module runs on — a first case maps the
+    platform index (`main`'s `_platform_index` argument) to the rule's index (the platforms'
+    own rules in order, then the default; platforms sharing the default share its branch), a
+    second holds one branch per rule, each lowered for its platforms. An ordered effect's
+    token goes in and out of the branches with the results. As JAX emits it. Returns the list
+    of results; NotImplementedError names a platform with no rule."""
     platforms = ctx.platforms
-    kept = list(platform_rules.values())
-    rule_of = {p: i for i, p in enumerate(platform_rules)}
-    for p in platforms:
-        if p not in rule_of:
-            rule_of[p] = len(platform_rules)
-    if len(rule_of) > len(platform_rules):
+    missing = [p for p in platforms if p not in platform_rules and default_rule is None]
+    if missing:
+        raise NotImplementedError(
+            f"MLIR lowering rule for '{description}' not implemented for platform "
+            f"{', '.join(missing)} — see {_CHAPTER}")
+    kept = [platform_rules[p] for p in platforms if p in platform_rules]
+    rule_of = {p: i for i, p in enumerate(p for p in platforms if p in platform_rules)}
+    if len(rule_of) < len(platforms):
+        rule_of.update({p: len(kept) for p in platforms if p not in rule_of})
         kept.append(default_rule)
+    if len(kept) == 1:
+        outs = kept[0](ctx, *args, **params)
+        return list(outs) if isinstance(outs, (list, tuple)) else [outs]
     module_ctx = ctx.module_context
     i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
     index_op = hlo.CaseOp([i32], index=module_ctx.platform_index, num_branches=len(platforms))
@@ -390,8 +395,7 @@ def lower_per_platform(platform_rules: dict[str, Callable], default_rule: Callab
             with ir.InsertionPoint(region.blocks.append()):
                 outs = rule(LoweringRuleContext(ctx.avals_in, ctx.avals_out, inner), *args,
                             **params)
-                if not prim.multiple_results and not isinstance(outs, (list, tuple)):
-                    outs = [outs]
+                outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
                 hlo.return_([*get_tokens(ordered), *outs])
         finally:
             module_ctx.branch_platforms = outer
