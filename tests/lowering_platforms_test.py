@@ -22,6 +22,8 @@ import minijax.export  # noqa: F401  (a submodule, as jax.export)
 import jax.export  # noqa: F401
 from minijax.interpreters import mlir
 
+import mlir_test
+
 A = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
 WIDE = np.arange(6, dtype=np.float32).reshape(2, 3) + 1.0
 X = np.arange(6, dtype=np.float32).reshape(2, 3) - 2.0
@@ -180,6 +182,14 @@ def test_rules_that_differ_lower_to_a_case_on_the_platform_index_as_jax(platform
     assert "lapack_spotrf_ffi" in ours[cpu][1] and "lapack_spotrf_ffi" in theirs[cpu][1]
     assert [b for i, b in enumerate(ours) if i != cpu] == \
         [b for i, b in enumerate(theirs) if i != cpu]
+
+
+@pytest.mark.parametrize("platform", ["tpu", "cpu"])
+@pytest.mark.parametrize("name", list(mlir_test.PROGRAMS))
+def test_every_family_of_mlir_test_lowers_as_jax_op_for_op(name, platform):
+    # tests/mlir_test.py compares op names; here every attribute and type of every op counts
+    program = mlir_test.PROGRAMS[name]
+    _assert_same(lambda J: program(J.lax)[0], program(jax.lax)[1], (platform,))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -2046,8 +2046,9 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
     aval_out = ctx.avals_out[0]
     if not isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
-        config_attr = None if precision is None else mlir.ir.ArrayAttr.get(
-            [mlir.hlo.PrecisionAttr.get(Precision(p).name) for p in precision])
+        config_attr = mlir.ir.ArrayAttr.get(  # as JAX: DEFAULT written out when none is given
+            [mlir.hlo.PrecisionAttr.get(Precision(p).name)
+             for p in precision or (Precision.DEFAULT,) * 2])
         return mlir.hlo.dot_general(mlir.aval_to_ir_type(aval_out), lhs, rhs, dnums,
                                     precision_config=config_attr)
     # a dot algorithm: operands converted to its types, the product accumulated in its type
