@@ -246,7 +246,7 @@ def _tpu_host_function(callback, result_avals, has_operands: bool, dummy_result:
     def host(*args):
         outs = callback(*(args if has_operands else ()))
         if dummy_result:
-            return (np.float32(0.0),)
+            return (np.zeros((), np.float32),)
         return tuple(o for o, a in zip(outs, result_avals) if 0 not in a.shape)
     return host
 

@@ -455,3 +455,12 @@ def test_platform_dependent_errors_as_jax():
         with pytest.raises(NotImplementedError, match="platform_index.*platform cpu"):
             J.jit(lambda x, J=J: J.lax.platform_dependent(x, tpu=J.numpy.cos)).trace(X).lower(
                 lowering_platforms=("cpu",))
+
+
+@pytest.mark.parametrize("platform", ["tpu", "cpu"])
+def test_ffi_call_lowers_to_its_target_on_every_platform_as_jax(platform):
+    # the target is looked up when compiling, in the registry of the platform compiled for
+    # (`minijax.ffi.register_ffi_target(name, fn, platform="tpu")`), as in JAX
+    f = lambda J: lambda x: J.ffi.ffi_call("my_target", J.ShapeDtypeStruct(x.shape, x.dtype))(
+        x, alpha=np.float32(2.0))
+    assert "stablehlo.custom_call @my_target" in _assert_same(f, (X,), (platform,))
