@@ -15,6 +15,7 @@ import numpy as np
 
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
+from minijax.mesh import AbstractMesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 from minijax.interpreters import mlir
@@ -75,7 +76,9 @@ class Lowered:
                  donated: Sequence[bool] = (), in_shardings: Sequence = (),
                  out_shardings: Sequence = (), platforms: Sequence[str] | None = None) -> None:
         self.jaxpr = closed
-        self._platforms = tuple(platforms or (mlir.default_platform(),))
+        # where it runs: the devices its shardings name, else the default device
+        self._here = _platform_of([*in_shardings, *out_shardings])
+        self._platforms = tuple(platforms or (self._here,))
         self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
@@ -124,7 +127,7 @@ class Lowered:
         when a donated input has no output of its type to reuse its buffer. Raises ValueError
         for a module lowered for other platforms than this machine's (JAX compiles it for the
         local backend anyway, which fails later, or not at all, depending on its ops)."""
-        here = mlir.default_platform()
+        here = self._here
         if self._platforms != (here,):
             raise ValueError(
                 f"jit({self._name}) was lowered for platforms {self._platforms}, and this "
@@ -183,6 +186,18 @@ class Lowered:
             if isinstance(s, NamedSharding):
                 return s, a.ndim
         return None
+
+
+# JAX: jax/_src/interpreters/pxla.py lower_sharding_computation (its `platforms`)
+def _platform_of(shardings) -> str:
+    """The platform of the devices the first concrete sharding names (a computation on a mesh
+    of CPU devices lowers for 'cpu' on a TPU machine), else the default device's."""
+    for s in shardings:
+        if isinstance(s, SingleDeviceSharding):
+            return s._device.platform
+        if isinstance(s, NamedSharding) and not isinstance(s.mesh, AbstractMesh):
+            return s.mesh.devices_flat[0].platform
+    return mlir.default_platform()
 
 
 # JAX: jax/_src/interpreters/pxla.py _get_out_sharding_from_orig_sharding

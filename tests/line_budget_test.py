@@ -126,10 +126,11 @@ BUDGETS = {
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 235,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    "stages": 245,     # + output layouts: out_shardings retype, first-input spec (issue 25);
     #                    a program on one committed device (issue 24); mixed-mesh types
     #                    follow the layout (25); as_text(debug_info=True) (34);
-    #                    lowering_platforms, compile refusing another platform (43)
+    #                    lowering_platforms, the platform of its devices, compile refusing
+    #                    another platform (43)
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,
     "traceback_util": 105,  # internal frames filtered from errors, as JAX's

@@ -146,6 +146,21 @@ def test_default_platform_is_the_default_devices():
     assert traced.lower().as_text() == traced.lower(lowering_platforms=("cpu",)).as_text()
 
 
+def test_the_platform_is_the_one_of_the_devices_the_computation_names():
+    # a computation on a mesh of CPU devices lowers for 'cpu' on a TPU machine (whose default
+    # device is a TPU); one that names no device, for the default device's platform
+    from minijax import stages
+    from minijax.sharding_impls import SingleDeviceSharding
+
+    class Chip:
+        platform = "tpu"
+    assert stages._platform_of([None, SingleDeviceSharding(Chip())]) == "tpu"
+    mesh = minijax.make_mesh((1,), ("x",))
+    named = minijax.sharding.NamedSharding(mesh, minijax.sharding.PartitionSpec())
+    assert stages._platform_of([named, SingleDeviceSharding(Chip())]) == "cpu"
+    assert stages._platform_of([None]) == mlir.default_platform() == "cpu"
+
+
 def test_a_module_for_another_platform_prints_but_does_not_compile():
     lowered = minijax.jit(minijax.numpy.sin).trace(X).lower(lowering_platforms=("tpu",))
     assert "stablehlo.sine" in lowered.as_text()
