@@ -225,6 +225,8 @@ LINALG = {
         a, a, left_side=True, lower=True), (A,)),
     "triangular_solve_transposed": (lambda J: lambda a: J.lax.linalg.triangular_solve(
         a, WIDE, transpose_a=True, unit_diagonal=True), (A,)),
+    "triangular_solve_conjugate_real": (lambda J: lambda a: J.lax.linalg.triangular_solve(
+        a, a, left_side=True, lower=True, conjugate_a=True), (A,)),
 }
 
 
@@ -479,3 +481,61 @@ def test_ffi_call_lowers_to_its_target_on_every_platform_as_jax(platform):
     f = lambda J: lambda x: J.ffi.ffi_call("my_target", J.ShapeDtypeStruct(x.shape, x.dtype))(
         x, alpha=np.float32(2.0))
     assert "stablehlo.custom_call @my_target" in _assert_same(f, (X,), (platform,))
+
+
+# ---------------------------------------------------------------------------------------------
+# svd on a TPU: QDWH polar decomposition + Jacobi eigh (minijax/tpu/linalg/), as JAX
+# ---------------------------------------------------------------------------------------------
+
+_RNG = np.random.default_rng(1)
+SVD_INPUTS = {"square": _RNG.standard_normal((12, 12)).astype(np.float32),
+              "tall": _RNG.standard_normal((20, 8)).astype(np.float32),
+              "wide": _RNG.standard_normal((6, 10)).astype(np.float32),
+              "batched": _RNG.standard_normal((2, 9, 7)).astype(np.float32)}
+
+
+def _anatomy(text: str) -> tuple:
+    """What an SVD lowering is made of: XLA's custom calls, loops, factorizations."""
+    return (sorted(re.findall(r"custom_call @(\w+)", text)), text.count("stablehlo.while"),
+            text.count("stablehlo.cholesky"), text.count('"stablehlo.triangular_solve"'))
+
+
+@pytest.mark.parametrize("full_matrices,compute_uv", [(False, True), (True, True),
+                                                      (False, False)])
+@pytest.mark.parametrize("name", list(SVD_INPUTS))
+def test_svd_lowers_for_tpu_through_qdwh_as_jax(name, full_matrices, compute_uv):
+    # not op for op (JAX outlines and orders some helpers otherwise), but the same algorithm:
+    # the same QR, Householder and Jacobi calls, loops, Cholesky steps and solves
+    texts = [_lowered(J, lambda x, J=J: J.lax.linalg.svd(x, full_matrices=full_matrices,
+                                                         compute_uv=compute_uv),
+                      (SVD_INPUTS[name],), ("tpu",)) for J in (minijax, jax)]
+    assert "lapack" not in texts[0] and "@Eigh" in texts[0]
+    assert _anatomy(texts[0]) == _anatomy(texts[1])
+
+
+@pytest.mark.parametrize("full_matrices", [False, True])
+@pytest.mark.parametrize("name", list(SVD_INPUTS))
+def test_the_tpu_svd_algorithm_runs_on_cpu_as_numpy(name, full_matrices):
+    # the same program, its QR/Cholesky/eigh lowered with the CPU's rules here
+    from minijax.tpu.linalg import svd as tpu_svd
+    a = SVD_INPUTS[name]
+    run = minijax.jit(lambda x: tpu_svd._svd_tpu(x, full_matrices=full_matrices,
+                                                 compute_uv=True, subset_by_index=None))
+    s, u, vh = map(np.asarray, run(a))
+    k = min(a.shape[-2:])
+    np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), rtol=1e-5, atol=1e-5)
+    back = np.einsum("...ik,...k,...kj->...ij", u[..., :k], s, vh[..., :k, :])
+    np.testing.assert_allclose(back, a, atol=2e-5)
+    eye = np.eye(u.shape[-1], dtype=np.float32)
+    np.testing.assert_allclose(np.swapaxes(u, -1, -2) @ u, np.broadcast_to(eye, u.shape[:-2]
+                                                                            + eye.shape),
+                               atol=2e-5)
+    (s_only,) = map(np.asarray, minijax.jit(lambda x: tpu_svd._svd_tpu(
+        x, full_matrices=False, compute_uv=False, subset_by_index=None))(a))
+    np.testing.assert_allclose(s_only, s, rtol=1e-5, atol=1e-5)
+
+
+def test_svd_for_cpu_and_tpu_holds_lapack_and_qdwh():
+    text = _lowered(minijax, lambda x: minijax.lax.linalg.svd(x), (SVD_INPUTS["square"],),
+                    ("cpu", "tpu"))
+    assert "lapack_sgesdd_ffi" in text and "@Eigh" in text and "stablehlo.case" in text

@@ -534,7 +534,7 @@ svd_p.def_impl(_svd_impl)
 svd_p.def_abstract_eval(_svd_abstract_eval)
 ad.primitive_jvps[svd_p] = _svd_jvp
 batching.primitive_batchers[svd_p] = _front_batch_rule(svd_p)
-mlir.register_lowering(svd_p, _svd_lowering, platform="cpu")  # TPU: JAX's QDWH, not here
+mlir.register_lowering(svd_p, _svd_lowering, platform="cpu")  # else: minijax/tpu/linalg/svd.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -928,6 +928,7 @@ def _triangular_solve_batch_rule(vals, dims, *, axis_size, **params):
 def _triangular_solve_lowering(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a,
                                unit_diagonal):
     hlo, ir = mlir.hlo, mlir.ir
+    conjugate_a = conjugate_a and np.issubdtype(ctx.avals_in[0].dtype, np.complexfloating)
     if conjugate_a and not transpose_a:
         (a,), conjugate_a = _lower_fun(lambda v: [lax.conj(v)], ctx.avals_in[:1], a), False
     transpose = ("ADJOINT" if conjugate_a else "TRANSPOSE") if transpose_a else "NO_TRANSPOSE"
