@@ -10,6 +10,7 @@ from minijax import compiler, core, dispatch  # noqa: F401  (first: dispatch ins
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import debug, errors, extend, ffi, flatten_util, image, ops, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
+from minijax.tpu import linalg as _tpu_linalg  # noqa: F401  (svd's lowering without LAPACK)
 from minijax.api import (  # noqa: F401
     block_until_ready, device_count, device_put, devices, eval_shape, grad, hessian, jacfwd,
     jacobian, jacrev, jit, jvp, linearize, local_devices, make_jaxpr, value_and_grad, vjp, vmap,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, effects, errors
+from minijax import compiler, core, dtypes, effects, errors
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import lax, numpy as jnp
@@ -130,18 +130,31 @@ def _batched_by_map(prim: core.Primitive, vals, dims, axis_size: int, params: di
     return outs, [0] * len(outs)
 
 
-# JAX: jax/_src/callback.py emit_python_callback — differs: CPU only
+# JAX: jax/_src/callback.py emit_python_callback — differs: no GPU path
 def emit_python_callback(ctx: mlir.LoweringRuleContext, callback: Callable,
                          operands: Sequence[Any], result_avals: Sequence[core.ShapedArray], *,
                          has_side_effect: bool, ordered_effect: effects.Effect | None = None,
-                         sharding=None, partitioned: bool = False) -> list:
+                         sharding=None, partitioned: bool = False,
+                         returns_token: bool = False) -> list:
     """Emit a custom call to `xla_ffi_python_cpu_callback` running `callback(*numpy_args)`
     (which returns a tuple of NumPy arrays of `result_avals`); register the callable with the
     module. With `ordered_effect`, the call consumes that effect's current token and produces
     the next one. In a module partitioned over a mesh the call runs once, on the whole values,
     on the mesh's first device or `sharding`'s (a SingleDeviceSharding); inside `shard_map`
     once per device on its shards; `partitioned` (debug callbacks, no results): once per
-    device on its shards (`xla_ffi_partitioned_python_cpu_callback`). Returns the results."""
+    device on its shards (`xla_ffi_partitioned_python_cpu_callback`). Lowered for a TPU:
+    host sends and receives instead (`_emit_tpu_python_callback`; `returns_token`: wait for
+    the host to answer even with no results, as debug callbacks do). Returns the results."""
+    platforms = ctx.platforms
+    if len(ctx.module_context.platforms) > 1:
+        raise NotImplementedError("multi-platform lowering for python_callback")
+    if platforms[0] == "tpu":
+        if partitioned:
+            raise NotImplementedError("Partitioned callback not implemented on tpu backend.")
+        return _emit_tpu_python_callback(ctx, callback, operands, result_avals,
+                                         ordered_effect, returns_token or bool(ordered_effect))
+    if platforms[0] != "cpu":
+        raise NotImplementedError(f"host callbacks: minijax has no path for {platforms[0]}")
     ir, hlo = mlir.ir, mlir.hlo
     module_ctx = ctx.module_context
     avals_in = list(ctx.avals_in)
@@ -182,6 +195,68 @@ def emit_python_callback(ctx: mlir.LoweringRuleContext, callback: Callable,
         mlir.set_tokens([ordered_effect], results[:1])
         results = results[1:]
     return results
+
+
+# JAX: jax/_src/callback.py _emit_tpu_python_callback — differs: no sharding annotations
+def _emit_tpu_python_callback(ctx, callback, operands, result_avals, ordered_effect,
+                              returns_token: bool) -> list:
+    """The TPU's path to the host: each operand sent on its own channel, each result received
+    on its own, all threaded on one token (the effect's, when ordered); the callable, with the
+    channels, becomes XLA's host callback when the module is compiled
+    (`compiler.SendRecvCallback`). As JAX: a callback with no operands sends a dummy `f32[1]`
+    (or it would never run), one that must return a token and has no results receives a
+    dummy `f32[]`, and empty results are made here as constants, never received."""
+    hlo, module_ctx = mlir.hlo, ctx.module_context
+    avals_in = list(ctx.avals_in)
+    token = mlir.get_tokens([ordered_effect])[0] if ordered_effect else hlo.create_token()
+    wanted = [a for a in result_avals if 0 not in a.shape]
+    host = _tpu_host_function(callback, result_avals, bool(operands),
+                              returns_token and not wanted)
+    if not operands:
+        operands, avals_in = [mlir.ir_constant(np.zeros(1, np.float32))], [
+            core.ShapedArray((1,), np.float32)]
+    sends = []
+    for x in operands:
+        sends.append(module_ctx.new_channel())
+        token = _host_transfer(hlo.SendOp([x], token, hlo.ChannelHandle.get(sends[-1], 2),
+                                          is_host_transfer=mlir.ir.BoolAttr.get(True)),
+                               sends[-1]).result
+    recvs, received = [], []
+    recv_avals = wanted or ([core.ShapedArray((), np.float32)] if returns_token else [])
+    for aval in recv_avals:
+        recvs.append(module_ctx.new_channel())
+        op = _host_transfer(hlo.RecvOp([mlir.aval_to_ir_type(aval), hlo.TokenType.get()],
+                                       token, hlo.ChannelHandle.get(recvs[-1], 3),
+                                       is_host_transfer=mlir.ir.BoolAttr.get(True)), recvs[-1])
+        received.append(op.results[0])
+        token = op.results[1]
+    module_ctx.add_host_callback(compiler.SendRecvCallback(host, avals_in, recv_avals,
+                                                           sends, recvs))
+    if ordered_effect is not None:
+        mlir.set_tokens([ordered_effect], [token])
+    it = iter(received)
+    return [next(it) if 0 not in a.shape else mlir.ir_constant(np.zeros(a.shape, a.dtype))
+            for a in result_avals]
+
+
+def _tpu_host_function(callback, result_avals, has_operands: bool, dummy_result: bool):
+    """`callback` as the TPU's host side calls it: with the dummy operand dropped when there
+    are no operands, returning only its non-empty results (the TPU cannot receive empty
+    arrays), or the dummy `0.0` when it must answer and has none."""
+    def host(*args):
+        outs = callback(*(args if has_operands else ()))
+        if dummy_result:
+            return (np.zeros((), np.float32),)
+        return tuple(o for o, a in zip(outs, result_avals) if 0 not in a.shape)
+    return host
+
+
+def _host_transfer(op, channel: int):
+    """`op` (a send or receive) marked as a transfer the runtime's rendezvous handles."""
+    op.attributes["mhlo.frontend_attributes"] = mlir.ir.DictAttr.get({
+        "_xla_host_transfer_handler_name": mlir.ir.StringAttr.get("pjrt_rendezvous"),
+        "_xla_host_transfer_rendezvous": mlir.ir.StringAttr.get(str(channel))})
+    return op
 
 
 # JAX: jax/_src/callback.py _callback_op_sharding

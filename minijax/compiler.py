@@ -126,6 +126,29 @@ def _check_tpu_kernels(text: str) -> None:
             "or pass interpret=True. See chapters/16-pallas.md")
 
 
+# JAX: jax/_src/callback.py _emit_tpu_python_callback (its host callback object)
+class SendRecvCallback:
+    """A host callback that a TPU module reaches through host sends (its operands, one channel
+    each) and receives (its results): XLA's callback object for it is made by the backend that
+    compiles the module (`for_backend`), so a module lowered for a TPU on a CPU machine can
+    still be printed."""
+
+    def __init__(self, callback, operand_avals, result_avals, send_channels, recv_channels):
+        self.callback = callback
+        self.operand_avals, self.result_avals = tuple(operand_avals), tuple(result_avals)
+        self.send_channels, self.recv_channels = tuple(send_channels), tuple(recv_channels)
+
+    def for_backend(self, client):
+        import pickle
+        from jaxlib import xla_client
+
+        def shapes(avals):
+            return [xla_client.Shape.array_shape(np.dtype(a.dtype), a.shape) for a in avals]
+        return client.make_python_callback_from_host_send_and_recv(
+            self.callback, shapes(self.operand_avals), shapes(self.result_avals),
+            list(self.send_channels), list(self.recv_channels), pickle.dumps)
+
+
 # JAX: jax/_src/compiler.py compile_or_get_cached
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
@@ -177,6 +200,8 @@ def compile(module, devices: Sequence[Any] | None = None,
         if isinstance(module, str):
             with mlir.make_ir_context():
                 module = mlir.ir.Module.parse(text)
+        host_callbacks = [c.for_backend(backend()) if isinstance(c, SendRecvCallback) else c
+                          for c in host_callbacks]
         return backend().compile_and_load(module, devices, options,
                                           host_callbacks=list(host_callbacks))
     cache_dir = config.jax_compilation_cache_dir

@@ -127,7 +127,7 @@ def _debug_callback_lowering(ctx, *args, callback, effect, partitioned):
             return []
     ordered = effect if effects.ordered_effects.contains(effect) else None
     emit_python_callback(ctx, host, args, [], has_side_effect=True, ordered_effect=ordered,
-                         partitioned=partitioned)
+                         partitioned=partitioned, returns_token=True)
     return []
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from minijax import compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
+from minijax.mesh import AbstractMesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 from minijax.interpreters import mlir
@@ -56,11 +57,15 @@ class Traced:
         self.out_info = tree_unflatten(out_tree, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                                   for a in hoisted.out_avals])
 
-    def lower(self) -> "Lowered":
+    def lower(self, *, lowering_platforms: tuple[str, ...] | None = None) -> "Lowered":
+        """The module for this signature, lowered for the default device's platform or for
+        `lowering_platforms` (e.g. `("tpu",)` on a CPU machine: printable, not compilable
+        here; several: one module that picks each platform's rules by its `_platform_index`
+        argument). Mirrors jax/_src/stages.py Traced.lower."""
         in_sh = self._in_shardings  # the consts are constants of the module, not inputs
         return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated,
                        in_sh if any(s is not None for s in in_sh) else (),
-                       self._out_shardings)
+                       self._out_shardings, lowering_platforms)
 
 
 # JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
@@ -69,8 +74,11 @@ class Lowered:
 
     def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
                  donated: Sequence[bool] = (), in_shardings: Sequence = (),
-                 out_shardings: Sequence = ()) -> None:
+                 out_shardings: Sequence = (), platforms: Sequence[str] | None = None) -> None:
         self.jaxpr = closed
+        # where it runs: the devices its shardings name, else the default device
+        self._here = _platform_of([*in_shardings, *out_shardings])
+        self._platforms = tuple(platforms or (self._here,))
         self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
@@ -87,7 +95,8 @@ class Lowered:
         self._host_callbacks: list = []  # the callables XLA gets with the module
         self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
                                                   self._in_shardings, self._out_shardings,
-                                                  meshes, self._host_callbacks)
+                                                  meshes, self._host_callbacks,
+                                                  platforms=self._platforms)
         self._mesh = meshes[0] if meshes else None
         if self._mesh is not None and self._mesh.size > 1:  # JAX: pxla.lower_sharding_computation
             bad = effects.shardable_ordered_effects.filter_not_in(
@@ -115,7 +124,15 @@ class Lowered:
     def compile(self, compiler_options: dict | None = None) -> "Compiled":
         """Compile the module with XLA (cache_stats["compiles"] counts it), with XLA options
         for this executable only if given (`{"xla_disable_hlo_passes": "fusion"}`). Warns
-        when a donated input has no output of its type to reuse its buffer."""
+        when a donated input has no output of its type to reuse its buffer. Raises ValueError
+        for a module lowered for other platforms than this machine's (JAX compiles it for the
+        local backend anyway, which fails later, or not at all, depending on its ops)."""
+        here = self._here
+        if self._platforms != (here,):
+            raise ValueError(
+                f"jit({self._name}) was lowered for platforms {self._platforms}, and this "
+                f"machine compiles for {here!r}: print it with `as_text()`, or lower it again "
+                f"without `lowering_platforms` to compile it here (chapters/07-jit.md)")
         mesh, device = self._mesh, self._one_device()
         exe = compiler.compile(self._module, mesh.devices_flat if mesh is not None else
                                None if device is None else [device._device],
@@ -169,6 +186,18 @@ class Lowered:
             if isinstance(s, NamedSharding):
                 return s, a.ndim
         return None
+
+
+# JAX: jax/_src/interpreters/pxla.py lower_sharding_computation (its `platforms`)
+def _platform_of(shardings) -> str:
+    """The platform of the devices the first concrete sharding names (a computation on a mesh
+    of CPU devices lowers for 'cpu' on a TPU machine), else the default device's."""
+    for s in shardings:
+        if isinstance(s, SingleDeviceSharding):
+            return s._device.platform
+        if isinstance(s, NamedSharding) and not isinstance(s.mesh, AbstractMesh):
+            return s.mesh.devices_flat[0].platform
+    return mlir.default_platform()
 
 
 # JAX: jax/_src/interpreters/pxla.py _get_out_sharding_from_orig_sharding

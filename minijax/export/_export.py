@@ -227,7 +227,7 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
         closed = traced.jaxpr
         in_avals = tuple(closed.in_avals)
         name = traced._name
-        module = _lower_for_export(closed, name, len(lowering_platforms) > 1)
+        module = _lower_for_export(closed, name, lowering_platforms)
         uses_dim_vars = bool(shape_poly.all_dim_vars(in_avals))
 
         def get_vjp(primal: Exported) -> Exported:
@@ -246,15 +246,14 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
     return do_export
 
 
-def _lower_for_export(closed: core.ClosedJaxpr, name: str, platform_index: bool):
-    """The module `export` keeps: `main` lowered from `closed`, with the attributes JAX's
-    exported modules carry, and, for several platforms, the leading platform index."""
+def _lower_for_export(closed: core.ClosedJaxpr, name: str, platforms: tuple[str, ...]):
+    """The module `export` keeps: `main` lowered from `closed` for `platforms` (for several,
+    with the leading platform index and each platform's rules under a case on it), with the
+    attributes JAX's exported modules carry."""
     if shape_poly.all_dim_vars(closed.in_avals):
-        module = _symbolic.lower_polymorphic(closed, name, platform_index)
+        module = _symbolic.lower_polymorphic(closed, name, platforms)
     else:
-        module = mlir.lower_jaxpr_to_module(closed, name)
-        if platform_index:
-            module = _add_platform_index(module)
+        module = mlir.lower_jaxpr_to_module(closed, name, platforms=platforms)
     ir = mlir.ir
     with module.context:
         attrs = module.operation.attributes
@@ -263,31 +262,6 @@ def _lower_for_export(closed: core.ClosedJaxpr, name: str, platform_index: bool)
         i32 = ir.IntegerType.get_signless(32)
         attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, 1)
         attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
-    return module
-
-
-def _add_platform_index(module):
-    """`module` whose `main` takes a first `tensor<i32>` argument, the index of the platform
-    it runs on among `platforms` (unused: minijax's lowerings are the same everywhere)."""
-    ir, func = mlir.ir, mlir.func
-    with module.context, ir.Location.unknown():
-        table = ir.SymbolTable(module.operation)
-        main = table["main"]
-        main.attributes["sym_visibility"] = ir.StringAttr.get("private")
-        table.set_symbol_name(main, "_wrapped_jax_export_main")
-        i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
-        ftype = main.type
-        new = func.FuncOp("main", ir.FunctionType.get([i32, *ftype.inputs], ftype.results),
-                          ip=ir.InsertionPoint.at_block_begin(module.body))
-        new.attributes["sym_visibility"] = ir.StringAttr.get("public")
-        new.arg_attrs = ir.ArrayAttr.get(
-            [ir.DictAttr.get({"jax.global_constant": ir.StringAttr.get("_platform_index")})]
-            + [ir.DictAttr.get({})] * len(ftype.inputs))
-        with ir.InsertionPoint(new.add_entry_block()):
-            out = func.CallOp(list(ftype.results),
-                              ir.FlatSymbolRefAttr.get("_wrapped_jax_export_main"),
-                              list(new.arguments)[1:])
-            func.ReturnOp(list(out.results))
     return module
 
 

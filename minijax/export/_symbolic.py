@@ -35,11 +35,13 @@ def _where_each_var(avals) -> dict[str, tuple[int, int]]:
     return where
 
 
-def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platform_index: bool):
-    """The exported module of `closed`, whose input shapes have dimension variables."""
+def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platforms: tuple[str, ...]):
+    """The exported module of `closed` for `platforms`, whose input shapes have dimension
+    variables."""
     dim_vars = shape_poly.all_dim_vars(closed.in_avals)
     where = _where_each_var(closed.in_avals)
-    module = mlir.lower_jaxpr_to_module(closed, name, dim_vars=dim_vars)
+    module = mlir.lower_jaxpr_to_module(closed, name, dim_vars=dim_vars, platforms=platforms)
+    platform_index = len(platforms) > 1
     ir, func, hlo = mlir.ir, mlir.func, mlir.hlo  # loaded by the lowering
     specs = ", ".join(f"args[{i}].shape = ({', '.join(map(str, a.shape))})"
                       for i, a in enumerate(closed.in_avals))
@@ -49,7 +51,7 @@ def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platform_index: bool)
         inner.attributes["sym_visibility"] = ir.StringAttr.get("private")
         table.set_symbol_name(inner, "_wrapped_jax_export_main")
         ftype = inner.type
-        array_types = list(ftype.inputs)[len(dim_vars):]
+        array_types = list(ftype.inputs)[platform_index + len(dim_vars):]
         i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
         lead = [i32] if platform_index else []
         main = func.FuncOp("main", ir.FunctionType.get(lead + array_types, ftype.results),
@@ -76,6 +78,6 @@ def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platform_index: bool)
                 values.append(size)
             out = func.CallOp(list(ftype.results),
                               ir.FlatSymbolRefAttr.get("_wrapped_jax_export_main"),
-                              values + args)
+                              list(main.arguments)[:len(lead)] + values + args)
             func.ReturnOp(list(out.results))
     return module

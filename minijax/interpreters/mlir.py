@@ -32,18 +32,37 @@ chlo: Any = None  # the "client HLO" dialect: ops XLA expands itself (erf, erf_i
 sdy: Any = None  # Shardy: meshes, shardings, constraints, manual computations (shard_map)
 
 # JAX: jax/_src/interpreters/mlir.py _lowerings
-_lowerings: dict[core.Primitive, Callable] = {}
+_lowerings: dict[core.Primitive, Callable] = {}  # the rules for every platform
+# JAX: jax/_src/interpreters/mlir.py _platform_specific_lowerings
+_platform_lowerings: dict[str, dict[core.Primitive, Callable]] = {
+    p: {} for p in ("cpu", "cuda", "rocm", "tpu")}
+# JAX: jax/_src/xla_bridge.py expand_platform_alias
+_PLATFORM_ALIASES = {"gpu": ("cuda", "rocm")}
 
 
 # JAX: jax/_src/interpreters/mlir.py register_lowering
 def register_lowering(primitive: core.Primitive, rule: Callable, platform: str | None = None,
                       inline: bool = True, cacheable: bool = True) -> None:
     """Register `rule(ctx, *operands, **params) -> ir.Value | list[ir.Value]` for `primitive`,
-    on every platform or on `platform` (minijax compiles for 'cpu' only: a rule for another
-    platform is never used). `inline` and `cacheable` are accepted as in JAX; minijax always
-    inlines and caches."""
-    if platform in (None, "cpu"):
+    on every platform (`platform=None`) or on one of 'cpu', 'tpu', 'cuda', 'rocm' ('gpu':
+    both of the last two); a platform's own rule wins over the rule for every platform.
+    `inline` and `cacheable` are accepted as in JAX; minijax always inlines and caches.
+    Raises NotImplementedError for an unknown platform."""
+    if platform is None:
         _lowerings[primitive] = rule
+        return
+    for p in _PLATFORM_ALIASES.get(platform, (platform,)):
+        if p not in _platform_lowerings:
+            raise NotImplementedError(
+                f"Registering an MLIR lowering rule for primitive {primitive} for an unknown "
+                f"platform {platform}. Known platforms are: "
+                f"{', '.join(sorted([*_platform_lowerings, *_PLATFORM_ALIASES]))}.")
+        _platform_lowerings[p][primitive] = rule
+
+
+def has_lowering(primitive: core.Primitive, platform: str) -> bool:
+    """Whether `primitive` lowers on `platform` (its own rule or the rule for every one)."""
+    return primitive in _platform_lowerings[platform] or primitive in _lowerings
 
 
 def _load() -> None:
@@ -60,35 +79,50 @@ def _load() -> None:
 # JAX: jax/_src/interpreters/mlir.py LoweringRuleContext — differs: no tokens_in/tokens_out
 # (a rule reads and writes the module's current tokens, see `get_tokens`)
 class LoweringRuleContext:
-    """What a lowering rule knows besides its operands: the avals of inputs and outputs, and
-    the module being lowered."""
+    """What a lowering rule knows besides its operands: the avals of inputs and outputs, the
+    platforms this equation is lowered for (`platforms`: the module's, or fewer inside one
+    branch of `lower_per_platform`, or 'cpu' for an equation under `compute_on('device_host')`)
+    and the module being lowered."""
 
-    __slots__ = ("avals_in", "avals_out")
+    __slots__ = ("avals_in", "avals_out", "platforms")
 
-    def __init__(self, avals_in: Sequence[ShapedArray], avals_out: Sequence[ShapedArray]):
+    def __init__(self, avals_in: Sequence[ShapedArray], avals_out: Sequence[ShapedArray],
+                 platforms: Sequence[str] | None = None):
         self.avals_in = list(avals_in)
         self.avals_out = list(avals_out)
+        self.platforms = tuple(platforms or self.module_context.platforms)
 
     module_context = property(lambda self: _module_contexts[-1])
 
 
 # JAX: jax/_src/interpreters/mlir.py ModuleContext — differs: holds what effects need only
 class ModuleContext:
-    """What lowering one module collects besides ops: the host callbacks XLA is handed at
-    compile time (a custom call names its callable by index), and the current runtime token
-    of each ordered effect (`!stablehlo.token` values, threaded in program order)."""
+    """What lowering one module collects besides ops: the platforms it is lowered for (with
+    several, `platform_index` is `main`'s leading `tensor<i32>` argument, the index of the
+    platform it runs on), the host callbacks XLA is handed at compile time (a custom call
+    names its callable by index), and the current runtime token of each ordered effect
+    (`!stablehlo.token` values, threaded in program order)."""
 
-    def __init__(self) -> None:
+    def __init__(self, platforms: Sequence[str] = ("cpu",)) -> None:
+        self.platforms = tuple(platforms)
+        self.platform_index: Any = None
+        self.branch_platforms: tuple[str, ...] | None = None  # in a lower_per_platform branch
         self.host_callbacks: list[Callable] = []
         self.tokens: dict[effects.Effect, Any] = {}
         # host callbacks of the bulk program, (op, device or None): given a MAXIMAL sharding
         # (run once, on that device of the mesh) if the module turns out to be partitioned
         self.maximal_callbacks: list[tuple[Any, Any]] = []
         self.empty_mesh = False  # a callback inside shard_map runs on each device
+        self.channels = 0  # the last channel id handed out (a TPU callback's sends and recvs)
 
     def add_host_callback(self, callback: Callable) -> int:
         self.host_callbacks.append(callback)
         return len(self.host_callbacks) - 1
+
+    # JAX: jax/_src/interpreters/mlir.py ModuleContext.new_channel
+    def new_channel(self) -> int:
+        self.channels += 1
+        return self.channels
 
 
 # The modules being lowered (a stack: lowering can nest, e.g. in tests).
@@ -262,13 +296,9 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
     outer = _name_stack[0]
     try:
         for eqn in jaxpr.eqns:
-            rule = _lowerings.get(eqn.primitive)
-            if rule is None:
-                raise NotImplementedError(
-                    f"MLIR lowering rule for '{eqn.primitive.name}' not implemented — "
-                    f"see {_CHAPTER}")
             ctx = LoweringRuleContext([v.aval for v in eqn.invars],
-                                      [v.aval for v in eqn.outvars])
+                                      [v.aval for v in eqn.outvars], _platforms_for_eqn(eqn))
+            rule = _rule_for(eqn.primitive, ctx.platforms, eqn.effects)
             operands = list(map(read, eqn.invars))
             # JAX: jax/_src/interpreters/mlir.py source_info_to_location — differs: the name
             # alone, no file location inside. The ops get `loc("jit(f)/scope/prim")`, which
@@ -290,6 +320,89 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
     finally:
         _name_stack[0] = outer
     return [read(v) for v in jaxpr.outvars]
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering per platform
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/interpreters/mlir.py _platforms_for_eqn
+def _platforms_for_eqn(eqn: core.JaxprEqn) -> tuple[str, ...]:
+    """The platforms an equation is lowered for: the module's (or the branch's), except that
+    an equation under `compute_on('device_host')` runs on the host CPU."""
+    if eqn.ctx is not None and eqn.ctx.compute_type == "device_host":
+        return ("cpu",)
+    if eqn.ctx is not None and eqn.ctx.compute_type == "tpu_sparsecore":
+        return ("tpu",)
+    module_ctx = _module_contexts[-1]
+    return module_ctx.branch_platforms or module_ctx.platforms
+
+
+# JAX: jax/_src/interpreters/mlir.py _get_lowering_rules
+def _rule_for(prim: core.Primitive, platforms: Sequence[str], effs) -> Callable:
+    """The rule lowering `prim` for `platforms`: the rule for every platform when none of
+    them has its own, else `lower_per_platform` over the rules they need."""
+    rules = {p: _platform_lowerings[p][prim] for p in platforms
+             if prim in _platform_lowerings[p]}
+    default = _lowerings.get(prim)
+    if not rules and default is not None:
+        return default
+    return lambda ctx, *args, **params: lower_per_platform(ctx, prim.name, rules, default,
+                                                           effs, *args, **params)
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_per_platform
+def lower_per_platform(ctx: LoweringRuleContext, description: str,
+                       platform_rules: dict[str, Callable], default_rule: Callable | None,
+                       effs, *args, **params) -> list:
+    """Emit the rule each of `ctx.platforms` needs (its own in `platform_rules`, else
+    `default_rule`). One rule for all: just that rule. Several: each in a branch of a
+    `stablehlo.case` picked by the platform the module runs on — a first case maps the
+    platform index (`main`'s `_platform_index` argument) to the rule's index (the platforms'
+    own rules in order, then the default; platforms sharing the default share its branch), a
+    second holds one branch per rule, each lowered for its platforms. An ordered effect's
+    token goes in and out of the branches with the results. As JAX emits it. Returns the list
+    of results; NotImplementedError names a platform with no rule."""
+    platforms = ctx.platforms
+    missing = [p for p in platforms if p not in platform_rules and default_rule is None]
+    if missing:
+        raise NotImplementedError(
+            f"MLIR lowering rule for '{description}' not implemented for platform "
+            f"{', '.join(missing)} — see {_CHAPTER}")
+    kept = [platform_rules[p] for p in platforms if p in platform_rules]
+    rule_of = {p: i for i, p in enumerate(p for p in platforms if p in platform_rules)}
+    if len(rule_of) < len(platforms):
+        rule_of.update({p: len(kept) for p in platforms if p not in rule_of})
+        kept.append(default_rule)
+    if len(kept) == 1:
+        outs = kept[0](ctx, *args, **params)
+        return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    module_ctx = ctx.module_context
+    i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
+    index_op = hlo.CaseOp([i32], index=module_ctx.platform_index, num_branches=len(platforms))
+    for region, p in zip(index_op.regions, platforms):
+        with ir.InsertionPoint(region.blocks.append()):
+            hlo.return_([ir_constant(np.int32(rule_of[p]))])
+    ordered = sorted(effects.ordered_effects.filter_in(effs), key=str)
+    types = [token_type()] * len(ordered) + [aval_to_ir_type(a) for a in ctx.avals_out]
+    case_op = hlo.CaseOp(types, index=index_op.result, num_branches=len(kept))
+    tokens_before = dict(module_ctx.tokens)
+    for i, (region, rule) in enumerate(zip(case_op.regions, kept)):
+        module_ctx.tokens = dict(tokens_before)
+        inner = tuple(p for p in platforms if rule_of[p] == i)
+        outer, module_ctx.branch_platforms = module_ctx.branch_platforms, inner
+        try:
+            with ir.InsertionPoint(region.blocks.append()):
+                outs = rule(LoweringRuleContext(ctx.avals_in, ctx.avals_out, inner), *args,
+                            **params)
+                outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+                hlo.return_([*get_tokens(ordered), *outs])
+        finally:
+            module_ctx.branch_platforms = outer
+    module_ctx.tokens = tokens_before
+    results = list(case_op.results)
+    set_tokens(ordered, results[:len(ordered)])
+    return results[len(ordered):]
 
 
 # JAX: jax/_src/interpreters/mlir.py LoweringRuleContext.name_stack — differs: one name stack
@@ -495,7 +608,8 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
                           donated: Sequence[bool] = (), in_shardings: Sequence[Any] = (),
                           out_shardings: Sequence[Any] = (), meshes: list | None = None,
                           host_callbacks: list | None = None,
-                          dim_vars: Sequence[str] = ()) -> Any:
+                          dim_vars: Sequence[str] = (),
+                          platforms: Sequence[str] | None = None) -> Any:
     """A StableHLO module whose public function `main` computes `closed`.
 
     Args:
@@ -513,9 +627,14 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
     A jaxpr with ordered effects gets one leading `!stablehlo.token` argument and result per
     effect (`ordered_effects_of`), as JAX's runtime tokens. `dim_vars`: the dimension
     variables of a shape-polymorphic jaxpr, taken first as `tensor<i32>` arguments marked
-    `jax.global_constant` (minijax/export/).
+    `jax.global_constant` (minijax/export/). `platforms`: the platforms to lower for (default:
+    the default device's); with several, `main` first takes `_platform_index`, a
+    `tensor<i32>` the runtime sets to the index of its platform among them, and the rules
+    that differ between them are picked by a `stablehlo.case` on it (`lower_per_platform`).
     Raises ValueError if two different meshes are used.
     """
+    platforms = tuple(platforms or (default_platform(),))
+    dim_vars = ("_platform_index",) * (len(platforms) > 1) + tuple(dim_vars)
     ctx = make_ir_context()
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
@@ -531,7 +650,7 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
         fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
         _sharding_state.append([])
         pushed = False  # whether dim_var_values got this module's entry
-        module_ctx = ModuleContext()
+        module_ctx = ModuleContext(platforms)
         _module_contexts.append(module_ctx)
         # JAX marks every input and output with its memory kind once one is not "device"
         kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
@@ -552,6 +671,8 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
             nd = len(dim_vars)
             dim_var_values.append(dict(zip(dim_vars, list(entry.arguments)[:nd])))
             pushed = True
+            if len(platforms) > 1:
+                module_ctx.platform_index = entry.arguments[0]
             with ir.InsertionPoint(entry):
                 set_tokens(effs, entry.arguments[nd:nd + ntok])
                 prev, _name_stack[0] = _name_stack[0], f"jit({name})"  # as JAX names `main`
@@ -578,6 +699,13 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
             if meshes is not None:
                 meshes.append(used[0])
     return module
+
+
+# JAX: jax/_src/interpreters/mlir.py LoweringParameters.platforms (its default)
+def default_platform() -> str:
+    """The platform minijax lowers for unless told: the default device's ('cpu', 'tpu'...)."""
+    from minijax import compiler  # not at the top: compiler imports this module
+    return compiler.default_device().platform
 
 
 # JAX: jax/_src/callback.py _callback_op_sharding (its ShardingContext branch)

@@ -100,8 +100,10 @@ def _dilate(x, dilation, first_axis: int):
 
 
 def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-               dimension_numbers, feature_group_count):
+               dimension_numbers, feature_group_count, precision, preferred_element_type):
     ls, rs, os_ = dimension_numbers
+    dtype = preferred_element_type or lhs.dtype  # NumPy computes at full precision
+    lhs, rhs = np.asarray(lhs, dtype), np.asarray(rhs, dtype)
     x = _dilate(np.transpose(lhs, ls), lhs_dilation, 2)  # N, C, spatial
     w = _dilate(np.transpose(rhs, rs), rhs_dilation, 2)  # O, I, spatial
     nsp = x.ndim - 2
@@ -117,12 +119,13 @@ def _conv_impl(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
     sp = "hijklm"[:nsp]
     kk = "tuvwxy"[:nsp]
     out = np.einsum(f"ngc{sp}{kk},goc{kk}->ngo{sp}", win, w)
-    out = out.reshape((n, -1) + out.shape[3:]).astype(lhs.dtype)
+    out = out.reshape((n, -1) + out.shape[3:]).astype(dtype)
     return np.transpose(out, np.argsort(os_))
 
 
 def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                        dimension_numbers, feature_group_count):
+                        dimension_numbers, feature_group_count, precision,
+                        preferred_element_type):
     ls, rs, os_ = dimension_numbers
     where = lambda: f"conv_general_dilated({lhs.str_short()}, {rhs.str_short()})"  # on error
     if lhs.dtype != rhs.dtype:
@@ -141,7 +144,8 @@ def _conv_abstract_eval(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
     shape = [0] * lhs.ndim
     for j, a in enumerate(os_):
         shape[a] = canonical[j]
-    return lhs.update(shape=tuple(shape), weak_type=lhs.weak_type and rhs.weak_type)
+    return lhs.update(shape=tuple(shape), dtype=preferred_element_type or lhs.dtype,
+                      weak_type=lhs.weak_type and rhs.weak_type)
 
 
 def _conv_jvp_lhs(g, lhs, rhs, **params):
@@ -186,7 +190,7 @@ def _split(x, axis: int, groups: int):
 
 
 def _transpose_lhs_one_group(g, lhs_shape, rhs, *, window_strides, padding, lhs_dilation,
-                             rhs_dilation, dimension_numbers):
+                             rhs_dilation, dimension_numbers, precision):
     ls, rs, os_ = dimension_numbers
     rhs_shape = core.get_aval(rhs).shape
     pads = _conv_general_vjp_lhs_padding(
@@ -195,11 +199,11 @@ def _transpose_lhs_one_group(g, lhs_shape, rhs, *, window_strides, padding, lhs_
     return conv_general_dilated(
         g, lax.rev(rhs, rs[2:]), window_strides=lhs_dilation, padding=pads,
         lhs_dilation=window_strides, rhs_dilation=rhs_dilation,
-        dimension_numbers=ConvDimensionNumbers(os_, _spec_transpose(rs), ls))
+        dimension_numbers=ConvDimensionNumbers(os_, _spec_transpose(rs), ls), precision=precision)
 
 
 def _transpose_rhs_one_group(g, lhs, rhs_shape, *, window_strides, padding, lhs_dilation,
-                             rhs_dilation, dimension_numbers):
+                             rhs_dilation, dimension_numbers, precision):
     ls, rs, os_ = dimension_numbers
     pads = _conv_general_vjp_rhs_padding(
         _spatial(core.get_aval(lhs).shape, ls), _spatial(rhs_shape, rs), window_strides,
@@ -207,16 +211,17 @@ def _transpose_rhs_one_group(g, lhs, rhs_shape, *, window_strides, padding, lhs_
     dn = ConvDimensionNumbers(_spec_transpose(ls), _spec_transpose(os_), _spec_transpose(rs))
     return conv_general_dilated(lhs, g, window_strides=rhs_dilation, padding=pads,
                                 lhs_dilation=lhs_dilation, rhs_dilation=window_strides,
-                                dimension_numbers=dn)
+                                dimension_numbers=dn, precision=precision)
 
 
 def _conv_transpose(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                    dimension_numbers, feature_group_count):
+                    dimension_numbers, feature_group_count, precision, preferred_element_type):
     # with feature groups, each group is transposed on its own and the results concatenated
     # (JAX folds the groups into batch_group_count instead, which minijax does not have)
     ls, rs, os_ = dimension_numbers
     params = dict(window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
-                  rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers)
+                  rhs_dilation=rhs_dilation, dimension_numbers=dimension_numbers,
+                  precision=precision)
     G = feature_group_count
     if is_undefined_primal(lhs):
         if type(ct) is Zero:
@@ -273,8 +278,9 @@ def _conv_batch_rule(vals, dims, *, axis_size, **params):
     return _reshape_axis_out_of(os_[1], B, out), os_[1]
 
 
+# JAX: jax/_src/lax/convolution.py _conv_general_dilated_lower
 def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-                   dimension_numbers, feature_group_count):
+                   dimension_numbers, feature_group_count, precision, preferred_element_type):
     ls, rs, os_ = dimension_numbers
     dnums = mlir.hlo.ConvDimensionNumbers.get(
         input_batch_dimension=ls[0], input_feature_dimension=ls[1],
@@ -283,10 +289,14 @@ def _conv_lowering(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_
         output_batch_dimension=os_[0], output_feature_dimension=os_[1],
         output_spatial_dimensions=list(os_[2:]))
     pads = mlir.ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(-1, 2))
+    # the precision tells an accelerator how many bf16 passes to make (a CPU ignores it)
+    config = mlir.ir.ArrayAttr.get([mlir.hlo.PrecisionAttr.get(p.name) for p in
+                                    precision or (lax.Precision.DEFAULT,) * 2])
     return mlir.hlo.convolution(
         mlir.aval_to_ir_type(ctx.avals_out[0]), lhs, rhs, dnums, feature_group_count, 1,
         window_strides=list(window_strides), padding=pads, lhs_dilation=list(lhs_dilation),
-        rhs_dilation=list(rhs_dilation))
+        rhs_dilation=list(rhs_dilation), window_reversal=[False] * len(window_strides),
+        precision_config=config)
 
 
 # JAX: jax/_src/lax/convolution.py conv_general_dilated
@@ -308,12 +318,22 @@ def conv_general_dilated(lhs, rhs, window_strides: Sequence[int], padding,
         `('NCHW', 'OIHW', 'NCHW')` / `('NHWC', 'HWIO', 'NHWC')`.
     Returns: `T[N,O,out_spatial...]` in the layout `dimension_numbers[2]` names, with
       `out = floor((dilated_in + lo + hi - dilated_window) / stride) + 1`.
+      precision: None, a `Precision` (or its name) or a pair of them: the passes an
+        accelerator makes (a TPU's default is one bf16 pass; "highest" is float32); unset,
+        `jax_default_matmul_precision`. Lowered as the op's `precision_config`.
+      preferred_element_type: the result dtype (e.g. float32 for bfloat16 operands).
     Raises TypeError for mismatched dtypes/features or bad specs; NotImplementedError for
-    `batch_group_count != 1` or `preferred_element_type` (not in minijax).
+    `batch_group_count != 1` or a dot algorithm as `precision` (not in minijax).
     """
-    if batch_group_count != 1 or preferred_element_type is not None:
-        raise NotImplementedError("conv_general_dilated: batch_group_count and "
-                                  "preferred_element_type are not supported by minijax")
+    if batch_group_count != 1:
+        raise NotImplementedError("conv_general_dilated: batch_group_count is not supported "
+                                  "by minijax")
+    precision = lax.canonicalize_precision(precision)
+    if precision is not None and not isinstance(precision, tuple):
+        raise NotImplementedError(f"conv_general_dilated: precision={precision}: minijax "
+                                  "takes Precision values only, not dot algorithms")
+    if preferred_element_type is not None:
+        preferred_element_type = np.dtype(preferred_element_type)
     l_shape, r_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
     dn = conv_dimension_numbers(l_shape, r_shape, dimension_numbers)
     nsp = len(l_shape) - 2
@@ -334,7 +354,8 @@ def conv_general_dilated(lhs, rhs, window_strides: Sequence[int], padding,
     return conv_general_dilated_p.bind(
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=dn,
-        feature_group_count=int(feature_group_count))
+        feature_group_count=int(feature_group_count), precision=precision,
+        preferred_element_type=preferred_element_type)
 
 
 conv_general_dilated_p = Primitive("conv_general_dilated")

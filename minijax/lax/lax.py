@@ -2036,23 +2036,26 @@ def _dot_general_batch_rule(vals, dims, *, axis_size, dimension_numbers, precisi
     return dot_general(lhs, rhs, dn, **params(len(lb) + n_lhs_free)), len(lb) + n_lhs_free
 
 
+# JAX: jax/_src/lax/lax.py _dot_general_lower — one rule per platform, as in JAX (the CPU's
+# refuses the algorithms XLA's CPU backend would silently ignore)
 def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
-                          preferred_element_type, out_sharding):
+                          preferred_element_type, out_sharding, platform="default"):
     (lc, rc), (lb, rb) = dimension_numbers
     dnums = mlir.hlo.DotDimensionNumbers.get(
         lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
         lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc))
     aval_out = ctx.avals_out[0]
     if not isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):
-        config_attr = None if precision is None else mlir.ir.ArrayAttr.get(
-            [mlir.hlo.PrecisionAttr.get(Precision(p).name) for p in precision])
+        config_attr = mlir.ir.ArrayAttr.get(  # as JAX: DEFAULT written out when none is given
+            [mlir.hlo.PrecisionAttr.get(Precision(p).name)
+             for p in precision or (Precision.DEFAULT,) * 2])
         return mlir.hlo.dot_general(mlir.aval_to_ir_type(aval_out), lhs, rhs, dnums,
                                     precision_config=config_attr)
     # a dot algorithm: operands converted to its types, the product accumulated in its type
     # and converted to the result's, the algorithm written on the op (JAX:
     # jax/_src/lax/lax.py _handle_dot_precision)
     (l_aval, r_aval), types = ctx.avals_in, _dot_algorithm_types(
-        precision, ctx.avals_in[0].dtype, ctx.avals_in[1].dtype, aval_out.dtype)
+        precision, ctx.avals_in[0].dtype, ctx.avals_in[1].dtype, aval_out.dtype, platform)
     lhs, rhs = (x if a.dtype == t else mlir.hlo.convert(
         mlir.aval_to_ir_type(ShapedArray(a.shape, t)), x)
         for x, a, t in ((lhs, l_aval, types[0]), (rhs, r_aval, types[1])))
@@ -2204,6 +2207,9 @@ defjvp(dot_general_p,
 ad.primitive_transposes[dot_general_p] = _dot_general_transpose
 batching.primitive_batchers[dot_general_p] = _dot_general_batch_rule
 mlir.register_lowering(dot_general_p, _dot_general_lowering)
+for _platform in ("cpu", "tpu"):
+    mlir.register_lowering(dot_general_p, functools.partial(_dot_general_lowering,
+                                                            platform=_platform), _platform)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2509,6 +2515,37 @@ def _ragged_dot_general_lowering(ctx, lhs, rhs, group_sizes, *, ragged_dot_dimen
     return out
 
 
+# JAX: jax/_src/lax/lax.py _ragged_dot_general_lower — XLA's own ragged dot, which the TPU
+# (and the GPU) run as grouped matmuls instead of the dense expansion's masked products
+def _ragged_dot_general_xla_lowering(ctx, lhs, rhs, group_sizes, *, ragged_dot_dimension_numbers,
+                                     precision, preferred_element_type, group_offset,
+                                     out_sharding, platform):
+    if group_offset is not None:
+        raise NotImplementedError("Unimplemented group_offset support.")
+    ir, chlo, rdn = mlir.ir, mlir.chlo, ragged_dot_dimension_numbers
+    (l_aval, r_aval, _), (aval_out,) = ctx.avals_in, ctx.avals_out
+    acc_dtype = aval_out.dtype
+    precision = None if precision is None else canonicalize_precision(precision)
+    if isinstance(precision, (DotAlgorithm, DotAlgorithmPreset)):  # as dot_general's
+        l_t, r_t, acc_dtype = _dot_algorithm_types(precision, l_aval.dtype, r_aval.dtype,
+                                                   aval_out.dtype, platform)
+        lhs, rhs = (x if a.dtype == t else mlir.hlo.convert(
+            mlir.aval_to_ir_type(a.update(dtype=t)), x)
+            for x, a, t in ((lhs, l_aval, l_t), (rhs, r_aval, r_t)))
+    (lc, rc), (lb, rb) = rdn.dot_dimension_numbers
+    dnums = chlo.RaggedDotDimensionNumbers.get(
+        lhs_batching_dimensions=list(lb), rhs_batching_dimensions=list(rb),
+        lhs_contracting_dimensions=list(lc), rhs_contracting_dimensions=list(rc),
+        lhs_ragged_dimensions=list(rdn.lhs_ragged_dimensions),
+        rhs_group_dimensions=list(rdn.rhs_group_dimensions))
+    pair = precision if isinstance(precision, tuple) else (Precision.DEFAULT,) * 2
+    out = chlo.ragged_dot(mlir.aval_to_ir_type(aval_out.update(dtype=acc_dtype)), lhs, rhs,
+                          group_sizes, dnums, precision_config=ir.ArrayAttr.get(
+                              [chlo.PrecisionAttr.get(p.name) for p in pair]))
+    return out if acc_dtype == aval_out.dtype else mlir.hlo.convert(
+        mlir.aval_to_ir_type(aval_out), out)
+
+
 # JAX: jax/_src/lax/lax.py ragged_dot_general
 def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, precision=None,
                        preferred_element_type=None, group_offset=None, out_sharding=None):
@@ -2567,6 +2604,9 @@ ad.primitive_jvps[ragged_dot_general_p] = _ragged_dot_general_jvp
 ad.primitive_transposes[ragged_dot_general_p] = _ragged_dot_general_transpose
 batching.primitive_batchers[ragged_dot_general_p] = _ragged_dot_general_batch_rule
 mlir.register_lowering(ragged_dot_general_p, _ragged_dot_general_lowering)
+for _platform in ("tpu", "gpu"):
+    mlir.register_lowering(ragged_dot_general_p, functools.partial(
+        _ragged_dot_general_xla_lowering, platform=_platform), _platform)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3989,10 +4029,12 @@ _CPU_PRESETS = frozenset({"DEFAULT", "F16_F16_F16", "F32_F32_F32", "F64_F64_F64"
 
 
 # JAX: jax/_src/lax/lax.py get_algorithm_compute_types (and _handle_dot_precision's CPU check)
-def _dot_algorithm_types(algorithm, lhs_dtype, rhs_dtype, out_dtype) -> tuple:
+def _dot_algorithm_types(algorithm, lhs_dtype, rhs_dtype, out_dtype,
+                         platform: str = "cpu") -> tuple:
     """(lhs, rhs, accumulation) dtypes `algorithm` computes in for these operands and result.
-    Raises ValueError for an algorithm the CPU backend does not run."""
-    if not (isinstance(algorithm, DotAlgorithmPreset) and algorithm.name in _CPU_PRESETS):
+    Raises ValueError, on the 'cpu' platform, for an algorithm the CPU backend does not run."""
+    if platform == "cpu" and not (isinstance(algorithm, DotAlgorithmPreset)
+                                  and algorithm.name in _CPU_PRESETS):
         raise ValueError(f"The precision '{algorithm}' is not supported by dot_general on CPU "
                          f"(operands {np.dtype(lhs_dtype).name} and {np.dtype(rhs_dtype).name}; "
                          f"the CPU runs {', '.join(sorted(_CPU_PRESETS))})")

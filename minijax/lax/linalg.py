@@ -17,6 +17,7 @@ rules; the jvp of the complete `qr` of a tall complex matrix is not implemented)
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Sequence
 
 import numpy as np
@@ -86,8 +87,8 @@ def _tril(x, k: int = 0):
 
 
 # JAX: jax/_src/lax/linalg.py _triu
-def _triu(x, k: int = 0):
-    return lax.select(_tri_mask(_shape(x), k, False), x, lax.full_like(x, 0))
+def _triu(x, k: int = 0):  # as JAX: zeros where the lower triangle below diagonal k is
+    return lax.select(_tri_mask(_shape(x), k - 1, True), lax.full_like(x, 0), x)
 
 
 def _eye(dtype, shape: Sequence[int]):
@@ -200,6 +201,21 @@ def _lapack_call(fn_base: str, operands: Sequence, avals_in: Sequence[ShapedArra
     return list(op.results)
 
 
+# JAX: jax/_src/interpreters/mlir.py custom_call
+def _xla_call(target: str, operands: Sequence, avals_out: Sequence[ShapedArray],
+              api_version: int = 1, backend_config: str = "") -> list:
+    """A `stablehlo.custom_call` to one of XLA's own expansions (`Qr`, `Eigh`,
+    `LuDecomposition`...: what JAX's rules for TPU emit instead of LAPACK kernels)."""
+    ir, hlo = mlir.ir, mlir.hlo
+    op = hlo.CustomCallOp.build_generic(
+        results=[mlir.aval_to_ir_type(a) for a in avals_out], operands=list(operands),
+        attributes=dict(call_target_name=ir.StringAttr.get(target),
+                        backend_config=ir.StringAttr.get(backend_config),
+                        api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32),
+                                                       api_version)))
+    return list(op.results)
+
+
 def _info_ok(info, batch: tuple[int, ...], direction: str = "EQ"):
     hlo = mlir.hlo
     zero = mlir.full_like_aval(0, ShapedArray(batch, np.int32))
@@ -266,7 +282,13 @@ def _cholesky_jvp(primals, tangents):
     return L, _matmul(L, phi)
 
 
+# JAX: jax/_src/lax/linalg.py _cholesky_lowering — XLA's own expansion (TPU, and the default)
 def _cholesky_lowering(ctx, x):
+    return mlir.hlo.cholesky(x, lower=mlir.ir.BoolAttr.get(True))
+
+
+# JAX: jax/_src/lax/linalg.py _cholesky_cpu_lowering
+def _cholesky_cpu_lowering(ctx, x):
     (aval,) = ctx.avals_in
     batch = aval.shape[:-2]
     factor, info = _lapack_call("potrf_ffi", [x], [aval],
@@ -295,6 +317,7 @@ cholesky_p.def_abstract_eval(_cholesky_abstract_eval)
 ad.primitive_jvps[cholesky_p] = _cholesky_jvp
 batching.primitive_batchers[cholesky_p] = _front_batch_rule(cholesky_p)
 mlir.register_lowering(cholesky_p, _cholesky_lowering)
+mlir.register_lowering(cholesky_p, _cholesky_cpu_lowering, platform="cpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -342,7 +365,17 @@ def _eigh_jvp(primals, tangents, *, lower, sort_eigenvalues, subset_by_index, al
     return [v, w], [dv, dw]
 
 
-def _eigh_lowering(ctx, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
+# JAX: jax/_src/tpu/linalg/eigh.py _eigh_tpu_lowering — differs: XLA's Jacobi `Eigh` at every
+# size (JAX uses it up to n = 256 and its QDWH divide-and-conquer above)
+def _eigh_tpu_lowering(ctx, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
+    (aval,) = ctx.avals_in
+    if subset_by_index is not None and tuple(subset_by_index) != (0, aval.shape[-1]):
+        raise NotImplementedError("eigh on TPU: minijax has no rule for subset_by_index")
+    return _xla_call("Eigh", [x], ctx.avals_out,
+                     backend_config=f"{int(lower)},{int(sort_eigenvalues)},100,1e-6")
+
+
+def _eigh_cpu_lowering(ctx, x, *, lower, sort_eigenvalues, subset_by_index, algorithm):
     (aval,), (v_aval, w_aval) = ctx.avals_in, ctx.avals_out
     batch = aval.shape[:-2]
     kernel = "heevd_ffi" if np.issubdtype(aval.dtype, np.complexfloating) else "syevd_ffi"
@@ -378,7 +411,8 @@ eigh_p.def_impl(_eigh_impl)
 eigh_p.def_abstract_eval(_eigh_abstract_eval)
 ad.primitive_jvps[eigh_p] = _eigh_jvp
 batching.primitive_batchers[eigh_p] = _front_batch_rule(eigh_p)
-mlir.register_lowering(eigh_p, _eigh_lowering)
+mlir.register_lowering(eigh_p, _eigh_cpu_lowering, platform="cpu")
+mlir.register_lowering(eigh_p, _eigh_tpu_lowering, platform="tpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -500,7 +534,7 @@ svd_p.def_impl(_svd_impl)
 svd_p.def_abstract_eval(_svd_abstract_eval)
 ad.primitive_jvps[svd_p] = _svd_jvp
 batching.primitive_batchers[svd_p] = _front_batch_rule(svd_p)
-mlir.register_lowering(svd_p, _svd_lowering)
+mlir.register_lowering(svd_p, _svd_lowering, platform="cpu")  # else: minijax/tpu/linalg/svd.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -575,16 +609,38 @@ def _qr_jvp(primals, tangents, *, pivoting, full_matrices, use_magma):
     return [q, r], [dq, dr]
 
 
-def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma):
+# JAX: jax/_src/lax/linalg.py _geqrf_cpu_gpu_lowering
+def _geqrf_lapack(x, aval: ShapedArray, taus_aval: ShapedArray) -> list:
+    return _lapack_call("geqrf_ffi", [x], [aval], [aval, taus_aval], {0: 0})
+
+
+# JAX: jax/_src/lax/linalg.py _householder_product_cpu_gpu_lowering
+def _householder_product_lapack(h, taus, h_aval: ShapedArray, taus_aval: ShapedArray):
+    kernel = "ungqr_ffi" if np.issubdtype(h_aval.dtype, np.complexfloating) else "orgqr_ffi"
+    return _lapack_call(kernel, [h, taus], [h_aval, taus_aval], [h_aval], {0: 0})[0]
+
+
+# JAX: jax/_src/lax/linalg.py _geqrf_lowering_rule — XLA's own `Qr` (TPU, and the default)
+def _geqrf_xla(x, aval: ShapedArray, taus_aval: ShapedArray) -> list:
+    return _xla_call("Qr", [x], [aval, taus_aval])
+
+
+# JAX: jax/_src/lax/linalg.py _householder_product_lowering
+def _householder_product_xla(h, taus, h_aval: ShapedArray, taus_aval: ShapedArray):
+    return _xla_call("ProductOfElementaryHouseholderReflectors", [h, taus], [h_aval])[0]
+
+
+def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma, geqrf=_geqrf_xla,
+                 householder_product=_householder_product_xla):
     # JAX's lowering: geqrf leaves r above the diagonal and the Householder vectors below it;
-    # orgqr (householder_product) turns those into q
+    # householder_product turns those into q (LAPACK's kernels on a CPU, XLA's own elsewhere)
     (aval,) = ctx.avals_in
     q_aval, r_aval = ctx.avals_out
     *batch, m, n = aval.shape
     k = min(m, n)
     nb = len(batch)
     taus_aval = aval.update(shape=(*batch, k))
-    r, taus = _lapack_call("geqrf_ffi", [x], [aval], [aval, taus_aval], {0: 0})
+    r, taus = geqrf(x, aval, taus_aval)
     if m < n:
         (h,) = _lower_fun(lambda a: [lax.slice(a, (0,) * (nb + 2), (*batch, m, m))], [aval], r)
     elif full_matrices:
@@ -592,9 +648,7 @@ def _qr_lowering(ctx, x, *, pivoting, full_matrices, use_magma):
                                              + [(0, m - n, 0)])], [aval], r)
     else:
         h = r
-    h_aval = q_aval
-    kernel = "ungqr_ffi" if np.issubdtype(aval.dtype, np.complexfloating) else "orgqr_ffi"
-    (q,) = _lapack_call(kernel, [h, taus], [h_aval, taus_aval], [h_aval], {0: 0})
+    q = householder_product(h, taus, q_aval, taus_aval)
     if r_aval.shape != aval.shape:  # the thin r of a tall matrix: its top n rows
         (r,) = _lower_fun(lambda a: [lax.slice(a, (0,) * (nb + 2), r_aval.shape)], [aval], r)
     (r,) = _lower_fun(lambda a: [_triu(a)], [r_aval], r)
@@ -624,6 +678,9 @@ qr_p.def_abstract_eval(_qr_abstract_eval)
 ad.primitive_jvps[qr_p] = _qr_jvp
 batching.primitive_batchers[qr_p] = _front_batch_rule(qr_p)
 mlir.register_lowering(qr_p, _qr_lowering)
+mlir.register_lowering(qr_p, functools.partial(
+    _qr_lowering, geqrf=_geqrf_lapack, householder_product=_householder_product_lapack),
+    platform="cpu")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -723,7 +780,12 @@ def _lu_pivots_to_permutation(pivots, permutation_size: int):
     return fori_loop(0, k, swap, positions)
 
 
-def _lu_lowering(ctx, x):
+# JAX: jax/_src/lax/linalg.py _lu_tpu_lowering_rule
+def _lu_tpu_lowering(ctx, x):
+    return _xla_call("LuDecomposition", [x], ctx.avals_out, api_version=2)
+
+
+def _lu_cpu_lowering(ctx, x):
     (aval,), (lu_aval, piv_aval, _) = ctx.avals_in, ctx.avals_out
     batch = aval.shape[:-2]
     lu_, pivots, info = _lapack_call("getrf_ffi", [x], [aval],
@@ -757,7 +819,8 @@ lu_p.def_impl(_lu_impl)
 lu_p.def_abstract_eval(_lu_abstract_eval)
 ad.primitive_jvps[lu_p] = _lu_jvp
 batching.primitive_batchers[lu_p] = _front_batch_rule(lu_p)
-mlir.register_lowering(lu_p, _lu_lowering)
+mlir.register_lowering(lu_p, _lu_cpu_lowering, platform="cpu")
+mlir.register_lowering(lu_p, _lu_tpu_lowering, platform="tpu")
 
 
 # JAX: jax/_src/lax/linalg.py _lu_solve_core — differs: rows permuted by a one-hot matmul
@@ -861,8 +924,21 @@ def _triangular_solve_batch_rule(vals, dims, *, axis_size, **params):
     return triangular_solve_p.bind(a, b, **params), 0
 
 
+# JAX: jax/_src/lax/linalg.py _triangular_solve_lowering — XLA's op (TPU, and the default)
 def _triangular_solve_lowering(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a,
                                unit_diagonal):
+    hlo, ir = mlir.hlo, mlir.ir
+    conjugate_a = conjugate_a and np.issubdtype(ctx.avals_in[0].dtype, np.complexfloating)
+    if conjugate_a and not transpose_a:
+        (a,), conjugate_a = _lower_fun(lambda v: [lax.conj(v)], ctx.avals_in[:1], a), False
+    transpose = ("ADJOINT" if conjugate_a else "TRANSPOSE") if transpose_a else "NO_TRANSPOSE"
+    return hlo.triangular_solve(a, b, ir.BoolAttr.get(left_side), ir.BoolAttr.get(lower),
+                                ir.BoolAttr.get(unit_diagonal), hlo.TransposeAttr.get(transpose))
+
+
+# JAX: jax/_src/lax/linalg.py _triangular_solve_cpu_lower
+def _triangular_solve_cpu_lowering(ctx, a, b, *, left_side, lower, transpose_a, conjugate_a,
+                                   unit_diagonal):
     a_aval, b_aval = ctx.avals_in
     conjugate_a = conjugate_a and np.issubdtype(a_aval.dtype, np.complexfloating)
     if conjugate_a and not transpose_a:  # as JAX: trsm conjugates only with the transpose
@@ -902,3 +978,4 @@ ad.defjvp2(triangular_solve_p, _triangular_solve_jvp_a,
 ad.primitive_transposes[triangular_solve_p] = _triangular_solve_transpose
 batching.primitive_batchers[triangular_solve_p] = _triangular_solve_batch_rule
 mlir.register_lowering(triangular_solve_p, _triangular_solve_lowering)
+mlir.register_lowering(triangular_solve_p, _triangular_solve_cpu_lowering, platform="cpu")

@@ -483,19 +483,73 @@ pe.dce_rules[cond_p] = _cond_dce_rule
 core.vma_primitives.add(cond_p)
 
 
-# JAX: jax/_src/lax/control_flow/conditionals.py platform_dependent — differs: the branch is
-# picked while tracing, for the platform minijax compiles for (JAX stages out every branch
-# and picks one when lowering, so one export can serve several platforms)
+# JAX: jax/_src/lax/control_flow/conditionals.py platform_dependent
 def platform_dependent(*args, default: Callable | None = None, **per_platform: Callable):
-    """`per_platform[p](*args)` for the platform `p` ('cpu', 'cuda', 'rocm', 'tpu') that runs
-    the program, else `default(*args)`. NotImplementedError when neither is given."""
-    from minijax import compiler  # not at the top: lax sits below the compiler's door
-    platform = compiler.backend().platform
-    aliases = {"gpu": ("cuda", "rocm")}
+    """`per_platform[p](*args)` on the platform `p` ('cpu', 'tpu', 'cuda', 'rocm') that runs
+    the program, else `default(*args)`. Every branch is traced; the choice is made when
+    lowering, for the platform lowered for (with several, by the module's platform index:
+    `platform_index_p`), so one export serves them all; eagerly, for the default device's.
+    Identical branches are joined. Raises TypeError for a branch that is not callable,
+    ValueError for 'gpu' (say 'cuda' or 'rocm'), NotImplementedError (when lowering) for a
+    platform with no branch and no default."""
+    platforms: list[list[str]] = []
+    branches: list[Callable] = []
     for name, fun in per_platform.items():
-        if name == platform or platform in aliases.get(name, ()):
-            return fun(*args)
-    if default is None:
-        raise NotImplementedError(f"platform_dependent: no branch for platform {platform!r} "
-                                  f"(branches for {sorted(per_platform)}) and no default")
-    return default(*args)
+        if not callable(fun):
+            raise TypeError(f"lax.platform_dependent: the '{name}' branch must be a callable.")
+        if name == "gpu":
+            raise ValueError("Use 'cuda' or 'rocm' for lax.platform_dependent.")
+        for ps, b in zip(platforms, branches):
+            if b == fun:
+                ps.append(name)
+                break
+        else:
+            platforms.append([name])
+            branches.append(fun)
+    keyed: tuple = tuple(tuple(ps) for ps in platforms)
+    if default is not None:
+        if not callable(default):
+            raise TypeError("lax.platform_dependent: the 'default' branch must be a callable.")
+        branches.append(default)
+        keyed += (None,)
+    index = platform_index_p.bind(platforms=keyed)
+    if to_concrete_value(index) is not None:  # eagerly: the default device's platform
+        return branches[int(to_concrete_value(index))](*args)
+    return switch(index, branches, *args)
+
+
+def _platform_index_of(platform: str, platforms: tuple) -> int:
+    for i, ps in enumerate(platforms):
+        if ps is None or platform in ps:
+            return i
+    raise NotImplementedError(f"MLIR lowering rule for 'platform_index(platforms={platforms})' "
+                              f"not implemented for platform {platform}")
+
+
+def _platform_index_impl(*, platforms):
+    return np.int32(_platform_index_of(mlir.default_platform(), platforms))
+
+
+def _platform_index_abstract_eval(*, platforms):
+    return ShapedArray((), np.dtype(np.int32))
+
+
+# JAX: jax/_src/lax/control_flow/conditionals.py _platform_index_lowering
+def _platform_index_lowering(ctx, *, platforms):
+    # the index of the branch: a constant per platform, picked by lower_per_platform
+    rules, default = {}, None
+    for i, ps in enumerate(platforms):
+        rule = lambda ctx, i=i: mlir.ir_constant(np.int32(i))
+        if ps is None:
+            default = rule
+        else:
+            rules.update({p: rule for p in ps})
+    return mlir.lower_per_platform(ctx, f"platform_index(platforms={platforms})", rules,
+                                   default, frozenset())
+
+
+platform_index_p = core.Primitive("platform_index")
+platform_index_p.def_impl(_platform_index_impl)
+platform_index_p.def_abstract_eval(_platform_index_abstract_eval)
+ad.defjvp_zero(platform_index_p)
+mlir.register_lowering(platform_index_p, _platform_index_lowering)

@@ -1,0 +1,1 @@
+"""What JAX keeps for TPUs alone: linear algebra written in lax (mirrors jax/_src/tpu/)."""
