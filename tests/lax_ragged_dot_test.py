@@ -286,3 +286,18 @@ def test_errors_match_jax_and_leave_no_trace_state(ls, rs, gshape, gdtype, dims,
             f()
         assert words in str(mine.value) and "ragged_dot_general" in str(mine.value)
         assert core.trace_ctx.trace is core.eval_trace
+
+
+def test_default_matmul_precision_reaches_ragged_dot_as_in_jax():
+    # found on a TPU: under default_matmul_precision("highest") JAX's ragged_dot binds
+    # HIGHEST (its TPU lowering carries it in precision_config), so it must here too
+    x, w = np.ones((8, 4), np.float32), np.ones((2, 4, 3), np.float32)
+    g = np.array([3, 5], np.int32)
+    texts = []
+    for J in (jax, minijax):
+        with J.default_matmul_precision("highest"):
+            text = J.jit(J.lax.ragged_dot).trace(x, w, g).lower(
+                lowering_platforms=("tpu",)).as_text()
+        texts.append([line.split("<{")[1] for line in text.splitlines()
+                      if '"chlo.ragged_dot"' in line])
+    assert texts[0] == texts[1] and "HIGHEST" in texts[0][0]

@@ -2572,7 +2572,10 @@ def ragged_dot_general(lhs, rhs, group_sizes, ragged_dot_dimension_numbers, prec
     if not isinstance(ragged_dot_dimension_numbers, RaggedDotDimensionNumbers):
         raise TypeError("ragged_dot_general: ragged_dot_dimension_numbers must be a "
                         f"RaggedDotDimensionNumbers, got {ragged_dot_dimension_numbers!r}")
-    # preferred_element_type is kept as given (JAX's jaxprs print it so), read with np.dtype
+    # preferred_element_type is kept as given (JAX's jaxprs print it so), read with np.dtype;
+    # the precision, as dot_general's, from `jax_default_matmul_precision` when unset
+    if precision is not None or config.jax_default_matmul_precision is not None:
+        precision = canonicalize_precision(precision)
     return ragged_dot_general_p.bind(
         lhs, rhs, group_sizes, ragged_dot_dimension_numbers=ragged_dot_dimension_numbers,
         precision=precision, preferred_element_type=preferred_element_type, group_offset=None,
