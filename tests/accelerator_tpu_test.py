@@ -91,3 +91,21 @@ def test_show_prints_the_rows_it_is_asked_for(tmp_path, capsys):
     A.show(path=path)
     said = capsys.readouterr().out
     assert "matmul_8" in said and "refused" in said
+
+
+def test_roofline_plot_draws_the_saved_kernels(tmp_path, capsys):
+    rows = [{"name": "matmul_8", "shape": [8, 8, 8], "dtype": "bfloat16", "ms": 1.0,
+             "tflops": 100.0, "ref": "xla_dot", "ref_ms": 1.1, "ref_tflops": 91.0,
+             "max_err": 1e-3, "flops": 2e12, "bytes": 1e9}]
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps({"device_kind": "TPU v5 lite", "jax": "0.10.2",
+                                "date": "2026-12-05", "peak_tflops": 197.0, "hbm_gbs": 819.0,
+                                "rows": rows}))
+    png = tmp_path / "roofline.png"
+    A.roofline_plot(png, path=path)
+    assert png.stat().st_size > 0
+    # 197 TFLOP/s over 819 GB/s
+    assert f"ridge point {197e3 / 819:.0f} FLOP/byte" in capsys.readouterr().out
+    A.roofline_plot(tmp_path / "none.png", path=tmp_path / "absent.json")
+    assert "No accelerator was used" in capsys.readouterr().out
+    assert not (tmp_path / "none.png").exists()

@@ -71,7 +71,7 @@ CANDIDATES = {
                (1024, 512, 1024), (256, 1024, 1024)],
     "gmm": [(256, 512, 512), (512, 512, 512), (512, 1024, 512), (512, 512, 1024),
             (256, 1024, 1024), (512, 1024, 1024)],
-    "mlp": [(256, 512), (512, 256), (512, 512), (512, 1024), (1024, 512), (256, 1024)],
+    "mlp": [(256, 512), (512, 512), (512, 1024), (256, 1024), (256, 2048), (128, 1024)],
 }
 
 
@@ -171,8 +171,12 @@ class Bench:
             return None, (table[-1]["error"] if table else "no legal tiling")
         return best[1], best[2]
 
-    def row(self, name, shape, dtype, *, ms, flops, ref, ref_ms, max_err, **extra):
-        r = {"name": name, "shape": list(shape), "dtype": dtype, "ms": ms,
+    def row(self, name, shape, dtype, *, ms, flops, ref, ref_ms, max_err, nbytes=None,
+            **extra):
+        """One kernel against its anchor; `nbytes`: the compulsory HBM traffic (every input
+        read once, every output written once), for the roofline's intensity."""
+        r = {"name": name, "shape": list(shape), "dtype": dtype, "ms": ms, "flops": flops,
+             "bytes": nbytes,
              "tflops": None if ms is None else flops / (ms * 1e-3) / 1e12, "ref": ref,
              "ref_ms": ref_ms,
              "ref_tflops": None if ref_ms is None else flops / (ref_ms * 1e-3) / 1e12,
@@ -235,18 +239,24 @@ def measure_flash(b: Bench, shapes) -> None:
             ref_ms = None if jc is None else 1e3 * median_seconds(jf, *args, reps=b.reps)
             err = None if c is None else rel_err(f(*args), ref_out)
             b.row(name, shape, "bfloat16", ms=ms, flops=flops, ref="jax_flash_attention",
+                  nbytes=2 * bh * seq * d * (4 if what == "fwd" else 9),
                   ref_ms=ref_ms, max_err=err, causal=causal, tiling=c, ref_tiling=jc,
                   error=None if c is not None else f,
                   ref_error=None if jc is not None else jf)
             if what == "fwd" and seq >= 8192 or b.smoke and what == "fwd":
-                xla = jax.jit(lambda q, k, v: K.attention_ref(q, k, v, causal))
+                # XLA's attention: jax.nn.dot_product_attention(implementation="xla"), heads
+                # as its [B, S, N, H] layout wants (the transposes are outside the timing)
+                xla = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
+                    q, k, v, is_causal=causal, implementation="xla"))
+                q4, k4, v4 = (jnp.transpose(x, (1, 0, 2))[None] for x in (q, k, v))
                 try:
-                    x_ms = 1e3 * median_seconds(xla, q, k, v, reps=max(3, b.reps // 4))
+                    x_ms = 1e3 * median_seconds(xla, q4, k4, v4, reps=max(3, b.reps // 4))
                 except Exception as e:  # noqa: BLE001 - out of memory at long sequences
                     x_ms, xerr = None, _error(e)
                 else:
                     xerr = None
                 b.row(f"{name}_vs_xla", shape, "bfloat16", ms=ms, flops=flops,
+                      nbytes=2 * bh * seq * d * 4,
                       ref="xla_attention", ref_ms=x_ms, max_err=err, causal=causal, tiling=c,
                       ref_error=xerr)
 
@@ -281,6 +291,7 @@ def measure_matmul(b: Bench, sizes) -> None:
         ms = None if c is None else 1e3 * median_seconds(f, x, w, bias, reps=b.reps)
         ref_ms = 1e3 * median_seconds(jax.jit(xla), x, w, bias, reps=b.reps)
         b.row(name, (n, n, n), "bfloat16", ms=ms, flops=2.0 * n ** 3, ref="xla_dot",
+              nbytes=2 * (3 * n * n + n),
               ref_ms=ref_ms, max_err=None if c is None else rel_err(f(x, w, bias), ref),
               tiling=c, error=None if c is not None else f)
 
@@ -326,6 +337,7 @@ def measure_gmm(b: Bench, shapes) -> None:
             ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
             ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
             b.row(name, (m, k, n, g), "bfloat16", ms=ms, flops=2.0 * m * k * n, ref="ragged_dot",
+                  nbytes=2 * (m * k + g * k * n + m * n),
                   ref_ms=ref_ms, max_err=None if c is None else rel_err(f(*args), want),
                   tiling=c, group_sizes=[int(s) for s in np.asarray(gs)],
                   error=None if c is not None else f)
@@ -365,7 +377,9 @@ def measure_fused_mlp(b: Bench, shapes) -> None:
             c, f = b.search(name, make, cands, *args)
             ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
             ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
-            b.row(name, (m, d, f_dim, g), "bfloat16", ms=ms, flops=flops,
+            nbytes = 2 * (2 * m * d + 2 * g * d * f_dim) if "fwdbwd" not in name else \
+                2 * (3 * m * d + 4 * g * d * f_dim)
+            b.row(name, (m, d, f_dim, g), "bfloat16", ms=ms, flops=flops, nbytes=nbytes,
                   ref="two_ragged_dots", ref_ms=ref_ms,
                   max_err=None if c is None else rel_err(f(*args), want), tiling=c,
                   error=None if c is not None else f)
@@ -548,16 +562,20 @@ def _row_text(r: dict) -> str:
     text = (f"{r['name']:34s}{_fmt(r['ms'], '.3f', 9)}{_fmt(r['tflops'], '.1f', 8)}"
             f"  {r['ref']:20s}{_fmt(r['ref_ms'], '.3f', 9)}{_fmt(r.get('ref_tflops'), '.1f', 8)}"
             f"{_fmt(r.get('speedup'), '.2f', 8)}x{_fmt(r['max_err'], '.1e', 9)}")
+    if "bits_equal" in r:
+        text += "  same bits" if r["bits_equal"] else "  bits differ"
     for key in ("error", "ref_error"):
         if r.get(key):
             text += f"\n    {key}: {r[key][:100]}"
     return text
 
 
-def show(prefixes: tuple[str, ...] = (), path: Path = PATH) -> None:
+def show(prefixes: tuple[str, ...] = (), path: Path = PATH, *, impl: str | None = "jax") -> None:
     """Print the rows whose names start with one of `prefixes` (all rows if empty) as a table:
     the kernel's time and TFLOP/s, its anchor's, the speedup (anchor time / kernel time) and
-    the error; or say plainly that no TPU run was saved."""
+    the error; or say plainly that no TPU run was saved. `impl="jax"`: the kernels under
+    JAX's Pallas against their anchors; `"minijax_pallas"`: the same kernels compiled by
+    minijax against JAX's Pallas (with whether the bits agree); None: every row."""
     saved = load(path)
     if saved is None:
         where = Path(path).resolve()
@@ -570,8 +588,48 @@ def show(prefixes: tuple[str, ...] = (), path: Path = PATH) -> None:
     print(f"{'kernel':34s}{'ms':>9}{'TFLOP/s':>8}  {'anchor':20s}{'ms':>9}{'TFLOP/s':>8}"
           f"{'speedup':>9}{'error':>9}")
     for r in saved["rows"]:
+        if impl is not None and r.get("impl", "jax") != impl:
+            continue
         if not prefixes or r["name"].startswith(prefixes):
             print(_row_text(r))
+
+
+def roofline_plot(png: Path, prefixes: tuple[str, ...] = (), path: Path = PATH) -> None:
+    """Draw the chip's roofline (bf16 peak, HBM bandwidth) with each kernel of `prefixes` at
+    its intensity (FLOPs over compulsory HBM bytes) and measured TFLOP/s, its anchor beside it
+    at the same intensity, into `png`; say so when there is no saved TPU run."""
+    saved = load(path)
+    if saved is None:
+        print("No accelerator was used: no TPU run is saved, so there is no roofline to draw.")
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    peak, hbm = saved["peak_tflops"], saved["hbm_gbs"]
+    rows = [r for r in saved["rows"] if r.get("impl", "jax") == "jax" and r.get("bytes")
+            and r["tflops"] and (not prefixes or r["name"].startswith(prefixes))
+            and not r["name"].endswith("_vs_xla")]
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    xs = np.logspace(0, 4, 200)
+    ax.plot(xs, np.minimum(peak, hbm * xs / 1e3), "k-", lw=1)
+    ax.text(xs[-1], peak * 1.05, f"bf16 peak {peak:.0f} TFLOP/s", ha="right", fontsize=8)
+    for r in rows:
+        i = r["flops"] / r["bytes"]
+        ax.plot(i, r["tflops"], "o", color="C0")
+        if r.get("ref_tflops"):
+            ax.plot(i, r["ref_tflops"], "x", color="C3")
+        ax.annotate(r["name"], (i, r["tflops"]), fontsize=6, xytext=(3, 3),
+                    textcoords="offset points")
+    ax.plot([], [], "o", color="C0", label="Pallas kernel (this chapter's source)")
+    ax.plot([], [], "x", color="C3", label="its anchor (JAX's kernel, XLA, ragged_dot)")
+    ax.set(xscale="log", yscale="log", xlabel="FLOPs per byte of HBM traffic",
+           ylabel="TFLOP/s", title=f"Measured on {saved['device_kind']}")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    print(f"{len(rows)} kernels on the roofline of {saved['device_kind']}: ridge point "
+          f"{peak * 1e3 / hbm:.0f} FLOP/byte")
 
 
 def main(argv=None) -> int:
