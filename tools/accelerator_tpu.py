@@ -146,6 +146,7 @@ class Bench:
         self.autotune: dict[str, list] = {}
         self.rng = np.random.default_rng(0)
         self.small_kernels: list[dict] = []
+        self.small = True  # also time compare/mosaic_kernels.py's small kernels
 
     def normal(self, shape, dtype=None, scale=1.0):
         dtype = dtype or self.jnp.bfloat16
@@ -468,7 +469,7 @@ def measure_minijax(b: Bench, shapes) -> None:
         b.row(name, [a.shape for a in args][0], "bfloat16", ms=ms, flops=flops,
               ref="jax_pallas", ref_ms=ref_ms, max_err=err, impl="minijax_pallas",
               bits_equal=bool(bits), error=error)
-    if not b.smoke:
+    if not b.smoke and b.small:
         small = []
         for kernel in sorted({**mosaic_kernels.KERNELS, **mosaic_kernels.TPU_ONLY}):
             try:
@@ -495,24 +496,23 @@ def plan(quick: bool, smoke: bool) -> dict:
     return {"flash": [(32, 2048, 128, False), (32, 2048, 128, True), (16, 8192, 128, False),
                       (16, 8192, 128, True)],
             "matmul": [2048, 4096, 8192],
-            "gmm": [(4096, 1024, 4096, 4), (8192, 1024, 4096, 8), (16384, 1024, 4096, 16),
-                    (8192, 1024, 4096, 64)],
-            "mlp": [(8192, 512, 1024, 8), (8192, 512, 4096, 8), (8192, 1024, 2048, 8),
-                    (8192, 1024, 4096, 8), (8192, 1024, 8192, 8), (8192, 2048, 4096, 8),
-                    (8192, 2048, 8192, 8)],
+            "gmm": [(4096, 1024, 4096, 4), (16384, 1024, 4096, 16), (8192, 1024, 4096, 64)],
+            "mlp": [(8192, 512, 2048, 8), (8192, 1024, 2048, 8), (8192, 1024, 8192, 8),
+                    (8192, 2048, 4096, 8)],
             "minijax": {"flash": (32, 2048, 128), "matmul": 4096, "gmm": (8192, 1024, 4096, 8),
                         "mlp": (8192, 1024, 4096, 8)}}
 
 
 def run(out: Path, *, quick: bool = False, smoke: bool = False, reps: int = 20,
-        only: tuple[str, ...] = ()) -> dict:
+        only: tuple[str, ...] = (), small: bool = True) -> dict:
     """Measure every family in order, saving `out` after each (a run cut short keeps what it
     measured; a family that raised is saved as its error). Returns the results."""
     import jax
     dev = jax.devices()[0]
     peak, hbm = chip(dev.device_kind)
-    bench = Bench(interpret=smoke, reps=1 if smoke else reps, search_reps=1 if smoke else 5,
+    bench = Bench(interpret=smoke, reps=1 if smoke else reps, search_reps=1 if smoke else 3,
                   smoke=smoke)
+    bench.small = small
     results = {"device_kind": dev.device_kind, "platform": dev.platform, "jax": jax.__version__,
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                "peak_tflops": peak, "hbm_gbs": hbm, "rows": bench.rows,
@@ -594,6 +594,24 @@ def show(prefixes: tuple[str, ...] = (), path: Path = PATH, *, impl: str | None 
             print(_row_text(r))
 
 
+def show_autotune(name: str, path: Path = PATH) -> None:
+    """Print the block-size search of kernel row `name` (e.g. "matmul_4096"): each tiling
+    tried, its time and TFLOP/s, or why Mosaic refused it; or say that no TPU run is saved."""
+    saved = load(path)
+    if saved is None:
+        print("No accelerator was used: no TPU run is saved, so no block size was measured.")
+        return
+    flops = next(r["flops"] for r in saved["rows"] if r["name"] == name and "flops" in r)
+    print(f"{name} on {saved['device_kind']}: {'tiling':>20} {'ms':>8} {'TFLOP/s':>8}")
+    for t in saved["autotune"][name]:
+        tiling = str(tuple(t["tiling"]) if isinstance(t["tiling"], list) else t["tiling"])
+        if "ms" in t:
+            print(f"{'':{len(name) + 18}}{tiling:>20} {t['ms']:8.3f} "
+                  f"{flops / (t['ms'] * 1e-3) / 1e12:8.1f}")
+        else:
+            print(f"{'':{len(name) + 18}}{tiling:>20} refused: {t['error'][:60]}")
+
+
 def roofline_plot(png: Path, prefixes: tuple[str, ...] = (), path: Path = PATH) -> None:
     """Draw the chip's roofline (bf16 peak, HBM bandwidth) with each kernel of `prefixes` at
     its intensity (FLOPs over compulsory HBM bytes) and measured TFLOP/s, its anchor beside it
@@ -639,6 +657,8 @@ def main(argv=None) -> int:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes in interpret mode, on any device (for the tests)")
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--no-small", action="store_true",
+                        help="skip compare/mosaic_kernels.py's small kernels under minijax")
     parser.add_argument("--only", default="", help="comma-separated: flash,matmul,gmm,mlp,minijax")
     args = parser.parse_args(argv)
     import jax
@@ -648,7 +668,8 @@ def main(argv=None) -> int:
               f"nothing measured, {args.out} not written")
         return 0
     only = tuple(s for s in args.only.split(",") if s)
-    run(args.out, quick=args.quick, smoke=args.smoke, reps=args.reps, only=only)
+    run(args.out, quick=args.quick, smoke=args.smoke, reps=args.reps, only=only,
+        small=not args.no_small)
     show(path=args.out)
     print("wrote", args.out)
     return 0
