@@ -423,6 +423,7 @@ def _dce_kernel(jaxpr: core.Jaxpr) -> core.Jaxpr:
 pallas_call_p = core.Primitive("pallas_call")
 pallas_call_p.multiple_results = True
 pallas_call_p.pp_first_params = ("name",)
+pe.dce_kept_whole.add(pallas_call_p)  # JAX: _pallas_call_dce_rule (a vjp's forward kernel runs)
 pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
 pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims",
                                   "num_scalar_prefetch", "compiler_params")
