@@ -150,15 +150,13 @@ class SendRecvCallback:
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
-# JAX: jax/_src/compiler.py use_detailed_logging (jax_compiler_detailed_logging_min_ops: 10)
+# JAX: jax/_src/compiler.py use_detailed_logging: XLA logs details of compiling only the
+# "interesting" modules, of more than jax_compiler_detailed_logging_min_ops (10) operations
 def _has_ops(op, n: int) -> bool:
-    """Whether the module `op` holds at least `n` operations (itself included): XLA logs
-    details of compiling only such "interesting" modules, as JAX asks (not a 3-op call)."""
     todo, seen = [op], 0
     while todo and seen < n:
-        op = todo.pop()
+        todo += [o.operation for r in todo.pop().regions for b in r.blocks for o in b.operations]
         seen += 1
-        todo += [o.operation for r in op.regions for b in r.blocks for o in b.operations]
     return seen >= n
 
 
