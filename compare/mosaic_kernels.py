@@ -115,9 +115,10 @@ def program_ops(stablehlo_text: str) -> list[str]:
             if name == "backend_config" and op.name == "stablehlo.custom_call" and \
                     "custom_call_config" in str(attr):
                 config = json.loads(ir.StringAttr(attr).value)
+                normalise_body = normalise(config)
                 rest = {k: v for k, v in config["custom_call_config"].items() if k != "body"}
-                return (f"{name}={json.dumps({**config, 'custom_call_config': rest}, sort_keys=True)}"
-                        f"\n{normalise(config)}")
+                config = {**config, "custom_call_config": rest}
+                return f"{name}={json.dumps(config, sort_keys=True)}\n{normalise_body}"
             return f"{name}={attr}"
 
         def emit(block, env, depth):

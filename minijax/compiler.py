@@ -302,7 +302,7 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
 
 
 # JAX: jax/_src/array.py (the aval a device Array carries) — differs: minijax's own ShapedArray
-@functools.lru_cache(maxsize=4096)  # one per (shape, dtype): each NumPy argument of a call needs one
+@functools.lru_cache(maxsize=4096)  # each NumPy argument of a call needs one
 def _buffer_type(shape: tuple, dtype) -> core.ShapedArray:
     """The type descriptor jaxlib's C++ buffer calls (`array_result_handler`,
     `batched_device_put`) take for a buffer of `shape` (ints) and `dtype` (a NumPy dtype):

@@ -16,6 +16,7 @@ and the fill-mode gather's mask in another form.
 from __future__ import annotations
 
 import difflib
+import functools
 
 import jax
 import ml_dtypes
@@ -127,20 +128,19 @@ def test_tile_lowers_as_jax_in_and_out_of_kernels():
     # side by side (tpu.concatenate), never a 4-D shape_cast and broadcast to relayout
     x = np.arange(16 * 128, dtype=np.float32).reshape(16, 128)
     for reps in [(1, 1), (1, 4), (2, 1)]:
-        assert str(minijax.make_jaxpr(lambda a: minijax.numpy.tile(a, reps))(x)) == str(
-            jax.make_jaxpr(lambda a: jax.numpy.tile(a, reps))(x))
-        assert_same_program(_lower(minijax, lambda a: minijax.numpy.tile(a, reps), (x,)),
-                            _lower(jax, lambda a: jax.numpy.tile(a, reps), (x,)))
-        np.testing.assert_array_equal(np.asarray(minijax.jit(
-            lambda a: minijax.numpy.tile(a, reps))(x)), np.tile(x, reps))
+        tile = {J: functools.partial(J.numpy.tile, reps=reps) for J in (jax, minijax)}
+        assert str(minijax.make_jaxpr(tile[minijax])(x)) == str(jax.make_jaxpr(tile[jax])(x))
+        assert_same_program(_lower(minijax, tile[minijax], (x,)), _lower(jax, tile[jax], (x,)))
+        np.testing.assert_array_equal(np.asarray(minijax.jit(tile[minijax])(x)),
+                                      np.tile(x, reps))
 
     def make(J):
         pl, _ = _modules(J)
 
         def kernel(x_ref, o_ref):
             o_ref[...] = J.numpy.tile(x_ref[...], (1, 4))
-        return lambda a: pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((16, 512),
-                                                                             np.float32), interpret=False)(a)
+        out = J.ShapeDtypeStruct((16, 512), np.float32)
+        return lambda a: pl.pallas_call(kernel, out_shape=out, interpret=False)(a)
     mini = _lower(minijax, make(minijax), (x,))
     assert_same_program(mini, _lower(jax, make(jax), (x,)))
     assert "tpu.concatenate" in mosaic_kernels.normalise(mosaic_kernels.custom_call_config(mini))
