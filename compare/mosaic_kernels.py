@@ -524,6 +524,10 @@ TPU_ONLY = {
 # ---------------------------------------------------------------------------------------------
 
 def _median_ms(J, fn, args, reps: int) -> float:
+    # inputs already on the device, as tools/accelerator_tpu.py times the large kernels: a
+    # NumPy argument is copied on every call, by JAX's C++ dispatch but by minijax's Python
+    # (on a CPU about 15 us more an argument), most of a small kernel's difference
+    args = [J.device_put(a) for a in args]
     J.block_until_ready(fn(*args))  # compile and warm up
     times = []
     for _ in range(reps):
