@@ -78,6 +78,94 @@ def _pl(J):
             importlib.import_module(J.__name__ + ".experimental.pallas.tpu"))
 
 
+# The whole program: what surrounds the custom call, op for op
+_IDENTITY_OPS = {"stablehlo.convert", "stablehlo.broadcast_in_dim", "stablehlo.reshape"}
+
+
+def program_ops(stablehlo_text: str) -> list[str]:
+    """A jitted program's StableHLO module (`trace(...).lower(lowering_platforms=("tpu",))
+    .as_text()`) as one line per op of `main`, for comparing minijax's with JAX's op for op:
+    name, operands, attributes (sorted), result types; each `tpu_custom_call`'s config with its
+    Mosaic module decoded by `normalise`; then main's signature with its argument and result
+    attributes (donation, aliasing). Operands are numbered by the op that made them, so the
+    dataflow is compared too. What legitimately differs is normalised away, the same for both:
+    - SSA names and locations; the module's attributes (JAX's `mhlo.num_partitions`/
+      `num_replicas`: minijax gives XLA the same counts as compile options) and
+      `jax.result_info`;
+    - `func.call`s are inlined: JAX wraps jnp functions (`floor_divide`, `_where`, `_take`,
+      `clip`, `cumsum`) in their own jit, each a private function XLA inlines; minijax traces
+      them inline;
+    - a `stablehlo.constant` is written at its uses, not as an op: minijax hoists the
+      constants a jaxpr closes over to the top of `main`, JAX emits them where they are used;
+    - a convert, broadcast_in_dim or reshape whose result type is its operand's is its
+      operand: JAX's jnp functions convert an i32 to i32 (weak type) and broadcast a scalar to
+      a scalar, ops XLA removes first thing."""
+    from minijax.interpreters import mlir as mmlir
+    ctx = mmlir.make_ir_context()  # loads the bindings: `mmlir.ir` is set from here on
+    ir = mmlir.ir
+    lines: list[str] = []
+    with ctx:
+        module = ir.Module.parse(stablehlo_text)
+        funcs = {ir.StringAttr(op.attributes["sym_name"]).value: op.operation
+                 for op in module.body.operations if op.operation.name == "func.func"}
+        count = [0]
+
+        def attribute(op, name):
+            attr = op.attributes[name]
+            if name == "backend_config" and op.name == "stablehlo.custom_call" and \
+                    "custom_call_config" in str(attr):
+                config = json.loads(ir.StringAttr(attr).value)
+                normalise_body = normalise(config)
+                rest = {k: v for k, v in config["custom_call_config"].items() if k != "body"}
+                config = {**config, "custom_call_config": rest}
+                return f"{name}={json.dumps(config, sort_keys=True)}\n{normalise_body}"
+            return f"{name}={attr}"
+
+        def emit(block, env, depth):
+            for i, a in enumerate(block.arguments):
+                env.setdefault(a, f"%arg{depth}.{i}")
+            for op in block.operations:
+                op = op.operation
+                ins = [env[v] for v in op.operands]
+                if op.name == "stablehlo.constant":
+                    env[op.results[0]] = f"constant({op.attributes['value']})"
+                elif op.name in _IDENTITY_OPS and len(ins) == 1 and \
+                        op.operands[0].type == op.results[0].type:
+                    env[op.results[0]] = ins[0]
+                elif op.name == "func.call":
+                    body = funcs[ir.FlatSymbolRefAttr(op.attributes["callee"]).value]
+                    body = body.regions[0].blocks[0]
+                    outs = emit(body, dict(zip(body.arguments, ins)), depth)
+                    env.update(zip(op.results, outs))
+                elif op.name == "func.return":
+                    return ins
+                else:
+                    names = []
+                    for r in op.results:
+                        count[0] += 1
+                        env[r] = names.append(f"%{count[0]}") or names[-1]
+                    attrs = sorted(attribute(op, a.name if hasattr(a, "name") else a)
+                                   for a in op.attributes)
+                    lines.append("  " * depth + f"{', '.join(names)} = {op.name}"
+                                 f"({', '.join(ins)}) {attrs} -> "
+                                 f"{[str(r.type) for r in op.results]}")
+                    for region in op.regions:
+                        for b in region.blocks:
+                            emit(b, env, depth + 1)
+            return []
+
+        main = funcs["main"]
+        outs = emit(main.regions[0].blocks[0], {}, 0)
+        def attrs(key):  # per argument or result; none at all when every one is empty
+            out = [re.sub(r'jax.result_info = "[^"]*",? ?', "", str(a))
+                   for a in (main.attributes[key] if key in main.attributes else [])]
+            return [] if all(a == "{}" for a in out) else out
+        args, results = attrs("arg_attrs"), attrs("res_attrs")
+        lines.append(f"main {main.attributes['function_type']} args {args} "
+                     f"results {results} returns {outs}")
+    return lines
+
+
 # ---------------------------------------------------------------------------------------------
 # Kernels written for the TPU: blocks of (8, 128) tiles, scratch in VMEM
 # ---------------------------------------------------------------------------------------------
@@ -436,6 +524,10 @@ TPU_ONLY = {
 # ---------------------------------------------------------------------------------------------
 
 def _median_ms(J, fn, args, reps: int) -> float:
+    # inputs already on the device, as tools/accelerator_tpu.py times the large kernels: a
+    # NumPy argument is copied on every call, by JAX's C++ dispatch but by minijax's Python
+    # (on a CPU about 15 us more an argument), most of a small kernel's difference
+    args = [J.device_put(a) for a in args]
     J.block_until_ready(fn(*args))  # compile and warm up
     times = []
     for _ in range(reps):

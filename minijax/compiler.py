@@ -150,6 +150,16 @@ class SendRecvCallback:
 
 
 # JAX: jax/_src/compiler.py compile_or_get_cached
+# JAX: jax/_src/compiler.py use_detailed_logging: XLA logs details of compiling only the
+# "interesting" modules, of more than jax_compiler_detailed_logging_min_ops (10) operations
+def _has_ops(op, n: int) -> bool:
+    todo, seen = [op], 0
+    while todo and seen < n:
+        todo += [o.operation for r in todo.pop().regions for b in r.blocks for o in b.operations]
+        seen += 1
+    return seen >= n
+
+
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
             compiler_options: dict[str, Any] | None = None) -> Any:
@@ -178,17 +188,18 @@ def compile(module, devices: Sequence[Any] | None = None,
     # with the ops' locations: XLA makes their name stacks the HLO op_name metadata
     text = module if isinstance(module, str) else module.operation.get_asm(enable_debug_info=True)
     _check_tpu_kernels(text)
+    detailed = isinstance(module, str) or _has_ops(module.operation, 11)  # more than 10
     if devices is None or len(devices) == 1:
         num_partitions = 1
         devices = DeviceList((default_device(),) if devices is None else tuple(devices))
         options = jeb.get_compile_options(  # on that device (XLA's default: the first)
             num_replicas=1, num_partitions=num_partitions,
-            device_assignment=np.array([[devices[0].id]]))
+            device_assignment=np.array([[devices[0].id]]), detailed_logging=detailed)
     else:
         num_partitions = len(devices)
         options = jeb.get_compile_options(
             num_replicas=1, num_partitions=num_partitions,
-            device_assignment=np.array([[d.id for d in devices]]))
+            device_assignment=np.array([[d.id for d in devices]]), detailed_logging=detailed)
         build = options.executable_build_options
         build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
         build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
@@ -291,6 +302,7 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
 
 
 # JAX: jax/_src/array.py (the aval a device Array carries) — differs: minijax's own ShapedArray
+@functools.lru_cache(maxsize=4096)  # each NumPy argument of a call needs one
 def _buffer_type(shape: tuple, dtype) -> core.ShapedArray:
     """The type descriptor jaxlib's C++ buffer calls (`array_result_handler`,
     `batched_device_put`) take for a buffer of `shape` (ints) and `dtype` (a NumPy dtype):

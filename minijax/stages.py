@@ -19,6 +19,7 @@ from minijax.mesh import AbstractMesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 from minijax.interpreters import mlir
+from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import effects
 
@@ -93,6 +94,9 @@ class Lowered:
             self._out_shardings = tuple(out_shardings)
         meshes: list = []  # the mesh the module is partitioned over, if any
         self._host_callbacks: list = []  # the callables XLA gets with the module
+        # as JAX (pxla's _dce_jaxpr before lowering): equations nothing needs are not emitted,
+        # e.g. the primal `sum` of a `grad` (every input stays: the signature is kept)
+        closed = pe.dce_closed_jaxpr(closed, instantiate=True)[0]
         self._module = mlir.lower_jaxpr_to_module(closed, name, self._donated,
                                                   self._in_shardings, self._out_shardings,
                                                   meshes, self._host_callbacks,

@@ -77,6 +77,8 @@ PROGRAMS = {
     "gather": lambda L: (lambda x: L.gather(x, IDX, _gather_dn(L), (1, 3)), (X,)),
     "scatter": lambda L: (lambda x: L.scatter(x, IDX, ONES, _scatter_dn(L)), (X,)),
     "scatter_add": lambda L: (lambda x: L.scatter_add(x, IDX, ONES, _scatter_dn(L)), (X,)),
+    "gather_fill": lambda L: (lambda x: L.gather(x, IDX, _gather_dn(L), (1, 3), mode="fill",
+                                                 fill_value=0.0), (X,)),
     "scatter_add_fill": lambda L: (
         lambda x: L.scatter_add(x, IDX, ONES, _scatter_dn(L), mode="fill"), (X,)),
     # convolution
@@ -105,9 +107,6 @@ DIFFERENT = {
                lambda L: (lambda x: L.argmax(x, 1, np.int32), (X,))),
     "clamp": ("JAX broadcasts scalar bounds before stablehlo.clamp",
               lambda L: (lambda x: L.clamp(0.5, x, 3.0), (X,))),
-    "gather_fill": ("another order of the bounds mask and the gather",
-                    lambda L: (lambda x: L.gather(x, IDX, _gather_dn(L), (1, 3), mode="fill",
-                                                  fill_value=0.0), (X,))),
 }
 
 

@@ -409,6 +409,9 @@ def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
 
 # JAX: jax/_src/interpreters/partial_eval.py dce_rules
 dce_rules: dict[core.Primitive, Callable] = {}
+# primitives whose equations DCE keeps even when nothing reads their outputs (JAX: a dce rule
+# returning the equation whole, as pallas_call's: a kernel may do more than its outputs say)
+dce_kept_whole: set[core.Primitive] = set()
 
 
 # JAX: jax/_src/interpreters/partial_eval.py dce_jaxpr_closed_call_rule — differs: only the
@@ -439,7 +442,8 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
     new_eqns = []
     for eqn in reversed(jaxpr.eqns):
         used = [v in live for v in eqn.outvars]
-        if not any(used) and not effects.dceable_effects.filter_not_in(eqn.effects):
+        if not any(used) and not effects.dceable_effects.filter_not_in(eqn.effects) and \
+                eqn.primitive not in dce_kept_whole:
             continue
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:

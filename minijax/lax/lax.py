@@ -25,7 +25,8 @@ from minijax.lax.utils import (broadcasting_sharding_rule, context_mesh, dot_gen
                                varying_shape_sharding_rule)
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import P
-from minijax.sharding_impls import canonicalize_out_sharding, normalize_to_ndim
+from minijax.sharding_impls import (ShardingTypeError, canonicalize_out_sharding,
+                                    normalize_to_ndim)
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.array import array_from_numpy
 from minijax.config import config
@@ -3812,12 +3813,25 @@ def _tile_abstract_eval(x, *, reps):
     return x.update(shape=tuple(d * r for d, r in zip(x.shape, reps)))
 
 
-def _tile_via_broadcast(x, *, reps):
-    # each dimension d as (r, d) broadcast, then merged: the copies follow one another
-    shape = core.get_aval(x).shape
-    wide = tuple(v for d, r in zip(shape, reps) for v in (r, d))
-    dims = tuple(2 * i + 1 for i in range(len(shape)))
-    return reshape(broadcast_in_dim(x, wide, dims), tuple(d * r for d, r in zip(shape, reps)))
+# JAX: jax/_src/lax/lax.py _tile_abstract_eval's sharding check
+def _tile_sharding_rule(x, *, reps):
+    if any(r != 1 and s is not None for r, s in zip(reps, x.sharding.spec)):
+        raise ShardingTypeError("Operand cannot be sharded on a dimension it tiles "
+                                f"non-trivially: {x.str_short()} with reps {reps}")
+    return x.sharding
+
+
+# JAX: jax/_src/lax/lax.py _tile_lower
+def _tile_lowering(ctx, x, *, reps):
+    # each dimension d as (1, d), broadcast to (r, d), then merged: the copies follow one
+    # another; emitted even where every r is 1, as JAX does
+    (aval,), (out,) = ctx.avals_in, ctx.avals_out
+    unit = mlir.hlo.reshape(mlir.aval_to_ir_type(aval.update(
+        shape=tuple(v for d in aval.shape for v in (1, d)))), x)
+    wide = aval.update(shape=tuple(v for d, r in zip(aval.shape, reps) for v in (r, d)))
+    wide = mlir.hlo.broadcast_in_dim(mlir.aval_to_ir_type(wide), unit,
+                                     list(range(2 * aval.ndim)))
+    return mlir.hlo.reshape(mlir.aval_to_ir_type(out), wide)
 
 
 def _tile_transpose(ct, x, *, reps):
@@ -3841,9 +3855,10 @@ def tile(operand, reps: Sequence[int]):
 tile_p = Primitive("tile")
 tile_p.def_impl(lambda x, *, reps: np.tile(x, reps))
 tile_p.def_abstract_eval(_tile_abstract_eval)
+tile_p.def_sharding_rule(_tile_sharding_rule)
 deflinear(tile_p, _tile_transpose)
 batching.primitive_batchers[tile_p] = _tile_batch_rule
-mlir.register_lowering(tile_p, mlir.lower_fun(_tile_via_broadcast, multiple_results=False))
+mlir.register_lowering(tile_p, _tile_lowering)
 
 
 def _split_abstract_eval(x, *, sizes, axis):

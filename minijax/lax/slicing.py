@@ -572,13 +572,14 @@ def _clamp_indices(indices, upper):
     return lax.max(lax.min(indices, hi), _const(indices, 0))
 
 
+# JAX: jax/_src/lax/slicing.py _gather_fill's mask
 def _in_bounds(indices, upper):
-    """bool[batch]: every component of the index vector within [0, upper]."""
+    """bool[batch]: every component of the index vector within [0, upper] (as JAX: the bound
+    a constant vector expanded to the indices' rank, the components joined by reduce_and)."""
     aval = core.get_aval(indices)
-    hi = np.asarray(upper, aval.dtype).reshape((1,) * (aval.ndim - 1) + (len(upper),))
-    ok = lax.bitwise_and(lax.ge(indices, _const(indices, 0)), lax.le(indices, hi))
-    ok = lax.convert_element_type(ok, np.int32)
-    return lax.eq(lax.reduce_min(ok, (aval.ndim - 1,)), np.int32(1))
+    ok = lax.bitwise_and(lax.ge(indices, _const(indices, 0)), lax.le(indices, lax.expand_dims(
+        np.asarray(upper, aval.dtype), tuple(range(aval.ndim - 1)))))
+    return lax.reduce_and(ok, (aval.ndim - 1,))
 
 
 # JAX: jax/_src/lax/slicing.py _gather_transpose_rule
@@ -643,11 +644,12 @@ def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, f
 def _gather_fill(operand, indices, dn: GatherDimensionNumbers, slice_sizes, fill_value):
     aval = core.get_aval(operand)
     upper = [aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
+    mask = _in_bounds(indices, upper)  # before the gather, in JAX's order
     out = gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes,
                         **_gather_params(GatherScatterMode.CLIP))
     out_shape = core.get_aval(out).shape
     batch_pos = tuple(i for i in range(len(out_shape)) if i not in dn.offset_dims)
-    mask = lax.broadcast_in_dim(_in_bounds(indices, upper), out_shape, batch_pos)
+    mask = lax.broadcast_in_dim(mask, out_shape, batch_pos)
     return lax.select(mask, out, lax.full_like(out, fill_value))
 
 

@@ -435,11 +435,9 @@ def tile(A, reps):
     reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
     nd = core.get_aval(A).ndim
     reps = (1,) * (nd - len(reps)) + reps
-    shape = (1,) * (len(reps) - nd) + shape_of(A)
-    A = lax.reshape(A, shape)
-    big = tuple(x for r, s in zip(reps, shape) for x in (r, s))
-    A = lax.broadcast_in_dim(A, big, tuple(range(1, 2 * len(shape), 2)))
-    return lax.reshape(A, tuple(r * s for r, s in zip(reps, shape)))
+    if len(reps) > nd:
+        A = lax.expand_dims(A, tuple(range(len(reps) - nd)))
+    return lax.tile(A, reps)  # one `tile` equation, as JAX's (Mosaic lowers it to a concatenate)
 
 
 def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | None = None):

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core
+from minijax import core, effects
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -398,13 +398,32 @@ def _trace_kernel(kernel, kernel_name, grid, ref_avals) -> ClosedJaxpr:
     if any(isinstance(c, core.Tracer) for c in consts):
         raise ValueError(f"pallas_call of {kernel_name}: the kernel closes over a traced value "
                          "(e.g. an argument of an enclosing jit); pass it as an input instead")
-    return ClosedJaxpr(jaxpr, consts)
+    return ClosedJaxpr(_dce_kernel(jaxpr), consts)
+
+
+# JAX: jax/_src/pallas/pallas_call.py _trace_kernel_to_jaxpr's dce_jaxpr — differs: an
+# equation with inner jaxprs (`pl.when`, `fori_loop`) always stays, whole (minijax's do not
+# carry their bodies' effects on refs)
+def _dce_kernel(jaxpr: core.Jaxpr) -> core.Jaxpr:
+    """The kernel without what no ref write needs (e.g. block offsets computed for a causal
+    mask that a kernel built non-causal never applies); a ref's write stays, an unused read
+    goes, as in JAX."""
+    live, eqns = set(), []
+    for eqn in reversed(jaxpr.eqns):
+        if not (any(v in live for v in eqn.outvars) or any(
+                core.jaxprs_in_param(p) for p in eqn.params.values()) or
+                effects.dceable_effects.filter_not_in(eqn.effects)):
+            continue
+        eqns.append(eqn)
+        live.update(v for v in eqn.invars if isinstance(v, core.Var))
+    return core.Jaxpr(jaxpr.constvars, jaxpr.invars, jaxpr.outvars, eqns[::-1])
 
 
 # JAX: jax/_src/pallas/pallas_call.py pallas_call_p
 pallas_call_p = core.Primitive("pallas_call")
 pallas_call_p.multiple_results = True
 pallas_call_p.pp_first_params = ("name",)
+pe.dce_kept_whole.add(pallas_call_p)  # JAX: _pallas_call_dce_rule (a vjp's forward kernel runs)
 pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
 pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims",
                                   "num_scalar_prefetch", "compiler_params")

@@ -739,6 +739,16 @@ def _transpose_lowering_rule(ctx: LoweringRuleContext, x, *, permutation):
     return tpu.transpose(aval_to_ir_type(ctx.avals_out[0]), x, permutation)
 
 
+# JAX: jax/_src/pallas/mosaic/lowering.py _tile_lowering_rule
+@register_lowering_rule(lax.tile_p)
+def _tile_lowering_rule(ctx: LoweringRuleContext, x, *, reps):
+    # copies side by side: no relayout through a higher-rank shape, and nothing where r is 1
+    for axis, r in enumerate(reps):
+        if r > 1:
+            x = tpu.concatenate([x] * r, dimension=axis)
+    return x
+
+
 # ---------------------------------------------------------------------------------------------
 # Reductions and matmul
 # ---------------------------------------------------------------------------------------------
