@@ -610,7 +610,14 @@ def mlp_cost(g: int, m: int, d: int, f: int, itemsize: int = 2, bm: int = 512) -
     to 2 / (itemsize * (1/f + 1/bm)) fused and 2 / (itemsize * (1/d + 1/f)) unfused: fusing
     trades the hidden layer's traffic (the 1/d term) for the weights' re-reads (the 1/bm
     term), and moves fewer bytes only when the row tile is taller than the model is wide
-    (bm > d). The fused kernel's intensity is capped near 2*bm/itemsize (bm for bf16)."""
+    (bm > d). The fused kernel's intensity is capped near 2*bm/itemsize (bm for bf16).
+
+    This is the kernel with an F block smaller than F (bf < F). With bf = F (the default when
+    a group's weights fit in VMEM, e.g. D 1024, F 4096 in bf16: 16 MiB, 32 double-buffered)
+    the weight blocks' index is the group's alone, consecutive visits of one group skip the
+    copy, and each weight is read once: `row_tiles` is then G, the fused kernel moves fewer
+    bytes than the unfused pair at every shape, and it is compute bound (see the module's
+    docstring for the measured numbers)."""
     row_tiles = g * -(-m // (g * bm))
     flops = 4 * m * d * f + m * f
     fused = itemsize * (2 * m * d + 2 * d * f * row_tiles)
