@@ -71,7 +71,11 @@ CANDIDATES = {
                (1024, 512, 1024), (256, 1024, 1024)],
     "gmm": [(256, 512, 512), (512, 512, 512), (512, 1024, 512), (512, 512, 1024),
             (256, 1024, 1024), (512, 1024, 1024)],
-    "mlp": [(256, 512), (512, 512), (512, 1024), (256, 1024), (256, 2048), (128, 1024)],
+    # (bm, bf): bf = F keeps a group's weights resident across its row tiles (the forward's
+    # best, 1.596 ms at D 1024, F 4096); the backward shrinks bf to fit its VMEM and runs best
+    # at 128 rows (3.19 ms at (128, 2048)); 512-row tiles spill (2.2 ms forward)
+    "mlp": [(256, 4096), (128, 4096), (256, 8192), (256, 2048), (128, 2048), (128, 1024),
+            (256, 1024)],
 }
 
 
