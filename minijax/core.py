@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import operator
 import os
 import re
 import sys
@@ -203,20 +204,30 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a numpy value or a Python scalar")
 
 
-# JAX: jax/_src/core.py canonicalize_dim
+# JAX: jax/_src/core.py _canonicalize_dimension
 def canonicalize_dim(d):
-    """`d` as a dimension: an int, or a symbolic dimension kept as it is (a `DimExpr` of
+    """`d` as a dimension: an integer (`operator.index`: a float such as 2.0 is a TypeError, as
+    in JAX, never truncated), or a symbolic dimension kept as it is (a `DimExpr` of
     minijax/export/shape_poly.py, which core knows only by its `is_symbolic_dim` mark)."""
-    return d if getattr(d, "is_symbolic_dim", False) else int(d)
+    return d if getattr(d, "is_symbolic_dim", False) else operator.index(d)
 
 
-# JAX: jax/_src/core.py canonicalize_shape (its error for traced sizes)
-def check_concrete_shape(shape: tuple) -> None:
-    """TypeError, as JAX's, if a size of `shape` is a tracer (its value is not known)."""
+# JAX: jax/_src/core.py canonicalize_shape
+def canonicalize_shape(shape, context: str = "") -> tuple:
+    """`shape` (an int or a sequence of them) as a tuple of dimensions; TypeError, as JAX's,
+    if a size is not an integer (a float, a string, a traced value). `context` ends the error."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        return tuple(canonicalize_dim(d) for d in shape)
+    except TypeError:
+        pass
+    msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
+    msg += f" {context}." if context else ""
     if any(isinstance(d, Tracer) for d in shape):
-        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
-                        f"{shape}.\nIf using `jit`, try using `static_argnums` or applying "
-                        "`jit` to smaller subfunctions.")
+        msg += ("\nIf using `jit`, try using `static_argnums` or applying `jit` to smaller "
+                "subfunctions.")
+    raise TypeError(msg)
 
 
 # JAX: jax/_src/core.py dimension_as_value
