@@ -464,9 +464,12 @@ def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:
     return UnexpectedTracerError(
         f"Encountered an unexpected tracer: a {type(tracer).__name__} with aval "
         f"{tracer.aval.str_short()} created{tracer._trace.describe() or ' by a transformation'} "
-        "is being used after that transformation finished (it escaped its scope, e.g. through "
-        "a global variable, a list outside the function, or a side-effecting closure). Return "
-        f"values out of transformed functions instead. See {_CHAPTER_TRACING}.")
+        + ("is being used after that transformation finished (it escaped its scope, e.g. "
+           "through a global variable, a list outside the function, or a side-effecting "
+           "closure). Return values out of transformed functions instead." if
+           tracer._trace._invalidated else "is being used where a parent of its trace is the "
+           "current one (e.g. closed over by a custom_jvp or custom_vjp function or rule: pass "
+           "it as an argument instead).") + f" See {_CHAPTER_TRACING}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -484,6 +487,17 @@ class Trace:
 
     def process_primitive(self, primitive: Primitive, tracers: Sequence[Any], params: dict):
         raise NotImplementedError(type(self).__name__)
+
+    # JAX: jax/_src/core.py Trace.process_custom_jvp_call, process_custom_vjp_call — differs:
+    # one method for both kinds, the rules and params in `rules`, and a default
+    def process_custom_derivative_call(self, primitive: Primitive, fun: Callable,
+                                       tracers: Sequence[Any], rules: dict):
+        """A custom_jvp/custom_vjp function applied (minijax/custom_derivatives.py): `fun` the
+        flat primal function, `rules` its flat rules (`jvp`, or `fwd` and `bwd`) and params.
+        This default, for traces that stage or batch: `fun` traced to a jaxpr, bound as an
+        equation. EvalTrace runs `fun`; JVPTrace and LinearizeTrace run only the rules."""
+        args, params = primitive.stage(fun, tracers, rules)
+        return primitive.bind_with_trace(self, args, params)
 
     def invalidate(self) -> None:
         self._invalidated = True
@@ -541,6 +555,10 @@ class EvalTrace(Trace):
 
     def process_primitive(self, primitive, tracers, params):
         return eager_apply(primitive, tracers, params)
+
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        with set_current_trace(self):  # JAX: EvalTrace.process_custom_jvp_call calls it as is
+            return fun(*tracers)
 
 
 # JAX: jax/_src/dispatch.py check_special

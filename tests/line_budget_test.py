@@ -40,10 +40,11 @@ BUDGETS = {
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24); compute_on's trace state (34)
-    "core": 930,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 945,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     #                     a user's primitive, source info for print_saved_residuals (24);
     #                     JaxprEqnContext: the compute_on of each equation (34);
     #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
+    #                     canonicalize_shape, Trace.process_custom_derivative_call (45)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
@@ -66,7 +67,7 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1645,  # JAX's rule signatures for user batchers, lowerings (24);
+    "interpreters": 1670,  # JAX's rule signatures for user batchers, lowerings (24);
     #                       compute_on's marks in the lowering (34);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
@@ -74,6 +75,8 @@ BUDGETS = {
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
     #                       partial_eval_jaxpr_custom and its rules table, from ad_checkpoint
     #                       (~105, issue 24); name stacks lowered as op locations (~25, 34)
+    #                       process_custom_derivative_call of JVP, Linearize, Jaxpr and
+    #                       Batch traces: the rule runs, the function is not traced (~25, 45)
     "lax": 8150,  # presets (~90), collectives (~480), ragged_dot (~290), select_and_*_add
     #               (~150); cond cache
     #               (24); dynamic-shape lowerings for export (32); lax/utils.py: the sharding
