@@ -704,7 +704,8 @@ def device_put(x, device=None):
       device: None, a device (any of `minijax.devices()`) or its `SingleDeviceSharding`, a
         `memory.Space` (each array stays on its device, in that memory), a
         `NamedSharding` (each device of its mesh gets its block: minijax/named_sharding.py), or
-        a `PartitionSpec` over the mesh in context (`set_mesh`). With a device or sharding the
+        a `PartitionSpec` over the mesh in context (`set_mesh`), or a pytree of these, a prefix
+        of `x`'s (each for its subtree). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them run there (on
         arrays committed elsewhere: ValueError, as in JAX). Without one, a minijax Array is
         returned as it is, and other values become uncommitted Arrays.
@@ -712,6 +713,10 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
+    if isinstance(device, (list, tuple, dict)) and not isinstance(device, PartitionSpec):
+        # a pytree of devices or shardings, a prefix of x's: each its subtree (as in JAX)
+        return tree_map(lambda d, v: device_put(v, d), device, x,
+                        is_leaf=lambda d: d is None or isinstance(d, PartitionSpec))
     device = canonicalize_sharding(device, "device_put")
     if isinstance(device, MemorySpace) or any(  # a memory space: per leaf, by its rule
             isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):

@@ -1536,7 +1536,8 @@ def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
     shape = core.get_aval(x).shape
     if shape and shape == new_sizes:  # as JAX: a rank-0 operand is reshaped all the same
         return x
-    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None, sharding=out_sharding)
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None,
+                          sharding=canonicalize_out_sharding(out_sharding, "reshape"))
 
 
 reshape_p = Primitive("reshape")

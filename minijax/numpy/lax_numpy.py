@@ -273,8 +273,9 @@ def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
 # Shapes
 # ---------------------------------------------------------------------------------------------
 
-def reshape(a, newshape, order="C"):
-    """`a` with shape `newshape` (one entry may be -1). Raises TypeError on size mismatch."""
+def reshape(a, newshape, order="C", *, out_sharding=None):
+    """`a` with shape `newshape` (one entry may be -1). Raises TypeError on size mismatch.
+    `out_sharding`: the result's sharding (sharding in types), as lax.reshape's."""
     a = asarray(a)
     newshape = canonicalize_shape(newshape)
     aval = core.get_aval(a)
@@ -290,7 +291,7 @@ def reshape(a, newshape, order="C"):
     if math.prod(newshape) != aval.size:
         raise TypeError(f"cannot reshape array of shape {aval.shape} (size {aval.size}) into "
                         f"shape {newshape} (size {math.prod(newshape)})")
-    return lax.reshape(a, newshape)
+    return lax.reshape(a, newshape, out_sharding=out_sharding)
 
 
 def ravel(a):
