@@ -150,16 +150,19 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 # JAX: jax/_src/api.py linearize
 @traceback_util.api_boundary
-def linearize(fun: Callable, *primals):
+def linearize(fun: Callable, *primals, has_aux: bool = False):
     """Returns `(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates the linear map
-    recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
+    recorded once (a jaxpr of tangent operations whose consts are the residuals). With
+    `has_aux` (`fun` returns `(out, aux)`): `(out, f_jvp, aux)`, as JAX's."""
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
-    outs, lin = ad.linearize_flat(flatten_fun_nokwargs(fun, in_tree, store), flat_p, fun_name(fun))
+    flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, in_tree, store)
+    outs, lin, *aux = ad.linearize_flat(flat_fun, flat_p, fun_name(fun), has_aux)
     # A pytree whose leaves are the residuals, so it can leave a jit (JAX: Partial too)
     f_jvp = Partial(_LinearizedJVP(lin.jaxpr, in_tree, store[0]), lin.consts)
     f_jvp.jaxpr = lin
-    return tree_unflatten(store[0], _as_arrays(outs)), f_jvp
+    out = tree_unflatten(store[0], _as_arrays(outs))
+    return (out, f_jvp, tree_unflatten(store[1], aux[0])) if has_aux else (out, f_jvp)
 
 
 class _LinearizedJVP:

@@ -704,6 +704,12 @@ class Tracer:
             raise _concretization_error(self, what, cls)
         return val
 
+    def item(self, *args):  # JAX: ConcretizationTypeError naming the method
+        return np.asarray(self._concrete("The item() method")).item(*args)
+
+    def tolist(self):
+        return np.asarray(self._concrete("The tolist() method")).tolist()
+
     def __bool__(self):
         check_bool_conversion(self.aval)
         return bool(self._concrete("bool()", TracerBoolConversionError))

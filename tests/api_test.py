@@ -208,6 +208,16 @@ def test_linearize_pytree():
     check(program, X3, _rand(3))
 
 
+def test_linearize_has_aux():
+    def program(J):
+        f = lambda x: (J.numpy.sin(x) * 2.0, {"aux": x * 3.0, "n": 7})
+        def run(x, t):
+            y, f_jvp, aux = J.linearize(f, x, has_aux=True)
+            return y, f_jvp(t), aux["aux"]
+        return run
+    check(program, X3, _rand(3))
+
+
 @pytest.mark.parametrize("which", ["jacfwd", "jacrev"])
 def test_jacobians(which):
     def program(J):

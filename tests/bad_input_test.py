@@ -77,6 +77,8 @@ CASES = {
         "index_with_traced_float": lambda J: J.make_jaxpr(lambda x: [1, 2][x])(1.0),
         "int_of_traced_vector": lambda J: J.make_jaxpr(lambda x: int(x))(V),
         "bool_of_traced_vector": lambda J: J.make_jaxpr(lambda x: bool(x))(V),
+        "item_of_traced_value": lambda J: J.jit(lambda x: x.item())(V[0]),
+        "tolist_of_traced_value": lambda J: J.jit(lambda x: x.tolist())(V),
     },
     "lax": {
         "add_shape_mismatch": lambda J: J.lax.add(V, W),
@@ -119,6 +121,8 @@ CASES = {
         "argmax_axis_out_of_range": lambda J: J.lax.argmax(X, 3, np.int32),
         "convert_to_string_dtype": lambda J: J.lax.convert_element_type(X, np.str_),
         "iota_float_size": lambda J: J.lax.iota(np.int32, 2.5),
+        "sort_num_keys_too_many": lambda J: J.lax.sort((V, V), num_keys=3),
+        "sort_num_keys_zero": lambda J: J.lax.sort((V, V), num_keys=0),
     },
     "numpy": {
         "sum_axis_out_of_range": lambda J: J.numpy.sum(X, axis=5),

@@ -31,6 +31,8 @@ BATCH = _rand(2, 3, 4)
 C45, C245, C255, C42, C4 = _rand(4, 5), _rand(2, 4, 5), _rand(2, 5, 4), _rand(4, 2), _rand(4)
 C123, C432, C34 = _rand(1, 2, 3), _rand(4, 3, 2), _rand(3, 4)
 X432 = _rand(4, 3, 2)
+_SORTED_NAN = np.array([-np.inf, -1, 0, 1, 2, 2, np.inf, np.nan, np.nan], np.float32)
+_NEEDLES_NAN = np.array([np.nan, 1.5, 3, -np.inf, np.inf, 2, -0.0, -5], np.float32)
 
 
 def assert_same(got, want, rtol=1e-5, atol=1e-6):
@@ -357,6 +359,9 @@ SHAPES = {
     "split_float_sections": lambda jnp: jnp.split(jnp.arange(6.0), 2.7),
     "array_split_float_sections": lambda jnp: jnp.array_split(jnp.arange(7.0), 3.0),
     "matvec_batched": lambda jnp: jnp.matvec(BATCH, C4),
+    # NaN sorts last, as lax.sort's comparator says (issue 45)
+    "searchsorted_nan_left": lambda jnp: jnp.searchsorted(_SORTED_NAN, _NEEDLES_NAN),
+    "searchsorted_nan_right": lambda jnp: jnp.searchsorted(_SORTED_NAN, _NEEDLES_NAN, "right"),
     "vecmat_batched": lambda jnp: jnp.vecmat(V, BATCH[:, :, :2]),
 }
 

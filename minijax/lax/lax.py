@@ -3166,8 +3166,8 @@ def _sort_abstract_eval(*operands, dimension, is_stable, num_keys):
     if not 0 <= dimension < len(shape):
         raise TypeError(f"sort: dimension {dimension} out of range for {operands[0].str_short()}")
     if not 1 <= num_keys <= len(operands):
-        raise TypeError(f"sort: num_keys={num_keys} must be between 1 and the number of "
-                        f"operands ({len(operands)})")
+        raise ValueError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands ({len(operands)})")
     return [op.strip_weak_type() for op in operands]
 
 

@@ -776,7 +776,13 @@ def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan")
     v_e = lax.expand_dims(v, (core.get_aval(v).ndim,))
     a_b = lax.broadcast_in_dim(a, shape_of(v) + shape_of(a), (core.get_aval(v).ndim,))
     v_b = broadcast_to(v_e, shape_of(v) + shape_of(a))
-    hit = lax.lt(a_b, v_b) if side == "left" else lax.le(a_b, v_b)
+    # JAX: jax/_src/lax/lax.py _sort_lt_comparator — NaN sorts last, as in lax.sort
+    if is_floating(a):
+        def lt(x, y):
+            return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.ne(y, y), lax.eq(x, x)))
+        hit = lt(a_b, v_b) if side == "left" else lax.bitwise_not(lt(v_b, a_b))
+    else:
+        hit = lax.lt(a_b, v_b) if side == "left" else lax.le(a_b, v_b)
     return reductions.sum(hit, axis=-1, dtype=_int)
 
 
