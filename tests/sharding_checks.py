@@ -1466,5 +1466,20 @@ def check_jnp_reshape_out_sharding():
     assert got[0] == got[1], got
 
 
+def check_jit_partition_spec_shardings_under_set_mesh():
+    # issue 45: jit(out_shardings=P(...)) was refused under set_mesh
+    jm, mm = meshes()
+    got = []
+    for J, m in ((jax, jm), (minijax, mm)):
+        P = J.sharding.PartitionSpec
+        with J.set_mesh(m):
+            f = J.jit(lambda v: v * 2, in_shardings=P("x"), out_shardings=P(None))
+            g = J.jit(lambda v, w: (v + w, v), out_shardings=(P("x"), P()))
+            y, (a, b) = f(np.arange(8.0, dtype=np.float32)), g(np.ones(8, np.float32), 1.0)
+        got.append([str(y.sharding.spec), np.asarray(y).tolist(), str(a.sharding.spec),
+                    str(b.sharding.spec)])
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())
