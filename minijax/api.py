@@ -150,16 +150,19 @@ def jvp(fun: Callable, primals: Sequence[Any], tangents: Sequence[Any], has_aux:
 
 # JAX: jax/_src/api.py linearize
 @traceback_util.api_boundary
-def linearize(fun: Callable, *primals):
+def linearize(fun: Callable, *primals, has_aux: bool = False):
     """Returns `(fun(*primals), f_jvp)` where `f_jvp(*tangents)` evaluates the linear map
-    recorded once (a jaxpr of tangent operations whose consts are the residuals)."""
+    recorded once (a jaxpr of tangent operations whose consts are the residuals). With
+    `has_aux` (`fun` returns `(out, aux)`): `(out, f_jvp, aux)`, as JAX's."""
     flat_p, in_tree = tree_flatten(primals)
     store: list = []
-    outs, lin = ad.linearize_flat(flatten_fun_nokwargs(fun, in_tree, store), flat_p, fun_name(fun))
+    flat_fun = (flatten_fun_nokwargs_aux if has_aux else flatten_fun_nokwargs)(fun, in_tree, store)
+    outs, lin, *aux = ad.linearize_flat(flat_fun, flat_p, fun_name(fun), has_aux)
     # A pytree whose leaves are the residuals, so it can leave a jit (JAX: Partial too)
     f_jvp = Partial(_LinearizedJVP(lin.jaxpr, in_tree, store[0]), lin.consts)
     f_jvp.jaxpr = lin
-    return tree_unflatten(store[0], _as_arrays(outs)), f_jvp
+    out = tree_unflatten(store[0], _as_arrays(outs))
+    return (out, f_jvp, tree_unflatten(store[1], aux[0])) if has_aux else (out, f_jvp)
 
 
 class _LinearizedJVP:
@@ -704,7 +707,8 @@ def device_put(x, device=None):
       device: None, a device (any of `minijax.devices()`) or its `SingleDeviceSharding`, a
         `memory.Space` (each array stays on its device, in that memory), a
         `NamedSharding` (each device of its mesh gets its block: minijax/named_sharding.py), or
-        a `PartitionSpec` over the mesh in context (`set_mesh`). With a device or sharding the
+        a `PartitionSpec` over the mesh in context (`set_mesh`), or a pytree of these, a prefix
+        of `x`'s (each for its subtree). With a device or sharding the
         results are *committed* (`Array.committed`): computations on them run there (on
         arrays committed elsewhere: ValueError, as in JAX). Without one, a minijax Array is
         returned as it is, and other values become uncommitted Arrays.
@@ -712,6 +716,10 @@ def device_put(x, device=None):
     than a leaf's rank and IndivisibleError (a ValueError) if a dimension does not divide
     into its shards: then nothing is placed.
     """
+    if isinstance(device, (list, tuple, dict)) and not isinstance(device, PartitionSpec):
+        # a pytree of devices or shardings, a prefix of x's: each its subtree (as in JAX)
+        return tree_map(lambda d, v: device_put(v, d), device, x,
+                        is_leaf=lambda d: d is None or isinstance(d, PartitionSpec))
     device = canonicalize_sharding(device, "device_put")
     if isinstance(device, MemorySpace) or any(  # a memory space: per leaf, by its rule
             isinstance(leaf, core.Tracer) for leaf in tree_flatten(x)[0]):

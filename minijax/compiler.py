@@ -8,6 +8,7 @@ Taught in chapters/07-jit.md.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import logging
@@ -377,6 +378,11 @@ class RuntimeTokenSet(threading.local):
 
 
 runtime_tokens = RuntimeTokenSet()
+
+
+# JAX: jax/_src/dispatch.py wait_for_tokens — a program still running a host callback when
+# the interpreter exits would call into a Python already torn down (SIGABRT)
+atexit.register(runtime_tokens.block_until_ready)
 
 
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one class per kind of

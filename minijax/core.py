@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import math
+import operator
 import os
 import re
 import sys
@@ -203,20 +204,30 @@ def get_aval(x) -> ShapedArray:
                     "expected an array, a numpy value or a Python scalar")
 
 
-# JAX: jax/_src/core.py canonicalize_dim
+# JAX: jax/_src/core.py _canonicalize_dimension
 def canonicalize_dim(d):
-    """`d` as a dimension: an int, or a symbolic dimension kept as it is (a `DimExpr` of
+    """`d` as a dimension: an integer (`operator.index`: a float such as 2.0 is a TypeError, as
+    in JAX, never truncated), or a symbolic dimension kept as it is (a `DimExpr` of
     minijax/export/shape_poly.py, which core knows only by its `is_symbolic_dim` mark)."""
-    return d if getattr(d, "is_symbolic_dim", False) else int(d)
+    return d if getattr(d, "is_symbolic_dim", False) else operator.index(d)
 
 
-# JAX: jax/_src/core.py canonicalize_shape (its error for traced sizes)
-def check_concrete_shape(shape: tuple) -> None:
-    """TypeError, as JAX's, if a size of `shape` is a tracer (its value is not known)."""
+# JAX: jax/_src/core.py canonicalize_shape
+def canonicalize_shape(shape, context: str = "") -> tuple:
+    """`shape` (an int or a sequence of them) as a tuple of dimensions; TypeError, as JAX's,
+    if a size is not an integer (a float, a string, a traced value). `context` ends the error."""
+    if isinstance(shape, int):
+        shape = (shape,)
+    try:
+        return tuple(canonicalize_dim(d) for d in shape)
+    except TypeError:
+        pass
+    msg = f"Shapes must be 1D sequences of concrete values of integer type, got {shape}."
+    msg += f" {context}." if context else ""
     if any(isinstance(d, Tracer) for d in shape):
-        raise TypeError("Shapes must be 1D sequences of concrete values of integer type, got "
-                        f"{shape}.\nIf using `jit`, try using `static_argnums` or applying "
-                        "`jit` to smaller subfunctions.")
+        msg += ("\nIf using `jit`, try using `static_argnums` or applying `jit` to smaller "
+                "subfunctions.")
+    raise TypeError(msg)
 
 
 # JAX: jax/_src/core.py dimension_as_value
@@ -453,9 +464,12 @@ def _escaped_error(tracer: "Tracer") -> UnexpectedTracerError:
     return UnexpectedTracerError(
         f"Encountered an unexpected tracer: a {type(tracer).__name__} with aval "
         f"{tracer.aval.str_short()} created{tracer._trace.describe() or ' by a transformation'} "
-        "is being used after that transformation finished (it escaped its scope, e.g. through "
-        "a global variable, a list outside the function, or a side-effecting closure). Return "
-        f"values out of transformed functions instead. See {_CHAPTER_TRACING}.")
+        + ("is being used after that transformation finished (it escaped its scope, e.g. "
+           "through a global variable, a list outside the function, or a side-effecting "
+           "closure). Return values out of transformed functions instead." if
+           tracer._trace._invalidated else "is being used where a parent of its trace is the "
+           "current one (e.g. closed over by a custom_jvp or custom_vjp function or rule: pass "
+           "it as an argument instead).") + f" See {_CHAPTER_TRACING}.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,6 +487,17 @@ class Trace:
 
     def process_primitive(self, primitive: Primitive, tracers: Sequence[Any], params: dict):
         raise NotImplementedError(type(self).__name__)
+
+    # JAX: jax/_src/core.py Trace.process_custom_jvp_call, process_custom_vjp_call — differs:
+    # one method for both kinds, the rules and params in `rules`, and a default
+    def process_custom_derivative_call(self, primitive: Primitive, fun: Callable,
+                                       tracers: Sequence[Any], rules: dict):
+        """A custom_jvp/custom_vjp function applied (minijax/custom_derivatives.py): `fun` the
+        flat primal function, `rules` its flat rules (`jvp`, or `fwd` and `bwd`) and params.
+        This default, for traces that stage or batch: `fun` traced to a jaxpr, bound as an
+        equation. EvalTrace runs `fun`; JVPTrace and LinearizeTrace run only the rules."""
+        args, params = primitive.stage(fun, tracers, rules)
+        return primitive.bind_with_trace(self, args, params)
 
     def invalidate(self) -> None:
         self._invalidated = True
@@ -530,6 +555,10 @@ class EvalTrace(Trace):
 
     def process_primitive(self, primitive, tracers, params):
         return eager_apply(primitive, tracers, params)
+
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        with set_current_trace(self):  # JAX: EvalTrace.process_custom_jvp_call calls it as is
+            return fun(*tracers)
 
 
 # JAX: jax/_src/dispatch.py check_special
@@ -674,6 +703,12 @@ class Tracer:
         if val is None:
             raise _concretization_error(self, what, cls)
         return val
+
+    def item(self, *args):  # JAX: ConcretizationTypeError naming the method
+        return np.asarray(self._concrete("The item() method")).item(*args)
+
+    def tolist(self):
+        return np.asarray(self._concrete("The tolist() method")).tolist()
 
     def __bool__(self):
         check_bool_conversion(self.aval)

@@ -77,24 +77,24 @@ def _merge_nondiff(static: Sequence, dyn: Sequence, nondiff_argnums: tuple[int, 
             for i in range(len(static) + len(dyn))]
 
 
-def _trace_primal(fun: Callable, dyn_args: list, name: str, kind: str):
-    """Trace `fun(*dyn_args)` to a const-free jaxpr; closed-over values become leading args.
-
-    Returns (call_jaxpr, consts, args_flat, in_tree, out_tree)."""
-    args_flat, in_tree = tree_flatten(tuple(dyn_args))
-    store: list = []
-
+# JAX: jax/_src/api_util.py flatten_fun_nokwargs — differs: the store also holds the avals
+def _flatten_fun(fun: Callable, in_tree: PyTreeDef, out: dict) -> Callable:
+    """`fun` on flat leaves; its output's tree and avals go to `out` (read after it ran)."""
     def flat_fun(*leaves):
-        out = fun(*tree_unflatten(in_tree, leaves))
-        out_flat, out_tree = tree_flatten(out)
-        store[:] = [out_tree]
+        out_flat, out["tree"] = tree_flatten(fun(*tree_unflatten(in_tree, leaves)))
+        out["avals"], out["from_fun"] = [core.get_aval(x) for x in out_flat], True
         return out_flat
+    return flat_fun
 
-    in_avals = [core.get_aval(x) for x in args_flat]
-    jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(flat_fun, in_avals, fun_name=name,
-                                                 purpose=kind)
-    call_jaxpr = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
-    return call_jaxpr, consts, args_flat, in_tree, store[0]
+
+def _check_rule_out(out: dict, tree: PyTreeDef, avals: list, error: Callable) -> None:
+    """A rule's primal output against the function's: checked when the function ran (as in
+    JAX); else the rule's output tree and avals are the function's from now on."""
+    if not out.get("from_fun"):
+        out.setdefault("tree", tree)
+        out.setdefault("avals", avals)
+    elif tree != out["tree"] or not all(map(core.typematch, avals, out["avals"])):
+        raise error(_tree_avals_str(tree, avals), _tree_avals_str(out["tree"], out["avals"]))
 
 
 def _tree_avals_str(tree: PyTreeDef, avals: Sequence[ShapedArray]) -> str:
@@ -109,6 +109,26 @@ def _closure_error(kind: str, name: str) -> Exception:
         f"differentiate the {kind} function with respect to explicit input parameters. Try "
         f"passing the closed-over value into the {kind} function as an argument, and adapting "
         f"the {kind} rule. See {_CHAPTER}.")
+
+
+# JAX: jax/_src/custom_derivatives.py CustomJVPCallPrimitive, CustomVJPCallPrimitive —
+# differs: one class, whose `stage` the traces that stage or batch call
+class CustomDerivativeCallPrimitive(core.Primitive):
+    """custom_jvp_call / custom_vjp_call: bound with a function and its rules through
+    `Trace.process_custom_derivative_call`, which decides whether the function is traced."""
+    multiple_results = True
+
+    def __init__(self, name: str, kind: str) -> None:
+        super().__init__(name)
+        self.kind = kind
+
+    def stage(self, fun: Callable, args: Sequence, rules: dict) -> tuple[list, dict]:
+        """`fun` traced to a const-free jaxpr (closed-over values become leading operands):
+        the operands and params of this primitive's equation."""
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+            fun, [core.get_aval(x) for x in args], fun_name=rules["name"], purpose=self.kind)
+        call_jaxpr = ClosedJaxpr(pe.convert_constvars_jaxpr(jaxpr), [])
+        return [*consts, *args], dict(rules, call_jaxpr=call_jaxpr, num_consts=len(consts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -188,16 +208,17 @@ class custom_jvp:  # noqa: N801 (JAX's name)
             return self.fun(*args)  # JAX: EvalTrace.process_custom_jvp_call calls it as is
         static, dyn = _split_nondiff(args, self.nondiff_argnums)
         nums = self.nondiff_argnums
-        fun = lambda *d: self.fun(*_merge_nondiff(static, d, nums))
+        args_flat, in_tree = tree_flatten(tuple(dyn))
+        out: dict = {}  # the output's tree and avals, from whichever of fun and rule runs
+        flat_fun = _flatten_fun(lambda *d: self.fun(*_merge_nondiff(static, d, nums)),
+                                in_tree, out)
         rule = lambda primals, tangents: self.jvp(*static, primals, tangents)
-        call_jaxpr, consts, args_flat, in_tree, out_tree = _trace_primal(
-            fun, dyn, name, "custom_jvp")
-        flat_jvp = _flatten_jvp(rule, name, _fun_name(self.jvp), in_tree, out_tree,
-                                call_jaxpr.out_avals)
-        outs = custom_jvp_call_p.bind(*consts, *args_flat, call_jaxpr=call_jaxpr, jvp=flat_jvp,
-                                      name=name, num_consts=len(consts),
-                                      symbolic_zeros=self.symbolic_zeros)
-        return tree_unflatten(out_tree, outs)
+        flat_jvp = _flatten_jvp(rule, name, _fun_name(self.jvp), in_tree, out)
+        # the current trace decides whether fun is traced (jit, vmap) or only the rule runs
+        outs = core.current_trace().process_custom_derivative_call(
+            custom_jvp_call_p, flat_fun, args_flat,
+            dict(jvp=flat_jvp, name=name, symbolic_zeros=self.symbolic_zeros))
+        return tree_unflatten(out["tree"], outs)
 
 
 def _add(x, y):
@@ -207,9 +228,9 @@ def _add(x, y):
 
 # JAX: jax/_src/custom_derivatives.py _flatten_jvp
 def _flatten_jvp(rule: Callable, fun_name: str, rule_name: str, in_tree: PyTreeDef,
-                 out_tree: PyTreeDef, out_avals: Sequence[ShapedArray]) -> Callable:
+                 out: dict) -> Callable:
     """The rule as a flat function `(*primals, *tangents) -> [*primals_out, *tangents_out]`,
-    checking what the user's rule returns against the primal function's output."""
+    checking what the user's rule returns against the primal function's output `out`."""
     def flat_jvp(*primals_and_tangents):
         primals, tangents = split_list(primals_and_tangents, [len(primals_and_tangents) // 2])
         pair = rule(tree_unflatten(in_tree, primals), tree_unflatten(in_tree, tangents))
@@ -224,15 +245,14 @@ def _flatten_jvp(rule: Callable, fun_name: str, rule_name: str, in_tree: PyTreeD
                             "primal and tangent outputs with equal container (pytree) "
                             f"structures, but got {tree} and {tree2} respectively.")
         p_avals = [core.get_aval(p) for p in primals_out]
-        if tree != out_tree or not all(map(core.typematch, p_avals, out_avals)):
-            raise TypeError(
-                f"Custom JVP rule {rule_name} for function {fun_name} must produce a pair "
-                "(list or tuple of length two) where the first element represents the primal "
-                f"output (equal in value to the output of the custom_jvp-decorated function "
-                f"{fun_name}, and in particular of the same container/pytree structure and "
-                f"leaf shapes/dtypes), but instead the JVP rule output's first element was:\n"
-                f"    {_tree_avals_str(tree, p_avals)}\nwhile the custom_jvp-decorated "
-                f"function {fun_name} had output:\n    {_tree_avals_str(out_tree, out_avals)}")
+        _check_rule_out(out, tree, p_avals, lambda got, want: TypeError(
+            f"Custom JVP rule {rule_name} for function {fun_name} must produce a pair "
+            "(list or tuple of length two) where the first element represents the primal "
+            f"output (equal in value to the output of the custom_jvp-decorated function "
+            f"{fun_name}, and in particular of the same container/pytree structure and "
+            f"leaf shapes/dtypes), but instead the JVP rule output's first element was:\n"
+            f"    {got}\nwhile the custom_jvp-decorated function {fun_name} had output:\n"
+            f"    {want}"))
         for p, t in safe_zip(p_avals, tangents_out):
             want = p.strip_weak_type().to_tangent_aval()
             got = core.get_aval(t).strip_weak_type()
@@ -261,14 +281,15 @@ def _call_abstract_eval(prim_name: str):
     return abstract_eval
 
 
-def _custom_jvp_call_jvp(primals, tangents, *, call_jaxpr, jvp, name, num_consts,
-                         symbolic_zeros):
+# (also called with no call_jaxpr: JVPTrace.process_custom_derivative_call, fun not traced)
+def _custom_jvp_call_jvp(primals, tangents, *, jvp, name, num_consts, symbolic_zeros,
+                         call_jaxpr=None):
     const_tangents, arg_tangents = split_list(tangents, [num_consts])
     if any(type(t) is not Zero for t in const_tangents):
         raise _closure_error("custom_jvp", name)
     _, args = split_list(primals, [num_consts])
     outs = jvp(*args, *map(ad.instantiate_zeros, arg_tangents))
-    return split_list(outs, [len(call_jaxpr.out_avals)])
+    return split_list(outs, [len(outs) // 2])
 
 
 def _custom_jvp_call_partial_eval(trace: pe.JaxprTrace, *tracers, call_jaxpr, jvp, name,
@@ -333,8 +354,7 @@ def _custom_jvp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
                                                            used_outputs), jvp=dce_jvp))
 
 
-custom_jvp_call_p = core.Primitive("custom_jvp_call")
-custom_jvp_call_p.multiple_results = True
+custom_jvp_call_p = CustomDerivativeCallPrimitive("custom_jvp_call", "custom_jvp")
 custom_jvp_call_p.pp_first_params = ("name",)
 custom_jvp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_jvp_call_p.def_impl(_custom_jvp_call_impl)
@@ -417,27 +437,28 @@ class custom_vjp:  # noqa: N801 (JAX's name)
         if isinstance(core.current_trace(), core.EvalTrace):
             return self.fun(*args)  # JAX: EvalTrace.process_custom_vjp_call calls it as is
         nums = self.nondiff_argnums
-        fun = lambda *d: self.fun(*_merge_nondiff(static, d, nums))
+        args_flat, in_tree = tree_flatten(tuple(dyn))
+        out: dict = {}  # the output's tree and avals, from whichever of fun and fwd runs
+        flat_fun = _flatten_fun(lambda *d: self.fun(*_merge_nondiff(static, d, nums)),
+                                in_tree, out)
         fwd = lambda *d: self.fwd(*_merge_nondiff(static, d, nums))
         bwd = lambda res, g: self.bwd(*static, res, g)
-        call_jaxpr, consts, args_flat, in_tree, out_tree = _trace_primal(
-            fun, dyn, name, "custom_vjp")
         res_tree: list = []  # filled in when fwd runs, read by bwd
-        flat_fwd = _flatten_fwd(fwd, name, _fun_name(self.fwd), in_tree, out_tree,
-                                call_jaxpr.out_avals, res_tree)
+        flat_fwd = _flatten_fwd(fwd, name, _fun_name(self.fwd), in_tree, out, res_tree)
         flat_bwd = _flatten_bwd(bwd, _fun_name(self.bwd), in_tree,
-                                [core.get_aval(x) for x in args_flat], out_tree, res_tree)
-        outs = custom_vjp_call_p.bind(*consts, *args_flat, call_jaxpr=call_jaxpr, fwd=flat_fwd,
-                                      bwd=flat_bwd, name=name, num_consts=len(consts),
-                                      symbolic_zeros=self.symbolic_zeros)
-        return tree_unflatten(out_tree, outs)
+                                [core.get_aval(x) for x in args_flat], out, res_tree)
+        # the current trace decides whether fun is traced (jit, vmap) or only fwd runs
+        outs = core.current_trace().process_custom_derivative_call(
+            custom_vjp_call_p, flat_fun, args_flat,
+            dict(fwd=flat_fwd, bwd=flat_bwd, name=name, symbolic_zeros=self.symbolic_zeros))
+        return tree_unflatten(out["tree"], outs)
 
 
 # JAX: jax/_src/custom_derivatives.py _flatten_fwd
 def _flatten_fwd(fwd: Callable, fun_name: str, fwd_name: str, in_tree: PyTreeDef,
-                 out_tree: PyTreeDef, out_avals: Sequence[ShapedArray], res_tree: list
-                 ) -> Callable:
-    """`fwd` as a flat function `(*args) -> [*residuals, *primals_out]`."""
+                 out: dict, res_tree: list) -> Callable:
+    """`fwd` as a flat function `(*args) -> [*residuals, *primals_out]`; `.out_type` is `out`,
+    the primal output's tree and avals (how many outputs follow the residuals)."""
     def flat_fwd(*args):
         pair = fwd(*tree_unflatten(in_tree, args))
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
@@ -451,18 +472,16 @@ def _flatten_fwd(fwd: Callable, fun_name: str, fwd_name: str, in_tree: PyTreeDef
         primals_out, tree = tree_flatten(pair[0])
         res, rtree = tree_flatten(pair[1])
         p_avals = [core.get_aval(p) for p in primals_out]
-        if tree != out_tree or not all(map(core.typematch, p_avals, out_avals)):
-            raise TypeError(
-                f"Custom VJP fwd rule {fwd_name} for function {fun_name} must produce a pair "
-                "(list or tuple of length two) where the first element represents the primal "
-                f"output (equal to the output of the custom_vjp-decorated function {fun_name}),"
-                " but instead the fwd rule output's first element was:\n"
-                f"    {_tree_avals_str(tree, p_avals)}\nwhile the custom_vjp-decorated "
-                f"function {fun_name} had output:\n    {_tree_avals_str(out_tree, out_avals)}")
+        _check_rule_out(out, tree, p_avals, lambda got, want: TypeError(
+            f"Custom VJP fwd rule {fwd_name} for function {fun_name} must produce a pair "
+            "(list or tuple of length two) where the first element represents the primal "
+            f"output (equal to the output of the custom_vjp-decorated function {fun_name}),"
+            f" but instead the fwd rule output's first element was:\n    {got}\nwhile the "
+            f"custom_vjp-decorated function {fun_name} had output:\n    {want}"))
         res_tree[:] = [rtree]
         return [*res, *primals_out]
 
-    flat_fwd.__name__ = fwd_name
+    flat_fwd.__name__, flat_fwd.out_type = fwd_name, out
     return flat_fwd
 
 
@@ -482,13 +501,12 @@ def _ct_leaves(ct, treedef: PyTreeDef, what: str) -> list:
 
 # JAX: jax/_src/custom_derivatives.py _flatten_bwd
 def _flatten_bwd(bwd: Callable, bwd_name: str, in_tree: PyTreeDef,
-                 in_avals: Sequence[ShapedArray], out_tree: PyTreeDef, res_tree: list
-                 ) -> Callable:
+                 in_avals: Sequence[ShapedArray], out: dict, res_tree: list) -> Callable:
     """`bwd` as a flat function `(*residuals, *cts_out) -> [ct per input leaf]` (Zero where the
     rule gave None, and for integer inputs)."""
     def flat_bwd(*res_and_cts):
         res, cts = split_list(res_and_cts, [res_tree[0].num_leaves])
-        cts_in = bwd(tree_unflatten(res_tree[0], res), tree_unflatten(out_tree, cts))
+        cts_in = bwd(tree_unflatten(res_tree[0], res), tree_unflatten(out["tree"], cts))
         if isinstance(cts_in, list) and len(cts_in) == len(in_tree.children()):
             cts_in = tuple(cts_in)
         msg = ("Custom VJP bwd rule must produce an output with the same container (pytree) "
@@ -502,11 +520,11 @@ def _flatten_bwd(bwd: Callable, bwd_name: str, in_tree: PyTreeDef,
             leaves = _ct_leaves(cts_in, in_tree, msg)
         except ValueError:
             raise TypeError(msg) from None
-        out = []
+        cts_out = []
         for i, (ct, aval) in enumerate(safe_zip(leaves, in_avals)):
             t_aval = aval.to_tangent_aval()
             if ct is None or t_aval.dtype == dtypes.float0:
-                out.append(Zero(t_aval))
+                cts_out.append(Zero(t_aval))
                 continue
             ct_aval = core.get_aval(ct)
             if ct_aval.shape != aval.shape:
@@ -515,8 +533,8 @@ def _flatten_bwd(bwd: Callable, bwd_name: str, in_tree: PyTreeDef,
                     f"tuple of the primal function, but at output leaf {i} the bwd rule "
                     f"{bwd_name} produced an output of type {ct_aval.str_short()} "
                     f"corresponding to an input of type {aval.str_short()}")
-            out.append(ct)
-        return out
+            cts_out.append(ct)
+        return cts_out
 
     flat_bwd.__name__ = bwd_name
     return flat_bwd
@@ -526,14 +544,16 @@ def _custom_vjp_call_impl(*args, call_jaxpr, fwd, bwd, name, num_consts, symboli
     return core.eval_jaxpr(call_jaxpr.jaxpr, call_jaxpr.consts, *args)
 
 
-def _custom_vjp_call_jvp(primals, tangents, *, call_jaxpr, fwd, bwd, name, num_consts,
-                         symbolic_zeros):
+# (also called with no call_jaxpr: JVPTrace.process_custom_derivative_call, fun not traced)
+def _custom_vjp_call_jvp(primals, tangents, *, fwd, bwd, name, num_consts, symbolic_zeros,
+                         call_jaxpr=None):
     const_tangents, arg_tangents = split_list(tangents, [num_consts])
     if any(type(t) is not Zero for t in const_tangents):
         raise _closure_error("custom_vjp", name)
     _, args = split_list(primals, [num_consts])
     outs = fwd(*args)
-    res, primals_out = split_list(outs, [len(outs) - len(call_jaxpr.out_avals)])
+    n_out = len(fwd.out_type["avals"] if call_jaxpr is None else call_jaxpr.out_avals)
+    res, primals_out = split_list(outs, [len(outs) - n_out])
     in_zeros = tuple(type(t) is Zero for t in arg_tangents)
     out_avals = tuple(core.get_aval(p).to_tangent_aval() for p in primals_out)
     tangents_out = custom_lin_p.bind(*res, *[t for t in arg_tangents if type(t) is not Zero],
@@ -610,8 +630,7 @@ def _custom_vjp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
                     fwd=dce_fwd, bwd=dce_bwd))
 
 
-custom_vjp_call_p = core.Primitive("custom_vjp_call")
-custom_vjp_call_p.multiple_results = True
+custom_vjp_call_p = CustomDerivativeCallPrimitive("custom_vjp_call", "custom_vjp")
 custom_vjp_call_p.pp_first_params = ("name",)
 custom_vjp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_vjp_call_p.def_impl(_custom_vjp_call_impl)

@@ -130,7 +130,10 @@ def canonicalize_dtype(dtype) -> np.dtype:
     check_valid_dtype does."""
     try:
         hash(dtype)
-    except TypeError:  # unhashable, e.g. an array passed as a dtype: numpy decides, uncached
+    except TypeError:  # unhashable: an array passed as a dtype (JAX refuses), or numpy decides
+        if hasattr(dtype, "shape") and not isinstance(dtype, np.ndarray):  # numpy reads .dtype
+            raise ValueError("Passing an array as a dtype argument is no longer supported; "
+                             "instead of dtype=arr use dtype=arr.dtype.") from None
         return _canonicalize.__wrapped__(dtype, config.jax_enable_x64)
     return _canonicalize(dtype, config.jax_enable_x64)
 

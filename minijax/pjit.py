@@ -777,18 +777,20 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
 
 
 def _check_shardings(shardings, what: str):
-    """None, a Sharding, or a tuple/dict pytree of Shardings/None (lists become tuples)."""
+    """None, a Sharding, or a tuple/dict pytree of Shardings/None (lists become tuples); a
+    PartitionSpec means the mesh in context (`set_mesh`) where `jit` is applied — differs:
+    JAX reads the mesh when it traces (here ValueError, JAX's, if none is set then)."""
+    if isinstance(shardings, PartitionSpec):
+        return canonicalize_sharding(shardings, f"jit {what}")
     if shardings is None or isinstance(shardings, Sharding):
         return shardings
     if isinstance(shardings, (tuple, list, dict)):
+        shardings = tree_map(lambda s: canonicalize_sharding(s, f"jit {what}"), shardings,
+                             is_leaf=lambda s: isinstance(s, PartitionSpec))
         for s in tree_flatten(shardings)[0]:
             if not isinstance(s, Sharding):
                 raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
         return _hashable(shardings)
-    if isinstance(shardings, PartitionSpec):
-        raise TypeError(f"jit {what}: minijax takes NamedShardings here; pass "
-                        f"NamedSharding(mesh, {shardings}) (a bare PartitionSpec under "
-                        "set_mesh is not supported by jit yet)")
     raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
                     f"{shardings!r}")
 

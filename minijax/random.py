@@ -33,7 +33,7 @@ from minijax.lax.lax import _const
 from minijax.lax.special import erf, erf_inv, lgamma, random_gamma_grad
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
-from minijax.numpy.util import promote_args_inexact, promote_dtypes
+from minijax.numpy.util import check_arraylike, promote_args_inexact, promote_dtypes
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
@@ -140,7 +140,7 @@ def split(key, num: int | Sequence[int] = 2):
     Returns: keys of shape `(num,)` (typed) or u32[num, 2] (raw).
     """
     typed, wrapped = _check_prng_key("split", key)
-    shape = tuple(int(n) for n in num) if isinstance(num, Sequence) else (int(num),)
+    shape = _shape(num)
     out = typed._impl.split(prng.random_unwrap(typed), shape)
     return _return_prng_keys(wrapped, PRNGKeyArray(typed._impl, out))
 
@@ -167,7 +167,7 @@ def _split2(key):
 # ---------------------------------------------------------------------------------------------
 
 def _shape(shape) -> tuple[int, ...]:
-    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    return core.canonicalize_shape((shape,) if np.ndim(shape) == 0 else shape)
 
 
 def _float_dtype(name: str, dtype) -> np.dtype:
@@ -455,6 +455,7 @@ def choice(key, a, shape: Sequence[int] = (), replace: bool = True, p=None, axis
     if not isinstance(shape, Sequence):
         raise TypeError(f"shape argument of minijax.random.choice must be a sequence, got "
                         f"{shape}")
+    check_arraylike("choice", a)
     arr = jnp.asarray(a)
     nd = jnp.ndim(arr)
     if nd == 0:
@@ -723,7 +724,7 @@ def _lognormal(key, sigma, *, shape, dtype):
 
 
 # JAX: jax/_src/random/core.py rayleigh
-def rayleigh(key, scale=1.0, shape: Sequence[int] | None = None, dtype=None):
+def rayleigh(key, scale, shape: Sequence[int] | None = None, dtype=None):
     """Rayleigh floats: scale * sqrt(-2 log u), of `shape` (None: scale's shape)."""
     raw = _raw("rayleigh", key)
     dtype = _float_dtype("rayleigh", dtype)

@@ -146,7 +146,9 @@ class Lowered:
         _warn_unusable_donations(self.jaxpr, self._donated, usable)
         placed = [s if s is not None and s.memory_kind != "device" else None
                   for s in self._out_shardings]
-        effs = mlir.ordered_effects_of(self.jaxpr.jaxpr), bool(self.jaxpr.effects)
+        # a host callback also runs with a runtime token, which exit waits for (as in JAX)
+        effs = (mlir.ordered_effects_of(self.jaxpr.jaxpr),
+                bool(self.jaxpr.effects or self._host_callbacks))
         if device is not None:
             executor = compiler.ExecuteOnDevice(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                 usable, device, *effs)

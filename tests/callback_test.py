@@ -536,3 +536,34 @@ def test_exception_inside_a_callback_surfaces_as_jax(api, staged):
         text = str(e)
         assert text.startswith("INTERNAL: CpuCallback error calling callback: Traceback"), text
         assert text.rstrip().endswith("ValueError: boom in the callback"), text
+
+
+# A script that ends right after a jitted pure_callback on a sharded array, without reading the
+# result: the interpreter must wait for the pending program at exit (JAX's wait_for_tokens), not
+# abort ("terminate called without an active exception") when XLA calls into a dead Python.
+_EXIT_SCRIPT = """
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np
+J = __import__(sys.argv[1])
+mesh = J.make_mesh((8,), ("x",))
+P, S = J.sharding.PartitionSpec, J.sharding.NamedSharding
+x = J.device_put(J.numpy.arange(16.0), S(mesh, P("x")))
+cb = lambda a: np.asarray(a) * 2
+f = J.jit(lambda v: J.pure_callback(cb, J.ShapeDtypeStruct(v.shape, v.dtype), v))
+y = f(x) if sys.argv[2] == "sharded" else f(np.arange(4.0, dtype=np.float32))
+"""
+
+
+@pytest.mark.parametrize("case", ["sharded", "one_device"])
+def test_exit_right_after_a_jitted_callback_is_clean_as_jax(case):
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    codes = {}
+    for name in ("jax", "minijax"):
+        runs = [subprocess.run([sys.executable, "-c", _EXIT_SCRIPT, name, case], cwd=root,
+                               capture_output=True, text=True, timeout=300) for _ in range(3)]
+        codes[name] = [(r.returncode, r.stderr[-300:]) for r in runs if r.returncode]
+    assert codes == {"jax": [], "minijax": []}

@@ -60,6 +60,7 @@ CASES = {
     "setdiff1d": lambda jnp: (jnp.setdiff1d(X, Y, **_static(jnp, 3)), jnp.setdiff1d(X, Y, size=5),
                               jnp.setdiff1d(X, Y, size=5, fill_value=-1)),
     "setxor1d": lambda jnp: (jnp.setxor1d(X, Y, **_static(jnp, 5)), jnp.setxor1d(X, Y, size=7)),
+    "lexsort_of_a_1d_array": lambda jnp: jnp.lexsort(np.array([3, 1, 2])),
     "intersect1d": lambda jnp: (jnp.intersect1d(X, Y, **_static(jnp, 2)),
                                 jnp.intersect1d(X, Y, size=4),
                                 jnp.intersect1d(X, Y, return_indices=True, **_static(jnp, 2))),
@@ -343,3 +344,13 @@ def test_lstsq_grad_and_numpy_resid_match_jax():
     # numpy_resid's output shape depends on the rank: JAX runs it eagerly
     check(lambda J: tuple(J.numpy.linalg.lstsq(TALL, B6, numpy_resid=True)), rtol=2e-4,
           atol=2e-4, jit=False)
+
+
+def test_set_operations_with_an_empty_result_match_jax_eagerly():
+    # issue 45: the default fill read the first entry of an empty result (JAX's jit cannot
+    # run these with size=0, so both run eagerly)
+    def run(jnp):
+        a, b = np.array([1, 2]), np.array([2, 1])
+        return [jnp.setxor1d(a, b), jnp.setdiff1d(a, b), jnp.intersect1d(a[:1], b[:1] + 5)]
+    for got, want in zip(run(minijax.numpy), run(jax.numpy)):
+        assert (got.shape, got.dtype) == (want.shape, want.dtype) == ((0,), want.dtype)

@@ -31,6 +31,8 @@ BATCH = _rand(2, 3, 4)
 C45, C245, C255, C42, C4 = _rand(4, 5), _rand(2, 4, 5), _rand(2, 5, 4), _rand(4, 2), _rand(4)
 C123, C432, C34 = _rand(1, 2, 3), _rand(4, 3, 2), _rand(3, 4)
 X432 = _rand(4, 3, 2)
+_SORTED_NAN = np.array([-np.inf, -1, 0, 1, 2, 2, np.inf, np.nan, np.nan], np.float32)
+_NEEDLES_NAN = np.array([np.nan, 1.5, 3, -np.inf, np.inf, 2, -0.0, -5], np.float32)
 
 
 def assert_same(got, want, rtol=1e-5, atol=1e-6):
@@ -93,6 +95,11 @@ CREATION = {
     "eye": lambda jnp: jnp.eye(3),
     "eye_rect_k": lambda jnp: jnp.eye(2, 4, k=1),
     "eye_int": lambda jnp: jnp.eye(2, dtype=jnp.int32),
+    "zeros_like_shape": lambda jnp: jnp.zeros_like(A, shape=4),
+    "ones_like_shape_dtype": lambda jnp: jnp.ones_like(A, jnp.int32, (3, 1)),
+    "full_like_array_fill": lambda jnp: jnp.full_like(A, np.array([1, 2, 3])),
+    "full_like_array_fill_shape": lambda jnp: jnp.full_like(V, V[:, None], shape=(3, 3)),
+    "zeros_shape_of_0d_arrays": lambda jnp: jnp.zeros((np.array(2), np.int64(3))),
 }
 
 
@@ -348,6 +355,14 @@ SHAPES = {
     "broadcast_to": lambda jnp: jnp.broadcast_to(V, (2, 3)),
     "ravel": lambda jnp: jnp.ravel(BATCH),
     "outer": lambda jnp: jnp.outer(V, V[:2]),
+    # a float number of sections is int()'d, as JAX does (2.7 -> 2 sections, not index 2)
+    "split_float_sections": lambda jnp: jnp.split(jnp.arange(6.0), 2.7),
+    "array_split_float_sections": lambda jnp: jnp.array_split(jnp.arange(7.0), 3.0),
+    "matvec_batched": lambda jnp: jnp.matvec(BATCH, C4),
+    # NaN sorts last, as lax.sort's comparator says (issue 45)
+    "searchsorted_nan_left": lambda jnp: jnp.searchsorted(_SORTED_NAN, _NEEDLES_NAN),
+    "searchsorted_nan_right": lambda jnp: jnp.searchsorted(_SORTED_NAN, _NEEDLES_NAN, "right"),
+    "vecmat_batched": lambda jnp: jnp.vecmat(V, BATCH[:, :, :2]),
 }
 
 

@@ -43,16 +43,19 @@ BUDGETS = {
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24); compute_on's trace state (34)
-    "core": 930,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 950,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     #                     a user's primitive, source info for print_saved_residuals (24);
     #                     JaxprEqnContext: the compute_on of each equation (34);
     #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
+    #                     canonicalize_shape, Trace.process_custom_derivative_call,
+    #                     Tracer.item/tolist (45)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 320,   # a user's primitive eagerly: its impl alone, as JAX (24);
+    "dispatch": 350,   # a user's primitive eagerly: its impl alone, as JAX (24);
+    #                    primitives whose NumPy rules round otherwise run on XLA (~30, 45);
     #                    + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
     #                    eager constraints by their impl unless P.UNCONSTRAINED (25)
@@ -72,8 +75,10 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1760,  # lowering per platform: rule tables per platform,
+    "interpreters": 1785,  # lowering per platform: rule tables per platform,
     #                       lower_per_platform's stablehlo.case, the platform index (~95, 43);
+    #                       process_custom_derivative_call of JVP, Linearize, Jaxpr and
+    #                       Batch traces: the rule runs, the function is not traced (~25, 45);
     #                       JAX's rule signatures for user batchers, lowerings (24);
     #                       compute_on's marks in the lowering (34);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);

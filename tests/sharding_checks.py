@@ -1422,5 +1422,64 @@ def check_arguments_a_jit_does_not_read_do_not_choose_its_devices():
                                      ("P()", (4, 2)), ("P()", (4, 2))], got
 
 
+def check_device_put_of_a_tree_of_shardings_or_devices():
+    # issue 45: a dict or list of shardings (or devices), a prefix of the value's tree
+    jm, mm = meshes()
+    for J, m in ((jax, jm), (minijax, mm)):
+        S, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+        out = J.device_put({"a": np.ones(8), "b": [np.ones(4), np.ones(4)]},
+                           {"a": S(m, P("x")), "b": S(m, P())})
+        assert [str(out["a"].sharding.spec), str(out["b"][1].sharding.spec)] == \
+            ["P('x',)", "P()"], out
+        a, b = J.device_put([np.ones(2), np.ones(2)], [J.devices()[3], J.devices()[5]])
+        assert ([d.id for d in a.devices()], [d.id for d in b.devices()]) == ([3], [5])
+
+
+def check_reshape_adding_or_removing_size_one_dimensions():
+    # issue 45: (8@x,) -> (1, 8@x) raised "This reshape is not supported"; JAX types it
+    cases = [((8,), ("x",), (1, 8)), ((8,), ("x",), (8, 1)), ((8,), ("x",), (1, 8, 1)),
+             ((1, 8), (None, "x"), (8,)), ((8, 1), ("x", None), (8,)),
+             ((8, 4), ("x", "y"), (1, 8, 1, 4)), ((4, 1, 2), ("x", None, "y"), (4, 2)),
+             ((4, 1, 1), ("x", None, None), (1, 4)), ((16,), ("x",), (4, 4))]
+    jm, mm = meshes()
+    for shape, spec, new in cases:
+        specs = []
+        for J, m in ((jax, jm), (minijax, mm)):
+            x = J.device_put(np.zeros(shape, np.float32),
+                             J.sharding.NamedSharding(m, J.sharding.PartitionSpec(*spec)))
+            with J.set_mesh(m):
+                specs.append(str(J.jit(lambda v, new=new: v.reshape(new))(x).sharding.spec))
+        assert specs[0] == specs[1], (shape, spec, new, specs)
+
+
+def check_jnp_reshape_out_sharding():
+    jm, mm = meshes()
+    got = []
+    for J, m in ((jax, jm), (minijax, mm)):
+        P = J.sharding.PartitionSpec
+        x = J.device_put(np.arange(16.0, dtype=np.float32), J.sharding.NamedSharding(m, P("x")))
+        with J.set_mesh(m):
+            a = J.jit(lambda v, J=J, P=P: J.numpy.reshape(v, (4, 4),
+                                                          out_sharding=P(None, "x")))(x)
+            b = x.reshape(8, 2, out_sharding=P("x", None))
+        got.append((str(a.sharding.spec), np.asarray(a).tolist(), str(b.sharding.spec)))
+    assert got[0] == got[1], got
+
+
+def check_jit_partition_spec_shardings_under_set_mesh():
+    # issue 45: jit(out_shardings=P(...)) was refused under set_mesh
+    jm, mm = meshes()
+    got = []
+    for J, m in ((jax, jm), (minijax, mm)):
+        P = J.sharding.PartitionSpec
+        with J.set_mesh(m):
+            f = J.jit(lambda v: v * 2, in_shardings=P("x"), out_shardings=P(None))
+            g = J.jit(lambda v, w: (v + w, v), out_shardings=(P("x"), P()))
+            y, (a, b) = f(np.arange(8.0, dtype=np.float32)), g(np.ones(8, np.float32), 1.0)
+        got.append([str(y.sharding.spec), np.asarray(y).tolist(), str(a.sharding.spec),
+                    str(b.sharding.spec)])
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())

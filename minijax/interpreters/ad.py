@@ -125,6 +125,18 @@ class JVPTrace(core.Trace):
             return [maybe_jvp_tracer(self, p, t) for p, t in safe_zip(primal_out, tangent_out)]
         return maybe_jvp_tracer(self, primal_out, tangent_out)
 
+    # JAX: jax/_src/interpreters/ad.py JVPTrace.process_custom_jvp_call (and _vjp_call)
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        # `fun` is not run, not even traced: the rule computes the primal output (JAX's order)
+        primals, tangents = zip(*map(self.to_primal_tangent_pair, tracers)) if tracers else ((), ())
+        if all(type(t) is Zero for t in tangents):
+            return self.parent_trace.process_custom_derivative_call(primitive, fun, primals,
+                                                                    rules)
+        with core.set_current_trace(self.parent_trace):
+            primal_out, tangent_out = primitive_jvps[primitive](primals, tangents, num_consts=0,
+                                                                **rules)
+        return [maybe_jvp_tracer(self, p, t) for p, t in safe_zip(primal_out, tangent_out)]
+
 
 def maybe_jvp_tracer(trace: JVPTrace, primal, tangent):
     if type(tangent) is Zero:
@@ -326,10 +338,27 @@ class LinearizeTrace(core.Trace):
                                               **params)
             else:
                 out = rule(self.is_vjp, nonzeros, *primals, **params)
-        primal_out, nonzeros_out, residuals, linearized = out
+        return self._tangents_out(primitive.multiple_results, tangents, *out)
+
+    # JAX: jax/_src/interpreters/ad.py LinearizeTrace.process_custom_jvp_call (and _vjp_call)
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        # `fun` is not run, not even traced: the rule computes the primal output (JAX's order)
+        primals, tangents = zip(*map(self.to_primal_tangent_pair, tracers)) if tracers else ((), ())
+        if all(type(t) is Zero for t in tangents):
+            return self.parent_trace.process_custom_derivative_call(primitive, fun, primals,
+                                                                    rules)
+        rule = primitive_jvps[primitive]
+        with core.set_current_trace(self.parent_trace):
+            out = linearize_from_jvp(lambda ps, ts: rule(ps, ts, num_consts=0, **rules), True,
+                                     [type(t) is not Zero for t in tangents], primals,
+                                     primitive.name)
+        return self._tangents_out(True, tangents, *out)
+
+    def _tangents_out(self, multiple_results, tangents, primal_out, nonzeros_out, residuals,
+                      linearized):
         with core.set_current_trace(self.tangent_trace):
             tangent_out = linearized(residuals, *tangents)
-        if primitive.multiple_results:
+        if multiple_results:
             return [maybe_linearize_tracer(self, p, nz, t)
                     for p, nz, t in safe_zip(primal_out, nonzeros_out, tangent_out)]
         return maybe_linearize_tracer(self, primal_out, nonzeros_out, tangent_out)

@@ -104,6 +104,15 @@ class BatchTrace(core.Trace):
             return [self._wrap(o, d) for o, d in safe_zip(out, out_dim)]
         return self._wrap(out, out_dim)
 
+    # JAX: jax/_src/interpreters/batching.py BatchTrace.process_custom_jvp_call — differs:
+    # a batched input stages the function (the default), whose batching rule batches the rules
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        vals, dims = zip(*map(self.to_batch_info, tracers)) if tracers else ((), ())
+        if self.axis_name is None and all(d is not_mapped for d in dims):
+            # nothing batched: the parent applies it (fun sees concrete values, as in JAX)
+            return self.parent_trace.process_custom_derivative_call(primitive, fun, vals, rules)
+        return super().process_custom_derivative_call(primitive, fun, tracers, rules)
+
     def _wrap(self, val, dim):
         return val if dim is not_mapped else BatchTracer(self, val, dim)
 

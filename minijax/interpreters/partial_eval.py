@@ -226,6 +226,13 @@ class JaxprTrace(DynamicJaxprTrace):
             return rule(self, *tracers, **params)
         return self.default_process_primitive(primitive, tracers, params)
 
+    # JAX: jax/_src/interpreters/partial_eval.py JaxprTrace.process_custom_jvp_call
+    def process_custom_derivative_call(self, primitive, fun, tracers, rules):
+        if not any(self.is_own(x) for x in tracers):  # all known: applied in the parent
+            return self.parent_trace.process_custom_derivative_call(primitive, fun, tracers,
+                                                                    rules)
+        return super().process_custom_derivative_call(primitive, fun, tracers, rules)
+
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_nounits
 def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],

@@ -1467,7 +1467,7 @@ def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int
     """Broadcast `x` to `shape`; operand dimension i becomes output dimension
     `broadcast_dimensions[i]` (sizes equal, or 1 in the operand). `out_sharding`: the
     result's sharding (default: the operand's, on the dimensions it keeps)."""
-    shape = tuple(core.canonicalize_dim(d) for d in shape)
+    shape = core.canonicalize_shape(shape)
     bdims = tuple(broadcast_dimensions)
     if (not isinstance(x, core.Tracer) and core.get_aval(x).shape == shape
             and bdims == tuple(range(len(shape))) and out_sharding is None):
@@ -1531,13 +1531,14 @@ def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, shardin
 def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
     """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
     the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
-    new_sizes = tuple(core.canonicalize_dim(d) for d in new_sizes)
+    new_sizes = core.canonicalize_shape(new_sizes)
     if dimensions is not None:
         x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
     if shape and shape == new_sizes:  # as JAX: a rank-0 operand is reshaped all the same
         return x
-    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None, sharding=out_sharding)
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None,
+                          sharding=canonicalize_out_sharding(out_sharding, "reshape"))
 
 
 reshape_p = Primitive("reshape")
@@ -2639,8 +2640,7 @@ def broadcasted_iota(dtype, shape: Sequence[int], dimension: int):
     """An array of `shape` whose entries count along `dimension`."""
     dtype = dtypes.canonicalize_dtype(dtype)
     # `sharding`: None until minijax has sharding in types (JAX prints it)
-    shape = tuple(s if getattr(s, "is_symbolic_dim", False) else operator.index(s)
-                  for s in shape)
+    shape = core.canonicalize_shape(shape)
     return iota_p.bind(dtype=dtype, shape=shape,
                        dimension=operator.index(dimension), sharding=None)
 
@@ -3023,8 +3023,7 @@ def full(shape: Sequence[int], fill_value, dtype=None):
 
 
 def _full(shape: Sequence[int], fill_value, dtype, weak: bool):
-    core.check_concrete_shape(tuple(shape))
-    shape = tuple(core.canonicalize_dim(s) for s in shape)
+    shape = core.canonicalize_shape(shape)
     fill = convert_element_type(fill_value, dtype, weak)
     if core.get_aval(fill).shape != ():
         raise TypeError(f"full: fill_value must be a scalar, got {core.get_aval(fill)}")
@@ -3211,8 +3210,8 @@ def _sort_abstract_eval(*operands, dimension, is_stable, num_keys):
     if not 0 <= dimension < len(shape):
         raise TypeError(f"sort: dimension {dimension} out of range for {operands[0].str_short()}")
     if not 1 <= num_keys <= len(operands):
-        raise TypeError(f"sort: num_keys={num_keys} must be between 1 and the number of "
-                        f"operands ({len(operands)})")
+        raise ValueError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands ({len(operands)})")
     return [op.strip_weak_type() for op in operands]
 
 

@@ -172,16 +172,17 @@ def reshape_sharding_rule(aval, new_sizes, sharding):
                 pn *= new[j]
                 j += 1
         gi, gj = [k for k in gi if k < len(old)], [k for k in gj if k < len(new)]
-        ps = [spec[k] for k in gi]
+        # size-1 dimensions, added or removed, carry no layout: (8@i,) -> (1, 8@i)
+        ps = [spec[k] for k in gi if old[k] != 1 or spec[k] is not None]
+        to = [k for k in gj if new[k] != 1] or gj
         first = ps[0] if ps else None
         ok = all(p is None for p in ps[1:]) and (
-            first is None or (gj and new[gj[0]] % _spec_size(mesh, first) == 0))
+            first is None or (to and new[to[0]] % _spec_size(mesh, first) == 0))
         if not ok:
             raise ShardingTypeError(
                 f"This reshape is not supported. Please specify the sharding of the output "
                 f"via the `out_sharding` argument of jax.lax.reshape. Got operand shape: "
                 f"{tuple(aval.shape)}, new sizes: {tuple(new_sizes)} and operand spec: "
                 f"{aval.sharding.spec}")
-        if gj:
-            out.extend([first] + [None] * (len(gj) - 1))
+        out.extend(first if to and k == to[0] else None for k in gj)
     return _with_spec(mesh, out)

@@ -73,8 +73,9 @@ def _set_methods(cls) -> None:
     cls.__getitem__ = lambda self, idx: indexing.rewriting_take(self, idx)
     cls.at = property(lambda self: _IndexUpdateHelper(self))
     cls.T = property(lambda self: jnp.transpose(self))
-    cls.reshape = lambda self, *shape, order="C": jnp.reshape(
-        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+    cls.reshape = lambda self, *shape, order="C", out_sharding=None: jnp.reshape(
+        self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape,
+        out_sharding=out_sharding)
     cls.transpose = lambda self, *axes: jnp.transpose(
         self, None if not axes else axes[0] if len(axes) == 1 and not isinstance(axes[0], int)
         else axes)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from typing import Sequence
 
 import numpy as np
@@ -106,16 +107,23 @@ def full(shape, fill_value, dtype=None):
     return lax.full(canonicalize_shape(shape), fill_value, dtype)
 
 
-def zeros_like(a, dtype=None):
-    return lax.full_like(a, 0, dtype)
+def zeros_like(a, dtype=None, shape=None):
+    return full_like(a, 0, dtype, shape)
 
 
-def ones_like(a, dtype=None):
-    return lax.full_like(a, 1, dtype)
+def ones_like(a, dtype=None, shape=None):
+    return full_like(a, 1, dtype, shape)
 
 
-def full_like(a, fill_value, dtype=None):
-    return lax.full_like(a, fill_value, dtype)
+# JAX: jax/_src/numpy/array_creation.py full_like
+def full_like(a, fill_value, dtype=None, shape=None):
+    """An array like `a` (its shape and dtype unless given) filled with `fill_value`, a scalar
+    or an array broadcast to the shape (ValueError if it does not broadcast)."""
+    shape = None if shape is None else canonicalize_shape(shape)
+    if np.ndim(fill_value) == 0:
+        return lax.full_like(a, fill_value, dtype, shape)
+    fill = asarray(fill_value, dtype=dtype_of(a) if dtype is None else dtype)
+    return broadcast_to(fill, shape_of(a) if shape is None else shape)
 
 
 def arange(start, stop=None, step=None, dtype=None):
@@ -265,8 +273,9 @@ def nan_to_num(x, copy: bool = True, nan=0.0, posinf=None, neginf=None):
 # Shapes
 # ---------------------------------------------------------------------------------------------
 
-def reshape(a, newshape, order="C"):
-    """`a` with shape `newshape` (one entry may be -1). Raises TypeError on size mismatch."""
+def reshape(a, newshape, order="C", *, out_sharding=None):
+    """`a` with shape `newshape` (one entry may be -1). Raises TypeError on size mismatch.
+    `out_sharding`: the result's sharding (sharding in types), as lax.reshape's."""
     a = asarray(a)
     newshape = canonicalize_shape(newshape)
     aval = core.get_aval(a)
@@ -282,7 +291,7 @@ def reshape(a, newshape, order="C"):
     if math.prod(newshape) != aval.size:
         raise TypeError(f"cannot reshape array of shape {aval.shape} (size {aval.size}) into "
                         f"shape {newshape} (size {math.prod(newshape)})")
-    return lax.reshape(a, newshape)
+    return lax.reshape(a, newshape, out_sharding=out_sharding)
 
 
 def ravel(a):
@@ -432,7 +441,7 @@ def tile(A, reps):
     """`A` repeated `reps[i]` times along each axis (A promoted to len(reps) dims, or reps
     padded with leading 1s)."""
     A = asarray(A)
-    reps = (int(reps),) if isinstance(reps, (int, np.integer)) else tuple(int(r) for r in reps)
+    reps = core.canonicalize_shape((reps,) if np.ndim(reps) == 0 else reps, "reps of jnp.tile")
     nd = core.get_aval(A).ndim
     reps = (1,) * (nd - len(reps)) + reps
     if len(reps) > nd:
@@ -544,7 +553,7 @@ def _split(name, ary, indices_or_sections, axis: int, exact: bool):
     ary = asarray(ary)
     axis = canonicalize_axis(axis, core.get_aval(ary).ndim)
     n = shape_of(ary)[axis]
-    if isinstance(indices_or_sections, (int, np.integer)):
+    if np.ndim(indices_or_sections) == 0:  # as JAX: a number of sections, int() of it
         k = int(indices_or_sections)
         if k <= 0:
             raise ValueError("number sections must be larger than 0.")
@@ -553,7 +562,7 @@ def _split(name, ary, indices_or_sections, axis: int, exact: bool):
         size, extra = builtins.divmod(n, k)
         bounds = np.cumsum([0] + [size + 1] * extra + [size] * (k - extra)).tolist()
     else:
-        idx = [int(i) for i in np.asarray(indices_or_sections).reshape(-1)]
+        idx = [operator.index(i) for i in indices_or_sections]
         bounds = [0] + [builtins.min(builtins.max(i if i >= 0 else i + n, 0), n)
                         for i in idx] + [n]
     return [slice_axis(ary, axis, lo, builtins.max(lo, hi))
@@ -765,7 +774,13 @@ def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan")
     v_e = lax.expand_dims(v, (core.get_aval(v).ndim,))
     a_b = lax.broadcast_in_dim(a, shape_of(v) + shape_of(a), (core.get_aval(v).ndim,))
     v_b = broadcast_to(v_e, shape_of(v) + shape_of(a))
-    hit = lax.lt(a_b, v_b) if side == "left" else lax.le(a_b, v_b)
+    # JAX: jax/_src/lax/lax.py _sort_lt_comparator — NaN sorts last, as in lax.sort
+    if is_floating(a):
+        def lt(x, y):
+            return lax.bitwise_or(lax.lt(x, y), lax.bitwise_and(lax.ne(y, y), lax.eq(x, x)))
+        hit = lt(a_b, v_b) if side == "left" else lax.bitwise_not(lt(v_b, a_b))
+    else:
+        hit = lax.lt(a_b, v_b) if side == "left" else lax.le(a_b, v_b)
     return reductions.sum(hit, axis=-1, dtype=_int)
 
 
@@ -948,7 +963,7 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
 def indices(dimensions, dtype=None, sparse: bool = False):
     """The grid of indices of an array of shape `dimensions`: `int32[len(dims), *dims]` (with
     `sparse`, a tuple of arrays of shape (1, .., d_i, .., 1))."""
-    dims = tuple(int(d) for d in dimensions)
+    dims = core.canonicalize_shape(dimensions, "dimensions argument of jnp.indices")
     d = dtypes.default_int_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
     grids = []
     for i, n in enumerate(dims):

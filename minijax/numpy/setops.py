@@ -147,6 +147,8 @@ def _compact(name: str, values, keep, size, fill_value, default_fill, by_value=F
     _, ordered = lax.sort([drop, values], 0, num_keys=2 if by_value else 1)
     ordered = (slice_axis(ordered, 0, 0, size) if size <= n else
                lax_numpy.concatenate([ordered, lax.full((size - n,), 0, dtype_of(values))], 0))
+    if size == 0:  # nothing kept: no entry to fill (nor a first result to fill with)
+        return ordered
     count = reductions.sum(keep, dtype=_int)
     valid = lax.lt(lax.iota(_int, size), count)
     fill = default_fill(ordered) if fill_value is None else fill_value

@@ -62,6 +62,8 @@ def lexsort(keys, axis: int = -1):
     shape = shape_of(keys[0])
     if builtins.any(shape_of(k) != shape for k in keys):
         raise ValueError("all keys need to be the same shape")
+    if not shape:  # scalar keys (a 1-D array's rows): one item to order, as JAX
+        return lax.full((), 0, _int)
     axis = canonicalize_axis(axis, len(shape))
     idx = lax.broadcasted_iota(_int, shape, axis)
     for k in keys:  # least significant key first; a stable sort keeps earlier keys' order

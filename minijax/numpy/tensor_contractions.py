@@ -20,6 +20,7 @@ from minijax.sharding_impls import canonicalize_out_sharding
 from minijax.numpy import lax_numpy
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
+from minijax.numpy.vectorize import vectorize
 from minijax.numpy.util import canonicalize_axis, dtype_of, promote_dtypes, shape_of
 
 
@@ -238,15 +239,15 @@ def vecdot(x1, x2, /, *, axis: int = -1, precision=None, preferred_element_type=
                            preferred_element_type=d)
 
 
+# JAX: jax/_src/numpy/tensor_contractions.py matvec
 def matvec(x1, x2, /):
     """Matrix-vector products over broadcast batches: `T[..., m, n] x T[..., n] ->
-    T[..., m]` (`matmul` with x2 as a column)."""
-    x2 = asarray(x2)
-    return lax_numpy.squeeze(matmul(x1, lax_numpy.expand_dims(x2, -1)), -1)
+    T[..., m]`, the gufunc `(n,m),(m)->(n)` (ValueError, as JAX's, for a 1-D matrix)."""
+    return vectorize(matmul, signature="(n,m),(m)->(n)")(x1, x2)
 
 
+# JAX: jax/_src/numpy/tensor_contractions.py vecmat
 def vecmat(x1, x2, /):
     """Vector-matrix products over broadcast batches: `T[..., n] x T[..., n, m] ->
-    T[..., m]`, with x1 conjugated (as the array API's vecmat)."""
-    x1 = ufuncs.conj(asarray(x1))
-    return lax_numpy.squeeze(matmul(lax_numpy.expand_dims(x1, -2), x2), -2)
+    T[..., m]`, with x1 conjugated (as the array API's vecmat): the gufunc `(n),(n,m)->(m)`."""
+    return vectorize(matmul, signature="(n),(n,m)->(m)")(ufuncs.conj(asarray(x1)), x2)

@@ -163,11 +163,13 @@ def reduction_axes(a, axis) -> tuple[int, ...]:
     return tuple(sorted({canonicalize_axis(x, nd) for x in axes}))
 
 
-def canonicalize_shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    core.check_concrete_shape((shape,) if isinstance(shape, core.Tracer) else tuple(shape))
-    return tuple(core.canonicalize_dim(s) for s in shape)
+# JAX: jax/_src/numpy/array_creation.py canonicalize_shape
+def canonicalize_shape(shape, context: str = "") -> tuple[int, ...]:
+    """A user's shape (a scalar size or a sequence of sizes) as core's tuple of dimensions:
+    TypeError for a size that is not an integer (minijax/core.py: canonicalize_shape)."""
+    if not isinstance(shape, (tuple, list)) and np.ndim(shape) == 0:
+        return core.canonicalize_shape((shape,), context)
+    return core.canonicalize_shape(shape, context)
 
 
 # JAX: jax/_src/numpy/util.py _broadcast_to
