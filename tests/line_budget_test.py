@@ -31,7 +31,8 @@ BUDGETS = {
     "array": 225,  # + __dlpack__ (35)
     "callback": 375,  # the TPU's host callbacks: sends and receives (~45, issue 43)
     "compute_on": 70,  # compute_on, extend_compute_type, compute_on2 over jit (issue 34)
-    "compiler": 670,  # JAX's detailed-logging rule for small modules (42);
+    "compiler": 675,  # + exit waits for pending host callbacks (45);
+    #                  JAX's detailed-logging rule for small modules (42);
     #                  SendRecvCallback: a TPU host callback made at compile time (43);
     #                  a TPU kernel compiled elsewhere names the kernel (42);
     #                  put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);

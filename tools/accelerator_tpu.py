@@ -118,8 +118,9 @@ def median_seconds(fn, *args, reps: int) -> float:
 
 def rel_err(got, want) -> float:
     """max |got - want| / max |want| over one array or a tuple of them, in float32."""
-    got = got if isinstance(got, (tuple, list)) else (got,)
-    want = want if isinstance(want, (tuple, list)) else (want,)
+    def leaves(x):
+        return [y for e in x for y in leaves(e)] if isinstance(x, (tuple, list)) else [x]
+    got, want = leaves(got), leaves(want)
     worst = 0.0
     for g, w in zip(got, want):
         g, w = np.asarray(g, np.float32), np.asarray(w, np.float32)
@@ -193,77 +194,87 @@ class Bench:
 
 
 # ------------------------------------------------------------------ FlashAttention
+def fwd_bwd(J, f):
+    """`(*args, ct) -> (f(*args), vjp(ct))`, jitted: forward and backward both timed (a
+    backward alone would let XLA drop the forward's unused outputs, and with them a forward
+    kernel whose custom_vjp saves only its inputs)."""
+    def both(*args):
+        out, f_vjp = J.vjp(f, *args[:-1])
+        return out, f_vjp(args[-1])
+    return J.jit(both)
+
+
+def _flash_anchor(causal: bool, d: int, blk: int):
+    """JAX's own TPU flash attention at blocks of `blk`, on [BH, S, D] (as one batch)."""
+    from jax.experimental.pallas.ops.tpu import flash_attention as fa
+    sizes = fa.BlockSizes(
+        block_q=blk, block_k_major=blk, block_k=blk, block_b=1, block_q_major_dkv=blk,
+        block_k_major_dkv=blk, block_k_dkv=blk, block_q_dkv=blk, block_k_major_dq=blk,
+        block_k_dq=blk, block_q_dq=blk)
+    return lambda q, k, v: fa.flash_attention(
+        q[None], k[None], v[None], causal=causal, sm_scale=1.0 / math.sqrt(d),
+        block_sizes=sizes)[0]
+
+
 def measure_flash(b: Bench, shapes) -> None:
     """Forward and forward+backward of `K.flash_attention` against JAX's TPU flash attention
     (`jax.experimental.pallas.ops.tpu.flash_attention`, its best block size of
     CANDIDATES["jax_flash"]), and the forward against XLA's attention (scores materialised)."""
-    jax, jnp, K = b.jax, b.jnp, b.K
     for bh, seq, d, causal in shapes:
-        q, k, v, do = (b.normal((bh, seq, d)) for _ in range(4))
-        tag = f"s{seq}{'_causal' if causal else ''}"
-        shape = (bh, seq, d)
-        fwd_flops = attention_flops(bh, seq, d, causal=causal, backward=False)
-        both_flops = attention_flops(bh, seq, d, causal=causal, backward=True)
-        with jax.default_matmul_precision("highest"):
-            f32 = [x.astype(jnp.float32) for x in (q, k, v, do)]
-            ref_o = jax.jit(lambda q, k, v: K.attention_ref(q, k, v, causal))(*f32[:3])
-            ref_g = jax.jit(lambda q, k, v, do: jax.vjp(
-                lambda q, k, v: K.attention_ref(q, k, v, causal), q, k, v)[1](do))(*f32)
+        _flash_shape(b, bh, seq, d, causal)
 
-        def ours(c):
-            return lambda q, k, v: K.flash_attention(q, k, v, c[0], c[1], causal)
 
-        def theirs(blk):
-            from jax.experimental.pallas.ops.tpu import flash_attention as fa
-            sizes = fa.BlockSizes(
-                block_q=blk, block_k_major=blk, block_k=blk, block_b=1, block_q_major_dkv=blk,
-                block_k_major_dkv=blk, block_k_dkv=blk, block_q_dkv=blk, block_k_major_dq=blk,
-                block_k_dq=blk, block_q_dq=blk)
-            return lambda q, k, v: fa.flash_attention(
-                q[None], k[None], v[None], causal=causal, sm_scale=1.0 / math.sqrt(d),
-                block_sizes=sizes)[0]
+def _flash_shape(b: Bench, bh: int, seq: int, d: int, causal: bool) -> None:
+    jax, jnp, K = b.jax, b.jnp, b.K
+    q, k, v, do = (b.normal((bh, seq, d)) for _ in range(4))
+    tag = f"s{seq}{'_causal' if causal else ''}"
+    shape = (bh, seq, d)
+    attention = lambda q, k, v: K.attention_ref(q, k, v, causal)  # noqa: E731
+    with jax.default_matmul_precision("highest"):
+        f32 = [x.astype(jnp.float32) for x in (q, k, v, do)]
+        ref_o = jax.jit(attention)(*f32[:3])
+        ref_g = fwd_bwd(jax, attention)(*f32)
+    cands = [c for c in CANDIDATES["flash"] if seq % c[0] == 0 and seq % c[1] == 0]
+    jcands = [c for c in CANDIDATES["jax_flash"] if seq % c == 0]
+    if b.smoke:
+        cands, jcands = [(128, 128)], [128]
+    cases = (("fwd", jax.jit, (q, k, v), ref_o, False),
+             ("fwdbwd", lambda f: fwd_bwd(jax, f), (q, k, v, do), ref_g, True))
+    for what, wrap, args, ref_out, backward in cases:
+        name = f"flash_{what}_{tag}"
+        flops = attention_flops(bh, seq, d, causal=causal, backward=backward)
+        c, f = b.search(name, lambda c, wrap=wrap: wrap(
+            lambda q, k, v: K.flash_attention(q, k, v, c[0], c[1], causal)), cands, *args)
+        jc, jf = (None, "skipped") if b.smoke else b.search(
+            f"jax_flash_attention_{what}_{tag}",
+            lambda c, wrap=wrap: wrap(_flash_anchor(causal, d, c)), jcands, *args)
+        ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
+        ref_ms = None if jc is None else 1e3 * median_seconds(jf, *args, reps=b.reps)
+        err = None if c is None else rel_err(f(*args), ref_out)
+        b.row(name, shape, "bfloat16", ms=ms, flops=flops, ref="jax_flash_attention",
+              nbytes=2 * bh * seq * d * (4 if what == "fwd" else 9),
+              ref_ms=ref_ms, max_err=err, causal=causal, tiling=c, ref_tiling=jc,
+              error=None if c is not None else f,
+              ref_error=None if jc is not None else jf)
+        if what == "fwd" and (seq >= 8192 or b.smoke):
+            _flash_vs_xla(b, name, shape, q, k, v, causal, ms=ms, flops=flops, err=err, c=c)
 
-        def fwd(f):
-            return jax.jit(f)
 
-        def fwd_bwd(f):
-            return jax.jit(lambda q, k, v, do: jax.vjp(f, q, k, v)[1](do))
-
-        cands = [c for c in CANDIDATES["flash"] if seq % c[0] == 0 and seq % c[1] == 0]
-        jcands = [c for c in CANDIDATES["jax_flash"] if seq % c == 0]
-        if b.smoke:
-            cands, jcands = [(128, 128)], [128]
-        for what, wrap, flops, args, ref_out in (
-                ("fwd", fwd, fwd_flops, (q, k, v), ref_o),
-                ("fwdbwd", fwd_bwd, both_flops, (q, k, v, do), ref_g)):
-            name = f"flash_{what}_{tag}"
-            c, f = b.search(name, lambda c: wrap(ours(c)), cands, *args)
-            jc, jf = (None, "skipped") if b.smoke else b.search(
-                f"jax_flash_attention_{what}_{tag}", lambda c: wrap(theirs(c)), jcands, *args)
-            ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
-            ref_ms = None if jc is None else 1e3 * median_seconds(jf, *args, reps=b.reps)
-            err = None if c is None else rel_err(f(*args), ref_out)
-            b.row(name, shape, "bfloat16", ms=ms, flops=flops, ref="jax_flash_attention",
-                  nbytes=2 * bh * seq * d * (4 if what == "fwd" else 9),
-                  ref_ms=ref_ms, max_err=err, causal=causal, tiling=c, ref_tiling=jc,
-                  error=None if c is not None else f,
-                  ref_error=None if jc is not None else jf)
-            if what == "fwd" and seq >= 8192 or b.smoke and what == "fwd":
-                # XLA's attention: jax.nn.dot_product_attention(implementation="xla"), heads
-                # as its [B, S, N, H] layout wants (the transposes are outside the timing)
-                xla = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
-                    q, k, v, is_causal=causal, implementation="xla"))
-                q4, k4, v4 = (jnp.transpose(x, (1, 0, 2))[None] for x in (q, k, v))
-                try:
-                    x_ms = 1e3 * median_seconds(xla, q4, k4, v4, reps=max(3, b.reps // 4))
-                except Exception as e:  # noqa: BLE001 - out of memory at long sequences
-                    x_ms, xerr = None, _error(e)
-                else:
-                    xerr = None
-                b.row(f"{name}_vs_xla", shape, "bfloat16", ms=ms, flops=flops,
-                      nbytes=2 * bh * seq * d * 4,
-                      ref="xla_attention", ref_ms=x_ms, max_err=err, causal=causal, tiling=c,
-                      ref_error=xerr)
+def _flash_vs_xla(b: Bench, name, shape, q, k, v, causal, *, ms, flops, err, c) -> None:
+    """XLA's attention, `jax.nn.dot_product_attention(implementation="xla")`, heads as its
+    [B, S, N, H] layout wants (the transposes are outside the timing)."""
+    jax, jnp = b.jax, b.jnp
+    xla = jax.jit(lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, is_causal=causal, implementation="xla"))
+    q4, k4, v4 = (jnp.transpose(x, (1, 0, 2))[None] for x in (q, k, v))
+    try:
+        x_ms, xerr = 1e3 * median_seconds(xla, q4, k4, v4, reps=max(3, b.reps // 4)), None
+    except Exception as e:  # noqa: BLE001 - out of memory at long sequences
+        x_ms, xerr = None, _error(e)
+    bh, seq, d = shape
+    b.row(f"{name}_vs_xla", shape, "bfloat16", ms=ms, flops=flops, nbytes=2 * bh * seq * d * 4,
+          ref="xla_attention", ref_ms=x_ms, max_err=err, causal=causal, tiling=c,
+          ref_error=xerr)
 
 
 # ------------------------------------------------------------------ matmul
@@ -271,34 +282,38 @@ def measure_matmul(b: Bench, sizes) -> None:
     """`K.matmul` (bias + ReLU fused into the last K step) against XLA's `dot` + bias + ReLU
     jitted together (XLA fuses the epilogue into the dot's output where it can), bf16 in,
     bf16 out, float32 accumulation in both."""
-    jax, jnp, K = b.jax, b.jnp, b.K
     for n in sizes:
-        x, w = b.normal((n, n)), b.normal((n, n), scale=1 / math.sqrt(n))
-        bias = b.normal((n,))
-        with jax.default_matmul_precision("highest"):
-            ref = jax.jit(lambda x, w, bias: K.matmul_ref(
-                x.astype(jnp.float32), w.astype(jnp.float32), bias.astype(jnp.float32)))(
-                    x, w, bias)
+        _matmul_size(b, n)
 
-        def xla(x, w, bias):
-            y = jnp.dot(x, w, preferred_element_type=jnp.float32) + bias.astype(jnp.float32)
-            return jnp.maximum(y, 0.0).astype(x.dtype)
 
-        def ours(c):
-            return jax.jit(lambda x, w, bias: K.matmul(
-                x, w, bias, bm=c[0], bn=c[1], bk=c[2], activation="relu").astype(x.dtype))
+def _matmul_size(b: Bench, n: int) -> None:
+    jax, jnp, K = b.jax, b.jnp, b.K
+    x, w = b.normal((n, n)), b.normal((n, n), scale=1 / math.sqrt(n))
+    bias = b.normal((n,))
+    with jax.default_matmul_precision("highest"):
+        ref = jax.jit(lambda x, w, bias: K.matmul_ref(
+            x.astype(jnp.float32), w.astype(jnp.float32), bias.astype(jnp.float32)))(
+                x, w, bias)
 
-        cands = [c for c in CANDIDATES["matmul"] if all(n % t == 0 for t in c)]
-        if b.smoke:
-            cands = [(n // 2, n // 2, n // 2)]
-        name = f"matmul_{n}"
-        c, f = b.search(name, ours, cands, x, w, bias)
-        ms = None if c is None else 1e3 * median_seconds(f, x, w, bias, reps=b.reps)
-        ref_ms = 1e3 * median_seconds(jax.jit(xla), x, w, bias, reps=b.reps)
-        b.row(name, (n, n, n), "bfloat16", ms=ms, flops=2.0 * n ** 3, ref="xla_dot",
-              nbytes=2 * (3 * n * n + n),
-              ref_ms=ref_ms, max_err=None if c is None else rel_err(f(x, w, bias), ref),
-              tiling=c, error=None if c is not None else f)
+    def xla(x, w, bias):
+        y = jnp.dot(x, w, preferred_element_type=jnp.float32) + bias.astype(jnp.float32)
+        return jnp.maximum(y, 0.0).astype(x.dtype)
+
+    def ours(c):
+        return jax.jit(lambda x, w, bias: K.matmul(
+            x, w, bias, bm=c[0], bn=c[1], bk=c[2], activation="relu").astype(x.dtype))
+
+    cands = [c for c in CANDIDATES["matmul"] if all(n % t == 0 for t in c)]
+    if b.smoke:
+        cands = [(n // 2, n // 2, n // 2)]
+    name = f"matmul_{n}"
+    c, f = b.search(name, ours, cands, x, w, bias)
+    ms = None if c is None else 1e3 * median_seconds(f, x, w, bias, reps=b.reps)
+    ref_ms = 1e3 * median_seconds(jax.jit(xla), x, w, bias, reps=b.reps)
+    b.row(name, (n, n, n), "bfloat16", ms=ms, flops=2.0 * n ** 3, ref="xla_dot",
+          nbytes=2 * (3 * n * n + n),
+          ref_ms=ref_ms, max_err=None if c is None else rel_err(f(x, w, bias), ref),
+          tiling=c, error=None if c is not None else f)
 
 
 # ------------------------------------------------------------------ gmm, tgmm
@@ -315,79 +330,84 @@ def uneven_groups(rng, m: int, g: int) -> np.ndarray:
 def measure_gmm(b: Bench, shapes) -> None:
     """`R.gmm` against `lax.ragged_dot`, and `R.tgmm` against ragged_dot's weight gradient
     (its vjp with respect to the weights), over uneven groups with an empty one."""
-    jax, jnp, R = b.jax, b.jnp, b.R
     for m, k, n, g in shapes:
-        gs = jax.device_put(uneven_groups(b.rng, m, g))
-        lhs, rhs = b.normal((m, k)), b.normal((g, k, n), scale=1 / math.sqrt(k))
-        dy = b.normal((m, n))
-        with jax.default_matmul_precision("highest"):
-            f32 = lambda a: a.astype(jnp.float32)  # noqa: E731
-            ref = jax.jit(jax.lax.ragged_dot)(f32(lhs), f32(rhs), gs)
-            ref_t = jax.jit(lambda l, dy, gs: jax.vjp(
-                lambda r: jax.lax.ragged_dot(l, r, gs), f32(rhs))[1](dy)[0])(f32(lhs), f32(dy), gs)
-        anchor = jax.jit(jax.lax.ragged_dot)
-        anchor_t = jax.jit(lambda l, dy, gs: jax.vjp(
-            lambda r: jax.lax.ragged_dot(l, r, gs), rhs)[1](dy)[0])
-        cands = [c for c in CANDIDATES["gmm"] if m % c[0] == 0 and k % c[1] == 0 and
-                 n % c[2] == 0]
-        if b.smoke:
-            cands = [(m // 4, k, n)]
-        for name, make, args, ref_f, want in (
-                (f"gmm_m{m}_g{g}", lambda c: jax.jit(lambda l, r, gs: R.gmm(l, r, gs, tiling=c)),
-                 (lhs, rhs, gs), anchor, ref),
-                (f"tgmm_m{m}_g{g}",
-                 lambda c: jax.jit(lambda l, dy, gs: R.tgmm(l, dy, gs, tiling=c)),
-                 (lhs, dy, gs), anchor_t, ref_t)):
-            c, f = b.search(name, make, cands, *args)
-            ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
-            ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
-            b.row(name, (m, k, n, g), "bfloat16", ms=ms, flops=2.0 * m * k * n, ref="ragged_dot",
-                  nbytes=2 * (m * k + g * k * n + m * n),
-                  ref_ms=ref_ms, max_err=None if c is None else rel_err(f(*args), want),
-                  tiling=c, group_sizes=[int(s) for s in np.asarray(gs)],
-                  error=None if c is not None else f)
+        _gmm_shape(b, m, k, n, g)
+
+
+def _gmm_shape(b: Bench, m: int, k: int, n: int, g: int) -> None:
+    jax, jnp, R = b.jax, b.jnp, b.R
+    gs = jax.device_put(uneven_groups(b.rng, m, g))
+    lhs, rhs = b.normal((m, k)), b.normal((g, k, n), scale=1 / math.sqrt(k))
+    dy = b.normal((m, n))
+
+    def weight_grad(l, dy, gs, rhs=rhs):
+        return jax.vjp(lambda r: jax.lax.ragged_dot(l, r, gs), rhs)[1](dy)[0]
+
+    with jax.default_matmul_precision("highest"):
+        f32 = [a.astype(jnp.float32) for a in (lhs, rhs, dy)]
+        ref = jax.jit(jax.lax.ragged_dot)(f32[0], f32[1], gs)
+        ref_t = jax.jit(lambda l, dy, gs: weight_grad(l, dy, gs, f32[1]))(f32[0], f32[2], gs)
+    cands = [c for c in CANDIDATES["gmm"] if m % c[0] == 0 and k % c[1] == 0 and
+             n % c[2] == 0]
+    if b.smoke:
+        cands = [(m // 4, k, n)]
+    cases = ((f"gmm_m{m}_g{g}", R.gmm, (lhs, rhs, gs), jax.jit(jax.lax.ragged_dot), ref),
+             (f"tgmm_m{m}_g{g}", R.tgmm, (lhs, dy, gs), jax.jit(weight_grad), ref_t))
+    for name, kernel, args, ref_f, want in cases:
+        c, f = b.search(name, lambda c, kernel=kernel: jax.jit(
+            lambda x, y, gs: kernel(x, y, gs, tiling=c)), cands, *args)
+        ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
+        ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
+        b.row(name, (m, k, n, g), "bfloat16", ms=ms, flops=2.0 * m * k * n, ref="ragged_dot",
+              nbytes=2 * (m * k + g * k * n + m * n),
+              ref_ms=ref_ms, max_err=None if c is None else rel_err(f(*args), want),
+              tiling=c, group_sizes=[int(s) for s in np.asarray(gs)],
+              error=None if c is not None else f)
 
 
 # ------------------------------------------------------------------ fused expert MLP
 def measure_fused_mlp(b: Bench, shapes) -> None:
     """`R.fused_mlp` (forward, and forward+backward through its custom_vjp) against
     `R.ragged_mlp`, two `lax.ragged_dot`s with SiLU between (and its autodiff backward)."""
-    jax, jnp, R = b.jax, b.jnp, b.R
     for m, d, f_dim, g in shapes:
-        gs = jax.device_put(uneven_groups(b.rng, m, g))
-        x = b.normal((m, d))
-        up = b.normal((g, d, f_dim), scale=1 / math.sqrt(d))
-        down = b.normal((g, f_dim, d), scale=1 / math.sqrt(f_dim))
-        dy = b.normal((m, d))
-        with jax.default_matmul_precision("highest"):
-            f32 = [a.astype(jnp.float32) for a in (x, up, down, dy)]
-            ref = jax.jit(R.ragged_mlp)(*f32[:3], gs)
-            ref_g = jax.jit(lambda x, u, w, gs, dy: jax.vjp(
-                lambda x, u, w: R.ragged_mlp(x, u, w, gs), x, u, w)[1](dy))(*f32[:3], gs, f32[3])
-        unfused = jax.jit(R.ragged_mlp)
-        unfused_g = jax.jit(lambda x, u, w, gs, dy: jax.vjp(
-            lambda x, u, w: R.ragged_mlp(x, u, w, gs), x, u, w)[1](dy))
-        cands = [c for c in CANDIDATES["mlp"] if m % c[0] == 0 and f_dim % c[1] == 0]
-        if b.smoke:
-            cands = [(m // 4, f_dim // 2)]
-        for name, make, args, ref_f, want, flops in (
-                (f"fused_mlp_fwd_d{d}_f{f_dim}",
-                 lambda c: jax.jit(lambda x, u, w, gs: R.fused_mlp_fwd(x, u, w, gs, tiling=c)),
-                 (x, up, down, gs), unfused, ref, mlp_flops(m, d, f_dim, backward=False)),
-                (f"fused_mlp_fwdbwd_d{d}_f{f_dim}",
-                 lambda c: jax.jit(lambda x, u, w, gs, dy: jax.vjp(
-                     lambda x, u, w: R.fused_mlp(x, u, w, gs, c), x, u, w)[1](dy)),
-                 (x, up, down, gs, dy), unfused_g, ref_g,
-                 mlp_flops(m, d, f_dim, backward=True))):
-            c, f = b.search(name, make, cands, *args)
-            ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
-            ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
-            nbytes = 2 * (2 * m * d + 2 * g * d * f_dim) if "fwdbwd" not in name else \
-                2 * (3 * m * d + 4 * g * d * f_dim)
-            b.row(name, (m, d, f_dim, g), "bfloat16", ms=ms, flops=flops, nbytes=nbytes,
-                  ref="two_ragged_dots", ref_ms=ref_ms,
-                  max_err=None if c is None else rel_err(f(*args), want), tiling=c,
-                  error=None if c is not None else f)
+        _mlp_shape(b, m, d, f_dim, g)
+
+
+def _mlp_shape(b: Bench, m: int, d: int, f_dim: int, g: int) -> None:
+    jax, jnp, R = b.jax, b.jnp, b.R
+    gs = jax.device_put(uneven_groups(b.rng, m, g))
+    x = b.normal((m, d))
+    up = b.normal((g, d, f_dim), scale=1 / math.sqrt(d))
+    down = b.normal((g, f_dim, d), scale=1 / math.sqrt(f_dim))
+    dy = b.normal((m, d))
+    unfused = lambda x, u, w: R.ragged_mlp(x, u, w, gs)  # noqa: E731
+    with jax.default_matmul_precision("highest"):
+        f32 = [a.astype(jnp.float32) for a in (x, up, down, dy)]
+        ref = jax.jit(unfused)(*f32[:3])
+        ref_g = fwd_bwd(jax, unfused)(*f32)
+    cands = [c for c in CANDIDATES["mlp"] if m % c[0] == 0 and f_dim % c[1] == 0]
+    if b.smoke:
+        cands = [(m // 4, f_dim // 2)]
+
+    def fused_fwd(c):
+        return jax.jit(lambda x, u, w: R.fused_mlp_fwd(x, u, w, gs, tiling=c))
+
+    def fused_both(c):
+        return fwd_bwd(jax, lambda x, u, w: R.fused_mlp(x, u, w, gs, c))
+
+    cases = ((f"fused_mlp_fwd_d{d}_f{f_dim}", fused_fwd, (x, up, down), jax.jit(unfused), ref,
+              False, 2 * (2 * m * d + 2 * g * d * f_dim)),
+             (f"fused_mlp_fwdbwd_d{d}_f{f_dim}", fused_both, (x, up, down, dy),
+              fwd_bwd(jax, unfused), ref_g, True, 2 * (3 * m * d + 4 * g * d * f_dim)))
+    for name, make, args, ref_f, want, backward, nbytes in cases:
+        c, f = b.search(name, make, cands, *args)
+        ms = None if c is None else 1e3 * median_seconds(f, *args, reps=b.reps)
+        ref_ms = 1e3 * median_seconds(ref_f, *args, reps=b.reps)
+        b.row(name, (m, d, f_dim, g), "bfloat16", ms=ms,
+              flops=mlp_flops(m, d, f_dim, backward=backward), nbytes=nbytes,
+              ref="two_ragged_dots", ref_ms=ref_ms,
+              max_err=None if c is None else rel_err(f(*args), want), tiling=c,
+              error=None if c is not None else f)
 
 
 # ------------------------------------------------------------------ minijax's Mosaic compiler
@@ -431,7 +451,10 @@ def measure_minijax(b: Bench, shapes) -> None:
     pbc = _best_tiling(b, f"fused_mlp_fwdbwd_d{dd}_f{ff}", pc)
 
     def both(J, K, R):
-        vjp = lambda f, *a: J.vjp(f, *a[:-1])[1](a[-1])  # noqa: E731
+        def vjp(f, *args):  # the forward's output too, as fwd_bwd
+            out, f_vjp = J.vjp(f, *args[:-1])
+            return out, f_vjp(args[-1])
+
         return {
             f"flash_fwd_s{seq}": (lambda q, k, v: K.flash_attention(q, k, v, *fc, False),
                                   (q, kk, v), attention_flops(bh, seq, d, causal=False,
