@@ -594,6 +594,8 @@ def _row_text(r: dict) -> str:
     for key in ("error", "ref_error"):
         if r.get(key):
             text += f"\n    {key}: {r[key][:100]}"
+    if r.get("note") and r.get("impl") is None:
+        text += f"\n    ({r['note'][:96]})"
     return text
 
 
