@@ -37,6 +37,7 @@ from jax.experimental.pallas import triton as jplgpu
 
 import minijax
 from compare import pallas_kernels
+from tools import accelerator_tpu
 from compare._jax201 import catch, hlo_opcodes, table, times_into
 from compare._report import TopicResult, code, plot
 from minijax.experimental import pallas as mpl
@@ -427,4 +428,5 @@ def run(quick: bool = False) -> TopicResult:
         "interpret mode does not enforce.\n\nNo GPU was available when this report was "
         "written: every number above is from CPU interpret mode (chapters/16-pallas.md)."
     )
+    res.sections.append(accelerator_tpu.report_section(("flash", "matmul")))
     return res

@@ -31,6 +31,7 @@ from compare import ragged_kernels
 from compare._report import TopicResult, compare_trees, interleaved_ms, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
+from tools import accelerator_tpu
 
 MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
 
@@ -264,4 +265,5 @@ def run(quick: bool = False) -> TopicResult:
     if not quick:
         res.sections.append("### Intensity vs F/D\n\n" + plot(
             "ragged-roofline", lambda fig: _draw_roofline(fig, rows)))
+    res.sections.append(accelerator_tpu.report_section(("gmm", "tgmm", "fused")))
     return res

@@ -623,6 +623,24 @@ def show(prefixes: tuple[str, ...] = (), path: Path = PATH, *, impl: str | None 
             print(_row_text(r))
 
 
+def report_section(prefixes: tuple[str, ...], path: Path = PATH) -> str:
+    """A markdown section for the compare report: the saved TPU rows of `prefixes` (and the
+    same kernels compiled by minijax), with the device named, or a plain statement that no
+    TPU run is saved."""
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        show(prefixes, path)
+        if load(path) is not None:
+            print("\nThe same kernel sources compiled by minijax's Mosaic lowering, against "
+                  "JAX's Pallas:")
+            show(prefixes, path, impl="minijax_pallas")
+    where = "chapters/data/accelerator-tpu.json, written by tools/accelerator_tpu.py on the chip"
+    return ("### On a TPU (saved measurements)\n\nNot measured by this run: read from "
+            f"{where}.\n\n```\n{buf.getvalue().rstrip()}\n```")
+
+
 def show_autotune(name: str, path: Path = PATH) -> None:
     """Print the block-size search of kernel row `name` (e.g. "matmul_4096"): each tiling
     tried, its time and TFLOP/s, or why Mosaic refused it; or say that no TPU run is saved."""
@@ -660,15 +678,16 @@ def roofline_plot(png: Path, prefixes: tuple[str, ...] = (), path: Path = PATH) 
     xs = np.logspace(0, 4, 200)
     ax.plot(xs, np.minimum(peak, hbm * xs / 1e3), "k-", lw=1)
     ax.text(xs[-1], peak * 1.05, f"bf16 peak {peak:.0f} TFLOP/s", ha="right", fontsize=8)
-    for r in rows:
-        i = r["flops"] / r["bytes"]
-        ax.plot(i, r["tflops"], "o", color="C0")
-        if r.get("ref_tflops"):
-            ax.plot(i, r["ref_tflops"], "x", color="C3")
-        ax.annotate(r["name"], (i, r["tflops"]), fontsize=6, xytext=(3, 3),
-                    textcoords="offset points")
-    ax.plot([], [], "o", color="C0", label="Pallas kernel (this chapter's source)")
-    ax.plot([], [], "x", color="C3", label="its anchor (JAX's kernel, XLA, ragged_dot)")
+    families = (("flash", "FlashAttention"), ("matmul", "matmul"), ("gmm", "gmm"),
+                ("tgmm", "tgmm"), ("fused_mlp", "fused expert MLP"))
+    for color, (prefix, label) in enumerate(families):
+        mine = [r for r in rows if r["name"].startswith(prefix)]
+        if not mine:
+            continue
+        i = [r["flops"] / r["bytes"] for r in mine]
+        ax.plot(i, [r["tflops"] for r in mine], "o", color=f"C{color}", label=label)
+        ax.plot(i, [r.get("ref_tflops") or np.nan for r in mine], "x", color=f"C{color}")
+    ax.plot([], [], "x", color="gray", label="x: its anchor, same intensity")
     ax.set(xscale="log", yscale="log", xlabel="FLOPs per byte of HBM traffic",
            ylabel="TFLOP/s", title=f"Measured on {saved['device_kind']}")
     ax.legend(fontsize=8, loc="lower right")
