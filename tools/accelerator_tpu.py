@@ -204,6 +204,14 @@ def fwd_bwd(J, f):
     return J.jit(both)
 
 
+def _references(b: Bench, f, args):
+    """`f(*args[:-1])` and `(f(...), cotangents at args[-1])`, from float32 copies of the
+    inputs at `precision="highest"`: what a bf16 kernel is compared with."""
+    with b.jax.default_matmul_precision("highest"):
+        f32 = [a.astype(b.jnp.float32) for a in args]
+        return b.jax.jit(f)(*f32[:-1]), fwd_bwd(b.jax, f)(*f32)
+
+
 def _flash_anchor(causal: bool, d: int, blk: int):
     """JAX's own TPU flash attention at blocks of `blk`, on [BH, S, D] (as one batch)."""
     from jax.experimental.pallas.ops.tpu import flash_attention as fa
@@ -225,15 +233,12 @@ def measure_flash(b: Bench, shapes) -> None:
 
 
 def _flash_shape(b: Bench, bh: int, seq: int, d: int, causal: bool) -> None:
-    jax, jnp, K = b.jax, b.jnp, b.K
+    jax, K = b.jax, b.K
     q, k, v, do = (b.normal((bh, seq, d)) for _ in range(4))
     tag = f"s{seq}{'_causal' if causal else ''}"
     shape = (bh, seq, d)
-    attention = lambda q, k, v: K.attention_ref(q, k, v, causal)  # noqa: E731
-    with jax.default_matmul_precision("highest"):
-        f32 = [x.astype(jnp.float32) for x in (q, k, v, do)]
-        ref_o = jax.jit(attention)(*f32[:3])
-        ref_g = fwd_bwd(jax, attention)(*f32)
+    ref_o, ref_g = _references(b, lambda q, k, v: K.attention_ref(q, k, v, causal),
+                               (q, k, v, do))
     cands = [c for c in CANDIDATES["flash"] if seq % c[0] == 0 and seq % c[1] == 0]
     jcands = [c for c in CANDIDATES["jax_flash"] if seq % c == 0]
     if b.smoke:
@@ -374,17 +379,14 @@ def measure_fused_mlp(b: Bench, shapes) -> None:
 
 
 def _mlp_shape(b: Bench, m: int, d: int, f_dim: int, g: int) -> None:
-    jax, jnp, R = b.jax, b.jnp, b.R
+    jax, R = b.jax, b.R
     gs = jax.device_put(uneven_groups(b.rng, m, g))
     x = b.normal((m, d))
     up = b.normal((g, d, f_dim), scale=1 / math.sqrt(d))
     down = b.normal((g, f_dim, d), scale=1 / math.sqrt(f_dim))
     dy = b.normal((m, d))
     unfused = lambda x, u, w: R.ragged_mlp(x, u, w, gs)  # noqa: E731
-    with jax.default_matmul_precision("highest"):
-        f32 = [a.astype(jnp.float32) for a in (x, up, down, dy)]
-        ref = jax.jit(unfused)(*f32[:3])
-        ref_g = fwd_bwd(jax, unfused)(*f32)
+    ref, ref_g = _references(b, unfused, (x, up, down, dy))
     cands = [c for c in CANDIDATES["mlp"] if m % c[0] == 0 and f_dim % c[1] == 0]
     if b.smoke:
         cands = [(m // 4, f_dim // 2)]

@@ -553,3 +553,5 @@ platform_index_p.def_impl(_platform_index_impl)
 platform_index_p.def_abstract_eval(_platform_index_abstract_eval)
 ad.defjvp_zero(platform_index_p)
 mlir.register_lowering(platform_index_p, _platform_index_lowering)
+# kept even when unread: its lowering is where an unsupported platform is refused, as JAX's
+pe.dce_kept_whole.add(platform_index_p)
