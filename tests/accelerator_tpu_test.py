@@ -18,9 +18,9 @@ pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
 ROW_KEYS = {"name", "shape", "dtype", "ms", "tflops", "ref", "ref_ms", "max_err"}
 PREFIXES = ("flash_fwd", "flash_fwdbwd", "matmul", "gmm", "tgmm", "fused_mlp_fwd",
             "fused_mlp_fwdbwd", "fused_mlp_bwd")
-# every committed run has these families (fused_mlp_fwdbwd and the backward-only
-# fused_mlp_bwd depend on which script measured the MLP: the file's "notes" say)
-REQUIRED = ("flash_fwd", "flash_fwdbwd", "matmul", "gmm", "tgmm", "fused_mlp_fwd")
+# every committed run has these families (fused_mlp_bwd: an earlier backward-only measure)
+REQUIRED = ("flash_fwd", "flash_fwdbwd", "matmul", "gmm", "tgmm", "fused_mlp_fwd",
+            "fused_mlp_fwdbwd")
 REFS = {"jax_flash_attention", "xla_attention", "xla_dot", "ragged_dot", "two_ragged_dots",
         "jax_pallas"}
 
@@ -75,7 +75,21 @@ def test_the_committed_tpu_run_has_the_documented_shape():
 
 def test_show_says_when_no_tpu_was_used(tmp_path, capsys):
     A.show(path=tmp_path / "absent.json")
-    assert "No accelerator was used" in capsys.readouterr().out
+    A.crossover_plot(tmp_path / "x.png", path=tmp_path / "absent.json")
+    said = capsys.readouterr().out
+    assert said.count("No accelerator was used") == 2 and not (tmp_path / "x.png").exists()
+
+
+def test_crossover_plot_reads_the_fused_rows(tmp_path, capsys):
+    rows = [{"name": f"fused_mlp_{k}_d{d}_f{f}", "speedup": s} for k, d, f, s in (
+        ("fwd", 512, 1024, 1.5), ("fwd", 512, 2048, 2.0), ("fwdbwd", 512, 1024, 1.25))]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"device_kind": "TPU", "rows": rows}))
+    A.crossover_plot(tmp_path / "x.png", path=path)
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].split() == ["fwd", "512", "2:", "1.50x", "4:", "2.00x"]
+    assert said[2].split() == ["fwdbwd", "512", "2:", "1.25x"]
+    assert (tmp_path / "x.png").stat().st_size > 0
 
 
 def test_show_prints_the_rows_it_is_asked_for(tmp_path, capsys):

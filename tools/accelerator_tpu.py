@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import difflib
 import json
 import math
+import re
 import statistics
 import sys
 import time
@@ -116,6 +118,33 @@ def median_seconds(fn, *args, reps: int) -> float:
     return statistics.median(times)
 
 
+def pipelined_seconds(fn, *args, reps: int) -> float:
+    """Wall time per call of `reps` calls dispatched back to back and waited for once: the
+    device's time when the host keeps ahead of it (a training loop), where `median_seconds`
+    adds each call's dispatch to its device time."""
+    import jax
+    jax.block_until_ready(fn(*args))
+    t0 = time.perf_counter()
+    outs = [fn(*args) for _ in range(reps)]
+    jax.block_until_ready(outs)
+    return (time.perf_counter() - t0) / reps
+
+
+def compiled_ops(jitted, args) -> list[str]:
+    """The opcodes of the optimized HLO XLA compiled for `jitted(*args)`, in order: two
+    programs with equal lists differ at most in names, metadata and constants."""
+    text = jitted.trace(*args).lower().compile().as_text()
+    return re.findall(r"^\s*(?:ROOT )?%?[\w.-]+ = [^ ]+ ([a-z][\w-]*)\(", text, re.M)
+
+
+def compare_compiled(ours: list[str], theirs: list[str]) -> dict:
+    """Whether two compiled programs have the same ops; if not, the first lines of the diff."""
+    if ours == theirs:
+        return {"compiled_ops_equal": True}
+    diff = difflib.unified_diff(theirs, ours, "jax", "minijax", lineterm="", n=1)
+    return {"compiled_ops_equal": False, "compiled_ops_diff": list(diff)[:30]}
+
+
 def rel_err(got, want) -> float:
     """max |got - want| / max |want| over one array or a tuple of them, in float32."""
     def leaves(x):
@@ -152,6 +181,8 @@ class Bench:
         self.rng = np.random.default_rng(0)
         self.small_kernels: list[dict] = []
         self.small = True  # also time compare/mosaic_kernels.py's small kernels
+        self.prior: list[dict] = []  # rows of an earlier run: tilings when a family is skipped
+        self.save = lambda: None  # called after each row: a run cut short keeps its rows
 
     def normal(self, shape, dtype=None, scale=1.0):
         dtype = dtype or self.jnp.bfloat16
@@ -190,6 +221,7 @@ class Bench:
              "max_err": max_err, **extra}
         self.rows.append(r)
         print(_row_text(r), flush=True)
+        self.save()
         return r
 
 
@@ -414,7 +446,8 @@ def _mlp_shape(b: Bench, m: int, d: int, f_dim: int, g: int) -> None:
 
 # ------------------------------------------------------------------ minijax's Mosaic compiler
 def _best_tiling(b: Bench, name: str, default):
-    for r in b.rows:
+    """The tiling the search of this run (or else of `--tilings-from`'s run) chose."""
+    for r in b.rows + b.prior:
         if r["name"] == name and "impl" not in r and r.get("tiling") is not None:
             return tuple(r["tiling"])
     return default
@@ -491,13 +524,16 @@ def measure_minijax(b: Bench, shapes) -> None:
                                equal_nan=True) for x, y in zip(got, want))
             err = rel_err(got, want)
             ms = 1e3 * median_seconds(mf, *margs, reps=b.reps)
+            extra = {"pipelined_ms": 1e3 * pipelined_seconds(mf, *margs, reps=b.reps),
+                     "ref_pipelined_ms": 1e3 * pipelined_seconds(jf, *args, reps=b.reps),
+                     **compare_compiled(compiled_ops(mf, margs), compiled_ops(jf, args))}
             error = None
         except Exception as e:  # noqa: BLE001 - a primitive minijax cannot lower yet
-            ms, bits, err, error = None, False, None, _error(e)
+            ms, bits, err, error, extra = None, False, None, _error(e), {}
         ref_ms = 1e3 * median_seconds(jf, *args, reps=b.reps)
         b.row(name, [a.shape for a in args][0], "bfloat16", ms=ms, flops=flops,
               ref="jax_pallas", ref_ms=ref_ms, max_err=err, impl="minijax_pallas",
-              bits_equal=bool(bits), error=error)
+              bits_equal=bool(bits), error=error, **extra)
     if not b.smoke and b.small:
         small = []
         for kernel in sorted({**mosaic_kernels.KERNELS, **mosaic_kernels.TPU_ONLY}):
@@ -526,14 +562,16 @@ def plan(quick: bool, smoke: bool) -> dict:
                       (16, 8192, 128, True)],
             "matmul": [2048, 4096, 8192],
             "gmm": [(4096, 1024, 4096, 4), (16384, 1024, 4096, 16), (8192, 1024, 4096, 64)],
-            "mlp": [(8192, 512, 2048, 8), (8192, 1024, 2048, 8), (8192, 1024, 8192, 8),
-                    (8192, 2048, 4096, 8)],
+            # D 512-2048, F/D 2-8: where fusing pays and where it does not (the crossover)
+            "mlp": [(8192, 512, 2048, 8), (8192, 512, 4096, 8), (8192, 1024, 2048, 8),
+                    (8192, 1024, 4096, 8), (8192, 1024, 8192, 8), (8192, 2048, 4096, 8),
+                    (8192, 2048, 8192, 8)],
             "minijax": {"flash": (32, 2048, 128), "matmul": 4096, "gmm": (8192, 1024, 4096, 8),
                         "mlp": (8192, 1024, 4096, 8)}}
 
 
 def run(out: Path, *, quick: bool = False, smoke: bool = False, reps: int = 20,
-        only: tuple[str, ...] = (), small: bool = True) -> dict:
+        only: tuple[str, ...] = (), small: bool = True, prior: Path | None = None) -> dict:
     """Measure every family in order, saving `out` after each (a run cut short keeps what it
     measured; a family that raised is saved as its error). Returns the results."""
     import jax
@@ -542,6 +580,8 @@ def run(out: Path, *, quick: bool = False, smoke: bool = False, reps: int = 20,
     bench = Bench(interpret=smoke, reps=1 if smoke else reps, search_reps=1 if smoke else 3,
                   smoke=smoke)
     bench.small = small
+    if prior is not None:
+        bench.prior = [r for r in json.loads(Path(prior).read_text())["rows"] if "impl" not in r]
     results = {"device_kind": dev.device_kind, "platform": dev.platform, "jax": jax.__version__,
                "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
                "peak_tflops": peak, "hbm_gbs": hbm, "rows": bench.rows,
@@ -550,6 +590,8 @@ def run(out: Path, *, quick: bool = False, smoke: bool = False, reps: int = 20,
     families = (("flash", measure_flash), ("matmul", measure_matmul), ("gmm", measure_gmm),
                 ("mlp", measure_fused_mlp), ("minijax", measure_minijax))
     out.parent.mkdir(parents=True, exist_ok=True)
+    bench.save = lambda: out.write_text(json.dumps(results, indent=1, default=_json_default)
+                                        + "\n")
     for name, measure in families:
         if only and name not in only:
             continue
@@ -700,6 +742,40 @@ def roofline_plot(png: Path, prefixes: tuple[str, ...] = (), path: Path = PATH) 
           f"{peak * 1e3 / hbm:.0f} FLOP/byte")
 
 
+def crossover_plot(png: Path, path: Path = PATH) -> None:
+    """The fused expert MLP's speedup over two ragged_dots + SiLU against F/D, one line per D,
+    forward (solid) and forward+backward (dashed), into `png`; print the table it draws."""
+    saved = load(path)
+    if saved is None:
+        print("No accelerator was used: no TPU run is saved, so there is no crossover to draw.")
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    pts: dict[tuple[str, int], list[tuple[float, float]]] = {}
+    for r in saved["rows"]:
+        m = re.fullmatch(r"fused_mlp_(fwd|fwdbwd)_d(\d+)_f(\d+)", r["name"])
+        if m and r.get("impl") is None and r.get("speedup"):
+            d, f = int(m.group(2)), int(m.group(3))
+            pts.setdefault((m.group(1), d), []).append((f / d, r["speedup"]))
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    print(f"{'pass':8s}{'D':>6s}   speedup at F/D = ...")
+    for (kind, d), xy in sorted(pts.items()):
+        xy.sort()
+        color = f"C{sorted({k[1] for k in pts}).index(d)}"
+        ax.plot(*zip(*xy), "o-" if kind == "fwd" else "s--", color=color,
+                label=f"D={d} {'forward' if kind == 'fwd' else 'fwd+bwd'}")
+        print(f"{kind:8s}{d:6d}   " + "  ".join(f"{x:g}: {y:.2f}x" for x, y in xy))
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set(xscale="log", xlabel="F / D", ylabel="time of two ragged_dots / fused",
+           title=f"Fused expert MLP on {saved['device_kind']}")
+    ax.set_xticks([2, 4, 8], ["2", "4", "8"])
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=PATH)
@@ -710,6 +786,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-small", action="store_true",
                         help="skip compare/mosaic_kernels.py's small kernels under minijax")
     parser.add_argument("--only", default="", help="comma-separated: flash,matmul,gmm,mlp,minijax")
+    parser.add_argument("--tilings-from", type=Path, default=None,
+                        help="an earlier run's JSON: its chosen tilings for families not run now")
     args = parser.parse_args(argv)
     import jax
     dev = jax.devices()[0]
@@ -719,7 +797,7 @@ def main(argv=None) -> int:
         return 0
     only = tuple(s for s in args.only.split(",") if s)
     run(args.out, quick=args.quick, smoke=args.smoke, reps=args.reps, only=only,
-        small=not args.no_small)
+        small=not args.no_small, prior=args.tilings_from)
     show(path=args.out)
     print("wrote", args.out)
     return 0
