@@ -55,7 +55,7 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 350,   # a user's primitive eagerly: its impl alone, as JAX (24);
+    "dispatch": 368,   # eager ops on accelerator-held operands run there (43); a user's primitive eagerly: its impl alone, as JAX (24);
     #                    primitives whose NumPy rules round otherwise run on XLA (~30, 45);
     #                    + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9);

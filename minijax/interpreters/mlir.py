@@ -62,7 +62,8 @@ def register_lowering(primitive: core.Primitive, rule: Callable, platform: str |
 
 def has_lowering(primitive: core.Primitive, platform: str) -> bool:
     """Whether `primitive` lowers on `platform` (its own rule or the rule for every one)."""
-    return primitive in _platform_lowerings[platform] or primitive in _lowerings
+    return primitive in _lowerings or any(
+        primitive in _platform_lowerings[p] for p in _PLATFORM_ALIASES.get(platform, (platform,)))
 
 
 def _load() -> None:
