@@ -181,25 +181,23 @@ core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each pri
 
 
 # JAX: jax/_src/dispatch.py apply_primitive (every eager op a one-primitive executable on
-# the operands' device) — differs: only for operands held in an accelerator's memory. On a
-# CPU, NumPy gives XLA's bits for most primitives at a third of the cost (see
-# XLA_EAGER_PRIMITIVES); on a TPU it would copy each operand to the host and back, and
-# compute bfloat16 in software: `x @ y` on two 4096 x 4096 bf16 arrays would take minutes
-# instead of a millisecond. There, an eager operation runs where its operands are.
+# the default device) — differs: only where that device is not a CPU. On a CPU, NumPy gives
+# XLA's bits for most primitives at a third of the cost (see XLA_EAGER_PRIMITIVES); on a TPU
+# it would copy each operand to the host and back and compute bfloat16 in software (`x @ y`
+# on two 4096 x 4096 bf16 arrays: minutes instead of a millisecond), so there every eager
+# operation runs on the device, as in JAX, and its result stays there.
 _HOST_PRIMITIVES = frozenset({"device_put", "pure_callback", "io_callback", "debug_callback"})
 _default_platform: list = []  # the default device's platform, asked once
 
 
 def _eager_on_device(prim: core.Primitive, args) -> bool:
-    """Whether `prim` on `args` runs eagerly on XLA because an operand lives in the memory of
-    a device that is not a CPU (a TPU, a GPU): the results then stay on that device."""
+    """Whether `prim` runs eagerly on XLA: the default device is not a CPU (a TPU, a GPU) and
+    `prim` lowers there; its results then stay in that device's memory."""
     if not _default_platform:
         _default_platform.append(default_device().platform)
     platform = _default_platform[0]
-    if platform == "cpu" or prim.name in _HOST_PRIMITIVES or not mlir.has_lowering(prim, platform):
-        return False
-    return any(type(x) is Array and x._npy is None and x._buf is not None
-               and x._sharding is None for x in args)
+    return platform != "cpu" and prim.name not in _HOST_PRIMITIVES and mlir.has_lowering(
+        prim, platform)
 
 
 def _on_auto_mesh(args) -> bool:

@@ -986,24 +986,23 @@ def test_thinking_in_jax_eager_and_jit_agree():
     assert run(minijax) and run(jax)
 
 
-def test_eager_ops_on_accelerator_resident_operands_run_on_xla(monkeypatch):
-    # On a TPU, an eager op whose operand lives in device memory runs as a one-primitive
-    # executable there (as JAX's do), not on NumPy after a copy to the host. The CPU stands in
-    # for the TPU here: dispatch is told its default platform is "tpu".
+def test_eager_ops_on_an_accelerator_run_on_xla(monkeypatch):
+    # On a TPU, every eager op runs as a one-primitive executable on the device (as JAX's
+    # do), not on NumPy after a copy to the host. The CPU stands in for the TPU here: dispatch
+    # is told its default platform is "tpu".
     from minijax import dispatch
     monkeypatch.setattr(dispatch, "_default_platform", ["tpu"])
     dispatch._callables.clear()
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((64, 64)).astype(np.float32) for _ in range(2))
     on_device = minijax.jit(lambda x: x)(a)  # a jitted result: held in a device buffer
-    assert on_device._npy is None
-    for f in (lambda m, x, y: m.numpy.dot(x, y), lambda m, x, y: x * 2 + y,
-              lambda m, x, y: m.numpy.sort(x, axis=0), lambda m, x, y: x[3:9, ::2].T):
-        got = f(minijax, on_device, b)
-        assert got._npy is None, "the result stays on the device"
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(f(jax, a, b)))
+    for x in (on_device, minijax.numpy.asarray(a)):
+        for f in (lambda m, x, y: m.numpy.dot(x, y), lambda m, x, y: x * 2 + y,
+                  lambda m, x, y: m.numpy.sort(x, axis=0), lambda m, x, y: x[3:9, ::2].T,
+                  lambda m, x, y: m.numpy.ones((4, 4), m.numpy.bfloat16) + 1):
+            got = f(minijax, x, b)
+            assert got._npy is None, "the result is the device's"
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(f(jax, a, b)))
     with pytest.raises(TypeError, match="dot_general"):  # refused as on the host
         minijax.lax.dot_general(on_device, b[:3], (((1,), (0,)), ((), ())))
-    host = minijax.numpy.asarray(a) + 1  # NumPy-held operands stay on NumPy
-    assert host._npy is not None
     dispatch._callables.clear()

@@ -2,11 +2,10 @@
 
     PYTHONPATH=$PWD:$PYTHONPATH python3 tools/accelerator_eager.py --out chapters/data/eager-tpu.json
 
-JAX runs every eager operation as a one-primitive executable on the device holding its
-operands. minijax runs most eager operations on NumPy, on the host (on a CPU that gives XLA's
-bits at a third of the cost); for operands held in an accelerator's memory it compiles the
-primitive for the device instead (`minijax/dispatch.py: _eager_on_device`), so the values stay
-there. This script times a few eager operations on device-resident arrays three ways, in one
+JAX runs every eager operation as a one-primitive executable on the default device. minijax
+runs most eager operations on NumPy when that device is a CPU (it gives XLA's bits there at a
+third of the cost); on an accelerator it compiles each primitive for the device as JAX does
+(`minijax/dispatch.py: _eager_on_device`), so values stay in the device's memory. This script times a few eager operations on device-resident arrays three ways, in one
 process: JAX, minijax as it runs them ("device"), and minijax forced onto its host path
 ("host": each operand copied to the host, NumPy, the result kept on the host), and checks the
 results agree. It writes `{"device_kind", "platform", "jax", "date", "ops": [{"name", "shape",
