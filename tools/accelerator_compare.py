@@ -383,8 +383,8 @@ def trace_figures(events: list[dict], step_name: str = "train") -> dict:
 
 def measure_profile(smoke: bool) -> dict:
     """The GPT's training step (--smoke: the MLP's), a few steps under each module's
-    `profiler.trace` with a StepTraceAnnotation each; per step, the host's time in the call (it returns before the
-    device is done) and the blocked wall time."""
+    `profiler.trace` with a StepTraceAnnotation each; per step, the host's time in the call
+    (it returns before the device is done) and the blocked wall time."""
     n_steps = 3 if smoke else 8
     entries, batches, info = (build_mlp if smoke else build_gpt)(smoke, 2, _modules())
     out = {"program": info["model"] + f", batch {info['batch']}", "modules": {}}
