@@ -435,23 +435,24 @@ def measure_precision(smoke: bool, reps: int) -> dict:
 
 
 def measure_memory_part(smoke: bool) -> dict:
-    """memory_stats() around a known allocation (a 256 MiB float32 array under each module), and
-    an out-of-memory error of each (tools/accelerator_numbers.py: measure_memory)."""
+    """The process's first operation and an out-of-memory error of each module, asking for one
+    GiB more than `bytes_limit` (tools/accelerator_numbers.py: measure_memory); then
+    memory_stats() around a known allocation (a 256 MiB float32 array) under each module."""
     from tools import accelerator_numbers
+    stats = _modules()[0][1].devices()[0].memory_stats()  # reading them allocates nothing
+    oom = stats["bytes_limit"] + 2**30 if stats and "bytes_limit" in stats else 2**44
+    out = accelerator_numbers.measure_memory(oom)
     mib = 1 if smoke else 256
-    known = []
+    out["known"] = []
     for name, J in _modules():
         dev = J.devices()[0]
         before = dev.memory_stats()
         arr = J.block_until_ready(J.numpy.ones((mib * 2**18,), np.float32))
         after = dev.memory_stats()
         del arr
-        freed = dev.memory_stats()
-        known.append({"module": name, "mib": mib, "before": before, "after": after,
-                      "after_del": freed})
-    stats = _modules()[0][1].devices()[0].memory_stats()
-    oom = 2**44 if not stats or "bytes_limit" not in stats else stats["bytes_limit"] + 2**30
-    return {"known": known, **accelerator_numbers.measure_memory(oom)}
+        out["known"].append({"module": name, "mib": mib, "before": before, "after": after,
+                             "after_del": dev.memory_stats()})
+    return out
 
 
 def measure_offload_part(smoke: bool) -> dict:
@@ -583,7 +584,7 @@ def show(section: str, path: Path = MEASURE_PATH) -> None:
     if saved is None:
         return _absent(path)
     print(f"{saved['device_kind']}, JAX {saved['jax']}, measured {saved['date']}")
-    data = saved.get(section, {"error": "not measured (the run stopped before it)"})
+    data = saved.get(section, {"error": "not measured (left out, or the run stopped first)"})
     if "error" in data:
         print(f"{section}: {data['error']}")
     elif section == "profile":
@@ -599,6 +600,10 @@ def show(section: str, path: Path = MEASURE_PATH) -> None:
         for r in data["rows"]:
             print(f"{r['module']:9}{r['precision']:>10}{r['rel_err']:10.1e}{r['ms']:9.3f}")
     elif section == "memory":
+        first = [(data[k] or {}).get("bytes_in_use") for k in ("before_first_op",
+                                                                 "after_first_op")]
+        print(f"the process's first operation, {data['first_op']}: bytes_in_use "
+              f"{_f(first[0], 'd', 1)} before, {_f(first[1], 'd', 1)} after")
         print(f"{'module':9}{'allocated':>10}{'in use before':>15}{'after':>12}{'after del':>12}"
               f"{'peak':>12}")
         for r in data["known"]:
