@@ -35,6 +35,9 @@ def check_compare(saved: dict, topics) -> None:
             assert set(t["first_difference"]) == {"step", "minijax", "jax"}
         if "highest" in t and "error" not in t["highest"]:
             assert {"losses_equal_steps", "steps", "max_rel_diff"} <= set(t["highest"])
+        if "decode" in t and "error" not in t["decode"]:
+            assert {"decode_ms", "first_s", "tokens_equal"} <= set(t["decode"])
+            assert set(t["decode"]["decode_ms"]) == {"minijax", "jax"}
 
 
 def check_measure(saved: dict) -> None:
@@ -70,6 +73,7 @@ def test_smoke_run_writes_both_files_in_their_documented_shape(tmp_path, capsys)
     assert set(compare["topics"]) == set(topics) and compare["skipped"] == []
     for name, t in compare["topics"].items():
         assert "error" not in t, (name, t)
+    assert "error" not in compare["topics"]["gpt"]["decode"]
     for name in A.SMOKE_HIGHEST:
         assert "error" not in compare["topics"][name]["highest"], name
     check_measure(measure)

@@ -331,6 +331,38 @@ def highest(name: str, *, smoke: bool, steps: int) -> dict:
     return {**agreement(losses["minijax"], losses["jax"]), "losses": losses}
 
 
+def decode(*, smoke: bool, reps: int) -> dict:
+    """Chapter 19's sampling with a KV cache, the GPT at its initial weights, batch 1: each
+    module's first prefill and decode calls (compiles), the median ms of one decode call (one
+    token), and whether greedy decoding gives both modules the same tokens."""
+    from compare import gpt
+    data, _ = chars(smoke)
+    cfg = _gpt_config(smoke, len(data.chars), 2)
+    params0 = gpt.init_params(cfg)
+    P = cfg.block // 2
+    prompt = data.train[None, :P]
+    out = {"prompt": P, "new_tokens": cfg.block - P, "first_s": {}, "prefill_first_s": {},
+           "decode_ms": {}, "tokens": {}}
+    for name, J in _modules():
+        prog = gpt.program(J, cfg)
+        params = J.device_put(params0)
+        t0 = time.perf_counter()
+        tok, caches = J.block_until_ready(prog["prefill"](params, prompt))
+        t1 = time.perf_counter()
+        J.block_until_ready(prog["decode"](params, caches, tok, np.int32(P)))
+        out["prefill_first_s"][name], out["first_s"][name] = t1 - t0, time.perf_counter() - t1
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            J.block_until_ready(prog["decode"](params, caches, tok, np.int32(P)))
+            times.append((time.perf_counter() - t0) * 1e3)
+        out["decode_ms"][name] = statistics.median(times)
+        out["tokens"][name] = gpt.generate(prog, params, prompt, cfg.block - P,
+                                           cfg.block)[0].tolist()
+    out["tokens_equal"] = out["tokens"]["minijax"] == out["tokens"]["jax"]
+    return out
+
+
 # ------------------------------------------------------------------ the measuring chapters
 def _trace_events(folder: Path) -> list[dict]:
     found = sorted(folder.rglob("*.trace.json.gz"))
@@ -484,8 +516,9 @@ def _save(path: Path, doc: dict) -> None:
 
 def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
         budget_s: float = 390.0) -> tuple[dict, dict]:
-    """Every part in order (memory first, while the chip is fresh; then the topics, the other
-    measurements, and last each topic's losses at the highest precision), saving both files
+    """Every part in order (memory first, while the chip is fresh; then the topics, the GPT's
+    decoding, the other measurements, and last each topic's losses at the highest precision),
+    saving both files
     after each; a part that raised is saved as its error, a part left when `budget_s` seconds
     have passed is listed under "skipped". Returns (compare, measure)."""
     t_start = time.perf_counter()
@@ -497,7 +530,8 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
     topics = tuple(t for t in TOPICS if not (smoke and t == "addition_10m"))
     parts += [(t, compare, lambda t=t: measure_topic(t, smoke=smoke, steps=steps, reps=reps))
               for t in topics]
-    parts += [("profile", measure, lambda: measure_profile(smoke)),
+    parts += [("decode:gpt", compare, lambda: decode(smoke=smoke, reps=reps)),
+              ("profile", measure, lambda: measure_profile(smoke)),
               ("precision", measure, lambda: measure_precision(smoke, reps)),
               ("offload", measure, lambda: measure_offload_part(smoke))]
     parts += [(f"highest:{t}", compare, lambda t=t: highest(t, smoke=smoke, steps=high_steps))
@@ -505,7 +539,8 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
     for key, doc, measure_part in parts:
         if only and key.split(":")[-1] not in only:
             continue
-        if key.startswith("highest:") and key[8:] not in compare["topics"]:
+        what, _, topic = key.rpartition(":")
+        if what and topic not in compare["topics"]:
             continue
         if time.perf_counter() - t_start > budget_s:
             doc["skipped"].append(key)
@@ -517,8 +552,8 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
             result = measure_part()
         except Exception as e:  # noqa: BLE001 - keep the other parts
             result = {"error": _error(e)}
-        if key.startswith("highest:"):
-            compare["topics"][key[8:]]["highest"] = result
+        if what:
+            compare["topics"][topic][what] = result
         elif doc is compare:
             compare["topics"][key] = result
         else:
@@ -567,6 +602,12 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
         print(f"{name:13}{ms['minijax']:9.3f}{ms['jax']:8.3f}{ms['minijax'] / ms['jax']:7.2f}"
               f"{first['minijax']:9.1f}{first['jax']:7.1f}"
               f"{t['losses_equal_steps']:>3}/{t['steps']:<3}{t['max_rel_diff']:9.1e}{high:>9}")
+    dec = saved["topics"].get("gpt", {}).get("decode", {})
+    if "decode_ms" in dec:
+        ms = dec["decode_ms"]
+        print(f"gpt, one token with the KV cache (batch 1): minijax {ms['minijax']:.3f} ms, JAX "
+              f"{ms['jax']:.3f} ms; the same {dec['new_tokens']} greedy tokens: "
+              f"{dec['tokens_equal']}")
     synthetic = sorted({t.get("data") for t in saved["topics"].values()
                         if str(t.get("data", "")).startswith("synthetic")})
     for s in synthetic:
@@ -660,7 +701,8 @@ def main(argv=None) -> int:
     run(args.out_dir, smoke=args.smoke, only=only, budget_s=args.budget_s)
     show_compare(args.out_dir / COMPARE_PATH.name)
     for section in MEASURES:
-        show(section, args.out_dir / MEASURE_PATH.name)
+        if not only or section in only:
+            show(section, args.out_dir / MEASURE_PATH.name)
     return 0
 
 
