@@ -34,7 +34,8 @@ def check_compare(saved: dict, topics) -> None:
         if t["losses_equal_steps"] < t["steps"]:
             assert set(t["first_difference"]) == {"step", "minijax", "jax"}
         if "highest" in t and "error" not in t["highest"]:
-            assert {"losses_equal_steps", "steps", "max_rel_diff"} <= set(t["highest"])
+            assert {"losses_equal_steps", "steps", "max_rel_diff",
+                    "jax_vs_default_max_rel"} <= set(t["highest"])
         if "decode" in t and "error" not in t["decode"]:
             assert {"decode_ms", "first_s", "tokens_equal"} <= set(t["decode"])
             assert set(t["decode"]["decode_ms"]) == {"minijax", "jax"}

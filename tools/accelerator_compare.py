@@ -324,16 +324,21 @@ def measure_topic(name: str, *, smoke: bool, steps: int, reps: int) -> dict:
             **agreement(losses["minijax"], losses["jax"]), "losses": losses}
 
 
-def highest(name: str, *, smoke: bool, steps: int) -> dict:
+def highest(name: str, *, smoke: bool, steps: int, default_jax: list[float]) -> dict:
     """The topic's loss agreement with both modules at `default_matmul_precision("highest")`:
-    fresh programs (traced under the setting), the same weights and batches."""
+    fresh programs (traced under the setting), the same weights and batches; and how far JAX's
+    losses there are from its losses at the default precision (`default_jax`): zero where the
+    chip's bfloat16 passes do not touch this model's losses."""
     import contextlib
     with contextlib.ExitStack() as stack:
         for _, J in _modules():
             stack.enter_context(J.default_matmul_precision("highest"))
         entries, batches, _ = BUILDERS[name](smoke, steps, _modules())
         losses, _, _ = train(entries, batches * (steps // len(batches) or 1))
-    return {**agreement(losses["minijax"], losses["jax"]), "losses": losses}
+    ref = np.asarray(default_jax[:steps], np.float64)
+    moved = np.abs(np.asarray(losses["jax"][:len(ref)]) - ref) / np.maximum(np.abs(ref), 1e-30)
+    return {**agreement(losses["minijax"], losses["jax"]), "losses": losses,
+            "jax_vs_default_max_rel": float(np.max(moved))}
 
 
 def decode(*, smoke: bool, reps: int) -> dict:
@@ -539,7 +544,8 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
               ("profile", measure, lambda: measure_profile(smoke)),
               ("precision", measure, lambda: measure_precision(smoke, reps)),
               ("offload", measure, lambda: measure_offload_part(smoke))]
-    parts += [(f"highest:{t}", compare, lambda t=t: highest(t, smoke=smoke, steps=high_steps))
+    parts += [(f"highest:{t}", compare, lambda t=t: highest(
+        t, smoke=smoke, steps=high_steps, default_jax=compare["topics"][t]["losses"]["jax"]))
               for t in (SMOKE_HIGHEST if smoke else topics)]
     for key, doc, measure_part in parts:
         if only and key.split(":")[-1] not in only:
@@ -596,17 +602,22 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
         return _absent(path)
     print(f"{saved['device_kind']}, JAX {saved['jax']}, measured {saved['date']}")
     print(f"{'topic':13}{'step ms':>9}{'(JAX)':>8}{'ratio':>7}{'first s':>9}{'(JAX)':>7}"
-          f"{'equal':>7}{'max rel':>9}{'highest':>9}")
+          f"{'equal':>7}{'max rel':>9}{'highest':>9}{'moved':>9}")
     for name, t in saved["topics"].items():
         if "error" in t:
             print(f"{name:13}{t['error'][:80]}")
             continue
         ms, first = t["step_ms"], t["compile_s"]
         high = t.get("highest", {})
+        moved = _f(high.get("jax_vs_default_max_rel"), ".1e", 9)
         high = (f"{high['losses_equal_steps']}/{high['steps']}" if "steps" in high else "-")
         print(f"{name:13}{ms['minijax']:9.3f}{ms['jax']:8.3f}{ms['minijax'] / ms['jax']:7.2f}"
               f"{first['minijax']:9.1f}{first['jax']:7.1f}"
-              f"{t['losses_equal_steps']:>3}/{t['steps']:<3}{t['max_rel_diff']:9.1e}{high:>9}")
+              f"{t['losses_equal_steps']:>3}/{t['steps']:<3}{t['max_rel_diff']:9.1e}{high:>9}"
+              f"{moved}")
+    print("equal: leading steps whose losses are bit-equal (of the steps run); max rel: the largest"
+          "\nrelative loss difference; highest: equal steps with both at default_matmul_precision"
+          "\n('highest'); moved: how far that setting moves JAX's own losses (relative)")
     dec = saved["topics"].get("gpt", {}).get("decode", {})
     if "decode_ms" in dec:
         ms = dec["decode_ms"]
