@@ -2,7 +2,10 @@
 
 Each topic's result is stored in `compare/out/topics/<name>.json`; the report is then rendered
 from every stored topic, so `python -m compare jit` refreshes the jit section and keeps the
-rest. A topic that raises is recorded as failed, with its traceback, and the run goes on.
+rest. A topic that raises is recorded as failed, with its traceback, and the run goes on. A
+topic that builds meshes of several devices is skipped, with the reason, on a machine with
+fewer (a one-chip TPU machine: the CPU's eight devices come from an XLA flag that only the CPU
+client reads).
 """
 
 import argparse
@@ -14,8 +17,24 @@ import time
 import traceback
 from pathlib import Path
 
+import jax
+
 from compare import TOPICS
 from compare._report import OUT_DIR, TopicResult, load_topics, save_topic, write_json, write_report
+
+# Topics whose meshes span up to eight devices (multi_process also starts processes that
+# connect through sockets); `compare/__init__.py` asks the CPU client for eight.
+MULTI_DEVICE = ("placement", "sharding", "multi_process", "shard_map", "gpt_sharded",
+                "scaling_book", "callbacks", "debugging", "offloading")
+
+
+def skip_reason(name: str, n_devices: int, device_kind: str = "") -> str:
+    """Why topic `name` cannot run on a machine with `n_devices` devices, or "" if it can."""
+    if name in MULTI_DEVICE and n_devices < 8:
+        kind = f" ({device_kind})" if device_kind else ""
+        return (f"needs 8 devices for its meshes; this machine has {n_devices}{kind}. Run it "
+                "on a CPU, where compare/__init__.py asks for 8 host devices")
+    return ""
 
 
 def runs_of(name: str) -> str:
@@ -28,6 +47,10 @@ def runs_of(name: str) -> str:
 def run_topic(name: str, quick: bool) -> TopicResult:
     """Run one topic; an exception becomes a failed result carrying the traceback."""
     t0 = time.perf_counter()
+    reason = skip_reason(name, jax.device_count(), jax.devices()[0].device_kind)
+    if reason:
+        return TopicResult(f"{name} (skipped)", status="skipped", error=reason, quick=quick,
+                           runs=runs_of(name), seconds=0.0)
     try:
         mod = importlib.import_module(f"compare.{name}")
         res = mod.run(quick=quick)
@@ -75,6 +98,9 @@ def main(argv=None, out_dir: Path | None = None) -> int:
         if res.status == "error":
             failed.append(f"{name}: raised")
             print(res.error.rstrip().splitlines()[-1], flush=True)
+        if res.status == "skipped":
+            print(f"   skipped: {res.error}", flush=True)
+            continue
         failed += [f"{name}:{c.name}" for c in res.failed_checks()]
         missed += [f"{name}:{c.name}" for c in res.missed_targets()]
         print(f"   {sum(c.ok for c in res.checks)}/{len(res.checks)} checks passed "

@@ -577,6 +577,7 @@ def environment() -> dict[str, str]:
         "numpy": np.__version__, "python": platform.python_version(),
         "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
         "devices": f"{jax.device_count()} x {jax.default_backend()}",
+        "device_kind": jax.devices()[0].device_kind,
     }
 
 
@@ -664,7 +665,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
              "- versions: " + ", ".join(f"{k} {env[k]}" for k in
                                          ("minijax", "jax", "jaxlib", "numpy", "python")
                                          if k in env),
-             f"- machine: {env.get('cpu', '?')}; devices: {env.get('devices', '?')}", "",
+             f"- machine: {env.get('cpu', '?')}; devices: {env.get('devices', '?')}"
+             + (f" ({env['device_kind']})" if "device_kind" in env else ""), "",
              '<a id="contents"></a>', "", "## Contents", "",
              "| topic | runs | status | checks passed | worst max_err | time s | ran | chapter |",
              "|---|---|---|---|---|---|---|---|"]
@@ -673,6 +675,7 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
         errs = [c.max_err for c in r.checks if c.max_err is not None]
         worst = f"{max(errs):.3g}" if errs else "-"
         status = ("**FAILED (raised)**" if r.status == "error" else
+                  "skipped" if r.status == "skipped" else
                   "**checks fail**" if r.failed_checks() else
                   "ok, speed target missed" if r.missed_targets() else "ok")
         chap = "-"
@@ -690,6 +693,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
         if r.status == "error":
             lines += ["", "**This topic raised an exception**; the run went on with the "
                       "others. Traceback:", "", code(r.error)]
+        if r.status == "skipped":
+            lines += ["", f"**Skipped on this machine**: {r.error}."]
         if r.checks:
             lines += ["", "| check | runs | ok | max_err |", "|---|---|---|---|"]
             for c in r.checks:
@@ -704,6 +709,8 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
             lines += ["\n\n".join(tables)]
         for s in r.sections:
             lines += ["", _fold(s)]
+    from tools import accelerator_compare
+    lines += ["", "## On a TPU", "", accelerator_compare.report_section()]
     return "\n".join(lines) + "\n"
 
 

@@ -317,3 +317,17 @@ def test_quick_runs_draw_their_plots_smaller_beside_the_report(tmp_path):
     save_topic("t", res, tmp_path)
     assert res.sections == ["![a_line](files/t/a_line.png)"]
     assert (tmp_path / "files" / "t" / "a_line.png").exists()
+
+
+def test_multi_device_topics_are_skipped_with_the_reason_on_one_device(monkeypatch, tmp_path):
+    assert cmain.skip_reason("sharding", 8) == "" and cmain.skip_reason("gpt", 1) == ""
+    why = cmain.skip_reason("shard_map", 1, "TPU v5 lite")
+    assert "needs 8 devices" in why and "has 1 (TPU v5 lite)" in why
+    monkeypatch.setattr(cmain, "TOPICS", ["sharding"])
+    monkeypatch.setattr(cmain.jax, "device_count", lambda: 1)
+    assert cmain.main(["sharding"], out_dir=tmp_path) == 0  # skipped is not failed
+    text = (tmp_path / "report.md").read_text()
+    assert "| skipped |" in text and "**Skipped on this machine**: needs 8 devices" in text
+    # the header names the device; the saved TPU steps (or their absence) close the report
+    assert f"({jax.devices()[0].device_kind})" in text
+    assert "## On a TPU" in text and "The model topics' training steps" in text
