@@ -37,7 +37,7 @@ from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import _Unconstrained
 from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
-from minijax.compiler import default_device
+from minijax.xla_bridge import default_device
 from minijax.interpreters import ad, batching, mlir
 from minijax.pjit import jit, sharding_constraint_p
 
