@@ -29,6 +29,7 @@ from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonica
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten,
                                tree_leaves, tree_map, tree_unflatten)
 from minijax import numpy as jnp
+from minijax import dispatch
 from minijax.dispatch import MemorySpace, device_put_p
 
 
@@ -727,33 +728,7 @@ def device_put(x, device=None):
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
-    if device is not None and not isinstance(device, Sharding) \
-            and not xla_bridge.plain_default(device):
-        device = SingleDeviceSharding(device)
-    if isinstance(device, NamedSharding) or (
-            isinstance(device, SingleDeviceSharding) and (
-                device.memory_kind != "device" or not xla_bridge.plain_default(device._device))):
-        # blocks, another memory kind or another device
-        return compiler.device_put_sharded_tree(x, device)
-    if isinstance(device, SingleDeviceSharding):
-        device = device._device
-
-    def put(v):
-        if isinstance(v, Array):
-            if device is None:
-                return v
-            if v._sharding is not None and v._sharding.memory_kind != "device":
-                buf = compiler.device_put(v._value())  # back from host memory: a copy
-                return Array(v.aval, None, buf, committed=True)
-            buf = v.device_buffer()
-            arr = Array(v.aval, v._npy, buf, committed=True)
-        else:
-            aval = core.get_aval(v)
-            compiler.guard_host_to_device(aval, None, explicit=True)
-            arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
-        arr.device_buffer()
-        return arr
-    return tree_map(put, x)
+    return dispatch.place(x, device)
 
 
 # JAX: jax/_src/xla_bridge.py devices

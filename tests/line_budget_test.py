@@ -42,7 +42,8 @@ BUDGETS = {
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24); compute_on's trace state (34)
-    "core": 950,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 975,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     pvary and pvary_p moved in from lax/parallel.py, as JAX (~15, 46);
     #                     a user's primitive, source info for print_saved_residuals (24);
     #                     JaxprEqnContext: the compute_on of each equation (34);
     #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
@@ -53,7 +54,9 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 350,   # a user's primitive eagerly: its impl alone, as JAX (24);
+    "dispatch": 380,   # place: device_put of concrete values, from api.py, as JAX's
+    #                    _device_put_impl (~25, issue 46);
+    #                    a user's primitive eagerly: its impl alone, as JAX (24);
     #                    primitives whose NumPy rules round otherwise run on XLA (~30, 45);
     #                    + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
