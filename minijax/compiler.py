@@ -35,6 +35,10 @@ from minijax.xla_bridge import default_device, get_backend, runtime_error_type
 persistent_cache_stats = {"hits": 0, "misses": 0}
 
 
+# ---------------------------------------------------------------------------------------------
+# Compiling, through the persistent cache
+# ---------------------------------------------------------------------------------------------
+
 def _check_tpu_kernels(text: str) -> None:
     """A Pallas kernel compiled for the TPU (`interpret=False`: a `tpu_custom_call`) runs on a
     TPU backend only; elsewhere XLA would fail on the unknown target, so name the kernel."""
@@ -209,6 +213,10 @@ def _cache_key(module_text: str, options, devices, num_partitions: int) -> str:
     return h.hexdigest()
 
 
+# ---------------------------------------------------------------------------------------------
+# Device buffers: one device, or blocks over a mesh
+# ---------------------------------------------------------------------------------------------
+
 # JAX: jax/_src/array.py (the aval a device Array carries) — differs: minijax's own ShapedArray
 @functools.lru_cache(maxsize=4096)  # each NumPy argument of a call needs one
 def buffer_type(shape: tuple, dtype) -> core.ShapedArray:
@@ -291,7 +299,7 @@ def device_put(value: np.ndarray):
 
     The transfer is asynchronous; the runtime may alias 64-byte-aligned host memory instead of
     copying it (on CPU). The dtype is kept as given: minijax canonicalizes 64-bit values with
-    its own x64 flag before they get here. Like `result_handlers`, this is buffer plumbing
+    its own x64 flag before they get here. Like `pxla.result_handlers`, this is buffer plumbing
     that borrows JAX's ShapedArray as the buffer's type descriptor."""
     import jax  # device buffers are the one part of JAX's runtime minijax uses
     if value.dtype.names is not None:  # float0 (a structured dtype): JAX's own conversion
@@ -328,11 +336,12 @@ def release_host_copy(buffer) -> None:
     buffer.block_until_ready()
     _jax.collect_garbage()
 
+
 @functools.lru_cache(maxsize=256)
 def buffer_sharding(sharding):
     """The descriptor jaxlib needs to hold a global buffer of minijax `sharding`: JAX's
-    NamedSharding over the same devices, names and spec. Buffer plumbing, like the borrowed
-    ShapedArray above: which device holds which slice is decided by minijax
+    NamedSharding over the same devices, names and spec. Buffer plumbing, like `buffer_type`:
+    which device holds which slice is decided by minijax
     (`NamedSharding.devices_indices_map`), and the shards are cut by minijax."""
     import jax
     kind = sharding.__dict__.get("_memory_kind")  # the buffers live in that memory

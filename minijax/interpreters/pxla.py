@@ -26,6 +26,10 @@ from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, spec_for
 from minijax.xla_bridge import default_device
 
 
+# ---------------------------------------------------------------------------------------------
+# Running a program on one device: result handlers, runtime tokens, the executors
+# ---------------------------------------------------------------------------------------------
+
 def execute(executable, buffers: Sequence[Any], handlers: list | None = None) -> list:
     """Run `executable` on device buffers; returns one device buffer per output, without
     waiting for the computation to finish (XLA dispatches asynchronously).
@@ -36,6 +40,7 @@ def execute(executable, buffers: Sequence[Any], handlers: list | None = None) ->
     if handlers is None:
         return executable.execute(buffers)
     return executable.execute_sharded(buffers).consume_with_handlers(handlers)
+
 
 # JAX: jax/_src/array.py _array_global_result_handler — differs: one device, uncommitted
 def result_handlers(avals) -> list | None:
@@ -50,6 +55,7 @@ def result_handlers(avals) -> list | None:
     sharding = compiler.single_device_sharding(default_device())
     return [_jax.array_result_handler(compiler.buffer_type(a.shape, a.dtype), sharding,
                                       committed=False, _skip_checks=True) for a in avals]
+
 
 # JAX: jax/_src/dispatch.py RuntimeTokenSet — differs: one device
 class RuntimeTokenSet(threading.local):
@@ -279,11 +285,17 @@ class ExecuteOnDevice(ExecuteReplicated):
             self._delete_donated(args, len(consts))
         return [Array(a, None, b, True, self.sharding) for a, b in zip(self.out_avals, outs)]
 
+
+# ---------------------------------------------------------------------------------------------
+# Many devices: the partitioner's layouts and the sharded executor
+# ---------------------------------------------------------------------------------------------
+
 @functools.lru_cache(maxsize=4096)
 def _same_layout(have, want, ndim: int) -> bool:
     """Do two shardings put the same slices on the same devices (P() and P(None,) do)? Cached:
     a sharded call asks it of every argument, every call."""
     return have is not None and want is not None and have.is_equivalent_to(want, ndim)
+
 
 def _index_of_tiles(hlo_sharding, shape: tuple, num_devices: int) -> dict:
     """Device position -> ((start, stop) per dimension) for an XLA HloSharding (the layout
