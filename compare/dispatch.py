@@ -10,7 +10,7 @@ min to max, is reported too):
   rule, `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
   Target: minijax/JAX <= 0.25.
 * a cached jitted call: `lambda x: x + 1` on an f32[] Array; the sum of 10 f32[4] arguments; a
-  dict of 20 f32[4] in and out (`minijax/compiler.py: ExecuteReplicated` runs all three).
+  dict of 20 f32[4] in and out (`minijax/interpreters/pxla.py: ExecuteReplicated` runs all three).
   Target: minijax/JAX <= 1.25 each.
 * the compiled MNIST MLP step (`compare/mnist_mlp.py: program`): the same XLA program in both,
   so the ratio should be 1 (target <= 1.05).

@@ -257,7 +257,7 @@ def run(quick: bool = False) -> TopicResult:
         f"{calls} single calls, timed one by one, the two modules alternating. "
         "JAX's dispatch runs in C++ (`jaxlib` `PjitFunction`); minijax's is the Python closure "
         "`JitWrapped.__call__` fast path and its executor "
-        "`minijax/compiler.py: ExecuteReplicated` (look up, execute, wrap).\n\n"
+        "`minijax/interpreters/pxla.py: ExecuteReplicated` (look up, execute, wrap).\n\n"
         "| leaves | jax (us) | minijax (us) | minijax/jax | target |\n|---|---|---|---|---|\n"
         + "\n".join(rows)
         + "\n\n" + plot("dispatch_vs_leaves", lambda fig: _draw_dispatch(

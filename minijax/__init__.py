@@ -6,7 +6,7 @@ Start reading at minijax/core.py (chapters/02-tracing.md).
 
 import types as _types
 
-from minijax import compiler, core, dispatch  # noqa: F401  (first: dispatch installs the eager path in core)
+from minijax import compiler, core, dispatch, xla_bridge  # noqa: F401  (first: dispatch installs the eager path in core)
 from minijax import lax, nn, numpy, scipy, tree, tree_util  # noqa: F401
 from minijax import debug, errors, extend, ffi, flatten_util, image, ops, random  # noqa: F401
 from minijax import state  # noqa: F401  (refs: installs ref[...] indexing on tracers)
@@ -67,6 +67,6 @@ memory = _types.SimpleNamespace(Space=dispatch.MemorySpace)  # as JAX's jax.memo
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
     if name == "Device":  # jaxlib's type, found lazily: `import minijax` loads no JAX
-        return compiler.device_class()
+        return xla_bridge.device_class()
     from minijax._unimplemented import missing  # not at the top: only a missing name needs it
     raise missing(__name__, name)

@@ -11,13 +11,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import api_util, compiler, core, dtypes
+from minijax import api_util, compiler, core, dtypes, xla_bridge
 from minijax import traceback_util
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
 from minijax.config import config
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
-from minijax.interpreters import ad, batching
+from minijax.interpreters import ad, batching, pxla
 from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax import pjit
@@ -29,6 +29,7 @@ from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonica
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten,
                                tree_leaves, tree_map, tree_unflatten)
 from minijax import numpy as jnp
+from minijax import dispatch
 from minijax.dispatch import MemorySpace, device_put_p
 
 
@@ -661,7 +662,7 @@ def disable_jit(disable: bool = True):
 def effects_barrier() -> None:
     """Wait until the effects (host callbacks, `debug.print`s) of every computation this
     thread has dispatched have happened (chapters/14-callbacks-effects.md)."""
-    compiler.runtime_tokens.block_until_ready()
+    pxla.runtime_tokens.block_until_ready()
 
 
 # JAX: jax/_src/array.py make_array_from_callback
@@ -727,33 +728,7 @@ def device_put(x, device=None):
         outs = device_put_p.bind(*leaves, devices=(device,) * len(leaves),
                                  srcs=(None,) * len(leaves))
         return tree_unflatten(tree, outs)
-    if device is not None and not isinstance(device, Sharding) \
-            and not compiler.plain_default(device):
-        device = SingleDeviceSharding(device)
-    if isinstance(device, NamedSharding) or (
-            isinstance(device, SingleDeviceSharding) and (
-                device.memory_kind != "device" or not compiler.plain_default(device._device))):
-        # blocks, another memory kind or another device
-        return compiler.device_put_sharded_tree(x, device)
-    if isinstance(device, SingleDeviceSharding):
-        device = device._device
-
-    def put(v):
-        if isinstance(v, Array):
-            if device is None:
-                return v
-            if v._sharding is not None and v._sharding.memory_kind != "device":
-                buf = compiler.device_put(v._value())  # back from host memory: a copy
-                return Array(v.aval, None, buf, committed=True)
-            buf = v.device_buffer()
-            arr = Array(v.aval, v._npy, buf, committed=True)
-        else:
-            aval = core.get_aval(v)
-            compiler.guard_host_to_device(aval, None, explicit=True)
-            arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
-        arr.device_buffer()
-        return arr
-    return tree_map(put, x)
+    return dispatch.place(x, device)
 
 
 # JAX: jax/_src/xla_bridge.py devices
@@ -761,16 +736,16 @@ def devices() -> list:
     """The XLA backend's devices (8 CPU devices with
     XLA_FLAGS=--xla_force_host_platform_device_count=8). Unsharded computations run on the
     first; a mesh can use them all."""
-    return list(compiler.backend().devices())
+    return list(xla_bridge.get_backend().devices())
 
 
 def local_devices() -> list:
     """The devices of this process: all of them (minijax runs one process)."""
-    return list(compiler.backend().local_devices())
+    return list(xla_bridge.get_backend().local_devices())
 
 
 def device_count() -> int:
-    return len(compiler.backend().devices())
+    return len(xla_bridge.get_backend().devices())
 
 
 

@@ -14,6 +14,7 @@ from minijax import core
 from minijax.config import config
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
+from minijax.xla_bridge import default_device
 
 # Set once an Array with a sharding exists: from then on jit's dispatch cache keys include the
 # arguments' shardings (before, every Array is on the default device and the avals suffice).
@@ -86,7 +87,7 @@ class Array:
         if config._default_device_set and self._buf is not None:
             # placed while `jax_default_device` named another device: it stays there
             return SingleDeviceSharding(next(iter(self._buf.devices())))
-        return SingleDeviceSharding(_default_device())
+        return SingleDeviceSharding(default_device())
 
     @property
     def is_fully_replicated(self) -> bool:
@@ -121,7 +122,7 @@ class Array:
         """device -> single-device buffer, for the devices of this process that hold a shard
         (with several processes, the other processes' shards are not ours to read)."""
         if self._sharding is None:
-            return {_default_device(): self.device_buffer()}
+            return {default_device(): self.device_buffer()}
         buf = self.device_buffer()
         return {next(iter(b.devices())): b for b in buf._arrays}  # devices() may be cached: no pop
 
@@ -269,11 +270,6 @@ def _assemble(x: Array) -> np.ndarray:
                            "the global array or use `.addressable_shards` method of jax.Array "
                            "to inspect the addressable (process local) shards.")
     return out
-
-
-def _default_device():
-    from minijax import compiler  # not at the top: compiler imports this module
-    return compiler.default_device()
 
 
 def array_from_numpy(val: np.ndarray, weak_type: bool = False, literal: bool = False) -> Array:

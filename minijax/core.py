@@ -26,6 +26,7 @@ import numpy as np
 from minijax import dtypes
 from minijax.config import config
 from minijax.effects import Effects, JaxprInputEffect, no_effects
+from minijax.tree_util import tree_map
 from minijax.util import safe_zip
 
 # ---------------------------------------------------------------------------------------------
@@ -383,6 +384,26 @@ def _with_sharding(aval: ShapedArray, s) -> ShapedArray:
     if s is not None and len(s.spec) != aval.ndim:  # avals keep one spec entry per dimension
         s = type(s)(s.mesh, s.spec._normalized_spec_for_aval(aval.ndim))
     return aval.update(sharding=s)
+
+
+# ---------------------------------------------------------------------------------------------
+# pvary: an invariant value, typed as varying (the transpose of psum)
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/_src/core.py pvary — differs: no ordering of the axes by the mesh
+def pvary(x, axis_name):
+    """Mark `x` (a pytree) as varying along the named axes: no data moves (every device keeps
+    its copy); its transpose is `psum`. Identity when check_vma is off. Its rules (abstract
+    eval, transpose, batching, lowering) are in minijax/lax/parallel.py, as in JAX."""
+    axes = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    if not axes:
+        return x
+    for a in axes:
+        axis_size(a)  # NameError for an axis no shard_map or vmap binds
+    return tree_map(lambda v: pvary_p.bind(v, axes=axes), x)
+
+
+pvary_p = Primitive("pvary")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,16 +28,17 @@ import numpy as np
 from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
 from minijax import array as array_mod
-from minijax import core
+from minijax import compiler, core, xla_bridge
 from minijax.array import Array
 from minijax.config import config
+from minijax.tree_util import tree_map
 from minijax.util import BoundedCache
 from minijax.mesh import get_concrete_mesh
-from minijax.named_sharding import NamedSharding
+from minijax.named_sharding import NamedSharding, Sharding
 from minijax.partition_spec import _Unconstrained
 from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
-from minijax.compiler import default_device
+from minijax.xla_bridge import default_device
 from minijax.interpreters import ad, batching, mlir
 from minijax.pjit import jit, sharding_constraint_p
 
@@ -448,6 +449,40 @@ class MemorySpace(enum.Enum):
         return cls.Device if kind == "device" else cls.Host
 
 
+# JAX: jax/_src/dispatch.py _device_put_impl — differs: a pytree, placed leaf by leaf
+def place(x, device):
+    """`device_put(x, device)` of concrete values (no tracers) and a device, a sharding or
+    None: returns minijax Arrays, committed unless `device` is None (a minijax Array then
+    comes back as it is). Raises what `compiler.device_put_sharded_tree` raises."""
+    if device is not None and not isinstance(device, Sharding) \
+            and not xla_bridge.plain_default(device):
+        device = SingleDeviceSharding(device)
+    if isinstance(device, NamedSharding) or (
+            isinstance(device, SingleDeviceSharding) and (
+                device.memory_kind != "device" or not xla_bridge.plain_default(device._device))):
+        # blocks, another memory kind or another device
+        return compiler.device_put_sharded_tree(x, device)
+    if isinstance(device, SingleDeviceSharding):
+        device = device._device
+
+    def put(v):
+        if isinstance(v, Array):
+            if device is None:
+                return v
+            if v._sharding is not None and v._sharding.memory_kind != "device":
+                buf = compiler.device_put(v._value())  # back from host memory: a copy
+                return Array(v.aval, None, buf, committed=True)
+            buf = v.device_buffer()
+            arr = Array(v.aval, v._npy, buf, committed=True)
+        else:
+            aval = core.get_aval(v)
+            compiler.guard_host_to_device(aval, None, explicit=True)
+            arr = Array(aval, npy=core.to_numpy(v, aval), committed=device is not None)
+        arr.device_buffer()
+        return arr
+    return tree_map(put, x)
+
+
 # JAX: jax/_src/dispatch.py device_put_p — differs: the avals do not record the memory space
 # (JAX's `f32<host>[...]`); on the CPU backend, as in JAX, the lowering is the identity
 device_put_p = core.Primitive("device_put")
@@ -455,7 +490,6 @@ device_put_p.multiple_results = True
 
 
 def _device_put_impl(*xs, devices, srcs):
-    from minijax import api  # not at the top: api imports this module
     outs = []
     for x, d in zip(xs, devices):
         if isinstance(d, MemorySpace):
@@ -463,7 +497,7 @@ def _device_put_impl(*xs, devices, srcs):
             if sharding is None:
                 sharding = SingleDeviceSharding(default_device())
             d = sharding.with_memory_kind(d.value)
-        outs.append(api.device_put(x, d))
+        outs.append(place(x, d))
     return outs
 
 

@@ -6,6 +6,7 @@ The tracer errors are defined in minijax/core.py; explained in chapters/02-traci
 
 import numpy as np
 
+from minijax import xla_bridge
 from minijax.core import (  # noqa: F401
     ConcretizationTypeError, JaxprTypeError, NonConcreteBooleanIndexError,
     TracerArrayConversionError,
@@ -16,10 +17,8 @@ from minijax.core import (  # noqa: F401
 def __getattr__(name: str):
     # JAX: jax/errors.py JaxRuntimeError — jaxlib's class, what XLA's failures raise
     if name == "JaxRuntimeError":
-        # local: the backend door (minijax/compiler.py) loads the sharding layer, which is
-        # above this module; and `import minijax` needs no jaxlib until an error is made
-        from minijax import compiler
-        return compiler.runtime_error_type()
+        # on first use: `import minijax` needs no jaxlib until an error is made
+        return xla_bridge.runtime_error_type()
     raise AttributeError(f"module 'minijax.errors' has no attribute {name!r}")
 
 

@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minijax import compiler, core, effects, lax
+from minijax import core, effects, lax, xla_bridge
 from minijax.callback import _VMAP_METHODS, _pp_avals  # shared with pure_callback
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax.control_flow.loops import scan
@@ -44,7 +44,7 @@ def pycapsule(funcptr) -> Any:
 def include_dir() -> str:
     """The folder of XLA's FFI headers that jaxlib installs (`xla/ffi/api/ffi.h` under it):
     compile handlers with `-I` pointing here."""
-    return compiler.ffi_include_dir()
+    return xla_bridge.ffi_include_dir()
 
 
 # JAX: jax/_src/ffi.py register_ffi_target
@@ -53,7 +53,7 @@ def register_ffi_target(name: str, fn: Any, platform: str = "cpu", api_version: 
     """Register the handler `fn` (a PyCapsule, or a dict of them by FFI stage name) with
     XLA's `platform` backend as the custom-call target `name`. `api_version` 1 is the typed
     FFI, 0 the older untyped custom call. XLA reports a name registered twice."""
-    compiler.register_custom_call_target(name, fn, platform, api_version, **kwargs)
+    xla_bridge.register_custom_call_target(name, fn, platform, api_version, **kwargs)
 
 
 def _row_major(ndim: int) -> tuple[int, ...]:

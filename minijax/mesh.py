@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from minijax import xla_bridge
+
 
 # JAX: jax/_src/mesh.py AxisType
 class AxisType(enum.Enum):
@@ -213,12 +215,11 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types=
     Raises ValueError if the mesh needs more devices than there are, or the lengths of
     `axis_shapes` and `axis_names` differ.
     """
-    from minijax import compiler  # not at the top: compiler -> named_sharding imports this module
     axis_shapes, axis_names = tuple(axis_shapes), tuple(axis_names)
     if len(axis_shapes) != len(axis_names):
         raise ValueError(f"Length of axis_shapes {axis_shapes} must match the length of "
                          f"axis_names {axis_names}")
-    devs = list(compiler.backend().devices()) if devices is None else list(devices)
+    devs = list(xla_bridge.get_backend().devices()) if devices is None else list(devices)
     n = math.prod(axis_shapes)
     if n > len(devs):
         raise ValueError(f"Number of devices {len(devs)} must be >= the product of mesh_shape "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from minijax import xla_bridge
 from minijax.mesh import AbstractMesh, AxisType, Mesh
 from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
 
@@ -72,8 +73,7 @@ class Sharding:
     # (jax.distributed), the devices of this one
     @property
     def addressable_devices(self) -> set:
-        from minijax import compiler  # not at the top: compiler imports this module
-        me = compiler.backend().process_index()
+        me = xla_bridge.get_backend().process_index()
         return {d for d in self._device_assignment if d.process_index == me}
 
     @property

@@ -25,7 +25,7 @@ from minijax.ad_util import Zero
 from minijax import array as array_mod
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, Tracer
-from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
 from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
@@ -73,7 +73,7 @@ def bind_jit(closed: ClosedJaxpr, args: Sequence[Any], name: str, trace=None) ->
 @api_util.identity_cache
 def _executor(jaxpr: ClosedJaxpr, donated_invars: tuple[bool, ...], name: str,
               in_shardings: tuple = (), out_shardings: tuple = ()
-              ) -> compiler.ExecuteReplicated:
+              ) -> pxla.ExecuteReplicated:
     """Lower and compile `jaxpr` once; the executor every call of it goes through. With
     shardings (per input/output a NamedSharding or None), the program for those layouts."""
     donated = donated_invars if any(donated_invars) else ()

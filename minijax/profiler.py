@@ -20,7 +20,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from minijax import compiler
+from minijax import xla_bridge
 
 _lock = threading.Lock()
 _state: dict = {}  # the running session: "session", "log_dir", "perfetto"
@@ -36,8 +36,8 @@ def start_trace(log_dir: os.PathLike | str, create_perfetto_link: bool = False,
         if _state:
             raise RuntimeError("Profile has already been started. Only one profile may be run "
                                "at a time.")
-        compiler.backend()  # the backend first: its tracer joins the session
-        lib = compiler.profiler_runtime()
+        xla_bridge.get_backend()  # the backend first: its tracer joins the session
+        lib = xla_bridge.profiler_runtime()
         session = lib.ProfilerSession(profiler_options or lib.ProfileOptions())
         _state.update(session=session, log_dir=str(log_dir),
                       perfetto=create_perfetto_trace or create_perfetto_link)
@@ -91,7 +91,7 @@ class TraceAnnotation:
     arguments are shown as its arguments); costs nearly nothing when no trace is recording."""
 
     def __init__(self, name: str, **kwargs):
-        self._span = compiler.profiler_runtime().TraceMe(name, **kwargs)
+        self._span = xla_bridge.profiler_runtime().TraceMe(name, **kwargs)
 
     def __enter__(self):
         self._span.__enter__()
@@ -129,7 +129,7 @@ def device_memory_profile(backend: str | None = None) -> bytes:
     if backend is not None:
         raise ValueError(f"device_memory_profile: backend={backend!r}; minijax has one backend "
                          "(pass None)")
-    return gzip.compress(compiler.backend().heap_profile())
+    return gzip.compress(xla_bridge.get_backend().heap_profile())
 
 
 # JAX: jax/_src/profiler.py save_device_memory_profile

@@ -1,6 +1,6 @@
 """The ahead-of-time stages of `jit`: `jit(f).trace(*args)` gives a `Traced` (the jaxpr),
 `.lower()` a `Lowered` (the StableHLO module), `.compile()` a `Compiled` (the XLA executable,
-run through its `compiler.ExecuteReplicated`).
+run through its `pxla.ExecuteReplicated`).
 
 Mirrors jax/_src/stages.py. Taught in chapters/07-jit.md and chapters/11-aot-async-benchmarking.md.
 """
@@ -18,7 +18,7 @@ from minijax.core import ClosedJaxpr, ShapeDtypeStruct
 from minijax.mesh import AbstractMesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
-from minijax.interpreters import mlir
+from minijax.interpreters import mlir, pxla
 from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import effects
@@ -150,25 +150,25 @@ class Lowered:
         effs = (mlir.ordered_effects_of(self.jaxpr.jaxpr),
                 bool(self.jaxpr.effects or self._host_callbacks))
         if device is not None:
-            executor = compiler.ExecuteOnDevice(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+            executor = pxla.ExecuteOnDevice(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                                 usable, device, *effs)
         elif mesh is None and any(placed):
-            executor = compiler.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+            executor = pxla.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
                                               usable, placed, *effs)
         elif mesh is None:
-            executor = compiler.ExecuteReplicated(exe, self.jaxpr.in_avals,
+            executor = pxla.ExecuteReplicated(exe, self.jaxpr.in_avals,
                                                   self.jaxpr.out_avals, usable, *effs)
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             ntok = len(effs[0])  # the leading token parameters and results
-            chosen_in = compiler.parameter_shardings(exe, mesh, self.jaxpr.in_avals, ntok)
+            chosen_in = pxla.parameter_shardings(exe, mesh, self.jaxpr.in_avals, ntok)
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
-            chosen = compiler.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
+            chosen = pxla.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
             out_sh, out_avals = _output_layouts(mesh, self.jaxpr.out_avals, chosen,
                                                 self._given_out, self._out_shardings
                                                 or self._given_out, self._orig_input())
-            executor = compiler.ExecuteSharded(exe, self.jaxpr.in_avals, out_avals,
+            executor = pxla.ExecuteSharded(exe, self.jaxpr.in_avals, out_avals,
                                                usable, in_sh, out_sh, mesh, *effs)
         executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
         return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
@@ -245,7 +245,7 @@ def _output_layouts(mesh, out_avals, chosen, given, typed, orig) -> tuple[list, 
 class Compiled:
     """An XLA executable for one input signature; call it with arguments of those types."""
 
-    def __init__(self, closed: ClosedJaxpr, executor: compiler.ExecuteReplicated, in_tree,
+    def __init__(self, closed: ClosedJaxpr, executor: pxla.ExecuteReplicated, in_tree,
                  out_tree) -> None:
         self.jaxpr = closed
         self._executor = executor
@@ -276,7 +276,7 @@ class Compiled:
                             f"arguments: compiled for {self._in_tree}, called with {in_tree}")
         in_avals = self._executor.in_avals  # the jaxpr's (ExecuteSharded: one per type)
         # an Array holding the compiled type itself (a result of this executable fed back:
-        # compiler.ExecuteSharded shares the objects) needs no comparison
+        # pxla.ExecuteSharded shares the objects) needs no comparison
         if any(getattr(x, "aval", None) is not b and not core.typematch(core.get_aval(x), b)
                for x, b in zip(flat, in_avals)):
             bad = [f"argument leaf {i}: compiled for {b.str_short()}, called with "
@@ -284,7 +284,7 @@ class Compiled:
                    enumerate(zip(map(core.get_aval, flat), in_avals)) if not core.typematch(a, b)]
             raise TypeError("Argument types differ from the types for which this computation "
                             "was compiled. The mismatches are:\n" + "\n".join(bad))
-        if not isinstance(self._executor, compiler.ExecuteSharded):
+        if not isinstance(self._executor, pxla.ExecuteSharded):
             # compiled for the default device: an argument laid out on a mesh is gathered
             flat = [x if getattr(x, "_sharding", None) is None else np.asarray(x) for x in flat]
         return tree_unflatten(self._out_tree, self._executor(flat))

@@ -31,20 +31,19 @@ BUDGETS = {
     "array": 225,  # + __dlpack__ (35)
     "callback": 375,  # the TPU's host callbacks: sends and receives (~45, issue 43)
     "compute_on": 70,  # compute_on, extend_compute_type, compute_on2 over jit (issue 34)
-    "compiler": 675,  # + exit waits for pending host callbacks (45);
-    #                  JAX's detailed-logging rule for small modules (42);
-    #                  SendRecvCallback: a TPU host callback made at compile time (43);
-    #                  a TPU kernel compiled elsewhere names the kernel (42);
-    #                  put_sharded_tree moved in (26); buffers (25); cache (24); FFI targets (32);
-    #                  ExecuteOnDevice: programs on a committed device other than the first;
-    #                  the host-to-device transfer guard (24); jax.Device, the profiler (35);
-    #                  one-device meshes (34); jax_default_device (24); sharded calls by
-    #                  identity, one sharding/aval object per executor (27: step time)
+    "compiler": 330,  # compile and the persistent cache, buffers; split by role (issue 46):
+    #                  the executors, tokens and result handlers went to interpreters/pxla.py,
+    #                  backend, devices and target names to xla_bridge.py;
+    #                  JAX's detailed-logging rule for small modules (42); SendRecvCallback: a
+    #                  TPU host callback made at compile time (43); a TPU kernel compiled
+    #                  elsewhere names the kernel (42); put_sharded_tree moved in (26); buffers
+    #                  (25); cache (24); the host-to-device transfer guard (24)
     "config": 285,      # + JAX's 133 option names (~40 lines), rank promotion, checks (24);
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24); compute_on's trace state (34)
-    "core": 950,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 975,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    #                     pvary and pvary_p moved in from lax/parallel.py, as JAX (~15, 46);
     #                     a user's primitive, source info for print_saved_residuals (24);
     #                     JaxprEqnContext: the compute_on of each equation (34);
     #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
@@ -55,7 +54,10 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 368,   # eager ops on accelerator-held operands run there (43); a user's primitive eagerly: its impl alone, as JAX (24);
+    "dispatch": 398,   # on an accelerator, eager ops run on the device (~18, issue 43);
+    #                    place: device_put of concrete values, from api.py, as JAX's
+    #                    _device_put_impl (~25, issue 46);
+    #                    a user's primitive eagerly: its impl alone, as JAX (24);
     #                    primitives whose NumPy rules round otherwise run on XLA (~30, 45);
     #                    + sharded eager results (11), Auto-mesh ops jitted; NumPy quiet (32, 35);
     #                    eager ops on a mesh named in errors as JAX's, on other devices (9);
@@ -76,7 +78,11 @@ BUDGETS = {
     "example_libraries": 325,  # stax, optimizers (issue 24)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 1785,  # lowering per platform: rule tables per platform,
+    "interpreters": 2160,  # pxla.py: the executors, runtime tokens, result handlers and the
+    #                       partitioner's layouts, from compiler.py (~340, issue 46): one class
+    #                       per kind of program, sharded calls by identity (27: step time),
+    #                       exit waits for pending host callbacks (45);
+    #                       lowering per platform: rule tables per platform,
     #                       lower_per_platform's stablehlo.case, the platform index (~95, 43);
     #                       process_custom_derivative_call of JVP, Linearize, Jaxpr and
     #                       Batch traces: the rule runs, the function is not traced (~25, 45);
@@ -152,7 +158,9 @@ BUDGETS = {
     "util": 72,  # BoundedCache, the one bounded memo table (issue 26)
     "version": 5,
     "viz": 340,
-    "xla_bridge": 35,  # backend, device and process queries (35)
+    "xla_bridge": 110,  # backend, device and process queries (35); the backend door on the
+    #                    ground floor: backend, default device, jax.Device, the runtime error,
+    #                    the profiler, FFI and LAPACK target names, from compiler.py (issue 46)
 }
 
 

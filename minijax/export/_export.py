@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import api, compiler, core, custom_derivatives, tree_util
+from minijax import api, core, custom_derivatives, tree_util, xla_bridge
 from minijax.config import config
 from minijax.export import _symbolic, serialization, shape_poly
 from minijax.interpreters import mlir
@@ -136,7 +136,7 @@ def deserialize(blob: bytes | bytearray) -> Exported:
 # JAX: jax/_src/export/_export.py default_export_platform
 def default_export_platform() -> str:
     """The platform `export` lowers for unless told: "cpu", "cuda", "rocm" or "tpu"."""
-    platform = compiler.default_device().platform
+    platform = xla_bridge.default_device().platform
     return {"gpu": "cuda"}.get(platform, platform)
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, effects
+from minijax import core, dtypes, effects, xla_bridge
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray
 from minijax.interpreters import partial_eval as pe
 from minijax.mesh import AbstractMesh
@@ -705,8 +705,7 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
 # JAX: jax/_src/interpreters/mlir.py LoweringParameters.platforms (its default)
 def default_platform() -> str:
     """The platform minijax lowers for unless told: the default device's ('cpu', 'tpu'...)."""
-    from minijax import compiler  # not at the top: compiler imports this module
-    return compiler.default_device().platform
+    return xla_bridge.default_device().platform
 
 
 # JAX: jax/_src/callback.py _callback_op_sharding (its ShardingContext branch)
@@ -716,9 +715,8 @@ def _place_callbacks(module, mesh, module_ctx: ModuleContext) -> None:
     callback's `sharding=`), on the whole logical operands, as JAX's MAXIMAL sharding does.
     (Callbacks inside `shard_map` run on every device: `minijax/callback.py:
     emit_python_callback` annotates those with `@empty_mesh`.)"""
-    from minijax import compiler  # not at the top: compiler imports this module
     devices = list(getattr(mesh, "devices_flat", ()) if mesh is not None else
-                   [compiler.default_device()])
+                   [xla_bridge.default_device()])
     indices = set()
     for op, device in module_ctx.maximal_callbacks:
         if device is None:

@@ -137,11 +137,9 @@ class DynamicJaxprTrace(core.Trace):
     def _process_varying(self, primitive, invars, params):
         """Inside shard_map: operands that vary along fewer manual axes than the others get a
         `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
-        # not at the top: lax -> lax.control_flow.loops imports this module
-        from minijax.lax.parallel import pvary_p
         vma = frozenset().union(*(v.aval.vma for v in invars))
         invars = [v if v.aval.vma == vma else self.emit(
-            pvary_p, [v], v.aval.update(vma=vma),
+            core.pvary_p, [v], v.aval.update(vma=vma),
             dict(axes=tuple(sorted(vma - v.aval.vma)))).val for v in invars]
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         out_avals = [a.update(vma=vma) for a in

@@ -28,7 +28,7 @@ from minijax.partition_spec import P
 from minijax.sharding_impls import (ShardingTypeError, canonicalize_out_sharding,
                                     normalize_to_ndim)
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
-from minijax.array import array_from_numpy
+from minijax.array import Array, array_from_numpy
 from minijax.config import config
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -36,7 +36,6 @@ from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
 from minijax.util import canonicalize_axis
-from minijax.lax import parallel
 from minijax.pjit import reshard_p
 from minijax.tree_util import tree_map
 
@@ -2993,6 +2992,19 @@ mlir.register_lowering(pad_p, lambda ctx, x, pv, *, padding_config: mlir.hlo.pad
 _WEAK_SCALAR_TYPES = {"f": float, "c": complex, "i": int, "u": int, "b": bool}
 
 
+# JAX: jax/_src/lax/lax.py asarray — differs: converted on the host, not by convert_element_type
+def asarray(x):
+    """Lightweight conversion of an array-like `x` to an Array (what `while_loop` makes of its
+    carry under disable_jit): Arrays and tracers as they are, NumPy values and Python scalars
+    in their canonical dtype (Python scalars but bools weakly typed). TypeError otherwise."""
+    if isinstance(x, (core.Tracer, Array)):
+        return x
+    if not isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
+        raise TypeError(f"asarray: expected ArrayLike, got {x} of type {type(x)}.")
+    aval = core.get_aval(x)
+    return array_from_numpy(core.to_numpy(x, aval), aval.weak_type)
+
+
 def _const(example, val):
     """A 0-d constant with the dtype of `example` (written inline as a literal): a Python
     scalar when `example` is weakly typed, so the rule's result stays weak, as in JAX."""
@@ -3045,7 +3057,7 @@ def _vary_like(out, vma):
     # JAX: jax/_src/lax/lax.py _full_like_insert_pvary — inside shard_map, as varying as `x`
     if not vma:
         return out
-    return parallel.pvary(out, tuple(sorted(vma)))
+    return core.pvary(out, tuple(sorted(vma)))
 
 
 def zeros_like_array(x):
@@ -4094,11 +4106,14 @@ DotDimensionNumbers = tuple[tuple[Sequence[int], Sequence[int]],
 # ---------------------------------------------------------------------------------------------
 
 def _composite_batch_rule(vals, dims, *, axis_size, name, attributes, version, jaxpr):
-    from minijax.api import vmap  # not at the top: api sits above lax
     vals = [batching.bdim_at_front(v, d, axis_size) for v, d in zip(vals, dims)]
-    batched = pe.trace_to_jaxpr_dynamic(
-        vmap(lambda *xs: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *xs)),
-        [core.get_aval(v) for v in vals], purpose="composite")
+
+    def batched_fun(*xs):
+        return batching.vmap_flat(lambda *ys: core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *ys),
+                                  xs, [0] * len(xs), axis_size, lambda n: [0] * n,
+                                  fun_name=name)
+    batched = pe.trace_to_jaxpr_dynamic(batched_fun, [core.get_aval(v) for v in vals],
+                                        purpose="composite")
     closed = core.ClosedJaxpr(batched[0], batched[1])
     outs = composite_p.bind(*vals, name=name, attributes=attributes, version=version,
                             jaxpr=closed)

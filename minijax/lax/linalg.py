@@ -22,7 +22,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from minijax import compiler, core, dtypes
+from minijax import core, dtypes, xla_bridge
 from minijax.ad_util import Zero
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
@@ -167,7 +167,7 @@ def _lapack_call(fn_base: str, operands: Sequence, avals_in: Sequence[ShapedArra
     `mhlo.backend_config` dictionary of one-letter LAPACK flags as ui8), column-major layouts
     for the operands and results of the operand's rank, `num_batch_dims` for XLA."""
     ir, hlo = mlir.ir, mlir.hlo
-    target = compiler.lapack_target(fn_base, avals_in[0].dtype)
+    target = xla_bridge.lapack_target(fn_base, avals_in[0].dtype)
     rank = max(a.ndim for a in avals_in)
 
     def layouts(avals):

@@ -19,9 +19,10 @@ import threading
 import numpy as np
 
 from minijax import core
-from minijax.core import Primitive, ShapedArray
+from minijax.core import Primitive, ShapedArray, pvary, pvary_p
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters.batching import not_mapped
+from minijax.lax import lax, slicing
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec
 from minijax.tree_util import tree_leaves, tree_map
@@ -114,7 +115,6 @@ def psum(x, axis_name, *, axis_index_groups=None):
     Raises NameError for an axis name no shard_map or vmap binds.
     JAX: jax/_src/lax/parallel.py psum — differs: no axis_index_groups.
     """
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     for v in tree_leaves(x):
         _check_one_state(core.get_aval(v), _names(axis_name), "psum")
     x = tree_map(lambda v: lax.convert_element_type(v, np.int32)
@@ -205,7 +205,6 @@ def _psum_transpose(ct, x, *, axes):
 
 
 def _times_size(x, n):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.mul(x, lax.convert_element_type(n, core.get_aval(x).dtype))
 
 
@@ -217,17 +216,14 @@ mlir.register_lowering(psum_invariant_p, _allreduce_lowering("add"))
 
 
 def _reduce_max(x, axes):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_max(x, axes)
 
 
 def _reduce_min(x, axes):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_min(x, axes)
 
 
 def _reduce_sum(x, axes):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     return lax.reduce_sum(x, axes)
 
 
@@ -243,19 +239,9 @@ mlir.register_lowering(pmin_p, _allreduce_lowering("minimum"))
 
 
 # ---------------------------------------------------------------------------------------------
-# pvary: an invariant value, typed as varying (the transpose of psum)
+# pvary: an invariant value, typed as varying (the transpose of psum); `pvary` and `pvary_p`
+# are core's, as in JAX, and their rules are here
 # ---------------------------------------------------------------------------------------------
-
-# JAX: jax/_src/core.py pvary
-def pvary(x, axis_name):
-    """Mark `x` (a pytree) as varying along the named axes: no data moves (every device keeps
-    its copy); its transpose is `psum`. Identity when check_vma is off."""
-    axes = _names(axis_name)
-    if not axes:
-        return x
-    _size(axes)
-    return tree_map(lambda v: pvary_p.bind(v, axes=axes), x)
-
 
 # JAX: jax/_src/lax/parallel.py pcast — differs: only to='varying' (minijax has no
 # reduced/unreduced types)
@@ -286,7 +272,6 @@ def _pvary_vmap_axis_rule(vname, vsize, vals, dims, *, axes, prim):
     return (pvary_p.bind(vals[0], axes=rest) if rest else vals[0]), dims[0]
 
 
-pvary_p = Primitive("pvary")
 pvary_p.def_abstract_eval(_pvary_abstract_eval)
 ad.deflinear(pvary_p, _pvary_transpose)
 batching.primitive_batchers[pvary_p] = _allreduce_batch_rule(pvary_p)
@@ -359,7 +344,6 @@ def _all_gather_batch_rule(vals, dims, *, axis_size, all_gather_dimension, **par
 
 def _all_gather_vmap_axis_rule(vname, vsize, vals, dims, *, prim, all_gather_dimension,
                                tiled, **params):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("all_gather over a vmapped axis and other axes at once")
     x = batching.bdim_at_front(vals[0], dims[0], vsize)
@@ -398,7 +382,6 @@ def _all_gather_invariant_abstract_eval(aval, *, all_gather_dimension, axis_name
 
 
 def _all_gather_invariant_transpose(ct, x, *, all_gather_dimension, axis_name, tiled):
-    from minijax.lax import slicing  # not at the top: lax.slicing -> lax.lax imports this module
     if type(ct) is ad.Zero:
         return [ad.Zero(x.aval)]
     ct = _vary(ct, axis_name)  # the same cotangent everywhere; each device keeps its block
@@ -476,7 +459,6 @@ def _reduce_scatter_batch_rule(vals, dims, *, axis_size, scatter_dimension, **pa
 
 def _reduce_scatter_vmap_axis_rule(vname, vsize, vals, dims, *, prim,
                                    scatter_dimension, tiled, **params):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("psum_scatter over a vmapped axis and other axes at once")
     x = vals[0]
@@ -549,7 +531,6 @@ def _ppermute_batch_rule(vals, dims, *, axis_size, axis_name, perm):
 
 
 def _ppermute_vmap_axis_rule(vname, vsize, vals, dims, *, prim, perm, **params):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if params["axis_name"] != (vname,):
         raise NotImplementedError("ppermute over a vmapped axis and other axes at once")
     x = batching.bdim_at_front(vals[0], dims[0], vsize)
@@ -592,7 +573,6 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, axis_index_gr
     `concat_axis`. Its transpose is all_to_all with the two axes swapped. Raises ValueError
     when the split dimension does not divide into n chunks.
     """
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if axis_index_groups is not None:
         raise NotImplementedError("all_to_all: axis_index_groups is not supported")
     axes = _names(axis_name)
@@ -644,7 +624,6 @@ def _all_to_all_batch_rule(vals, dims, *, axis_size, split_axis, concat_axis, **
 
 def _all_to_all_vmap_axis_rule(vname, vsize, vals, dims, *, prim, split_axis,
                                concat_axis, **params):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if _names(params["axis_name"]) != (vname,):
         raise NotImplementedError("all_to_all over a vmapped axis and other axes at once")
     n = vsize
@@ -705,7 +684,6 @@ def _axis_index_abstract_eval(*, axis_name):
 
 
 def _axis_index_vmap_axis_rule(vname, vsize, vals, dims, *, prim, **params):
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     if _names(params["axis_name"]) != (vname,):
         raise NotImplementedError("axis_index over a vmapped axis and other axes at once")
     return lax.iota(np.int32, vsize), 0
@@ -805,7 +783,6 @@ def pswapaxes(x, axis_name, axis: int, *, axis_index_groups=None):
 # to XLA's CollectiveBroadcast, which sends one copy)
 def pbroadcast(x, axis_name, source: int):
     """Every device along `axis_name` gets the `x` (a pytree) of device `source`."""
-    from minijax.lax import lax  # not at the top: lax.lax imports this module
     def one(v):
         gathered = all_gather(v, axis_name)
         nd = core.get_aval(gathered).ndim

@@ -17,7 +17,7 @@ import numpy as np
 
 from minijax import core
 from minijax.interpreters import mlir
-from minijax.interpreters.ad import defjvp
+from minijax.interpreters.ad import defjvp, instantiate_zeros, jvp_flat
 from minijax.interpreters.batching import defbroadcasting, defvectorized
 from minijax.lax.control_flow.loops import fori_loop
 from minijax.lax.lax import (_broadcasting_shape, _const, _float, abs, add, bitwise_or,
@@ -337,9 +337,9 @@ def _igamma_dx(a, x):
 
 def _igamma_grad_a_impl(a, x):
     # dP/da by forward-mode differentiation of the expansions (as JAX's DERIVATIVE mode)
-    from minijax.api import jvp  # not at the top: api sits above lax
     a, x = _same_shape(a, x)
-    return jvp(lambda v: _igamma_both(v, x)[0], (a,), (full_like(a, 1),))[1]
+    _, (t,) = jvp_flat(lambda v: [_igamma_both(v, x)[0]], [a], [full_like(a, 1)])
+    return instantiate_zeros(t)
 
 
 # JAX: jax/_src/lax/special.py igamma

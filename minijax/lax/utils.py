@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 from minijax import core
-from minijax.lax import parallel
 from minijax.mesh import AbstractMesh, get_abstract_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec, _axes_of
@@ -46,6 +45,8 @@ def context_mesh() -> "AbstractMesh | None":
     mesh = get_abstract_mesh()  # first: without a mesh in context (the usual case) no more
     if not mesh.explicit_axes:
         return None
+    # not at the top: lax.parallel imports lax.lax, which imports this module
+    from minijax.lax import parallel
     purpose = getattr(core.trace_ctx.trace, "purpose", "lower_fun")
     return None if purpose == "lower_fun" or parallel.ctx.bodies else mesh
 

@@ -32,7 +32,6 @@ from minijax.lax.control_flow.common import (
     python_control_flow, to_concrete_value, trace_closed, typematch_all, with_invars)
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
-from minijax.lax import parallel
 
 _no_operand_sentinel = object()
 
@@ -194,7 +193,7 @@ def _vary_with_index(index, branches: list[ClosedJaxpr], operands: list):
     if all(axes <= core.get_aval(x).vma for x in operands) and \
             all(axes <= a.vma for a in branches[0].out_avals):
         return branches, operands
-    vary = lambda x, vma: parallel.pvary(x, tuple(sorted(vma - core.get_aval(x).vma)))
+    vary = lambda x, vma: core.pvary(x, tuple(sorted(vma - core.get_aval(x).vma)))
     operands = [vary(x, axes) for x in operands]
     out_vma = [a.vma | axes for a in branches[0].out_avals]
 

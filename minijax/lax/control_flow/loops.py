@@ -585,12 +585,10 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     if not (callable(body_fun) and callable(cond_fun)):
         raise TypeError("lax.while_loop: body_fun and cond_fun arguments should be callable.")
     if python_control_flow():  # JAX: loops.py while_loop (its disable_jit branch)
-        # not at the top: numpy -> numpy.array_constructors -> lax imports this module
-        from minijax.numpy import asarray
         try:
-            val = tree_map(asarray, init_val)
+            val = tree_map(lax.asarray, init_val)
             while cond_fun(val):
-                val = tree_map(asarray, body_fun(val))
+                val = tree_map(lax.asarray, body_fun(val))
             return val
         except core.ConcretizationTypeError:
             pass  # e.g. a batched predicate under vmap: the primitive, as without disable_jit
