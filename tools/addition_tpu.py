@@ -23,9 +23,11 @@ One process does everything, in order of importance, so that a budget cut keeps 
    numbers. Abacus embeddings (McLeish et al. 2024, "Transformers Can Do Arithmetic with the
    Right Embeddings"): each digit gets a learned embedding for its place within its number
    (units 1, tens 2, ...), shifted by a random offset in 0..ABACUS_OFFSET per training sum so
-   that places beyond 10 are trained too; no other position embedding. Under raw JAX, then
-   the baseline (the same data and model with learned absolute positions, raw JAX), then raw
-   minijax.
+   that places beyond 10 are trained too; no other position embedding. One change of ours:
+   '=' takes the place just below the units, so that every answer digit, the units included,
+   is predicted from the position one place below it. Under raw JAX, then the baseline (the
+   same data and model with learned absolute positions, raw JAX, as many steps as Abacus
+   took), then raw minijax.
 4. NNX: the chapter 20 Flax NNX model with Optax on 3- and 6-digit sums, when flax and optax
    import.
 
@@ -79,6 +81,7 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
     "peak lr 3e-4": ({"peak_lr": 3e-4, "end_lr": 3e-5}, None),
 }
 ABACUS_OFFSET = 20      # training offsets 0..20: places up to 31 are trained
+NO_PLACE = -1           # the place of '+' and '.': an embedding of its own
 CURVE_EVERY = 50
 
 
@@ -253,8 +256,9 @@ def abacus_encode(a: list[int], b: list[int], length: int, offsets: np.ndarray):
     """Sums a+b (Python ints, any size), each number written least significant digit first
     and unpadded, the answer closed by '.', the row filled with '.' to `length` tokens ->
     (x, places, y), int32[N, length-1] each: the tokens, each token's place (1 for units, 2
-    for tens, ..., plus the row's offset; 0 for '+', '=' and '.'), and the targets (the
-    answer and its '.'; IGNORE elsewhere)."""
+    for tens, ..., plus the row's offset; the offset itself for '=', which is where the
+    answer's units are written from; NO_PLACE for '+' and '.'), and the targets (the answer
+    and its '.'; IGNORE elsewhere)."""
     width = max(len(str(v)) for v in list(a) + list(b))
     return encode_digits(*digits_of(a, width), *digits_of(b, width), length, offsets)
 
@@ -288,8 +292,9 @@ def encode_digits(da, la, db, lb, length: int, offsets: np.ndarray):
     in_a, in_b, in_s = j < la, (kb >= 0) & (kb < lb), (ks >= 0) & (ks < ls)
     seq = np.select([in_a, j == la, in_b, j == la + lb + 1, in_s],
                     [pick(da, j), PLUS, pick(db, kb), EQUALS, pick(ds, ks)], END)
-    place = np.select([in_a, in_b, in_s], [j + 1, kb + 1, ks + 1], 0)
-    place = np.where(place > 0, place + offsets[:, None], 0)
+    place = np.select([in_a, in_b, in_s], [j + 1, kb + 1, ks + 1], NO_PLACE)
+    place = np.where(place > 0, place + offsets[:, None], NO_PLACE)
+    place = np.where(j == la + lb + 1, offsets[:, None], place)  # '=': the place below units
     scored = (ks[:, 1:] >= 0) & (ks[:, 1:] <= ls)   # the answer digits and the '.' after
     y = np.where(scored, seq[:, 1:], IGNORE)
     return (seq[:, :-1].astype(np.int32), place[:, :-1].astype(np.int32),
@@ -297,8 +302,9 @@ def encode_digits(da, la, db, lb, length: int, offsets: np.ndarray):
 
 
 def abacus_tokens(x: np.ndarray, places: np.ndarray, n_places: int) -> np.ndarray:
-    """The model's input for token and place: token * n_places + place."""
-    return x * n_places + places
+    """The model's input for token and place: token * n_places + place, NO_PLACE taking the
+    last of the n_places embeddings."""
+    return x * n_places + np.where(places == NO_PLACE, n_places - 1, places)
 
 
 def random_digits(rng: np.random.RandomState, lengths: np.ndarray, width: int):
@@ -476,7 +482,7 @@ class Runner:
         import minijax
         from compare import addition
         train_d, test_d, n_test, max_steps = self.plan.lengen
-        places = 1 + (train_d + 1) + ABACUS_OFFSET
+        places = (train_d + 1) + ABACUS_OFFSET + 2   # 0 ('=') .. the highest, and NO_PLACE
         s = setup_for(self.plan, 3)
         cfg = dataclasses.replace(s.model, block=3 * test_d + 3)
         sets = lengen_sets(train_d, test_d, n_test)
@@ -491,7 +497,10 @@ class Runner:
         for impl, J, abacus in (("jax", jax, True), ("jax", jax, False),
                                 ("minijax", minijax, True)):
             kind = ("lengen", impl, abacus)
-            if not self.fits(kind, max_steps, guess_ms=self.ms.get(("jax", 6), 20) * 2):
+            if not abacus and res["runs"]:  # the baseline gets the steps Abacus took
+                max_steps = res["runs"][0]["steps"]
+            guess = self.ms.get(("lengen", "jax", True), 2 * self.ms.get(("jax", 6), 10))
+            if not self.fits(kind, max_steps, guess_ms=guess):
                 continue
             tr = self.trainer(kind, lambda: raw_trainer(
                 J, cfg, 3 * train_d + 3, abacus_places=places if abacus else 0))
