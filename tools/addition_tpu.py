@@ -81,7 +81,6 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
     "peak lr 3e-4": ({"peak_lr": 3e-4, "end_lr": 3e-5}, None),
 }
 ABACUS_OFFSET = 20      # training offsets 0..20: places up to 31 are trained
-NO_PLACE = -1           # the place of '+' and '.': an embedding of its own
 CURVE_EVERY = 50
 
 
@@ -257,8 +256,8 @@ def abacus_encode(a: list[int], b: list[int], length: int, offsets: np.ndarray):
     and unpadded, the answer closed by '.', the row filled with '.' to `length` tokens ->
     (x, places, y), int32[N, length-1] each: the tokens, each token's place (1 for units, 2
     for tens, ..., plus the row's offset; the offset itself for '=', which is where the
-    answer's units are written from; NO_PLACE for '+' and '.'), and the targets (the answer
-    and its '.'; IGNORE elsewhere)."""
+    answer's units are written from; 0 for '+' and '.'), and the targets (the answer and its
+    '.'; IGNORE elsewhere)."""
     width = max(len(str(v)) for v in list(a) + list(b))
     return encode_digits(*digits_of(a, width), *digits_of(b, width), length, offsets)
 
@@ -292,8 +291,8 @@ def encode_digits(da, la, db, lb, length: int, offsets: np.ndarray):
     in_a, in_b, in_s = j < la, (kb >= 0) & (kb < lb), (ks >= 0) & (ks < ls)
     seq = np.select([in_a, j == la, in_b, j == la + lb + 1, in_s],
                     [pick(da, j), PLUS, pick(db, kb), EQUALS, pick(ds, ks)], END)
-    place = np.select([in_a, in_b, in_s], [j + 1, kb + 1, ks + 1], NO_PLACE)
-    place = np.where(place > 0, place + offsets[:, None], NO_PLACE)
+    place = np.select([in_a, in_b, in_s], [j + 1, kb + 1, ks + 1], 0)
+    place = np.where(place > 0, place + offsets[:, None], 0)
     place = np.where(j == la + lb + 1, offsets[:, None], place)  # '=': the place below units
     scored = (ks[:, 1:] >= 0) & (ks[:, 1:] <= ls)   # the answer digits and the '.' after
     y = np.where(scored, seq[:, 1:], IGNORE)
@@ -302,9 +301,8 @@ def encode_digits(da, la, db, lb, length: int, offsets: np.ndarray):
 
 
 def abacus_tokens(x: np.ndarray, places: np.ndarray, n_places: int) -> np.ndarray:
-    """The model's input for token and place: token * n_places + place, NO_PLACE taking the
-    last of the n_places embeddings."""
-    return x * n_places + np.where(places == NO_PLACE, n_places - 1, places)
+    """The model's input for token and place: token * n_places + place."""
+    return x * n_places + places
 
 
 def random_digits(rng: np.random.RandomState, lengths: np.ndarray, width: int):
@@ -482,7 +480,7 @@ class Runner:
         import minijax
         from compare import addition
         train_d, test_d, n_test, max_steps = self.plan.lengen
-        places = (train_d + 1) + ABACUS_OFFSET + 2   # 0 ('=') .. the highest, and NO_PLACE
+        places = 1 + (train_d + 1) + ABACUS_OFFSET  # 0 .. the highest place trained
         s = setup_for(self.plan, 3)
         cfg = dataclasses.replace(s.model, block=3 * test_d + 3)
         sets = lengen_sets(train_d, test_d, n_test)
