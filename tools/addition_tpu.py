@@ -58,7 +58,6 @@ import argparse
 import dataclasses
 import datetime
 import json
-import math
 import sys
 import time
 from pathlib import Path
@@ -394,9 +393,10 @@ class Runner:
         self.ms: dict = {}  # measured ms per step, by (kind, digits)
         self.result: dict = {}
 
-    def trainer(self, key, build):
+    def trainer(self, key, build, *args, **kw) -> Trainer:
+        """The trainer kept under `key`, built by build(*args, **kw) the first time."""
         if key not in self.trainers:
-            self.trainers[key] = build()
+            self.trainers[key] = build(*args, **kw)
         return self.trainers[key]
 
     def fits(self, kind, max_steps: int, reserve: float = 0.0, guess_ms: float = 20.0) -> bool:
@@ -432,8 +432,8 @@ class Runner:
                     kind = (impl, digits)
                     if not self.fits(kind, s.model.steps):
                         continue
-                    tr = self.trainer(kind, lambda: nnx_trainer(s) if impl == "nnx" else
-                                      raw_trainer(modules[impl], s.model, s.seq_len))
+                    tr = (self.trainer(kind, nnx_trainer, s) if impl == "nnx" else
+                          self.trainer(kind, raw_trainer, modules[impl], s.model, s.seq_len))
                     row = train_run(tr, seed, batches, xy(data["val"]), xy(data["test"]),
                                     max_steps=s.model.steps, eval_every=s.eval_every,
                                     stop_at=self.plan.stop_at, clock=self.clock,
@@ -457,8 +457,8 @@ class Runner:
                 kind = ("jax", digits)
                 if not self.fits(kind, s.model.steps, reserve=self.plan.reserve_s):
                     continue
-                tr = self.trainer((name, digits), lambda: raw_trainer(
-                    jax, s.model, s.seq_len, precision=precision))
+                tr = self.trainer((name, digits), raw_trainer, jax, s.model, s.seq_len,
+                                  precision=precision)
                 row = train_run(tr, seed, batches, xy(data["val"]), xy(data["test"]),
                                 max_steps=s.model.steps, eval_every=s.eval_every,
                                 stop_at=self.plan.stop_at, clock=self.clock,
@@ -478,7 +478,6 @@ class Runner:
         import jax
 
         import minijax
-        from compare import addition
         train_d, test_d, n_test, max_steps = self.plan.lengen
         places = 1 + (train_d + 1) + ABACUS_OFFSET  # 0 .. the highest place trained
         s = setup_for(self.plan, 3)
@@ -500,8 +499,8 @@ class Runner:
             guess = self.ms.get(("lengen", "jax", True), 2 * self.ms.get(("jax", 6), 10))
             if not self.fits(kind, max_steps, guess_ms=guess):
                 continue
-            tr = self.trainer(kind, lambda: raw_trainer(
-                J, cfg, 3 * train_d + 3, abacus_places=places if abacus else 0))
+            tr = self.trainer(kind, raw_trainer, J, cfg, 3 * train_d + 3,
+                              abacus_places=places if abacus else 0)
             data = inputs[abacus]
             row = train_run(tr, 0, shared[abacus], data["val"], data["test"],
                             max_steps=max_steps, eval_every=self.plan.eval_every,
