@@ -81,6 +81,7 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
 }
 ABACUS_OFFSET = 20      # training offsets 0..20: places up to 31 are trained
 CURVE_EVERY = 50
+FIRST_LOSSES = 50       # kept step by step: where two modules' runs of a seed part
 
 
 # ---------------------------------------------------------------------------------------------
@@ -241,7 +242,7 @@ def train_run(tr: Trainer, seed: int, batches: Batches, val, test, *, max_steps:
            "train_s": round(train_s, 3), "first_step_s": round(first_s, 3),
            "ms_per_step": round(1e3 * train_s / max(step - 1, 1), 3),
            "steps": step, "cut": cut, "curve": curve, "val": val_curve,
-           "final_loss": losses[-1]}
+           "final_loss": losses[-1], "first_losses": losses[:FIRST_LOSSES]}
     out["wall_s"] = round(time.perf_counter() - t_run, 3)
     return out
 
@@ -613,6 +614,23 @@ def show(path: Path = PATH) -> None:
         _seed_table(rows, "implementation")
         for impl in dict.fromkeys(r["impl"] for r in rows):
             print(f"  {impl}: {_band([r for r in rows if r['impl'] == impl])}")
+        parts = [parting(rows, seed) for seed in sorted({r["seed"] for r in rows})]
+        if any(p is not None for p in parts):
+            print("  minijax's losses against JAX's, per seed: " + "; ".join(
+                p for p in parts if p is not None))
+
+
+def parting(rows: list[dict], seed: int) -> str | None:
+    """Where minijax's and JAX's losses of one seed part: the first step whose losses differ
+    by more than 1e-6 relative, among the first FIRST_LOSSES."""
+    pair = {r["impl"]: r.get("first_losses") for r in rows if r["seed"] == seed}
+    if not pair.get("minijax") or not pair.get("jax"):
+        return None
+    a, b = np.array(pair["minijax"]), np.array(pair["jax"])
+    n = min(len(a), len(b))
+    off = np.flatnonzero(np.abs(a[:n] - b[:n]) > 1e-6 * np.abs(b[:n]))
+    return (f"seed {seed} parts at step {off[0] + 1}" if len(off) else
+            f"seed {seed} the same for {n} steps")
 
 
 def show_robustness(path: Path = PATH) -> None:
