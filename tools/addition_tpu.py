@@ -398,6 +398,8 @@ class Runner:
         """The trainer kept under `key`, built by build(*args, **kw) the first time."""
         if key not in self.trainers:
             self.trainers[key] = build(*args, **kw)
+            compiles = self.result.setdefault("compile_s", {})
+            compiles[" ".join(map(str, key))] = round(self.trainers[key].compile_s, 2)
         return self.trainers[key]
 
     def fits(self, kind, max_steps: int, reserve: float = 0.0, guess_ms: float = 20.0) -> bool:
@@ -531,7 +533,7 @@ def device_info() -> dict:
 
 
 def run(out: Path | None, *, smoke: bool = False, budget_s: float = 450.0,
-        reserve_s: float = 120.0, stop_at: float = 0.995, phases=(1, 2, 3, 4)) -> dict:
+        reserve_s: float = 60.0, stop_at: float = 0.995, phases=(1, 2, 3, 4)) -> dict:
     """Run the phases and return the results; write them to `out` after every run."""
     from compare import addition, gpt
     plan = make_plan(smoke, budget_s, reserve_s, stop_at)
@@ -681,7 +683,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=PATH)
     p.add_argument("--smoke", action="store_true", help="a tiny model on any device")
     p.add_argument("--budget-s", type=float, default=450.0)
-    p.add_argument("--reserve-s", type=float, default=120.0,
+    p.add_argument("--reserve-s", type=float, default=60.0,
                    help="time phase 2 leaves for phase 3")
     p.add_argument("--stop-at", type=float, default=0.995)
     p.add_argument("--phases", default="1,2,3,4")
