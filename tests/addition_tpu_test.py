@@ -108,6 +108,18 @@ def test_show_says_when_no_tpu_run_is_committed(tmp_path, capsys):
     for reader in (T.show, T.show_robustness, T.show_length_generalisation):
         reader(tmp_path / "absent.json")
         assert "No TPU run is committed" in capsys.readouterr().out
+    T.plot_seeds(tmp_path / "none.png", tmp_path / "absent.json")
+    assert "No TPU run is committed" in capsys.readouterr().out
+    assert not (tmp_path / "none.png").exists()
+
+
+def test_plot_seeds_draws_every_run(tmp_path, capsys):
+    run = {"impl": "jax", "digits": 3, "seed": 0, "val": [[100, 0.5], [200, 1.0]]}
+    path = tmp_path / "saved.json"
+    path.write_text(json.dumps({"runs": [run, {**run, "impl": "minijax", "seed": 1}]}))
+    T.plot_seeds(tmp_path / "seeds.png", path)
+    assert (tmp_path / "seeds.png").stat().st_size > 0
+    assert "2 runs drawn" in capsys.readouterr().out
 
 
 def test_the_committed_tpu_run_has_the_documented_shape():

@@ -661,6 +661,36 @@ def show_robustness(path: Path = PATH) -> None:
         print("Every seed past 99% with: " + (", ".join(fixes) or "none of the changes tried"))
 
 
+def plot_seeds(png: str | Path, path: Path = PATH) -> None:
+    """One panel per digit count: every seed's validation exact match against the step, a line
+    per run (solid minijax, dashed JAX, dotted NNX; a colour per seed). Draws nothing when no
+    TPU run is committed."""
+    if _none_saved(path):
+        return
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    runs = load(path).get("runs", [])
+    digits = sorted({r["digits"] for r in runs})
+    fig, axes = plt.subplots(1, max(len(digits), 1), figsize=(5 * max(len(digits), 1), 3.6),
+                             squeeze=False)
+    style = {"minijax": "-", "jax": "--", "nnx": ":"}
+    for ax, d in zip(axes[0], digits):
+        for r in (r for r in runs if r["digits"] == d):
+            steps, em = zip(*r["val"])
+            ax.plot(steps, em, style.get(r["impl"], "-"), color=f"C{r['seed']}", lw=1.2,
+                    label=f"{r['impl']}, seed {r['seed']}")
+        ax.axhline(0.99, color="grey", lw=0.6)
+        ax.set(title=f"{d}-digit sums", xlabel="step", ylabel="validation exact match",
+               ylim=(-0.02, 1.02))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=100)
+    plt.close(fig)
+    print(f"{len(runs)} runs drawn: {png}")
+
+
 def show_length_generalisation(path: Path = PATH) -> None:
     """Exact match on sums longer than any trained, with Abacus places and without."""
     if _none_saved(path):
