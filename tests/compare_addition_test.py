@@ -68,17 +68,35 @@ def test_addition_topic_quick():
     assert res.extra["length_generalisation"]["digits"] == 4
     for name in ("minijax", "jax", "nnx"):
         assert res.extra[name]["step_ms"] > 0
-        assert 0 <= res.extra[name]["test_exact_match"] <= 1
     probe = res.extra["probe"]
     assert [p["layer"] for p in probe] == [0, 1] and all(0.5 <= p["baseline"] <= 1 for p in probe)
     assert_grads_checked_and_profiled(res, ["step trace+lower", "step compile"])
+
+
+def test_a_small_model_learns_two_digit_addition():
+    """A seeded run that has to learn: 2-digit sums, 2 layers, d=64, 600 steps of 128 sums
+    under minijax; at least 99% of the held-out test sums (250 of the 280 in the test split)
+    exactly right. About half a minute on two CPU cores."""
+    import minijax
+    cfg = gpt.Config(vocab=addition.VOCAB, block=addition.Format().length(2) - 1, n_layer=2,
+                     d_model=64, n_head=4, batch=128, steps=600, warmup=60, peak_lr=3e-3,
+                     end_lr=3e-4)
+    s = addition.Setup(2, cfg, eval_every=100)
+    val = addition.make_split(2, 60, 1, 11, s.fmt)
+    test = addition.make_split(2, 250, 0, 12, s.fmt)
+    runners = {"minijax": addition.raw_runner(minijax, s, gpt.init_params(cfg, 0))}
+    run = addition.train(runners, s, val, quiet=True)["minijax"]
+    J, prog, _ = runners["minijax"]
+    pred = addition.predict(J, prog, run["state"][0], test.x, chunk=250)
+    assert addition.score(pred, test, 2)["exact_match"] >= 0.99, run["val"]
+    assert run["losses"][-1] < 0.05 * run["losses"][0]
 
 
 def test_an_unpadded_format_trains_and_scores_its_variable_answer_positions():
     s = addition.setup("quick")
     s = dataclasses.replace(s, model=dataclasses.replace(s.model, steps=10), eval_every=5)
     r = addition.train_format(s, addition.Format(pad=False), quiet=True, label="no padding")
-    assert [step for step, _ in r["val"]] == [5, 10] and 0 <= r["test_exact_match"] <= 1
+    assert [step for step, _ in r["val"]] == [5, 10]
     assert r["example"].endswith(".") and "=" in r["example"] and np.isfinite(r["final_loss"])
 
 
