@@ -798,16 +798,38 @@ def _check_shardings(shardings, what: str):
 # JAX: jax/_src/pjit.py _resolve_in_shardings (the committed-argument check)
 def _check_committed(leaves, shardings) -> None:
     """An argument laid out on a mesh is committed: `in_shardings` may not ask for another
-    layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
+    layout of it (JAX raises rather than moving it). ValueError naming both shardings. The
+    layouts are compared as JAX compares their HLO shardings: by mesh position, so the same
+    layout over the same mesh shape with the devices in another order is accepted and the
+    argument moved (as is one on another single device)."""
     for x, s in zip(leaves, shardings):
         if type(x) is Array and x._sharding is not None and s is not None and \
-                not x._sharding.is_equivalent_to(s, x.ndim) and not (
+                not x._sharding.is_equivalent_to(s, x.ndim) and \
+                not _same_layout_by_position(x._sharding, s, x.ndim) and not (
                     isinstance(s, SingleDeviceSharding) and
                     isinstance(x._sharding, SingleDeviceSharding)):  # moved, as in JAX
             raise ValueError(
                 f"Sharding passed to jit does not match the sharding on the respective arg. "
                 f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "
                 f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
+
+
+# JAX: jax/_src/op_shardings.py are_hlo_shardings_equal (of the two NamedShardings)
+def _same_layout_by_position(a, b, ndim: int) -> bool:
+    """Whether two NamedShardings lay out an array of rank `ndim` alike by mesh position:
+    the same mesh axis sizes, each dimension split over the same axis positions, the same
+    memory kind; which devices sit where is not compared (JAX's HLO sharding numbers a
+    mesh's devices by position)."""
+    if not (isinstance(a, NamedSharding) and isinstance(b, NamedSharding)) or \
+            not isinstance(a.mesh, Mesh) or not isinstance(b.mesh, Mesh) or \
+            a.memory_kind != b.memory_kind or a.mesh.axis_sizes != b.mesh.axis_sizes:
+        return False
+
+    def positions(s):
+        spec = [*s.spec, *[None] * (ndim - len(s.spec))]
+        return tuple(tuple(s.mesh.axis_names.index(n) for n in _axes_of(p)
+                           if s.mesh.shape[n] != 1) for p in spec)
+    return positions(a) == positions(b)
 
 
 def _constrained(xs, shardings, retype: bool = False) -> list:

@@ -1479,5 +1479,28 @@ def check_jit_partition_spec_shardings_under_set_mesh():
     assert got[0] == got[1], got
 
 
+def check_in_shardings_on_a_reordered_mesh_move_the_argument_as_jax():
+    # JAX compares an argument's layout with in_shardings' as HLO shardings, which number a
+    # mesh's devices by position: the same layout over the same mesh shape with the devices
+    # in another order is accepted and the argument moved; another layout still raises
+    got = []
+    for J in (jax, minijax):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        explicit = (J.sharding.AxisType.Explicit,) * 2
+        m1 = J.make_mesh((4, 2), ("x", "y"), axis_types=explicit)
+        m2 = J.sharding.Mesh(np.array(J.devices()[::-1]).reshape(4, 2), ("x", "y"),
+                             axis_types=explicit)
+        x = J.device_put(np.arange(8.0, dtype=np.float32), NS(m1, P("x")))
+        out = J.jit(lambda a: a * 2, in_shardings=NS(m2, P("x")))(x)
+        row = [str(out.sharding), out.committed,
+               [(s.device.id, np.asarray(s.data).tolist()) for s in out.addressable_shards]]
+        try:
+            J.jit(lambda a: a * 2, in_shardings=NS(m2, P("y")))(x)
+        except ValueError as e:
+            row.append(str(e).splitlines()[0])
+        got.append(row)
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())
