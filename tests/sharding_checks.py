@@ -1502,5 +1502,90 @@ def check_in_shardings_on_a_reordered_mesh_move_the_argument_as_jax():
     assert got[0] == got[1], got
 
 
+def _spmd_cases(J):
+    """vmap(spmd_axis_name=) programs, each returning what to compare (or raising)."""
+    P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+    auto = J.make_mesh((4, 2), ("x", "y"), axis_types=(J.sharding.AxisType.Auto,) * 2)
+    explicit = J.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+
+    def constrained(spec):
+        return lambda a: J.lax.with_sharding_constraint(a * 2, NS(auto, spec))
+
+    def shmap(spec):  # (a body varying over the axes of `spec` only)
+        return lambda a: J.shard_map(lambda b: b * 2 + J.lax.axis_index(spec[0]), mesh=auto,
+                                     in_specs=spec, out_specs=spec)(a)
+
+    def on_explicit(spmd, unmapped=False):
+        with J.set_mesh(explicit):
+            a = J.device_put(x, P("x"))
+            f = J.vmap(lambda u, v: u * 2 + v, spmd_axis_name=spmd,
+                       in_axes=(0, None if unmapped else 0))
+            return str(f(a, a).sharding.spec)
+
+    def jitted(f, *args):
+        out = J.jit(f)(*args)
+        text = J.jit(f).lower(*args).as_text()
+        return (str(out.sharding.spec), np.asarray(out).tolist(),
+                re.findall(r"sharding_constraint %\w+ <@mesh, \[[^\]]*\]>", text))
+
+    inner = J.jit(lambda a: a + 1, out_shardings=NS(auto, P("y")))
+    return {
+        "constraint": lambda: jitted(J.vmap(constrained(P("y")), spmd_axis_name="x"), x),
+        "two_axes": lambda: jitted(J.vmap(constrained(P(None)), in_axes=1,
+                                          spmd_axis_name=("x", "y")), x.T),
+        "eager": lambda: str(J.vmap(constrained(P("y")), spmd_axis_name="x")(x).sharding),
+        "name_in_spec": lambda: J.jit(J.vmap(constrained(P("x")), spmd_axis_name="x"))(x),
+        "shard_map": lambda: jitted(J.vmap(shmap(P("y")), spmd_axis_name="x"), x),
+        "shard_map_name_in_specs": lambda: J.jit(J.vmap(shmap(P("x")),
+                                                        spmd_axis_name="x"))(x),
+        "nested_jit": lambda: jitted(J.vmap(inner, spmd_axis_name="x"), x),
+        "explicit_same_axis": lambda: on_explicit("x"),
+        "explicit_other_axis": lambda: on_explicit("y"),
+        "explicit_unmapped_split": lambda: on_explicit(None, unmapped=True),
+    }
+
+
+def check_vmap_spmd_axis_name_as_jax():
+    # the batch dimension split over spmd_axis_name in constraints, nested jits' shardings
+    # and shard_map's specs (the body batching its shard of the batch); on an Explicit mesh
+    # the arguments' type says it (the same axes, or JAX's ValueError); an unmapped
+    # argument split over the vmapped axes: JAX's ValueError
+    cases = [_spmd_cases(J) for J in (jax, minijax)]
+    for name in cases[0]:
+        got = []
+        for case in cases:
+            try:
+                got.append(case[name]())
+            except ValueError as e:
+                got.append(("ValueError", str(e).splitlines()[0]))
+        assert got[0] == got[1], (name, got)
+
+
+def check_jit_partition_specs_read_the_mesh_at_call_time_as_jax():
+    # a PartitionSpec in jit's in/out_shardings means the mesh in context when the jitted
+    # function is called (one jit, two meshes); none set: JAX's RuntimeError (reshard's
+    # ValueError for its out_shardings)
+    got = []
+    x = np.arange(8.0, dtype=np.float32)
+    for J in (jax, minijax):
+        P = J.sharding.PartitionSpec
+        f = J.jit(lambda a: a * 2, out_shardings=P("x"))
+        g = J.jit(lambda a: a * 2, in_shardings=P("x"))
+        row = []
+        for shape in ((4, 2), (2, 4)):
+            with J.set_mesh(J.make_mesh(shape, ("x", "y"))):
+                row += [str(f(x).sharding), str(g(x).sharding)]
+        for call in (lambda: f(x), lambda: g(x),
+                     lambda: J.jit(lambda a: (a, a), out_shardings=(P("x"), None))(x),
+                     lambda: J.sharding.reshard(x, P("x"))):
+            try:
+                call()
+            except (RuntimeError, ValueError) as e:
+                row.append((type(e).__name__, str(e)))
+        got.append(row)
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())
