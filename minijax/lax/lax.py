@@ -3298,7 +3298,7 @@ def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1
     nd = core.get_aval(ops[0]).ndim
     dimension = canonicalize_axis(dimension, nd) if nd else int(dimension)
     outs = sort_p.bind(*ops, dimension=dimension, is_stable=bool(is_stable),
-                       num_keys=int(num_keys))
+                       num_keys=operator.index(num_keys))
     return outs if isinstance(operand, (list, tuple)) else outs[0]
 
 
