@@ -467,6 +467,8 @@ def roll(a, shift, axis=None):
     a = asarray(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), shape_of(a))
+    if not isinstance(shift, (tuple, list)) and ndim(shift) == 1:  # an array of shifts
+        shift = [shift[i] for i in range(shape_of(shift)[0])]
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) == 1:
