@@ -123,7 +123,7 @@ class BatchTrace(core.Trace):
         return val if dim is not_mapped else BatchTracer(self, val, dim)
 
 
-# JAX: jax/_src/interpreters/batching.py AxisData.spmd_name, which JAX's rules receive with
+# JAX: jax/_src/interpreters/batching.py AxisData (its spmd_name), which JAX's rules receive with
 # the trace; here the rules that use it (sharding constraints, shard_map) ask for it, and
 # batch_jaxpr hands it to the vmap of a nested jaxpr
 _spmd_axis_names: list = [None]
