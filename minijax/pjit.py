@@ -394,8 +394,10 @@ class JitWrapped:
     weak_type, static arguments), compiles once per traced jaxpr, and then only dispatches."""
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 donate_argnames=(), in_shardings=None, out_shardings=None) -> None:
+                 donate_argnames=(), in_shardings=None, out_shardings=None,
+                 inline: bool = False) -> None:
         self.fun = fun
+        self.inline = inline
         # PartitionSpecs stay as given: they mean the mesh in context when called
         self._given_in_shardings = _check_shardings(in_shardings, "in_shardings")
         self._given_out_shardings = _check_shardings(out_shardings, "out_shardings")
@@ -699,6 +701,9 @@ class JitWrapped:
                        out_tree, "outputs")
         if self._has_shardings:
             flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
+        if self.inline and not self._has_shardings:  # its equations, not a nested jit's
+            return tree_unflatten(out_tree, core.eval_jaxpr(closed.jaxpr, closed.consts,
+                                                            *consts, *flat))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
@@ -760,7 +765,8 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> str:
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
-        static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=()):
+        static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=(),
+        keep_unused: bool = False, inline: bool = False):
     """Compile `fun` with XLA.
 
     Args:
@@ -785,10 +791,11 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums,
                                  static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                                 keep_unused=keep_unused, inline=inline)
     api_util.check_callable(fun)
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      in_shardings, out_shardings)
+                      in_shardings, out_shardings, inline)
 
 
 def _check_shardings(shardings, what: str):

@@ -115,7 +115,7 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1080,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    "pjit": 1090,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked
@@ -124,7 +124,7 @@ BUDGETS = {
     #                    jit's partial_eval_jaxpr_custom rule, as JAX's (~40, issue 24);
     #                    unread arguments pruned, the context mesh in the cache keys (25);
     #                    PartitionSpecs resolved at call time, layouts compared by mesh
-    #                    position, spmd_axis_name in constraints (~55, issue 45)
+    #                    position, spmd_axis_name in constraints, jit(inline=) (~65, 45)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "pmap": 130,  # pmap as jit of shard_map (35)
     "prng": 230,
@@ -141,7 +141,8 @@ BUDGETS = {
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 245,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    "stages": 255,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    #                  Lowered.args_info, ArgInfo (45);
     #                    a program on one committed device (issue 24); mixed-mesh types
     #                    follow the layout (25); as_text(debug_info=True) (34);
     #                    lowering_platforms, the platform of its devices, compile refusing

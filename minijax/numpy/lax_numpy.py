@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, prng
 from minijax import lax
 from minijax.array import Array
 from minijax.core import Tracer
@@ -417,11 +417,29 @@ def concatenate(arrays: Sequence, axis: int = 0):
     """Join arrays along an existing axis (dtypes promoted)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
+    if any(isinstance(a, prng.PRNGKeyArray) for a in arrays):
+        return _keys_joined(concatenate, arrays, axis)
     arrays = promote_dtypes(*[asarray(a) for a in arrays])
     nd = ndim(arrays[0])
     if nd == 0:
         raise ValueError("Zero-dimensional arrays cannot be concatenated.")
     return lax.concatenate(arrays, canonicalize_axis(axis, nd))
+
+
+def _keys_joined(join, keys: Sequence, axis: int):
+    """`join` (concatenate or stack) of typed keys: of their words, the key axes last.
+    ValueError for keys beside other arrays or of several implementations (JAX's promotion
+    error) and for concatenating 0-d keys."""
+    impls = {k._impl if isinstance(k, prng.PRNGKeyArray) else None for k in keys}
+    if len(impls) != 1:
+        bad = next(k.dtype for k in keys if isinstance(k, prng.PRNGKeyArray))
+        raise ValueError(f"dtype={bad} is not a valid dtype for JAX type promotion.")
+    (impl,) = impls
+    if join is concatenate and keys[0].ndim == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    nd = keys[0].ndim + (join is stack)
+    axis = canonicalize_axis(axis, nd)
+    return prng.PRNGKeyArray(impl, join([prng.random_unwrap(k) for k in keys], axis))
 
 
 def stack(arrays: Sequence, axis: int = 0):
@@ -431,6 +449,8 @@ def stack(arrays: Sequence, axis: int = 0):
     if isinstance(arrays, (np.ndarray, Array)):  # one array: its rows, as JAX's does
         axis = canonicalize_axis(axis, ndim(arrays))
         return concatenate(expand_dims(arrays, axis + 1), axis)
+    if any(isinstance(a, prng.PRNGKeyArray) for a in arrays):
+        return _keys_joined(stack, arrays, axis)
     arrays = promote_dtypes(*[asarray(a) for a in arrays])
     shapes = {core.get_aval(a).shape for a in arrays}
     if len(shapes) != 1:
