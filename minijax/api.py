@@ -699,19 +699,20 @@ def effects_barrier() -> None:
 # JAX: jax/_src/array.py make_array_from_callback
 def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=None):
     """An Array of global `shape` laid out by `sharding`, whose block on each device is
-    `data_callback(index)` (index: a tuple of slices into the global array). The callback is
-    called once per distinct block; its results must have the block's shape.
+    `data_callback(index)` (index: a tuple of slices into the global array). As in JAX the
+    callback is called once per device (a block several devices hold, once for each), or
+    once in all for a replicated layout; its results must have the block's shape.
     Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
     shape = tuple(shape)
     index_map = sharding.devices_indices_map(shape)
-    blocks: dict = {}
+    devices = sharding._device_assignment
+    if all(all(sl == slice(None) or (sl.start in (0, None) and sl.stop in (n, None))
+               for sl, n in zip(index_map[d], shape)) for d in devices):  # replicated
+        devices = devices[:1]
     out = None
-    for d in sharding._device_assignment:
+    for d in devices:
         idx = index_map[d]
-        key = tuple((sl.start, sl.stop) for sl in idx)
-        if key not in blocks:
-            blocks[key] = np.asarray(data_callback(idx), dtype=dtype)
-        b = blocks[key]
+        b = np.asarray(data_callback(idx), dtype=dtype)
         if out is None:
             out = np.empty(shape, b.dtype)
         want = out[idx].shape

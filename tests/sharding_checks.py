@@ -1587,5 +1587,22 @@ def check_jit_partition_specs_read_the_mesh_at_call_time_as_jax():
     assert got[0] == got[1], got
 
 
+def check_make_array_from_callback_calls_back_once_per_device_as_jax():
+    # once per device, a block held by several devices once for each; replicated: once
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    got = []
+    for J in (jax, minijax):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        mesh = J.make_mesh((4, 2), ("x", "y"))
+        row = []
+        for spec in (P("x"), P("x", "y"), P(None, "y"), P()):
+            calls = []
+            arr = J.make_array_from_callback(
+                (8, 4), NS(mesh, spec), lambda idx: calls.append(str(idx)) or x[idx])
+            row.append((str(spec), sorted(calls), np.asarray(arr).tolist()))
+        got.append(row)
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())
