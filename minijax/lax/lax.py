@@ -1799,7 +1799,10 @@ def _argminmax_lowering(direction: str):
         aval_in, aval_out = ctx.avals_in[0], ctx.avals_out[0]
         axis = axes[0]
         idx_aval = ShapedArray(aval_in.shape, index_dtype)
-        iota_v = hlo.iota(mlir.aval_to_ir_type(idx_aval), axis)
+        iota_v = (hlo.iota(mlir.aval_to_ir_type(idx_aval), axis) if mlir.is_static(
+            aval_in.shape) else hlo.dynamic_iota(  # a symbolic size (export): computed
+                mlir.aval_to_ir_type(idx_aval),
+                mlir.eval_dynamic_shape_as_tensor(aval_in.shape), axis))
         val_scalar = mlir.aval_to_ir_type(ShapedArray((), aval_in.dtype))
         idx_scalar = mlir.aval_to_ir_type(ShapedArray((), index_dtype))
         init_v = mlir.ir_constant(np.array(
