@@ -325,3 +325,17 @@ def test_namedtuple_and_ordereddict_pytrees_both_ways():
             e.serialize()
     with pytest.raises(ValueError, match="Duplicate"):
         mexport.register_namedtuple_serialization(Params, serialized_name="another")
+
+
+def test_corrupted_vector_length_refused_at_deserialize_as_jax():
+    # a vector's length past the end of the buffer (here the module's bytes): ValueError
+    # when deserializing, as JAX's, not a bad module at the first call
+    import struct
+    for J, mod in ((jax, jexport), (minijax, mexport)):
+        blob = bytearray(mod.export(J.jit(lambda x: x * 2))(
+            J.ShapeDtypeStruct((3,), np.float32)).serialize())
+        at = bytes(blob).find(b"ML\xefR") - 4  # the length before the MLIR bytecode
+        for n in (len(blob), 0xFFFFFF):
+            struct.pack_into("<I", blob, at, n)
+            with pytest.raises(ValueError, match="buffer is smaller than requested size"):
+                mod.deserialize(blob)
