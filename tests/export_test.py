@@ -199,6 +199,8 @@ POLY = {
     "vmap": (lambda J: J.vmap(lambda r: r @ r), ["b, 4"]),
     "iota_and_slices": (lambda J: lambda x: x[:, 1:3] + J.numpy.arange(x.shape[0])[:, None]
                         + x[:, 0][:, None], ["b, 4"]),
+    # a negative index and unit-step slices of the symbolic dimension (b - 1 rows)
+    "tail_and_last": (lambda J: lambda x: x[-1] + x[1:].sum(0) * x[:-1].mean(0), ["b, 4"]),
     # the index iota of argmax/argmin over a symbolic shape: a dynamic_iota (valid StableHLO)
     "argmax": (lambda J: lambda x: J.numpy.argmax(x, axis=0) + J.numpy.argmin(x, axis=1).sum(),
                ["b, 4"]),
