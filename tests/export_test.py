@@ -6,6 +6,7 @@ symbolic. JAX is the reference throughout (chapters/31-export.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -341,3 +342,14 @@ def test_corrupted_vector_length_refused_at_deserialize_as_jax():
             struct.pack_into("<I", blob, at, n)
             with pytest.raises(ValueError, match="buffer is smaller than requested size"):
                 mod.deserialize(blob)
+
+
+def test_export_reachable_without_importing_it_as_jax():
+    # `jax.export` needs no `import jax.export`; nor does `minijax.export` (a fresh process)
+    import subprocess
+    import sys
+    code = ("import jax, minijax; print(hasattr(jax, 'export'), "
+            "hasattr(minijax, 'export') and callable(minijax.export.symbolic_shape))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.stdout.split() == ["True", "True"]

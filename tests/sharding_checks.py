@@ -1562,28 +1562,29 @@ def check_vmap_spmd_axis_name_as_jax():
         assert got[0] == got[1], (name, got)
 
 
+def _partition_spec_calls(J):
+    P = J.sharding.PartitionSpec
+    x = np.arange(8.0, dtype=np.float32)
+    f = J.jit(lambda a: a * 2, out_shardings=P("x"))
+    g = J.jit(lambda a: a * 2, in_shardings=P("x"))
+    row = []
+    for shape in ((4, 2), (2, 4)):
+        with J.set_mesh(J.make_mesh(shape, ("x", "y"))):
+            row += [str(f(x).sharding), str(g(x).sharding)]
+    h = J.jit(lambda a: (a, a), out_shardings=(P("x"), None))
+    for call, args in ((f, (x,)), (g, (x,)), (h, (x,)), (J.sharding.reshard, (x, P("x")))):
+        try:
+            call(*args)
+        except (RuntimeError, ValueError) as e:
+            row.append((type(e).__name__, str(e)))
+    return row
+
+
 def check_jit_partition_specs_read_the_mesh_at_call_time_as_jax():
     # a PartitionSpec in jit's in/out_shardings means the mesh in context when the jitted
     # function is called (one jit, two meshes); none set: JAX's RuntimeError (reshard's
     # ValueError for its out_shardings)
-    got = []
-    x = np.arange(8.0, dtype=np.float32)
-    for J in (jax, minijax):
-        P = J.sharding.PartitionSpec
-        f = J.jit(lambda a: a * 2, out_shardings=P("x"))
-        g = J.jit(lambda a: a * 2, in_shardings=P("x"))
-        row = []
-        for shape in ((4, 2), (2, 4)):
-            with J.set_mesh(J.make_mesh(shape, ("x", "y"))):
-                row += [str(f(x).sharding), str(g(x).sharding)]
-        for call in (lambda: f(x), lambda: g(x),
-                     lambda: J.jit(lambda a: (a, a), out_shardings=(P("x"), None))(x),
-                     lambda: J.sharding.reshard(x, P("x"))):
-            try:
-                call()
-            except (RuntimeError, ValueError) as e:
-                row.append((type(e).__name__, str(e)))
-        got.append(row)
+    got = [_partition_spec_calls(J) for J in (jax, minijax)]
     assert got[0] == got[1], got
 
 
@@ -1597,8 +1598,11 @@ def check_make_array_from_callback_calls_back_once_per_device_as_jax():
         row = []
         for spec in (P("x"), P("x", "y"), P(None, "y"), P()):
             calls = []
-            arr = J.make_array_from_callback(
-                (8, 4), NS(mesh, spec), lambda idx: calls.append(str(idx)) or x[idx])
+
+            def block(idx, calls=calls):
+                calls.append(str(idx))
+                return x[idx]
+            arr = J.make_array_from_callback((8, 4), NS(mesh, spec), block)
             row.append((str(spec), sorted(calls), np.asarray(arr).tolist()))
         got.append(row)
     assert got[0] == got[1], got
