@@ -1608,5 +1608,30 @@ def check_make_array_from_callback_calls_back_once_per_device_as_jax():
     assert got[0] == got[1], got
 
 
+def _indivisible_out_sharding_errors(J):
+    P = J.sharding.PartitionSpec
+    rows = []
+    with J.set_mesh(J.make_mesh((4, 2), ("x", "y"))):
+        for program in (
+                lambda: J.numpy.matmul(np.ones((6, 4), np.float32), np.ones((4, 2), np.float32),
+                                       out_sharding=P("x")),
+                lambda: J.jit(lambda a: J.lax.broadcast_in_dim(
+                    a, (6, 4), (1,), out_sharding=P("x")))(np.ones(4, np.float32))):
+            try:
+                program()
+                rows.append("no error")
+            except ValueError as e:
+                # (the spec as written: minijax's broadcast_in_dim pads it with None)
+                rows.append(str(e).split(" implies ")[1].split(" and sharding")[0])
+    return rows
+
+
+def check_out_sharding_its_shards_do_not_divide_is_jaxs_value_error():
+    # a result typed by `out_sharding` whose dimension its shards do not divide: JAX's
+    # ValueError when the value is typed (was accepted by dot_general)
+    got = [_indivisible_out_sharding_errors(J) for J in (jax, minijax)]
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())
