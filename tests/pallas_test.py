@@ -639,3 +639,31 @@ def test_block_index_out_of_range_as_jax(shift):
             out_specs=pl.BlockSpec((2, 8), lambda i: (i - shift, 0)), interpret=True)(x))
 
     np.testing.assert_array_equal(run(minijax, mpl), run(jax, jpl))
+
+
+def test_strided_ds_loads_and_stores_as_jax():
+    # pl.ds(start, size, stride): every stride-th element, read, written and added to (the
+    # elements between keep their values); a static slice past the end: JAX's ValueError
+    x = np.arange(10.0, dtype=np.float32)
+
+    def run(J, pl):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+            o_ref[pl.ds(0, 5, stride=2)] = x_ref[pl.ds(1, 5, stride=2)] * 10.0
+            o_ref[pl.ds(1, 3, stride=3)] += 100.0
+
+        return np.asarray(pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((10,), np.float32),
+                                         interpret=True)(x))
+
+    np.testing.assert_array_equal(run(minijax, mpl), run(jax, jpl))
+
+    def out_of_bounds(J, pl):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[pl.ds(2, 5, stride=2)]
+
+        with pytest.raises(ValueError) as e:
+            pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((5,), np.float32),
+                           interpret=True)(x)
+        return str(e.value)
+
+    assert out_of_bounds(minijax, mpl) == out_of_bounds(jax, jpl)
