@@ -57,7 +57,7 @@ from minijax.shard_map import shard_map, smap  # noqa: F401,E402
 from minijax.pjit import reshard  # noqa: F401
 from minijax.pmap import pmap  # noqa: F401
 from minijax.state import ds  # noqa: F401
-from minijax import custom_batching, dlpack, monitoring, profiler, ref  # noqa: F401
+from minijax import custom_batching, dlpack, export, monitoring, profiler, ref  # noqa: F401
 from minijax.ref import Ref, empty_ref, free_ref, freeze, new_ref  # noqa: F401
 
 from minijax.version import __version__  # noqa: F401

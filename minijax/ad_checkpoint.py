@@ -115,6 +115,13 @@ def save_any_names_but_these(*names_not_to_save: str) -> SaveAnyNamesButThese:
     return SaveAnyNamesButThese(frozenset(names_not_to_save))
 
 
+# JAX: jax/_src/ad_checkpoint.py save_anything_except_these_names
+def save_anything_except_these_names(*names_not_to_save: str) -> Callable:
+    """A policy meant to save every value but the `checkpoint_name`d ones given. As in JAX
+    0.10.2 it saves everything: JAX's body ignores the names (`everything_saveable`)."""
+    return everything_saveable
+
+
 # JAX: jax/_src/ad_checkpoint.py offload_dot_with_no_batch_dims
 def offload_dot_with_no_batch_dims(offload_src: str, offload_dst: str) -> Callable:
     """`dots_with_no_batch_dims_saveable`, but the saved matmul results go to memory
@@ -168,6 +175,7 @@ checkpoint_policies = types.SimpleNamespace(
     checkpoint_dots_with_no_batch_dims=dots_with_no_batch_dims_saveable,
     save_only_these_names=save_only_these_names,
     save_any_names_but_these=save_any_names_but_these,
+    save_anything_except_these_names=save_anything_except_these_names,
     save_from_both_policies=save_from_both_policies,
 )
 

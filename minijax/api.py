@@ -22,9 +22,9 @@ from minijax.lax import lax as lax_internal
 from minijax.interpreters import partial_eval as pe
 from minijax import pjit
 from minijax.pjit import jit  # noqa: F401  (re-exported)
-from minijax.mesh import get_concrete_mesh
+from minijax.mesh import get_abstract_mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding
-from minijax.partition_spec import PartitionSpec
+from minijax.partition_spec import PartitionSpec, _axes_of
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonicalize_sharding
 from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten,
                                tree_leaves, tree_map, tree_unflatten)
@@ -355,19 +355,45 @@ def value_and_grad(fun: Callable, argnums: int | Sequence[int] = 0, has_aux: boo
 
 
 # JAX: jax/_src/api.py _mapped_axis_spec
-def _check_mapped_specs(flat, dims) -> None:
+# JAX: jax/_src/api.py _mapped_axis_spec, _check_ema_unmapped_args
+def _check_mapped_specs(flat, dims) -> tuple | None:
     """Sharding in types: the mapped dimensions of the arguments must be split alike over
-    the Explicit mesh axes (one batch, one layout); ValueError otherwise."""
+    the Explicit mesh axes (one batch, one layout), and no unmapped argument may be split
+    over those axes; ValueError otherwise. Returns those axes (None: the batch is unsplit)."""
     seen = []
     for x, d in zip(flat, dims):
         if d is not None:
             s = getattr(core.get_aval(x), "sharding", None)  # a Ref's aval has none
-            spec = s.spec[d] if s is not None else None
+            spec = s.spec[d] if s is not None and d < len(s.spec) else None
             if seen and seen[0] != spec:
                 raise ValueError(f"Mapped away dimension of inputs passed to vmap should be "
                                  f"sharded the same. Got inconsistent axis specs: {seen[0]} "
                                  f"vs {spec}")
             seen.append(spec)
+    axes = _axes_of(seen[0]) if seen else ()
+    for x, d in zip(flat, dims):
+        aval = core.get_aval(x)
+        s = getattr(aval, "sharding", None)
+        if d is None and s is not None and \
+                any(a in axes for p in s.spec for a in _axes_of(p)):
+            raise ValueError("Unmapped values passed to vmap cannot be sharded along the mesh"
+                             f" axis you are vmapping over. Got type: {aval.str_short()},"
+                             f" in_axes: None and vmapped mesh axis: {axes}")
+    return axes or None
+
+
+def _spmd_axis_name(spmd_axis_name: tuple | None, mapped_axes: tuple | None):
+    """vmap's `spmd_axis_name` beside arguments whose batch is split over Explicit axes: the
+    same axes (the type says it already: None), or JAX's ValueError."""
+    if spmd_axis_name is None or mapped_axes is None:
+        return spmd_axis_name
+    mesh = get_abstract_mesh()
+    spmd_axis_name = tuple(n for n in spmd_axis_name if mesh.shape.get(n) != 1)
+    if spmd_axis_name != mapped_axes:
+        raise ValueError("Only one of spmd_axis_name or arrays sharded on `Explicit` mesh axis "
+                         f"type is allowed. Got spmd_axis_name={spmd_axis_name!r} and arrays "
+                         f"sharded on explicit_mesh_axis={mapped_axes!r}")
+    return None
 
 
 # JAX: jax/_src/api.py grad
@@ -440,13 +466,17 @@ def _mapped_axes_and_size(flat: list, dims: list, axis_size: int | None
 
 
 # JAX: jax/_src/api.py vmap
-def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None):
+def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | None = None,
+         spmd_axis_name=None):
     """Vectorize `fun` over a new leading (or `in_axes`) axis.
 
     Args:
       in_axes: int, None, or a pytree prefix of the positional arguments (a tuple with one
         entry per argument); negative ints count from the end; None means not mapped.
       out_axes: the same for the outputs.
+      spmd_axis_name: a mesh axis name (or a tuple of them) the batch dimension is split
+        over: sharding constraints, a nested jit's shardings and shard_map specs inside get
+        it at the batch dimension.
     Raises ValueError for inconsistent mapped sizes, bad axes, or no mapped input without
     `axis_size`. Mirrors jax/_src/api.py vmap.
     """
@@ -456,6 +486,8 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         raise TypeError("vmap in_axes must be an int, None, or a tuple of entries "
                         "corresponding to the positional arguments passed to the function, "
                         f"but got {in_axes}.")
+    spmd_names = (spmd_axis_name if spmd_axis_name is None or isinstance(spmd_axis_name, tuple)
+                  else (spmd_axis_name,))
 
     @functools.wraps(fun)
     @traceback_util.api_boundary
@@ -468,7 +500,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
         dims = _broadcast_prefix(in_axes if isinstance(in_axes, tuple) else in_axes, args,
                                  "in_axes")
         norm_dims, size = _mapped_axes_and_size(flat, dims, axis_size)
-        _check_mapped_specs(flat, norm_dims)
+        spmd = _spmd_axis_name(spmd_names, _check_mapped_specs(flat, norm_dims))
         store: list = []
         flat_fun = flatten_fun_nokwargs(lambda *a: fun(*a, **kwargs), in_tree, store)
 
@@ -478,7 +510,7 @@ def vmap(fun: Callable, in_axes=0, out_axes=0, axis_name=None, axis_size: int | 
             return _broadcast_prefix(out_axes, example, "out_axes")
 
         outs = batching.vmap_flat(flat_fun, flat, norm_dims, size, out_dims_wanted, axis_name,
-                                  fun_name(fun))
+                                  fun_name(fun), spmd)
         # An unbatched output with out_axes=None comes back as it came (a Python float stays
         # a float), as in JAX; the others are arrays.
         for o in outs:
@@ -668,19 +700,20 @@ def effects_barrier() -> None:
 # JAX: jax/_src/array.py make_array_from_callback
 def make_array_from_callback(shape, sharding: Sharding, data_callback, dtype=None):
     """An Array of global `shape` laid out by `sharding`, whose block on each device is
-    `data_callback(index)` (index: a tuple of slices into the global array). The callback is
-    called once per distinct block; its results must have the block's shape.
+    `data_callback(index)` (index: a tuple of slices into the global array). As in JAX the
+    callback is called once per device (a block several devices hold, once for each), or
+    once in all for a replicated layout; its results must have the block's shape.
     Raises ValueError for a block of the wrong shape or a sharding that does not fit."""
     shape = tuple(shape)
     index_map = sharding.devices_indices_map(shape)
-    blocks: dict = {}
+    devices = sharding._device_assignment
+    if all(all(sl == slice(None) or (sl.start in (0, None) and sl.stop in (n, None))
+               for sl, n in zip(index_map[d], shape)) for d in devices):  # replicated
+        devices = devices[:1]
     out = None
-    for d in sharding._device_assignment:
+    for d in devices:
         idx = index_map[d]
-        key = tuple((sl.start, sl.stop) for sl in idx)
-        if key not in blocks:
-            blocks[key] = np.asarray(data_callback(idx), dtype=dtype)
-        b = blocks[key]
+        b = np.asarray(data_callback(idx), dtype=dtype)
         if out is None:
             out = np.empty(shape, b.dtype)
         want = out[idx].shape

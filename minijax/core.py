@@ -381,6 +381,10 @@ class Primitive:
 
 
 def _with_sharding(aval: ShapedArray, s) -> ShapedArray:
+    if s is not None and all(type(d) is int for d in aval.shape):
+        # JAX: jax/_src/core.py _check_divisibility — a dimension its shards do not divide
+        # (an `out_sharding` that does not fit) is JAX's ValueError
+        s.check_compatible_aval(aval.shape)
     if s is not None and len(s.spec) != aval.ndim:  # avals keep one spec entry per dimension
         s = type(s)(s.mesh, s.spec._normalized_spec_for_aval(aval.ndim))
     return aval.update(sharding=s)

@@ -394,10 +394,16 @@ class JitWrapped:
     weak_type, static arguments), compiles once per traced jaxpr, and then only dispatches."""
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
-                 donate_argnames=(), in_shardings=None, out_shardings=None) -> None:
+                 donate_argnames=(), in_shardings=None, out_shardings=None,
+                 inline: bool = False) -> None:
         self.fun = fun
-        self.in_shardings = _check_shardings(in_shardings, "in_shardings")
-        self.out_shardings = _check_shardings(out_shardings, "out_shardings")
+        self.inline = inline
+        # PartitionSpecs stay as given: they mean the mesh in context when called
+        self._given_in_shardings = _check_shardings(in_shardings, "in_shardings")
+        self._given_out_shardings = _check_shardings(out_shardings, "out_shardings")
+        self._specs_need_mesh = any(isinstance(s, PartitionSpec) for s in tree_flatten(
+            (self._given_in_shardings, self._given_out_shardings),
+            is_leaf=lambda s: isinstance(s, PartitionSpec))[0])
         self._has_shardings = in_shardings is not None or out_shardings is not None
         self.__name__ = getattr(fun, "__name__", "fun")
         self.__doc__ = getattr(fun, "__doc__", None)
@@ -421,9 +427,19 @@ class JitWrapped:
         # ... and with the options that change tracing (x64, dtype promotion): JAX's
         # trace_context. The caches are refetched when `config.trace_context` changes.
         self._options = (self.static_argnums, self.static_argnames, self.donate_argnums,
-                         self.donate_argnames, _sharding_key(self.in_shardings),
-                         _sharding_key(self.out_shardings))
+                         self.donate_argnames, _sharding_key(self._given_in_shardings),
+                         _sharding_key(self._given_out_shardings))
         self._use_trace_context(config.trace_context)
+
+    @property
+    def in_shardings(self):
+        return (_resolve_specs(self._given_in_shardings, "in_shardings")
+                if self._specs_need_mesh else self._given_in_shardings)
+
+    @property
+    def out_shardings(self):
+        return (_resolve_specs(self._given_out_shardings, "out_shardings")
+                if self._specs_need_mesh else self._given_out_shardings)
 
     def _use_trace_context(self, ctx: tuple) -> None:
         self._trace_context = ctx
@@ -648,12 +664,13 @@ class JitWrapped:
                         avals.append(x.aval)
                     else:
                         leaves, key = args, tuple(avals)
-                if array_mod.sharded_arrays_made:  # the layouts too: they pick the executable
-                    # (and, for arrays on the default device, whether they are committed to it;
-                    # and the mesh in context)
+                if array_mod.sharded_arrays_made or self._specs_need_mesh:
+                    # the layouts too: they pick the executable (and, for arrays on the
+                    # default device, whether they are committed to it; and the mesh in
+                    # context, whose devices a PartitionSpec in in/out_shardings names)
                     key = (key, tuple(getattr(x, "_sharding", None) or
                                       getattr(x, "_committed", False) for x in leaves),
-                           get_abstract_mesh())
+                           get_abstract_mesh(), self._specs_need_mesh and get_concrete_mesh())
                 # the signature of the previous call first: comparing avals that are the same
                 # objects (outputs of one executor share them) is cheaper than hashing them
                 last = self._last_call
@@ -684,6 +701,9 @@ class JitWrapped:
                        out_tree, "outputs")
         if self._has_shardings:
             flat = _constrained(flat, self._leaf_in_shardings(flat, [None] * len(flat), in_tree))
+        if self.inline and not self._has_shardings:  # its equations, not a nested jit's
+            return tree_unflatten(out_tree, core.eval_jaxpr(closed.jaxpr, closed.consts,
+                                                            *consts, *flat))
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
@@ -745,7 +765,8 @@ def _explain_cache_miss(name: str, key: tuple, previous: list[tuple]) -> str:
 
 
 def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
-        static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=()):
+        static_argnums=(), static_argnames=(), donate_argnums=(), donate_argnames=(),
+        keep_unused: bool = False, inline: bool = False):
     """Compile `fun` with XLA.
 
     Args:
@@ -770,44 +791,85 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
         return functools.partial(jit, in_shardings=in_shardings, out_shardings=out_shardings,
                                  static_argnums=static_argnums,
                                  static_argnames=static_argnames,
-                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames)
+                                 donate_argnums=donate_argnums, donate_argnames=donate_argnames,
+                                 keep_unused=keep_unused, inline=inline)
     api_util.check_callable(fun)
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      in_shardings, out_shardings)
+                      in_shardings, out_shardings, inline)
 
 
 def _check_shardings(shardings, what: str):
-    """None, a Sharding, or a tuple/dict pytree of Shardings/None (lists become tuples); a
-    PartitionSpec means the mesh in context (`set_mesh`) where `jit` is applied — differs:
-    JAX reads the mesh when it traces (here ValueError, JAX's, if none is set then)."""
-    if isinstance(shardings, PartitionSpec):
-        return canonicalize_sharding(shardings, f"jit {what}")
-    if shardings is None or isinstance(shardings, Sharding):
+    """None, a Sharding or PartitionSpec, or a tuple/dict pytree of them and None (lists
+    become tuples). A PartitionSpec is kept: it means the mesh in context when the jitted
+    function is called (`_resolve_specs`), as in JAX."""
+    if shardings is None or isinstance(shardings, (Sharding, PartitionSpec)):
         return shardings
     if isinstance(shardings, (tuple, list, dict)):
-        shardings = tree_map(lambda s: canonicalize_sharding(s, f"jit {what}"), shardings,
-                             is_leaf=lambda s: isinstance(s, PartitionSpec))
-        for s in tree_flatten(shardings)[0]:
-            if not isinstance(s, Sharding):
+        for s in tree_flatten(shardings, is_leaf=lambda s: isinstance(s, PartitionSpec))[0]:
+            if not isinstance(s, (Sharding, PartitionSpec)):
                 raise TypeError(f"jit {what}: expected Sharding or None entries, got {s!r}")
         return _hashable(shardings)
     raise TypeError(f"jit {what}: expected a Sharding, a tuple of them, or None; got "
                     f"{shardings!r}")
 
 
+# JAX: jax/_src/pjit.py _create_sharding_for_array
+def _resolve_specs(shardings, what: str):
+    """`shardings` with each PartitionSpec made a NamedSharding over the mesh in context;
+    JAX's RuntimeError if there is none."""
+    mesh = get_concrete_mesh()
+
+    def resolve(s):
+        if not isinstance(s, PartitionSpec):
+            return s
+        if mesh is None:
+            raise RuntimeError(
+                f"jit requires a non-empty mesh in context if you are passing `PartitionSpec`s "
+                f"to {what}. You can define a context mesh via `jax.set_mesh(mesh)`. "
+                f"Alternatively, provide `Sharding`s to {what} and then the mesh context "
+                "manager is not required.")
+        return NamedSharding(mesh, s)
+    if isinstance(shardings, PartitionSpec):
+        return resolve(shardings)
+    return _hashable(tree_map(resolve, shardings,
+                              is_leaf=lambda s: isinstance(s, PartitionSpec)))
+
+
 # JAX: jax/_src/pjit.py _resolve_in_shardings (the committed-argument check)
 def _check_committed(leaves, shardings) -> None:
     """An argument laid out on a mesh is committed: `in_shardings` may not ask for another
-    layout of it (JAX raises rather than moving it). ValueError naming both shardings."""
+    layout of it (JAX raises rather than moving it). ValueError naming both shardings. The
+    layouts are compared as JAX compares their HLO shardings: by mesh position, so the same
+    layout over the same mesh shape with the devices in another order is accepted and the
+    argument moved (as is one on another single device)."""
     for x, s in zip(leaves, shardings):
         if type(x) is Array and x._sharding is not None and s is not None and \
-                not x._sharding.is_equivalent_to(s, x.ndim) and not (
+                not x._sharding.is_equivalent_to(s, x.ndim) and \
+                not _same_layout_by_position(x._sharding, s, x.ndim) and not (
                     isinstance(s, SingleDeviceSharding) and
                     isinstance(x._sharding, SingleDeviceSharding)):  # moved, as in JAX
             raise ValueError(
                 f"Sharding passed to jit does not match the sharding on the respective arg. "
                 f"Got jit sharding: {s},\narg sharding: {x._sharding} for arg type: "
                 f"{x.dtype.name}[{','.join(map(str, x.shape))}]")
+
+
+# JAX: jax/_src/op_shardings.py are_hlo_shardings_equal (of the two NamedShardings)
+def _same_layout_by_position(a, b, ndim: int) -> bool:
+    """Whether two NamedShardings lay out an array of rank `ndim` alike by mesh position:
+    the same mesh axis sizes, each dimension split over the same axis positions, the same
+    memory kind; which devices sit where is not compared (JAX's HLO sharding numbers a
+    mesh's devices by position)."""
+    if not (isinstance(a, NamedSharding) and isinstance(b, NamedSharding)) or \
+            not isinstance(a.mesh, Mesh) or not isinstance(b.mesh, Mesh) or \
+            a.memory_kind != b.memory_kind or a.mesh.axis_sizes != b.mesh.axis_sizes:
+        return False
+
+    def positions(s):
+        spec = [*s.spec, *[None] * (ndim - len(s.spec))]
+        return tuple(tuple(s.mesh.axis_names.index(n) for n in _axes_of(p)
+                           if s.mesh.shape[n] != 1) for p in spec)
+    return positions(a) == positions(b)
 
 
 def _constrained(xs, shardings, retype: bool = False) -> list:
@@ -1074,10 +1136,18 @@ def _sharding_constraint_transpose(ct, x, **params):
 def _sharding_constraint_batch_rule(vals, dims, *, axis_size, sharding, exact=False):
     (x,), (d,) = vals, dims
     spec = list(sharding.spec) + [None] * (x.aval.ndim - 1 - len(sharding.spec))
-    # the batch dimension: a nested jit's out_shardings leave it unsplit (JAX's
-    # `_pjit_batcher_for_sharding`), a constraint leaves it to the partitioner (JAX's batcher
-    # without spmd_axis_name; on a mesh with no Auto axis that is its ValueError)
-    spec.insert(d, None if exact else PartitionSpec.UNCONSTRAINED)
+    # the batch dimension: split over vmap's spmd_axis_name if it has one; else a nested
+    # jit's out_shardings leave it unsplit (JAX's `_pjit_batcher_for_sharding`), a
+    # constraint leaves it to the partitioner (JAX's batcher without spmd_axis_name; on a
+    # mesh with no Auto axis that is its ValueError)
+    spmd = batching.spmd_axis_name()
+    if spmd is not None:
+        if set(spmd) & {a for p in sharding.spec for a in _axes_of(p)}:
+            raise ValueError(f"vmap spmd_axis_name {spmd} cannot appear in "
+                             f"with_sharding_constraint spec, but got spec {sharding.spec}")
+        spec.insert(d, spmd[0] if len(spmd) == 1 else spmd)
+    else:
+        spec.insert(d, None if exact else PartitionSpec.UNCONSTRAINED)
     return sharding_constraint_p.bind(
         x, sharding=NamedSharding(sharding.mesh, PartitionSpec(*spec)),
         **({"exact": True} if exact else {})), d
@@ -1117,6 +1187,9 @@ def reshard(xs, out_shardings):
     Raises ValueError as `device_put` does (spec longer than the rank, indivisible
     dimension, no mesh in context for a PartitionSpec); nothing is placed then."""
     leaves, tree = tree_flatten(xs)
+    if get_concrete_mesh() is None:  # a PartitionSpec: JAX's error for an out_sharding
+        tree_map(lambda s: canonicalize_out_sharding(s, "reshard"), out_shardings,
+                 is_leaf=lambda s: isinstance(s, PartitionSpec))
     shs = _sharding_per_leaf(out_shardings, tree, "reshard", "out_shardings")
     for v, s in zip(leaves, shs):
         if not isinstance(s, NamedSharding):

@@ -272,6 +272,15 @@ class PRNGKeyArray:
         full = idx + (slice(None),) * (self.ndim - len(idx) + len(self._impl.key_shape))
         return PRNGKeyArray(self._impl, self._base_array[full])
 
+    def __array__(self, dtype=None, copy=None):  # JAX's refusal, word for word
+        raise TypeError("JAX array with PRNGKey dtype cannot be converted to a NumPy array. "
+                        "Use jax.random.key_data(arr) if you wish to extract the underlying "
+                        "integer array.")
+
+    def astype(self, dtype):  # (JAX: NotImplementedError from its abstract method)
+        raise NotImplementedError(f"astype of a key array ({self.dtype.name}): keys convert "
+                                  f"to no dtype; random.key_data gives their words")
+
     def __repr__(self) -> str:
         data = self._base_array
         body = np.asarray(data) if core.is_concrete(data) else data

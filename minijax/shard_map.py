@@ -637,17 +637,25 @@ def _shard_map_transpose(cts, *args, jaxpr, mesh, in_specs, out_specs, check_vma
     return [next(it) if u else None for u in undefined]
 
 
-# JAX: jax/_src/shard_map.py _shard_map_batch — the vmapped axis is a new unsplit dimension
+# JAX: jax/_src/shard_map.py _shard_map_batch — the vmapped axis is a new dimension, unsplit
+# or split over vmap's spmd_axis_name (then each shard's body batches its part of it)
 def _shard_map_batch_rule(vals, dims, *, axis_size, jaxpr, mesh, in_specs, out_specs,
                           check_vma, newly_manual_axes):
     vals = [v if d is batching.not_mapped else batching.moveaxis(v, d, 0)
             for v, d in safe_zip(vals, dims)]
     dims = [d if d is batching.not_mapped else 0 for d in dims]
+    spmd = batching.spmd_axis_name()
+    batch = None if spmd is None else spmd[0] if len(spmd) == 1 else spmd
+    for what, specs in (("in_specs", in_specs), ("out_specs", out_specs)):
+        if spmd is not None and set(spmd) & {a for s in specs for p in s for a in _axes_of(p)}:
+            raise ValueError(f"vmap spmd_axis_name cannot appear in shard_map {what}")
+    if spmd is not None:
+        axis_size //= math.prod(mesh.shape[n] for n in spmd)
     with _body_context(mesh, newly_manual_axes, check_vma):
         batched, out_dims = batching.batch_jaxpr(ClosedJaxpr(jaxpr, []), dims, axis_size)
-    b_in = [s if d is batching.not_mapped else PartitionSpec(None, *s)
+    b_in = [s if d is batching.not_mapped else PartitionSpec(batch, *s)
             for s, d in safe_zip(in_specs, dims)]
-    b_out = [s if d is batching.not_mapped else PartitionSpec(None, *s)
+    b_out = [s if d is batching.not_mapped else PartitionSpec(batch, *s)
              for s, d in safe_zip(out_specs, out_dims)]
     body, consts = _trace_body(functools.partial(core.eval_jaxpr, batched.jaxpr,
                                                  batched.consts),

@@ -7,6 +7,7 @@ Mirrors jax/_src/stages.py. Taught in chapters/07-jit.md and chapters/11-aot-asy
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
 from typing import Sequence
@@ -69,6 +70,17 @@ class Traced:
                        self._out_shardings, lowering_platforms)
 
 
+# JAX: jax/_src/stages.py ArgInfo
+@dataclasses.dataclass(frozen=True)
+class ArgInfo:
+    """One argument leaf of a lowered signature: its type and whether it is donated."""
+    _aval: core.ShapedArray
+    donated: bool
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+
+
 # JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
 class Lowered:
     """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
@@ -108,6 +120,12 @@ class Lowered:
             if bad:
                 raise ValueError("The following ordered effects are not supported for more "
                                  f"than 1 device: {sorted(map(str, bad))}")
+
+    @property
+    def args_info(self):
+        """`(args, kwargs)` with an `ArgInfo` (type, donated) at each argument leaf."""
+        return tree_unflatten(self._in_tree, [
+            ArgInfo(a, d) for a, d in zip(self.jaxpr.in_avals, self._donated)])
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
         """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`;

@@ -254,6 +254,8 @@ NAME_POLICIES = {
     "only_none": lambda P: P.save_only_these_names(),
     "all_but_y": lambda P: P.save_any_names_but_these("y"),
     "all_but_none": lambda P: P.save_any_names_but_these(),
+    # JAX 0.10.2's body ignores the names: it saves everything, "y" too
+    "anything_except_y": lambda P: P.save_anything_except_these_names("y"),
     "both": lambda P: P.save_from_both_policies(P.save_only_these_names("y"), P.dots_saveable),
 }
 

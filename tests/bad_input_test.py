@@ -123,6 +123,7 @@ CASES = {
         "iota_float_size": lambda J: J.lax.iota(np.int32, 2.5),
         "sort_num_keys_too_many": lambda J: J.lax.sort((V, V), num_keys=3),
         "sort_num_keys_zero": lambda J: J.lax.sort((V, V), num_keys=0),
+        "sort_num_keys_a_float": lambda J: J.lax.sort((V, V), num_keys=1.5),
     },
     "numpy": {
         "sum_axis_out_of_range": lambda J: J.numpy.sum(X, axis=5),

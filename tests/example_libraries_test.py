@@ -81,3 +81,23 @@ def test_optimizer_errors_as_jax():
             update(0, {"a": np.ones(2)}, init({"b": np.ones(2)}))
         with pytest.raises(ValueError, match="one shorter"):
             opt.piecewise_constant([1, 2], [0.1])
+
+
+def test_unpack_and_pack_optimizer_state_as_jax():
+    # the parameter tree with JoinPoint leaves holding each parameter's state, and back
+    def run(J, opt):
+        init, update, get_params = opt.adam(0.1)
+        state = update(0, {"w": np.ones(2, np.float32), "b": (np.float32(2.0),)},
+                       init({"w": np.zeros(2, np.float32), "b": (np.float32(1.0),)}))
+        marked = opt.unpack_optimizer_state(state)
+        leaves, tree = J.tree_util.tree_flatten(marked)
+        inner = [J.tree_util.tree_flatten(s.subtree) for s in leaves]
+        again = opt.pack_optimizer_state(marked)
+        with pytest.raises(AssertionError):
+            opt.pack_optimizer_state({"w": 1.0})
+        values = [np.round(np.asarray(x), 5).tolist() for f, _ in inner for x in f]
+        return (str(tree), [str(t) for _, t in inner], [type(s).__name__ for s in leaves],
+                str(again.tree_def), values,
+                [np.round(np.asarray(x), 5).tolist()
+                 for x in J.tree_util.tree_leaves(get_params(again))])
+    assert run(minijax, m_opt) == run(jax, j_opt)

@@ -6,6 +6,7 @@ symbolic. JAX is the reference throughout (chapters/31-export.md)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -199,6 +200,11 @@ POLY = {
     "vmap": (lambda J: J.vmap(lambda r: r @ r), ["b, 4"]),
     "iota_and_slices": (lambda J: lambda x: x[:, 1:3] + J.numpy.arange(x.shape[0])[:, None]
                         + x[:, 0][:, None], ["b, 4"]),
+    # a negative index and unit-step slices of the symbolic dimension (b - 1 rows)
+    "tail_and_last": (lambda J: lambda x: x[-1] + x[1:].sum(0) * x[:-1].mean(0), ["b, 4"]),
+    # the index iota of argmax/argmin over a symbolic shape: a dynamic_iota (valid StableHLO)
+    "argmax": (lambda J: lambda x: J.numpy.argmax(x, axis=0) + J.numpy.argmin(x, axis=1).sum(),
+               ["b, 4"]),
 }
 
 
@@ -322,3 +328,28 @@ def test_namedtuple_and_ordereddict_pytrees_both_ways():
             e.serialize()
     with pytest.raises(ValueError, match="Duplicate"):
         mexport.register_namedtuple_serialization(Params, serialized_name="another")
+
+
+def test_corrupted_vector_length_refused_at_deserialize_as_jax():
+    # a vector's length past the end of the buffer (here the module's bytes): ValueError
+    # when deserializing, as JAX's, not a bad module at the first call
+    import struct
+    for J, mod in ((jax, jexport), (minijax, mexport)):
+        blob = bytearray(mod.export(J.jit(lambda x: x * 2))(
+            J.ShapeDtypeStruct((3,), np.float32)).serialize())
+        at = bytes(blob).find(b"ML\xefR") - 4  # the length before the MLIR bytecode
+        for n in (len(blob), 0xFFFFFF):
+            struct.pack_into("<I", blob, at, n)
+            with pytest.raises(ValueError, match="buffer is smaller than requested size"):
+                mod.deserialize(blob)
+
+
+def test_export_reachable_without_importing_it_as_jax():
+    # `jax.export` needs no `import jax.export`; nor does `minijax.export` (a fresh process)
+    import subprocess
+    import sys
+    code = ("import jax, minijax; print(hasattr(jax, 'export'), "
+            "hasattr(minijax, 'export') and callable(minijax.export.symbolic_shape))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert out.stdout.split() == ["True", "True"]

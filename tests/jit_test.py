@@ -845,3 +845,29 @@ def test_persistent_cache_thresholds_like_jax(tmp_path):
         counts = [_run_script(_THRESHOLD_SCRIPT, m, tmp_path / f"{m}{i}", secs, size)
                   for m in ("minijax", "jax")]
         assert counts[0] == counts[1] == (1 if size == -1 else 0), (secs, size, counts)
+
+
+def test_lowered_args_info_and_jit_inline_keep_unused_as_jax():
+    import jax
+
+    def info(J):
+        lowered = J.jit(lambda x, y, z=1: x, donate_argnums=0).lower(
+            np.ones(2, np.float32), 1.0, z=np.ones(1, np.int32))
+        return J.tree_util.tree_map(lambda a: (a.shape, str(a.dtype), a.donated,
+                                               a._aval.weak_type), lowered.args_info)
+    assert info(minijax) == info(jax)
+
+    # inline=True: the function's equations in the caller's jaxpr, no nested jit
+    def inlined(J):
+        f = J.jit(lambda y: J.numpy.sin(y) + 1, inline=True)
+        return str(J.make_jaxpr(lambda x: f(x) * 2)(1.0)), float(J.jit(lambda x: f(x) * 2)(1.0))
+    assert inlined(minijax) == inlined(jax)
+
+    # keep_unused is accepted; differs: minijax's module keeps an unused argument whatever
+    # its value (JAX's drops it unless keep_unused=True)
+    def unused_inputs(J, keep):
+        f = J.jit(lambda x, y: x * 2, keep_unused=keep)
+        args = (np.ones(2, np.float32), np.ones(3, np.float32))
+        return f.lower(*args).as_text().count("tensor<3xf32>"), np.asarray(f(*args)).tolist()
+    assert unused_inputs(jax, True) == unused_inputs(minijax, True) == (1, [2.0, 2.0])
+    assert unused_inputs(jax, False)[0] == 0 and unused_inputs(minijax, False)[0] == 1

@@ -33,6 +33,8 @@ CASES = {
     "roll": lambda J: jnp(J).roll(A, 3),
     "roll_axis": lambda J: jnp(J).roll(A3, -1, axis=1),
     "roll_tuple": lambda J: jnp(J).roll(A3, (1, 2), axis=(0, 2)),
+    "roll_array_shifts": lambda J: jnp(J).roll(A3, np.array([1, 2]), axis=(0, 2)),
+    "roll_array_shift_one_axis": lambda J: jnp(J).roll(A3, np.array([1, 2]), axis=1),
     "tile": lambda J: jnp(J).tile(A, 2),
     "tile_tuple": lambda J: jnp(J).tile(V, (2, 3)),
     "tile_short": lambda J: jnp(J).tile(A3, (2, 1)),

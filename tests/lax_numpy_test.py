@@ -92,6 +92,16 @@ CREATION = {
     "arange_dtype": lambda jnp: jnp.arange(4, dtype=jnp.float32),
     "linspace": lambda jnp: jnp.linspace(0.0, 1.0, 5),
     "linspace_no_endpoint": lambda jnp: jnp.linspace(-1, 1, 4, endpoint=False),
+    # array bounds (broadcast together), the samples along `axis`; retstep; one sample; ints
+    "linspace_array_bounds_axis": lambda jnp: jnp.linspace(
+        jnp.array([0.0, 1.0]), jnp.array([[1.0], [3.0]]), 4, axis=-1),
+    "linspace_retstep": lambda jnp: jnp.linspace(jnp.array([0.0, 1.0]), 4.0, 3, retstep=True),
+    "linspace_one_sample": lambda jnp: jnp.linspace(
+        jnp.array([0.0, 1.0]), 4.0, 1, endpoint=False, retstep=True),
+    "linspace_int_dtype": lambda jnp: jnp.linspace(np.array([0, 3]), 10, 4, dtype=jnp.int32),
+    "logspace_array_bounds": lambda jnp: jnp.logspace(jnp.array([0.0, 1.0]), 2.0, 3, axis=1),
+    "geomspace_array_bounds": lambda jnp: jnp.geomspace(
+        jnp.array([1.0, -2.0, 2.0]), jnp.array([100.0, -8.0, -8.0]), 3, axis=1),
     "eye": lambda jnp: jnp.eye(3),
     "eye_rect_k": lambda jnp: jnp.eye(2, 4, k=1),
     "eye_int": lambda jnp: jnp.eye(2, dtype=jnp.int32),
@@ -677,6 +687,14 @@ def test_creation_errors_match_jax(name):
         CREATION_ERRORS[name](minijax.numpy)
     assert type(got.value).__mro__[:2] == type(want.value).__mro__[:2], (got.value, want.value)
     assert str(got.value) == str(want.value)
+
+
+def test_linspace_of_traced_array_bounds_as_jax():
+    # bounds traced under jit and differentiated, as JAX's (its linspace is a jitted program)
+    a = np.array([1.0, 2.0], np.float32)
+    check(lambda J: J.jit(lambda a: J.numpy.linspace(a, 2 * a, 3))(a))
+    check(lambda J: J.grad(lambda a: J.numpy.geomspace(a, 4 * a, 3).sum())(a))
+    check(lambda J: J.grad(lambda a: J.numpy.logspace(a, 3.0, 4, base=2.0).sum())(a))
 
 
 def test_python_ints_at_the_edges_of_their_dtype_match_jax():

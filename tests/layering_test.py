@@ -53,7 +53,7 @@ FLOORS = (
     ("interpreters", ("minijax.interpreters", "minijax.array")),
     ("compile and jit", ("minijax.compiler", "minijax.interpreters.pxla", "minijax.stages",
                          "minijax.pjit", "minijax.dispatch")),
-    ("lax", ("minijax.lax",)),
+    ("lax", ("minijax.lax", "minijax.prng")),  # prng: the key primitives, on lax
     ("numpy", ("minijax.numpy", "minijax.custom_derivatives", "minijax.custom_batching",
                "minijax.shard_map")),
     ("api", ("minijax.api",)),

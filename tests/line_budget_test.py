@@ -25,8 +25,9 @@ BUDGETS = {
     #                        - partial_eval_jaxpr_custom, moved to interpreters/partial_eval,
     #                        + remat2's own partial_eval_jaxpr_custom rule (24)
     "ad_util": 30,
-    "api": 720,  # make_array_from_callback moved in (issue 26); grad seed on the mesh (issue 25)
-    #            + device_get, clear_caches, linear_transpose, fwd_and_bwd... (35)
+    "api": 750,  # make_array_from_callback moved in (issue 26); grad seed on the mesh (issue 25)
+    #            + device_get, clear_caches, linear_transpose, fwd_and_bwd... (35);
+    #            vmap's spmd_axis_name and JAX's checks of Explicit batch axes (~30, 45)
     "api_util": 140,
     "array": 225,  # + __dlpack__ (35)
     "callback": 375,  # the TPU's host callbacks: sends and receives (~45, issue 43)
@@ -75,10 +76,10 @@ BUDGETS = {
     #                      InterpretParams refuses a revisited output block, zeroed memory (41);
     #                      pallas.mosaic: kernel jaxprs lowered to Mosaic, one rule per
     #                      primitive, and the tpu_custom_call (~750, issue 42)
-    "example_libraries": 325,  # stax, optimizers (issue 24)
+    "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2160,  # pxla.py: the executors, runtime tokens, result handlers and the
+    "interpreters": 2170,  # pxla.py: the executors, runtime tokens, result handlers and the
     #                       partitioner's layouts, from compiler.py (~340, issue 46): one class
     #                       per kind of program, sharded calls by identity (27: step time),
     #                       exit waits for pending host callbacks (45);
@@ -86,6 +87,7 @@ BUDGETS = {
     #                       lower_per_platform's stablehlo.case, the platform index (~95, 43);
     #                       process_custom_derivative_call of JVP, Linearize, Jaxpr and
     #                       Batch traces: the rule runs, the function is not traced (~25, 45);
+    #                       the spmd_axis_name batching rules see (45);
     #                       JAX's rule signatures for user batchers, lowerings (24);
     #                       compute_on's marks in the lowering (34);
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
@@ -119,14 +121,16 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1025,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    "pjit": 1090,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked
     #                    against their leaves before lowering (issue 24); eager
     #                    constraints exact, nested out_shardings one exact constraint (25);
     #                    jit's partial_eval_jaxpr_custom rule, as JAX's (~40, issue 24);
-    #                    unread arguments pruned, the context mesh in the cache keys (25)
+    #                    unread arguments pruned, the context mesh in the cache keys (25);
+    #                    PartitionSpecs resolved at call time, layouts compared by mesh
+    #                    position, spmd_axis_name in constraints, jit(inline=) (~65, 45)
     "partition_spec": 85,  # PartitionSpec (from sharding.py, issue 26)
     "pmap": 130,  # pmap as jit of shard_map (35)
     "prng": 230,
@@ -138,12 +142,13 @@ BUDGETS = {
     #                  binomial, multinomial, bit-exact (35)
     "ref": 95,  # new_ref, freeze...: functional refs outside kernels (35)
     "scipy": 180,
-    "shard_map": 605,  # + smap (35); partly manual and staged: automatic Explicit axes
-    #                    typed (25)
+    "shard_map": 615,  # + smap (35); partly manual and staged: automatic Explicit axes
+    #                    typed (25); spmd_axis_name in the batching rule (45)
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 245,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    "stages": 255,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    #                  Lowered.args_info, ArgInfo (45);
     #                    a program on one committed device (issue 24); mixed-mesh types
     #                    follow the layout (25); as_text(debug_info=True) (34);
     #                    lowering_platforms, the platform of its devices, compile refusing

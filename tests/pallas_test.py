@@ -621,3 +621,49 @@ def test_tpu_matmul_softmax_and_layer_norm_in_tpu_interpret_mode():
     s, g, beta = rand(16, 256) * 3, rand(256), rand(256)
     check_tpu("row_softmax", s, ref=lambda: J.softmax_ref(s))
     check_tpu("layer_norm", s, g, beta, ref=lambda: J.layer_norm_ref(s, g, beta))
+
+
+@pytest.mark.parametrize("shift", [-1, -3, 1, 5])
+def test_block_index_out_of_range_as_jax(shift):
+    # interpret mode cuts blocks with lax.dynamic_slice as JAX's: a negative start is
+    # counted from the end once, then any start is clamped into the array (reads and writes)
+    x = np.arange(32.0, dtype=np.float32).reshape(4, 8)
+
+    def run(J, pl):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...] + 1.0
+
+        return np.asarray(pl.pallas_call(
+            kernel, out_shape=J.ShapeDtypeStruct((4, 8), np.float32), grid=(2,),
+            in_specs=[pl.BlockSpec((2, 8), lambda i: (i + shift, 0))],
+            out_specs=pl.BlockSpec((2, 8), lambda i: (i - shift, 0)), interpret=True)(x))
+
+    np.testing.assert_array_equal(run(minijax, mpl), run(jax, jpl))
+
+
+def test_strided_ds_loads_and_stores_as_jax():
+    # pl.ds(start, size, stride): every stride-th element, read, written and added to (the
+    # elements between keep their values); a static slice past the end: JAX's ValueError
+    x = np.arange(10.0, dtype=np.float32)
+
+    def run(J, pl):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[...]
+            o_ref[pl.ds(0, 5, stride=2)] = x_ref[pl.ds(1, 5, stride=2)] * 10.0
+            o_ref[pl.ds(1, 3, stride=3)] += 100.0
+
+        return np.asarray(pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((10,), np.float32),
+                                         interpret=True)(x))
+
+    np.testing.assert_array_equal(run(minijax, mpl), run(jax, jpl))
+
+    def out_of_bounds(J, pl):
+        def kernel(x_ref, o_ref):
+            o_ref[...] = x_ref[pl.ds(2, 5, stride=2)]
+
+        with pytest.raises(ValueError) as e:
+            pl.pallas_call(kernel, out_shape=J.ShapeDtypeStruct((5,), np.float32),
+                           interpret=True)(x)
+        return str(e.value)
+
+    assert out_of_bounds(minijax, mpl) == out_of_bounds(jax, jpl)

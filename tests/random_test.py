@@ -450,3 +450,31 @@ def test_grad_of_gamma_samplers_matches_jax(name):
     a = np.array([0.3, 1.0, 2.5, 7.0], np.float32)
     f = lambda J: lambda v: getattr(J.random, name)(J.random.key(1), v).sum()
     np.testing.assert_allclose(minijax.grad(f(minijax))(a), jax.grad(f(jax))(a), rtol=1e-4)
+
+
+def test_typed_keys_join_and_refuse_conversions_as_jax():
+    # concatenate/stack of typed keys (eagerly and under jit) join their words; keys refuse
+    # NumPy, other dtypes, astype, and joining with other arrays, in JAX's exception families
+    def joined(J):
+        k0, k1 = J.random.split(J.random.key(0)), J.random.split(J.random.key(1))
+        data = J.random.key_data
+        return [np.asarray(data(x)).tolist() for x in (
+            J.numpy.concatenate([k0, k1]), J.numpy.stack([k0[0], k1[0]]),
+            J.numpy.stack([k0, k1], axis=1), J.jit(lambda k: J.numpy.concatenate([k, k]))(k0))]
+    assert joined(minijax) == joined(jax)
+    refused = {
+        "numpy": lambda J: np.asarray(J.random.key(0)),
+        "dtype": lambda J: J.numpy.asarray(J.random.key(0), dtype=np.float32),
+        "astype": lambda J: J.random.key(0).astype(np.uint32),
+        "mixed": lambda J: J.numpy.concatenate([J.random.split(J.random.key(0)),
+                                                np.ones(2, np.uint32)]),
+        "zero_d": lambda J: J.numpy.concatenate([J.random.key(0), J.random.key(1)]),
+    }
+    for name, program in refused.items():
+        with pytest.raises(Exception) as want:
+            program(jax)
+        with pytest.raises(type(want.value)) as got:
+            program(minijax)
+        if name != "astype":  # (JAX's text: "Cannot call abstract method astype")
+            assert str(got.value) == str(want.value), name
+    assert str(minijax.numpy.asarray(minijax.random.key(0)).dtype) == "key<fry>"

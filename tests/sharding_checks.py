@@ -1479,5 +1479,159 @@ def check_jit_partition_spec_shardings_under_set_mesh():
     assert got[0] == got[1], got
 
 
+def check_in_shardings_on_a_reordered_mesh_move_the_argument_as_jax():
+    # JAX compares an argument's layout with in_shardings' as HLO shardings, which number a
+    # mesh's devices by position: the same layout over the same mesh shape with the devices
+    # in another order is accepted and the argument moved; another layout still raises
+    got = []
+    for J in (jax, minijax):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        explicit = (J.sharding.AxisType.Explicit,) * 2
+        m1 = J.make_mesh((4, 2), ("x", "y"), axis_types=explicit)
+        m2 = J.sharding.Mesh(np.array(J.devices()[::-1]).reshape(4, 2), ("x", "y"),
+                             axis_types=explicit)
+        x = J.device_put(np.arange(8.0, dtype=np.float32), NS(m1, P("x")))
+        out = J.jit(lambda a: a * 2, in_shardings=NS(m2, P("x")))(x)
+        row = [str(out.sharding), out.committed,
+               [(s.device.id, np.asarray(s.data).tolist()) for s in out.addressable_shards]]
+        try:
+            J.jit(lambda a: a * 2, in_shardings=NS(m2, P("y")))(x)
+        except ValueError as e:
+            row.append(str(e).splitlines()[0])
+        got.append(row)
+    assert got[0] == got[1], got
+
+
+def _spmd_cases(J):
+    """vmap(spmd_axis_name=) programs, each returning what to compare (or raising)."""
+    P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+    auto = J.make_mesh((4, 2), ("x", "y"), axis_types=(J.sharding.AxisType.Auto,) * 2)
+    explicit = J.make_mesh((4, 2), ("x", "y"))
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+
+    def constrained(spec):
+        return lambda a: J.lax.with_sharding_constraint(a * 2, NS(auto, spec))
+
+    def shmap(spec):  # (a body varying over the axes of `spec` only)
+        return lambda a: J.shard_map(lambda b: b * 2 + J.lax.axis_index(spec[0]), mesh=auto,
+                                     in_specs=spec, out_specs=spec)(a)
+
+    def on_explicit(spmd, unmapped=False):
+        with J.set_mesh(explicit):
+            a = J.device_put(x, P("x"))
+            f = J.vmap(lambda u, v: u * 2 + v, spmd_axis_name=spmd,
+                       in_axes=(0, None if unmapped else 0))
+            return str(f(a, a).sharding.spec)
+
+    def jitted(f, *args):
+        out = J.jit(f)(*args)
+        text = J.jit(f).lower(*args).as_text()
+        return (str(out.sharding.spec), np.asarray(out).tolist(),
+                re.findall(r"sharding_constraint %\w+ <@mesh, \[[^\]]*\]>", text))
+
+    inner = J.jit(lambda a: a + 1, out_shardings=NS(auto, P("y")))
+    return {
+        "constraint": lambda: jitted(J.vmap(constrained(P("y")), spmd_axis_name="x"), x),
+        "two_axes": lambda: jitted(J.vmap(constrained(P(None)), in_axes=1,
+                                          spmd_axis_name=("x", "y")), x.T),
+        "eager": lambda: str(J.vmap(constrained(P("y")), spmd_axis_name="x")(x).sharding),
+        "name_in_spec": lambda: J.jit(J.vmap(constrained(P("x")), spmd_axis_name="x"))(x),
+        "shard_map": lambda: jitted(J.vmap(shmap(P("y")), spmd_axis_name="x"), x),
+        "shard_map_name_in_specs": lambda: J.jit(J.vmap(shmap(P("x")),
+                                                        spmd_axis_name="x"))(x),
+        "nested_jit": lambda: jitted(J.vmap(inner, spmd_axis_name="x"), x),
+        "explicit_same_axis": lambda: on_explicit("x"),
+        "explicit_other_axis": lambda: on_explicit("y"),
+        "explicit_unmapped_split": lambda: on_explicit(None, unmapped=True),
+    }
+
+
+def check_vmap_spmd_axis_name_as_jax():
+    # the batch dimension split over spmd_axis_name in constraints, nested jits' shardings
+    # and shard_map's specs (the body batching its shard of the batch); on an Explicit mesh
+    # the arguments' type says it (the same axes, or JAX's ValueError); an unmapped
+    # argument split over the vmapped axes: JAX's ValueError
+    cases = [_spmd_cases(J) for J in (jax, minijax)]
+    for name in cases[0]:
+        got = []
+        for case in cases:
+            try:
+                got.append(case[name]())
+            except ValueError as e:
+                got.append(("ValueError", str(e).splitlines()[0]))
+        assert got[0] == got[1], (name, got)
+
+
+def _partition_spec_calls(J):
+    P = J.sharding.PartitionSpec
+    x = np.arange(8.0, dtype=np.float32)
+    f = J.jit(lambda a: a * 2, out_shardings=P("x"))
+    g = J.jit(lambda a: a * 2, in_shardings=P("x"))
+    row = []
+    for shape in ((4, 2), (2, 4)):
+        with J.set_mesh(J.make_mesh(shape, ("x", "y"))):
+            row += [str(f(x).sharding), str(g(x).sharding)]
+    h = J.jit(lambda a: (a, a), out_shardings=(P("x"), None))
+    for call, args in ((f, (x,)), (g, (x,)), (h, (x,)), (J.sharding.reshard, (x, P("x")))):
+        try:
+            call(*args)
+        except (RuntimeError, ValueError) as e:
+            row.append((type(e).__name__, str(e)))
+    return row
+
+
+def check_jit_partition_specs_read_the_mesh_at_call_time_as_jax():
+    # a PartitionSpec in jit's in/out_shardings means the mesh in context when the jitted
+    # function is called (one jit, two meshes); none set: JAX's RuntimeError (reshard's
+    # ValueError for its out_shardings)
+    got = [_partition_spec_calls(J) for J in (jax, minijax)]
+    assert got[0] == got[1], got
+
+
+def check_make_array_from_callback_calls_back_once_per_device_as_jax():
+    # once per device, a block held by several devices once for each; replicated: once
+    x = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+    got = []
+    for J in (jax, minijax):
+        P, NS = J.sharding.PartitionSpec, J.sharding.NamedSharding
+        mesh = J.make_mesh((4, 2), ("x", "y"))
+        row = []
+        for spec in (P("x"), P("x", "y"), P(None, "y"), P()):
+            calls = []
+
+            def block(idx, calls=calls):
+                calls.append(str(idx))
+                return x[idx]
+            arr = J.make_array_from_callback((8, 4), NS(mesh, spec), block)
+            row.append((str(spec), sorted(calls), np.asarray(arr).tolist()))
+        got.append(row)
+    assert got[0] == got[1], got
+
+
+def _indivisible_out_sharding_errors(J):
+    P = J.sharding.PartitionSpec
+    rows = []
+    with J.set_mesh(J.make_mesh((4, 2), ("x", "y"))):
+        for program in (
+                lambda: J.numpy.matmul(np.ones((6, 4), np.float32), np.ones((4, 2), np.float32),
+                                       out_sharding=P("x")),
+                lambda: J.jit(lambda a: J.lax.broadcast_in_dim(
+                    a, (6, 4), (1,), out_sharding=P("x")))(np.ones(4, np.float32))):
+            try:
+                program()
+                rows.append("no error")
+            except ValueError as e:
+                # (the spec as written: minijax's broadcast_in_dim pads it with None)
+                rows.append(str(e).split(" implies ")[1].split(" and sharding")[0])
+    return rows
+
+
+def check_out_sharding_its_shards_do_not_divide_is_jaxs_value_error():
+    # a result typed by `out_sharding` whose dimension its shards do not divide: JAX's
+    # ValueError when the value is typed (was accepted by dot_general)
+    got = [_indivisible_out_sharding_errors(J) for J in (jax, minijax)]
+    assert got[0] == got[1], got
+
+
 if __name__ == "__main__":
     run_checks(globals())

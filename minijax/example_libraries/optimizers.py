@@ -227,3 +227,38 @@ def clip_grads(grad_tree, max_norm):
     norm = l2_norm(grad_tree)
     return tree_util.tree_map(lambda g: jnp.where(norm < max_norm, g, g * (max_norm / norm)),
                               grad_tree)
+
+
+# ---------------------------------------------------------------------------------------------
+# Serialization: an OptimizerState as one nested pytree and back
+# ---------------------------------------------------------------------------------------------
+
+# JAX: jax/example_libraries/optimizers.py JoinPoint
+class JoinPoint:
+    """A leaf of the parameter tree holding that parameter's state tree (the boundary
+    between the two nested pytrees)."""
+
+    def __init__(self, subtree):
+        self.subtree = subtree
+
+    def __iter__(self):  # look iterable, as containers of arrays do (JAX's)
+        yield self.subtree
+
+
+# JAX: jax/example_libraries/optimizers.py unpack_optimizer_state
+def unpack_optimizer_state(opt_state: OptimizerState):
+    """The parameter tree with a `JoinPoint` holding each parameter's state tree at its
+    leaves (for serializing an optimizer state)."""
+    states_flat, tree_def, subtree_defs = opt_state
+    return tree_util.tree_unflatten(tree_def, [
+        JoinPoint(tree_util.tree_unflatten(t, s)) for t, s in zip(subtree_defs, states_flat)])
+
+
+# JAX: jax/example_libraries/optimizers.py pack_optimizer_state
+def pack_optimizer_state(marked_pytree) -> OptimizerState:
+    """The inverse of `unpack_optimizer_state`. AssertionError (as JAX's) for a leaf that
+    is not a `JoinPoint`."""
+    sentinels, tree_def = tree_util.tree_flatten(marked_pytree)
+    assert all(isinstance(s, JoinPoint) for s in sentinels)
+    flat = [tree_util.tree_flatten(s.subtree) for s in sentinels]
+    return OptimizerState([f for f, _ in flat], tree_def, tuple(t for _, t in flat))

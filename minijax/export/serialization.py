@@ -150,7 +150,16 @@ class Reader:
 
     def _string_at(self, at: int) -> str:
         n = struct.unpack_from("<I", self.buf, at)[0]
-        return bytes(self.buf[at + 4:at + 4 + n]).decode("utf-8")
+        return bytes(self._span(at + 4, n)).decode("utf-8")
+
+    def _span(self, at: int, nbytes: int):
+        """buf[at:at + nbytes]; ValueError (JAX's text, from NumPy) for a length that runs
+        past the buffer (corrupted data), at once rather than when the module is compiled."""
+        if at + nbytes > len(self.buf):
+            raise ValueError(f"buffer is smaller than requested size: a vector of {nbytes} "
+                             f"bytes at offset {at} in a buffer of {len(self.buf)} bytes (the "
+                             f"serialized data is corrupted)")
+        return self.buf[at:at + nbytes]
 
     def _vector(self, slot: int) -> tuple[int, int]:
         at = self._field(slot)
@@ -161,18 +170,22 @@ class Reader:
 
     def scalars(self, slot: int, kind: str) -> list:
         n, at = self._vector(slot)
-        return list(struct.unpack_from(f"<{n}{_SCALARS[kind]}", self.buf, at)) if n else []
+        fmt = f"<{n}{_SCALARS[kind]}"
+        self._span(at, struct.calcsize(fmt))
+        return list(struct.unpack_from(fmt, self.buf, at)) if n else []
 
     def raw_bytes(self, slot: int) -> bytes:
         n, at = self._vector(slot)
-        return bytes(self.buf[at:at + n])
+        return bytes(self._span(at, n))
 
     def tables(self, slot: int) -> list["Reader"]:
         n, at = self._vector(slot)
+        self._span(at, 4 * n)
         return [Reader(self.buf, self._deref(at + 4 * i)) for i in range(n)]
 
     def strings(self, slot: int) -> list[str]:
         n, at = self._vector(slot)
+        self._span(at, 4 * n)
         return [self._string_at(self._deref(at + 4 * i)) for i in range(n)]
 
 

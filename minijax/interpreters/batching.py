@@ -65,12 +65,13 @@ class BatchTrace(core.Trace):
     underlying batched values."""
 
     def __init__(self, parent_trace: core.Trace, axis_size: int, axis_name=None,
-                 fun_name: str = "fun") -> None:
+                 fun_name: str = "fun", spmd_axis_name: tuple | None = None) -> None:
         super().__init__()
         self.parent_trace = parent_trace
         self.axis_size = axis_size
         self.axis_name = axis_name
         self.fun_name = fun_name
+        self.spmd_axis_name = spmd_axis_name  # JAX: AxisData.spmd_name
 
     def describe(self) -> str:
         return f" while batching the function {self.fun_name} (vmap)"
@@ -95,11 +96,16 @@ class BatchTrace(core.Trace):
         if rule is None:
             raise NotImplementedError(
                 f"Batching rule for '{primitive.name}' not implemented — see {_CHAPTER}")
-        with core.set_current_trace(self.parent_trace):
-            if _takes_axis_size(rule):
-                out, out_dim = rule(list(vals), list(dims), axis_size=self.axis_size, **params)
-            else:  # a rule written to JAX's signature, `rule(vals, dims, **params)`
-                out, out_dim = rule(vals, dims, **params)
+        _spmd_axis_names.append(self.spmd_axis_name)  # (a try, not a `with`: every rule)
+        try:
+            with core.set_current_trace(self.parent_trace):
+                if _takes_axis_size(rule):
+                    out, out_dim = rule(list(vals), list(dims), axis_size=self.axis_size,
+                                        **params)
+                else:  # a rule written to JAX's signature, `rule(vals, dims, **params)`
+                    out, out_dim = rule(vals, dims, **params)
+        finally:
+            _spmd_axis_names.pop()
         if primitive.multiple_results:
             return [self._wrap(o, d) for o, d in safe_zip(out, out_dim)]
         return self._wrap(out, out_dim)
@@ -117,16 +123,28 @@ class BatchTrace(core.Trace):
         return val if dim is not_mapped else BatchTracer(self, val, dim)
 
 
+# JAX: jax/_src/interpreters/batching.py AxisData (its spmd_name), which JAX's rules receive with
+# the trace; here the rules that use it (sharding constraints, shard_map) ask for it, and
+# batch_jaxpr hands it to the vmap of a nested jaxpr
+_spmd_axis_names: list = [None]
+
+
+def spmd_axis_name() -> tuple | None:
+    """The `spmd_axis_name` of the vmap whose batching rule is running (None if it has
+    none): the mesh axes its batch dimension is split over."""
+    return _spmd_axis_names[-1]
+
+
 def _axis_names(params: dict) -> tuple:
     names = params.get("axes", params.get("axis_name", ()))
     return names if isinstance(names, tuple) else (names,)
 
 
-def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_name: str
-                 ) -> list[tuple[Any, int | None]]:
+def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_name: str,
+                 spmd_axis_name: tuple | None = None) -> list[tuple[Any, int | None]]:
     """Call `fun` on BatchTracers of a fresh BatchTrace; return (value, batch_dim) per output.
     A named axis (`vmap(axis_name=...)`) is bound for the collectives inside."""
-    trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name)
+    trace = BatchTrace(core.current_trace(), axis_size, axis_name, fun_name, spmd_axis_name)
     named = () if axis_name is None else ((axis_name, axis_size),)
     try:
         in_tracers = [trace._wrap(x, d) for x, d in safe_zip(args, in_dims)]
@@ -142,11 +160,13 @@ def _run_batched(fun: Callable, args, in_dims, axis_size: int, axis_name, fun_na
 
 def vmap_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None],
               axis_size: int, out_dims_wanted: Callable[[int], Sequence[int | None]],
-              axis_name=None, fun_name: str = "fun") -> list:
+              axis_name=None, fun_name: str = "fun", spmd_axis_name: tuple | None = None
+              ) -> list:
     """Batch a flat function. `in_dims[i]` is the batch axis of args[i] (None: not batched).
     `out_dims_wanted(n_out)` gives where each output's batch axis must go (None: unbatched,
-    which requires the output not to depend on the batch). Returns the outputs."""
-    pairs = _run_batched(fun, args, in_dims, axis_size, axis_name, fun_name)
+    which requires the output not to depend on the batch). `spmd_axis_name`: the mesh axes
+    the batch dimension is split over (vmap's). Returns the outputs."""
+    pairs = _run_batched(fun, args, in_dims, axis_size, axis_name, fun_name, spmd_axis_name)
     wanted = out_dims_wanted(len(pairs))
     result = []
     for i, ((val, dim), want) in enumerate(safe_zip(pairs, wanted)):
@@ -281,7 +301,7 @@ def batch_flat(fun: Callable, args: Sequence[Any], in_dims: Sequence[int | None]
     outputs and where their batch axis is: 0, or None for an output that depends on no batched
     input (left unbatched, unlike `vmap_flat`, which places every output where it is asked) —
     unless `instantiate` (one bool, or one per output) asks for it batched (broadcast)."""
-    pairs = _run_batched(fun, args, in_dims, axis_size, None, fun_name)
+    pairs = _run_batched(fun, args, in_dims, axis_size, None, fun_name, spmd_axis_name())
     inst = [instantiate] * len(pairs) if isinstance(instantiate, bool) else list(instantiate)
     return ([v if d is not_mapped and not i else matchaxis(axis_size, d, 0, v)
              for (v, d), i in safe_zip(pairs, inst)],

@@ -1798,7 +1798,10 @@ def _argminmax_lowering(direction: str):
         aval_in, aval_out = ctx.avals_in[0], ctx.avals_out[0]
         axis = axes[0]
         idx_aval = ShapedArray(aval_in.shape, index_dtype)
-        iota_v = hlo.iota(mlir.aval_to_ir_type(idx_aval), axis)
+        iota_v = (hlo.iota(mlir.aval_to_ir_type(idx_aval), axis) if mlir.is_static(
+            aval_in.shape) else hlo.dynamic_iota(  # a symbolic size (export): computed
+                mlir.aval_to_ir_type(idx_aval),
+                mlir.eval_dynamic_shape_as_tensor(aval_in.shape), axis))
         val_scalar = mlir.aval_to_ir_type(ShapedArray((), aval_in.dtype))
         idx_scalar = mlir.aval_to_ir_type(ShapedArray((), index_dtype))
         init_v = mlir.ir_constant(np.array(
@@ -3310,7 +3313,7 @@ def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1
     nd = core.get_aval(ops[0]).ndim
     dimension = canonicalize_axis(dimension, nd) if nd else int(dimension)
     outs = sort_p.bind(*ops, dimension=dimension, is_stable=bool(is_stable),
-                       num_keys=int(num_keys))
+                       num_keys=operator.index(num_keys))
     return outs if isinstance(operand, (list, tuple)) else outs[0]
 
 

@@ -873,6 +873,42 @@ def _scatter_mul_transpose(ct, operand, indices, updates, **params):
     return [scatter_mul_p.bind(ct, indices, updates, **params), None, None]
 
 
+# JAX: jax/_src/lax/slicing.py _scatter_extremal_jvp
+def _scatter_extremal_jvp(prim):
+    """scatter-max/-min: the tangent of each written position comes from the values that
+    win it, averaged over ties (the operand's own value included), as JAX's rule does."""
+    def jvp(primals, tangents, *, dimension_numbers, **params):
+        operand, indices, updates = primals
+        t_op, _, t_up = tangents
+        out = prim.bind(operand, indices, updates, dimension_numbers=dimension_numbers,
+                        **params)
+        if type(t_op) is Zero and type(t_up) is Zero:
+            return out, Zero.from_primal_value(out)
+        t_op, t_up = ad.instantiate_zeros(t_op), ad.instantiate_zeros(t_up)
+        gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(operand).shape,
+                                           core.get_aval(updates).shape)
+
+        def gather_(x):  # what the scatter wrote, read back at each update
+            return _gather_fill(x, indices, gdn, sizes, 0)
+
+        def scatter_add_(x, u):
+            return scatter_add(x, indices, u, dimension_numbers, mode=params["mode"],
+                               indices_are_sorted=params["indices_are_sorted"],
+                               unique_indices=params["unique_indices"])
+        zeros_up, ones_up = lax.full_like(updates, 0), lax.full_like(updates, 1)
+        target = gather_(out)
+        won, kept = lax.eq(updates, target), lax.eq(gather_(operand), target)
+        n_won = gather_(scatter_add_(lax.full_like(operand, 0),
+                                     lax.select(won, ones_up, zeros_up)))
+        n_refs = gather_(scatter_add_(lax.full_like(operand, 0), ones_up))
+        share = lax.select(kept, 1.0 / (n_won + 1), 1.0 / n_won)
+        operand_share = lax.select(kept, 1.0 / (n_won + 1), lax.full_like(n_won, 0))
+        t_updates = (gather_(t_op) * ((-1.0 + operand_share) / n_refs)
+                     + t_up * lax.select(won, share, zeros_up))
+        return out, scatter_add_(t_op, t_updates)
+    return jvp
+
+
 # JAX: jax/_src/lax/slicing.py _scatter_batching_rule
 def _scatter_batch_rule(prim):
     def rule(vals, dims, *, axis_size, dimension_numbers, **params):
@@ -991,16 +1027,18 @@ scatter_mul.__name__ = "scatter_mul"
 scatter_mul.__doc__ = _SCATTER_DOC.format(how="multiplying (no derivative for `updates`)")
 
 scatter_min_p = _scatter_primitive("scatter-min", np.minimum, "minimum")
+ad.primitive_jvps[scatter_min_p] = _scatter_extremal_jvp(scatter_min_p)
 # JAX: jax/_src/lax/slicing.py scatter_min
 scatter_min = _scatter_wrapper(scatter_min_p)
 scatter_min.__name__ = "scatter_min"
-scatter_min.__doc__ = _SCATTER_DOC.format(how="taking the minimum (not differentiable here)")
+scatter_min.__doc__ = _SCATTER_DOC.format(how="taking the minimum")
 
 scatter_max_p = _scatter_primitive("scatter-max", np.maximum, "maximum")
+ad.primitive_jvps[scatter_max_p] = _scatter_extremal_jvp(scatter_max_p)
 # JAX: jax/_src/lax/slicing.py scatter_max
 scatter_max = _scatter_wrapper(scatter_max_p)
 scatter_max.__name__ = "scatter_max"
-scatter_max.__doc__ = _SCATTER_DOC.format(how="taking the maximum (not differentiable here)")
+scatter_max.__doc__ = _SCATTER_DOC.format(how="taking the maximum")
 
 
 def _scatter_sub_transpose(ct, operand, indices, updates, **params):

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, prng
 from minijax import lax
 from minijax.lax import lax as lax_internal
 from minijax.array import Array, array_from_numpy
@@ -74,8 +74,11 @@ def _iter_leaves(x):
 # JAX: jax/_src/numpy/array_constructors.py asarray
 def asarray(a, dtype=None) -> Any:
     """Like `array`, but returns minijax arrays and tracers unchanged when no dtype is given."""
-    if isinstance(a, (Tracer, Array)) and dtype is None:
+    if isinstance(a, (Tracer, Array, prng.PRNGKeyArray)) and dtype is None:
         return a
+    if isinstance(a, prng.PRNGKeyArray):  # JAX: convert_element_type's refusal
+        raise ValueError(f"Cannot convert_element_type from {a.dtype.name} to "
+                         f"{dtypes.canonicalize_dtype(dtype).name}")
     return array(a, dtype, copy=False)  # as np.asarray: a NumPy buffer is used, not copied
 
 

@@ -90,6 +90,15 @@ class _StaticSliceIndexer(NamedTuple):
     dynamic: dict  # dim -> traced integer index
 
 
+def _symbolic_slice(i: builtins.slice, size):
+    """(start, stop, 1) of a unit-step slice of a symbolic dimension: a negative bound
+    counts from the end (`x[1:]`, `x[:-1]` read `b - 1` elements); a comparison the
+    dimension's variables leave open raises InconclusiveDimensionOperation, as in JAX."""
+    start, stop = (0 if i.start is None else i.start), (size if i.stop is None else i.stop)
+    start, stop = (size + b if isinstance(b, int) and b < 0 else b for b in (start, stop))
+    return start, stop, 1
+
+
 # JAX: jax/_src/numpy/indexing.py NDIndexer.to_static_slice
 def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
     """The slice, reversal, squeeze and new axes that read `x[idx]` (an index from
@@ -107,10 +116,11 @@ def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
         if isinstance(i, builtins.slice):
             # `:` keeps the dimension whole, also a symbolic one (chapters/31-export.md)
             start, stop, step = (0, size_d, 1) if i == builtins.slice(None) else \
-                i.indices(size_d)
+                _symbolic_slice(i, size_d) if not isinstance(size_d, int) and \
+                i.step in (None, 1) else i.indices(size_d)
             if step > 0:
                 out.starts.append(start)
-                out.limits.append(builtins.max(start, stop))  # as JAX: not trimmed to the last
+                out.limits.append(stop if stop >= start else start)  # as JAX: not trimmed
                 out.strides.append(step)
             else:
                 n = builtins.max(0, (start - stop - step - 1) // (-step))
@@ -125,7 +135,7 @@ def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
             v = int(i)
             if not -size_d <= v < size_d:
                 return None  # as JAX: an out-of-bounds read is clamped (or filled): a gather
-            v %= size_d
+            v = v + size_d if v < 0 else v  # (a symbolic size: b - 1, no modulo)
             out.starts.append(v)
             out.limits.append(v + 1)
             out.strides.append(1)

@@ -18,7 +18,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, prng
 from minijax import lax
 from minijax.array import Array
 from minijax.core import Tracer
@@ -144,10 +144,77 @@ def arange(start, stop=None, step=None, dtype=None):
     return array(val.astype(d))
 
 
-def linspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None):
-    """`num` evenly spaced values from start to stop (concrete bounds)."""
-    val = np.linspace(float(start), float(stop), int(num), endpoint=endpoint)
-    return array(val, _default_dtype(dtype))
+# JAX: jax/_src/numpy/array_creation.py linspace, _linspace
+def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype=None, axis: int = 0):
+    """`num` evenly spaced values from `start` to `stop`: scalars or arrays (broadcast
+    together; the samples run along the new axis `axis`), traced or not; with `retstep`
+    also the step. Computed as JAX computes it (`start * (1 - t) + stop * t`), so the
+    endpoints are exact. ValueError for a negative `num`."""
+    num, axis = operator.index(num), operator.index(axis)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    util.check_arraylike("linspace", start, stop)
+    dtype = (_inexact(dtypes.result_type(start, stop)) if dtype is None
+             else dtypes.canonicalize_dtype(dtype))
+    cdt = _inexact(dtype)
+    start, stop = asarray(start, dtype=cdt), asarray(stop, dtype=cdt)
+    bounds = list(util.broadcast_shapes(shape_of(start), shape_of(stop)))
+    start, stop = broadcast_to(start, bounds), broadcast_to(stop, bounds)
+    axis = len(bounds) + axis + 1 if axis < 0 else axis
+    shape = [*bounds[:axis], 1, *bounds[axis:]]
+    div = num - 1 if endpoint else num
+    if num > 1:
+        delta = (stop - start) / asarray(div, dtype=cdt)
+        real = dtypes.finfo(cdt).dtype
+        t = lax.iota(real, div) / asarray(div, dtype=real)
+        t = lax.convert_element_type(reshape(t, [div if i == axis else 1
+                                                 for i in range(len(shape))]), cdt)
+        out = reshape(start, shape) * (1 - t) + reshape(stop, shape) * t
+        if endpoint:
+            out = concatenate([out, reshape(stop, shape)], axis)
+    elif num == 1:
+        delta = full((), np.nan, cdt) if endpoint else stop - start
+        out = reshape(start, shape)
+    else:
+        delta = full((), np.nan, cdt)
+        out = zeros([*bounds[:axis], 0, *bounds[axis:]], cdt)
+    if dtypes.issubdtype(dtype, np.integer):
+        out = ufuncs.floor(out)
+    out = lax.convert_element_type(out, dtype)
+    return (out, delta) if retstep else out
+
+
+def _inexact(dtype) -> np.dtype:
+    return dtype if dtypes.issubdtype(dtype, np.inexact) else dtypes.default_float_dtype()
+
+
+# JAX: jax/_src/numpy/array_creation.py logspace, _logspace
+def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
+             axis: int = 0):
+    """`base ** linspace(start, stop, num, axis=axis)`, converted to `dtype` (default: the
+    bounds' float dtype); bounds and `base` scalars or arrays."""
+    dtype = (_inexact(dtypes.result_type(start, stop)) if dtype is None
+             else dtypes.canonicalize_dtype(dtype))
+    cdt = _inexact(dtype)
+    lin = linspace(asarray(start, dtype=cdt), asarray(stop, dtype=cdt), num, endpoint,
+                   axis=axis)
+    return lax.convert_element_type(ufuncs.power(base, lin), dtype)
+
+
+# JAX: jax/_src/numpy/array_creation.py geomspace, _geomspace
+def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
+    """`num` numbers from `start` to `stop` spaced evenly on a log scale (scalars or arrays;
+    bounds of opposite signs give NaN, as in JAX), converted to `dtype` (default float)."""
+    dtype = (_inexact(dtypes.result_type(start, stop)) if dtype is None
+             else dtypes.canonicalize_dtype(dtype))
+    cdt = _inexact(dtype)
+    start, stop = asarray(start, dtype=cdt), asarray(stop, dtype=cdt)
+    sign = ufuncs.sign(start)
+    res = sign * logspace(ufuncs.log10(start / sign), ufuncs.log10(stop / sign), num,
+                          endpoint, 10.0, cdt)
+    return lax.convert_element_type(moveaxis(res, 0, canonicalize_axis(axis, res.ndim)),
+                                    dtype)
 
 
 def eye(N: int, M: int | None = None, k: int = 0, dtype=None):
@@ -180,17 +247,6 @@ def empty_like(prototype, dtype=None, shape=None):
 def copy(a, order=None):
     """A copy of `a` (arrays are immutable, so the same values)."""
     return array(a, copy=True)
-
-
-def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None,
-             axis: int = 0):
-    """`base ** linspace(start, stop, num)` (concrete bounds; default float dtype)."""
-    if axis != 0:
-        raise NotImplementedError("minijax.numpy.logspace: axis != 0")
-    exps = linspace(start, stop, num, endpoint)
-    d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
-    out_ = lax.pow(lax.full_like(exps, base), exps)
-    return lax.convert_element_type(out_, d)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -361,11 +417,29 @@ def concatenate(arrays: Sequence, axis: int = 0):
     """Join arrays along an existing axis (dtypes promoted)."""
     if not len(arrays):
         raise ValueError("Need at least one array to concatenate.")
+    if any(isinstance(a, prng.PRNGKeyArray) for a in arrays):
+        return _keys_joined(concatenate, arrays, axis)
     arrays = promote_dtypes(*[asarray(a) for a in arrays])
     nd = ndim(arrays[0])
     if nd == 0:
         raise ValueError("Zero-dimensional arrays cannot be concatenated.")
     return lax.concatenate(arrays, canonicalize_axis(axis, nd))
+
+
+def _keys_joined(join, keys: Sequence, axis: int):
+    """`join` (concatenate or stack) of typed keys: of their words, the key axes last.
+    ValueError for keys beside other arrays or of several implementations (JAX's promotion
+    error) and for concatenating 0-d keys."""
+    impls = {k._impl if isinstance(k, prng.PRNGKeyArray) else None for k in keys}
+    if len(impls) != 1:
+        bad = next(k.dtype for k in keys if isinstance(k, prng.PRNGKeyArray))
+        raise ValueError(f"dtype={bad} is not a valid dtype for JAX type promotion.")
+    (impl,) = impls
+    if join is concatenate and keys[0].ndim == 0:
+        raise ValueError("Zero-dimensional arrays cannot be concatenated.")
+    nd = keys[0].ndim + (join is stack)
+    axis = canonicalize_axis(axis, nd)
+    return prng.PRNGKeyArray(impl, join([prng.random_unwrap(k) for k in keys], axis))
 
 
 def stack(arrays: Sequence, axis: int = 0):
@@ -375,6 +449,8 @@ def stack(arrays: Sequence, axis: int = 0):
     if isinstance(arrays, (np.ndarray, Array)):  # one array: its rows, as JAX's does
         axis = canonicalize_axis(axis, ndim(arrays))
         return concatenate(expand_dims(arrays, axis + 1), axis)
+    if any(isinstance(a, prng.PRNGKeyArray) for a in arrays):
+        return _keys_joined(stack, arrays, axis)
     arrays = promote_dtypes(*[asarray(a) for a in arrays])
     shapes = {core.get_aval(a).shape for a in arrays}
     if len(shapes) != 1:
@@ -411,6 +487,8 @@ def roll(a, shift, axis=None):
     a = asarray(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), shape_of(a))
+    if not isinstance(shift, (tuple, list)) and ndim(shift) == 1:  # an array of shifts
+        shift = [shift[i] for i in range(shape_of(shift)[0])]
     shifts = shift if isinstance(shift, (tuple, list)) else (shift,)
     axes = axis if isinstance(axis, (tuple, list)) else (axis,)
     if len(shifts) == 1:
@@ -944,21 +1022,6 @@ def array_equal(a1, a2, equal_nan: bool = False):
 # ---------------------------------------------------------------------------------------------
 # More creation: grids of indices, geometric sequences
 # ---------------------------------------------------------------------------------------------
-
-def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis: int = 0):
-    """`num` numbers from `start` to `stop` spaced evenly on a log scale (concrete bounds of
-    the same sign), converted to `dtype` (default float)."""
-    if axis != 0:
-        raise NotImplementedError("minijax.numpy.geomspace: axis != 0")
-    start, stop = float(start), float(stop)
-    if start == 0 or stop == 0:
-        raise ValueError("Geometric sequence cannot include zero")
-    sign = -1.0 if start < 0 else 1.0
-    out_ = logspace(np.log10(start / sign), np.log10(stop / sign), num, endpoint, 10.0)
-    out_ = lax.mul(out_, _const(out_, sign))
-    d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
-    return lax.convert_element_type(out_, d)
-
 
 def indices(dimensions, dtype=None, sparse: bool = False):
     """The grid of indices of an array of shape `dimensions`: `int32[len(dims), *dims]` (with

@@ -33,7 +33,7 @@ def check_arraylike(name: str, *args) -> None:
     for i, a in enumerate(args):
         if isinstance(a, (list, tuple)):
             raise TypeError(f"{name} requires ndarray or scalar arguments, got "
-                            f"{type(a).__name__} at position {i}.")
+                            f"{type(a)} at position {i}.")
         core.get_aval(a)  # raises a clear TypeError for strings, functions, ...
 
 

@@ -34,21 +34,40 @@ def _starts(starts):
 
 
 def _window(starts, indexer):
-    return [s[1] if s[0] == "slice" else 1 for s in indexer]
+    """The block a read or write covers: a strided slice of `size` covers
+    `(size - 1) * stride + 1` elements."""
+    return [(s[1] - 1) * _stride(s) + 1 if s[0] == "slice" and s[1] else
+            s[1] if s[0] == "slice" else 1 for s in indexer]
+
+
+def _stride(s) -> int:
+    return s[2] if len(s) > 2 else 1
 
 
 def _read(x, starts, indexer):
     win = lax.dynamic_slice(x, _starts(starts), _window(starts, indexer),
                             allow_negative_indices=False)
+    strides = [_stride(s) for s in indexer]
+    if any(st != 1 for st in strides):  # every stride-th element of the block
+        win = lax.slice(win, (0,) * win.ndim, win.shape, tuple(strides))
     shape = indexed_shape(indexer)
     return win if tuple(win.shape) == shape else lax.reshape(win, shape)
 
 
 def _write(x, val, starts, indexer):
-    win = _window(starts, indexer)
     val = jnp.asarray(val, x.dtype)
-    if tuple(val.shape) != tuple(win):
-        val = lax.reshape(val, win)
+    sizes = [s[1] if s[0] == "slice" else 1 for s in indexer]
+    if tuple(val.shape) != tuple(sizes):
+        val = lax.reshape(val, sizes)
+    strides = [_stride(s) for s in indexer]
+    if any(st != 1 for st in strides):
+        # spread the values `stride` apart over the block; keep the block's own elements
+        # between them (a mask spread the same way picks which)
+        spread = [(0, 0, st - 1) for st in strides]
+        old = lax.dynamic_slice(x, _starts(starts), _window(starts, indexer),
+                                allow_negative_indices=False)
+        mask = lax.pad(lax.full(val.shape, True, np.bool_), np.bool_(False), spread)
+        val = lax.select(mask, lax.pad(val, np.zeros((), x.dtype), spread), old)
     return lax.dynamic_update_slice(x, val, _starts(starts), allow_negative_indices=False)
 
 

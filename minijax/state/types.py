@@ -115,29 +115,33 @@ def is_ref(x) -> bool:
     return isinstance(aval, AbstractRef)
 
 
-# JAX: jax/_src/indexing.py Slice — differs: stride is always 1
+# JAX: jax/_src/indexing.py Slice
 class Slice:
-    """`size` consecutive elements starting at `start` (an int or a traced integer scalar)."""
+    """`size` elements starting at `start` (an int or a traced integer scalar), `stride`
+    apart (a static int >= 1)."""
 
-    __slots__ = ("start", "size")
+    __slots__ = ("start", "size", "stride")
 
-    def __init__(self, start, size: int) -> None:
+    def __init__(self, start, size: int, stride: int = 1) -> None:
         if not isinstance(size, (int, np.integer)):
             raise TypeError(f"pl.ds: the size must be a static int, got {size!r}")
+        if not isinstance(stride, (int, np.integer)) or stride < 1:
+            raise ValueError(f"pl.ds: the stride must be a static int >= 1, got {stride!r}")
         self.start = start
         self.size = int(size)
+        self.stride = int(stride)
 
     def __repr__(self) -> str:
-        return f"Slice(start={self.start!r}, size={self.size})"
+        return f"Slice(start={self.start!r}, size={self.size}, stride={self.stride})"
 
 
 # JAX: jax/_src/indexing.py dslice
-def ds(start, size: int | None = None) -> Slice:
-    """`pl.ds(start, size)`: a dynamic slice of `size` elements from `start`. With one
-    argument, `pl.ds(n)` is `pl.ds(0, n)`."""
+def ds(start, size: int | None = None, stride: int | None = None) -> Slice:
+    """`pl.ds(start, size, stride)`: a dynamic slice of `size` elements from `start`,
+    `stride` apart (default 1). With one argument, `pl.ds(n)` is `pl.ds(0, n)`."""
     if size is None:
         return Slice(0, start)
-    return Slice(start, size)
+    return Slice(start, size, 1 if stride is None else stride)
 
 
 dslice = ds
@@ -170,7 +174,8 @@ def make_indexer(idx: Any, shape: tuple[int, ...], what: str = "ref[...]"):
     for d, (i, n) in enumerate(zip(idx, shape)):
         if isinstance(i, Slice):
             _check_slice_bounds(i, n)
-            spec.append(("slice", i.size))
+            # a strided slice says its stride: ("slice", size, stride)
+            spec.append(("slice", i.size) if i.stride == 1 else ("slice", i.size, i.stride))
             starts.append(i.start)
         elif isinstance(i, slice):
             if i.step not in (None, 1):
@@ -203,15 +208,16 @@ def _check_slice_bounds(sl: Slice, dim: int) -> None:
     start = int(start)
     if start >= dim:
         raise ValueError(f"Out of bound slice: start={start}, dim={dim}.")
-    if sl.size and start + sl.size - 1 >= dim:
-        raise ValueError(f"Out of bound slice: start={start}, size={sl.size}, stride=1, "
-                         f"dim={dim}.")
+    if sl.size and start + (sl.size - 1) * sl.stride >= dim:
+        raise ValueError(f"Out of bound slice: start={start}, size={sl.size}, "
+                         f"stride={sl.stride}, dim={dim}.")
 
 
 def pp_indexer(spec) -> str:
     """Text for an indexer spec: `[:8,i]` is a slice of 8 elements, then one integer index
     (the start indices are the equation's operands after the ref)."""
-    return "[" + ",".join(f":{s[1]}" if s[0] == "slice" else "i" for s in spec) + "]"
+    return "[" + ",".join((f":{s[1]}" + (f":{s[2]}" if len(s) > 2 else ""))
+                          if s[0] == "slice" else "i" for s in spec) + "]"
 
 
 def indexed_shape(spec) -> tuple[int, ...]:

@@ -546,8 +546,10 @@ def _block_starts(bm: BlockMapping, ids, prefetched=()):
             for i, b in zip(idx, bm.block_sizes)]
 
 
+# JAX: jax/_src/pallas/hlo_interpreter.py _dynamic_slice, _dynamic_update_slice — a block
+# start past the array is clamped, a negative one counted from the end first (lax's rule)
 def _read_block(x, bm: BlockMapping, starts):
-    blk = lax.dynamic_slice(x, starts, bm.block_sizes, allow_negative_indices=False)
+    blk = lax.dynamic_slice(x, starts, bm.block_sizes)
     shape = bm.ref_aval.shape
     return blk if tuple(blk.shape) == shape else lax.reshape(blk, shape)
 
@@ -555,7 +557,7 @@ def _read_block(x, bm: BlockMapping, starts):
 def _write_block(x, blk, bm: BlockMapping, starts):
     if tuple(blk.shape) != bm.block_sizes:
         blk = lax.reshape(blk, bm.block_sizes)
-    return lax.dynamic_update_slice(x, blk, starts, allow_negative_indices=False)
+    return lax.dynamic_update_slice(x, blk, starts)
 
 
 def _unravel(k, grid):

@@ -363,6 +363,10 @@ def _indexer_to_starts_sizes(ctx: LoweringRuleContext, ref, starts, indexer):
             sizes.append(1)
             continue
         start, spec = next(it)
+        if len(spec) > 2:  # JAX lowers strides to tpu.strided_load/store: not here yet
+            raise NotImplementedError("pl.ds(..., stride=) in a Mosaic kernel: minijax's "
+                                      "lowering has no strided load or store (interpret "
+                                      "mode has them)")
         out_starts.append(_make_index(start))
         sizes.append(spec[1] if spec[0] == "slice" else 1)
     return out_starts, sizes
