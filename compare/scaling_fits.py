@@ -278,3 +278,40 @@ def fit_all(doc: dict, n_boot: int = 1000, n_sim: int = 400, n_boot3: int = 200,
                       n_boot=min(n_boot, 400))
     return {"fits": fits, "coverage": detail["coverage"], "coverage_detail": detail,
             "noise": {"seed_sd": sd, "df": noise["non_embedding"]["df"]}}
+
+
+def report(doc: dict) -> str:
+    """A saved accelerator sweep as text: where it ran, the corpus and its baselines, the
+    runs per budget (seed mean ± sd), the fits per approach and convention, the coverage."""
+    runs, c, s = doc["runs"], doc["corpus"], doc["settings"]
+    lines = [f"{doc['device_kind']}, JAX {doc['jax']}, {doc['date']}: {len(runs)} runs in "
+             f"{s.get('wall_s', 0):.0f} s ({len(doc['skipped'])} skipped for time)",
+             f"corpus: {c['train_bytes']:,} bytes of Python source to train on, "
+             f"{c['val_bytes']:,} held out; the longest run sees "
+             f"{max([r['epochs'] for r in runs] or [0]):.1f} epochs",
+             "baselines on the held-out bytes (nats/byte): " + ", ".join(
+                 f"{k} {v['loss']:.3f}" for k, v in doc["baselines"].items())]
+    for b in sorted({r["budget"] for r in runs}):
+        cells = []
+        for n in sorted({r["params"] for r in runs if r["budget"] == b}):
+            ls = np.array([r["val_loss"] for r in runs if r["budget"] == b and r["params"] == n])
+            sd = f"±{ls.std(ddof=1):.3f}" if ls.size > 1 else ""
+            cells.append(f"{n / 1e6:.2f}M {ls.mean():.3f}{sd}")
+        lines.append(f"C={b:.0e}  " + "  ".join(cells))
+    if not doc.get("fits"):
+        lines.append("no fits yet: python tools/scaling_tpu.py --refit <file> fills them")
+        return "\n".join(lines)
+    lines.append(f"a of N_opt ∝ C^a [95% interval]   {'non-embedding N':>22s}"
+                 f"   {'all parameters':>22s}")
+    for name, by in doc["fits"].items():
+        lines.append(f"{name:33s}" + "".join(
+            f"   {f['a']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]".rjust(25)
+            for f in (by["non_embedding"], by["all"])))
+    for conv, f in doc["fits"]["approach3"].items():
+        lines.append(f"approach 3's law, {conv} N: E = {f['E']:.3f}, alpha = {f['alpha']:.3f}, "
+                     f"beta = {f['beta']:.3f}")
+    cd = doc["coverage_detail"]
+    lines.append(f"approach 2's 95% interval covered the law's a in {doc['coverage']:.0%} of "
+                 f"{cd['n_sim']} simulated sweeps (seed sd {cd['noise_sd']:.4f}; estimates "
+                 f"{cd['a_mean']:.3f} ± {cd['a_sd']:.3f} around {cd['a_true']:.3f})")
+    return "\n".join(lines)
