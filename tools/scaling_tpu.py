@@ -1,4 +1,4 @@
-"""Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.2M to 25M
+"""Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.22M to 25M
 non-embedding parameters trained on Python source, in one process on one TPU v5e chip.
 
     PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PYTHONPATH timeout 570 python3 tools/scaling_tpu.py \
@@ -22,7 +22,7 @@ norms, the softmax and the loss stay in f32.
   (Hoffmann et al. 2022), `params_mult` the non-embedding ones plus the head: what a token is
   multiplied by, the N of the budget C = 6 N D.
 - **Runs.** Budget i trains the five consecutive rungs of `SIZES` that `WINDOWS` names, each
-  for D = C / (6 N) tokens in batches of 64 x 256 bytes, AdamW (0.9, 0.95, weight decay 0.1
+  for D = C / (6 N) tokens in batches of 128 x 128 bytes, AdamW (0.9, 0.95, weight decay 0.1
   on matrices, gradient clipping at 1), peak learning rate 0.4 / width, linear warmup over
   5% of the steps and a cosine to a tenth of the peak at the run's own last step. The step
   takes the step index and the run's length as traced arguments, so one compiled step per
@@ -55,6 +55,7 @@ import hashlib
 import json
 import math
 import os
+import site
 import sys
 import sysconfig
 import time
@@ -62,15 +63,16 @@ from pathlib import Path
 
 import numpy as np
 
-# (n_layer, d_model): about 2x apart in non-embedding parameters, 0.22M to 25M.
-SIZES = ((2, 96), (2, 128), (4, 128), (4, 192), (4, 256), (5, 320), (7, 384), (8, 512))
+# (n_layer, d_model): about 2x apart in non-embedding parameters, 0.22M to 25M; wide and
+# shallow (width / depth 48 to 128), since a wide matrix keeps the chip's matrix units busier.
+SIZES = ((2, 96), (2, 128), (2, 192), (2, 256), (3, 320), (4, 384), (4, 512), (5, 640))
 # budget (C = 6 N D, N = params_mult) -> the rungs of SIZES it trains (five each).
 BUDGETS = (3e13, 1e14, 3e14, 1e15, 3e15)
 WINDOWS = ((0, 5), (1, 6), (1, 6), (2, 7), (3, 8))
 # (budget index, seed) in priority order: seed 0 of the four smaller budgets, seed 1 of the
 # three smallest, the largest budget, and last seed 1 of the second largest.
 ORDER = ((0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1), (2, 1), (4, 0), (3, 1))
-BATCH, BLOCK = 64, 256
+BATCH, BLOCK = 128, 128
 SMOKE = dict(sizes=((1, 16), (1, 32), (1, 48)), budgets=(1e9, 3e9),
              windows=((0, 3), (0, 3)), order=((0, 0), (1, 0), (0, 1), (1, 1)), batch=8, block=32,
              corpus_bytes=400_000, hold=5)
@@ -86,12 +88,15 @@ def corpus(max_bytes: int | None = None, hold: int = 50) -> tuple[np.ndarray, np
     """(train u8[n], val u8[m], description): the `.py` files of the standard library and of
     site-packages, sorted by path, deduplicated by content, one in `hold` held out by a hash
     of its path."""
-    roots = [sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]]
+    paths = sysconfig.get_paths()
+    site_dirs = [paths["purelib"], paths["platlib"], *site.getsitepackages()]
+    roots = [paths["stdlib"]] + sorted({d for d in site_dirs if os.path.isdir(d)})
     seen, train, val, files = set(), [], [], {"stdlib": 0, "site-packages": 0}
     total = 0
-    for root, name in zip(roots, files):
+    for k, root in enumerate(roots):
+        name = "site-packages" if k else "stdlib"
         paths = sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True))
-        if name == "stdlib":
+        if not k:
             paths = [p for p in paths if "-packages" not in p]
         for p in paths:
             try:
@@ -419,14 +424,28 @@ def sweep(args) -> dict:
     desc["max_epochs"] = max(r["epochs"] for r in runs_plan)
     rungs = sorted({r["rung"] for r in runs_plan})
     t0 = time.perf_counter()
+    doc["errors"] = []
+
+    def build(r):
+        try:
+            return Model(r, *cfg["sizes"][r], B, T, data, val)
+        except Exception as e:  # one size that does not compile must not end the sweep
+            doc["errors"].append({"rung": r, "compile": repr(e)[:500]})
+            return None
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
-        models = dict(zip(rungs, ex.map(
-            lambda r: Model(r, *cfg["sizes"][r], B, T, data, val), rungs)))
+        models = dict(zip(rungs, ex.map(build, rungs)))
     compile_wall = time.perf_counter() - t0
-    print(f"compiled {len(rungs)} sizes in {compile_wall:.1f} s")
+    print(f"compiled {len(rungs)} sizes in {compile_wall:.1f} s; errors: {doc['errors']}")
     for r in rungs:
         m = models[r]
-        m.time_steps(data)
+        if m is None:
+            continue
+        try:
+            m.time_steps(data)
+        except Exception as e:
+            doc["errors"].append({"rung": r, "timing": repr(e)[:500]})
+            models[r] = None
+            continue
         fl = 6 * m.count["params_mult"] * B * T
         doc["sizes"].append({"rung": r, "n_layer": m.n_layer, "d_model": m.d, **m.count,
                              "compile_s": m.compile_s, "step_s": m.step_s,
@@ -435,7 +454,12 @@ def sweep(args) -> dict:
               f"step {1e3 * m.step_s:.2f} ms" + (f", MFU(6ND) {fl / m.step_s / peak:.1%}"
                                                  if peak else ""))
     doc["settings"]["compile_wall_s"] = compile_wall
+    runs_plan = [r for r in runs_plan if models[r["rung"]] is not None]
     predicted = sum(r["steps"] * models[r["rung"]].step_s for r in runs_plan)
+    for b in cfg["budgets"]:
+        mine = [r for r in runs_plan if r["budget"] == b]
+        print(f"  C={b:.0e}: {len(mine)} runs, predicted "
+              f"{sum(r['steps'] * models[r['rung']].step_s for r in mine):.0f} s")
     print(f"{len(runs_plan)} runs planned, predicted {predicted:.0f} s of training; "
           f"setup took {time.perf_counter() - t_start:.0f} s; max epochs "
           f"{desc['max_epochs']:.2f}")
@@ -448,7 +472,12 @@ def sweep(args) -> dict:
             doc["skipped"].append({**spec, "predicted_s": need, "left_s": left})
             print(f"skip {tag}: needs {need:.0f} s, {left:.0f} s left")
             continue
-        run = train(m, data, val, spec, deadline)
+        try:
+            run = train(m, data, val, spec, deadline)
+        except Exception as e:  # e.g. out of memory: record it, go on with the rest
+            doc["errors"].append({**spec, "run": repr(e)[:500]})
+            print(f"failed {tag}: {e!r}"[:300])
+            continue
         if run is None:
             doc["skipped"].append({**spec, "predicted_s": need, "left_s": left,
                                    "stopped": True})
