@@ -12,8 +12,9 @@ model; Porian et al. (2024, "Resolving discrepancies in compute-optimal scaling 
 models") add the head's compute, the warmup and the optimizer's tuning at small scale.
 
 - **Approach 1**: the envelope of the training curves. Every run's loss curve (seeds
-  averaged) is a map from compute to loss; at each compute the lowest curve names the size
-  that spends it best, and a line through log N against log C gives a.
+  averaged) is a map from compute to loss; at each compute the lowest curves name the size
+  that spends it best (a parabola through the best size and its neighbours places it
+  between rungs), and a line through log N against log C gives a.
 - **Approach 2**: isoFLOP parabolas. Per budget, a parabola of the seed-mean loss in log N;
   its vertex is N_opt, at the compute interpolated there; a line through the vertices gives a.
 - **Approach 3**: L(N, D) = E + A / N^α + B / D^β fitted to every run by the Huber loss
@@ -151,19 +152,38 @@ def curves(runs: list[dict], convention: str) -> list[dict]:
 def envelope(cvs: list[dict], offsets: np.ndarray, n_grid: int = 40) -> dict:
     """N_opt along the envelope at n_grid computes between the smallest and largest run's
     final compute, and the slope of log N_opt on log C, per column of offsets f[ncurves, k]
-    (added to each curve's loss)."""
+    (added to each curve's loss). At each compute every size's loss is its lowest over the
+    curves that reach there (one per budget it trained at); the best size and its two
+    neighbours give a parabola in log N whose vertex is N_opt, so that N_opt moves smoothly
+    between the sizes trained rather than in steps of a rung. Computes where the best size
+    is the smallest or largest present are left out (NaN)."""
     lo = min(c["log_c"][-1] for c in cvs)
     hi = max(c["log_c"][-1] for c in cvs)
     grid = np.linspace(lo, hi, n_grid)
-    L = np.full((len(cvs), n_grid), np.inf)
+    sizes = sorted({c["N"] for c in cvs})
+    L = np.full((len(sizes), n_grid, offsets.shape[1]), np.inf)
     for i, c in enumerate(cvs):
         inside = (grid >= c["log_c"][0]) & (grid <= c["log_c"][-1])
-        L[i, inside] = np.interp(grid[inside], c["log_c"], c["loss"])
-    logn = np.log([c["N"] for c in cvs])
-    best = np.argmin(L[:, :, None] + offsets[:, None, :], axis=0)   # [n_grid, k]
-    y = logn[best]
-    x = np.repeat(grid[:, None], y.shape[1], axis=1)
-    return {"a": _slope(x, y), "log_c": grid, "log_n": y}
+        li = np.full(n_grid, np.inf)
+        li[inside] = np.interp(grid[inside], c["log_c"], c["loss"])
+        j = sizes.index(c["N"])
+        L[j] = np.minimum(L[j], li[:, None] + offsets[i][None, :])
+    x = np.log(sizes)
+    j = np.clip(np.argmin(L, axis=0), 1, len(sizes) - 2)            # [n_grid, k]
+    edge = np.argmin(L, axis=0) != j
+    ys = [np.take_along_axis(L, (j + s)[None], 0)[0] for s in (-1, 0, 1)]
+    xs = [x[j + s] for s in (-1, 0, 1)]
+    with np.errstate(divide="ignore", invalid="ignore"):   # the parabola's vertex
+        num = (xs[1] - xs[0]) ** 2 * (ys[1] - ys[2]) - (xs[1] - xs[2]) ** 2 * (ys[1] - ys[0])
+        den = (xs[1] - xs[0]) * (ys[1] - ys[2]) - (xs[1] - xs[2]) * (ys[1] - ys[0])
+        y = xs[1] - 0.5 * num / den
+        y = np.where(edge | ~np.isfinite(y) | ~np.all(np.isfinite(ys), 0), np.nan, y)
+    g = np.repeat(grid[:, None], y.shape[1], axis=1)
+    g = np.where(np.isfinite(y), g, np.nan)
+    gm, ym = g - np.nanmean(g, 0), y - np.nanmean(y, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.nansum(gm * ym, 0) / np.nansum(gm * gm, 0)
+    return {"a": a, "log_c": grid, "log_n": y}
 
 
 def approach1(runs: list[dict], convention: str, var: float, n_boot: int = 1000,
@@ -177,7 +197,7 @@ def approach1(runs: list[dict], convention: str, var: float, n_boot: int = 1000,
     boot = envelope(cvs, sd[:, None] * rng.standard_normal((len(cvs), n_boot)))
     return {"a": float(fit["a"][0]), "ci": interval(boot["a"]),
             "frontier": [[float(math.exp(c)), float(math.exp(n))]
-                         for c, n in zip(fit["log_c"], fit["log_n"][:, 0])]}
+                         for c, n in zip(fit["log_c"], fit["log_n"][:, 0]) if np.isfinite(n)]}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,7 +271,7 @@ def coverage(pts: list[dict], truth: dict, sd: float, n_sim: int = 400, n_boot: 
 # Everything, for a saved sweep
 # ---------------------------------------------------------------------------------------------
 
-def fit_all(doc: dict, n_boot: int = 1000, n_sim: int = 400, n_boot3: int = 200,
+def fit_all(doc: dict, n_boot: int = 1000, n_sim: int = 300, n_boot3: int = 200,
             starts=None) -> dict:
     """{"fits": {approach: {convention: {"a", "ci", ...}}}, "coverage", "coverage_detail",
     "noise"} for a sweep saved by tools/scaling_tpu.py (budgets with three sizes or more).

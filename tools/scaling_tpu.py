@@ -511,7 +511,7 @@ def main(argv=None) -> int:
     p.add_argument("--fit", action="store_true", help="fit at the end (else use --refit)")
     p.add_argument("--refit", metavar="JSON", help="refit the runs of a saved sweep, in place")
     p.add_argument("--n-boot", type=int, default=1000)
-    p.add_argument("--n-sim", type=int, default=400)
+    p.add_argument("--n-sim", type=int, default=300)
     args = p.parse_args(argv)
     if args.refit:
         doc = refit(Path(args.refit), args.n_boot, args.n_sim)
