@@ -327,6 +327,9 @@ def report(doc: dict) -> str:
         lines.append(f"{name:33s}" + "".join(
             f"   {f['a']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]".rjust(25)
             for f in (by["non_embedding"], by["all"])))
+    lines.append("approach 2's parabolas alone, on the fitted law, miss its a by " + ", ".join(
+        f"{f['bias']:+.3f} ({conv})" for conv, f in doc["fits"]["approach2"].items())
+        + ": the interval is shifted by that much from the estimate")
     for conv, f in doc["fits"]["approach3"].items():
         lines.append(f"approach 3's law, {conv} N: E = {f['E']:.3f}, alpha = {f['alpha']:.3f}, "
                      f"beta = {f['beta']:.3f}")

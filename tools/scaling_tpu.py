@@ -89,7 +89,7 @@ def corpus(max_bytes: int | None = None, hold: int = 50) -> tuple[np.ndarray, np
     site-packages, sorted by path, deduplicated by content, one in `hold` held out by a hash
     of its path."""
     paths = sysconfig.get_paths()
-    site_dirs = [paths["purelib"], paths["platlib"], *site.getsitepackages()]
+    site_dirs = [paths["purelib"], paths["platlib"], *getattr(site, "getsitepackages", list)()]
     roots = [paths["stdlib"]] + sorted({d for d in site_dirs if os.path.isdir(d)})
     seen, train, val, files = set(), [], [], {"stdlib": 0, "site-packages": 0}
     total = 0
@@ -466,7 +466,8 @@ def sweep(args) -> dict:
     for spec in runs_plan:
         m = models[spec["rung"]]
         left = deadline - time.perf_counter()
-        need = 1.1 * spec["steps"] * m.step_s + 1.0
+        # the evaluations cost about 20 steps (forward passes over 56 batches)
+        need = 1.1 * (spec["steps"] + 20) * m.step_s + 1.0
         tag = f"C={spec['budget']:.0e} N={m.count['params']:,} seed {spec['seed']}"
         if need > left:
             doc["skipped"].append({**spec, "predicted_s": need, "left_s": left})
