@@ -180,9 +180,10 @@ def envelope(cvs: list[dict], offsets: np.ndarray, n_grid: int = 40) -> dict:
         y = np.where(edge | ~np.isfinite(y) | ~np.all(np.isfinite(ys), 0), np.nan, y)
     g = np.repeat(grid[:, None], y.shape[1], axis=1)
     g = np.where(np.isfinite(y), g, np.nan)
-    gm, ym = g - np.nanmean(g, 0), y - np.nanmean(y, 0)
+    n = np.isfinite(y).sum(0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.nansum(gm * ym, 0) / np.nansum(gm * gm, 0)
+        gm, ym = g - np.nansum(g, 0) / n, y - np.nansum(y, 0) / n
+        a = np.where(n >= 2, np.nansum(gm * ym, 0) / np.nansum(gm * gm, 0), np.nan)
     return {"a": a, "log_c": grid, "log_n": y}
 
 
