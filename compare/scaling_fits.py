@@ -223,7 +223,7 @@ def approach3(pts: list[dict], var: float, n_boot: int = 200, seed: int = 0,
     rng = np.random.default_rng(seed)
     centre = law(fit, N, D)
     resid = float(np.sum((L - centre) ** 2) / max(1, L.size - 5))
-    var = max(var, resid)
+    var = max(var, resid) if math.isfinite(var) else resid
     boots = [fit_approach3(N, D, centre + math.sqrt(var) * rng.standard_normal(L.size),
                            starts=[fit["theta"]]) for _ in range(n_boot)]
     out = {k: fit[k] for k in ("E", "A", "B", "alpha", "beta", "a", "theta")}
@@ -275,28 +275,29 @@ def coverage(pts: list[dict], truth: dict, sd: float, n_sim: int = 400, n_boot: 
 def fit_all(doc: dict, n_boot: int = 1000, n_sim: int = 300, n_boot3: int = 200,
             starts=None) -> dict:
     """{"fits": {approach: {convention: {"a", "ci", ...}}}, "coverage", "coverage_detail",
-    "noise"} for a sweep saved by tools/scaling_tpu.py (budgets with three sizes or more).
-    The coverage is that of approach 2's interval under the non-embedding convention,
-    simulated from that convention's approach-3 law with the sweep's seed noise."""
+    "noise"} for a sweep saved by tools/scaling_tpu.py: approaches 1 and 3 on every run,
+    approach 2 on the budgets with three sizes or more. Without a second seed anywhere, the
+    noise is approach 3's residual variance. The coverage is that of approach 2's interval
+    under the non-embedding convention, simulated from that convention's approach-3 law with
+    the sweep's seed noise."""
     runs = doc["runs"]
     sizes = {}
     for r in runs:
         sizes.setdefault(r["budget"], set()).add(r["params"])
-    runs = [r for r in runs if len(sizes[r["budget"]]) >= 3]
+    valleys = [r for r in runs if len(sizes[r["budget"]]) >= 3]   # approach 2's budgets
     fits = {"approach1": {}, "approach2": {}, "approach3": {}}
     noise = {}
     for conv in CONVENTIONS:
-        pts = points(runs, conv)
-        nz = seed_noise(pts)
+        nz = seed_noise(points(runs, conv))
         noise[conv] = nz
-        a3 = approach3(pts, nz["var"], n_boot3, starts=starts)
-        fits["approach1"][conv] = approach1(runs, conv, nz["var"], n_boot)
-        fits["approach2"][conv] = approach2(pts, a3, a3["var"], n_boot)
+        a3 = approach3(points(runs, conv), nz["var"], n_boot3, starts=starts)
+        fits["approach1"][conv] = approach1(runs, conv, a3["var"], n_boot)
+        fits["approach2"][conv] = approach2(points(valleys, conv), a3, a3["var"], n_boot)
         fits["approach3"][conv] = a3
-    pts = points(runs, "non_embedding")
-    sd = math.sqrt(noise["non_embedding"]["var"])
-    detail = coverage(pts, fits["approach3"]["non_embedding"], sd, n_sim=n_sim,
-                      n_boot=min(n_boot, 400))
+    var = noise["non_embedding"]["var"]
+    sd = math.sqrt(var if math.isfinite(var) else fits["approach3"]["non_embedding"]["var"])
+    detail = coverage(points(valleys, "non_embedding"), fits["approach3"]["non_embedding"], sd,
+                      n_sim=n_sim, n_boot=min(n_boot, 400))
     return {"fits": fits, "coverage": detail["coverage"], "coverage_detail": detail,
             "noise": {"seed_sd": sd, "df": noise["non_embedding"]["df"]}}
 
