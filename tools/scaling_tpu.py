@@ -14,7 +14,7 @@ norms, the softmax and the loss stay in f32.
   (`sysconfig`'s stdlib path, tests included) and its site-packages, deduplicated by content;
   one file in 50 (by a hash of its path) is held out for validation. Baselines on the same
   validation text: unigram, bigram and trigram byte models with add-k smoothing (k chosen on
-  a slice of the training text).
+  a slice of the training text), counted by a forked process while the chip trains.
 - **Models.** Pre-LN GPTs (`SIZES`: depth, width; heads of 64 dims, 32 below width 128),
   learned positions, untied embedding and head, no biases, GELU MLP of width 4d; layers
   stacked and run by `lax.scan`, so a compile costs one layer whatever the depth. `params`
@@ -54,7 +54,9 @@ import glob
 import hashlib
 import json
 import math
+import multiprocessing
 import os
+import queue
 import site
 import sys
 import sysconfig
@@ -124,6 +126,12 @@ def corpus(max_bytes: int | None = None, hold: int = 50) -> tuple[np.ndarray, np
             "val_bytes": int(va.size),
             "sha256": hashlib.sha256(tr.tobytes() + va.tobytes()).hexdigest()[:16]}
     return tr, va, desc
+
+
+def _baselines_child(queue, train, val) -> None:
+    t0 = time.perf_counter()
+    out = ngram_baselines(train, val)
+    queue.put({name: {**v, "seconds": time.perf_counter() - t0} for name, v in out.items()})
 
 
 def ngram_baselines(train: np.ndarray, val: np.ndarray) -> dict:
@@ -393,14 +401,16 @@ def sweep(args) -> dict:
                block=BLOCK, corpus_bytes=None, hold=50)
     if args.smoke:
         cfg = dict(SMOKE)
-    dev = jax.devices()[0]
     tr, va, desc = corpus(cfg["corpus_bytes"], cfg["hold"])
-    t0 = time.perf_counter()
-    baselines = ngram_baselines(tr, va)
-    desc["baselines_s"] = time.perf_counter() - t0
-    print(f"corpus: {desc['train_bytes']:,} + {desc['val_bytes']:,} bytes, baselines "
-          f"{desc['baselines_s']:.1f} s: " + ", ".join(
-              f"{k} {v['loss']:.3f}" for k, v in baselines.items()))
+    # the n-gram counts take a minute of one core: a forked process does them while the
+    # chip trains (forked before JAX starts its runtime; the arrays are shared, not copied)
+    ctx = multiprocessing.get_context("fork")
+    counts = ctx.Queue()
+    child = ctx.Process(target=_baselines_child, args=(counts, tr, va), daemon=True)
+    child.start()
+    print(f"corpus: {desc['train_bytes']:,} + {desc['val_bytes']:,} bytes in "
+          f"{time.perf_counter() - t_start:.1f} s; n-gram baselines counting in the background")
+    dev = jax.devices()[0]
     B, T = cfg["batch"], cfg["block"]
     # fixed validation batches: windows evenly spaced through the held-out text
     starts = np.linspace(0, va.size - T - 2, VAL_FINAL * B).astype(np.int64)
@@ -415,7 +425,7 @@ def sweep(args) -> dict:
                         "order": [list(o) for o in cfg["order"]], "budget_s": args.budget_s,
                         "peak_flops": peak, "smoke": bool(args.smoke),
                         "curve_batches": VAL_CURVE, "val_batches": VAL_FINAL},
-           "sizes": [], "runs": [], "skipped": [], "baselines": baselines, "fits": {},
+           "sizes": [], "runs": [], "skipped": [], "baselines": {}, "fits": {},
            "coverage": None,
            "moe": [], "moe_note": "no MoE runs: the dense sweep takes the whole time budget"}
     for r in runs_plan:
@@ -484,6 +494,11 @@ def sweep(args) -> dict:
                                    "stopped": True})
             print(f"stopped {tag} at the deadline")
             continue
+        if not doc["baselines"]:
+            try:
+                doc["baselines"] = counts.get_nowait()
+            except queue.Empty:
+                pass
         run["mfu"] = run["flops_6nd"] / run["train_s"] / peak if peak else None
         run["epochs"] = run["tokens"] / tr.size
         doc["runs"].append(run)
@@ -491,6 +506,13 @@ def sweep(args) -> dict:
         save(doc, Path(args.out))
         print(f"{tag}: {spec['steps']} steps, val {run['val_loss']:.4f} in "
               f"{run['train_s']:.1f} s" + (f" (MFU {run['mfu']:.1%})" if peak else ""))
+    if not doc["baselines"]:
+        try:
+            doc["baselines"] = counts.get(timeout=120)
+        except queue.Empty:
+            doc["baselines_note"] = "the n-gram counts did not finish in time"
+    child.join(timeout=5)
+    print("baselines: " + ", ".join(f"{k} {v['loss']:.3f}" for k, v in doc["baselines"].items()))
     return doc
 
 
