@@ -1,10 +1,14 @@
 """Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.22M to 25M
 non-embedding parameters trained on Python source, in one process on one TPU v5e chip.
 
-    PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PYTHONPATH timeout 570 python3 tools/scaling_tpu.py \
-        --budget-s 540 --out $OUT/27-scaling-laws-tpu.json
-    python tools/scaling_tpu.py --refit chapters/data/27-scaling-laws-tpu.json   # on a CPU
-    python tools/scaling_tpu.py --smoke --out /tmp/smoke.json                     # seconds
+    PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PYTHONPATH timeout 580 python3 tools/scaling_tpu.py \
+        --budget-s 530 --out $OUT/27-scaling-laws-tpu.json                      # on the chip
+    .venv/bin/python tools/scaling_tpu.py --refit chapters/data/27-scaling-laws-tpu.json
+    .venv/bin/python tools/scaling_tpu.py --smoke --out /tmp/smoke.json   # a CPU, a minute
+
+`--budget-s` counts from the start of the sweep (after `import jax`): reading the text,
+opening the chip, compiling and training; `--refit` (minutes, on any CPU) fills "fits" and
+"coverage" in place, then `tools/update_chapter_outputs.py chapters/27-scaling-laws.md`.
 
 Plain JAX (no flax or optax): the model, a hand-written AdamW and the schedule are below.
 Every matmul takes bf16 operands with f32 accumulation; parameters, optimizer moments, layer
