@@ -1,0 +1,559 @@
+"""Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.22M to 25M
+non-embedding parameters trained on Python source, in one process on one TPU v5e chip.
+
+    PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PYTHONPATH timeout 580 python3 tools/scaling_tpu.py \
+        --budget-s 530 --out $OUT/27-scaling-laws-tpu.json                      # on the chip
+    .venv/bin/python tools/scaling_tpu.py --refit chapters/data/27-scaling-laws-tpu.json
+    .venv/bin/python tools/scaling_tpu.py --smoke --out /tmp/smoke.json   # a CPU, a minute
+
+`--budget-s` counts from the start of the sweep (after `import jax`): reading the text,
+opening the chip, compiling and training; `--refit` (minutes, on any CPU) fills "fits" and
+"coverage" in place, then `tools/update_chapter_outputs.py chapters/27-scaling-laws.md`.
+
+Plain JAX (no flax or optax): the model, a hand-written AdamW and the schedule are below.
+Every matmul takes bf16 operands with f32 accumulation; parameters, optimizer moments, layer
+norms, the softmax and the loss stay in f32.
+
+- **Data.** Bytes (vocabulary 256) of the `.py` files under the interpreter's standard library
+  (`sysconfig`'s stdlib path, tests included) and its site-packages, deduplicated by content;
+  one file in 50 (by a hash of its path) is held out for validation. Baselines on the same
+  validation text: unigram, bigram and trigram byte models with add-k smoothing (k chosen on
+  a slice of the training text), counted by a forked process while the chip trains.
+- **Models.** Pre-LN GPTs (`SIZES`: depth, width; heads of 64 dims, 32 below width 128),
+  learned positions, untied embedding and head, no biases, GELU MLP of width 4d; layers
+  stacked and run by `lax.scan`, so a compile costs one layer whatever the depth. `params`
+  counts the non-embedding parameters (Kaplan et al. 2020), `params_all` all of them
+  (Hoffmann et al. 2022), `params_mult` the non-embedding ones plus the head: what a token is
+  multiplied by, the N of the budget C = 6 N D.
+- **Runs.** Budget i trains the five consecutive rungs of `SIZES` that `WINDOWS` names, each
+  for D = C / (6 N) tokens in batches of 128 x 128 bytes, AdamW (0.9, 0.95, weight decay 0.1
+  on matrices, gradient clipping at 1), peak learning rate 0.4 / width, linear warmup over
+  5% of the steps and a cosine to a tenth of the peak at the run's own last step. The step
+  takes the step index and the run's length as traced arguments, so one compiled step per
+  size serves every budget and seed; batches are drawn on the chip from the seed and the
+  step. Validation loss at ten points along each run (on 4 fixed batches, the curve) and at
+  its end (on 16).
+- **Order and the time budget.** Every size is compiled first (in threads) and timed for a
+  few steps; then the runs go in priority order (`ORDER`, `plan`): seed 0 of the budgets
+  3e13 to 1e15, seed 1 of 3e13 to 3e14, the 3e15 budget (one seed), then seed 1 of 1e15,
+  each budget from its middle size outwards. The whole plan (2.9e16 FLOPs of 6ND) needs
+  31% of the chip's bf16 peak in 6ND FLOPs alone over 480 s of training (attention and the
+  evaluations come on top); a run whose predicted time (from the
+  timed steps) would overrun `--budget-s` is skipped and listed under "skipped", and the
+  JSON is written after every run.
+
+The file: {"device_kind", "jax", "date", "corpus", "settings", "runs": [{"budget", "params",
+"params_all", "params_mult", "seed", "tokens", "steps", "val_loss", "curve": [[tokens, val
+loss on the curve batches], ...], "train_s", "mfu"}], "skipped", "baselines", "sizes", "fits",
+"coverage", "moe"}. "fits" and "coverage" are filled by `--refit` (compare/scaling_fits.py),
+on a CPU, from the runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import glob
+import hashlib
+import json
+import math
+import multiprocessing
+import os
+import queue
+import site
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import numpy as np
+
+# (n_layer, d_model): about 2x apart in non-embedding parameters, 0.22M to 25M; wide and
+# shallow (width / depth 48 to 128), since a wide matrix keeps the chip's matrix units busier.
+SIZES = ((2, 96), (2, 128), (2, 192), (2, 256), (3, 320), (4, 384), (4, 512), (5, 640))
+# budget (C = 6 N D, N = params_mult) -> the rungs of SIZES it trains (five each).
+BUDGETS = (3e13, 1e14, 3e14, 1e15, 3e15)
+WINDOWS = ((0, 5), (1, 6), (1, 6), (2, 7), (3, 8))
+# (budget index, seed) in priority order: seed 0 of the four smaller budgets, seed 1 of the
+# three smallest, the largest budget, and last seed 1 of the second largest.
+ORDER = ((0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1), (2, 1), (4, 0), (3, 1))
+BATCH, BLOCK = 128, 128
+SMOKE = dict(sizes=((1, 16), (1, 32), (1, 48)), budgets=(1e9, 3e9),
+             windows=((0, 3), (0, 3)), order=((0, 0), (1, 0), (0, 1), (1, 1)), batch=8, block=32,
+             corpus_bytes=400_000, hold=5)
+PEAK_FLOPS = {"TPU v5 lite": 197e12, "TPU v5e": 197e12}
+N_CURVE, VAL_CURVE, VAL_FINAL = 10, 4, 16
+
+
+# ---------------------------------------------------------------------------------------------
+# Data and baselines
+# ---------------------------------------------------------------------------------------------
+
+def corpus(max_bytes: int | None = None, hold: int = 50) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(train u8[n], val u8[m], description): the `.py` files of the standard library and of
+    site-packages, sorted by path, deduplicated by content, one in `hold` held out by a hash
+    of its path."""
+    paths = sysconfig.get_paths()
+    site_dirs = [paths["purelib"], paths["platlib"], *getattr(site, "getsitepackages", list)()]
+    roots = [paths["stdlib"]] + sorted({d for d in site_dirs if os.path.isdir(d)})
+    seen, train, val, files = set(), [], [], {"stdlib": 0, "site-packages": 0}
+    total = 0
+    for k, root in enumerate(roots):
+        name = "site-packages" if k else "stdlib"
+        paths = sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True))
+        if not k:
+            paths = [p for p in paths if "-packages" not in p]
+        for p in paths:
+            try:
+                b = Path(p).read_bytes()
+            except OSError:
+                continue
+            h = hashlib.sha1(b).digest()
+            if h in seen or not b:
+                continue
+            seen.add(h)
+            rel = os.path.relpath(p, root)
+            held = int(hashlib.sha1(rel.encode()).hexdigest(), 16) % hold == 0
+            (val if held else train).append(b)
+            files[name] += 1
+            total += len(b)
+            if max_bytes and total >= max_bytes:
+                break
+        if max_bytes and total >= max_bytes:
+            break
+    tr = np.frombuffer(b"".join(train), np.uint8)
+    va = np.frombuffer(b"".join(val), np.uint8)
+    desc = {"source": f"the .py files of the standard library (Lib/**/*.py, tests included) "
+                      f"and of site-packages, deduplicated; one file in {hold} held out",
+            "roots": roots, "files": files, "train_bytes": int(tr.size),
+            "val_bytes": int(va.size),
+            "sha256": hashlib.sha256(tr.tobytes() + va.tobytes()).hexdigest()[:16]}
+    return tr, va, desc
+
+
+def _baselines_child(queue, train, val) -> None:
+    t0 = time.perf_counter()
+    out = ngram_baselines(train, val)
+    queue.put({name: {**v, "seconds": time.perf_counter() - t0} for name, v in out.items()})
+
+
+def ngram_baselines(train: np.ndarray, val: np.ndarray) -> dict:
+    """Unigram, bigram and trigram byte models with add-k smoothing, nats per byte on `val`;
+    counts from the first 64 MB of `train` at most, k from (1e-3, 1e-2, 0.1, 1) by the loss
+    on the last 2% of those (counted from the rest), then the counts of all of them."""
+    train = train[:64 << 20]
+    cut = int(0.98 * train.size)
+
+    def counts(x, n):
+        idx = np.zeros(x.size - n + 1, np.int64)
+        for i in range(n):
+            idx = idx * 256 + x[i:x.size - n + 1 + i]
+        return np.bincount(idx, minlength=256 ** n).reshape((256 ** (n - 1), 256))
+
+    def loss(c, x, n, k):
+        ctx = np.zeros(x.size - n + 1, np.int64)
+        for i in range(n - 1):
+            ctx = ctx * 256 + x[i:x.size - n + 1 + i]
+        nxt = x[n - 1:]
+        p = (c[ctx, nxt] + k) / (c.sum(1)[ctx] + 256 * k)
+        return float(-np.mean(np.log(p)))
+
+    out = {}
+    for n, name in ((1, "unigram"), (2, "bigram"), (3, "trigram")):
+        c_fit = counts(train[:cut], n)
+        k = min((1e-3, 1e-2, 0.1, 1.0), key=lambda k: loss(c_fit, train[cut:], n, k))
+        out[name] = {"loss": loss(counts(train, n), val, n, k), "k": k}
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The model, AdamW, the step
+# ---------------------------------------------------------------------------------------------
+
+def n_head(d: int) -> int:
+    return d // 64 if d % 64 == 0 and d >= 128 else max(1, d // 32)
+
+
+def init(key, n_layer: int, d: int, block: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+    ks = jax.random.split(key, 7)
+    s, sr = 0.02, 0.02 / math.sqrt(2 * n_layer)   # GPT-2's scaled residual projections
+
+    def nrm(k, shape, std):
+        return std * jax.random.normal(k, shape, jnp.float32)
+    return {"wte": nrm(ks[0], (256, d), s), "wpe": nrm(ks[1], (block, d), s),
+            "layers": {"ln1": jnp.ones((n_layer, d)), "ln2": jnp.ones((n_layer, d)),
+                       "wqkv": nrm(ks[2], (n_layer, d, 3 * d), s),
+                       "wo": nrm(ks[3], (n_layer, d, d), sr),
+                       "w1": nrm(ks[4], (n_layer, d, 4 * d), s),
+                       "w2": nrm(ks[5], (n_layer, 4 * d, d), sr)},
+            "lnf": jnp.ones((d,)), "head": nrm(ks[6], (d, 256), s)}
+
+
+def count(n_layer: int, d: int, block: int) -> dict:
+    layer = 2 * d + 3 * d * d + d * d + 8 * d * d
+    params = n_layer * layer + d
+    return {"params": params, "params_all": params + 256 * d + block * d + d * 256,
+            "params_mult": params + d * 256}
+
+
+def forward(params, x):
+    """f32[B, T, 256] logits of u8[B, T] bytes."""
+    import jax
+    import jax.numpy as jnp
+    bf = jnp.bfloat16
+    B, T = x.shape
+    d = params["wte"].shape[1]
+    H = n_head(d)
+
+    def mm(a, w):
+        return jnp.einsum("btd,df->btf", a.astype(bf), w.astype(bf),
+                          preferred_element_type=jnp.float32)
+
+    def ln(a, g):
+        a = a - a.mean(-1, keepdims=True)
+        return a * jax.lax.rsqrt((a * a).mean(-1, keepdims=True) + 1e-5) * g
+
+    mask = jnp.tril(jnp.ones((T, T), bool))
+
+    def layer(h, p):
+        q, k, v = jnp.split(mm(ln(h, p["ln1"]), p["wqkv"]).astype(bf), 3, axis=-1)
+        q, k, v = (t.reshape(B, T, H, d // H) for t in (q, k, v))
+        s = jnp.einsum("bqhe,bkhe->bhqk", q, k, preferred_element_type=jnp.float32)
+        s = jnp.where(mask, s / math.sqrt(d // H), -1e30)
+        a = jax.nn.softmax(s, axis=-1).astype(bf)
+        o = jnp.einsum("bhqk,bkhe->bqhe", a, v, preferred_element_type=jnp.float32)
+        h = h + mm(o.reshape(B, T, d), p["wo"])
+        u = jax.nn.gelu(mm(ln(h, p["ln2"]), p["w1"]))
+        return h + mm(u, p["w2"]), None
+
+    h = params["wte"][x] + params["wpe"][:T]
+    h, _ = jax.lax.scan(layer, h, params["layers"])
+    return mm(ln(h, params["lnf"]), params["head"])
+
+
+def loss_fn(params, xy):
+    import jax
+    import jax.numpy as jnp
+    logits = forward(params, xy[:, :-1])
+    lp = jax.nn.log_softmax(logits, axis=-1)
+    return -jnp.mean(jnp.take_along_axis(lp, xy[:, 1:, None].astype(jnp.int32), -1))
+
+
+# weight decay on the matrices a token is multiplied by, not on embeddings or layer norms
+DECAY = {"wte": False, "wpe": False, "lnf": False, "head": True,
+         "layers": {"ln1": False, "ln2": False, "wqkv": True, "wo": True, "w1": True,
+                    "w2": True}}
+
+
+def make_step(batch: int, block: int, peak_lr: float):
+    """step(params, opt, data u8[n], key, i, steps) -> (params, opt, loss): one AdamW step on
+    a batch drawn from the key and the step; i and steps are traced, so the warmup + cosine
+    schedule of any run length uses one compiled step."""
+    import jax
+    import jax.numpy as jnp
+
+    def schedule(i, steps):
+        i, steps = i.astype(jnp.float32), steps.astype(jnp.float32)
+        warm = jnp.maximum(1.0, jnp.round(0.05 * steps))
+        frac = jnp.clip((i - warm) / jnp.maximum(1.0, steps - 1 - warm), 0.0, 1.0)
+        cos = 0.1 + 0.9 * 0.5 * (1 + jnp.cos(jnp.pi * frac))
+        return peak_lr * jnp.where(i < warm, (i + 1) / warm, cos)
+
+    def step(params, opt, data, key, i, steps):
+        k = jax.random.fold_in(key, i)
+        start = jax.random.randint(k, (batch,), 0, data.shape[0] - block - 1)
+        xy = data[start[:, None] + jnp.arange(block + 1)]
+        loss, g = jax.value_and_grad(loss_fn)(params, xy)
+        gn = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(g)))
+        g = jax.tree_util.tree_map(lambda x: x * jnp.minimum(1.0, 1.0 / (gn + 1e-6)), g)
+        t = opt["t"] + 1
+        lr = schedule(i, steps)
+        m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, opt["m"], g)
+        v = jax.tree_util.tree_map(lambda v, g: 0.95 * v + 0.05 * g * g, opt["v"], g)
+        c1, c2 = 1 - 0.9 ** t, 1 - 0.95 ** t
+
+        def update(p, m, v, decay):
+            return p - lr * (m / c1 / (jnp.sqrt(v / c2) + 1e-8) + (0.1 * p if decay else 0.0))
+
+        params = jax.tree_util.tree_map(update, params, m, v, DECAY)
+        return params, {"m": m, "v": v, "t": t}, loss
+
+    return step
+
+
+class Model:
+    """One size: its compiled step and evaluation, shared by every budget and seed."""
+
+    def __init__(self, rung: int, n_layer: int, d: int, batch: int, block: int, data, val):
+        import jax
+        import jax.numpy as jnp
+        self.rung, self.n_layer, self.d, self.batch, self.block = rung, n_layer, d, batch, block
+        self.count = count(n_layer, d, block)
+        self.peak_lr = min(3e-3, 0.4 / d)
+        shapes = jax.eval_shape(lambda k: init(k, n_layer, d, block), jax.random.key(0))
+        opt = {"m": shapes, "v": shapes, "t": jax.ShapeDtypeStruct((), jnp.float32)}
+        i32 = jax.ShapeDtypeStruct((), jnp.int32)
+        t0 = time.perf_counter()
+        self.step = jax.jit(make_step(batch, block, peak_lr=self.peak_lr),
+                            donate_argnums=(0, 1)).lower(
+            shapes, opt, data, jax.eval_shape(lambda: jax.random.key(0)), i32, i32).compile()
+        self.eval = jax.jit(loss_fn).lower(shapes, val[0]).compile()
+        self.init = jax.jit(lambda k: init(k, n_layer, d, block)).lower(
+            jax.eval_shape(lambda: jax.random.key(0))).compile()
+        self.compile_s = time.perf_counter() - t0
+        self.step_s = None
+
+    def fresh(self, seed: int):
+        import jax
+        import jax.numpy as jnp
+        k_init, k_data = jax.random.split(jax.random.key(seed))
+        p = self.init(k_init)
+        z = jax.tree_util.tree_map(jnp.zeros_like, p)
+        return p, {"m": z, "v": jax.tree_util.tree_map(jnp.zeros_like, p),
+                   "t": jnp.zeros((), jnp.float32)}, k_data
+
+    def time_steps(self, data, n: int = 6) -> float:
+        import jax
+        import jax.numpy as jnp
+        p, o, k = self.fresh(99)
+        p, o, loss = self.step(p, o, data, k, jnp.int32(0), jnp.int32(100))
+        jax.block_until_ready(loss)
+        t0 = time.perf_counter()
+        for i in range(1, n + 1):
+            p, o, loss = self.step(p, o, data, k, jnp.int32(i), jnp.int32(100))
+        jax.block_until_ready(loss)
+        self.step_s = (time.perf_counter() - t0) / n
+        return self.step_s
+
+    def evaluate(self, params, val, n: int) -> float:
+        return float(np.mean([float(self.eval(params, val[j])) for j in range(n)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# The sweep
+# ---------------------------------------------------------------------------------------------
+
+def steps_for(budget: float, n_mult: int, batch: int, block: int) -> int:
+    return max(8, round(budget / (6 * n_mult * batch * block)))
+
+
+def plan(sizes, budgets, windows, order, batch, block) -> list[dict]:
+    """Every run in priority order: `order` lists (budget index, seed) groups, each trained
+    from its middle size outwards, so that what a cut drops first is the far end of a
+    valley."""
+    runs = []
+    for i, seed in order:
+        lo, hi = windows[i]
+        mid = (lo + hi - 1) / 2
+        for r in sorted(range(lo, hi), key=lambda r: abs(r - mid)):
+            c = count(*sizes[r], block)
+            runs.append({"budget": budgets[i], "rung": r, "seed": seed,
+                         "steps": steps_for(budgets[i], c["params_mult"], batch, block)})
+    return runs
+
+
+def train(model: Model, data, val, spec: dict, deadline: float) -> dict | None:
+    """One run; None if the clock passes `deadline` (the run is dropped, not saved)."""
+    import jax
+    import jax.numpy as jnp
+    steps = spec["steps"]
+    tok = model.batch * model.block
+    marks = sorted({max(1, round(steps * 2 ** (-k / 2))) for k in range(N_CURVE)})
+    p, o, key = model.fresh(spec["seed"])
+    n = jnp.int32(steps)
+    curve, losses = [], []
+    t0 = time.perf_counter()
+    for i in range(steps):
+        p, o, loss = model.step(p, o, data, key, jnp.int32(i), n)
+        if i >= steps - max(1, steps // 50):
+            losses.append(loss)
+        if i + 1 in marks:
+            curve.append([(i + 1) * tok, [model.eval(p, val[j]) for j in range(VAL_CURVE)]])
+        if i % 200 == 199:
+            jax.block_until_ready(loss)
+            if time.perf_counter() > deadline:
+                return None
+    val_loss = model.evaluate(p, val, VAL_FINAL)
+    train_s = time.perf_counter() - t0
+    curve = [[t, float(np.mean([float(v) for v in vs]))] for t, vs in curve]
+    c = model.count
+    tokens = steps * tok
+    train_loss = np.asarray(jax.device_get(losses), np.float64)
+    return {"budget": spec["budget"], "rung": spec["rung"], "n_layer": model.n_layer,
+            "d_model": model.d, **c, "seed": spec["seed"], "steps": steps, "tokens": tokens,
+            "flops_6nd": 6 * c["params_mult"] * tokens, "val_loss": val_loss, "curve": curve,
+            "train_loss_end": float(train_loss.mean()),
+            "peak_lr": model.peak_lr, "train_s": train_s, "step_s": train_s / steps}
+
+
+def save(doc: dict, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    tmp.replace(out)
+
+
+def sweep(args) -> dict:
+    import jax
+    import jax.numpy as jnp
+    t_start = time.perf_counter()
+    deadline = t_start + args.budget_s
+    cfg = dict(sizes=SIZES, budgets=BUDGETS, windows=WINDOWS, order=ORDER, batch=BATCH,
+               block=BLOCK, corpus_bytes=None, hold=50)
+    if args.smoke:
+        cfg = dict(SMOKE)
+    tr, va, desc = corpus(cfg["corpus_bytes"], cfg["hold"])
+    # the n-gram counts take a minute of one core: a forked process does them while the
+    # chip trains (forked before JAX starts its runtime; the arrays are shared, not copied)
+    ctx = multiprocessing.get_context("fork")
+    counts = ctx.Queue()
+    child = ctx.Process(target=_baselines_child, args=(counts, tr, va), daemon=True)
+    child.start()
+    print(f"corpus: {desc['train_bytes']:,} + {desc['val_bytes']:,} bytes in "
+          f"{time.perf_counter() - t_start:.1f} s; n-gram baselines counting in the background")
+    dev = jax.devices()[0]
+    B, T = cfg["batch"], cfg["block"]
+    # fixed validation batches: windows evenly spaced through the held-out text
+    starts = np.linspace(0, va.size - T - 2, VAL_FINAL * B).astype(np.int64)
+    val_np = va[starts[:, None] + np.arange(T + 1)].reshape(VAL_FINAL, B, T + 1)
+    data, val = jnp.asarray(tr), jnp.asarray(val_np)
+    runs_plan = plan(cfg["sizes"], cfg["budgets"], cfg["windows"], cfg["order"], B, T)
+    peak = PEAK_FLOPS.get(dev.device_kind)
+    doc = {"device_kind": dev.device_kind, "platform": dev.platform, "jax": jax.__version__,
+           "date": datetime.date.today().isoformat(), "corpus": desc,
+           "settings": {"batch": B, "block": T, "budgets": list(cfg["budgets"]),
+                        "windows": [list(w) for w in cfg["windows"]],
+                        "order": [list(o) for o in cfg["order"]], "budget_s": args.budget_s,
+                        "peak_flops": peak, "smoke": bool(args.smoke),
+                        "curve_batches": VAL_CURVE, "val_batches": VAL_FINAL},
+           "sizes": [], "runs": [], "skipped": [], "baselines": {}, "fits": {},
+           "coverage": None,
+           "moe": [], "moe_note": "no MoE runs: the dense sweep takes the whole time budget"}
+    for r in runs_plan:
+        tokens = r["steps"] * B * T
+        r["epochs"] = tokens / tr.size
+    desc["max_epochs"] = max(r["epochs"] for r in runs_plan)
+    rungs = sorted({r["rung"] for r in runs_plan})
+    t0 = time.perf_counter()
+    doc["errors"] = []
+
+    def build(r):
+        try:
+            return Model(r, *cfg["sizes"][r], B, T, data, val)
+        except Exception as e:  # one size that does not compile must not end the sweep
+            doc["errors"].append({"rung": r, "compile": repr(e)[:500]})
+            return None
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
+        models = dict(zip(rungs, ex.map(build, rungs)))
+    compile_wall = time.perf_counter() - t0
+    print(f"compiled {len(rungs)} sizes in {compile_wall:.1f} s; errors: {doc['errors']}")
+    for r in rungs:
+        m = models[r]
+        if m is None:
+            continue
+        try:
+            m.time_steps(data)
+        except Exception as e:
+            doc["errors"].append({"rung": r, "timing": repr(e)[:500]})
+            models[r] = None
+            continue
+        fl = 6 * m.count["params_mult"] * B * T
+        doc["sizes"].append({"rung": r, "n_layer": m.n_layer, "d_model": m.d, **m.count,
+                             "compile_s": m.compile_s, "step_s": m.step_s,
+                             "mfu_6nd": fl / m.step_s / peak if peak else None})
+        print(f"rung {r}: L={m.n_layer} d={m.d} N={m.count['params']:,} "
+              f"step {1e3 * m.step_s:.2f} ms" + (f", MFU(6ND) {fl / m.step_s / peak:.1%}"
+                                                 if peak else ""))
+    doc["settings"]["compile_wall_s"] = compile_wall
+    runs_plan = [r for r in runs_plan if models[r["rung"]] is not None]
+    predicted = sum(r["steps"] * models[r["rung"]].step_s for r in runs_plan)
+    for b in cfg["budgets"]:
+        mine = [r for r in runs_plan if r["budget"] == b]
+        print(f"  C={b:.0e}: {len(mine)} runs, predicted "
+              f"{sum(r['steps'] * models[r['rung']].step_s for r in mine):.0f} s")
+    print(f"{len(runs_plan)} runs planned, predicted {predicted:.0f} s of training; "
+          f"setup took {time.perf_counter() - t_start:.0f} s; max epochs "
+          f"{desc['max_epochs']:.2f}")
+    for spec in runs_plan:
+        m = models[spec["rung"]]
+        left = deadline - time.perf_counter()
+        # the evaluations cost about 20 steps (forward passes over 56 batches)
+        need = 1.1 * (spec["steps"] + 20) * m.step_s + 1.0
+        tag = f"C={spec['budget']:.0e} N={m.count['params']:,} seed {spec['seed']}"
+        if need > left:
+            doc["skipped"].append({**spec, "predicted_s": need, "left_s": left})
+            print(f"skip {tag}: needs {need:.0f} s, {left:.0f} s left")
+            continue
+        try:
+            run = train(m, data, val, spec, deadline)
+        except Exception as e:  # e.g. out of memory: record it, go on with the rest
+            doc["errors"].append({**spec, "run": repr(e)[:500]})
+            print(f"failed {tag}: {e!r}"[:300])
+            continue
+        if run is None:
+            doc["skipped"].append({**spec, "predicted_s": need, "left_s": left,
+                                   "stopped": True})
+            print(f"stopped {tag} at the deadline")
+            continue
+        if not doc["baselines"]:
+            try:
+                doc["baselines"] = counts.get_nowait()
+            except queue.Empty:
+                pass
+        run["mfu"] = run["flops_6nd"] / run["train_s"] / peak if peak else None
+        run["epochs"] = run["tokens"] / tr.size
+        doc["runs"].append(run)
+        doc["settings"]["wall_s"] = time.perf_counter() - t_start
+        save(doc, Path(args.out))
+        print(f"{tag}: {spec['steps']} steps, val {run['val_loss']:.4f} in "
+              f"{run['train_s']:.1f} s" + (f" (MFU {run['mfu']:.1%})" if peak else ""))
+    if not doc["baselines"]:
+        try:
+            doc["baselines"] = counts.get(timeout=120)
+        except queue.Empty:
+            doc["baselines_note"] = "the n-gram counts did not finish in time"
+    child.join(timeout=5)
+    print("baselines: " + ", ".join(f"{k} {v['loss']:.3f}" for k, v in doc["baselines"].items()))
+    return doc
+
+
+def refit(path: Path, n_boot: int, n_sim: int) -> dict:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: `compare`
+    from compare import scaling_fits  # here, not above: the sweep on the chip needs no minijax
+    doc = json.loads(path.read_text())
+    doc.update(scaling_fits.fit_all(doc, n_boot=n_boot, n_sim=n_sim))
+    save(doc, path)
+    return doc
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="chapters/data/27-scaling-laws-tpu.json")
+    p.add_argument("--budget-s", type=float, default=540.0,
+                   help="wall-clock seconds for the whole sweep, compiles included")
+    p.add_argument("--smoke", action="store_true", help="tiny models on a slice of the text")
+    p.add_argument("--fit", action="store_true", help="fit at the end (else use --refit)")
+    p.add_argument("--refit", metavar="JSON", help="refit the runs of a saved sweep, in place")
+    p.add_argument("--n-boot", type=int, default=1000)
+    p.add_argument("--n-sim", type=int, default=300)
+    args = p.parse_args(argv)
+    if args.refit:
+        doc = refit(Path(args.refit), args.n_boot, args.n_sim)
+        for name, by in doc["fits"].items():
+            for conv, f in by.items():
+                print(f"{name} {conv}: a = {f['a']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]")
+        print(f"coverage of approach 2's 95% interval (simulated): {doc['coverage']:.1%}")
+        return 0
+    doc = sweep(args)
+    save(doc, Path(args.out))
+    if args.fit:
+        refit(Path(args.out), args.n_boot, args.n_sim)
+    print(f"{len(doc['runs'])} runs, {len(doc['skipped'])} skipped; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
