@@ -332,6 +332,36 @@ def test_ragged_dot_lowers_for_tpu_as_jax(name):
     assert "chlo.ragged_dot" in text
 
 
+# the SGD step of tools/accelerator_compare.py's `ragged` topic (whose first loss was NaN under
+# minijax on a TPU, JAX's finite): value_and_grad through ragged_dot, so the weight gradient is
+# the ragged-contracting ragged_dot (mode 2, no rhs group dimension); empty groups, and rows
+# past sum(group_sizes) that no group covers, as there
+RAGGED_SGD_GROUPS = np.array([5, 0, 3, 6, 0, 2, 0, 0], np.int32)  # 16 of 24 rows
+
+
+def _ragged_sgd(J):
+    def loss(w, x, t, gs):
+        return J.numpy.mean((J.lax.ragged_dot(x, w, gs) - t) ** 2)
+
+    def sgd(w, x, t, gs):
+        value, grad = J.value_and_grad(loss)(w, x, t, gs)
+        return w - 0.5 * grad, value
+    return sgd
+
+
+def test_ragged_dot_value_and_grad_lowers_for_tpu_as_jax():
+    rng = np.random.RandomState(0)
+    w = rng.standard_normal((8, 16, 8)).astype(np.float32)
+    x = rng.standard_normal((24, 16)).astype(np.float32)
+    t = rng.standard_normal((24, 8)).astype(np.float32)
+    text = _assert_same(_ragged_sgd, (w, x, t, RAGGED_SGD_GROUPS))
+    forward, weight_grad = re.findall(r'"chlo\.ragged_dot".*', text)
+    assert "lhs_contracting_dimensions = [1]" in forward and "rhs_group_dimensions = [0]" in forward
+    assert "lhs_contracting_dimensions = [0], rhs_contracting_dimensions = [0], " \
+        "lhs_ragged_dimensions = [0]>" in weight_grad  # mode 2: no rhs group dimension
+    assert "-> tensor<8x16x8xf32>" in weight_grad
+
+
 def test_ragged_dot_keeps_the_dense_expansion_on_cpu():
     text = _lowered(minijax, RAGGED["ragged_dot"](minijax), (RAGGED_LHS, RAGGED_RHS, GROUPS),
                     ("cpu",))
