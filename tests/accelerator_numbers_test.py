@@ -17,8 +17,11 @@ from jax.experimental.pallas import triton as jplgpu
 from compare import pallas_kernels
 from tools import accelerator_numbers as A
 
-pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
-                                reason="the CPU path; on a GPU, run the script itself")
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the interpret-mode run) is computed once, not once per worker.
+pytestmark = [pytest.mark.skipif(jax.devices()[0].platform != "cpu",
+                                 reason="the CPU path; on a GPU, run the script itself"),
+              pytest.mark.xdist_group("accelerator_numbers_test")]
 
 
 def test_without_an_accelerator_the_script_measures_and_writes_nothing(tmp_path, capsys):

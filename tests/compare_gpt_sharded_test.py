@@ -13,6 +13,10 @@ import sys
 import numpy as np
 import pytest
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the quick topic's child process) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("compare_gpt_sharded_test")
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -12,6 +12,10 @@ import pytest
 from compare import scaling_laws as sl
 from compare._report import write_json
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the quick sweep) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("compare_scaling_laws_test")
+
 RUN_KEYS = {"budget", "params", "tokens", "seed", "kind", "val_loss", "flops_6nd", "flops_xla"}
 
 

@@ -8,6 +8,10 @@ import pytest
 import minijax
 from minijax import core
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so its
+# module fixture (JAX's flag errors, read in a child process) is computed once.
+pytestmark = pytest.mark.xdist_group("debugging_test")
+
 X = np.linspace(-1, 1, 3, dtype=np.float32)
 XS = np.arange(6, dtype=np.float32).reshape(2, 3)
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-READMES = [ROOT / "README.md", ROOT / "chapters" / "README.md",
+READMES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "chapters" / "README.md",
            ROOT / "chapters" / "exercises" / "README.md"]
 _STARTS = re.compile(r"^(?:[A-Z_]+=\S+\s+)*(make|pytest|python\S*|\.venv/\S+|pip\d?)\b")
 _ENV = re.compile(r"^[A-Z_]+=")
@@ -119,7 +119,9 @@ PYTEST_RUNS = sorted({c for _, c in ALL if c.startswith(("make chapter", "make e
 @pytest.mark.parametrize("command", PYTEST_RUNS)
 def test_documented_pytest_runs_select_tests(command):
     env, args = _pytest_run(command)
-    args = [a for a in args if a not in ("-n", "2")]  # collecting needs no workers
+    # collecting needs no workers: drop xdist's `-n N` and `--dist MODE`
+    args = [a for i, a in enumerate(args)
+            if a not in ("-n", "--dist") and (i == 0 or args[i - 1] not in ("-n", "--dist"))]
     out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
                           "-p", "no:xdist", "-p", "no:randomly", *args],
                          cwd=ROOT, capture_output=True, text=True,

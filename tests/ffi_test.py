@@ -22,6 +22,10 @@ import minijax.numpy as mjnp
 from minijax import ffi
 from minijax.interpreters import partial_eval as pe
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the handlers' shared library) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ffi_test")
+
 SOURCE = Path(__file__).resolve().parents[1] / "chapters" / "ffi" / "rms_norm.cc"
 EPS = np.float32(1e-5)
 MODULES = [pytest.param(jax, id="jax"), pytest.param(minijax, id="minijax")]

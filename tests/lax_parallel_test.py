@@ -7,6 +7,10 @@ import pytest
 
 from eight_devices import check_names, child_results
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the 8-device child) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("lax_parallel_test")
+
 _SCRIPT = os.path.join(os.path.dirname(__file__), "lax_parallel_checks.py")
 CHECKS = check_names(_SCRIPT)
 

@@ -27,6 +27,10 @@ import minijax
 from compare import mosaic_kernels, pallas_kernels, ragged_kernels
 from compare.mosaic_kernels import KERNELS, program_ops
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the kernels under both modules) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("pallas_program_test")
+
 BF16 = ml_dtypes.bfloat16
 BH, SEQ, D = 2, 256, 128
 M, K, N, G = 512, 128, 256, 4

@@ -27,6 +27,10 @@ from compare import ragged_kernels
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the grouped matmuls in interpret mode) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("ragged_kernels_test")
+
 MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
 KERNELS = {name: ragged_kernels.build(*mods) for name, mods in MODULES.items()}
 TPU_INTERPRET = {"minijax": ragged_kernels.build(minijax, mpl, mpltpu,

@@ -22,6 +22,10 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 import build_site  # noqa: E402
 
+# One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
+# its module fixture (the site build) is computed once, not once per worker.
+pytestmark = pytest.mark.xdist_group("site_test")
+
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
 
 
