@@ -28,7 +28,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup $(ARGS)
 
 # The developer's loop: every test not marked slow (pyproject.toml's markers), in minutes.
-# `make test ARGS="--lf"` reruns what failed last time.
+# `make test-fast ARGS="--lf"` reruns what failed last time.
 test-fast: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadgroup -m "not slow" $(ARGS)
 

@@ -21,7 +21,8 @@ from tools import accelerator_numbers as A
 # its module fixture (the interpret-mode run) is computed once, not once per worker.
 pytestmark = [pytest.mark.skipif(jax.devices()[0].platform != "cpu",
                                  reason="the CPU path; on a GPU, run the script itself"),
-              pytest.mark.xdist_group("accelerator_numbers_test")]
+              pytest.mark.xdist_group("accelerator_numbers_test"),
+              pytest.mark.slow]  # the GPU script's run in interpret mode
 
 
 def test_without_an_accelerator_the_script_measures_and_writes_nothing(tmp_path, capsys):

@@ -44,6 +44,7 @@ def test_without_a_tpu_the_script_measures_and_writes_nothing(tmp_path, capsys):
     assert "no accelerator" in said and "'cpu'" in said and "not written" in said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["flash", "matmul", "gmm", "mlp", "minijax"])
 def test_smoke_run_measures_each_family_in_interpret_mode(tmp_path, family):
     out = tmp_path / "accelerator-tpu.json"

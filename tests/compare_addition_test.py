@@ -55,6 +55,7 @@ def test_splits_share_no_pair_and_mirror_pairs_stay_together():
     assert addition.no_shared_pair(addition.splits(s), s.digits)
 
 
+@pytest.mark.slow
 def test_addition_topic_quick():
     res = addition.run(quick=True)
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
@@ -73,6 +74,7 @@ def test_addition_topic_quick():
     assert_grads_checked_and_profiled(res, ["step trace+lower", "step compile"])
 
 
+@pytest.mark.slow
 def test_a_small_model_learns_two_digit_addition():
     """A seeded run that has to learn: 2-digit sums, 2 layers, d=64, 600 steps of 128 sums
     under minijax; at least 99% of the held-out test sums (250 of the 280 in the test split)
@@ -92,6 +94,7 @@ def test_a_small_model_learns_two_digit_addition():
     assert run["losses"][-1] < 0.05 * run["losses"][0]
 
 
+@pytest.mark.slow
 def test_an_unpadded_format_trains_and_scores_its_variable_answer_positions():
     s = addition.setup("quick")
     s = dataclasses.replace(s, model=dataclasses.replace(s.model, steps=10), eval_every=5)

@@ -15,6 +15,7 @@ from compare import cnn_bn
 from compare._report import write_json
 
 
+@pytest.mark.slow
 def test_cnn_bn_topic_checks_pass_and_writes_the_json_entry(tmp_path):
     res = cnn_bn.run(quick=True)
     assert_grads_checked_and_profiled(res)

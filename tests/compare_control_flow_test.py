@@ -6,6 +6,7 @@ import importlib
 import pytest
 
 
+@pytest.mark.slow
 def test_control_flow_topic_agrees():
     res = importlib.import_module("compare.control_flow").run(quick=True)
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]

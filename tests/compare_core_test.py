@@ -20,6 +20,7 @@ def _run_quick(topic):
     return res
 
 
+@pytest.mark.slow
 def test_core_programs_agree():
     res = _run_quick("core")
     names = [c.name for c in res.checks]
@@ -28,6 +29,7 @@ def test_core_programs_agree():
     assert any(n.endswith(": grad") for n in names) and any(n.endswith(": vmap") for n in names)
 
 
+@pytest.mark.slow
 def test_mnist_mlp_losses_agree():
     res = _run_quick("mnist_mlp")
     for name in ("minijax", "jax"):

@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _CHILD = """
@@ -20,6 +22,7 @@ print(json.dumps({"checks": [(c.name, c.ok, c.runs) for c in res.checks],
 """
 
 
+@pytest.mark.slow
 def test_debugging_topic_checks_pass_under_both_modules():
     env = dict(os.environ, PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-c", _CHILD], cwd=ROOT, env=env,

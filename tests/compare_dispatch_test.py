@@ -2,9 +2,12 @@
 each figure is recorded for both modules. Ratios are not asserted (they depend on the machine).
 """
 
+import pytest
+
 from compare import dispatch as dispatch_topic
 
 
+@pytest.mark.slow
 def test_dispatch_topic_checks_pass_and_records_figures():
     res = dispatch_topic.run(quick=True)
     failing = [c.name for c in res.failed_checks()]  # speed targets: reported, not asserted

@@ -33,6 +33,7 @@ def quick(tmp_path_factory):
     return json.loads(out.read_text()), proc
 
 
+@pytest.mark.slow
 def test_every_check_passes(quick):
     doc, proc = quick
     topic = doc["topics"]["gpt_sharded"]
@@ -41,6 +42,7 @@ def test_every_check_passes(quick):
     assert proc.returncode == 0
 
 
+@pytest.mark.slow
 def test_json_layout(quick):
     doc, _ = quick
     topic = doc["topics"]["gpt_sharded"]

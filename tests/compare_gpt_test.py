@@ -11,6 +11,7 @@ from model_checks import assert_grads_checked_and_profiled
 from compare import gpt
 
 
+@pytest.mark.slow
 def test_gpt_topic_quick():
     res = gpt.run(quick=True)
     assert_grads_checked_and_profiled(res)

@@ -17,6 +17,7 @@ TOPICS = ["placement", "sharding", "shard_map", "callbacks", "offloading", "comp
           "pallas", "profiling", "precision_xla"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("topic", TOPICS)
 def test_topic_checks_pass(topic):
     mod = importlib.import_module(f"compare.{topic}")

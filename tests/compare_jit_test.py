@@ -2,9 +2,12 @@
 benchmarks record both modules' timings. Ratios are not asserted (they depend on the machine).
 """
 
+import pytest
+
 from compare import jit as jit_topic
 
 
+@pytest.mark.slow
 def test_jit_topic_checks_pass():
     res = jit_topic.run(quick=True)
     failing = [c.name for c in res.checks if not c.ok]

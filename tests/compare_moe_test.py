@@ -11,6 +11,7 @@ from model_checks import assert_grads_checked_and_profiled
 from compare import moe
 
 
+@pytest.mark.slow
 def test_moe_topic_quick():
     res = moe.run(quick=True)
     assert_grads_checked_and_profiled(res)

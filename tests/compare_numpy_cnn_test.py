@@ -1,9 +1,12 @@
 """The `numpy_cnn` comparison topic (`compare/numpy_cnn.py`) at quick sizes: a small CNN's
 logits, loss, gradients, per-example gradients and SGD losses agree between minijax and JAX."""
 
+import pytest
+
 from compare import numpy_cnn
 
 
+@pytest.mark.slow
 def test_numpy_cnn_topic_checks_pass():
     res = numpy_cnn.run(quick=True)
     failing = [(c.name, c.detail) if hasattr(c, "detail") else c.name

@@ -2,9 +2,12 @@
 generated conformance table agrees with JAX or is a known gap, and the gap table in
 docs/numpy_conformance.md is current."""
 
+import pytest
+
 from compare import numpy as numpy_topic
 
 
+@pytest.mark.slow
 def test_numpy_topic_checks_pass():
     res = numpy_topic.run(quick=True)
     failing = [c.name for c in res.checks if not c.ok]

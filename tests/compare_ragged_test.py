@@ -5,9 +5,12 @@ layout `topics.ragged = {ragged_dot, gmm, fused_mlp, roofline, gpu}`."""
 
 import json
 
+import pytest
+
 from compare import __main__ as cmain
 
 
+@pytest.mark.slow
 def test_ragged_topic_quick_writes_its_json(tmp_path):
     path = tmp_path / "out.json"
     assert cmain.main(["ragged", "--quick", "--json", str(path)], out_dir=tmp_path) == 0

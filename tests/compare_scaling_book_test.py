@@ -3,10 +3,12 @@ with the book or explains why not, the JAX chapter's programs equal the unsharde
 minijax and JAX, and at least 10 cross-checks against compiled minijax programs hold."""
 
 import jax
+import pytest
 
 from compare import scaling_book
 
 
+@pytest.mark.slow
 def test_scaling_book_topic_quick():
     assert jax.device_count() == 8
     res = scaling_book.run(quick=True)

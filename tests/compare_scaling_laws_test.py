@@ -29,6 +29,7 @@ def quick(tmp_path_factory):
     return res, json.loads(path.read_text())["topics"]["scaling_laws"]
 
 
+@pytest.mark.slow
 def test_quick_sweep_json_layout(quick):
     res, doc = quick
     failing = [f"{c.name} (max_err={c.max_err})" for c in res.checks if not c.ok]
@@ -58,6 +59,7 @@ def test_quick_sweep_json_layout(quick):
     assert len(md["delta_at_same_size"]) == len(q.budgets)
 
 
+@pytest.mark.slow
 def test_quick_sweep_cross_check_through_jax(quick):
     _, doc = quick
     xc = doc["cross_check"]
@@ -70,6 +72,7 @@ def test_quick_sweep_cross_check_through_jax(quick):
     assert terms["optimizer"] > 0
 
 
+@pytest.mark.slow
 def test_a_stopped_sweep_resumes_from_its_cache(quick, tmp_path):
     _, doc = quick
     data, source = sl.load_data(sl.QUICK)

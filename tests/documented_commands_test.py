@@ -116,6 +116,7 @@ PYTEST_RUNS = sorted({c for _, c in ALL if c.startswith(("make chapter", "make e
                       or "-m pytest" in c})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", PYTEST_RUNS)
 def test_documented_pytest_runs_select_tests(command):
     env, args = _pytest_run(command)

@@ -24,7 +24,8 @@ from minijax.interpreters import partial_eval as pe
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the handlers' shared library) is computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("ffi_test")
+# Slow: a C++ library compiled, then every call under both modules.
+pytestmark = [pytest.mark.xdist_group("ffi_test"), pytest.mark.slow]
 
 SOURCE = Path(__file__).resolve().parents[1] / "chapters" / "ffi" / "rms_norm.cc"
 EPS = np.float32(1e-5)

@@ -28,6 +28,7 @@ def test_resize_as_jax(method):
                                rtol=1e-5, atol=1e-3)
 
 
+@pytest.mark.slow
 def test_resize_method_enum_scale_and_translate_jit_grad_and_errors_as_jax():
     got = minijax.image.resize(IMG, (4, 5, 3), minijax.image.ResizeMethod.CUBIC)
     np.testing.assert_allclose(got, jax.image.resize(IMG, (4, 5, 3), jax.image.ResizeMethod.CUBIC),

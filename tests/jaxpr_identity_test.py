@@ -204,6 +204,7 @@ def measure(n: int = N_PROGRAMS) -> tuple[int, int, list]:
     return len(results), len(results) - len(diffs), diffs
 
 
+@pytest.mark.slow
 def test_identity_rate():
     n, same, diffs = measure()
     rate = same / n

@@ -368,6 +368,7 @@ _MEMORY_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_memory_of_fresh_jitted_lambdas_is_released_like_jax():
     # Each lambda is jitted, called once and dropped. A cache that kept its executable would
     # grow the process by ~0.2 MiB per lambda (1,500 lambdas once cost 276 MiB).
@@ -623,6 +624,7 @@ _CACHE_SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_persistent_compilation_cache_hits_in_a_second_process(tmp_path):
     def run():
         proc = subprocess.run([sys.executable, "-c", _CACHE_SCRIPT, str(tmp_path / "cache")],

@@ -14,7 +14,8 @@ import pytest
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the survey in a fresh interpreter) is computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("public_surface_test")
+# Slow: JAX's public names surveyed in a fresh interpreter.
+pytestmark = [pytest.mark.xdist_group("public_surface_test"), pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("public_surface",

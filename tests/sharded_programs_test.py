@@ -6,6 +6,8 @@ child process with 8 CPU devices. The sweep of 1,000 and more is a command:
 import os
 import sys
 
+import pytest
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import sharded_programs as sp  # noqa: E402
@@ -14,6 +16,7 @@ SLICE = list(range(40))
 CRASHER = 10_000  # a seed whose child kills itself (SIGSEGV): the sweep must report it
 
 
+@pytest.mark.slow
 def test_fixed_slice_agrees_with_jax_and_crashes_are_reported():
     out = sp.sweep(SLICE + [CRASHER], quiet=True, env={"SHARDED_PROGRAMS_CRASH_AT":
                                                       str(CRASHER)})

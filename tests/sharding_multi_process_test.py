@@ -7,6 +7,7 @@ import pytest
 from compare import multi_process
 
 
+@pytest.mark.slow
 def test_two_processes_match_one():
     res = multi_process.run(quick=True)
     failing = [c.name for c in res.checks if not c.ok]

@@ -24,7 +24,8 @@ import build_site  # noqa: E402
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the site build) is computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("site_test")
+# Slow: the whole site built with mkdocs.
+pytestmark = [pytest.mark.xdist_group("site_test"), pytest.mark.slow]
 
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]-*.md"))
 

@@ -10,6 +10,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 
@@ -45,6 +47,7 @@ def test_the_import_mapping_and_the_comparison():
     assert not tutorials.equal_up_to_rounding("[0.84 1.]", "[0.85 1.]")
 
 
+@pytest.mark.slow
 def test_a_page_prints_the_same_in_every_cell():
     name = "stateful-computations"
     result = tutorials.compare_page(name, CELLS["pages"][name]["cells"], timeout=300)

@@ -113,6 +113,7 @@ _NEEDS = {"32-ffi": ("a C++ compiler (c++ or g++) on the PATH to build its FFI h
                      lambda: shutil.which("c++") or shutil.which("g++"))}
 
 
+@pytest.mark.slow  # a fresh kernel per chapter, each running its programs; `make chapter N=..`
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_chapter_runs_and_outputs_match(path):
     if path.stem in _NEEDS and not _NEEDS[path.stem][1]():

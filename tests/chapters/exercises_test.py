@@ -28,6 +28,8 @@ from minijax import core
 from minijax.interpreters import ad, batching
 from minijax.lax import lax as mlax
 
+pytestmark = pytest.mark.slow  # every exercise's solution run against JAX; `make exercises`
+
 EXERCISES = Path(__file__).resolve().parents[2] / "chapters" / "exercises"
 LEARNER = os.environ.get("MINIJAX_EXERCISES") == "mine"
 

@@ -46,7 +46,8 @@ SKELETON = pytest.param(MINE if LEARNER and MINE.exists() else EXERCISES / "pall
                                           reason="a skeleton, to be filled in"))
 SOLUTION = pytest.param(EXERCISES / "solutions" / "pallas_ladder.py", id="solution")
 pytestmark = [pytest.mark.parametrize("path", [SKELETON, SOLUTION]),
-              pytest.mark.parametrize("which", list(MODULES))]
+              pytest.mark.parametrize("which", list(MODULES)),
+              pytest.mark.slow]  # every rung's kernels in interpret mode; `make exercises`
 
 rng = np.random.default_rng(0)
 
