@@ -851,6 +851,7 @@ def test_transfer_guard_as_jax():
     assert len(want[0]) - want[0].count("ok") == 8
 
 
+@pytest.mark.slow
 def test_check_tracer_leaks_as_jax():
     # a tracer kept past its trace (here in a list) is an error under jit, make_jaxpr and
     # vmap, not under grad (as JAX checks); programs that keep none pass
@@ -882,6 +883,7 @@ def test_check_tracer_leaks_as_jax():
     assert want[:4] == ["Leaked trace DynamicJaxprTrace"] * 2 + ["ok", "Leaked trace BatchTrace"]
 
 
+@pytest.mark.slow
 def test_config_platforms_as_jax():
     import os
     import subprocess

@@ -170,6 +170,7 @@ def test_sampler_eager(name):
         assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
 
 
+@pytest.mark.slow
 def test_new_samplers_under_jit_and_vmap_keep_their_bits():
     names = ["exponential", "wald"]
     mks = minijax.random.split(minijax.random.key(3), 2)
@@ -182,6 +183,7 @@ def test_new_samplers_under_jit_and_vmap_keep_their_bits():
                           jax.vmap(lambda k, f=fun: f(jax, k))(jks), f"vmap {name}")
 
 
+@pytest.mark.slow
 def test_samplers_typed_keys():
     for name in ["uniform", "normal", "randint", "permutation_int"]:
         assert_bits_equal(SAMPLERS[name](minijax, minijax.random.key(5)),
@@ -208,6 +210,7 @@ GAMMA_SAMPLERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GAMMA_SAMPLERS))
 def test_rejection_sampler_eager(name):
     fun = GAMMA_SAMPLERS[name]
@@ -215,6 +218,7 @@ def test_rejection_sampler_eager(name):
         assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
 
 
+@pytest.mark.slow
 def test_gamma_vmap_over_keys_and_its_primitive():
     # the batching rule of random_gamma: a key and an alpha per example
     f = lambda J: lambda k, a: J.random.gamma(k, a, (2,))
@@ -238,6 +242,7 @@ def _program(J, key):
             J.random.categorical(k3, _logits, 0, (4, 5)), J.random.choice(k4, 4, (3,), p=_p))
 
 
+@pytest.mark.slow
 def test_samplers_jit():
     # one program, one compile per module; typed keys (raw ones are covered eagerly)
     mfun = minijax.jit(lambda k: _program(minijax, k))
