@@ -13,6 +13,9 @@ import pytest
 import minijax
 from minijax.test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): finite-difference gradient checks on complex inputs.
+pytestmark = pytest.mark.slow
+
 Z = np.array([1 + 2j, -0.5 + 0.25j, 3 - 1j], np.complex64)
 X = np.array([0.5, -1.0, 2.0], np.float32)
 

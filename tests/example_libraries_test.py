@@ -11,6 +11,9 @@ import minijax
 from minijax.example_libraries import optimizers as m_opt
 from minijax.example_libraries import stax as m_stax
 
+# Slow (CI runs it, `make test-fast` does not): optimizer training steps under both modules.
+pytestmark = pytest.mark.slow
+
 X = np.random.default_rng(0).standard_normal((4, 8, 8, 3)).astype(np.float32)
 
 

@@ -12,6 +12,9 @@ import pytest
 import minijax
 from minijax.test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): convolutions with their gradients and batching.
+pytestmark = pytest.mark.slow
+
 RNG = np.random.default_rng(7)
 
 CONV_CASES = {

@@ -20,6 +20,9 @@ import minijax.numpy as mnp
 from minijax import core
 from minijax.test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): gather, scatter, their gradients and batching.
+pytestmark = pytest.mark.slow
+
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((5, 4, 3)).astype(np.float32)
 IDX = np.array([[0, 1], [4, 3], [2, 0], [7, -1]], np.int32)  # two rows out of range

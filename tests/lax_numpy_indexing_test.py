@@ -12,6 +12,9 @@ import minijax
 from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, B, I, assert_same, check,
                                 check_raises, jnp)
 
+# Slow (CI runs it, `make test-fast` does not): indexing under every transformation.
+pytestmark = pytest.mark.slow
+
 CASES = {
     "take": lambda J: jnp(J).take(A, np.array([2, 0, -1, 7])),
     "take_axis": lambda J: jnp(J).take(A3, np.array([[0, 3], [1, 1]]), axis=2),

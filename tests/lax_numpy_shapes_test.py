@@ -13,6 +13,9 @@ import minijax
 from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, V, P, I, B, DUP, DUPI,
                                 SORTED, assert_same, check, jnp)
 
+# Slow (CI runs it, `make test-fast` does not): shape functions under every transformation.
+pytestmark = pytest.mark.slow
+
 CASES = {
     "diagonal": lambda J: jnp(J).diagonal(A),
     "diagonal_offset": lambda J: jnp(J).diagonal(A, 2),

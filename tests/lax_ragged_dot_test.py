@@ -17,6 +17,9 @@ import minijax
 from minijax import core
 from minijax.public_test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): ragged_dot with its gradients, against JAX.
+pytestmark = pytest.mark.slow
+
 
 def group_sizes(rng, g: int, m: int) -> np.ndarray:
     """Random sizes of g groups: some empty, and a total of at most m (often less)."""

@@ -21,6 +21,9 @@ from hypothesis import strategies as st
 import minijax
 from minijax.public_test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): decompositions with their gradients and batching.
+pytestmark = pytest.mark.slow
+
 RNG = np.random.default_rng(4)
 V3 = np.array([1.0, -2.0, 0.0], np.float32)
 M22 = np.array([[1.0, -2.0], [3.0, 0.5]], np.float32)

@@ -32,6 +32,9 @@ from jaxpr_identity_test import (_SETTINGS, FAMILIES, _family_f, family_programs
                                  programs)
 from jaxpr_identity_test import build as build_program
 
+# Slow (CI runs it, `make test-fast` does not): whole programs linearized under both modules.
+pytestmark = pytest.mark.slow
+
 N_FAMILY_PROGRAMS = 60
 PATHS = {"classic": False, "direct": True}
 FAMILY_NAMES = ["straight-line", *[f for f in FAMILIES if f not in ("nested", "hvp")]]

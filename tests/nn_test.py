@@ -9,6 +9,9 @@ import pytest
 import minijax
 from minijax.test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): check_grads on every activation.
+pytestmark = pytest.mark.slow
+
 RNG = np.random.RandomState(0)
 X = np.asarray(RNG.randn(3, 5) * 3, np.float32)
 # the kinks of relu6 (0 and 6) and large |x|, where naive formulas overflow

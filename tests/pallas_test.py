@@ -28,6 +28,9 @@ from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 from minijax.experimental.pallas import triton as mplgpu
 
+# Slow (CI runs it, `make test-fast` does not): kernels in interpret mode, grid step by step.
+pytestmark = pytest.mark.slow
+
 J = pallas_kernels.build(jax, jpl, jplgpu)
 M = pallas_kernels.build(minijax, mpl, mplgpu)
 RNG = np.random.default_rng(0)

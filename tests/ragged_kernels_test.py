@@ -29,7 +29,8 @@ from minijax.experimental.pallas import tpu as mpltpu
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the grouped matmuls in interpret mode) is computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("ragged_kernels_test")
+# Slow: grouped matmul kernels in interpret mode.
+pytestmark = [pytest.mark.xdist_group("ragged_kernels_test"), pytest.mark.slow]
 
 MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
 KERNELS = {name: ragged_kernels.build(*mods) for name, mods in MODULES.items()}

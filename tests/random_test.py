@@ -16,6 +16,9 @@ from minijax import prng
 from minijax import lax as mlax
 from minijax.public_test_util import check_grads
 
+# Slow (CI runs it, `make test-fast` does not): every sampler's bits against JAX's.
+pytestmark = pytest.mark.slow
+
 SEEDS = [0, 1, 42, -1, 2**31 + 5, 2**40 + 3]
 
 
@@ -170,7 +173,6 @@ def test_sampler_eager(name):
         assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
 
 
-@pytest.mark.slow
 def test_new_samplers_under_jit_and_vmap_keep_their_bits():
     names = ["exponential", "wald"]
     mks = minijax.random.split(minijax.random.key(3), 2)
@@ -183,7 +185,6 @@ def test_new_samplers_under_jit_and_vmap_keep_their_bits():
                           jax.vmap(lambda k, f=fun: f(jax, k))(jks), f"vmap {name}")
 
 
-@pytest.mark.slow
 def test_samplers_typed_keys():
     for name in ["uniform", "normal", "randint", "permutation_int"]:
         assert_bits_equal(SAMPLERS[name](minijax, minijax.random.key(5)),
@@ -210,7 +211,6 @@ GAMMA_SAMPLERS = {
 }
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(GAMMA_SAMPLERS))
 def test_rejection_sampler_eager(name):
     fun = GAMMA_SAMPLERS[name]
@@ -218,7 +218,6 @@ def test_rejection_sampler_eager(name):
         assert_bits_equal(fun(minijax, mk), fun(jax, jk), name)
 
 
-@pytest.mark.slow
 def test_gamma_vmap_over_keys_and_its_primitive():
     # the batching rule of random_gamma: a key and an alpha per example
     f = lambda J: lambda k, a: J.random.gamma(k, a, (2,))
@@ -242,7 +241,6 @@ def _program(J, key):
             J.random.categorical(k3, _logits, 0, (4, 5)), J.random.choice(k4, 4, (3,), p=_p))
 
 
-@pytest.mark.slow
 def test_samplers_jit():
     # one program, one compile per module; typed keys (raw ones are covered eagerly)
     mfun = minijax.jit(lambda k: _program(minijax, k))

@@ -14,6 +14,9 @@ import minijax
 import minijax.scipy.special  # noqa: F401
 import minijax.scipy.stats  # noqa: F401
 
+# Slow (CI runs it, `make test-fast` does not): special functions and their gradients against JAX.
+pytestmark = pytest.mark.slow
+
 RNG = np.random.default_rng(0)
 X = np.linspace(-4, 4, 17).astype(np.float32)
 P = np.array([0, 1e-30, 1e-8, 0.01, 0.1, 0.3, 0.5, 0.8, 0.9, 0.999, 1, 1.5, -0.5], np.float32)

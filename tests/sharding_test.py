@@ -13,7 +13,8 @@ from eight_devices import check_names, child_results
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the 8-device child) is computed once, not once per worker.
-pytestmark = pytest.mark.xdist_group("sharding_test")
+# Slow: all its checks in one 8-device child.
+pytestmark = [pytest.mark.xdist_group("sharding_test"), pytest.mark.slow]
 
 _SCRIPT = os.path.join(os.path.dirname(__file__), "sharding_checks.py")
 CHECKS = check_names(_SCRIPT)
