@@ -12,8 +12,9 @@ import pytest
 
 from tools import accelerator_compare as A
 
-pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
-                                reason="the CPU path; on a TPU, run the script itself")
+pytestmark = [pytest.mark.skipif(jax.devices()[0].platform != "cpu",
+                                 reason="the CPU path; on a TPU, run the script itself"),
+              pytest.mark.slow]  # smoke runs of whole scripts: tens of CPU-seconds
 
 HEADER = {"device_kind", "platform", "jax", "date", "skipped", "seconds"}
 TOPIC_KEYS = {"step_ms", "compile_s", "losses_equal_steps", "steps", "max_rel_diff", "losses",

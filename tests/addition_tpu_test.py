@@ -13,8 +13,9 @@ import pytest
 from compare import addition
 from tools import addition_tpu as T
 
-pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
-                                reason="the CPU path; on a TPU, run the script itself")
+pytestmark = [pytest.mark.skipif(jax.devices()[0].platform != "cpu",
+                                 reason="the CPU path; on a TPU, run the script itself"),
+              pytest.mark.slow]  # smoke runs of whole scripts: tens of CPU-seconds
 
 RUN_KEYS = {"impl", "digits", "seed", "steps_to_99", "test_exact_match", "train_s", "curve",
             "val", "steps", "ms_per_step", "cut", "final_loss"}

@@ -17,6 +17,8 @@ import scaling_tpu as st  # noqa: E402
 
 from compare import scaling_fits as sf  # noqa: E402
 
+pytestmark = pytest.mark.slow  # a smoke sweep and coverage simulations: CPU-minutes
+
 RUN_KEYS = {"budget", "params", "params_all", "seed", "tokens", "val_loss", "curve", "steps",
             "flops_6nd", "train_s"}
 # a law with Chinchilla's exponents (Hoffmann et al. 2022, eq. 10), a smaller floor

@@ -1,11 +1,13 @@
 """Eager operations on the chip: a `jnp` call outside `jit` on arrays in the TPU's memory.
 
-    PYTHONPATH=$PWD:$PYTHONPATH python3 tools/accelerator_eager.py --out chapters/data/eager-tpu.json
+    PYTHONPATH=$PWD:$PYTHONPATH python3 tools/accelerator_eager.py \
+        --out chapters/data/eager-tpu.json
 
 JAX runs every eager operation as a one-primitive executable on the default device. minijax
 runs most eager operations on NumPy when that device is a CPU (it gives XLA's bits there at a
 third of the cost); on an accelerator it compiles each primitive for the device as JAX does
-(`minijax/dispatch.py: _eager_on_device`), so values stay in the device's memory. This script times a few eager operations on device-resident arrays three ways, in one
+(`minijax/dispatch.py: _eager_on_device`), so values stay in the device's
+memory. This script times a few eager operations on device-resident arrays three ways, in one
 process: JAX, minijax as it runs them ("device"), and minijax forced onto its host path
 ("host": each operand copied to the host, NumPy, the result kept on the host), and checks the
 results agree. It writes `{"device_kind", "platform", "jax", "date", "ops": [{"name", "shape",
@@ -74,16 +76,18 @@ def run(out: Path, *, n: int = 4096, dtype: str = "bfloat16", reps: int = 20) ->
         want = np.asarray(op(jax, ja, jb), np.float32)
         got = np.asarray(op(minijax, ma, mb), np.float32)
         row = {"name": name, "shape": [n, n], "dtype": dtype,
-               "jax_ms": _median_ms(lambda: op(jax, ja, jb), reps),
-               "minijax_ms": _median_ms(lambda: op(minijax, ma, mb), reps),
+               "jax_ms": _median_ms(lambda op=op: op(jax, ja, jb), reps),
+               "minijax_ms": _median_ms(lambda op=op: op(minijax, ma, mb), reps),
                "minijax_host_ms": None,
                "max_diff": float(np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want))))}
         if host_too:
             saved = list(dispatch._default_platform)
             dispatch._default_platform[:] = ["cpu"]  # the host path, for comparison
             try:
-                fresh = lambda: op(minijax, ident(a), ident(b))  # noqa: E731 - fresh copies:
-                # the host path caches an operand's host copy, which would hide the transfer
+                # fresh copies: the host path caches an operand's host copy, which would
+                # hide the transfer
+                def fresh(op=op):
+                    return op(minijax, ident(a), ident(b))
                 row["minijax_host_ms"] = _median_ms(fresh, max(3, reps // 4)) - _median_ms(
                     lambda: (ident(a), ident(b))[1], max(3, reps // 4))
             finally:

@@ -185,7 +185,7 @@ class ExecuteReplicated:
     def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
         # A reused buffer now holds an output: the input Array must not be read again. As in
         # JAX, an input whose donation no output could use stays alive.
-        for x, d in zip(args, self.donated[n_consts:]):
+        for x, d in zip(args, (self.donated or ())[n_consts:]):
             if d and type(x) is Array:
                 x.delete()
 
