@@ -115,7 +115,9 @@ class Array:
             if d in bufs:
                 b = bufs[d]
                 aval = core.ShapedArray(b.shape, self.dtype, self.weak_type)
-                out.append(Shard(d, idx, replica, Array(aval, None, b, self._committed)))
+                where = None if d == default_device() and s.memory_kind == "device" else \
+                    SingleDeviceSharding(d, memory_kind=s.memory_kind)  # as JAX's shards say
+                out.append(Shard(d, idx, replica, Array(aval, None, b, self._committed, where)))
         return out
 
     def _device_buffers(self) -> dict:

@@ -257,10 +257,12 @@ def device_put_sharded_tree(x, sharding: Sharding):
         if isinstance(leaf, Array) and leaf._sharding == sharding:
             out.append(leaf)
             continue
-        if not isinstance(leaf, Array):
-            guard_host_to_device(aval, sharding, explicit=True)
-        val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
-        buf = device_put_sharded(np.asarray(val), sharding)
+        buf = copy_buffer(leaf, sharding) if isinstance(leaf, Array) else None
+        if buf is None:  # a host value, or other blocks: cut on the host and placed
+            if not isinstance(leaf, Array):
+                guard_host_to_device(aval, sharding, explicit=True)
+            val = leaf._value() if isinstance(leaf, Array) else core.to_numpy(leaf, aval)
+            buf = device_put_sharded(np.asarray(val), sharding)
         out.append(Array(aval.update(sharding=None), None, buf, True, sharding))  # new type
     return tree_unflatten(tree, out)
 
@@ -350,6 +352,28 @@ def buffer_sharding(sharding):
     mesh = jax.sharding.Mesh(sharding.mesh.devices, sharding.mesh.axis_names)
     return jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(*sharding.spec),
                                       memory_kind=kind)
+
+
+# JAX: jax/_src/array.py _array_shard_arg (same blocks: batched_copy_array_to_devices_with_sharding)
+def copy_buffer(x, sharding):
+    """The value of Array `x`, whose buffer is on its devices, copied buffer to buffer (no trip
+    through a host NumPy array) into the devices and memory kind of `sharding`: how JAX moves an
+    array between memories (device <-> pinned_host) or single devices. None when `sharding`
+    cuts `x` into other blocks than those its buffers hold, or `x` has no buffer."""
+    from jaxlib import _jax
+    buf = x._buf
+    if buf is None or not sharding.is_fully_addressable:
+        return None
+    src = x.sharding.devices_indices_map(x.shape)
+    dst = sharding.devices_indices_map(x.shape)
+    devices = [d for d in sharding._device_assignment if d in sharding.addressable_devices]
+    shards = buf._arrays  # one single-device buffer per device, in the buffer's order
+    if len(shards) != len(devices) or any(src.get(next(iter(b.devices()))) != dst[d]
+                                          for b, d in zip(shards, devices)):
+        return None
+    return _jax.batched_copy_array_to_devices_with_sharding(  # a copy, as minijax's before
+        [buf], [_jax.DeviceList(tuple(devices))], [buffer_sharding(sharding)],
+        [_jax.ArrayCopySemantics.ALWAYS_COPY])[0]
 
 
 # JAX: jax/_src/interpreters/pxla.py _shard_np_array

@@ -112,6 +112,8 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         avals = tuple(map(_eager_aval, args))
     if prim.user_defined:
         return _apply_user_primitive(prim, args, avals, params)
+    if prim is device_put_p:  # its impl gets the Arrays (as JAX's): buffers copied, not fetched
+        return _device_put_impl(*args, **params)
     # operands on an Auto mesh run on the mesh: their avals alone do not say so, the key must
     # (but a sharding constraint's impl lays its result out exactly as asked, as JAX's runs
     # `jit(out_shardings=...)`: its type then follows, where a mesh program would keep it;
@@ -470,7 +472,10 @@ def place(x, device):
             if device is None:
                 return v
             if v._sharding is not None and v._sharding.memory_kind != "device":
-                buf = compiler.device_put(v._value())  # back from host memory: a copy
+                # back from host memory: a copy, buffer to buffer where the blocks allow
+                buf = compiler.copy_buffer(v, SingleDeviceSharding(device))
+                if buf is None:
+                    buf = compiler.device_put(v._value())
                 return Array(v.aval, None, buf, committed=True)
             buf = v.device_buffer()
             arr = Array(v.aval, v._npy, buf, committed=True)

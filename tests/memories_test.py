@@ -161,3 +161,61 @@ def test_offload_policy_rejects_a_name_both_saved_and_offloaded():
             J.checkpoint_policies.save_and_offload_only_these_names(
                 names_which_can_be_saved=["h"], names_which_can_be_offloaded=["h"],
                 offload_src="device", offload_dst="pinned_host")
+
+
+def _placed(J):
+    """`_x()` placed on the first device and on a mesh of two: what `_moves` moves."""
+    mesh = J.make_mesh((2,), ("i",), devices=J.devices()[:2])
+    named = J.sharding.NamedSharding(mesh, J.sharding.PartitionSpec("i"))
+    return J.block_until_ready((J.device_put(_x(), J.devices()[0]), J.device_put(_x(), named)))
+
+
+def _moves(J, x, nx):
+    """Arrays moved between memory kinds: on one device, on a mesh of two, by memory space."""
+    S, d = J.sharding.SingleDeviceSharding, J.devices()[0]
+    out = {}
+    for kind in KINDS[1:]:
+        h = J.device_put(x, S(d, memory_kind=kind))
+        out[kind] = [h, J.device_put(h, S(d))]  # (JAX's device_put(h, d) raises)
+        nh = J.device_put(nx, nx.sharding.with_memory_kind(kind))
+        out[kind] += [nh, J.device_put(nh, nx.sharding)]
+    hs = J.device_put(x, J.memory.Space.Host)
+    out["space"] = [hs, J.device_put(hs, J.memory.Space.Device)]
+    return out
+
+
+def test_memory_kind_moves_copy_buffer_to_buffer_as_jax(monkeypatch):
+    """device <-> host memory copies the device buffer (JAX's
+    batched_copy_array_to_devices_with_sharding), never through a host NumPy array: the
+    host-fetch and host-upload paths raise here. Values, shardings, memory kinds and the
+    committed flag are JAX's."""
+    import minijax.compiler as mc
+    from minijax.array import Array
+
+    want = _moves(jax, *_placed(jax))
+    copies = []
+    real_copy = mc.copy_buffer
+
+    def spy(x, s):
+        copies.append(s.memory_kind)
+        return real_copy(x, s)
+
+    def no_host(*a, **k):
+        raise AssertionError("a memory-kind move went through a host NumPy array")
+    with monkeypatch.context() as m:
+        placed = _placed(minijax)  # placed before the patches
+        m.setattr(mc, "copy_buffer", spy)
+        m.setattr(Array, "_value", no_host)
+        m.setattr(mc, "device_put", no_host)
+        m.setattr(mc, "device_put_sharded", no_host)
+        got = _moves(minijax, *placed)
+    assert len(copies) == 10 and set(copies) == {"device", "pinned_host", "unpinned_host"}
+    for key in want:
+        for a, b in zip(got[key], want[key], strict=True):
+            assert (a.sharding.memory_kind, a.committed) == (b.sharding.memory_kind, b.committed)
+            assert a.sharding.device_set == b.sharding.device_set
+            assert [s.data.sharding.memory_kind for s in a.addressable_shards] == \
+                [s.data.sharding.memory_kind for s in b.addressable_shards]
+            assert a.device_buffer().sharding.memory_kind == b.sharding.memory_kind
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            np.testing.assert_array_equal(np.asarray(a), _x())

@@ -212,8 +212,9 @@ def measure_offload(sizes_mib, *, reps: int) -> dict:
     """`device_put` of f32 arrays of `sizes_mib` MiB from device memory to pinned_host and back,
     median time and GB/s (1e9 bytes/s) per direction, under both modules. Each timed copy moves
     a fresh array computed on the device, so neither module can reuse a host copy it kept
-    (minijax's `device_put` goes through a NumPy array on the host; JAX's copies buffer to
-    buffer)."""
+    (both copy buffer to buffer: minijax's `compiler.copy_buffer`, JAX's
+    `batched_copy_array_to_devices_with_sharding`; minijax's rows in the TPU run of 1421a8b
+    predate that: its copies back to the device went through a NumPy array on the host)."""
     rows = []
     for name, J in _modules():
         S, dev = J.sharding.SingleDeviceSharding, J.devices()[0]
