@@ -122,7 +122,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         prim is not sharding_constraint_p or any(
             isinstance(p, _Unconstrained) for p in params["sharding"].spec)) and \
         _on_auto_mesh(args)
-    on_device = not on_mesh and _eager_on_device(prim, args)
+    on_device = not on_mesh and _default_platform != _CPU and _eager_on_device(prim, args)
     try:
         key = (prim, config.eager_context, avals, on_mesh, on_device, *params.items())
         run = _callables.get(key)
@@ -191,6 +191,7 @@ core.eager_apply = apply_primitive  # EvalTrace.process_primitive hands each pri
 # operation runs on the device, as in JAX, and its result stays there.
 _HOST_PRIMITIVES = frozenset({"device_put", "pure_callback", "io_callback", "debug_callback"})
 _default_platform: list = []  # the default device's platform, asked once
+_CPU = ["cpu"]
 
 
 def _eager_on_device(prim: core.Primitive, args) -> bool:
