@@ -106,3 +106,9 @@ def test_committed_sweep_has_the_chapters_shape():
     if not path.exists():
         pytest.skip("no accelerator sweep committed (chapters/data/27-scaling-laws-tpu.json)")
     check_shape(json.loads(path.read_text()))
+
+
+def test_without_a_tpu_the_sweep_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "sweep.json"
+    assert st.main(["--out", str(out)]) == 0
+    assert not out.exists() and "no accelerator" in capsys.readouterr().out
