@@ -239,6 +239,20 @@ def build_addition_10m(smoke: bool, steps: int, modules):
     return _build_addition("10M", smoke, steps, modules)
 
 
+def ragged_sgd(J):
+    """One SGD step of module `J` (minijax or jax) on `mean((ragged_dot(x, w, gs) - t)**2)`:
+    `(w f32[g,k,n], x f32[m,k], t f32[m,n], gs i32[g]) -> (new w, loss f32[])`; the weight
+    gradient is the ragged-contracting `ragged_dot` (JAX: jax/_src/lax/lax.py
+    _ragged_dot_general_transpose_rhs)."""
+    def loss(w, x, t, gs):
+        return J.numpy.mean((J.lax.ragged_dot(x, w, gs) - t) ** 2)
+
+    def sgd(w, x, t, gs):
+        value, grad = J.value_and_grad(loss)(w, x, t, gs)
+        return w - 0.5 * grad, value
+    return sgd
+
+
 def build_ragged(smoke: bool, steps: int, modules):
     """SGD on a least-squares fit through ragged_dot: x f32[m,k] split into g groups of rows,
     one weight f32[k,n] per group."""
@@ -253,15 +267,8 @@ def build_ragged(smoke: bool, steps: int, modules):
     t = rng.standard_normal((m, n)).astype(np.float32)
     w0 = (rng.standard_normal((g, k, n)) / np.sqrt(k)).astype(np.float32)
 
-    def step(J):
-        def loss(w, x, t, gs):
-            return J.numpy.mean((J.lax.ragged_dot(x, w, gs) - t) ** 2)
-
-        def sgd(w, x, t, gs):
-            value, grad = J.value_and_grad(loss)(w, x, t, gs)
-            return w - 0.5 * grad, value
-        return sgd
-    entries = {name: (J, _functional(J, step(J)), (J.device_put(w0),)) for name, J in modules}
+    entries = {name: (J, _functional(J, ragged_sgd(J)), (J.device_put(w0),))
+               for name, J in modules}
     return entries, [(x, t, gs)], {"data": "random, fixed", "model": f"ragged_dot m {m}, k {k}, "
                                    f"n {n}, {g} groups of sizes {gs.tolist()}: loss and grad"}
 
