@@ -81,9 +81,16 @@ ORDER = ((0, 0), (1, 0), (2, 0), (3, 0), (0, 1), (1, 1), (2, 1), (4, 0), (3, 1))
 BATCH, BLOCK = 128, 128
 SMOKE = dict(sizes=((1, 16), (1, 32), (1, 48)), budgets=(1e9, 3e9),
              windows=((0, 3), (0, 3)), order=((0, 0), (1, 0), (0, 1), (1, 1)), batch=8, block=32,
-             corpus_bytes=400_000, hold=5)
+             corpus_bytes=400_000, hold=5,
+             order2=((0, (1, 0), 0, 8), (1, (0, 1, 2), 0, 8), (1, (2,), 2, 0)))
 PEAK_FLOPS = {"TPU v5 lite": 197e12, "TPU v5e": 197e12}
 N_CURVE, VAL_CURVE, VAL_FINAL = 10, 4, 16
+# The MoE: experts of width 2d, TOP_K of them per token, Switch's balancing loss at this weight.
+EXPERTS, TOP_K, AUX_WEIGHT = 8, 2, 0.01
+# The second sweep (`--continue`): (budget index, rungs, seed, experts) in priority order:
+# the MoE at two budgets, the largest budget's missing sizes, a second seed of 1e15.
+ORDER2 = ((2, (3, 2, 4), 0, EXPERTS), (3, (4, 3, 5), 0, EXPERTS), (4, (6, 4), 0, 0),
+          (3, (4, 3, 5, 2, 6), 1, 0), (4, (3,), 0, 0))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,32 +182,70 @@ def n_head(d: int) -> int:
     return d // 64 if d % 64 == 0 and d >= 128 else max(1, d // 32)
 
 
-def init(key, n_layer: int, d: int, block: int) -> dict:
+def init(key, n_layer: int, d: int, block: int, experts: int = 0) -> dict:
+    """Dense (`experts` 0): a 4d MLP per layer. MoE: `experts` experts of width 2d and a
+    router, `TOP_K` = 2 of them per token, so a token meets as many MLP weights (8d^2) as in
+    the dense model of the same depth and width."""
     import jax
     import jax.numpy as jnp
-    ks = jax.random.split(key, 7)
+    ks = jax.random.split(key, 8)
     s, sr = 0.02, 0.02 / math.sqrt(2 * n_layer)   # GPT-2's scaled residual projections
 
     def nrm(k, shape, std):
         return std * jax.random.normal(k, shape, jnp.float32)
+    L = n_layer
+    mlp = ({"w1": nrm(ks[4], (L, d, 4 * d), s), "w2": nrm(ks[5], (L, 4 * d, d), sr)}
+           if not experts else
+           {"router": nrm(ks[7], (L, d, experts), s),
+            "w1": nrm(ks[4], (L, experts, d, 2 * d), s),
+            "w2": nrm(ks[5], (L, experts, 2 * d, d), sr)})
     return {"wte": nrm(ks[0], (256, d), s), "wpe": nrm(ks[1], (block, d), s),
-            "layers": {"ln1": jnp.ones((n_layer, d)), "ln2": jnp.ones((n_layer, d)),
-                       "wqkv": nrm(ks[2], (n_layer, d, 3 * d), s),
-                       "wo": nrm(ks[3], (n_layer, d, d), sr),
-                       "w1": nrm(ks[4], (n_layer, d, 4 * d), s),
-                       "w2": nrm(ks[5], (n_layer, 4 * d, d), sr)},
+            "layers": {"ln1": jnp.ones((L, d)), "ln2": jnp.ones((L, d)),
+                       "wqkv": nrm(ks[2], (L, d, 3 * d), s),
+                       "wo": nrm(ks[3], (L, d, d), sr), **mlp},
             "lnf": jnp.ones((d,)), "head": nrm(ks[6], (d, 256), s)}
 
 
-def count(n_layer: int, d: int, block: int) -> dict:
-    layer = 2 * d + 3 * d * d + d * d + 8 * d * d
-    params = n_layer * layer + d
+def count(n_layer: int, d: int, block: int, experts: int = 0) -> dict:
+    """Parameter counts; for an MoE `params` and `params_mult` count the active ones (the
+    router and TOP_K experts) and `params_total` every expert."""
+    attn = 2 * d + 3 * d * d + d * d
+    params = n_layer * (attn + 8 * d * d + experts * d) + d
+    total = params + n_layer * (experts - TOP_K) * 4 * d * d if experts else params
     return {"params": params, "params_all": params + 256 * d + block * d + d * 256,
-            "params_mult": params + d * 256}
+            "params_mult": params + d * 256, "params_total": total, "experts": experts}
+
+
+def moe_mlp(a, p):
+    """(f32[B, T, d] outputs, f32[] load-balancing loss) of the top-2 mixture of experts:
+    the token copies sorted by expert, each expert's rows one group of `lax.ragged_dot`
+    (no capacity, no dropped tokens), then put back in order and weighted by the router's
+    renormalised top-2 probabilities. The loss is Switch's E * sum_e f_e P_e."""
+    import jax
+    import jax.numpy as jnp
+    bf = jnp.bfloat16
+    B, T, d = a.shape
+    E = p["router"].shape[-1]
+    x = a.reshape(B * T, d)
+    probs = jax.nn.softmax(x @ p["router"], axis=-1)
+    gate, idx = jax.lax.top_k(probs, TOP_K)
+    gate = gate / gate.sum(-1, keepdims=True)
+    e = idx.reshape(-1)
+    order = jnp.argsort(e)
+    sizes = jnp.bincount(e, length=E).astype(jnp.int32)
+    xs = jnp.repeat(x, TOP_K, axis=0)[order].astype(bf)
+    u = jax.lax.ragged_dot(xs, p["w1"].astype(bf), sizes, preferred_element_type=jnp.float32)
+    y = jax.lax.ragged_dot(jax.nn.gelu(u).astype(bf), p["w2"].astype(bf), sizes,
+                           preferred_element_type=jnp.float32)
+    y = jnp.zeros_like(y).at[order].set(y).reshape(B * T, TOP_K, d)
+    out = jnp.einsum("nkd,nk->nd", y, gate).reshape(B, T, d)
+    frac = sizes.astype(jnp.float32) / e.size
+    return out, E * jnp.sum(frac * probs.mean(0))
 
 
 def forward(params, x):
-    """f32[B, T, 256] logits of u8[B, T] bytes."""
+    """(f32[B, T, 256] logits of u8[B, T] bytes, f32[] the MoE's load-balancing loss summed
+    over layers: 0 for a dense model)."""
     import jax
     import jax.numpy as jnp
     bf = jnp.bfloat16
@@ -226,26 +271,32 @@ def forward(params, x):
         a = jax.nn.softmax(s, axis=-1).astype(bf)
         o = jnp.einsum("bhqk,bkhe->bqhe", a, v, preferred_element_type=jnp.float32)
         h = h + mm(o.reshape(B, T, d), p["wo"])
+        if "router" in p:
+            y, aux = moe_mlp(ln(h, p["ln2"]), p)
+            return h + y, aux
         u = jax.nn.gelu(mm(ln(h, p["ln2"]), p["w1"]))
-        return h + mm(u, p["w2"]), None
+        return h + mm(u, p["w2"]), jnp.zeros((), jnp.float32)
 
     h = params["wte"][x] + params["wpe"][:T]
-    h, _ = jax.lax.scan(layer, h, params["layers"])
-    return mm(ln(h, params["lnf"]), params["head"])
+    h, aux = jax.lax.scan(layer, h, params["layers"])
+    return mm(ln(h, params["lnf"]), params["head"]), aux.sum()
 
 
-def loss_fn(params, xy):
+def loss_fn(params, xy, aux_weight: float = 0.0):
+    """Mean cross-entropy (nats per byte) of the next byte; in training an MoE adds
+    `aux_weight` times its load-balancing loss (the evaluations report cross-entropy only)."""
     import jax
     import jax.numpy as jnp
-    logits = forward(params, xy[:, :-1])
+    logits, aux = forward(params, xy[:, :-1])
     lp = jax.nn.log_softmax(logits, axis=-1)
-    return -jnp.mean(jnp.take_along_axis(lp, xy[:, 1:, None].astype(jnp.int32), -1))
+    ce = -jnp.mean(jnp.take_along_axis(lp, xy[:, 1:, None].astype(jnp.int32), -1))
+    return ce + aux_weight * aux
 
 
 # weight decay on the matrices a token is multiplied by, not on embeddings or layer norms
 DECAY = {"wte": False, "wpe": False, "lnf": False, "head": True,
          "layers": {"ln1": False, "ln2": False, "wqkv": True, "wo": True, "w1": True,
-                    "w2": True}}
+                    "w2": True, "router": True}}
 
 
 def make_step(batch: int, block: int, peak_lr: float):
@@ -266,7 +317,7 @@ def make_step(batch: int, block: int, peak_lr: float):
         k = jax.random.fold_in(key, i)
         start = jax.random.randint(k, (batch,), 0, data.shape[0] - block - 1)
         xy = data[start[:, None] + jnp.arange(block + 1)]
-        loss, g = jax.value_and_grad(loss_fn)(params, xy)
+        loss, g = jax.value_and_grad(loss_fn)(params, xy, AUX_WEIGHT)
         gn = jnp.sqrt(sum(jnp.sum(x * x) for x in jax.tree_util.tree_leaves(g)))
         g = jax.tree_util.tree_map(lambda x: x * jnp.minimum(1.0, 1.0 / (gn + 1e-6)), g)
         t = opt["t"] + 1
@@ -278,7 +329,8 @@ def make_step(batch: int, block: int, peak_lr: float):
         def update(p, m, v, decay):
             return p - lr * (m / c1 / (jnp.sqrt(v / c2) + 1e-8) + (0.1 * p if decay else 0.0))
 
-        params = jax.tree_util.tree_map(update, params, m, v, DECAY)
+        decay = {**DECAY, "layers": {k: DECAY["layers"][k] for k in params["layers"]}}
+        params = jax.tree_util.tree_map(update, params, m, v, decay)
         return params, {"m": m, "v": v, "t": t}, loss
 
     return step
@@ -287,13 +339,16 @@ def make_step(batch: int, block: int, peak_lr: float):
 class Model:
     """One size: its compiled step and evaluation, shared by every budget and seed."""
 
-    def __init__(self, rung: int, n_layer: int, d: int, batch: int, block: int, data, val):
+    def __init__(self, rung: int, n_layer: int, d: int, batch: int, block: int, data, val,
+                 experts: int = 0):
         import jax
         import jax.numpy as jnp
         self.rung, self.n_layer, self.d, self.batch, self.block = rung, n_layer, d, batch, block
-        self.count = count(n_layer, d, block)
+        self.experts = experts
+        self.count = count(n_layer, d, block, experts)
         self.peak_lr = min(3e-3, 0.4 / d)
-        shapes = jax.eval_shape(lambda k: init(k, n_layer, d, block), jax.random.key(0))
+        shapes = jax.eval_shape(lambda k: init(k, n_layer, d, block, experts),
+                                jax.random.key(0))
         opt = {"m": shapes, "v": shapes, "t": jax.ShapeDtypeStruct((), jnp.float32)}
         i32 = jax.ShapeDtypeStruct((), jnp.int32)
         t0 = time.perf_counter()
@@ -301,7 +356,7 @@ class Model:
                             donate_argnums=(0, 1)).lower(
             shapes, opt, data, jax.eval_shape(lambda: jax.random.key(0)), i32, i32).compile()
         self.eval = jax.jit(loss_fn).lower(shapes, val[0]).compile()
-        self.init = jax.jit(lambda k: init(k, n_layer, d, block)).lower(
+        self.init = jax.jit(lambda k: init(k, n_layer, d, block, experts)).lower(
             jax.eval_shape(lambda: jax.random.key(0))).compile()
         self.compile_s = time.perf_counter() - t0
         self.step_s = None
@@ -349,9 +404,25 @@ def plan(sizes, budgets, windows, order, batch, block) -> list[dict]:
         lo, hi = windows[i]
         mid = (lo + hi - 1) / 2
         for r in sorted(range(lo, hi), key=lambda r: abs(r - mid)):
-            c = count(*sizes[r], block)
-            runs.append({"budget": budgets[i], "rung": r, "seed": seed,
-                         "steps": steps_for(budgets[i], c["params_mult"], batch, block)})
+            runs.append(spec_for(sizes, budgets[i], r, seed, 0, batch, block))
+    return runs
+
+
+def spec_for(sizes, budget: float, rung: int, seed: int, experts: int, batch: int,
+             block: int) -> dict:
+    c = count(*sizes[rung], block, experts)
+    return {"budget": budget, "rung": rung, "seed": seed, "experts": experts,
+            "steps": steps_for(budget, c["params_mult"], batch, block)}
+
+
+def plan2(sizes, budgets, order2, batch, block, done) -> list[dict]:
+    """The second sweep's runs (`ORDER2`), less those in `done` (the first sweep's file)."""
+    have = {(r["budget"], r["rung"], r["seed"], r.get("experts", 0)) for r in done}
+    runs = []
+    for i, rungs, seed, experts in order2:
+        for r in rungs:
+            if (budgets[i], r, seed, experts) not in have:
+                runs.append(spec_for(sizes, budgets[i], r, seed, experts, batch, block))
     return runs
 
 
@@ -397,125 +468,140 @@ def save(doc: dict, out: Path) -> None:
 
 
 def sweep(args) -> dict:
+    """The first sweep (dense, `ORDER`), or with `args.resume` the second (`ORDER2`: the
+    MoE and what the first left out), appended to the first's file."""
     import jax
     import jax.numpy as jnp
     t_start = time.perf_counter()
     deadline = t_start + args.budget_s
     cfg = dict(sizes=SIZES, budgets=BUDGETS, windows=WINDOWS, order=ORDER, batch=BATCH,
-               block=BLOCK, corpus_bytes=None, hold=50)
+               block=BLOCK, corpus_bytes=None, hold=50, order2=ORDER2)
     if args.smoke:
         cfg = dict(SMOKE)
+    prior = json.loads(Path(args.resume).read_text()) if args.resume else None
     tr, va, desc = corpus(cfg["corpus_bytes"], cfg["hold"])
+    if prior and prior["corpus"]["sha256"] != desc["sha256"]:
+        raise SystemExit(f"the text differs from the first sweep's ({desc['sha256']} vs "
+                         f"{prior['corpus']['sha256']}): its runs cannot be continued here")
     # the n-gram counts take a minute of one core: a forked process does them while the
     # chip trains (forked before JAX starts its runtime; the arrays are shared, not copied)
     ctx = multiprocessing.get_context("fork")
     counts = ctx.Queue()
-    child = ctx.Process(target=_baselines_child, args=(counts, tr, va), daemon=True)
-    child.start()
+    child = None
+    if not (prior and prior["baselines"]):
+        child = ctx.Process(target=_baselines_child, args=(counts, tr, va), daemon=True)
+        child.start()
     print(f"corpus: {desc['train_bytes']:,} + {desc['val_bytes']:,} bytes in "
-          f"{time.perf_counter() - t_start:.1f} s; n-gram baselines counting in the background")
+          f"{time.perf_counter() - t_start:.1f} s" +
+          ("; n-gram baselines counting in the background" if child else ""))
     dev = jax.devices()[0]
     B, T = cfg["batch"], cfg["block"]
     # fixed validation batches: windows evenly spaced through the held-out text
     starts = np.linspace(0, va.size - T - 2, VAL_FINAL * B).astype(np.int64)
     val_np = va[starts[:, None] + np.arange(T + 1)].reshape(VAL_FINAL, B, T + 1)
     data, val = jnp.asarray(tr), jnp.asarray(val_np)
-    runs_plan = plan(cfg["sizes"], cfg["budgets"], cfg["windows"], cfg["order"], B, T)
     peak = PEAK_FLOPS.get(dev.device_kind)
-    doc = {"device_kind": dev.device_kind, "platform": dev.platform, "jax": jax.__version__,
-           "date": datetime.date.today().isoformat(), "corpus": desc,
-           "settings": {"batch": B, "block": T, "budgets": list(cfg["budgets"]),
-                        "windows": [list(w) for w in cfg["windows"]],
-                        "order": [list(o) for o in cfg["order"]], "budget_s": args.budget_s,
-                        "peak_flops": peak, "smoke": bool(args.smoke),
-                        "curve_batches": VAL_CURVE, "val_batches": VAL_FINAL},
-           "sizes": [], "runs": [], "skipped": [], "baselines": {}, "fits": {},
-           "coverage": None,
-           "moe": [], "moe_note": "no MoE runs: the dense sweep takes the whole time budget"}
-    for r in runs_plan:
-        tokens = r["steps"] * B * T
-        r["epochs"] = tokens / tr.size
-    desc["max_epochs"] = max(r["epochs"] for r in runs_plan)
-    rungs = sorted({r["rung"] for r in runs_plan})
+    if prior:
+        doc = prior
+        runs_plan = plan2(cfg["sizes"], cfg["budgets"], cfg["order2"], B, T,
+                          doc["runs"] + doc["moe"])
+        doc.pop("moe_note", None)
+        doc["settings"].update(order2=[[i, list(r), s, e] for i, r, s, e in cfg["order2"]],
+                               budget2_s=args.budget_s, experts=EXPERTS, top_k=TOP_K,
+                               aux_weight=AUX_WEIGHT, date2=datetime.date.today().isoformat())
+    else:
+        runs_plan = plan(cfg["sizes"], cfg["budgets"], cfg["windows"], cfg["order"], B, T)
+        doc = {"device_kind": dev.device_kind, "platform": dev.platform,
+               "jax": jax.__version__, "date": datetime.date.today().isoformat(),
+               "corpus": desc,
+               "settings": {"batch": B, "block": T, "budgets": list(cfg["budgets"]),
+                            "windows": [list(w) for w in cfg["windows"]],
+                            "order": [list(o) for o in cfg["order"]],
+                            "budget_s": args.budget_s, "peak_flops": peak,
+                            "smoke": bool(args.smoke), "curve_batches": VAL_CURVE,
+                            "val_batches": VAL_FINAL},
+               "sizes": [], "runs": [], "skipped": [], "baselines": {}, "fits": {},
+               "coverage": None, "moe": [], "errors": []}
+        for r in runs_plan:
+            r["epochs"] = r["steps"] * B * T / tr.size
+        desc["max_epochs"] = max(r["epochs"] for r in runs_plan)
+    kinds = sorted({(r["rung"], r["experts"]) for r in runs_plan})
     t0 = time.perf_counter()
-    doc["errors"] = []
 
-    def build(r):
+    def build(key):
+        r, e = key
         try:
-            return Model(r, *cfg["sizes"][r], B, T, data, val)
-        except Exception as e:  # one size that does not compile must not end the sweep
-            doc["errors"].append({"rung": r, "compile": repr(e)[:500]})
+            return Model(r, *cfg["sizes"][r], B, T, data, val, experts=e)
+        except Exception as exc:  # one size that does not compile must not end the sweep
+            doc["errors"].append({"rung": r, "experts": e, "compile": repr(exc)[:500]})
             return None
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as ex:
-        models = dict(zip(rungs, ex.map(build, rungs)))
+        models = dict(zip(kinds, ex.map(build, kinds)))
     compile_wall = time.perf_counter() - t0
-    print(f"compiled {len(rungs)} sizes in {compile_wall:.1f} s; errors: {doc['errors']}")
-    for r in rungs:
-        m = models[r]
+    print(f"compiled {len(kinds)} models in {compile_wall:.1f} s; errors: {doc['errors']}")
+    for key in kinds:
+        m = models[key]
         if m is None:
             continue
         try:
             m.time_steps(data)
-        except Exception as e:
-            doc["errors"].append({"rung": r, "timing": repr(e)[:500]})
-            models[r] = None
+        except Exception as exc:
+            doc["errors"].append({"rung": key[0], "experts": key[1], "timing": repr(exc)[:500]})
+            models[key] = None
             continue
         fl = 6 * m.count["params_mult"] * B * T
-        doc["sizes"].append({"rung": r, "n_layer": m.n_layer, "d_model": m.d, **m.count,
+        doc["sizes"].append({"rung": key[0], "n_layer": m.n_layer, "d_model": m.d, **m.count,
                              "compile_s": m.compile_s, "step_s": m.step_s,
                              "mfu_6nd": fl / m.step_s / peak if peak else None})
-        print(f"rung {r}: L={m.n_layer} d={m.d} N={m.count['params']:,} "
-              f"step {1e3 * m.step_s:.2f} ms" + (f", MFU(6ND) {fl / m.step_s / peak:.1%}"
-                                                 if peak else ""))
-    doc["settings"]["compile_wall_s"] = compile_wall
-    runs_plan = [r for r in runs_plan if models[r["rung"]] is not None]
-    predicted = sum(r["steps"] * models[r["rung"]].step_s for r in runs_plan)
-    for b in cfg["budgets"]:
-        mine = [r for r in runs_plan if r["budget"] == b]
-        print(f"  C={b:.0e}: {len(mine)} runs, predicted "
-              f"{sum(r['steps'] * models[r['rung']].step_s for r in mine):.0f} s")
+        print(f"rung {key[0]}{' MoE' if key[1] else ''}: L={m.n_layer} d={m.d} "
+              f"N={m.count['params']:,} step {1e3 * m.step_s:.2f} ms" +
+              (f", MFU(6ND) {fl / m.step_s / peak:.1%}" if peak else ""))
+    doc["settings"]["compile_wall" + ("2" if prior else "") + "_s"] = compile_wall
+    runs_plan = [r for r in runs_plan if models[(r["rung"], r["experts"])] is not None]
+    predicted = sum(r["steps"] * models[(r["rung"], r["experts"])].step_s for r in runs_plan)
     print(f"{len(runs_plan)} runs planned, predicted {predicted:.0f} s of training; "
-          f"setup took {time.perf_counter() - t_start:.0f} s; max epochs "
-          f"{desc['max_epochs']:.2f}")
+          f"setup took {time.perf_counter() - t_start:.0f} s")
     for spec in runs_plan:
-        m = models[spec["rung"]]
+        m = models[(spec["rung"], spec["experts"])]
         left = deadline - time.perf_counter()
         # the evaluations cost about 20 steps (forward passes over 56 batches)
         need = 1.1 * (spec["steps"] + 20) * m.step_s + 1.0
-        tag = f"C={spec['budget']:.0e} N={m.count['params']:,} seed {spec['seed']}"
+        tag = (f"C={spec['budget']:.0e} N={m.count['params']:,}"
+               f"{' MoE' if spec['experts'] else ''} seed {spec['seed']}")
         if need > left:
             doc["skipped"].append({**spec, "predicted_s": need, "left_s": left})
             print(f"skip {tag}: needs {need:.0f} s, {left:.0f} s left")
             continue
         try:
             run = train(m, data, val, spec, deadline)
-        except Exception as e:  # e.g. out of memory: record it, go on with the rest
-            doc["errors"].append({**spec, "run": repr(e)[:500]})
-            print(f"failed {tag}: {e!r}"[:300])
+        except Exception as exc:  # e.g. out of memory: record it, go on with the rest
+            doc["errors"].append({**spec, "run": repr(exc)[:500]})
+            print(f"failed {tag}: {exc!r}"[:300])
             continue
         if run is None:
             doc["skipped"].append({**spec, "predicted_s": need, "left_s": left,
                                    "stopped": True})
             print(f"stopped {tag} at the deadline")
             continue
-        if not doc["baselines"]:
+        if child is not None and not doc["baselines"]:
             try:
                 doc["baselines"] = counts.get_nowait()
             except queue.Empty:
                 pass
         run["mfu"] = run["flops_6nd"] / run["train_s"] / peak if peak else None
         run["epochs"] = run["tokens"] / tr.size
-        doc["runs"].append(run)
-        doc["settings"]["wall_s"] = time.perf_counter() - t_start
+        doc["moe" if spec["experts"] else "runs"].append(run)
+        doc["settings"]["wall" + ("2" if prior else "") + "_s"] = time.perf_counter() - t_start
         save(doc, Path(args.out))
         print(f"{tag}: {spec['steps']} steps, val {run['val_loss']:.4f} in "
               f"{run['train_s']:.1f} s" + (f" (MFU {run['mfu']:.1%})" if peak else ""))
-    if not doc["baselines"]:
-        try:
-            doc["baselines"] = counts.get(timeout=120)
-        except queue.Empty:
-            doc["baselines_note"] = "the n-gram counts did not finish in time"
-    child.join(timeout=5)
+    if child is not None:
+        if not doc["baselines"]:
+            try:
+                doc["baselines"] = counts.get(timeout=120)
+            except queue.Empty:
+                doc["baselines_note"] = "the n-gram counts did not finish in time"
+        child.join(timeout=5)
     print("baselines: " + ", ".join(f"{k} {v['loss']:.3f}" for k, v in doc["baselines"].items()))
     return doc
 
@@ -537,6 +623,8 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true", help="tiny models on a slice of the text")
     p.add_argument("--fit", action="store_true", help="fit at the end (else use --refit)")
     p.add_argument("--refit", metavar="JSON", help="refit the runs of a saved sweep, in place")
+    p.add_argument("--resume", metavar="JSON",
+                   help="the second sweep (ORDER2: MoE, the rest), added to the first's file")
     p.add_argument("--n-boot", type=int, default=1000)
     p.add_argument("--n-sim", type=int, default=300)
     args = p.parse_args(argv)
