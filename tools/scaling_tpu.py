@@ -90,7 +90,7 @@ EXPERTS, TOP_K, AUX_WEIGHT = 8, 2, 0.01
 # The second sweep (`--continue`): (budget index, rungs, seed, experts) in priority order:
 # the MoE at two budgets, the largest budget's missing sizes, a second seed of 1e15.
 ORDER2 = ((2, (3, 2, 4), 0, EXPERTS), (3, (4, 3, 5), 0, EXPERTS), (4, (6, 4), 0, 0),
-          (3, (4, 3, 5, 2, 6), 1, 0), (4, (3,), 0, 0))
+          (3, (4, 3, 5, 2), 1, 0), (4, (3,), 0, 0))
 
 
 # ---------------------------------------------------------------------------------------------
