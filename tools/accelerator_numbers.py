@@ -338,10 +338,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args(argv)
     import jax
-    dev = jax.devices()[0]
-    if dev.platform != "gpu":
-        print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
-              f"nothing measured, {args.out} not written")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing measured, {args.out} not written", platform="gpu"):
         return 0
     run(args.out, seqs=[int(s) for s in args.seqs.split(",")],
         dims=[int(d) for d in args.dims.split(",")], reps=args.reps, tokens=16384, hidden=2048,

@@ -789,11 +789,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tilings-from", type=Path, default=None,
                         help="an earlier run's JSON: its chosen tilings for families not run now")
     args = parser.parse_args(argv)
-    import jax
-    dev = jax.devices()[0]
-    if dev.platform != "tpu" and not args.smoke:
-        print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
-              f"nothing measured, {args.out} not written")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing measured, {args.out} not written", allow=args.smoke):
         return 0
     only = tuple(s for s in args.only.split(",") if s)
     run(args.out, quick=args.quick, smoke=args.smoke, reps=args.reps, only=only,
