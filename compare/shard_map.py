@@ -27,13 +27,13 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from compare._jax201 import catch, count_collectives, fmt_counts, table
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms, plot
 
 import minijax
 from minijax import core as mcore
 
 AX = "i"
-MODULES = (jax, minijax)
 
 
 def typeof(J, x) -> str:
@@ -201,7 +201,7 @@ def run(quick: bool = False) -> TopicResult:
     res.devices = jax.device_count()
     n = jax.device_count()
     meshes = {J: J.make_mesh((n,), (AX,), axis_types=(J.sharding.AxisType.Auto,))
-              for J in MODULES}
+              for _, J in MODULES}
     mesh = meshes[jax]
     mesh_e = jax.make_mesh((n,), (AX,))
 
@@ -367,15 +367,15 @@ def run(quick: bool = False) -> TopicResult:
     vec = rng.standard_normal((n, n * (4 if quick else 4096))).astype(np.float32)
     total = vec.astype(np.float64).sum(0)
     ring = {J: smap(J, lambda v, J=J: ring_allreduce(J, v[0])[None], J.P(AX), J.P(AX))
-            for J in MODULES}
-    builtin = {J: smap(J, lambda v, J=J: J.lax.psum(v, AX), J.P(AX), J.P()) for J in MODULES}
-    for J in MODULES:
+            for _, J in MODULES}
+    builtin = {J: smap(J, lambda v, J=J: J.lax.psum(v, AX), J.P(AX), J.P()) for _, J in MODULES}
+    for _, J in MODULES:
         res.check(f"ring all-reduce ({J.__name__}): every device holds the sum",
                   np.asarray(ring[J](vec)), np.broadcast_to(total, vec.shape),
                   rtol=1e-5, atol=1e-4, dtype=np.float32)  # total: a float64 NumPy sum
         res.check(f"psum ({J.__name__}) agrees", np.asarray(builtin[J](vec)), total[None],
                   rtol=1e-5, atol=1e-4, dtype=np.float32)
-    rc = {J: count_collectives(ring[J].lower(vec).compile().as_text()) for J in MODULES}
+    rc = {J: count_collectives(ring[J].lower(vec).compile().as_text()) for _, J in MODULES}
     res.check_true("ring all-reduce: minijax compiles JAX's collectives", rc[jax] == rc[minijax])
     res.sections.append(
         "### An all-reduce made of ppermutes\n\n"
@@ -392,10 +392,10 @@ def run(quick: bool = False) -> TopicResult:
 
     # ---------------------------------------------------------------- check_vma
     lying = lambda a: a * 2.0
-    errors = {J: catch(lambda J=J: smap(J, lying, J.P(AX), J.P())(x)) for J in MODULES}
+    errors = {J: catch(lambda J=J: smap(J, lying, J.P(AX), J.P())(x)) for _, J in MODULES}
     res.check_true("check_vma: non-replicated output declared P() raises, in both",
                    all(kind == "ValueError" for kind, _ in errors.values()))
-    for J in MODULES:
+    for _, J in MODULES:
         unchecked = smap(J, lying, J.P(AX), J.P(), check_vma=False)(x)
         res.check(f"check_vma=False returns device 0's block only ({J.__name__})",
                   np.asarray(unchecked), blocks[0] * 2.0)
@@ -423,10 +423,10 @@ def run(quick: bool = False) -> TopicResult:
         return J.shard_map(body, mesh=meshes[J], in_specs=(J.P(), J.P(AX)), out_specs=J.P())
 
     g_ref = jax.grad(lambda w, x: jax.numpy.sum(jax.numpy.tanh(x @ w) ** 2))(w, x)
-    for J in MODULES:
+    for _, J in MODULES:
         res.check(f"grad through shard_map equals the one-device gradient ({J.__name__})",
                   np.asarray(J.jit(J.grad(loss_sm(J)))(w, x)), g_ref, rtol=1e-4, atol=1e-5)
-    jaxprs = {J: str(J.make_jaxpr(J.grad(loss_sm(J)))(w, x)) for J in MODULES}
+    jaxprs = {J: str(J.make_jaxpr(J.grad(loss_sm(J)))(w, x)) for _, J in MODULES}
     pairs = {J: (t.count("pvary["), t.count("psum_invariant[")) for J, t in jaxprs.items()}
     res.check_true("grad jaxpr pairs pvary (forward) with a psum (backward), in both",
                    all(nv >= 1 and ns >= 2 for nv, ns in pairs.values()))
@@ -458,7 +458,7 @@ def run(quick: bool = False) -> TopicResult:
     mlp_rows, ratios, coll = [], {}, {}  # coll: strategy -> (JAX counts, minijax counts)
     for name, (build, specs) in STRATEGIES.items():
         losses, timing, counts = {}, {}, {}
-        for J in MODULES:
+        for _, J in MODULES:
             step = sgd_step(J, build(J, meshes[J], bsz))
             put = [J.device_put(v, J.sharding.NamedSharding(meshes[J], J.P(*s)))
                    for v, s in zip((*params, xs, ys), specs)]
@@ -470,7 +470,7 @@ def run(quick: bool = False) -> TopicResult:
             losses[J] = ls
             counts[J] = count_collectives(step.lower(p, xa, ya).compile().as_text())
             timing[J] = (step, p, xa, ya)
-        for J in MODULES:
+        for _, J in MODULES:
             res.check(f"{name}: {J.__name__} losses equal the unsharded run", losses[J],
                       ref_losses, rtol=1e-4, atol=1e-6)
         res.check_true(f"{name}: minijax compiles JAX's collectives",
@@ -519,7 +519,7 @@ def run(quick: bool = False) -> TopicResult:
               blocks.sum(0), rtol=1e-5, atol=1e-5)
     rows.append(["Explicit", "committed P('i') array, in_specs omitted", "ok (inferred P('i'))"])
     raised = {}
-    for J in MODULES:
+    for _, J in MODULES:
         mesh_j = J.make_mesh((n,), (AX,))  # Explicit axes: make_mesh's default
         raised[J] = catch(lambda J=J, m=mesh_j: J.shard_map(
             lambda t: t, mesh=m, in_specs=J.P(AX), out_specs=J.P(AX))(J.numpy.asarray(x)))
