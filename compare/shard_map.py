@@ -21,6 +21,9 @@ shows:
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import jax
 import numpy as np
 from jax.sharding import NamedSharding
@@ -194,35 +197,60 @@ def _draw_collectives(fig, coll: dict) -> None:
     ax.legend(fontsize=7)
 
 
-def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("shard_map: per-device programs and collectives (minijax and JAX)",
-                      runs="jax")  # the checks not naming minijax run JAX alone
-    res.chapter = "chapters/13-shard-map.md"
-    res.devices = jax.device_count()
-    n = jax.device_count()
-    meshes = {J: J.make_mesh((n,), (AX,), axis_types=(J.sharding.AxisType.Auto,))
-              for _, J in MODULES}
-    mesh = meshes[jax]
-    mesh_e = jax.make_mesh((n,), (AX,))
+@dataclasses.dataclass
+class _Setup:
+    """What the parts of the topic share: the result they record into, the device count, the
+    one-axis meshes (Auto, per module; JAX's Explicit one), the random stream (each part draws
+    from it in turn, in the order of `PARTS`) and the input x."""
+    res: TopicResult
+    quick: bool
+    n: int
+    meshes: dict
+    mesh_e: Any
+    rng: np.random.Generator
+    cols: int
+    x: np.ndarray
 
-    def smap(J, f, i, o, **kw):
-        return J.jit(J.shard_map(f, mesh=meshes[J], in_specs=i, out_specs=o, **kw))
+    @classmethod
+    def make(cls, quick: bool) -> "_Setup":
+        res = TopicResult("shard_map: per-device programs and collectives (minijax and JAX)",
+                          runs="jax")  # the checks not naming minijax run JAX alone
+        res.chapter = "chapters/13-shard-map.md"
+        res.devices = n = jax.device_count()
+        meshes = {J: J.make_mesh((n,), (AX,), axis_types=(J.sharding.AxisType.Auto,))
+                  for _, J in MODULES}
+        rng = np.random.default_rng(0)
+        cols = 8 if quick else 64
+        x = rng.standard_normal((n * 2, cols)).astype(np.float32)
+        return cls(res, quick, n, meshes, jax.make_mesh((n,), (AX,)), rng, cols, x)
 
-    def both(name, program, want=None, **tol):
+    @property
+    def mesh(self):
+        """JAX's Auto mesh."""
+        return self.meshes[jax]
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """x as the devices hold it under P('i'): (device, rows, cols)."""
+        return self.x.reshape(self.n, 2, self.cols)
+
+    def smap(self, J, f, i, o, **kw):
+        """`jit(shard_map(f))` of module J on its Auto mesh."""
+        return J.jit(J.shard_map(f, mesh=self.meshes[J], in_specs=i, out_specs=o, **kw))
+
+    def both(self, name, program, want=None, **tol):
         """Run `program(J)` in both modules; check minijax against JAX (and `want`)."""
         j, m = program(jax), program(minijax)
-        res.check(f"{name}: minijax equals JAX", np.asarray(m) if not isinstance(m, tuple)
-                  else m, j, **tol)
+        self.res.check(f"{name}: minijax equals JAX", np.asarray(m) if not isinstance(m, tuple)
+                       else m, j, **tol)
         if want is not None:
-            res.check(f"{name}: JAX equals NumPy", j, want, **tol)
+            self.res.check(f"{name}: JAX equals NumPy", j, want, **tol)
         return j, m
 
-    rng = np.random.default_rng(0)
-    cols = 8 if quick else 64
-    x = rng.standard_normal((n * 2, cols)).astype(np.float32)
-    blocks = x.reshape(n, 2, cols)
 
-    # ---------------------------------------------------------------- the per-device view
+def _the_per_device_view(c: _Setup) -> None:
+    """The part of the topic on the per-device view."""
+    res, n, smap, both, x, blocks = c.res, c.n, c.smap, c.both, c.x, c.blocks
     seen = {}
 
     def peek_program(J):
@@ -253,7 +281,11 @@ def run(quick: bool = False) -> TopicResult:
         "`check_vma` uses further down."
     )
 
-    # ---------------------------------------------------------------- collectives
+
+def _collectives(c: _Setup) -> None:
+    """The part of the topic on collectives."""
+    (res, n, smap, both, rng, cols, x, blocks) = (
+        c.res, c.n, c.smap, c.both, c.rng, c.cols, c.x, c.blocks)
     sq = rng.standard_normal((n, n)).astype(np.float32)
     shift = [(k, (k + 1) % n) for k in range(n)]
     tiled_x = np.tile(x, (n, 1))
@@ -306,7 +338,10 @@ def run(quick: bool = False) -> TopicResult:
         "`jit`."
     )
 
-    # ---------------------------------------------------------------- collective matmuls
+
+def _collective_matmuls(c: _Setup) -> None:
+    """The part of the topic on collective matmuls."""
+    res, quick, smap, rng = c.res, c.quick, c.smap, c.rng
     m = k = nn = 64 if quick else 512
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, nn)).astype(np.float32)
@@ -363,7 +398,10 @@ def run(quick: bool = False) -> TopicResult:
         "step)."
     )
 
-    # ---------------------------------------------------------------- ring all-reduce
+
+def _ring_all_reduce(c: _Setup) -> None:
+    """The part of the topic on ring all-reduce."""
+    res, quick, n, smap, rng = c.res, c.quick, c.n, c.smap, c.rng
     vec = rng.standard_normal((n, n * (4 if quick else 4096))).astype(np.float32)
     total = vec.astype(np.float64).sum(0)
     ring = {J: smap(J, lambda v, J=J: ring_allreduce(J, v[0])[None], J.P(AX), J.P(AX))
@@ -390,7 +428,10 @@ def run(quick: bool = False) -> TopicResult:
         "typed as varying; the check confirms every copy equals the sum."
     )
 
-    # ---------------------------------------------------------------- check_vma
+
+def _check_vma(c: _Setup) -> None:
+    """The part of the topic on check_vma."""
+    res, smap, x, blocks = c.res, c.smap, c.x, c.blocks
     lying = lambda a: a * 2.0
     errors = {J: catch(lambda J=J: smap(J, lying, J.P(AX), J.P())(x)) for _, J in MODULES}
     res.check_true("check_vma: non-replicated output declared P() raises, in both",
@@ -414,7 +455,10 @@ def run(quick: bool = False) -> TopicResult:
         "`psum` first makes the output genuinely replicated and the check passes."
     )
 
-    # ---------------------------------------------------------------- grad through shard_map
+
+def _grad_through_shard_map(c: _Setup) -> None:
+    """The part of the topic on grad through shard_map."""
+    res, meshes, rng, cols, x = c.res, c.meshes, c.rng, c.cols, c.x
     w = (rng.standard_normal((cols, 3)) / np.sqrt(cols)).astype(np.float32)
 
     def loss_sm(J):
@@ -443,7 +487,10 @@ def run(quick: bool = False) -> TopicResult:
         + code(jaxprs[minijax])
     )
 
-    # ---------------------------------------------------------------- three parallel MLPs
+
+def _three_parallel_mlps(c: _Setup) -> None:
+    """The part of the topic on three parallel MLPs."""
+    res, quick, meshes, rng = c.res, c.quick, c.meshes, c.rng
     bsz, d_in, hid, d_out = (16, 16, 32, 8) if quick else (256, 512, 1024, 256)
     xs = rng.standard_normal((bsz, d_in)).astype(np.float32)
     ys = rng.standard_normal((bsz, d_out)).astype(np.float32)
@@ -511,7 +558,11 @@ def run(quick: bool = False) -> TopicResult:
         "noisy."
     )
 
-    # ---------------------------------------------------------------- Explicit vs Auto
+
+def _explicit_vs_auto(c: _Setup) -> None:
+    """The part of the topic on Explicit vs Auto."""
+    (res, n, meshes, mesh, mesh_e, smap, x, blocks) = (
+        c.res, c.n, c.meshes, c.mesh, c.mesh_e, c.smap, c.x, c.blocks)
     rows = []
     xe = jax.device_put(x, NamedSharding(mesh_e, P(AX)))
     inferred = jax.shard_map(lambda t: jax.lax.psum(t, AX), mesh=mesh_e, out_specs=P())(xe)
@@ -555,4 +606,15 @@ def run(quick: bool = False) -> TopicResult:
         "on an Explicit mesh minijax's types carry the layout as JAX's do, and the type "
         "error is the same, word for word."
     )
-    return res
+
+
+PARTS = (_the_per_device_view, _collectives, _collective_matmuls, _ring_all_reduce,
+         _check_vma, _grad_through_shard_map, _three_parallel_mlps, _explicit_vs_auto)
+
+
+def run(quick: bool = False) -> TopicResult:
+    """The parts in order, each recording its checks, timings and section into one result."""
+    setup = _Setup.make(quick)
+    for part in PARTS:
+        part(setup)
+    return setup.res
