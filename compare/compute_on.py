@@ -330,7 +330,7 @@ _CHILD = textwrap.dedent("""
     import jax
     from jaxlib import xla_client
     out = {}
-    for name, J in MODULES[::-1 if first == "minijax" else 1]:
+    for name, J in (("minijax", minijax), ("jax", jax))[::1 if first == "minijax" else -1]:
         d = J.devices()[0]
         out[name] = dict(platform=d.platform, stats=d.memory_stats(),
                          value=float(J.jit(lambda t: (t @ t).sum())(np.ones((256, 256),

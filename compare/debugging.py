@@ -24,6 +24,7 @@ import jax
 import jax.experimental.checkify
 import numpy as np
 
+import minijax.experimental.checkify  # noqa: F401 (J.experimental.checkify)
 from compare._jax201 import captured_stdout, catch, table
 from compare._modules import MODULES
 from compare._report import TopicResult, code

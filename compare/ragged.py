@@ -1,5 +1,5 @@
 """ragged: `lax.ragged_dot` in minijax against JAX, the grouped-matmul Pallas kernels of
-compare/ragged_kernels.py under both Pallas implementations, and the cost model of the fused
+compare/_ragged_kernels.py under both Pallas implementations, and the cost model of the fused
 expert MLP (chapter 28).
 
 - **ragged_dot**: random group sizes (empty groups, totals below M) over several shapes and
@@ -27,7 +27,7 @@ from jax.experimental import pallas as jpl
 from jax.experimental.pallas import tpu as jpltpu
 
 import minijax
-from compare import ragged_kernels
+from compare import _ragged_kernels
 from compare._modules import MODULES
 from compare._report import TopicResult, compare_trees, interleaved_ms, plot
 from minijax.experimental import pallas as mpl
@@ -136,8 +136,8 @@ def roofline_rows(quick: bool) -> list[dict]:
     for m in ((1024,) if quick else (1024, 16384)):
         for d in ((512,) if quick else (128, 512, 2048)):
             for ratio in (1, 2, 4, 8):
-                c = ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
-                t_f, t_u = (ragged_kernels.roofline_time(
+                c = _ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
+                t_f, t_u = (_ragged_kernels.roofline_time(
                     c, ACCELERATOR["peak_flops"], ACCELERATOR["hbm_bytes_per_s"], fused)
                     for fused in (True, False))
                 rows.append({**c, "intensity_fused": c["flops"] / c["bytes_fused"],
@@ -207,7 +207,7 @@ def _draw_roofline(fig, rows) -> None:
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("ragged_dot and grouped-matmul Pallas kernels (gmm, fused expert MLP)")
     res.chapter = "chapters/28-ragged-dot-gmm.md"
-    kernels = {name: ragged_kernels.build(J, *PALLAS[name]) for name, J in MODULES}
+    kernels = {name: _ragged_kernels.build(J, *PALLAS[name]) for name, J in MODULES}
     rd = ragged_dot_cases(res, 6 if quick else 40)
     gmm = gmm_checks(res, kernels, *((24, 8, 8) if quick else (64, 32, 16)))
     mlp = fused_mlp_checks(res, kernels, *((24, 8, 16) if quick else (64, 16, 64)))
