@@ -11,7 +11,6 @@ client reads).
 import argparse
 import importlib
 import os
-import re
 import sys
 import time
 import traceback
@@ -38,19 +37,24 @@ def skip_reason(name: str, n_devices: int, device_kind: str = "") -> str:
 
 
 def runs_of(name: str) -> str:
-    """"both" if the topic's module imports minijax, else "jax" (it runs real JAX only)."""
-    path = Path(__file__).parent / f"{name}.py"
-    src = path.read_text() if path.exists() else ""
-    return "both" if re.search(r"^\s*(import|from) minijax\b", src, re.M) else "jax"
+    """The modules topic `name` declares it runs (`compare/__init__.py: TOPICS`): "both"
+    (minijax and JAX) or "jax" (JAX only), what its checks ran when they do not say
+    (`TopicResult.runs`). Raises ValueError naming the topic for any other declaration."""
+    runs = TOPICS[name]
+    if runs not in ("both", "jax"):
+        raise ValueError(f"compare/__init__.py: TOPICS[{name!r}] = {runs!r}; a topic declares "
+                         "the modules it runs: 'both' (minijax and JAX) or 'jax' (JAX only)")
+    return runs
 
 
 def run_topic(name: str, quick: bool) -> TopicResult:
     """Run one topic; an exception becomes a failed result carrying the traceback."""
     t0 = time.perf_counter()
+    runs = runs_of(name)
     reason = skip_reason(name, jax.device_count(), jax.devices()[0].device_kind)
     if reason:
         return TopicResult(f"{name} (skipped)", status="skipped", error=reason, quick=quick,
-                           runs=runs_of(name), seconds=0.0)
+                           runs=runs, seconds=0.0)
     try:
         mod = importlib.import_module(f"compare.{name}")
         res = mod.run(quick=quick)
@@ -58,7 +62,7 @@ def run_topic(name: str, quick: bool) -> TopicResult:
         res = TopicResult(f"{name} (raised)", status="error", error=traceback.format_exc())
     res.seconds = time.perf_counter() - t0
     res.quick = quick
-    res.runs = res.runs or runs_of(name)
+    res.runs = res.runs or runs
     for c in res.checks:  # a check that did not say which modules it ran: the topic's
         c.runs = c.runs or res.runs
     res.intro = res.intro or intro_of(name)
@@ -83,10 +87,10 @@ def main(argv=None, out_dir: Path | None = None) -> int:
     args = p.parse_args(argv)
     if args.cifar:
         os.environ["CIFAR10_DIR"] = args.cifar
-    names = args.topics or TOPICS
+    names = args.topics or list(TOPICS)
     unknown = [n for n in names if n not in TOPICS]
     if unknown:
-        p.error(f"unknown topic(s) {unknown}; choose from {TOPICS}")
+        p.error(f"unknown topic(s) {unknown}; choose from {list(TOPICS)}")
     out_dir = out_dir or OUT_DIR
     results, failed, missed = {}, [], []
     t_run = time.perf_counter()
@@ -105,7 +109,7 @@ def main(argv=None, out_dir: Path | None = None) -> int:
         missed += [f"{name}:{c.name}" for c in res.missed_targets()]
         print(f"   {sum(c.ok for c in res.checks)}/{len(res.checks)} checks passed "
               f"({res.seconds:.1f} s)", flush=True)
-    stored = load_topics(TOPICS, out_dir)
+    stored = load_topics(list(TOPICS), out_dir)
     path = write_report(stored, out_dir / "report.md", run_seconds=time.perf_counter() - t_run)
     print(f"report: {path} ({len(stored)} topics, {len(names)} run now)")
     if args.json:

@@ -19,10 +19,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_times, ms_of
-
-MODULES = (("jax", jax), ("minijax", minijax))
 
 
 def _leaves(tree) -> list[np.ndarray]:

@@ -122,11 +122,11 @@ class TopicResult:
     (q1, q3) per timing where known (a `Ms` value in timings_ms carries its own); devices: how
     many devices the topic ran on; sections: markdown paragraphs for the report; chapter:
     repo-relative link to the chapter that explains the topic; runs: "both" (minijax and JAX)
-    or "jax" (JAX only), inferred from the topic's imports when empty: what a check that does
-    not say which modules it ran (`running`, `runs_of_check`) stands for; extra: other JSON-able
-    keys, copied to the JSON root when only this topic was run; intro: the paragraph the
-    report opens the topic's section with (by default the first paragraph of the topic
-    module's docstring). status/error/seconds/quick are filled in by `python -m compare`.
+    or "jax" (JAX only), as `compare/__init__.py: TOPICS` declares when empty: what a check
+    that does not say which modules it ran (`running`, `runs_of_check`) stands for; extra:
+    other JSON-able keys, copied to the JSON root when only this topic was run; intro: the
+    paragraph the report opens the topic's section with (by default the first paragraph of
+    the topic module's docstring). status/error/seconds/quick are filled in by `python -m compare`.
     """
 
     title: str

@@ -35,6 +35,7 @@ import numpy as np
 import minijax
 from compare import gpt
 from compare._model_checks import finite_differences
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult, code, interleaved_ms
 
 CHARS = "0123456789+=."   # '.' ends an unpadded answer
@@ -773,7 +774,7 @@ def gradient_check(res: TopicResult, s: Setup) -> str:
     x, y = next(train_batches(s.digits, 8, s.seed + 7, s.fmt, s.seq_len + 1))
     params0 = gpt.init_params(s.model, s.seed)
     grads = {name: J.jit(J.grad(gpt.program(J, s.model, ignore_id=IGNORE)["loss"]))(
-        J.device_put(params0), x, y) for name, J in (("jax", jax), ("minijax", minijax))}
+        J.device_put(params0), x, y) for name, J in MODULES}
     return finite_differences(res, "addition loss", gpt.program(
         jax, s.model, ignore_id=IGNORE)["loss"], params0, (x, y), grads)
 

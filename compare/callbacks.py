@@ -22,11 +22,9 @@ import re
 import jax
 import numpy as np
 
-import minijax
 from compare._jax201 import captured_stdout, catch, table
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms
-
-MODULES = (("jax", jax), ("minijax", minijax))
 
 
 def host_sin(x):

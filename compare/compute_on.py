@@ -37,9 +37,9 @@ import numpy as np
 import minijax
 import minijax.experimental.compute_on  # noqa: F401
 from compare._jax201 import table
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms
 
-MODULES = [("jax", jax), ("minijax", minijax)]
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -24,10 +24,10 @@ import jax
 import numpy as np
 
 import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms
 from compare.core import GRADES, jaxpr_grade
 
-MODULES = (("jax", jax), ("minijax", minijax))
 EQN_RATIO_TARGET = 1.25
 
 # ---------------------------------------------------------------------------------------------

@@ -28,10 +28,8 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
-import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult, code
-
-MODULES = (("jax", jax), ("minijax", minijax))
 
 
 @dataclasses.dataclass

@@ -24,12 +24,11 @@ import jax
 import jax.experimental.checkify
 import numpy as np
 
-import minijax
-import minijax.experimental.checkify
+import minijax.experimental.checkify  # noqa: F401 (J.experimental.checkify)
 from compare._jax201 import captured_stdout, catch, table
+from compare._modules import MODULES
 from compare._report import TopicResult, code
 
-MODULES = (("jax", jax), ("minijax", minijax))
 X = np.linspace(-1, 1, 3, dtype=np.float32)
 XS = np.arange(6, dtype=np.float32).reshape(2, 3)
 WRAPS = {"eager": lambda J, f: f, "jit": lambda J, f: J.jit(f), "vmap": lambda J, f: J.vmap(f),

@@ -31,14 +31,12 @@ import sys
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
-import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult
 from compare.mnist_mlp import init_params, program
 
-MODULES = (("jax", jax), ("minijax", minijax))
 TARGETS = {"eager": 0.25, "jit call": 1.25, "mlp step": 1.05, "peak memory": 1.1}
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -33,15 +33,13 @@ import statistics
 import textwrap
 import time
 
-import jax
 import numpy as np
 
-import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult, code, plot
 from compare.core import jaxpr_grade
 from compare.mnist_mlp import init_params, program
 
-MODULES = (("jax", jax), ("minijax", minijax))
 TARGETS = {"dispatch": 2.0, "trace+lower": 0.5}
 
 

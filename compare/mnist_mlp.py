@@ -34,11 +34,10 @@ from pathlib import Path
 import jax
 import numpy as np
 
-import minijax
 from compare._model_checks import finite_differences, phase_times
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult, interleaved_times, ms_of, rel
 
-MODULES = (("jax", jax), ("minijax", minijax))
 SIZES = (784, 256, 256, 10)
 
 

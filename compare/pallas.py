@@ -5,7 +5,7 @@ Pallas lets you write the body of a GPU/TPU kernel in JAX-flavoured Python: the 
 and writes *refs* (windows onto its inputs and outputs), a *grid* says how many kernel
 instances run, and *BlockSpecs* say which block of each array an instance sees. There is no
 Pallas compiler for CPU, so every kernel runs with `interpret=True`. The kernels live in one
-module, compare/pallas_kernels.py, written against the `jax` and `pl` modules passed in:
+module, compare/_pallas_kernels.py, written against the `jax` and `pl` modules passed in:
 
 * a vector add over a 1-D grid whose last block runs past the end of the array, and a masked
   add (`load`/`store` with `mask=`);
@@ -36,7 +36,7 @@ from jax.experimental import pallas as jpl
 from jax.experimental.pallas import triton as jplgpu
 
 import minijax
-from compare import pallas_kernels
+from compare import _pallas_kernels
 from tools import accelerator_tpu
 from compare._jax201 import catch, hlo_opcodes, table, times_into
 from compare._report import TopicResult, code, plot
@@ -178,8 +178,8 @@ def run(quick: bool = False) -> TopicResult:
     res.chapter = "chapters/16-pallas.md"
     res.devices = 1
     rng = np.random.default_rng(0)
-    J = pallas_kernels.build(jax, jpl, jplgpu)
-    M = pallas_kernels.build(minijax, mpl, mplgpu)
+    J = _pallas_kernels.build(jax, jpl, jplgpu)
+    M = _pallas_kernels.build(minijax, mpl, mplgpu)
     rows = []  # kernel, jax ms, minijax ms, jnp ms
     slower = []  # (kernel ms, jnp ms) pairs, to describe the timings honestly
 
@@ -350,7 +350,7 @@ def run(quick: bool = False) -> TopicResult:
         "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0), quick=quick))
     res.sections.append(
         "### Every kernel under both modules\n\n"
-        "Each kernel source in compare/pallas_kernels.py ran under "
+        "Each kernel source in compare/_pallas_kernels.py ran under "
         "`jax.experimental.pallas` and `minijax.experimental.pallas` (both `interpret=True`, "
         "jitted), and matched a `jnp` reference and the other module within 1e-5 (the "
         "backward kernels within 1e-4 of `jax.grad` of the reference attention). Median "

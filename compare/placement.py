@@ -22,11 +22,9 @@ import re
 import jax
 import numpy as np
 
-import minijax
 from compare._jax201 import catch, table, times_into
+from compare._modules import MODULES
 from compare._report import TopicResult, code
-
-MODULES = (("jax", jax), ("minijax", minijax))
 
 
 def _ids(arr) -> list[int]:

@@ -36,6 +36,7 @@ from jax import lax
 
 import minijax
 from compare._jax201 import catch, hlo_opcodes, out_folder, rel, table, time_into
+from compare._modules import MODULES
 from compare._report import TopicResult, code, plot
 
 BF16 = jnp.bfloat16
@@ -135,7 +136,7 @@ def run(quick: bool = False) -> TopicResult:
                  "BF16_BF16_F32_X6", "F16_F16_F16", "F64_F64_F64", "TF32_TF32_F32",
                  "TF32_TF32_F32_X3", "F16_F16_F32"):
         got = {}
-        for label, J in (("jax", jax), ("minijax", minijax)):
+        for label, J in MODULES:
             fn = J.jit(lambda x, y, name=name, J=J: J.numpy.matmul(x, y, precision=name))
             kind, msg = catch(lambda fn=fn: np.asarray(fn(a, b)))
             got[label] = (kind, msg, None if kind else np.asarray(fn(a, b)),
@@ -415,7 +416,7 @@ def _minijax_precision(res: TopicResult, a, b, exact, scale, jax_outs, quick: bo
 def _minijax_fusion(res: TopicResult, x, ref, quick: bool) -> dict[str, tuple[float, float]]:
     """The chain fused and with fusion off, in both modules, timed with inputs on the device."""
     out = {}
-    for name, J in (("jax", jax), ("minijax", minijax)):
+    for name, J in MODULES:
         jnp_ = J.numpy
         fn = lambda t, jnp_=jnp_: jnp_.tanh(jnp_.sin(t) * 2.0 + jnp_.cos(t)) ** 2 - t / 3.0
         xd = J.device_put(x)

@@ -39,9 +39,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-import minijax
 from compare import _ladder, mnist_mlp, numpy_cnn
 from compare._jax201 import catch, out_folder, rel, table, time_into
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult, code, interleaved_ms, median_ms, plot
 
 
@@ -232,7 +232,7 @@ def run(quick: bool = False) -> TopicResult:
 
     # ---------------------------------------------------------------- minijax.profiler
     loops = {name: profiled_loop(J, folder / f"{name}_trace", steps)
-             for name, J in (("jax", jax), ("minijax", minijax))}
+             for name, J in MODULES}
     with res.running("both"):
         mj, jx = loops["minijax"], loops["jax"]
         res.check_true("minijax.profiler.trace writes JAX's files (xplane.pb, trace.json.gz, "
@@ -258,7 +258,7 @@ def run(quick: bool = False) -> TopicResult:
 
     # ---------------------------------------------------------------- named scopes in the HLO
     scopes = {name: scope_names(J, folder / f"{name}_scopes")
-              for name, J in (("jax", jax), ("minijax", minijax))}
+              for name, J in MODULES}
     sj, sm = scopes["jax"], scopes["minijax"]
     want = {"jit(step)/dense1/tanh", "jit(step)/dense2/max", "jit(step)/loss/reduce_sum"}
     with res.running("both"):
@@ -464,7 +464,7 @@ def _roofline(res: TopicResult, quick: bool) -> None:
     batch = 16 if quick else 128
     points, rows = [], []
     costs, calls = {}, {}
-    for name, J in (("jax", jax), ("minijax", minijax)):
+    for name, J in MODULES:
         for model, (step, args) in _model_steps(J, batch).items():
             cost = step.lower(*args).compile().cost_analysis()
             key = f"{model} step (batch {batch}): {name}"

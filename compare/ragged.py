@@ -1,5 +1,5 @@
 """ragged: `lax.ragged_dot` in minijax against JAX, the grouped-matmul Pallas kernels of
-compare/ragged_kernels.py under both Pallas implementations, and the cost model of the fused
+compare/_ragged_kernels.py under both Pallas implementations, and the cost model of the fused
 expert MLP (chapter 28).
 
 - **ragged_dot**: random group sizes (empty groups, totals below M) over several shapes and
@@ -27,13 +27,14 @@ from jax.experimental import pallas as jpl
 from jax.experimental.pallas import tpu as jpltpu
 
 import minijax
-from compare import ragged_kernels
+from compare import _ragged_kernels
+from compare._modules import MODULES
 from compare._report import TopicResult, compare_trees, interleaved_ms, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 from tools import accelerator_tpu
 
-MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
+PALLAS = {"jax": (jpl, jpltpu), "minijax": (mpl, mpltpu)}  # each module's Pallas, its TPU part
 
 # The model's accelerator: an H200's datasheet numbers (dense bf16 tensor-core FLOP/s, HBM3e
 # bandwidth). Only the cost model uses them; nothing ran on one.
@@ -91,7 +92,7 @@ def gmm_checks(res: TopicResult, kernels: dict, m: int, k: int, n: int) -> dict:
     want, vjp = jax.vjp(lambda x, w: jax.lax.ragged_dot(x, w, gs), x, w)
     want_grads = vjp(dy)
     out = {}
-    for name, (J, _, _) in MODULES.items():
+    for name, J in MODULES:
         K = kernels[name]
         got, got_vjp = J.vjp(lambda x, w, K=K: K.grouped_matmul(x, w, gs), x, w)
         err = _err(got, want)
@@ -116,7 +117,7 @@ def fused_mlp_checks(res: TopicResult, kernels: dict, m: int, d: int, f: int) ->
     want, vjp = jax.vjp(lambda *a: ref(*a, gs), x, up, down)
     want_grads = vjp(dy)
     out = {}
-    for name, (J, _, _) in MODULES.items():
+    for name, J in MODULES:
         K = kernels[name]
         got, got_vjp = J.vjp(lambda *a, K=K: K.fused_mlp(*a, gs), x, up, down)
         err = _err(got, want)
@@ -135,8 +136,8 @@ def roofline_rows(quick: bool) -> list[dict]:
     for m in ((1024,) if quick else (1024, 16384)):
         for d in ((512,) if quick else (128, 512, 2048)):
             for ratio in (1, 2, 4, 8):
-                c = ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
-                t_f, t_u = (ragged_kernels.roofline_time(
+                c = _ragged_kernels.mlp_cost(g=8, m=m, d=d, f=ratio * d, itemsize=2)
+                t_f, t_u = (_ragged_kernels.roofline_time(
                     c, ACCELERATOR["peak_flops"], ACCELERATOR["hbm_bytes_per_s"], fused)
                     for fused in (True, False))
                 rows.append({**c, "intensity_fused": c["flops"] / c["bytes_fused"],
@@ -160,7 +161,7 @@ def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
     measure an interpreter and say nothing about the kernel's speed on an accelerator)."""
     rng = np.random.RandomState(4)
     m, d, g = 32, 8, 4
-    names = ["minijax"] if quick else list(MODULES)
+    names = ["minijax"] if quick else [name for name, _ in MODULES]
     rows = []
     for ratio in ((1, 4) if quick else (1, 2, 4, 8)):
         f = d * ratio
@@ -172,7 +173,7 @@ def cpu_benchmark(res: TopicResult, kernels: dict, quick: bool) -> list[dict]:
         row = {"G": g, "M": m, "D": d, "F": f}
         cases = {}
         for name in names:
-            J = MODULES[name][0]
+            J = dict(MODULES)[name]
             fused = J.jit(kernels[name].fused_mlp)
             row[f"max_err_{name}"] = _err(fused(x, up, down, gs), want)
             cases[f"cpu_interpret_ms_fused_{name}"] = (J, fused, (x, up, down, gs))
@@ -206,8 +207,7 @@ def _draw_roofline(fig, rows) -> None:
 def run(quick: bool = False) -> TopicResult:
     res = TopicResult("ragged_dot and grouped-matmul Pallas kernels (gmm, fused expert MLP)")
     res.chapter = "chapters/28-ragged-dot-gmm.md"
-    res.runs = "both"
-    kernels = {name: ragged_kernels.build(*mods) for name, mods in MODULES.items()}
+    kernels = {name: _ragged_kernels.build(J, *PALLAS[name]) for name, J in MODULES}
     rd = ragged_dot_cases(res, 6 if quick else 40)
     gmm = gmm_checks(res, kernels, *((24, 8, 8) if quick else (64, 32, 16)))
     mlp = fused_mlp_checks(res, kernels, *((24, 8, 16) if quick else (64, 16, 64)))
@@ -228,7 +228,7 @@ def run(quick: bool = False) -> TopicResult:
     up, down = rng.randn(g, d, f).astype(np.float32), rng.randn(g, f, d).astype(np.float32)
     args = (x, up, down, group_sizes(rng, g, m))
     cases = {}
-    for name, (J, _, _) in MODULES.items():
+    for name, J in MODULES:
         cases[f"unfused MLP (2 ragged_dot, XLA): {name}"] = (J, J.jit(kernels[name].ragged_mlp),
                                                              args)
         cases[f"fused MLP kernel (interpret mode): {name}"] = (J, J.jit(kernels[name].fused_mlp),

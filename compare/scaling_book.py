@@ -30,12 +30,12 @@ import numpy as np
 import minijax
 from compare import shard_map as sm
 from compare._jax201 import collective_bytes, count_collectives, table
+from compare._modules import MODULES
 from compare._report import TopicResult, interleaved_ms, median_ms, plot
 from compare._scaling_exercises import Answer, all_answers
 from compare._scaling_models import (CHIPS, Transformer, collective_time,
                                      expert_parallel_bytes, matmul_cost)
 
-MODULES = (jax, minijax)
 
 
 def mesh_of(J, shape, names):
@@ -226,14 +226,14 @@ def transformer_block(J, *, bidirectional: bool = False):
 def _jax_chapter(res: TopicResult, rows: list, quick: bool) -> None:
     rng = np.random.default_rng(0)
     n = jax.device_count()
-    m2 = {J: mesh_of(J, (4, 2), ("x", "y")) for J in MODULES}
-    m1 = {J: mesh_of(J, (n,), (sm.AX,)) for J in MODULES}
+    m2 = {J: mesh_of(J, (4, 2), ("x", "y")) for _, J in MODULES}
+    m1 = {J: mesh_of(J, (n,), (sm.AX,)) for _, J in MODULES}
     S, D, F, E, k = (32, 16, 8, 8, 2) if quick else (256, 128, 64, 8, 2)
     a = rng.standard_normal((S, D)).astype(np.float32)
     c = "jax-stuff"
 
     def both(pid, question, build, args, want, tol=1e-4):
-        outs = {J: np.asarray(build(J)(*args)) for J in MODULES}
+        outs = {J: np.asarray(build(J)(*args)) for _, J in MODULES}
         ok = all(np.allclose(o, want, rtol=tol, atol=tol) for o in outs.values())
         res.check_true(f"{pid}: minijax and JAX equal the unsharded result", ok)
         rows.append(Answer(c, pid, question, ok, True))
@@ -312,7 +312,7 @@ def _jax_chapter(res: TopicResult, rows: list, quick: bool) -> None:
     naive = {J: smap(J, lambda xx, wi, wo, J=J: J.lax.psum_scatter(
         J.numpy.maximum(J.lax.all_gather(xx, sm.AX, axis=1, tiled=True) @ wi, 0) @ wo, sm.AX,
         scatter_dimension=1, tiled=True), m1[J], (J.P(P, sm.AX), J.P(P, sm.AX), J.P(sm.AX)),
-        J.P(P, sm.AX)) for J in MODULES}
+        J.P(P, sm.AX)) for _, J in MODULES}
     res.check("P3.3: the plain all_gather / psum_scatter block agrees (minijax)",
               np.asarray(naive[minijax](x, w_in, w_out)), tmp @ w_out, rtol=1e-3, atol=1e-3)
     # Bytes per link: one ring sends (n-1) blocks one way; two rings send half each way
@@ -321,8 +321,8 @@ def _jax_chapter(res: TopicResult, rows: list, quick: bool) -> None:
                        "same bytes, split over both links)", permutes["P4"] / one_way, 1.0,
                        note="on real links each direction carries half, so the ring time "
                        "halves; 8 CPU devices have no links, so we check the byte split"))
-    fns = {J: progs["P3.3"][1](J) for J in MODULES}
-    fbi = {J: progs["P4"][1](J) for J in MODULES}
+    fns = {J: progs["P3.3"][1](J) for _, J in MODULES}
+    fbi = {J: progs["P4"][1](J) for _, J in MODULES}
     t_one, t_bi = interleaved_ms(
         {"one-way": lambda: minijax.block_until_ready(fns[minijax](x, w_in, w_out)),
          "bidirectional": lambda: minijax.block_until_ready(fbi[minijax](x, w_in, w_out))},

@@ -44,9 +44,9 @@ import numpy as np
 
 import minijax
 from compare import gpt, moe
+from compare._modules import MODULES
 from compare._report import OUT_DIR, TopicResult, progress
 
-MODULES = dict(gpt.MODULES)
 DEFAULT_CACHE = OUT_DIR / "scaling_laws_cache"
 CACHE_VERSION = 2  # bump when a change to the training code changes results
 # Hoffmann et al. 2022 ("Training Compute-Optimal Large Language Models"), Table 2: the
@@ -166,7 +166,7 @@ class Trainer:
         key = (module, kind, width)
         if key in self._programs:
             return self._programs[key]
-        J, cfg = MODULES[module], model_config(self.sweep, self.vocab, width)
+        J, cfg = dict(MODULES)[module], model_config(self.sweep, self.vocab, width)
         kw = {}
         if kind == "moe":
             m = moe_config(self.sweep, width)
@@ -679,7 +679,6 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
         cache_dir: Path | None = None, plots: bool | None = None) -> TopicResult:
     res = TopicResult("Compute-optimal scaling: isoFLOP sweeps, dense vs MoE, with their noise")
     res.chapter = "chapters/27-scaling-laws.md"
-    res.runs = "both"
     t0 = time.perf_counter()
     sweep = sweep or (QUICK if quick else Sweep())
     data, source = load_data(sweep, text)

@@ -21,19 +21,22 @@ shows:
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 import jax
 import numpy as np
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from compare._jax201 import catch, count_collectives, fmt_counts, table
+from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms, plot
 
 import minijax
 from minijax import core as mcore
 
 AX = "i"
-MODULES = (jax, minijax)
 
 
 def typeof(J, x) -> str:
@@ -194,35 +197,60 @@ def _draw_collectives(fig, coll: dict) -> None:
     ax.legend(fontsize=7)
 
 
-def run(quick: bool = False) -> TopicResult:
-    res = TopicResult("shard_map: per-device programs and collectives (minijax and JAX)",
-                      runs="jax")  # the checks not naming minijax run JAX alone
-    res.chapter = "chapters/13-shard-map.md"
-    res.devices = jax.device_count()
-    n = jax.device_count()
-    meshes = {J: J.make_mesh((n,), (AX,), axis_types=(J.sharding.AxisType.Auto,))
-              for J in MODULES}
-    mesh = meshes[jax]
-    mesh_e = jax.make_mesh((n,), (AX,))
+@dataclasses.dataclass
+class _Setup:
+    """What the parts of the topic share: the result they record into, the device count, the
+    one-axis meshes (Auto, per module; JAX's Explicit one), the random stream (each part draws
+    from it in turn, in the order of `PARTS`) and the input x."""
+    res: TopicResult
+    quick: bool
+    n: int
+    meshes: dict
+    mesh_e: Any
+    rng: np.random.Generator
+    cols: int
+    x: np.ndarray
 
-    def smap(J, f, i, o, **kw):
-        return J.jit(J.shard_map(f, mesh=meshes[J], in_specs=i, out_specs=o, **kw))
+    @classmethod
+    def make(cls, quick: bool) -> "_Setup":
+        res = TopicResult("shard_map: per-device programs and collectives (minijax and JAX)",
+                          runs="jax")  # the checks not naming minijax run JAX alone
+        res.chapter = "chapters/13-shard-map.md"
+        res.devices = n = jax.device_count()
+        meshes = {J: J.make_mesh((n,), (AX,), axis_types=(J.sharding.AxisType.Auto,))
+                  for _, J in MODULES}
+        rng = np.random.default_rng(0)
+        cols = 8 if quick else 64
+        x = rng.standard_normal((n * 2, cols)).astype(np.float32)
+        return cls(res, quick, n, meshes, jax.make_mesh((n,), (AX,)), rng, cols, x)
 
-    def both(name, program, want=None, **tol):
+    @property
+    def mesh(self):
+        """JAX's Auto mesh."""
+        return self.meshes[jax]
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """x as the devices hold it under P('i'): (device, rows, cols)."""
+        return self.x.reshape(self.n, 2, self.cols)
+
+    def smap(self, J, f, i, o, **kw):
+        """`jit(shard_map(f))` of module J on its Auto mesh."""
+        return J.jit(J.shard_map(f, mesh=self.meshes[J], in_specs=i, out_specs=o, **kw))
+
+    def both(self, name, program, want=None, **tol):
         """Run `program(J)` in both modules; check minijax against JAX (and `want`)."""
         j, m = program(jax), program(minijax)
-        res.check(f"{name}: minijax equals JAX", np.asarray(m) if not isinstance(m, tuple)
-                  else m, j, **tol)
+        self.res.check(f"{name}: minijax equals JAX", np.asarray(m) if not isinstance(m, tuple)
+                       else m, j, **tol)
         if want is not None:
-            res.check(f"{name}: JAX equals NumPy", j, want, **tol)
+            self.res.check(f"{name}: JAX equals NumPy", j, want, **tol)
         return j, m
 
-    rng = np.random.default_rng(0)
-    cols = 8 if quick else 64
-    x = rng.standard_normal((n * 2, cols)).astype(np.float32)
-    blocks = x.reshape(n, 2, cols)
 
-    # ---------------------------------------------------------------- the per-device view
+def _the_per_device_view(c: _Setup) -> None:
+    """The part of the topic on the per-device view."""
+    res, n, smap, both, x, blocks = c.res, c.n, c.smap, c.both, c.x, c.blocks
     seen = {}
 
     def peek_program(J):
@@ -253,7 +281,11 @@ def run(quick: bool = False) -> TopicResult:
         "`check_vma` uses further down."
     )
 
-    # ---------------------------------------------------------------- collectives
+
+def _collectives(c: _Setup) -> None:
+    """The part of the topic on collectives."""
+    (res, n, smap, both, rng, cols, x, blocks) = (
+        c.res, c.n, c.smap, c.both, c.rng, c.cols, c.x, c.blocks)
     sq = rng.standard_normal((n, n)).astype(np.float32)
     shift = [(k, (k + 1) % n) for k in range(n)]
     tiled_x = np.tile(x, (n, 1))
@@ -306,7 +338,10 @@ def run(quick: bool = False) -> TopicResult:
         "`jit`."
     )
 
-    # ---------------------------------------------------------------- collective matmuls
+
+def _collective_matmuls(c: _Setup) -> None:
+    """The part of the topic on collective matmuls."""
+    res, quick, smap, rng = c.res, c.quick, c.smap, c.rng
     m = k = nn = 64 if quick else 512
     a = rng.standard_normal((m, k)).astype(np.float32)
     b = rng.standard_normal((k, nn)).astype(np.float32)
@@ -363,19 +398,22 @@ def run(quick: bool = False) -> TopicResult:
         "step)."
     )
 
-    # ---------------------------------------------------------------- ring all-reduce
+
+def _ring_all_reduce(c: _Setup) -> None:
+    """The part of the topic on ring all-reduce."""
+    res, quick, n, smap, rng = c.res, c.quick, c.n, c.smap, c.rng
     vec = rng.standard_normal((n, n * (4 if quick else 4096))).astype(np.float32)
     total = vec.astype(np.float64).sum(0)
     ring = {J: smap(J, lambda v, J=J: ring_allreduce(J, v[0])[None], J.P(AX), J.P(AX))
-            for J in MODULES}
-    builtin = {J: smap(J, lambda v, J=J: J.lax.psum(v, AX), J.P(AX), J.P()) for J in MODULES}
-    for J in MODULES:
+            for _, J in MODULES}
+    builtin = {J: smap(J, lambda v, J=J: J.lax.psum(v, AX), J.P(AX), J.P()) for _, J in MODULES}
+    for _, J in MODULES:
         res.check(f"ring all-reduce ({J.__name__}): every device holds the sum",
                   np.asarray(ring[J](vec)), np.broadcast_to(total, vec.shape),
                   rtol=1e-5, atol=1e-4, dtype=np.float32)  # total: a float64 NumPy sum
         res.check(f"psum ({J.__name__}) agrees", np.asarray(builtin[J](vec)), total[None],
                   rtol=1e-5, atol=1e-4, dtype=np.float32)
-    rc = {J: count_collectives(ring[J].lower(vec).compile().as_text()) for J in MODULES}
+    rc = {J: count_collectives(ring[J].lower(vec).compile().as_text()) for _, J in MODULES}
     res.check_true("ring all-reduce: minijax compiles JAX's collectives", rc[jax] == rc[minijax])
     res.sections.append(
         "### An all-reduce made of ppermutes\n\n"
@@ -390,12 +428,15 @@ def run(quick: bool = False) -> TopicResult:
         "typed as varying; the check confirms every copy equals the sum."
     )
 
-    # ---------------------------------------------------------------- check_vma
+
+def _check_vma(c: _Setup) -> None:
+    """The part of the topic on check_vma."""
+    res, smap, x, blocks = c.res, c.smap, c.x, c.blocks
     lying = lambda a: a * 2.0
-    errors = {J: catch(lambda J=J: smap(J, lying, J.P(AX), J.P())(x)) for J in MODULES}
+    errors = {J: catch(lambda J=J: smap(J, lying, J.P(AX), J.P())(x)) for _, J in MODULES}
     res.check_true("check_vma: non-replicated output declared P() raises, in both",
                    all(kind == "ValueError" for kind, _ in errors.values()))
-    for J in MODULES:
+    for _, J in MODULES:
         unchecked = smap(J, lying, J.P(AX), J.P(), check_vma=False)(x)
         res.check(f"check_vma=False returns device 0's block only ({J.__name__})",
                   np.asarray(unchecked), blocks[0] * 2.0)
@@ -414,7 +455,10 @@ def run(quick: bool = False) -> TopicResult:
         "`psum` first makes the output genuinely replicated and the check passes."
     )
 
-    # ---------------------------------------------------------------- grad through shard_map
+
+def _grad_through_shard_map(c: _Setup) -> None:
+    """The part of the topic on grad through shard_map."""
+    res, meshes, rng, cols, x = c.res, c.meshes, c.rng, c.cols, c.x
     w = (rng.standard_normal((cols, 3)) / np.sqrt(cols)).astype(np.float32)
 
     def loss_sm(J):
@@ -423,10 +467,10 @@ def run(quick: bool = False) -> TopicResult:
         return J.shard_map(body, mesh=meshes[J], in_specs=(J.P(), J.P(AX)), out_specs=J.P())
 
     g_ref = jax.grad(lambda w, x: jax.numpy.sum(jax.numpy.tanh(x @ w) ** 2))(w, x)
-    for J in MODULES:
+    for _, J in MODULES:
         res.check(f"grad through shard_map equals the one-device gradient ({J.__name__})",
                   np.asarray(J.jit(J.grad(loss_sm(J)))(w, x)), g_ref, rtol=1e-4, atol=1e-5)
-    jaxprs = {J: str(J.make_jaxpr(J.grad(loss_sm(J)))(w, x)) for J in MODULES}
+    jaxprs = {J: str(J.make_jaxpr(J.grad(loss_sm(J)))(w, x)) for _, J in MODULES}
     pairs = {J: (t.count("pvary["), t.count("psum_invariant[")) for J, t in jaxprs.items()}
     res.check_true("grad jaxpr pairs pvary (forward) with a psum (backward), in both",
                    all(nv >= 1 and ns >= 2 for nv, ns in pairs.values()))
@@ -443,7 +487,10 @@ def run(quick: bool = False) -> TopicResult:
         + code(jaxprs[minijax])
     )
 
-    # ---------------------------------------------------------------- three parallel MLPs
+
+def _three_parallel_mlps(c: _Setup) -> None:
+    """The part of the topic on three parallel MLPs."""
+    res, quick, meshes, rng = c.res, c.quick, c.meshes, c.rng
     bsz, d_in, hid, d_out = (16, 16, 32, 8) if quick else (256, 512, 1024, 256)
     xs = rng.standard_normal((bsz, d_in)).astype(np.float32)
     ys = rng.standard_normal((bsz, d_out)).astype(np.float32)
@@ -458,7 +505,7 @@ def run(quick: bool = False) -> TopicResult:
     mlp_rows, ratios, coll = [], {}, {}  # coll: strategy -> (JAX counts, minijax counts)
     for name, (build, specs) in STRATEGIES.items():
         losses, timing, counts = {}, {}, {}
-        for J in MODULES:
+        for _, J in MODULES:
             step = sgd_step(J, build(J, meshes[J], bsz))
             put = [J.device_put(v, J.sharding.NamedSharding(meshes[J], J.P(*s)))
                    for v, s in zip((*params, xs, ys), specs)]
@@ -470,7 +517,7 @@ def run(quick: bool = False) -> TopicResult:
             losses[J] = ls
             counts[J] = count_collectives(step.lower(p, xa, ya).compile().as_text())
             timing[J] = (step, p, xa, ya)
-        for J in MODULES:
+        for _, J in MODULES:
             res.check(f"{name}: {J.__name__} losses equal the unsharded run", losses[J],
                       ref_losses, rtol=1e-4, atol=1e-6)
         res.check_true(f"{name}: minijax compiles JAX's collectives",
@@ -511,7 +558,11 @@ def run(quick: bool = False) -> TopicResult:
         "noisy."
     )
 
-    # ---------------------------------------------------------------- Explicit vs Auto
+
+def _explicit_vs_auto(c: _Setup) -> None:
+    """The part of the topic on Explicit vs Auto."""
+    (res, n, meshes, mesh, mesh_e, smap, x, blocks) = (
+        c.res, c.n, c.meshes, c.mesh, c.mesh_e, c.smap, c.x, c.blocks)
     rows = []
     xe = jax.device_put(x, NamedSharding(mesh_e, P(AX)))
     inferred = jax.shard_map(lambda t: jax.lax.psum(t, AX), mesh=mesh_e, out_specs=P())(xe)
@@ -519,7 +570,7 @@ def run(quick: bool = False) -> TopicResult:
               blocks.sum(0), rtol=1e-5, atol=1e-5)
     rows.append(["Explicit", "committed P('i') array, in_specs omitted", "ok (inferred P('i'))"])
     raised = {}
-    for J in MODULES:
+    for _, J in MODULES:
         mesh_j = J.make_mesh((n,), (AX,))  # Explicit axes: make_mesh's default
         raised[J] = catch(lambda J=J, m=mesh_j: J.shard_map(
             lambda t: t, mesh=m, in_specs=J.P(AX), out_specs=J.P(AX))(J.numpy.asarray(x)))
@@ -555,4 +606,15 @@ def run(quick: bool = False) -> TopicResult:
         "on an Explicit mesh minijax's types carry the layout as JAX's do, and the type "
         "error is the same, word for word."
     )
-    return res
+
+
+PARTS = (_the_per_device_view, _collectives, _collective_matmuls, _ring_all_reduce,
+         _check_vma, _grad_through_shard_map, _three_parallel_mlps, _explicit_vs_auto)
+
+
+def run(quick: bool = False) -> TopicResult:
+    """The parts in order, each recording its checks, timings and section into one result."""
+    setup = _Setup.make(quick)
+    for part in PARTS:
+        part(setup)
+    return setup.res

@@ -14,7 +14,7 @@ import pytest
 from jax.experimental import pallas as jpl
 from jax.experimental.pallas import triton as jplgpu
 
-from compare import pallas_kernels
+from compare import _pallas_kernels
 from tools import accelerator_numbers as A
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
@@ -35,7 +35,7 @@ def test_without_an_accelerator_the_script_measures_and_writes_nothing(tmp_path,
 
 def test_interpret_reaches_every_pallas_call():
     # interpret=False goes down to JAX's pallas_call, which has no CPU compiler
-    J = pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
+    J = _pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
     x = np.ones(16, np.float32)
     with pytest.raises(ValueError, match="Only interpret mode is supported on CPU"):
         J.vector_add(x, x, block=8)
@@ -50,7 +50,7 @@ def test_the_gpu_kernels_lower_to_triton_for_cuda(seq, d):
     # Lowering needs no GPU: the script's FlashAttention, bf16 with its blocks and compiler
     # parameters, becomes Triton calls (forward: 1; with the backward's two kernels: 3), and
     # Triton is not the deprecated Mosaic GPU path of pl.pallas_call.
-    K = pallas_kernels.build(jax, jpl, jplgpu, interpret=False,
+    K = _pallas_kernels.build(jax, jpl, jplgpu, interpret=False,
                              compiler_params=A.gpu_compiler_params())
     sds = jax.ShapeDtypeStruct((4, seq, d), jax.numpy.bfloat16)
 
@@ -69,7 +69,7 @@ def test_the_gpu_kernels_lower_to_triton_for_cuda(seq, d):
 
 
 def test_without_triton_parameters_pallas_call_takes_the_deprecated_mosaic_gpu_path():
-    K = pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
+    K = _pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
     sds = jax.ShapeDtypeStruct((1024,), np.float32)
     with pytest.warns(DeprecationWarning, match="Please migrate to ``plgpu.kernel``"):
         text = jax.jit(K.vector_add).trace(sds, sds).lower(lowering_platforms=("cuda",)).as_text()

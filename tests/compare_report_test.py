@@ -31,7 +31,7 @@ def _fake_topics(monkeypatch):
         mod = types.ModuleType(f"compare.{name}")
         mod.run = fn
         monkeypatch.setitem(sys.modules, f"compare.{name}", mod)
-    monkeypatch.setattr(cmain, "TOPICS", ["fake_ok", "fake_boom"])
+    monkeypatch.setattr(cmain, "TOPICS", {"fake_ok": "both", "fake_boom": "jax"})
 
 
 def test_one_topic_updates_its_section_and_failures_are_reported(monkeypatch, tmp_path):
@@ -161,7 +161,7 @@ def test_a_missed_speed_target_is_shown_but_does_not_fail_the_run(monkeypatch, t
         mod = types.ModuleType(f"compare.{name}")
         mod.run = fn
         monkeypatch.setitem(sys.modules, f"compare.{name}", mod)
-    monkeypatch.setattr(cmain, "TOPICS", ["fake_slow", "fake_wrong"])
+    monkeypatch.setattr(cmain, "TOPICS", {"fake_slow": "both", "fake_wrong": "both"})
     assert cmain.main(["fake_slow"], out_dir=tmp_path) == 0  # a missed target: reported only
     assert cmain.main(["fake_wrong"], out_dir=tmp_path) == 1  # a wrong value fails the run
     text = (tmp_path / "report.md").read_text()
@@ -229,7 +229,7 @@ def test_report_paths_are_relative_to_the_report_in_every_mode(monkeypatch, tmp_
     mod = types.ModuleType("compare.fake_files")
     mod.run = files_run
     monkeypatch.setitem(sys.modules, "compare.fake_files", mod)
-    monkeypatch.setattr(cmain, "TOPICS", ["fake_files"])
+    monkeypatch.setattr(cmain, "TOPICS", {"fake_files": "both"})
     for quick in (["--quick"], []):
         assert cmain.main(["fake_files", *quick, "--json", str(tmp_path / "r.json")],
                           out_dir=out) == 0
@@ -283,7 +283,7 @@ def test_each_check_says_which_modules_it_ran(monkeypatch, tmp_path):
     mod = types.ModuleType("compare.fake_mixed")
     mod.run = mixed_run
     monkeypatch.setitem(sys.modules, "compare.fake_mixed", mod)
-    monkeypatch.setattr(cmain, "TOPICS", ["fake_mixed"])
+    monkeypatch.setattr(cmain, "TOPICS", {"fake_mixed": "both"})
     assert cmain.main(["fake_mixed"], out_dir=tmp_path) == 0
     stored = TopicResult.from_record(
         json.loads((tmp_path / "topics" / "fake_mixed.json").read_text()))
@@ -323,7 +323,7 @@ def test_multi_device_topics_are_skipped_with_the_reason_on_one_device(monkeypat
     assert cmain.skip_reason("sharding", 8) == "" and cmain.skip_reason("gpt", 1) == ""
     why = cmain.skip_reason("shard_map", 1, "TPU v5 lite")
     assert "needs 8 devices" in why and "has 1 (TPU v5 lite)" in why
-    monkeypatch.setattr(cmain, "TOPICS", ["sharding"])
+    monkeypatch.setattr(cmain, "TOPICS", {"sharding": "both"})
     monkeypatch.setattr(cmain.jax, "device_count", lambda: 1)
     assert cmain.main(["sharding"], out_dir=tmp_path) == 0  # skipped is not failed
     text = (tmp_path / "report.md").read_text()
@@ -331,3 +331,18 @@ def test_multi_device_topics_are_skipped_with_the_reason_on_one_device(monkeypat
     # the header names the device; the saved TPU steps (or their absence) close the report
     assert f"({jax.devices()[0].device_kind})" in text
     assert "## On a TPU" in text and "The model topics' training steps" in text
+
+
+def test_each_topic_declares_the_modules_it_runs(monkeypatch):
+    """`compare/__init__.py: TOPICS` says which modules a topic runs, never its source's
+    imports: a topic declared "jax" is labelled JAX only even when skipped, and a declaration
+    other than "both" or "jax" is refused with the topic named."""
+    from compare import TOPICS
+    assert set(TOPICS.values()) <= {"both", "jax"}
+    assert all((cmain.Path(cmain.__file__).parent / f"{name}.py").exists() for name in TOPICS)
+    monkeypatch.setattr(cmain, "TOPICS", {"shard_map": "jax", "numpy": "numpy"})
+    monkeypatch.setattr(cmain.jax, "device_count", lambda: 1)
+    skipped = cmain.run_topic("shard_map", quick=True)
+    assert skipped.status == "skipped" and skipped.runs_summary() == "JAX only"
+    with pytest.raises(ValueError, match=r"TOPICS\['numpy'\] = 'numpy'.*'both'"):
+        cmain.runs_of("numpy")

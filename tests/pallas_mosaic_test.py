@@ -1,10 +1,10 @@
 """minijax's Pallas TPU lowering against JAX's, on a CPU: one kernel source, two Mosaic modules.
 
-Each kernel of compare/mosaic_kernels.py is written once against a module alias `J` (jax or
+Each kernel of compare/_mosaic_kernels.py is written once against a module alias `J` (jax or
 minijax). JAX lowers it for the TPU without one (`jit(f).trace(*args).lower(
 lowering_platforms=("tpu",))`), minijax lowers it with `interpret=False`; both give StableHLO
 with a `tpu_custom_call` whose `backend_config` carries the Mosaic module as base64 bytecode.
-`compare.mosaic_kernels.normalise` decodes it (the `mosaic-serde` pass back from Mosaic's
+`compare._mosaic_kernels.normalise` decodes it (the `mosaic-serde` pass back from Mosaic's
 stable form) and prints it without locations and without the one documented difference
 (unused constants; see its docstring). Everything else must match: the same ops in the same
 order, the same types and attributes (SSA names are the printer's, so equal modules print
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import minijax
-from compare.mosaic_kernels import (F32, KERNELS, TPU_ONLY, X16, _pl, copy_kernel,
+from compare._mosaic_kernels import (F32, KERNELS, TPU_ONLY, X16, _pl, copy_kernel,
                                     custom_call_config, custom_call_configs, normalise,
                                     run_on_tpu, softmax_kernel)
 from minijax.experimental.pallas.mosaic import lowering as mosaic_lowering

@@ -6,7 +6,7 @@ and its lane broadcast, `group_metadata`'s jnp program, custom_vjp residuals, re
 converts), each call's operands, layouts, aliases and config, and main's signature (donation).
 The programs are those tools/accelerator_tpu.py times on the chip (`measure_minijax`: the same
 kernel source built against minijax and against JAX), at small sizes, and the kernels of
-compare/mosaic_kernels.py. `compare.mosaic_kernels.program_ops` is the one normaliser (its
+compare/_mosaic_kernels.py. `compare._mosaic_kernels.program_ops` is the one normaliser (its
 docstring lists what it treats as equal); a lowering that emits another op, or another
 Mosaic module, fails here. Found this way (issue 42): `jnp.tile` as a 4-D broadcast (Mosaic
 relayouts) where JAX binds `tile` (a `tpu.concatenate`), dead scalar ops left in kernels,
@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 
 import minijax
-from compare import mosaic_kernels, pallas_kernels, ragged_kernels
-from compare.mosaic_kernels import KERNELS, program_ops
+from compare import _mosaic_kernels, _pallas_kernels, _ragged_kernels
+from compare._mosaic_kernels import KERNELS, program_ops
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so
 # its module fixture (the kernels under both modules) is computed once, not once per worker.
@@ -53,8 +53,8 @@ def _modules(J):
 
 def _kernels(J):
     pl, pltpu = _modules(J)
-    return (pallas_kernels.build(J, pl, None, pltpu=pltpu, interpret=False),
-            ragged_kernels.build(J, pl, pltpu, interpret=False))
+    return (_pallas_kernels.build(J, pl, None, pltpu=pltpu, interpret=False),
+            _ragged_kernels.build(J, pl, pltpu, interpret=False))
 
 
 # name -> (program(J, P, R), args): as tools/accelerator_tpu.py measure_minijax builds them
@@ -122,7 +122,7 @@ def test_the_normaliser_sees_one_more_op_and_another_kernel():
     extra = _lower(minijax, lambda x: make(minijax)(x) * 2, args)  # one multiply after the call
     with pytest.raises(AssertionError, match="stablehlo.multiply"):
         assert_same_program(extra, jax_text)
-    wrong = _lower(minijax, mosaic_kernels.copy_kernel(minijax, lambda i, j: (j, i)), args)
+    wrong = _lower(minijax, _mosaic_kernels.copy_kernel(minijax, lambda i, j: (j, i)), args)
     with pytest.raises(AssertionError):  # the call's Mosaic module differs
         assert_same_program(wrong, jax_text)
 
@@ -147,4 +147,4 @@ def test_tile_lowers_as_jax_in_and_out_of_kernels():
         return lambda a: pl.pallas_call(kernel, out_shape=out, interpret=False)(a)
     mini = _lower(minijax, make(minijax), (x,))
     assert_same_program(mini, _lower(jax, make(jax), (x,)))
-    assert "tpu.concatenate" in mosaic_kernels.normalise(mosaic_kernels.custom_call_config(mini))
+    assert "tpu.concatenate" in _mosaic_kernels.normalise(_mosaic_kernels.custom_call_config(mini))

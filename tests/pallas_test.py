@@ -1,6 +1,6 @@
 """Tests for minijax/experimental/pallas/: pallas_call in interpret mode.
 
-The kernels of compare/pallas_kernels.py run under `jax.experimental.pallas` and
+The kernels of compare/_pallas_kernels.py run under `jax.experimental.pallas` and
 `minijax.experimental.pallas` (both interpret=True); each result is checked against JAX's and
 against a jnp reference. Also: grids that do not divide the array (out-of-bounds blocks),
 refs through scan and cond inside kernels, vmap (a new grid axis), jvp (the kernel jaxpr
@@ -23,7 +23,7 @@ from jax.experimental.pallas import triton as jplgpu
 
 import minijax
 import minijax.numpy as mnp
-from compare import pallas_kernels
+from compare import _pallas_kernels
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 from minijax.experimental.pallas import triton as mplgpu
@@ -31,8 +31,8 @@ from minijax.experimental.pallas import triton as mplgpu
 # Slow (CI runs it, `make test-fast` does not): kernels in interpret mode, grid step by step.
 pytestmark = pytest.mark.slow
 
-J = pallas_kernels.build(jax, jpl, jplgpu)
-M = pallas_kernels.build(minijax, mpl, mplgpu)
+J = _pallas_kernels.build(jax, jpl, jplgpu)
+M = _pallas_kernels.build(minijax, mpl, mplgpu)
 RNG = np.random.default_rng(0)
 
 
@@ -512,10 +512,10 @@ def test_scalar_prefetch_grid_spec_feeds_index_maps_and_kernel(which):
 # through Mosaic at TPU-sized bf16 blocks (the (8, 128) block rule and the memory spaces are
 # checked there), they run under JAX's TPU interpret mode (which models the TPU's pipeline)
 # equal to their references, and minijax's interpret mode gives JAX's result.
-JT = pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=jpltpu.InterpretParams())
-MT = pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu,
+JT = _pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=jpltpu.InterpretParams())
+MT = _pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu,
                           interpret=mpltpu.InterpretParams())
-JC = pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=False)  # for Mosaic
+JC = _pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=False)  # for Mosaic
 
 
 def lower_for_tpu(f, *shapes):
@@ -552,7 +552,7 @@ def test_tpu_kernels_lower_through_mosaic(name):
 def test_a_block_that_breaks_the_8_128_rule_is_refused_by_the_tpu_lowering():
     # the GPU-style forward writes its lse in (bq,) blocks of a [bh, seq] array: the last two
     # block dimensions are (squeezed, 512), and a squeezed one is not the whole dimension
-    gpu_style = pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
+    gpu_style = _pallas_kernels.build(jax, jpl, jplgpu, interpret=False)
     with pytest.raises(ValueError, match=r"divisible by 8 and 128.*outputs\[1\].*fa_fwd_kernel"):
         lower_for_tpu(lambda q, k, v: gpu_style.flash_forward(q, k, v, bq=512, bk=512),
                       *[QKV] * 3)

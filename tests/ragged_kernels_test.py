@@ -1,4 +1,4 @@
-"""The grouped-matmul kernels of compare/ragged_kernels.py (chapter 28), written once and run
+"""The grouped-matmul kernels of compare/_ragged_kernels.py (chapter 28), written once and run
 under minijax's Pallas and JAX's: `gmm` equals `lax.ragged_dot`, grad through its custom_vjp
 (`gmm` + `tgmm`) equals grad of `lax.ragged_dot`, and the fused expert MLP equals two
 `ragged_dot`s, forward and backward. Group sizes are random, with empty groups and totals
@@ -23,7 +23,7 @@ from jax.experimental import pallas as jpl
 from jax.experimental.pallas import tpu as jpltpu
 
 import minijax
-from compare import ragged_kernels
+from compare import _ragged_kernels
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import tpu as mpltpu
 
@@ -33,12 +33,12 @@ from minijax.experimental.pallas import tpu as mpltpu
 pytestmark = [pytest.mark.xdist_group("ragged_kernels_test"), pytest.mark.slow]
 
 MODULES = {"minijax": (minijax, mpl, mpltpu), "jax": (jax, jpl, jpltpu)}
-KERNELS = {name: ragged_kernels.build(*mods) for name, mods in MODULES.items()}
-TPU_INTERPRET = {"minijax": ragged_kernels.build(minijax, mpl, mpltpu,
+KERNELS = {name: _ragged_kernels.build(*mods) for name, mods in MODULES.items()}
+TPU_INTERPRET = {"minijax": _ragged_kernels.build(minijax, mpl, mpltpu,
                                                  interpret=mpltpu.InterpretParams()),
-                 "jax": ragged_kernels.build(jax, jpl, jpltpu,
+                 "jax": _ragged_kernels.build(jax, jpl, jpltpu,
                                              interpret=jpltpu.InterpretParams())}
-COMPILED = ragged_kernels.build(jax, jpl, jpltpu, interpret=False)  # for the TPU: lowered only
+COMPILED = _ragged_kernels.build(jax, jpl, jpltpu, interpret=False)  # for the TPU: lowered only
 
 # small TPU-legal shapes: 4 row tiles of 128 and 3 column tiles; group 1 is empty, tiles 0
 # and 2 straddle two groups, 72 rows are in no group
@@ -137,23 +137,23 @@ def test_fused_mlp_cost_model():
     # kernel re-reads a group's weights once per row tile it visits
     m, d, f, g = 4096, 1024, 4096, 8
     for bm, tiles_per_group in ((512, 1), (256, 2), (128, 4)):
-        c = ragged_kernels.mlp_cost(g=g, m=m, d=d, f=f, itemsize=2, bm=bm)
+        c = _ragged_kernels.mlp_cost(g=g, m=m, d=d, f=f, itemsize=2, bm=bm)
         assert c["flops"] == 4 * m * d * f + m * f and c["row_tiles"] == g * tiles_per_group
         extra_weight_reads = 2 * 2 * d * f * g * (tiles_per_group - 1)
         assert c["bytes_unfused"] - c["bytes_fused"] == 2 * 2 * m * f - extra_weight_reads
     # many rows per group: the intensities tend to 2/(s(1/f + 1/bm)) and 2/(s(1/d + 1/f)),
     # so the fused kernel moves fewer bytes exactly when bm > d
     for bm in (256, 2048):
-        c = ragged_kernels.mlp_cost(g=4, m=2 ** 22, d=1024, f=4096, itemsize=2, bm=bm)
+        c = _ragged_kernels.mlp_cost(g=4, m=2 ** 22, d=1024, f=4096, itemsize=2, bm=bm)
         np.testing.assert_allclose(c["flops"] / c["bytes_fused"], 1 / (1 / f + 1 / bm),
                                    rtol=2e-3)
         np.testing.assert_allclose(c["flops"] / c["bytes_unfused"], 1 / (1 / d + 1 / f),
                                    rtol=2e-3)
         assert (c["bytes_fused"] < c["bytes_unfused"]) == (bm > d)
-    c = ragged_kernels.mlp_cost(g=8, m=4096, d=1024, f=4096, itemsize=2, bm=512)
+    c = _ragged_kernels.mlp_cost(g=8, m=4096, d=1024, f=4096, itemsize=2, bm=512)
     # 69 GFLOP and 151 MB: compute-bound at 3 TB/s, memory-bound at 1 TB/s
-    assert ragged_kernels.roofline_time(c, 1e15, 3e12, fused=True) == c["flops"] / 1e15
-    assert ragged_kernels.roofline_time(c, 1e15, 1e12, fused=True) == c["bytes_fused"] / 1e12
+    assert _ragged_kernels.roofline_time(c, 1e15, 3e12, fused=True) == c["flops"] / 1e15
+    assert _ragged_kernels.roofline_time(c, 1e15, 1e12, fused=True) == c["bytes_fused"] / 1e12
 
 
 # ---------------------------------------------------------------------------------------------

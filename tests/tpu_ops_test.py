@@ -73,3 +73,15 @@ def test_docs_carry_the_summary_of_the_committed_data():
 @pytest.mark.skipif(not tpu_ops.DEFAULT_OUT.exists(), reason="no chip data committed yet")
 def test_committed_data_has_the_shape():
     _check_shape(json.loads(tpu_ops.DEFAULT_OUT.read_text()))
+
+
+def test_without_a_tpu_the_chips_record_is_not_overwritten(capsys):
+    import jax
+    if jax.devices()[0].platform == "tpu":
+        pytest.skip("on a TPU the default --out is the one to write")
+    before = tpu_ops.DEFAULT_OUT.read_bytes() if tpu_ops.DEFAULT_OUT.exists() else None
+    assert tpu_ops.main(["--only", "jnp.sin"]) == {}
+    said = capsys.readouterr().out
+    assert "no accelerator" in said and "'cpu'" in said and "not written" in said
+    after = tpu_ops.DEFAULT_OUT.read_bytes() if tpu_ops.DEFAULT_OUT.exists() else None
+    assert after == before

@@ -714,11 +714,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget-s", type=float, default=390.0,
                         help="start no new part after this many seconds")
     args = parser.parse_args(argv)
-    import jax
-    dev = jax.devices()[0]
-    if dev.platform != "tpu" and not args.smoke:
-        print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
-              f"nothing measured, nothing written to {args.out_dir}")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing measured, nothing written to {args.out_dir}", allow=args.smoke):
         return 0
     only = tuple(s for s in args.only.split(",") if s)
     unknown = set(only) - set(TOPICS + MEASURES)

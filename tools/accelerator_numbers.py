@@ -6,7 +6,7 @@ Where `jax.devices()[0].platform == "gpu"` it measures, in one process:
 - **memory** (chapter 23): `memory_stats()` of the device before and after the first operation,
   and one real out-of-memory report: an array larger than the allocator's pool, made under
   minijax and JAX, its `RESOURCE_EXHAUSTED` message kept;
-- **flash_attention** (chapter 16): the FlashAttention kernel of `compare/pallas_kernels.py`,
+- **flash_attention** (chapter 16): the FlashAttention kernel of `compare/_pallas_kernels.py`,
   compiled by JAX's Triton backend (`interpret=False`), forward and forward+backward against
   `jax.nn.dot_product_attention` (XLA's and cuDNN's implementations), in TFLOP/s and as a
   fraction of the device's dense bf16 peak (`PEAK_BF16_TFLOPS`); minijax's Pallas has no GPU
@@ -133,15 +133,15 @@ def measure_memory(oom_bytes: int | None = None) -> dict:
 # ------------------------------------------------------------------ chapter 16: FlashAttention
 def measure_flash(seqs, dims, *, tokens: int, hidden: int, block: int, causal: bool = True,
                   dtype=np.float32, interpret: bool, compiler_params=None, reps: int) -> dict:
-    """FlashAttention (compare/pallas_kernels.py) against `jax.nn.dot_product_attention`, for
+    """FlashAttention (compare/_pallas_kernels.py) against `jax.nn.dot_product_attention`, for
     q, k, v of `dtype` with `tokens // seq` sequences of `seq` tokens and `hidden // d` heads of
     dimension `d`. One row per shape and implementation; a row that failed holds its error."""
     import jax
     from jax.experimental import pallas as jpl
     from jax.experimental.pallas import triton as jplgpu
 
-    from compare import pallas_kernels
-    K = pallas_kernels.build(jax, jpl, jplgpu, interpret=interpret,
+    from compare import _pallas_kernels
+    K = _pallas_kernels.build(jax, jpl, jplgpu, interpret=interpret,
                              compiler_params=compiler_params)
     rng = np.random.default_rng(0)
     rows = []
@@ -195,10 +195,10 @@ def measure_flash(seqs, dims, *, tokens: int, hidden: int, block: int, causal: b
 def minijax_pallas_compiled() -> str:
     """What minijax's Pallas says when asked to compile a kernel (`interpret=False`)."""
     _, minijax = _modules()[0]
-    from compare import pallas_kernels
+    from compare import _pallas_kernels
     from minijax.experimental import pallas as mpl
     from minijax.experimental.pallas import triton as mplgpu
-    M = pallas_kernels.build(minijax, mpl, mplgpu, interpret=False)
+    M = _pallas_kernels.build(minijax, mpl, mplgpu, interpret=False)
     x = np.ones((1, 256, 128), np.float32)  # blocks a TPU can tile: the compile is what fails
     try:
         M.flash_forward(x, x, x, bq=128, bk=128)
@@ -338,10 +338,8 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args(argv)
     import jax
-    dev = jax.devices()[0]
-    if dev.platform != "gpu":
-        print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
-              f"nothing measured, {args.out} not written")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing measured, {args.out} not written", platform="gpu"):
         return 0
     run(args.out, seqs=[int(s) for s in args.seqs.split(",")],
         dims=[int(d) for d in args.dims.split(",")], reps=args.reps, tokens=16384, hidden=2048,

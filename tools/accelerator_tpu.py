@@ -4,7 +4,7 @@ their anchors on the chip, saved as data, read back by the chapters and the comp
     python tools/accelerator_tpu.py [--out chapters/data/accelerator-tpu.json] [--quick]
 
 Where `jax.devices()[0].platform == "tpu"` it measures, in one process, each kernel of
-`compare/pallas_kernels.py` and `compare/ragged_kernels.py` compiled by Mosaic
+`compare/_pallas_kernels.py` and `compare/_ragged_kernels.py` compiled by Mosaic
 (`interpret=False`) against the anchor that kernel claims to beat, timed in the same process:
 
 | rows named        | kernel                               | ref (the anchor)                |
@@ -171,16 +171,16 @@ class Bench:
         from jax.experimental.pallas import tpu as jpltpu
         from jax.experimental.pallas import triton as jplgpu
 
-        from compare import pallas_kernels, ragged_kernels
+        from compare import _pallas_kernels, _ragged_kernels
         self.jax, self.jnp = jax, jax.numpy
-        self.K = pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=interpret)
-        self.R = ragged_kernels.build(jax, jpl, jpltpu, interpret=interpret)
+        self.K = _pallas_kernels.build(jax, jpl, jplgpu, pltpu=jpltpu, interpret=interpret)
+        self.R = _ragged_kernels.build(jax, jpl, jpltpu, interpret=interpret)
         self.reps, self.search_reps, self.smoke = reps, search_reps, smoke
         self.rows: list[dict] = []
         self.autotune: dict[str, list] = {}
         self.rng = np.random.default_rng(0)
         self.small_kernels: list[dict] = []
-        self.small = True  # also time compare/mosaic_kernels.py's small kernels
+        self.small = True  # also time compare/_mosaic_kernels.py's small kernels
         self.prior: list[dict] = []  # rows of an earlier run: tilings when a family is skipped
         self.save = lambda: None  # called after each row: a run cut short keeps its rows
 
@@ -458,16 +458,16 @@ def measure_minijax(b: Bench, shapes) -> None:
     `interpret=False`: minijax's own lowering to Mosaic) and against JAX, at the tiling the
     search above chose, on the same inputs: rows `"impl": "minijax_pallas"` with `ref`
     `"jax_pallas"` (JAX's Pallas compiling the same source) and whether the bits are equal.
-    The small kernels of compare/mosaic_kernels.py go under "minijax_small_kernels"."""
+    The small kernels of compare/_mosaic_kernels.py go under "minijax_small_kernels"."""
     import minijax
     from minijax.experimental import pallas as mpl
     from minijax.experimental.pallas import tpu as mpltpu
     from minijax.experimental.pallas import triton as mplgpu
 
-    from compare import mosaic_kernels, pallas_kernels, ragged_kernels
+    from compare import _mosaic_kernels, _pallas_kernels, _ragged_kernels
     jax = b.jax
-    M = pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu, interpret=b.smoke)
-    MR = ragged_kernels.build(minijax, mpl, mpltpu, interpret=b.smoke)
+    M = _pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu, interpret=b.smoke)
+    MR = _ragged_kernels.build(minijax, mpl, mpltpu, interpret=b.smoke)
     (bh, seq, d), n, (m, k, nn, g), (mm, dd, ff, gg) = (
         shapes["flash"], shapes["matmul"], shapes["gmm"], shapes["mlp"])
     q, kk, v, do = (b.normal((bh, seq, d)) for _ in range(4))
@@ -536,9 +536,9 @@ def measure_minijax(b: Bench, shapes) -> None:
               bits_equal=bool(bits), error=error, **extra)
     if not b.smoke and b.small:
         small = []
-        for kernel in sorted({**mosaic_kernels.KERNELS, **mosaic_kernels.TPU_ONLY}):
+        for kernel in sorted({**_mosaic_kernels.KERNELS, **_mosaic_kernels.TPU_ONLY}):
             try:
-                small += mosaic_kernels.run_on_tpu(names=[kernel], reps=b.reps)
+                small += _mosaic_kernels.run_on_tpu(names=[kernel], reps=b.reps)
             except Exception as e:  # noqa: BLE001 - keep the others
                 small.append({"kernel": kernel, "impl": "minijax_pallas", "ref": "jax_pallas",
                               "error": _error(e)})
@@ -784,16 +784,13 @@ def main(argv=None) -> int:
                         help="tiny shapes in interpret mode, on any device (for the tests)")
     parser.add_argument("--reps", type=int, default=20)
     parser.add_argument("--no-small", action="store_true",
-                        help="skip compare/mosaic_kernels.py's small kernels under minijax")
+                        help="skip compare/_mosaic_kernels.py's small kernels under minijax")
     parser.add_argument("--only", default="", help="comma-separated: flash,matmul,gmm,mlp,minijax")
     parser.add_argument("--tilings-from", type=Path, default=None,
                         help="an earlier run's JSON: its chosen tilings for families not run now")
     args = parser.parse_args(argv)
-    import jax
-    dev = jax.devices()[0]
-    if dev.platform != "tpu" and not args.smoke:
-        print(f"no accelerator: jax.devices()[0] is {dev.platform!r} ({dev.device_kind}); "
-              f"nothing measured, {args.out} not written")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing measured, {args.out} not written", allow=args.smoke):
         return 0
     only = tuple(s for s in args.only.split(",") if s)
     run(args.out, quick=args.quick, smoke=args.smoke, reps=args.reps, only=only,

@@ -718,11 +718,9 @@ def main(argv=None) -> int:
     p.add_argument("--stop-at", type=float, default=0.995)
     p.add_argument("--phases", default="1,2,3,4")
     args = p.parse_args(argv)
-    import jax
-    platform = jax.devices()[0].platform
-    if platform != "tpu" and not args.smoke:
-        print(f"no accelerator: jax.devices()[0].platform is {platform!r}; nothing trained, "
-              f"{args.out} not written (--smoke trains a tiny model here)")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"nothing trained, {args.out} not written (--smoke trains a tiny model "
+                      "here)", allow=args.smoke):
         return 0
     run(args.out, smoke=args.smoke, budget_s=args.budget_s, reserve_s=args.reserve_s,
         stop_at=args.stop_at, phases=tuple(int(x) for x in args.phases.split(",")))

@@ -8,7 +8,7 @@ For each shape of each SET (below) it times `fused_mlp_fwd` and the cotangents o
 candidate tiling, against two `lax.ragged_dot`s + SiLU and their cotangents; it prints each
 line as it goes and writes OUT_SET.json. A candidate ("T", ...) traces the kernels with
 `SIGMOID_VIA_TANH` set (sigmoid through tanh), a tiling (None,) is the kernels' default.
-The docstring of compare/ragged_kernels.py quotes its results."""
+The docstring of compare/_ragged_kernels.py quotes its results."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import jax  # noqa: E402
 
-from compare import ragged_kernels as RK  # noqa: E402
+from compare import _ragged_kernels as RK  # noqa: E402
 from tools import accelerator_tpu as A  # noqa: E402
 
 # name: (shapes (M, D, F, G), forward candidates, backward candidates)

@@ -635,10 +635,9 @@ def main(argv=None) -> int:
                 print(f"{name} {conv}: a = {f['a']:.3f} [{f['ci'][0]:.3f}, {f['ci'][1]:.3f}]")
         print(f"coverage of approach 2's 95% interval (simulated): {doc['coverage']:.1%}")
         return 0
-    import jax
-    if jax.devices()[0].platform == "cpu" and not args.smoke:
-        print(f"no accelerator: jax.devices()[0] is 'cpu'; the sweep is sized for a TPU, "
-              f"nothing measured, {args.out} not written (--smoke runs it small here)")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"the sweep is sized for a TPU, nothing measured, {args.out} not written "
+                      "(--smoke runs it small here)", allow=args.smoke):
         return 0
     doc = sweep(args)
     save(doc, Path(args.out))
@@ -649,4 +648,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: `tools._chip`
     sys.exit(main())

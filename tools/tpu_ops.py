@@ -14,8 +14,9 @@ unless the operation's name says `default` (then both use the chip's bf16 passes
 and first line) and the diffs are the largest difference from JAX's jitted result, over every
 output element, of `|got - jax| / max(1, |jax|)` (absolute below 1, relative above).
 
-It runs on any machine: on a CPU it checks the script (tests/tpu_ops_test.py runs a few
-`--only` names); the figure that counts comes from a TPU (`device_kind` says which), committed
+It runs on any machine given an `--out` of its own: on a CPU it checks the script
+(tests/tpu_ops_test.py runs a few `--only` names); the figure that counts comes from a TPU
+(`device_kind` says which), and only a TPU writes the default `--out`, committed
 as `chapters/data/tpu-ops.json` and summarised by `docs/conformance.md` through `summary()`.
 On a TPU v5e it takes about a minute (two compiles per operation).
 """
@@ -336,6 +337,10 @@ def main(argv=None) -> dict:
     unknown = [n for n in names if n not in OPS]
     if unknown:
         parser.error(f"unknown operations: {', '.join(unknown)} (see --list)")
+    from tools._chip import no_accelerator
+    if no_accelerator(f"{DEFAULT_OUT.name} is the chip's record, not written (--out elsewhere "
+                      "runs here)", allow=Path(args.out).resolve() != DEFAULT_OUT):
+        return {}
     import jax  # the reference, and the device
     import minijax
     start = time.perf_counter()
@@ -403,4 +408,5 @@ def docs_with_summary(text: str, line: str) -> str:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))  # run as a file: `tools._chip`
     main(sys.argv[1:])

@@ -7,7 +7,7 @@ inputs. On a CPU, tests/pallas_mosaic_test.py compares the Mosaic module minijax
 each with JAX's. On a TPU, `run_on_tpu()` runs each under `jax.jit` and `minijax.jit` on the
 same inputs and reports bits and times (the rows of `chapters/data/accelerator-tpu.json`):
 
-    PYTHONPATH=$PWD python -c "from compare import mosaic_kernels as m; m.show(m.run_on_tpu())"
+    PYTHONPATH=$PWD python -c "from compare import _mosaic_kernels as m; m.show(m.run_on_tpu())"
 
 Taught in chapters/16-pallas.md.
 """
@@ -25,7 +25,7 @@ import time
 import ml_dtypes  # numpy's bfloat16, the dtype both modules use
 import numpy as np
 
-from compare import pallas_kernels
+from compare import _pallas_kernels
 from minijax.experimental.pallas.mosaic.pallas_call_registration import mosaic_ir_context
 
 
@@ -461,14 +461,14 @@ def vmapped_softmax_kernel(J):
     return J.vmap(softmax_kernel(J))
 
 
-# The kernels of compare/pallas_kernels.py (chapter 16) at TPU-legal blocks. JAX cannot
+# The kernels of compare/_pallas_kernels.py (chapter 16) at TPU-legal blocks. JAX cannot
 # lower its rank-1 blocks without a TPU (it asks the chip for its tiling), so the kernels
 # with rank-1 operands (vector add, the matmul's bias, layer norm's scales) are left out.
 def chapter16(name, **kw):
     def make(J):
         pl, _ = _pl(J)
         plgpu = importlib.import_module(J.__name__ + ".experimental.pallas.triton")
-        K = pallas_kernels.build(J, pl, plgpu, interpret=False)
+        K = _pallas_kernels.build(J, pl, plgpu, interpret=False)
         if name == "flash_attention_grad":
             def loss(q, k, v):
                 return J.numpy.sum(K.flash_attention(q, k, v, 128, 128, kw["causal"]))
