@@ -9,6 +9,7 @@ Mirrors jax/_src/mesh.py. Taught in chapters/12-sharding.md.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import functools
 import math
@@ -172,14 +173,31 @@ class Mesh(_BaseMesh):
                 f"axis_types={self.axis_types!r})")
 
 
-# JAX: jax/_src/mesh.py AbstractMesh — differs: no device kind or core count
+# JAX: jax/_src/mesh.py AbstractDevice
+@dataclasses.dataclass(frozen=True)
+class AbstractDevice:
+    """The kind of device an `AbstractMesh` stands for (`device_kind='TPU v5 lite'`,
+    `num_cores`, `platform='tpu'`), with no device behind it. A value only: minijax lowers
+    for the platform of the devices it runs on."""
+    device_kind: str
+    num_cores: int | None
+    platform: str
+
+    def __repr__(self) -> str:
+        return (f"AbstractDevice(device_kind={self.device_kind}, num_cores={self.num_cores}, "
+                f"platform={self.platform})")
+
+
+# JAX: jax/_src/mesh.py AbstractMesh
 class AbstractMesh(_BaseMesh):
     """A mesh shape with axis names and types, and no devices (what tracing and types see).
 
-    Args: axis_sizes, axis_names (same length), axis_types (default `Auto` for every axis).
+    Args: axis_sizes, axis_names (same length), axis_types (default `Auto` for every axis),
+    abstract_device (an `AbstractDevice`, or None). ValueError if the lengths differ.
     """
 
-    def __init__(self, axis_sizes: Sequence[int], axis_names: Sequence[str], axis_types=None):
+    def __init__(self, axis_sizes: Sequence[int], axis_names: Sequence[str], axis_types=None,
+                 *, abstract_device: AbstractDevice | None = None):
         axis_sizes, axis_names = tuple(axis_sizes), tuple(axis_names)
         if len(axis_sizes) != len(axis_names):
             raise ValueError(f"AbstractMesh: {len(axis_sizes)} axis sizes but "
@@ -187,7 +205,8 @@ class AbstractMesh(_BaseMesh):
         self.axis_sizes = axis_sizes
         self.axis_names = axis_names
         self.axis_types = _normalize_axis_types(axis_names, axis_types, AxisType.Auto)
-        self._key = (axis_sizes, axis_names, self.axis_types)
+        self.abstract_device = abstract_device
+        self._key = (axis_sizes, axis_names, self.axis_types, abstract_device)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, AbstractMesh) and self._key == other._key
@@ -200,7 +219,10 @@ class AbstractMesh(_BaseMesh):
         return self
 
     def __repr__(self) -> str:
-        return f"AbstractMesh({_axes_str(self.axis_names, self.axis_sizes, self.axis_types)})"
+        dev = self.abstract_device
+        extra = "" if dev is None else repr(dev)[len("AbstractDevice("):-1]
+        return (f"AbstractMesh({_axes_str(self.axis_names, self.axis_sizes, self.axis_types)}"
+                f"{', ' + extra if extra else ''})")
 
     __str__ = __repr__
 
@@ -239,6 +261,7 @@ def make_mesh(axis_shapes: Sequence[int], axis_names: Sequence[str], axis_types=
 
 class _MeshContext(threading.local):
     mesh: "Mesh | None" = None
+    abstract: "AbstractMesh | None" = None  # set by use_abstract_mesh: it wins over `mesh`'s
 
 
 _mesh_context = _MeshContext()
@@ -272,7 +295,10 @@ class set_mesh:
 
 # JAX: jax/_src/mesh.py get_abstract_mesh
 def get_abstract_mesh() -> AbstractMesh:
-    """The abstract mesh of the mesh in context (`set_mesh`), or the empty one."""
+    """The abstract mesh in context (`use_abstract_mesh`), else that of the mesh in context
+    (`set_mesh`), else the empty one."""
+    if _mesh_context.abstract is not None:
+        return _mesh_context.abstract
     mesh = _mesh_context.mesh
     return empty_abstract_mesh if mesh is None else mesh.abstract_mesh
 
@@ -281,3 +307,88 @@ def get_abstract_mesh() -> AbstractMesh:
 def get_concrete_mesh() -> "Mesh | None":
     """The mesh in context (`set_mesh`), or None."""
     return _mesh_context.mesh
+
+
+# JAX: jax/_src/mesh.py use_abstract_mesh
+class use_abstract_mesh:
+    """A context manager making `mesh` (an `AbstractMesh`) the abstract mesh that tracing sees
+    (`get_abstract_mesh`: a bare `PartitionSpec` in `reshard`/`out_sharding=` names its axes),
+    without devices. ValueError for something else than an AbstractMesh, and, as JAX, for one
+    of another size than a non-empty abstract mesh already in context."""
+
+    __slots__ = ("mesh", "prev")
+
+    def __init__(self, mesh: AbstractMesh) -> None:
+        if not isinstance(mesh, AbstractMesh):
+            raise ValueError("Expected mesh of type `minijax.sharding.AbstractMesh`. Got type: "
+                             f"{type(mesh)}")
+        self.mesh = mesh
+
+    def __enter__(self) -> None:
+        prev = get_abstract_mesh()
+        if not prev.empty and not self.mesh.empty and prev.size != self.mesh.size:
+            raise ValueError(f"use_abstract_mesh cannot change the size of the mesh. Got new "
+                             f"mesh: {self.mesh} with size={self.mesh.size} and prev mesh: "
+                             f"{prev} with size={prev.size}")
+        self.prev, _mesh_context.abstract = _mesh_context.abstract, self.mesh
+
+    def __exit__(self, *exc) -> None:
+        _mesh_context.abstract = self.prev
+
+
+# JAX: jax/_src/core.py ManualAxisType
+class ManualAxisType:
+    """How a value inside `shard_map` relates to each manual mesh axis: `varying` (each device
+    holds its own value), `unreduced` (partial sums still to add), `reduced`; an axis in none of
+    them is invariant. An immutable value; ValueError when an axis is in two of the sets.
+    minijax's avals record the varying axes alone (`ShapedArray.vma`)."""
+
+    __slots__ = ("varying", "unreduced", "reduced")
+
+    def __init__(self, *, varying=frozenset(), unreduced=frozenset(), reduced=frozenset()):
+        for name, other in (("unreduced", unreduced), ("reduced", reduced)):
+            if frozenset(varying) & frozenset(other):
+                raise ValueError(f"varying and {name} cannot have common mesh axes. Got "
+                                 f"varying={varying} and {name}={other}")
+        varying, unreduced, reduced = map(frozenset, (varying, unreduced, reduced))
+        for k, v in (("varying", varying), ("unreduced", unreduced), ("reduced", reduced)):
+            object.__setattr__(self, k, v)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"ManualAxisType is immutable: cannot set {name!r}")
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, ManualAxisType) and self.vur_sets == other.vur_sets
+
+    def __hash__(self) -> int:
+        return hash(self.vur_sets)
+
+    @property
+    def vur_sets(self) -> tuple:
+        return self.varying, self.unreduced, self.reduced
+
+    @property
+    def vur(self) -> frozenset:
+        """The axes in any of the three sets."""
+        return self.varying | self.unreduced | self.reduced
+
+    @property
+    def empty(self) -> bool:
+        return not self.vur
+
+    def update(self, **kwargs) -> "ManualAxisType":
+        return ManualAxisType(**{"varying": self.varying, "unreduced": self.unreduced,
+                                 "reduced": self.reduced, **kwargs})
+
+    def to_ct_mat(self) -> "ManualAxisType":
+        """The type of a cotangent: unreduced and reduced swap."""
+        return self.update(unreduced=self.reduced, reduced=self.unreduced)
+
+    def invarying(self, mesh) -> frozenset:
+        """The manual axes of `mesh` the value is invariant over."""
+        manual = {n for n, t in zip(mesh.axis_names, mesh.axis_types) if t == AxisType.Manual}
+        return frozenset(manual) - self.vur
+
+    def __repr__(self) -> str:
+        return (f"ManualAxisType(varying={self.varying}, unreduced={self.unreduced}, "
+                f"reduced={self.reduced})")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 
+from minijax import core
 from minijax.mesh import AbstractMesh, Mesh, get_abstract_mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding, _check_memory_kind
 from minijax.partition_spec import PartitionSpec, _axes_of
@@ -49,6 +50,23 @@ class SingleDeviceSharding(Sharding):
 
     def __repr__(self) -> str:
         return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self.memory_kind})"
+
+
+# JAX: jax/_src/sharding_impls.py make_single_device_sharding
+def make_single_device_sharding(device, *, memory_kind: str | None = None):
+    """`SingleDeviceSharding(device, memory_kind=)`."""
+    return SingleDeviceSharding(device, memory_kind=memory_kind)
+
+
+# JAX: jax/_src/sharding_impls.py get_mesh
+def get_mesh() -> "Mesh | None":
+    """The mesh in context (`set_mesh`); outside `jit` only (ValueError while tracing, as
+    JAX: inside, `get_abstract_mesh` is the one to ask). Differs: None with no mesh set, where
+    JAX gives its empty `Mesh` (minijax's Mesh has at least one device)."""
+    if core.current_trace() is not core.eval_trace:
+        raise ValueError("`get_mesh` can only be used outside of `jax.jit`. Maybe you want "
+                         "`jax.sharding.get_abstract_mesh()`?")
+    return get_concrete_mesh()
 
 
 def spec_for_device_map(mesh: Mesh, shape: tuple, index_of: dict) -> PartitionSpec:

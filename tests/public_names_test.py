@@ -106,3 +106,43 @@ def test_shape_dtype_struct_like_rejects_non_arrays():
     for J in (jax, minijax):
         with pytest.raises(TypeError):
             J.ShapeDtypeStruct.like("not an array")
+
+
+def _sharding_names(J):
+    s, out = J.sharding, []
+
+    def attempt(f):
+        try:
+            out.append(f())
+        except ValueError as e:
+            out.append(("ValueError", str(e).replace("minijax", "jax").split(" Got type")[0]))
+    m = J.make_mesh((1,), ("x",))
+    with J.set_mesh(m):
+        out.append(s.get_mesh() == m)
+    attempt(lambda: J.jit(lambda x: s.get_mesh())(1.0))
+    dev = s.AbstractDevice("TPU v5 lite", 1, "tpu")
+    am = s.AbstractMesh((2,), ("x",), abstract_device=dev)
+    out += [repr(dev), am.abstract_device == dev, s.get_abstract_mesh().empty]
+    with s.use_abstract_mesh(am):
+        out.append((s.get_abstract_mesh() == am, s.get_abstract_mesh().axis_names))
+    out.append(s.get_abstract_mesh().empty)
+
+    def resize():
+        with s.use_abstract_mesh(am), s.use_abstract_mesh(s.AbstractMesh((4,), ("y",))):
+            pass
+    attempt(resize)
+    out.append(s.get_abstract_mesh().empty)
+    attempt(lambda: s.use_abstract_mesh(m))
+    t = s.ManualAxisType(varying={"x"}, reduced={"y"})
+    out.append((sorted(t.varying), sorted(t.to_ct_mat().unreduced), sorted(t.vur),
+                sorted(t.update(varying=frozenset()).varying), t.update().vur == t.vur))
+    attempt(lambda: s.ManualAxisType(varying={"x"}, unreduced={"x"}))
+    d = J.devices()[0]
+    sh = s.make_single_device_sharding(d)
+    out.append((type(sh).__name__, sh.device_set == {d}, sh.memory_kind))
+    return out
+
+
+def test_sharding_names_as_jax():
+    assert _sharding_names(minijax) == _sharding_names(jax)
+    assert minijax.sharding.get_mesh() is None  # JAX: its empty Mesh (the docstring says so)

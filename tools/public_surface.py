@@ -23,7 +23,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ["jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "jax.tree_util", "jax.tree"]
+# the order matters: surveying a package after one of its submodules was imported would count
+# that submodule too (jax.experimental.pallas lists `tpu` once pallas.tpu is imported)
+MODULES = ["jax", "jax.numpy", "jax.lax", "jax.random", "jax.nn", "jax.tree_util", "jax.tree",
+           "jax.scipy.special", "jax.sharding", "jax.experimental.pallas",
+           "jax.experimental.pallas.tpu"]
 
 
 def mini_name(jax_name: str) -> str:

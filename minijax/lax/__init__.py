@@ -59,7 +59,8 @@ from minijax.lax.slicing import (
 from minijax.lax.special import (
     digamma, digamma_p, erf, erf_inv, erf_inv_p, erf_p, erfc, erfc_p, lgamma, lgamma_p,
     bessel_i1e, bessel_i1e_p, polygamma, polygamma_p, zeta, zeta_p, igamma, igamma_p, igammac,
-    igammac_p, igamma_grad_a, igamma_grad_a_p, random_gamma_grad,
+    igammac_p, igamma_grad_a, igamma_grad_a_p, random_gamma_grad, bessel_i0e, bessel_i0e_p,
+    betainc, regularized_incomplete_beta_p,
 )
 from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,

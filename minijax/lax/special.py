@@ -1,6 +1,6 @@
 """Special functions as primitives: `erf`, `erfc` and `erf_inv`, `lgamma`, `digamma`,
-`polygamma`, `zeta`, `bessel_i1e`, and the incomplete gamma `igamma`/`igammac` (whose
-derivative in `a` gives `random.gamma` its gradient).
+`polygamma`, `zeta`, `bessel_i0e`/`bessel_i1e`, the incomplete gamma `igamma`/`igammac` (whose
+derivative in `a` gives `random.gamma` its gradient) and the incomplete beta `betainc`.
 
 `minijax.random.normal` is `sqrt(2) * erf_inv(u)` for uniform `u`, and `truncated_normal`
 needs `erf` too. Under `jit` both lower to CHLO ops that XLA expands itself, as JAX lowers
@@ -20,9 +20,10 @@ from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp, instantiate_zeros, jvp_flat
 from minijax.interpreters.batching import defbroadcasting, defvectorized
 from minijax.lax.control_flow.loops import fori_loop
-from minijax.lax.lax import (_broadcasting_shape, _const, _float, abs, add, bitwise_or,
-                             broadcast_in_dim, convert_element_type, div, eq, exp, full_like,
-                             le, log, lt, mul, naryop, neg, select, sin, square, sub, unop)
+from minijax.lax.lax import (_broadcasting_shape, _const, _float, abs, add, bitwise_and,
+                             bitwise_or, broadcast_in_dim, convert_element_type, cos, div, eq,
+                             exp, floor, full_like, iota, le, log, log1p, lt, mul, naryop, neg,
+                             reduce_sum, rsqrt, select, sign, sin, square, sub, unop)
 from minijax.pjit import jit
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])
@@ -262,6 +263,55 @@ defvectorized(bessel_i1e_p)
 mlir.register_lowering(bessel_i1e_p, _chlo_lowering("bessel_i1e"))
 
 
+def _bessel_scaled(x, order: int):
+    """exp(-|x|) I_order(|x|) for order 0 or 1, from I_n(x) = 1/(2 pi) int_0^{2 pi}
+    exp(x cos t) cos(n t) dt: the trapezoidal rule on 128 points (exact to rounding for a
+    periodic analytic integrand, |x| <= 60), and Hankel's asymptotic series beyond."""
+    ax = abs(x)
+    n = 128
+    t = mul(convert_element_type(iota(np.int32, n), x.dtype), _const(x, 2 * np.pi / n))
+    small = select(lt(ax, _const(x, 60)), ax, full_like(ax, 60))
+    dims = tuple(range(x.ndim))
+    xs = broadcast_in_dim(small, (*x.shape, n), dims)
+    ct = broadcast_in_dim(cos(t), (*x.shape, n), (x.ndim,))
+    w = exp(mul(xs, sub(ct, _const(x, 1))))
+    w = w if order == 0 else mul(w, ct)
+    trapezoid = div(reduce_sum(w, (x.ndim,)), _const(x, n))
+    big = select(lt(ax, _const(x, 60)), full_like(ax, 60), ax)
+    # e^-x I_nu(x) ~ (2 pi x)^-1/2 sum_k c_k x^-k, c_k = c_{k-1} ((2k-1)^2 - 4 nu^2) / (8k)
+    term, total = full_like(big, 1), full_like(big, 1)
+    for k in range(1, 16):
+        term = mul(term, div(_const(x, ((2 * k - 1) ** 2 - 4 * order ** 2) / (8 * k)), big))
+        total = add(total, term)
+    asym = mul(total, rsqrt(mul(big, _const(x, 2 * np.pi))))
+    return select(lt(ax, _const(x, 60)), trapezoid, asym)
+
+
+# JAX: jax/_src/lax/special.py bessel_i0e
+def bessel_i0e(x):
+    """Elementwise exponentially scaled modified Bessel function of order 0,
+    exp(-|x|) I0(x) (float dtypes), differentiable: d/dx = i1e(x) - sign(x) i0e(x)."""
+    return bessel_i0e_p.bind(x)
+
+
+bessel_i0e_p = unop("bessel_i0e", _float, None)
+bessel_i0e_p.def_impl(_through_xla(bessel_i0e_p))
+defvectorized(bessel_i0e_p)
+mlir.register_lowering(bessel_i0e_p, mlir.lower_fun(lambda x: _bessel_scaled(x, 0),
+                                                    multiple_results=False))
+defjvp(bessel_i0e_p, lambda g, x: mul(g, sub(bessel_i1e(x), mul(sign(x), bessel_i0e(x)))))
+
+
+def _bessel_i1e_jvp(g, x):
+    # d/dx i1e = i0e - i1e (sign(x) + 1/x); 1/2 at x = 0
+    safe = select(eq(x, _const(x, 0)), full_like(x, 1), x)
+    d = sub(bessel_i0e(x), mul(bessel_i1e(x), add(sign(safe), div(_const(x, 1), safe))))
+    return mul(g, select(eq(x, _const(x, 0)), full_like(x, 0.5), d))
+
+
+defjvp(bessel_i1e_p, _bessel_i1e_jvp)
+
+
 # ---------------------------------------------------------------------------------------------
 # igamma, igammac, igamma_grad_a, random_gamma_grad: the regularized incomplete gamma
 # function, by its power series below x = a + 1 and Legendre's continued fraction above
@@ -389,3 +439,73 @@ def random_gamma_grad(a, x, *, dtype=None):
     """d x / d a for a Gamma(a) sample x, holding its CDF P(a, x) fixed (implicit
     reparameterization): -(dP/da) / (dP/dx). What `grad` of `random.gamma` uses."""
     return neg(div(igamma_grad_a(a, x), _igamma_dx(a, x)))
+
+
+# ---------------------------------------------------------------------------------------------
+# betainc: the regularized incomplete beta function, by its continued fraction
+# ---------------------------------------------------------------------------------------------
+
+_BETAINC_TERMS = 300
+
+
+def _betainc_fraction(a, b, x):
+    # I_x(a, b) = x^a (1-x)^b / (a B(a, b)) / (1 + d_1 / (1 + d_2 / (1 + ...))), evaluated
+    # from its tail (300 levels); d_2m = m (b-m) x / ((a+2m-1)(a+2m)),
+    # d_2m+1 = -(a+m)(a+b+m) x / ((a+2m)(a+2m+1)) (Numerical Recipes, section 6.4)
+    def body(i, t):
+        k = convert_element_type(sub(_BETAINC_TERMS, i), x.dtype)  # k = n, n-1, ..., 1
+        m = floor(mul(k, _const(x, 0.5)))  # k = 2m or 2m + 1
+        den = mul(add(a, sub(k, _const(x, 1))), add(a, k))
+        d_even = div(mul(mul(m, sub(b, m)), x), den)
+        d_odd = neg(div(mul(mul(add(a, m), add(add(a, b), m)), x), den))
+        d = select(eq(k, add(m, m)), d_even, d_odd)
+        return add(_const(x, 1), div(d, t))
+    t = fori_loop(0, _BETAINC_TERMS, body, full_like(x, 1))
+    lbeta = sub(add(lgamma(a), lgamma(b)), lgamma(add(a, b)))
+    front = exp(sub(add(mul(a, log(x)), mul(b, log1p(neg(x)))), lbeta))
+    return div(div(front, a), t)
+
+
+def _betainc_impl(a, b, x):
+    a, b = _same_shape(a, b)
+    a, x = _same_shape(a, x)
+    b, x = _same_shape(b, x)
+    # the fraction converges fast for x < (a+1)/(a+b+2); above, I_x(a,b) = 1 - I_{1-x}(b,a)
+    flip = lt(div(add(a, _const(a, 1)), add(add(a, b), _const(a, 2))), x)
+    inside = bitwise_and(lt(_const(x, 0), x), lt(x, _const(x, 1)))
+    xs = select(inside, x, full_like(x, 0.5))
+    direct = _betainc_fraction(a, b, select(flip, full_like(x, 0.25), xs))
+    flipped = sub(_const(x, 1), _betainc_fraction(b, a, sub(_const(x, 1),
+                                                            select(flip, xs, full_like(x, 0.75)))))
+    out = select(flip, flipped, direct)
+    out = select(eq(x, _const(x, 0)), full_like(x, 0), out)
+    out = select(eq(x, _const(x, 1)), full_like(x, 1), out)
+    bad = bitwise_or(bitwise_or(le(a, _const(a, 0)), le(b, _const(b, 0))),
+                     bitwise_or(lt(x, _const(x, 0)), lt(_const(x, 1), x)))
+    return select(bad, full_like(x, np.nan), out)
+
+
+# JAX: jax/_src/lax/special.py betainc
+def betainc(a, b, x):
+    """Elementwise regularized incomplete beta I_x(a, b) = B(x; a, b) / B(a, b) (one float
+    dtype, broadcasting as lax's binary ops); NaN outside a > 0, b > 0, 0 <= x <= 1.
+    Differentiable in x; the derivative in a or b raises ValueError, as JAX's."""
+    return regularized_incomplete_beta_p.bind(a, b, x)
+
+
+def _betainc_grad_ab(g, a, b, x):
+    raise ValueError("Betainc gradient with respect to a and b not supported.")
+
+
+def _betainc_dx(g, a, b, x):
+    lbeta = sub(add(lgamma(a), lgamma(b)), lgamma(add(a, b)))
+    return mul(g, exp(sub(add(mul(sub(b, _const(b, 1)), log1p(neg(x))),
+                              mul(sub(a, _const(a, 1)), log(x))), lbeta)))
+
+
+regularized_incomplete_beta_p = naryop("regularized_incomplete_beta", _float, None)
+regularized_incomplete_beta_p.def_impl(_through_xla(regularized_incomplete_beta_p))
+defjvp(regularized_incomplete_beta_p, _betainc_grad_ab, _betainc_grad_ab, _betainc_dx)
+defbroadcasting(regularized_incomplete_beta_p)
+mlir.register_lowering(regularized_incomplete_beta_p,
+                       mlir.lower_fun(_betainc_impl, multiple_results=False))

@@ -7,3 +7,8 @@ from minijax.experimental.pallas.pallas_call import (  # noqa: F401
 )
 from minijax.experimental.pallas.mosaic import pallas_call_registration  # noqa: F401
 from minijax.state.types import ds, dslice  # noqa: F401
+
+
+def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
+    from minijax._unimplemented import missing  # not at the top: only a missing name needs it
+    raise missing(__name__, name)
