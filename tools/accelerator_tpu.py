@@ -667,6 +667,28 @@ def show(prefixes: tuple[str, ...] = (), path: Path = PATH, *, impl: str | None 
             print(_row_text(r))
 
 
+def show_pipelined(path: Path = PATH) -> None:
+    """Print minijax's compiled kernels against JAX's twice: one call at a time (the host's
+    dispatch included) and back to back (`pipelined_ms`: 20 calls queued, then one wait, so
+    the chip never idles), as minijax / JAX time ratios, and whether the compiled HLO has
+    JAX's ops in JAX's order; or say that no TPU run is saved."""
+    saved = load(path)
+    rows = [r for r in (saved or {}).get("rows", []) if r.get("impl") == "minijax_pallas"
+            and r.get("pipelined_ms")]
+    if not rows:
+        print("No accelerator was used: no pipelined timing of minijax's kernels is saved.")
+        return
+    print(f"{'kernel':30s}{'one call: minijax/JAX':>23s}{'back to back: minijax/JAX':>27s}"
+          f"  compiled HLO ops")
+    for r in rows:
+        one = f"{r['ms']:.3f}/{r['ref_ms']:.3f} = {r['ms'] / r['ref_ms']:.3f}"
+        piped = (f"{r['pipelined_ms']:.3f}/{r['ref_pipelined_ms']:.3f} = "
+                 f"{r['pipelined_ms'] / r['ref_pipelined_ms']:.3f}")
+        same = "JAX's" if r.get("compiled_ops_equal") else \
+            f"{sum(1 for x in r.get('compiled_ops_diff', []) if x[:1] in '+-') - 2} lines differ"
+        print(f"{r['name']:30s}{one:>23s}{piped:>27s}  {same}")
+
+
 def report_section(prefixes: tuple[str, ...], path: Path = PATH) -> str:
     """A markdown section for the compare report: the saved TPU rows of `prefixes` (and the
     same kernels compiled by minijax), with the device named, or a plain statement that no
