@@ -29,25 +29,18 @@ UNIMPLEMENTED = {
     'minijax.sharding': frozenset("""
     """.split()),
     'minijax.experimental.pallas': frozenset("""
-        BlockDim Blocked BoundedSlice Buffered CompilerParams CostEstimate DeviceIdType Element
-        HOST Indirect RevisitMode Slice Squeezed align_to broadcast_to core_map debug_check
-        debug_print delay empty empty_like empty_ref_like enable_debug_checks enable_poison_buffers
-        estimate_cost get_global kernel loop lower_as_mlir multiple_of next_power_of_2
-        no_block_spec pallas_export_experimental reciprocal run_scoped run_state select_ref
-        semaphore semaphore_read semaphore_signal semaphore_wait squeezed strides_from_shape
-        with_scoped
+        core_map debug_check empty_ref_like enable_debug_checks enable_poison_buffers estimate_cost
+        get_global kernel lower_as_mlir pallas_export_experimental select_ref semaphore
     """.split()),
     'minijax.experimental.pallas.tpu': frozenset("""
-        BufferType BufferedRef BufferedRefBase CMEM CORE_PARALLEL ChipVersion CoreType
-        LoweringException SUBCORE_PARALLEL SemaphoreType SideEffectType Tiling TpuInfo VMEM_SHARED
-        async_copy async_remote_copy bitcast core core_barrier create_tensorcore_mesh dma_semaphore
-        einshape emit_pipeline emit_pipeline_with_allocations force_tpu_interpret_mode
-        get_barrier_semaphore get_tpu_info get_tpu_info_for_chip is_tpu_device load make_async_copy
-        make_async_remote_copy matmul_acc_lhs matmul_pop matmul_push_rhs pack_elementwise
-        prng_random_bits prng_seed reset_tpu_interpret_mode_state roll run_on_first_core
-        sample_block set_tpu_interpret_mode stateful_bernoulli stateful_bits stateful_normal
-        stateful_uniform stochastic_round store sync_copy to_pallas_key touch trace_value
-        unpack_elementwise with_memory_space_constraint
+        BufferType BufferedRef BufferedRefBase ChipVersion CoreType Tiling TpuInfo
+        async_remote_copy core_barrier create_tensorcore_mesh dma_semaphore einshape emit_pipeline
+        emit_pipeline_with_allocations force_tpu_interpret_mode get_barrier_semaphore get_tpu_info
+        get_tpu_info_for_chip is_tpu_device make_async_remote_copy matmul_acc_lhs matmul_pop
+        matmul_push_rhs pack_elementwise prng_random_bits prng_seed reset_tpu_interpret_mode_state
+        run_on_first_core sample_block set_tpu_interpret_mode stateful_bernoulli stateful_bits
+        stateful_normal stateful_uniform stochastic_round to_pallas_key touch trace_value
+        unpack_elementwise
     """.split()),
 }
 

@@ -30,6 +30,9 @@ from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import split_list
 from minijax import lax, numpy as jnp
 from minijax.pjit import jit
+from minijax.experimental.pallas.blocks import (
+    Blocked, BoundedSlice, Buffered, CostEstimate, Element, Indirect, NoBlockSpec, Squeezed,
+    block_dim_size, canonical_block_dim)
 
 _CHAPTER = "chapters/16-pallas.md"
 
@@ -98,10 +101,11 @@ def num_programs(axis: int) -> int:
 
 # JAX: jax/_src/pallas/utils.py cdiv
 def cdiv(a, b):
-    """Ceiling division `(a + b - 1) // b` (ints, or integer arrays)."""
+    """Ceiling division: `(a + b - 1) // b` for ints; for integer arrays (traced or not)
+    `lax.div(a + (b - 1), b)`, which rounds toward zero, as JAX's."""
     if isinstance(a, (int, np.integer)) and isinstance(b, (int, np.integer)):
-        return -(-int(a) // int(b))
-    return (a + b - 1) // b
+        return (int(a) + int(b) - 1) // int(b)
+    return lax.div(a + (b - 1), b)
 
 
 # JAX: jax/_src/pallas/helpers.py when
@@ -123,21 +127,28 @@ def when(condition):
 # BlockSpec and the grid mapping
 # ---------------------------------------------------------------------------------------------
 
-# JAX: jax/_src/pallas/core.py BlockSpec — differs: no memory space or pipeline mode
+# JAX: jax/_src/pallas/core.py BlockSpec
 class BlockSpec:
     """Which block of an array one kernel instance sees.
 
-    `block_shape`: one entry per array dimension, an int block size or None (a size-1 block
-    whose dimension is squeezed out of the kernel's ref). `index_map(*grid_indices)` returns
-    the *block* index per dimension (element offset = block index * block size). Both None:
-    the whole array, at every grid point.
+    `block_shape`: one entry per array dimension: an int block size (`pl.Blocked(n)`), None
+    (`pl.squeezed`: a size-1 block whose dimension is left out of the kernel's ref), or
+    `pl.Element(n, padding)` (the index map gives the element offset, not the block index).
+    `index_map(*grid_indices)` returns one index per dimension (for a blocked dimension the
+    element offset is block index * block size). Both None: the whole array, at every grid
+    point. `memory_space`: where the operand lives (`pltpu.VMEM`, `pl.ANY`...);
+    `pipeline_mode`: a `pl.Buffered(n)` (TypeError for anything else).
     """
 
-    def __init__(self, block_shape: Sequence[int | None] | None = None,
-                 index_map: Callable | None = None, *, memory_space=None) -> None:
+    def __init__(self, block_shape: Sequence | None = None, index_map: Callable | None = None,
+                 *, memory_space=None, pipeline_mode: Buffered | None = None) -> None:
+        if pipeline_mode is not None and not isinstance(pipeline_mode, Buffered):
+            raise TypeError(f"BlockSpec: pipeline_mode must be a pl.Buffered, got "
+                            f"{pipeline_mode!r}")
         self.block_shape = None if block_shape is None else tuple(block_shape)
         self.index_map = index_map
         self.memory_space = memory_space
+        self.pipeline_mode = pipeline_mode
 
     def __repr__(self) -> str:
         return f"BlockSpec(block_shape={self.block_shape}, index_map={self.index_map})"
@@ -177,6 +188,10 @@ class MemorySpace(enum.Enum):
 
     ANY = "any"
     DEFAULT = "default"
+    ERROR = "error"
+    INDEX = "index"
+    KEY = "key"
+    HOST = "host"
 
     def __call__(self, shape, dtype) -> MemoryRef:
         return MemoryRef(shape, dtype, self)
@@ -186,23 +201,35 @@ class MemorySpace(enum.Enum):
 
 
 ANY = MemorySpace.ANY
+HOST = MemorySpace.HOST
 
 
 # JAX: jax/_src/pallas/core.py BlockMapping
 class BlockMapping:
     """A BlockSpec resolved against one operand: its array aval, the block shape (None for
-    squeezed dimensions), the index map traced to a jaxpr of the grid indices, and the
-    BlockSpec's memory space (None: the default, VMEM on a TPU)."""
+    squeezed dimensions), the index map traced to a jaxpr of the grid indices, the
+    BlockSpec's memory space (None: the default, VMEM on a TPU) and the kind of each block
+    dimension (`block_dims`: Blocked, Element, Squeezed...; None: Blocked or Squeezed, as
+    `block_shape` says)."""
 
-    __slots__ = ("origin", "array_aval", "block_shape", "index_map_jaxpr", "memory_space")
+    __slots__ = ("origin", "array_aval", "block_shape", "index_map_jaxpr", "memory_space",
+                 "block_dims")
 
     def __init__(self, origin: str, array_aval: ShapedArray, block_shape: tuple,
-                 index_map_jaxpr: ClosedJaxpr, memory_space: Any = None) -> None:
+                 index_map_jaxpr: ClosedJaxpr, memory_space: Any = None,
+                 block_dims: tuple | None = None) -> None:
         self.origin = origin
         self.array_aval = array_aval
         self.block_shape = block_shape
         self.index_map_jaxpr = index_map_jaxpr
         self.memory_space = memory_space
+        self.block_dims = block_dims
+
+    @property
+    def element_dims(self) -> tuple:
+        """Per dimension: its `Element` (the index map gives an element offset), or None."""
+        dims = self.block_dims or (None,) * len(self.block_shape)
+        return tuple(d if isinstance(d, Element) else None for d in dims)
 
     @property
     def block_sizes(self) -> tuple[int, ...]:
@@ -221,6 +248,8 @@ class BlockMapping:
 def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
                    grid: tuple[int, ...], scalar_avals: Sequence[ShapedArray] = ()
                    ) -> BlockMapping:
+    if isinstance(spec, NoBlockSpec):
+        spec = None
     if spec is None or (spec.block_shape is None and spec.index_map is None):
         block_shape, index_map = aval.shape, (lambda *ids: (0,) * aval.ndim)
     elif not isinstance(spec, BlockSpec):
@@ -233,10 +262,12 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
         raise ValueError(
             f"pallas_call of {kernel_name}: the block shape {tuple(block_shape)} for {origin} "
             f"must have the same number of dimensions as the array shape {aval.shape}")
-    for d, b in enumerate(block_shape):
-        if b is not None and (not isinstance(b, (int, np.integer)) or b <= 0):
-            raise ValueError(f"pallas_call of {kernel_name}: block shape {tuple(block_shape)} "
-                             f"for {origin}: entry {d} must be a positive int or None")
+    dims = tuple(canonical_block_dim(kernel_name, origin, b) for b in block_shape)
+    for d in dims:
+        if isinstance(d, (BoundedSlice, Indirect)):  # JAX's interpreter refuses them too
+            raise ValueError(f"pallas_call of {kernel_name}: Unsupported block dim type: "
+                             f"{type(d)} for {origin} (neither interpret mode nor minijax's "
+                             "Mosaic lowering takes it)")
     # the grid indices, then (scalar prefetch) refs to the whole prefetched operands, as in JAX
     # (on a TPU they sit in SMEM and `idx[i]` is a scalar load)
     idx_avals = [ShapedArray((), np.int32)] * len(grid) + _prefetch_refs(scalar_avals)
@@ -260,8 +291,11 @@ def _block_mapping(kernel_name: str, origin: str, spec, aval: ShapedArray,
     if any(isinstance(c, core.Tracer) for c in consts):
         raise ValueError(f"pallas_call of {kernel_name}: the index_map for {origin} closes "
                          "over a traced value; index maps may only use the grid indices")
-    return BlockMapping(origin, aval, tuple(None if b is None else int(b) for b in block_shape),
-                        ClosedJaxpr(jaxpr, consts), getattr(spec, "memory_space", None))
+    plain = all(isinstance(d, (Blocked, Squeezed)) for d in dims)  # no block_dims needed
+    return BlockMapping(origin, aval, tuple(None if isinstance(d, Squeezed) else
+                                            block_dim_size(d) for d in dims),
+                        ClosedJaxpr(jaxpr, consts), getattr(spec, "memory_space", None),
+                        None if plain else dims)
 
 
 def _prefetch_refs(avals) -> list[AbstractRef]:
@@ -271,7 +305,7 @@ def _prefetch_refs(avals) -> list[AbstractRef]:
 def _scratch_aval(kernel_name: str, s) -> AbstractRef:
     if isinstance(s, AbstractRef):
         return s
-    if isinstance(s, MemoryRef):
+    if hasattr(s, "get_ref_aval"):  # MemoryRef, pltpu.SemaphoreType
         return s.get_ref_aval()
     try:
         return AbstractRef(ShapedArray(tuple(s.shape), np.dtype(s.dtype)),
@@ -290,9 +324,10 @@ def _as_aval(kernel_name: str, s) -> ShapedArray:
 
 
 def _specs_list(kernel_name, what, specs, n):
-    if specs is None or isinstance(specs, BlockSpec):
+    if specs is None or isinstance(specs, (BlockSpec, NoBlockSpec)):
         return [specs] * n
-    flat, _ = tree_flatten(specs, is_leaf=lambda x: x is None or isinstance(x, BlockSpec))
+    flat, _ = tree_flatten(specs, is_leaf=lambda x: x is None or isinstance(
+        x, (BlockSpec, NoBlockSpec)))
     if len(flat) != n:
         raise ValueError(f"pallas_call of {kernel_name}: {len(flat)} {what} for {n} "
                          f"{'inputs' if what == 'in_specs' else 'outputs'}")
@@ -307,7 +342,7 @@ def _specs_list(kernel_name, what, specs, n):
 def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = None, grid=(),
                 in_specs=None, out_specs=None, scratch_shapes=(), input_output_aliases=None,
                 interpret=False, name=None, compiler_params=None, debug: bool = False,
-                **unused):
+                cost_estimate: CostEstimate | None = None, **unused):
     """`pallas_call(kernel, out_shape, grid=..., in_specs=..., out_specs=...)(*inputs)`.
 
     `kernel(*in_refs, *out_refs, *scratch_refs)` writes its outputs through refs of the block
@@ -324,10 +359,17 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
     `num_scalar_prefetch` inputs are passed whole: to the kernel as its first refs, and to
     every index map after the grid indices (`index_map(*ids, *prefetched)`), so a block's
     position may depend on data (the group of a row tile, say).
+
+    `compiler_params`: an instance of a `pl.CompilerParams` subclass (`pltpu.CompilerParams`);
+    `cost_estimate`: a `pl.CostEstimate` (else TypeError), passed to XLA in the TPU custom
+    call.
     """
     del unused
     kernel_name = name or getattr(kernel, "__name__", None) or getattr(
         getattr(kernel, "func", None), "__name__", "kernel")
+    if cost_estimate is not None and not isinstance(cost_estimate, CostEstimate):
+        raise TypeError(f"pallas_call of {kernel_name}: cost_estimate must be a "
+                        f"pl.CostEstimate, got {cost_estimate!r}")
     n_prefetch = 0
     if grid_spec is not None:
         if grid or in_specs is not None or out_specs is not None or scratch_shapes:
@@ -372,7 +414,7 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
             out_block_mappings=tuple(out_bms), scratch_avals=tuple(scratch),
             input_output_aliases=aliases, name=kernel_name, vmapped_dims=0,
             num_scalar_prefetch=n_prefetch, interpret=interpret,
-            compiler_params=compiler_params)
+            compiler_params=compiler_params, cost_estimate=cost_estimate)
         if debug:
             print(f"The kernel jaxpr for pallas_call {kernel_name}:\n{jaxpr}")
         return tree_unflatten(out_tree, outs)
@@ -426,7 +468,7 @@ pallas_call_p.pp_first_params = ("name",)
 pe.dce_kept_whole.add(pallas_call_p)  # JAX: _pallas_call_dce_rule (a vjp's forward kernel runs)
 pallas_call_p.pp_hidden_params = ("in_block_mappings", "out_block_mappings")
 pallas_call_p.pp_hide_if_empty = ("scratch_avals", "input_output_aliases", "vmapped_dims",
-                                  "num_scalar_prefetch", "compiler_params")
+                                  "num_scalar_prefetch", "compiler_params", "cost_estimate")
 
 
 @pallas_call_p.def_abstract_eval
@@ -438,10 +480,16 @@ def _pallas_call_abstract_eval(*avals, out_block_mappings, **params):
 # Interpret mode: the grid as a loop over blocks
 # ---------------------------------------------------------------------------------------------
 
+def _element_padding(bm: BlockMapping) -> list[tuple[int, int]]:
+    return [(0, 0) if e is None else tuple(e.padding) for e in bm.element_dims]
+
+
 def _padded_shape(bm: BlockMapping) -> tuple[int, ...]:
     # Blocks that run past the end of the array (a grid that does not divide it) read padding
-    # and their writes there are dropped, as in JAX's interpret mode.
-    return tuple(cdiv(n, b) * b for n, b in zip(bm.array_aval.shape, bm.block_sizes))
+    # and their writes there are dropped, as in JAX's interpret mode; an Element dimension's
+    # own padding comes first.
+    return tuple(cdiv(n + lo + hi, b) * b for n, (lo, hi), b in
+                 zip(bm.array_aval.shape, _element_padding(bm), bm.block_sizes))
 
 
 # JAX: jax/_src/pallas/primitives.py uninitialized_value
@@ -528,22 +576,25 @@ def _pad(x, bm: BlockMapping):
     shape = _padded_shape(bm)
     if shape == tuple(bm.array_aval.shape):
         return x
-    return lax.pad(x, uninitialized_value(x.dtype), [(0, p - n, 0) for p, n in
-                                                     zip(shape, bm.array_aval.shape)])
+    return lax.pad(x, uninitialized_value(x.dtype), [
+        (lo, p - n - lo, 0) for p, n, (lo, _) in zip(shape, bm.array_aval.shape,
+                                                     _element_padding(bm))])
 
 
 def _unpad(x, bm: BlockMapping):
     if tuple(x.shape) == tuple(bm.array_aval.shape):
         return x
-    return lax.slice(x, (0,) * x.ndim, bm.array_aval.shape)
+    lows = [lo for lo, _ in _element_padding(bm)]
+    return lax.slice(x, lows, [lo + n for lo, n in zip(lows, bm.array_aval.shape)])
 
 
 def _block_starts(bm: BlockMapping, ids, prefetched=()):
     # the index map reads the prefetched operands through refs: evaluate it discharged
     idx = _eval_discharged(bm.index_map_jaxpr.jaxpr, bm.index_map_jaxpr.consts,
                            [*ids, *prefetched])[:len(bm.block_shape)]
-    return [lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
-            for i, b in zip(idx, bm.block_sizes)]
+    return [lax.convert_element_type(i, np.int32) if e is not None else
+            lax.mul(lax.convert_element_type(i, np.int32), np.int32(b))
+            for i, b, e in zip(idx, bm.block_sizes, bm.element_dims)]
 
 
 # JAX: jax/_src/pallas/hlo_interpreter.py _dynamic_slice, _dynamic_update_slice — a block
@@ -572,9 +623,13 @@ def _unravel(k, grid):
 # JAX: jax/_src/pallas/hlo_interpreter.py pallas_call_hlo_interpret
 def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mappings,
                            scratch_avals, input_output_aliases, name, vmapped_dims,
-                           num_scalar_prefetch, interpret, compiler_params):
+                           num_scalar_prefetch, interpret, compiler_params, cost_estimate):
     """The pallas_call as an ordinary minijax program: pad, loop over the grid, unpad."""
-    del name, compiler_params
+    del name, compiler_params, cost_estimate
+    if alias_padding := [i for i, _ in input_output_aliases if any(
+            p != (0, 0) for p in _element_padding(in_block_mappings[i]))]:
+        raise NotImplementedError(f"Padding with aliasing not supported (input {alias_padding[0]}"
+                                  " has an Element dimension with padding)")
     n_in, n_out = len(in_block_mappings), len(out_block_mappings)
     fresh = _uninitialized_fill(interpret)
     alias = dict(input_output_aliases)
@@ -657,7 +712,7 @@ def _params_key(params: dict) -> tuple:
         if isinstance(v, ClosedJaxpr):
             key.append((k, closed_key(v)))
         elif k.endswith("block_mappings"):
-            key.append((k, tuple((bm.origin, bm.array_aval, bm.block_shape,
+            key.append((k, tuple((bm.origin, bm.array_aval, bm.block_shape, bm.block_dims,
                                   closed_key(bm.index_map_jaxpr)) for bm in v)))
         else:
             key.append((k, v))
@@ -695,11 +750,12 @@ def _batched_mapping(bm: BlockMapping, dim, axis_size: int, n_grid: int,
         purpose="a batched pallas_call index map")
     if dim is batching.not_mapped:
         return BlockMapping(bm.origin, bm.array_aval, bm.block_shape, ClosedJaxpr(jaxpr, consts),
-                            bm.memory_space)
-    shape, block = bm.array_aval.shape, bm.block_shape
+                            bm.memory_space, bm.block_dims)
+    shape, block, dims = bm.array_aval.shape, bm.block_shape, bm.block_dims
     aval = bm.array_aval.update(shape=(*shape[:dim], axis_size, *shape[dim:]))
     return BlockMapping(bm.origin, aval, (*block[:dim], None, *block[dim:]),
-                        ClosedJaxpr(jaxpr, consts), bm.memory_space)
+                        ClosedJaxpr(jaxpr, consts), bm.memory_space,
+                        dims and (*dims[:dim], Squeezed(), *dims[dim:]))
 
 
 # JAX: jax/_src/pallas/pallas_call.py _pallas_call_batching_rule — the batch axis becomes a

@@ -11,7 +11,14 @@ import dataclasses
 import enum
 from typing import Sequence
 
+import numpy as np
+
+from minijax import core, lax, numpy as jnp
+from minijax.experimental.pallas import blocks
+from minijax.experimental.pallas.mosaic.lowering import LoweringException  # noqa: F401
 from minijax.experimental.pallas.pallas_call import GridSpec, MemoryRef
+from minijax.experimental.pallas.primitives import _check_semaphore, run_scoped
+from minijax.tree_util import tree_leaves
 
 
 # JAX: jax/_src/pallas/mosaic/core.py MemorySpace
@@ -22,7 +29,9 @@ class MemorySpace(enum.Enum):
     `VMEM((8, 128), jnp.float32)`, makes a scratch buffer type for `scratch_shapes`."""
 
     VMEM = "vmem"
+    VMEM_SHARED = "vmem_shared"
     SMEM = "smem"
+    CMEM = "cmem"
     HBM = "hbm"
     SEMAPHORE = "semaphore"
 
@@ -34,7 +43,9 @@ class MemorySpace(enum.Enum):
 
 
 VMEM = MemorySpace.VMEM
+VMEM_SHARED = MemorySpace.VMEM_SHARED
 SMEM = MemorySpace.SMEM
+CMEM = MemorySpace.CMEM
 HBM = MemorySpace.HBM
 SEMAPHORE = MemorySpace.SEMAPHORE
 
@@ -42,19 +53,35 @@ SEMAPHORE = MemorySpace.SEMAPHORE
 # JAX: jax/_src/pallas/mosaic/core.py GridDimensionSemantics
 class GridDimensionSemantics(enum.Enum):
     """How Mosaic may run one grid axis: PARALLEL (iterations independent: it may split
-    them across cores) or ARBITRARY (in order, e.g. a reduction carried in scratch)."""
+    them across cores), ARBITRARY (in order, e.g. a reduction carried in scratch),
+    CORE_PARALLEL / SUBCORE_PARALLEL (split across a chip's TensorCores / subcores)."""
 
     PARALLEL = "parallel"
+    CORE_PARALLEL = "core_parallel"
+    SUBCORE_PARALLEL = "subcore_parallel"
     ARBITRARY = "arbitrary"
 
 
 PARALLEL = GridDimensionSemantics.PARALLEL
+CORE_PARALLEL = GridDimensionSemantics.CORE_PARALLEL
+SUBCORE_PARALLEL = GridDimensionSemantics.SUBCORE_PARALLEL
 ARBITRARY = GridDimensionSemantics.ARBITRARY
+
+
+# JAX: jax/_src/pallas/mosaic/core.py SideEffectType
+class SideEffectType(enum.Enum):
+    """`CompilerParams(has_side_effects=...)`: PURE (may be deduplicated or removed),
+    DATAFLOW_SIDE_EFFECTING (may be removed if unused, not deduplicated), SIDE_EFFECTING
+    (neither; what `True` means)."""
+
+    PURE = "pure"
+    DATAFLOW_SIDE_EFFECTING = "dataflow_side_effecting"
+    SIDE_EFFECTING = "side_effecting"
 
 
 # JAX: jax/_src/pallas/mosaic/core.py CompilerParams — differs: the fields kernels here use
 @dataclasses.dataclass(frozen=True)
-class CompilerParams:
+class CompilerParams(blocks.CompilerParams):
     """Mosaic's options for one pallas_call. `dimension_semantics`: one of "parallel" /
     "arbitrary" (or the enum) per grid axis; `vmem_limit_bytes`: the VMEM budget Mosaic may
     use (None: its default, 16 MiB on a v5e's scoped VMEM). Interpret mode ignores both."""
@@ -62,17 +89,20 @@ class CompilerParams:
     dimension_semantics: Sequence[str | GridDimensionSemantics] | None = None
     allow_input_fusion: Sequence[bool] | None = None
     vmem_limit_bytes: int | None = None
-    has_side_effects: bool = False
+    has_side_effects: bool | SideEffectType = False
 
     def __post_init__(self):
         if self.dimension_semantics is not None:
             sems = tuple(s.value if isinstance(s, GridDimensionSemantics) else str(s)
                          for s in self.dimension_semantics)
             for s in sems:
-                if s not in ("parallel", "arbitrary"):
+                if s not in ("parallel", "arbitrary", "core_parallel", "subcore_parallel"):
                     raise ValueError(f"CompilerParams: dimension_semantics entries must be "
-                                     f"'parallel' or 'arbitrary', got {s!r}")
+                                     "'parallel', 'arbitrary', 'core_parallel' or "
+                                     f"'subcore_parallel', got {s!r}")
             object.__setattr__(self, "dimension_semantics", sems)
+        if not isinstance(self.has_side_effects, (bool, SideEffectType)):
+            raise ValueError(f"Invalid side effect type: {self.has_side_effects}")
 
 
 # JAX: jax/_src/pallas/mosaic/interpret/params.py InterpretParams — differs: only the checks
@@ -108,6 +138,160 @@ class PrefetchScalarGridSpec(GridSpec):
                  scratch_shapes=()) -> None:
         super().__init__(grid, in_specs, out_specs, scratch_shapes)
         self.num_scalar_prefetch = int(num_scalar_prefetch)
+
+
+# JAX: jax/_src/pallas/mosaic/core.py SemaphoreType — differs: a semaphore is an int16 ref in
+# the SEMAPHORE memory space (interpret mode's representation), not an extended dtype
+class SemaphoreType(enum.Enum):
+    """A semaphore scratch buffer: `scratch_shapes=[pltpu.SemaphoreType.DMA]` (one) or
+    `SemaphoreType.REGULAR((2,))` (an array of them). REGULAR ones are signalled and waited
+    on by the kernel (`pl.semaphore_signal`/`_wait`); DMA ones by copies (`async_copy`)."""
+
+    REGULAR = "regular"
+    DMA = "dma"
+    BARRIER = "barrier"
+
+    def __call__(self, shape=()) -> MemoryRef:
+        return MemoryRef(tuple(shape), np.int16, SEMAPHORE)
+
+    def get_ref_aval(self):
+        return self(()).get_ref_aval()
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py AsyncCopyDescriptor — differs: interpret mode's
+# semantics written with ref reads and writes, not dma_start/dma_wait primitives
+class AsyncCopyDescriptor:
+    """A copy of all of `src_ref` into `dst_ref` that signals `sem`. `start()`: the copy
+    (interpret mode does it at once) and the semaphore incremented by the number of elements
+    copied (at most 32767); `wait()`: the semaphore decremented by as much (the copy is done)."""
+
+    def __init__(self, src_ref, dst_ref, sem) -> None:
+        src, dst = core.get_aval(src_ref), core.get_aval(dst_ref)
+        _check_semaphore("async_copy", sem)
+        if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:
+            raise ValueError(f"pltpu.async_copy: the source {src.str_short()} and destination "
+                             f"{dst.str_short()} must have the same shape and dtype")
+        self.src_ref, self.dst_ref, self.dst_sem = src_ref, dst_ref, sem
+        self._size = min(int(np.prod(dst.shape, dtype=np.int64)), np.iinfo(np.int16).max)
+
+    def start(self, priority: int = 0, *, add: bool = False) -> None:
+        del priority
+        val = self.src_ref[...]
+        self.dst_ref[...] = self.dst_ref[...] + val if add else val
+        self.dst_sem[...] = self.dst_sem[...] + np.int16(self._size)
+
+    def wait(self) -> None:
+        self.dst_sem[...] = self.dst_sem[...] - np.int16(self._size)
+
+    wait_recv = wait
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py make_async_copy
+def make_async_copy(src_ref, dst_ref, sem) -> AsyncCopyDescriptor:
+    """A copy from `src_ref` to `dst_ref` (same shape and dtype, else ValueError) signalling
+    the DMA semaphore `sem`; `.start()` and `.wait()` it."""
+    return AsyncCopyDescriptor(src_ref, dst_ref, sem)
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py async_copy
+def async_copy(src_ref, dst_ref, sem, *, priority: int = 0, add: bool = False
+               ) -> AsyncCopyDescriptor:
+    """`make_async_copy(...)`, started (`add=True`: the destination accumulates)."""
+    desc = make_async_copy(src_ref, dst_ref, sem)
+    desc.start(priority=priority, add=add)
+    return desc
+
+
+# JAX: jax/_src/pallas/mosaic/helpers.py sync_copy
+def sync_copy(src_ref, dst_ref, *, add: bool = False) -> None:
+    """Copy `src_ref` into `dst_ref` (pytrees of refs) and wait: a DMA with its own scoped
+    semaphore."""
+    srcs, dsts = tree_leaves(src_ref), tree_leaves(dst_ref)
+    if not srcs:
+        return
+
+    def body(sem):
+        descs = [async_copy(s, d, sem, add=add) for s, d in zip(srcs, dsts)]
+        for d in descs:
+            d.wait()
+    run_scoped(body, SemaphoreType.DMA(()))
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py bitcast — differs: bitcast_convert_type and
+# reshapes (JAX's own lowering of it outside Mosaic), not a primitive
+def bitcast(x, ty):
+    """`x`'s bits read as dtype `ty`; the second-minor dimension is scaled by the ratio of
+    bit widths (4 rows of int8 become 1 row of int32). ValueError for a 1-D `x` or a
+    second-minor dimension that does not pack evenly. Differs: minijax's
+    `bitcast_convert_type` keeps the bit width, so a width change raises its TypeError."""
+    ty = np.dtype(ty)
+    if len(x.shape) < 2:
+        raise ValueError("Not implemented: bitcast 1D")
+    src, dst = np.dtype(x.dtype).itemsize * 8, ty.itemsize * 8
+    if x.shape[-2] * src % dst:
+        raise ValueError("Not implemented: the 2nd minor dim can not be perfectly packed or "
+                         "unpacked")
+    if src < dst:
+        *lead, m, n = x.shape
+        x = jnp.swapaxes(x.reshape(*lead, m // (dst // src), dst // src, n), -1, -2)
+        return lax.bitcast_convert_type(x, ty)
+    if src > dst:
+        y = lax.bitcast_convert_type(x, ty)
+        *lead, m, n, packing = y.shape
+        return jnp.swapaxes(y, -1, -2).reshape(*lead, m * packing, n)
+    return lax.bitcast_convert_type(x, ty)
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py roll — differs: jnp.roll (JAX's lowering outside
+# Mosaic), not a primitive
+def roll(x, shift, axis: int, *, stride: int | None = None, stride_axis: int | None = None):
+    """`jnp.roll(x, shift, axis)`, the TPU's lane/sublane rotation; with `stride`, slice k
+    along `stride_axis` is rolled by `shift + k * stride`. ValueError for a negative static
+    shift, an axis out of range, or only one of stride/stride_axis."""
+    if isinstance(shift, int) and shift < 0:
+        raise ValueError("shift must be non-negative.")
+    if axis < 0 or axis >= len(x.shape):
+        raise ValueError("axis is out of range.")
+    if (stride is None) != (stride_axis is None):
+        raise ValueError("stride and stride_axis must be both specified or not.")
+    if stride is None:
+        return jnp.roll(x, shift, axis)
+    if stride < 0:
+        raise ValueError("stride must be non-negative.")
+    if stride_axis < 0 or stride_axis >= len(x.shape):
+        raise ValueError("stride_axis is out of range")
+    if axis == stride_axis:
+        raise ValueError("expected axis and stride_axis are different.")
+    parts = jnp.split(x, x.shape[stride_axis], stride_axis)
+    return jnp.concatenate([jnp.roll(p, shift + i * stride, axis) for i, p in enumerate(parts)],
+                           stride_axis)
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py load
+def load(ref, *, mask=None):
+    """All of `ref`. Where `mask` is False the TPU leaves the values unspecified; interpret
+    mode gives what the ref holds there, as JAX's."""
+    del mask
+    return ref[...]
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py store
+def store(ref, val, *, mask=None) -> None:
+    """Write `val` into all of `ref`, where `mask` is True (everywhere without a mask)."""
+    if mask is not None:
+        val = jnp.where(mask, val, ref[...])
+    ref[...] = val
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py with_memory_space_constraint — differs: a no-op
+# (minijax's pallas_call does not place its operands by it)
+def with_memory_space_constraint(x, memory_space):
+    """`x`, asking that a pallas_call given it reads it from `memory_space` (HBM, VMEM or
+    SMEM; NotImplementedError for others)."""
+    if memory_space not in (HBM, VMEM, SMEM):
+        raise NotImplementedError("with_memory_space_constraint only supports HBM, VMEM and "
+                                  "SMEM.")
+    return x
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)

@@ -23,6 +23,7 @@ from minijax import core, lax
 from minijax.core import Literal, ShapedArray
 from minijax.custom_derivatives import custom_jvp_call_p, custom_vjp_call_p
 from minijax.experimental.pallas.pallas_call import program_id_p
+from minijax.experimental.pallas.primitives import multiple_of_p
 from minijax.lax.control_flow.conditionals import cond_p
 from minijax.lax.control_flow.loops import scan_p, while_p
 from minijax.pjit import jit_p
@@ -391,6 +392,14 @@ def _maybe_cast_load_to_bool(aval, val):
 
 
 # JAX: jax/_src/pallas/mosaic/lowering.py _get_lowering_rule (via _load_lowering_rule)
+# JAX: jax/_src/pallas/mosaic/lowering.py _multiple_of_lowering_rule
+@register_lowering_rule(multiple_of_p)
+def _multiple_of_lowering_rule(ctx: LoweringRuleContext, val, *, values):
+    for m in values:
+        val = tpu.assume_multiple(val, m)
+    return val
+
+
 @register_lowering_rule(get_p, ensure_mlir_values=False)
 def _get_lowering_rule(ctx: LoweringRuleContext, ref, *starts, indexer):
     (aval_out,) = ctx.avals_out

@@ -9,6 +9,7 @@ jax/_src/tpu_custom_call.py. Taught in chapters/16-pallas.md.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import re
@@ -59,9 +60,11 @@ def lower_mosaic_module_to_asm(module) -> bytes:
 # JAX: jax/_src/tpu_custom_call.py CustomCallBackendConfig.to_json — differs: the fields a
 # TensorCore kernel without communication uses
 def backend_config(asm: bytes, vmem_limit_bytes: int | None = None,
-                   allow_input_fusion=None) -> str:
-    config = {"body": base64.b64encode(asm).decode("ascii"), "serialization_format": 1,
-              "needs_layout_passes": True}
+                   allow_input_fusion=None, cost_estimate=None) -> str:
+    config: dict = {"body": base64.b64encode(asm).decode("ascii")}
+    if cost_estimate is not None:  # a pl.CostEstimate: its fields, as JAX writes them
+        config["cost_estimate"] = dict(sorted(dataclasses.asdict(cost_estimate).items()))
+    config.update(serialization_format=1, needs_layout_passes=True)
     if allow_input_fusion is not None:
         config["allow_input_fusion"] = [bool(b) for b in allow_input_fusion]
     out = {"custom_call_config": config}
@@ -80,8 +83,12 @@ def _layouts(avals):
 
 # JAX: jax/_src/tpu_custom_call.py _tpu_custom_call_lowering
 def tpu_custom_call(ctx, *args, config: str, kernel_name: str, input_output_aliases=(),
-                    has_side_effects: bool = False):
-    """The `stablehlo.custom_call @tpu_custom_call` running one Mosaic kernel."""
+                    has_side_effects=False):
+    """The `stablehlo.custom_call @tpu_custom_call` running one Mosaic kernel.
+    `has_side_effects`: a bool or a `pltpu.SideEffectType` (by its value: "pure",
+    "dataflow_side_effecting" (XLA may still drop it if unused), "side_effecting")."""
+    effect = getattr(has_side_effects, "value", None) or (
+        "side_effecting" if has_side_effects else "pure")
     ir, hlo = mlir.ir, mlir.hlo
     i32 = ir.IntegerType.get_signless(32)
     n_out = len(ctx.avals_out)
@@ -89,7 +96,7 @@ def tpu_custom_call(ctx, *args, config: str, kernel_name: str, input_output_alia
         results=[mlir.aval_to_ir_type(a) for a in ctx.avals_out], operands=list(args),
         attributes=dict(
             call_target_name=ir.StringAttr.get("tpu_custom_call"),
-            has_side_effect=ir.BoolAttr.get(has_side_effects),
+            has_side_effect=ir.BoolAttr.get(effect != "pure"),
             backend_config=ir.StringAttr.get(config),
             api_version=ir.IntegerAttr.get(i32, 1),
             called_computations=ir.ArrayAttr.get([]),
@@ -101,8 +108,10 @@ def tpu_custom_call(ctx, *args, config: str, kernel_name: str, input_output_alia
             result_layouts=_layouts(ctx.avals_out),
             kernel_name=ir.StringAttr.get(kernel_name)))
     # JAX's (empty) kernel metadata: what a profile shows beside the kernel's name
-    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(
-        {"kernel_metadata": ir.StringAttr.get("{}")})
+    attrs = {"kernel_metadata": ir.StringAttr.get("{}")}
+    if effect == "dataflow_side_effecting":
+        attrs["xla_allow_dce_side_effecting_op"] = ir.StringAttr.get("true")
+    op.operation.attributes["mhlo.frontend_attributes"] = ir.DictAttr.get(attrs)
     return list(op.results)
 
 
@@ -120,9 +129,15 @@ def _dimension_semantics(compiler_params):
 def pallas_call_tpu_lowering_rule(ctx, *args, jaxpr, grid, in_block_mappings,
                                   out_block_mappings, scratch_avals, input_output_aliases,
                                   name, vmapped_dims, num_scalar_prefetch, interpret,
-                                  compiler_params):
-    """The pallas_call as a Mosaic kernel in a `tpu_custom_call`."""
+                                  compiler_params, cost_estimate):
+    """The pallas_call as a Mosaic kernel in a `tpu_custom_call`. Raises
+    NotImplementedError for block dimensions other than blocked or squeezed ones."""
     del interpret
+    for bm in (*in_block_mappings, *out_block_mappings):
+        if bm.block_dims is not None:
+            raise NotImplementedError(
+                f"pallas_call of {name}: the Mosaic lowering takes blocked and squeezed block "
+                f"dimensions only, {bm.origin} has {bm.block_dims} (use interpret mode)")
     name = sanitize_name(name)
     with mosaic_ir_context() as mosaic_ctx, lowering.ir.Location.unknown(mosaic_ctx):
         module = lowering.lower_jaxpr_to_module(
@@ -132,7 +147,7 @@ def pallas_call_tpu_lowering_rule(ctx, *args, jaxpr, grid, in_block_mappings,
             dimension_semantics=_dimension_semantics(compiler_params))
         asm = lower_mosaic_module_to_asm(module)
     config = backend_config(asm, getattr(compiler_params, "vmem_limit_bytes", None),
-                            getattr(compiler_params, "allow_input_fusion", None))
+                            getattr(compiler_params, "allow_input_fusion", None), cost_estimate)
     return tpu_custom_call(ctx, *args, config=config, kernel_name=name,
                            input_output_aliases=input_output_aliases,
                            has_side_effects=getattr(compiler_params, "has_side_effects", False))
