@@ -299,7 +299,41 @@ def fit_all(doc: dict, n_boot: int = 1000, n_sim: int = 300, n_boot3: int = 200,
     detail = coverage(points(valleys, "non_embedding"), fits["approach3"]["non_embedding"], sd,
                       n_sim=n_sim, n_boot=min(n_boot, 400))
     return {"fits": fits, "coverage": detail["coverage"], "coverage_detail": detail,
-            "noise": {"seed_sd": sd, "df": noise["non_embedding"]["df"]}}
+            "noise": {"seed_sd": sd, "df": noise["non_embedding"]["df"]},
+            "moe_vs_dense": moe_vs_dense(doc)}
+
+
+def moe_vs_dense(doc: dict) -> list[dict]:
+    """Per budget with MoE runs: the best seed-mean loss of the dense sizes and of the MoE
+    sizes (same budget in active 6ND, same data and schedule), the vertex of each parabola
+    in log N (three sizes or more), the loss difference at each size both trained, and the
+    wall-clock price: the MoE's step time over the dense step of the same depth and width."""
+    dense, moe = doc["runs"], doc.get("moe", [])
+    step = {(z["rung"], z.get("experts", 0)): z["step_s"] for z in doc.get("sizes", [])}
+    out = []
+    for c in sorted({r["budget"] for r in moe}):
+        row = {"budget": c}
+        for kind, runs in (("dense", dense), ("moe", moe)):
+            at = [r for r in runs if r["budget"] == c]
+            rungs = sorted({r["rung"] for r in at})
+            n = np.array([next(r["params"] for r in at if r["rung"] == g) for g in rungs], float)
+            loss = np.array([np.mean([r["val_loss"] for r in at if r["rung"] == g])
+                             for g in rungs])
+            row[kind] = {"rungs": rungs, "N": n.tolist(), "loss": loss.tolist(),
+                         "best": float(loss.min()), "N_best": float(n[loss.argmin()])}
+            if len(rungs) >= 3:
+                coef = np.polyfit(np.log(n), loss, 2)
+                row[kind]["N_vertex"] = (float(np.exp(-coef[1] / (2 * coef[0])))
+                                         if coef[0] > 0 else None)
+        both = [g for g in row["moe"]["rungs"] if g in row["dense"]["rungs"]]
+        row["delta_same_size"] = {
+            g: row["moe"]["loss"][row["moe"]["rungs"].index(g)]
+            - row["dense"]["loss"][row["dense"]["rungs"].index(g)] for g in both}
+        row["delta_best"] = row["moe"]["best"] - row["dense"]["best"]
+        row["step_ratio"] = {g: step[(g, 8)] / step[(g, 0)] for g in row["moe"]["rungs"]
+                             if (g, 8) in step and (g, 0) in step}
+        out.append(row)
+    return out
 
 
 def report(doc: dict) -> str:
@@ -332,11 +366,59 @@ def report(doc: dict) -> str:
     lines.append("approach 2's parabolas alone, on the fitted law, miss its a by " + ", ".join(
         f"{f['bias']:+.3f} ({conv})" for conv, f in doc["fits"]["approach2"].items())
         + ": the interval is shifted by that much from the estimate")
+    a2 = doc["fits"]["approach2"]["non_embedding"]
+    cells = []
+    for c, n in zip(a2["budgets"], a2["N_opt"]):
+        ns = [r["params"] for r in runs if r["budget"] == c]
+        inside = min(ns) <= n <= max(ns)
+        cells.append(f"C={c:.0e} {n / 1e6:.2f}M" + ("" if inside else " (outside)"))
+    lines.append("approach 2's vertices, non-embedding N: " + ", ".join(cells))
     for conv, f in doc["fits"]["approach3"].items():
         lines.append(f"approach 3's law, {conv} N: E = {f['E']:.3f}, alpha = {f['alpha']:.3f}, "
                      f"beta = {f['beta']:.3f}")
+    for row in doc.get("moe_vs_dense", []):
+        same = ", ".join(f"{v:+.3f}" for v in row["delta_same_size"].values())
+        price = ", ".join(f"{v:.1f}x" for v in row["step_ratio"].values())
+        lines.append(f"MoE at C={row['budget']:.0e}: best {row['moe']['best']:.3f} "
+                     f"(N {row['moe']['N_best'] / 1e6:.2f}M) vs dense {row['dense']['best']:.3f} "
+                     f"(N {row['dense']['N_best'] / 1e6:.2f}M), {row['delta_best']:+.3f}; "
+                     f"at the same sizes {same}; a step costs {price} the dense one's")
     cd = doc["coverage_detail"]
     lines.append(f"approach 2's 95% interval covered the law's a in {doc['coverage']:.0%} of "
                  f"{cd['n_sim']} simulated sweeps (seed sd {cd['noise_sd']:.4f}; estimates "
                  f"{cd['a_mean']:.3f} ± {cd['a_sd']:.3f} around {cd['a_true']:.3f})")
     return "\n".join(lines)
+
+
+def plot_tpu(doc: dict, png) -> None:
+    """Draw the accelerator sweep into `png`: validation loss against non-embedding N per
+    budget (seed means; dense solid, MoE dashed at the same active budget), approach 2's
+    vertices where fitted, and the n-gram baselines as horizontal lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    budgets = sorted({r["budget"] for r in doc["runs"]})
+    colours = plt.cm.viridis(np.linspace(0.05, 0.85, len(budgets)))
+    for c, col in zip(budgets, colours):
+        for kind, runs, style in (("dense", doc["runs"], "-o"),
+                                  ("MoE", doc.get("moe", []), "--s")):
+            at = [r for r in runs if r["budget"] == c]
+            ns = sorted({r["params"] for r in at})
+            if not ns:
+                continue
+            loss = [np.mean([r["val_loss"] for r in at if r["params"] == n]) for n in ns]
+            ax.plot(ns, loss, style, color=col, ms=4,
+                    label=f"C={c:.0e}" + ("" if kind == "dense" else " MoE"))
+    for name, b in doc.get("baselines", {}).items():
+        if name != "unigram":
+            ax.axhline(b["loss"], color="grey", lw=0.8, ls=":")
+            ax.text(2.2e5, b["loss"] + 0.02, name, color="grey", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("non-embedding parameters N")
+    ax.set_ylabel("validation loss (nats per byte)")
+    ax.set_title(f"isoFLOP curves on {doc['device_kind']}")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    plt.close(fig)

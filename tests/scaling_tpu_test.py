@@ -112,3 +112,57 @@ def test_without_a_tpu_the_sweep_writes_nothing(tmp_path, capsys):
     out = tmp_path / "sweep.json"
     assert st.main(["--out", str(out)]) == 0
     assert not out.exists() and "no accelerator" in capsys.readouterr().out
+
+
+def test_moe_mlp_is_a_sum_over_each_tokens_two_experts():
+    """The sorted, grouped `ragged_dot` form of the mixture equals its definition token by
+    token: the router's softmax, its two largest probabilities renormalised, each chosen
+    expert's GELU MLP weighted by its share; and the balancing loss is E * sum_e f_e P_e."""
+    import jax
+    import jax.numpy as jnp
+    B, T, d, E = 2, 5, 8, 4
+    ks = jax.random.split(jax.random.key(0), 4)
+    a = jax.random.normal(ks[0], (B, T, d))
+    p = {"router": jax.random.normal(ks[1], (d, E)),
+         "w1": 0.3 * jax.random.normal(ks[2], (E, d, 2 * d)),
+         "w2": 0.3 * jax.random.normal(ks[3], (E, 2 * d, d))}
+    out, aux = st.moe_mlp(a, p)
+
+    def bf(x):   # the kernel's operands are bf16, its sums f32
+        return np.asarray(jnp.asarray(x, jnp.bfloat16).astype(jnp.float32), np.float64)
+    x = np.asarray(a, np.float64).reshape(-1, d)
+    logits = x @ np.asarray(p["router"], np.float64)
+    probs = np.exp(logits - logits.max(1, keepdims=True))
+    probs /= probs.sum(1, keepdims=True)
+    want = np.zeros_like(x)
+    picks = np.zeros(E)
+    for n in range(x.shape[0]):
+        top = np.argsort(-probs[n])[:st.TOP_K]
+        share = probs[n, top] / probs[n, top].sum()
+        for e, g in zip(top, share):
+            h = np.asarray(jax.nn.gelu(jnp.asarray(bf(x[n]) @ bf(p["w1"][e]), jnp.float32)))
+            want[n] += g * (bf(h) @ bf(p["w2"][e]))
+            picks[e] += 1
+    np.testing.assert_allclose(np.asarray(out).reshape(-1, d), want, rtol=2e-2, atol=2e-2)
+    balance = E * np.sum(picks / picks.sum() * probs.mean(0))
+    assert float(aux) == pytest.approx(balance, rel=1e-4)
+    c = st.count(2, d, 16, experts=E)
+    assert c["params_total"] - c["params"] == 2 * (E - st.TOP_K) * 4 * d * d
+
+
+def test_moe_vs_dense_reads_matched_budgets():
+    """The comparison per budget: the best seed mean of each kind, the difference at each
+    shared size, and the step-time price, from runs whose numbers are chosen here."""
+    def run(rung, seed, loss, params):
+        return {"budget": 1e15, "rung": rung, "seed": seed, "val_loss": loss, "params": params}
+    doc = {"runs": [run(2, 0, 1.10, 1e6), run(2, 1, 1.12, 1e6), run(3, 0, 1.00, 2e6),
+                    run(4, 0, 1.05, 4e6)],
+           "moe": [run(2, 0, 1.00, 1e6), run(3, 0, 0.95, 2e6), run(4, 0, 0.99, 4e6)],
+           "sizes": [{"rung": 3, "experts": 0, "step_s": 0.01},
+                     {"rung": 3, "experts": 8, "step_s": 0.025}]}
+    (row,) = sf.moe_vs_dense(doc)
+    assert row["dense"]["loss"][0] == pytest.approx(1.11)
+    assert row["delta_best"] == pytest.approx(0.95 - 1.00)
+    assert row["delta_same_size"] == pytest.approx({2: 1.00 - 1.11, 3: -0.05, 4: -0.06})
+    assert row["step_ratio"] == pytest.approx({3: 2.5})
+    assert row["moe"]["N_best"] == 2e6
