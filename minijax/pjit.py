@@ -25,7 +25,7 @@ from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
 from minijax.array import Array
-from minijax.core import ClosedJaxpr, Tracer
+from minijax.core import ClosedJaxpr, Tracer, eval_trace, trace_ctx
 from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
@@ -665,7 +665,7 @@ class JitWrapped:
         anything else goes through `_call`."""
         __tracebackhide__ = True  # noqa: F841 — read by pytest and IPython
         try:
-            if (kwargs or self.static_argnums or core.trace_ctx.trace is not core.eval_trace
+            if (kwargs or self.static_argnums or trace_ctx.trace is not eval_trace
                     or config.trace_context is not self._trace_context
                     or config.jax_disable_jit):
                 return self._call(args, kwargs)
@@ -693,12 +693,13 @@ class JitWrapped:
                     return self._call(args, kwargs, key)
                 self._last_call = last = (key, *hit)
             fast: pxla.MeshExecutableFastpathData | None = last[2]
-            if fast is not None and not (config._default_device_set or config.jax_debug_nans
-                                         or config.jax_debug_infs):
-                # uncommitted Arrays on the device; anything else goes the executor's way
-                bufs = [x._buf for x in leaves if type(x) is Array and x._buf is not None
-                        and not x._committed]
-                if len(bufs) == len(leaves):
+            if fast is not None and config._plain_dispatch:
+                bufs = []
+                for x in leaves:  # uncommitted Arrays on the device; else the executor's way
+                    if type(x) is not Array or x._buf is None or x._committed:
+                        break
+                    bufs.append(x._buf)
+                else:
                     executable, handlers, out_avals, unflatten = fast
                     outs = executable.execute_sharded(bufs).consume_with_handlers(handlers)
                     if unflatten is None:

@@ -124,8 +124,8 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1112,       # the fast path of a cached call, as JAX's C++ one: _get_fastpath_data,
-    #                    JitWrapped.__call__ / _call (~20, issue 46: dispatch 1.32 -> 1.12x JAX);
+    "pjit": 1113,       # the fast path of a cached call, as JAX's C++ one: _get_fastpath_data,
+    #                    JitWrapped.__call__ / _call (~23, issue 46: dispatch 1.32 -> 1.09x JAX);
     #                    reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
