@@ -73,7 +73,6 @@ class SendRecvCallback:
             list(self.send_channels), list(self.recv_channels), pickle.dumps)
 
 
-# JAX: jax/_src/compiler.py compile_or_get_cached
 # JAX: jax/_src/compiler.py use_detailed_logging: XLA logs details of compiling only the
 # "interesting" modules, of more than jax_compiler_detailed_logging_min_ops (10) operations
 def _has_ops(op, n: int) -> bool:
@@ -84,52 +83,27 @@ def _has_ops(op, n: int) -> bool:
     return seen >= n
 
 
+# JAX: jax/_src/interpreters/pxla.py _cached_compilation — differs: a module and devices in
 def compile(module, devices: Sequence[Any] | None = None,
             host_callbacks: Sequence[Any] = (),
             compiler_options: dict[str, Any] | None = None) -> Any:
     """Compile a StableHLO module (an `ir.Module` or its text) for the default device (or the
-    one device in `devices`), or, given `devices` (a mesh's, in row-major order), partitioned
-    over them: num_partitions =
-    len(devices), with the Shardy partitioner reading the module's `sdy` annotations.
+    one device in `devices`), or partitioned over several `devices` (a mesh's, row-major) by
+    the Shardy partitioner reading the module's `sdy` annotations.
 
     `compiler_options`: XLA debug options for this executable only ({"xla_disable_hlo_passes":
-    "fusion"}), as JAX's `compile(compiler_options=...)` passes them (chapters/22-precision-
-    xla-flags.md); an unknown name raises XLA's error.
-    Returns a loaded XLA executable (`execute_sharded`, `get_hlo_text`, `cost_analysis`...).
-    Raises XLA's error (a RuntimeError subclass) if the module is invalid. With
-    `jax_compilation_cache_dir` set, looks the executable up there first; an entry that cannot
-    be read (corrupt, truncated) gives a warning, and the module is compiled and the entry
-    written again, as JAX does; it is written only if compiling took at least
-    `jax_persistent_cache_min_compile_time_secs` and its bytes number at least
-    `jax_persistent_cache_min_entry_size_bytes`; a directory that cannot be created or
-    written warns once and is then left alone (`jax_raise_persistent_cache_errors`: raise).
-    `host_callbacks` are the Python callables the module's host
-    custom calls name by index (`mlir.ModuleContext`); a module with them is never cached on
-    disk (a callable cannot be serialized), as in JAX.
-    """
-    import jax.extend.backend as jeb
-    from jaxlib._jax import DeviceList
+    "fusion"}), as JAX's `compile(compiler_options=...)` (chapters/22-precision-xla-flags.md);
+    an unknown name raises XLA's error. `host_callbacks`: the Python callables the module's
+    host custom calls name by index (`mlir.ModuleContext`); such a module is never cached on
+    disk (a callable cannot be serialized), as in JAX; others go through the persistent cache
+    (`compile_or_get_cached`). Returns a loaded XLA executable (`execute_sharded`,
+    `get_hlo_text`, `cost_analysis`...). Raises XLA's error (a RuntimeError subclass) for an
+    invalid module."""
     # with the ops' locations: XLA makes their name stacks the HLO op_name metadata
     text = module if isinstance(module, str) else module.operation.get_asm(enable_debug_info=True)
     _check_tpu_kernels(text)
     detailed = isinstance(module, str) or _has_ops(module.operation, 11)  # more than 10
-    if devices is None or len(devices) == 1:
-        num_partitions = 1
-        devices = DeviceList((default_device(),) if devices is None else tuple(devices))
-        options = jeb.get_compile_options(  # on that device (XLA's default: the first)
-            num_replicas=1, num_partitions=num_partitions,
-            device_assignment=np.array([[devices[0].id]]), detailed_logging=detailed)
-    else:
-        num_partitions = len(devices)
-        options = jeb.get_compile_options(
-            num_replicas=1, num_partitions=num_partitions,
-            device_assignment=np.array([[d.id for d in devices]]), detailed_logging=detailed)
-        build = options.executable_build_options
-        build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
-        build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
-        devices = DeviceList(tuple(devices))
-    if compiler_options:  # JAX: jax/_src/compiler.py get_compile_options env_options_overrides
-        options.env_option_overrides = list(compiler_options.items())
+    options, devices = get_compile_options(devices, detailed, compiler_options)
     if host_callbacks:
         # jaxlib takes the callables only with the module object, not its text
         if isinstance(module, str):
@@ -139,28 +113,75 @@ def compile(module, devices: Sequence[Any] | None = None,
                           for c in host_callbacks]
         return get_backend().compile_and_load(module, devices, options,
                                           host_callbacks=list(host_callbacks))
+    return compile_or_get_cached(text, devices, options)
+
+
+# JAX: jax/_src/compiler.py get_compile_options
+def get_compile_options(devices: Sequence[Any] | None, detailed: bool,
+                        compiler_options: dict[str, Any] | None) -> tuple[Any, Any]:
+    """(XLA's compile options, a jaxlib DeviceList) for `devices` (None: the default one),
+    several partitioned by Shardy; `compiler_options` as debug option overrides."""
+    import jax.extend.backend as jeb
+    from jaxlib._jax import DeviceList
+    devices = (default_device(),) if devices is None else tuple(devices)
+    options = jeb.get_compile_options(  # on those devices (XLA's default: the first)
+        num_replicas=1, num_partitions=len(devices),
+        device_assignment=np.array([[d.id for d in devices]]), detailed_logging=detailed)
+    if len(devices) > 1:
+        build = options.executable_build_options
+        build.use_spmd_partitioning = True   # XLA splits the program into per-device parts
+        build.use_shardy_partitioner = True  # ... reading Shardy's sdy.* annotations
+    if compiler_options:  # JAX: jax/_src/compiler.py get_compile_options env_options_overrides
+        options.env_option_overrides = list(compiler_options.items())
+    return options, DeviceList(devices)
+
+
+# JAX: jax/_src/compiler.py compile_or_get_cached
+def compile_or_get_cached(text: str, devices, options) -> Any:
+    """The executable of `text`: read from `jax_compilation_cache_dir` when set and there
+    (`_cache_read`), else compiled, and written there when worth it (`_cache_write`)."""
     cache_dir = config.jax_compilation_cache_dir
     if cache_dir is None or not _usable_cache_dir(cache_dir, text):
         return get_backend().compile_and_load(text, devices, options)
-    path = os.path.join(cache_dir, _cache_key(text, options, devices, num_partitions) + ".xla")
-    if os.path.exists(path):
-        try:
-            with open(path, "rb") as f:
-                exe = get_backend().deserialize_executable(f.read(), devices, options)
-            persistent_cache_stats["hits"] += 1
-            return exe
-        except Exception as e:  # whatever the runtime raises for bytes it cannot load
-            _cache_error(text, path, e)
+    path = os.path.join(cache_dir, _cache_key(text, options, devices, len(devices)) + ".xla")
+    exe = _cache_read(path, text, devices, options)
+    if exe is not None:
+        return exe
     persistent_cache_stats["misses"] += 1
     start = time.perf_counter()
     exe = get_backend().compile_and_load(text, devices, options)
-    # JAX: jax/_src/compiler.py _cache_write — only programs slow enough to compile and big
-    # enough to be worth a file
-    if time.perf_counter() - start < config.jax_persistent_cache_min_compile_time_secs:
-        return exe
+    _cache_write(path, exe, time.perf_counter() - start, text, cache_dir)
+    return exe
+
+
+# JAX: jax/_src/compiler.py _cache_read
+def _cache_read(path: str, text: str, devices, options) -> Any | None:
+    """The executable stored at `path`, or None: absent, or unreadable (corrupt, truncated:
+    a warning, as JAX's, and the module is compiled and the entry written again)."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, "rb") as f:
+            exe = get_backend().deserialize_executable(f.read(), devices, options)
+    except Exception as e:  # whatever the runtime raises for bytes it cannot load
+        _cache_error(text, path, e)
+        return None
+    persistent_cache_stats["hits"] += 1
+    return exe
+
+
+# JAX: jax/_src/compiler.py _cache_write — only programs slow enough to compile and big
+# enough to be worth a file
+def _cache_write(path: str, exe, compile_secs: float, text: str, cache_dir: str) -> None:
+    """Write `exe` to `path` if compiling took at least
+    `jax_persistent_cache_min_compile_time_secs` and its bytes number at least
+    `jax_persistent_cache_min_entry_size_bytes`; a directory that cannot be written warns
+    once and is then left alone (`jax_raise_persistent_cache_errors`: raise)."""
+    if compile_secs < config.jax_persistent_cache_min_compile_time_secs:
+        return
     data = exe.serialize()
     if len(data) < config.jax_persistent_cache_min_entry_size_bytes:
-        return exe
+        return
     try:
         tmp = f"{path}.{os.getpid()}.tmp"
         with open(tmp, "wb") as f:
@@ -169,7 +190,6 @@ def compile(module, devices: Sequence[Any] | None = None,
     except OSError as e:  # a directory that cannot be written: compile without it
         _cache_error(text, cache_dir, e)
         _unusable_cache_dirs.add(cache_dir)
-    return exe
 
 
 # cache directories that could not be created or written: warned about once, then left alone

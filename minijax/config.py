@@ -184,6 +184,9 @@ class Config:
             ctx = tuple(self.__dict__[n] for n in names)
             if ctx != self.__dict__.get(attr):
                 self.__dict__[attr] = ctx
+        # whether a cached jit call may run its program itself (minijax/pjit.py JitWrapped)
+        self.__dict__["_plain_dispatch"] = not (
+            self.jax_debug_nans or self.jax_debug_infs or self._default_device_set)
 
     def update(self, name: str, value: Any) -> None:
         if name in _JAX_ONLY:

@@ -110,6 +110,14 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
                 return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
+    return _apply_by_signature(prim, args, avals, params)
+
+
+# JAX: jax/_src/dispatch.py apply_primitive (its xla_primitive_callable lookup)
+def _apply_by_signature(prim: core.Primitive, args: Sequence[Any], avals: tuple,
+                        params: dict):
+    """`apply_primitive` past its hot path: the callable cached per (primitive, eager options,
+    avals, placement, params), built on a miss, run; its signature kept for the hot path."""
     if prim.user_defined:
         return _apply_user_primitive(prim, args, avals, params)
     if prim is device_put_p:  # its impl gets the Arrays (as JAX's): buffers copied, not fetched
@@ -132,12 +140,7 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         # (a scatter's `update_jaxpr` names its combiner, which the numpy impl applies itself)
         if any(core.jaxprs_in_param(p) for k, p in params.items()
                if k not in getattr(prim, "combiner_params", ())):
-            # higher-order: the impl binds the equations of its jaxprs on the values as they
-            # are (no caching: the key holds jaxprs, which must not be kept alive here)
-            out = prim.impl(*args, **params)
-            if config.jax_debug_nans or config.jax_debug_infs:
-                core.check_special(prim.name, out if prim.multiple_results else [out])
-            return out
+            return _apply_higher_order(prim, args, params)
         if on_mesh:
             return _mesh_callable(prim, key, params, len(args))(*args)
         if on_device:
@@ -149,10 +152,18 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
             _callables.put(key, run)
     out = run(*args)
     fast = getattr(run, "fast", None)
-    if key is not None and fast is not None and 0 < n <= 2:
+    if key is not None and fast is not None and 0 < len(args) <= 2:
         # remembered after a call succeeded, so the result's shape has been checked; `fast`
         # is there for one result not laid out on a mesh, without debug checks
         prim._eager_last = _last_call(avals, params, *fast)
+    return out
+
+
+def _apply_higher_order(prim: core.Primitive, args: Sequence[Any], params: dict):
+    """Params holding jaxprs: the impl binds their equations (no key: it would keep them)."""
+    out = prim.impl(*args, **params)
+    if config.jax_debug_nans or config.jax_debug_infs:
+        core.check_special(prim.name, out if prim.multiple_results else [out])
     return out
 
 

@@ -16,6 +16,7 @@ import time
 import types
 import warnings
 import weakref
+from itertools import repeat
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
@@ -24,7 +25,7 @@ from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
 from minijax.array import Array
-from minijax.core import ClosedJaxpr, Tracer
+from minijax.core import ClosedJaxpr, Tracer, eval_trace, trace_ctx
 from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.interpreters import partial_eval as pe
 from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
@@ -378,6 +379,18 @@ def _unflattener(out_tree) -> Callable:
     return functools.partial(tree_unflatten, out_tree)
 
 
+# JAX: jax/_src/pjit.py _get_fastpath_data
+def _get_fastpath_data(executor, consts, kept, unflatten) -> pxla.MeshExecutableFastpathData | None:
+    """What `JitWrapped.__call__` needs to run `executor`'s program itself; None where the
+    executor's own steps are needed: a subclass's program (a mesh, a committed device, other
+    memories), effects, donation, closed-over arrays, unread arguments, float0 outputs."""
+    if (type(executor) is not pxla.ExecuteReplicated or executor.has_effects or consts
+            or executor.donated is not None or kept is not None or executor.handlers is None):
+        return None
+    return pxla.MeshExecutableFastpathData(executor.executable, executor.handlers,
+                                           executor.out_avals, unflatten)
+
+
 def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
     try:
         per_fun = _jit_caches.get(fun)
@@ -444,7 +457,7 @@ class JitWrapped:
     def _use_trace_context(self, ctx: tuple) -> None:
         self._trace_context = ctx
         self._cache, self._fast_cache = _caches_for(self.fun, self._options + ctx)
-        self._last_call: tuple | None = None  # (key, run) of the last fast-path call
+        self._last_call: tuple | None = None  # (key, run, fastpath data): the last call
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
         """One flag per flat dynamic leaf: does it belong to a donated argument?"""
@@ -553,9 +566,10 @@ class JitWrapped:
             "non-array argument, and this argument was not marked as static using the "
             f"static_argnums or static_argnames parameters of jit. ({error})")
 
-    def _runner(self, entry, leaves, in_tree) -> Callable | None:
-        """run(leaves) for a top-level call of a cached signature: the executor, with the
-        closed-over arrays as leading inputs (None if one is a tracer: bind reports it)."""
+    def _runner(self, entry, leaves, in_tree) -> tuple | None:
+        """(run(leaves), fastpath data) for a top-level call of a cached signature: run calls
+        the executor, with the closed-over arrays as leading inputs; the data (or None) lets
+        `__call__` run a plain program itself. None if a const is a tracer: bind reports it."""
         closed, consts, out_tree, donated = entry
         if any(isinstance(c, Tracer) for c in consts):
             return None
@@ -577,13 +591,14 @@ class JitWrapped:
             executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
+        unflatten = None if out_tree == _ONE_LEAF else _unflattener(out_tree)
+        fast = _get_fastpath_data(executor, consts, kept, unflatten)
         if kept is not None:
             run = executor
             executor = lambda leaves, consts: run([leaves[i] for i in kept], consts)  # noqa: E731
-        if out_tree == _ONE_LEAF:
-            return lambda leaves: executor(leaves, consts)[0]
-        unflatten = _unflattener(out_tree)
-        return lambda leaves: unflatten(executor(leaves, consts))
+        if unflatten is None:
+            return (lambda leaves: executor(leaves, consts)[0]), fast
+        return (lambda leaves: unflatten(executor(leaves, consts))), fast
 
     # JAX: jax/_src/interpreters/pxla.py _get_and_check_device_assignment
     def _check_devices(self, leaves, shardings, in_tree) -> None:
@@ -642,59 +657,78 @@ class JitWrapped:
         _check_committed(leaves, out)
         return tuple(out)
 
-    @traceback_util.api_boundary
+    # JAX: jax/_src/pjit.py _cpp_pjit (jaxlib's PjitFunction::Call, in C++) — differs: Python
+    @traceback_util.boundary
     def __call__(self, *args, **kwargs):
+        """Call `fun` compiled. A top-level call of a cached signature is looked up by its
+        avals, and a plain program (`_get_fastpath_data`) on device Arrays runs right here;
+        anything else goes through `_call`."""
+        __tracebackhide__ = True  # noqa: F841 — read by pytest and IPython
+        try:
+            if (kwargs or self.static_argnums or trace_ctx.trace is not eval_trace
+                    or config.trace_context is not self._trace_context
+                    or config.jax_disable_jit):
+                return self._call(args, kwargs)
+            # the key: the avals when every argument is an Array (no flattening needed),
+            # else the pytree structure and the leaves' avals
+            if len(args) == 1 and type(args[0]) is Array:  # one Array: no list
+                leaves, key = args, (args[0].aval,)
+            else:
+                avals = [x.aval for x in args if type(x) is Array]
+                leaves, key = (args, tuple(avals)) if len(avals) == len(args) else \
+                    _pytree_key(args)
+            if array_mod.sharded_arrays_made or self._specs_need_mesh:
+                # the layouts too: they pick the executable (and, for arrays on the default
+                # device, whether they are committed to it); and the mesh in context, whose
+                # devices a PartitionSpec in in/out_shardings names
+                key = (key, tuple(getattr(x, "_sharding", None) or
+                                  getattr(x, "_committed", False) for x in leaves),
+                       get_abstract_mesh(), self._specs_need_mesh and get_concrete_mesh())
+            # the signature of the previous call first: comparing avals that are the same
+            # objects (outputs of one executor share them) is cheaper than hashing them
+            last = self._last_call
+            if last is None or last[0] != key:
+                hit = self._fast_cache.get(key)
+                if hit is None:
+                    return self._call(args, kwargs, key)
+                self._last_call = last = (key, *hit)
+            fast: pxla.MeshExecutableFastpathData | None = last[2]
+            if fast is not None and config._plain_dispatch:
+                bufs = []
+                for x in leaves:  # uncommitted Arrays on the device; else the executor's way
+                    if type(x) is not Array or x._buf is None or x._committed:
+                        break
+                    bufs.append(x._buf)
+                else:
+                    executable, handlers, out_avals, unflatten = fast
+                    outs = executable.execute_sharded(bufs).consume_with_handlers(handlers)
+                    if unflatten is None:
+                        return Array(out_avals[0], None, outs[0])
+                    return unflatten(map(Array, out_avals, repeat(None), outs))
+            return last[1](leaves)
+        except Exception as e:
+            traceback_util.filter_raised(e)
+            raise
+
+    def _call(self, args: tuple, kwargs: dict, key: tuple | None = None):
+        """A call not run from the cache: under a transformation (`jit_p` bound on the
+        tracers), with static or keyword arguments, or a first call (cached under `key`)."""
         if config.jax_disable_jit:  # JAX: jax/_src/pjit.py _cpp_pjit's disable_jit check
             return self.fun(*args, **kwargs)
-        if config.trace_context is not self._trace_context:
-            self._use_trace_context(config.trace_context)
+        entry, flat, in_tree = self._get_jaxpr(args, kwargs)
         if core.trace_ctx.trace is core.eval_trace:
-            fast_ok = not kwargs and not self.static_argnums
-            if fast_ok:
-                # the key: the avals when every argument is an Array (no flattening needed),
-                # else the pytree structure and the leaves' avals
-                if len(args) == 1 and type(args[0]) is Array:  # one Array: no loop
-                    leaves, key = args, (args[0].aval,)
-                else:
-                    avals = []
-                    for x in args:
-                        if type(x) is not Array:
-                            leaves, key = _pytree_key(args)
-                            break
-                        avals.append(x.aval)
-                    else:
-                        leaves, key = args, tuple(avals)
-                if array_mod.sharded_arrays_made or self._specs_need_mesh:
-                    # the layouts too: they pick the executable (and, for arrays on the
-                    # default device, whether they are committed to it; and the mesh in
-                    # context, whose devices a PartitionSpec in in/out_shardings names)
-                    key = (key, tuple(getattr(x, "_sharding", None) or
-                                      getattr(x, "_committed", False) for x in leaves),
-                           get_abstract_mesh(), self._specs_need_mesh and get_concrete_mesh())
-                # the signature of the previous call first: comparing avals that are the same
-                # objects (outputs of one executor share them) is cheaper than hashing them
-                last = self._last_call
-                if last is not None and last[0] == key:
-                    return last[1](leaves)
-                run = self._fast_cache.get(key)
-                if run is not None:
-                    self._last_call = (key, run)
-                    return run(leaves)
-            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
-            run = self._runner(entry, flat, in_tree)
-            if run is not None:
-                if fast_ok:
-                    self._fast_cache[key] = run
-                return run(flat)
-        else:
-            entry, flat, in_tree = self._get_jaxpr(args, kwargs)
-            if self.in_shardings is not None:
-                # under jvp/grad/vmap the values inside the tracers may be committed Arrays:
-                # JAX checks them against in_shardings too (a batch dimension unsplit)
-                inner = [_concrete_of(x) for x in flat]
-                given = self._leaf_in_shardings(flat, [None] * len(flat), in_tree)
-                _check_committed([v for v, _ in inner],
-                                 [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
+            hit = self._runner(entry, flat, in_tree)
+            if hit is not None:
+                if key is not None:
+                    self._fast_cache[key] = hit
+                return hit[0](flat)
+        elif self.in_shardings is not None:
+            # under jvp/grad/vmap the values inside the tracers may be committed Arrays:
+            # JAX checks them against in_shardings too (a batch dimension unsplit)
+            inner = [_concrete_of(x) for x in flat]
+            given = self._leaf_in_shardings(flat, [None] * len(flat), in_tree)
+            _check_committed([v for v, _ in inner],
+                             [_batched(s, dims) for s, (_, dims) in zip(given, inner)])
         closed, consts, out_tree, donated = entry
         if self.out_shardings is not None:  # JAX checks them when the nested call is traced
             _check_fit(_leaf_out_shardings(self.out_shardings, out_tree), closed.out_avals,

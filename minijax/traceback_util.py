@@ -85,9 +85,13 @@ def _filtering_mode() -> str:
     return mode
 
 
+# the code of the functions that filter what is raised through them: api_boundary's wrapper,
+# and entry points that catch and call `filter_raised` themselves (jit's call: one frame less)
+_boundary_codes: set = set()
+
+
 def _is_reraiser_frame(f) -> bool:
-    code = f.f_code
-    return code.co_filename == __file__ and code.co_name == "reraise_with_filtered_traceback"
+    return f.f_code in _boundary_codes
 
 
 # an error passing through nested boundaries (jit of grad...) is filtered once, by the outermost
@@ -97,10 +101,43 @@ def _is_under_reraiser(e: BaseException) -> bool:
                                   for f, _ in traceback.walk_stack(tb.tb_frame.f_back))
 
 
+def filter_raised(e: Exception) -> None:
+    """Filter the traceback of `e`, raised through a boundary, in place as
+    `jax_traceback_filtering` says, unless an outer boundary will; the caller re-raises."""
+    mode = _filtering_mode()
+    if mode == "off" or _is_under_reraiser(e):
+        return
+    tb = e.__traceback__
+    if mode == "tracebackhide":
+        for f, _ in traceback.walk_tb(tb):
+            if not _include_frame(f) and not _is_reraiser_frame(f):
+                f.f_locals["__tracebackhide__"] = True
+        return
+    if mode == "remove_frames":
+        unfiltered = UnfilteredStackTrace(
+            "".join(traceback.format_exception_only(type(e), e)).strip()
+            + "\n\nThe above is the error with every frame; below, the same error "
+            "without minijax's internal frames.")
+        unfiltered.with_traceback(_add_call_stack_frames(tb))
+        unfiltered.__cause__, unfiltered.__context__ = e.__cause__, e.__context__
+        unfiltered.__suppress_context__ = e.__suppress_context__
+        e.__cause__, e.__context__ = unfiltered, None
+    else:
+        e.add_note("--------------------\n" + _SIMPLIFIED)
+    e.with_traceback(filter_traceback(tb))
+
+
+def boundary(fun: C) -> C:
+    """Mark `fun` as an entry point that catches, `filter_raised`s and re-raises itself (as
+    `api_boundary`'s wrapper does, without the wrapper's frame on a hot path)."""
+    _boundary_codes.add(fun.__code__)
+    return fun
+
+
 # JAX: jax/_src/traceback_util.py api_boundary
 def api_boundary(fun: C) -> C:
-    """Wrap a public entry point (`jit(f)`'s call, `grad(f)`, `vmap(f)`, `lax.scan`...) so that
-    an exception raised below it leaves with minijax's frames filtered, as the option
+    """Wrap a public entry point (`grad(f)`, `vmap(f)`, `lax.scan`...) so that an exception
+    raised below it leaves with minijax's frames filtered, as the option
     `jax_traceback_filtering` says. The exception's type and message are unchanged."""
 
     @functools.wraps(fun)
@@ -109,26 +146,7 @@ def api_boundary(fun: C) -> C:
         try:
             return fun(*args, **kwargs)
         except Exception as e:
-            mode = _filtering_mode()
-            if mode == "off" or _is_under_reraiser(e):
-                raise
-            tb = e.__traceback__
-            if mode == "tracebackhide":
-                for f, _ in traceback.walk_tb(tb):
-                    if not _include_frame(f) and not _is_reraiser_frame(f):
-                        f.f_locals["__tracebackhide__"] = True
-                raise
-            if mode == "remove_frames":
-                unfiltered = UnfilteredStackTrace(
-                    "".join(traceback.format_exception_only(type(e), e)).strip()
-                    + "\n\nThe above is the error with every frame; below, the same error "
-                    "without minijax's internal frames.")
-                unfiltered.with_traceback(_add_call_stack_frames(tb))
-                unfiltered.__cause__, unfiltered.__context__ = e.__cause__, e.__context__
-                unfiltered.__suppress_context__ = e.__suppress_context__
-                e.__cause__, e.__context__ = unfiltered, None
-            else:
-                e.add_note("--------------------\n" + _SIMPLIFIED)
-            e.with_traceback(filter_traceback(tb))
+            filter_raised(e)
             raise
+    _boundary_codes.add(reraise_with_filtered_traceback.__code__)
     return reraise_with_filtered_traceback  # type: ignore[return-value]

@@ -457,8 +457,12 @@ def _leaves(x: Any, is_leaf: Callable | None, leaves: list) -> None:
         else:
             leaves.append(x)
             return
-    for c in children:
-        _leaves(c, is_leaf, leaves)
+    for c in children:  # a child that is plainly a leaf is added without a call
+        t = type(c)
+        if is_leaf is None and t not in _registry and t is not list and not issubclass(t, tuple):
+            leaves.append(c)
+        else:
+            _leaves(c, is_leaf, leaves)
 
 
 # JAX: jax/_src/tree_util.py tree_leaves_with_path

@@ -55,7 +55,8 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 398,   # on an accelerator, eager ops run on the device (~18, issue 43);
+    "dispatch": 405,   # apply_primitive split at its hot path: _apply_by_signature (6, 46);
+    #                    on an accelerator, eager ops run on the device (~18, issue 43);
     #                    place: device_put of concrete values, from api.py, as JAX's
     #                    _device_put_impl (~25, issue 46);
     #                    a user's primitive eagerly: its impl alone, as JAX (24);
@@ -124,7 +125,9 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1090,       # reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    "pjit": 1113,       # the fast path of a cached call, as JAX's C++ one: _get_fastpath_data,
+    #                    JitWrapped.__call__ / _call (~23, issue 46: dispatch 1.32 -> 1.09x JAX);
+    #                    reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked
@@ -160,9 +163,11 @@ BUDGETS = {
     "state": 600,      # + ref effects and the `x <- ref[i]` printer (issue 14)
     "test_util": 7,
     "tpu": 200,  # QDWH and the SVD on it, svd's lowering without LAPACK (issue 43)
-    "traceback_util": 105,  # internal frames filtered from errors, as JAX's
+    "traceback_util": 108,  # internal frames filtered from errors, as JAX's; filter_raised,
+    #                         boundary: jit's call filters without a wrapper frame (46)
     "tree": 30,  # + broadcast, reduce_associative, static (35)
-    "tree_util": 475,  # + flatten_one_level, tree_broadcast, register_static... (35)
+    "tree_util": 478,  # + flatten_one_level, tree_broadcast, register_static... (35); leaf
+    #                    children gathered without a call each (46)
     "typing": 15,  # ArrayLike, DTypeLike (35)
     "util": 72,  # BoundedCache, the one bounded memo table (issue 26)
     "version": 5,

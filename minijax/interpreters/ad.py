@@ -506,18 +506,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
     for v, x in safe_zip(jaxpr.invars, primals_in):
         if not is_undefined_primal(x):
             primal_env[v] = x
-    # Forward pass over the non-linear equations (those whose inputs are all known).
-    linear_eqns = []
-    for eqn in jaxpr.eqns:
-        invals = [read_primal(v) for v in eqn.invars]
-        if any(is_undefined_primal(x) for x in invals):
-            linear_eqns.append(eqn)
-            continue
-        with core.source_info_of(eqn), core.eqn_context_of(eqn):
-            outs = eqn.primitive.bind(*invals, **eqn.params)
-        outs = outs if eqn.primitive.multiple_results else [outs]
-        for v, x in safe_zip(eqn.outvars, outs):
-            primal_env[v] = x
+    linear_eqns = _eval_nonlinear(jaxpr, read_primal, primal_env)
     for v, ct in safe_zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
     for eqn in reversed(linear_eqns):
@@ -547,6 +536,23 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
         else:
             out.append(None)
     return out
+
+
+def _eval_nonlinear(jaxpr: Jaxpr, read_primal: Callable, primal_env: dict) -> list:
+    """backward_pass's forward pass: bind, in order, the equations none of whose inputs is an
+    UndefinedPrimal, their outputs written to `primal_env`; returns the others (linear)."""
+    linear_eqns = []
+    for eqn in jaxpr.eqns:
+        invals = [read_primal(v) for v in eqn.invars]
+        if any(is_undefined_primal(x) for x in invals):
+            linear_eqns.append(eqn)
+            continue
+        with core.source_info_of(eqn), core.eqn_context_of(eqn):
+            outs = eqn.primitive.bind(*invals, **eqn.params)
+        outs = outs if eqn.primitive.multiple_results else [outs]
+        for v, x in safe_zip(eqn.outvars, outs):
+            primal_env[v] = x
+    return linear_eqns
 
 
 def vjp_flat(fun: Callable, primals: Sequence[Any], fun_name: str = "fun",

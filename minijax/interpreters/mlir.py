@@ -640,66 +640,73 @@ def lower_jaxpr_to_module(closed: ClosedJaxpr, name: str = "main",
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         module.operation.attributes["sym_name"] = ir.StringAttr.get(_sanitize(name))
-        effs = ordered_effects_of(closed.jaxpr)
-        ntok = len(effs)
-        i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
-        in_types = [i32] * len(dim_vars) + [token_type()] * ntok + [
-            aval_to_ir_type(a) for a in closed.in_avals]
-        out_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.out_avals]
-        fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
-                         ip=ir.InsertionPoint(module.body))
-        fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
-        _sharding_state.append([])
-        pushed = False  # whether dim_var_values got this module's entry
         module_ctx = ModuleContext(platforms)
+        _sharding_state.append([])
         _module_contexts.append(module_ctx)
-        # JAX marks every input and output with its memory kind once one is not "device"
-        kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
         try:
-            arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok, kinds)
-            if dim_vars:
-                fn.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(
-                    {"jax.global_constant": ir.StringAttr.get(v)}) for v in dim_vars] + (
-                    arg_attrs or [ir.DictAttr.get({})] * (len(in_types) - len(dim_vars))))
-            elif arg_attrs is not None:
-                fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
-            if ntok or kinds or any(s is not None for s in out_shardings):
-                token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
-                fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
-                    ir.DictAttr.get(_value_attrs(s, a, kinds, result=True)) for s, a in
-                    zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
-            entry = fn.add_entry_block()
-            nd = len(dim_vars)
-            dim_var_values.append(dict(zip(dim_vars, list(entry.arguments)[:nd])))
-            pushed = True
-            if len(platforms) > 1:
-                module_ctx.platform_index = entry.arguments[0]
-            with ir.InsertionPoint(entry):
-                set_tokens(effs, entry.arguments[nd:nd + ntok])
-                prev, _name_stack[0] = _name_stack[0], f"jit({name})"  # as JAX names `main`
-                try:
-                    outs = lower_jaxpr(closed.jaxpr, closed.consts,
-                                       list(entry.arguments)[nd + ntok:])
-                finally:
-                    _name_stack[0] = prev
-                if kinds:  # as JAX: every output given a sharding is placed, "device" too
-                    outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
-                            for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
-                func.ReturnOp([*get_tokens(effs), *outs])
+            lower_jaxpr_to_fun(module, closed, name, dim_vars, donated, in_shardings,
+                               out_shardings, module_ctx)
             used = _sharding_state[-1]
-            if host_callbacks is not None:
-                host_callbacks.extend(_module_contexts[-1].host_callbacks)
         finally:
             _sharding_state.pop()
             _module_contexts.pop()
-            if pushed:
-                dim_var_values.pop()
+        if host_callbacks is not None:
+            host_callbacks.extend(module_ctx.host_callbacks)
         _place_callbacks(module, used[0] if used else None, module_ctx)
         if used:
             _add_mesh(module, used[0])
             if meshes is not None:
                 meshes.append(used[0])
     return module
+
+
+# JAX: jax/_src/interpreters/mlir.py lower_jaxpr_to_fun — differs: only the public `main`
+def lower_jaxpr_to_fun(module, closed: ClosedJaxpr, name: str, dim_vars: Sequence[str],
+                       donated: Sequence[bool], in_shardings: Sequence[Any],
+                       out_shardings: Sequence[Any], module_ctx: ModuleContext) -> None:
+    """Add to `module` the public function `main` computing `closed` (what
+    `lower_jaxpr_to_module` documents): its arguments the dimension variables, one token per
+    ordered effect and the jaxpr's inputs; its results the tokens and the jaxpr's outputs;
+    their attributes (donation, shardings, memory kinds); its body the jaxpr's equations
+    (`lower_jaxpr`), under the name stack `jit(name)`."""
+    effs = ordered_effects_of(closed.jaxpr)
+    ntok, nd = len(effs), len(dim_vars)
+    i32 = ir.RankedTensorType.get((), ir.IntegerType.get_signless(32))
+    in_types = [i32] * nd + [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.in_avals]
+    out_types = [token_type()] * ntok + [aval_to_ir_type(a) for a in closed.out_avals]
+    fn = func.FuncOp("main", ir.FunctionType.get(in_types, out_types),
+                     ip=ir.InsertionPoint(module.body))
+    fn.attributes["sym_visibility"] = ir.StringAttr.get("public")
+    # JAX marks every input and output with its memory kind once one is not "device"
+    kinds = not all(memory_kind(s) == "device" for s in [*in_shardings, *out_shardings])
+    arg_attrs = _arg_attrs(closed, donated, in_shardings, ntok, kinds)
+    if dim_vars:
+        fn.arg_attrs = ir.ArrayAttr.get([ir.DictAttr.get(
+            {"jax.global_constant": ir.StringAttr.get(v)}) for v in dim_vars] + (
+            arg_attrs or [ir.DictAttr.get({})] * (len(in_types) - nd)))
+    elif arg_attrs is not None:
+        fn.arg_attrs = ir.ArrayAttr.get(arg_attrs)
+    if ntok or kinds or any(s is not None for s in out_shardings):
+        token_attr = ir.DictAttr.get({"jax.token": ir.BoolAttr.get(True)})
+        fn.result_attrs = ir.ArrayAttr.get([token_attr] * ntok + [
+            ir.DictAttr.get(_value_attrs(s, a, kinds, result=True)) for s, a in
+            zip([*out_shardings, *[None] * len(closed.out_avals)], closed.out_avals)])
+    entry = fn.add_entry_block()
+    dim_var_values.append(dict(zip(dim_vars, list(entry.arguments)[:nd])))
+    if len(module_ctx.platforms) > 1:
+        module_ctx.platform_index = entry.arguments[0]
+    prev, _name_stack[0] = _name_stack[0], f"jit({name})"  # as JAX names `main`
+    try:
+        with ir.InsertionPoint(entry):
+            set_tokens(effs, entry.arguments[nd:nd + ntok])
+            outs = lower_jaxpr(closed.jaxpr, closed.consts, list(entry.arguments)[nd + ntok:])
+            if kinds:  # as JAX: every output given a sharding is placed, "device" too
+                outs = [x if s is None else wrap_with_memory_kind(x, memory_kind(s))
+                        for x, s in zip(outs, [*out_shardings, *[None] * len(outs)])]
+            func.ReturnOp([*get_tokens(effs), *outs])
+    finally:
+        _name_stack[0] = prev
+        dim_var_values.pop()
 
 
 # JAX: jax/_src/interpreters/mlir.py LoweringParameters.platforms (its default)

@@ -13,7 +13,7 @@ import atexit
 import functools
 from itertools import repeat
 import threading
-from typing import Any, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -106,6 +106,19 @@ runtime_tokens = RuntimeTokenSet()
 atexit.register(runtime_tokens.block_until_ready)
 
 
+# JAX: jax/_src/interpreters/pxla.py MeshExecutableFastpathData — differs: one device, no
+# shardings; read by minijax/pjit.py JitWrapped.__call__ where JAX's is read by C++
+class MeshExecutableFastpathData(NamedTuple):
+    """What a cached top-level `jit` call needs to run a plain `ExecuteReplicated` program
+    (one device, no effects, donation or closed-over arrays) on device Arrays without its
+    executor: the XLA executable, the outputs' result handlers and avals, and the function
+    rebuilding the output pytree from its leaves (None: the output is one leaf)."""
+    xla_executable: Any
+    handlers: list
+    out_avals: tuple
+    unflatten: Callable | None
+
+
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one class per kind of
 # program (one device; one device with outputs in another memory; a mesh) where JAX has one
 class ExecuteReplicated:
@@ -146,7 +159,7 @@ class ExecuteReplicated:
         """Run on `consts` (closed-over Arrays, leading inputs, never donated and not
         deciding commitment) followed by `args`."""
         bufs, committed = self._input_buffers(args, consts)
-        handlers = self.handlers  # execute(), inline: this is every cached jit call
+        handlers = self.handlers  # execute(), inline
         if self.has_effects:
             outs = self._execute_with_tokens(bufs)
         elif handlers is not None:
