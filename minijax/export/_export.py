@@ -320,19 +320,14 @@ call_exported_p.multiple_results = True
 
 
 def _dim_env(exported: Exported, in_avals) -> dict[str, int]:
-    """The value of each dimension variable, read from the argument shapes (a variable must
-    appear alone as some dimension: minijax does not solve `2*b` for `b`)."""
-    env: dict[str, int] = {}
-    for exp, got in zip(exported.in_avals, in_avals):
-        for e, g in zip(exp.shape, got.shape):
-            if shape_poly.is_symbolic_dim(e) and e.as_var() is not None:
-                env.setdefault(e.as_var(), g)
-    missing = set(shape_poly.all_dim_vars(exported.in_avals)) - set(env)
-    if missing:
-        raise NotImplementedError(f"call of '{exported.fun_name}': the dimension variables "
-                                  f"{sorted(missing)} appear only inside larger expressions; "
-                                  "minijax reads a variable from a dimension that is just it")
-    return env
+    """The value of each dimension variable, solved from the argument shapes as the module's
+    `main` solves them; JAX's ValueError for shapes that fail its checks."""
+    solution, checks = shape_poly.solve_dim_vars(exported.in_avals)
+    sizes = {f"args[{i}].shape[{j}]": g for i, (exp, got) in enumerate(zip(
+        exported.in_avals, in_avals)) for j, (e, g) in enumerate(zip(exp.shape, got.shape))
+        if shape_poly.is_symbolic_dim(e)}
+    shape_poly.check_dim_values(checks, sizes)
+    return {v: shape_poly.evaluate(e, sizes) for v, e in solution.items()}
 
 
 def _call_exported_abstract_eval(*in_avals, exported: Exported):
