@@ -206,6 +206,25 @@ POLY = {
     # the index iota of argmax/argmin over a symbolic shape: a dynamic_iota (valid StableHLO)
     "argmax": (lambda J: lambda x: J.numpy.argmax(x, axis=0) + J.numpy.argmin(x, axis=1).sum(),
                ["b, 4"]),
+    # a scan over the symbolic axis: a while loop of `b` trips, its ys buffers `b` long
+    "scan": (lambda J: lambda x: J.lax.scan(lambda c, r: (c + r, c * r), x[0] * 0.0, x)[1],
+             ["b, 4"]),
+    "scan_reverse": (lambda J: lambda x: J.lax.scan(lambda c, r: (c * 0.5 + r, c), x[0], x,
+                                                   reverse=True)[1], ["b, 4"]),
+    # cumulative reductions: a dynamic_reduce_window along `b`
+    "cumsum": (lambda J: lambda x: J.numpy.cumsum(x, axis=0) + J.lax.cummax(x, axis=0,
+                                                                            reverse=True),
+               ["b, 4"]),
+    "roll": (lambda J: lambda x: J.numpy.roll(x, 2, axis=0) - J.numpy.roll(x, -1, axis=0),
+             ["b, 4"]),
+    "int_array_index": (lambda J: lambda x: x[J.numpy.array([0, 2, -1])], ["b, 4"]),
+    "computed_index": (lambda J: lambda x: x[J.numpy.arange(x.shape[0]) % 2], ["b, 4"]),
+    "strided": (lambda J: lambda x: x[::2] * 2.0, ["b, 4"]),
+    "strided_offset": (lambda J: lambda x: x[1::3], ["b, 4"]),
+    "strided_reversed": (lambda J: lambda x: x[::-2] + x[-1::-2], ["b, 4"]),
+    "reversed": (lambda J: lambda x: x[::-1, ::-1], ["b, 4"]),
+    "halves": (lambda J: lambda x: x[: x.shape[0] // 2] + x[x.shape[0] - x.shape[0] // 2:],
+               ["b, 4"]),
 }
 
 

@@ -394,9 +394,7 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
             table.set_symbol_name(o, prefix + name)
         if o.name == "func.func":
             o.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    op = ir.InsertionPoint.current.block.owner  # the function we are emitting into...
-    while op.name != "builtin.module":
-        op = op.parent  # ... and the module that holds it
+    op = mlir.enclosing_module()
     for o in list(sub.body.operations):
         ir.InsertionPoint(op.regions[0].blocks[0]).insert(o.detach_from_parent())
     operands = list(args)

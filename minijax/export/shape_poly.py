@@ -469,6 +469,8 @@ def _factor_bounds(f: _Factor, scope: SymbolicScope) -> tuple[float, float]:
         return max(alo, blo), max(ahi, bhi)
     if f.op == "min":
         return min(alo, blo), min(ahi, bhi)
+    if f.op == "mod" and blo > 0:  # 0 <= mod(a, b) < b
+        return (alo, ahi) if 0 <= alo and ahi < blo else (0, bhi - 1)
     if not blo == bhi > 0:  # a divisor that is not a positive constant
         return -_INF, _INF
     if f.op == "mod":
@@ -489,6 +491,8 @@ def _implicit_facts(e: DimExpr) -> list[dict]:
             if f.op == "floordiv" and not isinstance(b, DimExpr) and b > 0:
                 r = a - b * fe
                 facts += [_terms(r), _terms(b - 1 - r)]
+            elif f.op == "mod" and isinstance(b, DimExpr) and _bounds(b)[0] > 0:
+                facts.append(_terms(b - 1 - fe))
             elif f.op in ("max", "min"):
                 sign = 1 if f.op == "max" else -1
                 facts += [_terms(sign * (fe - a)), _terms(sign * (fe - b))]

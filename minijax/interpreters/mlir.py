@@ -235,6 +235,14 @@ class DimOps:
         return hlo.select(fix, hlo.add(r, b), r)
 
 
+def enclosing_module():
+    """The `builtin.module` operation that the current insertion point is inside."""
+    op = ir.InsertionPoint.current.block.owner
+    while op.name != "builtin.module":
+        op = op.parent
+    return op
+
+
 # JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape_as_tensor
 def eval_dynamic_shape_as_tensor(shape) -> Any:
     """A `tensor<rank x i32>` of the sizes in `shape` (see `eval_dynamic_shape`)."""
@@ -264,6 +272,9 @@ def ir_constant(val) -> Any:
 
 
 def full_like_aval(value, aval: ShapedArray):
+    if not is_static(aval.shape):  # a symbolic shape: the scalar broadcast at run time
+        scalar = ShapedArray((), aval.dtype)
+        return broadcast_to(ir_constant(np.array(value, aval.dtype)), scalar, aval)
     return ir_constant(np.full(aval.shape, value, aval.dtype))
 
 
