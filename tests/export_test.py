@@ -505,3 +505,60 @@ def test_export_with_derived_input_dimensions_as_jax(case):
                     got(*args)
                 continue
             np.testing.assert_allclose(got(*args), expected, rtol=1e-6, err_msg=name)
+
+
+# ---------------------------------------------------------------------------------------------
+# A jit with shardings over several devices (tests/conftest.py asks XLA for 8 CPU devices)
+# ---------------------------------------------------------------------------------------------
+
+def sharded_program(J, axis_types):
+    NS, P = J.sharding.NamedSharding, J.sharding.PartitionSpec
+    mesh = J.make_mesh((4, 2), ("x", "y"), axis_types=axis_types(J))
+    fun = J.jit(lambda a, b: ((a @ b).sum(1), a * 2.0),
+                in_shardings=(NS(mesh, P("x", "y")), NS(mesh, P("y"))),
+                out_shardings=(NS(mesh, P("x")), None))
+    return mesh, fun
+
+
+@pytest.mark.skipif(jax.device_count() < 8, reason="needs 8 devices (XLA_FLAGS in conftest)")
+@pytest.mark.parametrize("axis_types", [
+    lambda J: (J.sharding.AxisType.Explicit,) * 2, lambda J: (J.sharding.AxisType.Auto,) * 2],
+    ids=["explicit", "auto"])
+def test_sharded_export_keeps_the_jits_shardings_as_jax(axis_types):
+    specs_ = [((8, 4), np.float32), ((4, 2), np.float32)]
+    (mmesh, mfun), (jmesh, jfun) = (sharded_program(J, axis_types) for J in (minijax, jax))
+    mexp = mexport.export(mfun)(*[minijax.ShapeDtypeStruct(*s) for s in specs_])
+    jexp = jexport.export(jfun)(*[jax.ShapeDtypeStruct(*s) for s in specs_])
+    assert mexp.nr_devices == jexp.nr_devices == 8
+    assert mexp.in_shardings_hlo == tuple(jexp.in_shardings_hlo)
+    for got, want in [(mexp.in_shardings_jax(mmesh), jexp.in_shardings_jax(jmesh)),
+                      (mexp.out_shardings_jax(mmesh), jexp.out_shardings_jax(jmesh))]:
+        assert str(got) == str(want)
+    # the module: partitioned 8 ways, the mesh and each argument's and result's sharding
+    head = [re.sub(r"loc\([^)]*\)|\{jax.result_info = \"[^\"]*\",? ?", "", t.split("%")[0])
+            for t in (mexp.mlir_module(), jexp.mlir_module())]
+    for text in head:
+        assert "mhlo.num_partitions = 8" in text and 'sdy.mesh @mesh = <["x"=4, "y"=2]>' in text
+    assert re.findall(r"#sdy\.sharding<[^>]*>", head[0]) == \
+        re.findall(r"#sdy\.sharding<[^>]*>", head[1])
+    # the artifact read back by JAX: its shardings, and a call on the devices they name
+    mback, jback = jexport.deserialize(mexp.serialize()), jexport.deserialize(jexp.serialize())
+    assert str(mback._in_named_shardings) == str(jback._in_named_shardings)
+    assert str(mback._out_named_shardings) == str(jback._out_named_shardings)
+    args = [RNG.normal(size=s).astype(np.float32) for s, _ in specs_]
+    placed = [jax.device_put(x, s) for x, s in zip(args, jback.in_shardings_jax(jmesh))]
+    for got, want in zip(mback.call(*placed), jback.call(*placed)):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert str(got.sharding) == str(want.sharding)
+    # JAX's artifact read here: the same shardings on minijax's mesh
+    loaded = mexport.deserialize(jexp.serialize())
+    assert loaded.nr_devices == 8
+    assert str(loaded.in_shardings_jax(mmesh)) == str(mexp.in_shardings_jax(mmesh))
+    assert str(loaded.out_shardings_jax(mmesh)) == str(mexp.out_shardings_jax(mmesh))
+    # another mesh shape: JAX's ValueError
+    for exp, J in ((mexp, minijax), (jexp, jax)):
+        with pytest.raises(ValueError, match="does not match the mesh used for export"):
+            exp.in_shardings_jax(J.make_mesh((2, 4), ("x", "y"), axis_types=axis_types(J)))
+    # differs: minijax calls single-device exports only
+    with pytest.raises(NotImplementedError, match="exported for 8 devices"):
+        loaded.call(*args)

@@ -370,7 +370,7 @@ class DimExpr:
 
     __repr__ = __str__
 
-    def evaluate(self, env: dict, ops=_IntOps):
+    def evaluate(self, env: dict, ops=_IntOps) -> Any:
         """The value for the variables' values in `env`, computed with `ops` (`const`, `add`,
         `mul`, `floordiv`, `mod`, `max`, `min`: ints by default; the lowering passes ops
         that emit StableHLO). _UnknownDimVar for a variable not in `env`."""

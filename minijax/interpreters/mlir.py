@@ -614,7 +614,9 @@ def module_to_portable_artifact(module) -> bytes:
     _load()
     version = hlo.get_version_from_compatibility_requirement(
         hlo.StablehloCompatibilityRequirement.WEEK_4)
-    return jem.serialize_portable_artifact(str(module), version)
+    # sdy meshes and shardings kept as they are, where the backend says so (JAX's choice)
+    return jem.serialize_portable_artifact(str(module), version,
+                                           xla_bridge.get_backend().serialize_with_sdy)
 
 
 # JAX: jax/_src/export/_export.py Exported.mlir_module
