@@ -231,6 +231,21 @@ def canonicalize_shape(shape, context: str = "") -> tuple:
     raise TypeError(msg)
 
 
+# JAX: jax/_src/core.py max_dim, min_dim
+def max_dim(d1, d2):
+    """max(d1, d2) of constant or symbolic dimensions (a `max` factor where it depends on
+    the variables)."""
+    sym = d1 if getattr(d1, "is_symbolic_dim", False) else d2
+    return sym.max(d2 if sym is d1 else d1) if getattr(sym, "is_symbolic_dim", False) else \
+        max(d1, d2)
+
+
+def min_dim(d1, d2):
+    sym = d1 if getattr(d1, "is_symbolic_dim", False) else d2
+    return sym.min(d2 if sym is d1 else d1) if getattr(sym, "is_symbolic_dim", False) else \
+        min(d1, d2)
+
+
 # JAX: jax/_src/core.py dimension_as_value
 def dimension_as_value(d):
     """`d` as an operand of arithmetic: an int stays an int; a symbolic dimension becomes an

@@ -71,7 +71,9 @@ BUDGETS = {
     "environment_info": 35,  # print_environment_info (35)
     "errors": 24,       # + JaxRuntimeError, RESOURCE_EXHAUSTED for eager allocations (24)
     "extend": 20,       # minijax.extend.core: re-exports only (issue 24)
-    "export": 1150,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32)
+    "export": 1500,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32);
+    #                  floordiv/mod/max/min factors, constraints and their bounds, solving
+    #                  input dimensions (`2*b`, `a - 1`) with JAX's shape assertions (45)
     "experimental": 2380,  # pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
     #                      + the AttributeError naming missing pallas names (45);
     #                      pallas + checkify (~260: checks inside cond, scan, while);

@@ -20,6 +20,7 @@ from minijax import api, core, custom_derivatives, tree_util, xla_bridge
 from minijax.config import config
 from minijax.export import _symbolic, serialization, shape_poly
 from minijax.interpreters import mlir
+from minijax.named_sharding import NamedSharding
 from minijax.tree_util import PyTreeDef, tree_flatten
 from minijax.util import split_list
 
@@ -65,8 +66,8 @@ class DisabledSafetyCheck:
         return hash(self._impl)
 
 
-# JAX: jax/_src/export/_export.py Exported — differs: single-device, no effects, so no
-# shardings (in_shardings_hlo are all None) and no ordered/unordered effects
+# JAX: jax/_src/export/_export.py Exported — differs: no effects; shardings are kept as
+# NamedShardings only (JAX's in_shardings_hlo are all None too since 3/17/2026)
 @dataclasses.dataclass(frozen=True, eq=False)
 class Exported:
     """A function exported for one set of argument types.
@@ -76,7 +77,9 @@ class Exported:
     `("cpu",)`); `nr_devices` (1); `disabled_safety_checks`; `mlir_module_serialized` (the
     StableHLO portable artifact); `calling_convention_version` (9 or 10);
     `module_kept_var_idx` (the argument leaves the module takes); `uses_global_constants`
-    (whether the module has dimension variables).
+    (whether the module has dimension variables). A jit with shardings over a mesh of N
+    devices exports a module partitioned N ways: `nr_devices` is N and
+    `in_shardings_jax(mesh)`/`out_shardings_jax(mesh)` give its NamedShardings on `mesh`.
     """
 
     fun_name: str
@@ -92,6 +95,10 @@ class Exported:
     module_kept_var_idx: tuple[int, ...]
     uses_global_constants: bool
     _get_vjp: Callable[["Exported"], "Exported"] | None
+    # per argument / result leaf: its NamedSharding (over an abstract mesh once read back),
+    # or None where the jit left it unspecified
+    _in_named_shardings: tuple = ()
+    _out_named_shardings: tuple = ()
 
     in_shardings_hlo = property(lambda self: (None,) * len(self.in_avals))
     out_shardings_hlo = property(lambda self: (None,) * len(self.out_avals))
@@ -104,6 +111,19 @@ class Exported:
 
     def __str__(self) -> str:
         return f"Exported(fun_name={self.fun_name}, ...)"
+
+    # JAX: jax/_src/export/_export.py Exported.in_shardings_jax
+    def in_shardings_jax(self, mesh) -> tuple:
+        """The arguments' shardings on `mesh` (a Mesh or AbstractMesh with the export's axis
+        names, sizes and types; ValueError otherwise), None where unspecified: what
+        `device_put` or `jit(in_shardings=)` take to run the export on those devices."""
+        return tuple(_on_mesh(s, mesh) for s in self._in_named_shardings or
+                     (None,) * len(self.in_avals))
+
+    def out_shardings_jax(self, mesh) -> tuple:
+        """The results' shardings on `mesh` (see `in_shardings_jax`)."""
+        return tuple(_on_mesh(s, mesh) for s in self._out_named_shardings or
+                     (None,) * len(self.out_avals))
 
     def has_vjp(self) -> bool:
         return self._get_vjp is not None
@@ -125,6 +145,18 @@ class Exported:
         for; shapes matching `in_avals`, a symbolic dimension taking the size it is given).
         Works eagerly and under `jit`, `grad` (through the serialized vjp) and `vjp`."""
         return call(self)(*args, **kwargs)
+
+
+# JAX: jax/_src/export/_export.py _get_named_sharding
+def _on_mesh(s, mesh):
+    if s is None or mesh is None:
+        return s
+    want, got = s.mesh.abstract_mesh, mesh.abstract_mesh
+    if (want.axis_sizes, want.axis_names, want.axis_types) != (
+            got.axis_sizes, got.axis_names, got.axis_types):
+        raise ValueError(f"NamedSharding new mesh {mesh} does not match the mesh used for "
+                         f"export {s.mesh}.")
+    return NamedSharding(mesh, s.spec, memory_kind=s.memory_kind)
 
 
 # JAX: jax/_src/export/_export.py deserialize
@@ -227,8 +259,22 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
         closed = traced.jaxpr
         in_avals = tuple(closed.in_avals)
         name = traced._name
-        module = _lower_for_export(closed, name, lowering_platforms)
         uses_dim_vars = bool(shape_poly.all_dim_vars(in_avals))
+        in_sh, out_sh, nr_devices = (), (), 1
+        if any(s is not None for s in (*traced._in_shardings, *traced._out_shardings)):
+            if uses_dim_vars:
+                raise NotImplementedError(f"export of '{name}': minijax exports a jit with "
+                                          "shardings for static shapes only")
+            # the jit's own lowering: its shardings as sdy annotations over its mesh
+            lowered = traced.lower(lowering_platforms=lowering_platforms)
+            module, mesh = lowered._module, lowered._mesh
+            nr_devices = mesh.size if mesh is not None else 1
+            in_sh, out_sh = (tuple(s if isinstance(s, NamedSharding) else None for s in ss)
+                             for ss in (lowered._in_shardings or (None,) * len(in_avals),
+                                        lowered._out_shardings or
+                                        (None,) * len(closed.out_avals)))
+        module = _lower_for_export(closed, name, lowering_platforms,
+                                   module if nr_devices > 1 else None, nr_devices)
 
         def get_vjp(primal: Exported) -> Exported:
             vjp_fun, vjp_avals = _vjp_fun(closed, primal)
@@ -237,7 +283,8 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
 
         return Exported(
             fun_name=name, in_tree=traced._in_tree, in_avals=in_avals,
-            out_tree=traced._out_tree, out_avals=tuple(closed.out_avals), nr_devices=1,
+            out_tree=traced._out_tree, out_avals=tuple(closed.out_avals),
+            nr_devices=nr_devices, _in_named_shardings=in_sh, _out_named_shardings=out_sh,
             platforms=lowering_platforms, disabled_safety_checks=tuple(disabled_checks),
             mlir_module_serialized=mlir.module_to_portable_artifact(module),
             calling_convention_version=version,
@@ -246,21 +293,23 @@ def export(fun_jit, *, platforms: Sequence[str] | None = None,
     return do_export
 
 
-def _lower_for_export(closed: core.ClosedJaxpr, name: str, platforms: tuple[str, ...]):
+def _lower_for_export(closed: core.ClosedJaxpr, name: str, platforms: tuple[str, ...],
+                      module=None, nr_devices: int = 1):
     """The module `export` keeps: `main` lowered from `closed` for `platforms` (for several,
-    with the leading platform index and each platform's rules under a case on it), with the
-    attributes JAX's exported modules carry."""
-    if shape_poly.all_dim_vars(closed.in_avals):
-        module = _symbolic.lower_polymorphic(closed, name, platforms)
-    else:
-        module = mlir.lower_jaxpr_to_module(closed, name, platforms=platforms)
+    with the leading platform index and each platform's rules under a case on it), or the
+    sharded jit's own `module` over `nr_devices`, with the attributes JAX's exported modules
+    carry."""
+    if module is None:
+        module = _symbolic.lower_polymorphic(closed, name, platforms) if \
+            shape_poly.all_dim_vars(closed.in_avals) else \
+            mlir.lower_jaxpr_to_module(closed, name, platforms=platforms)
     ir = mlir.ir
     with module.context:
         attrs = module.operation.attributes
         attrs["jax.uses_shape_polymorphism"] = ir.BoolAttr.get(
             bool(shape_poly.all_dim_vars(closed.in_avals)))
         i32 = ir.IntegerType.get_signless(32)
-        attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, 1)
+        attrs["mhlo.num_partitions"] = ir.IntegerAttr.get(i32, nr_devices)
         attrs["mhlo.num_replicas"] = ir.IntegerAttr.get(i32, 1)
     return module
 
@@ -320,19 +369,14 @@ call_exported_p.multiple_results = True
 
 
 def _dim_env(exported: Exported, in_avals) -> dict[str, int]:
-    """The value of each dimension variable, read from the argument shapes (a variable must
-    appear alone as some dimension: minijax does not solve `2*b` for `b`)."""
-    env: dict[str, int] = {}
-    for exp, got in zip(exported.in_avals, in_avals):
-        for e, g in zip(exp.shape, got.shape):
-            if shape_poly.is_symbolic_dim(e) and e.as_var() is not None:
-                env.setdefault(e.as_var(), g)
-    missing = set(shape_poly.all_dim_vars(exported.in_avals)) - set(env)
-    if missing:
-        raise NotImplementedError(f"call of '{exported.fun_name}': the dimension variables "
-                                  f"{sorted(missing)} appear only inside larger expressions; "
-                                  "minijax reads a variable from a dimension that is just it")
-    return env
+    """The value of each dimension variable, solved from the argument shapes as the module's
+    `main` solves them; JAX's ValueError for shapes that fail its checks."""
+    solution, checks = shape_poly.solve_dim_vars(exported.in_avals)
+    sizes = {f"args[{i}].shape[{j}]": g for i, (exp, got) in enumerate(zip(
+        exported.in_avals, in_avals)) for j, (e, g) in enumerate(zip(exp.shape, got.shape))
+        if shape_poly.is_symbolic_dim(e)}
+    shape_poly.check_dim_values(checks, sizes)
+    return {v: shape_poly.evaluate(e, sizes) for v, e in solution.items()}
 
 
 def _call_exported_abstract_eval(*in_avals, exported: Exported):
@@ -373,6 +417,11 @@ _merged = itertools.count()
 
 def _call_exported_lowering(ctx, *args, exported: Exported):
     ir, func = mlir.ir, mlir.func
+    if exported.nr_devices > 1:
+        raise NotImplementedError(
+            f"call of '{exported.fun_name}': it was exported for {exported.nr_devices} "
+            "devices; minijax calls single-device exports only (JAX runs it under a jit "
+            "sharded the same way)")
     platform = default_export_platform()
     if platform not in exported.platforms and \
             DisabledSafetyCheck.platform() not in exported.disabled_safety_checks:
@@ -399,9 +448,7 @@ def _call_exported_lowering(ctx, *args, exported: Exported):
             table.set_symbol_name(o, prefix + name)
         if o.name == "func.func":
             o.attributes["sym_visibility"] = ir.StringAttr.get("private")
-    op = ir.InsertionPoint.current.block.owner  # the function we are emitting into...
-    while op.name != "builtin.module":
-        op = op.parent  # ... and the module that holds it
+    op = mlir.enclosing_module()
     for o in list(sub.body.operations):
         ir.InsertionPoint(op.regions[0].blocks[0]).insert(o.detach_from_parent())
     operands = list(args)

@@ -9,42 +9,45 @@ Mirrors jax/_src/export/_export.py _wrap_main_func. Taught in chapters/31-export
 
 from __future__ import annotations
 
-import numpy as np
-
 from minijax import core
 from minijax.export import shape_poly
 from minijax.interpreters import mlir
 
-_HELP = "https://docs.jax.dev/en/latest/export/shape_poly.html#shape-assertion-errors"
+def _shape_assertion(ok, operands, message: str) -> None:
+    """A `shape_assertion` custom call: `message` with `{k}` for `operands[k]` when `ok` is
+    false (checked by shape refinement)."""
+    ir, hlo = mlir.ir, mlir.hlo
+    check = hlo.CustomCallOp([], [ok, *operands], "shape_assertion",
+                             has_side_effect=ir.BoolAttr.get(True),
+                             api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 2))
+    check.attributes["error_message"] = ir.StringAttr.get(message)
 
 
-def _where_each_var(avals) -> dict[str, tuple[int, int]]:
-    """For each dimension variable, an (argument, dimension) whose size it is alone."""
-    where: dict[str, tuple[int, int]] = {}
-    for i, a in enumerate(avals):
-        for j, d in enumerate(a.shape):
-            if shape_poly.is_symbolic_dim(d):
-                v = d.as_var()
-                if v is not None:
-                    where.setdefault(v, (i, j))
-                else:
-                    raise NotImplementedError(
-                        f"export: dimension {j} of args[{i}] is '{d}'; minijax exports "
-                        "shapes whose symbolic dimensions are single variables ('b', not "
-                        "'2*b')")
-    return where
+def _emit_checks(checks, env) -> None:
+    """The solver's checks (shape_poly.solve_dim_vars) as shape assertions over `env`."""
+    for kind, e1, e2, pieces in checks:
+        v1, v2 = (mlir.DimOps.const(e) if isinstance(e, int) else
+                  e.evaluate(env, mlir.DimOps) for e in (e1, e2))
+        ok = mlir.DimOps._cmp(v1, v2, "EQ" if kind == "==" else "GE")
+        operands, text = [], []
+        for p in pieces:
+            if isinstance(p, str):
+                text.append(p)
+            else:
+                text.append(f"{{{len(operands)}}}")
+                operands.append(mlir.DimOps.const(p) if isinstance(p, int) else
+                                p.evaluate(env, mlir.DimOps))
+        _shape_assertion(ok, operands, "".join(text))
 
 
 def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platforms: tuple[str, ...]):
     """The exported module of `closed` for `platforms`, whose input shapes have dimension
-    variables."""
+    variables. ValueError if a variable cannot be solved from the argument shapes."""
     dim_vars = shape_poly.all_dim_vars(closed.in_avals)
-    where = _where_each_var(closed.in_avals)
+    solution, checks = shape_poly.solve_dim_vars(closed.in_avals)
     module = mlir.lower_jaxpr_to_module(closed, name, dim_vars=dim_vars, platforms=platforms)
     platform_index = len(platforms) > 1
     ir, func, hlo = mlir.ir, mlir.func, mlir.hlo  # loaded by the lowering
-    specs = ", ".join(f"args[{i}].shape = ({', '.join(map(str, a.shape))})"
-                      for i, a in enumerate(closed.in_avals))
     with module.context, ir.Location.unknown():
         table = ir.SymbolTable(module.operation)
         inner = table["main"]
@@ -59,23 +62,13 @@ def lower_polymorphic(closed: core.ClosedJaxpr, name: str, platforms: tuple[str,
         main.attributes["sym_visibility"] = ir.StringAttr.get("public")
         with ir.InsertionPoint(main.add_entry_block()):
             args = list(main.arguments)[len(lead):]
-            one = mlir.ir_constant(np.int32(1))
-            values = []
-            for v in dim_vars:
-                i, j = where[v]
-                size = hlo.get_dimension_size(args[i], j)
-                ok = hlo.compare(size, one, hlo.ComparisonDirectionAttr.get("GE"),
-                                 compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
-                check = hlo.CustomCallOp([], [ok, size], "shape_assertion",
-                                         has_side_effect=ir.BoolAttr.get(True),
-                                         api_version=ir.IntegerAttr.get(
-                                             ir.IntegerType.get_signless(32), 2))
-                check.attributes["error_message"] = ir.StringAttr.get(
-                    f"Input shapes do not match the polymorphic shapes specification. "
-                    f"Expected value >= 1 for dimension variable '{v}'. Using the following "
-                    f"polymorphic shapes specifications: {specs}. Obtained dimension "
-                    f"variables: '{v}' = {{0}} from args[{i}].shape[{j}]. See {_HELP}")
-                values.append(size)
+            env = {f"args[{i}].shape[{j}]": hlo.get_dimension_size(args[i], j)
+                   for i, a in enumerate(closed.in_avals) for j, d in enumerate(a.shape)
+                   if shape_poly.is_symbolic_dim(d)}
+            _emit_checks(checks, env)
+            values = [solution[v].evaluate(env, mlir.DimOps)
+                      if shape_poly.is_symbolic_dim(solution[v]) else
+                      mlir.DimOps.const(solution[v]) for v in dim_vars]
             out = func.CallOp(list(ftype.results),
                               ir.FlatSymbolRefAttr.get("_wrapped_jax_export_main"),
                               list(main.arguments)[:len(lead)] + values + args)

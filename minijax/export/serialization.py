@@ -19,6 +19,9 @@ from typing import Any
 import numpy as np
 
 from minijax import core, dtypes
+from minijax.mesh import AbstractMesh, AxisType
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import PartitionSpec
 from minijax.export import shape_poly
 from minijax.tree_util import PyTreeDef, tree_structure
 
@@ -267,9 +270,48 @@ def _check_table(check) -> Table:
     return Table().set(0, "int8", kind)
 
 
+# JAX: jax/_src/export/serialization.py _axis_type_to_enum
+_AXIS_TYPES = {AxisType.Auto: 1, AxisType.Explicit: 2, AxisType.Manual: 3}
+
+
+# JAX: jax/_src/export/serialization.py _serialize_abstract_mesh
+def _mesh_table(mesh) -> Table:
+    """`mesh`'s abstract mesh; for a concrete one, also its kind of device (JAX's
+    AbstractDevice: kind, cores, platform)."""
+    t = (Table().set(0, "ref", Vector("uint32", mesh.axis_sizes))
+         .set(1, "ref", _strings(mesh.axis_names))
+         .set(2, "ref", Vector("uint8", [_AXIS_TYPES[t] for t in mesh.axis_types])))
+    devices = getattr(mesh, "devices", None)
+    if devices is not None:
+        d = devices.flat[0]
+        t.set(3, "ref", Table().set(0, "ref", d.device_kind.encode())
+              .set(1, "uint32", getattr(d, "num_cores", None))
+              .set(2, "ref", d.platform.encode()))
+    return t
+
+
+# JAX: jax/_src/export/serialization.py _serialize_named_sharding
+def _named_sharding_table(s, mesh_index: int) -> Table:
+    axes = [() if p is None else (p,) if isinstance(p, str) else tuple(p) for p in s.spec]
+    spec = (Table().set(0, "ref", Vector("ref", [Table().set(0, "ref", _strings(a))
+                                                  for a in axes]))
+            .set(1, "ref", _strings(())).set(2, "ref", _strings(())))
+    kind = None if s.memory_kind is None else s.memory_kind.encode()
+    return (Table().set(0, "ref", _mesh_table(s.mesh)).set(1, "ref", spec)
+            .set(2, "ref", kind).set(3, "uint32", mesh_index))
+
+
 def _exported_table(exp, vjp_order: int) -> Table:
     avals = list(dict.fromkeys([*exp.in_avals, *exp.out_avals]))  # the unique avals
     index = {a: i for i, a in enumerate(avals)}
+    in_sh = exp._in_named_shardings or (None,) * len(exp.in_avals)
+    out_sh = exp._out_named_shardings or (None,) * len(exp.out_avals)
+    shardings = list(dict.fromkeys(s for s in (*in_sh, *out_sh) if s is not None))
+    meshes = list({s.mesh.abstract_mesh: s.mesh for s in shardings}.values())
+    abstract = [m.abstract_mesh for m in meshes]
+    tables = [_named_sharding_table(s, abstract.index(s.mesh.abstract_mesh))
+              for s in shardings]
+    at = {s: i for i, s in enumerate(shardings)}
     t = Table()
     t.set(0, "uint16", _SERIALIZATION_VERSION)
     t.set(1, "ref", exp.fun_name.encode())
@@ -277,9 +319,11 @@ def _exported_table(exp, vjp_order: int) -> Table:
     t.set(3, "ref", Vector("ref", [_aval_table(a) for a in exp.in_avals]))
     t.set(4, "ref", _pytreedef_table(exp.out_tree))
     t.set(5, "ref", Vector("ref", [_aval_table(a) for a in exp.out_avals]))
-    # single-device artifacts: every sharding is "unspecified" (an empty Sharding table)
-    t.set(7, "ref", Vector("ref", [Table() for _ in exp.in_avals]))
-    t.set(8, "ref", Vector("ref", [Table() for _ in exp.out_avals]))
+    # a Sharding table: empty where unspecified, else its NamedSharding
+    t.set(7, "ref", Vector("ref", [Table().set(2, "ref", None if s is None else tables[at[s]])
+                                   for s in in_sh]))
+    t.set(8, "ref", Vector("ref", [Table().set(2, "ref", None if s is None else tables[at[s]])
+                                   for s in out_sh]))
     t.set(9, "ref", _strings(exp.platforms))
     t.set(10, "ref", Vector("ref", []))
     t.set(11, "ref", Vector("ref", []))
@@ -292,12 +336,13 @@ def _exported_table(exp, vjp_order: int) -> Table:
         t.set(17, "ref", _exported_table(exp.vjp(), vjp_order - 1))
     t.set(18, "uint32", exp.nr_devices)
     t.set(19, "ref", Vector("ref", [_aval_table(a) for a in avals]))
-    t.set(20, "ref", Vector("ref", []))
-    t.set(21, "ref", Vector("ref", []))
+    t.set(20, "ref", Vector("ref", [_mesh_table(m) for m in meshes]))
+    t.set(21, "ref", Vector("ref", tables))
     t.set(22, "ref", Vector("uint32", [index[a] for a in exp.in_avals]))
     t.set(23, "ref", Vector("uint32", [index[a] for a in exp.out_avals]))
-    t.set(24, "ref", Vector("uint32", [0] * len(exp.in_avals)))  # 0: no sharding
-    t.set(25, "ref", Vector("uint32", [0] * len(exp.out_avals)))
+    # 0: no sharding, else 1 + its position among the unique shardings
+    t.set(24, "ref", Vector("uint32", [0 if s is None else 1 + at[s] for s in in_sh]))
+    t.set(25, "ref", Vector("uint32", [0 if s is None else 1 + at[s] for s in out_sh]))
     return t
 
 
@@ -344,6 +389,22 @@ def _aval_of(r: Reader, scope) -> core.ShapedArray:
     return core.ShapedArray(shape, dtype)
 
 
+# JAX: jax/_src/export/serialization.py _deserialize_abstract_mesh
+def _mesh_of(r: Reader) -> AbstractMesh:
+    types = {v: k for k, v in _AXIS_TYPES.items()}
+    return AbstractMesh(r.scalars(0, "uint32"), r.strings(1),
+                        tuple(types[t] for t in r.scalars(2, "uint8")))
+
+
+# JAX: jax/_src/export/serialization.py _deserialize_named_sharding
+def _named_sharding_of(r: Reader, meshes: list) -> NamedSharding:
+    mesh = meshes[r.scalar(3, "uint32")] if meshes else _mesh_of(r.table(0))
+    axes = [tuple(a.strings(0)) for a in r.table(1).tables(0)]
+    spec = PartitionSpec(*[None if not a else a[0] if len(a) == 1 else a for a in axes])
+    kind = r.string(2)
+    return NamedSharding(mesh, spec, memory_kind=kind or None)
+
+
 def _exported_of(r: Reader, cls, check_cls):
     scope = shape_poly.SymbolicScope()
     uniques = [_aval_of(a, scope) for a in r.tables(19)]
@@ -353,11 +414,16 @@ def _exported_of(r: Reader, cls, check_cls):
     else:  # older artifacts list the avals themselves
         in_avals = tuple(_aval_of(a, scope) for a in r.tables(3))
         out_avals = tuple(_aval_of(a, scope) for a in r.tables(5))
-    sharded = [i for i in [*r.scalars(24, "uint32"), *r.scalars(25, "uint32")] if i] or [
-        s for s in [*r.tables(7), *r.tables(8)] if s.table(2) is not None or s.raw_bytes(1)]
-    if sharded:
-        raise NotImplementedError("deserialize: the artifact has shardings; minijax reads "
-                                  "single-device artifacts only")
+    if any(s.raw_bytes(1) for s in [*r.tables(7), *r.tables(8)]):
+        raise NotImplementedError("deserialize: the artifact has HloShardings (written "
+                                  "before 1/15/2026); minijax reads NamedShardings only")
+    meshes = [_mesh_of(m) for m in r.tables(20)]
+    named = [_named_sharding_of(n, meshes) for n in r.tables(21)]
+    in_sh, out_sh = ([None if i == 0 else named[i - 1] for i in r.scalars(slot, "uint32")]
+                     for slot in (24, 25))
+    if not r.scalars(24, "uint32"):  # written before the unique shardings: in the tables
+        in_sh, out_sh = ([None if t.table(2) is None else _named_sharding_of(t.table(2), meshes)
+                          for t in r.tables(slot)] for slot in (7, 8))
     if r.tables(10) or r.tables(11):
         raise NotImplementedError("deserialize: the artifact has effects; minijax reads "
                                   "artifacts without effects only")
@@ -377,6 +443,7 @@ def _exported_of(r: Reader, cls, check_cls):
         calling_convention_version=r.scalar(14, "uint16"),
         module_kept_var_idx=tuple(r.scalars(15, "uint16")),
         uses_global_constants=bool(r.scalar(16, "bool")),
+        _in_named_shardings=tuple(in_sh), _out_named_shardings=tuple(out_sh),
         _get_vjp=None if vjp is None else (lambda _: _exported_of(vjp, cls, check_cls)))
 
 

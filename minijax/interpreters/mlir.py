@@ -192,25 +192,55 @@ dim_var_values: list[dict[str, Any]] = []
 # JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape
 def eval_dynamic_shape(shape) -> tuple:
     """The sizes in `shape` as `tensor<i32>` values: an int as a constant, a symbolic
-    dimension (a polynomial of dimension variables, minijax/export/shape_poly.py) computed
+    dimension (an expression of dimension variables, minijax/export/shape_poly.py) computed
     from `dim_var_values`."""
     env = dim_var_values[-1]
+    return tuple(ir_constant(np.int32(d)) if type(d) is int else d.evaluate(env, DimOps)
+                 for d in shape)
 
-    def dim(d):
-        if type(d) is int:
-            return ir_constant(np.int32(d))
-        total = None
-        for monomial, coeff in sorted(d.terms.items(), key=lambda mc: -len(mc[0])):
-            term = None
-            for var, power in monomial:
-                for _ in range(power):
-                    term = env[var] if term is None else hlo.multiply(term, env[var])
-            if term is None or coeff != 1:
-                c = ir_constant(np.int32(coeff))
-                term = c if term is None else hlo.multiply(term, c)
-            total = term if total is None else hlo.add(total, term)
-        return total
-    return tuple(dim(d) for d in shape)
+
+# JAX: jax/_src/export/shape_poly.py _evaluate_add, _evaluate_multiply (and lax's
+# floor_divide and remainder, which JAX's evaluation of floordiv/mod calls)
+class DimOps:
+    """The arithmetic of dimension expressions on `tensor<i32>` values, with Python's
+    floor division and modulo (`DimExpr.evaluate(env, DimOps)`)."""
+
+    @staticmethod
+    def const(c):
+        return ir_constant(np.int32(c))
+
+    add = staticmethod(lambda a, b: hlo.add(a, b))
+    mul = staticmethod(lambda a, b: hlo.multiply(a, b))
+    max = staticmethod(lambda a, b: hlo.maximum(a, b))
+    min = staticmethod(lambda a, b: hlo.minimum(a, b))
+
+    @staticmethod
+    def _cmp(a, b, direction: str, kind: str = "SIGNED"):
+        return hlo.compare(a, b, hlo.ComparisonDirectionAttr.get(direction),
+                           compare_type=hlo.ComparisonTypeAttr.get(kind))
+
+    @staticmethod
+    def floordiv(a, b):
+        q, zero = hlo.divide(a, b), DimOps.const(0)
+        fix = hlo.and_(DimOps._cmp(hlo.sign(a), hlo.sign(b), "NE"),
+                       DimOps._cmp(hlo.remainder(a, b), zero, "NE"))
+        return hlo.select(fix, hlo.subtract(q, DimOps.const(1)), q)
+
+    @staticmethod
+    def mod(a, b):
+        r, zero = hlo.remainder(a, b), DimOps.const(0)
+        signs_differ = DimOps._cmp(DimOps._cmp(r, zero, "LT"), DimOps._cmp(b, zero, "LT"),
+                                   "NE", "UNSIGNED")
+        fix = hlo.and_(signs_differ, DimOps._cmp(r, zero, "NE"))
+        return hlo.select(fix, hlo.add(r, b), r)
+
+
+def enclosing_module():
+    """The `builtin.module` operation that the current insertion point is inside."""
+    op = ir.InsertionPoint.current.block.owner
+    while op.name != "builtin.module":
+        op = op.parent
+    return op
 
 
 # JAX: jax/_src/interpreters/mlir.py eval_dynamic_shape_as_tensor
@@ -242,6 +272,9 @@ def ir_constant(val) -> Any:
 
 
 def full_like_aval(value, aval: ShapedArray):
+    if not is_static(aval.shape):  # a symbolic shape: the scalar broadcast at run time
+        scalar = ShapedArray((), aval.dtype)
+        return broadcast_to(ir_constant(np.array(value, aval.dtype)), scalar, aval)
     return ir_constant(np.full(aval.shape, value, aval.dtype))
 
 
@@ -581,7 +614,9 @@ def module_to_portable_artifact(module) -> bytes:
     _load()
     version = hlo.get_version_from_compatibility_requirement(
         hlo.StablehloCompatibilityRequirement.WEEK_4)
-    return jem.serialize_portable_artifact(str(module), version)
+    # sdy meshes and shardings kept as they are, where the backend says so (JAX's choice)
+    return jem.serialize_portable_artifact(str(module), version,
+                                           xla_bridge.get_backend().serialize_with_sdy)
 
 
 # JAX: jax/_src/export/_export.py Exported.mlir_module
@@ -594,11 +629,16 @@ def module_from_portable_artifact(blob: bytes, context=None):
 # JAX: jax/_src/interpreters/mlir.py refine_polymorphic_shapes
 def refine_polymorphic_shapes(module):
     """`module` (whose `main` has static argument types) with every dynamic shape inside it
-    made static, and its shape assertions checked; an `ir.Module` in a new context."""
+    made static, and its shape assertions checked; an `ir.Module` in a new context.
+    ValueError ("Error refining shapes", as JAX's) when refinement fails: a shape
+    assertion that does not hold, or a shape it cannot make static."""
     import jax.extend.mlir as jem
-    text = jem.refine_polymorphic_shapes(str(module).encode(),
-                                         enable_shape_assertions=True,
-                                         validate_static_shapes=True)
+    try:
+        text = jem.refine_polymorphic_shapes(str(module).encode(),
+                                             enable_shape_assertions=True,
+                                             validate_static_shapes=True)
+    except Exception as e:  # jaxlib's error: an assertion or an unrefinable shape
+        raise ValueError(f"Error refining shapes. {e}") from e
     ctx = make_ir_context()
     with ctx:
         return ir.Module.parse(text)

@@ -32,7 +32,8 @@ from minijax import lax
 from minijax.lax import slicing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
-from minijax.numpy.util import broadcast_to, canonicalize_axis, dtype_kind, shape_of
+from minijax.numpy.util import (broadcast_shapes, broadcast_to, canonicalize_axis, dtype_kind,
+                                 shape_of)
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 
@@ -90,13 +91,24 @@ class _StaticSliceIndexer(NamedTuple):
     dynamic: dict  # dim -> traced integer index
 
 
-def _symbolic_slice(i: builtins.slice, size):
-    """(start, stop, 1) of a unit-step slice of a symbolic dimension: a negative bound
-    counts from the end (`x[1:]`, `x[:-1]` read `b - 1` elements); a comparison the
-    dimension's variables leave open raises InconclusiveDimensionOperation, as in JAX."""
-    start, stop = (0 if i.start is None else i.start), (size if i.stop is None else i.stop)
-    start, stop = (size + b if isinstance(b, int) and b < 0 else b for b in (start, stop))
-    return start, stop, 1
+# JAX: jax/_src/core.py canonicalize_slice
+def _canonicalize_slice(i: builtins.slice, size) -> tuple:
+    """(start, stop, step, length) of `x[i]` along a dimension of `size`, as `slice.indices` but
+    for a symbolic size too (`x[::2]` of `b` rows reads `floordiv(b + 1, 2)`); a bound whose
+    sign the variables leave open raises InconclusiveDimensionOperation, as in JAX."""
+    step = 1 if i.step is None else core.canonicalize_dim(i.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+
+    def clamp(b):
+        b = core.canonicalize_dim(b)
+        if b >= 0:
+            return core.min_dim(size if step > 0 else size - 1, b)
+        return core.max_dim(0 if step > 0 else -1, size + b)
+    start = (0 if step > 0 else size - 1) if i.start is None else clamp(i.start)
+    stop = (size if step > 0 else -1) if i.stop is None else clamp(i.stop)
+    gap, distance = abs(step), (stop - start) if step > 0 else (start - stop)
+    return start, stop, step, core.max_dim(0, distance + gap - 1) // gap
 
 
 # JAX: jax/_src/numpy/indexing.py NDIndexer.to_static_slice
@@ -115,20 +127,22 @@ def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
         size_d = aval.shape[dim]
         if isinstance(i, builtins.slice):
             # `:` keeps the dimension whole, also a symbolic one (chapters/31-export.md)
-            start, stop, step = (0, size_d, 1) if i == builtins.slice(None) else \
-                _symbolic_slice(i, size_d) if not isinstance(size_d, int) and \
-                i.step in (None, 1) else i.indices(size_d)
+            if isinstance(size_d, int):
+                start, stop, step = i.indices(size_d)
+                n = builtins.max(0, (start - stop - step - 1) // (-step))
+            else:  # a symbolic size (chapters/31-export.md)
+                start, stop, step, n = (0, size_d, 1, size_d) if i == builtins.slice(None) \
+                    else _canonicalize_slice(i, size_d)
             if step > 0:
                 out.starts.append(start)
-                out.limits.append(stop if stop >= start else start)  # as JAX: not trimmed
+                out.limits.append(core.max_dim(start, stop))  # as JAX: not trimmed
                 out.strides.append(step)
             else:
-                n = builtins.max(0, (start - stop - step - 1) // (-step))
-                first, last = start, start + (n - 1) * step if n else start
-                out.starts.append(last if n else 0)
-                out.limits.append(first + 1 if n else 0)
+                first, last = start, start + (n - 1) * step if n != 0 else start
+                out.starts.append(last if n != 0 else 0)
+                out.limits.append(first + 1 if n != 0 else 0)
                 out.strides.append(-step)
-                if n:
+                if n != 0:
                     out.rev_axes.append(dim)
             out_pos += 1
         elif _is_int_index(i):
@@ -281,7 +295,7 @@ def advanced_take(x, index, mode=None, fill_value=None):
             adv_dims.append(dim)
             adv_vals.append(_wrapped(asarray(e), y_shape[dim]))
         dim += 1
-    s_shape = np.broadcast_shapes(*(core.get_aval(v).shape for v in adv_vals))
+    s_shape = broadcast_shapes(*(core.get_aval(v).shape for v in adv_vals))
     vecs = [lax.expand_dims(broadcast_to(v, s_shape), (len(s_shape),)) for v in adv_vals]
     indices = vecs[0] if len(vecs) == 1 else lax.concatenate(vecs, len(s_shape))
     rest = [d for d in range(len(y_shape)) if d not in adv_dims]
@@ -316,7 +330,9 @@ def _wrapped(i, n: int):
         raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
                         f"{aval.dtype.name}")
     i = lax.convert_element_type(i, np.int32)
-    return lax.select(lax.lt(i, np.int32(0)), lax.add(i, np.int32(n)), i)
+    n = np.int32(n) if type(n) is int else lax.convert_element_type(  # a symbolic size
+        core.dimension_as_value(n), np.int32)
+    return lax.select(lax.lt(i, np.int32(0)), lax.add(i, n), i)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -340,7 +340,9 @@ def reshape(a, newshape, order="C", *, out_sharding=None):
                         f"{newshape}")
     if -1 in newshape:
         known = math.prod([d for d in newshape if d != -1])
-        if known == 0 or aval.size % known:
+        # a symbolic remainder (`mod(4*b, 3)`) has no value: operator.index raises JAX's
+        # InconclusiveDimensionOperation (minijax/export/shape_poly.py)
+        if known == 0 or operator.index(aval.size % known):
             raise TypeError(f"cannot reshape array of shape {aval.shape} (size {aval.size}) "
                             f"into shape {newshape}")
         newshape = tuple(aval.size // known if d == -1 else d for d in newshape)

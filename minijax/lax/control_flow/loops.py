@@ -14,6 +14,7 @@ from __future__ import annotations
 from minijax import traceback_util
 
 import functools
+import itertools
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -462,8 +463,10 @@ def _scan_batch_rule(vals, dims, *, axis_size, reverse, length, jaxpr, num_const
                   + [1 if b else not_mapped for b in out_b[num_carry:]])
 
 
-def _scalar_i32(v: int):
-    return mlir.ir_constant(np.array(v, np.int32))
+def _scalar_i32(v):
+    """`v` as a `tensor<i32>`: an int, or a symbolic length (chapters/31-export.md)."""
+    return mlir.eval_dynamic_shape((v,))[0] if type(v) is not int else \
+        mlir.ir_constant(np.array(v, np.int32))
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _scan_impl — differs: emits the while directly
@@ -965,6 +968,8 @@ def _cumred_lowering(combine, init):
         n = aval.shape[axis]
         if n == 0:
             return x
+        if not mlir.is_static(aval.shape):
+            return _dynamic_cumred(x, aval, axis, reverse, combine, init)
         window = [1] * aval.ndim
         window[axis] = n
         padding = np.zeros((aval.ndim, 2), np.int64)
@@ -981,6 +986,37 @@ def _cumred_lowering(combine, init):
             hlo.return_([combine(*block.arguments)])
         return op.result
     return rule
+
+
+_reducers = itertools.count()
+
+
+# JAX: jax/_src/lax/windowed_reductions.py _reduce_window_lower (its dynamic-shape branch)
+def _dynamic_cumred(x, aval, axis: int, reverse: bool, combine, init):
+    """The cumulative reduction's reduce_window over a symbolic shape: the custom call
+    `stablehlo.dynamic_reduce_window`, its sizes and padding as tensors and its reducer a
+    private function, as JAX emits it (shape refinement makes it a reduce_window)."""
+    ir, hlo, func = mlir.ir, mlir.hlo, mlir.func
+    scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+    name = f"reduce_window_{aval.dtype.name}_reducer_{next(_reducers)}"
+    with ir.InsertionPoint(mlir.enclosing_module().regions[0].blocks[0]):
+        reducer = func.FuncOp(name, ir.FunctionType.get([scalar, scalar], [scalar]))
+        reducer.attributes["sym_visibility"] = ir.StringAttr.get("private")
+        with ir.InsertionPoint(reducer.add_entry_block()):
+            func.ReturnOp([combine(*reducer.arguments)])
+    n, ones = aval.shape[axis], (1,) * aval.ndim
+    window = tuple(n if d == axis else 1 for d in range(aval.ndim))
+    pads = [p for d in range(aval.ndim) for p in (
+        ((0, n - 1) if reverse else (n - 1, 0)) if d == axis else (0, 0))]
+    pad_type = ir.RankedTensorType.get((aval.ndim, 2), ir.IntegerType.get_signless(32))
+    operands = [x, mlir.ir_constant(np.array(init(aval.dtype), aval.dtype)),
+                *[mlir.eval_dynamic_shape_as_tensor(v) for v in (window, ones, ones, ones)],
+                hlo.reshape(pad_type, mlir.eval_dynamic_shape_as_tensor(pads))]
+    op = hlo.CustomCallOp([mlir.aval_to_ir_type(aval)], operands,
+                          "stablehlo.dynamic_reduce_window",
+                          api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 2),
+                          called_computations=ir.ArrayAttr.get([ir.FlatSymbolRefAttr.get(name)]))
+    return op.result
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _cumulative_reduction_primitive
