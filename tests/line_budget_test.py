@@ -84,12 +84,14 @@ BUDGETS = {
     "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2170,  # pxla.py: the executors, runtime tokens, result handlers and the
+    "interpreters": 2180,  # pxla.py: the executors, runtime tokens, result handlers and the
     #                       partitioner's layouts, from compiler.py (~340, issue 46): one class
     #                       per kind of program, sharded calls by identity (27: step time),
     #                       exit waits for pending host callbacks (45);
     #                       lowering per platform: rule tables per platform,
     #                       lower_per_platform's stablehlo.case, the platform index (~95, 43);
+    #                       + lower_jaxpr_to_fun split out of lower_jaxpr_to_module (46) and
+    #                       the DimOps of symbolic export (45) met here: +3
     #                       process_custom_derivative_call of JVP, Linearize, Jaxpr and
     #                       Batch traces: the rule runs, the function is not traced (~25, 45);
     #                       the spmd_axis_name batching rules see (45);
