@@ -264,13 +264,16 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
     return util.where(condition, x, y)
 
 
+# JAX: jax/_src/numpy/lax_numpy.py clip (under jit, as JAX's)
+@util.jit_when_traced()
 def clip(a, min=None, max=None):
-    """Clamp `a` to [min, max] (either may be None)."""
+    """Clamp `a` to [min, max] (either may be None): `minimum(max, maximum(min, a))`, the
+    dtypes promoted as those ufuncs do."""
     if min is not None:
         a = ufuncs.maximum(min, a)
     if max is not None:
         a = ufuncs.minimum(max, a)
-    return a
+    return asarray(a)
 
 
 def select(condlist, choicelist, default=0):
