@@ -47,6 +47,23 @@ def _const_free(closed: ClosedJaxpr) -> ClosedJaxpr:
     return ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), [])
 
 
+class _Consts(tuple):
+    """A jit's consts as a cache key: equal when they are the same objects."""
+    __hash__ = lambda self: hash(tuple(map(id, self)))  # noqa: E731
+    __eq__ = lambda self, other: len(self) == len(other) and all(  # noqa: E731
+        a is b for a, b in zip(self, other))
+
+
+# JAX: jax/_src/pjit.py _create_pjit_jaxpr — consts that are no tracers stay closed over
+@api_util.identity_cache
+def _reclosed(closed: ClosedJaxpr, n: int, consts: tuple) -> ClosedJaxpr:
+    """The jaxpr whose `n` leading arguments are `consts` (arrays, no tracers), closed over
+    them again: a nested call staged into a jaxpr prints them as its constvars, as JAX's."""
+    j = closed.jaxpr
+    return ClosedJaxpr(core.Jaxpr(j.invars[:n], j.invars[n:], j.outvars, j.eqns, j.effects),
+                       list(consts))
+
+
 def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     """Turn a ClosedJaxpr's consts into leading arguments: (const-free jaxpr, consts).
 
@@ -704,6 +721,9 @@ class JitWrapped:
         if self.inline and not self._has_shardings:  # its equations, not a nested jit's
             return tree_unflatten(out_tree, core.eval_jaxpr(closed.jaxpr, closed.consts,
                                                             *consts, *flat))
+        if consts and not any(isinstance(c, Tracer) for c in consts):
+            closed, donated, consts = _reclosed(closed, len(consts), _Consts(consts)), \
+                donated[len(consts):], []
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))
