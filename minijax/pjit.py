@@ -173,33 +173,32 @@ def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
 # is passed from outside instead of being returned by the known call
 @api_util.identity_cache
 def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
-    """`_partial_eval_of`, with residuals that are known inputs dropped from the known jaxpr's
-    outputs, and its dead equations removed. Also returns, per residual, the position of the
-    known input it forwards (or None)."""
+    """`_partial_eval_of`, with the outputs (known values and residuals) that are known inputs
+    dropped from the known jaxpr's outputs, and its dead equations removed. Also returns, per
+    output of the known jaxpr as made, the position of the known input it forwards (or
+    None)."""
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
     jk = jaxpr_known.jaxpr
     num_known_outs = len(jk.outvars) - num_res
     in_pos = {v: i for i, v in enumerate(jk.invars)}
-    res_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None
-               for v in jk.outvars[num_known_outs:]]
-    kept = [v for v, f in zip(jk.outvars[num_known_outs:], res_fwd) if f is None]
-    jk = core.Jaxpr(jk.constvars, jk.invars, jk.outvars[:num_known_outs] + kept, jk.eqns)
+    fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in jk.outvars]
+    kept = [v for v, f in zip(jk.outvars, fwd) if f is None]  # known outputs too, as JAX's
+    jk = core.Jaxpr(jk.constvars, jk.invars, kept, jk.eqns)
     # as JAX: the known jaxpr loses the equations nothing reads (e.g. a jvp's unused zeros)
     jk, _ = pe.dce_jaxpr(jk, instantiate=True)
     jaxpr_known = ClosedJaxpr(jk, jaxpr_known.consts)
-    return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd
+    return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd
 
 
 def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknowns = tuple(trace.is_own(x) for x in args)
-    jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd = \
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd = \
         _partial_eval_forwarding_of(jaxpr, unknowns)
     known_args = [x for x, u in zip(args, unknowns) if not u]
-    known_outs = bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace)
+    known_outs = iter(bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace))
     num_known_vals = len(out_unknowns) - sum(out_unknowns)
-    known_vals, res_outs = split_list(known_outs, [num_known_vals])
-    res_it = iter(res_outs)
-    residuals = [known_args[f] if f is not None else next(res_it) for f in res_fwd]
+    known_vals, residuals = split_list(
+        [known_args[f] if f is not None else next(known_outs) for f in fwd], [num_known_vals])
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
         unknown_ins = [*residuals, *unknown_args]

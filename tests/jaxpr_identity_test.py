@@ -460,7 +460,7 @@ def measure_family(family: str, n: int) -> tuple[int, int, list]:
 N_CI_PROGRAMS = 20
 CI_IDENTICAL = {"cond": 20, "switch": 20, "while_loop": 20, "fori_loop": 20, "scan": 20,
                 "custom_jvp": 20, "custom_vjp": 20, "checkpoint": 20, "nested": 20, "hvp": 20,
-                "indexing": 20, "matmul": 20, "weak_literals": 20, "logical": 20,
+                "indexing": 18, "matmul": 20, "weak_literals": 20, "logical": 20,
                 "scan_forwarding": 20}
 
 
