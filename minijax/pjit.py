@@ -179,7 +179,6 @@ def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
     None)."""
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
     jk = jaxpr_known.jaxpr
-    num_known_outs = len(jk.outvars) - num_res
     in_pos = {v: i for i, v in enumerate(jk.invars)}
     fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in jk.outvars]
     kept = [v for v, f in zip(jk.outvars, fwd) if f is None]  # known outputs too, as JAX's

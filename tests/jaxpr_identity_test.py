@@ -6,7 +6,9 @@ common `jnp` function to values made so far (a pool that starts with the inputs)
 under a transformation (`grad`, `jvp`, `vmap`, `jit`). It is written against a module alias
 `J` and traced with `J=jax` and `J=minijax`. The families put small elementwise bodies inside
 `cond`, `switch`, `while_loop`, `fori_loop`, `scan`, `custom_jvp`, `custom_vjp`, `checkpoint`
-(with each remat policy), nests of jit/vmap/grad/jvp, and Hessian-vector products.
+(with each remat policy), nests of jit/vmap/grad/jvp, and Hessian-vector products; the
+families of OPS put one drawn operation (indexing and indexed updates, take/clip/one_hot,
+size-1-batch matmuls, weak literals, logical ops, forwarding scans) between two bodies.
 
 Measured (derandomized): straight-line programs 100% identical (293 valid of N_PROGRAMS
 drawn); per family, N_FAMILY_PROGRAMS each, the figures before and after are in
