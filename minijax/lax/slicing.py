@@ -647,9 +647,12 @@ def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes,
 def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, fill_value,
                      indices_are_sorted, mode, unique_indices):
     if mode is GatherScatterMode.FILL_OR_DROP:  # as JAX's: a masked in-bounds gather
+        # traced without the manual axes' varying marks (no axis is bound while lowering)
+        plain = mlir.LoweringRuleContext([a.update(vma=frozenset()) for a in ctx.avals_in],
+                                         ctx.avals_out, ctx.platforms)
         return mlir.lower_fun(lambda o, i: _gather_fill(
             o, i, dimension_numbers, slice_sizes, fill_value), multiple_results=False)(
-                ctx, operand, indices)
+                plain, operand, indices)
     dn = dimension_numbers
     dnums = mlir.hlo.GatherDimensionNumbers.get(
         offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
