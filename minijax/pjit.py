@@ -48,6 +48,23 @@ def _const_free(closed: ClosedJaxpr) -> ClosedJaxpr:
     return ClosedJaxpr(pe.convert_constvars_jaxpr(closed.jaxpr), [])
 
 
+class _Consts(tuple):
+    """A jit's consts as a cache key: equal when they are the same objects."""
+    __hash__ = lambda self: hash(tuple(map(id, self)))  # noqa: E731
+    __eq__ = lambda self, other: len(self) == len(other) and all(  # noqa: E731
+        a is b for a, b in zip(self, other))
+
+
+# JAX: jax/_src/pjit.py _create_pjit_jaxpr — consts that are no tracers stay closed over
+@api_util.identity_cache
+def _reclosed(closed: ClosedJaxpr, n: int, consts: tuple) -> ClosedJaxpr:
+    """The jaxpr whose `n` leading arguments are `consts` (arrays, no tracers), closed over
+    them again: a nested call staged into a jaxpr prints them as its constvars, as JAX's."""
+    j = closed.jaxpr
+    return ClosedJaxpr(core.Jaxpr(j.invars[:n], j.invars[n:], j.outvars, j.eqns, j.effects),
+                       list(consts))
+
+
 def _hoist_consts(closed: ClosedJaxpr) -> tuple[ClosedJaxpr, list]:
     """Turn a ClosedJaxpr's consts into leading arguments: (const-free jaxpr, consts).
 
@@ -157,33 +174,31 @@ def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
 # is passed from outside instead of being returned by the known call
 @api_util.identity_cache
 def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
-    """`_partial_eval_of`, with residuals that are known inputs dropped from the known jaxpr's
-    outputs, and its dead equations removed. Also returns, per residual, the position of the
-    known input it forwards (or None)."""
+    """`_partial_eval_of`, with the outputs (known values and residuals) that are known inputs
+    dropped from the known jaxpr's outputs, and its dead equations removed. Also returns, per
+    output of the known jaxpr as made, the position of the known input it forwards (or
+    None)."""
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
     jk = jaxpr_known.jaxpr
-    num_known_outs = len(jk.outvars) - num_res
     in_pos = {v: i for i, v in enumerate(jk.invars)}
-    res_fwd = [in_pos.get(v) if isinstance(v, core.Var) else None
-               for v in jk.outvars[num_known_outs:]]
-    kept = [v for v, f in zip(jk.outvars[num_known_outs:], res_fwd) if f is None]
-    jk = core.Jaxpr(jk.constvars, jk.invars, jk.outvars[:num_known_outs] + kept, jk.eqns)
+    fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in jk.outvars]
+    kept = [v for v, f in zip(jk.outvars, fwd) if f is None]  # known outputs too, as JAX's
+    jk = core.Jaxpr(jk.constvars, jk.invars, kept, jk.eqns)
     # as JAX: the known jaxpr loses the equations nothing reads (e.g. a jvp's unused zeros)
     jk, _ = pe.dce_jaxpr(jk, instantiate=True)
     jaxpr_known = ClosedJaxpr(jk, jaxpr_known.consts)
-    return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd
+    return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd
 
 
 def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknowns = tuple(trace.is_own(x) for x in args)
-    jaxpr_known, jaxpr_unknown, out_unknowns, num_res, res_fwd = \
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd = \
         _partial_eval_forwarding_of(jaxpr, unknowns)
     known_args = [x for x, u in zip(args, unknowns) if not u]
-    known_outs = bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace)
+    known_outs = iter(bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace))
     num_known_vals = len(out_unknowns) - sum(out_unknowns)
-    known_vals, res_outs = split_list(known_outs, [num_known_vals])
-    res_it = iter(res_outs)
-    residuals = [known_args[f] if f is not None else next(res_it) for f in res_fwd]
+    known_vals, residuals = split_list(
+        [known_args[f] if f is not None else next(known_outs) for f in fwd], [num_known_vals])
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
         unknown_ins = [*residuals, *unknown_args]
@@ -738,6 +753,9 @@ class JitWrapped:
         if self.inline and not self._has_shardings:  # its equations, not a nested jit's
             return tree_unflatten(out_tree, core.eval_jaxpr(closed.jaxpr, closed.consts,
                                                             *consts, *flat))
+        if consts and not any(isinstance(c, Tracer) for c in consts):
+            closed, donated, consts = _reclosed(closed, len(consts), _Consts(consts)), \
+                donated[len(consts):], []
         # under a transformation donation does not apply (JAX: only top-level calls donate)
         outs = jit_p.bind(*consts, *flat, jaxpr=closed, name=self.__name__,
                           donated_invars=(False,) * len(donated))

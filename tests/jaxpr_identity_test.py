@@ -6,7 +6,9 @@ common `jnp` function to values made so far (a pool that starts with the inputs)
 under a transformation (`grad`, `jvp`, `vmap`, `jit`). It is written against a module alias
 `J` and traced with `J=jax` and `J=minijax`. The families put small elementwise bodies inside
 `cond`, `switch`, `while_loop`, `fori_loop`, `scan`, `custom_jvp`, `custom_vjp`, `checkpoint`
-(with each remat policy), nests of jit/vmap/grad/jvp, and Hessian-vector products.
+(with each remat policy), nests of jit/vmap/grad/jvp, and Hessian-vector products; the
+families of OPS put one drawn operation (indexing and indexed updates, take/clip/one_hot,
+size-1-batch matmuls, weak literals, logical ops, forwarding scans) between two bodies.
 
 Measured (derandomized): straight-line programs 100% identical (293 valid of N_PROGRAMS
 drawn); per family, N_FAMILY_PROGRAMS each, the figures before and after are in
@@ -231,6 +233,66 @@ BODY_SHAPES = [(3,), (2, 3)]
 POLICIES = ["none", "nothing_saveable", "everything_saveable", "dots_saveable",
             "dots_with_no_batch_dims_saveable", "save_only_these_names"]
 _OUTER = ["none", "grad", "jvp", "vmap", "jit"]
+# Families of one drawn operation between two drawn bodies, `h(op(g(x)))` (op on an f32 array
+# of shape (3,) or (2, 3)): the causes issue 45 named (indexed updates and gathers, JAX's named
+# inner jits, batched matmuls with a size-1 batch, weak-typed literals, logical ops on
+# non-boolean operands, scans that forward a carry or an input)
+_I02, _I1M = np.array([0, 2], np.int32), np.array([1, -1], np.int32)
+OPS = {
+    "indexing": {
+        "at_add_0": lambda J, x: x.at[0].add(1.0),
+        "at_add_last": lambda J, x: x.at[..., 1].add(x[..., 0]),
+        "at_set_array": lambda J, x: x.at[..., _I02].set(0.5),
+        "at_mul_slice": lambda J, x: x.at[1:].mul(2.0),
+        "at_max_row": lambda J, x: x.at[0, :].max(x[-1]) if x.ndim == 2 else x.at[:2].max(1.0),
+        "gather_array": lambda J, x: x[..., _I02],
+        "gather_neg": lambda J, x: x[_I1M % x.shape[0]] + x[-1],
+        "reverse_slice": lambda J, x: x[::-1] * x[::2].sum(),
+        "take": lambda J, x: J.numpy.take(x, _I02, axis=-1),
+        "take_flat": lambda J, x: J.numpy.take(x, _I1M),
+        "take_clip": lambda J, x: J.numpy.take(x, _I02 + 1, axis=-1, mode="clip"),
+        "clip": lambda J, x: J.numpy.clip(x, 0.6, 1.2),
+        "clip_max": lambda J, x: J.numpy.clip(x, max=1.0),
+        "one_hot": lambda J, x: x * J.nn.one_hot(J.numpy.argmax(x, axis=-1), 3),
+        "take_along_axis": lambda J, x: J.numpy.take_along_axis(
+            x, J.numpy.argsort(x, axis=-1), axis=-1),
+    },
+    "matmul": {
+        "size1_batch": lambda J, x: J.numpy.atleast_2d(x)[None] @ J.numpy.swapaxes(
+            J.numpy.atleast_2d(x), -1, -2)[None],
+        "size1_batch_one_side": lambda J, x: J.numpy.atleast_2d(x)[None] @ J.numpy.atleast_2d(
+            x).T,
+        "size1_batch_vector": lambda J, x: J.numpy.atleast_2d(x)[None] @ x[..., :3].reshape(
+            -1)[:3],
+        "einsum_batch": lambda J, x: J.numpy.einsum(
+            "bij,bkj->bik", J.numpy.atleast_2d(x)[None], J.numpy.atleast_2d(x)[None]),
+    },
+    "weak_literals": {
+        "mul": lambda J, x: x * 0.1, "rsub": lambda J, x: 0.3 - x,
+        "div": lambda J, x: x / 3.0, "where": lambda J, x: J.numpy.where(x > 0.7, x, 0.1),
+        "pow": lambda J, x: x ** 0.5, "maximum": lambda J, x: J.numpy.maximum(x, 0.2),
+        "f32_scalar": lambda J, x: x + J.numpy.float32(0.1),
+        "cond": lambda J, x: J.lax.cond(True, lambda y: y * 0.1, lambda y: y + 0.7, x),
+        "full_like": lambda J, x: x + J.numpy.full_like(x, 0.1),
+    },
+    "logical": {
+        "and": lambda J, x: J.numpy.where(J.numpy.logical_and(x > 0.8, x < 1.2), x, 0.0),
+        "or_float": lambda J, x: J.numpy.where(J.numpy.logical_or(x - 1.0, 0.0), x, 1.0),
+        "not": lambda J, x: J.numpy.where(J.numpy.logical_not(x > 1.0), x, -x),
+        "xor": lambda J, x: J.numpy.where(J.numpy.logical_xor(x > 0.9, x < 1.1), x, 2.0),
+        "and_weak_int": lambda J, x: J.numpy.where(J.numpy.logical_and(x > 1.0, 1), x, 0.5),
+    },
+    "scan_forwarding": {
+        "carry_unchanged": lambda J, x: J.lax.scan(
+            lambda c, xi: (c, xi * c), x, J.numpy.stack([x, x]))[1].sum(0),
+        "xs_returned": lambda J, x: J.lax.scan(
+            lambda c, xi: (c * xi, xi), x, J.numpy.stack([x, x]))[1].sum(0),
+        "both": lambda J, x: J.lax.scan(
+            lambda c, xi: (c, (xi, c * 2.0)), x, J.numpy.stack([x, x]))[1][1].sum(0),
+        "carry_pair": lambda J, x: J.lax.scan(
+            lambda c, xi: ((c[0], c[1] + xi), None), (x, x), J.numpy.stack([x, x]))[0][1],
+    },
+}
 FAMILIES = {  # family -> the transforms it is drawn under (while_loop has no reverse mode)
     "cond": _OUTER, "switch": _OUTER, "while_loop": ["none", "jvp", "vmap", "jit"],
     "fori_loop": _OUTER, "scan": _OUTER, "custom_jvp": _OUTER, "custom_vjp": _OUTER,
@@ -238,6 +300,7 @@ FAMILIES = {  # family -> the transforms it is drawn under (while_loop has no re
     "nested": ["jit_grad", "vmap_grad", "grad_jit", "jvp_jit", "vmap_jvp", "jit_vmap",
                "grad_vmap_sum", "jvp_grad", "vmap_jit_grad", "jit_jit"],
     "hvp": ["hvp"],
+    **{family: _OUTER for family in OPS},
 }
 
 
@@ -257,11 +320,13 @@ def bodies(draw):
 
 @st.composite
 def family_programs(draw, family):
-    """A program of one family: (family, shape, bodies, transform, policy)."""
+    """A program of one family: (family, shape, bodies, transform, policy); for the families
+    of OPS, `policy` is the operation's name."""
     shape = draw(st.sampled_from(BODY_SHAPES))
     body_list = [draw(bodies()) for _ in range(3)]
     transform = draw(st.sampled_from(FAMILIES[family]))
-    policy = draw(st.sampled_from(POLICIES)) if family == "checkpoint" else "none"
+    policy = (draw(st.sampled_from(POLICIES)) if family == "checkpoint" else
+              draw(st.sampled_from(sorted(OPS[family]))) if family in OPS else "none")
     return family, shape, body_list, transform, policy
 
 
@@ -309,6 +374,8 @@ def _family_f(J, family, body_list, policy):
         f = J.custom_vjp(g)
         f.defvjp(lambda x: (g(x), h(x)), lambda res, ct: (res * ct,))
         return lambda x: k(f(x))
+    if family in OPS:  # `policy` names the operation
+        return lambda x: h(OPS[family][policy](J, g(x)))
     if family == "checkpoint":
         name = (jax_checkpoint_name if J is jax else minijax.ad_checkpoint.checkpoint_name)
         def body(x):
@@ -394,7 +461,9 @@ def measure_family(family: str, n: int) -> tuple[int, int, list]:
 # causes of what still differs are in docs/jaxpr_identity.md.
 N_CI_PROGRAMS = 20
 CI_IDENTICAL = {"cond": 20, "switch": 20, "while_loop": 20, "fori_loop": 20, "scan": 20,
-                "custom_jvp": 20, "custom_vjp": 20, "checkpoint": 20, "nested": 20, "hvp": 20}
+                "custom_jvp": 20, "custom_vjp": 20, "checkpoint": 20, "nested": 20, "hvp": 20,
+                "indexing": 18, "matmul": 20, "weak_literals": 20, "logical": 20,
+                "scan_forwarding": 20}
 
 
 @pytest.mark.parametrize("family", list(FAMILIES))

@@ -103,7 +103,8 @@ BUDGETS = {
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
     #                       partial_eval_jaxpr_custom and its rules table, from ad_checkpoint
     #                       (~105, issue 24); name stacks lowered as op locations (~25, 34)
-    "lax": 8450,  # bessel_i0e (trapezoidal rule + Hankel), betainc (continued fraction) (45);
+    "lax": 8490,  # bessel_i0e (trapezoidal rule + Hankel), betainc (continued fraction) (45);
+    #              gather_p's FILL_OR_DROP in impl and lowering, scan's forwarding (~40, 45);
     #              TPU rules (linalg through XLA's expansions, chlo.ragged_dot), conv
     #               precision and preferred_element_type, dot_general per platform (~110, 43);
     #               presets (~90), collectives (~480), ragged_dot (~290), select_and_*_add
@@ -129,9 +130,10 @@ BUDGETS = {
     #                axis (24); jnp.array of a scalar a literal while tracing (32); the rest of
     #                jax.numpy's surface (~1450, issue 35): jnp.fft, window functions,
     #                polynomials, set ops, index tricks, vectorize, ufunc, histograms...
-    "pjit": 1113,       # the fast path of a cached call, as JAX's C++ one: _get_fastpath_data,
+    "pjit": 1126,       # the fast path of a cached call, as JAX's C++ one: _get_fastpath_data,
     #                    JitWrapped.__call__ / _call (~23, issue 46: dispatch 1.32 -> 1.09x JAX);
     #                    reshard, auto_axes/explicit_axes (issue 11); log_compiles (issue 13);
+    #                    consts closed over as JAX's, known outputs forwarded (~12, 45);
     #                    nested shardings, checks under transformations (issue 25); the
     #                    traceback boundary on JitWrapped.__call__ (35); JAX's
     #                    incompatible-devices error, single-device moves, shardings checked

@@ -3002,7 +3002,7 @@ def asarray(x):
     in their canonical dtype (Python scalars but bools weakly typed). TypeError otherwise."""
     if isinstance(x, (core.Tracer, Array)):
         return x
-    if not isinstance(x, (bool, int, float, complex, np.ndarray, np.generic)):
+    if not isinstance(x, (bool, int, float, builtins.complex, np.ndarray, np.generic)):
         raise TypeError(f"asarray: expected ArrayLike, got {x} of type {type(x)}.")
     aval = core.get_aval(x)
     return array_from_numpy(core.to_numpy(x, aval), aval.weak_type)

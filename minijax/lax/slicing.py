@@ -504,7 +504,21 @@ def _window_index(starts, window):
     return tuple(out)
 
 
-def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes, **_):
+def _gather_impl(operand, indices, *, dimension_numbers, slice_sizes, mode=None,
+                 fill_value=None, **_):
+    out = _clamped_gather_impl(operand, indices, dimension_numbers, slice_sizes)
+    if mode is not GatherScatterMode.FILL_OR_DROP:
+        return out
+    # a window that does not fit reads fill_value (JAX: _gather_fill, in its lowering)
+    dn = dimension_numbers
+    upper = np.array([operand.shape[d] - slice_sizes[d] for d in dn.start_index_map])
+    ok = np.all((indices >= 0) & (indices <= upper), axis=-1)
+    batch = iter(ok.shape)
+    ok = ok.reshape([1 if i in dn.offset_dims else next(batch) for i in range(out.ndim)])
+    return np.where(ok, out, np.asarray(fill_value, operand.dtype))
+
+
+def _clamped_gather_impl(operand, indices, dimension_numbers, slice_sizes):
     indices, dn = _unbatched_gather(indices, dimension_numbers, _numpy_iota(indices.dtype),
                                     np.concatenate)
     starts = _window_starts(operand.shape, indices, dn.start_index_map)
@@ -561,8 +575,10 @@ def _gather_abstract_eval(operand, indices, *, dimension_numbers, slice_sizes, *
     return operand.update(shape=shape)
 
 
+# JAX: jax/_src/lax/slicing.py _gather_jvp_rule: the tangent's fill is 0
 def _gather_jvp(g, operand, indices, **params):
-    return gather_p.bind(g, indices, **params)
+    fill = 0 if params["mode"] is GatherScatterMode.FILL_OR_DROP else None
+    return gather_p.bind(g, indices, **dict(params, fill_value=fill))
 
 
 def _clamp_indices(indices, upper):
@@ -630,6 +646,13 @@ def _gather_batch_rule(vals, dims, *, axis_size, dimension_numbers, slice_sizes,
 
 def _gather_lowering(ctx, operand, indices, *, dimension_numbers, slice_sizes, fill_value,
                      indices_are_sorted, mode, unique_indices):
+    if mode is GatherScatterMode.FILL_OR_DROP:  # as JAX's: a masked in-bounds gather
+        # traced without the manual axes' varying marks (no axis is bound while lowering)
+        plain = mlir.LoweringRuleContext([a.update(vma=frozenset()) for a in ctx.avals_in],
+                                         ctx.avals_out, ctx.platforms)
+        return mlir.lower_fun(lambda o, i: _gather_fill(
+            o, i, dimension_numbers, slice_sizes, fill_value), multiple_results=False)(
+                plain, operand, indices)
     dn = dimension_numbers
     dnums = mlir.hlo.GatherDimensionNumbers.get(
         offset_dims=list(dn.offset_dims), collapsed_slice_dims=list(dn.collapsed_slice_dims),
@@ -646,7 +669,7 @@ def _gather_fill(operand, indices, dn: GatherDimensionNumbers, slice_sizes, fill
     upper = [aval.shape[d] - slice_sizes[d] for d in dn.start_index_map]
     mask = _in_bounds(indices, upper)  # before the gather, in JAX's order
     out = gather_p.bind(operand, indices, dimension_numbers=dn, slice_sizes=slice_sizes,
-                        **_gather_params(GatherScatterMode.CLIP))
+                        **_gather_params(GatherScatterMode.PROMISE_IN_BOUNDS))
     out_shape = core.get_aval(out).shape
     batch_pos = tuple(i for i in range(len(out_shape)) if i not in dn.offset_dims)
     mask = lax.broadcast_in_dim(mask, out_shape, batch_pos)
@@ -675,9 +698,10 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
         `dimension_numbers.start_index_map[j]`.
       dimension_numbers: a `GatherDimensionNumbers` (no batching dims; see above).
       slice_sizes: one static size per operand dim.
-      mode: None or "promise_in_bounds" or "clip" (starts clamped so the slice fits), or
-        "fill" (a slice that does not fit is `fill_value`: NaN for floats, the minimum for
-        signed ints, the maximum for unsigned, True for bool).
+      mode: None or "promise_in_bounds" (PROMISE_IN_BOUNDS, as JAX's default), "clip"
+        (starts clamped so the slice fits), or "fill" (FILL_OR_DROP: a slice that does not
+        fit is `fill_value`: NaN for floats, the minimum for signed ints, the maximum for
+        unsigned, True for bool; masked in the impl and the lowering, as JAX's).
     Returns: `T[...]` of rank `len(b) + len(offset_dims)`: the slice dims at `offset_dims`, the
     index batch dims in the other positions. Raises TypeError for inconsistent dims/sizes.
     `unique_indices`/`indices_are_sorted` are accepted for JAX compatibility and unused.
@@ -687,20 +711,18 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
     _check_mode(mode)
     dn = GatherDimensionNumbers(*(tuple(f) for f in dimension_numbers))
     sizes = tuple(int(z) for z in slice_sizes)
-    if mode in ("fill", "drop"):
+    kind = GatherScatterMode.from_any("promise_in_bounds" if mode is None else mode)
+    fill = None
+    if kind is GatherScatterMode.FILL_OR_DROP:
         dtype = core.get_aval(operand).dtype
         fill = _default_fill(dtype) if fill_value is None else fill_value
-        return _gather_fill(operand, start_indices, dn, sizes, fill)
-    kind = (GatherScatterMode.PROMISE_IN_BOUNDS if mode in ("promise_in_bounds",
-                                                            GatherScatterMode.PROMISE_IN_BOUNDS)
-            else GatherScatterMode.CLIP)
     return gather_p.bind(operand, start_indices, dimension_numbers=dn, slice_sizes=sizes,
-                         **_gather_params(kind, indices_are_sorted, unique_indices))
+                         **_gather_params(kind, indices_are_sorted, unique_indices, fill))
 
 
 def _gather_params(mode: GatherScatterMode, indices_are_sorted: bool = False,
-                   unique_indices: bool = False) -> dict:
-    return dict(fill_value=None, indices_are_sorted=bool(indices_are_sorted), mode=mode,
+                   unique_indices: bool = False, fill_value=None) -> dict:
+    return dict(fill_value=fill_value, indices_are_sorted=bool(indices_are_sorted), mode=mode,
                 unique_indices=bool(unique_indices))
 
 
@@ -828,7 +850,8 @@ def _scatter_add_transpose(ct, operand, indices, updates, *, dimension_numbers, 
     if up_lin:
         gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(ct).shape,
                                            updates.aval.shape)
-        ct_up = _gather_fill(ct, indices, gdn, sizes, 0)  # dropped windows get no cotangent
+        # as JAX's: a gather in the scatter's mode, dropped windows get no cotangent
+        ct_up = gather(ct, indices, gdn, sizes, mode=params["mode"], fill_value=0)
     return [ct if op_lin else None, None, ct_up]
 
 
@@ -849,7 +872,7 @@ def _scatter_transpose(ct, operand, indices, updates, *, dimension_numbers, **pa
     if up_lin:
         gdn, sizes = _scatter_gather_dnums(dimension_numbers, core.get_aval(ct).shape,
                                            u_aval.shape)
-        ct_up = _gather_fill(ct, indices, gdn, sizes, 0)
+        ct_up = gather(ct, indices, gdn, sizes, mode=params["mode"], fill_value=0)
     return [ct_op, None, ct_up]
 
 

@@ -12,13 +12,10 @@ import warnings
 import ml_dtypes
 import numpy as np
 
-import functools
-
-from minijax import core, lax, tree_util
+from minijax import lax
 from minijax import numpy as jnp
-from minijax.pjit import jit
 from minijax.nn import initializers  # noqa: F401
-from minijax.numpy.util import promote_args_inexact
+from minijax.numpy.util import jit_when_traced as _jit_when_traced, promote_args_inexact
 
 
 def relu(x):
@@ -63,23 +60,6 @@ def softmax(x, axis=-1, where=None):
     if where is not None:
         result = jnp.where(where, result, 0)
     return result
-
-
-def _jit_when_traced(**jit_kwargs):
-    """A decorator: call `fun` under `jit(fun, **jit_kwargs)` when an argument is traced, so
-    a jaxpr shows `jit[name=fun]` as JAX's `@jax.jit` functions do; eagerly call it directly
-    (the same values, without a compilation per new shape). As `jnp.where`'s `_where`."""
-    def wrap(fun):
-        jitted = jit(fun, **jit_kwargs)
-
-        @functools.wraps(fun)
-        def wrapper(*args, **kwargs):
-            if any(isinstance(leaf, core.Tracer)
-                   for leaf in tree_util.tree_leaves((args, kwargs))):
-                return jitted(*args, **kwargs)
-            return fun(*args, **kwargs)
-        return wrapper
-    return wrap
 
 
 # JAX: jax/_src/nn/functions.py log_softmax (under jit, static axis, as JAX's)
@@ -134,14 +114,22 @@ def logsumexp(a, axis=None, b=None, keepdims: bool = False, return_sign: bool = 
     return out
 
 
+# JAX: jax/_src/nn/functions.py one_hot (its body `_one_hot` under jit, as JAX's)
 def one_hot(x, num_classes: int, dtype=jnp.float32, axis: int = -1):
-    """`x[..., None] == arange(num_classes)` as `dtype`; out-of-range values give all zeros."""
+    """`x[..., None] == arange(num_classes)` as `dtype` (the class axis at `axis`): shape
+    `x.shape` with `num_classes` inserted; out-of-range values give all zeros."""
     x = jnp.asarray(x)
+    return _one_hot(x, num_classes=num_classes, dtype=dtype, axis=axis)
+
+
+@_jit_when_traced(static_argnames=("num_classes", "dtype", "axis"))
+def _one_hot(x, *, num_classes, dtype, axis):
     pos = axis % (jnp.ndim(x) + 1)
-    classes_shape = [1] * (jnp.ndim(x) + 1)
-    classes_shape[pos] = num_classes
-    classes = lax.broadcasted_iota(np.int32, tuple(classes_shape), pos)
-    return (jnp.expand_dims(x, pos) == classes).astype(dtype)
+    lhs = lax.expand_dims(x, (axis,))
+    classes_shape = [1] * jnp.ndim(x)
+    classes_shape.insert(pos, num_classes)
+    rhs = lax.broadcasted_iota(jnp.asarray(x).dtype, tuple(classes_shape), pos)
+    return (lhs == rhs).astype(dtype)
 
 
 # JAX: jax/_src/nn/functions.py relu6 — differs: a select instead of a custom_jvp

@@ -139,24 +139,31 @@ class _IndexUpdateRef:
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
             fill_value=None) -> Any:
-            return indexing.rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value)
+        return indexing.rewriting_take(self.array, self.index, mode=mode, fill_value=fill_value,
+                                       indices_are_sorted=indices_are_sorted,
+                                       unique_indices=unique_indices)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return indexing.scatter_update(self.array, self.index, values, slicing.scatter, mode)
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter, mode,
+                                       indices_are_sorted, unique_indices)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_add, mode)
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_add, mode,
+                                       indices_are_sorted, unique_indices)
 
     def mul(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_mul, mode)
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_mul, mode,
+                                       indices_are_sorted, unique_indices)
 
     multiply = mul
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_min, mode)
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_min, mode,
+                                       indices_are_sorted, unique_indices)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None):
-        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_max, mode)
+        return indexing.scatter_update(self.array, self.index, values, slicing.scatter_max, mode,
+                                       indices_are_sorted, unique_indices)
 
 
 def _setitem_immutable(self, idx, value):

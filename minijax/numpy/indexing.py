@@ -25,15 +25,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minijax import core
+from minijax import core, dtypes
 from minijax.array import Array
 from minijax.core import Tracer
 from minijax import lax
 from minijax.lax import slicing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
-from minijax.numpy.util import (broadcast_shapes, broadcast_to, canonicalize_axis, dtype_kind,
-                                 shape_of)
+from minijax.lax import lax as lax_internal
+from minijax.numpy.util import (broadcast_arrays, broadcast_to, canonicalize_axis, dtype_kind,
+                                jit_when_traced, promote_dtypes, where)
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 
@@ -43,7 +44,8 @@ _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/numpy/indexing.py rewriting_take
-def rewriting_take(x, idx, mode=None, fill_value=None):
+def rewriting_take(x, idx, mode=None, fill_value=None, indices_are_sorted=False,
+                   unique_indices=False):
     """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis, as one
     static slice (`_to_static_slice`, `_static_slice`). An index with an integer array, a list
     or a boolean mask is advanced indexing, one gather: `advanced_take` below, which
@@ -53,11 +55,11 @@ def rewriting_take(x, idx, mode=None, fill_value=None):
     aval = core.get_aval(x)
     idx = idx if isinstance(idx, tuple) else (idx,)
     if builtins.any(is_advanced(i) for i in idx):
-        return advanced_take(x, idx, mode, fill_value)
+        return advanced_take(x, idx, mode, fill_value, indices_are_sorted, unique_indices)
     idx = _parse_indices(idx, aval)
     indexer = _to_static_slice(idx, aval, mode)
     if indexer is None:  # a read a slice cannot express: one gather
-        return advanced_take(x, idx, mode, fill_value)
+        return advanced_take(x, idx, mode, fill_value, indices_are_sorted, unique_indices)
     return _static_slice(x, aval, indexer)
 
 
@@ -252,6 +254,9 @@ def _expand_bool_masks(idx: tuple, shape: tuple) -> tuple:
 
 
 def _normalize(index, shape: tuple) -> list:
+    """The index as a list: lists made arrays, concrete boolean masks their True positions;
+    Ellipsis kept (`_index_to_gather` expands it). IndexError for two Ellipses or too many
+    indices."""
     ndim = len(shape)
     idx = _expand_bool_masks(index if isinstance(index, tuple) else (index,), shape)
     if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
@@ -260,79 +265,185 @@ def _normalize(index, shape: tuple) -> list:
     if n_real > ndim:
         raise IndexError(f"Too many indices: array is {ndim}-dimensional, but {n_real} were "
                          "indexed")
-    fill = (builtins.slice(None),) * (ndim - n_real)
-    if builtins.any(i is Ellipsis for i in idx):
-        k = next(n for n, i in enumerate(idx) if i is Ellipsis)
-        return list(idx[:k] + fill + idx[k + 1:])
-    return list(idx + fill)
+    return [asarray(i) if isinstance(i, list) else i for i in idx]
 
 
-def advanced_take(x, index, mode=None, fill_value=None):
-    """`x[index]` where some entry of `index` is an array (see the module docstring).
+def _is_array_entry(e) -> bool:
+    """JAX's IndexType.ARRAY (an integer array of any rank) or INTEGER (a Python/NumPy int)."""
+    if isinstance(e, (Array, Tracer, np.ndarray)):
+        if dtype_kind(e) not in "iu":
+            raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
+                            f"{core.get_aval(e).dtype.name}")
+        return True
+    return isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
+
+
+# JAX: jax/_src/numpy/indexing.py _GatherIndexer
+class _GatherIndexer(NamedTuple):
+    slice_shape: tuple          # the shape of x[idx]
+    gather_slice_shape: tuple   # the gather's slice_sizes
+    gather_indices: object      # int[..., k], the index vector last
+    dnums: slicing.GatherDimensionNumbers
+    unique_indices: bool        # no advanced index: each position read once, in order
+    indices_are_sorted: bool
+    reversed_y_dims: tuple      # dims of negative-step slices, reversed after the gather
+    newaxis_dims: tuple         # the None axes, inserted after the gather
+
+
+# JAX: jax/_src/numpy/indexing.py NDIndexer.normalize_indices
+def _normalized(e, size):
+    """A negative index counted from the end: Python ints at once, arrays with a select (a
+    NumPy index stays NumPy where JAX's does, so its comparison is a constant)."""
+    if not isinstance(e, (Array, Tracer, np.ndarray)):
+        return e if isinstance(e, np.unsignedinteger) else e + size if e < 0 else e
+    if dtype_kind(e) == "u":
+        return e
+    n = np.array(size, dtype=dtypes.canonicalize_dtype(core.get_aval(e).dtype))
+    return lax.select(e < 0, lax.add(e, n), e)
+
+
+# JAX: jax/_src/numpy/indexing.py _index_to_gather
+def _index_to_gather(shape: tuple, idx: list) -> _GatherIndexer:
+    """The gather that reads `x[idx]` (x of `shape`, `idx` from `_normalize`), built entry by
+    entry as JAX's: ints and arrays are index components (the advanced ones broadcast
+    together, their dims where the first stood when they are contiguous, else in front),
+    partial unit-step slices a start component and a window, other slices an iota of
+    positions, None a dim inserted afterwards."""
+    advanced = np.nonzero([_is_array_entry(e) for e in idx])[0]
+    contiguous = bool(np.all(np.diff(advanced) == 1))
+    if Ellipsis in [e for e in idx if not isinstance(e, (Array, Tracer, np.ndarray))]:
+        k = next(n for n, e in enumerate(idx) if e is Ellipsis)
+        n_real = builtins.sum(1 for e in idx if e is not None and e is not Ellipsis)
+        idx = idx[:k] + [builtins.slice(None)] * (len(shape) - n_real) + idx[k + 1:]
+    n_real = builtins.sum(1 for e in idx if e is not None)
+    idx = list(idx) + [builtins.slice(None)] * (len(shape) - n_real)
+    axis_of = np.cumsum([e is not None for e in idx]) - 1  # the axis each entry consumes
+    idx = [_normalized(e, shape[a]) if _is_array_entry(e) else e for e, a in zip(idx, axis_of)]
+    is_adv_int = builtins.any(isinstance(e, (Array, Tracer, np.ndarray)) and np.ndim(e) > 0
+                              for e in idx)
+    adv_idx, adv_pos, adv_x_axes = [], [], []
+    if is_adv_int:
+        without_none = [(n, e) for n, e in enumerate(idx) if e is not None]
+        for j, (n, e) in enumerate(without_none):
+            if _is_array_entry(e):
+                adv_idx.append(asarray(e))
+                adv_pos.append(n)
+                adv_x_axes.append(j)
+    x_axis = y_axis = collapsed_y_axis = 0
+    offset_dims, collapsed, start_index_map = [], [], []
+    index_dtype = np.dtype(np.int32 if np.prod(shape, dtype=np.int64) < 2**31 else np.int64)
+    gather_indices, gather_indices_shape = [], []
+    slice_shape, newaxis_dims, reversed_y_dims, gather_slice_shape = [], [], [], []
+    for pos, e in enumerate(idx):
+        if adv_idx and (pos == adv_pos[0] if contiguous else pos == 0):
+            arrs = broadcast_arrays(*adv_idx)
+            s = core.get_aval(arrs[0]).shape
+            start = len(gather_indices_shape)
+            gather_indices += [(lax.convert_element_type(a, index_dtype), start) for a in arrs]
+            gather_indices_shape += s
+            start_index_map += adv_x_axes
+            collapsed += adv_x_axes
+            slice_shape += s
+            y_axis += len(s)
+            collapsed_y_axis += len(s)
+        if pos in adv_pos:
+            x_axis += 1
+            gather_slice_shape.append(1)
+            continue
+        if _is_array_entry(e):  # a scalar int: one component, the dim collapsed
+            if shape[x_axis] == 0:
+                raise IndexError(f"index is out of bounds for axis {x_axis} with size 0")
+            gather_indices.append((lax.convert_element_type(e, index_dtype),
+                                   len(gather_indices_shape)))
+            collapsed.append(x_axis)
+            gather_slice_shape.append(1)
+            start_index_map.append(x_axis)
+            x_axis += 1
+        elif e is None:
+            slice_shape.append(1)
+            newaxis_dims.append(y_axis)
+            y_axis += 1
+        elif isinstance(e, builtins.slice):
+            start, stop, step = e.indices(shape[x_axis])  # JAX: core.canonicalize_slice
+            size = len(range(start, stop, step))
+            slice_shape.append(size)
+            if step == 1:
+                if size != shape[x_axis]:
+                    gather_indices.append((lax.convert_element_type(start, index_dtype),
+                                           len(gather_indices_shape)))
+                    start_index_map.append(x_axis)
+                gather_slice_shape.append(size)
+                offset_dims.append(collapsed_y_axis)
+            else:
+                positions = lax.add(asarray(start, dtype=index_dtype), lax.mul(
+                    asarray(step, dtype=index_dtype), lax.iota(index_dtype, size)))
+                if step < 0:
+                    reversed_y_dims.append(collapsed_y_axis)
+                    positions = lax.rev(positions, (0,))
+                gather_slice_shape.append(1)
+                gather_indices.append((positions, len(gather_indices_shape)))
+                start_index_map.append(x_axis)
+                gather_indices_shape.append(size)
+                collapsed.append(x_axis)
+            collapsed_y_axis += 1
+            y_axis += 1
+            x_axis += 1
+        else:
+            raise IndexError(f"Got unsupported indexer at position {pos}: {e!r}")
+    if not gather_indices:
+        indices = np.zeros((0,), dtype=index_dtype)
+    elif len(gather_indices) == 1:
+        g = gather_indices[0][0]
+        indices = lax.expand_dims(g, (np.ndim(g),))
+    else:
+        gather_indices_shape.append(1)
+        indices = lax.concatenate([
+            lax.broadcast_in_dim(g, tuple(gather_indices_shape),
+                                 tuple(range(i, i + np.ndim(g)))) for g, i in gather_indices],
+            len(gather_indices_shape) - 1)
+    dnums = slicing.GatherDimensionNumbers(
+        offset_dims=tuple(offset_dims), collapsed_slice_dims=tuple(sorted(collapsed)),
+        start_index_map=tuple(start_index_map))
+    return _GatherIndexer(tuple(slice_shape), tuple(gather_slice_shape), indices, dnums,
+                          not adv_idx, not adv_idx, tuple(reversed_y_dims),
+                          tuple(newaxis_dims))
+
+
+# JAX: jax/_src/numpy/indexing.py _gather
+def advanced_take(x, index, mode=None, fill_value=None, indices_are_sorted=False,
+                  unique_indices=False):
+    """`x[index]` as one gather (JAX's `_gather`): an index with an integer array or a boolean
+    mask, or one a slice cannot read (see the module docstring).
 
     Args:
       x: `T[d0,...,dn]`.
       index: a tuple of ints, slices, None, Ellipsis, integer arrays (any int dtype, possibly
         traced) and concrete boolean masks.
-      mode: None/"promise_in_bounds"/"clip" (out-of-range indices are clamped, JAX's default
-        for reading) or "fill" (they give `fill_value`, NaN by default for floats).
+      mode: None/"promise_in_bounds" (out-of-range indices are clamped, JAX's default for
+        reading), "clip" (clamped) or "fill" (they give `fill_value`, NaN by default for
+        floats).
     Returns: NumPy's advanced-indexing result. Raises IndexError for too many indices or a
     traced boolean mask, TypeError for non-integer index arrays.
     """
     x = asarray(x)
-    shape = core.get_aval(x).shape
-    entries = _normalize(index, tuple(shape))
-    basic = tuple(builtins.slice(None) if _is_adv_entry(e) else e
-                  for e in entries if e is not None)
-    y = rewriting_take(x, basic)
-    y_shape = core.get_aval(y).shape
-    adv_dims, adv_vals = [], []
-    dim = 0
-    for e in entries:
-        if e is None:
-            continue
-        if _is_adv_entry(e):
-            adv_dims.append(dim)
-            adv_vals.append(_wrapped(asarray(e), y_shape[dim]))
-        dim += 1
-    s_shape = broadcast_shapes(*(core.get_aval(v).shape for v in adv_vals))
-    vecs = [lax.expand_dims(broadcast_to(v, s_shape), (len(s_shape),)) for v in adv_vals]
-    indices = vecs[0] if len(vecs) == 1 else lax.concatenate(vecs, len(s_shape))
-    rest = [d for d in range(len(y_shape)) if d not in adv_dims]
-    dn = slicing.GatherDimensionNumbers(
-        offset_dims=tuple(range(len(s_shape), len(s_shape) + len(rest))),
-        collapsed_slice_dims=tuple(adv_dims), start_index_map=tuple(adv_dims))
-    sizes = tuple(1 if d in adv_dims else n for d, n in enumerate(y_shape))
-    out = slicing.gather(y, indices, dn, sizes,
-                         mode="fill" if mode in ("fill", "drop") else None,
-                         fill_value=fill_value)
-    # the basic entries (slices and Nones) follow S, in order; insert the Nones
-    basic_entries = [e for e in entries if not _is_adv_entry(e)]
-    new_axes = tuple(len(s_shape) + j for j, e in enumerate(basic_entries) if e is None)
-    if new_axes:
-        out = lax.expand_dims(out, new_axes)
-    positions = [n for n, e in enumerate(entries) if _is_adv_entry(e)]
-    if positions == list(range(positions[0], positions[-1] + 1)) and positions[0] > 0:
-        p = positions[0]  # basic entries before the first advanced one
-        ns, nd = len(s_shape), core.get_aval(out).ndim
-        perm = (tuple(range(ns, ns + p)) + tuple(range(ns)) + tuple(range(ns + p, nd)))
-        out = lax.transpose(out, perm)
-    return out
-
-
-def _is_adv_entry(e) -> bool:
-    return e is not None and not isinstance(e, builtins.slice)
-
-
-def _wrapped(i, n: int):
-    aval = core.get_aval(i)
-    if aval.dtype.kind not in "iu":
-        raise TypeError(f"Indexer must have integer or boolean type, got indexer with type "
-                        f"{aval.dtype.name}")
-    i = lax.convert_element_type(i, np.int32)
-    n = np.int32(n) if type(n) is int else lax.convert_element_type(  # a symbolic size
-        core.dimension_as_value(n), np.int32)
-    return lax.select(lax.lt(i, np.int32(0)), lax.add(i, n), i)
+    indexer = _index_to_gather(tuple(core.get_aval(x).shape),
+                               _normalize(index, tuple(core.get_aval(x).shape)))
+    if fill_value is not None:
+        if np.ndim(fill_value) != 0:
+            raise ValueError("fill_value argument to indexed get() must be a scalar")
+        fill_value = np.asarray(fill_value).item()
+    y = x
+    if 0 in indexer.slice_shape:
+        return lax.full(indexer.slice_shape, 0, core.get_aval(x).dtype)
+    if 0 not in np.shape(indexer.gather_indices):
+        y = slicing.gather(y, indexer.gather_indices, indexer.dnums,
+                           indexer.gather_slice_shape,
+                           unique_indices=unique_indices or indexer.unique_indices,
+                           indices_are_sorted=indices_are_sorted or indexer.indices_are_sorted,
+                           mode=mode, fill_value=fill_value)
+    if indexer.reversed_y_dims:
+        y = lax.rev(y, indexer.reversed_y_dims)
+    return lax.expand_dims(y, indexer.newaxis_dims)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,32 +456,66 @@ def take(a, indices, axis: int | None = None, out=None, mode=None, unique_indice
     """`a` at `indices` along `axis` (None: of the flattened `a`): shape
     `a.shape[:axis] + indices.shape + a.shape[axis+1:]`. Negative indices wrap; out-of-range
     ones give `fill_value` (default mode "fill": NaN for floats, the minimum for signed ints)
-    or, with mode "clip", are clamped. One gather (`advanced_take`)."""
-    a = asarray(a)
+    or, with mode "clip", are clamped; mode "wrap" takes them modulo the size. One gather,
+    under jit as JAX's `_take`. ValueError for another mode, IndexError for a non-empty take
+    from an empty axis."""
+    if out is not None:
+        raise NotImplementedError("The 'out' argument to jnp.take is not supported.")
+    return _take(asarray(a), asarray(indices), axis=None if axis is None else int(axis),
+                 mode=mode, unique_indices=unique_indices,
+                 indices_are_sorted=indices_are_sorted, fill_value=fill_value)
+
+
+@jit_when_traced(static_argnames=("axis", "mode", "unique_indices", "indices_are_sorted",
+                                  "fill_value"))
+def _take(a, indices, axis=None, mode=None, unique_indices=False, indices_are_sorted=False,
+          fill_value=None):
     if axis is None:
         a, axis = lax.reshape(a, (core.get_aval(a).size,)), 0
-    axis = canonicalize_axis(axis, core.get_aval(a).ndim)
-    if mode is None:
-        mode = "fill"
-    if mode == "wrap":
-        indices = ufuncs.remainder(asarray(indices), shape_of(a)[axis])
-        mode = "clip"
-    if mode not in ("fill", "clip", "promise_in_bounds", "drop"):
-        raise ValueError(f"Invalid mode value: {mode!r}")
-    index = (builtins.slice(None),) * axis + (asarray(indices),)
-    return advanced_take(a, index, mode, fill_value)
+    shape = tuple(core.get_aval(a).shape)
+    axis = canonicalize_axis(axis, len(shape))
+    if mode is None or mode in ("fill", "drop"):
+        gather_mode = slicing.GatherScatterMode.FILL_OR_DROP
+        indices = where(indices < 0, indices + shape[axis], indices)
+    elif mode == "wrap":
+        indices = ufuncs.remainder(indices, lax_internal._const(indices, shape[axis]))
+        gather_mode = slicing.GatherScatterMode.PROMISE_IN_BOUNDS
+    elif mode in ("clip", "promise_in_bounds"):
+        gather_mode = slicing.GatherScatterMode.from_any(mode)
+    else:
+        raise ValueError(f"Invalid mode '{mode}' for np.take")
+    i_shape = tuple(core.get_aval(indices).shape)
+    if shape[axis] == 0:
+        if np.prod(i_shape) != 0:
+            raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
+        return a
+    if np.prod(i_shape, dtype=np.int64) == 0:
+        return lax.full(shape[:axis] + i_shape + shape[axis + 1:], 0, core.get_aval(a).dtype)
+    sizes = shape[:axis] + (1,) + shape[axis + 1:]
+    dn = slicing.GatherDimensionNumbers(
+        offset_dims=tuple(range(axis)) + tuple(range(axis + len(i_shape),
+                                                     len(shape) + len(i_shape) - 1)),
+        collapsed_slice_dims=(axis,), start_index_map=(axis,))
+    return slicing.gather(a, lax.expand_dims(indices, (len(i_shape),)), dn, sizes,
+                          mode=gather_mode, unique_indices=unique_indices,
+                          indices_are_sorted=indices_are_sorted, fill_value=fill_value)
 
 
-# JAX: jax/_src/numpy/indexing.py take_along_axis
-def take_along_axis(arr, indices, axis: int | None, mode=None, fill_value=None):
+# JAX: jax/_src/numpy/indexing.py take_along_axis (under jit, as JAX's)
+@jit_when_traced(static_argnames=("axis", "mode", "fill_value"))
+def take_along_axis(arr, indices, axis: int | None = -1, mode=None, fill_value=None):
     """`arr` picked at `indices` along `axis`: `out[..., j, ...] = arr[..., indices[..., j, ...],
     ...]`. `indices` has arr's rank (1-D when `axis` is None: then `arr` is flattened); the other
-    dimensions broadcast. One gather: `arr[iota_0, ..., indices, ..., iota_n]`.
+    dimensions broadcast. One gather whose other dims are batching dims, as JAX's.
 
-    Negative indices wrap; out-of-bounds ones give `fill_value` (mode None/"fill": NaN for
-    floats, the minimum for signed ints, as JAX) or are clamped (mode "clip"). Raises TypeError
-    for non-integer indices, ValueError for a rank mismatch."""
+    Negative indices wrap (except under mode "promise_in_bounds"); out-of-bounds ones give
+    `fill_value` (mode None/"fill": NaN for floats, the minimum for signed ints, as JAX) or are
+    clamped (mode "clip"). Raises TypeError for non-integer indices, ValueError for a rank
+    mismatch."""
     arr, indices = asarray(arr), asarray(indices)
+    if dtype_kind(indices) not in "iu":
+        raise TypeError(f"take_along_axis indices must be of integer type, got "
+                        f"{core.get_aval(indices).dtype}")
     if axis is None:
         if core.get_aval(indices).ndim != 1:
             raise ValueError(f"take_along_axis indices must be 1D if axis=None, got shape "
@@ -380,49 +525,79 @@ def take_along_axis(arr, indices, axis: int | None, mode=None, fill_value=None):
     if len(a_shape) != len(i_shape):
         raise ValueError(f"indices and arr must have the same number of dimensions; "
                          f"{len(i_shape)} vs. {len(a_shape)}")
-    if dtype_kind(indices) not in "iu":
-        raise TypeError(f"take_along_axis indices must be of integer type, got "
-                        f"{core.get_aval(indices).dtype}")
-    axis = canonicalize_axis(axis, len(a_shape))
-    mode = "fill" if mode is None else mode
-    if mode not in ("fill", "clip", "promise_in_bounds", "drop"):
+    if mode not in (None, "fill", "clip", "promise_in_bounds", "drop"):
         raise ValueError(f"Invalid mode value: {mode!r}")
-    out_shape = tuple(i_shape[d] if d == axis else
-                      np.broadcast_shapes((a_shape[d],), (i_shape[d],))[0]
-                      for d in range(len(a_shape)))
-    index = []
-    for d in range(len(a_shape)):
-        if d == axis:
-            index.append(broadcast_to(indices, out_shape))
-        elif a_shape[d] == 1:  # a broadcast dimension of arr: always its entry 0
-            index.append(lax.full(out_shape, 0, np.int32))
+    axis = canonicalize_axis(axis, len(a_shape))
+    arr_shape = a_shape[:axis] + (1,) + a_shape[axis + 1:]
+    out_shape = np.broadcast_shapes(i_shape, arr_shape)
+    if a_shape[axis] == 0:
+        return lax.full(out_shape, 0, core.get_aval(arr).dtype)
+    if mode != "promise_in_bounds" and dtype_kind(indices) != "u":
+        n = lax_internal._const(indices, a_shape[axis])
+        indices = lax.select(indices < 0, lax.add(indices, n), indices)
+    index_dims = [i for i, n in enumerate(i_shape) if i == axis or n != 1]
+    gather_indices = lax.reshape(indices, tuple(np.array(out_shape)[index_dims]) + (1,))
+    sizes, offset_dims, start_index_map, collapsed, op_batch, idx_batch = [], [], [], [], [], []
+    squeezed, new_i, j = [], 0, 0
+    for i in range(len(a_shape)):
+        if i == axis:
+            sizes.append(1)
+            start_index_map.append(new_i)
+            collapsed.append(new_i)
+            new_i, j = new_i + 1, j + 1
+        elif i_shape[i] == 1:
+            offset_dims.append(i)
+            sizes.append(arr_shape[i])
+            new_i += 1
+        elif arr_shape[i] == 1:
+            squeezed.append(i)
+            j += 1
         else:
-            index.append(lax.broadcasted_iota(np.int32, out_shape, d))
-    return advanced_take(arr, tuple(index), mode, fill_value)
+            sizes.append(0 if arr_shape[i] == 0 else 1)
+            op_batch.append(new_i)
+            idx_batch.append(j)
+            new_i, j = new_i + 1, j + 1
+    dn = slicing.GatherDimensionNumbers(tuple(offset_dims), tuple(collapsed),
+                                        tuple(start_index_map), tuple(op_batch), tuple(idx_batch))
+    return slicing.gather(lax.squeeze(arr, tuple(squeezed)), gather_indices, dn, tuple(sizes),
+                          mode="fill" if mode is None else mode, fill_value=fill_value)
 
 
 # ---------------------------------------------------------------------------------------------
 # x.at[idx]: indexed updates (the `.at` property is in array_methods.py)
 # ---------------------------------------------------------------------------------------------
 
-def scatter_update(x, index, y, scatter_fn, mode):
+# JAX: jax/_src/ops/scatter.py _scatter_update and _scatter_impl
+def scatter_update(x, index, y, scatter_fn, mode, indices_are_sorted=False,
+                   unique_indices=False):
+    """`x` with `y` combined in at `index` by `scatter_fn` (`lax.scatter`, `scatter_add`, ...):
+    the gather that reads `x[index]` (`_index_to_gather`) turned into a scatter, as JAX's.
+    `y` is promoted with x, broadcast to the shape of `x[index]`; the result has x's dtype.
+    `mode`: None/"fill"/"drop" skip out-of-range windows, "clip" clamps them,
+    "promise_in_bounds" leaves them to XLA (skipped)."""
     if mode not in _MODES:
         raise ValueError(f'Unknown scatter mode "{mode}" (minijax knows {_MODES})')
     x = asarray(x)
     aval = core.get_aval(x)
-    n = int(np.prod(aval.shape, dtype=np.int64))
-    if n == 0:  # nothing to update (and no position to gather from an empty iota)
+    if isinstance(y, int) and not isinstance(y, bool) and aval.dtype.kind in "iu" and (
+            np.iinfo(aval.dtype).min <= y <= np.iinfo(aval.dtype).max):
+        y = asarray(y, dtype=aval.dtype)
+    else:
+        y = asarray(y)
+    indexer = _index_to_gather(tuple(aval.shape), _normalize(index, tuple(aval.shape)))
+    if 0 in indexer.slice_shape:
         return x
-    flat_ids = lax.reshape(lax.iota(np.int32, n), aval.shape)
-    # out-of-range positions read as n, a position the flat scatter drops
-    drop = mode in (None, "fill", "drop")
-    positions = rewriting_take(flat_ids, index, mode="fill" if drop else "clip",
-                               fill_value=n if drop else None)
-    p_shape = core.get_aval(positions).shape
-    y = broadcast_to(lax.convert_element_type(asarray(y), aval.dtype), p_shape)
-    m = int(np.prod(p_shape, dtype=np.int64))
-    dn = slicing.ScatterDimensionNumbers(update_window_dims=(), inserted_window_dims=(0,),
-                                         scatter_dims_to_operand_dims=(0,))
-    out = scatter_fn(lax.reshape(x, (n,)), lax.reshape(positions, (m, 1)),
-                     lax.reshape(y, (m,)), dn)
-    return lax.reshape(out, aval.shape)
+    x, y = promote_dtypes(x, y)
+    y = broadcast_to(y, indexer.slice_shape)
+    if indexer.newaxis_dims:
+        y = lax.squeeze(y, indexer.newaxis_dims)
+    if indexer.reversed_y_dims:
+        y = lax.rev(y, indexer.reversed_y_dims)
+    dn = indexer.dnums
+    dnums = slicing.ScatterDimensionNumbers(
+        update_window_dims=dn.offset_dims, inserted_window_dims=dn.collapsed_slice_dims,
+        scatter_dims_to_operand_dims=dn.start_index_map)
+    out = scatter_fn(x, indexer.gather_indices, y, dnums,
+                     indices_are_sorted=indexer.indices_are_sorted or indices_are_sorted,
+                     unique_indices=indexer.unique_indices or unique_indices, mode=mode)
+    return lax.convert_element_type(out, aval.dtype, aval.weak_type)

@@ -264,13 +264,16 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
     return util.where(condition, x, y)
 
 
+# JAX: jax/_src/numpy/lax_numpy.py clip (under jit, as JAX's)
+@util.jit_when_traced()
 def clip(a, min=None, max=None):
-    """Clamp `a` to [min, max] (either may be None)."""
+    """Clamp `a` to [min, max] (either may be None): `minimum(max, maximum(min, a))`, the
+    dtypes promoted as those ufuncs do."""
     if min is not None:
         a = ufuncs.maximum(min, a)
     if max is not None:
         a = ufuncs.minimum(max, a)
-    return a
+    return asarray(a)
 
 
 def select(condlist, choicelist, default=0):
@@ -555,37 +558,25 @@ def repeat(a, repeats, axis: int | None = None, *, total_repeat_length: int | No
     return out_
 
 
-def atleast_1d(*arys):
-    """Each input with at least one dimension (a list when several are given)."""
-    outs = [reshape(asarray(a), (1,)) if core.get_aval(asarray(a)).ndim == 0 else asarray(a)
-            for a in arys]
-    return outs[0] if len(outs) == 1 else outs
+def _atleast(n: int, dims: dict):
+    """JAX's atleast_{n}d (under jit, as JAX's): each input with at least n dimensions, the
+    new ones (`dims[ndim]`) inserted with expand_dims; a list when several are given."""
+    def atleast(*arys):
+        outs = []
+        for a in arys:
+            a = asarray(a)
+            nd = core.get_aval(a).ndim
+            outs.append(lax.expand_dims(a, dims[nd]) if nd < n else a)
+        return outs[0] if len(outs) == 1 else outs
+    atleast.__name__ = atleast.__qualname__ = f"atleast_{n}d"
+    atleast.__doc__ = f"Each input with at least {n} dimensions (a list when several are given)."
+    return util.jit_when_traced()(atleast)
 
 
-def atleast_2d(*arys):
-    """Each input with at least two dimensions (`(n,) -> (1, n)`)."""
-    outs = []
-    for a in arys:
-        a = asarray(a)
-        nd = core.get_aval(a).ndim
-        outs.append(a if nd >= 2 else lax.reshape(a, (1,) * (2 - nd) + shape_of(a)))
-    return outs[0] if len(outs) == 1 else outs
-
-
-def atleast_3d(*arys):
-    """Each input with at least three dimensions (`(n,) -> (1, n, 1)`, `(m, n) -> (m, n, 1)`)."""
-    outs = []
-    for a in arys:
-        a = asarray(a)
-        nd = core.get_aval(a).ndim
-        if nd == 0:
-            a = lax.reshape(a, (1, 1, 1))
-        elif nd == 1:
-            a = lax.reshape(a, (1,) + shape_of(a) + (1,))
-        elif nd == 2:
-            a = lax.reshape(a, shape_of(a) + (1,))
-        outs.append(a)
-    return outs[0] if len(outs) == 1 else outs
+# JAX: jax/_src/numpy/lax_numpy.py atleast_1d, atleast_2d (`array(x, ndmin=n)`), atleast_3d
+atleast_1d = _atleast(1, {0: (0,)})
+atleast_2d = _atleast(2, {0: (0, 1), 1: (0,)})
+atleast_3d = _atleast(3, {0: (0, 1, 2), 1: (0, 2), 2: (2,)})
 
 
 def _as_list(tup, fn):

@@ -14,7 +14,7 @@ from minijax import lax
 from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing, lax_numpy
 from minijax.numpy.array_constructors import asarray
-from minijax.numpy.util import canonicalize_axis, shape_of
+from minijax.numpy.util import canonicalize_axis, jit_when_traced, shape_of
 
 _int = np.int32
 
@@ -32,24 +32,23 @@ def sort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True
     return lax.rev(out_, (axis,)) if descending else out_
 
 
+# JAX: jax/_src/numpy/sorting.py argsort (under jit, as JAX's)
+@jit_when_traced(static_argnames=("axis", "kind", "order", "stable", "descending"))
 def argsort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
             descending: bool = False):
     """int32 indices that sort `a` along `axis` (None: flattened). Stable: equal elements keep
-    their order (also with `descending`)."""
+    their order (also with `descending`). ValueError for `order`."""
     if order is not None:
         raise ValueError("'order' argument to argsort is not supported.")
     a = asarray(a)
     if axis is None:
         a, axis = lax_numpy.ravel(a), 0
     axis = canonicalize_axis(axis, core.get_aval(a).ndim)
-    if descending:
-        a = lax.rev(a, (axis,))
     iota = lax.broadcasted_iota(_int, shape_of(a), axis)
+    if descending and stable:  # reversed, so that ties keep their order once reversed back
+        a, iota = lax.rev(a, (axis,)), lax.rev(iota, (axis,))
     _, idx = lax.sort_key_val(a, iota, axis, is_stable=stable)
-    if descending:
-        idx = lax.sub(np.array(shape_of(a)[axis] - 1, _int), lax.rev(idx, (axis,)))
-    return idx
-
+    return lax.rev(idx, (axis,)) if descending else idx
 
 
 def lexsort(keys, axis: int = -1):

@@ -52,7 +52,7 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
     if not a_aval.shape or not b_aval.shape:
         raise ValueError(f"matmul: operands must be at least 1-D, got {a_aval.str_short()} "
                          f"and {b_aval.str_short()}")
-    a_drop, b_drop, dims, perm = _matmul_plan(a_aval.shape, b_aval.shape)
+    a_drop, b_drop, dims, perm, both = _matmul_plan(a_aval.shape, b_aval.shape)
     if a_drop:
         a = lax.squeeze(a, a_drop)
     if b_drop:
@@ -63,15 +63,16 @@ def matmul(a, b, *, precision=None, preferred_element_type=None, out_sharding=No
                           _emitted_order(out_sharding, perm))
     if perm is not None:
         out = lax.transpose(out, perm)
-    return out
+    return lax.expand_dims(out, both) if both else out
 
 
 @functools.lru_cache(maxsize=256)
 def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
     """How matmul of operands of these shapes (at least 1-D) is one dot_general: the size-1
-    leading axes to squeeze from each operand, the dimension numbers, and the permutation
-    from dot_general's result to matmul's (None: none needed). Depends on the shapes only,
-    so it is cached."""
+    leading axes to squeeze from each operand, the dimension numbers, the permutation
+    from dot_general's result to matmul's (None: none needed), and the leading axes of
+    size 1 in both operands (squeezed from both, put back in the result, as JAX's).
+    Depends on the shapes only, so it is cached."""
     a_mat, b_mat = len(a_shape) > 1, len(b_shape) > 1
     if a_shape[-1] != b_shape[-2 if b_mat else 0]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
@@ -85,10 +86,14 @@ def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
     nb = max(len(a_lead), len(b_lead))
     a_lead = (None,) * (nb - len(a_lead)) + a_lead
     b_lead = (None,) * (nb - len(b_lead)) + b_lead
-    batch, a_free, b_free, a_drop, b_drop = [], [], [], [], []
+    batch, a_free, b_free, a_drop, b_drop, both = [], [], [], [], [], []
     for i, (m, n) in enumerate(zip(a_lead, b_lead)):
         if m is not None and n is not None and m == n and m != 1:
             batch.append(i)
+        elif m == 1 and n == 1:  # as JAX: squeezed from both, put back in the result
+            a_drop.append(i)
+            b_drop.append(i)
+            both.append(i)
         elif n is None or (n == 1 and m is not None):
             a_free.append(i)
             b_drop += [i] if n == 1 else []
@@ -109,7 +114,7 @@ def _matmul_plan(a_shape: tuple, b_shape: tuple) -> tuple:
     order = tuple(int(k) for k in np.argsort(emitted))
     return (tuple(i - (nb - len(a_shape) + 2) for i in a_drop),
             tuple(i - (nb - len(b_shape) + 2) for i in b_drop), dims,
-            None if order == tuple(sorted(order)) else order)
+            None if order == tuple(sorted(order)) else order, tuple(both))
 
 
 def _emitted_order(out_sharding, order):

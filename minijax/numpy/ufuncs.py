@@ -407,21 +407,23 @@ def fmin(x1, x2):
 # Logical and bitwise
 # ---------------------------------------------------------------------------------------------
 
+# JAX: jax/_src/numpy/ufuncs.py _to_bool
+def _to_bool(x):
+    return x if dtype_kind(x) == "b" else lax.ne(x, lax_internal._const(x, 0))
+
+
+# JAX: jax/_src/numpy/ufuncs.py logical_not, logical_and, logical_or, logical_xor: the
+# operands promoted together, then each compared with 0 unless already bool
 def logical_not(x):
-    x = asarray(x)
-    return lax.bitwise_not(lax.convert_element_type(x, np.bool_) if dtype_kind(x) != "b" else x)
+    return lax.bitwise_not(*map(_to_bool, promote_args("logical_not", x)))
 
 
 def logical_and(x, y):
-    x, y = promote_shapes("logical_and", lax.convert_element_type(x, np.bool_),
-                          lax.convert_element_type(y, np.bool_))
-    return lax.bitwise_and(x, y)
+    return lax.bitwise_and(*map(_to_bool, promote_args("logical_and", x, y)))
 
 
 def logical_or(x, y):
-    x, y = promote_shapes("logical_or", lax.convert_element_type(x, np.bool_),
-                          lax.convert_element_type(y, np.bool_))
-    return lax.bitwise_or(x, y)
+    return lax.bitwise_or(*map(_to_bool, promote_args("logical_or", x, y)))
 
 
 def invert(x):
@@ -442,9 +444,7 @@ def bitwise_or(x, y):
 
 def logical_xor(x1, x2):
     """bool[...]: x1 != x2 as truth values."""
-    x1, x2 = promote_shapes("logical_xor", lax.convert_element_type(x1, np.bool_),
-                            lax.convert_element_type(x2, np.bool_))
-    return lax.bitwise_xor(x1, x2)
+    return lax.bitwise_xor(*map(_to_bool, promote_args("logical_xor", x1, x2)))
 
 
 def bitwise_xor(x1, x2):

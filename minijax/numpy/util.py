@@ -10,11 +10,12 @@ chapters/01-numpy.md.
 from __future__ import annotations
 
 import builtins
+import functools
 import warnings
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, tree_util
 from minijax import lax
 from minijax.lax.utils import broadcasting_sharding_rule
 from minijax.named_sharding import NamedSharding
@@ -268,6 +269,24 @@ def keep_weak(out, like):
 # ---------------------------------------------------------------------------------------------
 # Selection
 # ---------------------------------------------------------------------------------------------
+
+def jit_when_traced(**jit_kwargs):
+    """A decorator: call `fun` under `jit(fun, **jit_kwargs)` when an argument is traced, so
+    a jaxpr shows `jit[name=fun]` as JAX's `@jax.jit` functions do (also when a trace is
+    active); eagerly call it directly
+    (the same values, without a compilation per new shape). As `where`'s `_where`."""
+    def wrap(fun):
+        jitted = jit(fun, **jit_kwargs)
+
+        @functools.wraps(fun)
+        def wrapper(*args, **kwargs):
+            if core.trace_ctx.trace is not core.eval_trace or builtins.any(
+                    isinstance(leaf, Tracer) for leaf in tree_util.tree_leaves((args, kwargs))):
+                return jitted(*args, **kwargs)
+            return fun(*args, **kwargs)
+        return wrapper
+    return wrap
+
 
 # JAX: jax/_src/numpy/util.py _where
 def where(condition, x, y):

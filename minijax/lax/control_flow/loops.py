@@ -157,11 +157,40 @@ def scan(f: Callable, init, xs=None, length: int | None = None, reverse: bool = 
             init_avals = [core.get_aval(x) for x in init_flat]
             jaxpr, consts, carry_out_avals = trace(init_avals)
     check_carry_type("scan body", init_tree, init_avals, trees["carry"], carry_out_avals)
-    outs = scan_p.bind(*consts, *init_flat, *xs_flat, reverse=bool(reverse), length=length,
-                       jaxpr=hoist_consts(jaxpr), num_consts=len(consts),
-                       num_carry=num_carry, unroll=int(unroll))
-    carry, ys = split_list(outs, [num_carry])
+    carry, ys = _scan_forwarding_bind(hoist_consts(jaxpr).jaxpr, list(consts), list(init_flat),
+                                      list(xs_flat), reverse=bool(reverse), length=length,
+                                      unroll=int(unroll))
     return tree_unflatten(init_tree, carry), tree_unflatten(trees["ys"], ys)
+
+
+# JAX: jax/_src/lax/control_flow/loops.py scan (its forwarding of carries and extensive outputs)
+def _scan_forwarding_bind(jaxpr, consts, init, xs, **params):
+    """Bind scan_p as JAX's `scan` does: a carry the body returns unchanged is read-only, so
+    it becomes a const (and its output is the initial value); a stacked output that is a
+    stacked input is not copied by the loop but read from the input."""
+    n_c, n_carry = len(consts), len(init)
+    index = {v: i for i, v in enumerate(jaxpr.invars)}
+    fwd = [index.get(v) if isinstance(v, core.Var) else None for v in jaxpr.outvars]
+    move = [fwd[i] == n_c + i for i in range(n_carry)]
+    keep_carry = [v for v, m in zip(jaxpr.outvars[:n_carry], move) if not m]
+    moved = [v for v, m in zip(jaxpr.invars[n_c:n_c + n_carry], move) if m]
+    invars = moved + jaxpr.invars[:n_c] + [
+        v for v, m in zip(jaxpr.invars[n_c:n_c + n_carry], move) if not m] + \
+        jaxpr.invars[n_c + n_carry:]
+    consts = [x for x, m in zip(init, move) if m] + consts
+    args = [x for x, m in zip(init, move) if not m] + xs
+    n_carry -= sum(move)
+    ext = [f - n_c - sum(move) if f is not None and f >= n_c + len(init) else None
+           for f in fwd[len(init):]]  # an extensive output that is an extensive input
+    ys_out = [v for v, f in zip(jaxpr.outvars[len(init):], ext) if f is None]
+    new = core.Jaxpr([], invars, keep_carry + ys_out, jaxpr.eqns, jaxpr.effects)
+    outs = scan_p.bind(*consts, *args, jaxpr=ClosedJaxpr(new, []), num_consts=len(consts),
+                       num_carry=n_carry, **params)
+    carry_out, ys_it = iter(outs[:n_carry]), iter(outs[n_carry:])
+    init_it = iter(init)
+    carry = [lax.asarray(next(init_it)) if m else (next(init_it), next(carry_out))[1]
+             for m in move]
+    return carry, [next(ys_it) if f is None else lax.asarray(args[f]) for f in ext]
 
 
 # JAX: jax/_src/lax/control_flow/loops.py scan (its disable_jit branch)
