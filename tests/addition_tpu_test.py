@@ -23,12 +23,14 @@ RUN_KEYS = {"impl", "digits", "seed", "steps_to_99", "test_exact_match", "train_
 
 def check_shape(saved: dict) -> None:
     assert {"device_kind", "jax", "date", "params", "config", "runs"} <= set(saved)
-    for r in saved["runs"] + saved.get("robustness", []):
+    for r in saved["runs"] + saved.get("robustness", []) + saved.get("ablations", []):
         assert RUN_KEYS <= set(r), sorted(r)
         assert r["steps_to_99"] is None or 0 < r["steps_to_99"] <= r["steps"]
         assert all(len(p) == 2 for p in r["curve"] + r["val"])
     for r in saved.get("robustness", []):
         assert r["variant"] in T.VARIANTS and r["impl"] == "jax"
+    for r in saved.get("ablations", []):
+        assert r["format"] in {"default", *addition.ABLATIONS} and r["impl"] == "jax"
     lg = saved.get("length_generalisation")
     if lg:
         assert {"method", "train_digits", "test_digits", "impl", "baseline"} <= set(lg)
@@ -44,11 +46,16 @@ def test_without_a_tpu_the_script_trains_and_writes_nothing(tmp_path, capsys):
 
 
 def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
+    # phase 1 alone, then the other phases merged into its file, as the TPU runs were made
+    first = tmp_path / "phase1.json"
+    T.run(first, smoke=True, budget_s=1e6, phases=(1,))
     out = tmp_path / "26-addition-tpu.json"
-    saved = T.run(out, smoke=True, budget_s=1e6)
+    saved = T.run(out, smoke=True, budget_s=1e6, phases=(2, 3, 4, 5), merge_into=first)
     on_disk = json.loads(out.read_text())
     assert on_disk == json.loads(json.dumps(saved))
     check_shape(on_disk)
+    assert on_disk["runs"][:2] == json.loads(first.read_text())["runs"]   # kept, not redone
+    assert [s["phases"] for s in on_disk["sessions"]] == [[1], [2, 3, 4, 5]]
     assert {(r["impl"], r["digits"]) for r in on_disk["runs"]} == {
         ("minijax", 3), ("jax", 3), ("nnx", 3)}
     mj, jx = ([r for r in on_disk["runs"] if r["impl"] == name][0] for name in ("minijax", "jax"))
@@ -56,19 +63,38 @@ def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
     np.testing.assert_allclose([c[1] for c in mj["curve"]], [c[1] for c in jx["curve"]],
                                rtol=1e-4)
     assert mj["steps"] == 30 and mj["val"][-1][0] == 30 and not mj["cut"]
-    assert [r["variant"] for r in on_disk["robustness"]] == ["precision highest"]
+    assert [r["variant"] for r in on_disk["robustness"]] == list(T.VARIANTS)
     lg = on_disk["length_generalisation"]
     assert set(lg["impl"]) == {"minijax", "jax"} and lg["baseline"] is not None
     assert [(r["impl"], r["abacus"]) for r in lg["runs"]] == [
         ("jax", True), ("jax", False), ("minijax", True)]
+    ab = on_disk["ablations"]
+    assert [r["format"] for r in ab] == ["default", *addition.ABLATIONS]
+    assert all(r["steps"] == 30 and r["seed"] == 0 for r in ab)   # no early stop
+    again = T.run(tmp_path / "again.json", smoke=True, budget_s=1e6, phases=(1, 4, 5),
+                  merge_into=out)     # every run of these phases is saved: none is redone
+    assert again["runs"] == on_disk["runs"] and again["ablations"] == on_disk["ablations"]
     capsys.readouterr()
     T.show(out)
     T.show_robustness(out)
     T.show_length_generalisation(out)
+    T.show_ablations(out)
     said = capsys.readouterr().out
-    assert "3-digit sums" in said and "minijax: 0/1 seeds" in said
+    assert "3-digit sums" in said and "minijax: 0/1 seeds" in said and "nnx: 0/1 seeds" in said
     assert "minijax's losses against JAX's, per seed: seed 0 the same for 30 steps" in said
-    assert "precision highest" in said and "Abacus places" in said
+    assert "precision highest" in said and "warmup 1000" in said and "Abacus places" in said
+    assert "no zero padding" in said
+
+
+def test_a_merge_refuses_another_plan_and_a_missing_file(tmp_path):
+    saved = tmp_path / "full.json"
+    saved.write_text(json.dumps({"device_kind": jax.devices()[0].device_kind, "smoke": False,
+                                 "stop_at": 0.995, "runs": []}))
+    with pytest.raises(ValueError, match="cannot merge into .*'smoke': False"):
+        T.run(tmp_path / "out.json", smoke=True, phases=(), merge_into=saved)
+    with pytest.raises(ValueError, match="does not exist"):
+        T.run(tmp_path / "out.json", smoke=True, phases=(), merge_into=tmp_path / "absent")
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_a_run_past_its_budget_stops_and_says_so(tmp_path):
@@ -106,7 +132,7 @@ def test_length_generalisation_sets_have_the_lengths_they_claim():
 
 
 def test_show_says_when_no_tpu_run_is_committed(tmp_path, capsys):
-    for reader in (T.show, T.show_robustness, T.show_length_generalisation):
+    for reader in (T.show, T.show_robustness, T.show_length_generalisation, T.show_ablations):
         reader(tmp_path / "absent.json")
         assert "No TPU run is committed" in capsys.readouterr().out
     T.plot_seeds(tmp_path / "none.png", tmp_path / "absent.json")
