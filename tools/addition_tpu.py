@@ -380,13 +380,14 @@ def make_plan(smoke: bool, budget_s: float, stop_at: float) -> Plan:
     """The sizes of every phase: the 10M model on the TPU, or (smoke) the quick model a few
     steps at a time, every phase and variant once, on any device. `phase_s` is what the
     phases before a phase leave for it (a guess from the TPU's measured 4-15 ms a step and
-    15-45 s a compile): 150 s for length generalisation (three 10M trainers), 90 s for NNX
-    (two compiles, six runs), 70 s for the ablations (four small trainers, twelve runs)."""
+    15-45 s a compile): 175 s for length generalisation (three 10M trainers, up to 3,000
+    steps each), 100 s for NNX (two compiles, six runs), 90 s for the ablations (four small
+    trainers, twelve runs of 1,000 steps). The phases run in the order asked for."""
     if smoke:
         return Plan("quick", (3,), (0,), (0,), 10, 200, 200, 200, (3, 6, 200, 20), stop_at,
                     budget_s, ablation_size="quick", ablation_seeds=(0,), compile_s=5.0)
     return Plan("10M", (3, 6), SEEDS, ROBUST_SEEDS, 100, 1000, 5000, 1000,
-                (10, 20, 1000, 3000), stop_at, budget_s, phase_s={3: 150.0, 4: 90.0, 5: 70.0})
+                (10, 20, 1000, 3000), stop_at, budget_s, phase_s={3: 175.0, 4: 100.0, 5: 90.0})
 
 
 def setup_for(plan: Plan, digits: int, size: str | None = None, fmt=None, **changes):
@@ -433,8 +434,9 @@ class Runner:
             self.ms[kind] = max(self.ms.get(kind, 0.0), row["ms_per_step"] * 1.15 + 1.0)
 
     def keep_for_later(self, phase: int) -> float:
-        """Seconds this phase leaves for the later phases of this run."""
-        return sum(self.plan.phase_s.get(p, 0.0) for p in self.phases if p > phase)
+        """Seconds this phase leaves for the phases that follow it in this run's list."""
+        later = self.phases[self.phases.index(phase) + 1:] if phase in self.phases else ()
+        return sum(self.plan.phase_s.get(p, 0.0) for p in later)
 
     def trainer(self, key, build, *args, **kw) -> Trainer:
         """The trainer kept under `key`, built by build(*args, **kw) the first time."""
@@ -605,7 +607,7 @@ class Runner:
                     continue
                 s = setup_for(self.plan, 3, self.plan.ablation_size, fmt)
                 kind = ("ablation", label)
-                if not self.fits(kind, s.model.steps, guess_ms=3.0):
+                if not self.fits(kind, s.model.steps, self.keep_for_later(5), 3.0):
                     continue
                 data = addition.splits(s)
                 batches = Batches(addition.train_batches(3, s.model.batch, seed + 1, fmt,
