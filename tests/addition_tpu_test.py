@@ -125,7 +125,7 @@ def test_length_generalisation_sets_have_the_lengths_they_claim():
     sets = T.lengen_sets(3, 6, 50)
     for name, k in (("val", 3), ("test", 6)):
         x, places, y = sets[name]
-        assert x.shape == (50, 3 * k + 3) and places.max() == k + 1
+        assert x.shape == (50, 3 * k + 3) and places.max() == k + 2   # offset 1
         assert (x[:, k] == addition.PLUS).all()     # every operand has exactly k digits
     (bx, by), = [next(T.lengen_batches(3, 64, 0, abacus=False, n_places=1))]
     assert bx.shape == by.shape == (64, 12) and bx.max() < addition.VOCAB

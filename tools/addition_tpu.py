@@ -22,10 +22,11 @@ One process runs the phases asked for, in this order:
    numbers written least significant digit first and unpadded, tested on sums of two 20-digit
    numbers. Abacus embeddings (McLeish et al. 2024, "Transformers Can Do Arithmetic with the
    Right Embeddings"): each digit gets a learned embedding for its place within its number
-   (units 1, tens 2, ...), shifted by a random offset in 0..ABACUS_OFFSET per training sum so
-   that places beyond 10 are trained too; no other position embedding. One change of ours:
-   '=' takes the place just below the units, so that every answer digit, the units included,
-   is predicted from the position one place below it. Under raw JAX, then the baseline (the
+   (units 1, tens 2, ...), shifted by a random offset in 1..ABACUS_OFFSET per training sum so
+   that places beyond 10 are trained too (tested at offset 1); no other position embedding.
+   One change of ours: '=' takes the place just below the units (the offset, never 0, the
+   place of '+' and '.'), so that every answer digit, the units included, is predicted from
+   the position one place below it. Under raw JAX, then the baseline (the
    same data and model with learned absolute positions, raw JAX, as many steps as Abacus
    took), then raw minijax.
 4. NNX: the chapter 20 Flax NNX model with Optax on 3- and 6-digit sums, seeds 0, 1, 2, when
@@ -87,7 +88,7 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
     "warmup 1000": ({"warmup": 1000}, None),
     "peak lr 3e-4": ({"peak_lr": 3e-4, "end_lr": 3e-5}, None),
 }
-ABACUS_OFFSET = 20      # training offsets 0..20: places up to 31 are trained
+ABACUS_OFFSET = 20      # training offsets 1..20: places up to 31 are trained
 CURVE_EVERY = 50
 FIRST_LOSSES = 50       # kept step by step: where two modules' runs of a seed part
 
@@ -329,25 +330,27 @@ def random_digits(rng: np.random.RandomState, lengths: np.ndarray, width: int):
 
 def lengen_sets(train_digits: int, test_digits: int, n: int, seed: int = 0) -> dict:
     """Validation sums of two train_digits-digit numbers, test sums of two test_digits-digit
-    ones (offset 0, so places 1..test_digits+1)."""
+    ones (offset 1, the lowest trained: '=' at place 1, the digits at places
+    2..test_digits+2)."""
     rng = np.random.RandomState(seed + 21)
     out = {}
     for name, k in (("val", train_digits), ("test", test_digits)):
         ks = np.full(n, k)
         out[name] = encode_digits(*random_digits(rng, ks, k), *random_digits(rng, ks, k),
-                                  3 * k + 4, np.zeros(n, np.int64))
+                                  3 * k + 4, np.ones(n, np.int64))
     return out
 
 
 def lengen_batches(train_digits: int, batch: int, seed: int, abacus: bool, n_places: int):
     """Training batches: each operand's length drawn from 1..train_digits; with abacus, a
-    random place offset per sum."""
+    random place offset in 1..ABACUS_OFFSET per sum (never 0: '=' sits at the offset, and
+    place 0 is that of '+' and '.')."""
     rng = np.random.RandomState(seed + 1)
     k = train_digits
     while True:
         a = random_digits(rng, rng.randint(1, k + 1, size=batch), k)
         b = random_digits(rng, rng.randint(1, k + 1, size=batch), k)
-        off = rng.randint(0, ABACUS_OFFSET + 1, size=batch)
+        off = rng.randint(1, ABACUS_OFFSET + 1, size=batch)
         x, p, y = encode_digits(*a, *b, 3 * k + 4, off if abacus else np.zeros(batch, np.int64))
         yield (abacus_tokens(x, p, n_places) if abacus else x), y
 
