@@ -68,6 +68,8 @@ def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
     assert set(lg["impl"]) == {"minijax", "jax"} and lg["baseline"] is not None
     assert [(r["impl"], r["abacus"]) for r in lg["runs"]] == [
         ("jax", True), ("jax", False), ("minijax", True)]
+    for r in lg["runs"]:
+        assert set(r["by_length"]) == {"4", "5"} and len(r["per_digit"]) == 6 + 2
     ab = on_disk["ablations"]
     assert [r["format"] for r in ab] == ["default", *addition.ABLATIONS]
     assert all(r["steps"] == 30 and r["seed"] == 0 for r in ab)   # no early stop
@@ -129,6 +131,25 @@ def test_length_generalisation_sets_have_the_lengths_they_claim():
         assert (x[:, k] == addition.PLUS).all()     # every operand has exactly k digits
     (bx, by), = [next(T.lengen_batches(3, 64, 0, abacus=False, n_places=1))]
     assert bx.shape == by.shape == (64, 12) and bx.max() < addition.VOCAB
+
+
+def test_lengen_detail_scores_each_length_and_each_answer_token():
+    test = T.lengen_sets(3, 6, 40)["test"]
+    ladder = T.lengen_ladder(3, 6, 30)
+    assert sorted(ladder) == [4, 5] and all(x.shape == (30, 21) for x, _, _ in ladder.values())
+
+    def next_token(x, units_wrong=False):   # the true next token: right wherever it is scored
+        out = np.concatenate([x[:, 1:], np.full((len(x), 1), addition.END)], axis=1)
+        if units_wrong:
+            eq = np.argmax(x == addition.EQUALS, axis=1)
+            out[np.arange(len(x)), eq] = (out[np.arange(len(x)), eq] + 1) % 10
+        return out.astype(np.int32)
+    for wrong in (False, True):
+        tr = T.Trainer(jax, None, None, lambda state, x, w=wrong: next_token(np.asarray(x), w))
+        got = T.lengen_detail(tr, None, (test[0], test[2]),
+                              {k: (x, y) for k, (x, _, y) in ladder.items()}, chunk=16)
+        assert got["by_length"] == ({"4": 0.0, "5": 0.0} if wrong else {"4": 1.0, "5": 1.0})
+        assert got["per_digit"] == [0.0 if wrong else 1.0] + [1.0] * 7   # 6 or 7 digits, '.'
 
 
 def test_show_says_when_no_tpu_run_is_committed(tmp_path, capsys):

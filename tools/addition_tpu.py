@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import json
 import sys
 import time
@@ -217,9 +218,11 @@ class Batches:
 
 
 def train_run(tr: Trainer, seed: int, batches: Batches, val, test, *, max_steps: int,
-              eval_every: int, stop_at: float, clock: Clock, chunk: int) -> dict:
+              eval_every: int, stop_at: float, clock: Clock, chunk: int,
+              extra: Callable | None = None) -> dict:
     """Train from `tr.init(seed)` until the validation exact match reaches `stop_at`, the
-    step count or the deadline; val and test are (x, y) pairs."""
+    step count or the deadline; val and test are (x, y) pairs. `extra(state)`, when given,
+    returns more entries for the row, from the trained state."""
     J = tr.J
     t_run = time.perf_counter()
     state = tr.init(seed)
@@ -255,6 +258,8 @@ def train_run(tr: Trainer, seed: int, batches: Batches, val, test, *, max_steps:
            "ms_per_step": round(1e3 * train_s / max(step - 1, 1), 3),
            "steps": step, "cut": cut, "curve": curve, "val": val_curve,
            "final_loss": losses[-1], "first_losses": losses[:FIRST_LOSSES]}
+    if extra is not None:
+        out.update(extra(state))
     out["wall_s"] = round(time.perf_counter() - t_run, 3)
     return out
 
@@ -339,6 +344,39 @@ def lengen_sets(train_digits: int, test_digits: int, n: int, seed: int = 0) -> d
         out[name] = encode_digits(*random_digits(rng, ks, k), *random_digits(rng, ks, k),
                                   3 * k + 4, np.ones(n, np.int64))
     return out
+
+
+def lengen_ladder(train_digits: int, test_digits: int, n: int, seed: int = 0) -> dict:
+    """{k: (x, places, y)}: n sums of two k-digit numbers for k between the trained and the
+    tested length (a quarter, half and three quarters of the way), each row as long as a
+    test_digits-digit sum's, so that one compiled prediction serves every k."""
+    rng = np.random.RandomState(seed + 22)
+    span = test_digits - train_digits
+    ks = sorted({train_digits + round(f * span) for f in (0.25, 0.5, 0.75)} - {test_digits})
+    out = {}
+    for k in ks:
+        lens = np.full(n, k)
+        out[k] = encode_digits(*random_digits(rng, lens, k), *random_digits(rng, lens, k),
+                               3 * test_digits + 4, np.ones(n, np.int64))
+    return out
+
+
+def lengen_detail(tr: Trainer, state, test, ladder: dict, chunk: int) -> dict:
+    """Where length generalisation breaks: the exact match at each length of the ladder
+    (`by_length`), and on the test sums the accuracy of each answer token, units first and
+    the closing '.' last (`per_digit`, teacher-forced)."""
+    from compare.addition import IGNORE
+    by_length = {str(k): exact_match(predict_all(tr, state, x, chunk), y)
+                 for k, (x, y) in ladder.items()}
+    x, y = test
+    ok = predict_all(tr, state, x, chunk) == y
+    first = np.argmax(y != IGNORE, axis=1)
+    scored = (y != IGNORE).sum(axis=1)
+    per_digit = []
+    for j in range(int(scored.max())):
+        rows = np.flatnonzero(scored > j)
+        per_digit.append(round(float(ok[rows, first[rows] + j].mean()), 4))
+    return {"by_length": by_length, "per_digit": per_digit}
 
 
 def lengen_batches(train_digits: int, batch: int, seed: int, abacus: bool, n_places: int):
@@ -552,12 +590,15 @@ class Runner:
         s = setup_for(self.plan, 3)
         cfg = dataclasses.replace(s.model, block=3 * test_d + 3)
         sets = lengen_sets(train_d, test_d, n_test)
+        ladder = lengen_ladder(train_d, test_d, max(n_test // 2, 1))
         res = self.result.setdefault("length_generalisation", {
             "method": "abacus", "train_digits": train_d, "test_digits": test_d,
             "impl": {}, "baseline": None, "runs": [],
             "places": places, "max_offset": ABACUS_OFFSET, "n_test": n_test})
         inputs = {True: {k: (abacus_tokens(x, p, places), y) for k, (x, p, y) in sets.items()},
                   False: {k: (x, y) for k, (x, _, y) in sets.items()}}
+        rungs = {True: {k: (abacus_tokens(x, p, places), y) for k, (x, p, y) in ladder.items()},
+                 False: {k: (x, y) for k, (x, _, y) in ladder.items()}}
         shared = {True: Batches(lengen_batches(train_d, cfg.batch, 0, True, places)),
                   False: Batches(lengen_batches(train_d, cfg.batch, 0, False, places))}
         for impl, J, abacus in (("jax", jax, True), ("jax", jax, False),
@@ -573,10 +614,12 @@ class Runner:
             tr = self.trainer(kind, raw_trainer, J, cfg, 3 * train_d + 3,
                               abacus_places=places if abacus else 0)
             data = inputs[abacus]
+            chunk = min(self.plan.chunk, n_test)
             row = train_run(tr, 0, shared[abacus], data["val"], data["test"],
                             max_steps=max_steps, eval_every=self.plan.eval_every,
-                            stop_at=self.plan.stop_at, clock=self.clock,
-                            chunk=min(self.plan.chunk, n_test))
+                            stop_at=self.plan.stop_at, clock=self.clock, chunk=chunk,
+                            extra=functools.partial(lengen_detail, tr, test=data["test"],
+                                                    ladder=rungs[abacus], chunk=chunk))
             row = {"impl": impl, "abacus": abacus, "val_exact_match": row["val"][-1][1], **row}
             if abacus:
                 res["impl"][impl] = row["test_exact_match"]
@@ -881,11 +924,20 @@ def show_length_generalisation(path: Path = PATH) -> None:
         return
     print(f"trained on 1- to {lg['train_digits']}-digit operands, tested on "
           f"{lg['test_digits']}-digit sums ({lg['n_test']} of them)")
-    print(f"{'model':28s} {'val exact':>9} {'test exact':>10} {'steps':>6} {'train s':>8}")
+    rungs = list(lg["runs"][0].get("by_length", {}))
+    print(f"{'model':28s} {'val exact':>9} " + "".join(f"{f'{k} digits':>10}" for k in rungs)
+          + f"{'test exact':>11} {'steps':>6} {'train s':>8}")
     for r in lg["runs"]:
         name = f"{r['impl']}, " + ("Abacus places" if r["abacus"] else "absolute positions")
-        print(f"{name:28s} {r['val_exact_match']:>9.4f} {r['test_exact_match']:>10.4f} "
+        ladder = "".join(f"{r['by_length'][k]:>10.4f}" for k in rungs if k in r.get(
+            "by_length", {}))
+        print(f"{name:28s} {r['val_exact_match']:>9.4f} {ladder}{r['test_exact_match']:>11.4f} "
               f"{r['steps']:>6} {r['train_s']:>8.1f}")
+    for r in lg["runs"]:
+        if r.get("per_digit"):
+            print(f"{r['impl']}, {'Abacus' if r['abacus'] else 'absolute'}: each answer token "
+                  f"right on the test sums, units first: "
+                  + " ".join(f"{v:.2f}" for v in r["per_digit"]))
 
 
 def main(argv=None) -> int:
