@@ -23,12 +23,14 @@ RUN_KEYS = {"impl", "digits", "seed", "steps_to_99", "test_exact_match", "train_
 
 def check_shape(saved: dict) -> None:
     assert {"device_kind", "jax", "date", "params", "config", "runs"} <= set(saved)
-    for r in saved["runs"] + saved.get("robustness", []):
+    for r in saved["runs"] + saved.get("robustness", []) + saved.get("ablations", []):
         assert RUN_KEYS <= set(r), sorted(r)
         assert r["steps_to_99"] is None or 0 < r["steps_to_99"] <= r["steps"]
         assert all(len(p) == 2 for p in r["curve"] + r["val"])
     for r in saved.get("robustness", []):
         assert r["variant"] in T.VARIANTS and r["impl"] == "jax"
+    for r in saved.get("ablations", []):
+        assert r["format"] in {"default", *addition.ABLATIONS} and r["impl"] == "jax"
     lg = saved.get("length_generalisation")
     if lg:
         assert {"method", "train_digits", "test_digits", "impl", "baseline"} <= set(lg)
@@ -44,11 +46,16 @@ def test_without_a_tpu_the_script_trains_and_writes_nothing(tmp_path, capsys):
 
 
 def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
+    # phase 1 alone, then the other phases merged into its file, as the TPU runs were made
+    first = tmp_path / "phase1.json"
+    T.run(first, smoke=True, budget_s=1e6, phases=(1,))
     out = tmp_path / "26-addition-tpu.json"
-    saved = T.run(out, smoke=True, budget_s=1e6)
+    saved = T.run(out, smoke=True, budget_s=1e6, phases=(2, 3, 4, 5), merge_into=first)
     on_disk = json.loads(out.read_text())
     assert on_disk == json.loads(json.dumps(saved))
     check_shape(on_disk)
+    assert on_disk["runs"][:2] == json.loads(first.read_text())["runs"]   # kept, not redone
+    assert [s["phases"] for s in on_disk["sessions"]] == [[1], [2, 3, 4, 5]]
     assert {(r["impl"], r["digits"]) for r in on_disk["runs"]} == {
         ("minijax", 3), ("jax", 3), ("nnx", 3)}
     mj, jx = ([r for r in on_disk["runs"] if r["impl"] == name][0] for name in ("minijax", "jax"))
@@ -56,19 +63,40 @@ def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
     np.testing.assert_allclose([c[1] for c in mj["curve"]], [c[1] for c in jx["curve"]],
                                rtol=1e-4)
     assert mj["steps"] == 30 and mj["val"][-1][0] == 30 and not mj["cut"]
-    assert [r["variant"] for r in on_disk["robustness"]] == ["precision highest"]
+    assert [r["variant"] for r in on_disk["robustness"]] == list(T.VARIANTS)
     lg = on_disk["length_generalisation"]
     assert set(lg["impl"]) == {"minijax", "jax"} and lg["baseline"] is not None
     assert [(r["impl"], r["abacus"]) for r in lg["runs"]] == [
         ("jax", True), ("jax", False), ("minijax", True)]
+    for r in lg["runs"]:
+        assert set(r["by_length"]) == {"4", "5"} and len(r["per_digit"]) == 6 + 2
+    ab = on_disk["ablations"]
+    assert [r["format"] for r in ab] == ["default", *addition.ABLATIONS]
+    assert all(r["steps"] == 30 and r["seed"] == 0 for r in ab)   # no early stop
+    again = T.run(tmp_path / "again.json", smoke=True, budget_s=1e6, phases=(1, 4, 5),
+                  merge_into=out)     # every run of these phases is saved: none is redone
+    assert again["runs"] == on_disk["runs"] and again["ablations"] == on_disk["ablations"]
     capsys.readouterr()
     T.show(out)
     T.show_robustness(out)
     T.show_length_generalisation(out)
+    T.show_ablations(out)
     said = capsys.readouterr().out
-    assert "3-digit sums" in said and "minijax: 0/1 seeds" in said
+    assert "3-digit sums" in said and "minijax: 0/1 seeds" in said and "nnx: 0/1 seeds" in said
     assert "minijax's losses against JAX's, per seed: seed 0 the same for 30 steps" in said
-    assert "precision highest" in said and "Abacus places" in said
+    assert "precision highest" in said and "warmup 1000" in said and "Abacus places" in said
+    assert "no zero padding" in said
+
+
+def test_a_merge_refuses_another_plan_and_a_missing_file(tmp_path):
+    saved = tmp_path / "full.json"
+    saved.write_text(json.dumps({"device_kind": jax.devices()[0].device_kind, "smoke": False,
+                                 "stop_at": 0.995, "runs": []}))
+    with pytest.raises(ValueError, match="cannot merge into .*'smoke': False"):
+        T.run(tmp_path / "out.json", smoke=True, phases=(), merge_into=saved)
+    with pytest.raises(ValueError, match="does not exist"):
+        T.run(tmp_path / "out.json", smoke=True, phases=(), merge_into=tmp_path / "absent")
+    assert not (tmp_path / "out.json").exists()
 
 
 def test_a_run_past_its_budget_stops_and_says_so(tmp_path):
@@ -99,14 +127,33 @@ def test_length_generalisation_sets_have_the_lengths_they_claim():
     sets = T.lengen_sets(3, 6, 50)
     for name, k in (("val", 3), ("test", 6)):
         x, places, y = sets[name]
-        assert x.shape == (50, 3 * k + 3) and places.max() == k + 1
+        assert x.shape == (50, 3 * k + 3) and places.max() == k + 2   # offset 1
         assert (x[:, k] == addition.PLUS).all()     # every operand has exactly k digits
     (bx, by), = [next(T.lengen_batches(3, 64, 0, abacus=False, n_places=1))]
     assert bx.shape == by.shape == (64, 12) and bx.max() < addition.VOCAB
 
 
+def test_lengen_detail_scores_each_length_and_each_answer_token():
+    test = T.lengen_sets(3, 6, 40)["test"]
+    ladder = T.lengen_ladder(3, 6, 30)
+    assert sorted(ladder) == [4, 5] and all(x.shape == (30, 21) for x, _, _ in ladder.values())
+
+    def next_token(x, units_wrong=False):   # the true next token: right wherever it is scored
+        out = np.concatenate([x[:, 1:], np.full((len(x), 1), addition.END)], axis=1)
+        if units_wrong:
+            eq = np.argmax(x == addition.EQUALS, axis=1)
+            out[np.arange(len(x)), eq] = (out[np.arange(len(x)), eq] + 1) % 10
+        return out.astype(np.int32)
+    for wrong in (False, True):
+        tr = T.Trainer(jax, None, None, lambda state, x, w=wrong: next_token(np.asarray(x), w))
+        got = T.lengen_detail(tr, None, (test[0], test[2]),
+                              {k: (x, y) for k, (x, _, y) in ladder.items()}, chunk=16)
+        assert got["by_length"] == ({"4": 0.0, "5": 0.0} if wrong else {"4": 1.0, "5": 1.0})
+        assert got["per_digit"] == [0.0 if wrong else 1.0] + [1.0] * 7   # 6 or 7 digits, '.'
+
+
 def test_show_says_when_no_tpu_run_is_committed(tmp_path, capsys):
-    for reader in (T.show, T.show_robustness, T.show_length_generalisation):
+    for reader in (T.show, T.show_robustness, T.show_length_generalisation, T.show_ablations):
         reader(tmp_path / "absent.json")
         assert "No TPU run is committed" in capsys.readouterr().out
     T.plot_seeds(tmp_path / "none.png", tmp_path / "absent.json")

@@ -76,9 +76,11 @@ def test_addition_topic_quick():
 
 @pytest.mark.slow
 def test_a_small_model_learns_two_digit_addition():
-    """A seeded run that has to learn: 2-digit sums, 2 layers, d=64, 600 steps of 128 sums
-    under minijax; at least 99% of the held-out test sums (250 of the 280 in the test split)
-    exactly right. About half a minute on two CPU cores."""
+    """A seeded run that has to learn: 2-digit sums, 2 layers, d=64, 600 steps of 128 sums,
+    under minijax and JAX in lockstep from the same weights; each must get at least 99% of
+    250 held-out test sums (of the 280 in the test split) exactly right. Seeds 0, 1 and 2 of
+    this setup reach a validation exact match of 1.0 between steps 400 and 500 on a CPU and
+    score 0.996-1.0 on the test sums, so 600 steps leave a margin. About 50 CPU-seconds."""
     import minijax
     cfg = gpt.Config(vocab=addition.VOCAB, block=addition.Format().length(2) - 1, n_layer=2,
                      d_model=64, n_head=4, batch=128, steps=600, warmup=60, peak_lr=3e-3,
@@ -86,12 +88,14 @@ def test_a_small_model_learns_two_digit_addition():
     s = addition.Setup(2, cfg, eval_every=100)
     val = addition.make_split(2, 60, 1, 11, s.fmt)
     test = addition.make_split(2, 250, 0, 12, s.fmt)
-    runners = {"minijax": addition.raw_runner(minijax, s, gpt.init_params(cfg, 0))}
-    run = addition.train(runners, s, val, quiet=True)["minijax"]
-    J, prog, _ = runners["minijax"]
-    pred = addition.predict(J, prog, run["state"][0], test.x, chunk=250)
-    assert addition.score(pred, test, 2)["exact_match"] >= 0.99, run["val"]
-    assert run["losses"][-1] < 0.05 * run["losses"][0]
+    runners = {name: addition.raw_runner(J, s, gpt.init_params(cfg, 0))
+               for name, J in (("minijax", minijax), ("jax", jax))}
+    runs = addition.train(runners, s, val, quiet=True)
+    for name, (J, prog, _) in runners.items():
+        pred = addition.predict(J, prog, runs[name]["state"][0], test.x, chunk=250)
+        assert addition.score(pred, test, 2)["exact_match"] >= 0.99, (name, runs[name]["val"])
+        assert runs[name]["losses"][-1] < 0.05 * runs[name]["losses"][0], name
+    assert runs["minijax"]["losses"] == pytest.approx(runs["jax"]["losses"], rel=1e-4)
 
 
 @pytest.mark.slow
