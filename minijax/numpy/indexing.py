@@ -298,7 +298,9 @@ def _normalized(e, size):
         return e if isinstance(e, np.unsignedinteger) else e + size if e < 0 else e
     if dtype_kind(e) == "u":
         return e
-    n = np.array(size, dtype=dtypes.canonicalize_dtype(core.get_aval(e).dtype))
+    dtype = dtypes.canonicalize_dtype(core.get_aval(e).dtype)
+    n = (np.array(size, dtype=dtype) if isinstance(size, int) else  # a symbolic size
+         lax.convert_element_type(core.dimension_as_value(size), dtype))
     return lax.select(e < 0, lax.add(e, n), e)
 
 
@@ -331,7 +333,9 @@ def _index_to_gather(shape: tuple, idx: list) -> _GatherIndexer:
                 adv_x_axes.append(j)
     x_axis = y_axis = collapsed_y_axis = 0
     offset_dims, collapsed, start_index_map = [], [], []
-    index_dtype = np.dtype(np.int32 if np.prod(shape, dtype=np.int64) < 2**31 else np.int64)
+    static = builtins.all(isinstance(d, int) for d in shape)
+    index_dtype = np.dtype(np.int32 if not static or np.prod(shape, dtype=np.int64) < 2**31
+                           else np.int64)
     gather_indices, gather_indices_shape = [], []
     slice_shape, newaxis_dims, reversed_y_dims, gather_slice_shape = [], [], [], []
     for pos, e in enumerate(idx):
@@ -364,8 +368,12 @@ def _index_to_gather(shape: tuple, idx: list) -> _GatherIndexer:
             newaxis_dims.append(y_axis)
             y_axis += 1
         elif isinstance(e, builtins.slice):
-            start, stop, step = e.indices(shape[x_axis])  # JAX: core.canonicalize_slice
-            size = len(range(start, stop, step))
+            if isinstance(shape[x_axis], int):  # JAX: core.canonicalize_slice
+                start, stop, step = e.indices(shape[x_axis])
+                size = len(range(start, stop, step))
+            else:  # a symbolic size (chapters/31-export.md)
+                start, stop, step, size = (0, shape[x_axis], 1, shape[x_axis]) \
+                    if e == builtins.slice(None) else _canonicalize_slice(e, shape[x_axis])
             slice_shape.append(size)
             if step == 1:
                 if size != shape[x_axis]:
