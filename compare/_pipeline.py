@@ -23,8 +23,11 @@ runs nothing, the block's forward or its backward (`vjp` of the block, recompute
 stored input, as activation checkpointing does), and two `ppermute`s move the results one
 stage on (activations) and one stage back (cotangents), with their microbatch index. The first
 stage embeds its microbatch's tokens, the last computes the loss; both read the shared
-embedding and head weights, whose gradients are summed over the stages with `psum`.
-"""
+embedding and head weights, whose gradients are summed over the stages with `psum`. (One
+program serves every stage: each computes the embedding and the loss, and a `where` on its
+stage index keeps what is its own; at this size that costs little, a real pipeline would
+branch instead.) The weights are passed whole and stacked per step, each stage reading its
+block's slice; a real pipeline keeps each stage's weights and optimizer state on its devices."""
 
 from __future__ import annotations
 
