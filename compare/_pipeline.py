@@ -199,7 +199,7 @@ def run(res, data: gpt.CharData, quick: bool) -> tuple[dict, str]:
     m = 4 microbatches per data shard (and 8 in the full run)."""
     import jax
 
-    import minijax
+    from compare._modules import MODULES
     cfg = sizes(len(data.chars))
     p = cfg.n_layer
     xs, ys = gpt.batches(data.train, cfg.steps, cfg.batch, cfg.block, 1)
@@ -221,7 +221,7 @@ def run(res, data: gpt.CharData, quick: bool) -> tuple[dict, str]:
                            f"keeps at most {peak} microbatches' inputs", len(table) ==
                            2 * (m + p - 1) and peak == expect)
             permutes = {}
-            for name, J in (("minijax", minijax), ("jax", jax)):
+            for name, J in MODULES:
                 r = train_pipeline(J, kind, cfg, params0, xs, ys, m)
                 permutes[name] = r["hlo"].count(" collective-permute(") + r["hlo"].count(
                     " collective-permute-start(")
