@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import jax
 import numpy as np
@@ -150,22 +151,55 @@ def init_params(cfg: Config, seed: int = 0) -> dict:
             "lnf_g": ones(d), "lnf_b": zeros(d), "w_head": normal(d, cfg.vocab)}
 
 
-def dense_mlp(J, blk, h):
+def _identity(x):
+    return x
+
+
+class Split(NamedTuple):
+    """Where the GPT meets a mesh: the forward pass calls these hooks at four places. The
+    defaults (identities, no gather) are one device; compare/gpt_sharded.py fills them in.
+
+    `enter(h)` at the input of each column-parallel matmul (the q, k, v projections and the
+    MLP's first matmul), `reduce(y)` after each row-parallel one (the attention's output
+    projection, the MLP's second matmul), before its bias; `gather(weights, layer)` returns a
+    layer's weights whole just before it runs (layer: the block's index, or None for the
+    embeddings, final LayerNorm and head); `constrain(x)` the residual stream after the
+    embedding and after each block."""
+
+    enter: Callable = _identity
+    reduce: Callable = _identity
+    gather: Callable | None = None
+    constrain: Callable = _identity
+
+
+ONE_DEVICE = Split()
+
+
+def dense_mlp(J, blk, h, split: Split = ONE_DEVICE):
     """The GPT MLP: (y, aux); aux is what the block adds to the loss (nothing here). A mixture
-    of experts returns a dict with "lb" (its load-balancing loss) and other statistics."""
-    y = J.nn.gelu(h @ blk["w_fc"] + blk["b_fc"]) @ blk["w_proj"] + blk["b_proj"]
-    return y, 0.0
+    of experts returns a dict with "lb" (its load-balancing loss) and other statistics.
+    `split` (tensor parallelism) marks its two matmuls column- and row-parallel."""
+    hid = J.nn.gelu(split.enter(h) @ blk["w_fc"] + blk["b_fc"])
+    return split.reduce(hid @ blk["w_proj"]) + blk["b_proj"], 0.0
 
 
 def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
-            ignore_id: int | None = None):
+            ignore_id: int | None = None, split: Split = ONE_DEVICE):
     """The GPT for module `J`: a dict of the (jitted) functions the comparison uses.
 
     `mlp(J, blk, h) -> (y, aux)` fills the MLP slot of every block; the training loss is the
     cross-entropy plus `aux_weight` times the sum over blocks of aux (or of aux["lb"] when aux
     is a dict: the forward sums dicts key by key). With `ignore_id`, the cross-entropy is the
     mean over the positions whose target is not `ignore_id` (`compare/addition.py` scores only
-    the answer digits this way)."""
+    the answer digits this way). `split` places the model on a mesh (see `Split`; the
+    identities by default).
+
+    A block's attention takes its q, k, v projections either fused (`w_qkv` f32[d,3d],
+    columns ordered (q/k/v, head, head_dim): `init_params`) or as three matrices `w_q`, `w_k`,
+    `w_v` f32[d,d] (the layout tensor parallelism splits by heads); it reads its number of
+    heads from their width, so inside a `shard_map` it runs on this device's heads. The
+    returned dict's "embed", "block" and "head" are the forward's three parts (a pipeline
+    runs them on different devices, compare/pipeline.py)."""
     jnp, lax = J.numpy, J.lax
     H, dh, Tmax = cfg.n_head, cfg.head_dim, cfg.block
 
@@ -175,44 +209,67 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
         var = jnp.mean(xc * xc, axis=-1, keepdims=True)
         return xc * lax.rsqrt(var + 1e-5) * g + b
 
+    def qkv(blk, h):
+        """q, k, v f32[B,T,H',dh] from either layout; H' = the heads these weights hold."""
+        B, T, _ = h.shape
+        if "w_qkv" in blk:
+            qkv = (h @ blk["w_qkv"] + blk["b_qkv"]).reshape(
+                B, T, 3, blk["w_qkv"].shape[1] // (3 * dh), dh)
+            return qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        return tuple((h @ blk[f"w_{n}"] + blk[f"b_{n}"]).reshape(
+            B, T, blk[f"w_{n}"].shape[1] // dh, dh) for n in "qkv")
+
     def attention(blk, h, mask, cache=None, pos=None):
         """h f32[B,Tq,d]; mask bool[Tq,Tk]. Without a cache Tk = Tq; with one, the new keys
         and values are written into the cache (f32[B,Tmax,H,dh] each) at `pos` and the
         queries attend over the whole cache (the mask hides what is not written yet)."""
         B, Tq, d = h.shape
-        qkv = (h @ blk["w_qkv"] + blk["b_qkv"]).reshape(B, Tq, 3, H, dh)
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        q, k, v = qkv(blk, split.enter(h))
         if cache is not None:
             k = lax.dynamic_update_slice(cache[0], k, (0, pos, 0, 0))
             v = lax.dynamic_update_slice(cache[1], v, (0, pos, 0, 0))
             cache = (k, v)
         s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * np.float32(1 / math.sqrt(dh))
         p = J.nn.softmax(jnp.where(mask, s, np.float32(-1e30)), axis=-1)
-        o = jnp.einsum("bhqk,bkhd->bqhd", p, v).reshape(B, Tq, d)
-        return o @ blk["w_o"] + blk["b_o"], cache
+        o = jnp.einsum("bhqk,bkhd->bqhd", p, v).reshape(B, Tq, q.shape[2] * dh)
+        return split.reduce(o @ blk["w_o"]) + blk["b_o"], cache
+
+    def embed(top, idx):
+        """idx int32[B,T] -> the residual stream f32[B,T,d] at positions 0..T-1."""
+        return jnp.take(top["wte"], idx, axis=0) + top["wpe"][:idx.shape[1]]
+
+    def block(blk, x, mask, cache=None, pos=0):
+        """One transformer block: (x, aux, cache)."""
+        a, cache = attention(blk, layer_norm(x, blk["ln1_g"], blk["ln1_b"]), mask, cache, pos)
+        x = x + a
+        m, aux = mlp(J, blk, layer_norm(x, blk["ln2_g"], blk["ln2_b"]))
+        return split.constrain(x + m), aux, cache
+
+    def head(top, x):
+        """The final LayerNorm and the output matrix: logits f32[B,T,V]."""
+        return layer_norm(x, top["lnf_g"], top["lnf_b"]) @ top["w_head"]
 
     def forward(params, idx, caches=None, pos=0):
         """idx int32[B,T] -> (logits f32[B,T,V], aux, caches). With caches (a list of (k, v)
         per layer) the T tokens sit at positions pos..pos+T-1."""
         B, T = idx.shape
-        x = jnp.take(params["wte"], idx, axis=0)
+        top = params if split.gather is None else split.gather(
+            {k: v for k, v in params.items() if k != "blocks"}, None)
         if caches is None:
-            x = x + params["wpe"][:T]
+            x = embed(top, idx)
             mask = jnp.tril(jnp.ones((T, T), bool))
         else:
-            x = x + lax.dynamic_slice_in_dim(params["wpe"], pos, T, axis=0)
+            x = jnp.take(top["wte"], idx, axis=0)
+            x = x + lax.dynamic_slice_in_dim(top["wpe"], pos, T, axis=0)
             mask = jnp.arange(Tmax)[None, :] <= jnp.arange(T)[:, None] + pos
+        x = split.constrain(x)
         aux, new_caches = None, []
         for i, blk in enumerate(params["blocks"]):
-            a, c = attention(blk, layer_norm(x, blk["ln1_g"], blk["ln1_b"]), mask,
-                             None if caches is None else caches[i], pos)
-            x = x + a
-            m, aux_i = mlp(J, blk, layer_norm(x, blk["ln2_g"], blk["ln2_b"]))
-            x = x + m
+            blk = blk if split.gather is None else split.gather(blk, i)
+            x, aux_i, c = block(blk, x, mask, None if caches is None else caches[i], pos)
             aux = aux_i if aux is None else J.tree_util.tree_map(jnp.add, aux, aux_i)
             new_caches.append(c)
-        logits = layer_norm(x, params["lnf_g"], params["lnf_b"]) @ params["w_head"]
-        return logits, aux, new_caches
+        return head(top, x), aux, new_caches
 
     def cross_entropy(logits, y):
         logp = J.nn.log_softmax(logits, axis=-1)
@@ -289,7 +346,8 @@ def program(J, cfg: Config, mlp=dense_mlp, aux_weight: float = 0.0,
         return jnp.argmax(row, axis=-1).astype(np.int32)
 
     return {
-        "forward": forward, "loss": loss, "schedule": schedule, "init_opt": init_opt,
+        "forward": forward, "embed": embed, "block": block, "head": head,
+        "cross_entropy": cross_entropy, "loss": loss, "schedule": schedule, "init_opt": init_opt,
         "adamw": adamw, "train_step": train_step, "step": J.jit(train_step),
         "eval_loss": J.jit(loss),
         "prefill": J.jit(prefill), "decode": J.jit(decode),

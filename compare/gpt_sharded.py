@@ -13,16 +13,21 @@ Strategies, each written twice:
 
 `dp` data parallel over 8; `fsdp` parameters and AdamW state split over the data axis (ZeRO-3);
 `tp` Megatron tensor parallel on a (2, 4) mesh ("data", "model"); `fsdp_tp` the 2-D mix; `ep`
-the MoE with one expert per device and tokens moved by `all_to_all`.
+the MoE with one expert per device and tokens moved by `all_to_all`. Then pipeline parallelism
+(`compare/_pipeline.py`): GPipe and 1F1B over 4 stages of a (2, 4) mesh ("data", "stage"),
+written by hand with `ppermute`.
 
-The model is the GPT of `compare/gpt.py` with the fused QKV matrix stored as three matrices
-(`w_q`, `w_k`, `w_v`, columns ordered (head, head_dim)): the same numbers, in the layout that
-lets "split the heads over devices" be a split of a matrix dimension. Same initial weights
+The model is `gpt.program` itself, not a copy: each strategy fills in the hooks of `gpt.Split`
+(Megatron's `enter`/`reduce`, FSDP's `gather`, the partitioner's `constrain`) or the MLP slot
+(the experts), and stores the fused QKV matrix as three matrices (`w_q`, `w_k`, `w_v`, columns
+ordered (head, head_dim); `megatron_layout`): the same numbers, in the layout that lets "split
+the heads over devices" be a split of a matrix dimension. Same initial weights
 (`gpt.init_params`), batches (`gpt.batches`), AdamW and schedule (`gpt.program`'s).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
@@ -32,7 +37,7 @@ import jax
 import numpy as np
 
 import minijax
-from compare import gpt, moe
+from compare import _pipeline, gpt, moe
 from compare._jax201 import count_collectives, fmt_counts, table
 from compare._model_checks import finite_differences, phase_times
 from compare._report import TopicResult, interleaved_times, ms_of, xla_log_lines
@@ -58,84 +63,6 @@ def megatron_layout(params: dict) -> dict:
                 nb[f"b_{name}"] = np.split(blk["b_qkv"], 3)[i].copy()
         out["blocks"].append(nb)
     return out
-
-
-def model(J, cfg: gpt.Config, *, enter=None, reduce=None, gather=None, specs=None, mlp=None,
-          constrain=None):
-    """(forward, loss) of the GPT for module J, on full or per-device parameters.
-
-    The attention and MLP read their widths from the weights, so inside a `shard_map` they run
-    on this device's heads and hidden units. Megatron's two operators are hooks: `enter(h)`
-    starts a column-parallel matmul (the identity, or `pcast(h, "model", to="varying")`, whose
-    transpose is the backward pass's all-reduce) and `reduce(y)` finishes a row-parallel one
-    (the identity, or `psum` over "model"). `gather(tree, specs)` turns a parameter subtree
-    into full weights just before its layer (the identity, or FSDP's `all_gather`s); `mlp`
-    replaces the dense MLP (the expert-parallel MoE); `constrain(x)` pins the layout of the
-    residual stream (for the partitioner)."""
-    jnp, lax = J.numpy, J.lax
-    dh, Tmax = cfg.head_dim, cfg.block
-    ident = lambda y: y  # noqa: E731
-    enter, reduce, constrain = enter or ident, reduce or ident, constrain or ident
-    use = (lambda tree, key: tree) if gather is None else (
-        lambda tree, key: gather(tree, key(specs)))
-
-    def layer_norm(x, g, b):
-        mu = jnp.mean(x, axis=-1, keepdims=True)
-        xc = x - mu
-        var = jnp.mean(xc * xc, axis=-1, keepdims=True)
-        return xc * lax.rsqrt(var + 1e-5) * g + b
-
-    def attention(blk, h, mask, cache, pos):
-        B, Tq, _ = h.shape
-        H = blk["w_q"].shape[1] // dh  # heads on this device
-        h = enter(h)
-        q, k, v = ((h @ blk[f"w_{n}"] + blk[f"b_{n}"]).reshape(B, Tq, H, dh) for n in "qkv")
-        if cache is not None:
-            k = lax.dynamic_update_slice(cache[0], k, (0, pos, 0, 0))
-            v = lax.dynamic_update_slice(cache[1], v, (0, pos, 0, 0))
-            cache = (k, v)
-        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * np.float32(1 / math.sqrt(dh))
-        p = J.nn.softmax(jnp.where(mask, s, np.float32(-1e30)), axis=-1)
-        o = jnp.einsum("bhqk,bkhd->bqhd", p, v).reshape(B, Tq, H * dh)
-        return reduce(o @ blk["w_o"]) + blk["b_o"], cache
-
-    def dense(J, blk, h):
-        hid = J.nn.gelu(enter(h) @ blk["w_fc"] + blk["b_fc"])
-        return reduce(hid @ blk["w_proj"]) + blk["b_proj"], 0.0
-
-    def forward(params, idx, caches=None, pos=0):
-        B, T = idx.shape
-        top = use({k: v for k, v in params.items() if k != "blocks"},
-                  lambda s: {k: v for k, v in s.items() if k != "blocks"})
-        x = jnp.take(top["wte"], idx, axis=0)
-        if caches is None:
-            x = x + top["wpe"][:T]
-            mask = jnp.tril(jnp.ones((T, T), bool))
-        else:
-            x = x + lax.dynamic_slice_in_dim(top["wpe"], pos, T, axis=0)
-            mask = jnp.arange(Tmax)[None, :] <= jnp.arange(T)[:, None] + pos
-        x = constrain(x)
-        aux, new_caches = 0.0, []
-        for i, blk in enumerate(params["blocks"]):
-            blk = use(blk, lambda s, i=i: s["blocks"][i])
-            a, c = attention(blk, layer_norm(x, blk["ln1_g"], blk["ln1_b"]), mask,
-                             None if caches is None else caches[i], pos)
-            x = x + a
-            m, aux_i = (mlp or dense)(J, blk, layer_norm(x, blk["ln2_g"], blk["ln2_b"]))
-            x = constrain(x + m)
-            aux = aux + (aux_i["lb"] if isinstance(aux_i, dict) else aux_i)
-            new_caches.append(c)
-        logits = layer_norm(x, top["lnf_g"], top["lnf_b"]) @ top["w_head"]
-        return logits, aux, new_caches
-
-    def loss(params, x, y, aux_weight=0.0):
-        """Mean cross-entropy (+ aux_weight times the MoE's load-balancing losses)."""
-        logits, aux, _ = forward(params, x)
-        logp = J.nn.log_softmax(logits, axis=-1)
-        ce = -jnp.mean(jnp.sum(J.nn.one_hot(y, cfg.vocab) * logp, axis=-1))
-        return ce + aux_weight * aux if aux_weight else ce
-
-    return forward, loss
 
 
 # ---------------------------------------------------------------------------------------------
@@ -208,16 +135,25 @@ STRATEGIES = {  # name: (mesh shape, axis names)
 # The manual versions: the loss as a shard_map with the collectives written out
 # ---------------------------------------------------------------------------------------------
 
-def fsdp_gather(J):
-    """gather(tree, specs): all_gather each parameter over "data" along its split dimension."""
-    def gather(tree, specs):
+def fsdp_gather(J, specs: dict):
+    """gpt.Split's gather(weights, layer): all_gather each parameter over "data" along its
+    split dimension (layer: a block's index, or None for the embeddings and head)."""
+    def gather(tree, layer):
+        sp = specs if layer is None else specs["blocks"][layer]
         out = {}
         for k, v in tree.items():
-            dim = next((i for i, s in enumerate(specs[k])
+            dim = next((i for i, s in enumerate(sp[k])
                         if s == DATA or (isinstance(s, tuple) and DATA in s)), None)
             out[k] = v if dim is None else J.lax.all_gather(v, DATA, axis=dim, tiled=True)
         return out
     return gather
+
+
+def one_gpt(J, cfg: gpt.Config, split: gpt.Split, moe_mlp=None, aux_weight: float = 0.0):
+    """compare/gpt.py's loss with `split`'s hooks (the dense MLP gets them too), or with
+    `moe_mlp` in the MLP slot."""
+    mlp = moe_mlp or functools.partial(gpt.dense_mlp, split=split)
+    return gpt.program(J, cfg, mlp=mlp, aux_weight=aux_weight, split=split)["loss"]
 
 
 def ep_mlp(J, mcfg: moe.MoEConfig, mesh=None):
@@ -240,14 +176,16 @@ def manual_loss(J, strategy: str, mesh, cfg: gpt.Config, specs: dict, n_data: in
     """The global mean loss as a shard_map over `mesh` (parameters in `specs`, batch split
     over "data"): each device computes its batch slice's mean, a psum over "data" averages."""
     tp = strategy in ("tp", "fsdp_tp")
-    _, local = model(J, cfg, reduce=(lambda y: J.lax.psum(y, MODEL)) if tp else None,
-                     enter=(lambda h: J.lax.pcast(h, MODEL, to="varying")) if tp else None,
-                     gather=fsdp_gather(J) if "fsdp" in strategy else None, specs=specs,
-                     mlp=ep_mlp(J, mcfg) if strategy == "ep" else None)
-    aux_weight = mcfg.aux_weight if strategy == "ep" else 0.0
+    split = gpt.Split(enter=(lambda h: J.lax.pcast(h, MODEL, to="varying")) if tp else
+                      gpt._identity,
+                      reduce=(lambda y: J.lax.psum(y, MODEL)) if tp else gpt._identity,
+                      gather=fsdp_gather(J, specs) if "fsdp" in strategy else None)
+    ep = strategy == "ep"
+    local = one_gpt(J, cfg, split, ep_mlp(J, mcfg) if ep else None,
+                    mcfg.aux_weight if ep else 0.0)
 
     def body(params, x, y):
-        return J.lax.psum(local(params, x, y, aux_weight), DATA) / n_data
+        return J.lax.psum(local(params, x, y), DATA) / n_data
     return J.shard_map(body, mesh=mesh, in_specs=(as_specs(J, specs), J.P(DATA), J.P(DATA)),
                        out_specs=J.P())
 
@@ -259,14 +197,15 @@ def auto_loss(J, strategy: str, mesh, cfg: gpt.Config, specs: dict,
     ns = lambda s: J.sharding.NamedSharding(mesh, s)  # noqa: E731
     pin = lambda x: J.lax.with_sharding_constraint(x, ns(J.P(DATA)))  # noqa: E731
     if strategy == "ep":
-        _, loss = model(J, cfg, mlp=ep_mlp(J, mcfg, mesh), constrain=pin)
-        return lambda p, x, y: loss(p, x, y, mcfg.aux_weight)
+        return one_gpt(J, cfg, gpt.Split(constrain=pin), ep_mlp(J, mcfg, mesh),
+                       mcfg.aux_weight)
     gather = None
     if "fsdp" in strategy:  # ask for each layer's weights whole ("data" removed from its spec)
-        def gather(tree, specs):
-            return {k: J.lax.with_sharding_constraint(v, ns(J.P(*without_data(specs[k]))))
+        def gather(tree, layer):
+            sp = specs if layer is None else specs["blocks"][layer]
+            return {k: J.lax.with_sharding_constraint(v, ns(J.P(*without_data(sp[k]))))
                     for k, v in tree.items()}
-    return model(J, cfg, constrain=pin, gather=gather, specs=specs)[1]
+    return one_gpt(J, cfg, gpt.Split(constrain=pin, gather=gather))
 
 
 def without_data(spec: tuple) -> tuple:
@@ -346,20 +285,21 @@ def hlo_bytes(hlo_text: str, n_devices: int = 8) -> dict[str, float]:
     return out
 
 
-def predicted_bytes(strategy: str, style: str, cfg: gpt.Config, params: dict,
-                    mcfg: moe.MoEConfig | None = None) -> float | None:
-    """Chapter 25's formula for the bytes one device sends per training step (float32).
+def predicted_bytes(strategy: str, cfg: gpt.Config, params: dict,
+                    mcfg: moe.MoEConfig | None = None) -> float:
+    """Chapter 25's textbook bill: the bytes one device sends per training step (float32) under
+    `strategy`'s layout, from the sizes alone, before anything is compiled. The same number
+    for both styles: it is what the hand-written (manual) program sends, and what the
+    partitioner would send if it chose the same plan (the chapter reads where it does not).
 
     P: the parameter bytes, P_dev: those one device holds, A: one activation slice
-    [B/n_data, T, d], n the mesh axis size:
-    dp 2(n-1)/n P (the gradient all-reduce); fsdp manual (n-1)/n P forward all-gathers +
-    (n-1)/n P gradient reduce-scatters; fsdp auto: the gathers, then the gradients as a full
-    all-reduce 2(n-1)/n P; tp 4 L all-reduces of A over "model" (2 forward, 2 backward per
-    block; 6 L from the partitioner, which reduces the q, k and v cotangents one by one) +
-    the data-parallel all-reduce of P_dev over "data"; fsdp_tp the tp activations +
-    gathers and gradient reductions over "data" of each device's (1/m) share; ep: dp's
-    all-reduce for everything but the experts + 4 L all_to_alls of the [E, G, C, d] slots
-    (written by hand; for `ep_auto` None: the partitioner picks its own reshards)."""
+    [B/n_data, T, d], n the "data" axis size, m the "model" axis size, L the layers:
+    dp 2(n-1)/n P (the gradient all-reduce); fsdp (n-1)/n P of forward all-gathers + (n-1)/n P
+    of gradient reduce-scatters; tp 4L all-reduces of A over "model" (2 forward, 2 backward
+    per block) + the data-parallel all-reduce of P_dev over "data"; fsdp_tp the tp
+    activations + gathers and gradient reduce-scatters over "data" of each device's (1/m)
+    column of the model; ep dp's all-reduce for everything but the experts + 4L all-to-alls of
+    the [E, G, C, d] slots (two forward, two backward per MoE layer)."""
     nbytes = lambda tree: sum(4 * np.size(v) for v in jax.tree_util.tree_leaves(tree))  # noqa: E731
     (*_, m), axes = STRATEGIES[strategy]
     n = STRATEGIES[strategy][0][0]
@@ -374,21 +314,16 @@ def predicted_bytes(strategy: str, style: str, cfg: gpt.Config, params: dict,
     if strategy == "dp":
         return 2 * (n - 1) / n * P
     if strategy == "fsdp":
-        return (n - 1) / n * P * (2 if style == "manual" else 3)
+        return 2 * (n - 1) / n * P
     if strategy == "ep":
-        if style == "auto":
-            return None  # the partitioner's own choice of reshards: no textbook formula
         experts = sum(4 * np.size(b[k]) for b in params["blocks"] for k in EXPERT)
         E, C = mcfg.n_experts, mcfg.capacity(cfg.block)
         slots = 4 * E * (cfg.batch // n) * C * cfg.d_model
         return 2 * (n - 1) / n * (P - experts) + 4 * L * (n - 1) / n * slots
-    # per block: 2 forward all-reduces; backward 2 by hand (pcast sums the q, k, v
-    # cotangents first), 4 from the partitioner (one per q, k, v projection + the MLP's)
-    acts = (4 if style == "manual" else 6) * L * 2 * (m - 1) / m * A
+    acts = 4 * L * 2 * (m - 1) / m * A
     if strategy == "tp":
         return acts + 2 * (n - 1) / n * per_dev
-    full = per_dev * n  # fsdp_tp: this model-column's parameters, gathered over "data"
-    return acts + (n - 1) / n * full * (2 if style == "manual" else 3)
+    return acts + 2 * (n - 1) / n * per_dev * n  # fsdp_tp: the model column, over "data"
 
 
 def spec_of(x) -> tuple:
@@ -475,7 +410,7 @@ def tp_sampler(J, cfg: gpt.Config, mesh, specs: dict) -> dict:
     """gpt.generate's prefill and decode for the tp layout: weights split by heads and hidden
     units over "model", each layer's cache f32[B, T, H, dh] split by heads the same way."""
     jnp = J.numpy
-    forward, _ = model(J, cfg)
+    forward = gpt.program(J, cfg)["forward"]
     psh = shardings(J, mesh, specs)[0]
     heads = J.sharding.NamedSharding(mesh, J.P(None, None, MODEL))
 
@@ -565,11 +500,9 @@ def sizes(quick: bool, vocab: int) -> tuple[gpt.Config, moe.MoEConfig]:
     return cfg, moe.MoEConfig(n_experts=8, top_k=2, d_expert=2 * cfg.d_model)
 
 
-QUICK = ("tp_manual", "fsdp_auto")  # what --quick runs (the tests): one of each style
-
-
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
-    res = TopicResult("The sharded transformer: dp, fsdp, tp, fsdp_tp, ep on 8 devices")
+    res = TopicResult("The sharded transformer: dp, fsdp, tp, fsdp_tp, ep, pipelines on 8 "
+                      "devices")
     res.chapter = "chapters/25-sharded-transformer.md"
     res.devices = jax.device_count()
     t_start = time.perf_counter()
@@ -580,7 +513,6 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     dense0, moe0 = gpt.init_params(cfg), moe.init_params(cfg, mcfg)
 
     names = [f"{s}_{st}" for s in STRATEGIES for st in ("auto", "manual")]
-    names = [n for n in names if n in QUICK] if quick else names
     # The single-device runs: compare/gpt.py's (and compare/moe.py's) program, unchanged.
     single = {}
     kinds = (("dense", dense0, {}),
@@ -597,7 +529,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         res.check("the Megatron layout is the same model (one device, minijax, dense)",
                   one_device_losses(minijax, cfg, megatron_layout(dense0), xs, ys),
                   single["dense"]["losses"], rtol=1e-5, atol=0)
-    entries, calls, rows, remat = {}, {}, [], {}
+    entries, calls, rows, remat, formulas = {}, {}, [], {}, {}
     for name in names:
         strategy, style = name.rsplit("_", 1)
         p0 = megatron_layout(moe0 if strategy == "ep" else dense0)
@@ -623,17 +555,20 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         res.check_true(f"{name}: compiled collectives equal JAX's "
                        f"({fmt_counts(jx['collectives'])})",
                        mj["collectives"] == jx["collectives"])
-        want = predicted_bytes(strategy, style, cfg, p0, mcfg)
-        for m in ("minijax", "jax") if want is not None else ():
+        want = formulas[name] = predicted_bytes(strategy, cfg, p0, mcfg)
+        res.check(f"{name}: minijax's HLO bytes per collective kind equal JAX's",
+                  [mj["bytes"][k] for k in sorted(jx["bytes"])],
+                  [jx["bytes"][k] for k in sorted(jx["bytes"])], rtol=0, atol=0)
+        for m in ("minijax", "jax") if style == "manual" else ():
             got = out[m]["bytes_per_step"]
-            res.check_true(f"{name} ({m}): HLO bytes per step {got:,.0f} match the formula "
-                           f"{want:,.0f} (within 2% + 1 KiB of scalars)",
+            res.check_true(f"{name} ({m}): HLO bytes per step {got:,.0f} match the textbook "
+                           f"formula {want:,.0f} (within 2% + 1 KiB of scalars)",
                            abs(got - want) <= 0.02 * want + 1024)
         calls[f"{name}, minijax"] = _blocking(minijax, *mj["call"])
         calls[f"{name}, jax"] = _blocking(jax, *jx["call"])
         entries[name] = out
         rows.append([name, fmt_counts(jx["collectives"]), f"{jx['bytes_per_step']:,.0f}",
-                     "-" if want is None else f"{want:,.0f}",
+                     f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
 
     # the gradient of the first dense strategy against float64 central differences of the
@@ -643,7 +578,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     p0 = megatron_layout(dense0)
     with xla_log_lines(_REMAT_LOG) as lines:  # compiled again: the same messages, once
         checked = [finite_differences(
-            res, f"{name} loss", model(jax, cfg)[1], p0, (xs[0], ys[0]),
+            res, f"{name} loss", gpt.program(jax, cfg)["loss"], p0, (xs[0], ys[0]),
             {m: sharded_grads(J, strategy, style, cfg, p0, xs[0], ys[0]) for m, J in MODULES}),
             phase_times(res, f"{name} step", {m: (entries[name][m]["step"],
                                                    entries[name][m]["call"][1])
@@ -678,11 +613,14 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     res.check_true("nnx: every parameter and AdamW moment stays split over 'data'", all(
         DATA in s for s in nnx_run["specs_before"] + nnx_run["specs_after"] +
         nnx_run["opt_specs"]) and nnx_run["specs_before"] == nnx_run["specs_after"])
-    keys = ("losses", "step_ms", "collectives", "bytes_per_step", "param_bytes_per_device")
+    pipeline, pipeline_section = _pipeline.run(res, data, quick)
+    keys = ("losses", "step_ms", "collectives", "bytes", "bytes_per_step",
+            "param_bytes_per_device")
     res.extra = {"single_device": {"losses": single["dense"]["losses"]},
                  "single_device_moe": {"losses": single.get("moe", {}).get("losses")},
                  "strategies": {n: {m: {k: e[m][k] for k in keys} for m in ("minijax", "jax")}
                                 for n, e in entries.items()},
+                 "formulas": formulas, "pipeline": pipeline,
                  "nnx": {"losses": nnx_run["losses"]}, "kv_cache_equal": kv_equal,
                  "step_time_ratios_minijax_over_jax": ratios,
                  "step_time_min_ratios_minijax_over_jax": min_ratios}
@@ -696,7 +634,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         f"{mcfg.n_experts} experts of width {mcfg.d_expert}, top-{mcfg.top_k}. Whole topic: "
         f"{wall:.0f} s.\n\n"
         + table(["strategy", "JAX collectives (minijax: equal where checked)",
-                 "HLO bytes/step/device", "formula", "param+opt bytes/device",
+                 "HLO bytes/step/device", "textbook formula", "param+opt bytes/device",
                  "minijax / JAX step time (of minimums)"],
                 [r + [f"{ratios[r[0]]:.3f} ({min_ratios[r[0]]:.3f})"] for r in rows])
         + "\n\nTimes are interleaved: each round runs every strategy's minijax step and "
@@ -704,7 +642,13 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         "over the rounds of the two steps' ratio within a round (so both saw the same load); "
         "in parentheses, the ratio of the two steps' fastest rounds (for information: the "
         "check reads the median). Eight CPU devices share this machine's "
-        "cores: the times are noisy, and nothing here overlaps communication with compute.")
+        "cores: the times are noisy, and nothing here overlaps communication with compute."
+        "\n\nThe formula is the textbook bill of each layout (`predicted_bytes`, from the sizes "
+        "alone), the same for both styles; it is checked against the hand-written programs. "
+        "The partitioner's programs send more where it picks another plan: fsdp_auto and "
+        "fsdp_tp_auto return the gradients by an all-reduce and a slice instead of a "
+        "reduce-scatter, tp_auto and fsdp_tp_auto reduce the q, k and v cotangents one by one, "
+        "ep_auto also gathers routing tensors and expert weights (chapter 25).")
     if remat:
         where = ", ".join(f"{n} ({k})" for n, k in remat.items())
         print(f"   XLA logged '{_REMAT_LOG}' while compiling {where}: expected, see the "
@@ -718,7 +662,7 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
             "device and slices it again. The values are right and the program is the same "
             "for JAX and minijax; it costs one intermediate's worth of memory and an "
             "all-gather per occurrence.")
-    res.sections += checked
+    res.sections += checked + [pipeline_section]
     return res
 
 
@@ -726,19 +670,12 @@ _REMAT_LOG = "[SPMD] Involuntary full rematerialization"
 
 
 def one_device_losses(J, cfg, params0, xs, ys) -> list[float]:
-    """The Megatron-layout model on one device with gpt.program's AdamW."""
+    """gpt.program's training step on one device, from `params0` (either q, k, v layout)."""
     prog = gpt.program(J, cfg)
-    loss = model(J, cfg)[1]
-
-    def step(params, opt, x, y):
-        value, grads = J.value_and_grad(loss)(params, x, y)
-        params, opt, _ = prog["adamw"](params, grads, opt)
-        return params, opt, value
-    step = J.jit(step)
     params = J.device_put(params0)
     opt, out = prog["init_opt"](params), []
     for x, y in zip(xs, ys):
-        params, opt, value = step(params, opt, x, y)
+        params, opt, value = prog["step"](params, opt, x, y)
         out.append(value)
     return [float(v) for v in out]
 

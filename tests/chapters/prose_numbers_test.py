@@ -272,7 +272,6 @@ FACTS: list[tuple[str, str, str]] = [
     ("22", "at three times the work", "HIGH precision is three bf16 passes"),
     ("23", "preallocates 75% of the GPU's memory", "jaxlib's default memory fraction, 0.75"),
     ("23", "holding 75% of the GPU", "the same default"),
-    ("25", "half as much again", "3(n-1)/n P against 2(n-1)/n P"),
     ("26", "(2% test, 1% validation", "the split's definition"),
     ("26", "three times that with the backward", "two products backward per forward one"),
     ("26", "the time to 99%", "a threshold, named"),
