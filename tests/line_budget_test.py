@@ -220,3 +220,28 @@ def test_module_within_budget(module):
     assert SIZES[module] <= BUDGETS[module], (
         f"minijax/{module} has {SIZES[module]} lines of code, over its budget of "
         f"{BUDGETS[module]}: make it smaller, or raise the budget deliberately in this file")
+
+
+# The functions a learner reads on the way from a jitted call down to XLA: each fits on a
+# screen (60 lines, docstring included), so that a long one is split into named steps as JAX
+# splits its own (compile -> get_compile_options / compile_or_get_cached, ...).
+JIT_PATH = ("minijax.pjit:JitWrapped.__call__", "minijax.pjit:JitWrapped._call",
+            "minijax.dispatch:apply_primitive", "minijax.compiler:compile",
+            "minijax.compiler:compile_or_get_cached",
+            "minijax.interpreters.mlir:lower_jaxpr_to_module",
+            "minijax.interpreters.mlir:lower_jaxpr_to_fun",
+            "minijax.interpreters.mlir:lower_jaxpr")
+JIT_PATH_LINES = 60
+
+
+@pytest.mark.parametrize("name", JIT_PATH)
+def test_jit_path_functions_fit_on_a_screen(name):
+    import importlib
+    import inspect
+    module, _, qual = name.partition(":")
+    obj = importlib.import_module(module)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    lines = len(inspect.getsource(obj).splitlines())
+    assert lines <= JIT_PATH_LINES, (
+        f"{name} has {lines} lines, over {JIT_PATH_LINES}: split it into named steps")
