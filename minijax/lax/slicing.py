@@ -675,14 +675,14 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
         `dimension_numbers.start_index_map[j]`.
       dimension_numbers: a `GatherDimensionNumbers` (no batching dims; see above).
       slice_sizes: one static size per operand dim.
-      mode: None or "promise_in_bounds" or "clip" (starts clamped so the slice fits), or
-        "fill" (a slice that does not fit is `fill_value`: NaN for floats, the minimum for
-        signed ints, the maximum for unsigned, True for bool).
+      mode: None or "promise_in_bounds" (JAX's default: the caller promises the slices fit;
+        XLA's gather clamps the starts all the same, and the transpose's scatter-add drops a
+        window that does not fit), "clip" (starts clamped so the slice fits, in the transpose
+        too), or "fill" (a slice that does not fit is `fill_value`: NaN for floats, the
+        minimum for signed ints, the maximum for unsigned, True for bool).
     Returns: `T[...]` of rank `len(b) + len(offset_dims)`: the slice dims at `offset_dims`, the
     index batch dims in the other positions. Raises TypeError for inconsistent dims/sizes.
     `unique_indices`/`indices_are_sorted` are accepted for JAX compatibility and unused.
-    The transpose (a scatter_add) sends each cotangent to the clamped window, so out-of-range
-    indices under mode None differ from JAX, whose gradient drops them (a broken promise).
     """
     _check_mode(mode)
     dn = GatherDimensionNumbers(*(tuple(f) for f in dimension_numbers))
@@ -691,9 +691,8 @@ def gather(operand, start_indices, dimension_numbers: GatherDimensionNumbers,
         dtype = core.get_aval(operand).dtype
         fill = _default_fill(dtype) if fill_value is None else fill_value
         return _gather_fill(operand, start_indices, dn, sizes, fill)
-    kind = (GatherScatterMode.PROMISE_IN_BOUNDS if mode in ("promise_in_bounds",
-                                                            GatherScatterMode.PROMISE_IN_BOUNDS)
-            else GatherScatterMode.CLIP)
+    kind = (GatherScatterMode.CLIP if mode in ("clip", GatherScatterMode.CLIP)
+            else GatherScatterMode.PROMISE_IN_BOUNDS)
     return gather_p.bind(operand, start_indices, dimension_numbers=dn, slice_sizes=sizes,
                          **_gather_params(kind, indices_are_sorted, unique_indices))
 

@@ -274,8 +274,9 @@ def advanced_take(x, index, mode=None, fill_value=None):
       x: `T[d0,...,dn]`.
       index: a tuple of ints, slices, None, Ellipsis, integer arrays (any int dtype, possibly
         traced) and concrete boolean masks.
-      mode: None/"promise_in_bounds"/"clip" (out-of-range indices are clamped, JAX's default
-        for reading) or "fill" (they give `fill_value`, NaN by default for floats).
+      mode: None/"promise_in_bounds" (JAX's default: out-of-range indices are clamped when
+        read, their cotangents dropped), "clip" (clamped, in the gradient too) or "fill"
+        (they give `fill_value`, NaN by default for floats).
     Returns: NumPy's advanced-indexing result. Raises IndexError for too many indices or a
     traced boolean mask, TypeError for non-integer index arrays.
     """
@@ -304,7 +305,7 @@ def advanced_take(x, index, mode=None, fill_value=None):
         collapsed_slice_dims=tuple(adv_dims), start_index_map=tuple(adv_dims))
     sizes = tuple(1 if d in adv_dims else n for d, n in enumerate(y_shape))
     out = slicing.gather(y, indices, dn, sizes,
-                         mode="fill" if mode in ("fill", "drop") else None,
+                         mode="fill" if mode in ("fill", "drop") else mode,
                          fill_value=fill_value)
     # the basic entries (slices and Nones) follow S, in order; insert the Nones
     basic_entries = [e for e in entries if not _is_adv_entry(e)]
