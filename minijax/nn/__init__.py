@@ -140,13 +140,12 @@ def one_hot(x, num_classes: int, dtype=jnp.float32, axis: int = -1):
     return (jnp.expand_dims(x, pos) == classes).astype(dtype)
 
 
-# JAX: jax/_src/nn/functions.py relu (a custom_jvp of a jitted function, as JAX's)
+# JAX: jax/_src/nn/functions.py relu (a custom_jvp of a jitted function, as JAX's: one max
+# forward, one select of the tangent where x > 0 backward, op for op JAX's program)
 @custom_jvp
 @_jit_when_traced()
 def relu(x):
-    """max(x, 0), shape and dtype of `x`. Its derivative at 0 is 0, as in JAX: a custom_jvp
-    (lax.max alone would split the tie, 0.5) whose rule selects the tangent where x > 0; the
-    forward pass is one `max`, the backward one `select`, op for op JAX's program."""
+    """max(x, 0), shape and dtype of `x`. Derivative 0 at 0 as in JAX (lax.max splits ties)."""
     return jnp.maximum(x, 0)
 
 
