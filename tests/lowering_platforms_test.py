@@ -363,6 +363,33 @@ def test_ragged_dot_keeps_the_dense_expansion_on_cpu():
     assert "ragged_dot" not in text and "stablehlo.dot_general" in text
 
 
+
+# ---------------------------------------------------------------------------------------------
+# A whole train step: the module XLA compiles for the TPU (compile time follows its size)
+# ---------------------------------------------------------------------------------------------
+
+def _cnn_bn_step(J):
+    from compare import cnn_bn
+    return cnn_bn.program(J, 0.1)["step"]
+
+
+def test_cnn_bn_train_step_lowers_for_tpu_as_jax_op_for_op():
+    # conv, batch norm, relu, max pooling and their gradients, the logits' gather and its
+    # scatter-add (tools/accelerator_compare.py times this step's first call on a TPU)
+    from compare import cnn_bn
+    params, stats = cnn_bn.init_params((1, 8, 8), channels=(4, 8))
+    x = np.random.RandomState(0).standard_normal((4, 1, 8, 8)).astype(np.float32)
+    y = np.array([3, 0, 9, 1], np.int32)
+    text = _assert_same(_cnn_bn_step, (params, stats, x, y))
+    ops = "\n".join(normalized(text))
+    # max pooling's gradient keeps its padding on the TPU (no pad, no crop), the single feature
+    # group's conv transposes slice nothing, the gather's indices reach XLA unclamped
+    assert ops.count("select_and_scatter") == 2 and "stablehlo.pad" not in ops
+    assert "stablehlo.slice" not in ops and "stablehlo.minimum" not in ops
+    cpu = "\n".join(normalized(_lowered(minijax, _cnn_bn_step(minijax), (params, stats, x, y),
+                                        ("cpu",))))
+    assert cpu.count("stablehlo.pad") == 2  # the CPU's workaround, as JAX's
+
 # ---------------------------------------------------------------------------------------------
 # Host callbacks on a TPU: sends and receives, not the CPU's custom call. JAX cannot lower them
 # for a TPU on a CPU machine (it asks the TPU client for the callback object while lowering),

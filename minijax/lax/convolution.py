@@ -182,6 +182,8 @@ def _conv_general_vjp_rhs_padding(in_shape, window_dimensions, window_strides, o
 
 
 def _split(x, axis: int, groups: int):
+    if groups == 1:  # the whole of x: no slice (JAX's transpose emits none either)
+        return [x]
     shape = core.get_aval(x).shape
     size = shape[axis] // groups
     return [lax.slice(x, [size * k if a == axis else 0 for a in range(len(shape))],

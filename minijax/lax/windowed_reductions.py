@@ -158,7 +158,9 @@ def _reduce_window_lowering(name: str):
              window_dilation):
         aval_out = ctx.avals_out[0]
         scalar = mlir.aval_to_ir_type(ShapedArray((), aval_out.dtype))
-        init = mlir.ir_constant(np.array(_init(name, aval_out.dtype), aval_out.dtype))
+        # the init value broadcast to its own scalar shape, as JAX's mlir.full_like_aval
+        init = mlir.hlo.broadcast_in_dim(scalar, mlir.ir_constant(
+            np.array(_init(name, aval_out.dtype), aval_out.dtype)), [])
         pads = mlir.ir.DenseIntElementsAttr.get(np.asarray(padding, np.int64).reshape(-1, 2))
         op = mlir.hlo.ReduceWindowOp(
             [mlir.aval_to_ir_type(aval_out)], [x], [init], list(window_dimensions),
@@ -336,29 +338,37 @@ def _select_and_scatter_add_batch_rule(vals, dims, *, axis_size, select_prim,
         window_strides=(1,) + window_strides, padding=((0, 0),) + padding), 0
 
 
-def _select_and_scatter_add_lowering(ctx, s, x, *, select_prim, window_dimensions,
-                                     window_strides, padding):
+def _select_and_scatter_add_lowering(expand_padding: bool):
     # XLA's select_and_scatter: per window, `select` picks a position, `scatter` adds the
-    # source value there. As JAX does on CPU and GPU, the padding is applied to the operand
-    # first (with values that never win) and cropped from the result afterwards.
-    aval = ctx.avals_in[1]
-    fill = _init("max" if select_prim is lax.ge_p else "min", aval.dtype)
-    padded = ShapedArray(tuple(d + lo + hi for d, (lo, hi) in zip(aval.shape, padding)),
-                         aval.dtype)
-    hlo = mlir.hlo
-    xp = hlo.pad(x, mlir.ir_constant(np.array(fill, aval.dtype)), [lo for lo, _ in padding],
-                 [hi for _, hi in padding], [0] * aval.ndim)
-    op = hlo.SelectAndScatterOp(mlir.aval_to_ir_type(padded), xp, s,
-                                mlir.ir_constant(np.zeros((), aval.dtype)),
-                                window_dimensions=list(window_dimensions),
-                                window_strides=list(window_strides))
-    _pair_select_body(op, aval.dtype, select_prim, 1)
-    scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
-    block = op.regions[1].blocks.append(scalar, scalar)
-    with mlir.ir.InsertionPoint(block):
-        hlo.return_([hlo.add(*block.arguments)])
-    return hlo.slice(op.result, [lo for lo, _ in padding],
-                     [lo + d for d, (lo, _) in zip(aval.shape, padding)], [1] * aval.ndim)
+    # source value there. JAX's rule for every platform hands the padding to the op; its CPU
+    # and GPU rules (expand_padding, a workaround for XLA crashes there) pad the operand first
+    # (with values that never win) and crop the result afterwards, even for zero padding.
+    def rule(ctx, s, x, *, select_prim, window_dimensions, window_strides, padding):
+        aval = ctx.avals_in[1]
+        hlo = mlir.hlo
+        out_aval = aval
+        if expand_padding:
+            fill = _init("max" if select_prim is lax.ge_p else "min", aval.dtype)
+            out_aval = ShapedArray(tuple(d + lo + hi for d, (lo, hi) in zip(aval.shape, padding)),
+                                   aval.dtype)
+            x = hlo.pad(x, mlir.ir_constant(np.array(fill, aval.dtype)),
+                        [lo for lo, _ in padding], [hi for _, hi in padding], [0] * aval.ndim)
+        pads = padding if not expand_padding else [(0, 0)] * aval.ndim
+        op = hlo.SelectAndScatterOp(
+            mlir.aval_to_ir_type(out_aval), x, s, mlir.ir_constant(np.zeros((), aval.dtype)),
+            window_dimensions=list(window_dimensions), window_strides=list(window_strides),
+            padding=mlir.ir.DenseIntElementsAttr.get(np.asarray(pads, np.int64).reshape(-1, 2)))
+        _pair_select_body(op, aval.dtype, select_prim, 1)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
+        block = op.regions[1].blocks.append(scalar, scalar)
+        with mlir.ir.InsertionPoint(block):
+            hlo.return_([hlo.add(*block.arguments)])
+        if not expand_padding:
+            return op.result
+        return hlo.slice(op.result, [lo for lo, _ in padding],
+                         [lo + d for d, (lo, _) in zip(aval.shape, padding)], [1] * aval.ndim)
+    rule.__name__ = "_select_and_scatter_add_lowering" + ("_expanded" if expand_padding else "")
+    return rule
 
 
 # JAX: jax/_src/lax/windowed_reductions.py select_and_scatter_add_p
@@ -368,7 +378,10 @@ select_and_scatter_add_p.def_abstract_eval(_select_and_scatter_add_abstract_eval
 ad.primitive_jvps[select_and_scatter_add_p] = _select_and_scatter_add_jvp
 ad.primitive_transposes[select_and_scatter_add_p] = _select_and_scatter_add_transpose
 batching.primitive_batchers[select_and_scatter_add_p] = _select_and_scatter_add_batch_rule
-mlir.register_lowering(select_and_scatter_add_p, _select_and_scatter_add_lowering)
+mlir.register_lowering(select_and_scatter_add_p, _select_and_scatter_add_lowering(False))
+# JAX: expand_padding=True on the CPU and GPUs
+mlir.register_lowering(select_and_scatter_add_p, _select_and_scatter_add_lowering(True), "cpu")
+mlir.register_lowering(select_and_scatter_add_p, _select_and_scatter_add_lowering(True), "gpu")
 
 
 # JAX: jax/_src/lax/windowed_reductions.py _reduce_window_chooser_jvp_rule

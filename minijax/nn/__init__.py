@@ -13,16 +13,12 @@ import ml_dtypes
 import numpy as np
 
 from minijax import lax
+from minijax.custom_derivatives import custom_jvp
 from minijax import numpy as jnp
 from minijax.nn import initializers  # noqa: F401
 from minijax.numpy.util import jit_when_traced as _jit_when_traced, promote_args_inexact
 
 
-def relu(x):
-    """max(x, 0). Its derivative at 0 is 0, as in JAX."""
-    # jnp.maximum alone would split the derivative at the tie x == 0 (0.5, as lax.max does);
-    # JAX's relu is a custom_jvp with derivative 0 there, which this select reproduces
-    return jnp.where(x > 0, x, lax.stop_gradient(jnp.maximum(x, 0)))
 
 
 def sigmoid(x):
@@ -132,12 +128,28 @@ def _one_hot(x, *, num_classes, dtype, axis):
     return (lhs == rhs).astype(dtype)
 
 
-# JAX: jax/_src/nn/functions.py relu6 — differs: a select instead of a custom_jvp
+# JAX: jax/_src/nn/functions.py relu (a custom_jvp of a jitted function, as JAX's: one max
+# forward, one select of the tangent where x > 0 backward, op for op JAX's program)
+@custom_jvp
+@_jit_when_traced()
+def relu(x):
+    """max(x, 0), shape and dtype of `x`. Derivative 0 at 0 as in JAX (lax.max splits ties)."""
+    return jnp.maximum(x, 0)
+
+
+relu.defjvps(lambda g, ans, x: lax.select(x > 0, g, lax.full_like(g, 0)))
+
+
+# JAX: jax/_src/nn/functions.py relu6 (a custom_jvp of a jitted function, as JAX's)
+@custom_jvp
+@_jit_when_traced()
 def relu6(x):
-    """min(max(x, 0), 6). Its derivative is 0 at x == 0 and x == 6, as in JAX."""
-    # as in relu: the select keeps the kinks' derivative 0 (jnp.minimum/maximum split ties)
-    inside = (x > 0) & (x < 6)
-    return jnp.where(inside, x, lax.stop_gradient(jnp.minimum(jnp.maximum(x, 0), 6.0)))
+    """min(max(x, 0), 6), shape and dtype of `x`. Its derivative is 0 at x == 0 and x == 6, as
+    in JAX: a custom_jvp whose rule selects the tangent strictly inside (0, 6)."""
+    return jnp.minimum(jnp.maximum(x, 0), 6.0)
+
+
+relu6.defjvps(lambda g, ans, x: lax.select((x > 0) & (x < 6), g, lax.full_like(g, 0)))
 
 
 # JAX: jax/_src/nn/functions.py silu
