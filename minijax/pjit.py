@@ -55,7 +55,7 @@ class _Consts(tuple):
         a is b for a, b in zip(self, other))
 
 
-# JAX: jax/_src/pjit.py _create_pjit_jaxpr — consts that are no tracers stay closed over
+# JAX: jax/_src/pjit.py _trace_for_jit — consts that are no tracers stay closed over
 @api_util.identity_cache
 def _reclosed(closed: ClosedJaxpr, n: int, consts: tuple) -> ClosedJaxpr:
     """The jaxpr whose `n` leading arguments are `consts` (arrays, no tracers), closed over

@@ -795,7 +795,11 @@ def _scatter_abstract_eval(name):
             raise TypeError(f"{where}: the updates' scatter dims {scatter_shape} must equal "
                             f"the indices' batch dims {indices.shape[:-1]}")
         window = _scatter_window(operand.shape, updates.shape, dn)
-        if any(w > d for w, d in zip(window, operand.shape)):
+        inserted = {*dn.inserted_window_dims, *getattr(dn, "operand_batching_dims", ())}
+        # as JAX's shape rule: only the updates' window dims are bounded by the operand (an
+        # inserted dim's window of 1 may meet an empty operand: every update is dropped)
+        if any(w > d for k, (w, d) in enumerate(zip(window, operand.shape))
+               if k not in inserted):
             raise TypeError(f"{where}: update window {window} larger than the operand")
         return operand.update(weak_type=operand.weak_type and updates.weak_type)
     return rule
