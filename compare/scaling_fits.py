@@ -330,8 +330,9 @@ def moe_vs_dense(doc: dict) -> list[dict]:
             g: row["moe"]["loss"][row["moe"]["rungs"].index(g)]
             - row["dense"]["loss"][row["dense"]["rungs"].index(g)] for g in both}
         row["delta_best"] = row["moe"]["best"] - row["dense"]["best"]
-        row["step_ratio"] = {g: step[(g, 8)] / step[(g, 0)] for g in row["moe"]["rungs"]
-                             if (g, 8) in step and (g, 0) in step}
+        e = next(r["experts"] for r in moe if r["budget"] == c)
+        row["step_ratio"] = {g: step[(g, e)] / step[(g, 0)] for g in row["moe"]["rungs"]
+                             if (g, e) in step and (g, 0) in step}
         out.append(row)
     return out
 

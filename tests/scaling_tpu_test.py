@@ -153,11 +153,12 @@ def test_moe_mlp_is_a_sum_over_each_tokens_two_experts():
 def test_moe_vs_dense_reads_matched_budgets():
     """The comparison per budget: the best seed mean of each kind, the difference at each
     shared size, and the step-time price, from runs whose numbers are chosen here."""
-    def run(rung, seed, loss, params):
-        return {"budget": 1e15, "rung": rung, "seed": seed, "val_loss": loss, "params": params}
+    def run(rung, seed, loss, params, experts=0):
+        return {"budget": 1e15, "rung": rung, "seed": seed, "val_loss": loss, "params": params,
+                "experts": experts}
     doc = {"runs": [run(2, 0, 1.10, 1e6), run(2, 1, 1.12, 1e6), run(3, 0, 1.00, 2e6),
                     run(4, 0, 1.05, 4e6)],
-           "moe": [run(2, 0, 1.00, 1e6), run(3, 0, 0.95, 2e6), run(4, 0, 0.99, 4e6)],
+           "moe": [run(2, 0, 1.00, 1e6, 8), run(3, 0, 0.95, 2e6, 8), run(4, 0, 0.99, 4e6, 8)],
            "sizes": [{"rung": 3, "experts": 0, "step_s": 0.01},
                      {"rung": 3, "experts": 8, "step_s": 0.025}]}
     (row,) = sf.moe_vs_dense(doc)
