@@ -88,9 +88,10 @@ N_CURVE, VAL_CURVE, VAL_FINAL = 10, 4, 16
 # The MoE: experts of width 2d, TOP_K of them per token, Switch's balancing loss at this weight.
 EXPERTS, TOP_K, AUX_WEIGHT = 8, 2, 0.01
 # The second sweep (`--continue`): (budget index, rungs, seed, experts) in priority order:
-# the MoE at two budgets, the largest budget's missing sizes, a second seed of 1e15.
+# the MoE at two budgets, the largest budget's missing sizes, a second seed of 1e15, then
+# a second seed of the largest budget.
 ORDER2 = ((2, (3, 2, 4), 0, EXPERTS), (3, (4, 3, 5), 0, EXPERTS), (4, (6, 4), 0, 0),
-          (3, (4, 3, 5, 2), 1, 0), (4, (3,), 0, 0))
+          (3, (4, 3, 5, 2), 1, 0), (4, (3,), 0, 0), (4, (5, 4, 3, 6, 7), 1, 0))
 
 
 # ---------------------------------------------------------------------------------------------
