@@ -33,14 +33,7 @@ UNIMPLEMENTED = {
         get_global kernel lower_as_mlir pallas_export_experimental select_ref semaphore
     """.split()),
     'minijax.experimental.pallas.tpu': frozenset("""
-        BufferType BufferedRef BufferedRefBase ChipVersion CoreType Tiling TpuInfo
-        async_remote_copy core_barrier create_tensorcore_mesh dma_semaphore einshape emit_pipeline
-        emit_pipeline_with_allocations force_tpu_interpret_mode get_barrier_semaphore get_tpu_info
-        get_tpu_info_for_chip is_tpu_device make_async_remote_copy matmul_acc_lhs matmul_pop
-        matmul_push_rhs pack_elementwise prng_random_bits prng_seed reset_tpu_interpret_mode_state
-        run_on_first_core sample_block set_tpu_interpret_mode stateful_bernoulli stateful_bits
-        stateful_normal stateful_uniform stochastic_round to_pallas_key touch trace_value
-        unpack_elementwise
+        get_barrier_semaphore sample_block to_pallas_key
     """.split()),
 }
 

@@ -74,7 +74,9 @@ BUDGETS = {
     "export": 1500,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32);
     #                  floordiv/mod/max/min factors, constraints and their bounds, solving
     #                  input dimensions (`2*b`, `a - 1`) with JAX's shape assertions (45)
-    "experimental": 2380,  # pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
+    "experimental": 3100,  # pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
+    #                      pallas.tpu 27 -> 63 of 66 (45, ~660): tpu_info.py (chip table),
+    #                      tpu_primitives.py (einshape, pack, MXU, PRNG), tpu_pipeline.py;
     #                      + the AttributeError naming missing pallas names (45);
     #                      pallas + checkify (~260: checks inside cond, scan, while);
     #                      pallas.tpu: memory spaces, CompilerParams, InterpretParams (41);

@@ -187,8 +187,6 @@ def test_empty_broadcast_debug_print_delay_as_jax(capsys):
     assert capsys.readouterr().out.count("first -14.0") == 2
 
 
-@pytest.mark.xfail(strict=True, reason="open: minijax emits a stablehlo.dynamic_slice without "
-                   "sizes for this kernel (a 0-d semaphore scratch); not yet diagnosed")
 def test_semaphores_and_dma_copies_as_jax():
     def make(J):
         pl, pltpu = _pl(J)

@@ -45,6 +45,8 @@ def _stride(s) -> int:
 
 
 def _read(x, starts, indexer):
+    if not indexer:  # a 0-d ref: the value itself (a 0-d dynamic_slice prints as StableHLO
+        return x     # text its parser refuses: `dynamic_slice %x, , sizes = []`)
     win = lax.dynamic_slice(x, _starts(starts), _window(starts, indexer),
                             allow_negative_indices=False)
     strides = [_stride(s) for s in indexer]
@@ -56,6 +58,8 @@ def _read(x, starts, indexer):
 
 def _write(x, val, starts, indexer):
     val = jnp.asarray(val, x.dtype)
+    if not indexer:  # a 0-d ref: the new value (see _read)
+        return lax.reshape(val, ())
     sizes = [s[1] if s[0] == "slice" else 1 for s in indexer]
     if tuple(val.shape) != tuple(sizes):
         val = lax.reshape(val, sizes)

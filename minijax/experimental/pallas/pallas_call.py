@@ -383,6 +383,9 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
     aliases = tuple(sorted((input_output_aliases or {}).items()))
 
     def wrapped(*args):
+        nonlocal interpret
+        if not interpret and forced_interpret() is not None:  # pltpu.force_tpu_interpret_mode
+            interpret = forced_interpret()
         args_flat, _ = tree_flatten(args)
         in_avals = [core.get_aval(x).strip_weak_type() for x in args_flat]
         if len(in_avals) < n_prefetch:
@@ -502,6 +505,17 @@ def uninitialized_value(dtype) -> np.ndarray:
     if np.issubdtype(dtype, np.integer):
         return np.array(np.iinfo(dtype).min, dtype)
     return np.zeros((), dtype)
+
+
+# JAX: jax/_src/config.py pallas_tpu_interpret_mode_context_manager — the InterpretParams
+# a pallas_call without `interpret=` runs with (pltpu.set_tpu_interpret_mode: all threads;
+# pltpu.force_tpu_interpret_mode: this thread, within a `with`)
+_forced = threading.local()
+_forced_global: list = [None]
+
+
+def forced_interpret():
+    return getattr(_forced, "params", _forced_global[0])
 
 
 def _tpu_semantics(interpret) -> bool:
@@ -640,7 +654,10 @@ def _pallas_call_interpret(*args, jaxpr, grid, in_block_mappings, out_block_mapp
         init = args[src[0]] if src else jnp.full(bm.array_aval.shape,
                                                   fresh(bm.array_aval.dtype))
         outs.append(_pad(init, bm))
-    scratch = [jnp.full(a.shape, fresh(a.dtype)) for a in scratch_avals]
+    # semaphores start at zero, as on a TPU and in JAX's interpret mode; other scratch holds
+    # the uninitialised value
+    scratch = [jnp.zeros(a.shape, a.dtype) if str(a.memory_space) == "semaphore" else
+               jnp.full(a.shape, fresh(a.dtype)) for a in scratch_avals]
     steps = int(np.prod(grid, dtype=np.int64))
 
     def body(k, carry):

@@ -7,17 +7,33 @@ TPU"."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 from typing import Sequence
 
 import numpy as np
 
-from minijax import core, lax, numpy as jnp
-from minijax.experimental.pallas import blocks
+from minijax import core, lax, numpy as jnp, xla_bridge
+from minijax.experimental.pallas import blocks, tpu_primitives as _tpu_primitives
 from minijax.experimental.pallas.mosaic.lowering import LoweringException  # noqa: F401
-from minijax.experimental.pallas.pallas_call import GridSpec, MemoryRef
-from minijax.experimental.pallas.primitives import _check_semaphore, run_scoped
+from minijax.experimental.pallas.pallas_call import (
+    GridSpec, MemoryRef, _forced, _forced_global, when,
+)
+from minijax.experimental.pallas.primitives import (
+    DeviceIdType, _check_semaphore, run_scoped, semaphore_signal, semaphore_wait,
+)
+from minijax.experimental.pallas.tpu_info import (  # noqa: F401
+    ChipVersion, Tiling, TpuInfo, get_tpu_info, get_tpu_info_for_chip, is_tpu_device,
+)
+from minijax.experimental.pallas.tpu_pipeline import (  # noqa: F401
+    BufferedRef, BufferedRefBase, BufferType, emit_pipeline, emit_pipeline_with_allocations,
+)
+from minijax.experimental.pallas.tpu_primitives import (  # noqa: F401
+    einshape, matmul_acc_lhs, matmul_pop, matmul_push_rhs, pack_elementwise, prng_random_bits,
+    prng_seed, stateful_bernoulli, stateful_bits, stateful_normal, stateful_uniform,
+    stochastic_round, touch, trace_value, unpack_elementwise,
+)
 from minijax.tree_util import tree_leaves
 
 
@@ -66,6 +82,64 @@ PARALLEL = GridDimensionSemantics.PARALLEL
 CORE_PARALLEL = GridDimensionSemantics.CORE_PARALLEL
 SUBCORE_PARALLEL = GridDimensionSemantics.SUBCORE_PARALLEL
 ARBITRARY = GridDimensionSemantics.ARBITRARY
+
+
+# JAX: jax/_src/pallas/mosaic/core.py CoreType
+class CoreType(enum.Enum):
+    """The kind of core a kernel runs on: a TensorCore (TC), or a SparseCore's scalar or
+    vector subcore."""
+
+    TC = "tc"
+    SC_SCALAR_SUBCORE = "sc_scalar_subcore"
+    SC_VECTOR_SUBCORE = "sc_vector_subcore"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# JAX: jax/_src/pallas/mosaic/core.py TensorCoreMesh
+@dataclasses.dataclass(frozen=True)
+class TensorCoreMesh:
+    """A mesh of a device's TensorCores along one axis: `devices` (an array of core ids),
+    `axis_names`, and `shape` ({axis name: number of cores})."""
+
+    devices: np.ndarray
+    axis_names: Sequence[str]
+
+    @property
+    def shape(self) -> dict:
+        return dict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def size(self) -> int:
+        return int(self.devices.size)
+
+    @property
+    def backend(self) -> str:
+        return "mosaic_tpu"
+
+
+# JAX: jax/_src/pallas/mosaic/core.py create_tensorcore_mesh — differs: a device without a
+# `num_cores` attribute (a CPU) counts as one core, where JAX raises AttributeError
+def create_tensorcore_mesh(axis_name: str, devices=None, num_cores: int | None = None
+                           ) -> TensorCoreMesh:
+    """The mesh of `num_cores` TensorCores (default: the first device's) named `axis_name`.
+    ValueError if both `devices` and `num_cores` are given."""
+    if devices is not None and num_cores is not None:
+        raise ValueError("cannot specify both devices and num_cores")
+    if num_cores is None:
+        dev = (devices or xla_bridge.get_backend().local_devices())[0]
+        num_cores = getattr(dev, "num_cores", None) or 1
+    return TensorCoreMesh(np.arange(num_cores), [axis_name])
+
+
+# JAX: jax/_src/pallas/mosaic/core.py dma_semaphore
+class dma_semaphore:  # noqa: N801 (JAX's name)
+    """The dtype of a DMA semaphore, as `pl.semaphore` is a regular one's: interpret mode
+    stores either as int16 (`SemaphoreType.DMA((2,))` makes an array of them)."""
+
+    name = "dma_sem"
+    dtype = np.dtype(np.int16)
 
 
 # JAX: jax/_src/pallas/mosaic/core.py SideEffectType
@@ -165,9 +239,16 @@ class AsyncCopyDescriptor:
     (interpret mode does it at once) and the semaphore incremented by the number of elements
     copied (at most 32767); `wait()`: the semaphore decremented by as much (the copy is done)."""
 
-    def __init__(self, src_ref, dst_ref, sem) -> None:
+    def __init__(self, src_ref, dst_ref, sem, send_sem=None, device_id=None,
+                 device_id_type=DeviceIdType.MESH) -> None:
         src, dst = core.get_aval(src_ref), core.get_aval(dst_ref)
         _check_semaphore("async_copy", sem)
+        if (send_sem is None) != (device_id is None):
+            raise ValueError("Either both or neither `src_sem` and `device_id` can be set.")
+        if send_sem is not None:
+            _check_semaphore("make_async_remote_copy", send_sem)
+            _check_own_device(device_id)
+        self.src_sem, self.device_id, self.device_id_type = send_sem, device_id, device_id_type
         if tuple(src.shape) != tuple(dst.shape) or src.dtype != dst.dtype:
             raise ValueError(f"pltpu.async_copy: the source {src.str_short()} and destination "
                              f"{dst.str_short()} must have the same shape and dtype")
@@ -179,11 +260,109 @@ class AsyncCopyDescriptor:
         val = self.src_ref[...]
         self.dst_ref[...] = self.dst_ref[...] + val if add else val
         self.dst_sem[...] = self.dst_sem[...] + np.int16(self._size)
+        if self.src_sem is not None:
+            self.src_sem[...] = self.src_sem[...] + np.int16(self._size)
 
     def wait(self) -> None:
+        if self.src_sem is not None:
+            self.wait_send()
+        self.wait_recv()
+
+    def wait_recv(self) -> None:
+        """Wait for the copy to arrive: the destination's semaphore decremented."""
         self.dst_sem[...] = self.dst_sem[...] - np.int16(self._size)
 
-    wait_recv = wait
+    def wait_send(self) -> None:
+        """Wait for a remote copy to leave: the source's semaphore decremented. ValueError for
+        a local copy."""
+        if self.src_sem is None:
+            raise ValueError("Cannot `wait_send` on a local copy.")
+        self.src_sem[...] = self.src_sem[...] - np.int16(self._size)
+
+
+def _check_own_device(device_id) -> None:
+    # one device: the only destination is this device, id 0 along every mesh axis
+    for d in tree_leaves(device_id):
+        if not isinstance(d, core.Tracer) and int(np.asarray(d)) != 0:
+            raise NotImplementedError(f"pltpu.make_async_remote_copy: device {device_id} is "
+                                      "not this device (minijax's interpret mode runs one)")
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py make_async_remote_copy — differs: one device, so
+# the destination is this device (a copy that signals both semaphores)
+def make_async_remote_copy(src_ref, dst_ref, send_sem, recv_sem, device_id,
+                           device_id_type=DeviceIdType.MESH) -> AsyncCopyDescriptor:
+    """A copy of `src_ref` into `dst_ref` on device `device_id` that signals `send_sem`
+    here and `recv_sem` there; `.start()`, then `.wait_send()` / `.wait_recv()` (or `.wait()`,
+    both). minijax runs one device: NotImplementedError for a device id other than 0."""
+    return AsyncCopyDescriptor(src_ref, dst_ref, recv_sem, send_sem, device_id, device_id_type)
+
+
+# JAX: jax/_src/pallas/mosaic/primitives.py async_remote_copy
+def async_remote_copy(src_ref, dst_ref, send_sem, recv_sem, device_id,
+                      device_id_type=DeviceIdType.MESH) -> AsyncCopyDescriptor:
+    """`make_async_remote_copy(...)`, started."""
+    desc = make_async_remote_copy(src_ref, dst_ref, send_sem, recv_sem, device_id,
+                                  device_id_type)
+    desc.start()
+    return desc
+
+
+# JAX: jax/_src/pallas/mosaic/helpers.py run_on_first_core
+def run_on_first_core(core_axis_name: str):
+    """A decorator: `run_on_first_core("core")(f)` runs `f()` only on core 0 of the axis
+    (with one core: `f()`, its result returned)."""
+    if lax.axis_size(core_axis_name) == 1:
+        return lambda f: f()
+
+    def wrapped(f):
+        when(lax.axis_index(core_axis_name) == 0)(f)
+    return wrapped
+
+
+# JAX: jax/_src/pallas/mosaic/helpers.py core_barrier
+def core_barrier(sem, *, core_axis_name: str) -> None:
+    """Wait until every core of `core_axis_name` reaches this point: each signals `sem` on
+    every other core, then waits for the others' signals. With one core, nothing."""
+    num_cores = lax.axis_size(core_axis_name)
+    if num_cores == 1:
+        return
+    core_id = lax.axis_index(core_axis_name)
+    for i in range(num_cores):
+        when(core_id != i)(lambda i=i: semaphore_signal(sem, 1, core_index=i))
+    semaphore_wait(sem, num_cores - 1)
+
+
+# JAX: jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py force_tpu_interpret_mode
+@contextlib.contextmanager
+def force_tpu_interpret_mode(params: InterpretParams | None = InterpretParams()):
+    """Within the `with`, every pallas_call traced without `interpret=` on this thread runs
+    with `interpret=params` (None: as it asks)."""
+    missing = object()
+    prev = getattr(_forced, "params", missing)
+    _forced.params = params
+    try:
+        yield
+    finally:
+        if prev is missing:
+            del _forced.params
+        else:
+            _forced.params = prev
+
+
+# JAX: jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py set_tpu_interpret_mode
+def set_tpu_interpret_mode(params: InterpretParams | None = InterpretParams()) -> None:
+    """From now on, every pallas_call traced without `interpret=` (on any thread outside a
+    `force_tpu_interpret_mode`) runs with `interpret=params`; None turns this off."""
+    _forced_global[0] = params
+
+
+# JAX: jax/_src/pallas/mosaic/interpret/interpret_pallas_call.py reset_tpu_interpret_mode_state
+def reset_tpu_interpret_mode_state() -> None:
+    """Drop the state TPU interpret mode keeps between kernels (JAX: its simulated memories,
+    left for inspection after a failing kernel). minijax's interpret mode keeps one piece: the
+    MXU state a failing kernel may leave behind (`matmul_push_rhs`...), cleared here."""
+    _tpu_primitives._mxu.__dict__.clear()
 
 
 # JAX: jax/_src/pallas/mosaic/primitives.py make_async_copy
