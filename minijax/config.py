@@ -82,11 +82,11 @@ class Config:
     jitted function, with its name, the types and why it was traced (chapters/15-debugging.md);
     jax_enable_checks (bool): type-check every jaxpr traced (`core.check_jaxpr`);
     jax_platforms (None or a comma-separated list): the backends to use, of which minijax
-    has only 'cpu'; jax_default_prng_impl ('threefry2x32', the one minijax has),
-    jax_threefry_partitionable (True, the layout minijax implements): JAX's other values
-    raise NotImplementedError; jax_default_matmul_precision (None, a `lax.Precision` name or
-    a dot-algorithm preset name): the precision of every `dot_general` given none (in its
-    jaxpr and its lowering; the presets raise NotImplementedError when used);
+    has only 'cpu'; jax_default_prng_impl ('threefry2x32', 'rbg', 'unsafe_rbg': of keys
+    made without `impl=` and raw keys), jax_threefry_partitionable (True, minijax's layout):
+    other values raise NotImplementedError; jax_default_matmul_precision (None, a
+    `lax.Precision` name or a dot-algorithm preset name): the precision of every
+    `dot_general` given none (in its jaxpr and its lowering; presets raise when used);
     jax_traceback_filtering ('auto', the default, or 'off', 'tracebackhide', 'remove_frames',
     'quiet_remove_frames'; the environment variable JAX_TRACEBACK_FILTERING sets the default):
     how much of minijax's own frames an error raised through `jit`, `grad`, `vmap`... shows
@@ -141,8 +141,8 @@ class Config:
                     "F64_F64_F64"),
                 **{f"jax_transfer_guard{d}": _GUARD_LEVELS for d in (
                     "", "_host_to_device", "_device_to_host", "_device_to_device")}}
-    _implemented = {"jax_default_prng_impl": "threefry2x32",
-                    "jax_threefry_partitionable": True}
+    _implemented = {"jax_default_prng_impl": ("threefry2x32", "rbg", "unsafe_rbg"),
+                    "jax_threefry_partitionable": (True,)}
 
     # the options that change what tracing produces, so `jit` keys its caches on them
     # JAX: jax/_src/config.py trace_context
@@ -207,9 +207,9 @@ class Config:
         if name == "jax_default_device":
             _check_default_device(value)
             self.__dict__["_default_device_set"] = True  # arrays may now be on other devices
-        if name in self._implemented and value != self._implemented[name]:
-            raise NotImplementedError(f"minijax implements {name}={self._implemented[name]!r}"
-                                      f" only, not {value!r}")
+        if name in self._implemented and value not in self._implemented[name]:
+            raise NotImplementedError(f"minijax implements {name} in "
+                                      f"{self._implemented[name]!r} only, not {value!r}")
         self.__dict__[name] = value
         self._set_trace_context()
 

@@ -328,6 +328,7 @@ class Primitive:
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
     pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
     _eager_last: tuple | None = None  # the eager path's memo (minijax/dispatch.py _last_call)
+    impl_takes_arrays = False  # eagerly, the impl gets the Arrays (their layouts), not NumPy
 
     def __init__(self, name: str) -> None:
         self.name = name

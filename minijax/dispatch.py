@@ -138,8 +138,9 @@ def _apply_by_signature(prim: core.Primitive, args: Sequence[Any], avals: tuple,
         key, run = None, None
     if run is None:
         # (a scatter's `update_jaxpr` names its combiner, which the numpy impl applies itself)
-        if any(core.jaxprs_in_param(p) for k, p in params.items()
-               if k not in getattr(prim, "combiner_params", ())):
+        # (call_exported's impl compiles for its arguments' layouts: it gets the Arrays too)
+        if prim.impl_takes_arrays or any(core.jaxprs_in_param(p) for k, p in params.items()
+                                         if k not in getattr(prim, "combiner_params", ())):
             return _apply_higher_order(prim, args, params)
         if on_mesh:
             return _mesh_callable(prim, key, params, len(args))(*args)

@@ -208,7 +208,74 @@ class PRNGImpl(NamedTuple):
 threefry_prng_impl = PRNGImpl(key_shape=(2,), seed=threefry_seed, split=threefry_split,
                               random_bits=threefry_random_bits, fold_in=threefry_fold_in,
                               name="threefry2x32", tag="fry")
-prngs: dict[str, PRNGImpl] = {threefry_prng_impl.name: threefry_prng_impl}
+
+
+# ---------------------------------------------------------------------------------------------
+# RBG: XLA's own bit generator (`lax.rng_bit_generator`) behind a u32[4] key
+# ---------------------------------------------------------------------------------------------
+# A key is two threefry keys side by side. `split` and `fold_in` apply threefry to each half
+# (so they are as safe as threefry's); the bits come from XLA's RngBitGenerator seeded with
+# the four words, whose algorithm is the backend's and may change with XLA's version.
+
+# JAX: jax/_src/random/rbg.py _rbg_seed
+def rbg_seed(seed):
+    """The raw u32[4] key of an integer seed: threefry's u32[2] key, twice."""
+    half = threefry_seed(seed)
+    return lax.concatenate([half, half], 0)
+
+
+def _halves(key):
+    return lax.slice(key, (0,), (2,)), lax.slice(key, (2,), (4,))
+
+
+# JAX: jax/_src/random/rbg.py _rbg_split — differs: the two halves hashed one after the
+# other and joined (JAX vmaps threefry's split over them), the same words
+def rbg_split(key, shape: Sequence[int]):
+    """New raw keys u32[*shape, 4]: each half split as a threefry key."""
+    shape = tuple(shape)
+    return lax.concatenate([threefry_split(h, shape) for h in _halves(key)], len(shape))
+
+
+# JAX: jax/_src/random/rbg.py _rbg_fold_in
+def rbg_fold_in(key, data):
+    """A new raw key u32[4]: `data` folded into each half as into a threefry key."""
+    return lax.concatenate([threefry_fold_in(h, data) for h in _halves(key)], 0)
+
+
+# JAX: jax/_src/random/rbg.py _rbg_random_bits
+def rbg_random_bits(key, bit_width: int, shape: Sequence[int]):
+    """Random bits u{bit_width}[*shape] of XLA's RngBitGenerator with the key as its state."""
+    if bit_width not in (8, 16, 32, 64):
+        raise TypeError("requires 8-, 16-, 32- or 64-bit field width.")
+    if bit_width == 64 and not dtypes.x64_enabled():
+        raise TypeError("64-bit random bits need jax_enable_x64")
+    return lax.rng_bit_generator(key, tuple(shape), dtype=UINT_DTYPES[bit_width])[1]
+
+
+# JAX: jax/_src/random/rbg.py _unsafe_rbg_split
+def unsafe_rbg_split(key, shape: Sequence[int]):
+    """New raw keys u32[*shape, 4]: every tenth row of 10 * n rows of RngBitGenerator words
+    (ten draws taken as a hash: fast, with no proof of independence)."""
+    num = math.prod(shape)
+    words = lax.rng_bit_generator(key, (10 * num, 4), dtype=np.uint32)[1]
+    return lax.reshape(lax.slice(words, (0, 0), (10 * num, 4), (10, 1)), tuple(shape) + (4,))
+
+
+# JAX: jax/_src/random/rbg.py _unsafe_rbg_fold_in
+def unsafe_rbg_fold_in(key, data):
+    """A new raw key u32[4]: the key xor the last of ten rows drawn from `data`'s seed key."""
+    words = lax.rng_bit_generator(rbg_seed(data), (10, 4), dtype=np.uint32)[1]
+    return lax.bitwise_xor(key, lax.reshape(lax.slice(words, (9, 0), (10, 4)), (4,)))
+
+
+rbg_prng_impl = PRNGImpl(key_shape=(4,), seed=rbg_seed, split=rbg_split,
+                         random_bits=rbg_random_bits, fold_in=rbg_fold_in, name="rbg",
+                         tag="rbg")
+unsafe_rbg_prng_impl = PRNGImpl(key_shape=(4,), seed=rbg_seed, split=unsafe_rbg_split,
+                                random_bits=rbg_random_bits, fold_in=unsafe_rbg_fold_in,
+                                name="unsafe_rbg", tag="urbg")
+prngs: dict[str, PRNGImpl] = {i.name: i for i in (threefry_prng_impl, rbg_prng_impl,
+                                                   unsafe_rbg_prng_impl)}
 
 
 # JAX: jax/_src/random/prng.py KeyTy
@@ -292,7 +359,7 @@ register_pytree_node(PRNGKeyArray, lambda k: ([k._base_array], k._impl),
 
 
 # JAX: jax/_src/random/prng.py random_wrap
-def random_wrap(key_data, impl: PRNGImpl = threefry_prng_impl) -> PRNGKeyArray:
+def random_wrap(key_data, impl: PRNGImpl) -> PRNGKeyArray:
     """Typed keys over raw key data u32[..., *key_shape]. Raises TypeError on bad data."""
     aval = core.get_aval(key_data)
     n = len(impl.key_shape)
@@ -306,3 +373,15 @@ def random_wrap(key_data, impl: PRNGImpl = threefry_prng_impl) -> PRNGKeyArray:
 def random_unwrap(keys: PRNGKeyArray) -> Any:
     """The raw key data u32[*keys.shape, 2] of typed keys."""
     return keys._base_array
+
+
+# JAX: jax/_src/random/prng.py random_split
+def random_split(keys: PRNGKeyArray, shape: Sequence[int]) -> PRNGKeyArray:
+    """Typed keys of shape `shape` split from one typed key, by its implementation."""
+    return PRNGKeyArray(keys._impl, keys._impl.split(keys._base_array, tuple(shape)))
+
+
+# JAX: jax/_src/random/prng.py random_bits
+def random_bits(keys: PRNGKeyArray, bit_width: int, shape: Sequence[int]):
+    """Random bits u{bit_width}[*shape] from one typed key, by its implementation."""
+    return keys._impl.random_bits(keys._base_array, bit_width, tuple(shape))

@@ -23,12 +23,13 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, prng
+from minijax import config, core, dtypes, prng
 from minijax import numpy as jnp
 from minijax.api import vmap
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax import lax
 from minijax.lax.control_flow.loops import cumsum, scan, while_loop
+from minijax.lax.control_flow.loops import map as lax_map
 from minijax.lax.lax import _const
 from minijax.lax.special import erf, erf_inv, lgamma, random_gamma_grad
 from minijax.pjit import jit
@@ -58,7 +59,7 @@ def _check_prng_key(name: str, key, allow_batched: bool = False) -> tuple[PRNGKe
             core.get_aval(key)
         except TypeError:
             raise TypeError(f"unexpected PRNG key type {type(key)}") from None
-        typed, wrapped = prng.random_wrap(key), True
+        typed, wrapped = prng.random_wrap(key, _resolve_impl(None)), True
     if not allow_batched and typed.ndim:
         raise ValueError(f"{name} accepts a single key, but was given a key array of shape "
                          f"{typed.shape} != (). Use minijax.vmap for batching.")
@@ -69,18 +70,22 @@ def _return_prng_keys(wrapped: bool, keys: PRNGKeyArray):
     return prng.random_unwrap(keys) if wrapped else keys
 
 
-def _raw(name: str, key):
-    """The raw u32[2] data of a single key (typed or raw)."""
-    return prng.random_unwrap(_check_prng_key(name, key)[0])
+def _raw(name: str, key) -> PRNGKeyArray:
+    """A single key (typed or raw) as a typed key: the samplers' jitted bodies take it whole
+    (a pytree over its words), so they draw bits with its implementation."""
+    return _check_prng_key(name, key)[0]
 
 
+# JAX: jax/_src/random/prng.py resolve_prng_impl
 def _resolve_impl(impl) -> prng.PRNGImpl:
-    if impl is None or impl == "threefry2x32":
-        return prng.threefry_prng_impl
+    if impl is None:
+        return prng.prngs[config.default_prng_impl.value]
     if isinstance(impl, prng.PRNGImpl):
         return impl
-    raise ValueError(f'unrecognized PRNG implementation "{impl}"; minijax has only '
-                     '"threefry2x32"')
+    if impl in prng.prngs:
+        return prng.prngs[impl]
+    raise ValueError(f'unrecognized PRNG implementation "{impl}". Did you mean one of: '
+                     f'{", ".join(prng.prngs)}?')
 
 
 def _seed_key(ctor_name: str, seed, impl) -> PRNGKeyArray:
@@ -156,9 +161,9 @@ def fold_in(key, data):
     return _return_prng_keys(wrapped, PRNGKeyArray(typed._impl, out))
 
 
-def _split2(key):
-    """Two raw keys from a raw key (what samplers use inside)."""
-    keys = prng.threefry_split(key, (2,))
+def _split2(key: PRNGKeyArray):
+    """Two typed keys from a typed key (what samplers use inside)."""
+    keys = prng.random_split(key, (2,))
     return keys[0], keys[1]
 
 
@@ -227,7 +232,7 @@ def bits(key, shape: Sequence[int] = (), dtype=None):
     dtype = dtypes.canonicalize_dtype(np.uint64 if dtype is None else dtype)
     if np.dtype(dtype).kind != "u":
         raise ValueError(f"dtype argument to `bits` must be an unsigned int dtype, got {dtype}")
-    return prng.threefry_random_bits(raw, np.dtype(dtype).itemsize * 8, _shape(shape))
+    return prng.random_bits(raw, np.dtype(dtype).itemsize * 8, _shape(shape))
 
 
 # JAX: jax/_src/random/core.py uniform
@@ -248,7 +253,7 @@ def _uniform(key, minval, maxval, shape, dtype):
     nbits, nmant = finfo.bits, finfo.nmant
     # bfloat16 (7 mantissa bits) draws 8 random bits per value, as JAX does
     rng_bits = nbits if nmant >= 8 else 8
-    bits_ = prng.threefry_random_bits(key, rng_bits, shape)
+    bits_ = prng.random_bits(key, rng_bits, shape)
     uint_dtype = prng.UINT_DTYPES[nbits]
     if rng_bits != nbits:
         bits_ = lax.convert_element_type(bits_, uint_dtype)
@@ -386,8 +391,8 @@ def _randint(key, minval, maxval, shape, dtype):
         raise TypeError(f"randint only accepts 8-, 16-, 32-, or 64-bit dtypes, got {dtype}")
 
     k1, k2 = _split2(key)
-    higher_bits = prng.threefry_random_bits(k1, nbits, shape)
-    lower_bits = prng.threefry_random_bits(k2, nbits, shape)
+    higher_bits = prng.random_bits(k1, nbits, shape)
+    lower_bits = prng.random_bits(k2, nbits, shape)
     unsigned = prng.UINT_DTYPES[nbits]
     span = lax.convert_element_type(lax.sub(maxval, minval), unsigned)
     # maxval <= minval gives span 1, so minval is returned
@@ -440,7 +445,7 @@ def _shuffle(key, x, axis):
     num_rounds = int(np.ceil(exponent * np.log(max(1, size)) / np.log(np.iinfo(np.uint32).max)))
     for _ in range(num_rounds):
         key, subkey = _split2(key)
-        sort_keys = prng.threefry_random_bits(subkey, 32, jnp.shape(x))
+        sort_keys = prng.random_bits(subkey, 32, jnp.shape(x))
         _, x = lax.sort_key_val(sort_keys, x, axis)
     return x
 
@@ -896,7 +901,7 @@ def _gamma_one(key, alpha, log_space: bool):
         return k, x, lax.add(one, lax.mul(x, c))
 
     def draw(state):
-        keys = prng.threefry_split(state[0], (3,))
+        keys = prng.random_split(state[0], (3,))
         _, x, v = while_loop(lambda kxv: lax.le(kxv[2], zero), next_x_v,
                              (keys[1], zero, minus_one))
         u = _uniform(keys[2], 0.0, 1.0, (), dtype)
@@ -917,20 +922,27 @@ def _gamma_one(key, alpha, log_space: bool):
 # JAX: jax/_src/random/core.py _gamma_impl
 def _gamma_impl(key, a, *, log_space):
     # one key per element of `a`, split from its (possibly batched) key, then one vmapped
-    # rejection loop: JAX lowers random_gamma this way (use_vmap=True)
-    a_shape = jnp.shape(a)
+    # rejection loop: JAX lowers random_gamma this way (use_vmap=True; other impls loop)
+    # the raw words name their implementation by their count (unsafe_rbg is refused by gamma)
+    a_shape, n = jnp.shape(a), jnp.shape(key)[-1]
+    impl = prng.threefry_prng_impl if n == 2 else prng.rbg_prng_impl
     key_batch = jnp.ndim(key) - 1
-    keys = jnp.reshape(key, (-1, 2))
+    keys = PRNGKeyArray(impl, jnp.reshape(key, (-1, n)))
     count = math.prod(a_shape[key_batch:])
-    keys = jnp.reshape(vmap(lambda k: prng.threefry_split(k, (count,)))(keys), (-1, 2))
-    samples = vmap(functools.partial(_gamma_one, log_space=log_space))(keys, jnp.ravel(a))
+    keys = vmap(lambda k: prng.random_split(k, (count,)))(keys)
+    keys = PRNGKeyArray(impl, jnp.reshape(prng.random_unwrap(keys), (-1, n)))
+    one = functools.partial(_gamma_one, log_space=log_space)
+    if impl is prng.threefry_prng_impl:
+        samples = vmap(one)(keys, jnp.ravel(a))
+    else:  # as JAX: a loop, since the batched bit generator would draw from the first key
+        samples = lax_map(lambda ka: one(*ka), (keys, jnp.ravel(a)))
     return jnp.reshape(samples, a_shape)
 
 
 def _random_gamma_abstract_eval(key, a, *, log_space):
-    if key.dtype != np.uint32 or key.shape[-1:] != (2,) or key.shape[:-1] != a.shape[
-            :key.ndim - 1]:
-        raise TypeError(f"random_gamma: expected raw keys u32[..., 2] batching a's leading "
+    if key.dtype != np.uint32 or key.shape[-1:] not in ((2,), (4,)) or key.shape[
+            :-1] != a.shape[:key.ndim - 1]:
+        raise TypeError(f"random_gamma: expected raw keys u32[..., 2 or 4] batching a's leading "
                         f"axes, got key {key.str_short()} and a {a.str_short()}")
     if not dtypes.issubdtype(a.dtype, np.floating):
         raise TypeError(f"random_gamma: a must be a float array, got {a.str_short()}")
@@ -988,8 +1000,11 @@ def loggamma(key, a, shape: Sequence[int] | None = None, dtype=None):
 
 @functools.partial(jit, static_argnames=("shape", "dtype", "log_space"))
 def _gamma(key, a, *, shape, dtype, log_space=False):
+    if key._impl is prng.unsafe_rbg_prng_impl:
+        raise NotImplementedError("gamma (and the samplers built on it) of unsafe_rbg keys: "
+                                  "minijax's random_gamma takes threefry2x32 and rbg keys")
     a = jnp.broadcast_to(lax.convert_element_type(a, dtype), shape)
-    return random_gamma_p.bind(key, a, log_space=log_space)
+    return random_gamma_p.bind(prng.random_unwrap(key), a, log_space=log_space)
 
 
 # JAX: jax/_src/random/core.py beta
@@ -1174,7 +1189,7 @@ def _poisson_rejection(key, lam, shape, dtype, max_iters):
 
     def body(carry):
         i, k_out, accepted, key = carry
-        keys = prng.threefry_split(key, (3,))
+        keys = prng.random_split(key, (3,))
         u = _uniform(keys[1], 0.0, 1.0, shape, lam.dtype) - 0.5
         v = _uniform(keys[2], 0.0, 1.0, shape, lam.dtype)
         u_shifted = 0.5 - abs(u)
@@ -1223,7 +1238,7 @@ def _binomial_inversion(key, count, prob, shape, dtype, max_iters):
 
     def body(carry):  # count geometric waits until they pass `count`
         i, num_geom, geom_sum, key = carry
-        keys = prng.threefry_split(key, (2,))
+        keys = prng.random_split(key, (2,))
         num_geom_out = lax.select(geom_sum <= count, num_geom + 1, num_geom)
         u = _uniform(keys[0], 0.0, 1.0, shape, prob.dtype)
         geom = jnp.ceil(jnp.log(u) / log1minusprob)
@@ -1250,7 +1265,7 @@ def _btrs(key, count, prob, shape, dtype, max_iters):
 
     def body(carry):
         i, k_out, accepted, key = carry
-        keys = prng.threefry_split(key, (3,))
+        keys = prng.random_split(key, (3,))
         u = _uniform(keys[1], 0.0, 1.0, shape, prob.dtype)
         v = _uniform(keys[2], 0.0, 1.0, shape, prob.dtype)
         u = u - 0.5
@@ -1322,7 +1337,7 @@ def multinomial(key, n, p, *, shape: Sequence[int] | None = None, dtype=None,
     p = jnp.moveaxis(p, -1, 0)
     remaining = cumsum(p, 0, reverse=True)
     ratios = p / jnp.where(remaining == 0, 1, remaining)
-    keys = prng.threefry_split(raw, (jnp.shape(ratios)[0],))
+    keys = prng.random_split(raw, (jnp.shape(ratios)[0],))
     _, counts = scan(step, n, (ratios, keys), unroll=unroll)
     return jnp.moveaxis(counts, 0, -1).astype(dtype)
 

@@ -729,7 +729,7 @@ def test_config_unknown_and_unmodelled_options_as_jax(recwarn):
         "changes nothing"]
     assert minijax.config.jax_pprint_use_color is True and jax.config.jax_pprint_use_color == old
     with pytest.raises(NotImplementedError, match="threefry2x32"):
-        minijax.config.update("jax_default_prng_impl", "rbg")  # a value JAX takes
+        minijax.config.update("jax_default_prng_impl", "philox4x32")  # a value JAX takes
 
 
 @pytest.mark.parametrize("mode", ["warn", "raise"])

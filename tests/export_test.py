@@ -559,6 +559,17 @@ def test_sharded_export_keeps_the_jits_shardings_as_jax(axis_types):
     for exp, J in ((mexp, minijax), (jexp, jax)):
         with pytest.raises(ValueError, match="does not match the mesh used for export"):
             exp.in_shardings_jax(J.make_mesh((2, 4), ("x", "y"), axis_types=axis_types(J)))
-    # differs: minijax calls single-device exports only
-    with pytest.raises(NotImplementedError, match="exported for 8 devices"):
+    # each side's call of JAX's artifact, on arguments placed on its mesh: eagerly and under
+    # jit, the same values and result shardings; unplaced arguments are JAX's ValueError
+    jloaded, mplaced = jexport.deserialize(jexp.serialize()), [
+        minijax.device_put(x, s) for x, s in zip(args, loaded.in_shardings_jax(mmesh))]
+    jplaced = [jax.device_put(x, s) for x, s in zip(args, jloaded.in_shardings_jax(jmesh))]
+    for got, want in zip([*loaded.call(*mplaced), *minijax.jit(loaded.call)(*mplaced)],
+                         [*jloaded.call(*jplaced), *jax.jit(jloaded.call)(*jplaced)]):
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+        assert str(got.sharding) == str(want.sharding)
+    with pytest.raises(ValueError):
+        jloaded.call(*args)
+    with pytest.raises(ValueError, match="exported for 8 devices and is called in a context "
+                                         "with 1 devices"):
         loaded.call(*args)

@@ -481,3 +481,46 @@ def test_typed_keys_join_and_refuse_conversions_as_jax():
         if name != "astype":  # (JAX's text: "Cannot call abstract method astype")
             assert str(got.value) == str(want.value), name
     assert str(minijax.numpy.asarray(minijax.random.key(0)).dtype) == "key<fry>"
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_rbg_keys_as_jax(impl):
+    # keys over XLA's RngBitGenerator (u32[4]): seed, split, fold_in, the bits and the samplers
+    # on them, eagerly, under jit and vmap, and raw keys under jax_default_prng_impl
+    def program(J):
+        r = J.random
+        k = r.key(42, impl=impl)
+        data = r.key_data
+        out = [data(k), data(r.split(k, (2, 3))), data(r.fold_in(k, 7)), r.PRNGKey(3, impl=impl),
+               data(r.wrap_key_data(np.arange(8, dtype=np.uint32).reshape(2, 4), impl=impl)),
+               r.bits(k, (5,)), r.bits(k, (3,), np.uint8), r.bits(k, (2,), np.uint16),
+               r.uniform(k, (2, 3)), r.normal(k, (4,), np.float16), r.randint(k, (3,), 0, 10),
+               r.permutation(k, 6), r.bernoulli(k, 0.3, (4,)), r.categorical(k, np.zeros(5)),
+               J.jit(lambda k: r.normal(r.split(k)[1], (3,)))(k),
+               J.vmap(lambda k: r.uniform(k, (2,)))(r.split(k, 3)),
+               J.jit(J.vmap(lambda k, i: data(r.fold_in(k, i))))(r.split(k, 2), np.arange(2))]
+        if impl == "rbg":  # (minijax's gamma refuses unsafe_rbg keys, below)
+            out += [r.gamma(k, np.array([0.5, 2.0, 9.0])), r.beta(k, 2.0, 3.0, (2,))]
+        with J.default_prng_impl(impl):
+            raw = r.PRNGKey(5)
+            out += [raw, r.uniform(raw, (3,)), data(r.split(raw)), r.key_impl(r.key(1))]
+        return out, [r.key_impl(k), str(k.dtype), repr(k)]
+    (got, got_meta), (want, want_meta) = program(minijax), program(jax)
+    assert got_meta == want_meta
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        if isinstance(w, str):
+            assert g == w, i
+        else:
+            assert_bits_equal(g, w, str(i))
+    # JAX's errors: a key of the other impl's shape, an impl JAX does not know
+    for bad in (lambda J: J.random.uniform(J.random.PRNGKey(0, impl=impl), (2,)),
+                lambda J: J.random.wrap_key_data(np.zeros(2, np.uint32), impl=impl),
+                lambda J: J.random.key(0, impl="nope")):
+        with pytest.raises(Exception) as want_err:
+            bad(jax)
+        with pytest.raises(type(want_err.value)):
+            bad(minijax)
+    if impl == "unsafe_rbg":  # a documented difference: JAX samples, minijax refuses
+        with pytest.raises(NotImplementedError, match="unsafe_rbg"):
+            minijax.random.gamma(minijax.random.key(0, impl=impl), 2.0)

@@ -417,11 +417,15 @@ _merged = itertools.count()
 
 def _call_exported_lowering(ctx, *args, exported: Exported):
     ir, func = mlir.ir, mlir.func
-    if exported.nr_devices > 1:
-        raise NotImplementedError(
-            f"call of '{exported.fun_name}': it was exported for {exported.nr_devices} "
-            "devices; minijax calls single-device exports only (JAX runs it under a jit "
-            "sharded the same way)")
+    # a multi-device export runs partitioned as it was exported: the caller's module must be
+    # on as many devices (the mesh its arguments' layouts name); its sdy mesh and shardings
+    # move in with its functions below
+    used = mlir._sharding_state[-1] if mlir._sharding_state else []
+    num_devices = used[0].size if used else 1
+    if exported.nr_devices != 1 and num_devices != exported.nr_devices:
+        raise ValueError(f"Function {exported.fun_name} was exported for "
+                         f"{exported.nr_devices} devices and is called in a context with "
+                         f"{num_devices} devices, which is not allowed.")
     platform = default_export_platform()
     if platform not in exported.platforms and \
             DisabledSafetyCheck.platform() not in exported.disabled_safety_checks:
@@ -489,5 +493,6 @@ def _specialize(sub, avals_in, avals_out):
 
 
 call_exported_p.def_impl(_call_exported_impl)
+call_exported_p.impl_takes_arrays = True  # a multi-device export runs on its arguments' mesh
 call_exported_p.def_abstract_eval(_call_exported_abstract_eval)
 mlir.register_lowering(call_exported_p, _call_exported_lowering)
