@@ -27,8 +27,8 @@ UNIMPLEMENTED = {
     'minijax.sharding': frozenset("""
     """.split()),
     'minijax.experimental.pallas': frozenset("""
-        core_map debug_check empty_ref_like enable_debug_checks enable_poison_buffers estimate_cost
-        get_global kernel lower_as_mlir pallas_export_experimental select_ref semaphore
+        core_map debug_check empty_ref_like enable_debug_checks enable_poison_buffers get_global
+        kernel lower_as_mlir pallas_export_experimental select_ref semaphore
     """.split()),
     'minijax.experimental.pallas.tpu': frozenset("""
         BufferType BufferedRef BufferedRefBase ChipVersion CoreType Tiling TpuInfo

@@ -74,7 +74,8 @@ BUDGETS = {
     "export": 1500,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32);
     #                  floordiv/mod/max/min factors, constraints and their bounds, solving
     #                  input dimensions (`2*b`, `a - 1`) with JAX's shape assertions (45)
-    "experimental": 2380,  # pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
+    "experimental": 2440,  # pl.estimate_cost: JAX's per-primitive cost rules (~60, 45);
+    #                      pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
     #                      + the AttributeError naming missing pallas names (45);
     #                      pallas + checkify (~260: checks inside cond, scan, while);
     #                      pallas.tpu: memory spaces, CompilerParams, InterpretParams (41);
