@@ -449,7 +449,7 @@ def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dime
     return _unpermuted(out, out_perm)
 
 
-def _conv_transpose_padding(k: int, s: int, padding: str) -> tuple[int, int]:
+def _conv_transpose_padding(k: int, s: int, padding: str | tuple[int, int]) -> tuple[int, int]:
     # the padding of the dilated input that makes a transposed conv invert 'SAME'/'VALID'
     if padding == "SAME":
         total = k + s - 2
@@ -576,8 +576,9 @@ def conv_general_dilated_patches(lhs, filter_shape: Sequence[int], window_stride
     kernel = np.broadcast_to(eye, (channels, size, size)).reshape(
         (channels * size, 1) + filter_shape)
     kernel = np.moveaxis(kernel, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
-    if precision is not None:
-        precision = (lax.canonicalize_precision(precision)[0], lax.Precision.DEFAULT)
+    pair = lax.canonicalize_precision(precision) if precision is not None else None
+    if isinstance(pair, tuple):  # the lhs's precision; the one-hot kernel is exact anyway
+        precision = (pair[0], lax.Precision.DEFAULT)
     return conv_general_dilated(lhs, kernel, window_strides, padding, lhs_dilation,
                                 rhs_dilation, dn, feature_group_count=channels,
                                 precision=precision, preferred_element_type=preferred_element_type)
