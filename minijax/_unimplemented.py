@@ -8,11 +8,9 @@ UNIMPLEMENTED = {
     'minijax.numpy': frozenset("""
     """.split()),
     'minijax.lax': frozenset("""
-        after_all after_all_p conv_general_dilated_local conv_general_dilated_patches
-        conv_transpose copy_p create_token create_token_p custom_linear_solve custom_root dce_sink
-        dce_sink_p eq_to_p le_to_p linear_solve_p lt_to_p precv psend psum_p ragged_all_to_all
-        ragged_all_to_all_p reduce_window_p rng_uniform rng_uniform_p scaled_dot
-        select_and_scatter_p shape_as_value stage stage_p
+        after_all after_all_p create_token create_token_p custom_linear_solve custom_root eq_to_p
+        le_to_p linear_solve_p lt_to_p precv psend psum_p ragged_all_to_all ragged_all_to_all_p
+        reduce_window_p scaled_dot select_and_scatter_p
     """.split()),
     'minijax.random': frozenset("""
     """.split()),
@@ -29,8 +27,8 @@ UNIMPLEMENTED = {
     'minijax.sharding': frozenset("""
     """.split()),
     'minijax.experimental.pallas': frozenset("""
-        core_map debug_check empty_ref_like enable_debug_checks enable_poison_buffers estimate_cost
-        get_global kernel lower_as_mlir pallas_export_experimental select_ref semaphore
+        core_map debug_check empty_ref_like enable_debug_checks enable_poison_buffers get_global
+        kernel lower_as_mlir pallas_export_experimental select_ref semaphore
     """.split()),
     'minijax.experimental.pallas.tpu': frozenset("""
         get_barrier_semaphore sample_block to_pallas_key

@@ -74,7 +74,8 @@ BUDGETS = {
     "export": 1500,  # export/serialize/call (flatbuffers by hand), symbolic shapes (32);
     #                  floordiv/mod/max/min factors, constraints and their bounds, solving
     #                  input dimensions (`2*b`, `a - 1`) with JAX's shape assertions (45)
-    "experimental": 3100,  # pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
+    "experimental": 3160,  # pl.estimate_cost: JAX's per-primitive cost rules (~60, 45);
+    #                      pallas names (45): block dims, run_scoped, semaphores, DMAs (~510);
     #                      pallas.tpu 27 -> 63 of 66 (45, ~660): tpu_info.py (chip table),
     #                      tpu_primitives.py (einshape, pack, MXU, PRNG), tpu_pipeline.py;
     #                      + the AttributeError naming missing pallas names (45);
@@ -105,7 +106,9 @@ BUDGETS = {
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
     #                       partial_eval_jaxpr_custom and its rules table, from ad_checkpoint
     #                       (~105, issue 24); name stacks lowered as op locations (~25, 34)
-    "lax": 8490,  # bessel_i0e (trapezoidal rule + Hankel), betainc (continued fraction) (45);
+    "lax": 8740,  # conv_transpose, the patch and unshared convolutions (in convolution.py), stage,
+    #              copy_p, dce_sink, rng_uniform, shape_as_value (~240, 45);
+    #              bessel_i0e (trapezoidal rule + Hankel), betainc (continued fraction) (45);
     #              gather_p's FILL_OR_DROP in impl and lowering, scan's forwarding (~40, 45);
     #              TPU rules (linalg through XLA's expansions, chlo.ragged_dot), conv
     #               precision and preferred_element_type, dot_general per platform (~110, 43);

@@ -247,3 +247,32 @@ def test_delay_is_a_no_op_in_interpret_mode():
     out = pl.pallas_call(kernel, out_shape=minijax.ShapeDtypeStruct((8, 128), F32),
                          interpret=True)(X[:8])
     np.testing.assert_array_equal(np.asarray(out), X[:8])
+
+
+@pytest.mark.parametrize("case", ["matmul_tanh_sum", "exp_plus_one", "jit_pow_sqrt_sin",
+                                  "batched_einsum", "pytree_relu_sigmoid", "convert"])
+def test_estimate_cost_as_jax(case):
+    def make(J):
+        pl, _ = _pl(J)
+        jnp = J.numpy
+        f32 = lambda *s: np.ones(s, F32)  # noqa: E731
+        fun, args, kwargs = {
+            "matmul_tanh_sum": (lambda x, w: jnp.tanh(x @ w).sum(), (f32(8, 16), f32(16, 4)),
+                                {}),
+            "exp_plus_one": (lambda x: jnp.exp(x) + 1,
+                             (J.ShapeDtypeStruct((4, 5), np.float32),), {}),
+            "jit_pow_sqrt_sin": (lambda x, n: J.jit(
+                lambda y: y ** 5 - jnp.sqrt(y) * jnp.sin(y))(x) / n, (f32(3, 7),),
+                {"n": 2.0}),
+            "batched_einsum": (lambda a, b: jnp.einsum("bij,bjk->bik", a, b),
+                               (f32(2, 3, 4), f32(2, 4, 5)), {}),
+            "pytree_relu_sigmoid": (lambda d: J.nn.relu(d["x"]) * J.nn.sigmoid(d["y"]),
+                                    ({"x": f32(6), "y": f32(6)},), {}),
+            "convert": (lambda a: a.astype(np.float32), (np.ones((2, 3), np.float64),), {}),
+        }[case]
+        est = pl.estimate_cost(fun, *args, **kwargs)
+        return lambda: (est.flops, est.transcendentals, est.bytes_accessed)
+    want, got = both(make)
+    assert got == want
+    assert isinstance(minijax.experimental.pallas.estimate_cost(
+        lambda x: x, np.ones(2, F32)), minijax.experimental.pallas.CostEstimate)

@@ -13,7 +13,8 @@ from minijax.lax.convolution import (
     ConvDimensionNumbers, ConvGeneralDilatedDimensionNumbers, conv, conv_dimension_numbers,
     conv_general_dilated, conv_general_dilated_p, conv_general_permutations,
     conv_general_shape_tuple, conv_shape_tuple, conv_transpose_shape_tuple,
-    conv_with_general_padding, padtype_to_pads,
+    conv_transpose, conv_with_general_padding, padtype_to_pads, conv_general_dilated_local,
+    conv_general_dilated_patches,
 )
 from minijax.lax.ann import approx_max_k, approx_min_k, approx_top_k_p
 from minijax.lax.lax import (
@@ -46,6 +47,7 @@ from minijax.lax.lax import (
     population_count, population_count_p, reduce, reduce_and, reduce_and_p, reduce_or,
     reduce_or_p, reduce_p, reduce_prod, reduce_prod_p, reduce_xor, reduce_xor_p, round,
     round_p, slice_in_dim, split, split_p, tile, tile_p, rng_bit_generator, rng_bit_generator_p,
+    copy_p, dce_sink, dce_sink_p, rng_uniform, rng_uniform_p, shape_as_value, stage, stage_p,
 )
 from minijax.lax.fft import FftType, fft, fft_p
 from minijax.lax.slicing import (

@@ -5,12 +5,15 @@ The primitive is bilinear in (lhs, rhs), so its jvp applies it to each tangent a
 transposes are convolutions again (JAX's `_conv_general_dilated_transpose_lhs/rhs`): the lhs
 cotangent convolves the output cotangent with the spatially reversed kernel, the rhs cotangent
 convolves the input with the output cotangent. The numpy impl lays out windows with
-`sliding_window_view` and contracts them with `einsum`. Mirrors jax/_src/lax/convolution.py.
-Taught in chapters/09-primitives.md.
+`sliding_window_view` and contracts them with `einsum`. Built on it, as in JAX: the
+transposed convolution (`conv_transpose`), the patches a convolution sees and the unshared
+convolution (`conv_general_dilated_patches/_local`, JAX's jax/_src/lax/other.py). Mirrors
+jax/_src/lax/convolution.py. Taught in chapters/09-primitives.md.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple, Sequence
 
 import numpy as np
@@ -446,7 +449,7 @@ def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding, dime
     return _unpermuted(out, out_perm)
 
 
-def _conv_transpose_padding(k: int, s: int, padding: str) -> tuple[int, int]:
+def _conv_transpose_padding(k: int, s: int, padding: str | tuple[int, int]) -> tuple[int, int]:
     # the padding of the dilated input that makes a transposed conv invert 'SAME'/'VALID'
     if padding == "SAME":
         total = k + s - 2
@@ -454,9 +457,63 @@ def _conv_transpose_padding(k: int, s: int, padding: str) -> tuple[int, int]:
     elif padding == "VALID":
         total = k + s - 2 + max(0, k - s)
         lo = k - 1
+    elif isinstance(padding, tuple):  # a forward conv's (lo, hi): the padding undoing it
+        lo, total = k - 1 - padding[0], 2 * (k - 1) - padding[0] - padding[1]
     else:
         raise ValueError(f"Padding mode must be `SAME` or `VALID`, got {padding!r}")
     return lo, total - lo
+
+
+_TRANSPOSE_LAYOUTS = {1: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                      4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+
+
+# JAX: jax/_src/lax/convolution.py conv_transpose
+def conv_transpose(lhs, rhs, strides: Sequence[int], padding, rhs_dilation=None,
+                   dimension_numbers=None, transpose_kernel: bool = False, precision=None,
+                   preferred_element_type=None, use_consistent_padding: bool = False):
+    """A transposed ("fractionally strided") convolution, computed directly: `lhs` dilated by
+    `strides` and convolved with `rhs` at stride 1, so `(N, H, W, C)` grows to about
+    `(N, H*s, W*s, O)`.
+
+    Args:
+      lhs, rhs: arrays of equal rank n+2, laid out as `dimension_numbers` says; unset, the
+        TensorFlow layouts `('NHWC', 'HWIO', 'NHWC')` (and their 1-d/3-d analogues).
+      strides: the forward convolution's strides (the input's dilation here).
+      padding: 'SAME' or 'VALID' (the forward convolution's), or `(lo, hi)` per spatial dim:
+        the transposed convolution's own padding, or with `use_consistent_padding` the
+        forward one's.
+      rhs_dilation: the kernel's dilation; transpose_kernel: flip the kernel's spatial dims and
+        swap its I and O (what the gradient of a forward conv does).
+      precision, preferred_element_type: as `conv_general_dilated`.
+    Returns the convolution, in `dimension_numbers[2]`'s layout.
+    Raises ValueError for a rank above 5 without `dimension_numbers` or a bad padding mode,
+    TypeError/ValueError from `conv_general_dilated` for mismatched operands.
+    Mirrors jax/_src/lax/convolution.py: conv_transpose.
+    """
+    l_shape, r_shape = core.get_aval(lhs).shape, core.get_aval(rhs).shape
+    if len(l_shape) != len(r_shape) or len(l_shape) < 2:
+        raise ValueError(f"conv_transpose: lhs and rhs must have the same rank >= 2, got "
+                         f"shapes {l_shape} and {r_shape}")
+    if dimension_numbers is None:
+        if len(l_shape) not in _TRANSPOSE_LAYOUTS:
+            raise ValueError("No 4+ dimensional dimension_number defaults.")
+        dimension_numbers = _TRANSPOSE_LAYOUTS[len(l_shape)]
+    dn = conv_dimension_numbers(l_shape, r_shape, dimension_numbers)
+    nsp = len(l_shape) - 2
+    rhs_dilation = tuple(rhs_dilation or (1,) * nsp)
+    if use_consistent_padding or padding in ("SAME", "VALID"):
+        k_sizes = [(r_shape[d] - 1) * r + 1 for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+        modes = [padding] * nsp if isinstance(padding, str) else [tuple(p) for p in padding]
+        padding = [_conv_transpose_padding(k, s, m) for k, s, m in zip(k_sizes, strides, modes)]
+    if transpose_kernel:
+        rhs = lax.rev(rhs, tuple(dn.rhs_spec[2:]))
+        perm = list(range(len(r_shape)))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = lax.transpose(rhs, tuple(perm))
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, padding, strides, rhs_dilation, dn,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)
 
 
 # JAX: jax/_src/lax/convolution.py conv_transpose_shape_tuple
@@ -471,3 +528,92 @@ def conv_transpose_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
     space = tuple((i - 1) * s - k + 2 + lo + hi
                   for i, k, s, (lo, hi) in zip(lhs[2:], rhs[2:], window_strides, padding))
     return _unpermuted((lhs[0], rhs[0]) + space, out_perm)
+
+
+# ---------------------------------------------------------------------------------------------
+# The patches a convolution sees, and the unshared convolution (JAX: jax/_src/lax/other.py)
+# ---------------------------------------------------------------------------------------------
+# The patches are a grouped convolution with a one-hot kernel: one group per input channel, one
+# output channel per window position, so output channel `c * prod(filter_shape) + k` holds input
+# channel `c` at window position `k` (row-major over the filter's spatial dims). No primitive of
+# their own: grad, vmap and jit come from the convolution's rules.
+def _moveaxis(x, src: Sequence[int], dst: Sequence[int]):
+    """`x` with its axes `src` moved to `dst` (as `np.moveaxis`), through `lax.transpose`."""
+    ndim = core.get_aval(x).ndim
+    perm = [d for d in range(ndim) if d not in src]
+    for s, d in sorted(zip(src, dst), key=lambda p: p[1]):
+        perm.insert(d, s)
+    return x if perm == list(range(ndim)) else lax.transpose(x, tuple(perm))
+
+
+# JAX: jax/_src/lax/other.py conv_general_dilated_patches
+def conv_general_dilated_patches(lhs, filter_shape: Sequence[int], window_strides, padding,
+                                 lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                                 precision=None, preferred_element_type=None):
+    """The patches of `lhs` that a convolution with a `filter_shape` window would see.
+
+    Args:
+      lhs: `T[N, C, spatial...]` (rank n+2, laid out as `dimension_numbers[0]` says).
+      filter_shape: the n spatial sizes of the window.
+      window_strides, padding, lhs_dilation, rhs_dilation, dimension_numbers, precision,
+        preferred_element_type: as `conv_general_dilated` (the kernel layout in
+        `dimension_numbers[1]` orders the window's spatial dims).
+    Returns `T[N, C * prod(filter_shape), out_spatial...]` in `dimension_numbers[2]`'s layout:
+      feature `c * prod(filter_shape) + k` is input channel `c` at window position `k`.
+    Raises what `conv_general_dilated` raises for strides, padding or dilations that do not
+    match the rank. Mirrors jax/_src/lax/other.py: conv_general_dilated_patches.
+    """
+    lhs = lax.asarray(lhs)
+    filter_shape = tuple(int(d) for d in filter_shape)
+    shape, dtype = core.get_aval(lhs).shape, core.get_aval(lhs).dtype
+    if len(filter_shape) != len(shape) - 2:
+        raise ValueError(f"conv_general_dilated_patches: filter_shape {filter_shape} must have "
+                         f"one size per spatial dimension of lhs {shape}")
+    dn = conv_dimension_numbers(shape, (1, 1) + filter_shape, dimension_numbers)
+    size, channels = math.prod(filter_shape), shape[dn.lhs_spec[1]]
+    # the kernel in OI<spatial> order: O = (channel, window position), I = 1 (one group each)
+    eye = np.eye(size, dtype=dtype).reshape(1, size, size)
+    kernel = np.broadcast_to(eye, (channels, size, size)).reshape(
+        (channels * size, 1) + filter_shape)
+    kernel = np.moveaxis(kernel, (0, 1), (dn.rhs_spec[0], dn.rhs_spec[1]))
+    pair = lax.canonicalize_precision(precision) if precision is not None else None
+    if isinstance(pair, tuple):  # the lhs's precision; the one-hot kernel is exact anyway
+        precision = (pair[0], lax.Precision.DEFAULT)
+    return conv_general_dilated(lhs, kernel, window_strides, padding, lhs_dilation,
+                                rhs_dilation, dn, feature_group_count=channels,
+                                precision=precision, preferred_element_type=preferred_element_type)
+
+
+# JAX: jax/_src/lax/other.py conv_general_dilated_local
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape: Sequence[int],
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """An unshared convolution: a different kernel at every output location.
+
+    Args:
+      lhs: `T[N, C, spatial...]` (layout `dimension_numbers[0]`).
+      rhs: `T[O, C * prod(filter_shape), out_spatial...]` in `dimension_numbers[1]`'s layout:
+        its "I" dim runs over the patch features as `conv_general_dilated_patches` orders
+        them, its spatial dims over the output locations.
+      window_strides, padding, filter_shape, lhs_dilation, rhs_dilation, dimension_numbers:
+        as `conv_general_dilated_patches`; precision: one Precision or a pair (lhs, rhs).
+    Returns `T[N, O, out_spatial...]` in `dimension_numbers[2]`'s layout.
+    Raises ValueError for a precision that is not one Precision or a pair, TypeError from
+    `dot_general` when `rhs` does not fit the patches. Mirrors jax/_src/lax/other.py:
+    conv_general_dilated_local.
+    """
+    lhs = lax.asarray(lhs)
+    pair = lax.canonicalize_precision(precision)
+    if pair is not None and not (isinstance(pair, tuple) and len(pair) == 2):
+        raise ValueError(f"Unsupported precision for conv_general_dilated_local: {precision}")
+    patches = conv_general_dilated_patches(
+        lhs, filter_shape, window_strides, padding, lhs_dilation, rhs_dilation,
+        dimension_numbers, precision=None if pair is None else pair[0])
+    _, rhs_spec, out_spec = conv_dimension_numbers(
+        core.get_aval(lhs).shape, (1, 1) + tuple(filter_shape), dimension_numbers)
+    # contract the patch features; the spatial dims are batch dims, paired in output order
+    lhs_b = list(out_spec[2:])
+    rhs_b = [rhs_spec[2:][i] for i in sorted(range(len(lhs_b)), key=lambda k: lhs_b[k])]
+    dn = (([out_spec[1]], [rhs_spec[1]]), (sorted(lhs_b), rhs_b))
+    out = lax.dot_general(patches, rhs, dn, precision=precision)
+    return _moveaxis(out, (out.ndim - 2, out.ndim - 1), (out_spec[0], out_spec[1]))

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dispatch, dtypes
+from minijax import core, dispatch, dtypes, effects
 from minijax.lax.utils import (broadcasting_sharding_rule, context_mesh, dot_general_sharding_rule,
                                reshape_sharding_rule, same_sharding_rule,
                                varying_shape_sharding_rule)
@@ -4230,3 +4230,141 @@ rng_bit_generator_p.def_abstract_eval(_rng_bit_generator_abstract_eval)
 defjvp_zero(rng_bit_generator_p)
 batching.primitive_batchers[rng_bit_generator_p] = _rng_bit_generator_batch_rule
 mlir.register_lowering(rng_bit_generator_p, _rng_bit_generator_lowering)
+
+
+# ---------------------------------------------------------------------------------------------
+# stage, copy, dce_sink, rng_uniform, shape_as_value: identity-like and XLA-state primitives
+# ---------------------------------------------------------------------------------------------
+
+class _StagePrimitive(Primitive):
+    # JAX: jax/_src/lax/lax.py _stage_bind_with_trace (trace.stage_value) — differs: a
+    # jaxpr trace makes the value a constant of the jaxpr, other traces apply the identity
+    def bind(self, x):
+        trace = core.current_trace()
+        if isinstance(x, core.Tracer) and getattr(x, "_trace", None) is trace:
+            return x  # already a value of this trace
+        if isinstance(trace, pe.DynamicJaxprTrace) and not isinstance(x, core.Tracer):
+            return pe.DynamicJaxprTracer(trace, trace.new_const(x))
+        if isinstance(x, Array) and trace is core.eval_trace:
+            return x
+        return super().bind(x)
+
+
+# JAX: jax/_src/lax/lax.py stage
+def stage(x, /):
+    """`x` (an array or a Python/NumPy scalar or array) lifted into the current trace: under
+    `jit` a value of the jaxpr (a literal or constant, no equation), eagerly a minijax Array of
+    the same shape and dtype (a Python scalar stays weakly typed). Mirrors
+    jax/_src/lax/lax.py: stage."""
+    return stage_p.bind(x)
+
+
+stage_p = _StagePrimitive("stage")
+stage_p.def_impl(lambda x: x)
+stage_p.def_abstract_eval(lambda x: x)
+deflinear(stage_p, lambda ct, x: [ct])
+defvectorized(stage_p)
+mlir.register_lowering(stage_p, lambda ctx, x: [x])
+
+# JAX: jax/_src/lax/lax.py copy_p — a fresh buffer holding x (jnp.array(x, copy=True) binds it)
+copy_p = Primitive("copy")
+copy_p.def_impl(np.copy)
+copy_p.def_abstract_eval(lambda x: x)
+deflinear(copy_p, lambda ct, x: [ct if type(ct) is Zero else copy_p.bind(ct)])
+defvectorized(copy_p)
+mlir.register_lowering(copy_p, lambda ctx, x: [x])
+
+
+# JAX: jax/_src/lax/lax.py NoDCEEffect
+class NoDCEEffect(effects.Effect):
+    """What keeps a `dce_sink` (and the computation of its operand) from dead-code removal."""
+    __hash__ = lambda self: hash(type(self))  # noqa: E731 (one instance's worth of identity)
+    __eq__ = lambda self, other: type(self) is type(other)  # noqa: E731
+    __str__ = lambda self: "NoDCE"  # noqa: E731
+
+
+no_dce_effect = NoDCEEffect()
+
+
+# JAX: jax/_src/lax/lax.py dce_sink
+def dce_sink(val, *, prevent_mlir_dce: bool = False) -> None:
+    """Mark every array of the pytree `val` as used: the equations computing it survive the
+    jaxpr's dead-code elimination. With `prevent_mlir_dce`, the lowering also keeps it alive
+    in the compiled program (a side-effecting `custom_call @dce_sink`, as JAX emits; XLA's
+    CPU backend ignores it). Returns None. Mirrors jax/_src/lax/lax.py: dce_sink."""
+    tree_map(lambda x: dce_sink_p.bind(x, prevent_mlir_dce=bool(prevent_mlir_dce)), val)
+
+
+def _dce_sink_lowering(ctx, x, *, prevent_mlir_dce):
+    if prevent_mlir_dce:  # the typed-FFI call JAX emits (ffi_lowering("dce_sink"))
+        ir = mlir.ir
+        op = mlir.hlo.CustomCallOp.build_generic(results=[], operands=[x], attributes=dict(
+            call_target_name=ir.StringAttr.get("dce_sink"),
+            has_side_effect=ir.BoolAttr.get(True), backend_config=ir.StringAttr.get(""),
+            api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
+            called_computations=ir.ArrayAttr.get([]),
+            output_operand_aliases=ir.ArrayAttr.get([]),
+            operand_layouts=ir.ArrayAttr.get([ir.DenseIntElementsAttr.get(
+                np.zeros(0, np.int64), type=ir.IndexType.get())]),
+            result_layouts=ir.ArrayAttr.get([])))
+        op.operation.attributes["mhlo.backend_config"] = ir.DictAttr.get({})
+    return []
+
+
+dce_sink_p = Primitive("dce_sink")
+dce_sink_p.multiple_results = True
+dce_sink_p.def_impl(lambda x, **_: [])
+dce_sink_p.def_effectful_abstract_eval(lambda x, **_: ([], {no_dce_effect}))
+deflinear(dce_sink_p, lambda cts, x, **_: [Zero(x.aval)])
+batching.primitive_batchers[dce_sink_p] = lambda vals, dims, *, axis_size, **params: (
+    dce_sink_p.bind(*vals, **params), [])
+mlir.register_lowering(dce_sink_p, _dce_sink_lowering)
+
+
+# JAX: jax/_src/lax/lax.py rng_uniform
+def rng_uniform(a, b, shape: Sequence[int]):
+    """Numbers uniform in [a, b) of `shape` and the dtype of the scalars `a` and `b` (floats or
+    integers), from XLA's stateful RngUniform: each compiled program draws its own sequence,
+    so the values are XLA's and differ from call to call; prefer minijax.random. No jvp and
+    no batching rule (as JAX). Raises ValueError for operands of different dtypes or that are
+    not scalars. Mirrors jax/_src/lax/lax.py: rng_uniform."""
+    return rng_uniform_p.bind(a, b, shape=tuple(int(d) for d in shape))
+
+
+def _rng_uniform_abstract_eval(a, b, *, shape):
+    if a.dtype != b.dtype:
+        raise ValueError(f"Arguments to rng_uniform must have identical dtypes, got "
+                         f"{a.dtype} and {b.dtype}.")
+    if a.shape != () or b.shape != ():
+        raise ValueError(f"Arguments to rng_uniform must be scalars; got shapes {a.shape} "
+                         f"and {b.shape}.")
+    return ShapedArray(shape, a.dtype, weak_type=a.weak_type and b.weak_type)
+
+
+def _rng_uniform_lowering(ctx, a, b, *, shape):
+    dims = mlir.ir_constant(np.array(shape, np.int64))
+    return [mlir.hlo.rng(a, b, dims, mlir.hlo.RngDistributionAttr.get("UNIFORM"))]
+
+
+def _rng_uniform_impl(a, b, *, shape):
+    # no NumPy version: XLA's generator, compiled and run (each run draws anew, as in JAX)
+    from minijax.pjit import jit  # noqa: I001 (beside its use; pjit is loaded by now)
+    # (as NumPy: dispatch wraps it with the abstract eval's type, weak for Python scalars)
+    return np.asarray(jit(lambda a, b: rng_uniform_p.bind(a, b, shape=shape))(a, b))
+
+
+rng_uniform_p = Primitive("rng_uniform")
+rng_uniform_p.def_impl(_rng_uniform_impl)
+rng_uniform_p.def_abstract_eval(_rng_uniform_abstract_eval)
+mlir.register_lowering(rng_uniform_p, _rng_uniform_lowering)
+
+
+# JAX: jax/_src/lax/lax.py shape_as_value
+def shape_as_value(shape: Sequence[int]):
+    """`shape` as a 1-d int32 array (int64 for a dimension int32 cannot hold): a NumPy array
+    for a shape of integers, an `i32[0]` Array for `()`. Mirrors jax/_src/lax/lax.py:
+    shape_as_value."""
+    dtype = np.int32 if all(-2**31 <= int(d) < 2**31 for d in shape) else np.int64
+    if len(shape) == 0:
+        return full((0,), np.array(0, dtype))
+    return np.asarray(shape, dtype=dtype)

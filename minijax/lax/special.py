@@ -198,8 +198,9 @@ mlir.register_lowering(digamma_p, lambda ctx, x: mlir.chlo.digamma(x))
 def _through_xla(prim):
     # no NumPy version of these here: the eager impl compiles the primitive alone, so eager
     # values are XLA's, as under jit (and as JAX's, which runs every eager op this way)
+    # (NumPy results: dispatch types them by the abstract eval, weak for Python scalars)
     run = jit(lambda *xs: prim.bind(*xs))
-    return lambda *xs: run(*xs)
+    return lambda *xs: np.asarray(run(*xs))
 
 
 def _chlo_lowering(op_name: str):

@@ -5,6 +5,7 @@ from minijax.experimental.pallas.blocks import (  # noqa: F401
     BlockDim, Blocked, BoundedSlice, Buffered, CompilerParams, CostEstimate, Element, Indirect,
     RevisitMode, Squeezed, no_block_spec, squeezed,
 )
+from minijax.experimental.pallas.cost_estimate import estimate_cost  # noqa: F401
 from minijax.experimental.pallas.pallas_call import (  # noqa: F401
     ANY, HOST, BlockSpec, GridSpec, MemoryRef, MemorySpace, cdiv, num_programs, pallas_call,
     pallas_call_p, program_id, program_id_p, when,
