@@ -152,7 +152,8 @@ def relu6(x):
 relu6.defjvps(lambda g, ans, x: lax.select((x > 0) & (x < 6), g, lax.full_like(g, 0)))
 
 
-# JAX: jax/_src/nn/functions.py silu
+# JAX: jax/_src/nn/functions.py silu (under jit, as JAX's)
+@_jit_when_traced()
 def silu(x):
     """x * sigmoid(x) (float dtypes; integers raise TypeError, as sigmoid's do). Also named
     `swish`."""

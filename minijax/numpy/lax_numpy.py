@@ -470,7 +470,12 @@ def broadcast_arrays(*args):
 
 def flip(m, axis=None):
     """`m` reversed along `axis` (None: every axis)."""
-    m = asarray(m)
+    return _flip(asarray(m), tuple(axis) if isinstance(axis, list) else axis)
+
+
+# JAX: jax/_src/numpy/lax_numpy.py _flip (under jit, as JAX's)
+@util.jit_when_traced(static_argnames=("axis",))
+def _flip(m, axis=None):
     axes = reduction_axes(m, axis)
     return lax.rev(m, axes) if axes else m
 

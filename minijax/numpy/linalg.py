@@ -21,8 +21,8 @@ from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
 from minijax.lax import linalg as lax_linalg
 from minijax import numpy as jnp
-from minijax.numpy.util import (canonicalize_axis, check_arraylike, promote_args_inexact,
-                                promote_dtypes)
+from minijax.numpy.util import (canonicalize_axis, check_arraylike, jit_when_traced,
+                                promote_args_inexact, promote_dtypes)
 
 
 def _sum_sq(x, axis, keepdims):
@@ -65,7 +65,8 @@ def vector_norm(x, ord=2, axis=None, keepdims: bool = False):
                      lax_internal._const(abs_x, 1.0 / p))
 
 
-# JAX: jax/_src/numpy/linalg.py norm
+# JAX: jax/_src/numpy/linalg.py norm (under jit, as JAX's)
+@jit_when_traced(static_argnames=("ord", "axis", "keepdims"))
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """The norm of a vector (one axis) or a matrix (two axes) of `x`.
 

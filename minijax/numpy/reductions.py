@@ -21,6 +21,7 @@ from minijax.numpy.array_constructors import asarray
 from minijax.pjit import jit
 from minijax.numpy.util import (
     broadcast_to, canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating,
+    jit_when_traced,
     promote_args_inexact, promote_dtypes,
     reduction_axes, shape_of, where,
 )
@@ -133,27 +134,6 @@ def argmin(a, axis=None, keepdims: bool = False):
     return _keepdims(out, (axis,), keepdims)
 
 
-def _tree_reduce(x, axes, op, identity):
-    """Reduce `axes` of `x` with a binary `op` by halving the (padded) axis: log2(n) steps of
-    elementwise `op` (minijax has no reduce_prod primitive)."""
-    shape = shape_of(x)
-    rest = [d for d in range(len(shape)) if d not in axes]
-    n = int(np.prod([shape[d] for d in axes], dtype=np.int64))
-    x = lax.transpose(x, tuple(rest) + tuple(axes))
-    x = lax.reshape(x, tuple(shape[d] for d in rest) + (n,))
-    if n == 0:
-        return lax.full(tuple(shape[d] for d in rest), identity, dtype_of(x))
-    size = 1 << (n - 1).bit_length()
-    if size != n:
-        x = lax.pad(x, _const(x, identity), [(0, 0, 0)] * len(rest) + [(0, size - n, 0)])
-    while size > 1:
-        size //= 2
-        lo = lax.slice(x, (0,) * (len(rest) + 1), shape_of(x)[:-1] + (size,))
-        hi = lax.slice(x, (0,) * len(rest) + (size,), shape_of(x))
-        x = op(lo, hi)
-    return lax.squeeze(x, (len(rest),))
-
-
 def _where_fill(a, where_, fill):
     return a if where_ is None else where(where_, a, lax.full_like(a, fill))
 
@@ -170,7 +150,7 @@ def prod(a, axis=None, dtype=None, out=None, keepdims: bool = False, initial=Non
     else:
         d = dtype
     a = _where_fill(lax.convert_element_type(a, d), where, 1)
-    out_ = _tree_reduce(a, axes, lax.mul, 1)
+    out_ = lax.reduce_prod(a, axes)  # JAX's reduce_prod primitive
     if initial is not None:
         out_ = lax.mul(lax.convert_element_type(initial, d), out_)  # as JAX
     return _keepdims(out_, axes, keepdims)
@@ -463,13 +443,18 @@ def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool =
 # Cumulative reductions
 # ---------------------------------------------------------------------------------------------
 
-def _nan_cumulative(fn, fill):
+def _nan_cumulative(name, fn, fill):
     def f(a, axis=None, dtype=None, out=None):
         a = asarray(a)
         if is_floating(a):
             a = where(ufuncs.isnan(a), lax.full_like(a, fill), a)
         return fn(a, axis, dtype)
+    f.__name__ = name
     return f
+
+
+# JAX jits each of cumsum, cumprod, nancumsum, nancumprod (a jaxpr shows `jit[name=cumsum]`)
+_jit_cumulative = jit_when_traced(static_argnames=("axis", "dtype"))
 
 
 def _cumulative(name, combine, identity):
@@ -484,12 +469,14 @@ def _cumulative(name, combine, identity):
     f.__name__ = name
     return f
 
-cumsum = _cumulative("cumsum", lambda a, axis: lax.cumsum(a, axis), 0)
+_cumsum = _cumulative("cumsum", lambda a, axis: lax.cumsum(a, axis), 0)
+cumsum = _jit_cumulative(_cumsum)
 
 cumsum.__doc__ = """Running sum along `axis` (None: the flattened array). Bools accumulate in
 the default int dtype, other dtypes in their own (as JAX). `T[...] -> T[...]`."""
 
-cumprod = _cumulative("cumprod", lambda a, axis: lax.cumprod(a, axis), 1)
+_cumprod = _cumulative("cumprod", lambda a, axis: lax.cumprod(a, axis), 1)
+cumprod = _jit_cumulative(_cumprod)
 
 cumprod.__doc__ = """Running product along `axis` (None: the flattened array). Bools accumulate
 in the default int dtype, other dtypes in their own (as JAX). `T[...] -> T[...]`."""
@@ -512,11 +499,11 @@ def _cumulative_include(fn, identity):
         return out_
     return f
 
-nancumsum = _nan_cumulative(cumsum, 0)
+nancumsum = _jit_cumulative(_nan_cumulative("nancumsum", _cumsum, 0))
 
 nancumsum.__doc__ = "`cumsum` with NaNs counted as zero."
 
-nancumprod = _nan_cumulative(cumprod, 1)
+nancumprod = _jit_cumulative(_nan_cumulative("nancumprod", _cumprod, 1))
 
 nancumprod.__doc__ = "`cumprod` with NaNs counted as one."
 

@@ -19,6 +19,8 @@ from minijax.numpy.util import canonicalize_axis, jit_when_traced, shape_of
 _int = np.int32
 
 
+# JAX: jax/_src/numpy/sorting.py sort (under jit, as JAX's)
+@jit_when_traced(static_argnames=("axis", "kind", "order", "stable", "descending"))
 def sort(a, axis: int | None = -1, *, kind=None, order=None, stable: bool = True,
          descending: bool = False):
     """`a` sorted along `axis` (None: the flattened array); NaNs last. Stable."""

@@ -178,8 +178,13 @@ def vdot(a, b):
     return dot(lax_numpy.ravel(a), lax_numpy.ravel(b))
 
 
+# JAX: jax/_src/numpy/tensor_contractions.py outer
 def outer(a, b):
-    return ufuncs.multiply(lax_numpy.reshape(a, (-1, 1)), lax_numpy.reshape(b, (1, -1)))
+    """`T[a.size, b.size]`: every entry of flattened `a` times every entry of flattened `b`,
+    as `ravel(a)[:, None] * ravel(b)[None, :]` (a 1-D operand is not reshaped)."""
+    a, b = promote_dtypes(asarray(a), asarray(b))
+    column = lax.expand_dims(lax_numpy.ravel(a), (1,))  # in JAX's order of equations
+    return ufuncs.multiply(column, lax.expand_dims(lax_numpy.ravel(b), (0,)))
 
 
 def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
