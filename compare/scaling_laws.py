@@ -21,8 +21,9 @@ and the statistics that make claims at this scale honest (chapter 27).
   the two modules agree step by step.
 
 Every finished run is a JSON file in the cache folder (`compare/out/scaling_laws_cache/`),
-named by a hash of everything that decides its result, so a stopped sweep resumes where it
-stopped; a progress bar counts the whole sweep. `python -m compare.scaling_laws --quick`
+named by a hash of everything that decides its result (the settings, the text, and the
+source of minijax and of the training code: `code_digest`), so a stopped sweep resumes where it
+stopped and a changed program trains again; a progress bar counts the whole sweep. `python -m compare.scaling_laws --quick`
 runs the tests' sweep; `--budgets`, `--widths`, `--seeds` change the sweep (larger budgets on
 an accelerator: the same code, with JAX finding the device).
 """
@@ -49,6 +50,24 @@ from compare._report import OUT_DIR, TopicResult, progress
 
 DEFAULT_CACHE = OUT_DIR / "scaling_laws_cache"
 CACHE_VERSION = 2  # bump when a change to the training code changes results
+_CODE_DIGEST: list[str] = []
+
+
+def code_digest() -> str:
+    """A hash of the code a run's record depends on besides its settings: minijax's source
+    (its lowering decides the compiled step, hence the losses and XLA's FLOP count) and the
+    training code here and in `gpt.py`/`moe.py`. A run cached by older code is then trained
+    again instead of being read back with its old numbers."""
+    if not _CODE_DIGEST:
+        root = Path(__file__).resolve().parents[1]
+        files = sorted((root / "minijax").rglob("*.py")) + [
+            root / "compare" / n for n in ("scaling_laws.py", "gpt.py", "moe.py")]
+        h = hashlib.sha1()
+        for f in files:
+            h.update(f.relative_to(root).as_posix().encode())
+            h.update(f.read_bytes())
+        _CODE_DIGEST.append(h.hexdigest()[:12])
+    return _CODE_DIGEST[0]
 # Hoffmann et al. 2022 ("Training Compute-Optimal Large Language Models"), Table 2: the
 # exponents of N_opt ∝ C^a and D_opt ∝ C^b by their three approaches.
 CHINCHILLA = {"approach 1": (0.50, 0.50), "approach 2": (0.49, 0.51), "approach 3": (0.46, 0.54)}
@@ -257,7 +276,7 @@ def plan(sweep: Sweep) -> list[dict]:
 
 
 def cache_key(sweep: Sweep, source: str, n_chars: int, spec: dict) -> str:
-    what = {"version": CACHE_VERSION, "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
+    what = {"version": CACHE_VERSION, "code": code_digest(), "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
                                                  if k not in ("budgets", "widths", "window",
                                                               "slide", "seeds", "moe_seeds")},
             "text": [source, n_chars], **spec}
