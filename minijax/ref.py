@@ -59,8 +59,9 @@ class Ref:
                     and new.batch_dim is not not_mapped):  # JAX's error, in its family
                 raise Exception(  # noqa: TRY002 (JAX raises a plain Exception here)
                     "performing a set/swap operation with vmapped value on an unbatched array "
-                    f"reference of type Ref{{{value.dtype.name}[{_dims(value.shape)}]}}. Move "
-                    "the array reference to be an argument to the vmapped function?")
+                    f"reference of type Ref{{{value.dtype.name}"
+                    f"{str(list(value.shape)).replace(' ', '')}}}. Move the array reference "
+                    "to be an argument to the vmapped function?")
             made, now = type(self._trace).__name__, type(core.trace_ctx.trace).__name__
             raise ValueError(
                 f"a Ref{{{core.get_aval(value).str_short()}}} made under {made} was written "
@@ -76,10 +77,6 @@ class Ref:
     def __repr__(self) -> str:
         text = repr(self._live())
         return "Ref" + text[len("Array"):] if text.startswith("Array") else f"Ref({text})"
-
-
-def _dims(shape) -> str:
-    return ",".join(map(str, shape))
 
 
 # JAX: jax/_src/ref.py new_ref
