@@ -297,7 +297,7 @@ def _xla_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         return prim.bind(*args, **params)
     op.__name__ = op.__qualname__ = prim.name
     structs = [core.ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in avals]
-    execute = jit(op).lower(*structs).compile()._executor
+    execute = jit(op, keep_unused=True).lower(*structs).compile()._executor  # every operand
     execute.jaxpr = None  # jax_debug_nans: one primitive, nothing to run again op by op
 
     def run(*args):

@@ -28,7 +28,8 @@ from minijax.array import Array
 from minijax.core import ClosedJaxpr, Tracer, eval_trace, trace_ctx
 from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.interpreters import partial_eval as pe
-from minijax.stages import Compiled, Lowered, Traced, cache_stats  # noqa: F401 (cache_stats)
+from minijax.stages import (Compiled, Lowered, Traced, cache_stats,  # noqa: F401 (cache_stats)
+                            prune_unused_inputs)
 from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
                                tree_unflatten)
 from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
@@ -110,23 +111,6 @@ def _log_compile(name: str, jaxpr: ClosedJaxpr, compile_fn: Callable):
     logger.warning("Finished XLA compilation of jit(%s) in %.6f sec", name,
                    time.perf_counter() - t0)
     return executor
-
-
-# JAX: jax/_src/interpreters/pxla.py prune_unused_inputs (jit's keep_unused=False)
-def _read_arguments(closed: ClosedJaxpr, nconsts: int, donated):
-    """(the jaxpr without the arguments after its `nconsts` leading consts that nothing it
-    computes reads, their positions kept), or None when it reads all (or one is donated).
-    As JAX, the others are not inputs of the executable, so their placement does not choose
-    its devices: a gradient that does not depend on an argument on a mesh is computed on
-    the default device. Not with a mesh in context (`set_mesh`: JAX computes on its devices)
-    nor with a typed output (its mesh's devices; JAX fails there without `set_mesh`)."""
-    if any(donated) or get_concrete_mesh() is not None or any(
-            a.sharding is not None for a in closed.out_avals):
-        return None
-    nargs = len(closed.jaxpr.invars) - nconsts
-    pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
-    kept = [i for i, u in enumerate(used[nconsts:]) if u]
-    return None if len(kept) == nargs else (pruned, kept)
 
 
 # JAX: jax/_src/pjit.py _pjit_call_impl
@@ -398,12 +382,12 @@ def _unflattener(out_tree) -> Callable:
 def _get_fastpath_data(executor, consts, kept, unflatten) -> pxla.MeshExecutableFastpathData | None:
     """What `JitWrapped.__call__` needs to run `executor`'s program itself; None where the
     executor's own steps are needed: a subclass's program (a mesh, a committed device, other
-    memories), effects, donation, closed-over arrays, unread arguments, float0 outputs."""
+    memories), effects, donation, closed-over arrays, float0 outputs."""
     if (type(executor) is not pxla.ExecuteReplicated or executor.has_effects or consts
-            or executor.donated is not None or kept is not None or executor.handlers is None):
+            or executor.donated is not None or executor.handlers is None):
         return None
     return pxla.MeshExecutableFastpathData(executor.executable, executor.handlers,
-                                           executor.out_avals, unflatten)
+                                           executor.out_avals, unflatten, kept)
 
 
 def _caches_for(fun: Callable, options: tuple) -> tuple[dict, dict]:
@@ -423,9 +407,10 @@ class JitWrapped:
 
     def __init__(self, fun: Callable, static_argnums=(), static_argnames=(), donate_argnums=(),
                  donate_argnames=(), in_shardings=None, out_shardings=None,
-                 inline: bool = False) -> None:
+                 inline: bool = False, keep_unused: bool = False) -> None:
         self.fun = fun
         self.inline = inline
+        self.keep_unused = keep_unused
         # PartitionSpecs stay as given: they mean the mesh in context when called
         self._given_in_shardings = _check_shardings(in_shardings, "in_shardings")
         self._given_out_shardings = _check_shardings(out_shardings, "out_shardings")
@@ -456,7 +441,7 @@ class JitWrapped:
         # trace_context. The caches are refetched when `config.trace_context` changes.
         self._options = (self.static_argnums, self.static_argnames, self.donate_argnums,
                          self.donate_argnames, _sharding_key(self._given_in_shardings),
-                         _sharding_key(self._given_out_shardings))
+                         _sharding_key(self._given_out_shardings), keep_unused)
         self._use_trace_context(config.trace_context)
 
     @property
@@ -591,19 +576,20 @@ class JitWrapped:
         arg_shardings = [x._sharding if type(x) is Array else None for x in leaves]
         consts = [c if type(c) is Array else Array(a, core.to_numpy(c, a))
                   for c, a in zip(consts, closed.in_avals)]
-        kept = None
+        n = len(consts)
+        # as JAX (keep_unused=False): arguments nothing reads are no inputs of the executable
+        pruned = None if self.keep_unused else prune_unused_inputs(closed, n)
+        kept = None if pruned is None else pruned[1]
+        if pruned is not None:
+            closed, donated = pruned[0], donated[:n] + tuple(donated[n + i] for i in kept)
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
             _check_fit(out_sh, closed.out_avals, out_tree, "outputs")  # before lowering
             self._check_devices(leaves, leaf_sh, in_tree)
-            pruned = _read_arguments(closed, len(consts), donated)
-            if pruned is not None:
-                closed, kept = pruned
+            if kept is not None:
                 leaf_sh = tuple(leaf_sh[i] for i in kept)
-                donated = donated[:len(consts) + len(kept)]  # (none are donated)
-            in_sh = (None,) * len(consts) + leaf_sh
-            executor = _executor(closed, donated, self.__name__, in_sh, out_sh)
+            executor = _executor(closed, donated, self.__name__, (None,) * n + leaf_sh, out_sh)
         else:
             executor = _executor(closed, donated, self.__name__)
         unflatten = None if out_tree == _ONE_LEAF else _unflattener(out_tree)
@@ -709,13 +695,13 @@ class JitWrapped:
                 self._last_call = last = (key, *hit)
             fast: pxla.MeshExecutableFastpathData | None = last[2]
             if fast is not None and config._plain_dispatch:
-                bufs = []
-                for x in leaves:  # uncommitted Arrays on the device; else the executor's way
+                bufs = []  # the leaves the program reads (JAX's kept_var_idx)
+                for x in leaves if fast.kept is None else map(leaves.__getitem__, fast.kept):
                     if type(x) is not Array or x._buf is None or x._committed:
-                        break
+                        break  # uncommitted Arrays on the device; else the executor's way
                     bufs.append(x._buf)
                 else:
-                    executable, handlers, out_avals, unflatten = fast
+                    executable, handlers, out_avals, unflatten, _ = fast
                     outs = executable.execute_sharded(bufs).consume_with_handlers(handlers)
                     if unflatten is None:
                         return Array(out_avals[0], None, outs[0])
@@ -774,7 +760,8 @@ class JitWrapped:
         in_sh = self._leaf_in_shardings(flat, arg_shardings, in_tree)
         out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
         _check_fit(out_sh, closed.out_avals, out_tree, "outputs")
-        return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh)
+        return Traced(closed, consts, in_tree, out_tree, self.__name__, donated, in_sh, out_sh,
+                      self.keep_unused)
 
     def lower(self, *args, **kwargs) -> Lowered:
         return self.trace(*args, **kwargs).lower()
@@ -847,7 +834,7 @@ def jit(fun: Callable | None = None, *, in_shardings=None, out_shardings=None,
                                  keep_unused=keep_unused, inline=inline)
     api_util.check_callable(fun)
     return JitWrapped(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
-                      in_shardings, out_shardings, inline)
+                      in_shardings, out_shardings, inline, keep_unused)
 
 
 def _check_shardings(shardings, what: str):

@@ -20,6 +20,7 @@ import numpy as np
 
 from minijax import core
 from minijax import numpy as jnp
+from minijax.interpreters.batching import BatchTracer, not_mapped
 from minijax.state.types import AbstractRef  # noqa: F401  (jax.ref.AbstractRef)
 
 
@@ -54,6 +55,13 @@ class Ref:
     def __setitem__(self, idx, new) -> None:
         value = self._live()
         if core.trace_ctx.trace is not self._trace:
+            if (type(new) is BatchTracer and new._trace is core.trace_ctx.trace
+                    and new.batch_dim is not not_mapped):  # JAX's error, in its family
+                raise Exception(  # noqa: TRY002 (JAX raises a plain Exception here)
+                    "performing a set/swap operation with vmapped value on an unbatched array "
+                    f"reference of type Ref{{{value.dtype.name}"
+                    f"{str(list(value.shape)).replace(' ', '')}}}. Move the array reference "
+                    "to be an argument to the vmapped function?")
             made, now = type(self._trace).__name__, type(core.trace_ctx.trace).__name__
             raise ValueError(
                 f"a Ref{{{core.get_aval(value).str_short()}}} made under {made} was written "

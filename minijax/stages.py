@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import compiler, core
+from minijax import api_util, compiler, core
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
-from minijax.mesh import AbstractMesh
+from minijax.mesh import AbstractMesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
 from minijax.interpreters import mlir, pxla
@@ -36,14 +36,39 @@ def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
                       "output has the same shape and dtype as the donated input.", stacklevel=2)
 
 
+# JAX: jax/_src/interpreters/pxla.py prune_unused_inputs and _dce_jaxpr (keep_unused=False)
+def prune_unused_inputs(closed: ClosedJaxpr, nconsts: int = 0):
+    """`(jaxpr, kept)`: the jaxpr without the arguments after its `nconsts` leading ones (a
+    jit's hoisted constants, always kept) that nothing it computes reads, and the positions
+    of the arguments it keeps (counted after the constants); None when it reads them all.
+    As JAX, the unread arguments are not inputs of the executable (a donated one is then not
+    donated), so their placement does not choose its devices: a gradient that does not
+    depend on an argument on a mesh is computed on the default device. Differs: none are
+    pruned with a mesh in context (`set_mesh`) or a typed output (`f32[8@x]`), where minijax
+    reads the devices from the arguments' layouts and JAX from the mesh."""
+    if get_concrete_mesh() is not None or any(a.sharding is not None
+                                              for a in closed.out_avals):
+        return None
+    return _pruned(closed, nconsts)
+
+
+@api_util.identity_cache  # the same jaxpr object for the same jaxpr: the executable cache hits
+def _pruned(closed: ClosedJaxpr, nconsts: int):
+    nargs = len(closed.jaxpr.invars) - nconsts
+    pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
+    kept = tuple(i for i, u in enumerate(used[nconsts:]) if u)
+    return None if len(kept) == nargs else (pruned, kept)
+
+
 # JAX: jax/_src/stages.py Traced
 class Traced:
     """The result of `jit(f).trace(*args)`: the jaxpr for one input signature."""
 
     def __init__(self, hoisted: ClosedJaxpr, consts, in_tree, out_tree, name: str,
                  donated: tuple[bool, ...], in_shardings: Sequence = (),
-                 out_shardings: Sequence = ()) -> None:
+                 out_shardings: Sequence = (), keep_unused: bool = False) -> None:
         n = len(consts)
+        self._keep_unused = keep_unused
         self._in_shardings = tuple(in_shardings)  # per argument leaf (consts not included)
         self._out_shardings = tuple(out_shardings)
         if n:
@@ -67,7 +92,7 @@ class Traced:
         in_sh = self._in_shardings  # the consts are constants of the module, not inputs
         return Lowered(self.jaxpr, self._in_tree, self._out_tree, self._name, self._donated,
                        in_sh if any(s is not None for s in in_sh) else (),
-                       self._out_shardings, lowering_platforms)
+                       self._out_shardings, lowering_platforms, self._keep_unused)
 
 
 # JAX: jax/_src/stages.py ArgInfo
@@ -83,18 +108,30 @@ class ArgInfo:
 
 # JAX: jax/_src/stages.py Lowered — differs: holds the module and the jaxpr only
 class Lowered:
-    """The result of `jit(f).lower(*args)`: StableHLO for one input signature."""
+    """The result of `jit(f).lower(*args)`: StableHLO for one input signature. With
+    `keep_unused=False` (jit's default) the module has no parameter for an argument nothing
+    computed reads (`prune_unused_inputs`); `args_info` and `Compiled` still take them all."""
 
     def __init__(self, closed: ClosedJaxpr, in_tree, out_tree, name: str,
                  donated: Sequence[bool] = (), in_shardings: Sequence = (),
-                 out_shardings: Sequence = (), platforms: Sequence[str] | None = None) -> None:
-        self.jaxpr = closed
-        # where it runs: the devices its shardings name, else the default device
+                 out_shardings: Sequence = (), platforms: Sequence[str] | None = None,
+                 keep_unused: bool = True) -> None:
+        self.jaxpr = closed  # the signature: every argument
+        # where it runs: the devices its shardings name, else the default device (read
+        # before pruning, as JAX's device assignment)
         self._here = _platform_of([*in_shardings, *out_shardings])
         self._platforms = tuple(platforms or (self._here,))
         self._in_tree = in_tree
         self._out_tree = out_tree
         self._name = name
+        self._all_donated = tuple(donated)
+        pruned = None if keep_unused else prune_unused_inputs(closed)
+        self._kept = None if pruned is None else pruned[1]
+        if pruned is not None:
+            closed, kept = pruned
+            donated = tuple(donated[i] for i in kept) if donated else ()
+            in_shardings = tuple(in_shardings[i] for i in kept) if in_shardings else ()
+        self._lowered_jaxpr = closed  # the module's parameters only
         self._donated = tuple(donated)
         self._in_shardings = tuple(in_shardings)
         self._given_out = tuple(out_shardings) or (None,) * len(closed.out_avals)
@@ -125,7 +162,7 @@ class Lowered:
     def args_info(self):
         """`(args, kwargs)` with an `ArgInfo` (type, donated) at each argument leaf."""
         return tree_unflatten(self._in_tree, [
-            ArgInfo(a, d) for a, d in zip(self.jaxpr.in_avals, self._donated)])
+            ArgInfo(a, d) for a, d in zip(self.jaxpr.in_avals, self._all_donated)])
 
     def as_text(self, dialect: str | None = None, *, debug_info: bool = False) -> str:
         """The StableHLO module as text: `module @jit_f { func.func public @main(...) ... }`;
@@ -149,7 +186,7 @@ class Lowered:
         when a donated input has no output of its type to reuse its buffer. Raises ValueError
         for a module lowered for other platforms than this machine's (JAX compiles it for the
         local backend anyway, which fails later, or not at all, depending on its ops)."""
-        here = self._here
+        here, jaxpr = self._here, self._lowered_jaxpr
         if self._platforms != (here,):
             raise ValueError(
                 f"jit({self._name}) was lowered for platforms {self._platforms}, and this "
@@ -160,36 +197,36 @@ class Lowered:
                                None if device is None else [device._device],
                                self._host_callbacks, compiler_options)
         cache_stats["compiles"] += 1
-        usable = mlir.usable_donations(self.jaxpr, self._donated)
-        _warn_unusable_donations(self.jaxpr, self._donated, usable)
+        usable = mlir.usable_donations(jaxpr, self._donated)
+        _warn_unusable_donations(jaxpr, self._donated, usable)
         placed = [s if s is not None and s.memory_kind != "device" else None
                   for s in self._out_shardings]
         # a host callback also runs with a runtime token, which exit waits for (as in JAX)
-        effs = (mlir.ordered_effects_of(self.jaxpr.jaxpr),
-                bool(self.jaxpr.effects or self._host_callbacks))
+        effs = (mlir.ordered_effects_of(jaxpr.jaxpr),
+                bool(jaxpr.effects or self._host_callbacks))
         if device is not None:
-            executor = pxla.ExecuteOnDevice(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+            executor = pxla.ExecuteOnDevice(exe, jaxpr.in_avals, jaxpr.out_avals,
                                                 usable, device, *effs)
         elif mesh is None and any(placed):
-            executor = pxla.ExecutePlaced(exe, self.jaxpr.in_avals, self.jaxpr.out_avals,
+            executor = pxla.ExecutePlaced(exe, jaxpr.in_avals, jaxpr.out_avals,
                                               usable, placed, *effs)
         elif mesh is None:
-            executor = pxla.ExecuteReplicated(exe, self.jaxpr.in_avals,
-                                                  self.jaxpr.out_avals, usable, *effs)
+            executor = pxla.ExecuteReplicated(exe, jaxpr.in_avals,
+                                                  jaxpr.out_avals, usable, *effs)
         else:
             # the layouts the partitioner chose where none was given (as JAX reads them back)
             ntok = len(effs[0])  # the leading token parameters and results
-            chosen_in = pxla.parameter_shardings(exe, mesh, self.jaxpr.in_avals, ntok)
+            chosen_in = pxla.parameter_shardings(exe, mesh, jaxpr.in_avals, ntok)
             in_sh = [s if s is not None else c for s, c in
                      zip(self._in_shardings or [None] * len(chosen_in), chosen_in)]
-            chosen = pxla.output_shardings(exe, mesh, self.jaxpr.out_avals, ntok)
-            out_sh, out_avals = _output_layouts(mesh, self.jaxpr.out_avals, chosen,
+            chosen = pxla.output_shardings(exe, mesh, jaxpr.out_avals, ntok)
+            out_sh, out_avals = _output_layouts(mesh, jaxpr.out_avals, chosen,
                                                 self._given_out, self._out_shardings
                                                 or self._given_out, self._orig_input())
-            executor = pxla.ExecuteSharded(exe, self.jaxpr.in_avals, out_avals,
+            executor = pxla.ExecuteSharded(exe, jaxpr.in_avals, out_avals,
                                                usable, in_sh, out_sh, mesh, *effs)
-        executor.jaxpr, executor.name = weakref.ref(self.jaxpr), self._name  # jax_debug_nans
-        return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree)
+        executor.jaxpr, executor.name = weakref.ref(jaxpr), self._name  # jax_debug_nans
+        return Compiled(self.jaxpr, executor, self._in_tree, self._out_tree, self._kept)
 
     def _one_device(self):
         """The SingleDeviceSharding (default memory) that every sharding given names, if
@@ -205,7 +242,8 @@ class Lowered:
         """(the first argument's NamedSharding, its rank), or None: JAX reuses that sharding,
         spec as written, for an output the partitioner lays out the same way."""
         n = len(self._in_shardings)
-        avals = self.jaxpr.in_avals[len(self.jaxpr.in_avals) - n:]  # after the consts
+        avals = self._lowered_jaxpr.in_avals
+        avals = avals[len(avals) - n:]  # after the consts
         for s, a in zip(self._in_shardings, avals):
             if isinstance(s, NamedSharding):
                 return s, a.ndim
@@ -264,11 +302,17 @@ class Compiled:
     """An XLA executable for one input signature; call it with arguments of those types."""
 
     def __init__(self, closed: ClosedJaxpr, executor: pxla.ExecuteReplicated, in_tree,
-                 out_tree) -> None:
+                 out_tree, kept: tuple[int, ...] | None = None) -> None:
         self.jaxpr = closed
         self._executor = executor
         self._in_tree = in_tree
         self._out_tree = out_tree
+        self._kept = kept  # the arguments the executable takes (None: all)
+        # the types calls are checked against: the executor's (ExecuteSharded: one per type)
+        # where it takes the argument, the jaxpr's for an unread one
+        self._in_avals = list(executor.in_avals) if kept is None else list(closed.in_avals)
+        for j, i in enumerate(kept or ()):
+            self._in_avals[i] = executor.in_avals[j]
 
     def as_text(self) -> str:
         """The optimized HLO XLA produced (after fusion)."""
@@ -292,7 +336,7 @@ class Compiled:
         if in_tree != self._in_tree:
             raise TypeError("Compiled function called with a different pytree structure of "
                             f"arguments: compiled for {self._in_tree}, called with {in_tree}")
-        in_avals = self._executor.in_avals  # the jaxpr's (ExecuteSharded: one per type)
+        in_avals = self._in_avals
         # an Array holding the compiled type itself (a result of this executable fed back:
         # pxla.ExecuteSharded shares the objects) needs no comparison
         if any(getattr(x, "aval", None) is not b and not core.typematch(core.get_aval(x), b)
@@ -305,4 +349,6 @@ class Compiled:
         if not isinstance(self._executor, pxla.ExecuteSharded):
             # compiled for the default device: an argument laid out on a mesh is gathered
             flat = [x if getattr(x, "_sharding", None) is None else np.asarray(x) for x in flat]
+        if self._kept is not None:  # (as JAX, every argument is checked, the read ones run)
+            flat = [flat[i] for i in self._kept]
         return tree_unflatten(self._out_tree, self._executor(flat))

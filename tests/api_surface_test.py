@@ -429,6 +429,19 @@ def test_refs_used_after_freeze_or_written_under_another_trace():
     np.testing.assert_array_equal(np.asarray(r[...]), np.zeros(2))
 
 
+def test_vmapped_write_to_an_outer_ref_raises_jaxs_error():
+    # the "101: state" page: every batch member writing one shared ref is JAX's plain
+    # Exception, same message (a Ref of the same shape as each member's value)
+    def run(J):
+        r = J.new_ref(0.0)
+        try:
+            J.vmap(lambda x: r.__setitem__(..., x))(J.numpy.arange(3.0))
+        except Exception as e:  # noqa: BLE001 (the family is what is compared)
+            return type(e).__name__, str(e)
+    got, want = run(minijax), run(jax)
+    assert got == want and want[0] == "Exception", (got, want)
+
+
 # ---------------------------------------------------------------------------------------------
 # custom_batching
 # ---------------------------------------------------------------------------------------------

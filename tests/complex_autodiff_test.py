@@ -120,3 +120,15 @@ def test_grad_jaxprs_print_like_jax(name):
     f = REAL_OF_COMPLEX[name]
     got = str(minijax.make_jaxpr(minijax.grad(f(minijax)))(Z))
     assert got == str(jax.make_jaxpr(jax.grad(f(jax)))(Z))
+
+
+def test_real_and_imag_cotangents_are_strongly_typed_as_jax():
+    # JAX's transposes of real/imag pad with a NumPy zero: the complex cotangent of a weakly
+    # typed Python complex is not weak (the autodiff cookbook's `grad(f)(3. + 4j)`)
+    def run(J):
+        def f(z):
+            return J.numpy.real(z) ** 2 + J.numpy.imag(z) ** 2
+        g = J.grad(f)(3. + 4j)
+        ct = J.vjp(J.numpy.imag, 3. + 4j)[1](1.0)[0]
+        return [(repr(v), v.weak_type) for v in (g, ct)], str(J.make_jaxpr(J.grad(f))(3. + 4j))
+    assert run(minijax) == run(jax)

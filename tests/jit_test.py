@@ -849,7 +849,7 @@ def test_persistent_cache_thresholds_like_jax(tmp_path):
         assert counts[0] == counts[1] == (1 if size == -1 else 0), (secs, size, counts)
 
 
-def test_lowered_args_info_and_jit_inline_keep_unused_as_jax():
+def test_lowered_args_info_and_jit_inline_as_jax():
     import jax
 
     def info(J):
@@ -865,11 +865,44 @@ def test_lowered_args_info_and_jit_inline_keep_unused_as_jax():
         return str(J.make_jaxpr(lambda x: f(x) * 2)(1.0)), float(J.jit(lambda x: f(x) * 2)(1.0))
     assert inlined(minijax) == inlined(jax)
 
-    # keep_unused is accepted; differs: minijax's module keeps an unused argument whatever
-    # its value (JAX's drops it unless keep_unused=True)
-    def unused_inputs(J, keep):
-        f = J.jit(lambda x, y: x * 2, keep_unused=keep)
-        args = (np.ones(2, np.float32), np.ones(3, np.float32))
-        return f.lower(*args).as_text().count("tensor<3xf32>"), np.asarray(f(*args)).tolist()
-    assert unused_inputs(jax, True) == unused_inputs(minijax, True) == (1, [2.0, 2.0])
-    assert unused_inputs(jax, False)[0] == 0 and unused_inputs(minijax, False)[0] == 1
+
+def _main_params(text: str) -> int:
+    """How many parameters the lowered module's `main` takes."""
+    return len(re.findall(r"%arg\d+:", text.split("@main(")[1].split(") ->")[0]))
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_unused_prunes_the_module_as_jax(keep):
+    import jax
+    # JAX's default (keep_unused=False) drops the arguments nothing reads from the module;
+    # args_info and the compiled program still take (and type-check) every argument; an
+    # unread donated argument is then not donated (not deleted, no warning)
+
+    def run(J):
+        f = J.jit(lambda d, s, x: d["a"] * x, static_argnums=1, keep_unused=keep)
+        args = ({"a": J.numpy.ones(2), "b": (np.arange(3, dtype=np.float32), 2.0)}, 1, 3.0)
+        lowered = f.lower(*args)
+        info = [(a.shape, a.donated) for a in J.tree_util.tree_leaves(lowered.args_info)]
+        compiled = lowered.compile()
+        bad = ({"a": J.numpy.ones(2), "b": (np.ones(4, np.float32), 2.0)}, 3.0)
+        try:
+            compiled(*bad)
+        except TypeError:
+            refused = True
+        else:
+            refused = False
+        out = [np.asarray(g).tolist() for g in (compiled(args[0], 3.0), f(*args), f(*args))]
+
+        g = J.jit(lambda x, y, z: x * 2 + z, donate_argnums=(0, 1), keep_unused=keep)
+        x, y, z = J.numpy.ones(2), J.numpy.ones(3), J.numpy.full(2, 5.0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            donated = _main_params(g.lower(x, y, z).as_text())
+            res = np.asarray(g(x, y, z)).tolist()
+        deleted = (x.is_deleted(), y.is_deleted(), z.is_deleted())
+        warned = any("donated buffers were not usable" in str(w.message) for w in caught)
+        return _main_params(lowered.as_text()), info, refused, out, donated, res, deleted, warned
+
+    got, want = run(minijax), run(jax)
+    assert got == want
+    assert want[0] == (4 if keep else 2) and want[4] == (3 if keep else 2)

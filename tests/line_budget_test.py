@@ -166,8 +166,9 @@ BUDGETS = {
     "sharding_impls": 145,  # SingleDeviceSharding, sharding in types (from sharding.py, 26)
     "sharding": 25,   # re-exports only, as jax/sharding.py (issue 26: split by role into
     #                   partition_spec, named_sharding, sharding_impls and lax/utils.py)
-    "stages": 255,     # + output layouts: out_shardings retype, first-input spec (issue 25);
-    #                  Lowered.args_info, ArgInfo (45);
+    "stages": 295,     # + output layouts: out_shardings retype, first-input spec (issue 25);
+    #                  Lowered.args_info, ArgInfo (45); keep_unused=False pruning unread
+    #                    arguments from the module, Compiled taking them all (~36, 45);
     #                    a program on one committed device (issue 24); mixed-mesh types
     #                    follow the layout (25); as_text(debug_info=True) (34);
     #                    lowering_platforms, the platform of its devices, compile refusing

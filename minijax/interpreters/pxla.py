@@ -112,11 +112,13 @@ class MeshExecutableFastpathData(NamedTuple):
     """What a cached top-level `jit` call needs to run a plain `ExecuteReplicated` program
     (one device, no effects, donation or closed-over arrays) on device Arrays without its
     executor: the XLA executable, the outputs' result handlers and avals, and the function
-    rebuilding the output pytree from its leaves (None: the output is one leaf)."""
+    rebuilding the output pytree from its leaves (None: the output is one leaf), and the
+    positions of the argument leaves the executable takes (None: all; JAX's kept_var_idx)."""
     xla_executable: Any
     handlers: list
     out_avals: tuple
     unflatten: Callable | None
+    kept: tuple | None = None
 
 
 # JAX: jax/_src/interpreters/pxla.py ExecuteReplicated — differs: one class per kind of

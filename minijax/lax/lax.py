@@ -969,11 +969,18 @@ def real(x):
     return real_p.bind(x)
 
 
+def _zero_part(ct):
+    """The other part of a real/imag cotangent: as JAX's a NumPy zero, strongly typed, so the
+    complex cotangent is not weak even when `ct` is (`grad` of `real(z)**2` at `3+4j`)."""
+    aval = core.get_aval(ct)
+    return np.zeros((), aval.dtype) if aval.sharding is None else _const(ct, 0)
+
+
 # JAX: jax/_src/lax/lax.py real_p
 real_p = Primitive("real")
 real_p.def_impl(np.real)
 real_p.def_abstract_eval(_complex_part_abstract_eval("real"))
-deflinear(real_p, lambda ct, x: [ct if type(ct) is Zero else complex(ct, _const(ct, 0))])
+deflinear(real_p, lambda ct, x: [ct if type(ct) is Zero else complex(ct, _zero_part(ct))])
 defvectorized(real_p)
 mlir.register_lowering(real_p, mlir.nary_lowering("real"))
 
@@ -987,7 +994,7 @@ def imag(x):
 imag_p = Primitive("imag")
 imag_p.def_impl(np.imag)
 imag_p.def_abstract_eval(_complex_part_abstract_eval("imag"))
-deflinear(imag_p, lambda ct, x: [ct if type(ct) is Zero else complex(_const(ct, 0), neg(ct))])
+deflinear(imag_p, lambda ct, x: [ct if type(ct) is Zero else complex(_zero_part(ct), neg(ct))])
 defvectorized(imag_p)
 mlir.register_lowering(imag_p, mlir.nary_lowering("imag"))
 
