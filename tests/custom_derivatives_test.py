@@ -467,6 +467,27 @@ def test_custom_vjp_closed_over_differentiated_value_raises(J):
         J.grad(outer)(3.0)
 
 
+@pytest.mark.parametrize("form", ["jit_grad", "grad_vmap", "vmap_grad"])
+def test_custom_vjp_fwd_closing_over_the_differentiated_value_raises_under_jit_and_vmap(form):
+    # JAX's make_jaxpr of such a program keeps the leaked LinearizeTracer as a jaxpr constant;
+    # running it raises in JAX, and in minijax (which refuses already while tracing)
+    def program(J):
+        jnp = J.numpy
+
+        def loss(x):
+            def b(c):
+                return c * x
+            f = J.custom_vjp(b)
+            f.defvjp(lambda c: (b(c), c), lambda res, g: (res * g,))
+            return jnp.sum(f(x * 2.0))
+        return {"jit_grad": J.jit(J.grad(loss)),
+                "grad_vmap": J.grad(lambda x: jnp.sum(J.vmap(loss)(x))),
+                "vmap_grad": J.vmap(J.grad(loss))}[form]
+    x = X3 if form == "jit_grad" else np.stack([X3, X3 + 0.25])
+    err = raises_like_jax(program, x)
+    assert type(err).__name__ == "UnexpectedTracerError"
+
+
 def test_custom_vjp_closure_over_undifferentiated_value():
     def program(J):
         def outer(x, y):

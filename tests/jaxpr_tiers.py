@@ -16,8 +16,10 @@ args`, which is run with `J=jax` and with `J=minijax` (the same text). The tiers
 
 Each step's result shape and dtype come from `jax.eval_shape` of the step itself, so the
 generator draws only steps JAX accepts; a whole program JAX still refuses (`grad` of a
-`while_loop`) is counted as invalid and the next seed is drawn. Nothing is normalised: the
-two texts must be equal character for character (variable names, literals, params).
+`while_loop`, or a `custom_vjp` rule closing over the value being differentiated, whose
+leaked tracer JAX's `make_jaxpr` keeps as a constant but whose run raises) is counted as invalid
+and the next seed is drawn. Nothing is normalised: the two texts must be equal character for
+character (variable names, literals, params).
 
     python tests/jaxpr_tiers.py --n 200                 # every tier: rates, causes of the diffs
     python tests/jaxpr_tiers.py --tier 3 --n 100 --show  # and every differing pair
@@ -329,7 +331,12 @@ def jaxpr_text(src: str, J) -> str:
     ns: dict = {}
     exec(HEADER + src, ns)  # noqa: S102 - the generator's own source
     fn, args = ns["program"](J)
-    return str(J.make_jaxpr(fn)(*args))
+    closed = J.make_jaxpr(fn)(*args)
+    if J is jax and any(isinstance(c, jax.core.Tracer) for c in closed.consts):
+        # a tracer leaked into the jaxpr as a constant (a custom_vjp rule closing over the
+        # value being differentiated): JAX raises UnexpectedTracerError when it runs it
+        raise jax.errors.UnexpectedTracerError("a leaked tracer among the jaxpr's constants")
+    return str(closed)
 
 
 def compare(seed: int, tier: int) -> tuple[str, str, str] | None:
