@@ -2707,11 +2707,12 @@ def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
 
 
 def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, strides):
+    # JAX: jax/_src/lax/slicing.py _slice_batching_rule — the batch axis stays where it is
     (x,), (d,) = vals, dims
-    x = batching.moveaxis(x, d, 0)
-    strides = None if strides is None else (1,) + tuple(strides)
-    return slice(x, (0,) + tuple(start_indices), (axis_size,) + tuple(limit_indices),
-                 strides), 0
+    ins = lambda seq, v: (*seq[:d], v, *seq[d:])  # noqa: E731
+    strides = None if strides is None else ins(tuple(strides), 1)
+    return slice(x, ins(tuple(start_indices), 0), ins(tuple(limit_indices), axis_size),
+                 strides), d
 
 
 def _slice_lowering(ctx, x, *, start_indices, limit_indices, strides):
