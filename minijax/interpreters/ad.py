@@ -481,13 +481,16 @@ def is_undefined_primal(x) -> bool:
 
 # JAX: jax/_src/interpreters/ad.py backward_pass
 def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any],
-                  cts_out: Sequence[Any]) -> list:
+                  cts_out: Sequence[Any], cts_in_init: Sequence[Any] | None = None) -> list:
     """Transpose a jaxpr that is linear in the inputs given as `UndefinedPrimal`.
 
     Walks the equations in reverse; each linear equation's transpose rule maps the cotangents of
     its outputs to cotangents of its linear inputs, which are summed per variable. Equations
-    with no linear input are evaluated forward first. Returns one cotangent per invar (Zero
-    where none flowed; None for inputs that were not linear).
+    with no linear input are evaluated forward first. `cts_in_init` (one per invar, None for
+    none) are cotangents the invars start with: each contribution is added to it where it is
+    made (JAX's `ValAccum` of backward_pass3, which scan's transpose starts from the
+    accumulated cotangents of its consts). Returns one cotangent per invar (Zero where none
+    flowed; None for inputs that were not linear).
     """
     primal_env: dict[Var, Any] = {}
     ct_env: dict[Var, Any] = {}
@@ -507,6 +510,8 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
         if not is_undefined_primal(x):
             primal_env[v] = x
     linear_eqns = _eval_nonlinear(jaxpr, read_primal, primal_env)
+    for v, ct in safe_zip(jaxpr.invars, cts_in_init or [None] * len(jaxpr.invars)):
+        write_ct(v, ct)
     for v, ct in safe_zip(jaxpr.outvars, cts_out):
         write_ct(v, ct)
     for eqn in reversed(linear_eqns):

@@ -432,12 +432,16 @@ def _transpose_scan_jaxpr(jaxpr: ClosedJaxpr, num_consts: int, num_carry: int,
                    + [ad.UndefinedPrimal(a) for a in carry_avals]
                    + [ad.UndefinedPrimal(a) if lin else next(eres_it)
                       for a, lin in safe_zip(x_avals, xs_lin)])
-        cts = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, primals, [*ct_carry, *ct_y])
+        # a linear const's cotangent starts from the accumulator, and each contribution is
+        # added where the body's transpose makes it (JAX's ValAccum)
+        acc_it = iter(ct_consts)
+        init = ([next(acc_it) if lin else None for lin in const_lin]
+                + [None] * (len(primals) - num_consts))
+        cts = ad.backward_pass(jaxpr.jaxpr, jaxpr.consts, primals, [*ct_carry, *ct_y], init)
         ct_c, ct_init, ct_x = split_list(cts, [num_consts, num_carry])
         ct_c = [c for c, lin in safe_zip(ct_c, const_lin) if lin]
         ct_x = [c for c, lin in safe_zip(ct_x, xs_lin) if lin]
-        acc = [ad.instantiate_zeros(ad.add_tangents(a, c)) for a, c in safe_zip(ct_consts, ct_c)]
-        return acc + [ad.instantiate_zeros(c) for c in ct_init + ct_x]
+        return [ad.instantiate_zeros(c) for c in ct_c + ct_init + ct_x]
 
     return trace_closed(transposed, ires_avals + ct_const_avals + ct_carry_avals + ct_y_avals
                          + eres_avals, "transpose")
