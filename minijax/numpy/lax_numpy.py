@@ -687,36 +687,59 @@ def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy")
 def pad(array, pad_width, mode: str = "constant", **kwargs):
     """`array` padded by `pad_width` (an int, a (before, after) pair, or one pair per axis).
 
-    Modes: "constant" (`constant_values`, default 0: one lax.pad), "edge", "reflect",
-    "symmetric", "wrap" (one gather per padded axis, whose static index map is numpy's pad of
-    `arange(n)`; reflect_type "even" only). Other modes raise NotImplementedError."""
+    Modes: "constant" (`constant_values`, default 0, a scalar or one value or pair per axis:
+    lax.pad), "edge", "reflect", "symmetric", "wrap" (one gather per padded axis, whose static
+    index map is numpy's pad of `arange(n)`; reflect_type "even" only). Runs under a jit named
+    `_pad` whose operands are the array and `constant_values`, the widths static (JAX's
+    jax/_src/numpy/lax_numpy.py pad and _pad, so the widths print as `np.int64(1)`).
+    Raises ValueError for a negative width or a pad_width of another shape than (ndim, 2),
+    (1, 2), (2,), (1,) or (); NotImplementedError for other modes."""
     array = asarray(array)
     nd = core.get_aval(array).ndim
-    pw = np.broadcast_to(np.asarray(pad_width, np.int64).reshape(
-        (-1, 2) if np.ndim(pad_width) > 0 and np.shape(pad_width)[-1] == 2 else (-1, 1)),
-        (nd, 2)) if nd else np.zeros((0, 2), np.int64)
-    if (pw < 0).any():
-        raise ValueError("index can't contain negative values")
-    if mode == "constant":
-        cv = np.asarray(kwargs.get("constant_values", 0)) if not isinstance(
-            kwargs.get("constant_values", 0), (Tracer, Array)) else kwargs["constant_values"]
-        if isinstance(cv, np.ndarray) and cv.ndim:
-            cvs = np.broadcast_to(cv.reshape((-1, 2) if cv.shape[-1] == 2 else (-1, 1)), (nd, 2))
-            for ax in range(nd):
-                for side in (0, 1):
-                    cfg = [(0, 0, 0)] * nd
-                    cfg[ax] = (int(pw[ax, 0]), 0, 0) if side == 0 else (0, int(pw[ax, 1]), 0)
-                    array = lax.pad(array, lax.convert_element_type(cvs[ax, side], dtype_of(array)),
-                                    cfg)
-            return array
-        value = lax.convert_element_type(cv, dtype_of(array))
-        return lax.pad(array, value, [(int(b), int(a), 0) for b, a in pw])
-    if mode not in ("edge", "reflect", "symmetric", "wrap"):
+    pw = np.asarray(pad_width)
+    if pw.dtype.kind not in "iu":
+        raise TypeError("`pad_width` must be of integral type.")
+    if pw.shape not in ((nd, 2), (1, 2), (2,), (1,), ()):
+        raise ValueError(f"jnp.pad: pad_width with nd={nd} has unsupported shape {pw.shape}. "
+                         f"Valid shapes are ({nd}, 2), (1, 2), (2,), (1,), or ().")
+    pw = np.broadcast_to(pw.reshape((-1, 2) if pw.shape[-1:] == (2,) else (-1, 1)), (nd, 2))
+    if mode not in ("constant", "edge", "reflect", "symmetric", "wrap"):
         raise NotImplementedError(f"minijax.numpy.pad: mode {mode!r} is not supported")
     if kwargs.get("reflect_type", "even") != "even":
         raise NotImplementedError("minijax.numpy.pad: only reflect_type='even'")
+    widths = tuple((b, a) for b, a in pw.astype(np.int64))  # np.int64 entries, as JAX's
+    return _pad(array, widths, mode, kwargs.get("constant_values", 0))
+
+
+# JAX: jax/_src/numpy/lax_numpy.py _pad and _pad_constant (under jit, as JAX's)
+@util.jit_when_traced(static_argnums=(1, 2))
+def _pad(array, pad_width, mode, constant_values):
+    nd = core.get_aval(array).ndim
+    if nd == 0:
+        return array
+    if (np.asarray(pad_width) < 0).any():
+        raise ValueError("index can't contain negative values")
+    if mode == "constant":
+        cv = lax.convert_element_type(asarray(constant_values), dtype_of(array),
+                                      dtypes.dtype_and_weak(array)[1])
+        cv_nd = core.get_aval(cv).ndim
+        if cv_nd == 0 or (cv_nd == 1 and shape_of(cv)[-1] == 1):
+            return lax.pad(array, lax.squeeze(cv, (0,)) if cv_nd else cv,
+                           [(b, a, 0) for b, a in pad_width])
+        if shape_of(cv)[-1] != 2:
+            raise ValueError(f"jnp.pad: constant_values has unsupported shape {shape_of(cv)}. "
+                             "If the shape is 1D or 2D, the last dimension must be of size 1 "
+                             "or 2.")
+        cvs = broadcast_to(cv, (nd, 2))
+        for ax in range(nd):
+            for side in (0, 1):
+                if pad_width[ax][side] != 0:
+                    cfg = [(0, 0, 0)] * nd
+                    cfg[ax] = (pad_width[ax][0], 0, 0) if side == 0 else (0, pad_width[ax][1], 0)
+                    array = lax.pad(array, cvs[ax, side], cfg)
+        return array
     for ax in range(nd):
-        before, after = int(pw[ax, 0]), int(pw[ax, 1])
+        before, after = int(pad_width[ax][0]), int(pad_width[ax][1])
         if before == after == 0:
             continue
         n = shape_of(array)[ax]
