@@ -23,7 +23,7 @@ from minijax import core
 from minijax import sharding_impls
 from minijax.array import Array
 from minijax.ad_util import Zero
-from minijax.core import ClosedJaxpr, ShapedArray
+from minijax.core import ClosedJaxpr, Jaxpr, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.interpreters import partial_eval as pe
 from minijax.interpreters.batching import not_mapped
@@ -664,9 +664,29 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
             cond_jaxpr, cond_consts, body_jaxpr, body_consts = trace(init_avals)
     check_carry_type("while_loop body", in_tree, init_avals, trees["body"],
                       body_jaxpr.out_avals)
+    cond_j, body_j = hoist_consts(cond_jaxpr).jaxpr, hoist_consts(body_jaxpr).jaxpr
+    # JAX: loops.py while_loop — a carry the body returns unchanged and the cond does not read
+    # becomes a body const (so e.g. vmap with a batched predicate does not batch it)
+    nb, nc = len(body_consts), len(cond_consts)
+    fwd = [v is body_j.invars[nb + i] for i, v in enumerate(body_j.outvars)]
+    cond_dce, keep = pe.dce_jaxpr(cond_j, [True], [True] * nc + [not f for f in fwd])
+    move = [not k for k in keep[nc:]]
+    if any(move):
+        cond_j = cond_dce
+        body_invars = [v for v, m in safe_zip(body_j.invars[nb:], move) if m]
+        body_invars += body_j.invars[:nb] + [v for v, m in safe_zip(body_j.invars[nb:], move)
+                                              if not m]
+        body_j = Jaxpr([], body_invars, [v for v, m in safe_zip(body_j.outvars, move) if not m],
+                       body_j.eqns)
+        moved = [x for x, m in safe_zip(init_flat, move) if m]
+        body_consts = [*moved, *body_consts]
+        init_flat = [x for x, m in safe_zip(init_flat, move) if not m]
     outs = while_p.bind(*cond_consts, *body_consts, *init_flat,
-                        cond_jaxpr=hoist_consts(cond_jaxpr), body_jaxpr=hoist_consts(body_jaxpr),
-                        cond_nconsts=len(cond_consts), body_nconsts=len(body_consts))
+                        cond_jaxpr=ClosedJaxpr(cond_j, []), body_jaxpr=ClosedJaxpr(body_j, []),
+                        cond_nconsts=nc, body_nconsts=len(body_consts))
+    if any(move):
+        outs_it, moved_it = iter(outs), iter(moved)
+        outs = [next(moved_it) if m else next(outs_it) for m in move]
     return tree_unflatten(in_tree, outs)
 
 
