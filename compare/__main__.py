@@ -1,16 +1,19 @@
-"""`python -m compare [topic ...] [--json PATH] [--quick]`: run topics, write the report.
+"""`python -m compare [topic ...] [--json PATH] [--quick] [--data]`: run topics, write the report.
 
 Each topic's result is stored in `compare/out/topics/<name>.json`; the report is then rendered
 from every stored topic, so `python -m compare jit` refreshes the jit section and keeps the
 rest. A topic that raises is recorded as failed, with its traceback, and the run goes on. A
 topic that builds meshes of several devices is skipped, with the reason, on a machine with
 fewer (a one-chip TPU machine: the CPU's eight devices come from an XLA flag that only the CPU
-client reads).
+client reads). With `--data`, a full run's stored result is also copied to
+`chapters/data/run-<name>.json`: the committed data that the chapters' `<!-- run: ... -->`
+markers are checked against (tests/chapters/prose_numbers_test.py).
 """
 
 import argparse
 import importlib
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -19,7 +22,11 @@ from pathlib import Path
 import jax
 
 from compare import TOPICS
-from compare._report import OUT_DIR, TopicResult, load_topics, save_topic, write_json, write_report
+from compare._report import (
+    OUT_DIR, REPO, TopicResult, load_topics, save_topic, write_json, write_report,
+)
+
+DATA_DIR = REPO / "chapters" / "data"  # `--data`: a full run's record, run-<topic>.json
 
 # Topics whose meshes span up to eight devices (multi_process also starts processes that
 # connect through sockets); `compare/__init__.py` asks the CPU client for eight.
@@ -69,6 +76,10 @@ def run_topic(name: str, quick: bool) -> TopicResult:
     return res
 
 
+def rel_to_repo(path: Path) -> str:
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
 def intro_of(name: str) -> str:
     """The first paragraph of the topic module's docstring, on one line (the report opens the
     topic's section with it, before its checks)."""
@@ -84,7 +95,13 @@ def main(argv=None, out_dir: Path | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes (what the tests run)")
     p.add_argument("--cifar", metavar="DIR",
                    help="cnn_bn: train on the CIFAR-10 python batches in DIR (sets CIFAR10_DIR)")
+    p.add_argument("--data", action="store_true",
+                   help="also copy each finished topic's result to chapters/data/run-<topic>.json "
+                        "(full runs only: the data the chapters' run markers are checked against)")
     args = p.parse_args(argv)
+    if args.data and args.quick:
+        p.error("--data keeps a full run's result for the chapters; a --quick run's sizes "
+                "are not the ones they describe")
     if args.cifar:
         os.environ["CIFAR10_DIR"] = args.cifar
     names = args.topics or list(TOPICS)
@@ -98,7 +115,11 @@ def main(argv=None, out_dir: Path | None = None) -> int:
         print(f"== [{i}/{len(names)}] {name}", flush=True)
         res = run_topic(name, args.quick)
         results[name] = res
-        save_topic(name, res, out_dir)
+        stored = save_topic(name, res, out_dir)
+        if args.data and res.status == "ok":
+            DATA_DIR.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(stored, DATA_DIR / f"run-{name}.json")
+            print(f"   data: {rel_to_repo(DATA_DIR / f'run-{name}.json')}", flush=True)
         if res.status == "error":
             failed.append(f"{name}: raised")
             print(res.error.rstrip().splitlines()[-1], flush=True)

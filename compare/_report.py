@@ -540,7 +540,9 @@ def save_topic(name: str, res: TopicResult, out_dir: Path | None = None) -> Path
                  for k, v in res.extra.items()}
     path = out_dir / "topics" / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(res.to_record(), indent=1, default=str))
+    rec = res.to_record()
+    rec["environment"] = environment()  # the machine and versions the numbers came from
+    path.write_text(json.dumps(rec, indent=1, default=str))
     return path
 
 
