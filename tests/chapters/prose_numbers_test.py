@@ -16,9 +16,21 @@ of magnitude"), percentages and tolerances
     to the nearest power of ten, and "within a factor of ten" with any ratio up to 10;
 (c) a fact of mathematics, a definition or a datasheet figure, listed in FACTS below with its
     reason;
-(d) from a full comparison run, which the chapter cannot print (it takes minutes to hours):
-    `<!-- run: make compare ARGS=TOPIC -->` after the claim, or on the line before its
-    paragraph or table (then for all of it), naming a topic of `python -m compare`.
+(d) from a full comparison run, which the chapter cannot print (it takes minutes to hours),
+    recomputed from that run's committed result, `chapters/data/run-TOPIC.json` (what
+    `python -m compare TOPIC --data` writes: the topic's stored record, with its date, machine
+    and versions): `<!-- run: TOPIC A -->` or `<!-- run: TOPIC A / B -->` after the claim,
+    optionally ending `within N%`. A and B each name a value of the record: a dotted path
+    whose first name is a key of its `extra` or of the record itself (`minijax.test_exact_match`;
+    a number picks a list's item, `@500` the value of a list's `[500, value]` pair), a number
+    its text shows as it is, or a regex of a line of its text (the report sections the topic
+    wrote) followed by the number meant. They are checked as in (b), but to the claim's
+    written precision (half a unit of its last digit) unless it says `within N%`; a claim
+    without digits ("twice") within 10%. A table on the line after `<!-- run: TOPIC -->`:
+    every number of its body (the row labels left out) is checked the same way, by a marker in
+    its cell naming one value per number, separated by ` ; ` (`<!-- run: gpt a.b ; c / d -->`).
+    A topic whose full run could not be committed is listed in RUN_EXEMPT with the reason;
+    only its claims may keep the bare `<!-- run: make compare ARGS=TOPIC -->`.
 
 Left out on purpose: counts ("called twice", "nest it three times"), shapes ("a 4 x 2 mesh"),
 formulas in inline code, and absolute quantities with units (68.5 ms, 80 GB), which are not
@@ -31,6 +43,7 @@ through what the chapter shows, to what its code prints.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -65,6 +78,12 @@ _FENCED = re.compile(r"^```(\S*)\n(.*?)^```", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _MARKER = re.compile(r"<!-- (printed|run): (.+?)(?: within (\d+(?:\.\d+)?)%)? -->")
 _RUN = re.compile(r"make compare ARGS=(\w+)$")
+_PATH = re.compile(r"[\w@-]+(?:\.[\w@-]+)*")
+_RUN_DATA = ROOT / "chapters" / "data"
+
+# Topics whose full run is not committed yet, with the reason: only their claims may keep the
+# bare `<!-- run: make compare ARGS=TOPIC -->`.
+RUN_EXEMPT: dict[str, str] = {}
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d[\d,]*(?:\.\d+)?(?:e[-+]?\d+)?(?![\d.])", re.I)
 
 
@@ -187,6 +206,135 @@ def _check_marker(claim: Claim, body: str, tolerance: str | None, outputs: str) 
     return f"the output shows {value:.4g} ({body}), which it does not match within {tol:.0%}"
 
 
+def load_run(topic: str) -> dict | None:
+    """The committed record of `topic`'s full run, or None if there is none."""
+    path = _RUN_DATA / f"run-{topic}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _run_text(record: dict) -> str:
+    return "\n".join(record.get("sections", []))
+
+
+def _run_value(part: str, record: dict) -> float | str:
+    """The value a run marker's part names in `record` (see (d)); a message if none."""
+    part = part.strip()
+    head = part.split(".")[0]
+    if _PATH.fullmatch(part) and not _NUMBER.fullmatch(part) and (
+            head in record.get("extra", {}) or head in record):
+        node: object = record["extra"] if head in record.get("extra", {}) else record
+        for key in part.split("."):
+            if isinstance(node, dict) and key in node:
+                node = node[key]
+            elif isinstance(node, list) and key.lstrip("-").isdigit() and \
+                    -len(node) <= int(key) < len(node):
+                node = node[int(key)]
+            elif isinstance(node, list) and key.startswith("@") and any(
+                    isinstance(kv, list) and len(kv) == 2 and str(kv[0]) == key[1:] for kv in node):
+                node = next(v for k, v in node if str(k) == key[1:])
+            else:
+                return f"the run's record has no {key!r} in {part!r}"
+        if isinstance(node, bool) or not isinstance(node, (int, float)):
+            return f"{part!r} in the run's record is {node!r}, not a number"
+        return float(node)
+    value = _printed(part, _run_text(record))
+    return value.replace("output block", "the run's text") if isinstance(value, str) else value
+
+
+def _half_unit(written: str) -> float:
+    """Half a unit of the last digit of a number as written ("0.960" -> 0.0005)."""
+    mantissa, _, exp = written.lower().replace(",", "").partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    return 0.5 * 10.0 ** (int(exp or 0) - decimals)
+
+
+def _run_marker_value(body: str, record: dict) -> float | str:
+    parts = [_run_value(p, record) for p in body.split(" / ")]
+    if any(isinstance(p, str) for p in parts):
+        return next(p for p in parts if isinstance(p, str))
+    if len(parts) == 2:
+        return parts[0] / parts[1] if parts[1] else "a ratio over zero"
+    return parts[0]
+
+
+def _check_run_claim(claim: Claim, body: str, tolerance: str | None, record: dict) -> str | None:
+    """(d) for a claim of the prose: the value its marker names, within the stated tolerance,
+    or the claim's written precision, or 10% for a claim in words."""
+    value = _run_marker_value(body, record)
+    if isinstance(value, str):
+        return value
+    digits = re.search(_NUM + r"(?:e[-+]?\d+)?", claim.text, re.I)
+    if tolerance:
+        tol = float(tolerance) / 100
+    elif digits and claim.value:
+        tol = _half_unit(digits.group(0)) / abs(claim.value) + 1e-9
+    else:
+        tol = 0.10
+    if _agrees(claim, value, tol):
+        return None
+    return (f"the run's data gives {value:.6g} ({body}), which it does not match "
+            f"{'within ' + format(tol, '.2%') if tolerance or not digits else 'as written'}")
+
+
+def _run_marker(body: str, where: str, topics, runs) -> tuple[dict | None, str, str | None]:
+    """(record, the rest of the body, problem) of a run marker's `TOPIC ...` body."""
+    m = _RUN.fullmatch(body.strip())
+    if m:
+        if m.group(1) in RUN_EXEMPT:
+            return None, "", None
+        return None, "", (f"{where}: `make compare ARGS={m.group(1)}` is not checked: name the "
+                          "value of the run's committed data the number is "
+                          "(`<!-- run: TOPIC path -->`), or list the topic in RUN_EXEMPT")
+    topic, _, rest = body.strip().partition(" ")
+    if topics is not None and topic not in topics:
+        return None, "", f"{where}: no comparison topic {topic!r}"
+    record = runs(topic)
+    if record is None:
+        return None, "", (f"{where}: no committed run of {topic!r} "
+                          f"(chapters/data/run-{topic}.json: `python -m compare {topic} --data`)")
+    return record, rest, None
+
+
+def _table_problems(lines: list[str], first: int, topic: str, where: str, topics,
+                    runs) -> list[str]:
+    """(d) for a table starting at line `first` (1-based) under `<!-- run: TOPIC -->`: each
+    number of each body cell, the row label left out, against its cell's marker."""
+    out, row = [], first + 2  # past the header and the |---| line
+    while row <= len(lines) and lines[row - 1].lstrip().startswith("|"):
+        for cell in lines[row - 1].strip().strip("|").split("|")[1:]:
+            marker = _MARKER.search(cell)
+            numbers = _NUMBER.findall(re.sub(r"<!--.*?-->", "", cell))
+            here = f"{where}:{row}: {' '.join(re.sub(r'<!--.*?-->', '', cell).split())!r}"
+            if not numbers:
+                continue
+            if not marker or marker.group(1) != "run":
+                out.append(f"{here}: a number of a run's table with no `<!-- run: {topic} ... -->`"
+                           " in its cell")
+                continue
+            record, rest, why = _run_marker(marker.group(2), here, topics, runs)
+            if why or record is None:
+                out += [why] if why else []
+                continue
+            parts = rest.split(" ; ")
+            if len(parts) != len(numbers):
+                out.append(f"{here}: {len(numbers)} numbers, {len(parts)} values named")
+                continue
+            for written, part in zip(numbers, parts):
+                value = _run_marker_value(part, record)
+                if isinstance(value, str):
+                    out.append(f"{here}: {value}")
+                    continue
+                want, percent = _number(written), re.search(
+                    re.escape(written) + r" ?%", cell) is not None
+                tol = (float(marker.group(3)) / 100 * abs(want) if marker.group(3)
+                       else _half_unit(written) * (1 + 1e-9))
+                readings = [value, 100 * value] if percent else [value]
+                if not any(abs(r - want) <= tol for r in readings):
+                    out.append(f"{here}: {written} against the run's {value:.6g} ({part})")
+        row += 1
+    return out
+
+
 def _paragraphs(lines: list[str]) -> list[tuple[int, int]]:
     """(first, last) line, 1-based, of each run of non-blank lines."""
     spans, start = [], None
@@ -199,24 +347,37 @@ def _paragraphs(lines: list[str]) -> list[tuple[int, int]]:
     return spans
 
 
-def problems(text: str, name: str, topics=None) -> list[str]:
+def problems(text: str, name: str, topics=None, runs=load_run) -> list[str]:
     """What is wrong with the numeric claims of a chapter's text: each claim that is neither
-    shown by its output, nor tied to it, nor a listed fact, nor from a named run."""
+    shown by its output, nor tied to it, nor a listed fact, nor recomputed from the committed
+    data of its run (`runs(topic)`: the record, or None), and each number of a run's table
+    that its data does not give."""
     outputs, lines = _outputs(text), text.splitlines()
     prose_lines = _prose(text).splitlines()
     spans = _paragraphs(re.sub(r"<!--.*?-->", "", _FENCED.sub(
         lambda m: "\n" * m.group(0).count("\n"), text)).splitlines())
     facts = [phrase for chapter, phrase, _ in FACTS if chapter == name[:2]]
     out = []
-
-    def run_topic(body: str, where: str) -> None:
-        m = _RUN.fullmatch(body.strip())
-        if not m:
-            out.append(f"{where}: a run marker names `make compare ARGS=TOPIC`, not {body!r}")
-        elif topics is not None and m.group(1) not in topics:
-            out.append(f"{where}: no comparison topic {m.group(1)!r}")
+    run_tables = set()  # the lines of tables under a bare `<!-- run: TOPIC -->`
+    for i, line in enumerate(lines[:-1], 1):
+        above = _MARKER.fullmatch(line.strip())
+        if above and above.group(1) == "run" and lines[i].lstrip().startswith("|"):
+            body = above.group(2).strip()
+            where = f"{name}:{i}"
+            if _RUN.fullmatch(body) and _RUN.fullmatch(body).group(1) in RUN_EXEMPT:
+                continue
+            if topics is not None and body not in topics:
+                out.append(f"{where}: a run's table is marked `<!-- run: TOPIC -->`, not {body!r}")
+                continue
+            out += _table_problems(lines, i + 1, body, where=name, topics=topics, runs=runs)
+            end = i + 1
+            while end <= len(lines) and lines[end - 1].lstrip().startswith("|"):
+                run_tables.add(end)
+                end += 1
 
     for claim in claims(text):
+        if claim.line in run_tables:
+            continue
         here = f"{name}:{claim.line}: {claim.text!r}"
         first, last = next((a, b) for a, b in spans if a <= claim.line <= b)
         # the text after the claim, to the paragraph's end: its first marker, if no other
@@ -228,15 +389,20 @@ def problems(text: str, name: str, topics=None) -> list[str]:
         marker = _MARKER.search(rest)
         if marker and not _CLAIM.search(rest_prose[:marker.start()]):
             if marker.group(1) == "run":
-                run_topic(marker.group(2), here)
+                record, body, why = _run_marker(marker.group(2), here, topics, runs)
+                why = why or (record and _check_run_claim(claim, body, marker.group(3), record))
+                if why:
+                    out.append(why if why.startswith(name) else f"{here}: {why}")
             else:
                 why = _check_marker(claim, marker.group(2), marker.group(3), outputs)
                 if why:
                     out.append(f"{here}: {why}")
             continue
         above = _MARKER.fullmatch(lines[first - 2].strip()) if first >= 2 else None
-        if above and above.group(1) == "run":
-            run_topic(above.group(2), here)
+        if above and above.group(1) == "run" and _RUN.fullmatch(above.group(2).strip()):
+            _, _, why = _run_marker(above.group(2), here, topics, runs)
+            if why:
+                out.append(why)
             continue
         paragraph = " ".join(" ".join(lines[first - 1:last]).split())
         if _shown(claim, _outputs(_section(text, claim.line))):
@@ -341,12 +507,13 @@ def test_shown_numbers_markers_facts_and_runs():
     assert "does not match" in problems(out + bad, "99-x.md")[0]
     missing = "It is twice as fast<!-- printed: 9.9 -->.\n"
     assert "no output block shows 9.9" in problems(out + missing, "99-x.md")[0]
-    run = "<!-- run: make compare ARGS=gpt -->\nThe run: 3% and 4%.\n\nLater 5%.\n"
-    assert problems(run, "99-x.md", {"gpt"}) == ["99-x.md:4: '5%': no output block shows it, "
-                                                  "no marker ties it to one, and it is not a "
-                                                  "listed fact"]
-    assert "no comparison topic 'gtp'" in problems(run.replace("gpt", "gtp"), "99-x.md",
-                                                   {"gpt"})[0]
+    run = "<!-- run: make compare ARGS=gpt -->\nThe run: 3% and 4%.\n"
+    assert "is not checked" in problems(run, "99-x.md", {"gpt"}, runs=_RECORDS.get)[0]
+    RUN_EXEMPT["gpt"] = "a planted reason"
+    try:
+        assert problems(run, "99-x.md", {"gpt"}, runs=_RECORDS.get) == []
+    finally:
+        del RUN_EXEMPT["gpt"]
     text = "A ring psum is a reduce-scatter then an all-gather: it costs about half of it."
     assert [p for p in problems(text, "13-x.md") if "half" in p] == []  # a listed fact
     assert "listed fact" in problems(text.replace("about half", "about a third"), "13-x.md")[0]
@@ -376,3 +543,55 @@ def test_a_chapter_made_stale_fails(chapter, true, stale):
     assert true in text and problems(text, path.name) == []
     (found,) = problems(text.replace(true, stale), path.name)
     assert f"{path.name}:" in found and re.search(r"'(five times|40%|1e-2)'", found), found
+
+
+_RECORDS = {"gpt": {  # a planted record of a full run, in the form `python -m compare --data` keeps
+    "sections": ["| impl | loss |\n| jax | 1.8355 |\nLargest difference **3.8e-06**; "
+                 "matmuls 45.2% of the step"],
+    "timings_ms": {"step": 68.5},
+    "extra": {"jax": {"val_curve": [[100, 2.5349], [300, 2.0968]], "dropped": 0.022},
+              "dense": {"val": 1.877}, "moe": {"val": 1.838}}}}
+
+
+@pytest.mark.parametrize("text, wrong", [
+    ("It ends 2.1% below<!-- run: gpt moe.val / dense.val -->.", "2.4% below"),
+    ("It ends 2.1% below<!-- run: gpt 1 - moe.val / dense.val -->.", None),
+    ("A 45% share<!-- run: gpt matmuls -->.", "41% share"),
+    ("A 45% share<!-- run: gpt matmuls within 20% -->.", "60% share"),
+    ("At most 3.8e-6<!-- run: gpt Largest difference -->.", "3.9e-6"),
+    ("At most 3.8e-6<!-- run: gpt 3.8e-06 -->.", "3.2e-6"),
+    ("About twice as long<!-- run: gpt timings_ms.step / dense.val -->.", None),
+], ids=["ratio", "no-path", "regex", "within", "sci", "shown", "words"])
+def test_run_claims_are_recomputed_from_the_runs_data(text, wrong):
+    found = problems(text, "99-x.md", {"gpt"}, runs=_RECORDS.get)
+    if wrong is None:  # a marker that names no value of the data, or a claim it contradicts
+        assert len(found) == 1 and ("no output line matches" in found[0]
+                                    or "does not match" in found[0]), found
+        return
+    assert found == []
+    claim = re.search(r"(?:\d[\d.e-]*%?|twice)", text).group(0)
+    stale = problems(text.replace(claim, wrong.split()[0], 1), "99-x.md", {"gpt"},
+                     runs=_RECORDS.get)
+    assert len(stale) == 1 and "does not match" in stale[0], stale
+
+
+_TABLE = """<!-- run: gpt -->
+| | JAX | dropped |
+|---|---|---|
+| validation at 100 / 300 | 2.535 / 2.097<!-- run: gpt jax.val_curve.@100 ; jax.val_curve.@300 --> | 2.2%<!-- run: gpt jax.dropped --> |
+| step | 68 ms<!-- run: gpt timings_ms.step within 2% --> | — |
+"""
+
+
+def test_a_runs_table_is_checked_number_by_number():
+    assert problems(_TABLE, "99-x.md", {"gpt"}, runs=_RECORDS.get) == []
+    for old, new, why in [("2.097<", "2.098<", "2.098 against the run's 2.0968"),
+                          ("2.2%<", "2.4%<", "2.4 against"),
+                          ("68 ms", "75 ms", "75 against the run's 68.5"),
+                          (" ; jax.val_curve.@300", "", "2 numbers, 1 values named"),
+                          ("@300", "@400", "no '@400'"),
+                          ("<!-- run: gpt jax.dropped -->", "", "no `<!-- run: gpt ... -->`")]:
+        (found,) = problems(_TABLE.replace(old, new), "99-x.md", {"gpt"}, runs=_RECORDS.get)
+        assert why in found, found
+    assert "no committed run of 'gpt'" in problems(_TABLE, "99-x.md", {"gpt"},
+                                                   runs=lambda t: None)[0]
