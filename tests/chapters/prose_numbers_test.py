@@ -23,7 +23,8 @@ of magnitude"), percentages and tolerances
     optionally ending `within N%`. A and B each name a value of the record: a dotted path
     whose first name is a key of its `extra` or of the record itself (`minijax.test_exact_match`;
     a number picks a list's item, `@500` the value of a list's `[500, value]` pair), a number
-    its text shows as it is, or a regex of a line of its text (the report sections the topic
+    its text (or the chapter's own output, for what a run's number is compared with) shows as
+    it is, or a regex of a line of its text (the report sections the topic
     wrote) followed by the number meant. They are checked as in (b), but to the claim's
     written precision (half a unit of its last digit) unless it says `within N%`; a claim
     without digits ("twice") within 10%. A table on the line after `<!-- run: TOPIC -->`:
@@ -216,9 +217,12 @@ def _run_text(record: dict) -> str:
     return "\n".join(record.get("sections", []))
 
 
-def _run_value(part: str, record: dict) -> float | str:
-    """The value a run marker's part names in `record` (see (d)); a message if none."""
+def _run_value(part: str, record: dict, outputs: str = "") -> float | str:
+    """The value a run marker's part names in `record` (see (d)), or a number the chapter's own
+    output blocks show (the count a run's number is compared with); a message if none."""
     part = part.strip()
+    if _NUMBER.fullmatch(part) and part in _NUMBER.findall(outputs):
+        return _number(part)
     head = part.split(".")[0]
     if _PATH.fullmatch(part) and not _NUMBER.fullmatch(part) and (
             head in record.get("extra", {}) or head in record):
@@ -248,8 +252,8 @@ def _half_unit(written: str) -> float:
     return 0.5 * 10.0 ** (int(exp or 0) - decimals)
 
 
-def _run_marker_value(body: str, record: dict) -> float | str:
-    parts = [_run_value(p, record) for p in body.split(" / ")]
+def _run_marker_value(body: str, record: dict, outputs: str = "") -> float | str:
+    parts = [_run_value(p, record, outputs) for p in body.split(" / ")]
     if any(isinstance(p, str) for p in parts):
         return next(p for p in parts if isinstance(p, str))
     if len(parts) == 2:
@@ -257,10 +261,11 @@ def _run_marker_value(body: str, record: dict) -> float | str:
     return parts[0]
 
 
-def _check_run_claim(claim: Claim, body: str, tolerance: str | None, record: dict) -> str | None:
+def _check_run_claim(claim: Claim, body: str, tolerance: str | None, record: dict,
+                     outputs: str = "") -> str | None:
     """(d) for a claim of the prose: the value its marker names, within the stated tolerance,
     or the claim's written precision, or 10% for a claim in words."""
-    value = _run_marker_value(body, record)
+    value = _run_marker_value(body, record, outputs)
     if isinstance(value, str):
         return value
     digits = re.search(_NUM + r"(?:e[-+]?\d+)?", claim.text, re.I)
@@ -296,12 +301,12 @@ def _run_marker(body: str, where: str, topics, runs) -> tuple[dict | None, str, 
 
 
 def _table_problems(lines: list[str], first: int, topic: str, where: str, topics,
-                    runs) -> list[str]:
+                    runs, outputs: str = "") -> list[str]:
     """(d) for a table starting at line `first` (1-based) under `<!-- run: TOPIC -->`: each
     number of each body cell, the row label left out, against its cell's marker."""
     out, row = [], first + 2  # past the header and the |---| line
     while row <= len(lines) and lines[row - 1].lstrip().startswith("|"):
-        for cell in lines[row - 1].strip().strip("|").split("|")[1:]:
+        for cell in re.split(r"(?<!\\)\|", lines[row - 1].strip().strip("|"))[1:]:
             marker = _MARKER.search(cell)
             numbers = _NUMBER.findall(re.sub(r"<!--.*?-->", "", cell))
             here = f"{where}:{row}: {' '.join(re.sub(r'<!--.*?-->', '', cell).split())!r}"
@@ -320,7 +325,7 @@ def _table_problems(lines: list[str], first: int, topic: str, where: str, topics
                 out.append(f"{here}: {len(numbers)} numbers, {len(parts)} values named")
                 continue
             for written, part in zip(numbers, parts):
-                value = _run_marker_value(part, record)
+                value = _run_marker_value(part, record, outputs)
                 if isinstance(value, str):
                     out.append(f"{here}: {value}")
                     continue
@@ -369,7 +374,8 @@ def problems(text: str, name: str, topics=None, runs=load_run) -> list[str]:
             if topics is not None and body not in topics:
                 out.append(f"{where}: a run's table is marked `<!-- run: TOPIC -->`, not {body!r}")
                 continue
-            out += _table_problems(lines, i + 1, body, where=name, topics=topics, runs=runs)
+            out += _table_problems(lines, i + 1, body, where=name, topics=topics, runs=runs,
+                                   outputs=outputs)
             end = i + 1
             while end <= len(lines) and lines[end - 1].lstrip().startswith("|"):
                 run_tables.add(end)
@@ -390,7 +396,8 @@ def problems(text: str, name: str, topics=None, runs=load_run) -> list[str]:
         if marker and not _CLAIM.search(rest_prose[:marker.start()]):
             if marker.group(1) == "run":
                 record, body, why = _run_marker(marker.group(2), here, topics, runs)
-                why = why or (record and _check_run_claim(claim, body, marker.group(3), record))
+                why = why or (record and _check_run_claim(claim, body, marker.group(3), record,
+                                                          outputs))
                 if why:
                     out.append(why if why.startswith(name) else f"{here}: {why}")
             else:
@@ -441,6 +448,7 @@ FACTS: list[tuple[str, str, str]] = [
     ("26", "(2% test, 1% validation", "the split's definition"),
     ("26", "three times that with the backward", "two products backward per forward one"),
     ("26", "the time to 99%", "a threshold, named"),
+    ("26", "crossing 99% on the validation", "the same threshold"),
     ("27", "even with sizes 16x apart", "the sizes swept, 0.25 to 4 N_opt (its output's row)"),
     ("27", "and twice that in the backward pass", "two products backward per forward one"),
     ("27", "on twice the expert parameters", "top-2 of 4 experts of width 2d against a 4d MLP"),
@@ -536,13 +544,14 @@ def test_bounds_and_orders_of_magnitude():
     ("06", "about twice as slowly", "about five times as slowly"),  # a marker's claim
     ("27", "misses by 15%", "misses by 40%"),  # a ratio of two printed numbers
     ("20", "without it the run differs by 1e-3", "without it the run differs by 1e-2"),  # shown
-], ids=["marker", "ratio", "shown"])
+    ("26", "the model stalls at 89%", "the model stalls at 83%"),  # a full run's data
+], ids=["marker", "ratio", "shown", "run"])
 def test_a_chapter_made_stale_fails(chapter, true, stale):
     (path,) = (ROOT / "chapters").glob(f"{chapter}-*.md")
     text = path.read_text()
     assert true in text and problems(text, path.name) == []
     (found,) = problems(text.replace(true, stale), path.name)
-    assert f"{path.name}:" in found and re.search(r"'(five times|40%|1e-2)'", found), found
+    assert f"{path.name}:" in found and re.search(r"'(five times|40%|1e-2|83%)'", found), found
 
 
 _RECORDS = {"gpt": {  # a planted record of a full run, in the form `python -m compare --data` keeps
@@ -578,7 +587,8 @@ def test_run_claims_are_recomputed_from_the_runs_data(text, wrong):
 _TABLE = """<!-- run: gpt -->
 | | JAX | dropped |
 |---|---|---|
-| validation at 100 / 300 | 2.535 / 2.097<!-- run: gpt jax.val_curve.@100 ; jax.val_curve.@300 --> | 2.2%<!-- run: gpt jax.dropped --> |
+| validation at 100 / 300 | 2.535 / 2.097<!-- run: gpt jax.val_curve.@100 ; jax.val_curve.@300 \
+--> | 2.2%<!-- run: gpt jax.dropped --> |
 | step | 68 ms<!-- run: gpt timings_ms.step within 2% --> | — |
 """
 
