@@ -346,3 +346,20 @@ def test_each_topic_declares_the_modules_it_runs(monkeypatch):
     assert skipped.status == "skipped" and skipped.runs_summary() == "JAX only"
     with pytest.raises(ValueError, match=r"TOPICS\['numpy'\] = 'numpy'.*'both'"):
         cmain.runs_of("numpy")
+
+
+def test_data_keeps_a_full_runs_record_with_its_machine_and_refuses_a_quick_one(
+        monkeypatch, tmp_path):
+    """`--data` copies the stored record (with date, machine and versions) to
+    chapters/data/run-<topic>.json, what the chapters' run markers are checked against."""
+    _fake_topics(monkeypatch)
+    monkeypatch.setattr(cmain, "DATA_DIR", tmp_path / "data")
+    with pytest.raises(SystemExit):  # argparse's error: a quick run is not the chapters' size
+        cmain.main(["fake_ok", "--quick", "--data"], out_dir=tmp_path)
+    assert not (tmp_path / "data").exists()
+    assert cmain.main(["fake_ok", "fake_boom", "--data"], out_dir=tmp_path) == 1
+    rec = json.loads((tmp_path / "data" / "run-fake_ok.json").read_text())
+    assert rec == json.loads((tmp_path / "topics" / "fake_ok.json").read_text())
+    assert rec["quick"] is False and rec["date"] and rec["checks"][0]["ok"]
+    assert rec["environment"]["jax"] == jax.__version__ and rec["environment"]["cpu"]
+    assert not (tmp_path / "data" / "run-fake_boom.json").exists()  # a raised topic: no data

@@ -605,3 +605,19 @@ def test_a_runs_table_is_checked_number_by_number():
         assert why in found, found
     assert "no committed run of 'gpt'" in problems(_TABLE, "99-x.md", {"gpt"},
                                                    runs=lambda t: None)[0]
+
+
+def test_committed_runs_are_full_passing_runs_that_a_chapter_reads():
+    """Each chapters/data/run-TOPIC.json is what `python -m compare TOPIC --data` kept of a
+    full-size run whose checks all passed, with its date, machine and versions, and some
+    chapter's run marker reads it."""
+    texts = " ".join(p.read_text() for p in CHAPTERS)
+    records = sorted(_RUN_DATA.glob("run-*.json"))
+    assert records
+    for path in records:
+        rec, topic = json.loads(path.read_text()), path.stem.removeprefix("run-")
+        assert rec["quick"] is False and rec["status"] == "ok", path.name
+        assert rec["date"] and {"jax", "minijax", "cpu", "device_kind"} <= set(
+            rec["environment"]), path.name
+        assert all(c["ok"] for c in rec["checks"]), path.name
+        assert f"<!-- run: {topic} " in texts, f"no chapter reads {path.name}"
