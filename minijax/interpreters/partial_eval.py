@@ -453,7 +453,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:
             eqn = rule(eqn, used)
-        else:
+        elif not all(used):
             eqn = eqn.replace(outvars=[v if u else DropVar(v.aval)
                                        for v, u in zip(eqn.outvars, used)])
         new_eqns.append(eqn)
