@@ -157,20 +157,32 @@ def set_tokens(effs: Sequence[effects.Effect], values: Sequence[Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def dtype_to_ir_type(dtype: np.dtype):
-    dtype = np.dtype(dtype)
+    """The MLIR element type of `dtype` in the current context (`i1` for bool, `ui8`...);
+    TypeError for a dtype minijax does not lower."""
+    make = _ir_type_makers.get(dtype)
+    if make is None:  # once per dtype: which MLIR type class, and its parameters
+        make = _ir_type_makers[dtype] = _ir_type_maker(np.dtype(dtype))
+    return make()  # a type lives in a context: made anew in the current one
+
+
+_ir_type_makers: dict[Any, Callable[[], Any]] = {}
+
+
+def _ir_type_maker(dtype: np.dtype) -> Callable[[], Any]:
     if dtype == dtypes.bfloat16:
-        return ir.BF16Type.get()
+        return ir.BF16Type.get
     kind, bits = dtype.kind, dtype.itemsize * 8
     if kind == "b":
-        return ir.IntegerType.get_signless(1)
+        return functools.partial(ir.IntegerType.get_signless, 1)
     if kind == "i":
-        return ir.IntegerType.get_signless(bits)
+        return functools.partial(ir.IntegerType.get_signless, bits)
     if kind == "u":
-        return ir.IntegerType.get_unsigned(bits)
+        return functools.partial(ir.IntegerType.get_unsigned, bits)
     if kind == "f" and bits in (16, 32, 64):  # (ml_dtypes' float8_e5m2 has kind "f" too)
-        return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get()
+        return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get
     if kind == "c":
-        return ir.ComplexType.get(dtype_to_ir_type(np.dtype(f"float{bits // 2}")))
+        part = np.dtype(f"float{bits // 2}")
+        return lambda: ir.ComplexType.get(dtype_to_ir_type(part))
     raise TypeError(f"no MLIR type for dtype {dtype}: minijax lowers bool, integer, float16/32/64, "
                     "bfloat16 and complex dtypes only")
 
@@ -298,8 +310,8 @@ def nary_lowering(op_name: str) -> Callable:
     allows rank-0 and size-1 operands) and apply `stablehlo.<op_name>`."""
     def rule(ctx: LoweringRuleContext, *args, **params):
         out = ctx.avals_out[0]
-        args = [broadcast_to(a, av, av.update(shape=out.shape)) for a, av in
-                zip(args, ctx.avals_in)]
+        args = [a if av.shape == out.shape else broadcast_to(a, av, av.update(shape=out.shape))
+                for a, av in zip(args, ctx.avals_in)]
         if out.sharding is not None:  # operands broadcast here get the result's layout
             args = [a if av.shape == out.shape else _constrain(a, out)
                     for a, av in zip(args, ctx.avals_in)]
