@@ -97,7 +97,7 @@ class DynamicJaxprTrace(core.Trace):
         return isinstance(x, DynamicJaxprTracer) and x._trace is self
 
     def to_jaxpr_atom(self, x) -> core.Atom:
-        if self.is_own(x):
+        if isinstance(x, DynamicJaxprTracer) and x._trace is self:  # is_own, inline: hot
             return x.val
         core.check_not_escaped(x)
         return self.new_const(x)
