@@ -190,8 +190,10 @@ def _ir_type_maker(dtype: np.dtype) -> Callable[[], Any]:
 # JAX: jax/_src/interpreters/mlir.py aval_to_ir_type
 def aval_to_ir_type(aval: ShapedArray):
     shape = aval.shape
-    if not all(type(d) is int for d in shape):  # a symbolic dimension is dynamic: `?`
-        shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
+    for d in shape:
+        if type(d) is not int:  # a symbolic dimension is dynamic: `?`
+            shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
+            break
     return ir.RankedTensorType.get(shape, dtype_to_ir_type(aval.dtype))
 
 
@@ -409,11 +411,15 @@ def _platforms_for_eqn(eqn: core.JaxprEqn) -> tuple[str, ...]:
 def _rule_for(prim: core.Primitive, platforms: Sequence[str], effs) -> Callable:
     """The rule lowering `prim` for `platforms`: the rule for every platform when none of
     them has its own, else `lower_per_platform` over the rules they need."""
+    default = _lowerings.get(prim)
+    if default is not None:  # the usual case, a rule for every platform: no dict built
+        for p in platforms:
+            if prim in _platform_lowerings[p]:
+                break
+        else:
+            return default
     rules = {p: _platform_lowerings[p][prim] for p in platforms
              if prim in _platform_lowerings[p]}
-    default = _lowerings.get(prim)
-    if not rules and default is not None:
-        return default
     return lambda ctx, *args, **params: lower_per_platform(ctx, prim.name, rules, default,
                                                            effs, *args, **params)
 
