@@ -51,12 +51,7 @@ class ShapedArray:
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
-        shape = tuple(shape)
-        for d in shape:  # a loop, not a generator: avals are made on every traced op
-            if type(d) is not int:
-                shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
-                break
-        self.shape = shape
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
@@ -270,13 +265,8 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False) -> None:
-        shape = tuple(shape)
-        for d in shape:  # a loop, not a generator: avals are made on every traced op
-            if type(d) is not int:
-                shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
-                break
-        self.shape = shape
-        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
+        self.dtype = np.dtype(dtype)
         self.weak_type = bool(weak_type)
 
     ndim = property(lambda self: len(self.shape))
@@ -407,15 +397,13 @@ class Primitive:
 
 
 def _with_sharding(aval: ShapedArray, s) -> ShapedArray:
-    if s is None and aval.sharding is None:  # the usual case: nothing to type, no copy
-        return aval
     if s is not None and all(type(d) is int for d in aval.shape):
         # JAX: jax/_src/core.py _check_divisibility — a dimension its shards do not divide
         # (an `out_sharding` that does not fit) is JAX's ValueError
         s.check_compatible_aval(aval.shape)
     if s is not None and len(s.spec) != aval.ndim:  # avals keep one spec entry per dimension
         s = type(s)(s.mesh, s.spec._normalized_spec_for_aval(aval.ndim))
-    return aval.update(sharding=s)
+    return aval if s is None and aval.sharding is None else aval.update(sharding=s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -871,8 +859,8 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
     rule = primitive.effectful_abstract_eval
     if rule is not None:
         return resolve_input_effects(rule(*[v.aval for v in invars], **params)[1], invars)
-    inner = [j.effects for p in params.values() if isinstance(p, _MAY_HOLD_JAXPRS)
-             for j in jaxprs_in_param(p)]
+    inner = [j.effects for p in params.values()  # (a param of another type holds no jaxpr)
+             if isinstance(p, (tuple, Jaxpr, ClosedJaxpr)) for j in jaxprs_in_param(p)]
     effs = join_effects(*inner)
     return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
 
@@ -939,21 +927,14 @@ class JaxprEqn:
         self.name_stack = name_stack
 
     def replace(self, **kw) -> "JaxprEqn":
-        """A copy with the given fields replaced; the effects are derived again when the
-        invars, primitive or params change (they may name an operand), else kept."""
         d = dict(invars=self.invars, outvars=self.outvars, primitive=self.primitive,
                  params=self.params, source_info=self.source_info, ctx=self.ctx,
                  name_stack=self.name_stack)
-        if "effects" not in kw and not _REDERIVE_EFFECTS.intersection(kw):
-            d["effects"] = self.effects
         d.update(kw)
         return JaxprEqn(**d)
 
     def __repr__(self) -> str:
         return pp_eqn(self, NameContext(), 0)
-
-
-_REDERIVE_EFFECTS = frozenset(("invars", "primitive", "params"))
 
 
 # JAX: jax/_src/core.py Jaxpr — differs: no debug info; effects default to the union of the
@@ -1158,9 +1139,6 @@ def jaxprs_in_param(p) -> list[Jaxpr]:
     if isinstance(p, tuple):
         return [j for x in p if type(x) is not int for j in jaxprs_in_param(x)]
     return []
-
-
-_MAY_HOLD_JAXPRS = (tuple, Jaxpr, ClosedJaxpr)  # a param of another type holds no jaxpr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -157,12 +157,12 @@ def set_tokens(effs: Sequence[effects.Effect], values: Sequence[Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def dtype_to_ir_type(dtype: np.dtype):
-    """The MLIR element type of `dtype` in the current context (`i1` for bool, `ui8`...);
-    TypeError for a dtype minijax does not lower."""
+    # which MLIR type a dtype is, found once per dtype; a type lives in an MLIR context, so it
+    # is made each time, in the current one
     make = _ir_type_makers.get(dtype)
-    if make is None:  # once per dtype: which MLIR type class, and its parameters
+    if make is None:
         make = _ir_type_makers[dtype] = _ir_type_maker(np.dtype(dtype))
-    return make()  # a type lives in a context: made anew in the current one
+    return make()
 
 
 _ir_type_makers: dict[Any, Callable[[], Any]] = {}
@@ -190,10 +190,8 @@ def _ir_type_maker(dtype: np.dtype) -> Callable[[], Any]:
 # JAX: jax/_src/interpreters/mlir.py aval_to_ir_type
 def aval_to_ir_type(aval: ShapedArray):
     shape = aval.shape
-    for d in shape:
-        if type(d) is not int:  # a symbolic dimension is dynamic: `?`
-            shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
-            break
+    if not all(type(d) is int for d in shape):  # a symbolic dimension is dynamic: `?`
+        shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
     return ir.RankedTensorType.get(shape, dtype_to_ir_type(aval.dtype))
 
 
@@ -285,11 +283,10 @@ def ir_constant(val) -> Any:
     return make_op("stablehlo.constant", attr.type, [], value=attr)  # hlo.constant(attr)
 
 
+# `hlo.<op>(...)` without the bindings' Python builder and result type inference: a few times
+# cheaper, for the ops a large program lowers by the thousand (constants, broadcasts, arithmetic)
 def make_op(name: str, result_type, operands: Sequence[Any], **attributes) -> Any:
-    """The result of a new op `name` (one result, of `result_type`) at the insertion point.
-    What `hlo.<op>(...)` does, without the bindings' Python builder and result type
-    inference: a few times cheaper, for the ops a large program lowers by the thousand
-    (constants, broadcasts, elementwise arithmetic)."""
+    """The one result, of `result_type`, of a new op `name` at the insertion point."""
     return ir.Operation.create(name, results=[result_type], operands=list(operands),
                                attributes=attributes or None).result
 
@@ -335,12 +332,11 @@ def nary_lowering(op_name: str) -> Callable:
 
 
 # Elementwise ops whose result type is their operands' (not abs, compare, is_finite, real...)
-_SAME_TYPE_OPS = frozenset((
-    "add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
-    "atan2", "and_", "or_", "xor", "not_", "negate", "sign", "floor", "ceil", "sqrt", "rsqrt",
-    "cbrt", "exponential", "exponential_minus_one", "log", "log_plus_one", "logistic", "tanh",
-    "sine", "cosine", "tan", "shift_left", "shift_right_logical", "shift_right_arithmetic",
-    "count_leading_zeros", "popcnt"))
+_SAME_TYPE_OPS = frozenset(
+    "add subtract multiply divide remainder power maximum minimum atan2 and_ or_ xor not_ negate "
+    "sign floor ceil sqrt rsqrt cbrt exponential exponential_minus_one log log_plus_one logistic "
+    "tanh sine cosine tan shift_left shift_right_logical shift_right_arithmetic "
+    "count_leading_zeros popcnt".split())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -411,15 +407,11 @@ def _platforms_for_eqn(eqn: core.JaxprEqn) -> tuple[str, ...]:
 def _rule_for(prim: core.Primitive, platforms: Sequence[str], effs) -> Callable:
     """The rule lowering `prim` for `platforms`: the rule for every platform when none of
     them has its own, else `lower_per_platform` over the rules they need."""
-    default = _lowerings.get(prim)
-    if default is not None:  # the usual case, a rule for every platform: no dict built
-        for p in platforms:
-            if prim in _platform_lowerings[p]:
-                break
-        else:
-            return default
     rules = {p: _platform_lowerings[p][prim] for p in platforms
              if prim in _platform_lowerings[p]}
+    default = _lowerings.get(prim)
+    if not rules and default is not None:
+        return default
     return lambda ctx, *args, **params: lower_per_platform(ctx, prim.name, rules, default,
                                                            effs, *args, **params)
 
