@@ -52,7 +52,7 @@ class ShapedArray:
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
         self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
-        self.dtype = np.dtype(dtype)
+        self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an
         # AbstractMesh with one spec entry per dimension naming only Explicit mesh axes
@@ -403,7 +403,7 @@ def _with_sharding(aval: ShapedArray, s) -> ShapedArray:
         s.check_compatible_aval(aval.shape)
     if s is not None and len(s.spec) != aval.ndim:  # avals keep one spec entry per dimension
         s = type(s)(s.mesh, s.spec._normalized_spec_for_aval(aval.ndim))
-    return aval.update(sharding=s)
+    return aval if s is None and aval.sharding is None else aval.update(sharding=s)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -859,7 +859,8 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
     rule = primitive.effectful_abstract_eval
     if rule is not None:
         return resolve_input_effects(rule(*[v.aval for v in invars], **params)[1], invars)
-    inner = [j.effects for p in params.values() for j in jaxprs_in_param(p)]
+    inner = [j.effects for p in params.values()  # (a param of another type holds no jaxpr)
+             if isinstance(p, (tuple, Jaxpr, ClosedJaxpr)) for j in jaxprs_in_param(p)]
     effs = join_effects(*inner)
     return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
 
@@ -1136,7 +1137,7 @@ def jaxprs_in_param(p) -> list[Jaxpr]:
     if isinstance(p, Jaxpr):
         return [p]
     if isinstance(p, tuple):
-        return [j for x in p for j in jaxprs_in_param(x)]
+        return [j for x in p if type(x) is not int for j in jaxprs_in_param(x)]
     return []
 
 

@@ -87,7 +87,7 @@ BUDGETS = {
     "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2180,  # pxla.py: the executors, runtime tokens, result handlers and the
+    "interpreters": 2198,  # pxla.py: the executors, runtime tokens, result handlers and the
     #                       partitioner's layouts, from compiler.py (~340, issue 46): one class
     #                       per kind of program, sharded calls by identity (27: step time),
     #                       exit waits for pending host callbacks (45);
@@ -103,6 +103,9 @@ BUDGETS = {
     #                       + effects in DCE and lowering tokens (13), vma hooks (12);
     #                       portable artifacts, dimension variables for export (32);
     #                       LinearizeTrace, the direct linearize path (~140, issue 32);
+    #                       lowering's host overhead: mlir.make_op (ops built with their
+    #                       known result type, no inference) and MLIR types made from a
+    #                       per-dtype maker (+18, 46);
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
     #                       partial_eval_jaxpr_custom and its rules table, from ad_checkpoint
     #                       (~105, issue 24); name stacks lowered as op locations (~25, 34)

@@ -498,7 +498,7 @@ def backward_pass(jaxpr: Jaxpr, consts: Sequence[Any], primals_in: Sequence[Any]
     def read_primal(v):
         if isinstance(v, Literal):
             return v.val
-        return primal_env.get(v, UndefinedPrimal(v.aval))
+        return primal_env[v] if v in primal_env else UndefinedPrimal(v.aval)
 
     def write_ct(v, ct):
         if isinstance(v, Var) and ct is not None and type(ct) is not Zero:

@@ -157,20 +157,32 @@ def set_tokens(effs: Sequence[effects.Effect], values: Sequence[Any]) -> None:
 # ---------------------------------------------------------------------------------------------
 
 def dtype_to_ir_type(dtype: np.dtype):
-    dtype = np.dtype(dtype)
+    # which MLIR type a dtype is, found once per dtype; a type lives in an MLIR context, so it
+    # is made each time, in the current one
+    make = _ir_type_makers.get(dtype)
+    if make is None:
+        make = _ir_type_makers[dtype] = _ir_type_maker(np.dtype(dtype))
+    return make()
+
+
+_ir_type_makers: dict[Any, Callable[[], Any]] = {}
+
+
+def _ir_type_maker(dtype: np.dtype) -> Callable[[], Any]:
     if dtype == dtypes.bfloat16:
-        return ir.BF16Type.get()
+        return ir.BF16Type.get
     kind, bits = dtype.kind, dtype.itemsize * 8
     if kind == "b":
-        return ir.IntegerType.get_signless(1)
+        return functools.partial(ir.IntegerType.get_signless, 1)
     if kind == "i":
-        return ir.IntegerType.get_signless(bits)
+        return functools.partial(ir.IntegerType.get_signless, bits)
     if kind == "u":
-        return ir.IntegerType.get_unsigned(bits)
+        return functools.partial(ir.IntegerType.get_unsigned, bits)
     if kind == "f" and bits in (16, 32, 64):  # (ml_dtypes' float8_e5m2 has kind "f" too)
-        return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get()
+        return {16: ir.F16Type, 32: ir.F32Type, 64: ir.F64Type}[bits].get
     if kind == "c":
-        return ir.ComplexType.get(dtype_to_ir_type(np.dtype(f"float{bits // 2}")))
+        part = np.dtype(f"float{bits // 2}")
+        return lambda: ir.ComplexType.get(dtype_to_ir_type(part))
     raise TypeError(f"no MLIR type for dtype {dtype}: minijax lowers bool, integer, float16/32/64, "
                     "bfloat16 and complex dtypes only")
 
@@ -268,7 +280,15 @@ def ir_constant(val) -> Any:
     else:
         data = val
     attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=elt, shape=val.shape)
-    return hlo.constant(attr)
+    return make_op("stablehlo.constant", attr.type, [], value=attr)  # hlo.constant(attr)
+
+
+# `hlo.<op>(...)` without the bindings' Python builder and result type inference: a few times
+# cheaper, for the ops a large program lowers by the thousand (constants, broadcasts, arithmetic)
+def make_op(name: str, result_type, operands: Sequence[Any], **attributes) -> Any:
+    """The one result, of `result_type`, of a new op `name` at the insertion point."""
+    return ir.Operation.create(name, results=[result_type], operands=list(operands),
+                               attributes=attributes or None).result
 
 
 def full_like_aval(value, aval: ShapedArray):
@@ -288,7 +308,8 @@ def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
     if not is_static(aval_out.shape):
         return hlo.dynamic_broadcast_in_dim(out_type, x,
                                             eval_dynamic_shape_as_tensor(aval_out.shape), dims)
-    out = hlo.broadcast_in_dim(out_type, x, dims)
+    out = make_op("stablehlo.broadcast_in_dim", out_type, [x],  # hlo.broadcast_in_dim
+                  broadcast_dimensions=ir.DenseI64ArrayAttr.get(dims))
     wrap_compute_type_in_place(out)
     return out
 
@@ -298,14 +319,24 @@ def nary_lowering(op_name: str) -> Callable:
     allows rank-0 and size-1 operands) and apply `stablehlo.<op_name>`."""
     def rule(ctx: LoweringRuleContext, *args, **params):
         out = ctx.avals_out[0]
-        args = [broadcast_to(a, av, av.update(shape=out.shape)) for a, av in
-                zip(args, ctx.avals_in)]
+        args = [a if av.shape == out.shape else broadcast_to(a, av, av.update(shape=out.shape))
+                for a, av in zip(args, ctx.avals_in)]
         if out.sharding is not None:  # operands broadcast here get the result's layout
             args = [a if av.shape == out.shape else _constrain(a, out)
                     for a, av in zip(args, ctx.avals_in)]
+        if op_name in _SAME_TYPE_OPS:  # the result has its operands' type
+            return make_op(f"stablehlo.{op_name.rstrip('_')}", args[0].type, args)
         return getattr(hlo, op_name)(*args)
     rule.__name__ = f"_{op_name}_lowering"
     return rule
+
+
+# Elementwise ops whose result type is their operands' (not abs, compare, is_finite, real...)
+_SAME_TYPE_OPS = frozenset(
+    "add subtract multiply divide remainder power maximum minimum atan2 and_ or_ xor not_ negate "
+    "sign floor ceil sqrt rsqrt cbrt exponential exponential_minus_one log log_plus_one logistic "
+    "tanh sine cosine tan shift_left shift_right_logical shift_right_arithmetic "
+    "count_leading_zeros popcnt".split())
 
 
 # ---------------------------------------------------------------------------------------------

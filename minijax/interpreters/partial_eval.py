@@ -97,7 +97,7 @@ class DynamicJaxprTrace(core.Trace):
         return isinstance(x, DynamicJaxprTracer) and x._trace is self
 
     def to_jaxpr_atom(self, x) -> core.Atom:
-        if self.is_own(x):
+        if isinstance(x, DynamicJaxprTracer) and x._trace is self:  # is_own, inline: hot
             return x.val
         core.check_not_escaped(x)
         return self.new_const(x)
@@ -453,7 +453,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
         rule = dce_rules.get(eqn.primitive)
         if rule is not None:
             eqn = rule(eqn, used)
-        else:
+        elif not all(used):
             eqn = eqn.replace(outvars=[v if u else DropVar(v.aval)
                                        for v, u in zip(eqn.outvars, used)])
         new_eqns.append(eqn)

@@ -81,6 +81,14 @@ def _check_dtype(name: str, aval: ShapedArray, kind: str) -> None:
 
 
 def _broadcasting_shape(name: str, *avals: ShapedArray) -> tuple[int, ...]:
+    shape: tuple = ()
+    for a in avals:  # the usual case first: one shape, besides rank-0 operands
+        if a.shape and a.shape != shape:
+            if shape:
+                break
+            shape = a.shape
+    else:
+        return shape
     shapes = [a.shape for a in avals if a.ndim]
     if not shapes:
         return ()
