@@ -579,9 +579,10 @@ class JitWrapped:
         n = len(consts)
         # as JAX (keep_unused=False): arguments nothing reads are no inputs of the executable
         pruned = None if self.keep_unused else prune_unused_inputs(closed, n)
-        kept = None if pruned is None else pruned[1]
+        kept = None
         if pruned is not None:
-            closed, donated = pruned[0], donated[:n] + tuple(donated[n + i] for i in kept)
+            closed, kept = pruned
+            donated = donated[:n] + tuple(donated[n + i] for i in kept)
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)
             out_sh = _leaf_out_shardings(self.out_shardings, out_tree)
