@@ -8,7 +8,6 @@ checked member for member."""
 from __future__ import annotations
 
 import dataclasses
-import importlib
 
 import jax
 import jax.numpy as jjnp
@@ -18,17 +17,7 @@ import pytest
 
 import minijax
 
-F32 = np.float32
-X = (np.arange(16 * 128, dtype=F32).reshape(16, 128) - 700) / 50
-
-
-def _pl(J):
-    return (importlib.import_module(J.__name__ + ".experimental.pallas"),
-            importlib.import_module(J.__name__ + ".experimental.pallas.tpu"))
-
-
-def both(make, *args):
-    return [jax.tree.map(np.asarray, make(J)(*args)) for J in (jax, minijax)]
+from pallas_names_test import F32, X, _pl, both  # the same inputs and helpers
 
 
 def call(J, kernel, out_shape, *args, **kw):
