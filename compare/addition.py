@@ -11,7 +11,7 @@ validation and test by a hash of the unordered pair, so no pair (nor its mirror 
 between splits; a length-generalisation set has n+1 digits, which training never shows.
 
 The model and the hand-written AdamW are `compare/gpt.py: program` (causal attention, learned
-absolute positions); the NNX version is `compare/gpt_nnx.py: GPT`. The three runs see the same
+absolute positions); the NNX version is `compare/_gpt_nnx.py: GPT`. The three runs see the same
 batches in the same order. Trained weights and curves are cached under
 `compare/out/addition/`, keyed by the configuration, so a second run of the report does not
 retrain. `python -m compare.addition --size 10M` trains the ~10M-parameter configuration.
@@ -226,7 +226,7 @@ def nnx_runner(s: Setup, params0):
     import optax
     from flax import nnx
 
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
 
     def answer_loss(logits, y):
         keep = y != IGNORE

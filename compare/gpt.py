@@ -1,6 +1,6 @@
 """gpt: a character-level GPT trained step for step through minijax and real JAX, sampled with
 a KV cache (chapter 19), and the same model in Flax NNX + Optax (chapter 20,
-`compare/gpt_nnx.py`).
+`compare/_gpt_nnx.py`).
 
 The model is written once against a module alias `J` (`jax` or `minijax`): a decoder-only
 transformer whose parameters are a pytree of dicts,
@@ -576,7 +576,7 @@ def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.
 
 
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
     res = TopicResult("Character-level GPT with a KV cache, minijax vs JAX vs Flax NNX")
     res.chapter = "chapters/19-gpt-kv-cache.md"
     t_start = time.perf_counter()

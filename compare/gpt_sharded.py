@@ -454,13 +454,13 @@ def kv_cache_check(res: TopicResult, cfg: gpt.Config, data: gpt.CharData,
 # ---------------------------------------------------------------------------------------------
 
 def nnx_fsdp(cfg: gpt.Config, params0: dict, xs, ys) -> dict:
-    """compare/gpt_nnx.py's GPT with each nnx.Param annotated `out_sharding` (its first
+    """compare/_gpt_nnx.py's GPT with each nnx.Param annotated `out_sharding` (its first
     dimension divisible by 8 split over "data", NNX's own partitioning metadata), laid out
     by `nnx.get_named_sharding`, trained by its `nnx.jit` step on batches split over "data".
     Returns the losses and the kernels' specs before and after."""
     from flax import nnx
 
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
     mesh = jax.make_mesh((8,), (DATA,), axis_types=(jax.sharding.AxisType.Auto,))
     model = gpt_nnx.GPT(cfg, params0)
     for _, var in nnx.iter_graph(model):
