@@ -687,6 +687,7 @@ def _profile(res, data, cfg, runners, params0, reps, gpt_nnx, quick, jx, mj, nx)
 
 def _record(res, runs, final_val, med, nnx_ms, kv_equal, stages, ratio, samples):
     """The numbers kept in the result's extras; `summary(name)` is one run's record."""
+
     def summary(name):
         r = runs[name]
         rec = {"losses": [float(v) for v in r["losses"]],

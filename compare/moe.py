@@ -378,6 +378,7 @@ def _profile(res, data, cfg, runners, p_moe, reps, quick, runs):
 def _record(res, runs, final_val, med, dropped, stages, first_diff, rel, quick, ratio, lay_dropped,
             gap):
     """The numbers kept in the result's extras."""
+
     def summary(name):
         r = runs[name]
         return {"losses": [float(v) for v in r["losses"]],
