@@ -22,10 +22,11 @@ and the statistics that make claims at this scale honest (chapter 27).
 
 Every finished run is a JSON file in the cache folder (`compare/out/scaling_laws_cache/`),
 named by a hash of everything that decides its result (the settings, the text, and the
-source of minijax and of the training code: `code_digest`), so a stopped sweep resumes where it
-stopped and a changed program trains again; a progress bar counts the whole sweep. `python -m compare.scaling_laws --quick`
-runs the tests' sweep; `--budgets`, `--widths`, `--seeds` change the sweep (larger budgets on
-an accelerator: the same code, with JAX finding the device).
+source of minijax and of the training code: `code_digest`), so a stopped sweep resumes where
+it stopped and a changed program trains again; a progress bar counts the whole sweep.
+`python -m compare.scaling_laws --quick` runs the tests' sweep; `--budgets`, `--widths`,
+`--seeds` change the sweep (larger budgets on an accelerator: the same code, with JAX finding
+the device).
 """
 
 from __future__ import annotations
@@ -276,9 +277,10 @@ def plan(sweep: Sweep) -> list[dict]:
 
 
 def cache_key(sweep: Sweep, source: str, n_chars: int, spec: dict) -> str:
-    what = {"version": CACHE_VERSION, "code": code_digest(), "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
-                                                 if k not in ("budgets", "widths", "window",
-                                                              "slide", "seeds", "moe_seeds")},
+    what = {"version": CACHE_VERSION, "code": code_digest(),
+            "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
+                      if k not in ("budgets", "widths", "window", "slide", "seeds",
+                                   "moe_seeds")},
             "text": [source, n_chars], **spec}
     digest = hashlib.sha1(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
     return (f"{spec['kind']}-w{spec['width']}-C{spec['budget']:.2e}-s{spec['seed']}-"

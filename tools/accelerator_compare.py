@@ -40,8 +40,9 @@ from the repository root:
 
 `--budget-s` starts no new part after that many seconds (the parts left are listed under
 "skipped"); a part that runs past `--part-timeout-s` is listed under "stalled", both files are
-saved, and the process stops. Commit the two files under `chapters/data/`, then refresh the chapters' shown
-outputs (`tools/update_chapter_outputs.py chapters/17-profiling-benchmarking.md`, 22, 23, 24).
+saved, and the process stops. Commit the two files under `chapters/data/`, then refresh the
+chapters' shown outputs (`tools/update_chapter_outputs.py chapters/17-profiling-benchmarking.md`,
+22, 23, 24).
 """
 
 from __future__ import annotations
