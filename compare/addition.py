@@ -11,7 +11,7 @@ validation and test by a hash of the unordered pair, so no pair (nor its mirror 
 between splits; a length-generalisation set has n+1 digits, which training never shows.
 
 The model and the hand-written AdamW are `compare/gpt.py: program` (causal attention, learned
-absolute positions); the NNX version is `compare/gpt_nnx.py: GPT`. The three runs see the same
+absolute positions); the NNX version is `compare/_gpt_nnx.py: GPT`. The three runs see the same
 batches in the same order. Trained weights and curves are cached under
 `compare/out/addition/`, keyed by the configuration, so a second run of the report does not
 retrain. `python -m compare.addition --size 10M` trains the ~10M-parameter configuration.
@@ -226,7 +226,7 @@ def nnx_runner(s: Setup, params0):
     import optax
     from flax import nnx
 
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
 
     def answer_loss(logits, y):
         keep = y != IGNORE
@@ -671,6 +671,21 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
     else:
         out, from_cache = cached_experiment(s, fresh=fresh, big=size == "default",
                                             formats=None if size == "default" else {})
+    imp, mj, jx, nx = _checks(res, out, size)
+
+    cfg, by_carries, gen = _record(res, s, jx, digits, out, from_cache, imp)
+
+    _describe_setup(res, digits, out, cfg, s, from_cache, imp, mj, jx, nx)
+    _describe_findings(res, jx, by_carries, digits, gen, out)
+    res.sections += pictures(s, out, size, quick=size == "quick")
+    res.sections += [gradient_check(res, s), profile(res, out, mj, jx)]
+    return res
+
+
+def _checks(res, out, size):
+    """The three implementations' runs checked: losses (NNX over its first steps only),
+    validation exact match, disjoint splits, the loss falling, test exact match at full size;
+    the step times."""
     imp = out["impl"]
     mj, jx, nx = imp["minijax"], imp["jax"], imp["nnx"]
     res.check("per-step losses agree, minijax vs JAX (1e-4 relative)", mj["losses"],
@@ -690,7 +705,11 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
             r["test"]["exact_match"] >= 0.99 for r in imp.values()))
     res.timings_ms = {"step: minijax": mj["step_ms"], "step: jax": jx["step_ms"],
                       "step: nnx": nx["step_ms"]}
+    return imp, mj, jx, nx
 
+
+def _record(res, s, jx, digits, out, from_cache, imp):
+    """The numbers kept in the result's extras."""
     cfg = s.model
     by_carries = jx["test"]["by_carries"]
     gen = {"digits": digits + 1, "exact_match": jx["gen"]["exact_match"],
@@ -710,7 +729,11 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
         res.extra["formats"] = {k: v["test_exact_match"] for k, v in out["formats"].items()}
     if "size_10M" in out:
         res.extra["size_10M"] = out["size_10M"]
+    return cfg, by_carries, gen
 
+
+def _describe_setup(res, digits, out, cfg, s, from_cache, imp, mj, jx, nx):
+    """The setup section: the format, the model, and the three runs side by side."""
     ex = "\n".join(f"{a} + {b}: `{t}` + target `{str(a + b).zfill(digits + 1)[::-1]}`"
                    for a, b, t in out["examples"])
     res.sections.append(
@@ -730,6 +753,11 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
         f"**{gpt.max_rel(mj, jx):.3g}**. NNX vs JAX: {gpt.max_rel(nx, jx):.3g} over the run; "
         f"first above 1e-4 at step {first_departure(nx['losses'], jx['losses'], 1e-4)}, above "
         f"1e-3 at step {first_departure(nx['losses'], jx['losses'], 1e-3)}.")
+
+
+def _describe_findings(res, jx, by_carries, digits, gen, out):
+    """The sections on where the errors are, the attention and the carry probe, the tokenisation
+    choices and the 10M configuration (where run)."""
     pos = jx["test"].get("per_position") or []
     res.sections.append(
         "### Where the errors are (JAX-trained model)\n\n"
@@ -763,9 +791,6 @@ def run(quick: bool = False, size: str | None = None, digits: int = 3,
             f"{big['flops'] / 1e9:.0f} GFLOP per step (XLA's cost analysis), measured "
             f"{big['step_ms']:.0f} ms per step here. At 30% of 16-bit peak: " + ", ".join(
                 f"{k} {v['step_ms']:.1f} ms/step" for k, v in est.items()))
-    res.sections += pictures(s, out, size, quick=size == "quick")
-    res.sections += [gradient_check(res, s), profile(res, out, mj, jx)]
-    return res
 
 
 def gradient_check(res: TopicResult, s: Setup) -> str:

@@ -150,7 +150,23 @@ def run(quick: bool = False) -> TopicResult:
     xs = np.linspace(-1.0, 1.0, 4 * n, dtype=np.float32).reshape(4, n)
     x = xs[0]
 
-    # ---------------------------------------------------------------- pure_callback under jit
+    _pure_under_jit(res, x, quick)
+
+    _vmap_method(res, xs, n)
+
+    _grad(res, x, xs)
+
+    _ordered_io(res, xs, quick)
+
+    _debug_print(res, x, xs)
+
+    sharded_section(res, x)
+    return res
+
+
+def _pure_under_jit(res, x, quick):
+    """pure_callback under jit in both modules: values, host calls, dead-code removal, round-
+    trip timing and the section."""
     r = {name: pure_under_jit(J, x) for name, J in MODULES}
     rows = []
     t_cb = interleaved_ms({name: lambda f=v["f"], J=dict(MODULES)[name]: J.block_until_ready(
@@ -177,7 +193,10 @@ def run(quick: bool = False) -> TopicResult:
         "machinery in both; timings are noisy on a shared machine."
     )
 
-    # ---------------------------------------------------------------- vmap_method
+
+def _vmap_method(res, xs, n):
+    """pure_callback under vmap with each vmap_method, and the error without one, in both
+    modules, and the section."""
     vm_rows = []
     for method in ("sequential", "expand_dims", "broadcast_all"):
         got = {name: vmap_seen(J, xs, method) for name, J in MODULES}
@@ -206,7 +225,10 @@ def run(quick: bool = False) -> TopicResult:
         + code("{}: {}".format(*errs["minijax"]))
     )
 
-    # ---------------------------------------------------------------- grad
+
+def _grad(res, x, xs):
+    """grad of a bare pure_callback (the same error) and through custom_jvp, in both modules,
+    and the section."""
     errs = {name: catch(lambda J=J: J.grad(lambda a: J.pure_callback(
         host_sin, sds(J, a), a).sum())(x)) for name, J in MODULES}
     res.check_true("grad of a bare pure_callback: the same error",
@@ -226,7 +248,10 @@ def run(quick: bool = False) -> TopicResult:
         "`grad`, then match `cos(x)` in both modules."
     )
 
-    # ---------------------------------------------------------------- io_callback(ordered=True)
+
+def _ordered_io(res, xs, quick):
+    """An ordered io_callback in a scan: results, the host's order, vmap's refusal, timings and
+    the section."""
     scans = {name: ordered_scan(J, xs) for name, J in MODULES}
     for name, (vals, log, _) in scans.items():
         res.check(f"{name}: io_callback in scan: results", vals, (xs.sum(), xs.sum(1)),
@@ -250,7 +275,10 @@ def run(quick: bool = False) -> TopicResult:
         + code("{}: {}".format(*errs["minijax"]))
     )
 
-    # ---------------------------------------------------------------- debug.print
+
+def _debug_print(res, x, xs):
+    """debug.print under jit, vmap, grad and scan: the same text from both modules, and the
+    section."""
     texts = {name: printed(J, x, xs) for name, J in MODULES}
     for what in texts["jax"]:
         res.check_true(f"debug.print, {what}: same text",
@@ -264,10 +292,6 @@ def run(quick: bool = False) -> TopicResult:
         "(the print's transpose does nothing); in a scan with `ordered=True`, one line per "
         "trip, in order."
     )
-
-    # ---------------------------------------------------------------- sharded inputs
-    sharded_section(res, x)
-    return res
 
 
 def sharded_seen(J) -> dict:

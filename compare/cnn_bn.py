@@ -309,6 +309,23 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
 
     runs = train(data, epochs=epochs, batch=batch, lr=lr, quiet=quick)
     train_s = time.perf_counter() - t_start
+    mj, jx, lj, rel_loss = _training_checks(res, runs, y_te, quick, cifar)
+
+    fd_section = grad_checks(res)
+
+    stages, costs, med, ratio, hand, trace, curve = _profile(res, runs, reps, quick, batch, x_tr,
+                                                             jx, mj)
+
+    _describe(res, jx, mj, epochs, source, x_tr, x_te, batch, lr, lj, train_s, rel_loss, curve,
+              trace, reps, med, ratio, stages, hand, costs)
+    res.sections.append(fd_section)
+    res.extra["wall_s"] = time.perf_counter() - t_start
+    return res
+
+
+def _training_checks(res, runs, y_te, quick, cifar):
+    """The two trained runs checked: per-step losses, final parameters and running statistics,
+    test accuracy per epoch, the loss falling (and the accuracy at full size on MNIST)."""
     mj, jx = runs["minijax"], runs["jax"]
     lm, lj = np.array(mj["losses"]), np.array(jx["losses"])
     rel_loss = float(np.max(np.abs(lm - lj) / np.abs(lj)))
@@ -322,10 +339,12 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
     if not quick and not cifar:
         res.check_true("test accuracy >= 0.95 (both)",
                        min(mj["epoch_acc"][-1], jx["epoch_acc"][-1]) >= 0.95)
+    return mj, jx, lj, rel_loss
 
-    fd_section = grad_checks(res)
 
-    # ---- profile: step times, stage times, cost model, one traced JAX step
+def _profile(res, runs, reps, quick, batch, x_tr, jx, mj):
+    """Step times, stage times, XLA's cost model against the hand count, one traced JAX step,
+    the loss plot, and the numbers kept in the result's extras."""
     stages = {name: runs[name]["stages"] for name, _ in MODULES}
     costs = {name: _ladder.cost(runs[name]["step"]) for name, _ in MODULES}
     times = _ladder.step_times(
@@ -361,7 +380,12 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
     res.extra = {"minijax": entry(mj, "minijax"), "jax": entry(jx, "jax"),
                  "step_time_ratio": ratio, "hand_flops": hand,
                  "perfetto_trace": str(trace["perfetto"])}
+    return stages, costs, med, ratio, hand, trace, curve
 
+
+def _describe(res, jx, mj, epochs, source, x_tr, x_te, batch, lr, lj, train_s, rel_loss, curve,
+              trace, reps, med, ratio, stages, hand, costs):
+    """The setup and profile sections."""
     rows = "\n".join(f"| {e + 1} | {jx['epoch_acc'][e]:.4f} | {mj['epoch_acc'][e]:.4f} |"
                      for e in range(epochs))
     res.sections.append(
@@ -389,6 +413,3 @@ def run(quick: bool = False, cifar: str | None = None) -> TopicResult:
         "(from each HLO op's `op_name` metadata; backward = under `transpose`; 'XLA ...' = ops "
         "XLA made itself, here the index bookkeeping of max pooling's gradient):\n\n"
         "| where | ms | share |\n|---|---|---|\n" + top)
-    res.sections.append(fd_section)
-    res.extra["wall_s"] = time.perf_counter() - t_start
-    return res

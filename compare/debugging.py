@@ -204,7 +204,21 @@ def run(quick: bool = False) -> TopicResult:
     res.chapter = "chapters/15-debugging.md"
     res.devices = jax.device_count()
 
-    # debug.print / debug.callback
+    _debug_print(res)
+
+    _checkify(res, quick)
+
+    _debug_flags(res)
+
+    _breakpoint(res)
+
+    _sharding_pictures(res)
+    return res
+
+
+def _debug_print(res):
+    """debug.print and debug.callback under each transformation: what minijax prints and sees
+    against JAX's, and the section."""
     text = {name: printed(J) for name, J in MODULES}
     seen = {name: seen_by_callback(J) for name, J in MODULES}
     for how in WRAPS:
@@ -227,7 +241,10 @@ def run(quick: bool = False) -> TopicResult:
         + table(["under", "printed"], [[h, f"`{t.strip()}`".replace("\n", " / ")]
                                        for h, t in text["jax"].items()]))
 
-    # checkify
+
+def _checkify(res, quick):
+    """checkify's messages for each error set and transformation, minijax's against JAX's, and
+    the section."""
     sets = ("user_checks", "all_checks") if quick else ERROR_SETS  # JAX's checkify is slow
     msgs = {name: checkify_messages(J, sets) for name, J in MODULES}
     for what, want in msgs["jax"].items():
@@ -252,7 +269,10 @@ def run(quick: bool = False) -> TopicResult:
         "(i - 1)`. JAX's messages (minijax's are checked equal):\n\n"
         + table(["case", "err.get()"], rows))
 
-    # jax_debug_nans / jax_debug_infs
+
+def _debug_flags(res):
+    """What jax_debug_nans and jax_debug_infs raise in both modules, eager and under jit, and
+    the section."""
     flags = {name: flag_errors(J) for name, J in MODULES}
     for what, (kind, msg) in flags["jax"].items():
         res.check_true(f"{what}: minijax raises what JAX raises",
@@ -274,7 +294,10 @@ def run(quick: bool = False) -> TopicResult:
         + table(["flag, mode", "raised", "message"],
                 [[w, k or "-", m] for w, (k, m) in flags["jax"].items()]))
 
-    # debug.breakpoint
+
+def _breakpoint(res):
+    """debug.breakpoint sessions scripted through stdin, minijax's against JAX's, and the
+    section."""
     sessions = {name: breakpoint_sessions(J) for name, J in MODULES}
     for how in WRAPS:
         res.check_true(f"debug.breakpoint under {how}: minijax's debugger session prints "
@@ -292,7 +315,9 @@ def run(quick: bool = False) -> TopicResult:
         + ". The session under `jit` (file paths as this run had them; both modules printed "
         "the same):\n\n" + code(sessions["jax"]["jit"]))
 
-    # visualize_array_sharding
+
+def _sharding_pictures(res):
+    """visualize_array_sharding: minijax draws JAX's pictures; the section shows two."""
     pics = {name: pictures(J) for name, J in MODULES}
     for what, pic in pics["jax"].items():
         res.check_true(f"visualize_array_sharding {what}: minijax draws JAX's picture",
@@ -303,4 +328,3 @@ def run(quick: bool = False) -> TopicResult:
         "A grid of the array's blocks, each labelled with the devices holding it: a quick "
         "way to see a layout. Two of JAX's pictures (minijax's are checked equal):\n\n"
         + "\n\n".join(f"{w}:\n\n" + code(pics["jax"][w]) for w in first))
-    return res

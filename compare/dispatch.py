@@ -172,6 +172,19 @@ def run(quick: bool = False) -> TopicResult:
     ratios: dict[str, float] = {}
     sections = []
 
+    _call_times(res, n, rounds, ratios, sections)
+
+    _mlp_step(res, quick, rounds, ratios, sections)
+
+    mem = _peak_memory(res, ratios, sections)
+    res.sections.extend(sections)
+    res.extra = {"ratios": ratios, "targets": TARGETS, "peak_memory_mib": mem}
+    return res
+
+
+def _call_times(res, n, rounds, ratios, sections):
+    """Eager primitives and cached jitted calls timed in both modules (NumPy too for eager):
+    outputs, timings, targets and the two sections."""
     eager, outs = call_times(eager_cases, n=n, rounds=rounds, with_numpy=True)
     jitted, jit_outs = call_times(jit_cases, n=n, rounds=rounds)
     for times, case_outs in ((eager, outs), (jitted, jit_outs)):
@@ -199,6 +212,10 @@ def run(quick: bool = False) -> TopicResult:
         "| call | jax | minijax | minijax/jax | target | status |\n|---|---|---|---|---|---|\n"
         + "\n".join(_row(c, t, TARGETS["jit call"]) for c, t in jitted.items()))
 
+
+def _mlp_step(res, quick, rounds, ratios, sections):
+    """The compiled MNIST MLP step in both modules: outputs, timings, its target and the
+    section."""
     step, step_outs = mlp_step_ms(n=2 if quick else 10, rounds=rounds)
     res.check("mlp step: outputs", step_outs["minijax"], step_outs["jax"], rtol=1e-4, atol=1e-5)
     for k, (med, _, _) in step.items():
@@ -211,6 +228,10 @@ def run(quick: bool = False) -> TopicResult:
                     "|---|---|---|---|---|---|\n"
                     + _row("784-256-256-10, batch 128", step, TARGETS["mlp step"]))
 
+
+def _peak_memory(res, ratios, sections):
+    """The peak memory of a 256 MiB array in each module's own process: its target and the
+    section."""
     mem = peak_memory_mib()
     ratios["peak memory"] = mem["minijax"] / mem["jax"]
     res.check_true("peak memory measured", min(mem.values()) > 0)
@@ -225,6 +246,4 @@ def run(quick: bool = False) -> TopicResult:
         f"{'met' if ratios['peak memory'] <= TARGETS['peak memory'] else '**MISSED**'} |")
     res.check_target(f"peak memory: minijax/jax {ratios['peak memory']:.2f} <= "
                      f"{TARGETS['peak memory']}", ratios["peak memory"] <= TARGETS["peak memory"])
-    res.sections.extend(sections)
-    res.extra = {"ratios": ratios, "targets": TARGETS, "peak_memory_mib": mem}
-    return res
+    return mem

@@ -1,6 +1,6 @@
 """gpt: a character-level GPT trained step for step through minijax and real JAX, sampled with
 a KV cache (chapter 19), and the same model in Flax NNX + Optax (chapter 20,
-`compare/gpt_nnx.py`).
+`compare/_gpt_nnx.py`).
 
 The model is written once against a module alias `J` (`jax` or `minijax`): a decoder-only
 transformer whose parameters are a pytree of dicts,
@@ -576,7 +576,7 @@ def tiny_grad_checks(res: TopicResult, cfg: Config, mlp=dense_mlp, aux_weight=0.
 
 
 def run(quick: bool = False, text: str | None = None) -> TopicResult:
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
     res = TopicResult("Character-level GPT with a KV cache, minijax vs JAX vs Flax NNX")
     res.chapter = "chapters/19-gpt-kv-cache.md"
     t_start = time.perf_counter()
@@ -593,6 +593,25 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     runners = {name: raw_runner(J, cfg, params0) for name, J in MODULES}
     runners["nnx"] = gpt_nnx.runner(cfg, params0)
     runs = train(runners, cfg, data, eval_every=eval_every, n_val=n_val, quiet=quick)
+    mj, jx, nx, final_val = _training_checks(res, runs, quick, cfg)
+
+    kv_equal, samples = _kv_cache(res, quick, data, cfg, runners, runs, gpt_nnx)
+
+    stages, med, ratio, nnx_ms, trace_path, top_ops, plot = _profile(res, data, cfg, runners,
+                                                                     params0, reps, gpt_nnx, quick,
+                                                                     jx, mj, nx)
+    wall = time.perf_counter() - t_start
+
+    summary = _record(res, runs, final_val, med, nnx_ms, kv_equal, stages, ratio, samples)
+
+    _describe(res, params0, top_ops, source, data, cfg, wall, runs, final_val, summary, kv_equal,
+              mj, jx, nx, plot, samples, reps, med, ratio, nnx_ms, stages, trace_path)
+    return res
+
+
+def _training_checks(res, runs, quick, cfg):
+    """The three trained runs checked: per-step and validation losses, final parameters, the
+    loss falling; gradients of a tiny GPT."""
     mj, jx, nx = runs["minijax"], runs["jax"], runs["nnx"]
     res.check("per-step losses agree, minijax vs JAX (1e-4 relative)", mj["losses"],
               jx["losses"], rtol=1e-4, atol=0)
@@ -610,8 +629,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     if not quick:
         res.check_true("validation loss <= 2.0 nats/char (all)", max(final_val.values()) <= 2.0)
     tiny_grad_checks(res, cfg)
+    return mj, jx, nx, final_val
 
-    # Greedy decoding with and without the KV cache, on the trained parameters.
+
+def _kv_cache(res, quick, data, cfg, runners, runs, gpt_nnx):
+    """Greedy decoding with and without the KV cache, on the trained parameters, in every run:
+    the same tokens, and the same sample from both modules."""
     prompt_text = "ROMEO:\n" if not quick else "the "
     prompt = np.stack([data.encode(prompt_text)] * 2)
     prompt[1, 0] = data.train[0]  # two different prompts in the batch
@@ -628,8 +651,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     samples["nnx"] = prompt_text + data.decode(nnx_tokens[0])
     res.check_true("nnx: greedy tokens with KV cache == without", kv_equal["nnx"])
     res.check_true("greedy samples agree, minijax vs JAX", samples["minijax"] == samples["jax"])
+    return kv_equal, samples
 
-    # Profile.
+
+def _profile(res, data, cfg, runners, params0, reps, gpt_nnx, quick, jx, mj, nx):
+    """The compiled steps timed interleaved (and NNX's), their stages, a Perfetto trace of JAX's
+    step and the loss plot."""
     xb, yb = batches(data.train, 1, cfg.batch, cfg.block, 99)
     xb, yb = xb[0], yb[0]
     fns, args, stages = {}, {}, {}
@@ -655,7 +682,11 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     res.check_true("jax.profiler wrote a Perfetto trace", trace_path is not None)
     plot = plot_losses({"jax": jx, "minijax": mj, "nnx": nx}, folder, "gpt",
                        "character GPT: train (per step) and validation loss")
-    wall = time.perf_counter() - t_start
+    return stages, med, ratio, nnx_ms, trace_path, top_ops, plot
+
+
+def _record(res, runs, final_val, med, nnx_ms, kv_equal, stages, ratio, samples):
+    """The numbers kept in the result's extras; `summary(name)` is one run's record."""
 
     def summary(name):
         r = runs[name]
@@ -671,7 +702,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     res.extra = {"minijax": summary("minijax"), "jax": summary("jax"), "nnx": summary("nnx"),
                  "kv_cache_equal": kv_equal, "step_time_ratio": ratio,
                  "sample": samples["jax"]}
+    return summary
 
+
+def _describe(res, params0, top_ops, source, data, cfg, wall, runs, final_val, summary, kv_equal,
+              mj, jx, nx, plot, samples, reps, med, ratio, nnx_ms, stages, trace_path):
+    """The sections: setup and results, loss curves, a sample, profile."""
     n_params = sum(np.size(p) for p in jax.tree_util.tree_leaves(params0))
     total_us = sum(us for _, us in top_ops) or 1.0
     ops = "\n".join(f"| {n} | {us:.0f} | {us / total_us:.0%} |" for n, us in top_ops)
@@ -704,7 +740,6 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         f"Perfetto trace of one JAX step: `{rel(trace_path) if trace_path else '-'}` (open it "
         "at ui.perfetto.dev). Where the XLA ops' time goes in it:\n\n"
         "| kind of op | us | share |\n|---|---|---|\n" + ops)
-    return res
 
 
 def main(argv=None) -> int:

@@ -454,13 +454,13 @@ def kv_cache_check(res: TopicResult, cfg: gpt.Config, data: gpt.CharData,
 # ---------------------------------------------------------------------------------------------
 
 def nnx_fsdp(cfg: gpt.Config, params0: dict, xs, ys) -> dict:
-    """compare/gpt_nnx.py's GPT with each nnx.Param annotated `out_sharding` (its first
+    """compare/_gpt_nnx.py's GPT with each nnx.Param annotated `out_sharding` (its first
     dimension divisible by 8 split over "data", NNX's own partitioning metadata), laid out
     by `nnx.get_named_sharding`, trained by its `nnx.jit` step on batches split over "data".
     Returns the losses and the kernels' specs before and after."""
     from flax import nnx
 
-    from compare import gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx
     mesh = jax.make_mesh((8,), (DATA,), axis_types=(jax.sharding.AxisType.Auto,))
     model = gpt_nnx.GPT(cfg, params0)
     for _, var in nnx.iter_graph(model):
@@ -513,6 +513,24 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     dense0, moe0 = gpt.init_params(cfg), moe.init_params(cfg, mcfg)
 
     names = [f"{s}_{st}" for s in STRATEGIES for st in ("auto", "manual")]
+    single = _single_device(res, dense0, moe0, mcfg, names, cfg, xs, ys, quick)
+    entries, calls, rows, remat, formulas = _strategies(res, names, moe0, dense0, single, cfg, xs,
+                                                        ys, mcfg)
+
+    checked = _gradient_and_phases(res, names, dense0, cfg, xs, ys, entries, quick)
+
+    ratios, min_ratios = _step_times(res, calls, quick, names, entries)
+
+    pipeline_section = _nnx_pipeline_record(res, cfg, data, single, dense0, xs, ys, quick, entries,
+                                            formulas, ratios, min_ratios)
+    _describe(res, t_start, dense0, source, cfg, mcfg, checked, ratios, min_ratios, rows, remat,
+              pipeline_section)
+    return res
+
+
+def _single_device(res, dense0, moe0, mcfg, names, cfg, xs, ys, quick):
+    """The one-device runs the strategies are checked against: compare/gpt.py's program (and
+    compare/moe.py's for ep), unchanged; at full size also the Megatron layout on one device."""
     # The single-device runs: compare/gpt.py's (and compare/moe.py's) program, unchanged.
     single = {}
     kinds = (("dense", dense0, {}),
@@ -529,6 +547,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         res.check("the Megatron layout is the same model (one device, minijax, dense)",
                   one_device_losses(minijax, cfg, megatron_layout(dense0), xs, ys),
                   single["dense"]["losses"], rtol=1e-5, atol=0)
+    return single
+
+
+def _strategies(res, names, moe0, dense0, single, cfg, xs, ys, mcfg):
+    """Every strategy in both styles and both modules: losses against one device's and each
+    other's, shardings, collectives and their bytes against the textbook formula."""
     entries, calls, rows, remat, formulas = {}, {}, [], {}, {}
     for name in names:
         strategy, style = name.rsplit("_", 1)
@@ -570,20 +594,30 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         rows.append([name, fmt_counts(jx["collectives"]), f"{jx['bytes_per_step']:,.0f}",
                      f"{want:,.0f}",
                      f"{jx['param_bytes_per_device']:,}"])
+    return entries, calls, rows, remat, formulas
 
+
+def _gradient_and_phases(res, names, dense0, cfg, xs, ys, entries, quick):
+    """The gradient of the first dense strategy against float64 central differences of the one-
+    device model, and where its step's time goes."""
     # the gradient of the first dense strategy against float64 central differences of the
     # one-device model, and where its step's time goes
     name = next(n for n in names if not n.startswith("ep"))
     strategy, style = name.rsplit("_", 1)
     p0 = megatron_layout(dense0)
-    with xla_log_lines(_REMAT_LOG) as lines:  # compiled again: the same messages, once
+    with xla_log_lines(_REMAT_LOG):  # compiled again: the same messages, once
         checked = [finite_differences(
             res, f"{name} loss", gpt.program(jax, cfg)["loss"], p0, (xs[0], ys[0]),
             {m: sharded_grads(J, strategy, style, cfg, p0, xs[0], ys[0]) for m, J in MODULES}),
             phase_times(res, f"{name} step", {m: (entries[name][m]["step"],
                                                    entries[name][m]["call"][1])
                                               for m, _ in MODULES}, repeat=1 if quick else 3)]
+    return checked
 
+
+def _step_times(res, calls, quick, names, entries):
+    """The steps of every strategy timed interleaved (a strategy's two steps back to back in
+    each round, so the ratio of one round sees one load), and FSDP's memory against DP's."""
     # a strategy's two steps run back to back in each round (in either order), so the ratio
     # of the two times of one round sees one load: its median over the rounds is reported
     times = interleaved_times(calls, repeat=3 if quick else 60, warmup=1)
@@ -605,7 +639,13 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         res.check_true(f"FSDP holds about 1/8 of DP's parameter + optimizer bytes per device "
                        f"({mem['fsdp_manual'] / mem['dp_manual']:.3f})",
                        abs(mem["fsdp_manual"] / mem["dp_manual"] - 1 / 8) < 0.02)
+    return ratios, min_ratios
 
+
+def _nnx_pipeline_record(res, cfg, data, single, dense0, xs, ys, quick, entries, formulas, ratios,
+                         min_ratios):
+    """The KV-cache check, the nnx FSDP run, the pipelines, and the numbers kept in the result's
+    extras."""
     kv_equal = kv_cache_check(res, cfg, data, single["dense"]["params"])
     nnx_run = nnx_fsdp(cfg, dense0, xs, ys)
     res.check("nnx (FSDP annotations, nnx.jit): losses equal one device's (1e-4 relative)",
@@ -624,6 +664,13 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                  "nnx": {"losses": nnx_run["losses"]}, "kv_cache_equal": kv_equal,
                  "step_time_ratios_minijax_over_jax": ratios,
                  "step_time_min_ratios_minijax_over_jax": min_ratios}
+    return pipeline_section
+
+
+def _describe(res, t_start, dense0, source, cfg, mcfg, checked, ratios, min_ratios, rows, remat,
+              pipeline_section):
+    """The setup section with the strategies' table, and the partitioner's rematerialization
+    note where XLA logged one."""
     wall = time.perf_counter() - t_start
     n_params = sum(np.size(v) for v in jax.tree_util.tree_leaves(dense0))
     res.sections.append(
@@ -663,7 +710,6 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
             "for JAX and minijax; it costs one intermediate's worth of memory and an "
             "all-gather per occurrence.")
     res.sections += checked + [pipeline_section]
-    return res
 
 
 _REMAT_LOG = "[SPMD] Involuntary full rematerialization"

@@ -286,6 +286,22 @@ def run(quick: bool = False) -> TopicResult:
     data = (x_tr, y_tr, x_te, y_te)
 
     runs, progs = train(data, epochs=epochs, batch=batch, lr=lr, quiet=quick)
+    mj, jx, max_diff = _training_checks(res, runs, y_te, quick)
+
+    fd_section, profile = _gradient_checks(res, x_tr, y_tr, progs, lr, quick)
+
+    med, ratio, plots, wall = _step_times(res, progs, data, batch, reps, quick, runs, t_start, mj,
+                                          jx)
+
+    _describe(res, jx, mj, epochs, source, x_tr, x_te, lr, batch, wall, max_diff, plots, reps, med,
+              ratio)
+    res.sections += [fd_section, profile]
+    return res
+
+
+def _training_checks(res, runs, y_te, quick):
+    """The two trained runs checked: per-step losses, final parameters, test accuracy per epoch,
+    the loss falling (and the accuracy at full size)."""
     mj, jx = runs["minijax"], runs["jax"]
     res.check("per-step losses agree (atol 1e-4)", mj["losses"], jx["losses"], rtol=0, atol=1e-4)
     max_diff = float(np.max(np.abs(np.array(mj["losses"]) - np.array(jx["losses"]))))
@@ -297,8 +313,12 @@ def run(quick: bool = False) -> TopicResult:
     if not quick:
         res.check_true("test accuracy >= 0.90 (both)",
                        min(mj["epoch_acc"][-1], jx["epoch_acc"][-1]) >= 0.90)
+    return mj, jx, max_diff
 
-    # Per-example gradients: vmap of grad, averaged, is the batch gradient.
+
+def _gradient_checks(res, x_tr, y_tr, progs, lr, quick):
+    """Per-example gradients (vmap of grad) against the batch gradient in both modules, the
+    gradient against finite differences, and where a step's time goes."""
     xb, yb = x_tr[:16], y_tr[:16]
     per_ex, batch_grad = {}, {}
     for name, J in MODULES:
@@ -317,8 +337,12 @@ def run(quick: bool = False) -> TopicResult:
     profile = phase_times(res, "MLP step", {
         name: (progs[name]["sgd_step"], (J.device_put(init_params(0)), xb, yb))
         for name, J in MODULES}, repeat=1 if quick else 3)
+    return fd_section, profile
 
-    # Compiled step time, interleaved in this process.
+
+def _step_times(res, progs, data, batch, reps, quick, runs, t_start, mj, jx):
+    """The compiled steps timed interleaved in this process, the plots, and the numbers kept in
+    the result's extras."""
     times = time_steps(progs, data, batch=batch, reps=reps)
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = med["minijax"] / med["jax"]
@@ -335,7 +359,12 @@ def run(quick: bool = False) -> TopicResult:
                 "test_accuracy": float(r["epoch_acc"][-1]), "step_ms": float(med[name])}
     res.extra = {"minijax": summary(mj, "minijax"), "jax": summary(jx, "jax"),
                  "step_time_ratio": ratio}
+    return med, ratio, plots, wall
 
+
+def _describe(res, jx, mj, epochs, source, x_tr, x_te, lr, batch, wall, max_diff, plots, reps, med,
+              ratio):
+    """The sections: setup and results, loss curves, compiled step time."""
     rows = "\n".join(
         f"| {e + 1} | {jx['epoch_loss'][e]:.5f} | {mj['epoch_loss'][e]:.5f} | "
         f"{jx['epoch_acc'][e]:.4f} | {mj['epoch_acc'][e]:.4f} |" for e in range(epochs))
@@ -360,5 +389,3 @@ def run(quick: bool = False) -> TopicResult:
         "Python dispatch around it (flattening the pytree, the compile-cache lookup, wrapping "
         "the results) plus whatever the two lowerings do differently.\n\n"
         f"![step time]({rel(plots['time'])})")
-    res.sections += [fd_section, profile]
-    return res

@@ -289,6 +289,25 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         runners["dense (jax)"] = gpt.raw_runner(jax, cfg, gpt.init_params(cfg))
     runs = gpt.train(runners, cfg, data, eval_every=eval_every, n_val=n_val, quiet=quick,
                      desc="moe")
+    rel, first_diff, final_val, gap = _training_checks(res, runs, quick, mcfg, cfg)
+
+    dropped = _dropped_tokens(res, data, n_val, cfg, runners, runs, mcfg)
+
+    # Profile: the compiled steps (MoE minijax, MoE JAX, dense JAX if trained), interleaved.
+    med, ratio, stages, trace_path, top_ops, plot = _profile(res, data, cfg, runners, p_moe, reps,
+                                                             quick, runs)
+    wall = time.perf_counter() - t_start
+
+    _record(res, runs, final_val, med, dropped, stages, first_diff, rel, quick, ratio, lay_dropped,
+            gap)
+    _describe(res, mcfg, cfg, top_ops, source, wall, dropped, runs, final_val, med, gap,
+              lay_dropped, lay_total, rel, first_diff, plot, reps, ratio, stages, quick, trace_path)
+    return res
+
+
+def _training_checks(res, runs, quick, mcfg, cfg):
+    """The trained runs checked: per-step and validation losses of the two modules, the loss
+    falling, the gap to the dense GPT (full size), and gradients of a tiny MoE GPT."""
     mj, jx = runs["minijax"], runs["jax"]
     # Routing is discontinuous: a last-bit difference in one router probability that sits at a
     # top-k or capacity boundary would flip a token to another expert and send the two runs
@@ -311,7 +330,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     tiny = dataclasses.replace(mcfg, d_expert=8)
     gpt.tiny_grad_checks(res, cfg, mlp=make_moe_mlp(tiny), aux_weight=mcfg.aux_weight,
                          init=lambda c, seed: init_params(c, tiny, seed))
+    return rel, first_diff, final_val, gap
 
+
+def _dropped_tokens(res, data, n_val, cfg, runners, runs, mcfg):
+    """The fraction of tokens each module's trained model drops on the validation batches, and
+    the check that both drop the same tokens on the same parameters."""
     val = gpt.batches(data.val, n_val, cfg.batch, cfg.block, 2)
     dropped = {name: dropped_fraction(J, runners[name][1], runs[name]["state"][0], val,
                                       cfg.n_layer, mcfg.top_k) for name, J in MODULES}
@@ -320,8 +344,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                                    cfg.n_layer, mcfg.top_k) for name, J in MODULES}
     res.check("dropped tokens agree across modules (on JAX's final parameters)",
               same["minijax"], same["jax"], rtol=0, atol=1e-9)
+    return dropped
 
-    # Profile: the compiled steps (MoE minijax, MoE JAX, dense JAX if trained), interleaved.
+
+def _profile(res, data, cfg, runners, p_moe, reps, quick, runs):
+    """The compiled steps timed interleaved, their stages, a Perfetto trace of JAX's step and
+    the loss plot."""
     xb, yb = gpt.batches(data.train, 1, cfg.batch, cfg.block, 99)
     fns, args = {}, {}
     for name, (J, prog, _) in runners.items():
@@ -344,7 +372,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
     trace_path, top_ops = gpt.perfetto_profile(fns["jax"], args["jax"], folder, "moe")
     res.check_true("jax.profiler wrote a Perfetto trace", trace_path is not None)
     plot = gpt.plot_losses(runs, folder, "moe", "MoE GPT vs dense: train and validation loss")
-    wall = time.perf_counter() - t_start
+    return med, ratio, stages, trace_path, top_ops, plot
+
+
+def _record(res, runs, final_val, med, dropped, stages, first_diff, rel, quick, ratio, lay_dropped,
+            gap):
+    """The numbers kept in the result's extras."""
 
     def summary(name):
         r = runs[name]
@@ -360,6 +393,12 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
                  "step_time_ratio": ratio,
                  "dropped_tokens": {"val_fraction": dropped, "layer_check": lay_dropped},
                  "val_gap_vs_dense": gap}
+
+
+def _describe(res, mcfg, cfg, top_ops, source, wall, dropped, runs, final_val, med, gap,
+              lay_dropped, lay_total, rel, first_diff, plot, reps, ratio, stages, quick,
+              trace_path):
+    """The sections: setup and results, loss curves, profile."""
     C = mcfg.capacity(cfg.block)
     total_us = sum(us for _, us in top_ops) or 1.0
     ops = "\n".join(f"| {n} | {us:.0f} | {us / total_us:.0%} |" for n, us in top_ops)
@@ -392,4 +431,3 @@ def run(quick: bool = False, text: str | None = None) -> TopicResult:
         + ". Perfetto trace of one MoE JAX step: "
         f"`{gpt.rel(trace_path) if trace_path else '-'}`.\n\n"
         "| kind of op | us | share |\n|---|---|---|\n" + ops)
-    return res

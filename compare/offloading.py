@@ -147,7 +147,19 @@ def run(quick: bool = False) -> TopicResult:
     size = 64 if quick else 512
     a_np = np.random.default_rng(0).standard_normal((size, size)).astype(np.float32)
 
-    # ---------------------------------------------------------------- what the backend offers
+    kinds = _memory_kinds(res, dev)
+
+    got = _device_put_kinds(res, a_np, kinds, quick)
+
+    _jit_memory_kinds(res, got, a_np)
+
+    _remat_offload(res, quick)
+    return res
+
+
+def _memory_kinds(res, dev):
+    """The memory kinds the CPU backend offers, the default kind in both modules, and the
+    section."""
     kinds = [m.kind for m in dev.addressable_memories()]
     with res.running("jax"):
         res.check_true("CPU device reports 'device', 'pinned_host' and 'unpinned_host'",
@@ -164,8 +176,12 @@ def run(quick: bool = False) -> TopicResult:
         "the CPU client keeps no allocator statistics (GPU and TPU return a dict with "
         "`bytes_in_use`, `peak_bytes_in_use`, ...), so the numbers below come from the "
         "compiled programs' `memory_analysis()`.")
+    return kinds
 
-    # ---------------------------------------------------------------- device_put between kinds
+
+def _device_put_kinds(res, a_np, kinds, quick):
+    """device_put to each memory kind and back in both modules: values, kinds, timing and the
+    section."""
     got = {name: placement(J, a_np) for name, J in MODULES}
     rows = []
     for kind in [*kinds, "sharded"]:
@@ -195,8 +211,12 @@ def run(quick: bool = False) -> TopicResult:
         "device) is much cheaper in minijax here: a minijax Array made from NumPy keeps its "
         "host copy, and the new buffer is made from that copy, which jaxlib's CPU client may "
         "alias instead of copying; JAX copies the device buffer.")
+    return got
 
-    # ---------------------------------------------------------------- jit + memory kinds
+
+def _jit_memory_kinds(res, got, a_np):
+    """jit with a pinned_host output sharding and a device_put to host inside jit, in both
+    modules, and the section."""
     sh = {name: got[name][3] for name, _ in MODULES}
     jt = {name: jit_to_host(J, a_np, sh[name]) for name, J in MODULES}
     jx, mj = jt["jax"], jt["minijax"]
@@ -225,7 +245,10 @@ def run(quick: bool = False) -> TopicResult:
         "carry no memory space); on the CPU backend both lower it to nothing, as JAX's CPU "
         "rule does. JAX:\n\n" + code(jx["jaxpr"]) + "\n\nminijax:\n\n" + code(mj["jaxpr"]))
 
-    # ---------------------------------------------------------------- remat with offloading
+
+def _remat_offload(res, quick):
+    """checkpoint policies that save, recompute or offload residuals, in both modules:
+    gradients, residuals, memory, timings and the section."""
     rm = {name: remat(J, quick) for name, J in MODULES}
     (rj, depth, n), (rmj, _, _) = rm["jax"], rm["minijax"]
     ref = rj["no checkpoint"]["grad"]
@@ -274,7 +297,6 @@ def run(quick: bool = False) -> TopicResult:
         "temp bytes stay 0. On a GPU or TPU the same program copies `h` to pinned host memory "
         "after the forward pass and back before the backward pass, lowering peak device "
         "memory at the cost of transfer time.")
-    return res
 
 
 def _draw_memory(fig, rj: dict, rmj: dict) -> None:

@@ -206,7 +206,28 @@ def run(quick: bool = False) -> TopicResult:
                              f"{ref_name}: jnp": lambda: fr(*args)}, quick)
         return tuple(t.values())
 
-    # ---------------------------------------------------------------- vector add
+    no_interp, no_interp_msg, m_no, m_no_msg = _vector_add(res, quick, rng, both, timed, rows,
+                                                           slower, J, M)
+
+    _vmap_and_aliases(res, J, M, rng)
+
+    m, kk, nn, low_ops, mm_ops, m_low_ops = _tiled_matmul(res, quick, rng, both, timed, rows,
+                                                          slower)
+
+    _softmax_layer_norm(res, quick, rng, both, J, timed, rows, slower, M)
+
+    _flash_attention(res, quick, rng, J, both, timed, rows, slower, M)
+
+    _describe_kernels(res, rows, quick, m_low_ops, m_no, m_no_msg)
+
+    _describe_interpret(res, slower, low_ops, m, nn, kk, mm_ops, no_interp, no_interp_msg)
+    res.sections.append(accelerator_tpu.report_section(("flash", "matmul")))
+    return res
+
+
+def _vector_add(res, quick, rng, both, timed, rows, slower, J, M):
+    """The vector-add kernel under both modules: values, timings, the error without interpret
+    mode, and the kernel's jaxpr before and after state discharge."""
     n = 1000 if quick else 8000  # not a multiple of the block: the last block is partial
     x = rng.standard_normal(n).astype(F32)
     y = rng.standard_normal(n).astype(F32)
@@ -250,11 +271,12 @@ def run(quick: bool = False) -> TopicResult:
         + "\n\nState discharge (`minijax/state/discharge.py: discharge_state`) turns it into a "
         "pure function of the blocks' contents that returns their final contents; "
         "interpret mode runs this at every grid point:\n\n" + code(str(pure)))
+    return no_interp, no_interp_msg, m_no, m_no_msg
 
-    # ---------------------------------------------------------------- vmap of a pallas_call
-    _vmap_and_aliases(res, J, M, rng)
 
-    # ---------------------------------------------------------------- tiled matmul
+def _tiled_matmul(res, quick, rng, both, timed, rows, slower):
+    """The tiled matmul + bias + relu kernel: values, timings, and the while loop interpret mode
+    lowers its grid to."""
     m, kk, nn = (64, 96, 64) if quick else (256, 256, 256)
     a = rng.standard_normal((m, kk)).astype(F32)
     b = rng.standard_normal((kk, nn)).astype(F32)
@@ -274,8 +296,12 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("interpret mode emits a while loop over the grid (jax)", low_ops["while"] >= 1)
     res.check_true("interpret mode emits a while loop over the grid (minijax)",
                    m_low_ops["while"] >= 1)
+    return m, kk, nn, low_ops, mm_ops, m_low_ops
 
-    # ---------------------------------------------------------------- row softmax, layer norm
+
+def _softmax_layer_norm(res, quick, rng, both, J, timed, rows, slower, M):
+    """Row softmax and layer norm kernels: values, timings, jvp through a kernel, and grad
+    failing alike in both modules."""
     r, c = (32, 64) if quick else (256, 512)
     s = (rng.standard_normal((r, c)) * 3).astype(F32)
     g = rng.standard_normal(c).astype(F32)
@@ -306,7 +332,10 @@ def run(quick: bool = False) -> TopicResult:
                    grad_j is not None and grad_m is not None
                    and all("Linearization failed" in m for m in (grad_j_msg, grad_m_msg)))
 
-    # ---------------------------------------------------------------- FlashAttention
+
+def _flash_attention(res, quick, rng, J, both, timed, rows, slower, M):
+    """FlashAttention forward (full and causal) and its custom-vjp backward, in both modules
+    against the jnp reference."""
     bh, seq, d = (2, 64, 16) if quick else (4, 256, 32)
     blk = 16 if quick else 32
     q, k, v, ct = (rng.standard_normal((bh, seq, d)).astype(F32) for _ in range(4))
@@ -346,6 +375,9 @@ def run(quick: bool = False) -> TopicResult:
         rows.append([f"attention fwd+bwd ({tag}) {bh}x{seq}x{d}", t_j, t_m, t_r])
         slower.append((t_m, t_r))
 
+
+def _describe_kernels(res, rows, quick, m_low_ops, m_no, m_no_msg):
+    """The timing plot and the sections on the kernels and on FlashAttention's backward pass."""
     res.sections.append("### Kernels vs jnp\n\n" + plot(
         "pallas-vs-jnp", lambda fig: _draw_times(fig, rows), figsize=(7.5, 4.0), quick=quick))
     res.sections.append(
@@ -392,7 +424,9 @@ def run(quick: bool = False) -> TopicResult:
         "`dK = dS^T Q / sqrt(d)`, `dQ = dS K / sqrt(d)`. With a causal mask, key blocks "
         "entirely in a query block's future are skipped (a loop with a traced trip count).")
 
-    # ---------------------------------------------------------------- what interpret means
+
+def _describe_interpret(res, slower, low_ops, m, nn, kk, mm_ops, no_interp, no_interp_msg):
+    """The section on what interpret mode means for the timings above."""
     n_slow = sum(tk > tr for tk, tr in slower)
     res.sections.append(
         "### What interpret mode is, and what it is not\n\n"
@@ -428,5 +462,3 @@ def run(quick: bool = False) -> TopicResult:
         "interpret mode does not enforce.\n\nNo GPU was available when this report was "
         "written: every number above is from CPU interpret mode (chapters/16-pallas.md)."
     )
-    res.sections.append(accelerator_tpu.report_section(("flash", "matmul")))
-    return res

@@ -146,7 +146,19 @@ def run(quick: bool = False) -> TopicResult:
     mat_np = np.arange(8 * n, dtype=np.float32).reshape(8, n)
     sq_np = np.arange(64, dtype=np.float32).reshape(8, 8)
 
-    # ---------------------------------------------------------------- devices and meshes
+    _devices_and_meshes(res, jx, a_np, mj)
+
+    _committed(res, n, x_np, jx, mj)
+
+    _device_put_moves(res, jx, x_np, mj, mat_np, obs, quick)
+
+    _committed_arrays_meet(res, jx, mj, x_np, sq_np, obs)
+    return res
+
+
+def _devices_and_meshes(res, jx, a_np, mj):
+    """Devices and meshes: JAX's answers checked against what they must be, minijax's against
+    JAX's, and the section."""
     with res.running("jax"):
         res.check_true("eight CPU devices", jx["n_devices"] == 8 and jx["platform"] == "cpu")
         res.check_true("make_mesh defaults to Explicit axes", jx["mesh_explicit"])
@@ -180,7 +192,10 @@ def run(quick: bool = False) -> TopicResult:
         f"first device: `{jx['one_2d']}`."
     )
 
-    # ---------------------------------------------------------------- committed vs uncommitted
+
+def _committed(res, n, x_np, jx, mj):
+    """Where each expression's result lives and whether it is committed, in both modules, and
+    the section."""
     want = {"jnp.arange(n)": ([0], False), "device_put(numpy_array)": ([0], False),
             "device_put(x, devices()[3])": ([3], True), "jit(2*a)(uncommitted x)": ([0], False),
             "jit(a+b)(uncommitted x, committed on3)": ([3], True),
@@ -226,7 +241,10 @@ def run(quick: bool = False) -> TopicResult:
            "only." if jax_only else "")
     )
 
-    # ---------------------------------------------------------------- device_put between places
+
+def _device_put_moves(res, jx, x_np, mj, mat_np, obs, quick):
+    """device_put between devices and between meshes (Explicit and Auto), checks, timings and
+    the section."""
     with res.running("jax"):
         res.check_true("device_put device 1 -> device 2",
                        jx["moved"][:2] == ([2], True))
@@ -273,7 +291,10 @@ def run(quick: bool = False) -> TopicResult:
         "module by module, round by round."
     )
 
-    # ---------------------------------------------------------------- when committed arrays meet
+
+def _committed_arrays_meet(res, jx, mj, x_np, sq_np, obs):
+    """Committed arrays on different places meeting in one computation: the errors both modules
+    raise, the fixes, and the section."""
     expected = {"Explicit: P('i') + P(None,'i') on one mesh": "ShardingTypeError"}
     for what, (kind, msg) in jx["errors"].items():
         want_kind = expected.get(what, "ValueError")
@@ -316,4 +337,3 @@ def run(quick: bool = False) -> TopicResult:
         f"axes the compiler picks a layout (result spec `{jx['auto_spec']}`) and inserts the "
         "communication itself. Messages as raised:\n\n" + body
     )
-    return res

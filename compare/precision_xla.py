@@ -96,7 +96,27 @@ def run(quick: bool = False) -> TopicResult:
     scale = np.abs(exact).max()
     a_d, b_d = jax.device_put(a), jax.device_put(b)  # timed calls take device inputs
 
-    # ---------------------------------------------------------------- precision levels
+    rows, outs = _precision_levels(res, a, b, exact, scale, m, k, n, a_d, b_d, quick)
+    same_on_cpu, emu, e1, e32, presets = _emulation_and_presets(res, outs, a, b, exact, scale)
+    _describe_precision(res, n, a, b, m, k, rows, same_on_cpu, emu, e1, e32, presets, exact, scale,
+                        outs, quick)
+
+    _preferred_element_type(res, a, b, scale, rng, m, k, n)
+
+    size, t_f, t_u = _compile_options(res, quick)
+
+    dump_dir, dumps = _hlo_dumps(res, quick)
+    after_entry = _describe_hlo_dump(res, dumps, dump_dir, quick)
+
+    _describe_fusion(res, after_entry, t_f, t_u, size)
+    if quick:  # the temporary dump folder has served its purpose
+        shutil.rmtree(dump_dir, ignore_errors=True)
+    return res
+
+
+def _precision_levels(res, a, b, exact, scale, m, k, n, a_d, b_d, quick):
+    """The three precision levels: recorded in the StableHLO dot, checked against float64 and
+    timed; `default_matmul_precision` in both modules."""
     rows, outs = [], {}
     for prec in (lax.Precision.DEFAULT, lax.Precision.HIGH, lax.Precision.HIGHEST):
         f = jax.jit(lambda x, y, p=prec: jnp.matmul(x, y, precision=p))
@@ -121,6 +141,12 @@ def run(quick: bool = False) -> TopicResult:
     recorded = re.compile(r"precision = \[[A-Z]+, [A-Z]+\]")
     res.check_true("minijax's default_matmul_precision('highest') records the precision JAX's "
                    "does", recorded.findall(m_text) == recorded.findall(ctx_text) != [])
+    return rows, outs
+
+
+def _emulation_and_presets(res, outs, a, b, exact, scale):
+    """TPU-style bf16 passes emulated on this CPU, and each `DotAlgorithmPreset` under both
+    modules: refused or computed alike."""
     same_on_cpu = all(np.array_equal(outs["DEFAULT"], o) for o in outs.values())
     emu = {}
     for label, fn in (("1 bf16 pass (TPU DEFAULT)", lambda x, y: bf16_passes(x, y, 1)),
@@ -155,6 +181,13 @@ def run(quick: bool = False) -> TopicResult:
         presets.append([f"`{name}`", "accepted" if kind is None else
                         f"{kind}: {msg.splitlines()[0][:90]}", err,
                         "same" if kind == m_kind else f"differs ({m_kind or 'runs'})"])
+    return same_on_cpu, emu, e1, e32, presets
+
+
+def _describe_precision(res, n, a, b, m, k, rows, same_on_cpu, emu, e1, e32, presets, exact, scale,
+                        outs, quick):
+    """The precision section and its error plot, with minijax's own precision checks between
+    them."""
     res.sections.append(
         "### Matmul precision levels\n\n"
         f"`jnp.matmul(a, b, precision=...)` for float32 a: {m}x{k}, b: {k}x{n}; error is "
@@ -189,7 +222,10 @@ def run(quick: bool = False) -> TopicResult:
         "precision_error", lambda fig: _bars(fig, bars, "relative error (log scale)",
                                              log=True), figsize=(8, 4), quick=quick))
 
-    # ---------------------------------------------------------------- preferred_element_type
+
+def _preferred_element_type(res, a, b, scale, rng, m, k, n):
+    """bf16 and int8 matmuls with and without a wider `preferred_element_type`: checks and
+    section."""
     ab, bb = jnp.asarray(a, BF16), jnp.asarray(b, BF16)
     exact_bf = np.asarray(ab, np.float64) @ np.asarray(bb, np.float64)
     o_bf = jax.jit(jnp.matmul)(ab, bb)
@@ -226,7 +262,10 @@ def run(quick: bool = False) -> TopicResult:
         "overflow int8 immediately."
     )
 
-    # ---------------------------------------------------------------- per-function options
+
+def _compile_options(res, quick):
+    """The same lowered `chain` compiled with per-function XLA options: values, kernel counts,
+    timings, a misspelt option, and their section."""
     size = 256 if quick else 2048
     x = jnp.linspace(-2.0, 2.0, size * size, dtype=F32).reshape(size, size)
     lowered = jax.jit(chain).lower(x)
@@ -277,8 +316,12 @@ def run(quick: bool = False) -> TopicResult:
                   for i, what in enumerate(("fused", "fusion off"))], "median ms"),
             quick=quick)
     )
+    return size, t_f, t_u
 
-    # ---------------------------------------------------------------- HLO dump in a subprocess
+
+def _hlo_dumps(res, quick):
+    """Each module's `chain` run in a fresh Python with `--xla_dump_to`: exit, value, files and
+    the optimized ENTRY compared."""
     dump_dir = out_folder("xla_dump", quick)
     child_n = 1000
     xs = np.linspace(-2.0, 2.0, child_n, dtype=np.float32)
@@ -317,6 +360,12 @@ def run(quick: bool = False) -> TopicResult:
     with res.running("both"):
         res.check_true("the optimized ENTRY computations have the same instructions in both "
                        "modules", dumps["jax"][3] == dumps["minijax"][3] != [])
+    return dump_dir, dumps
+
+
+def _describe_hlo_dump(res, dumps, dump_dir, quick):
+    """The section on dumping HLO: the flags, the files JAX's run wrote and the instruction
+    counts."""
     files, after_entry = dumps["jax"][1], dumps["jax"][4]
     dump_rows = []
     for mod, (_, _, b_ops, a_ops, _) in dumps.items():
@@ -343,8 +392,11 @@ def run(quick: bool = False) -> TopicResult:
         "stages. Instruction counts:\n\n"
         + table(["module", "HLO", "instructions", "opcodes"], dump_rows)
     )
+    return after_entry
 
-    # ---------------------------------------------------------------- fusion
+
+def _describe_fusion(res, after_entry, t_f, t_u, size):
+    """The fusion section: the optimized ENTRY from the dump and the fused / unfused timings."""
     res.sections.append(
         "### Fusion\n\n"
         "`chain(x) = tanh(sin(x) * 2 + cos(x)) ** 2 - x / 3` is a dozen HLO instructions, each "
@@ -359,9 +411,6 @@ def run(quick: bool = False) -> TopicResult:
         "about runtime: what matters is how many kernels and how many bytes of memory "
         "traffic remain after XLA is done."
     )
-    if quick:  # the temporary dump folder has served its purpose
-        shutil.rmtree(dump_dir, ignore_errors=True)
-    return res
 
 
 def _bars(fig, bars, ylabel: str, log: bool = False) -> None:

@@ -150,7 +150,28 @@ def run(quick: bool = False) -> TopicResult:
     y = jax.random.normal(ky, (batch, sizes[-1]))
     params = init_params(kp, sizes)
 
-    # ---------------------------------------------------------------- a trace
+    kind, msg, perfetto_ok, top_rows, n_steps = _trace_training(res, params, x, y, folder, steps)
+    _describe_trace(res, folder, steps, sizes, batch, quick, n_steps, top_rows, perfetto_ok, kind,
+                    msg)
+
+    _memory_profile(res, folder)
+
+    _profiler_in_both(res, folder, steps)
+
+    _named_scopes(res, folder)
+
+    _cost_analysis(res, quick, params, x, y, batch, sizes)
+
+    _benchmarking_pitfalls(res, quick, key)
+    _roofline(res, quick)
+    if quick:  # the temporary folder has served its purpose
+        shutil.rmtree(folder, ignore_errors=True)
+    return res
+
+
+def _trace_training(res, params, x, y, folder, steps):
+    """A profiler trace around a few training steps, with a Perfetto trace when the profiler can
+    write one; the checks on its files and events."""
     p, l0 = train_step(params, x, y)  # compile outside the trace
     jax.block_until_ready(p)
     trace_dir = folder / "trace"
@@ -190,6 +211,12 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("perfetto trace written (create_perfetto_trace=True)", bool(perfetto))
     res.check_true("trace holds one 'train' event per step", n_steps == steps)
     res.check_true("trace names the jitted train_step", found_fn)
+    return kind, msg, perfetto_ok, top_rows, n_steps
+
+
+def _describe_trace(res, folder, steps, sizes, batch, quick, n_steps, top_rows, perfetto_ok, kind,
+                    msg):
+    """The section on the trace: the files written and the busiest events."""
     files = sorted(str(q.relative_to(folder)) for q in folder.rglob("*") if q.is_file())
     res.sections.append(
         "### A profiler trace of a training loop\n\n"
@@ -212,7 +239,9 @@ def run(quick: bool = False) -> TopicResult:
            + code(f"{kind}: {msg}"))
     )
 
-    # ---------------------------------------------------------------- memory profile
+
+def _memory_profile(res, folder):
+    """The device memory profile: written as gzip pprof (checked), and its section."""
     mem_path = folder / "device_memory.prof"
     jax.profiler.save_device_memory_profile(str(mem_path))
     head = mem_path.read_bytes()[:2] if mem_path.exists() else b""
@@ -230,7 +259,10 @@ def run(quick: bool = False) -> TopicResult:
         "the time go?'."
     )
 
-    # ---------------------------------------------------------------- minijax.profiler
+
+def _profiler_in_both(res, folder, steps):
+    """The same traced loop under `minijax.profiler` and `jax.profiler`: the same files, steps,
+    spans and kernels."""
     loops = {name: profiled_loop(J, folder / f"{name}_trace", steps)
              for name, J in MODULES}
     with res.running("both"):
@@ -256,7 +288,10 @@ def run(quick: bool = False) -> TopicResult:
         "compiled program's kernels: JAX " + ", ".join(f"`{k}`" for k in jx["kernels"])
         + "; minijax " + ", ".join(f"`{k}`" for k in mj["kernels"]) + ".")
 
-    # ---------------------------------------------------------------- named scopes in the HLO
+
+def _named_scopes(res, folder):
+    """Named scopes in the compiled HLO's op_name metadata and in the profile, compared between
+    the modules."""
     scopes = {name: scope_names(J, folder / f"{name}_scopes")
               for name, J in MODULES}
     sj, sm = scopes["jax"], scopes["minijax"]
@@ -296,7 +331,10 @@ def run(quick: bool = False) -> TopicResult:
         "transformation's name (`jvp(dense1)`, `transpose(jvp(dense1))`, `vmap(dense1)`), "
         "which minijax does not record.")
 
-    # ---------------------------------------------------------------- cost analysis
+
+def _cost_analysis(res, quick, params, x, y, batch, sizes):
+    """`cost_analysis` and `memory_analysis` of a matmul and of the training step, checked
+    against the FLOPs by hand."""
     m, k, n = (32, 48, 16) if quick else (256, 512, 128)
     a = jnp.ones((m, k), jnp.float32)
     b = jnp.ones((k, n), jnp.float32)
@@ -341,7 +379,10 @@ def run(quick: bool = False) -> TopicResult:
         "runs to the hardware's peak."
     )
 
-    # ---------------------------------------------------------------- benchmarking pitfalls
+
+def _benchmarking_pitfalls(res, quick, key):
+    """One jitted function timed the right and the wrong ways (recorded, not asserted), and the
+    section that reads them."""
     size = 128 if quick else 1024
     big = jax.random.normal(key, (size, size))
     big_np = np.asarray(big)
@@ -399,10 +440,6 @@ def run(quick: bool = False) -> TopicResult:
         "new static value each time, recompiles every iteration. Passing NumPy arrays adds "
         "a host-to-device copy per call (small on CPU, a PCIe transfer on a GPU)."
     )
-    _roofline(res, quick)
-    if quick:  # the temporary folder has served its purpose
-        shutil.rmtree(folder, ignore_errors=True)
-    return res
 
 
 def peak_and_bandwidth(quick: bool) -> tuple[float, float]:

@@ -220,8 +220,19 @@ def run(quick: bool = False) -> TopicResult:
                            2 * r["M"] * r["F"] - 2 * r["D"] * r["F"] * (r["row_tiles"] - r["G"]))
                        for r in rows))
 
-    # CPU times (a shared machine, noisy): XLA's ragged_dot through each module, and the
-    # interpret-mode kernel, which only shows that it runs
+    _cpu_times(res, quick, kernels)
+
+    res.extra = {"ragged_dot": rd, "gmm": gmm, "fused_mlp": mlp, "roofline": rows,
+                 "accelerator_model": ACCELERATOR, "cpu_interpret_benchmark": bench,
+                 "gpu": None}
+    _describe(res, rows, bench, quick)
+    res.sections.append(accelerator_tpu.report_section(("gmm", "tgmm", "fused")))
+    return res
+
+
+def _cpu_times(res, quick, kernels):
+    """CPU times (a shared machine, noisy): XLA's ragged_dot through each module, and the
+    interpret-mode kernel, which only shows that it runs."""
     rng = np.random.RandomState(3)
     m, d, f, g = (64, 16, 64, 4) if not quick else (24, 8, 16, 4)
     x = rng.randn(m, d).astype(np.float32)
@@ -235,9 +246,10 @@ def run(quick: bool = False) -> TopicResult:
                                                                args)
     res.timings_ms.update(_ms(cases, quick))
 
-    res.extra = {"ragged_dot": rd, "gmm": gmm, "fused_mlp": mlp, "roofline": rows,
-                 "accelerator_model": ACCELERATOR, "cpu_interpret_benchmark": bench,
-                 "gpu": None}
+
+def _describe(res, rows, bench, quick):
+    """The cost-model section, with the interpret-mode benchmark, and the intensity plot at full
+    size."""
     head = "| G | M | D | F | GFLOP | MB fused | MB unfused | FLOP/B fused | FLOP/B unfused |"
     table = "\n".join(
         f"| {r['G']} | {r['M']} | {r['D']} | {r['F']} | {r['flops'] / 1e9:.2f} | "
@@ -265,5 +277,3 @@ def run(quick: bool = False) -> TopicResult:
     if not quick:
         res.sections.append("### Intensity vs F/D\n\n" + plot(
             "ragged-roofline", lambda fig: _draw_roofline(fig, rows)))
-    res.sections.append(accelerator_tpu.report_section(("gmm", "tgmm", "fused")))
-    return res

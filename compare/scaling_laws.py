@@ -22,10 +22,11 @@ and the statistics that make claims at this scale honest (chapter 27).
 
 Every finished run is a JSON file in the cache folder (`compare/out/scaling_laws_cache/`),
 named by a hash of everything that decides its result (the settings, the text, and the
-source of minijax and of the training code: `code_digest`), so a stopped sweep resumes where it
-stopped and a changed program trains again; a progress bar counts the whole sweep. `python -m compare.scaling_laws --quick`
-runs the tests' sweep; `--budgets`, `--widths`, `--seeds` change the sweep (larger budgets on
-an accelerator: the same code, with JAX finding the device).
+source of minijax and of the training code: `code_digest`), so a stopped sweep resumes where
+it stopped and a changed program trains again; a progress bar counts the whole sweep.
+`python -m compare.scaling_laws --quick` runs the tests' sweep; `--budgets`, `--widths`,
+`--seeds` change the sweep (larger budgets on an accelerator: the same code, with JAX finding
+the device).
 """
 
 from __future__ import annotations
@@ -276,9 +277,10 @@ def plan(sweep: Sweep) -> list[dict]:
 
 
 def cache_key(sweep: Sweep, source: str, n_chars: int, spec: dict) -> str:
-    what = {"version": CACHE_VERSION, "code": code_digest(), "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
-                                                 if k not in ("budgets", "widths", "window",
-                                                              "slide", "seeds", "moe_seeds")},
+    what = {"version": CACHE_VERSION, "code": code_digest(),
+            "sweep": {k: v for k, v in dataclasses.asdict(sweep).items()
+                      if k not in ("budgets", "widths", "window", "slide", "seeds",
+                                   "moe_seeds")},
             "text": [source, n_chars], **spec}
     digest = hashlib.sha1(json.dumps(what, sort_keys=True).encode()).hexdigest()[:12]
     return (f"{spec['kind']}-w{spec['width']}-C{spec['budget']:.2e}-s{spec['seed']}-"
@@ -704,6 +706,26 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
     cache_dir = cache_dir or DEFAULT_CACHE
     trainer = Trainer(sweep, data)
     runs, stats = run_sweep(sweep, data, source, cache_dir, trainer)
+    mj, xc = _sweep_checks(res, runs, sweep, quick)
+
+    fd, fm, a3, md, nz, flops, ft = _fit_checks(res, runs, quick, sweep, trainer)
+
+    if plots is None:
+        plots = not quick
+    figs = _record(res, plots, runs, fd, fm, md, t0, sweep, stats, a3, mj, nz, xc, flops, source)
+
+    # --- report sections --------------------------------------------------------------------
+    _describe_sweep(res, runs, sweep, source, stats)
+    _describe_fits(res, fd, a3, md, fm, nz, ft, xc)
+    if figs:
+        res.sections.append("### Plots\n\n" + "\n".join(
+            f"![{k}](plots/{p.name})" for k, p in figs.items()))
+    return res
+
+
+def _sweep_checks(res, runs, sweep, quick):
+    """The sweep's checks: minijax against JAX on the cross-checked points, every point trained,
+    every run within its budget."""
     mj = [r for r in runs if r["module"] == "minijax"]
     xc = cross_check(runs)
     res.check("cross-check: validation losses, minijax vs JAX (1e-4 relative)",
@@ -720,7 +742,12 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
     res.check_true("every run stays within 1% of its budget (6ND)",
                    all(abs(r["flops_6nd"] / r["budget"] - 1) < 0.01 for r in mj)
                    or quick)
+    return mj, xc
 
+
+def _fit_checks(res, runs, quick, sweep, trainer):
+    """The fits of the sweep (both kinds, approach 3, MoE vs dense, noise), the FLOP terms of a
+    middle size, and their checks."""
     fits = analyse(runs, n_boot=500 if quick else 2000, n_boot3=10 if quick else 100)
     fd, fm, a3, md, nz = (fits[k] for k in ("dense", "moe", "approach3", "moe_vs_dense",
                                             "noise"))
@@ -739,9 +766,11 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
                            grid(runs, "dense")["N"].max(1))))
         res.check_true("the loss at the minimum falls as the budget grows (dense)",
                        all(np.diff(fd["L_opt"]) < 0))
+    return fd, fm, a3, md, nz, flops, ft
 
-    if plots is None:
-        plots = not quick
+
+def _record(res, plots, runs, fd, fm, md, t0, sweep, stats, a3, mj, nz, xc, flops, source):
+    """The plots (unless quick), the timings and the numbers kept in the result's extras."""
     figs = {}
     if plots:
         figs = plot_sweep(runs, {"dense": fd, "moe": fm, "moe_vs_dense": md},
@@ -761,8 +790,11 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
                  "cross_check": xc, "flops": flops,
                  "sweep": {**dataclasses.asdict(sweep), "description": sweep.describe(),
                            "text": source, **stats, "topic_wall_s": wall}}
+    return figs
 
-    # --- report sections --------------------------------------------------------------------
+
+def _describe_sweep(res, runs, sweep, source, stats):
+    """The section listing the sweep's points and losses."""
     gd = grid(runs, "dense")
     rows = []
     for i, c in enumerate(gd["budgets"]):
@@ -781,6 +813,10 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
         "Loss: seed mean ± sd.\n\n"
         "| C (6ND) | N | D | dense val loss | MoE val loss (same width) |\n|---|---|---|---|---|\n"
         + "\n".join(rows))
+
+
+def _describe_fits(res, fd, a3, md, fm, nz, ft, xc):
+    """The sections on the fits, dense vs MoE, the noise, the FLOP terms and the cross-check."""
     res.sections.append(
         "### Fits\n\n"
         f"Isoflop parabolas (dense): **a = {_ci(fd['a'], fd['a_ci'])}**, **b = "
@@ -822,10 +858,6 @@ def run(quick: bool = False, text: str | None = None, sweep: Sweep | None = None
             f"loss minijax {m:.6f}, JAX {j:.6f}; largest per-step difference {s:.2g}"
             for p, m, j, s in zip(xc["points"], xc["minijax_losses"], xc["jax_losses"],
                                   xc["max_rel_step_loss_diff"])))
-    if figs:
-        res.sections.append("### Plots\n\n" + "\n".join(
-            f"![{k}](plots/{p.name})" for k, p in figs.items()))
-    return res
 
 
 def main(argv=None) -> int:

@@ -546,6 +546,19 @@ def run(quick: bool = False) -> TopicResult:
     res.sections.append(describe_jit(check_jit(res, jits, inp.x),
                                      {name: jits[name]["Auto"] for name in jits}))
 
+    _mlp_forward(res, inp, ref_fwd, quick, mesh)
+
+    one_device = _data_parallel(res, mesh, inp, ref_grad, quick, steps, reps)
+
+    _explicit_train(res, mesh, inp, steps, one_device, reps)
+
+    _moves(res, mesh, inp)
+    return res
+
+
+def _mlp_forward(res, inp, ref_fwd, quick, mesh):
+    """The MLP forward on one device and under every strategy and mesh mode, in both modules:
+    values against the single-device reference, timings and the section."""
     one = {name: (J.jit(lambda p, x, J=J: mlp(J, p, x)), J.device_put((inp.params, inp.x)))
            for name, J in MODULES}
     res.check("minijax unsharded MLP forward equals JAX's",
@@ -563,6 +576,10 @@ def run(quick: bool = False) -> TopicResult:
                   lambda r=run_: r["fn"](*r["args"]), quick)
     res.sections.append(describe_mlp(mlp_rows, *mlp_layouts(fwd["jax"], inp)))
 
+
+def _data_parallel(res, mesh, inp, ref_grad, quick, steps, reps):
+    """The data-parallel gradient and training steps in both modules, against one device:
+    checks, timings and sections."""
     grads = {name: dp_grad(J, mesh[name]["Auto"], inp) for name, J in MODULES}
     check_dp_grad(res, grads, ref_grad)
     time_into(res, "data-parallel grad step (8 devices)",
@@ -577,7 +594,12 @@ def run(quick: bool = False) -> TopicResult:
     res.timings_ms["data-parallel SGD step, JAX (8 devices)"] = t_j
     res.timings_ms["data-parallel SGD step, minijax (8 devices)"] = t_m
     res.sections.append(describe_dp_train(steps, dp, one_device, t_j, t_m))
+    return one_device
 
+
+def _explicit_train(res, mesh, inp, steps, one_device, reps):
+    """Training under every strategy with Explicit axes, in both modules, against one device:
+    checks, timings and the section."""
     train_rows, time_rows = [], []
     for s in STRATEGIES:
         got = {name: explicit_train(J, mesh[name]["Explicit"], s, inp, steps)
@@ -594,6 +616,10 @@ def run(quick: bool = False) -> TopicResult:
         time_rows.append([s, f"{t_j:.3f}", f"{t_m:.3f}", f"**{t_m / t_j:.2f}**"])
     res.sections.append(describe_explicit_train(steps, train_rows, time_rows))
 
+
+def _moves(res, mesh, inp):
+    """Resharding between layouts (XLA's rematerialization warnings collected), and
+    with_sharding_constraint's error under Explicit axes: checks and the section."""
     with xla_log_lines(_REMAT_LOG) as remat_lines:
         moves = {name: {(src, dst): move(J, mesh[name], src, dst, inp.x) for src, dst in MOVES}
                  for name, J in MODULES}
@@ -608,7 +634,6 @@ def run(quick: bool = False) -> TopicResult:
     res.check_true("Explicit mode: minijax's with_sharding_constraint raises JAX's error",
                    (mkind, mmsg.split(" Got")[0]) == (kind, msg.split(" Got")[0]))
     res.sections.append(describe_moves(mv_rows, len(remat_lines), errors["jax"]))
-    return res
 
 
 def _step_ms(got: dict, reps: int) -> tuple[float, float]:

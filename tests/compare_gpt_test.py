@@ -1,4 +1,4 @@
-"""The `gpt` comparison topic (`compare/gpt.py`, `compare/gpt_nnx.py`) at quick sizes: a tiny
+"""The `gpt` comparison topic (`compare/gpt.py`, `compare/_gpt_nnx.py`) at quick sizes: a tiny
 character GPT trained through minijax, JAX and Flax NNX from the same weights on the same
 batches; per-step losses agree, gradients match finite differences and each other, and greedy
 decoding with the KV cache gives the tokens of decoding without it."""

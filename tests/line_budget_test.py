@@ -87,7 +87,7 @@ BUDGETS = {
     "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2198,  # pxla.py: the executors, runtime tokens, result handlers and the
+    "interpreters": 2209,  # pxla.py: the executors, runtime tokens, result handlers and the
     #                       partitioner's layouts, from compiler.py (~340, issue 46): one class
     #                       per kind of program, sharded calls by identity (27: step time),
     #                       exit waits for pending host callbacks (45);
@@ -108,7 +108,9 @@ BUDGETS = {
     #                       per-dtype maker (+18, 46);
     #                       linearize_jaxpr for control flow's linearize rules (~35, issue 24);
     #                       partial_eval_jaxpr_custom and its rules table, from ad_checkpoint
-    #                       (~105, issue 24); name stacks lowered as op locations (~25, 34)
+    #                       (~105, issue 24), split into _CustomSplit's named steps, one per
+    #                       way an equation splits (+11, 46); name stacks lowered as op
+    #                       locations (~25, 34)
     "lax": 8740,  # conv_transpose, the patch and unshared convolutions (in convolution.py), stage,
     #              copy_p, dce_sink, rng_uniform, shape_as_value (~240, 45);
     #              bessel_i0e (trapezoidal rule + Hankel), betainc (continued fraction) (45);

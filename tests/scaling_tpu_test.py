@@ -1,5 +1,5 @@
 """Chapter 27's accelerator sweep (`tools/scaling_tpu.py`) and its fits
-(`compare/scaling_fits.py`): the smoke sweep writes the file the chapter reads, its refit
+(`compare/_scaling_fits.py`): the smoke sweep writes the file the chapter reads, its refit
 fills every approach under both conventions, the n-gram baselines match what counting
 gives, and approach 2's 95% interval covers a known law's exponent in simulated sweeps."""
 
@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import scaling_tpu as st  # noqa: E402
 
-from compare import scaling_fits as sf  # noqa: E402
+from compare import _scaling_fits as sf  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a smoke sweep and coverage simulations: CPU-minutes
 

@@ -8,7 +8,7 @@ Where `jax.devices()[0].platform == "tpu"` it writes two files (after every part
 short keeps what it measured):
 
 `compare-tpu.json`: the training steps of the compare topics, each built by its own module's
-code (`compare/mnist_mlp.py`, `cnn_bn.py`, `gpt.py`, `gpt_nnx.py`, `moe.py`, `addition.py`) from
+code (`compare/mnist_mlp.py`, `cnn_bn.py`, `gpt.py`, `_gpt_nnx.py`, `moe.py`, `addition.py`) from
 the same numpy weights and fed the same batches under both modules. `ragged` has no training
 step of its own; here it is one SGD step of a least-squares fit through `lax.ragged_dot`.
 `gpt_nnx` sets the Flax NNX model over JAX (as "jax") against the hand-written GPT under
@@ -40,8 +40,9 @@ from the repository root:
 
 `--budget-s` starts no new part after that many seconds (the parts left are listed under
 "skipped"); a part that runs past `--part-timeout-s` is listed under "stalled", both files are
-saved, and the process stops. Commit the two files under `chapters/data/`, then refresh the chapters' shown
-outputs (`tools/update_chapter_outputs.py chapters/17-profiling-benchmarking.md`, 22, 23, 24).
+saved, and the process stops. Commit the two files under `chapters/data/`, then refresh the
+chapters' shown outputs (`tools/update_chapter_outputs.py chapters/17-profiling-benchmarking.md`,
+22, 23, 24).
 """
 
 from __future__ import annotations
@@ -192,7 +193,8 @@ def build_gpt(smoke: bool, steps: int, modules):
 
 def build_gpt_nnx(smoke: bool, steps: int, modules):
     """"jax": the Flax NNX model and Optax optimizer; "minijax": the hand-written GPT."""
-    from compare import gpt, gpt_nnx
+    from compare import gpt
+    from compare import _gpt_nnx as gpt_nnx
     data, source = chars(smoke)
     cfg = _gpt_config(smoke, len(data.chars), steps)
     xs, ys = gpt.batches(data.train, steps, cfg.batch, cfg.block, 1)

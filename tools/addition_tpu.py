@@ -165,7 +165,8 @@ def nnx_trainer(s) -> Trainer:
     import jax
     from flax import nnx
 
-    from compare import addition, gpt, gpt_nnx
+    from compare import addition, gpt
+    from compare import _gpt_nnx as gpt_nnx
 
     _, prog, first = addition.nnx_runner(s, gpt.init_params(s.model, 0))
 

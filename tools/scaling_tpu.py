@@ -45,7 +45,7 @@ norms, the softmax and the loss stay in f32.
 The file: {"device_kind", "jax", "date", "corpus", "settings", "runs": [{"budget", "params",
 "params_all", "params_mult", "seed", "tokens", "steps", "val_loss", "curve": [[tokens, val
 loss on the curve batches], ...], "train_s", "mfu"}], "skipped", "baselines", "sizes", "fits",
-"coverage", "moe"}. "fits" and "coverage" are filled by `--refit` (compare/scaling_fits.py),
+"coverage", "moe"}. "fits" and "coverage" are filled by `--refit` (compare/_scaling_fits.py),
 on a CPU, from the runs.
 """
 
@@ -609,7 +609,8 @@ def sweep(args) -> dict:
 
 def refit(path: Path, n_boot: int, n_sim: int) -> dict:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file: `compare`
-    from compare import scaling_fits  # here, not above: the sweep on the chip needs no minijax
+    # here, not above: the sweep on the chip needs no minijax
+    from compare import _scaling_fits as scaling_fits
     doc = json.loads(path.read_text())
     doc.update(scaling_fits.fit_all(doc, n_boot=n_boot, n_sim=n_sim))
     save(doc, path)

@@ -317,88 +317,113 @@ def partial_eval_jaxpr_custom(closed: ClosedJaxpr, in_unknowns: Sequence[bool],
     residuals followed by the inputs in `in_inst` to the outputs it makes (`out_inst`: the
     unknown ones and the known ones it recomputes).
     """
-    jaxpr = closed.jaxpr
-    env: dict[Var, tuple[bool, bool]] = {}  # var -> (unknown, available to the staged jaxpr)
-    subst: dict[Var, core.Atom] = {}  # an equation's outputs, as the split of it made them
-    residuals: dict[Var, None] = {}  # ordered: as the staged equations first read them
-    known_eqns: list[JaxprEqn] = []
-    staged_eqns: list[JaxprEqn] = []
-    constvars: dict[Var, Any] = dict(safe_zip(jaxpr.constvars, closed.consts))
+    walk = _CustomSplit(closed, in_unknowns, in_inst, saveable)
+    for eqn in closed.jaxpr.eqns:
+        walk.eqn(eqn.replace(invars=[walk.sub(x) for x in eqn.invars]))
+    jaxpr, outvars = closed.jaxpr, [walk.sub(v) for v in closed.jaxpr.outvars]
+    out_unknowns, out_inst = [walk.read(v)[0] for v in outvars], [walk.read(v)[1] for v in outvars]
+    res = list(walk.residuals)
+    jaxpr_known = Jaxpr(list(walk.constvars),
+                        [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
+                        [*(v for v, u in zip(outvars, out_unknowns) if not u), *res],
+                        walk.known_eqns)
+    jaxpr_staged = Jaxpr(jaxpr.constvars, [*res, *(v for v, i in zip(jaxpr.invars, in_inst) if i)],
+                         [v for v, i in zip(outvars, out_inst) if i], walk.staged_eqns)
+    return (ClosedJaxpr(jaxpr_known, list(walk.constvars.values())),
+            ClosedJaxpr(jaxpr_staged, list(closed.consts)), out_unknowns, out_inst, len(res))
 
-    def sub(x):
-        return subst.get(x, x) if isinstance(x, Var) else x
 
-    def read(x) -> tuple[bool, bool]:
-        return env[x] if isinstance(x, Var) else (False, True)
+# The walk of `partial_eval_jaxpr_custom`: the state it carries from one equation to the next,
+# and one method per way an equation is split (JAX keeps the same state in locals of one
+# function; here each way of splitting is a named step).
+class _CustomSplit:
+    def __init__(self, closed: ClosedJaxpr, in_unknowns: Sequence[bool],
+                 in_inst: Sequence[bool], saveable: Callable):
+        jaxpr, self.saveable = closed.jaxpr, saveable
+        self.env: dict[Var, tuple[bool, bool]] = {}  # var -> (unknown, available to staged)
+        self.subst: dict[Var, core.Atom] = {}  # an equation's outputs, as its split made them
+        self.residuals: dict[Var, None] = {}  # ordered: as the staged equations first read them
+        self.known_eqns: list[JaxprEqn] = []
+        self.staged_eqns: list[JaxprEqn] = []
+        self.constvars: dict[Var, Any] = dict(safe_zip(jaxpr.constvars, closed.consts))
+        self.env.update((v, (u, i)) for v, u, i in safe_zip(jaxpr.invars, in_unknowns, in_inst))
+        self.env.update((v, (False, True)) for v in jaxpr.constvars)
 
-    def staged_input(x):
-        if isinstance(x, Var) and not env[x][1]:
-            residuals.setdefault(x)
+    def sub(self, x):
+        return self.subst.get(x, x) if isinstance(x, Var) else x
+
+    def read(self, x) -> tuple[bool, bool]:
+        return self.env[x] if isinstance(x, Var) else (False, True)
+
+    def staged_input(self, x):
+        # a known value the staged jaxpr reads and does not receive becomes a residual
+        if isinstance(x, Var) and not self.env[x][1]:
+            self.residuals.setdefault(x)
         return x
 
-    def splice(split: ClosedJaxpr, ins: Sequence[Any], into: list) -> list:
+    def splice(self, split: ClosedJaxpr, ins: Sequence[Any], into: list) -> list:
+        # copy `split`'s equations into `into`, its inputs renamed to `ins`; its outputs
         rename = dict(zip(split.jaxpr.invars, ins))
         for v, c in safe_zip(split.jaxpr.constvars, split.consts):
-            constvars[v] = c
-            env[v] = (False, False)
+            self.constvars[v] = c
+            self.env[v] = (False, False)
         for e in split.jaxpr.eqns:
             into.append(e.replace(invars=[rename.get(x, x) if isinstance(x, Var) else x
                                           for x in e.invars]))
         return [rename.get(x, x) if isinstance(x, Var) else x for x in split.jaxpr.outvars]
 
-    env.update((v, (u, i)) for v, u, i in safe_zip(jaxpr.invars, in_unknowns, in_inst))
-    env.update((v, (False, True)) for v in jaxpr.constvars)
-    for eqn in jaxpr.eqns:
-        eqn = eqn.replace(invars=[sub(x) for x in eqn.invars])
-        unks_in = [read(x)[0] for x in eqn.invars]
+    def eqn(self, eqn: JaxprEqn) -> None:
+        unks_in = [self.read(x)[0] for x in eqn.invars]
         rule = partial_eval_jaxpr_custom_rules.get(eqn.primitive)
-        split = rule and rule(saveable, unks_in, [read(x)[1] for x in eqn.invars], eqn)
-        if split is not None:
+        split = rule and rule(self.saveable, unks_in, [self.read(x)[1] for x in eqn.invars], eqn)
+        if split is not None:  # a rule's split (jit, remat2, the debug callbacks)
             eqn_known, eqn_staged, unks_out, inst_out, res = split
-            known_eqns.extend([eqn_known] if eqn_known is not None else [])
-            staged_eqns.extend([eqn_staged] if eqn_staged is not None else [])
-            residuals.update(dict.fromkeys(res))
-            env.update(zip(eqn.outvars, zip(unks_out, inst_out)))
+            self.known_eqns.extend([eqn_known] if eqn_known is not None else [])
+            self.staged_eqns.extend([eqn_staged] if eqn_staged is not None else [])
+            self.residuals.update(dict.fromkeys(res))
+            self.env.update(zip(eqn.outvars, zip(unks_out, inst_out)))
         elif any(unks_in) and not all(unks_in) and eqn.primitive in custom_partial_eval_rules:
-            fresh = [Var(x.aval) for x in eqn.invars]
-            one = ClosedJaxpr(Jaxpr([], fresh, eqn.outvars, [eqn.replace(invars=fresh)]), [])
-            known, unknown, out_unks, num_res = partial_eval_jaxpr_nounits(one, unks_in)
-            known_outs = splice(known, [x for x, u in zip(eqn.invars, unks_in) if not u],
-                                known_eqns)
-            env.update((x, (False, False)) for x in known_outs
-                       if isinstance(x, Var) and x not in env)
-            known_outs, res = split_list(known_outs, [len(known_outs) - num_res])
-            ins = [*map(staged_input, res), *(x for x, u in zip(eqn.invars, unks_in) if u)]
-            outs = splice(unknown, ins, staged_eqns)
-            env.update((x, (True, True)) for x in outs if isinstance(x, Var))
-            subst.update(safe_zip(eqn.outvars, merge_lists(out_unks, known_outs, outs)))
+            self.by_nounits(eqn, unks_in)
         elif any(unks_in):
-            staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
-            env.update((v, (True, True)) for v in eqn.outvars)
+            self.stage(eqn, unknown=True)
         else:
-            known_eqns.append(eqn)
-            case = saveable(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params)
-            if isinstance(case, Offloadable):
-                for v in eqn.outvars:
-                    moved = Var(v.aval)
-                    env[moved], env[v] = (False, False), (False, True)
-                    known_eqns.append(_device_put_eqn(v, moved, case.dst))
-                    staged_eqns.append(_device_put_eqn(staged_input(moved), v, case.src))
-            elif case or eqn.effects:
-                env.update((v, (False, False)) for v in eqn.outvars)
-            else:
-                staged_eqns.append(eqn.replace(invars=[staged_input(x) for x in eqn.invars]))
-                env.update((v, (False, True)) for v in eqn.outvars)
-    outvars = [sub(v) for v in jaxpr.outvars]
-    out_unknowns, out_inst = [read(v)[0] for v in outvars], [read(v)[1] for v in outvars]
-    res = list(residuals)
-    jaxpr_known = Jaxpr(list(constvars), [v for v, u in zip(jaxpr.invars, in_unknowns) if not u],
-                        [*(v for v, u in zip(outvars, out_unknowns) if not u), *res], known_eqns)
-    jaxpr_staged = Jaxpr(jaxpr.constvars, [*res, *(v for v, i in zip(jaxpr.invars, in_inst)
-                                                   if i)],
-                         [v for v, i in zip(outvars, out_inst) if i], staged_eqns)
-    return (ClosedJaxpr(jaxpr_known, list(constvars.values())),
-            ClosedJaxpr(jaxpr_staged, list(closed.consts)), out_unknowns, out_inst, len(res))
+            self.known(eqn)
+
+    def by_nounits(self, eqn: JaxprEqn, unks_in: list[bool]) -> None:
+        # an equation holding a jaxpr, without a rule here: its custom_partial_eval_rules rule
+        # splits it (partial_eval_jaxpr_nounits of the one equation), saving what it reads
+        fresh = [Var(x.aval) for x in eqn.invars]
+        one = ClosedJaxpr(Jaxpr([], fresh, eqn.outvars, [eqn.replace(invars=fresh)]), [])
+        known, unknown, out_unks, num_res = partial_eval_jaxpr_nounits(one, unks_in)
+        known_outs = self.splice(known, [x for x, u in zip(eqn.invars, unks_in) if not u],
+                                 self.known_eqns)
+        self.env.update((x, (False, False)) for x in known_outs
+                        if isinstance(x, Var) and x not in self.env)
+        known_outs, res = split_list(known_outs, [len(known_outs) - num_res])
+        ins = [*map(self.staged_input, res), *(x for x, u in zip(eqn.invars, unks_in) if u)]
+        outs = self.splice(unknown, ins, self.staged_eqns)
+        self.env.update((x, (True, True)) for x in outs if isinstance(x, Var))
+        self.subst.update(safe_zip(eqn.outvars, merge_lists(out_unks, known_outs, outs)))
+
+    def known(self, eqn: JaxprEqn) -> None:
+        # only known inputs: known, and also staged (recomputed) unless the policy saves its
+        # outputs (or it has effects); an Offloadable answer moves them to memory `dst` and back
+        self.known_eqns.append(eqn)
+        case = self.saveable(eqn.primitive, *[x.aval for x in eqn.invars], **eqn.params)
+        if isinstance(case, Offloadable):
+            for v in eqn.outvars:
+                moved = Var(v.aval)
+                self.env[moved], self.env[v] = (False, False), (False, True)
+                self.known_eqns.append(_device_put_eqn(v, moved, case.dst))
+                self.staged_eqns.append(_device_put_eqn(self.staged_input(moved), v, case.src))
+        elif case or eqn.effects:
+            self.env.update((v, (False, False)) for v in eqn.outvars)
+        else:
+            self.stage(eqn, unknown=False)
+
+    def stage(self, eqn: JaxprEqn, unknown: bool) -> None:
+        self.staged_eqns.append(eqn.replace(invars=[self.staged_input(x) for x in eqn.invars]))
+        self.env.update((v, (unknown, True)) for v in eqn.outvars)
 
 
 def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
