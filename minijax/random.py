@@ -76,7 +76,7 @@ def _raw(name: str, key) -> PRNGKeyArray:
     return _check_prng_key(name, key)[0]
 
 
-# JAX: jax/_src/random/prng.py resolve_prng_impl
+# JAX: jax/_src/random/core.py resolve_prng_impl
 def _resolve_impl(impl) -> prng.PRNGImpl:
     if impl is None:
         return prng.prngs[config.default_prng_impl.value]

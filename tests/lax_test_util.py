@@ -305,7 +305,7 @@ LINEAR_PRIMS = {"neg", "add", "sub", "add_any", "mul", "div", "select_n",
                 "jit", "sharding_constraint", "reshard", "device_put",
                 # indexing, convolution and pooling (linear in the operand or bilinear)
                 "gather", "scatter", "scatter-add", "scatter-mul", "scatter-sub", "dynamic_slice",
-                "tile", "split", "optimization_barrier",
+                "tile", "split", "optimization_barrier", "copy", "stage", "dce_sink",
                 "dynamic_update_slice", "conv_general_dilated", "reduce_window_sum",
                 "select_and_gather_add", "select_and_scatter_add",
                 "triangular_solve",  # linear in b (minijax/lax/linalg.py)

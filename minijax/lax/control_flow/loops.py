@@ -665,8 +665,9 @@ def while_loop(cond_fun: Callable, body_fun: Callable, init_val):
     check_carry_type("while_loop body", in_tree, init_avals, trees["body"],
                       body_jaxpr.out_avals)
     cond_j, body_j = hoist_consts(cond_jaxpr).jaxpr, hoist_consts(body_jaxpr).jaxpr
-    # JAX: loops.py while_loop — a carry the body returns unchanged and the cond does not read
-    # becomes a body const (so e.g. vmap with a batched predicate does not batch it)
+    # JAX: jax/_src/lax/control_flow/loops.py while_loop
+    # A carry the body returns unchanged and the cond does not read becomes a body const (so
+    # e.g. vmap with a batched predicate does not batch it).
     nb, nc = len(body_consts), len(cond_consts)
     fwd = [v is body_j.invars[nb + i] for i, v in enumerate(body_j.outvars)]
     cond_dce, keep = pe.dce_jaxpr(cond_j, [True], [True] * nc + [not f for f in fwd])
