@@ -23,12 +23,16 @@ One process runs the phases asked for, in this order:
    numbers. Abacus embeddings (McLeish et al. 2024, "Transformers Can Do Arithmetic with the
    Right Embeddings"): each digit gets a learned embedding for its place within its number
    (units 1, tens 2, ...), shifted by a random offset in 1..ABACUS_OFFSET per training sum so
-   that places beyond 10 are trained too (tested at offset 1); no other position embedding.
+   that places beyond 10 are trained too; no other position embedding. Tested at offset 1
+   (the lowest trained: the answer's low places then sit where training saw them least) and
+   at random offsets, each test sum's drawn so that all its places were trained.
    One change of ours: '=' takes the place just below the units (the offset, never 0, the
    place of '+' and '.'), so that every answer digit, the units included, is predicted from
-   the position one place below it. Under raw JAX, then the baseline (the
-   same data and model with learned absolute positions, raw JAX, as many steps as Abacus
-   took), then raw minijax.
+   the position one place below it. Every run trains all its steps (the learning rate
+   schedule spans them; no stop at a validation level, as what matters is the longer
+   sums). Under raw JAX, then the baseline (the same data and model with learned absolute
+   positions, raw JAX, as many steps), then raw minijax. A saved result from the earlier
+   plan, which stopped at 99.5% validation, is kept as `length_generalisation_early_stop`.
 4. NNX: the chapter 20 Flax NNX model with Optax on 3- and 6-digit sums, seeds 0, 1, 2, when
    flax and optax import (the step compiled once per digit count).
 5. ablations: chapter 26's tokenisation ablations (`addition.ABLATIONS` and the default
@@ -90,6 +94,7 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
     "peak lr 3e-4": ({"peak_lr": 3e-4, "end_lr": 3e-5}, None),
 }
 ABACUS_OFFSET = 20      # training offsets 1..20: places up to 31 are trained
+LENGEN_STEPS = 8000     # every length-generalisation run trains this many steps
 CURVE_EVERY = 50
 FIRST_LOSSES = 50       # kept step by step: where two modules' runs of a seed part
 
@@ -337,14 +342,23 @@ def random_digits(rng: np.random.RandomState, lengths: np.ndarray, width: int):
 def lengen_sets(train_digits: int, test_digits: int, n: int, seed: int = 0) -> dict:
     """Validation sums of two train_digits-digit numbers, test sums of two test_digits-digit
     ones (offset 1, the lowest trained: '=' at place 1, the digits at places
-    2..test_digits+2)."""
+    2..test_digits+2), and `test_offsets`: the same test sums, each at a random offset in
+    1..max_test_offset (every place of the sum trained)."""
     rng = np.random.RandomState(seed + 21)
     out = {}
     for name, k in (("val", train_digits), ("test", test_digits)):
         ks = np.full(n, k)
-        out[name] = encode_digits(*random_digits(rng, ks, k), *random_digits(rng, ks, k),
-                                  3 * k + 4, np.ones(n, np.int64))
+        digits = (*random_digits(rng, ks, k), *random_digits(rng, ks, k))
+        out[name] = encode_digits(*digits, 3 * k + 4, np.ones(n, np.int64))
+    offsets = rng.randint(1, max_test_offset(train_digits, test_digits) + 1, size=n)
+    out["test_offsets"] = encode_digits(*digits, 3 * test_digits + 4, offsets)
     return out
+
+
+def max_test_offset(train_digits: int, test_digits: int) -> int:
+    """The largest offset at which a test_digits-digit sum (its answer one digit longer)
+    uses only places training reached (up to ABACUS_OFFSET + train_digits + 1)."""
+    return ABACUS_OFFSET + train_digits - test_digits
 
 
 def lengen_ladder(train_digits: int, test_digits: int, n: int, seed: int = 0) -> dict:
@@ -362,13 +376,18 @@ def lengen_ladder(train_digits: int, test_digits: int, n: int, seed: int = 0) ->
     return out
 
 
-def lengen_detail(tr: Trainer, state, test, ladder: dict, chunk: int) -> dict:
+def lengen_detail(tr: Trainer, state, test, ladder: dict, chunk: int,
+                  shifted=None) -> dict:
     """Where length generalisation breaks: the exact match at each length of the ladder
     (`by_length`), and on the test sums the accuracy of each answer token, units first and
-    the closing '.' last (`per_digit`, teacher-forced)."""
+    the closing '.' last (`per_digit`, teacher-forced); with `shifted` (x, y), the exact
+    match on the test sums at random offsets (`test_exact_match_offsets`)."""
     from compare.addition import IGNORE
     by_length = {str(k): exact_match(predict_all(tr, state, x, chunk), y)
                  for k, (x, y) in ladder.items()}
+    more = {} if shifted is None else {
+        "test_exact_match_offsets": exact_match(predict_all(tr, state, shifted[0], chunk),
+                                                shifted[1])}
     x, y = test
     ok = predict_all(tr, state, x, chunk) == y
     first = np.argmax(y != IGNORE, axis=1)
@@ -377,7 +396,7 @@ def lengen_detail(tr: Trainer, state, test, ladder: dict, chunk: int) -> dict:
     for j in range(int(scored.max())):
         rows = np.flatnonzero(scored > j)
         per_digit.append(round(float(ok[rows, first[rows] + j].mean()), 4))
-    return {"by_length": by_length, "per_digit": per_digit}
+    return {"by_length": by_length, "per_digit": per_digit, **more}
 
 
 def lengen_batches(train_digits: int, batch: int, seed: int, abacus: bool, n_places: int):
@@ -408,7 +427,7 @@ class Plan:
     n_val: int
     n_test: int
     chunk: int
-    lengen: tuple           # (train digits, test digits, n test sums, max steps)
+    lengen: tuple           # (train digits, test digits, n test sums, steps)
     stop_at: float
     budget_s: float
     variants: tuple = tuple(VARIANTS)
@@ -422,14 +441,15 @@ def make_plan(smoke: bool, budget_s: float, stop_at: float) -> Plan:
     """The sizes of every phase: the 10M model on the TPU, or (smoke) the quick model a few
     steps at a time, every phase and variant once, on any device. `phase_s` is what the
     phases before a phase leave for it (a guess from the TPU's measured 4-15 ms a step and
-    15-45 s a compile): 175 s for length generalisation (three 10M trainers, up to 3,000
+    15-45 s a compile): 250 s for length generalisation (three 10M trainers, LENGEN_STEPS
     steps each), 100 s for NNX (two compiles, six runs), 90 s for the ablations (four small
     trainers, twelve runs of 1,000 steps). The phases run in the order asked for."""
     if smoke:
         return Plan("quick", (3,), (0,), (0,), 10, 200, 200, 200, (3, 6, 200, 20), stop_at,
                     budget_s, ablation_size="quick", ablation_seeds=(0,), compile_s=5.0)
     return Plan("10M", (3, 6), SEEDS, ROBUST_SEEDS, 100, 1000, 5000, 1000,
-                (10, 20, 1000, 3000), stop_at, budget_s, phase_s={3: 175.0, 4: 100.0, 5: 90.0})
+                (10, 20, 1000, LENGEN_STEPS), stop_at, budget_s,
+                phase_s={3: 250.0, 4: 100.0, 5: 90.0})
 
 
 def setup_for(plan: Plan, digits: int, size: str | None = None, fmt=None, **changes):
@@ -589,15 +609,20 @@ class Runner:
         train_d, test_d, n_test, max_steps = self.plan.lengen
         places = 1 + (train_d + 1) + ABACUS_OFFSET  # 0 .. the highest place trained
         s = setup_for(self.plan, 3)
-        cfg = dataclasses.replace(s.model, block=3 * test_d + 3)
+        cfg = dataclasses.replace(s.model, block=3 * test_d + 3, steps=max_steps)
         sets = lengen_sets(train_d, test_d, n_test)
         ladder = lengen_ladder(train_d, test_d, max(n_test // 2, 1))
+        old = self.result.get("length_generalisation")
+        if old is not None and not old.get("to_the_last_step"):  # the earlier plan's
+            self.result["length_generalisation_early_stop"] = self.result.pop(
+                "length_generalisation")
         res = self.result.setdefault("length_generalisation", {
             "method": "abacus", "train_digits": train_d, "test_digits": test_d,
-            "impl": {}, "baseline": None, "runs": [],
-            "places": places, "max_offset": ABACUS_OFFSET, "n_test": n_test})
+            "impl": {}, "baseline": None, "runs": [], "to_the_last_step": True,
+            "places": places, "max_offset": ABACUS_OFFSET, "n_test": n_test,
+            "max_test_offset": max_test_offset(train_d, test_d), "impl_offsets": {}})
         inputs = {True: {k: (abacus_tokens(x, p, places), y) for k, (x, p, y) in sets.items()},
-                  False: {k: (x, y) for k, (x, _, y) in sets.items()}}
+                  False: {k: (x, y) for k, (x, _, y) in sets.items() if k != "test_offsets"}}
         rungs = {True: {k: (abacus_tokens(x, p, places), y) for k, (x, p, y) in ladder.items()},
                  False: {k: (x, y) for k, (x, _, y) in ladder.items()}}
         shared = {True: Batches(lengen_batches(train_d, cfg.batch, 0, True, places)),
@@ -607,8 +632,6 @@ class Runner:
             kind = ("lengen", impl, abacus)
             if any((r["impl"], r["abacus"]) == (impl, abacus) for r in res["runs"]):
                 continue
-            if not abacus and res["runs"]:  # the baseline gets the steps Abacus took
-                max_steps = res["runs"][0]["steps"]
             guess = self.ms.get(("lengen", "jax", True), 2 * self.ms.get(("jax", 6), 10))
             if not self.fits(kind, max_steps, self.keep_for_later(3), guess):
                 continue
@@ -618,12 +641,14 @@ class Runner:
             chunk = min(self.plan.chunk, n_test)
             row = train_run(tr, 0, shared[abacus], data["val"], data["test"],
                             max_steps=max_steps, eval_every=self.plan.eval_every,
-                            stop_at=self.plan.stop_at, clock=self.clock, chunk=chunk,
+                            stop_at=2.0, clock=self.clock, chunk=chunk,
                             extra=functools.partial(lengen_detail, tr, test=data["test"],
-                                                    ladder=rungs[abacus], chunk=chunk))
+                                                    ladder=rungs[abacus], chunk=chunk,
+                                                    shifted=data.get("test_offsets")))
             row = {"impl": impl, "abacus": abacus, "val_exact_match": row["val"][-1][1], **row}
             if abacus:
                 res["impl"][impl] = row["test_exact_match"]
+                res["impl_offsets"][impl] = row["test_exact_match_offsets"]
             else:
                 res["baseline"] = row["test_exact_match"]
             self.record(res["runs"], row, kind)
@@ -916,29 +941,45 @@ def last_at(val: list, step: int) -> float:
 
 
 def show_length_generalisation(path: Path = PATH) -> None:
-    """Exact match on sums longer than any trained, with Abacus places and without."""
+    """Exact match on sums longer than any trained, with Abacus places and without: on the
+    ladder of lengths, on the test sums at offset 1 and at random offsets; then the runs of
+    the earlier plan that stopped at 99.5% validation, when saved."""
     if _none_saved(path):
         return
-    lg = load(path).get("length_generalisation")
+    saved = load(path)
+    lg = saved.get("length_generalisation")
     if not lg or not lg["runs"]:
         print("The saved run has no length-generalisation runs (its budget ran out first).")
         return
     print(f"trained on 1- to {lg['train_digits']}-digit operands, tested on "
           f"{lg['test_digits']}-digit sums ({lg['n_test']} of them)")
-    rungs = list(lg["runs"][0].get("by_length", {}))
-    print(f"{'model':28s} {'val exact':>9} " + "".join(f"{f'{k} digits':>10}" for k in rungs)
-          + f"{'test exact':>11} {'steps':>6} {'train s':>8}")
-    for r in lg["runs"]:
-        name = f"{r['impl']}, " + ("Abacus places" if r["abacus"] else "absolute positions")
-        ladder = "".join(f"{r['by_length'][k]:>10.4f}" for k in rungs if k in r.get(
-            "by_length", {}))
-        print(f"{name:28s} {r['val_exact_match']:>9.4f} {ladder}{r['test_exact_match']:>11.4f} "
-              f"{r['steps']:>6} {r['train_s']:>8.1f}")
+    _lengen_table(lg["runs"])
     for r in lg["runs"]:
         if r.get("per_digit"):
             print(f"{r['impl']}, {'Abacus' if r['abacus'] else 'absolute'}: each answer token "
                   f"right on the test sums, units first: "
                   + " ".join(f"{v:.2f}" for v in r["per_digit"]))
+    early = saved.get("length_generalisation_early_stop")
+    if early and early["runs"]:
+        print(f"\nthe same, stopped when validation reached {saved['stop_at']:.1%}:")
+        _lengen_table(early["runs"])
+
+
+def _lengen_table(runs: list[dict]) -> None:
+    rungs = list(runs[0].get("by_length", {}))
+    offsets = any("test_exact_match_offsets" in r for r in runs)
+    print(f"{'model':28s} {'val exact':>9} " + "".join(f"{f'{k} digits':>10}" for k in rungs)
+          + f"{'test exact':>11}" + (f"{'at offsets':>11}" if offsets else "")
+          + f" {'steps':>6} {'train s':>8}")
+    for r in runs:
+        name = f"{r['impl']}, " + ("Abacus places" if r["abacus"] else "absolute positions")
+        ladder = "".join(f"{r['by_length'][k]:>10.4f}" for k in rungs if k in r.get(
+            "by_length", {}))
+        shifted = r.get("test_exact_match_offsets")
+        col = "" if not offsets else (f"{shifted:>11.4f}" if shifted is not None else
+                                      f"{'-':>11}")
+        print(f"{name:28s} {r['val_exact_match']:>9.4f} {ladder}{r['test_exact_match']:>11.4f}"
+              f"{col} {r['steps']:>6} {r['train_s']:>8.1f}")
 
 
 def main(argv=None) -> int:

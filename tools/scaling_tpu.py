@@ -71,7 +71,11 @@ import numpy as np
 
 # (n_layer, d_model): about 2x apart in non-embedding parameters, 0.22M to 25M; wide and
 # shallow (width / depth 48 to 128), since a wide matrix keeps the chip's matrix units busier.
-SIZES = ((2, 96), (2, 128), (2, 192), (2, 256), (3, 320), (4, 384), (4, 512), (5, 640))
+# The last two, 98k and 49k, are smaller than the first: added after the first sweeps found
+# the two smallest budgets' best loss at the ladder's bottom rung (appended, so that the
+# saved runs keep their rung numbers).
+SIZES = ((2, 96), (2, 128), (2, 192), (2, 256), (3, 320), (4, 384), (4, 512), (5, 640),
+         (2, 64), (1, 64))
 # budget (C = 6 N D, N = params_mult) -> the rungs of SIZES it trains (five each).
 BUDGETS = (3e13, 1e14, 3e14, 1e15, 3e15)
 WINDOWS = ((0, 5), (1, 6), (1, 6), (2, 7), (3, 8))
@@ -87,11 +91,13 @@ PEAK_FLOPS = {"TPU v5 lite": 197e12, "TPU v5e": 197e12}
 N_CURVE, VAL_CURVE, VAL_FINAL = 10, 4, 16
 # The MoE: experts of width 2d, TOP_K of them per token, Switch's balancing loss at this weight.
 EXPERTS, TOP_K, AUX_WEIGHT = 8, 2, 0.01
-# The second sweep (`--continue`): (budget index, rungs, seed, experts) in priority order:
+# The second sweep (`--resume`): (budget index, rungs, seed, experts) in priority order:
 # the MoE at two budgets, the largest budget's missing sizes, a second seed of 1e15, then
-# a second seed of the largest budget.
+# a second seed of the largest budget; last, below the two smallest budgets' best sizes,
+# rungs 0 and 8 at 1e14 and the smaller rungs 8 and 9 at 3e13, two seeds each.
 ORDER2 = ((2, (3, 2, 4), 0, EXPERTS), (3, (4, 3, 5), 0, EXPERTS), (4, (6, 4), 0, 0),
-          (3, (4, 3, 5, 2), 1, 0), (4, (3,), 0, 0), (4, (5, 4, 3, 6, 7), 1, 0))
+          (3, (4, 3, 5, 2), 1, 0), (4, (3,), 0, 0), (4, (5, 4, 3, 6, 7), 1, 0),
+          (1, (0, 8), 0, 0), (0, (8, 9), 0, 0), (1, (0, 8), 1, 0), (0, (8, 9), 1, 0))
 
 
 # ---------------------------------------------------------------------------------------------
