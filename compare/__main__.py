@@ -22,6 +22,7 @@ from pathlib import Path
 import jax
 
 from compare import TOPICS
+from compare._modules import check_precision, precision_scope
 from compare._report import (
     OUT_DIR, REPO, TopicResult, load_topics, save_topic, write_json, write_report,
 )
@@ -64,7 +65,8 @@ def run_topic(name: str, quick: bool) -> TopicResult:
                            runs=runs, seconds=0.0)
     try:
         mod = importlib.import_module(f"compare.{name}")
-        res = mod.run(quick=quick)
+        with precision_scope(check_precision(name)):
+            res = mod.run(quick=quick)
     except Exception:  # noqa: BLE001 - report it and go on with the other topics
         res = TopicResult(f"{name} (raised)", status="error", error=traceback.format_exc())
     res.seconds = time.perf_counter() - t0

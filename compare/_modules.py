@@ -3,13 +3,48 @@ first, then minijax. Every topic that writes a program once over a module argume
 over `MODULES` (`for name, J in MODULES`), so the two runs see the same code.
 
 Which modules each topic runs, "both" or "jax" alone, it declares in `compare/__init__.py:
-TOPICS`, read by `python -m compare` (`compare/__main__.py: runs_of`).
+TOPICS`, read by `python -m compare` (`compare/__main__.py: runs_of`). The matmul precision
+every topic runs at (`check_precision`, `precision_scope`) is set here for all modules.
 """
 
 from __future__ import annotations
+
+import contextlib
 
 import jax
 
 import minijax
 
 MODULES = (("jax", jax), ("minijax", minijax))
+
+
+# Topics that keep the TPU's default precision, and why.
+DEFAULT_PRECISION_ON_TPU = {
+    "cnn_bn": "at the highest precision its training steps did not finish on a TPU v5e "
+              "within minutes (three runs, both here and in tools/accelerator_compare.py; "
+              "64 s at the default), so it runs at the default and its float32 gradient "
+              "checks miss their tolerances there",
+}
+
+
+def check_precision(topic: str = "") -> str | None:
+    """The matmul precision `topic` runs at: "highest" on a TPU (but for the topics of
+    DEFAULT_PRECISION_ON_TPU), None (each backend's default) elsewhere. A TPU multiplies
+    float32 matrices in one bf16 pass by default, three decimal digits where the topics'
+    checks (gradients against finite differences, a layer against its loop, two code
+    paths, minijax's losses against JAX's) hold float32 results to float32 tolerances;
+    `highest` gives float32 products, so the checks test the programs, not the default's
+    rounding. The default's own figures (step times, where minijax's and JAX's losses
+    part) are measured by tools/accelerator_compare.py."""
+    tpu = jax.default_backend() == "tpu"
+    return "highest" if tpu and topic not in DEFAULT_PRECISION_ON_TPU else None
+
+
+def precision_scope(precision: str | None):
+    """Every module's `default_matmul_precision(precision)`, or nothing when None."""
+    if precision is None:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    for _, J in MODULES:
+        stack.enter_context(J.default_matmul_precision(precision))
+    return stack

@@ -566,6 +566,8 @@ def environment() -> dict[str, str]:
     import jaxlib
 
     import minijax
+    from compare._modules import DEFAULT_PRECISION_ON_TPU, check_precision
+    precision = check_precision()
     cpu = platform.processor() or platform.machine()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -580,6 +582,10 @@ def environment() -> dict[str, str]:
         "cpu": f"{cpu} ({os.cpu_count()} logical cores)",
         "devices": f"{jax.device_count()} x {jax.default_backend()}",
         "device_kind": jax.devices()[0].device_kind,
+        "matmul_precision": (f"{precision} (the checks' float32 tolerances; the backend's "
+                             "default is one bf16 pass), but for " + ", ".join(
+                                 DEFAULT_PRECISION_ON_TPU) + " (see compare/_modules.py)"
+                             if precision else ""),
     }
 
 
@@ -668,7 +674,9 @@ def render(results: dict[str, TopicResult], env: dict[str, str] | None = None,
                                          ("minijax", "jax", "jaxlib", "numpy", "python")
                                          if k in env),
              f"- machine: {env.get('cpu', '?')}; devices: {env.get('devices', '?')}"
-             + (f" ({env['device_kind']})" if "device_kind" in env else ""), "",
+             + (f" ({env['device_kind']})" if "device_kind" in env else "")
+             + (f"; matmul precision: {env['matmul_precision']}" if env.get(
+                 "matmul_precision") else ""), "",
              '<a id="contents"></a>', "", "## Contents", "",
              "| topic | runs | status | checks passed | worst max_err | time s | ran | chapter |",
              "|---|---|---|---|---|---|---|---|"]

@@ -47,3 +47,23 @@ def test_run_lines_counts_the_whole_function(tmp_path):
     assert _run_lines(f) == 4
     f.write_text("def helper():\n    pass\n")
     assert _run_lines(f) is None
+
+
+def test_precision_scope_sets_every_module_and_restores_it():
+    """`python -m compare` runs each topic under `precision_scope(check_precision())`: on a TPU
+    both modules' default matmul precision is `highest` for the topic and back afterwards; on
+    this CPU `check_precision()` asks for nothing."""
+    import jax
+
+    import minijax
+    from compare._modules import check_precision, precision_scope
+    assert check_precision() is None  # the suite runs on a CPU
+    before = (jax.config.jax_default_matmul_precision,
+              minijax.config.jax_default_matmul_precision)
+    with precision_scope("highest"):
+        assert jax.config.jax_default_matmul_precision == "highest"
+        assert minijax.config.jax_default_matmul_precision == "highest"
+    assert (jax.config.jax_default_matmul_precision,
+            minijax.config.jax_default_matmul_precision) == before
+    with precision_scope(None):
+        assert jax.config.jax_default_matmul_precision == before[0]
