@@ -1,4 +1,4 @@
-"""Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.22M to 25M
+"""Chapter 27's isoFLOP sweep at accelerator scale: byte-level GPTs from 0.05M to 25M
 non-embedding parameters trained on Python source, in one process on one TPU v5e chip.
 
     PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PYTHONPATH timeout 580 python3 tools/scaling_tpu.py \
