@@ -28,7 +28,7 @@ import numpy as np
 from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
 from minijax import array as array_mod
-from minijax import compiler, core, xla_bridge
+from minijax import compiler, core, dtypes, xla_bridge
 from minijax.array import Array
 from minijax.config import config
 from minijax.tree_util import tree_map
@@ -280,12 +280,14 @@ XLA_EAGER_PRIMITIVES = frozenset({
     "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh",
     "acosh", "atanh", "exp", "exp2", "expm1", "log", "log1p", "logistic", "pow", "integer_pow",
     "rsqrt", "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma", "reduce_sum",
-    "reduce_prod", "cumsum", "cumprod", "cumlogsumexp"})
+    "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
+    "select_and_scatter_add", "dot_general", "ragged_dot_general", "conv_general_dilated",
+    "fft", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
 
 
 def _runs_on_xla(prim: core.Primitive, avals: Sequence[core.ShapedArray]) -> bool:
     return prim.name in XLA_EAGER_PRIMITIVES and all(a.sharding is None for a in avals) and any(
-        np.issubdtype(a.dtype, np.inexact) for a in avals)
+        dtypes.is_float(a.dtype) for a in avals)  # bfloat16 too, which NumPy calls no float
 
 
 # JAX: jax/_src/dispatch.py xla_primitive_callable
