@@ -340,3 +340,24 @@ def test_docs_table_pins_each_primitives_engine():
 
 if __name__ == "__main__":  # the table of docs/conformance.md
     print(engine_table())
+
+
+def test_eager_xla_path_keeps_commitment_debug_checks_and_host_operands_as_jax():
+    # the inline XLA path (dispatch._xla_callable's run_plain) hands anything but plain
+    # default-device Arrays to the executor: each outcome compared with JAX's
+    def outcomes(J):
+        a = np.arange(16, dtype=np.float32).reshape(4, 4)
+        x = J.numpy.asarray(a)
+        put = J.device_put(a, J.devices()[0])
+        out = [np.asarray(J.numpy.dot(x, x)).tolist(), np.asarray(J.numpy.sin(a)).tolist(),
+               J.numpy.dot(x, x).committed, J.numpy.dot(put, x).committed,
+               np.asarray(J.numpy.dot(put, put)).tolist()]
+        with J.debug_nans(True):
+            try:
+                J.numpy.dot(x * np.float32(np.nan), x)
+                out.append("no error")
+            except FloatingPointError as e:
+                out.append(f"FloatingPointError {'dot_general' in str(e)}")
+        out.append(np.asarray(J.numpy.dot(x, x)).tolist())  # after the checks: plain again
+        return out
+    assert outcomes(minijax) == outcomes(jax)
