@@ -74,8 +74,9 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     """
     # The hot path: the primitive's last eager signature again (a loop of one operation hits
     # it every time), for one or two Arrays: the NumPy function runs inline on their NumPy
-    # values (or a one-primitive XLA program on the Arrays), with no key to build or hash. Tuple and dict equality check identity first, and
-    # eager results share their callable's output aval, so the test is a few comparisons.
+    # values (or a one-primitive XLA program on the Arrays), with no key to build or hash.
+    # Tuple and dict equality check identity first, and eager results share their callable's
+    # output aval, so the test is a few comparisons.
     # `prim._eager_last` is the tuple `_last_call` builds; unpacking it into names is also the
     # fastest way to read it (faster than indexing, and a NamedTuple's fields cost more).
     last = prim._eager_last
