@@ -6,8 +6,9 @@ eager operations), interleaved round by round, `block_until_ready` on every resu
 warm-up; a round times many calls, and the figure is the median over the rounds (the spread,
 min to max, is reported too):
 
-* eager `jnp.add`, `jnp.dot` and `a @ b` on two f32[8,8] (minijax runs the primitive's NumPy
-  rule, `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
+* eager `jnp.add`, `jnp.dot` and `a @ b` on two f32[8,8] (minijax runs add's NumPy rule, and
+  the float matmul as a one-primitive XLA program, as NumPy's would round otherwise than jit,
+  `minijax/dispatch.py: apply_primitive`; JAX runs a compiled XLA op per primitive).
   Target: minijax/JAX <= 0.25.
 * a cached jitted call: `lambda x: x + 1` on an f32[] Array; the sum of 10 f32[4] arguments; a
   dict of 20 f32[4] in and out (`minijax/interpreters/pxla.py: ExecuteReplicated` runs all three).
@@ -197,11 +198,12 @@ def _call_times(res, n, rounds, ratios, sections):
             res.check_target(f"{case}: minijax/jax {ratios[case]:.2f} <= {TARGETS[kind]}",
                              ratios[case] <= TARGETS[kind])
     sections.append(
-        "### Eager primitives\n\nWhat these rows compare: an eager minijax operation runs "
-        "its NumPy implementation on the host (no compilation, no device), an eager JAX "
-        "operation dispatches one compiled XLA program (cached per shape and dtype) to the "
-        "device. NumPy's own time for the same operation is the floor minijax's eager path "
-        "cannot go below. us per call, median (min-max) of "
+        "### Eager primitives\n\nWhat these rows compare: an eager minijax add runs its "
+        "NumPy implementation on the host (no compilation, no device), an eager minijax float "
+        "matmul and every eager JAX operation dispatch one compiled XLA program (cached per "
+        "shape and dtype) to the device (NumPy's matmul would round otherwise than jit's). "
+        "NumPy's own time for the same operation is the floor minijax's eager path cannot "
+        "go below. us per call, median (min-max) of "
         f"{rounds} interleaved rounds of {n} calls, `block_until_ready` on each result.\n\n"
         "| op | numpy | jax | minijax | minijax/jax | target | status |\n"
         "|---|---|---|---|---|---|---|\n"

@@ -28,7 +28,7 @@ import numpy as np
 from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
 from minijax import array as array_mod
-from minijax import compiler, core, xla_bridge
+from minijax import compiler, core, dtypes, xla_bridge
 from minijax.array import Array
 from minijax.config import config
 from minijax.tree_util import tree_map
@@ -39,7 +39,7 @@ from minijax.partition_spec import _Unconstrained
 from minijax.sharding_impls import SingleDeviceSharding
 from minijax.ad_util import Zero
 from minijax.xla_bridge import default_device
-from minijax.interpreters import ad, batching, mlir
+from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.pjit import jit, sharding_constraint_p
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
@@ -73,9 +73,10 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
     whose transformation has ended.
     """
     # The hot path: the primitive's last eager signature again (a loop of one operation hits
-    # it every time), for one or two Arrays holding NumPy values: the NumPy function runs
-    # inline, with no key to build or hash. Tuple and dict equality check identity first, and
-    # eager results share their callable's output aval, so the test is a few comparisons.
+    # it every time), for one or two Arrays: the NumPy function runs inline on their NumPy
+    # values (or a one-primitive XLA program on the Arrays), with no key to build or hash.
+    # Tuple and dict equality check identity first, and eager results share their callable's
+    # output aval, so the test is a few comparisons.
     # `prim._eager_last` is the tuple `_last_call` builds; unpacking it into names is also the
     # fastest way to read it (faster than indexing, and a NamedTuple's fields cost more).
     last = prim._eager_last
@@ -85,29 +86,34 @@ def apply_primitive(prim: core.Primitive, args: Sequence[Any], params: dict):
         if type(x) is Array and type(y) is Array:
             avals = (x.aval, y.aval)
             xv, yv = x._npy, y._npy
-            if last is not None and xv is not None and yv is not None \
-                    and x._sharding is None and y._sharding is None:
+            if last is not None and x._sharding is None and y._sharding is None:
                 last_avals, last_params, context, fn, out_aval, dtype = last
                 if last_avals == avals and last_params == params \
                         and context is config.eager_context:
-                    val = fn(xv, yv)
-                    if dtype is not None:  # the impl gives NumPy scalars or another dtype
-                        val = np.asarray(val, dtype=dtype)
-                    return Array(out_aval, val, None, x._committed or y._committed)
+                    if dtype is _ON_XLA:  # a one-primitive XLA program: it takes the Arrays
+                        return fn(x, y)
+                    if xv is not None and yv is not None:
+                        val = fn(xv, yv)
+                        if dtype is not None:  # the impl gives NumPy scalars or another dtype
+                            val = np.asarray(val, dtype=dtype)
+                        return Array(out_aval, val, None, x._committed or y._committed)
         else:
             avals = tuple(map(_eager_aval, args))
     elif n == 1 and type(args[0]) is Array:
         x = args[0]
         avals = (x.aval,)
         xv = x._npy
-        if last is not None and xv is not None and x._sharding is None:
+        if last is not None and x._sharding is None:
             last_avals, last_params, context, fn, out_aval, dtype = last
             if last_avals == avals and last_params == params \
                     and context is config.eager_context:
-                val = fn(xv)
-                if dtype is not None:
-                    val = np.asarray(val, dtype=dtype)
-                return Array(out_aval, val, None, x._committed)
+                if dtype is _ON_XLA:
+                    return fn(x)
+                if xv is not None:
+                    val = fn(xv)
+                    if dtype is not None:
+                        val = np.asarray(val, dtype=dtype)
+                    return Array(out_aval, val, None, x._committed)
     else:
         avals = tuple(map(_eager_aval, args))
     return _apply_by_signature(prim, args, avals, params)
@@ -269,23 +275,28 @@ def _checked(prim: core.Primitive, run: Callable) -> Callable:
     return checked
 
 
-# Measured (tests/api_test.py: test_eager_results_are_jits): on floating-point operands, the
-# NumPy rules of these primitives round differently from XLA's kernels — transcendental
-# functions use other approximations (sin: 12% of float32 results 1 ulp apart), sums and
-# products add in another order (a float32 column sum of 2,000,000 rows: relative error 2.4e-5
-# for NumPy's running sum, 4.8e-8 for XLA's). Eagerly they run on XLA, as every primitive does
-# in JAX, so eager results are jit's. The other rules (add, mul, div, sqrt, max, comparisons,
-# casts, ...) are exactly rounded in both, and stay on NumPy, 3-4x cheaper per call.
+# Measured (tests/eager_accuracy_test.py sweeps every eager primitive on float32, bfloat16 and
+# int32 operands, eager against jit and JAX bit for bit; docs/conformance.md has its table): on
+# floating-point operands, the NumPy rules of these primitives round differently from XLA's
+# kernels — transcendental functions use other approximations (sin: 12% of float32 results 1
+# ulp apart), sums, products, matmuls, convolutions and factorizations add in another order (a
+# float32 column sum of 2,000,000 rows: relative error 2.4e-5 for NumPy's running sum, 4.8e-8
+# for XLA's; an 8 x 8 matmul differs in the last bit). Eagerly they run on XLA, as every
+# primitive does in JAX, so eager results are jit's. The other rules (add, mul, div, sqrt, max,
+# comparisons, casts, moves of data, scatters adding in update order...) give XLA's bits, and
+# stay on NumPy, 3-10x cheaper per call.
 XLA_EAGER_PRIMITIVES = frozenset({
     "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh",
     "acosh", "atanh", "exp", "exp2", "expm1", "log", "log1p", "logistic", "pow", "integer_pow",
     "rsqrt", "cbrt", "erf", "erfc", "erf_inv", "lgamma", "digamma", "reduce_sum",
-    "reduce_prod", "cumsum", "cumprod", "cumlogsumexp"})
+    "reduce_prod", "cumsum", "cumprod", "cumlogsumexp", "reduce_window_sum",
+    "dot_general", "ragged_dot_general", "conv_general_dilated",
+    "fft", "cholesky", "triangular_solve", "lu", "qr", "eigh", "svd"})
 
 
 def _runs_on_xla(prim: core.Primitive, avals: Sequence[core.ShapedArray]) -> bool:
     return prim.name in XLA_EAGER_PRIMITIVES and all(a.sharding is None for a in avals) and any(
-        np.issubdtype(a.dtype, np.inexact) for a in avals)
+        dtypes.is_float(a.dtype) for a in avals)  # bfloat16 too, which NumPy calls no float
 
 
 # JAX: jax/_src/dispatch.py xla_primitive_callable
@@ -306,7 +317,31 @@ def _xla_callable(prim: core.Primitive, avals: Sequence[core.ShapedArray],
         except FloatingPointError as e:  # named as an eager primitive, not as a jit
             raise FloatingPointError(str(e).replace(f"jit({prim.name})", prim.name)) from None
         return outs if prim.multiple_results else outs[0]
-    return run
+    if type(execute) is not pxla.ExecuteReplicated or execute.handlers is None or \
+            execute.has_effects or execute.donated is not None or prim.multiple_results or \
+            not config._plain_dispatch:
+        return run
+    # The common case, run inline (measured: 1 us of the ~9 an eager `dot` costs): one result,
+    # operands that are Arrays on the default device (their buffers as they are, NumPy values
+    # transferred once and kept), no debug checks. Anything else goes through the executor.
+    executable, handlers, (out_aval,) = execute.executable, execute.handlers, execute.out_avals
+
+    def run_plain(*args):
+        if not config._plain_dispatch:
+            return run(*args)
+        committed = False
+        for x in args:
+            if type(x) is not Array or x._sharding is not None:
+                return run(*args)
+            committed = committed or x._committed
+        bufs = [x._buf if x._buf is not None else x.device_buffer() for x in args]
+        out, = executable.execute_sharded(bufs).consume_with_handlers(handlers)
+        return Array(out_aval, None, out, committed)
+    run_plain.fast = (run_plain, out_aval, _ON_XLA)  # apply_primitive's hot path calls it
+    return run_plain
+
+
+_ON_XLA = object()  # in a hot-path entry: its function takes the Arrays and returns the result
 
 
 # JAX: jax/_src/dispatch.py xla_primitive_callable — differs: a NumPy call, not an executable,

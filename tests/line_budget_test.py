@@ -55,7 +55,8 @@ BUDGETS = {
     "debug": 10,
     "debugger": 255,    # debug.breakpoint: frames captured, the text debugger (issue 34)
     "debugging": 335,  # visualize_sharding moved in from sharding.py (issue 26)
-    "dispatch": 405,   # apply_primitive split at its hot path: _apply_by_signature (6, 46);
+    "dispatch": 435,   # apply_primitive split at its hot path: _apply_by_signature (6, 46);
+    #                    eager XLA programs run inline from the hot path, ~1 us of ~9 (25, 45);
     #                    on an accelerator, eager ops run on the device (~18, issue 43);
     #                    place: device_put of concrete values, from api.py, as JAX's
     #                    _device_put_impl (~25, issue 46);

@@ -396,7 +396,10 @@ def logistic(x):
 logistic_p = unop("logistic", _float, _logistic_impl)
 defjvp2(logistic_p, lambda g, ans, x: mul(g, mul(ans, sub(_const(x, 1), ans))))
 defvectorized(logistic_p)
-mlir.register_lowering(logistic_p, mlir.nary_lowering("logistic"))
+# JAX: jax/_src/lax/lax.py logistic_impl — lowered as JAX lowers it, 1 / (1 + exp(-x)) in
+# three ops, not XLA's one `logistic` op, whose bfloat16 results are rounded otherwise
+mlir.register_lowering(logistic_p, mlir.lower_fun(
+    lambda x: div(_const(x, 1), add(_const(x, 1), exp(neg(x)))), multiple_results=False))
 
 
 def sqrt(x):
@@ -3470,7 +3473,10 @@ class RoundingMethod(enum.IntEnum):
 def _round_impl(x, *, rounding_method):
     if rounding_method == RoundingMethod.TO_NEAREST_EVEN:
         return np.round(x)
-    return (np.sign(x) * np.floor(np.abs(x) + x.dtype.type(0.5))).astype(x.dtype)
+    # the integer part, one further from zero where the fraction is a half or more: every step
+    # is exact (floor(|x| + 0.5) rounds the sum first: 0.49999997 -> 1, 2**23 + 1 -> 2**23 + 2)
+    whole = np.trunc(x)
+    return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole).astype(x.dtype)
 
 
 def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001 (JAX's name)
