@@ -286,6 +286,11 @@ BUILDERS = {"mlp": build_mlp, "cnn_bn": build_cnn_bn, "gpt": build_gpt,
 
 
 # ------------------------------------------------------------------ running and timing steps
+# Where the running part is, for the watchdog's record of a stalled part: a stall in the first
+# call (trace, compile and one step) reads differently from one in the later steps.
+PROGRESS: dict = {"at": "starting"}
+
+
 def train(entries: dict, batches: list, first: str | None = None) -> tuple[dict, dict, dict]:
     """Every module through the same batches in lockstep: ({module: losses}, {module: seconds
     of the first call}, {module: state after the last step}). `first` names the module whose
@@ -295,18 +300,23 @@ def train(entries: dict, batches: list, first: str | None = None) -> tuple[dict,
     order = sorted(entries, key=lambda n: n != first) if first else list(entries)
     for name in order:
         J, call, st = entries[name]
+        PROGRESS["at"] = f"{name}'s first call (trace, compile, one step)"
         t0 = time.perf_counter()
         st, loss = call(st, *batches[0])
         losses[name] = [float(J.block_until_ready(loss))]
         first_s[name] = time.perf_counter() - t0
         state[name] = st
     pending = {name: [] for name in entries}
-    for batch in batches[1:]:
+    for i, batch in enumerate(batches[1:], 2):
+        PROGRESS["at"] = f"step {i} of {len(batches)} (first calls took " + ", ".join(
+            f"{n} {s:.1f} s" for n, s in first_s.items()) + ")"
         for name, (_, call, _) in entries.items():
             state[name], loss = call(state[name], *batch)
             pending[name].append(loss)
     for name, (J, _, _) in entries.items():
+        PROGRESS["at"] = f"waiting for {name}'s last steps"
         losses[name] += [float(v) for v in J.block_until_ready(pending[name])]
+    PROGRESS["at"] = "after the steps"
     return losses, first_s, state
 
 
@@ -356,6 +366,7 @@ def highest(name: str, *, smoke: bool, steps: int, default_jax: list[float]) -> 
     with contextlib.ExitStack() as stack:
         for _, J in _modules():
             stack.enter_context(J.default_matmul_precision("highest"))
+        PROGRESS["at"] = "building the programs"
         entries, batches, _ = BUILDERS[name](smoke, steps, _modules())
         losses, _, _ = train(entries, batches * (steps // len(batches) or 1))
     ref = np.asarray(default_jax[:steps], np.float64)
@@ -556,7 +567,8 @@ def _watchdog(key: str, doc: dict, paths, compare: dict, measure: dict, timeout_
     import threading
 
     def fire():
-        doc.setdefault("stalled", {})[key] = f"did not finish in {timeout_s:.0f} s"
+        doc.setdefault("stalled", {})[key] = (f"did not finish in {timeout_s:.0f} s; it was "
+                                              f"at {PROGRESS['at']}")
         _save(paths[0], compare)
         _save(paths[1], measure)
         print(f"{key}: stalled, did not finish in {timeout_s:.0f} s; saved and stopping",
