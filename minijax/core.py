@@ -860,7 +860,7 @@ def eqn_effects(primitive: Primitive, invars: Sequence[Atom], params: dict) -> E
     if rule is not None:
         return resolve_input_effects(rule(*[v.aval for v in invars], **params)[1], invars)
     inner = [j.effects for p in params.values()  # (a param of another type holds no jaxpr)
-             if isinstance(p, (tuple, Jaxpr, ClosedJaxpr)) for j in jaxprs_in_param(p)]
+             if isinstance(p, _HOLDS_JAXPRS) for j in jaxprs_in_param(p)]
     effs = join_effects(*inner)
     return frozenset(e for e in effs if not isinstance(e, JaxprInputEffect)) if effs else effs
 
@@ -1136,9 +1136,12 @@ def jaxprs_in_param(p) -> list[Jaxpr]:
         return [p.jaxpr]
     if isinstance(p, Jaxpr):
         return [p]
-    if isinstance(p, tuple):
-        return [j for x in p if type(x) is not int for j in jaxprs_in_param(x)]
+    if isinstance(p, tuple):  # (only tuples and jaxprs can hold a jaxpr: skip ints, dtypes...)
+        return [j for x in p if isinstance(x, _HOLDS_JAXPRS) for j in jaxprs_in_param(x)]
     return []
+
+
+_HOLDS_JAXPRS = (tuple, Jaxpr, ClosedJaxpr)
 
 
 # ---------------------------------------------------------------------------------------------
