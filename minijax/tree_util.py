@@ -101,6 +101,12 @@ def register_pytree_node(cls: type, flatten_func: Callable, unflatten_func: Call
     if cls in _registry:
         raise ValueError(f"Duplicate custom PyTreeDef type registration for {cls}.")
     _registry[cls] = _Node(flatten_func, unflatten_func, flatten_with_keys_func)
+    _leaf_types.clear()  # `cls` may have been seen as a leaf type before
+
+
+# The types `_leaves` has met as plain leaves (not registered, not a tuple or list): a child
+# of one of these types is a leaf, found with one set lookup (emptied on each registration)
+_leaf_types: set[type] = set()
 
 
 # JAX: jax/_src/tree_util.py register_pytree_with_keys
@@ -432,9 +438,7 @@ def tree_unflatten(treedef: PyTreeDef, leaves) -> Any:
 def tree_leaves(tree: Any, is_leaf: Callable | None = None) -> list:
     """The leaves of `tree`, in tree_flatten's order, without building its PyTreeDef (what
     `block_until_ready` on a pytree of results does on every call)."""
-    t = type(tree)
-    if is_leaf is None and t not in _registry and t is not tuple and t is not list \
-            and not issubclass(t, tuple):
+    if is_leaf is None and type(tree) in _leaf_types:
         return [tree]  # one leaf (an Array, the common case): no recursion
     leaves: list = []
     _leaves(tree, is_leaf, leaves)
@@ -455,11 +459,11 @@ def _leaves(x: Any, is_leaf: Callable | None, leaves: list) -> None:
         elif issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
             children = x
         else:
+            _leaf_types.add(t)  # (so are all values of its type)
             leaves.append(x)
             return
-    for c in children:  # a child that is plainly a leaf is added without a call
-        t = type(c)
-        if is_leaf is None and t not in _registry and t is not list and not issubclass(t, tuple):
+    for c in children:  # a child of a known leaf type is added without a call
+        if is_leaf is None and type(c) in _leaf_types:
             leaves.append(c)
         else:
             _leaves(c, is_leaf, leaves)
