@@ -275,10 +275,10 @@ def ir_constant(val) -> Any:
     bfloat16 buffers are read by MLIR as they are)."""
     val = np.asarray(val)
     elt = dtype_to_ir_type(val.dtype)
-    if val.size == 1 or (val.size > 1 and np.all(val == val.flat[0])):
+    if val.size > 1 and np.all(val == val.flat[0]):
         data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and to read)
     else:
-        data = val
+        data = val  # (one element: handed over as it is, not raveled and sliced)
     attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=elt, shape=val.shape)
     return make_op("stablehlo.constant", attr.type, [], value=attr)  # hlo.constant(attr)
 
@@ -319,7 +319,8 @@ def nary_lowering(op_name: str) -> Callable:
     allows rank-0 and size-1 operands) and apply `stablehlo.<op_name>`."""
     def rule(ctx: LoweringRuleContext, *args, **params):
         out = ctx.avals_out[0]
-        args = [a if av.shape == out.shape else broadcast_to(a, av, av.update(shape=out.shape))
+        # (broadcast_to makes the operand's shape `out`'s, keeping the operand's dtype)
+        args = [a if av.shape == out.shape else broadcast_to(a, av, out)
                 for a, av in zip(args, ctx.avals_in)]
         if out.sharding is not None:  # operands broadcast here get the result's layout
             args = [a if av.shape == out.shape else _constrain(a, out)

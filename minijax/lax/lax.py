@@ -123,17 +123,20 @@ def naryop(name: str, kind: str, impl, result_dtype=None) -> Primitive:
     prim = Primitive(name)
 
     def abstract_eval(*avals: ShapedArray) -> ShapedArray:
-        for a in avals:
+        dtype = avals[0].dtype
+        _check_dtype(name, avals[0], kind)  # (an operand of that dtype passes too)
+        mixed = [a for a in avals if a.dtype != dtype]
+        for a in mixed:
             _check_dtype(name, a, kind)
-        if len({a.dtype for a in avals}) != 1:
+        if mixed:
             raise TypeError(
                 f"lax.{name} requires arguments to have the same dtypes, got "
                 f"{', '.join(a.dtype.name for a in avals)}. (Tip: jnp.{name} is a similar "
                 "function that does automatic type promotion on inputs.)")
         shape = _broadcasting_shape(name, *avals)
-        dtype = avals[0].dtype if result_dtype is None else result_dtype
-        weak = all(a.weak_type for a in avals) and result_dtype is None
-        return ShapedArray(shape, dtype, weak)
+        if result_dtype is not None:
+            return ShapedArray(shape, result_dtype, False)
+        return ShapedArray(shape, dtype, all([a.weak_type for a in avals]))
 
     prim.def_impl(impl)
     prim.def_abstract_eval(abstract_eval)
@@ -1188,6 +1191,8 @@ def _convert_element_type_impl(x, *, new_dtype, weak_type):
         return np.where(too_big, info.max, np.where(too_small, info.min, out)).astype(new_dtype)
     if x.dtype.kind == "c" and np.dtype(new_dtype).kind != "c":
         x = np.real(x)  # complex -> real keeps the real part, as XLA does (numpy would warn)
+    if np.dtype(new_dtype).itemsize >= x.dtype.itemsize:
+        return x.astype(new_dtype)
     with np.errstate(over="ignore"):  # a narrowing float cast overflows to inf silently in XLA
         return x.astype(new_dtype)
 
@@ -1261,8 +1266,9 @@ def convert_element_type(x, new_dtype, weak_type: bool = False):
         if (aval.dtype == new_dtype and aval.weak_type == weak_type
                 and not dtypes.is_python_scalar(x)):
             return x
-        val = _convert_element_type_impl(core.to_numpy(x, aval), new_dtype=new_dtype,
-                                         weak_type=weak_type)
+        val = core.to_numpy(x, aval)
+        if not (dtypes.is_python_scalar(x) and val.dtype == new_dtype):  # (already converted)
+            val = _convert_element_type_impl(val, new_dtype=new_dtype, weak_type=weak_type)
         return array_from_numpy(val, weak_type, literal=staged_literals())
     aval = x.aval
     if aval.dtype == new_dtype and aval.weak_type == weak_type:
@@ -1476,7 +1482,9 @@ def _broadcast_in_dim_lowering(ctx, x, *, shape, broadcast_dimensions, sharding)
     if not mlir.is_static(shape):  # a symbolic size: computed from the dimension variables
         return mlir.hlo.dynamic_broadcast_in_dim(
             out_type, x, mlir.eval_dynamic_shape_as_tensor(shape), list(broadcast_dimensions))
-    return mlir.hlo.broadcast_in_dim(out_type, x, list(broadcast_dimensions))
+    return mlir.make_op("stablehlo.broadcast_in_dim", out_type, [x],  # hlo.broadcast_in_dim
+                        broadcast_dimensions=mlir.ir.DenseI64ArrayAttr.get(
+                            list(broadcast_dimensions)))
 
 
 def broadcast_in_dim(x, shape: Sequence[int], broadcast_dimensions: Sequence[int], *,
@@ -1570,7 +1578,7 @@ def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape i
     if not mlir.is_static(out.shape):  # a symbolic size: computed from the dimension vars
         return mlir.hlo.dynamic_reshape(mlir.aval_to_ir_type(out), x,
                                         mlir.eval_dynamic_shape_as_tensor(out.shape))
-    return mlir.hlo.reshape(mlir.aval_to_ir_type(out), x)
+    return mlir.make_op("stablehlo.reshape", mlir.aval_to_ir_type(out), [x])  # hlo.reshape
 
 
 mlir.register_lowering(reshape_p, _reshape_lowering)
@@ -1610,8 +1618,9 @@ transpose_p.def_sharding_rule(lambda x, *, permutation: NamedSharding(
     x.sharding.mesh, P(*[x.sharding.spec[p] for p in permutation])))
 deflinear(transpose_p, _transpose_transpose)
 batching.primitive_batchers[transpose_p] = _transpose_batch_rule
-mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation:
-                       mlir.hlo.transpose(x, list(permutation)))
+mlir.register_lowering(transpose_p, lambda ctx, x, *, permutation: mlir.make_op(  # hlo.transpose
+    "stablehlo.transpose", mlir.aval_to_ir_type(ctx.avals_out[0]), [x],
+    permutation=mlir.ir.DenseI64ArrayAttr.get(list(permutation))))
 
 
 def _squeeze_abstract_eval(x, *, dimensions):
@@ -1708,15 +1717,21 @@ def _reduce_sharding_rule(x, *, axes, out_sharding=None, **_):
 
 
 def _reduce_lowering(op_name: str, init):
+    body_op = f"stablehlo.{op_name.rstrip('_')}"
+
     def rule(ctx, x, *, axes, out_sharding=None):
         aval_out = ctx.avals_out[0]
-        scalar = ShapedArray((), aval_out.dtype)
+        scalar = mlir.aval_to_ir_type(ShapedArray((), aval_out.dtype))
         init_val = mlir.ir_constant(np.array(init(aval_out.dtype), aval_out.dtype))
-        op = mlir.hlo.ReduceOp([mlir.aval_to_ir_type(aval_out)], [x], [init_val], list(axes))
-        block = op.regions[0].blocks.append(mlir.aval_to_ir_type(scalar),
-                                            mlir.aval_to_ir_type(scalar))
+        # hlo.ReduceOp, hlo.<op_name> and hlo.return_ without the bindings' builders (a few
+        # times cheaper, see mlir.make_op): `reduce(x, init) dims; body: return op(a, b)`
+        op = mlir.ir.Operation.create(
+            "stablehlo.reduce", results=[mlir.aval_to_ir_type(aval_out)], operands=[x, init_val],
+            attributes={"dimensions": mlir.ir.DenseI64ArrayAttr.get(list(axes))}, regions=1)
+        block = op.regions[0].blocks.append(scalar, scalar)
         with mlir.ir.InsertionPoint(block):
-            mlir.hlo.return_([getattr(mlir.hlo, op_name)(*block.arguments)])
+            out = mlir.make_op(body_op, scalar, block.arguments)
+            mlir.ir.Operation.create("stablehlo.return", results=[], operands=[out])
         return op.result
     rule.__name__ = f"_reduce_{op_name}_lowering"
     return rule
@@ -2071,8 +2086,8 @@ def _dot_general_lowering(ctx, lhs, rhs, *, dimension_numbers, precision,
         config_attr = mlir.ir.ArrayAttr.get(  # as JAX: DEFAULT written out when none is given
             [mlir.hlo.PrecisionAttr.get(Precision(p).name)
              for p in precision or (Precision.DEFAULT,) * 2])
-        return mlir.hlo.dot_general(mlir.aval_to_ir_type(aval_out), lhs, rhs, dnums,
-                                    precision_config=config_attr)
+        return mlir.make_op("stablehlo.dot_general", mlir.aval_to_ir_type(aval_out),  # hlo.
+                            [lhs, rhs], dot_dimension_numbers=dnums, precision_config=config_attr)
     # a dot algorithm: operands converted to its types, the product accumulated in its type
     # and converted to the result's, the algorithm written on the op (JAX:
     # jax/_src/lax/lax.py _handle_dot_precision)
