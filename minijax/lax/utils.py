@@ -61,8 +61,10 @@ def broadcasting_sharding_rule(name: str, *avals):
     and unsplit size-1 dimensions do not count); ShardingTypeError if two disagree."""
     mesh = _one_mesh(name, avals)
     mesh = context_mesh() if mesh is None else mesh
+    if mesh is None:  # untyped operands, no mesh in context: the usual case
+        return None
     ranked = [a for a in avals if a.ndim]
-    if mesh is None or not ranked:
+    if not ranked:
         return _with_spec(mesh, ())
     specs = [_spec_of(a) for a in ranked]
     out = []

@@ -30,8 +30,13 @@ from minijax.pjit import jit
 # Promotion and broadcasting
 # ---------------------------------------------------------------------------------------------
 
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
 def check_arraylike(name: str, *args) -> None:
     for i, a in enumerate(args):
+        if type(a) in _PYTHON_SCALARS:  # (valid: no aval to make)
+            continue
         if isinstance(a, (list, tuple)):
             raise TypeError(f"{name} requires ndarray or scalar arguments, got "
                             f"{type(a)} at position {i}.")
