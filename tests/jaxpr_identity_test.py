@@ -224,6 +224,23 @@ def test_examples_print_like_jax(program):
     assert got == want
 
 
+# Small programs standing for causes of differences found by tests/jaxpr_tiers.py, each fixed
+# in minijax: name -> J -> (function, args)
+X3 = np.array([0.5, 1.0, 1.5], np.float32)
+CAUSES = {
+    # partial evaluation of a while keeps the known body as traced (what fed the residuals
+    # stays, dead), so JAX prints it shared (more than 10 equations)
+    "while_known_body": lambda J: (J.grad(lambda x: J.numpy.sum(J.numpy.sin(x)) + 0.0 * J.lax.
+        while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] ** s[1]), (0, x))[0]), (X3,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CAUSES))
+def test_cause_prints_like_jax(name):
+    texts = [str(J.make_jaxpr(f)(*args)) for J in (jax, minijax) for f, args in [CAUSES[name](J)]]
+    assert texts[1] == texts[0]
+
+
 # ---------------------------------------------------------------------------------------------
 # Families: a small elementwise body (steps over a pool that starts with the carried value) put
 # inside one control-flow form, custom rule, checkpoint or nest of transforms

@@ -755,17 +755,21 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
                   body_nconsts=body_nconsts)
     unknowns = [trace.is_own(x) for x in args]
     cconst_uk, bconst_uk, init_uk = split_list(unknowns, [cond_nconsts, body_nconsts])
-    carry_uk, _ = _carry_fixpoint(
-        lambda carry_uk: (None, pe.partial_eval_jaxpr_nounits(
-            body_jaxpr, bconst_uk + carry_uk, instantiate=carry_uk)[2]),
-        init_uk)
-    _, _, (pred_uk,), _ = pe.partial_eval_jaxpr_nounits(cond_jaxpr, cconst_uk + carry_uk)
-    if pred_uk or all(carry_uk):
+
+    def split_body(carry_uk):
+        split = pe.partial_eval_jaxpr_nounits(body_jaxpr, bconst_uk + carry_uk,
+                                              instantiate=carry_uk)
+        return split, split[2]
+    carry_uk, body_split = _carry_fixpoint(split_body, init_uk)
+    cond_split = pe.partial_eval_jaxpr_nounits(cond_jaxpr, cconst_uk + carry_uk)
+    if cond_split[2][0] or all(carry_uk):
         return trace.default_process_primitive(while_p, args, params)
-    # The known loop: the known carries, through the body and predicate with unknowns dropped.
-    cond_known = _drop_unknown_inputs(cond_jaxpr, cconst_uk + carry_uk, [True])
-    body_known = _drop_unknown_inputs(body_jaxpr, bconst_uk + carry_uk,
-                                      [not u for u in carry_uk])
+    # The known loop: the known parts of the predicate and body, as partial evaluation left
+    # them (as JAX's: not pruned, so what only fed the residuals stays in the body), with the
+    # residual outputs dropped.
+    num_known = len(carry_uk) - sum(carry_uk)
+    cond_known = _keep_outputs(cond_split[0], 1)
+    body_known = _keep_outputs(body_split[0], num_known)
     cconsts, bconsts, init = split_list(args, [cond_nconsts, body_nconsts])
     known = lambda xs, uks: [x for x, u in safe_zip(xs, uks) if not u]
     known_cconsts, known_bconsts = known(cconsts, cconst_uk), known(bconsts, bconst_uk)
@@ -779,12 +783,11 @@ def _while_partial_eval(trace: pe.JaxprTrace, *args, cond_jaxpr, body_jaxpr, con
     return merge_lists(carry_uk, out_known, [o for o, u in safe_zip(out_all, carry_uk) if u])
 
 
-def _drop_unknown_inputs(closed: ClosedJaxpr, unknowns: Sequence[bool],
-                         used_outputs: Sequence[bool]) -> ClosedJaxpr:
-    """The jaxpr keeping only `used_outputs`, which must not read the unknown inputs."""
-    dced, _ = pe.dce_closed_jaxpr(closed, used_outputs, instantiate=[not u for u in unknowns])
-    assert len(dced.in_avals) == len(unknowns) - sum(unknowns)
-    return dced
+def _keep_outputs(closed: ClosedJaxpr, n: int) -> ClosedJaxpr:
+    """The jaxpr with only its first `n` outputs (its equations all kept)."""
+    j = closed.jaxpr
+    return ClosedJaxpr(core.Jaxpr(j.constvars, j.invars, j.outvars[:n], j.eqns, j.effects),
+                       closed.consts)
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _while_transpose_error
