@@ -56,31 +56,36 @@ def _check_indices(name: str, operand: ShapedArray, indices: Sequence[ShapedArra
 
 # JAX: jax/_src/lax/slicing.py _dynamic_slice_indices
 def _dynamic_slice_indices(shape: Sequence[int], start_indices: Sequence[Any],
-                           allow_negative_indices: bool = True) -> list:
-    """One integer scalar per dimension, negative ones wrapped to `index + dim`. Python ints
-    are wrapped now and become int32 constants; traced ones get `select(i < 0, i + dim, i)`.
+                           allow_negative_indices: bool | Sequence[bool] = True) -> list:
+    """One integer scalar per dimension, negative ones wrapped to `index + dim` where
+    `allow_negative_indices` (one bool, or one per dimension) allows. Python ints are wrapped
+    now and become int32 constants; traced ones get `select(i < 0, i + dim, i)`.
     Raises ValueError when the number of indices is not the rank."""
     if len(start_indices) != len(shape):
         raise ValueError(f"Length of slice indices must match number of operand dimensions "
                          f"({len(start_indices)} vs {tuple(shape)})")
+    allow = ([allow_negative_indices] * len(shape) if isinstance(allow_negative_indices, bool)
+             else list(allow_negative_indices))
     out = []
-    for i, d in zip(start_indices, shape):
+    for i, d, allow_negative in zip(start_indices, shape, allow):
         if isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)):
-            if i < 0 and not allow_negative_indices:
+            if i < 0 and not allow_negative:
                 raise ValueError(f"Index {i} is out of bounds for dimension {d} if "
                                  "allow_negative_indices=False")
             v = int(i) + d if i < 0 else int(i)
             out.append(np.asarray(v, dtypes.canonicalize_dtype(np.asarray(i).dtype)))
             continue
         aval = core.get_aval(i)
-        if aval.dtype.kind != "i" or not allow_negative_indices:  # unsigned: never negative
+        if aval.dtype.kind != "i" or not allow_negative:  # unsigned: never negative
             out.append(i)
             continue
         # as JAX: `i + d` with `d` a strong array of i's dtype, so a weak `i` is first
         # converted to a strong one (jnp promotion), the comparison and select use `i` as is
         neg = lax.lt(i, _const(i, 0))
         strong_i = lax.convert_element_type(i, aval.dtype) if aval.weak_type else i
-        out.append(lax.select(neg, lax.add(strong_i, np.asarray(d, aval.dtype)), i))
+        d_arr = (np.asarray(d, aval.dtype) if isinstance(d, int)
+                 else lax.convert_element_type(core.dimension_as_value(d), aval.dtype))
+        out.append(lax.select(neg, lax.add(strong_i, d_arr), i))
     return out
 
 
@@ -178,7 +183,7 @@ def _dynamic_slice_lowering(ctx, x, *starts, slice_sizes):
 
 # JAX: jax/_src/lax/slicing.py dynamic_slice
 def dynamic_slice(operand, start_indices: Sequence[Any], slice_sizes: Sequence[int], *,
-                  allow_negative_indices: bool = True):
+                  allow_negative_indices: bool | Sequence[bool] = True):
     """`operand[s0:s0+z0, s1:s1+z1, ...]` with traced starts `s` and static sizes `z`.
 
     Args:
@@ -295,7 +300,7 @@ def _dynamic_update_slice_lowering(ctx, x, update, *starts):
 
 # JAX: jax/_src/lax/slicing.py dynamic_update_slice
 def dynamic_update_slice(operand, update, start_indices: Sequence[Any], *,
-                         allow_negative_indices: bool = True):
+                         allow_negative_indices: bool | Sequence[bool] = True):
     """`operand` with `update` written at `start_indices` (traced starts, static shape).
 
     Args:
@@ -326,11 +331,13 @@ mlir.register_lowering(dynamic_update_slice_p, _dynamic_update_slice_lowering)
 # Convenience wrappers along one axis
 # ---------------------------------------------------------------------------------------------
 
-def _starts_in_dim(ndim: int, start_index, axis: int) -> list:
+def _starts_in_dim(ndim: int, start_index, axis: int, allow_negative_indices: bool
+                   ) -> tuple[list, list[bool]]:
+    # as JAX's: zeros elsewhere, which need no wrapping (negative indices allowed on `axis` only)
     zero = 0 if isinstance(start_index, (int, np.integer)) else _const(start_index, 0)
-    starts = [zero] * ndim
-    starts[axis] = start_index
-    return starts
+    starts, allow = [zero] * ndim, [False] * ndim
+    starts[axis], allow[axis] = start_index, allow_negative_indices
+    return starts, allow
 
 
 # JAX: jax/_src/lax/slicing.py dynamic_slice_in_dim
@@ -341,8 +348,8 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int = 1, axis: int = 
     axis = canonicalize_axis(axis, aval.ndim)
     sizes = list(aval.shape)
     sizes[axis] = int(slice_size)
-    return dynamic_slice(operand, _starts_in_dim(aval.ndim, start_index, axis), sizes,
-                         allow_negative_indices=allow_negative_indices)
+    starts, allow = _starts_in_dim(aval.ndim, start_index, axis, allow_negative_indices)
+    return dynamic_slice(operand, starts, sizes, allow_negative_indices=allow)
 
 
 # JAX: jax/_src/lax/slicing.py dynamic_index_in_dim
@@ -363,8 +370,8 @@ def dynamic_update_slice_in_dim(operand, update, start_index, axis: int, *,
     """`dynamic_update_slice` along `axis` only (other starts are 0)."""
     aval = core.get_aval(operand)
     axis = canonicalize_axis(axis, aval.ndim)
-    return dynamic_update_slice(operand, update, _starts_in_dim(aval.ndim, start_index, axis),
-                                allow_negative_indices=allow_negative_indices)
+    starts, allow = _starts_in_dim(aval.ndim, start_index, axis, allow_negative_indices)
+    return dynamic_update_slice(operand, update, starts, allow_negative_indices=allow)
 
 
 # JAX: jax/_src/lax/slicing.py dynamic_update_index_in_dim

@@ -1,7 +1,8 @@
 """NumPy's advanced indexing (`x[idx_array]`) and indexed updates (`x.at[idx].set(y)`).
 
 `x[...]` with only ints, slices, None and Ellipsis is *basic* indexing, done with `lax.slice`
-(and `dynamic_slice` for a traced int) in `rewriting_take`. As soon as one index
+in `rewriting_take` (with one `dynamic_slice` instead when an index is a scalar integer array,
+traced or not, as JAX). As soon as one index
 is an integer array (or a list, or a concrete boolean mask, turned into integer arrays with
 `nonzero`), NumPy's advanced rules apply and the work becomes one `lax.gather`:
 
@@ -47,20 +48,28 @@ _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 def rewriting_take(x, idx, mode=None, fill_value=None, indices_are_sorted=False,
                    unique_indices=False):
     """`x[idx]`. Basic indexing here: ints, slices (any step), None and Ellipsis, as one
-    static slice (`_to_static_slice`, `_static_slice`). An index with an integer array, a list
-    or a boolean mask is advanced indexing, one gather: `advanced_take` below, which
-    `mode`/`fill_value` apply to; so is an out-of-bounds int (JAX clamps reads, mode "fill"
-    gives `fill_value`) and, under mode "fill"/"drop", a traced int."""
+    static slice (`_to_static_slice`, `_static_slice`); with a scalar integer array among them
+    (`x[jnp.int32(1), 1:]`, a traced `i`), one dynamic slice (`_to_dynamic_slice`,
+    `_dynamic_slice`). An index with an integer array, a list or a boolean mask is advanced
+    indexing, one gather: `advanced_take` below, which `mode`/`fill_value` apply to; so is an
+    out-of-bounds int (JAX clamps reads, mode "fill" gives `fill_value`), a scalar array index
+    under mode "fill"/"drop", and one with a slice of step other than 1 or -1."""
     x = asarray(x)
     aval = core.get_aval(x)
     idx = idx if isinstance(idx, tuple) else (idx,)
     if builtins.any(is_advanced(i) for i in idx):
         return advanced_take(x, idx, mode, fill_value, indices_are_sorted, unique_indices)
     idx = _parse_indices(idx, aval)
-    indexer = _to_static_slice(idx, aval, mode)
-    if indexer is None:  # a read a slice cannot express: one gather
-        return advanced_take(x, idx, mode, fill_value, indices_are_sorted, unique_indices)
-    return _static_slice(x, aval, indexer)
+    if builtins.any(_is_scalar_array_index(i) for i in idx):
+        dynamic = _to_dynamic_slice(idx, aval, mode)
+        if dynamic is not None:
+            return _dynamic_slice(x, dynamic)
+    else:
+        indexer = _to_static_slice(idx, aval, mode)
+        if indexer is not None:
+            return _static_slice(x, aval, indexer)
+    # a read a slice cannot express: one gather
+    return advanced_take(x, idx, mode, fill_value, indices_are_sorted, unique_indices)
 
 
 # JAX: jax/_src/numpy/indexing.py _parse_indices — differs: returns the index itself, with
@@ -81,8 +90,7 @@ def _parse_indices(idx: tuple, aval) -> tuple:
     return idx + (builtins.slice(None),) * (aval.ndim - n_real)
 
 
-# JAX: jax/_src/numpy/indexing.py _StaticSliceIndexer — differs: also holds the traced ints,
-# read with one dynamic_slice (JAX's _DynamicSliceIndexer)
+# JAX: jax/_src/numpy/indexing.py _StaticSliceIndexer
 class _StaticSliceIndexer(NamedTuple):
     starts: list
     limits: list
@@ -90,7 +98,15 @@ class _StaticSliceIndexer(NamedTuple):
     rev_axes: list
     squeeze_axes: list
     newaxis_dims: list
-    dynamic: dict  # dim -> traced integer index
+
+
+# JAX: jax/_src/numpy/indexing.py _DynamicSliceIndexer
+class _DynamicSliceIndexer(NamedTuple):
+    starts: list
+    sizes: list
+    rev_axes: list
+    squeeze_axes: list
+    newaxis_dims: list
 
 
 # JAX: jax/_src/core.py canonicalize_slice
@@ -116,9 +132,9 @@ def _canonicalize_slice(i: builtins.slice, size) -> tuple:
 # JAX: jax/_src/numpy/indexing.py NDIndexer.to_static_slice
 def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
     """The slice, reversal, squeeze and new axes that read `x[idx]` (an index from
-    `_parse_indices`); None where a gather must read it instead (an out-of-bounds int, a
-    traced int under mode "fill"/"drop"). NotImplementedError for any other index."""
-    out = _StaticSliceIndexer([], [], [], [], [], [], {})
+    `_parse_indices`, of Python/NumPy ints, slices and None); None where a gather must read it
+    instead (an out-of-bounds int). NotImplementedError for any other index."""
+    out = _StaticSliceIndexer([], [], [], [], [], [])
     dim = 0
     out_pos = 0
     for i in idx:
@@ -156,17 +172,6 @@ def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
             out.limits.append(v + 1)
             out.strides.append(1)
             out.squeeze_axes.append(dim)
-        elif isinstance(i, Tracer) and i.aval.shape == () and i.aval.dtype.kind in "iu":
-            # a traced integer: a size-1 dynamic_slice, which wraps negative indices and clamps
-            # out-of-range ones (as JAX does); the dimension is kept whole by the static slice.
-            # Modes "fill"/"drop" (and so x.at[i].set) need a gather, which can mask them.
-            if mode in ("fill", "drop"):
-                return None
-            out.dynamic[dim] = lax.convert_element_type(i, np.int32)
-            out.starts.append(0)
-            out.limits.append(size_d)
-            out.strides.append(1)
-            out.squeeze_axes.append(dim)
         else:
             raise NotImplementedError(
                 f"minijax indexing supports ints (also traced scalar ints), slices, None and "
@@ -177,18 +182,17 @@ def _to_static_slice(idx: tuple, aval, mode) -> _StaticSliceIndexer | None:
     return out
 
 
-# JAX: jax/_src/numpy/indexing.py _static_slice (and _dynamic_slice, for the traced ints)
+# JAX: jax/_src/numpy/indexing.py _static_slice
 def _static_slice(x, aval, indexer: _StaticSliceIndexer):
     starts, limits, strides = indexer.starts, indexer.limits, indexer.strides
     out = x
     if (tuple(starts), tuple(limits)) != ((0,) * aval.ndim, aval.shape) or any(
             s != 1 for s in strides):
         out = lax.slice(out, starts, limits, None if all(s == 1 for s in strides) else strides)
-    if indexer.dynamic:
-        shape = core.get_aval(out).shape
-        dynamic = indexer.dynamic
-        out = lax.dynamic_slice(out, [dynamic.get(d, np.int32(0)) for d in range(len(shape))],
-                                [1 if d in dynamic else n for d, n in enumerate(shape)])
+    return _reverse_squeeze_expand(out, indexer)
+
+
+def _reverse_squeeze_expand(out, indexer):
     if indexer.rev_axes:
         out = lax.rev(out, tuple(indexer.rev_axes))
     if indexer.squeeze_axes:
@@ -196,6 +200,54 @@ def _static_slice(x, aval, indexer: _StaticSliceIndexer):
     if indexer.newaxis_dims:
         out = lax.expand_dims(out, tuple(indexer.newaxis_dims))
     return out
+
+
+def _is_scalar_array_index(i) -> bool:
+    """A scalar integer array index (JAX's IndexType.ARRAY of rank 0), traced or not: read with
+    a dynamic slice, where a Python or NumPy int is read with a static one."""
+    return (isinstance(i, (Array, Tracer, np.ndarray)) and not isinstance(i, np.generic)
+            and core.get_aval(i).shape == () and np.dtype(core.get_aval(i).dtype).kind in "iu")
+
+
+# JAX: jax/_src/numpy/indexing.py NDIndexer.to_dynamic_slice
+def _to_dynamic_slice(idx: tuple, aval, mode) -> _DynamicSliceIndexer | None:
+    """The one dynamic slice, then reversal, squeeze and new axes, that read `x[idx]` (ints,
+    scalar integer arrays, slices of step 1 or -1, None); None where a gather must read it
+    instead (mode "fill"/"drop", which a slice cannot mask; a slice of another step). Each
+    index starts its dimension (negative ones wrapped by `dynamic_slice`, out-of-range ones
+    clamped); with more than one dimension all starts are made int32 arrays, as JAX's."""
+    if mode not in (None, "promise_in_bounds", "clip"):
+        return None
+    if builtins.any(isinstance(i, builtins.slice) and i.step not in (None, 1, -1) for i in idx):
+        return None
+    out = _DynamicSliceIndexer([], [], [], [], [])
+    for i in idx:
+        if i is None:
+            out.newaxis_dims.append(len(out.starts) - len(out.squeeze_axes)
+                                    + len(out.newaxis_dims))
+        elif isinstance(i, builtins.slice):
+            axis = len(out.starts)
+            start, stop, step, n = _canonicalize_slice(i, aval.shape[axis])
+            out.starts.append(stop + 1 if step < 0 else start)  # (step -1: n ends at start)
+            out.sizes.append(n)
+            if step < 0:
+                out.rev_axes.append(axis)
+        else:
+            axis = len(out.starts)
+            if isinstance(aval.shape[axis], int) and aval.shape[axis] == 0:
+                raise IndexError(f"index is out of bounds for axis {axis} with size 0")
+            out.starts.append(asarray(i))
+            out.sizes.append(1)
+            out.squeeze_axes.append(axis)
+    if len(out.starts) > 1:  # dynamic_slice's starts must share one dtype
+        out.starts[:] = [lax.convert_element_type(s, np.int32) for s in out.starts]
+    return out
+
+
+# JAX: jax/_src/numpy/indexing.py _dynamic_slice
+def _dynamic_slice(x, indexer: _DynamicSliceIndexer):
+    out = lax.dynamic_slice(x, indexer.starts, indexer.sizes)
+    return _reverse_squeeze_expand(out, indexer)
 
 def _is_int_index(i) -> bool:
     if isinstance(i, (bool, np.bool_)):
