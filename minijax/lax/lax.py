@@ -1122,13 +1122,18 @@ def _select_n_jvp(primals, tangents):
     return out, select_n(which, *[z if type(t) is Zero else t for t in case_tangents])
 
 
+# JAX: jax/_src/lax/lax.py _select_transpose_rule
 def _select_n_transpose(ct, which, *cases):
     if is_undefined_primal(which):
         raise NotImplementedError("select_n is not linear in its predicate")
     if type(ct) is Zero:
         return [None] + [Zero(c.aval) if is_undefined_primal(c) else None for c in cases]
     zeros = full_like(ct, 0)
-    return [None] + [select_n(which, *[ct if j == i else zeros for j in range(len(cases))])
+    if core.get_aval(which).dtype == np.bool_:
+        return [None] + [select_n(which, *((ct, zeros) if i == 0 else (zeros, ct)))
+                         if is_undefined_primal(c) else None for i, c in enumerate(cases)]
+    # an integer `which`, as JAX's: each case's cotangent selected where `which == i`
+    return [None] + [select_n(eq(which, np.array(i, core.get_aval(which).dtype)), zeros, ct)
                      if is_undefined_primal(c) else None for i, c in enumerate(cases)]
 
 
@@ -1541,33 +1546,47 @@ def _reshape_abstract_eval(x, *, new_sizes, dimensions, sharding):
     return x.update(shape=new_sizes)
 
 
+# JAX: jax/_src/lax/lax.py _reshape_transpose_rule
 def _reshape_transpose(ct, x, *, new_sizes, dimensions, sharding):
     if type(ct) is Zero:
         return [Zero(x.aval)]
-    return [reshape(ct, x.aval.shape, out_sharding=x.aval.sharding)]
+    if dimensions is None:
+        return [reshape(ct, x.aval.shape, out_sharding=x.aval.sharding)]
+    out = reshape(ct, tuple(x.aval.shape[d] for d in dimensions))
+    return [transpose(out, tuple(int(d) for d in np.argsort(dimensions)))]
 
 
 def _reshape_batch_rule(vals, dims, *, axis_size, new_sizes, dimensions, sharding):
     (x,), (d,) = vals, dims
     x = batching.moveaxis(x, d, 0)
-    return reshape(x, (axis_size,) + tuple(new_sizes)), 0
+    dims_ = None if dimensions is None else (0,) + tuple(1 + int(d) for d in dimensions)
+    return reshape(x, (axis_size,) + tuple(new_sizes), dims_), 0
 
 
+# JAX: jax/_src/lax/lax.py reshape
 def reshape(x, new_sizes: Sequence[int], dimensions=None, *, out_sharding=None):
-    """`x` with shape `new_sizes` (same total size), in row-major order. `out_sharding`:
-    the result's sharding, for reshapes whose layout the sharding rule cannot tell."""
+    """`x` with shape `new_sizes` (same total size), in row-major order; with `dimensions`
+    (a permutation of x's axes), of `x` transposed by it first, in the one equation (printed
+    `reshape[dimensions=...]`, as JAX's). `out_sharding`: the result's sharding, for reshapes
+    whose layout the sharding rule cannot tell."""
     new_sizes = core.canonicalize_shape(new_sizes)
-    if dimensions is not None:
-        x = transpose(x, tuple(dimensions))
     shape = core.get_aval(x).shape
-    if shape and shape == new_sizes:  # as JAX: a rank-0 operand is reshaped all the same
-        return x
-    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=None,
+    if dimensions is not None:
+        dimensions = tuple(int(d) for d in dimensions)
+        if sorted(dimensions) != list(range(len(shape))):
+            raise TypeError(f"reshape dimensions must be a permutation of operand dimensions, "
+                            f"got dimensions {dimensions} for shape {shape}.")
+        if dimensions == tuple(range(len(shape))):
+            dimensions = None
+    if shape and shape == new_sizes and dimensions is None:  # as JAX: a rank-0 operand is
+        return x                                              # reshaped all the same
+    return reshape_p.bind(x, new_sizes=new_sizes, dimensions=dimensions,
                           sharding=canonicalize_out_sharding(out_sharding, "reshape"))
 
 
 reshape_p = Primitive("reshape")
-reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: x.reshape(new_sizes))
+reshape_p.def_impl(lambda x, *, new_sizes, dimensions, sharding: (
+    x if dimensions is None else np.transpose(x, dimensions)).reshape(new_sizes))
 reshape_p.def_abstract_eval(_reshape_abstract_eval)
 reshape_p.def_sharding_rule(lambda x, *, new_sizes, dimensions, sharding:
                             reshape_sharding_rule(x, new_sizes, sharding))
@@ -1581,7 +1600,8 @@ def _reshape_lowering(ctx, x, **params):  # also squeeze's: the result's shape i
     return mlir.make_op("stablehlo.reshape", mlir.aval_to_ir_type(out), [x])  # hlo.reshape
 
 
-mlir.register_lowering(reshape_p, _reshape_lowering)
+mlir.register_lowering(reshape_p, lambda ctx, x, *, dimensions, **params: _reshape_lowering(
+    ctx, x if dimensions is None else mlir.hlo.transpose(x, list(dimensions))))
 
 
 def _transpose_abstract_eval(x, *, permutation):
@@ -2784,23 +2804,13 @@ def _concatenate_abstract_eval(*xs, dimension):
     return ShapedArray(shape, first.dtype, all(x.weak_type for x in xs))
 
 
+# JAX: jax/_src/lax/lax.py _concatenate_transpose_rule
 def _concatenate_transpose(ct, *xs, dimension):
     avals = [x.aval if is_undefined_primal(x) else core.get_aval(x) for x in xs]
     if type(ct) is Zero:
         return [Zero(a) if is_undefined_primal(x) else None for x, a in zip(xs, avals)]
-    out, start = [], 0
-    full_shape = core.get_aval(ct).shape
-    for x, a in zip(xs, avals):
-        stop = start + a.shape[dimension]
-        if is_undefined_primal(x):
-            starts = [0] * len(full_shape)
-            limits = list(full_shape)
-            starts[dimension], limits[dimension] = start, stop
-            out.append(slice(ct, starts, limits))
-        else:
-            out.append(None)
-        start = stop
-    return out
+    # as JAX's: one split into every operand's part (those of known operands left unused)
+    return split(ct, [a.shape[dimension] for a in avals], axis=dimension)
 
 
 def _concatenate_batch_rule(vals, dims, *, axis_size, dimension):
@@ -3587,26 +3597,39 @@ mlir.register_lowering(mulhi_p, _mulhi_lowering)
 # More reductions: prod, and, or, xor, and `reduce` with any computation
 # ---------------------------------------------------------------------------------------------
 
+# JAX: jax/_src/lax/lax.py _reduce_prod_jvp_rule and _reduce_jvp
 def _reduce_prod_jvp(primals, tangents, *, axes):
-    # d prod = sum_i t_i prod_{j != i} x_j: the reduced axes flattened to one, then the
-    # products of everything before and after each position (exclusive cumulative products)
-    from minijax.lax.control_flow.loops import cumprod  # not at the top: loops imports lax
+    # As JAX's: the reduced axes moved to the front and flattened to one, then halved until
+    # one row is left (an odd half padded with the unit 1), each step a product of the halves;
+    # the whole tree is differentiated with jvp, so the primal result is the tree's too.
     (x,), (t,) = primals, tangents
-    ans = reduce_prod_p.bind(x, axes=axes)
     if type(t) is Zero:
-        return ans, Zero.from_primal_value(ans)
+        return reduce_prod_p.bind(x, axes=axes), Zero.from_primal_value(x)
     aval = core.get_aval(x)
     kept = [d for d in range(aval.ndim) if d not in axes]
     perm = tuple(axes) + tuple(kept)
-    n = math.prod(aval.shape[d] for d in axes)
     out_shape = tuple(aval.shape[d] for d in kept)
-    flat = lambda v: reshape(transpose(v, perm), (n,) + out_shape)
-    xf, tf = flat(x), flat(t)
-    ones = full_like(slice_in_dim(xf, 0, 1), 1)
-    before = concatenate([ones, cumprod(slice_in_dim(xf, 0, n - 1), 0)], 0) if n > 1 else ones
-    after = (concatenate([cumprod(slice_in_dim(xf, 1, n), 0, reverse=True), ones], 0)
-             if n > 1 else ones)
-    return ans, reduce_sum(mul(tf, mul(before, after)), (0,))
+    flat_shape = (math.prod(aval.shape[d] for d in axes),) + out_shape
+    one = np.array(1, aval.dtype)
+
+    def flat(v):
+        if perm == tuple(range(aval.ndim)):
+            return v if core.get_aval(v).shape == flat_shape else reshape(v, flat_shape)
+        return reshape(v, flat_shape, perm)
+
+    def tree(v):
+        while core.get_aval(v).shape[0] > 1:
+            n = core.get_aval(v).shape[0]
+            n1 = (n + 1) // 2
+            v1, v2 = slice_in_dim(v, 0, n1), slice_in_dim(v, n1, None)
+            if n - n1 != n1:
+                v2 = pad(v2, one, [(0, 1, 0)] + [(0, 0, 0)] * len(out_shape))
+            v = mul(v1, v2)
+        if core.get_aval(v).shape[0] == 0:
+            return full(out_shape, one)
+        return squeeze(v, (0,))
+    (ans,), (ans_dot,) = ad.jvp_flat(lambda v: [tree(v)], [flat(x)], [flat(t)])
+    return ans, ans_dot
 
 
 def reduce_prod(x, axes: Sequence[int]):
