@@ -131,17 +131,13 @@ def _emitted_order(out_sharding, order):
 
 
 def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None):
-    """numpy.dot: scalars multiply, 1-D·1-D is the inner product, otherwise a contraction of
-    a's last axis with b's second-to-last (or only) axis. `precision`,
-    `preferred_element_type`, `out_sharding`: as in `matmul`.
+    """numpy.dot: scalars multiply (a dot_general contracting nothing, as JAX's), 1-D·1-D is
+    the inner product, otherwise a contraction of a's last axis with b's second-to-last (or
+    only) axis. `precision`, `preferred_element_type`, `out_sharding`: as in `matmul`.
     Raises TypeError for mismatched contracting sizes."""
     a, b = _promote_pair(a, b)
     a_aval = a.aval
     dn = _dot_dimension_numbers(a_aval.shape, b.aval.shape)
-    if dn is None:
-        out = ufuncs.multiply(a, b)
-        return out if preferred_element_type is None else \
-            lax.convert_element_type(out, preferred_element_type)
     return lax.dot_general(a, b, dn, precision=precision,
                            preferred_element_type=_result_dtype(a_aval, preferred_element_type),
                            out_sharding=out_sharding)
@@ -153,10 +149,10 @@ def _result_dtype(aval, preferred_element_type):
 
 
 @functools.lru_cache(maxsize=256)
-def _dot_dimension_numbers(a_shape: tuple, b_shape: tuple) -> tuple | None:
-    # None when an operand is a scalar (jnp.dot multiplies then)
+def _dot_dimension_numbers(a_shape: tuple, b_shape: tuple) -> tuple:
+    # as JAX's: nothing contracted when an operand is a scalar (a dot_general all the same)
     if not a_shape or not b_shape:
-        return None
+        return (((), ()), ((), ()))
     contract_b = 0 if len(b_shape) == 1 else len(b_shape) - 2
     if a_shape[-1] != b_shape[contract_b]:
         raise TypeError(f"dot_general requires contracting dimensions to have the same shape, "
