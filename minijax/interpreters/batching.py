@@ -259,17 +259,14 @@ def defbroadcasting(primitive: core.Primitive) -> None:
         mapped = [(a.shape, d) for a, d in zip(avals, dims) if d is not not_mapped]
         if mapped and all((a.shape, d) == mapped[0] for a, d in zip(avals, dims) if a.ndim):
             return primitive.bind(*vals, **params), mapped[0][1]
-        ranks = [a.ndim - (d is not not_mapped) for a, d in zip(avals, dims)]
-        rank = max(ranks)
-        args = []
-        for x, d, r in zip(vals, dims, ranks):
-            if d is not_mapped:
-                args.append(x if r == 0 else broadcast(x, 1, 0))
-            else:
-                x = moveaxis(x, d, 0)
-                if r < rank:  # a batched scalar against arrays: (B,) -> (B, 1, ..., 1)
-                    x = _reshape_ones(x, rank - r)
-                args.append(x)
+        # as JAX's: every batch axis moved to the front (unbatched arrays given a leading 1)
+        # first, then each batched scalar expanded against the arrays: (B,) -> (B, 1, ..., 1)
+        args = [x if d is not_mapped and a.ndim == 0 else
+                broadcast(x, 1, 0) if d is not_mapped else moveaxis(x, d, 0)
+                for x, a, d in zip(vals, avals, dims)]
+        rank = max(core.get_aval(x).ndim for x in args)
+        args = [_expand_trailing(x, rank) if d is not not_mapped else x
+                for x, d in zip(args, dims)]
         return primitive.bind(*args, **params), 0
     primitive_batchers[primitive] = rule
 
@@ -287,10 +284,11 @@ def defreducer(primitive: core.Primitive) -> None:
     primitive_batchers[primitive] = rule
 
 
-def _reshape_ones(x, n: int):
+# JAX: jax/_src/interpreters/batching.py _handle_scalar_broadcasting
+def _expand_trailing(x, rank: int):
     from minijax.lax import lax  # not at the top: lax.lax imports this module
-    aval = core.get_aval(x)
-    return lax.reshape(x, aval.shape + (1,) * n)
+    ndim = core.get_aval(x).ndim
+    return x if ndim == rank else lax.expand_dims(x, tuple(range(ndim, rank)))
 
 
 # JAX: jax/_src/interpreters/batching.py batch — differs: a flat function, out dims returned
