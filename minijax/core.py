@@ -327,6 +327,9 @@ class Primitive:
     pp_hide_if_empty: tuple[str, ...] = ()  # printed unless None, (), 0 or all False
     pp_param_formatters: dict[str, Callable] = {}  # name -> value-to-text (replace, not mutate)
     pp_inner_names_like_outer = False  # name an inner jaxpr's binders after the eqn's (jit)
+    # the `name` param stands for JAX's debug info (custom_jvp_call's function name), not a
+    # param of JAX's: a shared inner jaxpr is not named after it
+    pp_name_is_debug_info = False
     _eager_last: tuple | None = None  # the eager path's memo (minijax/dispatch.py _last_call)
     impl_takes_arrays = False  # eagerly, the impl gets the Arrays (their layouts), not NumPy
 
@@ -1396,7 +1399,7 @@ def _shared_jaxprs(top: Jaxpr) -> list[tuple[str, Jaxpr]]:
         jaxpr = queue.pop(0)
         counts[jaxpr] = counts.get(jaxpr, 0) + 1 + (jaxpr is not top and len(jaxpr.eqns) > 10)
         for eqn in jaxpr.eqns:
-            name = eqn.params.get("name")
+            name = None if eqn.primitive.pp_name_is_debug_info else eqn.params.get("name")
             for p in eqn.params.values():
                 for sub in jaxprs_in_param(p):
                     queue.append(sub)

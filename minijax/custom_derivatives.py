@@ -356,6 +356,7 @@ def _custom_jvp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
 
 custom_jvp_call_p = CustomDerivativeCallPrimitive("custom_jvp_call", "custom_jvp")
 custom_jvp_call_p.pp_first_params = ("name",)
+custom_jvp_call_p.pp_name_is_debug_info = True
 custom_jvp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_jvp_call_p.def_impl(_custom_jvp_call_impl)
 custom_jvp_call_p.def_abstract_eval(_call_abstract_eval("custom_jvp_call"))
@@ -632,6 +633,7 @@ def _custom_vjp_call_dce_rule(eqn: core.JaxprEqn, used_outputs: list[bool]) -> c
 
 custom_vjp_call_p = CustomDerivativeCallPrimitive("custom_vjp_call", "custom_vjp")
 custom_vjp_call_p.pp_first_params = ("name",)
+custom_vjp_call_p.pp_name_is_debug_info = True
 custom_vjp_call_p.pp_hide_if_empty = ("num_consts",)
 custom_vjp_call_p.def_impl(_custom_vjp_call_impl)
 custom_vjp_call_p.def_abstract_eval(_call_abstract_eval("custom_vjp_call"))
