@@ -125,19 +125,19 @@ def _cond_internal(api_name: str, index, funs: Sequence[Callable], names: Sequen
                    operands: tuple):
     ops_flat, in_tree = tree_flatten(operands)
     avals = [core.get_aval(x) for x in ops_flat]
-    jaxprs, all_consts, out_trees = [], [], []
-    for f in funs:
-        jaxpr, consts, out_tree = _trace_branch(api_name, f, in_tree, avals)
-        jaxprs.append(jaxpr)
-        all_consts.append(consts)
-        out_trees.append(out_tree)
-    # cond's branches come as (false_fun, true_fun); JAX reports true_fun as the first.
-    order = range(len(funs)) if api_name == "switch" else [1, 0]
+    # cond's branches come as (false_fun, true_fun); as JAX's, true_fun is traced first, its
+    # closed-over values come first, and it is the one the other's outputs are checked against
+    order = list(range(len(funs))) if api_name == "switch" else [1, 0]
+    jaxprs, all_consts, out_trees = [None] * len(funs), [None] * len(funs), [None] * len(funs)
+    for i in order:
+        jaxprs[i], all_consts[i], out_trees[i] = _trace_branch(api_name, funs[i], in_tree, avals)
     first = order[0]
     for i in order[1:]:
         check_branch_outputs(api_name, names[first], names[i], out_trees[first],
                               jaxprs[first].out_avals, out_trees[i], jaxprs[i].out_avals)
-    branches, consts = merge_common_consts(jaxprs, all_consts)
+    merged, consts = merge_common_consts([jaxprs[i] for i in order],
+                                         [all_consts[i] for i in order])
+    branches = [merged[order.index(i)] for i in range(len(funs))]
     branches, all_inputs = _vary_with_index(index, branches, [*consts, *ops_flat])
     # An output that every branch returns unchanged from the same input needs no cond.
     fwds = [jaxpr_forwarding(b.jaxpr) for b in branches]
