@@ -456,9 +456,11 @@ def _scan_transpose(cts, *args, reverse, length, jaxpr, num_consts, num_carry, u
     xs_lin = [ad.is_undefined_primal(x) for x in xs]
     ires = [x for x, lin in safe_zip(consts, const_lin) if not lin]
     eres = [x for x, lin in safe_zip(xs, xs_lin) if not lin]
+    # as JAX's: the carry cotangents instantiated first, then the consts' zero accumulators
+    ct_carry = [ad.instantiate_zeros(c) for c in cts[:num_carry]]
     ct_consts = [ad.zeros_like_aval(x.aval.to_tangent_aval())
                  for x, lin in safe_zip(consts, const_lin) if lin]
-    cts = [ad.instantiate_zeros(c) for c in cts]
+    cts = ct_carry + [ad.instantiate_zeros(c) for c in cts[num_carry:]]
     jaxpr_trans = _transpose_scan_jaxpr(jaxpr, num_consts, num_carry, const_lin, xs_lin)
     outs = scan_p.bind(*ires, *ct_consts, *cts, *eres, reverse=not reverse, length=length,
                        jaxpr=jaxpr_trans, num_consts=len(ires),
