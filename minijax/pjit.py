@@ -150,19 +150,21 @@ def _jit_jvp(primals, tangents, *, jaxpr, name, donated_invars):
 
 
 @api_util.identity_cache
-def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
-    return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns)
+def _partial_eval_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...], toposort: bool):
+    return pe.partial_eval_jaxpr_nounits(jaxpr, unknowns, toposort_residuals=toposort)
 
 
 # JAX: jax/_src/pjit.py _pjit_partial_eval (in_fwd_res) — a residual that is a known input
 # is passed from outside instead of being returned by the known call
 @api_util.identity_cache
-def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
+def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...],
+                                toposort: bool):
     """`_partial_eval_of`, with the outputs (known values and residuals) that are known inputs
     dropped from the known jaxpr's outputs, and its dead equations removed. Also returns, per
     output of the known jaxpr as made, the position of the known input it forwards (or
     None)."""
-    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns)
+    jaxpr_known, jaxpr_unknown, out_unknowns, num_res = _partial_eval_of(jaxpr, unknowns,
+                                                                         toposort)
     jk = jaxpr_known.jaxpr
     in_pos = {v: i for i, v in enumerate(jk.invars)}
     fwd = [in_pos.get(v) if isinstance(v, core.Var) else None for v in jk.outvars]
@@ -171,13 +173,18 @@ def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...]):
     # as JAX: the known jaxpr loses the equations nothing reads (e.g. a jvp's unused zeros)
     jk, _ = pe.dce_jaxpr(jk, instantiate=True)
     jaxpr_known = ClosedJaxpr(jk, jaxpr_known.consts)
+    # as JAX's (pe.move_binders_to_back): the unknown call takes its residuals last
+    ju = jaxpr_unknown.jaxpr
+    ju = core.Jaxpr(ju.constvars, ju.invars[num_res:] + ju.invars[:num_res], ju.outvars,
+                    ju.eqns, ju.effects)
+    jaxpr_unknown = ClosedJaxpr(ju, jaxpr_unknown.consts)
     return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd
 
 
 def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
     unknowns = tuple(trace.is_own(x) for x in args)
     jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd = \
-        _partial_eval_forwarding_of(jaxpr, unknowns)
+        _partial_eval_forwarding_of(jaxpr, unknowns, trace.toposort_residuals)
     known_args = [x for x, u in zip(args, unknowns) if not u]
     known_outs = iter(bind_jit(jaxpr_known, known_args, name, trace=trace.parent_trace))
     num_known_vals = len(out_unknowns) - sum(out_unknowns)
@@ -185,7 +192,7 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
         [known_args[f] if f is not None else next(known_outs) for f in fwd], [num_known_vals])
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
-        unknown_ins = [*residuals, *unknown_args]
+        unknown_ins = [*unknown_args, *residuals]
         unknown_outs = trace.default_process_primitive(
             jit_p, unknown_ins,
             dict(jaxpr=jaxpr_unknown, name=name, donated_invars=(False,) * len(unknown_ins)))

@@ -212,9 +212,13 @@ class JaxprTrace(DynamicJaxprTrace):
     of the recorded jaxpr (the *residuals*)."""
 
     def __init__(self, parent_trace: core.Trace, fun_name: str = "fun",
-                 purpose: str = "linearize") -> None:
+                 purpose: str = "linearize", toposort_residuals: bool = False) -> None:
         super().__init__(fun_name, purpose)
         self.parent_trace = parent_trace
+        # residuals in the order of JAX's tracers_to_jaxpr (partial_eval_jaxpr_nounits); else
+        # in order of first use, as the rules JAX runs on a DynamicJaxprTrace make them (a
+        # jit's or a custom rule's linearization, which minijax runs as jvp + this trace)
+        self.toposort_residuals = toposort_residuals
 
     def process_primitive(self, primitive, tracers, params):
         if not any(self.is_own(x) for x in tracers):
@@ -231,10 +235,81 @@ class JaxprTrace(DynamicJaxprTrace):
                                                                     rules)
         return super().process_custom_derivative_call(primitive, fun, tracers, rules)
 
+    # JAX: jax/_src/interpreters/partial_eval.py tracers_to_jaxpr
+    def to_jaxpr(self, out_tracers: Sequence[Any]) -> tuple[Jaxpr, list]:
+        """The recorded jaxpr and its residuals (consts), these in JAX's order: JAX collects
+        them walking its graph of tracers in `toposort` order (not in order of first use)."""
+        jaxpr, consts = super().to_jaxpr(out_tracers)
+        if not self.toposort_residuals or len(jaxpr.constvars) < 2:
+            return jaxpr, consts
+        order = _toposort_constvars(jaxpr)
+        rest = [v for v in jaxpr.constvars if v not in set(order)]  # read by no output
+        constvars = order + rest
+        val = dict(zip(jaxpr.constvars, consts))
+        return (Jaxpr(constvars, jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.effects),
+                [val[v] for v in constvars])
+
+
+class _Node:
+    # a tracer of JAX's JaxprTrace graph: an input, an equation's output or one use of a known
+    # value (each use is a tracer of its own there: `instantiate_const`)
+    __slots__ = ("const", "parents")
+
+    def __init__(self, const: Var | None = None, parents: Sequence["_Node"] = ()) -> None:
+        self.const, self.parents = const, parents
+
+
+def _toposort_constvars(jaxpr: Jaxpr) -> list[Var]:
+    """`jaxpr`'s constvars in the order JAX's tracers_to_jaxpr finds them: that of jaxlib's
+    `topological_sort` of the tracers (a DFS counting children from the inputs and outputs,
+    then childless nodes popped from a stack, the result reversed)."""
+    constset = set(jaxpr.constvars)
+    nodes: dict[Var, _Node] = {v: _Node() for v in jaxpr.invars}
+
+    def use(atom) -> _Node | None:
+        if isinstance(atom, Literal):
+            return None
+        return _Node(atom) if atom in constset else nodes.get(atom)
+    for eqn in jaxpr.eqns:
+        parents = [n for n in map(use, eqn.invars) if n is not None]
+        for v in eqn.outvars:
+            nodes[v] = _Node(None, parents)
+    end, seen = [], set()
+    for n in [nodes[v] for v in jaxpr.invars] + [use(a) for a in jaxpr.outvars]:
+        if n is not None and id(n) not in seen:
+            seen.add(id(n))
+            end.append(n)
+    counts: dict[int, int] = {}
+    stack = list(end)
+    while stack:
+        n = stack.pop()
+        if id(n) not in counts:
+            counts[id(n)] = 0
+            stack.extend(n.parents)
+        counts[id(n)] += 1
+    for n in end:
+        counts[id(n)] -= 1
+    childless = [n for n in end if counts[id(n)] == 0]
+    popped = []
+    while childless:
+        n = childless.pop()
+        popped.append(n)
+        for p in n.parents:
+            if counts[id(p)] == 1:
+                childless.append(p)
+            else:
+                counts[id(p)] -= 1
+    order: dict[Var, None] = {}
+    for n in reversed(popped):
+        if n.const is not None:
+            order.setdefault(n.const, None)
+    return list(order)
+
 
 # JAX: jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_nounits
 def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
-                               instantiate: bool | Sequence[bool] = False
+                               instantiate: bool | Sequence[bool] = False,
+                               toposort_residuals: bool = True
                                ) -> tuple[ClosedJaxpr, ClosedJaxpr, list[bool], int]:
     """Split a jaxpr into the part computable from the known inputs and the rest.
 
@@ -243,6 +318,8 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
     residuals followed by the unknown inputs to the unknown outputs. Outputs where
     `instantiate` (one bool, or one per output) is true are made unknown even if they are known
     (their value becomes a residual), as control-flow rules need to line up branch outputs.
+    The residuals come in the order of JAX's tracers_to_jaxpr; with `toposort_residuals`
+    false, in order of first use (a jit linearized: JAX's DynamicJaxprTrace order).
     """
     known_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if not u]
     unknown_avals = [a for a, u in safe_zip(jaxpr.in_avals, unknowns) if u]
@@ -250,7 +327,8 @@ def partial_eval_jaxpr_nounits(jaxpr: ClosedJaxpr, unknowns: Sequence[bool],
 
     def known_fun(*known_args):
         # Runs under a DynamicJaxprTrace (the known jaxpr); a JaxprTrace on top records the rest.
-        pe_trace = JaxprTrace(core.current_trace(), purpose="partial evaluation")
+        pe_trace = JaxprTrace(core.current_trace(), purpose="partial evaluation",
+                              toposort_residuals=toposort_residuals)
         try:
             unk_tracers = [pe_trace.new_arg(a) for a in unknown_avals]
             kit, uit = iter(known_args), iter(unk_tracers)
