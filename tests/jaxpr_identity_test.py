@@ -227,11 +227,62 @@ def test_examples_print_like_jax(program):
 # Small programs standing for causes of differences found by tests/jaxpr_tiers.py, each fixed
 # in minijax: name -> J -> (function, args)
 X3 = np.array([0.5, 1.0, 1.5], np.float32)
+
+
+def _long_custom_jvp(J):
+    def g(x):
+        for _ in range(11):
+            x = J.numpy.sin(x)
+        return x
+    g = J.custom_jvp(g)
+    g.defjvp(lambda p, t: (g(p[0]), t[0]))
+    return g
 CAUSES = {
     # partial evaluation of a while keeps the known body as traced (what fed the residuals
     # stays, dead), so JAX prints it shared (more than 10 equations)
     "while_known_body": lambda J: (J.grad(lambda x: J.numpy.sum(J.numpy.sin(x)) + 0.0 * J.lax.
         while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] ** s[1]), (0, x))[0]), (X3,)),
+    # a scalar integer array index (concrete or traced) reads with one dynamic_slice over every
+    # dimension, its starts made int32 arrays, each wrapped if negative
+    "scalar_array_index": lambda J: (lambda x: x[J.numpy.int32(-1), 1:] + x[J.numpy.int32(1), :3],
+                                     (np.ones((3, 4), np.float32),)),
+    "traced_index_and_slice": lambda J: (lambda x, i: x[::-1, i], (np.ones((3, 4), np.float32),
+                                                                   np.int32(1))),
+    # dynamic_slice_in_dim wraps only its own axis's start (the zeros elsewhere stay literals)
+    "dynamic_slice_in_dim": lambda J: (lambda x, i: J.lax.dynamic_slice_in_dim(x, i, 2, axis=1),
+                                       (np.ones((3, 4), np.float32), np.int32(1))),
+    # reduce_prod's jvp: the reduced axes moved to the front (one `reshape[dimensions=...]`) and
+    # halved to one row, odd halves padded with 1
+    "prod_grad": lambda J: (J.grad(lambda x: J.numpy.prod(x, axis=1).sum() + J.numpy.prod(x)),
+                            (np.linspace(0.5, 1.5, 12, dtype=np.float32).reshape(4, 3),)),
+    # select_n's transpose with an integer `which`: one `eq which i` per case
+    "select_n_int_grad": lambda J: (J.grad(lambda x, w: J.lax.select_n(
+        w, x, J.numpy.sin(x), x * 2.0).sum()), (X3, np.array([0, 2, 1], np.int32))),
+    # jnp.dot with a scalar operand: a dot_general contracting nothing (batched under vmap)
+    "scalar_dot": lambda J: (J.vmap(lambda x: J.numpy.dot(x, x) + J.numpy.dot(x, X3)), (X3,)),
+    # a custom_jvp function of more than 10 equations is printed shared, named `jaxpr` (JAX's
+    # custom_jvp_call has no `name` param to name it after)
+    "custom_jvp_shared": lambda J: (_long_custom_jvp(J), (X3,)),
+    # cond traces true_fun first: its closed-over values come first among the operands
+    "cond_consts_order": lambda J: (lambda x, y, p: J.lax.cond(
+        p > 0, lambda c: c * J.numpy.sin(x), lambda c: c * J.numpy.cos(y), x), (X3, X3, 1.0)),
+    # scan's transpose makes the carry cotangents' zeros before the consts' accumulators (the
+    # order vmap then broadcasts them in)
+    "scan_transpose_zeros": lambda J: (J.vmap(J.grad(lambda x: J.lax.scan(
+        lambda c, xi: (c * x, J.numpy.sin(c) * xi), x, J.numpy.stack([x, x]))[1].sum())),
+        (np.stack([X3, X3 + 0.25]),)),
+    # a jit (jnp.sort's) split by partial evaluation (inside a scan's): the unknown call takes
+    # its residuals last
+    "jit_residuals_last": lambda J: (J.grad(lambda x: J.lax.scan(
+        lambda c, _: (J.numpy.sort(c) * c, None), x, None, length=2)[0].sum()), (X3,)),
+    # partial evaluation orders residuals as JAX's toposort of its tracers finds them, not by
+    # first use (here a scan body's loop invariants, hoisted)
+    "residual_toposort_order": lambda J: (J.value_and_grad(lambda x: J.lax.scan(
+        lambda c, xi: ((-xi) ** J.numpy.cumsum(c) * c, J.numpy.sin(xi * x)), x,
+        J.numpy.stack([x, x]), reverse=True)[1][0].sum()), (X3,)),
+    # concatenate's transpose: one split (JAX's), not a slice per operand
+    "concatenate_grad": lambda J: (J.grad(lambda x: (J.numpy.concatenate(
+        [x, J.numpy.sin(x), X3]) * np.arange(9.0, dtype=np.float32)).sum()), (X3,)),
 }
 
 
