@@ -280,6 +280,10 @@ CAUSES = {
     "residual_toposort_order": lambda J: (J.value_and_grad(lambda x: J.lax.scan(
         lambda c, xi: ((-xi) ** J.numpy.cumsum(c) * c, J.numpy.sin(xi * x)), x,
         J.numpy.stack([x, x]), reverse=True)[1][0].sum()), (X3,)),
+    # partial evaluation keeps only what the unknown outputs need: a dead value's residuals
+    # (arctan2's) are not returned by the jit's known part
+    "dead_residuals_dropped": lambda J: (J.grad(lambda x: J.jit(
+        lambda c: (J.numpy.arctan2(c, c), J.lax.logistic(c))[1])(x).sum()), (X3,)),
     # concatenate's transpose: one split (JAX's), not a slice per operand
     "concatenate_grad": lambda J: (J.grad(lambda x: (J.numpy.concatenate(
         [x, J.numpy.sin(x), X3]) * np.arange(9.0, dtype=np.float32)).sum()), (X3,)),

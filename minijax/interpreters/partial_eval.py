@@ -239,7 +239,7 @@ class JaxprTrace(DynamicJaxprTrace):
     def to_jaxpr(self, out_tracers: Sequence[Any]) -> tuple[Jaxpr, list]:
         """The recorded jaxpr and its residuals (consts), these in JAX's order: JAX collects
         them walking its graph of tracers in `toposort` order (not in order of first use)."""
-        jaxpr, consts = super().to_jaxpr(out_tracers)
+        jaxpr, consts = _reachable(*super().to_jaxpr(out_tracers))
         if not self.toposort_residuals or len(jaxpr.constvars) < 2:
             return jaxpr, consts
         order = _toposort_constvars(jaxpr)
@@ -248,6 +248,23 @@ class JaxprTrace(DynamicJaxprTrace):
         val = dict(zip(jaxpr.constvars, consts))
         return (Jaxpr(constvars, jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.effects),
                 [val[v] for v in constvars])
+
+
+def _reachable(jaxpr: Jaxpr, consts: list) -> tuple[Jaxpr, list]:
+    # as JAX's tracers_to_jaxpr: only the equations the outputs need (and effectful ones), and
+    # only the residuals those read
+    live = {v for v in jaxpr.outvars if isinstance(v, Var)}
+    eqns = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in live for v in eqn.outvars) or eqn.primitive in dce_kept_whole or \
+                effects.dceable_effects.filter_not_in(eqn.effects):
+            eqns.append(eqn)
+            live.update(v for v in eqn.invars if isinstance(v, Var))
+    if len(eqns) == len(jaxpr.eqns) and all(v in live for v in jaxpr.constvars):
+        return jaxpr, consts
+    kept = [(v, c) for v, c in safe_zip(jaxpr.constvars, consts) if v in live]
+    return (Jaxpr([v for v, _ in kept], jaxpr.invars, jaxpr.outvars, eqns[::-1]),
+            [c for _, c in kept])
 
 
 class _Node:
