@@ -16,7 +16,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jaxpr_tiers as tiers  # noqa: E402
 
 N_CI = 30
-CI_IDENTICAL = {1: 30, 2: 30, 3: 29, 4: 27, 5: 26}
+CI_IDENTICAL = {1: 30, 2: 30, 3: 30, 4: 30, 5: 28}
 
 
 @pytest.mark.parametrize("tier", sorted(CI_IDENTICAL))
