@@ -173,11 +173,12 @@ def _partial_eval_forwarding_of(jaxpr: ClosedJaxpr, unknowns: tuple[bool, ...],
     # as JAX: the known jaxpr loses the equations nothing reads (e.g. a jvp's unused zeros)
     jk, _ = pe.dce_jaxpr(jk, instantiate=True)
     jaxpr_known = ClosedJaxpr(jk, jaxpr_known.consts)
-    # as JAX's (pe.move_binders_to_back): the unknown call takes its residuals last
-    ju = jaxpr_unknown.jaxpr
-    ju = core.Jaxpr(ju.constvars, ju.invars[num_res:] + ju.invars[:num_res], ju.outvars,
-                    ju.eqns, ju.effects)
-    jaxpr_unknown = ClosedJaxpr(ju, jaxpr_unknown.consts)
+    if toposort:  # as JAX's _pjit_partial_eval (pe.move_binders_to_back): residuals last;
+        # linearized (JAX's _pjit_linearize), the tangent call takes them first
+        ju = jaxpr_unknown.jaxpr
+        ju = core.Jaxpr(ju.constvars, ju.invars[num_res:] + ju.invars[:num_res], ju.outvars,
+                        ju.eqns, ju.effects)
+        jaxpr_unknown = ClosedJaxpr(ju, jaxpr_unknown.consts)
     return jaxpr_known, jaxpr_unknown, out_unknowns, num_res, fwd
 
 
@@ -192,7 +193,8 @@ def _jit_partial_eval(trace: pe.JaxprTrace, *args, jaxpr, name, donated_invars):
         [known_args[f] if f is not None else next(known_outs) for f in fwd], [num_known_vals])
     unknown_args = [x for x, u in zip(args, unknowns) if u]
     if any(out_unknowns):
-        unknown_ins = [*unknown_args, *residuals]
+        unknown_ins = ([*unknown_args, *residuals] if trace.toposort_residuals
+                       else [*residuals, *unknown_args])
         unknown_outs = trace.default_process_primitive(
             jit_p, unknown_ins,
             dict(jaxpr=jaxpr_unknown, name=name, donated_invars=(False,) * len(unknown_ins)))
