@@ -138,9 +138,13 @@ def dot(a, b, *, precision=None, preferred_element_type=None, out_sharding=None)
     a, b = _promote_pair(a, b)
     a_aval = a.aval
     dn = _dot_dimension_numbers(a_aval.shape, b.aval.shape)
-    return lax.dot_general(a, b, dn, precision=precision,
-                           preferred_element_type=_result_dtype(a_aval, preferred_element_type),
-                           out_sharding=out_sharding)
+    out = lax.dot_general(a, b, dn, precision=precision,
+                          preferred_element_type=_result_dtype(a_aval, preferred_element_type),
+                          out_sharding=out_sharding)
+    # as JAX's: weakly typed only when both operands are and no dtype was asked for
+    weak = a_aval.weak_type and preferred_element_type is None
+    return out if out.aval.weak_type == weak else \
+        lax.convert_element_type(out, out.aval.dtype, weak_type=weak)
 
 
 def _result_dtype(aval, preferred_element_type):
