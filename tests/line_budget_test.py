@@ -43,13 +43,14 @@ BUDGETS = {
     #                     matmul precision, transfer guards, leaks (24); traceback filtering (35);
     #                     jax_use_direct_linearize (32); options as context managers (35);
     #                     jax_default_device (24); compute_on's trace state (34)
-    "core": 975,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
+    "core": 976,        # + ShapedArray.sharding (issue 11), vma and the axis env (12), effects (13)
     #                     pvary and pvary_p moved in from lax/parallel.py, as JAX (~15, 46);
     #                     a user's primitive, source info for print_saved_residuals (24);
     #                     JaxprEqnContext: the compute_on of each equation (34);
     #                     the name stack: extend/reset_name_stack, eqn.name_stack (34)
     #                     canonicalize_shape, Trace.process_custom_derivative_call,
-    #                     Tracer.item/tolist (45)
+    #                     Tracer.item/tolist (45); Primitive.pp_name_is_debug_info: shared
+    #                     jaxprs named as JAX's printer names them (+1, 45)
     "custom_batching": 130,  # custom_vmap (its jvp a custom_vmap), sequential_vmap (35)
     "custom_derivatives": 585,  # + custom_gradient, closure_convert (35); eager calls (24)
     "debug": 10,
