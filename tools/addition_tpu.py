@@ -116,16 +116,27 @@ class Trainer:
 
 
 def raw_trainer(J, cfg, seq_len: int, *, precision: str | None = None,
-                abacus_places: int = 0) -> Trainer:
+                abacus_places: int = 0, inject: bool = False) -> Trainer:
     """The hand-written GPT and AdamW of `gpt.program` under module J, its step compiled once
     for int32[batch, seq_len] (under `precision` when given). With `abacus_places` P, the
     absolute position table is dropped and a table `wab` of P place embeddings added: the
     inputs are then `token * P + place` (see `abacus_tokens`), embedded as wte[token] +
-    wab[place], which keeps `gpt.program`'s forward unchanged."""
+    wab[place], which keeps `gpt.program`'s forward unchanged. With `inject`, input injection
+    (McLeish et al. 2024): the embeddings are added again to the input of every block after
+    the first, the forward assembled from `gpt.program`'s embed, block and head."""
     from compare import addition, gpt
 
     prog = gpt.program(J, cfg, ignore_id=addition.IGNORE)
     jnp = J.numpy
+
+    def forward(params, x):
+        if not inject:
+            return prog["forward"](params, x)[0]
+        h0 = prog["embed"](params, x)
+        h, mask = h0, jnp.tril(jnp.ones((x.shape[1], x.shape[1]), bool))
+        for i, blk in enumerate(params["blocks"]):
+            h = prog["block"](blk, h if i == 0 else h + h0, mask)[0]
+        return prog["head"](params, h)
 
     def model_params(params):
         if not abacus_places:
@@ -135,7 +146,8 @@ def raw_trainer(J, cfg, seq_len: int, *, precision: str | None = None,
         return {**rest, "wte": wte, "wpe": jnp.zeros((cfg.block, cfg.d_model), np.float32)}
 
     def train_step(params, opt, x, y):
-        value, grads = J.value_and_grad(lambda p: prog["loss"](model_params(p), x, y))(params)
+        value, grads = J.value_and_grad(
+            lambda p: prog["cross_entropy"](forward(model_params(p), x), y))(params)
         params, opt, _ = prog["adamw"](params, grads, opt)
         return params, opt, value
 
@@ -152,7 +164,7 @@ def raw_trainer(J, cfg, seq_len: int, *, precision: str | None = None,
     zeros = J.device_put(np.zeros((cfg.batch, seq_len), np.int32))
     with J.default_matmul_precision(precision):
         compiled, stages = gpt.stage_times(J, train_step, (*init(0), zeros, zeros))
-    predict = J.jit(lambda p, x: jnp.argmax(prog["forward"](model_params(p), x)[0],
+    predict = J.jit(lambda p, x: jnp.argmax(forward(model_params(p), x),
                                             axis=-1).astype(np.int32))
 
     def step(state, x, y):

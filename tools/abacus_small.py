@@ -1,0 +1,177 @@
+"""A small CPU analogue of `tools/addition_tpu.py`'s length-generalisation phase, to choose
+what the next TPU session tries: a 3-layer d=64 model trained on sums of 1..5-digit operands
+(lengths drawn independently) with Abacus places (McLeish et al. 2024, "Transformers Can Do
+Arithmetic with the Right Embeddings", arXiv 2405.17399), tested on sums of two 10-digit
+numbers: the TPU's 10 -> 20 digits at half the length and about a 600th of the parameters.
+
+    nice -n 10 python tools/abacus_small.py --variants baseline,inject --seeds 0,1,2
+                                             [--out chapters/data/abacus-small-cpu.json]
+    python tools/abacus_small.py --show
+
+Each variant changes one thing against `BASE` (see `VARIANTS`): the model's config, the
+offset range, input injection (`raw_trainer(inject=True)`), the operand lengths, stopping
+at a validation level. Every run uses `addition_tpu`'s encoders (`encode_digits`,
+`random_digits`, `abacus_tokens`), trainer (`raw_trainer`, raw JAX: the CPU's faster module;
+the same code runs under minijax), training loop (`train_run`) and measures (`lengen_sets`,
+`lengen_ladder`, `lengen_detail`): the exact match on 10-digit sums at offset 1 and at random
+offsets, at 6, 7 and 9 digits, and each answer token's accuracy, units first.
+
+The file: `{"config": BASE, "train_digits", "test_digits", "n_test", "runs": [{"variant",
+"changes", "seed", "val_exact_match", "test_exact_match", "test_exact_match_offsets",
+"by_length", "per_digit", "steps", "train_s", "ms_per_step", "val"}]}`; a (variant, seed)
+already in the file is not run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.append(str(ROOT))
+
+from tools import addition_tpu as T  # noqa: E402
+
+PATH = ROOT / "chapters" / "data" / "abacus-small-cpu.json"
+TRAIN_DIGITS, TEST_DIGITS, N_TEST = 5, 10, 1000
+BASE = dict(n_layer=3, d_model=64, n_head=4, batch=64, steps=2400, warmup=100,
+            peak_lr=2e-3, end_lr=2e-4, weight_decay=0.1, max_offset=10, inject=False,
+            abacus=True, lengths="uniform", stop_at=2.0)
+VARIANTS = {  # name -> changes to BASE
+    "baseline": {},
+    "absolute": {"abacus": False},                 # learned absolute positions, no places
+    "early-stop": {"stop_at": 0.995},
+    "offsets-25": {"max_offset": 25},               # McLeish et al.: 100 with 20 digits
+    "inject": {"inject": True},
+    "depth-6": {"n_layer": 6},
+    "steps-2x": {"steps": 4800},
+    "wd-0": {"weight_decay": 0.0},
+    "wd-1": {"weight_decay": 1.0},
+    "long-operands": {"lengths": "long"},
+    "inject+offsets-25": {"inject": True, "max_offset": 25},
+}
+
+
+def n_places(c: dict) -> int:
+    return 1 + (TRAIN_DIGITS + 1) + c["max_offset"]
+
+
+def batches(c: dict, seed: int):
+    """Training batches: operand lengths drawn from 1..TRAIN_DIGITS, uniformly ("uniform") or
+    with probability growing with the length ("long": weights 1..TRAIN_DIGITS), a place
+    offset in 1..max_offset per sum (0 everywhere without Abacus places)."""
+    rng = np.random.RandomState(seed + 1)
+    k, b = TRAIN_DIGITS, c["batch"]
+    w = np.arange(1, k + 1) if c["lengths"] == "long" else np.ones(k)
+    w = w / w.sum()
+    while True:
+        da = T.random_digits(rng, rng.choice(np.arange(1, k + 1), size=b, p=w), k)
+        db = T.random_digits(rng, rng.choice(np.arange(1, k + 1), size=b, p=w), k)
+        off = rng.randint(1, c["max_offset"] + 1, size=b)
+        x, p, y = T.encode_digits(*da, *db, 3 * k + 4,
+                                  off if c["abacus"] else np.zeros(b, np.int64))
+        yield (T.abacus_tokens(x, p, n_places(c)) if c["abacus"] else x), y
+
+
+def eval_sets(c: dict) -> tuple[dict, dict]:
+    """`lengen_sets` and `lengen_ladder` for this offset range, as model inputs."""
+    saved, T.ABACUS_OFFSET = T.ABACUS_OFFSET, c["max_offset"]  # read by max_test_offset
+    try:
+        sets = T.lengen_sets(TRAIN_DIGITS, TEST_DIGITS, N_TEST)
+        ladder = T.lengen_ladder(TRAIN_DIGITS, TEST_DIGITS, N_TEST // 2)
+    finally:
+        T.ABACUS_OFFSET = saved
+    inp = (lambda x, p: T.abacus_tokens(x, p, n_places(c))) if c["abacus"] else (
+        lambda x, p: x)
+    return ({k: (inp(x, p), y) for k, (x, p, y) in sets.items()},
+            {k: (inp(x, p), y) for k, (x, p, y) in ladder.items()})
+
+
+def run_one(name: str, seed: int) -> dict:
+    import jax
+
+    from compare import addition, gpt
+    c = {**BASE, **VARIANTS[name]}
+    cfg = gpt.Config(vocab=addition.VOCAB, block=3 * TEST_DIGITS + 3,
+                     **{k: c[k] for k in ("n_layer", "d_model", "n_head", "batch", "steps",
+                                          "warmup", "peak_lr", "end_lr", "weight_decay")})
+    tr = T.raw_trainer(jax, cfg, 3 * TRAIN_DIGITS + 3, inject=c["inject"],
+                       abacus_places=n_places(c) if c["abacus"] else 0)
+    data, ladder = eval_sets(c)
+    val = (data["val"][0][:500], data["val"][1][:500])
+    row = T.train_run(tr, seed, T.Batches(batches(c, seed)), val, data["test"],
+                      max_steps=c["steps"], eval_every=250, stop_at=c["stop_at"],
+                      clock=T.Clock(1e9), chunk=500,
+                      extra=functools.partial(T.lengen_detail, tr, test=data["test"],
+                                              ladder=ladder, chunk=500,
+                                              shifted=data.get("test_offsets")))
+    keep = ("seed", "test_exact_match", "test_exact_match_offsets", "by_length", "per_digit",
+            "steps", "train_s", "ms_per_step", "val")
+    return {"variant": name, "changes": VARIANTS[name],
+            "val_exact_match": row["val"][-1][1], **{k: row.get(k) for k in keep}}
+
+
+def load(path: Path) -> dict:
+    if path.exists():
+        return json.loads(path.read_text())
+    return {"config": BASE, "train_digits": TRAIN_DIGITS, "test_digits": TEST_DIGITS,
+            "n_test": N_TEST, "runs": []}
+
+
+def show(path: Path) -> None:
+    res = load(path)
+    by = {}
+    for r in res["runs"]:
+        by.setdefault(r["variant"], []).append(r)
+    print(f"{'variant':22s} seeds  {TEST_DIGITS}-digit exact (each seed)        mean   "
+          f"offsets  " + "  ".join(f"{k}d" for k in sorted(res["runs"][0]["by_length"])))
+    for name, rows in by.items():
+        em = [r["test_exact_match"] for r in rows]
+        offs = [r["test_exact_match_offsets"] or 0.0 for r in rows]
+        ladder = {k: np.mean([r["by_length"][k] for r in rows]) for k in rows[0]["by_length"]}
+        print(f"{name:22s} {len(rows):5d}  {' '.join(f'{v:.3f}' for v in em):30s} "
+              f"{np.mean(em):.3f}  {np.mean(offs):.3f}    "
+              + "  ".join(f"{ladder[k]:.2f}" for k in sorted(ladder)))
+        pd = np.mean([r["per_digit"] for r in rows], axis=0)
+        print(f"{'':22s} per token: {' '.join(f'{v:.2f}' for v in pd)}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variants", default="baseline")
+    ap.add_argument("--seeds", default="0,1")
+    ap.add_argument("--out", type=Path, default=PATH)
+    ap.add_argument("--show", action="store_true")
+    a = ap.parse_args(argv)
+    if a.show:
+        return show(a.out)
+    for name in a.variants.split(","):
+        if name not in VARIANTS:
+            raise SystemExit(f"abacus_small: unknown variant {name!r}; one of {list(VARIANTS)}")
+    for name in a.variants.split(","):
+        for seed in (int(s) for s in a.seeds.split(",")):
+            res = load(a.out)
+            if any((r["variant"], r["seed"]) == (name, seed) for r in res["runs"]):
+                continue
+            t0 = time.perf_counter()
+            row = run_one(name, seed)
+            row["wall_s"] = round(time.perf_counter() - t0, 1)
+            res = load(a.out)
+            res["runs"].append(row)
+            a.out.write_text(json.dumps(res, indent=1) + "\n")
+            print(f"{name} seed {seed}: val {row['val_exact_match']:.3f} "
+                  f"test {row['test_exact_match']:.3f} "
+                  f"offsets {row['test_exact_match_offsets'] or 0:.3f} "
+                  f"ladder {row['by_length']} steps {row['steps']} {row['wall_s']} s\n"
+                  f"  per token {row['per_digit']}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
