@@ -50,11 +50,15 @@ VARIANTS = {  # name -> changes to BASE
     "early-stop": {"stop_at": 0.995},
     "offsets-25": {"max_offset": 25},               # McLeish et al.: 100 with 20 digits
     "inject": {"inject": True},
+    "depth-1": {"n_layer": 1},
+    "depth-2": {"n_layer": 2},
     "depth-6": {"n_layer": 6},
     "steps-2x": {"steps": 4800},
     "wd-0": {"weight_decay": 0.0},
     "wd-1": {"weight_decay": 1.0},
     "long-operands": {"lengths": "long"},
+    "equal-lengths": {"lengths": "equal"},
+    "depth-2+offsets-25": {"n_layer": 2, "max_offset": 25},
     "inject+offsets-25": {"inject": True, "max_offset": 25},
 }
 
@@ -65,7 +69,8 @@ def n_places(c: dict) -> int:
 
 def batches(c: dict, seed: int):
     """Training batches: operand lengths drawn from 1..TRAIN_DIGITS, uniformly ("uniform") or
-    with probability growing with the length ("long": weights 1..TRAIN_DIGITS), a place
+    with probability growing with the length ("long": weights 1..TRAIN_DIGITS), or both of
+    one drawn length ("equal", as the test sums are; Cho et al. 2024 pad to equal length), a place
     offset in 1..max_offset per sum (0 everywhere without Abacus places)."""
     rng = np.random.RandomState(seed + 1)
     k, b = TRAIN_DIGITS, c["batch"]
@@ -73,7 +78,8 @@ def batches(c: dict, seed: int):
     w = w / w.sum()
     while True:
         da = T.random_digits(rng, rng.choice(np.arange(1, k + 1), size=b, p=w), k)
-        db = T.random_digits(rng, rng.choice(np.arange(1, k + 1), size=b, p=w), k)
+        lb = rng.choice(np.arange(1, k + 1), size=b, p=w)
+        db = T.random_digits(rng, da[1] if c["lengths"] == "equal" else lb, k)
         off = rng.randint(1, c["max_offset"] + 1, size=b)
         x, p, y = T.encode_digits(*da, *db, 3 * k + 4,
                                   off if c["abacus"] else np.zeros(b, np.int64))
@@ -94,6 +100,35 @@ def eval_sets(c: dict) -> tuple[dict, dict]:
             {k: (inp(x, p), y) for k, (x, p, y) in ladder.items()})
 
 
+TEMPERATURES = (1.5, 2.0, 3.0)
+
+
+def sharpened(params, tau: float, d: int):
+    """The parameters with every attention's logits multiplied by tau (the query columns of
+    w_qkv and b_qkv scaled): a test-time attention temperature of 1/tau."""
+    blocks = []
+    for blk in params["blocks"]:
+        w, b = np.array(blk["w_qkv"]), np.array(blk["b_qkv"])
+        w[:, :d] *= tau
+        b[:d] *= tau
+        blocks.append({**blk, "w_qkv": w, "b_qkv": b})
+    return {**params, "blocks": blocks}
+
+
+def detail(tr, state, *, test, ladder, shifted, d: int) -> dict:
+    """`lengen_detail`, and the exact match on the test sums and the shortest ladder rung
+    with attention sharpened post hoc by each of TEMPERATURES (`sharpened`)."""
+    out = T.lengen_detail(tr, state, test, ladder, 500, shifted)
+    k = min(ladder)
+    out["sharpened"] = {}
+    for tau in TEMPERATURES:
+        st = (sharpened(state[0], tau, d), None)
+        out["sharpened"][str(tau)] = {
+            "test": T.exact_match(T.predict_all(tr, st, test[0], 500), test[1]),
+            str(k): T.exact_match(T.predict_all(tr, st, ladder[k][0], 500), ladder[k][1])}
+    return out
+
+
 def run_one(name: str, seed: int) -> dict:
     import jax
 
@@ -109,11 +144,11 @@ def run_one(name: str, seed: int) -> dict:
     row = T.train_run(tr, seed, T.Batches(batches(c, seed)), val, data["test"],
                       max_steps=c["steps"], eval_every=250, stop_at=c["stop_at"],
                       clock=T.Clock(1e9), chunk=500,
-                      extra=functools.partial(T.lengen_detail, tr, test=data["test"],
-                                              ladder=ladder, chunk=500,
-                                              shifted=data.get("test_offsets")))
+                      extra=functools.partial(detail, tr, test=data["test"], ladder=ladder,
+                                              shifted=data.get("test_offsets"),
+                                              d=c["d_model"]))
     keep = ("seed", "test_exact_match", "test_exact_match_offsets", "by_length", "per_digit",
-            "steps", "train_s", "ms_per_step", "val")
+            "steps", "train_s", "ms_per_step", "val", "sharpened")
     return {"variant": name, "changes": VARIANTS[name],
             "val_exact_match": row["val"][-1][1], **{k: row.get(k) for k in keep}}
 

@@ -1,0 +1,61 @@
+"""tools/abacus_small.py and the option it adds to addition_tpu.raw_trainer: input injection
+(the same model as without it at one block, another from the second block on), test-time
+attention sharpening (the logits scaled by tau, the output unchanged where attention is
+one-hot), and the operand lengths each training variant draws."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from compare import addition, gpt
+from tools import abacus_small as A
+from tools import addition_tpu as T
+
+pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
+                                reason="the CPU path; on a TPU, run the script itself")
+
+
+def test_input_injection_changes_the_model_only_from_its_second_block():
+    cfg = gpt.Config(vocab=addition.VOCAB, n_layer=1, d_model=16, n_head=2, block=12, batch=4)
+    x = np.random.RandomState(0).randint(0, 6 * 12, size=(4, 11)).astype(np.int32)
+    for layers, same in ((1, True), (2, False)):
+        c = dataclasses.replace(cfg, n_layer=layers)
+        outs = []
+        for inject in (False, True):
+            tr = T.raw_trainer(jax, c, 11, abacus_places=6, inject=inject)
+            state = tr.init(0)
+            for _ in range(3):   # trained a little, so that the blocks are not near identity
+                state, _ = tr.step(state, x, x % addition.VOCAB)
+            outs.append(np.asarray(tr.step(state, x, x % addition.VOCAB)[1]))
+        assert np.allclose(outs[0], outs[1], rtol=1e-5) == same, (layers, outs)
+
+
+def test_sharpening_scales_the_query_projection_only():
+    params = gpt.init_params(gpt.Config(vocab=13, n_layer=2, d_model=8, n_head=2), 0)
+    got = A.sharpened(params, 2.0, 8)
+    for old, new in zip(params["blocks"], got["blocks"]):
+        np.testing.assert_allclose(new["w_qkv"][:, :8], 2.0 * old["w_qkv"][:, :8])
+        np.testing.assert_array_equal(new["w_qkv"][:, 8:], old["w_qkv"][:, 8:])
+        np.testing.assert_array_equal(new["w_o"], old["w_o"])
+    np.testing.assert_array_equal(params["blocks"][0]["w_qkv"],   # the input is not changed
+                                  gpt.init_params(gpt.Config(vocab=13, n_layer=2, d_model=8,
+                                                             n_head=2), 0)["blocks"][0]["w_qkv"])
+
+
+@pytest.mark.parametrize("lengths", ["uniform", "long", "equal"])
+def test_training_batches_draw_the_operand_lengths_of_their_variant(lengths):
+    c = {**A.BASE, "lengths": lengths, "batch": 2000}
+    tokens, y = next(A.batches(c, 0))
+    x = tokens // A.n_places(c)
+    la = np.argmax(x == addition.PLUS, axis=1)
+    lb = np.argmax(x == addition.EQUALS, axis=1) - la - 1
+    assert la.min() == lb.min() == 1 and la.max() == lb.max() == A.TRAIN_DIGITS
+    assert ((la == lb).all()) == (lengths == "equal")
+    mean = {"uniform": 3.0, "long": 55 / 15, "equal": 3.0}[lengths]  # E[length] over 1..5
+    assert abs(la.mean() - mean) < 0.1
+    places = tokens % A.n_places(c)
+    assert places.max() <= A.n_places(c) - 1 and y.shape == x.shape
