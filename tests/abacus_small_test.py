@@ -59,3 +59,18 @@ def test_training_batches_draw_the_operand_lengths_of_their_variant(lengths):
     assert abs(la.mean() - mean) < 0.1
     places = tokens % A.n_places(c)
     assert places.max() <= A.n_places(c) - 1 and y.shape == x.shape
+
+
+def test_left_padding_moves_each_sum_right_and_keeps_its_targets_aligned():
+    c = {**A.BASE, **A.VARIANTS["left-pad"], "batch": 200}
+    plain = {**c, "left_pad": 0}
+    (t0, y0), (t1, y1) = next(A.batches(plain, 3)), next(A.batches(c, 3))
+    assert t1.shape == (200, t0.shape[1] + c["left_pad"])
+    # the same rng draws the same sums first; the shift is drawn after them
+    for i in range(200):
+        start = np.argmax(t1[i] != addition.END * A.n_places(c))
+        np.testing.assert_array_equal(t1[i, start:start + t0.shape[1]], t0[i])
+        np.testing.assert_array_equal(y1[i, start:start + t0.shape[1]], y0[i])
+        assert (y1[i, :start] == addition.IGNORE).all()
+    starts = np.argmax(t1 != addition.END * A.n_places(c), axis=1)
+    assert starts.min() == 0 and starts.max() == c["left_pad"]

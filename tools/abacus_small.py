@@ -9,16 +9,21 @@ numbers: the TPU's 10 -> 20 digits at half the length and about a 600th of the p
     python tools/abacus_small.py --show
 
 Each variant changes one thing against `BASE` (see `VARIANTS`): the model's config, the
-offset range, input injection (`raw_trainer(inject=True)`), the operand lengths, stopping
-at a validation level. Every run uses `addition_tpu`'s encoders (`encode_digits`,
+offset range, input injection (`raw_trainer(inject=True)`), the operand lengths, filler
+tokens before each training sum (`left_padded`), stopping at a validation level.
+Every run uses `addition_tpu`'s encoders (`encode_digits`,
 `random_digits`, `abacus_tokens`), trainer (`raw_trainer`, raw JAX: the CPU's faster module;
 the same code runs under minijax), training loop (`train_run`) and measures (`lengen_sets`,
 `lengen_ladder`, `lengen_detail`): the exact match on 10-digit sums at offset 1 and at random
-offsets, at 6, 7 and 9 digits, and each answer token's accuracy, units first.
+offsets, at 6, 7 and 9 digits, and each answer token's accuracy, units first; with attention
+sharpened after training (`sharpened`); and 6- and 10-digit sums at every trained offset
+(`by_offset`).
 
 The file: `{"config": BASE, "train_digits", "test_digits", "n_test", "runs": [{"variant",
 "changes", "seed", "val_exact_match", "test_exact_match", "test_exact_match_offsets",
-"by_length", "per_digit", "steps", "train_s", "ms_per_step", "val"}]}`; a (variant, seed)
+"by_length", "per_digit", "steps", "train_s", "ms_per_step", "val", "sharpened": {tau:
+{"test", "6"}}, "by_offset": {digits: {offset: [exact match, per token]}}}]}` (the last
+two on the runs made after they were added); a (variant, seed)
 already in the file is not run again.
 """
 
@@ -43,7 +48,7 @@ PATH = ROOT / "chapters" / "data" / "abacus-small-cpu.json"
 TRAIN_DIGITS, TEST_DIGITS, N_TEST = 5, 10, 1000
 BASE = dict(n_layer=3, d_model=64, n_head=4, batch=64, steps=2400, warmup=100,
             peak_lr=2e-3, end_lr=2e-4, weight_decay=0.1, max_offset=10, inject=False,
-            abacus=True, lengths="uniform", stop_at=2.0)
+            abacus=True, lengths="uniform", stop_at=2.0, left_pad=0)
 VARIANTS = {  # name -> changes to BASE
     "baseline": {},
     "absolute": {"abacus": False},                 # learned absolute positions, no places
@@ -58,6 +63,7 @@ VARIANTS = {  # name -> changes to BASE
     "wd-1": {"weight_decay": 1.0},
     "long-operands": {"lengths": "long"},
     "equal-lengths": {"lengths": "equal"},
+    "left-pad": {"left_pad": 3 * (TEST_DIGITS - TRAIN_DIGITS)},  # up to the test's length
     "depth-2+offsets-25": {"n_layer": 2, "max_offset": 25},
     "inject+offsets-25": {"inject": True, "max_offset": 25},
 }
@@ -83,7 +89,23 @@ def batches(c: dict, seed: int):
         off = rng.randint(1, c["max_offset"] + 1, size=b)
         x, p, y = T.encode_digits(*da, *db, 3 * k + 4,
                                   off if c["abacus"] else np.zeros(b, np.int64))
+        if c["left_pad"]:
+            x, p, y = left_padded(rng, x, p, y, c["left_pad"])
         yield (T.abacus_tokens(x, p, n_places(c)) if c["abacus"] else x), y
+
+
+def left_padded(rng, x, p, y, most: int):
+    """Each row shifted right by its own 0..most filler tokens ('.' at place 0, not scored)
+    and filled with them on the right: the sums then sit at token positions up to those of
+    longer test sums, the numbers no longer than before."""
+    from compare.addition import END, IGNORE
+    n, t = x.shape
+    shift = rng.randint(0, most + 1, size=n)
+    col = np.arange(t + most)[None, :] - shift[:, None]
+    inside = (col >= 0) & (col < t)
+    take = lambda a, fill: np.where(  # noqa: E731
+        inside, np.take_along_axis(a, np.clip(col, 0, t - 1), axis=1), fill).astype(np.int32)
+    return take(x, END), take(p, 0), take(y, IGNORE)
 
 
 def eval_sets(c: dict) -> tuple[dict, dict]:
@@ -115,10 +137,32 @@ def sharpened(params, tau: float, d: int):
     return {**params, "blocks": blocks}
 
 
-def detail(tr, state, *, test, ladder, shifted, d: int) -> dict:
-    """`lengen_detail`, and the exact match on the test sums and the shortest ladder rung
-    with attention sharpened post hoc by each of TEMPERATURES (`sharpened`)."""
+def by_offset(tr, state, c: dict, k: int, n: int = 500) -> dict:
+    """{offset: (exact match, accuracy of each answer token)} on n sums of two k-digit
+    numbers written at each offset from 1 to the highest whose places were all trained."""
+    from compare.addition import IGNORE
+    rng = np.random.RandomState(k + 31)
+    lens = np.full(n, k)
+    digits = (*T.random_digits(rng, lens, k), *T.random_digits(rng, lens, k))
+    out = {}
+    for off in range(1, c["max_offset"] + TRAIN_DIGITS - k + 1):
+        x, p, y = T.encode_digits(*digits, 3 * k + 4, np.full(n, off))
+        ok = T.predict_all(tr, state, T.abacus_tokens(x, p, n_places(c)), 500) == y
+        per = [ok[:, j][y[:, j] != IGNORE].mean() for j in range(y.shape[1])
+               if (y[:, j] != IGNORE).any()]
+        out[str(off)] = (float((ok | (y == IGNORE)).all(axis=1).mean()),
+                         [round(float(v), 3) for v in per])
+    return out
+
+
+def detail(tr, state, *, test, ladder, shifted, c: dict) -> dict:
+    """`lengen_detail`; the exact match on the test sums and the shortest ladder rung with
+    attention sharpened post hoc by each of TEMPERATURES (`sharpened`); with Abacus places,
+    `by_offset` for 6- and 10-digit sums (where along the places generalisation breaks)."""
+    d = c["d_model"]
     out = T.lengen_detail(tr, state, test, ladder, 500, shifted)
+    if c["abacus"]:
+        out["by_offset"] = {str(k): by_offset(tr, state, c, k) for k in (6, TEST_DIGITS)}
     k = min(ladder)
     out["sharpened"] = {}
     for tau in TEMPERATURES:
@@ -137,7 +181,7 @@ def run_one(name: str, seed: int) -> dict:
     cfg = gpt.Config(vocab=addition.VOCAB, block=3 * TEST_DIGITS + 3,
                      **{k: c[k] for k in ("n_layer", "d_model", "n_head", "batch", "steps",
                                           "warmup", "peak_lr", "end_lr", "weight_decay")})
-    tr = T.raw_trainer(jax, cfg, 3 * TRAIN_DIGITS + 3, inject=c["inject"],
+    tr = T.raw_trainer(jax, cfg, 3 * TRAIN_DIGITS + 3 + c["left_pad"], inject=c["inject"],
                        abacus_places=n_places(c) if c["abacus"] else 0)
     data, ladder = eval_sets(c)
     val = (data["val"][0][:500], data["val"][1][:500])
@@ -146,9 +190,9 @@ def run_one(name: str, seed: int) -> dict:
                       clock=T.Clock(1e9), chunk=500,
                       extra=functools.partial(detail, tr, test=data["test"], ladder=ladder,
                                               shifted=data.get("test_offsets"),
-                                              d=c["d_model"]))
+                                              c=c))
     keep = ("seed", "test_exact_match", "test_exact_match_offsets", "by_length", "per_digit",
-            "steps", "train_s", "ms_per_step", "val", "sharpened")
+            "steps", "train_s", "ms_per_step", "val", "sharpened", "by_offset")
     return {"variant": name, "changes": VARIANTS[name],
             "val_exact_match": row["val"][-1][1], **{k: row.get(k) for k in keep}}
 
