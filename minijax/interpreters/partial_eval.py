@@ -243,7 +243,8 @@ class JaxprTrace(DynamicJaxprTrace):
         if not self.toposort_residuals or len(jaxpr.constvars) < 2:
             return jaxpr, consts
         order = _toposort_constvars(jaxpr)
-        rest = [v for v in jaxpr.constvars if v not in set(order)]  # read by no output
+        found = set(order)
+        rest = [v for v in jaxpr.constvars if v not in found]  # read by no output
         constvars = order + rest
         val = dict(zip(jaxpr.constvars, consts))
         return (Jaxpr(constvars, jaxpr.invars, jaxpr.outvars, jaxpr.eqns, jaxpr.effects),
