@@ -181,9 +181,14 @@ class Array:
             self._check_alive()  # raises
         return self
 
+    # JAX: jax/_src/array.py ArrayImpl.__array__ — NumPy's `copy` is honoured: np.array(x)
+    # gets a writable copy, np.asarray(x) a read-only view (an Array is immutable)
     def __array__(self, dtype=None, copy=None):
         v = self._value()
-        return v if dtype is None else v.astype(dtype, copy=False)
+        if v.flags.writeable:
+            v = v.view()
+            v.flags.writeable = False
+        return np.asarray(v, dtype=dtype, **({} if copy is None else {"copy": copy}))
 
     # JAX: jax/_src/array.py ArrayImpl.__dlpack__ — differs: the host copy's buffer (NumPy's)
     def __dlpack__(self, **kwargs):

@@ -74,3 +74,40 @@ def test_left_padding_moves_each_sum_right_and_keeps_its_targets_aligned():
         assert (y1[i, :start] == addition.IGNORE).all()
     starts = np.argmax(t1 != addition.END * A.n_places(c), axis=1)
     assert starts.min() == 0 and starts.max() == c["left_pad"]
+
+
+def test_place_schemes_move_only_the_equals_sign_and_the_answer():
+    # 47 + 385 = 432 at offset 2: operands at places 3.., '=' just below the units ("below"),
+    # at 0 ("zero", as McLeish et al.), or every answer token one place up ("coupled": each
+    # token at the place of the digit it predicts)
+    x, p, y = T.abacus_encode([47], [385], 14, np.array([2]))
+    eq = int(np.argmax(x[0] == addition.EQUALS))
+    below, zero, coupled = (A.reschemed(x, p, s)[0] for s in A.PLACES)
+    assert below[:eq].tolist() == [3, 4, 0, 3, 4, 5] and below[eq] == 2
+    assert zero[eq] == 0 and (np.delete(zero, eq) == np.delete(below, eq)).all()
+    answer = np.arange(len(below)) >= eq
+    moved = answer & (below > 0)
+    assert (coupled[moved] == below[moved] + 1).all()
+    assert (coupled[~moved] == below[~moved]).all()
+    # the token that predicts the units digit of the answer sits at the units' place
+    assert coupled[eq] == below[0]
+    with pytest.raises(ValueError, match="unknown place scheme"):
+        A.reschemed(x, p, "rotary")
+
+
+def test_the_tpu_summary_is_the_best_variant_of_the_saved_sweep(tmp_path):
+    import json
+    target = tmp_path / "26.json"
+    target.write_text(json.dumps({T.LENGEN_KEY: {"baseline": 0.0}}))
+    try:
+        got = A.summarise_into(target)
+    finally:
+        A.use_scale("cpu")
+    runs = [r for r in json.loads(A.SCALES["tpu"]["path"].read_text())["runs"]
+            if r["variant"] == A.BEST]
+    for impl, by_seed in got["seeds"].items():
+        assert by_seed == {str(r["seed"]): r["test_exact_match"] for r in runs
+                           if r.get("impl", "jax") == impl}
+    assert got["impl"] == {i: s["0"] for i, s in got["seeds"].items()}
+    assert got["baseline"] == 0.0 and got["max_offset"] == A.VARIANTS[A.BEST]["max_offset"]
+    assert json.loads(target.read_text())["length_generalisation"] == got

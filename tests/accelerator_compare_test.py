@@ -37,6 +37,13 @@ def check_compare(saved: dict, topics) -> None:
         if "highest" in t and "error" not in t["highest"]:
             assert {"losses_equal_steps", "steps", "max_rel_diff",
                     "jax_vs_default_max_rel"} <= set(t["highest"])
+        if "phases" in t and "error" not in t["phases"]:
+            runs = t["phases"]["runs"]
+            assert [r["module"] for r in runs] == ["minijax", "jax", "jax", "minijax",
+                                                   "minijax", "jax"]
+            for r in runs:
+                assert {"lower_s", "compile_s", "run_s", "text_chars"} <= set(r)
+                assert r["lower_s"] > 0 and r["compile_s"] > 0 and r["text_chars"] > 0
         if "decode" in t and "error" not in t["decode"]:
             assert {"decode_ms", "first_s", "tokens_equal"} <= set(t["decode"])
             assert set(t["decode"]["decode_ms"]) == {"minijax", "jax"}
@@ -76,6 +83,8 @@ def test_smoke_run_writes_both_files_in_their_documented_shape(tmp_path, capsys)
     for name, t in compare["topics"].items():
         assert "error" not in t, (name, t)
     assert "error" not in compare["topics"]["gpt"]["decode"]
+    for name in A.PHASE_TOPICS:
+        assert "error" not in compare["topics"][name]["phases"], name
     for name in A.SMOKE_HIGHEST:
         assert "error" not in compare["topics"][name]["highest"], name
     check_measure(measure)

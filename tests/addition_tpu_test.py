@@ -31,10 +31,11 @@ def check_shape(saved: dict) -> None:
         assert r["variant"] in T.VARIANTS and r["impl"] == "jax"
     for r in saved.get("ablations", []):
         assert r["format"] in {"default", *addition.ABLATIONS} and r["impl"] == "jax"
-    lg = saved.get("length_generalisation")
-    if lg:
-        assert {"method", "train_digits", "test_digits", "impl", "baseline"} <= set(lg)
-        assert lg["method"] == "abacus" and set(lg["impl"]) <= {"minijax", "jax"}
+    for key in ("length_generalisation", T.LENGEN_KEY):
+        lg = saved.get(key)
+        if lg:
+            assert {"method", "train_digits", "test_digits", "impl", "baseline"} <= set(lg)
+            assert lg["method"] == "abacus" and set(lg["impl"]) <= {"minijax", "jax"}
 
 
 def test_without_a_tpu_the_script_trains_and_writes_nothing(tmp_path, capsys):
@@ -64,7 +65,7 @@ def test_smoke_run_writes_every_phase_in_the_documented_shape(tmp_path, capsys):
                                rtol=1e-4)
     assert mj["steps"] == 30 and mj["val"][-1][0] == 30 and not mj["cut"]
     assert [r["variant"] for r in on_disk["robustness"]] == list(T.VARIANTS)
-    lg = on_disk["length_generalisation"]
+    lg = on_disk[T.LENGEN_KEY]
     assert set(lg["impl"]) == {"minijax", "jax"} and lg["baseline"] is not None
     assert [(r["impl"], r["abacus"]) for r in lg["runs"]] == [
         ("jax", True), ("jax", False), ("minijax", True)]

@@ -1008,3 +1008,23 @@ def test_eager_ops_on_an_accelerator_run_on_xla(monkeypatch):
     with pytest.raises(TypeError, match="dot_general"):  # refused as on the host
         minijax.lax.dot_general(on_device, b[:3], (((1,), (0,)), ((), ())))
     dispatch._callables.clear()
+
+
+@pytest.mark.parametrize("make", [lambda m: m.numpy.arange(4.0),
+                                  lambda m: m.jit(lambda v: v * 2)(np.arange(4.0, dtype="f4")),
+                                  lambda m: m.numpy.array([1.0, 2.0, 3.0, 4.0])])
+def test_numpy_views_of_an_array_are_read_only_and_copies_writable(make):
+    # An Array is immutable: np.asarray hands out a read-only view and np.array a writable
+    # copy, under both modules, whether the value was computed eagerly or by a compiled call
+    for m in (minijax, jax):
+        x = make(m)
+        before = np.array(x)
+        view = np.asarray(x)
+        assert not view.flags.writeable, m.__name__
+        with pytest.raises(ValueError, match="read-only"):
+            view[0] = 5.0
+        copy = np.array(x)
+        assert copy.flags.writeable, m.__name__
+        copy[0] = 5.0
+        np.testing.assert_array_equal(np.asarray(x), before)
+        assert np.array(x, dtype=np.int32).dtype == np.int32

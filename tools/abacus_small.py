@@ -8,6 +8,21 @@ numbers: the TPU's 10 -> 20 digits at half the length and about a 600th of the p
                                              [--out chapters/data/abacus-small-cpu.json]
     python tools/abacus_small.py --show
 
+With `--scale tpu` the same variants run at the TPU's own size (the 10M model of
+`compare/addition.py: SIZES["10M"]`, trained on 1..10 digits, tested on 20, each run stopped at
+99.5% validation or 4,000 steps) into `chapters/data/abacus-tpu.json`, under `--impls jax`,
+`minijax` or both (the same weights, batches and bits). On the TPU machine, from the
+repository root:
+
+    PYTHONPATH=$PWD:$PYTHONPATH python3 tools/abacus_small.py --scale tpu \
+        --variants offsets-100 --impls jax,minijax --seeds 0 --out $OUT/abacus-tpu.json
+
+`--summarise-into chapters/data/26-addition-tpu.json` then writes the best variant's (`BEST`)
+runs as that file's "length_generalisation" (chapter 26 prints the sweep with `show_tpu`).
+The place schemes (`reschemed`): "below" (`encode_digits`'s own), "zero" (McLeish et al.'s:
+'=' has no place) and "coupled" (every answer token one place up, at the place of the digit
+it predicts: position coupling, Cho et al. 2024).
+
 Each variant changes one thing against `BASE` (see `VARIANTS`): the model's config, the
 offset range, input injection (`raw_trainer(inject=True)`), the operand lengths, filler
 tokens before each training sum (`left_padded`), stopping at a validation level.
@@ -48,7 +63,24 @@ PATH = ROOT / "chapters" / "data" / "abacus-small-cpu.json"
 TRAIN_DIGITS, TEST_DIGITS, N_TEST = 5, 10, 1000
 BASE = dict(n_layer=3, d_model=64, n_head=4, batch=64, steps=2400, warmup=100,
             peak_lr=2e-3, end_lr=2e-4, weight_decay=0.1, max_offset=10, inject=False,
-            abacus=True, lengths="uniform", stop_at=2.0, left_pad=0)
+            abacus=True, lengths="uniform", stop_at=2.0, left_pad=0, places="below",
+            eval_every=250)
+# `--scale tpu`: the TPU's own experiment (addition_tpu's phase 3: the 10M model, 10 -> 20
+# digits), each run stopped at 99.5% validation, to compare the variants there.
+SCALES = {
+    "cpu": dict(train=5, test=10, path=PATH, base=BASE),
+    "tpu": dict(train=10, test=20, path=ROOT / "chapters" / "data" / "abacus-tpu.json",
+                base={**BASE, "n_layer": 6, "d_model": 384, "n_head": 6, "batch": 256,
+                      "steps": 4000, "warmup": 200, "peak_lr": 1e-3, "end_lr": 1e-4,
+                      "max_offset": 20, "stop_at": 0.995, "eval_every": 200}),
+}
+
+
+def use_scale(name: str) -> None:
+    """Set the module's digit counts, base config and output file to those of `name`."""
+    global TRAIN_DIGITS, TEST_DIGITS, BASE, PATH
+    s = SCALES[name]
+    TRAIN_DIGITS, TEST_DIGITS, BASE, PATH = s["train"], s["test"], s["base"], s["path"]
 VARIANTS = {  # name -> changes to BASE
     "baseline": {},
     "absolute": {"abacus": False},                 # learned absolute positions, no places
@@ -66,11 +98,40 @@ VARIANTS = {  # name -> changes to BASE
     "left-pad": {"left_pad": 3 * (TEST_DIGITS - TRAIN_DIGITS)},  # up to the test's length
     "depth-2+offsets-25": {"n_layer": 2, "max_offset": 25},
     "inject+offsets-25": {"inject": True, "max_offset": 25},
+    "offsets-60": {"max_offset": 60},
+    "eq-zero": {"places": "zero"},
+    "coupled": {"places": "coupled"},
+    "coupled+equal": {"places": "coupled", "lengths": "equal"},
+    "coupled+offsets-60": {"places": "coupled", "max_offset": 60},
+    "coupled+offsets-100": {"places": "coupled", "max_offset": 100},
+    "coupled+offsets-100+8k": {"places": "coupled", "max_offset": 100, "steps": 8000,
+                               "stop_at": 2.0},
+    "offsets-100": {"max_offset": 100},
+    "offsets-100+8k": {"max_offset": 100, "steps": 8000, "stop_at": 2.0},
+    "offsets-60+8k": {"max_offset": 60, "steps": 8000, "stop_at": 2.0},
 }
+PLACES = ("below", "zero", "coupled")
+
+
+def reschemed(x: np.ndarray, p: np.ndarray, scheme: str) -> np.ndarray:
+    """The places of `encode_digits` ('=' at the offset, the place just below the units;
+    each answer digit at its own significance) under another scheme: "zero" gives '=' place
+    0, as McLeish et al. do (only digits have places); "coupled" moves '=' and every answer
+    digit up one place, so that each token sits at the place of the digit it predicts, the
+    place of the operand digits it must read (position coupling, Cho et al. 2024)."""
+    from compare.addition import EQUALS
+    if scheme == "below":
+        return p
+    if scheme == "zero":
+        return np.where(x == EQUALS, 0, p).astype(np.int32)
+    if scheme == "coupled":
+        after = np.cumsum(x == EQUALS, axis=1) > 0
+        return np.where(after & (p > 0), p + 1, p).astype(np.int32)
+    raise ValueError(f"abacus_small.reschemed: unknown place scheme {scheme!r}; one of {PLACES}")
 
 
 def n_places(c: dict) -> int:
-    return 1 + (TRAIN_DIGITS + 1) + c["max_offset"]
+    return 1 + (TRAIN_DIGITS + 1) + c["max_offset"] + (c["places"] == "coupled")
 
 
 def batches(c: dict, seed: int):
@@ -89,6 +150,7 @@ def batches(c: dict, seed: int):
         off = rng.randint(1, c["max_offset"] + 1, size=b)
         x, p, y = T.encode_digits(*da, *db, 3 * k + 4,
                                   off if c["abacus"] else np.zeros(b, np.int64))
+        p = reschemed(x, p, c["places"])
         if c["left_pad"]:
             x, p, y = left_padded(rng, x, p, y, c["left_pad"])
         yield (T.abacus_tokens(x, p, n_places(c)) if c["abacus"] else x), y
@@ -116,8 +178,8 @@ def eval_sets(c: dict) -> tuple[dict, dict]:
         ladder = T.lengen_ladder(TRAIN_DIGITS, TEST_DIGITS, N_TEST // 2)
     finally:
         T.ABACUS_OFFSET = saved
-    inp = (lambda x, p: T.abacus_tokens(x, p, n_places(c))) if c["abacus"] else (
-        lambda x, p: x)
+    inp = (lambda x, p: T.abacus_tokens(x, reschemed(x, p, c["places"]), n_places(c))
+           ) if c["abacus"] else (lambda x, p: x)
     return ({k: (inp(x, p), y) for k, (x, p, y) in sets.items()},
             {k: (inp(x, p), y) for k, (x, p, y) in ladder.items()})
 
@@ -147,7 +209,8 @@ def by_offset(tr, state, c: dict, k: int, n: int = 500) -> dict:
     out = {}
     for off in range(1, c["max_offset"] + TRAIN_DIGITS - k + 1):
         x, p, y = T.encode_digits(*digits, 3 * k + 4, np.full(n, off))
-        ok = T.predict_all(tr, state, T.abacus_tokens(x, p, n_places(c)), 500) == y
+        tokens = T.abacus_tokens(x, reschemed(x, p, c["places"]), n_places(c))
+        ok = T.predict_all(tr, state, tokens, 500) == y
         per = [ok[:, j][y[:, j] != IGNORE].mean() for j in range(y.shape[1])
                if (y[:, j] != IGNORE).any()]
         out[str(off)] = (float((ok | (y == IGNORE)).all(axis=1).mean()),
@@ -162,7 +225,8 @@ def detail(tr, state, *, test, ladder, shifted, c: dict) -> dict:
     d = c["d_model"]
     out = T.lengen_detail(tr, state, test, ladder, 500, shifted)
     if c["abacus"]:
-        out["by_offset"] = {str(k): by_offset(tr, state, c, k) for k in (6, TEST_DIGITS)}
+        out["by_offset"] = {str(k): by_offset(tr, state, c, k)
+                            for k in (TRAIN_DIGITS + 1, TEST_DIGITS)}
     k = min(ladder)
     out["sharpened"] = {}
     for tau in TEMPERATURES:
@@ -173,27 +237,28 @@ def detail(tr, state, *, test, ladder, shifted, c: dict) -> dict:
     return out
 
 
-def run_one(name: str, seed: int) -> dict:
-    import jax
+def run_one(name: str, seed: int, impl: str = "jax") -> dict:
+    import importlib
 
     from compare import addition, gpt
+    J = importlib.import_module(impl)
     c = {**BASE, **VARIANTS[name]}
     cfg = gpt.Config(vocab=addition.VOCAB, block=3 * TEST_DIGITS + 3,
                      **{k: c[k] for k in ("n_layer", "d_model", "n_head", "batch", "steps",
                                           "warmup", "peak_lr", "end_lr", "weight_decay")})
-    tr = T.raw_trainer(jax, cfg, 3 * TRAIN_DIGITS + 3 + c["left_pad"], inject=c["inject"],
+    tr = T.raw_trainer(J, cfg, 3 * TRAIN_DIGITS + 3 + c["left_pad"], inject=c["inject"],
                        abacus_places=n_places(c) if c["abacus"] else 0)
     data, ladder = eval_sets(c)
     val = (data["val"][0][:500], data["val"][1][:500])
     row = T.train_run(tr, seed, T.Batches(batches(c, seed)), val, data["test"],
-                      max_steps=c["steps"], eval_every=250, stop_at=c["stop_at"],
+                      max_steps=c["steps"], eval_every=c["eval_every"], stop_at=c["stop_at"],
                       clock=T.Clock(1e9), chunk=500,
                       extra=functools.partial(detail, tr, test=data["test"], ladder=ladder,
                                               shifted=data.get("test_offsets"),
                                               c=c))
     keep = ("seed", "test_exact_match", "test_exact_match_offsets", "by_length", "per_digit",
             "steps", "train_s", "ms_per_step", "val", "sharpened", "by_offset")
-    return {"variant": name, "changes": VARIANTS[name],
+    return {"variant": name, "changes": VARIANTS[name], "impl": impl,
             "val_exact_match": row["val"][-1][1], **{k: row.get(k) for k in keep}}
 
 
@@ -208,7 +273,10 @@ def show(path: Path) -> None:
     res = load(path)
     by = {}
     for r in res["runs"]:
-        by.setdefault(r["variant"], []).append(r)
+        impl = r.get("impl", "jax")
+        by.setdefault(r["variant"] + ("" if impl == "jax" else f" ({impl})"), []).append(r)
+    if not res["runs"]:
+        return print(f"abacus_small: no runs in {path}")
     print(f"{'variant':22s} seeds  {TEST_DIGITS}-digit exact (each seed)        mean   "
           f"offsets  " + "  ".join(f"{k}d" for k in sorted(res["runs"][0]["by_length"])))
     for name, rows in by.items():
@@ -222,34 +290,92 @@ def show(path: Path) -> None:
         print(f"{'':22s} per token: {' '.join(f'{v:.2f}' for v in pd)}")
 
 
+BEST = "offsets-100"   # the variant whose summary --summarise-into writes
+
+
+def summarise_into(path: Path, variant: str = BEST) -> dict:
+    """Write `variant`'s TPU runs as chapter 26's "length_generalisation" summary in `path`
+    (`tools/addition_tpu.py`'s file; its own phase-3 runs stay under `LENGEN_KEY`): the seed-0
+    exact match on 20-digit sums under each module, every seed's under each, and the
+    baseline (learned absolute positions, phase 3's run). Returns the summary."""
+    use_scale("tpu")
+    runs = [r for r in load(PATH)["runs"] if r["variant"] == variant]
+    if not runs:
+        raise SystemExit(f"abacus_small: no {variant!r} runs in {PATH}")
+    saved = json.loads(path.read_text())
+    old = saved.get(T.LENGEN_KEY) or {}
+    seeds = {}
+    for r in runs:
+        seeds.setdefault(r.get("impl", "jax"), {})[str(r["seed"])] = r["test_exact_match"]
+    c = {**BASE, **VARIANTS[variant]}
+    summary = {
+        "method": "abacus", "variant": variant, "train_digits": TRAIN_DIGITS,
+        "test_digits": TEST_DIGITS, "n_test": N_TEST, "max_offset": c["max_offset"],
+        "places": c["places"], "stop_at": c["stop_at"], "max_steps": c["steps"],
+        "impl": {impl: by_seed["0"] for impl, by_seed in seeds.items() if "0" in by_seed},
+        "seeds": seeds, "baseline": old.get("baseline"),
+        "source": f"{PATH.relative_to(ROOT)} (tools/abacus_small.py --scale tpu)"}
+    saved["length_generalisation"] = summary
+    path.write_text(json.dumps(saved, indent=1) + "\n")
+    return summary
+
+
+def show_tpu() -> None:
+    """The TPU sweep (chapters/data/abacus-tpu.json) as `show` prints it."""
+    use_scale("tpu")
+    show(PATH)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", default="baseline")
     ap.add_argument("--seeds", default="0,1")
-    ap.add_argument("--out", type=Path, default=PATH)
+    ap.add_argument("--scale", choices=sorted(SCALES), default="cpu")
+    ap.add_argument("--impls", default="jax", help="jax, minijax or both: jax,minijax")
+    ap.add_argument("--budget-s", type=float, default=1e9,
+                    help="start no run after this many seconds from the process's start")
+    ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--show", action="store_true")
+    ap.add_argument("--summarise-into", type=Path, default=None, metavar="ADDITION_JSON",
+                    help=f"write the {BEST!r} TPU runs as that file's length_generalisation")
     a = ap.parse_args(argv)
+    if a.summarise_into:
+        return print(json.dumps(summarise_into(a.summarise_into)))
+    use_scale(a.scale)
+    out = a.out or PATH
     if a.show:
-        return show(a.out)
+        return show(out)
     for name in a.variants.split(","):
         if name not in VARIANTS:
             raise SystemExit(f"abacus_small: unknown variant {name!r}; one of {list(VARIANTS)}")
+    t_start = time.perf_counter()
     for name in a.variants.split(","):
-        for seed in (int(s) for s in a.seeds.split(",")):
-            res = load(a.out)
-            if any((r["variant"], r["seed"]) == (name, seed) for r in res["runs"]):
-                continue
-            t0 = time.perf_counter()
-            row = run_one(name, seed)
-            row["wall_s"] = round(time.perf_counter() - t0, 1)
-            res = load(a.out)
-            res["runs"].append(row)
-            a.out.write_text(json.dumps(res, indent=1) + "\n")
-            print(f"{name} seed {seed}: val {row['val_exact_match']:.3f} "
-                  f"test {row['test_exact_match']:.3f} "
-                  f"offsets {row['test_exact_match_offsets'] or 0:.3f} "
-                  f"ladder {row['by_length']} steps {row['steps']} {row['wall_s']} s\n"
-                  f"  per token {row['per_digit']}", flush=True)
+        for impl in a.impls.split(","):
+            for seed in (int(s) for s in a.seeds.split(",")):
+                res = load(out)
+                if any((r["variant"], r["seed"], r.get("impl", "jax")) == (name, seed, impl)
+                       for r in res["runs"]):
+                    continue
+                if time.perf_counter() - t_start > a.budget_s:
+                    print(f"{name} {impl} seed {seed}: not started, past --budget-s", flush=True)
+                    continue
+                t0 = time.perf_counter()
+                row = run_one(name, seed, impl)
+                row["wall_s"] = round(time.perf_counter() - t0, 1)
+                res = load(out)
+                res.setdefault("device_kind", _device_kind())
+                res["runs"].append(row)
+                out.write_text(json.dumps(res, indent=1) + "\n")
+                print(f"{name} {impl} seed {seed}: val {row['val_exact_match']:.3f} "
+                      f"test {row['test_exact_match']:.3f} "
+                      f"offsets {row['test_exact_match_offsets'] or 0:.3f} "
+                      f"ladder {row['by_length']} steps {row['steps']} {row['wall_s']} s\n"
+                      f"  per token {row['per_digit']}", flush=True)
+
+
+def _device_kind() -> str:
+    import jax
+    return jax.devices()[0].device_kind
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ blocked on its loss), `compile_s` (the first call: trace, lower, compile and one
 `losses_equal_steps` (how many leading steps give bit-equal losses), `first_difference` (that
 step and both losses), `max_rel_diff` over the `steps` compared, the losses themselves, and
 "highest": the same comparison with both modules under `default_matmul_precision("highest")`
-(a TPU multiplies in bfloat16 passes by default).
+(a TPU multiplies in bfloat16 passes by default); "phases" (for `PHASE_TOPICS`): the first
+call split into lowering, XLA's compile and the first run, three fresh builds in alternating
+order (`compile_phases`).
 
 `measure-tpu.json`: "profile" (chapter 17: a few jitted steps under each module's
 `profiler.trace`, the trace read back: device-busy time, the gaps, the host's dispatch time),
@@ -375,6 +377,35 @@ def highest(name: str, *, smoke: bool, steps: int, default_jax: list[float]) -> 
             "jax_vs_default_max_rel": float(np.max(moved))}
 
 
+PHASE_TOPICS = ("ragged", "gpt")
+
+
+def compile_phases(name: str, *, smoke: bool) -> list[dict]:
+    """Where a first call's time goes: the topic built afresh three times, the modules in the
+    order minijax, JAX / JAX, minijax / minijax, JAX, each timed through its stages (JAX:
+    jax/_src/stages.py) — `lower` (trace and lower to StableHLO), `compile` (XLA) and the
+    first run — with the size of the lowered text. Fresh builds are fresh functions, so
+    nothing is served from either module's caches; the alternation spreads the process's
+    one-time costs."""
+    rows = []
+    for order in (("minijax", "jax"), ("jax", "minijax"), ("minijax", "jax")):
+        entries, batches, _ = BUILDERS[name](smoke, 3, _modules())
+        for module in order:
+            J, call, state = entries[module]
+            args = (state, *batches[0])
+            PROGRESS["at"] = f"{module}'s stages"
+            t0 = time.perf_counter()
+            lowered = call.lower(*args)
+            t1 = time.perf_counter()
+            compiled = lowered.compile()
+            t2 = time.perf_counter()
+            J.block_until_ready(compiled(*args)[1])
+            t3 = time.perf_counter()
+            rows.append({"module": module, "lower_s": t1 - t0, "compile_s": t2 - t1,
+                         "run_s": t3 - t2, "text_chars": len(lowered.as_text())})
+    return rows
+
+
 def decode(*, smoke: bool, reps: int) -> dict:
     """Chapter 19's sampling with a KV cache, the GPT at its initial weights, batch 1: each
     module's first prefill and decode calls (compiles), the median ms of one decode call (one
@@ -600,6 +631,8 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
               ("profile", measure, lambda: measure_profile(smoke)),
               ("precision", measure, lambda: measure_precision(smoke, reps)),
               ("offload", measure, lambda: measure_offload_part(smoke))]
+    parts += [(f"phases:{t}", compare, lambda t=t: {"runs": compile_phases(t, smoke=smoke)})
+              for t in PHASE_TOPICS]
     parts += [(f"highest:{t}", compare, lambda t=t: highest(
         t, smoke=smoke, steps=high_steps, default_jax=compare["topics"][t]["losses"]["jax"]))
               for t in sorted(SMOKE_HIGHEST if smoke else topics, key=HIGHEST_LAST.__contains__)]
@@ -683,6 +716,13 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
         print(f"gpt, one token with the KV cache (batch 1): minijax {ms['minijax']:.3f} ms, JAX "
               f"{ms['jax']:.3f} ms; the same {dec['new_tokens']} greedy tokens: "
               f"{dec['tokens_equal']}")
+    for name, t in saved["topics"].items():
+        runs = t.get("phases", {}).get("runs")
+        if runs:
+            print(f"{name}, the first call in stages, three fresh builds each (s): " + "; ".join(
+                f"{m} lower " + " ".join(f"{r['lower_s']:.2f}" for r in runs if r["module"] == m)
+                + " compile " + " ".join(f"{r['compile_s']:.2f}" for r in runs
+                                         if r["module"] == m) for m in ("minijax", "jax")))
     synthetic = sorted({t.get("data") for t in saved["topics"].values()
                         if str(t.get("data", "")).startswith("synthetic")})
     for s in synthetic:

@@ -33,6 +33,9 @@ One process runs the phases asked for, in this order:
    sums). Under raw JAX, then the baseline (the same data and model with learned absolute
    positions, raw JAX, as many steps), then raw minijax. A saved result from the earlier
    plan, which stopped at 99.5% validation, is kept as `length_generalisation_early_stop`.
+   This phase writes `LENGEN_KEY` (offsets 1..20); the offset sweep that reached 20-digit
+   sums is `tools/abacus_small.py --scale tpu`, whose best variant's summary is the file's
+   "length_generalisation".
 4. NNX: the chapter 20 Flax NNX model with Optax on 3- and 6-digit sums, seeds 0, 1, 2, when
    flax and optax import (the step compiled once per digit count).
 5. ablations: chapter 26's tokenisation ablations (`addition.ABLATIONS` and the default
@@ -95,6 +98,9 @@ VARIANTS = {  # name -> (gpt.Config changes, matmul precision)
 }
 ABACUS_OFFSET = 20      # training offsets 1..20: places up to 31 are trained
 LENGEN_STEPS = 8000     # every length-generalisation run trains this many steps
+# where phase 3 keeps its runs; "length_generalisation" itself holds the best method's summary,
+# written by `tools/abacus_small.py --scale tpu --summarise-into` (offsets 1..100)
+LENGEN_KEY = "length_generalisation_offsets_20"
 CURVE_EVERY = 50
 FIRST_LOSSES = 50       # kept step by step: where two modules' runs of a seed part
 
@@ -498,7 +504,7 @@ class Runner:
             self.note_ms((r["impl"], r["digits"]), r)
         for r in self.result.get("robustness", []):
             self.note_ms((r["variant"], r["digits"]), r)
-        for r in self.result.get("length_generalisation", {}).get("runs", []):
+        for r in self.result.get(LENGEN_KEY, {}).get("runs", []):
             self.note_ms(("lengen", r["impl"], r["abacus"]), r)
         for r in self.result.get("ablations", []):
             self.note_ms(("ablation", r["format"]), r)
@@ -624,11 +630,10 @@ class Runner:
         cfg = dataclasses.replace(s.model, block=3 * test_d + 3, steps=max_steps)
         sets = lengen_sets(train_d, test_d, n_test)
         ladder = lengen_ladder(train_d, test_d, max(n_test // 2, 1))
-        old = self.result.get("length_generalisation")
+        old = self.result.get(LENGEN_KEY)
         if old is not None and not old.get("to_the_last_step"):  # the earlier plan's
-            self.result["length_generalisation_early_stop"] = self.result.pop(
-                "length_generalisation")
-        res = self.result.setdefault("length_generalisation", {
+            self.result["length_generalisation_early_stop"] = self.result.pop(LENGEN_KEY)
+        res = self.result.setdefault(LENGEN_KEY, {
             "method": "abacus", "train_digits": train_d, "test_digits": test_d,
             "impl": {}, "baseline": None, "runs": [], "to_the_last_step": True,
             "places": places, "max_offset": ABACUS_OFFSET, "n_test": n_test,
@@ -959,7 +964,7 @@ def show_length_generalisation(path: Path = PATH) -> None:
     if _none_saved(path):
         return
     saved = load(path)
-    lg = saved.get("length_generalisation")
+    lg = saved.get(LENGEN_KEY)
     if not lg or not lg["runs"]:
         print("The saved run has no length-generalisation runs (its budget ran out first).")
         return
