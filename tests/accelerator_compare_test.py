@@ -163,3 +163,14 @@ def test_without_the_packaged_data_the_topics_train_on_synthetic_data(monkeypatc
     assert len(data.chars) == 65 and what.startswith("synthetic")
     _, batches, info = A.build_cnn_bn(True, 2, A._modules())
     assert batches[0][0].shape == (8, 1, 28, 28) and info["data"].startswith("synthetic")
+
+
+def test_the_dispatch_split_times_both_modules_every_round():
+    from tools import accelerator_dispatch as D
+    res = D.measure(calls=3, rounds=2, profile=True)
+    assert len(res["rounds"]) == 2
+    for row in res["rounds"]:
+        assert set(row) == {"minijax", "jax"}
+        for t in row.values():
+            assert 0 < t["dispatch_us"] <= t["drained_us"] and t["blocked_us"] > 0
+    assert "block_until_ready" in res["profile"]["minijax"]
