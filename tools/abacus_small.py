@@ -10,7 +10,8 @@ numbers: the TPU's 10 -> 20 digits at half the length and about a 600th of the p
 
 With `--scale tpu` the same variants run at the TPU's own size (the 10M model of
 `compare/addition.py: SIZES["10M"]`, trained on 1..10 digits, tested on 20, each run stopped at
-99.5% validation or 4,000 steps) into `chapters/data/abacus-tpu.json`, under `--impls jax`,
+99.5% validation or 4,000 steps, unless the variant sets its own: the `+8k` ones train all
+8,000) into `chapters/data/abacus-tpu.json`, under `--impls jax`,
 `minijax` or both (the same weights, batches and bits). On the TPU machine, from the
 repository root:
 
@@ -31,8 +32,9 @@ Every run uses `addition_tpu`'s encoders (`encode_digits`,
 the same code runs under minijax), training loop (`train_run`) and measures (`lengen_sets`,
 `lengen_ladder`, `lengen_detail`): the exact match on 10-digit sums at offset 1 and at random
 offsets, at 6, 7 and 9 digits, and each answer token's accuracy, units first; with attention
-sharpened after training (`sharpened`); and 6- and 10-digit sums at every trained offset
-(`by_offset`).
+sharpened after training (`sharpened`); and sums one digit longer than trained and of the
+test's length at every trained offset (`by_offset`: 6 and 10 digits on the CPU, 11 and 20 on
+the TPU).
 
 The file: `{"config": BASE, "train_digits", "test_digits", "n_test", "runs": [{"variant",
 "changes", "seed", "val_exact_match", "test_exact_match", "test_exact_match_offsets",
@@ -95,7 +97,7 @@ VARIANTS = {  # name -> changes to BASE
     "wd-1": {"weight_decay": 1.0},
     "long-operands": {"lengths": "long"},
     "equal-lengths": {"lengths": "equal"},
-    "left-pad": {"left_pad": 3 * (TEST_DIGITS - TRAIN_DIGITS)},  # up to the test's length
+    "left-pad": {"left_pad": 3 * (10 - 5)},  # the CPU scale's test length (not the TPU's)
     "depth-2+offsets-25": {"n_layer": 2, "max_offset": 25},
     "inject+offsets-25": {"inject": True, "max_offset": 25},
     "offsets-60": {"max_offset": 60},
@@ -281,10 +283,12 @@ def show(path: Path) -> None:
           f"offsets  " + "  ".join(f"{k}d" for k in sorted(res["runs"][0]["by_length"])))
     for name, rows in by.items():
         em = [r["test_exact_match"] for r in rows]
-        offs = [r["test_exact_match_offsets"] or 0.0 for r in rows]
+        offs = [r["test_exact_match_offsets"] for r in rows
+                if r.get("test_exact_match_offsets") is not None]
         ladder = {k: np.mean([r["by_length"][k] for r in rows]) for k in rows[0]["by_length"]}
         print(f"{name:22s} {len(rows):5d}  {' '.join(f'{v:.3f}' for v in em):30s} "
-              f"{np.mean(em):.3f}  {np.mean(offs):.3f}    "
+              f"{np.mean(em):.3f}  " + (f"{np.mean(offs):.3f}" if offs else "    -")
+              + "    "
               + "  ".join(f"{ladder[k]:.2f}" for k in sorted(ladder)))
         pd = np.mean([r["per_digit"] for r in rows], axis=0)
         print(f"{'':22s} per token: {' '.join(f'{v:.2f}' for v in pd)}")
@@ -314,7 +318,8 @@ def summarise_into(path: Path, variant: str = BEST) -> dict:
         "places": c["places"], "stop_at": c["stop_at"], "max_steps": c["steps"],
         "impl": {impl: by_seed["0"] for impl, by_seed in seeds.items() if "0" in by_seed},
         "seeds": seeds, "baseline": old.get("baseline"),
-        "source": f"{PATH.relative_to(ROOT)} (tools/abacus_small.py --scale tpu)"}
+        "source": f"{PATH.relative_to(ROOT)} (tools/abacus_small.py --scale tpu); the "
+                  f"baseline (learned absolute positions, 8,000 steps) from {T.LENGEN_KEY}"}
     saved["length_generalisation"] = summary
     path.write_text(json.dumps(saved, indent=1) + "\n")
     return summary

@@ -62,9 +62,11 @@ outputs with `tools/update_chapter_outputs.py chapters/26-*.md`.
 The file: `{"device_kind", "jax", "date", "params", "config", "sessions": [{"phases",
 "date", "jax", "budget_s", "wall_s"}], "runs": [{"impl", "digits", "seed", "steps_to_99",
 "test_exact_match", "train_s", "curve", "val", "steps", "ms_per_step", "cut"}],
-"robustness": [{"variant", ...the same keys}], "length_generalisation": {"method",
-"train_digits", "test_digits", "impl": {"minijax", "jax"}, "baseline", "runs": [...]},
-"ablations": [{"format", ...the same keys}]}`; `curve` is [[step, mean loss over the steps up
+"robustness": [{"variant", ...the same keys}], LENGEN_KEY: {"method", "train_digits",
+"test_digits", "impl": {"minijax", "jax"}, "baseline", "runs": [...]}, "length_generalisation":
+{"method", "variant", "train_digits", "test_digits", "impl", "seeds", "baseline", "source", ...}
+(written by tools/abacus_small.py --summarise-into, not by this script), "ablations":
+[{"format", ...the same keys}]}`; `curve` is [[step, mean loss over the steps up
 to it]], `val` [[step, validation exact match]].
 """
 
