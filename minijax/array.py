@@ -23,6 +23,16 @@ sharded_arrays_made = False
 _BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it at once
 
 
+def read_only(v: np.ndarray) -> np.ndarray:
+    """A read-only view of an Array's host value `v` for code outside minijax (NumPy through
+    `__array__`, host callbacks): `v` is made read-only too, so that neither the view's flags
+    nor its `.base` let the caller change the Array (JAX hands out read-only values)."""
+    v.flags.writeable = False
+    view = v.view()
+    view.flags.writeable = False
+    return view
+
+
 # JAX: jax/_src/array.py ArrayImpl — differs: numpy-backed when eager; the sharding is a
 # minijax object kept beside the buffer (the aval carries its Explicit part, as in JAX)
 class Array:
@@ -184,11 +194,8 @@ class Array:
     # JAX: jax/_src/array.py ArrayImpl.__array__ — NumPy's `copy` is honoured: np.array(x)
     # gets a writable copy, np.asarray(x) a read-only view (an Array is immutable)
     def __array__(self, dtype=None, copy=None):
-        v = self._value()
-        if v.flags.writeable:
-            v = v.view()
-            v.flags.writeable = False
-        return np.asarray(v, dtype=dtype, **({} if copy is None else {"copy": copy}))
+        return np.asarray(read_only(self._value()), dtype=dtype,
+                          **({} if copy is None else {"copy": copy}))
 
     # JAX: jax/_src/array.py ArrayImpl.__dlpack__ — differs: the host copy's buffer (NumPy's)
     def __dlpack__(self, **kwargs):

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from minijax import compiler, core, dtypes, effects, errors
+from minijax.array import Array, read_only
 from minijax.interpreters import ad, batching, mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax import lax, numpy as jnp
@@ -102,7 +103,9 @@ def _callback_impl(*args, callback: _FlatCallback, **_):
     # eagerly too, an exception in the callback surfaces as XLA's runtime error wrapping its
     # traceback, as JAX (which runs the eager call as a compiled program) raises it
     try:
-        return list(callback(*[core.to_numpy(x) for x in args]))
+        # read-only, as JAX hands a callback its arguments: it must not change the Arrays
+        return list(callback(*[read_only(x._value()) if type(x) is Array else
+                               core.to_numpy(x) for x in args]))
     except Exception as e:
         raise errors.JaxRuntimeError("INTERNAL: CpuCallback error calling callback: "
                               + "".join(traceback.format_exception(e))) from None

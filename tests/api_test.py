@@ -1028,3 +1028,27 @@ def test_numpy_views_of_an_array_are_read_only_and_copies_writable(make):
         copy[0] = 5.0
         np.testing.assert_array_equal(np.asarray(x), before)
         assert np.array(x, dtype=np.int32).dtype == np.int32
+
+
+def test_an_array_does_not_change_through_the_numpy_it_was_made_from_or_handed_to():
+    # as JAX: jnp.asarray copies a NumPy array (the caller's later writes do not reach the
+    # Array), and neither the view np.asarray gives nor a host callback's argument can be
+    # made to write into the Array
+    for m in (minijax, jax):
+        n = np.arange(3.0, dtype=np.float32)
+        x = m.numpy.asarray(n)
+        n[0] = 99.0
+        np.testing.assert_array_equal(np.asarray(x), [0.0, 1.0, 2.0])
+        view = np.asarray(x)
+        with pytest.raises(ValueError):
+            view.flags.writeable = True
+        if view.base is not None and isinstance(view.base, np.ndarray):
+            with pytest.raises(ValueError, match="read-only"):
+                view.base[0] = 9.0
+
+        def write(a):
+            a[0] = 7.0
+            return a
+        with pytest.raises(Exception, match="read-only|immutable"):  # (JAX's: an Array)
+            m.experimental.io_callback(write, jax.ShapeDtypeStruct((3,), np.float32), x)
+        np.testing.assert_array_equal(np.asarray(x), [0.0, 1.0, 2.0])

@@ -4,13 +4,14 @@ wait: how much of minijax's step ratio there is Python.
     PYTHONPATH=$PWD:$PYTHONPATH python3 tools/accelerator_dispatch.py [--out FILE.json]
 
 `tools/accelerator_compare.py` times a step as the median of single calls interleaved with
-JAX's (`step_times`); this script times 300 calls in a row per module, three rounds with the
-modules alternating, two ways: each call blocked on its loss ("blocked_us", what a training
+JAX's (`step_times`); this script times 300 calls in a row per module, three rounds (minijax
+first in each), two ways: each call blocked on its loss ("blocked_us", what a training
 loop that reads every loss pays), and all 300 dispatched before one wait ("dispatch_us", the
 host's cost of a call while the device runs behind it; "drained_us" adds the final wait).
 Then a cProfile of 300 blocked calls of each module, by own time. Built by
 `accelerator_compare.build_mlp`: the same weights and batch under both modules. Runs on any
-device; the committed record is a TPU's (`chapters/data/compare-tpu-run/mlp-dispatch.json`).
+device; the committed record is a TPU's (`chapters/data/compare-tpu-run/mlp-dispatch.txt`,
+printed by an earlier copy of this measurement).
 """
 
 from __future__ import annotations

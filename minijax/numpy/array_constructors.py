@@ -56,6 +56,9 @@ def array(object, dtype=None, copy=True) -> Any:
             val = np.asarray(object, dtype=canon)  # NumPy's OverflowError for a Python int
             # out of the target's range, as JAX raises it
         # a scalar made while tracing is a literal of the jaxpr, as in JAX (lax.staged_literals)
+        # a NumPy array is copied even by asarray, as JAX copies it to the device: the Array
+        # must not change when the caller writes into their array afterwards
+        copy = copy or isinstance(object, np.ndarray)
         return array_from_numpy(val.astype(canon, copy=copy), weak,
                                 literal=val.ndim == 0 and lax_internal.staged_literals())
     if dtype is not None:
@@ -79,7 +82,7 @@ def asarray(a, dtype=None) -> Any:
     if isinstance(a, prng.PRNGKeyArray):  # JAX: convert_element_type's refusal
         raise ValueError(f"Cannot convert_element_type from {a.dtype.name} to "
                          f"{dtypes.canonicalize_dtype(dtype).name}")
-    return array(a, dtype, copy=False)  # as np.asarray: a NumPy buffer is used, not copied
+    return array(a, dtype, copy=False)  # (a NumPy array is still copied: see `array`)
 
 
 
