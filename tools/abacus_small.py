@@ -47,6 +47,7 @@ already in the file is not run again.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import sys
@@ -79,10 +80,24 @@ SCALES = {
 
 
 def use_scale(name: str) -> None:
-    """Set the module's digit counts, base config and output file to those of `name`."""
+    """Set the module's digit counts, base config and output file to those of `name` ("cpu"
+    or "tpu"; KeyError for another): every function here reads them."""
     global TRAIN_DIGITS, TEST_DIGITS, BASE, PATH
     s = SCALES[name]
     TRAIN_DIGITS, TEST_DIGITS, BASE, PATH = s["train"], s["test"], s["base"], s["path"]
+
+
+@contextlib.contextmanager
+def at_scale(name: str):
+    """`use_scale(name)` inside the block; the scale in use before comes back after it."""
+    before = next(k for k, v in SCALES.items() if v["path"] == PATH)
+    use_scale(name)
+    try:
+        yield
+    finally:
+        use_scale(before)
+
+
 VARIANTS = {  # name -> changes to BASE
     "baseline": {},
     "absolute": {"abacus": False},                 # learned absolute positions, no places
@@ -116,11 +131,13 @@ PLACES = ("below", "zero", "coupled")
 
 
 def reschemed(x: np.ndarray, p: np.ndarray, scheme: str) -> np.ndarray:
-    """The places of `encode_digits` ('=' at the offset, the place just below the units;
-    each answer digit at its own significance) under another scheme: "zero" gives '=' place
+    """The places int32[N, T] of `encode_digits` (for its tokens `x`, int32[N, T]: '=' at the
+    offset, the place just below the units; each answer digit at its own significance) under
+    another scheme, as int32[N, T]: "zero" gives '=' place
     0, as McLeish et al. do (only digits have places); "coupled" moves '=' and every answer
     digit up one place, so that each token sits at the place of the digit it predicts, the
-    place of the operand digits it must read (position coupling, Cho et al. 2024)."""
+    place of the operand digits it must read (position coupling, Cho et al. 2024). ValueError
+    for another scheme."""
     from compare.addition import EQUALS
     if scheme == "below":
         return p
@@ -133,6 +150,8 @@ def reschemed(x: np.ndarray, p: np.ndarray, scheme: str) -> np.ndarray:
 
 
 def n_places(c: dict) -> int:
+    """Rows of the place table for config `c`: 0, the places of a trained number (up to
+    TRAIN_DIGITS + 1 for the answer's carry) at every offset, one more when coupled."""
     return 1 + (TRAIN_DIGITS + 1) + c["max_offset"] + (c["places"] == "coupled")
 
 
@@ -301,8 +320,13 @@ def summarise_into(path: Path, variant: str = BEST) -> dict:
     """Write `variant`'s TPU runs as chapter 26's "length_generalisation" summary in `path`
     (`tools/addition_tpu.py`'s file; its own phase-3 runs stay under `LENGEN_KEY`): the seed-0
     exact match on 20-digit sums under each module, every seed's under each, and the
-    baseline (learned absolute positions, phase 3's run). Returns the summary."""
-    use_scale("tpu")
+    baseline (learned absolute positions, phase 3's run). Returns the summary; SystemExit
+    when the sweep has no run of `variant`."""
+    with at_scale("tpu"):
+        return _summarise_into(path, variant)
+
+
+def _summarise_into(path: Path, variant: str) -> dict:
     runs = [r for r in load(PATH)["runs"] if r["variant"] == variant]
     if not runs:
         raise SystemExit(f"abacus_small: no {variant!r} runs in {PATH}")
@@ -327,8 +351,8 @@ def summarise_into(path: Path, variant: str = BEST) -> dict:
 
 def show_tpu() -> None:
     """The TPU sweep (chapters/data/abacus-tpu.json) as `show` prints it."""
-    use_scale("tpu")
-    show(PATH)
+    with at_scale("tpu"):
+        show(PATH)
 
 
 def main(argv=None) -> None:

@@ -55,10 +55,10 @@ def array(object, dtype=None, copy=True) -> Any:
                 isinstance(object, (int, list, tuple)):
             val = np.asarray(object, dtype=canon)  # NumPy's OverflowError for a Python int
             # out of the target's range, as JAX raises it
-        # a scalar made while tracing is a literal of the jaxpr, as in JAX (lax.staged_literals)
         # a NumPy array is copied even by asarray, as JAX copies it to the device: the Array
         # must not change when the caller writes into their array afterwards
         copy = copy or isinstance(object, np.ndarray)
+        # a scalar made while tracing is a literal of the jaxpr, as in JAX (lax.staged_literals)
         return array_from_numpy(val.astype(canon, copy=copy), weak,
                                 literal=val.ndim == 0 and lax_internal.staged_literals())
     if dtype is not None:
