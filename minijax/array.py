@@ -23,13 +23,11 @@ sharded_arrays_made = False
 _BIG = 16 << 20  # bytes: above this, moving a host array to the device frees it at once
 
 
-# JAX: jax/_src/array.py ArrayImpl._value — differs: JAX's cached host value is read-only from
-# the start; minijax's eager results are NumPy arrays it writes, so they are locked on the way out
+# JAX: jax/_src/array.py ArrayImpl._value — differs: locked on the way out, not from the start
 def read_only(v: np.ndarray) -> np.ndarray:
-    """A read-only view (same shape and dtype) of an Array's host value `v`, for code outside
-    minijax (NumPy through `__array__`, host callbacks). `v` is made read-only too, so that
-    neither the view's flags nor its `.base` let the caller change the Array: a write raises
-    NumPy's ValueError ("assignment destination is read-only")."""
+    """A read-only view (same shape, dtype) of an Array's host value `v` for code outside minijax
+    (`__array__`, callbacks); `v` is locked too, so neither the view's flags nor its `.base` let
+    the caller change the Array: a write raises NumPy's ValueError ("...is read-only")."""
     v.flags.writeable = False
     view = v.view()
     view.flags.writeable = False
