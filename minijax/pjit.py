@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import operator
 import time
 import types
 import warnings
@@ -20,7 +19,7 @@ from itertools import repeat
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
-from minijax import traceback_util
+from minijax import _tree_fastpath, traceback_util
 from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
@@ -346,45 +345,38 @@ def _leaf_avals(leaves) -> tuple | None:
         return None
 
 
-# insertion-ordered keys of a dict argument -> the getter of its values in sorted key order
-_dict_leaf_getters: BoundedCache = BoundedCache(1024)
-
-
-def _pytree_key(args: tuple) -> tuple[Sequence, tuple]:
-    """(leaves, fast-cache key) of arguments that are not all Arrays. One dict of Arrays, a
-    common call, skips flattening: its keys as given and the values' avals identify the
-    structure (tree_flatten sorts the keys; so does the getter, built once per key order)."""
-    if len(args) == 1 and type(args[0]) is dict and len(args[0]) > 1:
-        d = args[0]
-        keys = tuple(d)
-        getter = _dict_leaf_getters.get(keys)
-        if getter is None:
-            try:
-                getter = operator.itemgetter(*sorted(keys))
-            except TypeError:  # keys that do not sort: tree_flatten raises it
-                getter = None
-            else:
-                _dict_leaf_getters.put(keys, getter)
-        if getter is not None:
-            leaves = getter(d)
+def _pytree_key(args: tuple, last: tuple | None) -> tuple[Sequence, tuple, Any]:
+    """(leaves, fast-cache key, pytree structure) of arguments that are not all Arrays. The
+    key is (structure, the leaves' avals). When `last`, the previous call, had a structure of
+    builtin containers, its specialised flatten (`_tree_fastpath.specialize`) checks and
+    flattens these arguments with no PyTreeDef built: the key then holds the previous call's
+    structure itself, which compares by identity. (JAX's C++ dispatch, jaxlib's PjitFunction,
+    flattens with its C++ PyTreeDef instead.)"""
+    if last is not None and last[4] is not None:
+        leaves = last[4](args)
+        if leaves is not None:
             avals = [x.aval for x in leaves if type(x) is Array]
             if len(avals) == len(leaves):
-                return leaves, (dict, keys, tuple(avals))
+                return leaves, (last[3], tuple(avals)), last[3]
     leaves, in_tree = tree_flatten(args)
-    return leaves, (in_tree, _leaf_avals(leaves))  # None: _get_jaxpr reports it
+    return leaves, (in_tree, _leaf_avals(leaves)), in_tree  # None: _get_jaxpr reports it
+
+
+# a pytree structure -> its specialised (flatten, unflatten), or (None, None) if it has none
+_specialized: BoundedCache = BoundedCache(1024)
+
+
+def _specialize(tree) -> tuple[Callable | None, Callable | None]:
+    found = _specialized.get(tree)
+    if found is None:
+        found = _specialized.put(tree, _tree_fastpath.specialize(tree) or (None, None))
+    return found
 
 
 def _unflattener(out_tree) -> Callable:
-    """outs -> the output pytree; a flat tuple, list or dict of leaves is rebuilt without
-    walking the treedef."""
-    n = out_tree.num_leaves
-    sample = tree_unflatten(out_tree, list(range(n)))
-    if type(sample) is dict and list(sample.values()) == list(range(n)):
-        keys = tuple(sample)
-        return lambda outs: dict(zip(keys, outs))
-    if type(sample) in (tuple, list) and list(sample) == list(range(n)):
-        return type(sample)
-    return functools.partial(tree_unflatten, out_tree)
+    """outs -> the output pytree: code written for its structure where it is made of builtin
+    containers (`_tree_fastpath.specialize`), else `tree_unflatten`."""
+    return _specialize(out_tree)[1] or functools.partial(tree_unflatten, out_tree)
 
 
 # JAX: jax/_src/pjit.py _get_fastpath_data
@@ -466,7 +458,9 @@ class JitWrapped:
     def _use_trace_context(self, ctx: tuple) -> None:
         self._trace_context = ctx
         self._cache, self._fast_cache = _caches_for(self.fun, self._options + ctx)
-        self._last_call: tuple | None = None  # (key, run, fastpath data): the last call
+        # the last call: (key, run, fastpath data, its arguments' pytree structure (None:
+        # all Arrays), the structure's specialised flatten or None)
+        self._last_call: tuple | None = None
 
     def _donated_leaves(self, args, kwargs, statics) -> tuple[bool, ...]:
         """One flag per flat dynamic leaf: does it belong to a donated argument?"""
@@ -682,12 +676,13 @@ class JitWrapped:
                 return self._call(args, kwargs)
             # the key: the avals when every argument is an Array (no flattening needed),
             # else the pytree structure and the leaves' avals
+            last, tree = self._last_call, None
             if len(args) == 1 and type(args[0]) is Array:  # one Array: no list
                 leaves, key = args, (args[0].aval,)
             else:
                 avals = [x.aval for x in args if type(x) is Array]
-                leaves, key = (args, tuple(avals)) if len(avals) == len(args) else \
-                    _pytree_key(args)
+                leaves, key, tree = (args, tuple(avals), None) if len(avals) == len(args) \
+                    else _pytree_key(args, last)
             if array_mod.sharded_arrays_made or self._specs_need_mesh:
                 # the layouts too: they pick the executable (and, for arrays on the default
                 # device, whether they are committed to it); and the mesh in context, whose
@@ -697,12 +692,14 @@ class JitWrapped:
                        get_abstract_mesh(), self._specs_need_mesh and get_concrete_mesh())
             # the signature of the previous call first: comparing avals that are the same
             # objects (outputs of one executor share them) is cheaper than hashing them
-            last = self._last_call
             if last is None or last[0] != key:
                 hit = self._fast_cache.get(key)
                 if hit is None:
                     return self._call(args, kwargs, key)
-                self._last_call = last = (key, *hit)
+                # and the structure, with its flatten for the next call's `_pytree_key`
+                run, fast = hit
+                flatten = None if tree is None else _specialize(tree)[0]
+                self._last_call = last = (key, run, fast, tree, flatten)
             fast: pxla.MeshExecutableFastpathData | None = last[2]
             if fast is not None and config._plain_dispatch:
                 bufs = []  # the leaves the program reads (JAX's kept_var_idx)

@@ -222,6 +222,76 @@ def test_retracing_matches_jax():
     assert compiles == traces    # one executable per traced signature
 
 
+def _skeleton(tree):
+    """A pytree of builtin containers with each array replaced by its shape and dtype, dicts
+    by their (key, value) pairs in order: equal for JAX's and minijax's results alike."""
+    if type(tree) in (tuple, list):
+        return type(tree)(map(_skeleton, tree))
+    if type(tree) is dict:
+        return ("dict", [(k, _skeleton(v)) for k, v in tree.items()])
+    return None if tree is None else (np.shape(tree), np.asarray(tree).dtype)
+
+
+def _nested_calls(J):
+    """(what, output skeleton, output leaves, traces so far) for each call of a jitted function
+    of nested tuples, lists and dicts: again with the same structure, then with each kind of
+    change to it (the cached call checks the structure before it reuses a program)."""
+    n = [0]
+
+    def f(state, x):
+        n[0] += 1
+        params, extra = state
+        new = [(w * 2.0, b - 1.0) for w, b in params]
+        return {"params": new, "extra": extra, "sum": x.sum()}, (x + 1.0, None)
+    g = J.jit(f)
+    put = lambda a: J.device_put(np.asarray(a, np.float32))  # noqa: E731
+    w = [(put(_f32(2, 2, seed=i)), put(_f32(2, seed=i + 9))) for i in range(3)]
+    x, x4 = put(_f32(3, seed=20)), put(_f32(4, seed=21))
+    calls = [
+        ("first call", ((w, {"a": x}), x)),
+        ("cached", ((w, {"a": x}), x)),
+        ("other arrays of the same types", ((w[::-1], {"a": x4[:3]}), x4[1:])),
+        ("list one shorter", ((w[:2], {"a": x}), x)),
+        ("dict key renamed", ((w, {"b": x}), x)),
+        ("dict key added", ((w, {"a": x, "b": x}), x)),
+        ("same keys in another order", ((w, {"b": x, "a": x}), x)),
+        ("tuple for list", ((tuple(w), {"a": x}), x)),
+        ("None for a leaf", ((w, {"a": None}), x)),
+        ("a NumPy array for a leaf", ((w, {"a": np.ones(3, np.float32)}), x)),
+        ("a tuple for a leaf", ((w, {"a": (x, x)}), x)),
+        ("back to the first", ((w, {"a": x}), x)),
+        ("new shape", ((w, {"a": x}), x4)),
+        ("a string for a leaf", ((w, {"a": "oops"}), x)),
+        ("after the error", ((w, {"a": x}), x4)),
+    ]
+    got = []
+    for what, args in calls:
+        try:
+            out = g(*args)
+        except TypeError:
+            got.append((what, "TypeError", [], n[0]))
+            continue
+        leaves = [np.asarray(v) for v in J.tree_util.tree_leaves(out)]
+        got.append((what, _skeleton(out), leaves, n[0]))
+    return got
+
+
+def test_cached_call_with_nested_containers_matches_jax(monkeypatch):
+    got, want = _nested_calls(minijax), _nested_calls(jax)
+    assert minijax.core.trace_ctx.trace is minijax.core.eval_trace  # no trace state left
+    assert [(w, s, n) for w, s, _, n in got] == [(w, s, n) for w, s, _, n in want]
+    for (what, _, leaves, _), (_, _, expected, _) in zip(got, want):
+        for a, b in zip(leaves, expected, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-6, err_msg=what)
+    # a call of the previous call's structure flattens its arguments without tree_flatten
+    g = minijax.jit(lambda t: {"y": [t[0] + 1.0, None], "z": t[1]["k"]})
+    args = ((minijax.numpy.ones(2), {"k": minijax.numpy.zeros(2)}),)
+    g(*args), g(*args)
+    monkeypatch.setattr(pjit, "tree_flatten", None)
+    assert _skeleton(g(*args)) == ("dict", [("y", [((2,), np.float32), None]),
+                                            ("z", ((2,), np.float32))])
+
+
 def test_trace_and_lower_share_the_call_cache():
     n = [0]
 

@@ -49,7 +49,7 @@ FLOORS = (
                      "minijax.version", "minijax._unimplemented", "minijax.xla_bridge",
                      "minijax.mesh", "minijax.partition_spec", "minijax.named_sharding",
                      "minijax.sharding_impls", "minijax.core", "minijax.errors",
-                     "minijax.ad_util", "minijax.api_util")),
+                     "minijax.ad_util", "minijax.api_util", "minijax._tree_fastpath")),
     ("interpreters", ("minijax.interpreters", "minijax.array")),
     ("compile and jit", ("minijax.compiler", "minijax.interpreters.pxla", "minijax.stages",
                          "minijax.pjit", "minijax.dispatch")),
