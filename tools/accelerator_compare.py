@@ -2,7 +2,7 @@
 process, saved as data that chapters 17, 22, 23 and 24 and the compare report read back.
 
     python tools/accelerator_compare.py [--out-dir chapters/data] [--only gpt,memory,...]
-                                        [--budget-s 390] [--smoke]
+                                        [--skip highest:cnn_bn] [--budget-s 390] [--smoke]
 
 Where `jax.devices()[0].platform == "tpu"` it writes two files (after every part, so a run cut
 short keeps what it measured):
@@ -13,14 +13,15 @@ the same numpy weights and fed the same batches under both modules. `ragged` has
 step of its own; here it is one SGD step of a least-squares fit through `lax.ragged_dot`.
 `gpt_nnx` sets the Flax NNX model over JAX (as "jax") against the hand-written GPT under
 minijax (as "minijax"): the same arithmetic in another order, so its losses part early.
-Per topic: `step_ms` (median wall time of the compiled step, interleaved call by call, each
-blocked on its loss), `compile_s` (the first call: trace, lower, compile and one step),
-`losses_equal_steps` (how many leading steps give bit-equal losses), `first_difference` (that
-step and both losses), `max_rel_diff` over the `steps` compared, the losses themselves, and
-"highest": the same comparison with both modules under `default_matmul_precision("highest")`
-(a TPU multiplies in bfloat16 passes by default); "phases" (for `PHASE_TOPICS`): the first
-call split into lowering, XLA's compile and the first run, three fresh builds in alternating
-order (`compile_phases`).
+Per topic: `step_ms` (ms of the compiled step: the median over rounds of 50 calls in a row,
+each blocked on its loss, `looped_ms`), `step_ms_single` (the median of single calls
+interleaved with the other module's), `compile_s` (the first call: trace, lower, compile and
+one step), `losses_equal_steps` (how many leading steps give bit-equal losses),
+`first_difference` (that step and both losses), `max_rel_diff` over the `steps` compared, the
+losses themselves, and "highest": the same comparison with both modules under
+`default_matmul_precision("highest")` (a TPU multiplies in bfloat16 passes by default);
+"phases" (for `PHASE_TOPICS`): the first call split into lowering, XLA's compile and the
+first run, three fresh builds in alternating order (`compile_phases`).
 
 `measure-tpu.json`: "profile" (chapter 17: a few jitted steps under each module's
 `profiler.trace`, the trace read back: device-busy time, the gaps, the host's dispatch time),
@@ -322,17 +323,36 @@ def train(entries: dict, batches: list, first: str | None = None) -> tuple[dict,
     return losses, first_s, state
 
 
-def step_times(entries: dict, state: dict, batch: tuple, reps: int) -> dict[str, float]:
-    """Median ms of each module's compiled step on a batch already on the device, the modules
-    interleaved call by call (compare/_report.py: interleaved_times), each call blocked on its
-    loss (an executable's outputs are ready together)."""
+def looped_ms(calls_of: dict, *, rounds: int, calls: int) -> dict[str, float]:
+    """{name: the median over `rounds` of the mean ms of `calls` calls in a row of
+    `calls_of[name]`}, the rounds alternating which name goes first."""
+    looped: dict[str, list[float]] = {name: [] for name in calls_of}
+    for r in range(rounds):
+        for name in (list(calls_of) if r % 2 == 0 else list(calls_of)[::-1]):
+            one = calls_of[name]
+            one()
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                one()
+            looped[name].append((time.perf_counter() - t0) / calls * 1e3)
+    return {name: statistics.median(t) for name, t in looped.items()}
+
+
+def step_times(entries: dict, state: dict, batch: tuple, *, rounds: int, calls: int,
+               singles: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Each module's compiled step on a batch already on the device, in ms: (`looped_ms` of
+    calls each blocked on its loss, what a training loop that reads every loss pays; the
+    median of `singles` single calls interleaved with the other module's, as
+    compare/_report.py: interleaved_times). A single call pays the host's wake-up after the
+    previous wait each time, which calls in a row share: the first figure is the steadier."""
     from compare._report import interleaved_times
-    calls = {}
+    calls_of = {}
     for name, (J, call, _) in entries.items():
         args = (state[name], *J.device_put(batch))
-        calls[name] = lambda J=J, call=call, args=args: J.block_until_ready(call(*args)[1])
-    times = interleaved_times(calls, repeat=reps, warmup=2)
-    return {name: statistics.median(t) for name, t in times.items()}
+        calls_of[name] = lambda J=J, call=call, args=args: J.block_until_ready(call(*args)[1])
+    single = interleaved_times(calls_of, repeat=singles, warmup=2)
+    return (looped_ms(calls_of, rounds=rounds, calls=calls),
+            {name: statistics.median(t) for name, t in single.items()})
 
 
 def agreement(a: list[float], b: list[float]) -> dict:
@@ -354,8 +374,10 @@ def measure_topic(name: str, *, smoke: bool, steps: int, reps: int) -> dict:
     # which module compiles first alternates with the topic's place in BUILDERS
     first = ("minijax", "jax")[list(BUILDERS).index(name) % 2]
     losses, first_s, state = train(entries, batches * (steps // len(batches) or 1), first)
-    step_ms = step_times(entries, state, batches[0], reps)
-    return {**info, "step_ms": step_ms, "compile_s": first_s, "compiled_first": first,
+    step_ms, single_ms = step_times(entries, state, batches[0], rounds=min(reps, 6),
+                                    calls=50 if reps > 2 else 3, singles=reps)
+    return {**info, "step_ms": step_ms, "step_ms_single": single_ms, "compile_s": first_s,
+            "compiled_first": first,
             **agreement(losses["minijax"], losses["jax"]), "losses": losses}
 
 
@@ -377,7 +399,7 @@ def highest(name: str, *, smoke: bool, steps: int, default_jax: list[float]) -> 
             "jax_vs_default_max_rel": float(np.max(moved))}
 
 
-PHASE_TOPICS = ("ragged", "gpt")
+PHASE_TOPICS = ("mlp", "ragged", "gpt", "moe", "addition")
 
 
 def compile_phases(name: str, *, smoke: bool) -> list[dict]:
@@ -411,8 +433,9 @@ def compile_phases(name: str, *, smoke: bool) -> list[dict]:
 
 def decode(*, smoke: bool, reps: int) -> dict:
     """Chapter 19's sampling with a KV cache, the GPT at its initial weights, batch 1: each
-    module's first prefill and decode calls (compiles), the median ms of one decode call (one
-    token), and whether greedy decoding gives both modules the same tokens."""
+    module's first prefill and decode calls (compiles), the ms of one decode call (one token;
+    `looped_ms`, blocked on each), and whether greedy decoding gives both modules the same
+    tokens."""
     from compare import gpt
     data, _ = chars(smoke)
     cfg = _gpt_config(smoke, len(data.chars), 2)
@@ -421,6 +444,7 @@ def decode(*, smoke: bool, reps: int) -> dict:
     prompt = data.train[None, :P]
     out = {"prompt": P, "new_tokens": cfg.block - P, "first_s": {}, "prefill_first_s": {},
            "decode_ms": {}, "tokens": {}}
+    calls_of = {}
     for name, J in _modules():
         prog = gpt.program(J, cfg)
         params = J.device_put(params0)
@@ -429,14 +453,11 @@ def decode(*, smoke: bool, reps: int) -> dict:
         t1 = time.perf_counter()
         J.block_until_ready(prog["decode"](params, caches, tok, np.int32(P)))
         out["prefill_first_s"][name], out["first_s"][name] = t1 - t0, time.perf_counter() - t1
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            J.block_until_ready(prog["decode"](params, caches, tok, np.int32(P)))
-            times.append((time.perf_counter() - t0) * 1e3)
-        out["decode_ms"][name] = statistics.median(times)
+        args = (params, caches, tok, np.int32(P))
+        calls_of[name] = lambda J=J, prog=prog, a=args: J.block_until_ready(prog["decode"](*a))
         out["tokens"][name] = gpt.generate(prog, params, prompt, cfg.block - P,
                                            cfg.block)[0].tolist()
+    out["decode_ms"] = looped_ms(calls_of, rounds=min(reps, 6), calls=reps)
     out["tokens_equal"] = out["tokens"]["minijax"] == out["tokens"]["jax"]
     return out
 
@@ -615,12 +636,14 @@ def _watchdog(key: str, doc: dict, paths, compare: dict, measure: dict, timeout_
 
 
 def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
-        budget_s: float = 390.0, part_timeout_s: float = 180.0) -> tuple[dict, dict]:
+        skip: tuple[str, ...] = (), budget_s: float = 390.0,
+        part_timeout_s: float = 180.0) -> tuple[dict, dict]:
     """Every part in order (memory first, while the chip is fresh; then the topics, the GPT's
     decoding, the other measurements, and last each topic's losses at the highest precision),
     saving both files
     after each; a part that raised is saved as its error, a part left when `budget_s` seconds
-    have passed is listed under "skipped". Returns (compare, measure)."""
+    have passed is listed under "skipped"; parts named in `skip` ("highest:cnn_bn") are left
+    out. Returns (compare, measure)."""
     t_start = time.perf_counter()
     steps, reps, high_steps = (3, 2, 3) if smoke else (50, 30, 20)
     compare = {**_header(), "topics": {}, "skipped": [], "seconds": {}}
@@ -640,7 +663,7 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
         t, smoke=smoke, steps=high_steps, default_jax=compare["topics"][t]["losses"]["jax"]))
               for t in sorted(SMOKE_HIGHEST if smoke else topics, key=HIGHEST_LAST.__contains__)]
     for key, doc, measure_part in parts:
-        if only and key.split(":")[-1] not in only:
+        if (only and key.split(":")[-1] not in only) or key in skip:
             continue
         what, _, topic = key.rpartition(":")
         if what and topic not in compare["topics"]:
@@ -735,10 +758,13 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
 
 
 def _stage_seconds(runs: list[dict], module: str) -> str:
-    """'minijax lower 0.09 0.08 0.08 compile 4.27 4.11 4.42': one module's `compile_phases`."""
+    """'minijax lower 0.09 0.08 0.08 compile 4.27 4.11 4.42 (median of both 4.36)': one
+    module's `compile_phases`, and the median of lowering plus compiling over its builds."""
     mine = [r for r in runs if r["module"] == module]
+    both = statistics.median(r["lower_s"] + r["compile_s"] for r in mine)
     return (f"{module} lower " + " ".join(f"{r['lower_s']:.2f}" for r in mine)
-            + " compile " + " ".join(f"{r['compile_s']:.2f}" for r in mine))
+            + " compile " + " ".join(f"{r['compile_s']:.2f}" for r in mine)
+            + f" (median of both {both:.2f})")
 
 
 def show(section: str, path: Path = MEASURE_PATH) -> None:
@@ -810,6 +836,8 @@ def main(argv=None) -> int:
                         help="tiny sizes, on any device (for the tests)")
     parser.add_argument("--only", default="",
                         help=f"comma-separated parts: {','.join(TOPICS + MEASURES)}")
+    parser.add_argument("--skip", default="",
+                        help="comma-separated parts to leave out, by full name: highest:cnn_bn")
     parser.add_argument("--budget-s", type=float, default=390.0,
                         help="start no new part after this many seconds")
     parser.add_argument("--part-timeout-s", type=float, default=180.0,
@@ -822,7 +850,8 @@ def main(argv=None) -> int:
     unknown = set(only) - set(TOPICS + MEASURES)
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; choose from {TOPICS + MEASURES}")
-    run(args.out_dir, smoke=args.smoke, only=only, budget_s=args.budget_s,
+    run(args.out_dir, smoke=args.smoke, only=only, skip=tuple(s for s in args.skip.split(",") if s),
+        budget_s=args.budget_s,
         part_timeout_s=args.part_timeout_s)
     show_compare(args.out_dir / COMPARE_PATH.name)
     for section in MEASURES:
