@@ -20,10 +20,13 @@ MODULES = (("jax", jax), ("minijax", minijax))
 
 # Topics that keep the TPU's default precision, and why.
 DEFAULT_PRECISION_ON_TPU = {
-    "cnn_bn": "at the highest precision its training steps did not finish on a TPU v5e "
-              "within minutes (three runs, both here and in tools/accelerator_compare.py; "
-              "64 s at the default), so it runs at the default and its float32 gradient "
-              "checks miss their tolerances there",
+    "cnn_bn": "at the highest precision its training step does not compile on a TPU v5e "
+              "within minutes, under JAX as under minijax: XLA's compile of one of its "
+              "convolutions at HIGHEST, the weight gradient of the first layer (float32 "
+              "64x1x28x28 by 64x16x28x28; 5.2 s at the default), did not finish in 25 s "
+              "(tools/accelerator_conv_highest.py, chapters/data/compare-tpu-run/"
+              "cnn-highest.json). So it runs at the default, and its float32 gradient checks "
+              "miss their tolerances there",
 }
 
 

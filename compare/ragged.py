@@ -60,6 +60,7 @@ def _err(a, b) -> float:
 def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
     rng = np.random.RandomState(0)
     max_err = grad_err = 0.0
+    refused: list[str] = []
     for _ in range(n_cases):
         m, k, n, g = (int(v) for v in rng.randint(1, 12, size=4))
         x = rng.randn(m, k).astype(np.float32)
@@ -72,14 +73,26 @@ def ragged_dot_cases(res: TopicResult, n_cases: int) -> dict:
 
         def loss(J, gs=gs, ct=ct):
             return lambda lhs, rhs: (J.lax.ragged_dot(lhs, rhs, gs) * ct).sum()
-        for mine, theirs in zip(minijax.grad(loss(minijax), (0, 1))(x, w),
-                                jax.jit(jax.grad(loss(jax), (0, 1)))(x, w)):  # one compile
-            grad_err = max(grad_err, _err(mine, theirs))
+        theirs = jax.jit(jax.grad(loss(jax), (0, 1)))  # one compile
+        try:
+            want_grads = theirs(x, w)
+        except jax.errors.JaxRuntimeError as e:
+            # on a TPU v5e, XLA's compiler refused one of these tiny cases (an INTERNAL
+            # RET_CHECK in its mask aggregator): the reference is then JAX on the CPU
+            refused.append(f"m {m}, k {k}, n {n}, groups {gs.tolist()}: "
+                           + str(e).splitlines()[0][:120])
+            with jax.default_device(jax.devices("cpu")[0]):
+                want_grads = jax.jit(jax.grad(loss(jax), (0, 1)))(x, w)
+        for mine, want_grad in zip(minijax.grad(loss(minijax), (0, 1))(x, w), want_grads):
+            grad_err = max(grad_err, _err(mine, want_grad))
     res.check_true(f"ragged_dot: {n_cases} random cases, minijax == jax (values, eager and "
                    f"jit; max err {max_err:.2g})", max_err < 1e-5)
-    res.check_true(f"ragged_dot: grads wrt both operands == jax (max err {grad_err:.2g})",
-                   grad_err < 1e-5)
-    return {"cases": n_cases, "max_err": max_err, "grad_max_err": grad_err}
+    where = (f"; JAX's compile for this device refused {len(refused)} of them, whose grads "
+             "come from JAX on the CPU" if refused else "")
+    res.check_true(f"ragged_dot: grads wrt both operands == jax (max err {grad_err:.2g}"
+                   f"{where})", grad_err < 1e-5)
+    return {"cases": n_cases, "max_err": max_err, "grad_max_err": grad_err,
+            "jax_compile_refused": refused}
 
 
 def gmm_checks(res: TopicResult, kernels: dict, m: int, k: int, n: int) -> dict:
