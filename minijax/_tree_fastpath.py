@@ -36,6 +36,11 @@ def _walk(tree: PyTreeDef, path: str, keys: list, checks: list, leaves: list, de
         return "None"
     children = tree._children
     checks.append(f"type({path}) is {t.__name__} and len({path}) == {len(children)}")
+    if t is dict and not (all(type(k) is str for k in tree._data)
+                          or all(type(k) is int for k in tree._data)):
+        # keys of other types may sort by insertion order (frozensets, NaN) or equal keys of
+        # another type (1 and True): the generic walk keeps their exact order and types
+        raise NotImplementedError
     if t is dict:  # the keys in sorted order, as the treedef holds them
         names = [f"k{len(keys) + i}" for i in range(len(children))]
         keys.extend(tree._data)
@@ -52,9 +57,10 @@ def _walk(tree: PyTreeDef, path: str, keys: list, checks: list, leaves: list, de
 # JAX: jax/_src/tree_util.py PyTreeDef — differs: jaxlib flattens and unflattens in C++; here
 # Python written for one structure of builtin containers stands in for it
 def specialize(tree: PyTreeDef) -> tuple[Callable, Callable] | None:
-    """(flatten, unflatten) for `tree`, or None unless it is made of tuples, lists, dicts and
-    None only. `flatten(x)` is `x`'s leaves if `x` has exactly `tree`'s structure (the same
-    container types, lengths and dict keys; what sits at a leaf is not checked), else None.
+    """(flatten, unflatten) for `tree`, or None unless it is made of tuples, lists, dicts
+    (keys all `str` or all `int`) and None only. `flatten(x)` is `x`'s leaves if `x` has
+    exactly `tree`'s structure (the same container types, lengths and dict keys; what sits
+    at a leaf is not checked), else None.
     `unflatten(leaves)` is `tree_unflatten(tree, leaves)` for any iterable of leaves.
 
     For `tree` = `(*, [*, *], {'b': *})` the code written is:
@@ -89,5 +95,5 @@ def specialize(tree: PyTreeDef) -> tuple[Callable, Callable] | None:
               f"    [{names}] = leaves\n"
               f"    return {rebuilt}\n")
     namespace = {f"k{i}": k for i, k in enumerate(keys)}
-    exec(compile(source, f"<minijax flatten of {tree}>", "exec"), namespace)
+    exec(compile(source, "<minijax specialised flatten>", "exec"), namespace)
     return namespace["flatten"], namespace["unflatten"]

@@ -32,7 +32,7 @@ from minijax.stages import (Compiled, Lowered, Traced, cache_stats,  # noqa: F40
 from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
                                tree_unflatten)
 from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
-from minijax.util import BoundedCache, safe_zip, split_list
+from minijax.util import safe_zip, split_list
 from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
 from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
 from minijax.sharding_impls import (SingleDeviceSharding, aval_sharding,
@@ -362,21 +362,12 @@ def _pytree_key(args: tuple, last: tuple | None) -> tuple[Sequence, tuple, Any]:
     return leaves, (in_tree, _leaf_avals(leaves)), in_tree  # None: _get_jaxpr reports it
 
 
-# a pytree structure -> its specialised (flatten, unflatten), or (None, None) if it has none
-_specialized: BoundedCache = BoundedCache(1024)
-
-
-def _specialize(tree) -> tuple[Callable | None, Callable | None]:
-    found = _specialized.get(tree)
-    if found is None:
-        found = _specialized.put(tree, _tree_fastpath.specialize(tree) or (None, None))
-    return found
-
-
 def _unflattener(out_tree) -> Callable:
-    """outs -> the output pytree: code written for its structure where it is made of builtin
-    containers (`_tree_fastpath.specialize`), else `tree_unflatten`."""
-    return _specialize(out_tree)[1] or functools.partial(tree_unflatten, out_tree)
+    """outs -> the output pytree: code written for this structure, with its own dict keys,
+    where it is made of builtin containers (`_tree_fastpath.specialize`), else
+    `tree_unflatten`. Once per compiled signature."""
+    found = _tree_fastpath.specialize(out_tree)
+    return found[1] if found else functools.partial(tree_unflatten, out_tree)
 
 
 # JAX: jax/_src/pjit.py _get_fastpath_data
@@ -696,10 +687,10 @@ class JitWrapped:
                 hit = self._fast_cache.get(key)
                 if hit is None:
                     return self._call(args, kwargs, key)
-                # and the structure, with its flatten for the next call's `_pytree_key`
-                run, fast = hit
-                flatten = None if tree is None else _specialize(tree)[0]
-                self._last_call = last = (key, run, fast, tree, flatten)
+                if len(hit) == 2:  # its first hit: the structure's flatten, written once
+                    found = None if tree is None else _tree_fastpath.specialize(tree)
+                    hit = self._fast_cache[key] = (*hit, tree, found and found[0])
+                self._last_call = last = (key, *hit)
             fast: pxla.MeshExecutableFastpathData | None = last[2]
             if fast is not None and config._plain_dispatch:
                 bufs = []  # the leaves the program reads (JAX's kept_var_idx)

@@ -976,3 +976,44 @@ def test_keep_unused_prunes_the_module_as_jax(keep):
     got, want = run(minijax), run(jax)
     assert got == want
     assert want[0] == (4 if keep else 2) and want[4] == (3 if keep else 2)
+
+
+def test_cached_calls_with_dict_keys_of_other_types_match_jax():
+    # keys that sort by insertion order (frozensets), keys equal across types (1 and True),
+    # deep nesting and custom nodes with array aux data: each as JAX gives it
+    import jax
+
+    import minijax
+    A, B = frozenset([1]), frozenset([2])
+    for J in (minijax, jax):
+        jnp = J.numpy
+        g = J.jit(lambda d: d[A] - d[B])
+        x2, y2, x3, y3 = (jnp.full(n, v) for n, v in ((2, 10.0), (2, 1.0), (3, 10.0), (3, 1.0)))
+        outs = [g({A: x2, B: y2}), g({A: x2, B: y2}), g({B: y3, A: x3}), g({B: y3, A: x3}),
+                g({A: x3, B: y3})]
+        assert [float(o[0]) for o in outs] == [9.0] * 5, J.__name__
+        f1, f2 = J.jit(lambda x: {1: x}), J.jit(lambda x: {True: x})
+        f1(x2)
+        assert [type(k) for k in f2(x2)] == [bool], J.__name__
+        t = x2
+        for _ in range(40):
+            t = {"k": t}
+        f = J.jit(lambda t: t)
+        f(t), f(t)  # fast: no walk exponential in the depth
+
+
+def test_cached_call_output_with_array_aux_data():
+    import jax
+
+    import minijax
+
+    class Box:
+        def __init__(self, x, meta):
+            self.x, self.meta = x, meta
+    for J in (minijax, jax):
+        J.tree_util.register_pytree_node(Box, lambda b: ((b.x,), b.meta),
+                                         lambda meta, xs: Box(xs[0], meta))
+        f = J.jit(lambda x: Box(x * 2, np.array([1.0, 2.0])))
+        for n in (2, 3, 3):
+            out = f(J.numpy.ones(n))
+            assert out.x.shape == (n,) and list(out.meta) == [1.0, 2.0]
