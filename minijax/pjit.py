@@ -690,7 +690,8 @@ class JitWrapped:
                 if len(hit) == 2:  # its first hit: the structure's flatten, written once
                     found = None if tree is None else _tree_fastpath.specialize(tree)
                     hit = self._fast_cache[key] = (*hit, tree, found and found[0])
-                self._last_call = last = (key, *hit)
+                run, fast_data, tree, flatten = hit
+                self._last_call = last = (key, run, fast_data, tree, flatten)
             fast: pxla.MeshExecutableFastpathData | None = last[2]
             if fast is not None and config._plain_dispatch:
                 bufs = []  # the leaves the program reads (JAX's kept_var_idx)
