@@ -36,12 +36,12 @@ def _walk(tree: PyTreeDef, path: str, keys: list, checks: list, leaves: list, de
         return "None"
     children = tree._children
     checks.append(f"type({path}) is {t.__name__} and len({path}) == {len(children)}")
-    if t is dict and not (all(type(k) is str for k in tree._data)
-                          or all(type(k) is int for k in tree._data)):
-        # keys of other types may sort by insertion order (frozensets, NaN) or equal keys of
-        # another type (1 and True): the generic walk keeps their exact order and types
-        raise NotImplementedError
     if t is dict:  # the keys in sorted order, as the treedef holds them
+        if not (all(type(k) is str for k in tree._data)
+                or all(type(k) is int for k in tree._data)):
+            # keys of other types may sort by insertion order (frozensets, NaN) or equal
+            # keys of another type (1 and True): the generic walk keeps their order and types
+            raise NotImplementedError
         names = [f"k{len(keys) + i}" for i in range(len(children))]
         keys.extend(tree._data)
         parts = [f"{n}: {_walk(c, f'{path}[{n}]', keys, checks, leaves, depth + 1)}"
@@ -60,8 +60,9 @@ def specialize(tree: PyTreeDef) -> tuple[Callable, Callable] | None:
     """(flatten, unflatten) for `tree`, or None unless it is made of tuples, lists, dicts
     (keys all `str` or all `int`) and None only. `flatten(x)` is `x`'s leaves if `x` has
     exactly `tree`'s structure (the same container types, lengths and dict keys; what sits
-    at a leaf is not checked), else None.
-    `unflatten(leaves)` is `tree_unflatten(tree, leaves)` for any iterable of leaves.
+    at a leaf is not checked), else None; it raises nothing. `unflatten(leaves)` is
+    `tree_unflatten(tree, leaves)` for any iterable of exactly `tree.num_leaves` leaves
+    (else Python's ValueError from unpacking).
 
     For `tree` = `(*, [*, *], {'b': *})` the code written is:
 
