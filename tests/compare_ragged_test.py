@@ -5,6 +5,8 @@ layout `topics.ragged = {ragged_dot, gmm, fused_mlp, roofline, gpu}`."""
 
 import json
 
+import numpy as np
+
 import pytest
 
 from compare import __main__ as cmain
@@ -18,6 +20,7 @@ def test_ragged_topic_quick_writes_its_json(tmp_path):
     assert all(c["ok"] for c in doc["checks"]) and len(doc["checks"]) >= 11
     assert doc["ragged_dot"]["cases"] >= 6
     assert doc["ragged_dot"]["max_err"] < 1e-5 and doc["ragged_dot"]["grad_max_err"] < 1e-5
+    assert doc["ragged_dot"]["max_abs_past_the_groups"] == 0.0  # XLA's CPU expansion: zeros
     for kernel in ("gmm", "fused_mlp"):
         assert set(doc[kernel]) == {"minijax", "jax"}
         for errs in doc[kernel].values():
@@ -58,3 +61,24 @@ def test_a_case_jax_cannot_compile_on_the_device_takes_jax_on_the_cpu(monkeypatc
     assert len(out["jax_compile_refused"]) == 3 and out["grad_max_err"] < 1e-5
     assert all(c.ok for c in res.checks)
     assert "refused 3 of them" in res.checks[-1].name
+
+
+def test_rows_past_the_groups_are_left_out_of_the_comparison_and_recorded():
+    # a TPU's ragged_dot leaves rows past sum(group_sizes) unspecified (the chip gave 1e31
+    # there): outputs and the first operand's gradient are compared on the covered rows
+    from compare import ragged
+    rng = np.random.RandomState(0)
+    out = rng.randn(6, 3).astype(np.float32)
+    dx, dw = rng.randn(6, 4).astype(np.float32), rng.randn(2, 4, 3).astype(np.float32)
+    junk_out, junk_dx = out.copy(), dx.copy()
+    junk_out[4:], junk_dx[4:] = 1e31, -7.0
+    covered, tail = ragged._split(junk_out, 4)
+    assert covered.shape == (4, 3) and tail == np.float32(1e31)
+    assert ragged._covered_errors(junk_out, out, (junk_dx, dw), (dx, dw), 4) == (0.0, 0.0)
+    # a wrong covered row, or a wrong weight gradient anywhere, still counts
+    junk_out[3, 0] += 1.0
+    dw2 = dw.copy()
+    dw2[1, 3, 2] += 2.0
+    err, gerr = ragged._covered_errors(junk_out, out, (junk_dx, dw2), (dx, dw), 4)
+    assert err == np.float32(out[3, 0] + 1.0) - out[3, 0]
+    assert gerr == np.float32(dw[1, 3, 2] + 2.0) - dw[1, 3, 2]

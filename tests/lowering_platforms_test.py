@@ -332,6 +332,18 @@ def test_ragged_dot_lowers_for_tpu_as_jax(name):
     assert "chlo.ragged_dot" in text
 
 
+@pytest.mark.parametrize("platform", ["tpu", "cpu"])
+def test_top_k_gradient_is_a_gather_transposed_as_jax(platform):
+    # the MoE router's top-k: JAX's jvp gathers the tangents at the chosen indices, so the
+    # gradient is one scatter-add. A one-hot mask and a sum gives the same values in another
+    # module, one of the differences of the MoE step whose losses on a TPU parted from JAX's
+    def f(J):
+        return J.grad(lambda x: (J.lax.top_k(x, 2)[0] * np.float32(3.0)).sum())
+    x = np.random.RandomState(0).standard_normal((4, 3, 5)).astype(np.float32)
+    text = _assert_same(f, (x,), (platform,))
+    assert "stablehlo.scatter" in text and "stablehlo.select" not in text
+
+
 # the SGD step of tools/accelerator_compare.py's `ragged` topic (whose first loss was NaN under
 # minijax on a TPU, JAX's finite): value_and_grad through ragged_dot, so the weight gradient is
 # the ragged-contracting ragged_dot (mode 2, no rhs group dimension); empty groups, and rows

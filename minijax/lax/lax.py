@@ -3397,20 +3397,19 @@ def _top_k_abstract_eval(x, *, k, axis):
 
 
 def _top_k_jvp(primals, tangents, *, k, axis):
-    # the tangents at the chosen indices, through a one-hot mask (JAX's _top_k_jvp gathers):
-    # `wide` holds the output position at `axis` and the source position at `axis + 1`
+    # the tangents at the chosen indices: one gather whose other dims are batch dims, as JAX's
+    # _top_k_jvp (its transpose, a scatter-add, is the gradient)
+    from minijax.lax import slicing  # not at the top: slicing imports this module
     (x,), (t,) = primals, tangents
     values, idx = top_k_p.bind(x, k=k, axis=axis)
     if type(t) is Zero:
         return [values, idx], [Zero.from_primal_value(values), Zero.from_primal_value(idx)]
-    out_shape = core.get_aval(idx).shape
-    n = core.get_aval(x).shape[axis]
-    wide = out_shape[:axis + 1] + (n,) + out_shape[axis + 1:]
-    t_dims = tuple(d if d < axis else d + 1 for d in range(len(out_shape)))
-    idx_dims = tuple(d if d <= axis else d + 1 for d in range(len(out_shape)))
-    mask = eq(broadcast_in_dim(idx, wide, idx_dims), broadcasted_iota(np.int32, wide, axis + 1))
-    t_b = broadcast_in_dim(t, wide, t_dims)
-    t_out = reduce_sum(select_n(mask, full_like(t_b, 0), t_b), (axis + 1,))
+    shape = core.get_aval(idx).shape
+    rest = tuple(d for d in range(len(shape)) if d != axis)
+    dnums = slicing.GatherDimensionNumbers(
+        offset_dims=(), collapsed_slice_dims=(axis,), start_index_map=(axis,),
+        operand_batching_dims=rest, start_indices_batching_dims=rest)
+    t_out = slicing.gather(t, reshape(idx, shape + (1,)), dnums, (1,) * len(shape))
     return [values, idx], [t_out, Zero.from_primal_value(idx)]
 
 
