@@ -9,7 +9,8 @@ program below runs under both modules (`J = jax` and `J = minijax`):
   `_xla_compute_type = "host"`);
 * `grad` and `vmap` through both (values, the marks on the derivative's ops, a
   finite-difference check), `compute_on('device')`, nested blocks, the `jit` cache key, and
-  the errors for a bad compute type;
+  the errors for a bad compute type; a `scan` in a host block (where XLA's compiler refuses
+  one of its programs, JAX's gradient on a TPU, that it refuses minijax's alike);
 * the step time with and without the marks, interleaved.
 
 Then the GPU client's memory flags (`XLA_PYTHON_CLIENT_PREALLOCATE`, `..._MEM_FRACTION`,
@@ -39,6 +40,7 @@ import minijax.experimental.compute_on  # noqa: F401
 from compare._jax201 import table
 from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms
+from compare.dispatch import CHIP_HELD, child_env, children_on_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -147,6 +149,52 @@ def run_program(J, make, w, x):
                 call=lambda: J.block_until_ready(g(w, x)))
 
 
+def compiled_or_refused(J, make, w, x) -> dict:
+    """{"value", "grad", "vmap": each the array `jit` computes, or the first line of the
+    JaxRuntimeError raised where XLA's compiler refused that program (a str)}, and
+    "lowered": the lowered text of the loss (lowering compiles nothing, so it is there even
+    when the compiles are refused). Each of the three is compiled on its own, so one refused
+    program does not hide the others' values."""
+    loss = make(J)
+    xs = np.stack([x, -x])
+    calls = {"value": lambda: J.jit(loss)(w, x), "grad": lambda: J.jit(J.grad(loss))(w, x),
+             "vmap": lambda: J.jit(J.vmap(loss, (None, 0)))(w, xs)}
+    out: dict = {"lowered": J.jit(loss).lower(w, x).as_text()}
+    for key, call in calls.items():
+        try:
+            out[key] = np.asarray(call())
+        except jax.errors.JaxRuntimeError as e:  # minijax raises jaxlib's type too
+            out[key] = str(e).strip().splitlines()[0]
+    return out
+
+
+def refused_alike(got: dict[str, dict], key: str) -> bool:
+    """Whether XLA refused `got[module][key]` in both modules with an INTERNAL error (its
+    compiler's RET_CHECK failures are INTERNAL), as JAX's on a TPU: scan_program's gradient."""
+    return all(isinstance(g[key], str) and g[key].startswith("INTERNAL") for g in got.values())
+
+
+def check_scan_outcomes(res: TopicResult, got: dict[str, dict]) -> dict[str, dict[str, str]]:
+    """The checks on `compiled_or_refused`'s outcomes of the scan program, per module: where
+    both compiled, the values agree; where either was refused, both were, with an INTERNAL
+    error. Each module's outcome goes to `res.extra`; returns {key: {module: outcome}} for the
+    programs refused in either module."""
+    refused = {}
+    for key in ("value", "grad", "vmap"):
+        outcome = {name: g[key] if isinstance(g[key], str) else "compiled and ran"
+                   for name, g in got.items()}
+        res.extra.setdefault("scan_in_host_block", {})[key] = outcome
+        if not any(isinstance(g[key], str) for g in got.values()):
+            res.check(f"scan in a host block: {key} equals JAX's", got["minijax"][key],
+                      got["jax"][key], rtol=2e-4, atol=2e-5)
+            continue
+        refused[key] = outcome
+        res.check_true(f"scan in a host block: {key}: XLA's compiler refuses it in both "
+                       f"modules, as JAX's, with an INTERNAL error (JAX: {outcome['jax'][:100]}; "
+                       f"minijax: {outcome['minijax'][:100]})", refused_alike(got, key))
+    return refused
+
+
 def nested_and_cache(J, x):
     """An inner 'device' block in a host block, and how often a jitted function traces."""
     jnp, compute_on = J.numpy, J.experimental.compute_on.compute_on
@@ -223,10 +271,8 @@ def compute_on_part(res: TopicResult, quick: bool) -> None:
             plain[J.__name__](w, x))) for name, J in MODULES},
         repeat=5 if quick else 30, warmup=1 if quick else 3))
 
-    got = {name: run_program(J, scan_program, w, x) for name, J in MODULES}
-    for key in ("value", "grad", "vmap"):
-        res.check(f"scan in a host block: {key} equals JAX's", got["minijax"][key],
-                  got["jax"][key], rtol=2e-4, atol=2e-5)
+    got = {name: compiled_or_refused(J, scan_program, w, x) for name, J in MODULES}
+    refused = check_scan_outcomes(res, got)
     scan_marks = {name: lowered_marks(g["lowered"]) for name, g in got.items()}
     loop_ops = ("while", "dynamic_slice", "dot_general", "tanh", "add")
     res.check_true("scan in a host block: the loop, its slicing and its body are marked host "
@@ -297,7 +343,10 @@ def compute_on_part(res: TopicResult, quick: bool) -> None:
         "a traced implementation whose equations carry the mark; minijax marks the ops its "
         "loop lowering emits). The two lowerings are not op for op the same, so the marked "
         "ops are compared for the loop's own ops only; kinds of op JAX marks host and minijax "
-        f"leaves unmarked: {only_jax or 'none'}.")
+        f"leaves unmarked: {only_jax or 'none'}."
+        + "".join(f" On this {jax.default_backend().upper()} XLA's compiler refused the "
+                  f"scan program's {key} (checked above): JAX `{o['jax']}`; minijax "
+                  f"`{o['minijax']}`." for key, o in refused.items()))
 
 
 # ------------------------------------------------------------------------- the memory flags
@@ -361,6 +410,7 @@ def flag_children(quick: bool) -> dict[str, dict]:
             del cases[name]
     base = {k: v for k, v in os.environ.items() if k not in FLAGS}
     base["PYTHONPATH"] = str(ROOT)
+    base = child_env(base)  # CPU processes, also where this one holds the chip
     procs = {name: subprocess.Popen([sys.executable, "-c", _CHILD, first], cwd=ROOT,
                                     env={**base, **env}, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
@@ -424,7 +474,9 @@ def flags_part(res: TopicResult, quick: bool) -> None:
         "plugin's options), `TF_GPU_ALLOCATOR` through the CUDA plugin itself, and `XLA_FLAGS` "
         "through XLA's flag parser: none through minijax, whose client is jaxlib's. Fresh "
         "processes, each importing minijax first (no backend starts on import), then "
-        "running a jitted 256x256 matmul in both modules:\n\n"
+        "running a jitted 256x256 matmul in both modules"
+        + (f" ({CHIP_HELD}: `JAX_PLATFORMS=cpu` in each child, as one process at a time "
+           "can open the chip)" if children_on_cpu() else "") + ":\n\n"
         + table(["flags", "exit code", "minijax's device (JAX's is the same)",
                  "GPU client options jaxlib would pass", "XLA's message"], seen)
         + "\n\nWhat a CPU run can show: that both modules see the same client (the same "

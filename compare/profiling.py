@@ -41,7 +41,7 @@ import numpy as np
 
 from compare import _ladder, mnist_mlp, numpy_cnn
 from compare._jax201 import catch, out_folder, rel, table, time_into
-from compare._modules import MODULES
+from compare._modules import MODULES, precision_scope
 from compare._report import OUT_DIR, TopicResult, code, interleaved_ms, median_ms, plot
 
 
@@ -495,7 +495,30 @@ def ladder_points(topics_dir: Path = OUT_DIR / "topics") -> list[tuple]:
     return points
 
 
+# Why the roofline runs at the chip's default precision on a TPU (`roofline_precision`).
+TPU_DEFAULT_PRECISION = (
+    "at `highest` (what the rest of the topic runs at there, `compare/_modules.py: "
+    "check_precision`) the CNN step holds the first layer's weight gradient, a float32 "
+    "convolution of the batch's 1-channel 28x28 images by its 8-channel 28x28 output "
+    "gradients, the kind whose XLA compile on a TPU v5e did not finish within 25 s at HIGHEST "
+    "in cnn_bn (64x1x28x28 by 64x16x28x28, chapters/data/compare-tpu-run/cnn-highest.json), "
+    "and the roofline compiles that step in both modules; it checks no values, and the chip's "
+    "default is the precision its peak is quoted at")
+
+
+def roofline_precision() -> str | None:
+    """The matmul precision the roofline runs at: "default" (one bf16 pass) on a TPU, for
+    the reason TPU_DEFAULT_PRECISION gives; None (whatever the caller set) elsewhere."""
+    return "default" if jax.default_backend() == "tpu" else None
+
+
 def _roofline(res: TopicResult, quick: bool) -> None:
+    precision = roofline_precision()
+    with precision_scope(precision):
+        _measure_roofline(res, quick, precision)
+
+
+def _measure_roofline(res: TopicResult, quick: bool, precision: str | None) -> None:
     peak, bw = peak_and_bandwidth(quick)
     res.check_true("measured peak FLOP/s and bandwidth are positive", peak > 0 and bw > 0)
     batch = 16 if quick else 128
@@ -522,7 +545,7 @@ def _roofline(res: TopicResult, quick: bool) -> None:
         rows.append([label + " (its topic's sizes)", f"{flops:.4g}", f"{nbytes:.4g}",
                      f"{intensity:.2f}", f"{ms:.3g}", f"{achieved / 1e9:.3g}",
                      f"{achieved / min(peak, intensity * bw):.0%}"])
-    res.extra["roofline"] = {"peak_flops": peak, "bandwidth": bw,
+    res.extra["roofline"] = {"peak_flops": peak, "bandwidth": bw, "precision": precision,
                              "points": [list(p) for p in points]}
     mlp = {r[0]: r for r in rows}
     res.check_true("the MLP step's flop count is the same in both modules (cost model)",
@@ -540,7 +563,10 @@ def _roofline(res: TopicResult, quick: bool) -> None:
         "gradients lower differently (see the bytes column). "
         + ("The model ladder's steps (CNN with batch norm, GPT, MoE GPT) come from the last "
            "run of their own topics, at their default sizes. " if ladder else "")
-        + "Numbers from a shared machine.")
+        + "Numbers from a shared machine."
+        + (f" On this {jax.default_backend().upper()} the ceilings and the steps are measured "
+           f"at the chip's default matmul precision (one bf16 pass): {TPU_DEFAULT_PRECISION}."
+           if precision else ""))
     if not quick:
         section += "\n\n" + plot("roofline", lambda fig: _draw_roofline(fig, peak, bw, points))
     res.sections.append(section)

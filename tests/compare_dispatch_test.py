@@ -23,3 +23,33 @@ def test_dispatch_topic_checks_pass_and_records_figures():
         assert res.extra["ratios"][case] > 0
     assert all(res.timings_ms[f"{case}: numpy"] > 0 for case in eager)
     assert min(res.extra["peak_memory_mib"].values()) > 200  # the 256 MiB array is in both
+
+
+def test_children_run_on_the_cpu_where_this_process_holds_an_accelerator(monkeypatch):
+    import jax
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1"}  # the CPU: unchanged
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1", "JAX_PLATFORMS": "cpu"}
+
+
+def test_a_failing_memory_child_reports_its_stderr(monkeypatch):
+    monkeypatch.setattr(dispatch_topic, "_MEMORY_SCRIPT",
+                        "import sys; sys.stderr.write('no backend: the chip is busy\\n'); "
+                        "sys.exit(1)")
+    with pytest.raises(RuntimeError, match="exited 1; its stderr ends:\nno backend: the chip"):
+        dispatch_topic.peak_memory_mib()
+
+
+@pytest.mark.parametrize("platform", ["cpu", "tpu"])
+def test_peak_memory_says_where_it_was_measured(monkeypatch, platform):
+    import jax
+
+    from compare._report import TopicResult
+    monkeypatch.setattr(jax, "default_backend", lambda: platform)
+    monkeypatch.setattr(dispatch_topic, "peak_memory_mib", lambda: {"jax": 257.0,
+                                                                    "minijax": 258.0})
+    res, sections = TopicResult("t"), []
+    dispatch_topic._peak_memory(res, {}, sections)
+    said = (dispatch_topic.CHIP_HELD in res.checks[0].name, dispatch_topic.CHIP_HELD in sections[0])
+    assert said == ((True, True) if platform == "tpu" else (False, False))

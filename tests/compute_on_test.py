@@ -185,3 +185,67 @@ def test_gpu_stream_lowers_to_a_stream_annotation_like_jax():
             float(np.sum(np.sin(X) * 2.0 + 1.0)), rel=1e-6)
     assert attrs["minijax"] == attrs["jax"] == [
         '{_xla_stream_annotation = "2", inlineable = "false"']
+
+
+# ------------------------------------------------------------------ refused compiles (a TPU)
+
+REFUSAL = ("INTERNAL: RET_CHECK failure (hlo_instruction.cc:3699) ShapeUtil::"
+           "CompatibleIgnoringFpPrecision(shape(), new_producer->shape())\nsecond line")
+
+
+class _RefusingGrad:
+    """A module stand-in: JAX's numpy, jit and vmap, and a gradient that raises the
+    JaxRuntimeError XLA's TPU compiler raised for JAX's scan-in-a-host-block gradient."""
+    numpy = jax.numpy
+    jit = staticmethod(jax.jit)
+    vmap = staticmethod(jax.vmap)
+
+    @staticmethod
+    def grad(f):
+        def refused(*args):
+            raise jax.errors.JaxRuntimeError(REFUSAL)
+        return refused
+
+
+def _small_loss(J):
+    return lambda w, x: J.numpy.sum(J.numpy.tanh(x @ w) ** 2)
+
+
+W4, X34 = np.eye(4, dtype=np.float32), np.arange(12, dtype=np.float32).reshape(3, 4) / 12
+
+
+def test_compiled_or_refused_records_the_refusal_and_the_other_programs():
+    from compare.compute_on import compiled_or_refused
+    got = compiled_or_refused(_RefusingGrad, _small_loss, W4, X34)
+    assert got["grad"] == REFUSAL.splitlines()[0]
+    assert isinstance(got["value"], np.ndarray) and got["vmap"].shape == (2,)
+    assert "tanh" in got["lowered"]  # lowering compiles nothing: there even when refused
+
+
+def test_scan_outcomes_refused_alike_pass_refused_in_one_module_fails():
+    from compare._report import TopicResult
+    from compare.compute_on import check_scan_outcomes, compiled_or_refused
+    refused = compiled_or_refused(_RefusingGrad, _small_loss, W4, X34)
+    ran = compiled_or_refused(jax, _small_loss, W4, X34)
+
+    res = TopicResult("t")
+    out = check_scan_outcomes(res, {"jax": refused, "minijax": dict(refused)})
+    assert set(out) == {"grad"} and not res.failed_checks() and len(res.checks) == 3
+    assert any("refuses it in both modules" in c.name and "INTERNAL: RET_CHECK" in c.name
+               for c in res.checks)
+    assert res.extra["scan_in_host_block"]["value"]["jax"] == "compiled and ran"
+
+    res = TopicResult("t")  # minijax compiles what JAX's compiler refused: not JAX's behaviour
+    check_scan_outcomes(res, {"jax": refused, "minijax": ran})
+    assert [c.name.split(":")[1] for c in res.failed_checks()] == [" grad"]
+
+    res = TopicResult("t")  # a refusal that is not the compiler's INTERNAL error
+    other = dict(refused, grad="RESOURCE_EXHAUSTED: out of memory")
+    check_scan_outcomes(res, {"jax": refused, "minijax": other})
+    assert len(res.failed_checks()) == 1
+
+    res = TopicResult("t")  # nothing refused: the values are compared, as on the CPU
+    assert check_scan_outcomes(res, {"jax": ran, "minijax": dict(ran)}) == {}
+    assert [c.name for c in res.checks] == [f"scan in a host block: {k} equals JAX's"
+                                            for k in ("value", "grad", "vmap")]
+    assert not res.failed_checks()
