@@ -1,4 +1,5 @@
-"""`pallas_call`: run a kernel written against refs over a grid of blocks, in interpret mode.
+"""`pallas_call`: run a kernel written against refs over a grid of blocks; here, interpret mode
+(the TPU's compiled path is mosaic/pallas_call_registration.py).
 
 The kernel is traced once, on refs of its *block* shapes, to a jaxpr (the param of the
 `pallas_call` primitive). Interpret mode (what JAX's `interpret=True` does) then discharges
@@ -350,8 +351,9 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
     run; `out_shape` is a ShapeDtypeStruct or a pytree of them. `input_output_aliases` maps an
     input index to an output index whose initial contents it provides.
 
-    Only interpret mode exists in minijax; `interpret=False` raises ValueError (as JAX does on
-    CPU). Raises ValueError/TypeError for block shapes of the wrong rank, index maps returning
+    `interpret=True` (or `pltpu.InterpretParams()`) runs the grid as a loop of ordinary ops on
+    any backend. `interpret=False` compiles the kernel with Mosaic on a TPU (mosaic/
+    pallas_call_registration.py) and raises ValueError on a CPU, as JAX does. Raises ValueError/TypeError for block shapes of the wrong rank, index maps returning
     the wrong number of values, or a kernel returning a value.
 
     `grid_spec` (a `GridSpec`, or `tpu.PrefetchScalarGridSpec(num_scalar_prefetch, ...)`)
