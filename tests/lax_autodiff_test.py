@@ -332,3 +332,19 @@ def test_check_grads_takes_pytree_arguments_as_jax_does(J):
     for mode in ("fwd", "rev"):
         with pytest.raises(AssertionError):
             J.test_util.check_grads(g, args, order=1, modes=(mode,), atol=2e-2, rtol=2e-2)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_top_k_second_order_and_batched_gradients_as_jax(axis):
+    # top_k's jvp is a gather with batching dims (as JAX's); its transpose is a scatter-add,
+    # and the transpose of that (a Hessian) a gather again: each as JAX computes it
+    rng = np.random.RandomState(0)
+    x, v = rand(rng, (3, 5), F32), rand(rng, (3, 5), F32)
+    got, want = [], []
+    for J, out in ((minijax, got), (jax, want)):
+        f = lambda x, J=J: (J.lax.top_k(x, 2, axis=axis)[0] ** 2).sum()  # noqa: E731
+        out.append(J.jvp(J.grad(f), (x,), (v,))[1])
+        out.append(J.grad(lambda x, J=J, f=f: (J.grad(f)(x) ** 2).sum())(x))
+        out.append(J.vmap(J.grad(f))(np.stack([x, x + 1])))
+    for a, b in zip(got, want):
+        assert_close(a, b, "top_k derivative", tol=1e-6)

@@ -743,10 +743,10 @@ mlir.register_lowering(gather_p, _gather_lowering)
 
 
 def _scatter_window(operand_shape, updates_shape, dn: ScatterDimensionNumbers):
-    """The window size in every operand dim (1 where inserted)."""
+    """The window size in every operand dim (1 where inserted or a batching dim)."""
     sizes = iter(updates_shape[d] for d in dn.update_window_dims)
-    return tuple(1 if d in dn.inserted_window_dims else next(sizes)
-                 for d in range(len(operand_shape)))
+    ones = {*dn.inserted_window_dims, *getattr(dn, "operand_batching_dims", ())}
+    return tuple(1 if d in ones else next(sizes) for d in range(len(operand_shape)))
 
 
 def _scatter_impl_rule(ufunc):
