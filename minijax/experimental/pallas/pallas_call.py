@@ -353,8 +353,9 @@ def pallas_call(kernel: Callable, out_shape, *, grid_spec: GridSpec | None = Non
 
     `interpret=True` (or `pltpu.InterpretParams()`) runs the grid as a loop of ordinary ops on
     any backend. `interpret=False` compiles the kernel with Mosaic on a TPU (mosaic/
-    pallas_call_registration.py) and raises ValueError on a CPU, as JAX does. Raises ValueError/TypeError for block shapes of the wrong rank, index maps returning
-    the wrong number of values, or a kernel returning a value.
+    pallas_call_registration.py) and raises ValueError on a CPU, as JAX does. Raises
+    ValueError/TypeError for block shapes of the wrong rank, index maps returning the wrong
+    number of values, or a kernel returning a value.
 
     `grid_spec` (a `GridSpec`, or `tpu.PrefetchScalarGridSpec(num_scalar_prefetch, ...)`)
     replaces `grid`/`in_specs`/`out_specs`/`scratch_shapes`. With scalar prefetch, the first
