@@ -18,6 +18,24 @@ import minijax
 MODULES = (("jax", jax), ("minijax", minijax))
 
 
+# Child processes that run JAX: where this process holds an accelerator, on the CPU.
+CHIP_HELD = "measured on the CPU: the chip is held by this process"
+
+
+def children_on_cpu() -> bool:
+    """Whether a child process that runs JAX must be sent to the CPU: this process's default
+    platform is not the CPU, and an accelerator such as a TPU opens in one process at a time
+    (a child asking for the chip this process holds fails to start its backend)."""
+    return jax.default_backend() != "cpu"
+
+
+def child_env(env: dict[str, str]) -> dict[str, str]:
+    """`env` for a child that runs JAX or minijax: with `JAX_PLATFORMS=cpu` where
+    `children_on_cpu()` (minijax takes JAX's default backend, `minijax/xla_bridge.py:
+    get_backend`, so the variable sends both to the CPU), else unchanged."""
+    return {**env, "JAX_PLATFORMS": "cpu"} if children_on_cpu() else env
+
+
 # Topics that keep the TPU's default precision, and why.
 DEFAULT_PRECISION_ON_TPU = {
     "cnn_bn": "at the highest precision its training step does not compile on a TPU v5e "

@@ -38,9 +38,8 @@ import numpy as np
 import minijax
 import minijax.experimental.compute_on  # noqa: F401
 from compare._jax201 import table
-from compare._modules import MODULES
+from compare._modules import CHIP_HELD, MODULES, child_env, children_on_cpu
 from compare._report import TopicResult, code, interleaved_ms
-from compare.dispatch import CHIP_HELD, child_env, children_on_cpu
 
 ROOT = Path(__file__).resolve().parents[1]
 

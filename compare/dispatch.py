@@ -33,10 +33,9 @@ import sys
 import time
 from pathlib import Path
 
-import jax
 import numpy as np
 
-from compare._modules import MODULES
+from compare._modules import CHIP_HELD, MODULES, child_env, children_on_cpu
 from compare._report import TopicResult
 from compare.mnist_mlp import init_params, program
 
@@ -144,23 +143,6 @@ y = f(x); y.block_until_ready()                             # one jitted express
 z = x + 1.0; z.block_until_ready()                          # one eager expression
 print(json.dumps({"peak_mib": hwm() - base}))
 """
-
-
-CHIP_HELD = "measured on the CPU: the chip is held by this process"
-
-
-def children_on_cpu() -> bool:
-    """Whether a child process that runs JAX must be sent to the CPU: this process's default
-    platform is not the CPU, and an accelerator such as a TPU opens in one process at a time
-    (a child asking for the chip this process holds fails to start its backend)."""
-    return jax.default_backend() != "cpu"
-
-
-def child_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` for a child that runs JAX or minijax: with `JAX_PLATFORMS=cpu` where
-    `children_on_cpu()` (minijax takes JAX's default backend, `minijax/xla_bridge.py:
-    get_backend`, so the variable sends both to the CPU), else unchanged."""
-    return {**env, "JAX_PLATFORMS": "cpu"} if children_on_cpu() else env
 
 
 def peak_memory_mib() -> dict:

@@ -39,7 +39,7 @@ from jax import lax
 
 import minijax
 from compare._jax201 import catch, hlo_opcodes, out_folder, rel, table, time_into
-from compare._modules import MODULES
+from compare._modules import MODULES, child_env
 from compare._report import TopicResult, code, plot
 
 BF16 = jnp.bfloat16
@@ -404,8 +404,7 @@ def _hlo_dumps(res, quick, platform):
                             "--xla_dump_hlo_module_re=jit_chain")
         env["PYTHONPATH"] = os.pathsep.join(
             [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
-        if platform != "cpu":
-            env["JAX_PLATFORMS"] = "cpu"
+        env = child_env(env)
         proc = subprocess.run([sys.executable, "-c", CHILD.format(module=mod, n=child_n)],
                               env=env, capture_output=True, text=True, timeout=120)
         with res.running("both" if mod == "minijax" else "jax"):
