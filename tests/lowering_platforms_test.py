@@ -344,6 +344,63 @@ def test_top_k_gradient_is_a_gather_transposed_as_jax(platform):
     assert "stablehlo.scatter" in text and "stablehlo.select" not in text
 
 
+@pytest.mark.parametrize("platform", ["tpu", "cpu"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.int8, np.float32])
+def test_sign_lowers_as_jax_unsigned_as_a_select(platform, dtype):
+    # XLA:TPU refuses stablehlo.sign on unsigned integers (the numpy topic's `sign-uint8`
+    # cases raised there under minijax alone), so JAX lowers them as a compare and a select
+    x = np.array([0, 1, 7, 200], np.uint8).astype(dtype)
+    text = _assert_same(lambda J: J.lax.sign, (x,), (platform,))
+    unsigned = np.dtype(dtype).kind == "u"
+    assert ("stablehlo.sign" in text) is not unsigned
+    np.testing.assert_array_equal(minijax.jit(minijax.lax.sign)(x), jax.jit(jax.lax.sign)(x))
+    np.testing.assert_array_equal(minijax.lax.sign(x), jax.lax.sign(x))
+
+
+@pytest.mark.parametrize("name", ["tril", "triu", "tri"])
+@pytest.mark.parametrize("shape", [(4, 5), (2, 4, 5)])
+def test_triangles_lower_as_jax_op_for_op(name, shape):
+    # the GPT's causal mask: JAX builds it as `row + k >= col` (jax/_src/lax/lax.py: _tri),
+    # and triu as the complement of tril's mask one diagonal down
+    def f(J):
+        if name == "tri":
+            return lambda x: J.numpy.tri(4, 5, -1) * x
+        return lambda x: getattr(J.numpy, name)(x, 1)
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    _assert_same(f, (x,), ("cpu",))
+    np.testing.assert_array_equal(minijax.jit(f(minijax))(x), jax.jit(f(jax))(x))
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp"])
+@pytest.mark.parametrize("platform", ["cpu", "tpu"])
+def test_cumulative_reductions_lower_as_jax_op_for_op(name, platform):
+    # sum, max and min go through JAX's reduce_window_{sum,max,min}, whose init is broadcast
+    # to its own scalar shape; cumprod and cumlogsumexp through the generic reduce_window
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 4
+    _assert_same(lambda J: lambda x: getattr(J.lax, name)(x, axis=1, reverse=True), (x,),
+                 (platform,))
+
+
+def test_a_weak_type_change_lowers_to_a_convert_as_jax():
+    # a weak float32 argument promoted against a float32 array: the same dtype, and JAX
+    # still emits the convert (as inside jnp.clip with Python-scalar bounds)
+    text = _assert_same(lambda J: lambda a, m: J.numpy.maximum(m, a),
+                        (np.ones(3, np.float32), 0.0), ("cpu",))
+    assert "stablehlo.convert %arg1 : tensor<f32>" in text
+
+
+@pytest.mark.parametrize("topic", ["mlp", "gpt", "moe", "addition"])
+def test_model_train_steps_lower_for_tpu_as_jax_op_for_op(topic):
+    # what tools/accelerator_compare.py times on a TPU: with the same module, op for op, the
+    # two compile times are XLA's on one program, and the step times the same kernels'
+    from tools import accelerator_compare as A
+    entries, batches, _ = getattr(A, "build_" + topic)(True, 2, (("jax", jax),
+                                                                  ("minijax", minijax)))
+    texts = {name: J.jit(call).trace(state, *batches[0]).lower(
+        lowering_platforms=("tpu",)).as_text() for name, (J, call, state) in entries.items()}
+    assert normalized(texts["minijax"]) == normalized(texts["jax"])
+
+
 # the SGD step of tools/accelerator_compare.py's `ragged` topic (whose first loss was NaN under
 # minijax on a TPU, JAX's finite): value_and_grad through ragged_dot, so the weight gradient is
 # the ragged-contracting ragged_dot (mode 2, no rhs group dimension); empty groups, and rows

@@ -292,10 +292,10 @@ def make_op(name: str, result_type, operands: Sequence[Any], **attributes) -> An
 
 
 def full_like_aval(value, aval: ShapedArray):
-    if not is_static(aval.shape):  # a symbolic shape: the scalar broadcast at run time
-        scalar = ShapedArray((), aval.dtype)
-        return broadcast_to(ir_constant(np.array(value, aval.dtype)), scalar, aval)
-    return ir_constant(np.full(aval.shape, value, aval.dtype))
+    """`value` in every element of an `aval`-shaped tensor: a scalar constant broadcast, as
+    JAX emits it (jax/_src/interpreters/mlir.py: full_like_aval)."""
+    scalar = ShapedArray((), aval.dtype)
+    return broadcast_to(ir_constant(np.array(value, aval.dtype)), scalar, aval)
 
 
 # JAX: jax/_src/interpreters/mlir.py broadcast_in_dim (the helper for implicit broadcasting)

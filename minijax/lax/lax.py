@@ -464,7 +464,21 @@ def sign(x):
 sign_p = unop("sign", _num, lambda x: np.where(x == 0, x, np.sign(x)))
 defjvp_zero(sign_p)
 defvectorized(sign_p)
-mlir.register_lowering(sign_p, mlir.nary_lowering("sign"))
+
+
+def _sign_lowering(ctx, x):
+    # stablehlo.sign is for signed and floating types; XLA:TPU refuses it on unsigned ones,
+    # so an unsigned x lowers as `x == 0 ? 0 : 1` (jax/_src/lax/lax.py: _sign_lower_hlo)
+    aval = ctx.avals_in[0]
+    if aval.dtype.kind != "u":
+        return mlir.hlo.sign(x)
+    is_zero = mlir.hlo.compare(x, mlir.full_like_aval(0, aval),
+                               mlir.hlo.ComparisonDirectionAttr.get("EQ"),
+                               compare_type=mlir.hlo.ComparisonTypeAttr.get("UNSIGNED"))
+    return mlir.hlo.select(is_zero, mlir.full_like_aval(0, aval), mlir.full_like_aval(1, aval))
+
+
+mlir.register_lowering(sign_p, _sign_lowering)
 
 
 def floor(x):
@@ -1230,8 +1244,8 @@ def _convert_element_type_lowering(ctx, x, *, new_dtype, weak_type):
             "UNSIGNED" if aval_in.dtype.kind == "u" else "SIGNED")
         return mlir.hlo.compare(x, zero, mlir.hlo.ComparisonDirectionAttr.get("NE"),
                                 compare_type=mlir.hlo.ComparisonTypeAttr.get(ctype))
-    if aval_in.dtype == aval_out.dtype:
-        return x
+    # also where only weak_type changes: JAX emits the (no-op) convert all the same
+    # (jax/_src/interpreters/mlir.py: convert_hlo), and the modules are to match
     return mlir.hlo.convert(mlir.aval_to_ir_type(aval_out), x)
 
 

@@ -1017,7 +1017,7 @@ def _cumred_batch_rule(prim, vals, dims, *, axis_size, axis, reverse):
     return prim.bind(x, axis=axis + (d <= axis), reverse=reverse), d
 
 
-def _cumred_lowering(combine, init):
+def _cumred_lowering(combine, init, broadcast_init: bool):
     # As JAX on CPU (cumred_reduce_window_impl): a reduce_window whose window is the whole
     # axis, padded by n-1 identities `init(dtype)` on one side, so output i combines inputs
     # [0, i] (XLA rewrites it into an efficient scan).
@@ -1034,8 +1034,10 @@ def _cumred_lowering(combine, init):
         padding = np.zeros((aval.ndim, 2), np.int64)
         padding[axis] = (0, n - 1) if reverse else (n - 1, 0)
         scalar = mlir.aval_to_ir_type(ShapedArray((), aval.dtype))
-        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x],
-                                [mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))],
+        init_value = mlir.ir_constant(np.array(init(aval.dtype), aval.dtype))
+        if broadcast_init:  # as JAX's reduce_window_{sum,max,min} rule, unlike the generic one
+            init_value = hlo.broadcast_in_dim(scalar, init_value, [])
+        op = hlo.ReduceWindowOp([mlir.aval_to_ir_type(aval)], [x], [init_value],
                                 window, window_strides=[1] * aval.ndim,
                                 base_dilations=[1] * aval.ndim,
                                 window_dilations=[1] * aval.ndim,
@@ -1079,16 +1081,17 @@ def _dynamic_cumred(x, aval, axis: int, reverse: bool, combine, init):
 
 
 # JAX: jax/_src/lax/control_flow/loops.py _cumulative_reduction_primitive
-def _cumulative_reduction_primitive(name: str, kind: str, ufunc, combine, init
-                                    ) -> core.Primitive:
+def _cumulative_reduction_primitive(name: str, kind: str, ufunc, combine, init,
+                                    broadcast_init: bool = False) -> core.Primitive:
     """A cumulative reduction along one axis: impl (`ufunc.accumulate`), abstract eval,
-    batching and lowering (`combine` of two scalars, identity `init(dtype)`). Its jvp or
-    transpose is registered by the caller."""
+    batching and lowering (`combine` of two scalars, identity `init(dtype)`, broadcast to its
+    own scalar shape where JAX reduces with reduce_window_sum, _max or _min, which do). Its
+    jvp or transpose is registered by the caller."""
     prim = core.Primitive(name)
     prim.def_impl(_cumred_impl(ufunc))
     prim.def_abstract_eval(_cumred_abstract_eval(name, kind))
     batching.primitive_batchers[prim] = functools.partial(_cumred_batch_rule, prim)
-    mlir.register_lowering(prim, _cumred_lowering(combine, init))
+    mlir.register_lowering(prim, _cumred_lowering(combine, init, broadcast_init))
     return prim
 
 
@@ -1186,7 +1189,8 @@ def _cumsum_transpose(ct, x, *, axis, reverse):
 
 
 cumsum_p = _cumulative_reduction_primitive("cumsum", lax._num, np.add,
-                                           lambda a, b: mlir.hlo.add(a, b), lambda dt: 0)
+                                           lambda a, b: mlir.hlo.add(a, b), lambda dt: 0,
+                                           broadcast_init=True)
 ad.deflinear(cumsum_p, _cumsum_transpose)
 
 cumprod_p = _cumulative_reduction_primitive("cumprod", lax._num, np.multiply,
@@ -1195,12 +1199,14 @@ ad.primitive_jvps[cumprod_p] = functools.partial(_cumulative_jvp, prim=cumprod_p
                                                  weights=_cumprod_weights)
 
 cummax_p = _cumulative_reduction_primitive("cummax", lax._num, np.maximum,
-                                           lambda a, b: mlir.hlo.maximum(a, b), lax._lowest)
+                                           lambda a, b: mlir.hlo.maximum(a, b), lax._lowest,
+                                           broadcast_init=True)
 ad.primitive_jvps[cummax_p] = functools.partial(_cumulative_jvp, prim=cummax_p,
                                                 weights=_cumextreme_weights)
 
 cummin_p = _cumulative_reduction_primitive("cummin", lax._num, np.minimum,
-                                           lambda a, b: mlir.hlo.minimum(a, b), lax._highest)
+                                           lambda a, b: mlir.hlo.minimum(a, b), lax._highest,
+                                           broadcast_init=True)
 ad.primitive_jvps[cummin_p] = functools.partial(_cumulative_jvp, prim=cummin_p,
                                                 weights=_cumextreme_weights)
 
