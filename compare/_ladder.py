@@ -113,6 +113,25 @@ def op_kind(hlo_op: str, op_name: str | None) -> str:
     return f"{phase} {op_name.rsplit('/', 1)[-1]}"
 
 
+def kernel_events(events: list[dict]) -> list[dict]:
+    """The complete ("X") events of a profiler trace that are XLA's kernels. On an accelerator
+    they sit on the "XLA Ops" threads of a "/device:..." process (every event of such a
+    process where no thread is so named); on a CPU, whose kernels run on host threads, they
+    are the events that carry an `hlo_op` or `long_name` argument. An event's name is its
+    HLO instruction's."""
+    device_pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") ==
+                   "process_name" and "/device:" in str((e.get("args") or {}).get("name", ""))}
+    op_threads = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") ==
+                  "thread_name" and e.get("pid") in device_pids
+                  and "XLA Ops" in str((e.get("args") or {}).get("name", ""))}
+    done = [e for e in events if e.get("ph") == "X" and "dur" in e]
+    if op_threads:
+        return [e for e in done if (e["pid"], e.get("tid")) in op_threads]
+    if device_pids:
+        return [e for e in done if e["pid"] in device_pids]
+    return [e for e in done if {"hlo_op", "long_name"} & set(e.get("args") or {})]
+
+
 def jax_trace(fn: Callable, args: tuple, folder: Path, *, hlo_text: str | None = None,
               top: int = 8) -> dict[str, Any]:
     """Run `fn(*args)` (a compiled JAX function, already warmed up) once inside
@@ -121,8 +140,8 @@ def jax_trace(fn: Callable, args: tuple, folder: Path, *, hlo_text: str | None =
     Returns {"perfetto": path of perfetto_trace.json.gz, "total_ms": summed duration of the
     XLA op events, "top": [(HLO op, ms), ...] the `top` busiest, and, given the executable's
     optimized `hlo_text`, "by_kind": [(kind, ms), ...] the time per JAX primitive and phase
-    (see `op_kind`)}. The op events are the trace's complete ("X") events that carry an
-    `hlo_op` or `long_name` argument (the XLA ops, not Python or runtime events).
+    (see `op_kind`)}. The op events are the trace's kernels (`kernel_events`), not Python or
+    runtime events.
     """
     import jax
 
@@ -134,10 +153,8 @@ def jax_trace(fn: Callable, args: tuple, folder: Path, *, hlo_text: str | None =
         doc = json.load(fh)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     per_op: collections.Counter = collections.Counter()
-    for ev in events:
-        a = ev.get("args") or {}
-        if ev.get("ph") == "X" and ("hlo_op" in a or "long_name" in a):
-            per_op[ev.get("name", "?")] += float(ev.get("dur", 0.0)) / 1e3
+    for ev in kernel_events(events):
+        per_op[ev.get("name", "?")] += float(ev.get("dur", 0.0)) / 1e3
     out = {"perfetto": path, "total_ms": sum(per_op.values()), "top": per_op.most_common(top)}
     if hlo_text is not None:
         names = hlo_op_names(hlo_text)

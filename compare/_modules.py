@@ -10,12 +10,15 @@ every topic runs at (`check_precision`, `precision_scope`) is set here for all m
 from __future__ import annotations
 
 import contextlib
+import os
+from pathlib import Path
 
 import jax
 
 import minijax
 
 MODULES = (("jax", jax), ("minijax", minijax))
+ROOT = Path(__file__).resolve().parents[1]  # the repository: what a child imports from
 
 
 # Child processes that run JAX: where this process holds an accelerator, on the CPU.
@@ -30,9 +33,13 @@ def children_on_cpu() -> bool:
 
 
 def child_env(env: dict[str, str]) -> dict[str, str]:
-    """`env` for a child that runs JAX or minijax: with `JAX_PLATFORMS=cpu` where
-    `children_on_cpu()` (minijax takes JAX's default backend, `minijax/xla_bridge.py:
-    get_backend`, so the variable sends both to the CPU), else unchanged."""
+    """`env` for a child that runs JAX or minijax: the repository first on `PYTHONPATH`, ahead
+    of what `env` has there (where the packages may live: ml_dtypes, say, on a machine whose
+    JAX is not installed in site-packages), and `JAX_PLATFORMS=cpu` where `children_on_cpu()`
+    (minijax takes JAX's default backend, `minijax/xla_bridge.py: get_backend`, so the
+    variable sends both to the CPU)."""
+    path = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH", "")) if p)
+    env = {**env, "PYTHONPATH": path}
     return {**env, "JAX_PLATFORMS": "cpu"} if children_on_cpu() else env
 
 

@@ -30,7 +30,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -402,8 +401,6 @@ def _hlo_dumps(res, quick, platform):
         env = dict(os.environ)
         env["XLA_FLAGS"] = (f"--xla_dump_to={mod_dir} --xla_dump_hlo_as_text "
                             "--xla_dump_hlo_module_re=jit_chain")
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
         env = child_env(env)
         proc = subprocess.run([sys.executable, "-c", CHILD.format(module=mod, n=child_n)],
                               env=env, capture_output=True, text=True, timeout=120)

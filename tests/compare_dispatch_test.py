@@ -2,6 +2,8 @@
 each figure is recorded for both modules. Ratios are not asserted (they depend on the machine).
 """
 
+import os
+
 import pytest
 
 from compare import dispatch as dispatch_topic
@@ -27,10 +29,16 @@ def test_dispatch_topic_checks_pass_and_records_figures():
 
 def test_children_run_on_the_cpu_where_this_process_holds_an_accelerator(monkeypatch):
     import jax
+    root = str(dispatch_topic.ROOT)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
-    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1"}  # the CPU: unchanged
+    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1", "PYTHONPATH": root}  # the CPU
+    # the parent's path is kept after the repository's (a machine whose JAX and ml_dtypes
+    # live on PYTHONPATH, as the TPU machine's do)
+    assert dispatch_topic.child_env({"PYTHONPATH": "/opt/site"}) == {
+        "PYTHONPATH": root + os.pathsep + "/opt/site"}
     monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
-    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1", "JAX_PLATFORMS": "cpu"}
+    assert dispatch_topic.child_env({"A": "1"}) == {"A": "1", "PYTHONPATH": root,
+                                                    "JAX_PLATFORMS": "cpu"}
 
 
 def test_a_failing_memory_child_reports_its_stderr(monkeypatch):
