@@ -138,6 +138,50 @@ def test_trace_figures_read_device_ops_and_the_gaps_between():
     assert fig["top_ops_ms"][0] == ("fusion", pytest.approx(0.6))
 
 
+def test_a_later_partial_run_replaces_its_topics_and_keeps_its_date(tmp_path, capsys):
+    head = {"device_kind": "TPU v5 lite", "platform": "tpu", "jax": "0.10.2"}
+    topic = {"step_ms": {"minijax": 1.0, "jax": 2.0}, "compile_s": {"minijax": 1.0, "jax": 1.0},
+             "losses_equal_steps": 3, "steps": 5, "max_rel_diff": 0.5}
+    saved, new = tmp_path / "saved.json", tmp_path / "new.json"
+    saved.write_text(json.dumps({**head, "date": "2026-12-06", "seconds": {"mlp": 1.0},
+                                 "topics": {"mlp": topic, "moe": topic}}))
+    new.write_text(json.dumps({**head, "date": "2026-12-07", "seconds": {"moe": 2.0},
+                               "topics": {"moe": {**topic, "losses_equal_steps": 5}}}))
+    merged = A.merge_topics(saved, new)
+    assert merged["topics"]["mlp"] == topic and merged["date"] == "2026-12-06"
+    assert merged["topics"]["moe"]["losses_equal_steps"] == 5
+    assert merged["topics"]["moe"]["date"] == "2026-12-07"
+    assert merged["seconds"] == {"mlp": 1.0, "moe": 2.0}
+    assert json.loads(saved.read_text()) == merged
+    A.show_compare(saved)
+    assert "measured 2026-12-06; moe 2026-12-07" in capsys.readouterr().out
+    new.write_text(json.dumps({**head, "jax": "0.9.0", "date": "2026-12-07", "topics": {}}))
+    with pytest.raises(ValueError, match="merge_topics: .* jax '0.9.0'"):
+        A.merge_topics(saved, new)
+
+
+def test_kernel_events_are_the_device_xla_ops_or_on_a_cpu_the_hlo_ops():
+    from compare._ladder import kernel_events
+    # a TPU trace (the layout of a v5e profile): the host's runtime spans and the chip's
+    # module, op and counter threads; the kernels are the "XLA Ops" thread's, copies included
+    tpu = [{"ph": "M", "name": "process_name", "pid": 3, "args": {"name": "/device:TPU:0"}},
+           {"ph": "M", "name": "thread_name", "pid": 3, "tid": 2, "args": {"name": "XLA Modules"}},
+           {"ph": "M", "name": "thread_name", "pid": 3, "tid": 3, "args": {"name": "XLA Ops"}},
+           {"ph": "M", "name": "process_name", "pid": 701, "args": {"name": "/host:CPU"}},
+           {"ph": "X", "name": "tpu::System::Execute", "pid": 701, "tid": 9, "ts": 0, "dur": 5},
+           {"ph": "X", "name": "jit_step(1)", "pid": 3, "tid": 2, "ts": 0, "dur": 9},
+           {"ph": "X", "name": "copy-start", "pid": 3, "tid": 3, "ts": 1, "dur": 1,
+            "args": {"long_name": "%copy-start = ..."}},
+           {"ph": "X", "name": "convolution_tanh_fusion", "pid": 3, "tid": 3, "ts": 2, "dur": 4}]
+    assert [e["name"] for e in kernel_events(tpu)] == ["copy-start", "convolution_tanh_fusion"]
+    # a CPU trace: XLA's kernels run on host threads, told apart by their hlo_op argument
+    cpu = [{"ph": "X", "name": "ThunkExecutor::Execute", "pid": 1, "tid": 4, "ts": 0, "dur": 9},
+           {"ph": "X", "name": "dot.3", "pid": 1, "tid": 5, "ts": 1, "dur": 3,
+            "args": {"hlo_op": "dot.3", "hlo_module": "jit_step"}},
+           {"ph": "i", "name": "dot.4", "pid": 1, "tid": 5, "ts": 5, "args": {"hlo_op": "dot.4"}}]
+    assert [e["name"] for e in kernel_events(cpu)] == ["dot.3"]
+
+
 def test_readers_say_when_no_tpu_was_used(tmp_path, capsys):
     A.show_compare(tmp_path / "absent.json")
     for section in A.MEASURES:

@@ -482,21 +482,14 @@ def _union_ms(spans: list[tuple[float, float]]) -> float:
 
 def trace_figures(events: list[dict], step_name: str = "train") -> dict:
     """From a profiler trace: the wall span of the steps (their StepTraceAnnotations), the time
-    the device ran XLA ops inside it (the union of op events: on an accelerator those of its
-    "/device:" processes, on a CPU the events that name an `hlo_op`), the gaps between, and the
-    busiest ops."""
-    device_pids = {e["pid"] for e in events if e.get("ph") == "M" and e.get("name") ==
-                   "process_name" and "/device:" in str((e.get("args") or {}).get("name", ""))}
-    op_threads = {(e["pid"], e["tid"]) for e in events if e.get("ph") == "M" and e.get("name") ==
-                  "thread_name" and e.get("pid") in device_pids
-                  and "XLA Ops" in str((e.get("args") or {}).get("name", ""))}
+    the device ran XLA ops inside it (the union of its kernels' events,
+    `compare/_ladder.py: kernel_events`), the gaps between, and the busiest ops."""
+    from compare._ladder import kernel_events
+
+    ops = kernel_events(events)
     done = [e for e in events if e.get("ph") == "X" and "dur" in e]
-    if op_threads:
-        ops = [e for e in done if (e["pid"], e.get("tid")) in op_threads]
-    elif device_pids:
-        ops = [e for e in done if e["pid"] in device_pids]
-    else:
-        ops = [e for e in done if {"hlo_op", "long_name"} & set(e.get("args") or {})]
+    on_device = any("/device:" in str((e.get("args") or {}).get("name", "")) for e in events
+                    if e.get("ph") == "M" and e.get("name") == "process_name")
     steps = [e for e in done if e.get("name") == step_name]
     start = min(e["ts"] for e in steps)
     end = max(e["ts"] + e["dur"] for e in steps)
@@ -509,7 +502,7 @@ def trace_figures(events: list[dict], step_name: str = "train") -> dict:
     top = sorted(by_op.items(), key=lambda kv: -kv[1])[:5]
     return {"steps": len(steps), "span_ms": (end - start) / 1e3, "device_busy_ms": busy,
             "gaps_ms": (end - start) / 1e3 - busy, "op_events": len(ops),
-            "device_events": bool(device_pids), "top_ops_ms": top}
+            "device_events": on_device, "top_ops_ms": top}
 
 
 def measure_profile(smoke: bool) -> dict:
@@ -718,7 +711,9 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
     saved = load(path)
     if saved is None:
         return _absent(path)
-    print(f"{saved['device_kind']}, JAX {saved['jax']}, measured {saved['date']}")
+    later = "".join(f"; {name} {t['date']}" for name, t in saved["topics"].items()
+                    if "date" in t)
+    print(f"{saved['device_kind']}, JAX {saved['jax']}, measured {saved['date']}{later}")
     print(f"{'topic':13}{'step ms':>9}{'(JAX)':>8}{'ratio':>7}{'first s':>9}{'(JAX)':>7}"
           f"{'equal':>7}{'max rel':>9}{'highest':>9}{'moved':>9}")
     for name, t in saved["topics"].items():
@@ -755,6 +750,23 @@ def show_compare(path: Path = COMPARE_PATH) -> None:
         print("not measured (out of time):", ", ".join(saved["skipped"]))
     for key, why in saved.get("stalled", {}).items():
         print(f"not measured: {key} {why}")
+
+
+def merge_topics(saved_path: Path, new_path: Path) -> dict:
+    """Write into `saved_path` the topics of a later, partial run saved at `new_path` (a run
+    with `--only`): each replaces the saved topic of its name and keeps its own date; the
+    other topics, and the saved run's date, stay. Refuses runs from another device or JAX."""
+    saved, new = json.loads(saved_path.read_text()), json.loads(new_path.read_text())
+    for key in ("device_kind", "platform", "jax"):
+        if saved[key] != new[key]:
+            raise ValueError(f"merge_topics: {new_path} has {key} {new[key]!r}, "
+                             f"{saved_path} {saved[key]!r}; a merge needs the same")
+    for name, topic in new["topics"].items():
+        saved["topics"][name] = {**topic, "date": new["date"]} if new["date"] != saved[
+            "date"] else topic
+    saved["seconds"] = {**saved.get("seconds", {}), **new.get("seconds", {})}
+    saved_path.write_text(json.dumps(saved, indent=1) + "\n")
+    return saved
 
 
 def _stage_seconds(runs: list[dict], module: str) -> str:
