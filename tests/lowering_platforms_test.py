@@ -389,7 +389,7 @@ def test_a_weak_type_change_lowers_to_a_convert_as_jax():
     assert "stablehlo.convert %arg1 : tensor<f32>" in text
 
 
-@pytest.mark.parametrize("topic", ["mlp", "gpt", "moe", "addition"])
+@pytest.mark.parametrize("topic", ["mlp", "gpt", "moe", "addition", "ragged"])
 def test_model_train_steps_lower_for_tpu_as_jax_op_for_op(topic):
     # what tools/accelerator_compare.py times on a TPU: with the same module, op for op, the
     # two compile times are XLA's on one program, and the step times the same kernels'
