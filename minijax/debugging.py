@@ -168,9 +168,7 @@ def _debug_callback_partial_auto(ctx, mesh, manual, args, host, partitioned) -> 
         with ir.InsertionPoint(block):
             i32 = core.ShapedArray((), np.int32)
             idx = parallel._axis_index_value(mlir.LoweringRuleContext([], [i32]), mesh, rest)
-            first = hlo.compare(idx, mlir.ir_constant(np.int32(0)),
-                                hlo.ComparisonDirectionAttr.get("EQ"),
-                                compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+            first = mlir.compare_hlo(idx, mlir.ir_constant(np.int32(0)), "EQ")
             case = hlo.CaseOp([], hlo.convert(mlir.aval_to_ir_type(i32), first), 2)
             with ir.InsertionPoint(case.regions[0].blocks.append()):
                 hlo.return_([])

@@ -211,6 +211,14 @@ def eval_dynamic_shape(shape) -> tuple:
                  for d in shape)
 
 
+# JAX: jax/_src/interpreters/mlir.py compare_hlo (differs: the type is given, SIGNED by default)
+def compare_hlo(x, y, direction: str, comparison_type: str = "SIGNED"):
+    """`stablehlo.compare` of two values of one shape and element type (i1 out), `direction`
+    "EQ", "NE", "LT"...; `comparison_type` "SIGNED", "UNSIGNED", "FLOAT" or "TOTALORDER"."""
+    return hlo.compare(x, y, hlo.ComparisonDirectionAttr.get(direction),
+                       compare_type=hlo.ComparisonTypeAttr.get(comparison_type))
+
+
 # JAX: jax/_src/export/shape_poly.py _evaluate_add, _evaluate_multiply (and lax's
 # floor_divide and remainder, which JAX's evaluation of floordiv/mod calls)
 class DimOps:
@@ -226,10 +234,7 @@ class DimOps:
     max = staticmethod(lambda a, b: hlo.maximum(a, b))
     min = staticmethod(lambda a, b: hlo.minimum(a, b))
 
-    @staticmethod
-    def _cmp(a, b, direction: str, kind: str = "SIGNED"):
-        return hlo.compare(a, b, hlo.ComparisonDirectionAttr.get(direction),
-                           compare_type=hlo.ComparisonTypeAttr.get(kind))
+    _cmp = staticmethod(compare_hlo)
 
     @staticmethod
     def floordiv(a, b):

@@ -466,15 +466,12 @@ defjvp_zero(sign_p)
 defvectorized(sign_p)
 
 
-def _sign_lowering(ctx, x):
-    # stablehlo.sign is for signed and floating types; XLA:TPU refuses it on unsigned ones,
-    # so an unsigned x lowers as `x == 0 ? 0 : 1` (jax/_src/lax/lax.py: _sign_lower_hlo)
+def _sign_lowering(ctx, x):  # JAX: jax/_src/lax/lax.py _sign_lower_hlo
+    # XLA:TPU refuses stablehlo.sign on unsigned integers: those lower as `x == 0 ? 0 : 1`
     aval = ctx.avals_in[0]
     if aval.dtype.kind != "u":
         return mlir.hlo.sign(x)
-    is_zero = mlir.hlo.compare(x, mlir.full_like_aval(0, aval),
-                               mlir.hlo.ComparisonDirectionAttr.get("EQ"),
-                               compare_type=mlir.hlo.ComparisonTypeAttr.get("UNSIGNED"))
+    is_zero = mlir.compare_hlo(x, mlir.full_like_aval(0, aval), "EQ", "UNSIGNED")
     return mlir.hlo.select(is_zero, mlir.full_like_aval(0, aval), mlir.full_like_aval(1, aval))
 
 
@@ -863,8 +860,7 @@ def _compare_lowering(direction: str):
         kind = aval.dtype.kind
         ctype = ("FLOAT" if dtypes.is_float(aval.dtype) else "UNSIGNED" if kind in "ub"
                  else "SIGNED")
-        return mlir.hlo.compare(x, y, mlir.hlo.ComparisonDirectionAttr.get(direction),
-                                compare_type=mlir.hlo.ComparisonTypeAttr.get(ctype))
+        return mlir.compare_hlo(x, y, direction, ctype)
     rule.__name__ = f"_compare_{direction.lower()}_lowering"
     return rule
 
@@ -1242,8 +1238,7 @@ def _convert_element_type_lowering(ctx, x, *, new_dtype, weak_type):
         zero = mlir.full_like_aval(0, aval_in)
         ctype = "FLOAT" if dtypes.is_float(aval_in.dtype) else (
             "UNSIGNED" if aval_in.dtype.kind == "u" else "SIGNED")
-        return mlir.hlo.compare(x, zero, mlir.hlo.ComparisonDirectionAttr.get("NE"),
-                                compare_type=mlir.hlo.ComparisonTypeAttr.get(ctype))
+        return mlir.compare_hlo(x, zero, "NE", ctype)
     # also where only weak_type changes: JAX emits the (no-op) convert all the same
     # (jax/_src/interpreters/mlir.py: convert_hlo), and the modules are to match
     return mlir.hlo.convert(mlir.aval_to_ir_type(aval_out), x)
@@ -1533,10 +1528,19 @@ mlir.register_lowering(broadcast_in_dim_p, _broadcast_in_dim_lowering)
 
 
 def broadcast(x, sizes: Sequence[int]):
-    """Add leading dimensions of `sizes` to `x`."""
+    """Add leading dimensions of `sizes` to `x` (none: `x` itself, no equation, as JAX)."""
+    if not len(sizes):
+        return x
     aval = core.get_aval(x)
     return broadcast_in_dim(x, tuple(sizes) + aval.shape,
                             tuple(range(len(sizes), len(sizes) + aval.ndim)))
+
+
+# JAX: jax/_src/lax/lax.py _tri (its op order, so that the lowered modules match)
+def _tri(shape: Sequence[int], offset: int):
+    """bool[N, M]: True at and below diagonal `offset` (row + offset >= col); tril's mask."""
+    return ge(add(broadcasted_iota(np.int32, tuple(shape), 0), np.array(int(offset), np.int32)),
+              broadcasted_iota(np.int32, tuple(shape), 1))
 
 
 def expand_dims(x, dimensions: Sequence[int]):

@@ -74,21 +74,16 @@ def _matmul(a, b):
     return lax.dot_general(a, b, (((nd - 1,), (nd - 2,)), (batch, batch)))
 
 
-def _tri_mask(shape: Sequence[int], k: int, lower: bool):
-    nd = len(shape)
-    rows = lax.add(lax.broadcasted_iota(np.int32, shape, nd - 2), np.int32(k))
-    cols = lax.broadcasted_iota(np.int32, shape, nd - 1)
-    return lax.ge(rows, cols) if lower else lax.le(rows, cols)
-
-
 # JAX: jax/_src/lax/linalg.py _tril
 def _tril(x, k: int = 0):
-    return lax.select(_tri_mask(_shape(x), k, True), x, lax.full_like(x, 0))
+    *batch, n, m = _shape(x)
+    return lax.select(lax.broadcast(lax._tri((n, m), k), batch), x, lax.full_like(x, 0))
 
 
 # JAX: jax/_src/lax/linalg.py _triu
 def _triu(x, k: int = 0):  # as JAX: zeros where the lower triangle below diagonal k is
-    return lax.select(_tri_mask(_shape(x), k - 1, True), lax.full_like(x, 0), x)
+    *batch, n, m = _shape(x)
+    return lax.select(lax.broadcast(lax._tri((n, m), k - 1), batch), lax.full_like(x, 0), x)
 
 
 def _eye(dtype, shape: Sequence[int]):
@@ -217,10 +212,8 @@ def _xla_call(target: str, operands: Sequence, avals_out: Sequence[ShapedArray],
 
 
 def _info_ok(info, batch: tuple[int, ...], direction: str = "EQ"):
-    hlo = mlir.hlo
     zero = mlir.full_like_aval(0, ShapedArray(batch, np.int32))
-    return hlo.compare(info, zero, hlo.ComparisonDirectionAttr.get(direction),
-                       compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+    return mlir.compare_hlo(info, zero, direction, "SIGNED")
 
 
 # JAX: jax/_src/lax/linalg.py _replace_not_ok_with_nan

@@ -226,7 +226,7 @@ def tri(N: int, M: int | None = None, k: int = 0, dtype=None):
     """`T[N, M]`: ones at and below diagonal `k`, zeros above (default float dtype)."""
     M = N if M is None else M
     d = dtypes.default_float_dtype() if dtype is None else dtypes.canonicalize_dtype(dtype)
-    return lax.convert_element_type(_tri_mask((int(N), int(M)), k), d)
+    return lax.convert_element_type(lax_internal._tri((int(N), int(M)), k), d)
 
 
 def identity(n: int, dtype=None):
@@ -799,23 +799,14 @@ def diag(v, k: int = 0):
     return lax.select(mask, vals, lax.full_like(vals, 0))
 
 
-# JAX: jax/_src/lax/lax.py _tri (the op order kept, so that the modules match)
-def _tri_mask(shape, k):
-    """bool[*shape]: True at and below diagonal `k` of the last two axes (row + k >= col)."""
-    n_m = tuple(shape[-2:])
-    mask = lax.ge(lax.add(lax.broadcasted_iota(_int, n_m, 0), np.array(int(k), _int)),
-                  lax.broadcasted_iota(_int, n_m, 1))
-    if len(shape) == 2:
-        return mask
-    return lax.broadcast_in_dim(mask, shape, (len(shape) - 2, len(shape) - 1))
-
-
 def tril(m, k: int = 0):
     """`m` with entries above diagonal `k` zeroed (over the last two axes)."""
     m = asarray(m)
     if core.get_aval(m).ndim < 2:
         raise ValueError("Argument to jax.numpy.tril must be at least 2D")
-    return lax.select(_tri_mask(shape_of(m), k), m, lax.full_like(m, 0))
+    *batch, n, m_ = shape_of(m)  # JAX: jax/_src/numpy/lax_numpy.py tril
+    mask = lax.broadcast(lax_internal._tri((n, m_), k), batch)
+    return lax.select(mask, m, lax.full_like(m, 0))
 
 
 def triu(m, k: int = 0):
@@ -823,7 +814,9 @@ def triu(m, k: int = 0):
     m = asarray(m)
     if core.get_aval(m).ndim < 2:
         raise ValueError("Argument to jax.numpy.triu must be at least 2D")
-    return lax.select(_tri_mask(shape_of(m), k - 1), lax.full_like(m, 0), m)
+    *batch, n, m_ = shape_of(m)  # JAX: jax/_src/numpy/lax_numpy.py triu
+    mask = lax.broadcast(lax_internal._tri((n, m_), k - 1), batch)
+    return lax.select(mask, lax.full_like(m, 0), m)
 
 
 # ---------------------------------------------------------------------------------------------

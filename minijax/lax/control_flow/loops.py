@@ -523,9 +523,7 @@ def _scan_lowering(ctx, *args, reverse, length, jaxpr, num_consts, num_carry, un
 
     cond_block = while_op.regions[0].blocks.append(*types)
     with ir.InsertionPoint(cond_block):
-        pred = hlo.compare(cond_block.arguments[ntok], _scalar_i32(length),
-                           hlo.ComparisonDirectionAttr.get("LT"),
-                           compare_type=hlo.ComparisonTypeAttr.get("SIGNED"))
+        pred = mlir.compare_hlo(cond_block.arguments[ntok], _scalar_i32(length), "LT")
         hlo.return_([pred])
 
     body_block = while_op.regions[1].blocks.append(*types)
@@ -1141,8 +1139,7 @@ def _logaddexp_hlo(a, b):
     hlo = mlir.hlo
     amax = hlo.maximum(a, b)
     delta = hlo.subtract(a, b)
-    is_nan = hlo.compare(delta, delta, hlo.ComparisonDirectionAttr.get("NE"),
-                         compare_type=hlo.ComparisonTypeAttr.get("FLOAT"))
+    is_nan = mlir.compare_hlo(delta, delta, "NE", "FLOAT")
     return hlo.select(is_nan, hlo.add(a, b),
                       hlo.add(amax, hlo.log_plus_one(hlo.exponential(hlo.negate(hlo.abs(delta))))))
 
