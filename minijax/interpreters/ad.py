@@ -21,13 +21,18 @@ Mirrors jax/_src/interpreters/ad.py.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import contextlib
+import enum
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
 
 from minijax import core
 from minijax.config import config
 from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
+from minijax.mesh import empty_abstract_mesh, get_abstract_mesh
 from minijax.util import safe_zip
 
 _CHAPTER_JVP = "chapters/04-forward-mode.md"
@@ -369,7 +374,9 @@ def maybe_linearize_tracer(trace: LinearizeTrace, primal, nonzero: bool, tangent
     return LinearizeTracer(trace, primal, tangent) if nonzero else primal
 
 
-# JAX: jax/_src/interpreters/ad.py fallback_linearize_rule
+# JAX: jax/_src/interpreters/ad.py fallback_linearize_rule — differs: under `jit`, the split
+# of a primitive's jvp is traced once per (primitive, params, avals, nonzero tangents) and
+# replayed after that (`_linearizations`); JAX traces the jvp again at every application
 def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: Sequence[bool],
                             *primals, **params):
     """A primitive with no linearize rule: its jvp rule, partially evaluated on its own."""
@@ -378,8 +385,81 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
         raise NotImplementedError(
             f"Differentiation rule for '{primitive.name}' not implemented "
             f"(no jvp rule) — see {_CHAPTER_JVP}")
-    return linearize_from_jvp(lambda ps, ts: rule(tuple(ps), tuple(ts), **params),
-                              primitive.multiple_results, nonzeros, primals, primitive.name)
+
+    def jvp(ps, ts):
+        return rule(tuple(ps), tuple(ts), **params)
+    key = _linearization_key(primitive, nonzeros, primals, params)
+    if key is None:
+        return linearize_from_jvp(jvp, primitive.multiple_results, nonzeros, primals,
+                                  primitive.name)
+    split = _linearizations.get(key)
+    if split is None:
+        split = _linearizations[key] = _LinearizedSplit.trace(
+            jvp, primitive.multiple_results, nonzeros, [p.aval for p in primals],
+            primitive.name)
+    return split.apply(primals)
+
+
+# (primitive, nonzeros, avals, params, trace context) -> _LinearizedSplit
+_linearizations: dict = {}
+_PLAIN_PARAM_TYPES = (int, float, bool, str, type(None), enum.Enum, np.dtype)
+
+
+def _plain(v) -> bool:
+    # a param compared by value (a function or an array would be compared by identity)
+    return isinstance(v, _PLAIN_PARAM_TYPES) or (isinstance(v, tuple) and all(map(_plain, v)))
+
+
+def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
+    """The key of a primitive's split in `_linearizations`, or None where a split traced on
+    avals might differ from the rule run on these values: outside a plain jit trace; a
+    concrete operand (constants fold); named axes, a mesh or compute_on in context; source
+    info being recorded; a param that is not a plain value."""
+    if (type(core.current_trace()) is not pe.DynamicJaxprTrace or core.axis_env.sizes
+            or core.source_info_capture[0] or config.compute_on_context_manager is not None
+            or not all(isinstance(p, Tracer) and not p.aval.vma for p in primals)
+            or get_abstract_mesh() is not empty_abstract_mesh
+            or not all(map(_plain, params.values()))):
+        return None
+    return (primitive, tuple(nonzeros), tuple(p.aval for p in primals),
+            tuple(params.items()), config.trace_context)
+
+
+class _LinearizedSplit(NamedTuple):
+    """A primitive's jvp split once on avals: `known` maps the primals to the primal outputs
+    and the residuals (the work done now, in the trace that called), `lin` maps the residuals
+    and the nonzero tangents to the nonzero tangent outputs. Names are recorded relative to
+    the primitive's own scope, so replaying either adds the scope it is replayed in."""
+    known: ClosedJaxpr
+    lin: Jaxpr
+    multiple_results: bool
+    nonzeros: tuple
+    nonzeros_out: list
+    out_avals: list
+
+    @staticmethod
+    def trace(jvp, multiple_results, nonzeros, avals, name) -> "_LinearizedSplit":
+        found: dict = {}
+
+        def known(*primals):
+            primals_out, nonzeros_out, lin, out_avals = _split_jvp(jvp, multiple_results,
+                                                                   nonzeros, primals, name)
+            found.update(lin=lin.jaxpr, nonzeros_out=nonzeros_out, out_avals=out_avals,
+                         n_out=len(primals_out))
+            return [*primals_out, *lin.consts]
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(known, avals, fun_name=name,
+                                                     purpose="linearize")
+        return _LinearizedSplit(ClosedJaxpr(jaxpr, consts), found["lin"], multiple_results,
+                                tuple(nonzeros), found["nonzeros_out"], found["out_avals"])
+
+    def apply(self, primals):
+        outs = core.eval_jaxpr(self.known.jaxpr, self.known.consts, *primals)
+        n = len(self.out_avals)
+        linearized = _replayer(self.lin, self.multiple_results, self.nonzeros,
+                               self.nonzeros_out, self.out_avals, relative_names=True)
+        if self.multiple_results:
+            return outs[:n], list(self.nonzeros_out), outs[n:], linearized
+        return outs[0], self.nonzeros_out[0], outs[n:], linearized
 
 
 # JAX: jax/_src/interpreters/ad.py linearize_from_jvp
@@ -389,6 +469,18 @@ def linearize_from_jvp(jvp: Callable, multiple_results: bool, nonzeros: Sequence
     tangents. Returns JAX's linearize-rule tuple (primals_out, nonzeros_out, residuals,
     linearized): `linearized(residuals, *tangents)` replays the recorded tangent equations on
     whatever trace is current (the LinearizeTrace's tangent trace)."""
+    primals_out, nonzeros_out, lin, out_avals = _split_jvp(jvp, multiple_results, nonzeros,
+                                                           primals, name)
+    linearized = _replayer(lin.jaxpr, multiple_results, nonzeros, nonzeros_out, out_avals,
+                           relative_names=False)
+    if multiple_results:
+        return primals_out, nonzeros_out, lin.consts, linearized
+    return primals_out[0], nonzeros_out[0], lin.consts, linearized
+
+
+def _split_jvp(jvp, multiple_results, nonzeros, primals, name):
+    # the primal outputs (known: computed in the current trace), which tangent outputs are
+    # nonzero, the tangent equations (their residuals as consts), the tangent output avals
     trace = pe.JaxprTrace(core.current_trace(), name, "linearize")
     try:
         tangent_avals = [core.get_aval(p).to_tangent_aval() for p in primals]
@@ -410,18 +502,20 @@ def linearize_from_jvp(jvp: Callable, multiple_results: bool, nonzeros: Sequence
         trace.invalidate()
     lin, _ = pe.dce_closed_jaxpr(ClosedJaxpr(jaxpr, consts), instantiate=True)
     out_avals = [core.get_aval(p).to_tangent_aval() for p in primals_out]
+    return list(primals_out), nonzeros_out, lin, out_avals
 
+
+def _replayer(lin: Jaxpr, multiple_results, nonzeros, nonzeros_out, out_avals,
+              relative_names: bool) -> Callable:
     def linearized(residuals, *tangents):
-        # the equations recorded the scopes they were traced in, the current ones: keep them
-        with core.reset_name_stack():
-            outs = iter(core.eval_jaxpr(lin.jaxpr, residuals,
+        # equations recorded under the current scopes keep them (the current ones); those of
+        # a split traced once add the scope they are replayed in
+        with contextlib.nullcontext() if relative_names else core.reset_name_stack():
+            outs = iter(core.eval_jaxpr(lin, residuals,
                                         *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
         tangents_out = [next(outs) if nz else Zero(a) for a, nz in zip(out_avals, nonzeros_out)]
         return tangents_out if multiple_results else tangents_out[0]
-
-    if multiple_results:
-        return list(primals_out), nonzeros_out, lin.consts, linearized
-    return primals_out[0], nonzeros_out[0], lin.consts, linearized
+    return linearized
 
 
 # JAX: jax/_src/interpreters/ad.py linearize_subtrace
