@@ -124,8 +124,34 @@ def promote_args(name: str, *args):
             break
     else:
         return args
+    if len(args) == 2 and config.jax_numpy_dtype_promotion == "standard":
+        with_scalar = _with_python_scalar(*args)
+        if with_scalar is not None:
+            return with_scalar
     check_arraylike(name, *args)
     return promote_shapes(name, *promote_dtypes(*args))
+
+
+# The array dtype kinds whose dtype a weak Python scalar takes on (bfloat16 is kind "V")
+_TAKES_ON = {float: "fc", int: "iufc"}
+
+
+def _with_python_scalar(x, y):
+    # `x * 0.5`: a strongly typed array with a Python scalar promotes to the array's dtype,
+    # so the scalar alone is converted (what promote_dtypes does, without the lattice)
+    if type(x) in _TAKES_ON:
+        x, y, swapped = y, x, True
+    elif type(y) in _TAKES_ON:
+        swapped = False
+    else:
+        return None
+    if not (type(x) is Array or isinstance(x, (Array, Tracer))):
+        return None
+    aval = x.aval
+    if aval.weak_type or aval.dtype.kind not in _TAKES_ON[type(y)]:
+        return None
+    y = lax.convert_element_type(y, aval.dtype, False)
+    return [y, x] if swapped else [x, y]
 
 
 # JAX: jax/_src/numpy/util.py promote_args_numeric

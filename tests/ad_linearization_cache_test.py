@@ -1,0 +1,80 @@
+"""The jvp split of a primitive under `jit`, traced once and replayed (interpreters/ad.py:
+`_linearizations`): the replay must give the jaxpr the split gives when traced afresh, the
+gradients JAX gives, and stay out of the way where a split on avals could differ."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+import minijax
+import minijax.numpy as mnp
+from minijax.interpreters import ad
+
+
+def _mlp_loss(J):
+    jnp = J.numpy
+
+    def loss(w1, w2, x):
+        h = jnp.tanh(jnp.dot(x, w1)) * 0.5 + 1.0
+        z = jnp.dot(h, w2)
+        z = z - jnp.max(z, axis=-1, keepdims=True)
+        return -jnp.mean(z - jnp.log(jnp.sum(jnp.exp(z), axis=-1, keepdims=True)))
+    return loss
+
+
+def _args(seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((6, 5)).astype(np.float32),
+            rng.standard_normal((5, 3)).astype(np.float32),
+            rng.standard_normal((4, 6)).astype(np.float32))
+
+
+def test_replayed_split_gives_the_jaxpr_of_a_fresh_one(monkeypatch):
+    f = minijax.jit(minijax.grad(_mlp_loss(minijax), argnums=(0, 1)))
+    ad._linearizations.clear()
+    cached = str(f.trace(*_args()).jaxpr)
+    assert ad._linearizations, "no split was cached under jit"
+    replayed = str(minijax.jit(minijax.grad(_mlp_loss(minijax), argnums=(0, 1)))
+                   .trace(*_args()).jaxpr)
+    monkeypatch.setattr(ad, "_linearization_key", lambda *a: None)
+    fresh = str(minijax.jit(minijax.grad(_mlp_loss(minijax), argnums=(0, 1)))
+                .trace(*_args()).jaxpr)
+    assert cached == replayed == fresh
+
+
+def test_replayed_split_gives_jax_gradients():
+    ad._linearizations.clear()
+    for seed in range(3):  # the first traces the splits, the others replay them
+        args = _args(seed)
+        got = minijax.jit(minijax.grad(_mlp_loss(minijax), argnums=(0, 1)))(*args)
+        want = jax.jit(jax.grad(_mlp_loss(jax), argnums=(0, 1)))(*args)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+
+
+def test_a_split_is_keyed_on_avals_and_params():
+    ad._linearizations.clear()
+    for shape in ((3,), (4,), (3,)):
+        minijax.jit(minijax.grad(lambda x: mnp.sum(mnp.sin(x) * x)))(np.ones(shape, np.float32))
+    muls = [k for k in ad._linearizations if k[0].name == "mul"]
+    assert sorted(k[2][0].shape for k in muls) == [(3,), (4,)]
+
+
+def test_no_split_is_cached_outside_jit_or_for_a_param_that_is_not_a_value():
+    ad._linearizations.clear()
+    minijax.grad(lambda x: mnp.sum(x * x))(np.ones(3, np.float32))  # eager: nothing cached
+    assert not ad._linearizations
+    assert ad._plain((1, ("a", None), np.dtype("float32"), 2.5))
+    assert not ad._plain((1, lambda: 0)) and not ad._plain(np.ones(2))
+
+
+@pytest.mark.parametrize("x", [np.float32(0.3), np.float32(-1.2)])
+def test_replayed_split_of_a_custom_jvp_function(x):
+    ad._linearizations.clear()
+    f = lambda v: minijax.nn.gelu(v) * minijax.nn.relu(v + 1.0)  # noqa: E731
+    g = lambda v: jax.nn.gelu(v) * jax.nn.relu(v + 1.0)  # noqa: E731
+    for _ in range(2):
+        got = minijax.jit(minijax.grad(f))(x)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(jax.grad(g))(x)), rtol=1e-5)
