@@ -78,3 +78,16 @@ def test_replayed_split_of_a_custom_jvp_function(x):
     for _ in range(2):
         got = minijax.jit(minijax.grad(f))(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(jax.grad(g))(x)), rtol=1e-5)
+
+
+def test_a_scalar_literal_operand_is_keyed_by_its_bits():
+    # the split holds the literal: -0.0 and 0.0 compare equal, yet give gradients of
+    # different sign, as JAX's do
+    ad._linearizations.clear()
+    x = np.float32(2.0)
+    for c in (0.0, -0.0, 0.0):
+        got = minijax.jit(minijax.grad(lambda v, c=c: v * c))(x)
+        want = jax.jit(jax.grad(lambda v, c=c: v * c))(x)
+        assert np.signbit(np.asarray(got)) == np.signbit(np.asarray(want))
+    keys = [k for k in ad._linearizations if k[0].name == "mul"]
+    assert len(keys) == 2

@@ -30,6 +30,7 @@ import numpy as np
 from minijax import core
 from minijax.config import config
 from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
+from minijax.array import Array
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
 from minijax.mesh import empty_abstract_mesh, get_abstract_mesh
@@ -395,8 +396,7 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
     split = _linearizations.get(key)
     if split is None:
         split = _linearizations[key] = _LinearizedSplit.trace(
-            jvp, primitive.multiple_results, nonzeros, [p.aval for p in primals],
-            primitive.name)
+            jvp, primitive.multiple_results, nonzeros, primals, primitive.name)
     return split.apply(primals)
 
 
@@ -413,47 +413,64 @@ def _plain(v) -> bool:
 def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
     """The key of a primitive's split in `_linearizations`, or None where a split traced on
     avals might differ from the rule run on these values: outside a plain jit trace; a
-    concrete operand (constants fold); named axes, a mesh or compute_on in context; source
-    info being recorded; a param that is not a plain value."""
+    concrete operand other than a scalar literal (keyed by its bits: the split holds it);
+    named axes, a mesh or compute_on in context; source info being recorded; a param that
+    is not a plain value."""
     if (type(core.current_trace()) is not pe.DynamicJaxprTrace or core.axis_env.sizes
             or core.source_info_capture[0] or config.compute_on_context_manager is not None
-            or not all(isinstance(p, Tracer) and not p.aval.vma for p in primals)
             or get_abstract_mesh() is not empty_abstract_mesh
             or not all(map(_plain, params.values()))):
         return None
-    return (primitive, tuple(nonzeros), tuple(p.aval for p in primals),
-            tuple(params.items()), config.trace_context)
+    operands = []
+    for p in primals:
+        if isinstance(p, Tracer):
+            if p.aval.vma:
+                return None
+            operands.append(p.aval)
+        elif type(p) is Array and p._literal and not p.aval.shape:
+            operands.append((p.aval, p._value().tobytes()))  # (-0.0 and 0.0 differ)
+        else:
+            return None
+    return (primitive, tuple(nonzeros), tuple(operands), tuple(params.items()),
+            config.trace_context)
 
 
 class _LinearizedSplit(NamedTuple):
-    """A primitive's jvp split once on avals: `known` maps the primals to the primal outputs
-    and the residuals (the work done now, in the trace that called), `lin` maps the residuals
-    and the nonzero tangents to the nonzero tangent outputs. Names are recorded relative to
-    the primitive's own scope, so replaying either adds the scope it is replayed in."""
+    """A primitive's jvp split once on avals: `known` maps the traced primals (`traced`: which
+    they are; the others, scalar literals, are held inside) to the primal outputs and the
+    residuals (the work done now, in the trace that called), `lin` maps the residuals and the
+    nonzero tangents to the nonzero tangent outputs. Names are recorded relative to the
+    primitive's own scope, so replaying either adds the scope it is replayed in."""
     known: ClosedJaxpr
     lin: Jaxpr
+    traced: tuple
     multiple_results: bool
     nonzeros: tuple
     nonzeros_out: list
     out_avals: list
 
     @staticmethod
-    def trace(jvp, multiple_results, nonzeros, avals, name) -> "_LinearizedSplit":
+    def trace(jvp, multiple_results, nonzeros, primals, name) -> "_LinearizedSplit":
         found: dict = {}
+        traced = tuple(isinstance(p, Tracer) for p in primals)
 
-        def known(*primals):
+        def known(*args):
+            it = iter(args)
+            full = [next(it) if t else p for p, t in zip(primals, traced)]
             primals_out, nonzeros_out, lin, out_avals = _split_jvp(jvp, multiple_results,
-                                                                   nonzeros, primals, name)
-            found.update(lin=lin.jaxpr, nonzeros_out=nonzeros_out, out_avals=out_avals,
-                         n_out=len(primals_out))
+                                                                   nonzeros, full, name)
+            found.update(lin=lin.jaxpr, nonzeros_out=nonzeros_out, out_avals=out_avals)
             return [*primals_out, *lin.consts]
-        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(known, avals, fun_name=name,
-                                                     purpose="linearize")
-        return _LinearizedSplit(ClosedJaxpr(jaxpr, consts), found["lin"], multiple_results,
-                                tuple(nonzeros), found["nonzeros_out"], found["out_avals"])
+        jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
+            known, [p.aval for p, t in zip(primals, traced) if t], fun_name=name,
+            purpose="linearize")
+        return _LinearizedSplit(ClosedJaxpr(jaxpr, consts), found["lin"], traced,
+                                multiple_results, tuple(nonzeros), found["nonzeros_out"],
+                                found["out_avals"])
 
     def apply(self, primals):
-        outs = core.eval_jaxpr(self.known.jaxpr, self.known.consts, *primals)
+        outs = core.eval_jaxpr(self.known.jaxpr, self.known.consts,
+                               *[p for p, t in zip(primals, self.traced) if t])
         n = len(self.out_avals)
         linearized = _replayer(self.lin, self.multiple_results, self.nonzeros,
                                self.nonzeros_out, self.out_avals, relative_names=True)
