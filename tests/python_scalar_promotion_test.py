@@ -31,7 +31,8 @@ def _describe(v):
     return (aval.dtype, aval.weak_type, aval.shape)
 
 
-@pytest.mark.parametrize("dtype,scalar,swap", list(itertools.product(DTYPES, SCALARS, [False, True])))
+@pytest.mark.parametrize("dtype,scalar,swap",
+                         list(itertools.product(DTYPES, SCALARS, [False, True])))
 def test_short_path_gives_the_lattice(dtype, scalar, swap):
     x = mnp.asarray(np.arange(1, 4).astype(dtypes.canonicalize_dtype(dtype)))
     args = (scalar, x) if swap else (x, scalar)

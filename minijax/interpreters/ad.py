@@ -22,10 +22,7 @@ Mirrors jax/_src/interpreters/ad.py.
 from __future__ import annotations
 
 import contextlib
-import enum
 from typing import Any, Callable, NamedTuple, Sequence
-
-import numpy as np
 
 from minijax import core
 from minijax.config import config
@@ -33,7 +30,6 @@ from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
 from minijax.array import Array
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
-from minijax.mesh import empty_abstract_mesh, get_abstract_mesh
 from minijax.util import safe_zip
 
 _CHAPTER_JVP = "chapters/04-forward-mode.md"
@@ -395,6 +391,8 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
                                   primitive.name)
     split = _linearizations.get(key)
     if split is None:
+        if len(_linearizations) >= pe.CACHE_LIMIT:
+            _linearizations.clear()
         split = _linearizations[key] = _LinearizedSplit.trace(
             jvp, primitive.multiple_results, nonzeros, primals, primitive.name)
     return split.apply(primals)
@@ -402,24 +400,16 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
 
 # (primitive, nonzeros, avals, params, trace context) -> _LinearizedSplit
 _linearizations: dict = {}
-_PLAIN_PARAM_TYPES = (int, float, bool, str, type(None), enum.Enum, np.dtype)
-
-
-def _plain(v) -> bool:
-    # a param compared by value (a function or an array would be compared by identity)
-    return isinstance(v, _PLAIN_PARAM_TYPES) or (isinstance(v, tuple) and all(map(_plain, v)))
 
 
 def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
     """The key of a primitive's split in `_linearizations`, or None where a split traced on
-    avals might differ from the rule run on these values: outside a plain jit trace; a
-    concrete operand other than a scalar literal (keyed by its bits: the split holds it);
-    named axes, a mesh or compute_on in context; source info being recorded; a param that
-    is not a plain value."""
-    if (type(core.current_trace()) is not pe.DynamicJaxprTrace or core.axis_env.sizes
-            or core.source_info_capture[0] or config.compute_on_context_manager is not None
-            or get_abstract_mesh() is not empty_abstract_mesh
-            or not all(map(_plain, params.values()))):
+    avals might differ from the rule run on these values: outside a plain jit trace; a user's
+    primitive; a concrete operand other than a scalar literal (keyed by its bits: the split
+    holds it); a symbolic dimension; named axes, a mesh or compute_on in context; source info
+    being recorded; a param that is not a plain value."""
+    if (type(core.current_trace()) is not pe.DynamicJaxprTrace or primitive.user_defined
+            or not pe.context_is_plain() or not all(map(pe.is_plain, params.values()))):
         return None
     operands = []
     for p in primals:
@@ -431,6 +421,8 @@ def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
             operands.append((p.aval, p._value().tobytes()))  # (-0.0 and 0.0 differ)
         else:
             return None
+    if not pe.static_avals(p.aval for p in primals if isinstance(p, Tracer)):
+        return None
     return (primitive, tuple(nonzeros), tuple(operands), tuple(params.items()),
             config.trace_context)
 

@@ -10,10 +10,14 @@ Taught in chapters/03-jaxprs.md and chapters/06-reverse-mode.md.
 
 from __future__ import annotations
 
+import enum
 from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.config import config
+from minijax.mesh import empty_abstract_mesh, get_abstract_mesh
 from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
                           Var)
 from minijax.util import merge_lists, safe_zip, split_list
@@ -128,10 +132,10 @@ class DynamicJaxprTrace(core.Trace):
         """Record `primitive` as one equation, whatever a subclass does in process_primitive
         (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
         invars = [self.to_jaxpr_atom(x) for x in tracers]
-        if primitive not in core.vma_primitives and any(v.aval.vma for v in invars):
+        avals = [v.aval for v in invars]
+        if primitive not in core.vma_primitives and any(a.vma for a in avals):
             return self._process_varying(primitive, invars, params)
-        out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
-        return self.emit(primitive, invars, out_avals, params)
+        return self.emit(primitive, invars, abstract_eval(primitive, avals, params), params)
 
     # JAX: jax/_src/core.py standard_vma_rule (and standard_insert_pvary)
     def _process_varying(self, primitive, invars, params):
@@ -163,6 +167,51 @@ class DynamicJaxprTrace(core.Trace):
         """The recorded jaxpr with `out_tracers` (any values) as outputs, and its consts."""
         outvars = [self.to_jaxpr_atom(x) for x in out_tracers]
         return self.frame.to_jaxpr(outvars)
+
+
+# (primitive, avals, params, trace context) -> out avals: a signature's abstract evaluation
+# is done once while tracing, then looked up. Differs: JAX runs the rules at every bind
+# (jax/_src/lax/utils.py standard_abstract_eval), caching only some helpers of theirs
+_abstract_evals: dict = {}
+CACHE_LIMIT = 50_000  # entries of a trace-time cache, which is emptied when it has as many
+_PLAIN_PARAM_TYPES = (int, float, bool, str, type(None), enum.Enum, np.dtype)
+
+
+def is_plain(v) -> bool:
+    """A param compared by value (a function or an array would be compared by identity)."""
+    return isinstance(v, _PLAIN_PARAM_TYPES) or (isinstance(v, tuple) and all(map(is_plain, v)))
+
+
+def context_is_plain() -> bool:
+    """No named axes, mesh, compute_on or source capture in context: rules that see avals
+    and params only give the same answer for the same ones."""
+    return not (core.axis_env.sizes or core.source_info_capture[0]
+                or config.compute_on_context_manager is not None
+                or get_abstract_mesh() is not empty_abstract_mesh)
+
+
+def static_avals(avals) -> bool:
+    """No symbolic dimension: those of two `symbolic_shape` scopes compare equal by name."""
+    return all(type(d) is int for a in avals for d in a.shape)
+
+
+def abstract_eval(primitive: core.Primitive, avals: list, params: dict):
+    """`primitive.abstract_eval(*avals, **params)`, looked up after its first time where the
+    params are plain values, the shapes static and the context plain (a user's primitive is
+    always asked)."""
+    if primitive.user_defined or not context_is_plain() or not all(
+            map(is_plain, params.values())) or not static_avals(avals):
+        return primitive.abstract_eval(*avals, **params)
+    key = (primitive, tuple(avals), tuple(params.items()), config.trace_context)
+    out = _abstract_evals.get(key)
+    if out is None:
+        out = primitive.abstract_eval(*avals, **params)
+        if primitive.multiple_results:
+            out = tuple(out)
+        if len(_abstract_evals) >= CACHE_LIMIT:
+            _abstract_evals.clear()
+        _abstract_evals[key] = out
+    return list(out) if primitive.multiple_results else out
 
 
 # JAX: jax/_src/interpreters/partial_eval.py trace_to_jaxpr_dynamic

@@ -541,7 +541,7 @@ def test_bounds_and_orders_of_magnitude():
 
 
 @pytest.mark.parametrize("chapter, true, stale", [
-    ("06", "about twice as slowly", "about five times as slowly"),  # a marker's claim
+    ("06", "about a quarter more slowly", "about five times as slowly"),  # a marker's claim
     ("27", "misses by 15%", "misses by 40%"),  # a ratio of two printed numbers
     ("20", "without it the run differs by 1e-3", "without it the run differs by 1e-2"),  # shown
     ("26", "the model stalls at 89%", "the model stalls at 83%"),  # a full run's data

@@ -1,6 +1,8 @@
-"""The jvp split of a primitive under `jit`, traced once and replayed (interpreters/ad.py:
-`_linearizations`): the replay must give the jaxpr the split gives when traced afresh, the
-gradients JAX gives, and stay out of the way where a split on avals could differ."""
+"""What tracing keeps between traces: a primitive's jvp split under `jit`, traced once and
+replayed (interpreters/ad.py: `_linearizations`), and its abstract evaluation per signature
+(interpreters/partial_eval.py: `abstract_eval`). The replay must give the jaxpr the split gives
+when traced afresh, the gradients JAX gives, and stay out of the way where a split on avals
+could differ; a bad signature must raise every time."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 import minijax
 import minijax.numpy as mnp
 from minijax.interpreters import ad
+from minijax.interpreters import partial_eval as pe
 
 
 def _mlp_loss(J):
@@ -66,8 +69,8 @@ def test_no_split_is_cached_outside_jit_or_for_a_param_that_is_not_a_value():
     ad._linearizations.clear()
     minijax.grad(lambda x: mnp.sum(x * x))(np.ones(3, np.float32))  # eager: nothing cached
     assert not ad._linearizations
-    assert ad._plain((1, ("a", None), np.dtype("float32"), 2.5))
-    assert not ad._plain((1, lambda: 0)) and not ad._plain(np.ones(2))
+    assert pe.is_plain((1, ("a", None), np.dtype("float32"), 2.5))
+    assert not pe.is_plain((1, lambda: 0)) and not pe.is_plain(np.ones(2))
 
 
 @pytest.mark.parametrize("x", [np.float32(0.3), np.float32(-1.2)])
@@ -91,3 +94,29 @@ def test_a_scalar_literal_operand_is_keyed_by_its_bits():
         assert np.signbit(np.asarray(got)) == np.signbit(np.asarray(want))
     keys = [k for k in ad._linearizations if k[0].name == "mul"]
     assert len(keys) == 2
+
+
+def test_abstract_eval_is_looked_up_per_signature_and_errors_are_not_kept():
+    pe._abstract_evals.clear()
+    x = np.ones((2, 3), np.float32)
+    minijax.make_jaxpr(lambda a: a * a + a)(x)
+    keys = [k for k in pe._abstract_evals if k[0].name in ("mul", "add")]
+    assert sorted(k[0].name for k in keys) == ["add", "mul"]
+    for _ in range(2):  # a bad signature raises every time: nothing was kept for it
+        with pytest.raises(TypeError, match="add"):
+            minijax.make_jaxpr(lambda a, b: minijax.lax.add(a, b))(x, np.ones(3, np.int32))
+
+
+def test_a_users_primitive_is_asked_every_time():
+    from minijax.extend.core import Primitive
+    calls = []
+    p = Primitive("my_double")
+    p.def_impl(lambda x: 2 * x)
+
+    def rule(x):
+        calls.append(x)
+        return x
+    p.def_abstract_eval(rule)
+    for _ in range(3):
+        minijax.make_jaxpr(p.bind)(np.ones(3, np.float32))
+    assert len(calls) == 3
