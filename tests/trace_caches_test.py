@@ -62,7 +62,7 @@ def test_a_split_is_keyed_on_avals_and_params():
     for shape in ((3,), (4,), (3,)):
         minijax.jit(minijax.grad(lambda x: mnp.sum(mnp.sin(x) * x)))(np.ones(shape, np.float32))
     muls = [k for k in ad._linearizations if k[0].name == "mul"]
-    assert sorted(k[2][0].shape for k in muls) == [(3,), (4,)]
+    assert sorted(k[3][0].shape for k in muls) == [(3,), (4,)]
 
 
 def test_no_split_is_cached_outside_jit_or_for_a_param_that_is_not_a_value():
@@ -120,3 +120,23 @@ def test_a_users_primitive_is_asked_every_time():
     for _ in range(3):
         minijax.make_jaxpr(p.bind)(np.ones(3, np.float32))
     assert len(calls) == 3
+
+
+def test_a_rule_swapped_for_another_is_used():
+    # the rules are part of the keys: a jvp rule set anew takes effect (sin's linearize rule
+    # is set aside, so that its jvp rule is split and cached)
+    from minijax.lax import lax as lax_internal
+    prim, x = lax_internal.sin_p, np.linspace(0.1, 1.0, 3, dtype=np.float32)
+    grad = lambda: minijax.jit(minijax.grad(lambda v: mnp.sum(mnp.sin(v))))(x)  # noqa: E731
+    old_lin, old_jvp = ad.primitive_linearizations.pop(prim), ad.primitive_jvps[prim]
+    try:
+        ad._linearizations.clear()
+        np.testing.assert_allclose(np.asarray(grad()), np.cos(x), rtol=1e-6)
+        assert any(k[0] is prim for k in ad._linearizations)
+        ad.primitive_jvps[prim] = lambda ps, ts: (minijax.lax.sin(ps[0]), 2.0 * ts[0])
+        np.testing.assert_array_equal(np.asarray(grad()), np.full(3, 2.0, np.float32))
+    finally:
+        ad.primitive_jvps[prim] = old_jvp
+        ad.primitive_linearizations[prim] = old_lin
+    pe._abstract_evals.clear()
+    np.testing.assert_allclose(np.asarray(grad()), np.cos(x), rtol=1e-6)

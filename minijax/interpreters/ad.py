@@ -21,7 +21,6 @@ Mirrors jax/_src/interpreters/ad.py.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any, Callable, NamedTuple, Sequence
 
 from minijax import core
@@ -385,7 +384,7 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
 
     def jvp(ps, ts):
         return rule(tuple(ps), tuple(ts), **params)
-    key = _linearization_key(primitive, nonzeros, primals, params)
+    key = _linearization_key(primitive, rule, nonzeros, primals, params)
     if key is None:
         return linearize_from_jvp(jvp, primitive.multiple_results, nonzeros, primals,
                                   primitive.name)
@@ -398,11 +397,11 @@ def fallback_linearize_rule(primitive: core.Primitive, is_vjp: bool, nonzeros: S
     return split.apply(primals)
 
 
-# (primitive, nonzeros, avals, params, trace context) -> _LinearizedSplit
+# (primitive, jvp rule, nonzeros, avals, params, trace context) -> _LinearizedSplit
 _linearizations: dict = {}
 
 
-def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
+def _linearization_key(primitive, rule, nonzeros, primals, params) -> tuple | None:
     """The key of a primitive's split in `_linearizations`, or None where a split traced on
     avals might differ from the rule run on these values: outside a plain jit trace; a user's
     primitive; a concrete operand other than a scalar literal (keyed by its bits: the split
@@ -423,8 +422,8 @@ def _linearization_key(primitive, nonzeros, primals, params) -> tuple | None:
             return None
     if not pe.static_avals(p.aval for p in primals if isinstance(p, Tracer)):
         return None
-    return (primitive, tuple(nonzeros), tuple(operands), tuple(params.items()),
-            config.trace_context)
+    return (primitive, rule, tuple(nonzeros), tuple(operands), tuple(params.items()),
+            config.trace_context)  # (the rule: one may be swapped for another, as a test does)
 
 
 class _LinearizedSplit(NamedTuple):
@@ -440,6 +439,7 @@ class _LinearizedSplit(NamedTuple):
     nonzeros: tuple
     nonzeros_out: list
     out_avals: list
+    evaluate: Callable  # `_replay` where no equation has a scope of its own, else eval_jaxpr
 
     @staticmethod
     def trace(jvp, multiple_results, nonzeros, primals, name) -> "_LinearizedSplit":
@@ -456,16 +456,18 @@ class _LinearizedSplit(NamedTuple):
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
             known, [p.aval for p, t in zip(primals, traced) if t], fun_name=name,
             purpose="linearize")
+        plain = not any(e.name_stack or e.ctx is not None
+                        for e in (*jaxpr.eqns, *found["lin"].eqns))
         return _LinearizedSplit(ClosedJaxpr(jaxpr, consts), found["lin"], traced,
                                 multiple_results, tuple(nonzeros), found["nonzeros_out"],
-                                found["out_avals"])
+                                found["out_avals"], _replay if plain else core.eval_jaxpr)
 
     def apply(self, primals):
-        outs = core.eval_jaxpr(self.known.jaxpr, self.known.consts,
-                               *[p for p, t in zip(primals, self.traced) if t])
+        outs = self.evaluate(self.known.jaxpr, self.known.consts,
+                             *[p for p, t in zip(primals, self.traced) if t])
         n = len(self.out_avals)
         linearized = _replayer(self.lin, self.multiple_results, self.nonzeros,
-                               self.nonzeros_out, self.out_avals, relative_names=True)
+                               self.nonzeros_out, self.out_avals, self.evaluate)
         if self.multiple_results:
             return outs[:n], list(self.nonzeros_out), outs[n:], linearized
         return outs[0], self.nonzeros_out[0], outs[n:], linearized
@@ -481,7 +483,7 @@ def linearize_from_jvp(jvp: Callable, multiple_results: bool, nonzeros: Sequence
     primals_out, nonzeros_out, lin, out_avals = _split_jvp(jvp, multiple_results, nonzeros,
                                                            primals, name)
     linearized = _replayer(lin.jaxpr, multiple_results, nonzeros, nonzeros_out, out_avals,
-                           relative_names=False)
+                           _eval_with_recorded_names)
     if multiple_results:
         return primals_out, nonzeros_out, lin.consts, linearized
     return primals_out[0], nonzeros_out[0], lin.consts, linearized
@@ -514,14 +516,33 @@ def _split_jvp(jvp, multiple_results, nonzeros, primals, name):
     return list(primals_out), nonzeros_out, lin, out_avals
 
 
+def _eval_with_recorded_names(jaxpr: Jaxpr, consts, *args) -> list:
+    # equations recorded under the current scopes keep them (the current ones), where those of
+    # a split traced once add the scope they are replayed in
+    with core.reset_name_stack():
+        return core.eval_jaxpr(jaxpr, consts, *args)
+
+
+def _replay(jaxpr: Jaxpr, consts, *args) -> list:
+    """eval_jaxpr for a split's jaxpr whose equations have no scope, context or source of
+    their own to restore: each primitive bound in turn."""
+    env = dict(zip(jaxpr.constvars, consts))
+    env.update(zip(jaxpr.invars, args))
+    for eqn in jaxpr.eqns:
+        outs = eqn.primitive.bind(*[v.val if type(v) is Literal else env[v]
+                                    for v in eqn.invars], **eqn.params)
+        if eqn.primitive.multiple_results:
+            env.update(zip(eqn.outvars, outs))
+        else:
+            env[eqn.outvars[0]] = outs
+    return [v.val if type(v) is Literal else env[v] for v in jaxpr.outvars]
+
+
 def _replayer(lin: Jaxpr, multiple_results, nonzeros, nonzeros_out, out_avals,
-              relative_names: bool) -> Callable:
+              evaluate: Callable) -> Callable:
     def linearized(residuals, *tangents):
-        # equations recorded under the current scopes keep them (the current ones); those of
-        # a split traced once add the scope they are replayed in
-        with contextlib.nullcontext() if relative_names else core.reset_name_stack():
-            outs = iter(core.eval_jaxpr(lin, residuals,
-                                        *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
+        outs = iter(evaluate(lin, residuals,
+                             *[t for t, nz in safe_zip(tangents, nonzeros) if nz]))
         tangents_out = [next(outs) if nz else Zero(a) for a, nz in zip(out_avals, nonzeros_out)]
         return tangents_out if multiple_results else tangents_out[0]
     return linearized

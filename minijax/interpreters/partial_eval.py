@@ -169,7 +169,7 @@ class DynamicJaxprTrace(core.Trace):
         return self.frame.to_jaxpr(outvars)
 
 
-# (primitive, avals, params, trace context) -> out avals: a signature's abstract evaluation
+# (primitive, rule, avals, params, trace context) -> out avals: a signature's abstract evaluation
 # is done once while tracing, then looked up. Differs: JAX runs the rules at every bind
 # (jax/_src/lax/utils.py standard_abstract_eval), caching only some helpers of theirs
 _abstract_evals: dict = {}
@@ -202,10 +202,11 @@ def abstract_eval(primitive: core.Primitive, avals: list, params: dict):
     if primitive.user_defined or not context_is_plain() or not all(
             map(is_plain, params.values())) or not static_avals(avals):
         return primitive.abstract_eval(*avals, **params)
-    key = (primitive, tuple(avals), tuple(params.items()), config.trace_context)
+    rule = primitive.abstract_eval  # (in the key: a rule defined again is asked again)
+    key = (primitive, rule, tuple(avals), tuple(params.items()), config.trace_context)
     out = _abstract_evals.get(key)
     if out is None:
-        out = primitive.abstract_eval(*avals, **params)
+        out = rule(*avals, **params)
         if primitive.multiple_results:
             out = tuple(out)
         if len(_abstract_evals) >= CACHE_LIMIT:
