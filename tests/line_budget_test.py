@@ -92,9 +92,10 @@ BUDGETS = {
     "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2410,  # a primitive's jvp split traced once per primitive, params and
-    #                       avals under jit, then replayed (ad._linearizations), and abstract
-    #                       evaluation looked up per signature (pe.abstract_eval): the GPT
+    "interpreters": 2425,  # a primitive's jvp split traced once per primitive, params and
+    #                       avals under jit, then replayed (ad._linearizations, ad._replay),
+    #                       and abstract evaluation looked up per signature
+    #                       (pe.abstract_eval): the GPT
     #                       step's trace 64 -> 38 ms (~120, 46);
     #                       partial evaluation's residuals in the order of JAX's toposort
     #                       of its tracers, not of first use, and only those the outputs need
