@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 
+import jax
 import numpy as np
 
 from compare._modules import CHIP_HELD, MODULES, ROOT, child_env, children_on_cpu
@@ -46,7 +47,7 @@ TARGETS = {"eager": 0.25, "jit call": 1.25, "mlp step": 1.05, "peak memory": 1.1
 def _eager_target() -> float:
     # the NumPy path's target holds on a CPU; on an accelerator both modules dispatch a
     # compiled op to the device (minijax/dispatch.py: apply_primitive)
-    return TARGETS["eager"] if not children_on_cpu() else TARGETS["jit call"]
+    return TARGETS["eager"] if jax.default_backend() == "cpu" else TARGETS["jit call"]
 
 
 def _block(J, tree):
@@ -219,7 +220,7 @@ def _call_times(res, n, rounds, ratios, sections):
              "operation dispatch one compiled XLA program (cached per shape and dtype) to the "
              "device (NumPy's matmul would round otherwise than jit's). NumPy's own time for "
              "the same operation is the floor minijax's eager path cannot go below"
-             if not children_on_cpu() else
+             if jax.default_backend() == "cpu" else
              "on this accelerator every eager operation of both modules dispatches one "
              "compiled XLA program (cached per shape and dtype) to the device, where the "
              "arrays are; NumPy's time is the host's, for scale")

@@ -413,15 +413,13 @@ def _linearization_key(primitive, rule, nonzeros, primals, params) -> tuple | No
     operands = []
     for p in primals:
         if isinstance(p, Tracer):
-            if p.aval.vma:
+            if p.aval.vma or not pe.static_avals((p.aval,)):
                 return None
             operands.append(p.aval)
         elif type(p) is Array and p._literal and not p.aval.shape:
             operands.append((p.aval, p._value().tobytes()))  # (-0.0 and 0.0 differ)
         else:
             return None
-    if not pe.static_avals(p.aval for p in primals if isinstance(p, Tracer)):
-        return None
     return (primitive, rule, tuple(nonzeros), tuple(operands), tuple(params.items()),
             config.trace_context)  # (the rule: one may be swapped for another, as a test does)
 
@@ -429,16 +427,14 @@ def _linearization_key(primitive, rule, nonzeros, primals, params) -> tuple | No
 class _LinearizedSplit(NamedTuple):
     """A primitive's jvp split once on avals: `known` maps the traced primals (`traced`: which
     they are; the others, scalar literals, are held inside) to the primal outputs and the
-    residuals (the work done now, in the trace that called), `lin` maps the residuals and the
-    nonzero tangents to the nonzero tangent outputs. Names are recorded relative to the
-    primitive's own scope, so replaying either adds the scope it is replayed in."""
+    residuals (the work done now, in the trace that called); `linearized(residuals,
+    *tangents)` replays the tangent equations. Names are recorded relative to the primitive's
+    own scope, so replaying either half adds the scope it is replayed in."""
     known: ClosedJaxpr
-    lin: Jaxpr
     traced: tuple
     multiple_results: bool
-    nonzeros: tuple
     nonzeros_out: list
-    out_avals: list
+    linearized: Callable
     evaluate: Callable  # `_replay` where no equation has a scope of its own, else eval_jaxpr
 
     @staticmethod
@@ -456,21 +452,21 @@ class _LinearizedSplit(NamedTuple):
         jaxpr, consts, _ = pe.trace_to_jaxpr_dynamic(
             known, [p.aval for p, t in zip(primals, traced) if t], fun_name=name,
             purpose="linearize")
-        plain = not any(e.name_stack or e.ctx is not None
-                        for e in (*jaxpr.eqns, *found["lin"].eqns))
-        return _LinearizedSplit(ClosedJaxpr(jaxpr, consts), found["lin"], traced,
-                                multiple_results, tuple(nonzeros), found["nonzeros_out"],
-                                found["out_avals"], _replay if plain else core.eval_jaxpr)
+        lin, nonzeros_out = found["lin"], found["nonzeros_out"]
+        plain = not any(e.name_stack or e.ctx is not None for e in (*jaxpr.eqns, *lin.eqns))
+        evaluate = _replay if plain else core.eval_jaxpr
+        return _LinearizedSplit(
+            ClosedJaxpr(jaxpr, consts), traced, multiple_results, nonzeros_out,
+            _replayer(lin, multiple_results, nonzeros, nonzeros_out, found["out_avals"],
+                      evaluate), evaluate)
 
     def apply(self, primals):
         outs = self.evaluate(self.known.jaxpr, self.known.consts,
                              *[p for p, t in zip(primals, self.traced) if t])
-        n = len(self.out_avals)
-        linearized = _replayer(self.lin, self.multiple_results, self.nonzeros,
-                               self.nonzeros_out, self.out_avals, self.evaluate)
+        n = len(self.nonzeros_out)
         if self.multiple_results:
-            return outs[:n], list(self.nonzeros_out), outs[n:], linearized
-        return outs[0], self.nonzeros_out[0], outs[n:], linearized
+            return outs[:n], list(self.nonzeros_out), outs[n:], self.linearized
+        return outs[0], self.nonzeros_out[0], outs[n:], self.linearized
 
 
 # JAX: jax/_src/interpreters/ad.py linearize_from_jvp

@@ -136,6 +136,8 @@ def promote_args(name: str, *args):
 _TAKES_ON = {float: "fc", int: "iufc"}
 
 
+# JAX: jax/_src/numpy/util.py promote_dtypes — differs: this short path for one array and one
+# Python scalar is minijax's; JAX's lattice (jax/_src/dtypes.py) gives the same result
 def _with_python_scalar(x, y):
     # `x * 0.5`: a strongly typed array with a Python scalar promotes to the array's dtype,
     # so the scalar alone is converted (what promote_dtypes does, without the lattice)
