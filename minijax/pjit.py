@@ -576,6 +576,7 @@ class JitWrapped:
         kept = None
         if pruned is not None:
             closed, kept = pruned
+        if kept is not None:
             donated = donated[:n] + tuple(donated[n + i] for i in kept)
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)

@@ -39,8 +39,9 @@ def _warn_unusable_donations(jaxpr: ClosedJaxpr, donated, usable) -> None:
 # JAX: jax/_src/interpreters/pxla.py prune_unused_inputs and _dce_jaxpr (keep_unused=False)
 def prune_unused_inputs(closed: ClosedJaxpr, nconsts: int = 0):
     """`(jaxpr, kept)`: the jaxpr without the arguments after its `nconsts` leading ones (a
-    jit's hoisted constants, always kept) that nothing it computes reads, and the positions
-    of the arguments it keeps (counted after the constants); None when it reads them all.
+    jit's hoisted constants, always kept) that nothing it computes reads, nor the equations
+    nothing needs, and the positions of the arguments it keeps (counted after the
+    constants; None when it reads them all). None where no argument is pruned.
     As JAX, the unread arguments are not inputs of the executable (a donated one is then not
     donated), so their placement does not choose its devices: a gradient that does not
     depend on an argument on a mesh is computed on the default device. Differs: none are
@@ -57,7 +58,7 @@ def _pruned(closed: ClosedJaxpr, nconsts: int):
     nargs = len(closed.jaxpr.invars) - nconsts
     pruned, used = pe.dce_closed_jaxpr(closed, instantiate=[True] * nconsts + [False] * nargs)
     kept = tuple(i for i, u in enumerate(used[nconsts:]) if u)
-    return None if len(kept) == nargs else (pruned, kept)
+    return pruned, None if len(kept) == nargs else kept
 
 
 # JAX: jax/_src/stages.py Traced
@@ -129,6 +130,7 @@ class Lowered:
         self._kept = None if pruned is None else pruned[1]
         if pruned is not None:
             closed, kept = pruned
+        if self._kept is not None:
             donated = tuple(donated[i] for i in kept) if donated else ()
             in_shardings = tuple(in_shardings[i] for i in kept) if in_shardings else ()
         self._lowered_jaxpr = closed  # the module's parameters only

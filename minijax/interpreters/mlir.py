@@ -365,25 +365,27 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
     for v, a in zip(jaxpr.invars, args):
         env[v] = a
     outer = _name_stack[0]
+    module_ctx = _module_contexts[-1]  # (its platforms are the same for every equation)
+    platforms = module_ctx.branch_platforms or module_ctx.platforms
     try:
         for eqn in jaxpr.eqns:
-            ctx = LoweringRuleContext([v.aval for v in eqn.invars],
-                                      [v.aval for v in eqn.outvars], _platforms_for_eqn(eqn))
-            rule = _rule_for(eqn.primitive, ctx.platforms, eqn.effects)
-            operands = list(map(read, eqn.invars))
+            prim = eqn.primitive
+            ctx = LoweringRuleContext([v.aval for v in eqn.invars], [v.aval for v in eqn.outvars],
+                                      platforms if eqn.ctx is None else _platforms_for_eqn(eqn))
+            rule = _rule_for(prim, ctx.platforms, eqn.effects)
+            operands = [read(v) for v in eqn.invars]
             # JAX: jax/_src/interpreters/mlir.py source_info_to_location — differs: the name
             # alone, no file location inside. The ops get `loc("jit(f)/scope/prim")`, which
             # XLA keeps as their op_name metadata; ops of inner jaxprs (a jit's, a branch's)
             # get names under this equation's scopes
             names = _name_stack[0] = _join(outer, eqn.name_stack)
-            with ir.Location.name(_join(names, eqn.primitive.name)):
-                with _compute_type_of(eqn):
-                    start = _ops_so_far()
+            with ir.Location.name(_join(names, prim.name)):
+                if eqn.ctx is None and _compute_type[0] is None:  # no compute_on: as it is
                     outs = rule(ctx, *operands, **eqn.params)
-                    if not eqn.primitive.multiple_results and not isinstance(outs,
-                                                                             (list, tuple)):
-                        outs = [outs]  # a rule may give its one value alone, or in a list
-                    _mark_ops_since(start, outs)
+                else:
+                    outs = _lower_with_compute_type(eqn, rule, ctx, operands)
+                if not prim.multiple_results and not isinstance(outs, (list, tuple)):
+                    outs = [outs]  # a rule may give its one value alone, or in a list
                 for v, o in zip(eqn.outvars, outs):
                     if v.aval.sharding is not None and eqn.primitive not in _lays_out_itself:
                         o = _constrain(o, v.aval)
@@ -413,6 +415,10 @@ def _platforms_for_eqn(eqn: core.JaxprEqn) -> tuple[str, ...]:
 def _rule_for(prim: core.Primitive, platforms: Sequence[str], effs) -> Callable:
     """The rule lowering `prim` for `platforms`: the rule for every platform when none of
     them has its own, else `lower_per_platform` over the rules they need."""
+    if len(platforms) == 1 and prim not in _platform_lowerings[platforms[0]]:  # the usual case
+        default = _lowerings.get(prim)
+        if default is not None:
+            return default
     rules = {p: _platform_lowerings[p][prim] for p in platforms
              if prim in _platform_lowerings[p]}
     default = _lowerings.get(prim)
@@ -506,24 +512,6 @@ def extend_name_stack(name: str):
 # it, and the equations of a `jit` it calls (inlined here) inherit it, as the ops of the
 # function JAX calls do from the `call` op carrying the attribute.
 _compute_type: list = [None]
-_NO_COMPUTE_TYPE = contextlib.nullcontext()
-
-
-def _compute_type_of(eqn: core.JaxprEqn):
-    if eqn.ctx is None or eqn.ctx.compute_type == _compute_type[0]:
-        return _NO_COMPUTE_TYPE
-    return _compute_type_set(eqn.ctx.compute_type)
-
-
-@contextlib.contextmanager
-def _compute_type_set(c_type: str):
-    outer, _compute_type[0] = _compute_type[0], c_type
-    try:
-        yield
-    finally:
-        _compute_type[0] = outer
-
-
 # JAX: jax/_src/interpreters/mlir.py map_compute_type
 def map_compute_type(c_type: str) -> str:
     """XLA's name for a `compute_on` compute type ('device_host' -> 'host')."""
@@ -571,23 +559,27 @@ _UNMARKED = frozenset({"stablehlo.constant", "stablehlo.return", "func.return"})
 _CONTROL_FLOW = frozenset({"stablehlo.while", "stablehlo.case", "stablehlo.if"})
 
 
-def _ops_so_far():
-    if _compute_type[0] is None:
-        return None
-    block = ir.InsertionPoint.current.block
-    return block, len(block.operations)
-
-
-def _mark_ops_since(start, outs) -> None:
-    """Mark every op a rule emitted at the insertion point (and inside the loops and branches
-    among them), and the ops that made its results."""
-    if start is None:
-        return
-    block, n = start
-    for op in list(block.operations)[n:]:
-        _mark_op(op.operation)
-    for o in outs:
-        wrap_compute_type_in_place(o)
+def _lower_with_compute_type(eqn: core.JaxprEqn, rule: Callable, ctx: LoweringRuleContext,
+                             operands: list):
+    """`rule`'s results for `eqn`, with the compute type of `eqn` (else the one in force)
+    marked on every op the rule emitted at the insertion point (and inside the loops and
+    branches among them) and on the ops that made its results."""
+    outer = _compute_type[0]
+    if eqn.ctx is not None:
+        _compute_type[0] = eqn.ctx.compute_type
+    try:
+        if _compute_type[0] is None:
+            return rule(ctx, *operands, **eqn.params)
+        block = ir.InsertionPoint.current.block
+        start = len(block.operations)
+        outs = rule(ctx, *operands, **eqn.params)
+        for op in list(block.operations)[start:]:
+            _mark_op(op.operation)
+        for o in outs if isinstance(outs, (list, tuple)) else [outs]:
+            wrap_compute_type_in_place(o)
+        return outs
+    finally:
+        _compute_type[0] = outer
 
 
 # JAX: jax/_src/interpreters/mlir.py lower_fun

@@ -11,6 +11,7 @@ Taught in chapters/03-jaxprs.md and chapters/06-reverse-mode.md.
 from __future__ import annotations
 
 import enum
+import weakref
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -133,9 +134,9 @@ class DynamicJaxprTrace(core.Trace):
         (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
         invars = [self.to_jaxpr_atom(x) for x in tracers]
         avals = [v.aval for v in invars]
-        if primitive not in core.vma_primitives and any(a.vma for a in avals):
+        if primitive not in core.vma_primitives and any([a.vma for a in avals]):
             return self._process_varying(primitive, invars, params)
-        return self.emit(primitive, invars, abstract_eval(primitive, avals, params), params)
+        return self.emit(primitive, invars, *abstract_eval(primitive, avals, params), params)
 
     # JAX: jax/_src/core.py standard_vma_rule (and standard_insert_pvary)
     def _process_varying(self, primitive, invars, params):
@@ -143,25 +144,27 @@ class DynamicJaxprTrace(core.Trace):
         `pvary` first, and the outputs vary along the union (minijax/shard_map.py)."""
         vma = frozenset().union(*(v.aval.vma for v in invars))
         invars = [v if v.aval.vma == vma else self.emit(
-            core.pvary_p, [v], v.aval.update(vma=vma),
+            core.pvary_p, [v], v.aval.update(vma=vma), None,
             dict(axes=tuple(sorted(vma - v.aval.vma)))).val for v in invars]
         out_avals = primitive.abstract_eval(*[v.aval for v in invars], **params)
         out_avals = [a.update(vma=vma) for a in
                      (out_avals if primitive.multiple_results else [out_avals])]
         return self.emit(primitive, invars,
-                         out_avals if primitive.multiple_results else out_avals[0], params)
+                         out_avals if primitive.multiple_results else out_avals[0], None, params)
 
-    def emit(self, primitive, invars, out_avals, params):
-        """Append an equation and return tracers for its outputs."""
+    def emit(self, primitive, invars, out_avals, effects, params):
+        """Append an equation (with `effects`, or those `eqn_effects` finds where None) and
+        return tracers for its outputs."""
         multiple = primitive.multiple_results
-        outvars = [Var(a) for a in (out_avals if multiple else [out_avals])]
-        self.frame.eqns.append(JaxprEqn(invars, outvars, primitive, params,
-                                        source_info=core.user_source_info(),
-                                        ctx=config.compute_on_context_manager and
-                                        core.current_jaxpr_eqn_context(),
-                                        name_stack=core.trace_ctx.name_stack))
-        outs = [DynamicJaxprTracer(self, v) for v in outvars]
-        return outs if multiple else outs[0]
+        outvars = [Var(a) for a in out_avals] if multiple else [Var(out_avals)]
+        self.frame.eqns.append(JaxprEqn(
+            invars, outvars, primitive, params, effects,
+            core.user_source_info() if core.source_info_capture[0] else None,
+            core.current_jaxpr_eqn_context() if config.compute_on_context_manager else None,
+            core.trace_ctx.name_stack))
+        if multiple:
+            return [DynamicJaxprTracer(self, v) for v in outvars]
+        return DynamicJaxprTracer(self, outvars[0])
 
     def to_jaxpr(self, out_tracers: Sequence[Any]) -> tuple[Jaxpr, list]:
         """The recorded jaxpr with `out_tracers` (any values) as outputs, and its consts."""
@@ -195,24 +198,31 @@ def static_avals(avals) -> bool:
     return all(type(d) is int for a in avals for d in a.shape)
 
 
-def abstract_eval(primitive: core.Primitive, avals: list, params: dict):
-    """`primitive.abstract_eval(*avals, **params)`, looked up after its first time where the
-    params are plain values, the shapes static and the context plain (a user's primitive is
-    always asked)."""
-    if primitive.user_defined or not context_is_plain() or not all(
-            map(is_plain, params.values())) or not static_avals(avals):
-        return primitive.abstract_eval(*avals, **params)
+def abstract_eval(primitive: core.Primitive, avals: list, params: dict) -> tuple:
+    """(`primitive.abstract_eval(*avals, **params)`, the equation's effects or None where
+    `core.eqn_effects` must find them), looked up after its first time where the params are
+    plain values, the shapes static and the context plain (a user's primitive is always
+    asked). Plain params hold no jaxpr, so such an equation's effects are its rule's own.
+    Only a signature that passed those checks is stored, so a hit needs no check again."""
+    if primitive.user_defined or not context_is_plain():
+        return primitive.abstract_eval(*avals, **params), None
     rule = primitive.abstract_eval  # (in the key: a rule defined again is asked again)
     key = (primitive, rule, tuple(avals), tuple(params.items()), config.trace_context)
-    out = _abstract_evals.get(key)
+    try:
+        out = _abstract_evals.get(key)
+    except TypeError:  # an unhashable param: an array
+        return rule(*avals, **params), None
     if out is None:
         out = rule(*avals, **params)
+        if not (all(map(is_plain, params.values())) and static_avals(avals)):
+            return out, None
         if primitive.multiple_results:
             out = tuple(out)
         if len(_abstract_evals) >= CACHE_LIMIT:
             _abstract_evals.clear()
         _abstract_evals[key] = out
-    return list(out) if primitive.multiple_results else out
+    effects = None if primitive.effectful_abstract_eval is not None else core.no_effects
+    return (list(out) if primitive.multiple_results else out), effects
 
 
 # JAX: jax/_src/interpreters/partial_eval.py trace_to_jaxpr_dynamic
@@ -628,7 +638,7 @@ def dce_jaxpr(jaxpr: Jaxpr, used_outputs: Sequence[bool] | None = None,
             eqn = eqn.replace(outvars=[v if u else DropVar(v.aval)
                                        for v, u in zip(eqn.outvars, used)])
         new_eqns.append(eqn)
-        live.update(v for v in eqn.invars if isinstance(v, Var))
+        live.update([v for v in eqn.invars if isinstance(v, Var)])
     new_eqns.reverse()
     if isinstance(instantiate, bool):
         instantiate = [instantiate] * len(jaxpr.invars)
@@ -645,11 +655,20 @@ def dce_closed_jaxpr(closed: ClosedJaxpr, used_outputs: Sequence[bool] | None = 
     """`dce_jaxpr` of a ClosedJaxpr that also drops the consts no remaining equation reads.
 
     Returns (new_closed, used_inputs), with `used_outputs` and `instantiate` as in dce_jaxpr.
+    A jaxpr this made is handed back as it is when asked again for every output and input.
     """
+    if used_outputs is None and instantiate is True and closed in _dead_code_free:
+        return closed, [True] * len(closed.jaxpr.invars)
     new, used_inputs = dce_jaxpr(closed.jaxpr, used_outputs, instantiate=instantiate)
     kept = set(new.constvars)
     consts = [c for v, c in safe_zip(closed.jaxpr.constvars, closed.consts) if v in kept]
-    return ClosedJaxpr(new, consts), used_inputs
+    out = ClosedJaxpr(new, consts)
+    _dead_code_free.add(out)
+    return out, used_inputs
+
+
+# the jaxprs dce_closed_jaxpr made (every equation of theirs is needed or has an effect)
+_dead_code_free: weakref.WeakSet = weakref.WeakSet()
 
 
 def count_eqns(jaxpr: Jaxpr) -> int:
