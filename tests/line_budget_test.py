@@ -92,13 +92,15 @@ BUDGETS = {
     "example_libraries": 345,  # stax, optimizers (issue 24); pack/unpack_optimizer_state (45)
     "flatten_util": 45,  # ravel_pytree (issue 24)
     "image": 110,       # resize, scale_and_translate (issue 24)
-    "interpreters": 2435,  # a primitive's jvp split traced once per primitive, params and
+    "interpreters": 2465,  # a primitive's jvp split traced once per primitive, params and
     #                       avals under jit, then replayed (ad._linearizations, ad._replay),
     #                       and abstract evaluation looked up per signature
     #                       (pe.abstract_eval): the GPT
     #                       step's trace 64 -> 38 ms (~120, 46); an equation's effects
     #                       known from that lookup, a DCE'd jaxpr not DCE'd again, the
-    #                       lowering loop's common case inline (10, 46: trace+lower 0.33 -> 0.30)
+    #                       lowering loop's common case inline (10, 46); an MLIR context
+    #                       serving 32 lowerings, with its types and scalar constants made
+    #                       once (25, 46: trace+lower 0.33/0.33 -> 0.25/0.27)
     #                       partial evaluation's residuals in the order of JAX's toposort
     #                       of its tracers, not of first use, and only those the outputs need
     #                       (printed jaxprs as JAX's, ~75, 45);

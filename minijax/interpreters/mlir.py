@@ -89,8 +89,8 @@ class LoweringRuleContext:
 
     def __init__(self, avals_in: Sequence[ShapedArray], avals_out: Sequence[ShapedArray],
                  platforms: Sequence[str] | None = None):
-        self.avals_in = list(avals_in)
-        self.avals_out = list(avals_out)
+        self.avals_in = avals_in if type(avals_in) is list else list(avals_in)
+        self.avals_out = avals_out if type(avals_out) is list else list(avals_out)
         self.platforms = tuple(platforms or self.module_context.platforms)
 
     module_context = property(lambda self: _module_contexts[-1])
@@ -189,10 +189,26 @@ def _ir_type_maker(dtype: np.dtype) -> Callable[[], Any]:
 
 # JAX: jax/_src/interpreters/mlir.py aval_to_ir_type
 def aval_to_ir_type(aval: ShapedArray):
-    shape = aval.shape
-    if not all(type(d) is int for d in shape):  # a symbolic dimension is dynamic: `?`
-        shape = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
-    return ir.RankedTensorType.get(shape, dtype_to_ir_type(aval.dtype))
+    return tensor_type(aval.shape, aval.dtype)
+
+
+def tensor_type(shape: tuple, dtype: np.dtype):
+    """`tensor<shape x dtype>`, made once per MLIR context (a program uses a few types many
+    times: measured ~0.5 us a use saved)."""
+    cache = _context_cache()
+    found = cache.get((shape, dtype))
+    if found is None:
+        dims = shape
+        if not all(type(d) is int for d in shape):  # a symbolic dimension is dynamic: `?`
+            dims = [d if type(d) is int else ir.ShapedType.get_dynamic_size() for d in shape]
+        found = cache[shape, dtype] = ir.RankedTensorType.get(dims, dtype_to_ir_type(dtype))
+    return found
+
+
+def _context_cache() -> dict:
+    # the types and scalar constants made in the shared context (`make_ir_context`), by key:
+    # lowerings use a few again and again (none are kept for another context)
+    return _shared_context[2] if ir.Context.current is _shared_context[0] else {}
 
 
 # The values of the dimension variables (name -> `tensor<i32>`) while lowering a
@@ -279,12 +295,22 @@ def ir_constant(val) -> Any:
     """A `stablehlo.constant` holding the numpy value `val` (dtype kept as given; bool and
     bfloat16 buffers are read by MLIR as they are)."""
     val = np.asarray(val)
+    if val.ndim == 0:  # a scalar: its attribute made once per MLIR context
+        cache, key = _context_cache(), (val.dtype, val.tobytes())  # (-0.0 is not 0.0)
+        found = cache.get(key)
+        if found is None:
+            attr = ir.DenseElementsAttr.get(np.ascontiguousarray(val),
+                                            type=dtype_to_ir_type(val.dtype), shape=())
+            found = cache[key] = attr, attr.type
+        return make_op("stablehlo.constant", found[1], [], value=found[0])
     elt = dtype_to_ir_type(val.dtype)
     if val.size > 1 and np.all(val == val.flat[0]):
         data = np.ravel(val)[:1]  # a splat: one element repeated (cheap to emit and to read)
     else:
         data = val  # (one element: handed over as it is, not raveled and sliced)
     attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=elt, shape=val.shape)
+    if data.nbytes > 1 << 20 and ir.Context.current is _shared_context[0]:
+        _shared_context[1] = CONTEXT_USES  # (a context holding this is not handed out again)
     return make_op("stablehlo.constant", attr.type, [], value=attr)  # hlo.constant(attr)
 
 
@@ -309,7 +335,7 @@ def broadcast_to(x, aval_in: ShapedArray, aval_out: ShapedArray):
     if aval_in.shape == aval_out.shape:
         return x
     dims = list(range(aval_out.ndim)) if aval_in.ndim else []
-    out_type = aval_to_ir_type(aval_out.update(dtype=aval_in.dtype))
+    out_type = tensor_type(aval_out.shape, aval_in.dtype)
     if not is_static(aval_out.shape):
         return hlo.dynamic_broadcast_in_dim(out_type, x,
                                             eval_dynamic_shape_as_tensor(aval_out.shape), dims)
@@ -378,8 +404,8 @@ def lower_jaxpr(jaxpr: Jaxpr, consts: Sequence[Any], args: Sequence[Any]) -> lis
             # alone, no file location inside. The ops get `loc("jit(f)/scope/prim")`, which
             # XLA keeps as their op_name metadata; ops of inner jaxprs (a jit's, a branch's)
             # get names under this equation's scopes
-            names = _name_stack[0] = _join(outer, eqn.name_stack)
-            with ir.Location.name(_join(names, prim.name)):
+            names = _name_stack[0] = _join(outer, eqn.name_stack) if eqn.name_stack else outer
+            with ir.Location.name(f"{names}/{prim.name}" if names else prim.name):
                 if eqn.ctx is None and _compute_type[0] is None:  # no compute_on: as it is
                     outs = rule(ctx, *operands, **eqn.params)
                 else:
@@ -620,15 +646,27 @@ def _upstream_dialects():
     return registry
 
 
-# JAX: jax/_src/interpreters/mlir.py make_ir_context
+# JAX: jax/_src/interpreters/mlir.py make_ir_context — differs: a context serves several
+# lowerings. Making one with StableHLO loaded and freeing it costs ~0.3 ms, a tenth of a small
+# training step's trace+lower; what a context interns (types, attributes, location names)
+# stays until it is freed, so a fresh one is made after CONTEXT_USES lowerings, or after one
+# that embedded over a megabyte of constants.
 def make_ir_context():
-    _load()
-    ctx = ir.Context()
-    ctx.append_dialect_registry(_upstream_dialects())
-    ctx.dialects["func"]  # load just `func` (loading every dialect costs ~4 ms per lowering)
-    hlo.register_dialect(ctx)
-    chlo.register_dialect(ctx)
-    return ctx
+    """An MLIR context with the `func`, StableHLO and CHLO dialects loaded."""
+    if _shared_context[0] is None or _shared_context[1] >= CONTEXT_USES:
+        _load()
+        ctx = ir.Context()
+        ctx.append_dialect_registry(_upstream_dialects())
+        ctx.dialects["func"]  # load just `func` (loading every dialect costs ~4 ms per lowering)
+        hlo.register_dialect(ctx)
+        chlo.register_dialect(ctx)
+        _shared_context[:] = [ctx, 0, {}]
+    _shared_context[1] += 1
+    return _shared_context[0]
+
+
+CONTEXT_USES = 32
+_shared_context: list = [None, 0, {}]  # the context handed out, how many times, _context_cache
 
 
 # ---------------------------------------------------------------------------------------------
