@@ -132,7 +132,8 @@ class DynamicJaxprTrace(core.Trace):
     def default_process_primitive(self, primitive, tracers, params):
         """Record `primitive` as one equation, whatever a subclass does in process_primitive
         (the rules of JaxprTrace call this to record the unknown part of a primitive)."""
-        invars = [self.to_jaxpr_atom(x) for x in tracers]
+        invars = [x.val if type(x) is DynamicJaxprTracer and x._trace is self  # (the usual)
+                  else self.to_jaxpr_atom(x) for x in tracers]
         avals = [v.aval for v in invars]
         if primitive not in core.vma_primitives and any([a.vma for a in avals]):
             return self._process_varying(primitive, invars, params)
