@@ -573,9 +573,9 @@ class JitWrapped:
         n = len(consts)
         # as JAX (keep_unused=False): arguments nothing reads are no inputs of the executable
         pruned = None if self.keep_unused else prune_unused_inputs(closed, n)
-        kept = None if pruned is None else pruned[1]
-        if kept is not None:  # (else the jaxpr itself: the executor is cached on its identity)
-            closed = pruned[0]
+        kept = None
+        if pruned is not None and pruned[1] is not None:  # (else the jaxpr itself: the
+            closed, kept = pruned  # executor is cached on its identity)
             donated = donated[:n] + tuple(donated[n + i] for i in kept)
         if self._has_shardings or any(s is not None for s in arg_shardings):
             leaf_sh = self._leaf_in_shardings(leaves, arg_shardings, in_tree)

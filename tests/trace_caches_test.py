@@ -140,3 +140,57 @@ def test_a_rule_swapped_for_another_is_used():
         ad.primitive_linearizations[prim] = old_lin
     pe._abstract_evals.clear()
     np.testing.assert_allclose(np.asarray(grad()), np.cos(x), rtol=1e-6)
+
+
+def test_an_equations_effects_come_with_its_looked_up_abstract_eval():
+    # plain params hold no jaxpr, so a primitive without an effectful rule has no effects;
+    # an effectful one still gets its own, traced afresh or looked up
+    def f(J):
+        def fn(x):
+            y = J.numpy.sin(x) * 2.0
+            J.debug.print("y={}", y)
+            return y
+        return fn
+    x = np.ones(3, np.float32)
+    want = sorted(map(str, jax.make_jaxpr(f(jax))(x).effects))
+    for _ in range(2):  # the second trace looks every signature up
+        jaxpr = minijax.make_jaxpr(f(minijax))(x)
+        effects = {e.primitive.name: sorted(map(str, e.effects)) for e in jaxpr.eqns}
+        assert effects["sin"] == effects["mul"] == []
+        assert sorted(map(str, jaxpr.effects)) == want != []
+
+
+def test_a_jaxpr_dce_made_is_not_dced_again():
+    jaxpr = minijax.make_jaxpr(lambda a, b: (a * 2.0, mnp.sin(b)))(np.ones(3), np.ones(3))
+    once, used = pe.dce_closed_jaxpr(jaxpr, used_outputs=[True, False])
+    assert used == [True, False] and len(once.jaxpr.eqns) == 1
+    again, used_again = pe.dce_closed_jaxpr(once, instantiate=True)
+    assert again is once and used_again == [True]
+    # asked for fewer outputs, it is DCE'd as any other
+    assert not pe.dce_closed_jaxpr(once, used_outputs=[False])[0].jaxpr.eqns
+
+
+def test_lowerings_share_an_mlir_context_up_to_a_limit(monkeypatch):
+    from minijax.interpreters import mlir
+    monkeypatch.setattr(mlir, "_shared_context", [None, 0, {}])
+    f = minijax.jit(lambda x: mnp.sin(x) * 2.0 + 1.0)
+    lowered = [f.lower(np.ones(n, np.float32)) for n in range(1, mlir.CONTEXT_USES + 2)]
+    contexts = [lo.compiler_ir().context for lo in lowered]
+    assert all(c is contexts[0] for c in contexts[:-1]) and contexts[-1] is not contexts[0]
+    # what a context already holds does not change a module's text: the third lowering's,
+    # in a context used twice before, is the one a fresh context gives
+    monkeypatch.setattr(mlir, "_shared_context", [None, 0, {}])
+    fresh = f.lower(np.ones(3, np.float32))
+    assert fresh.compiler_ir().context is not contexts[0]
+    assert fresh.as_text(debug_info=True) == lowered[2].as_text(debug_info=True)
+
+
+def test_a_lowering_that_embeds_a_large_constant_gets_the_last_use_of_its_context(
+        monkeypatch):
+    from minijax.interpreters import mlir
+    monkeypatch.setattr(mlir, "_shared_context", [None, 0, {}])
+    big = np.arange(1 << 19, dtype=np.float32)  # 2 MiB, held by the context once embedded
+    first = mlir.make_ir_context()
+    module = minijax.jit(lambda x: x + big).lower(np.ones(big.shape, np.float32)).compiler_ir()
+    assert module.context is first  # (2 MiB of constants in it: it is handed out no more)
+    assert mlir.make_ir_context() is not first

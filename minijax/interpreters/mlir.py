@@ -651,7 +651,7 @@ def _upstream_dialects():
 # training step's trace+lower; what a context interns (types, attributes, location names)
 # stays until it is freed, so a fresh one is made after CONTEXT_USES lowerings, or after one
 # that embedded over a megabyte of constants.
-def make_ir_context():
+def make_ir_context() -> Any:
     """An MLIR context with the `func`, StableHLO and CHLO dialects loaded."""
     if _shared_context[0] is None or _shared_context[1] >= CONTEXT_USES:
         _load()
@@ -666,7 +666,7 @@ def make_ir_context():
 
 
 CONTEXT_USES = 32
-_shared_context: list = [None, 0, {}]  # the context handed out, how many times, _context_cache
+_shared_context: list[Any] = [None, 0, {}]  # the context handed out, how often, _context_cache
 
 
 # ---------------------------------------------------------------------------------------------
