@@ -51,7 +51,7 @@ class ShapedArray:
 
     def __init__(self, shape: Sequence[int], dtype, weak_type: bool = False,
                  sharding=None, vma: frozenset = frozenset()) -> None:
-        self.shape = tuple(d if type(d) is int else canonicalize_dim(d) for d in shape)
+        self.shape = tuple([d if type(d) is int else canonicalize_dim(d) for d in shape])
         self.dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.weak_type = bool(weak_type)
         # Sharding in types (chapters/12-sharding.md): None, or a NamedSharding over an

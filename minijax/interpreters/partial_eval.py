@@ -109,6 +109,8 @@ class DynamicJaxprTrace(core.Trace):
 
     def new_const(self, x) -> core.Atom:
         aval = core.get_aval(x)
+        if getattr(x, "_literal", False) is True and not aval.shape and not aval.weak_type:
+            return Literal(core.to_numpy(x, aval), aval)  # (`x * 0.5`'s converted scalar)
         if _is_literalable(x):
             val = x if dtypes.is_python_scalar(x) else core.to_numpy(x, aval)
             if aval.weak_type and not dtypes.is_python_scalar(val):
