@@ -41,7 +41,8 @@ def prune_unused_inputs(closed: ClosedJaxpr, nconsts: int = 0):
     """`(jaxpr, kept)`: the jaxpr without the arguments after its `nconsts` leading ones (a
     jit's hoisted constants, always kept) that nothing it computes reads, nor the equations
     nothing needs, and the positions of the arguments it keeps (counted after the
-    constants; None when it reads them all). None where no argument is pruned.
+    constants; None when it reads them all). None where arguments are not pruned at all
+    (below).
     As JAX, the unread arguments are not inputs of the executable (a donated one is then not
     donated), so their placement does not choose its devices: a gradient that does not
     depend on an argument on a mesh is computed on the default device. Differs: none are
@@ -129,10 +130,10 @@ class Lowered:
         pruned = None if keep_unused else prune_unused_inputs(closed)
         self._kept = None if pruned is None else pruned[1]
         if pruned is not None:
-            closed, kept = pruned
-        if self._kept is not None:
-            donated = tuple(donated[i] for i in kept) if donated else ()
-            in_shardings = tuple(in_shardings[i] for i in kept) if in_shardings else ()
+            closed, kept = pruned  # (DCE'd: the DCE before lowering hands it back as it is)
+            if kept is not None:
+                donated = tuple(donated[i] for i in kept) if donated else ()
+                in_shardings = tuple(in_shardings[i] for i in kept) if in_shardings else ()
         self._lowered_jaxpr = closed  # the module's parameters only
         self._donated = tuple(donated)
         self._in_shardings = tuple(in_shardings)
