@@ -46,7 +46,7 @@ class Array:
     `_sharding` is then that sharding (None: the whole array on the default device)."""
 
     __slots__ = ("aval", "_npy", "_buf", "_deleted", "_committed", "_sharding", "_literal",
-                 "__weakref__")
+                 "_execution", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, aval: core.ShapedArray, npy: np.ndarray | None = None, buf=None,
@@ -57,6 +57,8 @@ class Array:
         self._deleted = False
         self._committed = committed
         self._sharding = sharding
+        # [whether waited for], shared by the outputs of one execution (execution_results)
+        self._execution = None
         # a scalar made from a Python or NumPy scalar: jaxprs write it inline, as JAX's typed
         # literals (jax/_src/literals.py); other eager results become constvars
         self._literal = False
@@ -184,10 +186,18 @@ class Array:
 
     # JAX: jax/_src/array.py ArrayImpl.block_until_ready
     def block_until_ready(self) -> "Array":
-        """Wait until the value has been computed; returns self."""
+        """Wait until the value has been computed; returns self. The outputs of one execution
+        are made ready together (XLA's runtime marks them done by one event): once one of
+        them was waited for, the others return at once, with no call into XLA. Blocking
+        every leaf of a jitted function's result, one by one, then waits once."""
         buf = self._buf
         if buf is not None:
-            buf.block_until_ready()
+            execution = self._execution
+            if execution is None:
+                buf.block_until_ready()
+            elif not execution[0]:
+                buf.block_until_ready()
+                execution[0] = True
         elif self._deleted:
             self._check_alive()  # raises
         return self
@@ -294,5 +304,19 @@ def array_from_numpy(val: np.ndarray, weak_type: bool = False, literal: bool = F
     out._literal = literal
     return out
 
+
+
+# JAX: jaxlib's ExecuteResults.consume_with_handlers (the Arrays of one execution, in C++)
+def execution_results(avals, bufs: list, committed: bool = False) -> list[Array]:
+    """The Arrays of one execution's outputs on the default device: `bufs` (XLA arrays, one
+    per output, of types `avals`), uncommitted unless `committed`, sharing one flag: once
+    one was waited for, all were (`Array.block_until_ready`)."""
+    execution = [False] if len(bufs) > 1 else None
+    out = []
+    for aval, buf in zip(avals, bufs):
+        x = Array(aval, None, buf, committed)
+        x._execution = execution
+        out.append(x)
+    return out
 
 core.pytype_aval_mappings[Array] = lambda x: x.aval

@@ -15,7 +15,6 @@ import time
 import types
 import warnings
 import weakref
-from itertools import repeat
 from typing import Any, Callable, Sequence
 
 from minijax import api_util, compiler, core
@@ -23,7 +22,7 @@ from minijax import _tree_fastpath, traceback_util
 from minijax.config import config
 from minijax.ad_util import Zero
 from minijax import array as array_mod
-from minijax.array import Array
+from minijax.array import Array, execution_results
 from minijax.core import ClosedJaxpr, Tracer, eval_trace, trace_ctx
 from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.interpreters import partial_eval as pe
@@ -704,7 +703,7 @@ class JitWrapped:
                     outs = executable.execute_sharded(bufs).consume_with_handlers(handlers)
                     if unflatten is None:
                         return Array(out_avals[0], None, outs[0])
-                    return unflatten(map(Array, out_avals, repeat(None), outs))
+                    return unflatten(execution_results(out_avals, outs))
             return last[1](leaves)
         except Exception as e:
             traceback_util.filter_raised(e)

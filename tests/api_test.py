@@ -521,6 +521,33 @@ def test_block_until_ready_on_pytrees():
     assert minijax.block_until_ready(out) is out
 
 
+def test_outputs_of_one_execution_are_ready_together():
+    # block_until_ready waits once for the outputs of one execution: it relies on XLA's
+    # runtime making them ready together, which this checks (a cheap output waited for, the
+    # heavy one must be ready)
+    @minijax.jit
+    def f(x):
+        y = x
+        for _ in range(12):
+            y = mjnp.tanh(y @ y) * 0.5
+        return x[0, 0] + 1.0, y, {"z": y * 2.0}
+
+    x = np.full((384, 384), 0.01, np.float32)
+    f(x)
+    for _ in range(5):
+        cheap, heavy, rest = f(x)
+        assert cheap._execution is heavy._execution is rest["z"]._execution == [False]
+        cheap._buf.block_until_ready()  # XLA's own wait, on the cheap output only
+        assert heavy._buf.is_ready() and rest["z"]._buf.is_ready()
+        assert heavy.block_until_ready() is heavy and cheap._execution == [True]
+        assert cheap.block_until_ready() is cheap
+    want = jax.jit(lambda x: jax.lax.fori_loop(0, 12, lambda i, y: jjnp.tanh(y @ y) * 0.5, x))(x)
+    np.testing.assert_allclose(np.asarray(heavy), np.asarray(want), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(rest["z"]), 2 * np.asarray(want), rtol=1e-4, atol=1e-6)
+    heavy.delete()  # a deleted sibling: the others still wait and read
+    assert float(cheap.block_until_ready()) == float(want[0, 0] * 0 + x[0, 0] + 1.0)
+
+
 def test_chained_jit_calls_stay_on_device():
     f = minijax.jit(lambda x: mjnp.exp(x) * 2.0)
     g = minijax.jit(lambda y: mjnp.sum(y))

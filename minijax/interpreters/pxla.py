@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import atexit
 import functools
-from itertools import repeat
 import threading
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 
 from minijax import compiler, core
-from minijax.array import Array
+from minijax.array import Array, execution_results
 from minijax.config import config
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import P
@@ -195,7 +194,7 @@ class ExecuteReplicated:
         return bufs, committed
 
     def _output_arrays(self, outs: list, committed: bool) -> list[Array]:
-        return list(map(Array, self.out_avals, repeat(None), outs, repeat(committed)))
+        return execution_results(self.out_avals, outs, committed)
 
     def _delete_donated(self, args: Sequence[Any], n_consts: int) -> None:
         # A reused buffer now holds an output: the input Array must not be read again. As in
