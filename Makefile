@@ -66,7 +66,7 @@ docs: $(STAMP)
 	$(PY) tools/build_site.py site
 
 # ruff with pyproject.toml's settings over the whole tree (.venv, site/ and other ignored
-# paths are skipped); `.venv/bin/python -m ruff check --fix` sorts imports.
+# paths are skipped); `.venv/bin/python -m ruff check --fix --select I` sorts imports.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 

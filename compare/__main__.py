@@ -24,7 +24,13 @@ import jax
 from compare import TOPICS
 from compare._modules import check_precision, precision_scope
 from compare._report import (
-    OUT_DIR, REPO, TopicResult, load_topics, save_topic, write_json, write_report,
+    OUT_DIR,
+    REPO,
+    TopicResult,
+    load_topics,
+    save_topic,
+    write_json,
+    write_report,
 )
 
 DATA_DIR = REPO / "chapters" / "data"  # `--data`: a full run's record, run-<topic>.json
@@ -67,7 +73,7 @@ def run_topic(name: str, quick: bool) -> TopicResult:
         mod = importlib.import_module(f"compare.{name}")
         with precision_scope(check_precision(name)):
             res = mod.run(quick=quick)
-    except Exception:  # noqa: BLE001 - report it and go on with the other topics
+    except Exception:  # report it and go on with the other topics
         res = TopicResult(f"{name} (raised)", status="error", error=traceback.format_exc())
     res.seconds = time.perf_counter() - t0
     res.quick = quick

@@ -108,7 +108,7 @@ def cross_entropy(logits, y):
 def make_optimizer(model: GPT, cfg: gpt.Config) -> nnx.Optimizer:
     schedule = optax.warmup_cosine_decay_schedule(0.0, cfg.peak_lr, cfg.warmup, cfg.steps,
                                                   cfg.end_lr)
-    decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)  # noqa: E731
+    decay_mask = lambda params: jax.tree.map(lambda p: p.ndim >= 2, params)
     tx = optax.chain(optax.clip_by_global_norm(cfg.clip),
                      optax.adamw(schedule, b1=cfg.b1, b2=cfg.b2, eps=cfg.eps,
                                  weight_decay=cfg.weight_decay, mask=decay_mask))

@@ -83,7 +83,7 @@ def phase_times(res: TopicResult, what: str, steps: dict[str, tuple[Callable, tu
 
     def stages(name):
         J, (fn, args) = mods[name], steps[name]
-        fresh = lambda *a: fn(*a)  # noqa: E731 - a new function: no trace cache to hit
+        fresh = lambda *a: fn(*a)  # a new function: no trace cache to hit
         t = [time.perf_counter()]
         traced = J.jit(fresh).trace(*args)
         t.append(time.perf_counter())

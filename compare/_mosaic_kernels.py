@@ -28,7 +28,6 @@ import numpy as np
 from compare import _pallas_kernels
 from minijax.experimental.pallas.mosaic.pallas_call_registration import mosaic_ir_context
 
-
 # ---------------------------------------------------------------------------------------------
 # Decoding a tpu_custom_call: the Mosaic module it carries, printed for comparison
 # ---------------------------------------------------------------------------------------------
@@ -543,6 +542,7 @@ def run_on_tpu(names=None, reps: int = 50, kernels: dict | None = None) -> list[
     (a TPU) on the same inputs. Returns rows {"kernel", "impl": "minijax_pallas", "ref":
     "jax_pallas", "ms", "ref_ms", "bits_equal"}; on another backend the compile raises."""
     import jax
+
     import minijax
     kernels = {**KERNELS, **TPU_ONLY} if kernels is None else kernels
     rows = []

@@ -110,7 +110,7 @@ def pipeline_loss_and_grads(J, cfg: gpt.Config, mesh, table: np.ndarray, m: int)
         first, last = s == 0, s == p - 1
         blk = J.tree_util.tree_map(lambda a: a[0], stack)
         xs, ys = x.reshape(m, mb, T), y.reshape(m, mb, T)
-        zeros = lambda t: J.tree_util.tree_map(jnp.zeros_like, t)  # noqa: E731
+        zeros = lambda t: J.tree_util.tree_map(jnp.zeros_like, t)
         act0 = jnp.zeros((mb, T, cfg.d_model), np.float32)
 
         def idle(i, h_in, dy):

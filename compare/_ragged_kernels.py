@@ -520,7 +520,7 @@ def build(jax, pl, pltpu, *, interpret=True) -> types.SimpleNamespace:
         nf = f // bf
         s = _itemsize(x, w_up, w_down, dy)
         meta = group_metadata(group_sizes, m, bm, visit_empty_groups=True, cover_tail=True)
-        rows = lambda f, v, offs, gid, tid, nv: (tid[v], 0)  # noqa: E731
+        rows = lambda f, v, offs, gid, tid, nv: (tid[v], 0)
         spec = pltpu.PrefetchScalarGridSpec(
             num_scalar_prefetch=4, grid=(nf, meta[1].shape[0]),
             in_specs=[pl.BlockSpec((bm, d), rows),

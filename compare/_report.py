@@ -207,10 +207,10 @@ class TopicResult:
         A different exception, or none, fails the check, and the report names what happened."""
         try:
             fn()
-        except expected as e:  # noqa: PERF203
+        except expected as e:
             self._add(Check(name, True, None))
             return f"{type(e).__name__}: {e}"
-        except Exception as e:  # noqa: BLE001 - the wrong kind of error is a failed check
+        except Exception as e:  # the wrong kind of error is a failed check
             self._add(Check(f"{name} (raised {type(e).__name__})", False, None))
             return f"{type(e).__name__}: {e}"
         self._add(Check(f"{name} (did not raise)", False, None))

@@ -16,10 +16,30 @@ import dataclasses
 import math
 
 from compare._scaling_models import (
-    CHIPS, Transformer, chips_in, collective_time, decode_step_time, dcn_min_batch_per_pod,
-    dp_min_batch_per_chip, fsdp_optimal_ways, hops, latency_bound_time, matmul_collective,
-    matmul_cost, matmul_critical_batch, max_batch, min_chips, mixed_min_batch_per_chip,
-    prefill_time, ridge, ring_link_load, roofline, tp_max_ways, train_memory, training_time)
+    CHIPS,
+    Transformer,
+    chips_in,
+    collective_time,
+    dcn_min_batch_per_pod,
+    decode_step_time,
+    dp_min_batch_per_chip,
+    fsdp_optimal_ways,
+    hops,
+    latency_bound_time,
+    matmul_collective,
+    matmul_cost,
+    matmul_critical_batch,
+    max_batch,
+    min_chips,
+    mixed_min_batch_per_chip,
+    prefill_time,
+    ridge,
+    ring_link_load,
+    roofline,
+    tp_max_ways,
+    train_memory,
+    training_time,
+)
 
 V5E, V5P, V4P, V6E, H100, H800 = (CHIPS[k] for k in ("v5e", "v5p", "v4p", "v6e", "H100",
                                                       "H800"))

@@ -246,7 +246,7 @@ def _grad_checks(res: TopicResult) -> str:
     grads, hvps = {}, {}
     for name, J in MODULES:
         prog = program(J, 0.0)
-        f = lambda p, prog=prog: prog["loss"](p, stats0, x, y)[0]  # noqa: E731
+        f = lambda p, prog=prog: prog["loss"](p, stats0, x, y)[0]
 
         def smooth(p, J=J, prog=prog):
             h = J.lax.conv_general_dilated(x, p["w"], (1, 1), "SAME",

@@ -22,7 +22,6 @@ chapters/24-memory-offloading.md (compute_on) and chapters/23-gpu-memory.md (the
 from __future__ import annotations
 
 import contextlib
-
 import json
 import os
 import re
@@ -31,16 +30,14 @@ import sys
 import textwrap
 
 import jax
-import jax.experimental.compute_on  # noqa: F401
+import jax.experimental.compute_on
 import numpy as np
 
 import minijax
-import minijax.experimental.compute_on  # noqa: F401
+import minijax.experimental.compute_on
 from compare._jax201 import table
 from compare._modules import CHIP_HELD, MODULES, ROOT, child_env, children_on_cpu
 from compare._report import TopicResult, code, interleaved_ms
-
-
 
 # ------------------------------------------------------------------------- reading the marks
 

@@ -163,10 +163,10 @@ def ep_mlp(J, mcfg: moe.MoEConfig, mesh=None):
     back after the expert; the load-balancing means are finished with `pmean`. Auto (a mesh):
     the slots are constrained to be split by expert and the partitioner moves them."""
     if mesh is None:
-        a2a = lambda split, concat: lambda v: J.lax.all_to_all(  # noqa: E731
+        a2a = lambda split, concat: lambda v: J.lax.all_to_all(
             v, DATA, split_axis=split, concat_axis=concat, tiled=True)
         return moe.make_moe_mlp(mcfg, a2a(0, 1), a2a(1, 0), lambda v: J.lax.pmean(v, DATA))
-    pin = lambda *spec: lambda v: J.lax.with_sharding_constraint(  # noqa: E731
+    pin = lambda *spec: lambda v: J.lax.with_sharding_constraint(
         v, J.sharding.NamedSharding(mesh, J.P(*spec)))
     return moe.make_moe_mlp(mcfg, pin(DATA), pin(None, DATA))
 
@@ -194,8 +194,8 @@ def auto_loss(J, strategy: str, mesh, cfg: gpt.Config, specs: dict,
               mcfg: moe.MoEConfig | None = None):
     """The plain loss: the partitioner splits it following the arguments' shardings, with the
     residual stream pinned to a batch split over "data" (replicated over "model")."""
-    ns = lambda s: J.sharding.NamedSharding(mesh, s)  # noqa: E731
-    pin = lambda x: J.lax.with_sharding_constraint(x, ns(J.P(DATA)))  # noqa: E731
+    ns = lambda s: J.sharding.NamedSharding(mesh, s)
+    pin = lambda x: J.lax.with_sharding_constraint(x, ns(J.P(DATA)))
     if strategy == "ep":
         return one_gpt(J, cfg, gpt.Split(constrain=pin), ep_mlp(J, mcfg, mesh),
                        mcfg.aux_weight)
@@ -220,7 +220,7 @@ def without_data(spec: tuple) -> tuple:
 
 def shardings(J, mesh, specs: dict) -> tuple:
     """(parameters', optimizer state's, batch's) NamedShardings."""
-    ns = lambda s: J.sharding.NamedSharding(mesh, s)  # noqa: E731
+    ns = lambda s: J.sharding.NamedSharding(mesh, s)
     psh = J.tree_util.tree_map(ns, as_specs(J, specs))
     return psh, {"m": psh, "v": psh, "step": ns(J.P())}, ns(J.P(DATA))
 
@@ -300,7 +300,7 @@ def predicted_bytes(strategy: str, cfg: gpt.Config, params: dict,
     activations + gathers and gradient reduce-scatters over "data" of each device's (1/m)
     column of the model; ep dp's all-reduce for everything but the experts + 4L all-to-alls of
     the [E, G, C, d] slots (two forward, two backward per MoE layer)."""
-    nbytes = lambda tree: sum(4 * np.size(v) for v in jax.tree_util.tree_leaves(tree))  # noqa: E731
+    nbytes = lambda tree: sum(4 * np.size(v) for v in jax.tree_util.tree_leaves(tree))
     (*_, m), axes = STRATEGIES[strategy]
     n = STRATEGIES[strategy][0][0]
     specs = spec_tree(strategy, params, n)
@@ -363,12 +363,12 @@ def train_sharded(J, strategy: str, style: str, cfg: gpt.Config, params0: dict, 
             manual_loss(J, strategy, mesh, cfg, specs, n_data, mcfg))
     step = sharded_step(J, loss, prog["adamw"], mesh, specs)
     psh, osh, bsh = shardings(J, mesh, specs)
-    place = lambda tree, sh: J.tree_util.tree_map(J.device_put, tree, sh)  # noqa: E731
+    place = lambda tree, sh: J.tree_util.tree_map(J.device_put, tree, sh)
     params = place(params0, psh)
     # AdamW's zeros made on the host: placing a one-device array on a mesh slices it on device
     opt = place(J.tree_util.tree_map(np.asarray, prog["init_opt"](params0)), osh)
     before = [spec_of(p) for p in J.tree_util.tree_leaves(params)]
-    put = lambda a: J.device_put(a, bsh)  # noqa: E731
+    put = lambda a: J.device_put(a, bsh)
     compiled = step.lower(params, opt, put(xs[0]), put(ys[0])).compile()
     losses = []
     for x, y in zip(xs, ys):
@@ -468,7 +468,7 @@ def nnx_fsdp(cfg: gpt.Config, params0: dict, xs, ys) -> dict:
             var.set_metadata(out_sharding=leaf_spec("fsdp", "", var.shape, 8), mesh=mesh)
     state = nnx.state(model)
     nnx.update(model, jax.device_put(state, nnx.get_named_sharding(state, mesh)))
-    kernels = lambda: [spec_of(v) for v in jax.tree.leaves(nnx.state(model))]  # noqa: E731
+    kernels = lambda: [spec_of(v) for v in jax.tree.leaves(nnx.state(model))]
     before = kernels()
     opt = gpt_nnx.make_optimizer(model, cfg)  # its moments follow the parameters' layout
     # its step counters are made on one device: replicate them over the mesh now, or the
@@ -732,6 +732,7 @@ def _blocking(J, compiled, args):
 
 def main(argv=None) -> int:
     import argparse
+
     from compare._report import write_json, write_report
     p = argparse.ArgumentParser(prog="python -m compare.gpt_sharded")
     p.add_argument("--quick", action="store_true")

@@ -80,7 +80,7 @@ def load_idx_mnist(folder: Path):
     y_tr = read_idx(_find_idx(folder, "train-labels-idx1-ubyte"))
     x_te = read_idx(_find_idx(folder, "t10k-images-idx3-ubyte"))
     y_te = read_idx(_find_idx(folder, "t10k-labels-idx1-ubyte"))
-    scale = lambda x: (x.reshape(len(x), -1) / 255.0).astype(np.float32)  # noqa: E731
+    scale = lambda x: (x.reshape(len(x), -1) / 255.0).astype(np.float32)
     return scale(x_tr), y_tr.astype(np.int32), scale(x_te), y_te.astype(np.int32)
 
 

@@ -61,7 +61,7 @@ def init_params(cfg: gpt.Config, mcfg: MoEConfig, seed: int = 0) -> dict:
     params = gpt.init_params(cfg, seed)
     rng = np.random.RandomState(seed + 100)
     d, E, f = cfg.d_model, mcfg.n_experts, mcfg.d_expert
-    normal = lambda *s, std=0.02: (rng.standard_normal(s) * std).astype(np.float32)  # noqa: E731
+    normal = lambda *s, std=0.02: (rng.standard_normal(s) * std).astype(np.float32)
     for blk in params["blocks"]:
         for k in ("w_fc", "b_fc", "w_proj", "b_proj"):
             del blk[k]

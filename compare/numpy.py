@@ -16,7 +16,7 @@ from pathlib import Path
 from compare._report import TopicResult, progress
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-import numpy_conformance as nc  # noqa: E402
+import numpy_conformance as nc
 
 
 def run(quick: bool = False) -> TopicResult:

@@ -25,11 +25,11 @@ import contextlib
 import io
 
 import jax
-import jax.ad_checkpoint  # noqa: F401
+import jax.ad_checkpoint
 import numpy as np
 
 import minijax
-import minijax.ad_checkpoint  # noqa: F401
+import minijax.ad_checkpoint
 from compare._jax201 import table
 from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms, plot

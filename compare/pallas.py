@@ -39,12 +39,12 @@ from jax.experimental.pallas import triton as jplgpu
 
 import minijax
 from compare import _pallas_kernels
-from tools import accelerator_tpu
 from compare._jax201 import catch, hlo_opcodes, table, times_into
 from compare._report import TopicResult, code, plot
 from minijax.experimental import pallas as mpl
 from minijax.experimental.pallas import triton as mplgpu
 from minijax.state import discharge_state
+from tools import accelerator_tpu
 
 F32 = np.float32
 TOL = dict(rtol=1e-5, atol=1e-5)  # f32 agreement asked of every kernel

@@ -33,9 +33,13 @@ from compare._jax201 import collective_bytes, count_collectives, table
 from compare._modules import MODULES
 from compare._report import TopicResult, interleaved_ms, median_ms, plot
 from compare._scaling_exercises import Answer, all_answers
-from compare._scaling_models import (CHIPS, Transformer, collective_time,
-                                     expert_parallel_bytes, matmul_cost)
-
+from compare._scaling_models import (
+    CHIPS,
+    Transformer,
+    collective_time,
+    expert_parallel_bytes,
+    matmul_cost,
+)
 
 
 def mesh_of(J, shape, names):
@@ -546,7 +550,7 @@ def cross_checks(quick: bool) -> list[dict]:
     # transformers.md: FLOPs of a Transformer layer, forward and training step
     Bt, T, Dt, Nh = 2, 128, 256, 4
     Ft, Hh = 4 * Dt, Dt // Nh
-    rngw = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(f32)  # noqa: E731
+    rngw = lambda *s: (rng.standard_normal(s) / np.sqrt(s[0])).astype(f32)
     wts = (rngw(Dt, 3 * Dt), rngw(Dt, Dt), rngw(Dt, Ft), rngw(Ft, Dt))
     xt = rng.standard_normal((Bt, T, Dt)).astype(f32)
 
@@ -563,7 +567,7 @@ def cross_checks(quick: bool) -> list[dict]:
     fwd = model.forward_flops(Bt * T, context=T)
     _xcheck(out, "Transformer layer forward (B=2, T=128, D=256): FLOPs = 2 x params x tokens + "
             "4 B T^2 N H (elementwise ops within 3%)", fwd, _cost(layer, wts, xt)["flops"], 0.03)
-    loss = lambda wts, x: jnp.sum(layer(wts, x) ** 2)  # noqa: E731
+    loss = lambda wts, x: jnp.sum(layer(wts, x) ** 2)
     _xcheck(out, "same layer, gradient (weights and input): FLOPs = 3 x forward (the 6 N T "
             "rule)", 3 * fwd,
             _cost(Jm.grad(loss, argnums=(0, 1)), wts, xt)["flops"], 0.03)

@@ -26,14 +26,12 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
+import minijax
 from compare._jax201 import catch, count_collectives, fmt_counts, table
 from compare._modules import MODULES
 from compare._report import TopicResult, code, interleaved_ms, plot
-
-import minijax
 from minijax import core as mcore
 
 AX = "i"

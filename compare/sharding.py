@@ -29,15 +29,20 @@ from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
-
-from compare._jax201 import (catch, collective_lines, count_collectives, fmt_counts, table,
-                             time_into, times_into)
-from compare._modules import MODULES
-from compare._report import TopicResult, code, interleaved_ms, xla_log_lines
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 import minijax
+from compare._jax201 import (
+    catch,
+    collective_lines,
+    count_collectives,
+    fmt_counts,
+    table,
+    time_into,
+    times_into,
+)
+from compare._modules import MODULES
+from compare._report import TopicResult, code, interleaved_ms, xla_log_lines
 
 AXES = ("data", "model")
 MODES = ("Explicit", "Auto")

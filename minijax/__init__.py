@@ -48,12 +48,12 @@ from minijax.custom_derivatives import (  # noqa: F401
     closure_convert, custom_gradient, custom_jvp, custom_vjp)
 from minijax.ad_checkpoint import checkpoint, checkpoint_policies, remat  # noqa: F401
 from minijax.lax.lax import stop_gradient  # noqa: F401
-from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401,E501
+from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_structure, tree_unflatten  # noqa: F401
 
 from minijax import sharding  # noqa: F401
 from minijax.api import make_array_from_callback  # noqa: F401
 from minijax.sharding import NamedSharding, P, make_mesh, set_mesh  # noqa: F401
-from minijax.shard_map import shard_map, smap  # noqa: F401,E402
+from minijax.shard_map import shard_map, smap  # noqa: F401
 from minijax.pjit import reshard  # noqa: F401
 from minijax.pmap import pmap  # noqa: F401
 from minijax.state import ds  # noqa: F401

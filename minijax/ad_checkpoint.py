@@ -15,8 +15,6 @@ Mirrors jax/_src/ad_checkpoint.py. Taught in chapters/06-reverse-mode.md (remate
 
 from __future__ import annotations
 
-from minijax import traceback_util
-
 import dataclasses
 import functools
 import inspect
@@ -25,16 +23,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, traceback_util
 from minijax.ad_util import Zero
+from minijax.api import vjp
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Var
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.interpreters.partial_eval import Offloadable
 from minijax.lax.lax import reduce_precision_p
 from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
-from minijax.api import vjp
 
 # ---------------------------------------------------------------------------------------------
 # Policies: `policy(prim, *avals_in, **params) -> bool`, True if the equation's outputs may be

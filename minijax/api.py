@@ -11,26 +11,38 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import api_util, compiler, core, dtypes, xla_bridge
-from minijax import traceback_util
+from minijax import (
+    api_util,
+    compiler,
+    core,
+    dispatch,
+    dtypes,
+    numpy as jnp,
+    pjit,
+    traceback_util,
+    xla_bridge,
+)
 from minijax.api_util import flatten_fun_nokwargs, flatten_fun_nokwargs_aux, fun_name
 from minijax.array import Array, array_from_numpy
 from minijax.config import config
-from minijax.core import ClosedJaxpr, ShapeDtypeStruct, ShapedArray
-from minijax.interpreters import ad, batching, pxla
+from minijax.core import ClosedJaxpr, ShapedArray, ShapeDtypeStruct
+from minijax.dispatch import MemorySpace, device_put_p
+from minijax.interpreters import ad, batching, partial_eval as pe, pxla
 from minijax.lax import lax as lax_internal
-from minijax.interpreters import partial_eval as pe
-from minijax import pjit
-from minijax.pjit import jit  # noqa: F401  (re-exported)
 from minijax.mesh import get_abstract_mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding
 from minijax.partition_spec import PartitionSpec, _axes_of
+from minijax.pjit import jit  # re-exported
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, canonicalize_sharding
-from minijax.tree_util import (Partial, PyTreeDef, register_pytree_node, tree_flatten,
-                               tree_leaves, tree_map, tree_unflatten)
-from minijax import numpy as jnp
-from minijax import dispatch
-from minijax.dispatch import MemorySpace, device_put_p
+from minijax.tree_util import (
+    Partial,
+    PyTreeDef,
+    register_pytree_node,
+    tree_flatten,
+    tree_leaves,
+    tree_map,
+    tree_unflatten,
+)
 
 
 def _as_arrays(xs: list) -> list:

@@ -22,14 +22,14 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import compiler, core, dtypes, effects, errors
+from minijax import compiler, core, dtypes, effects, errors, lax, numpy as jnp
 from minijax.array import Array, read_only
 from minijax.interpreters import ad, batching, mlir
-from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax import lax, numpy as jnp
-from minijax.sharding_impls import SingleDeviceSharding
 from minijax.lax import parallel
 from minijax.lax.control_flow.loops import map as lax_map
+from minijax.sharding_impls import SingleDeviceSharding
+from minijax.tree_util import tree_flatten, tree_unflatten
+
 
 # JAX: jax/_src/callback.py _FlatCallback
 class _FlatCallback:

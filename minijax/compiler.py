@@ -25,9 +25,9 @@ import numpy as np
 from minijax import core
 from minijax.array import Array
 from minijax.config import config
+from minijax.interpreters import mlir
 from minijax.named_sharding import NamedSharding, Sharding
 from minijax.sharding_impls import SingleDeviceSharding
-from minijax.interpreters import mlir
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.xla_bridge import default_device, get_backend, runtime_error_type
 
@@ -64,6 +64,7 @@ class SendRecvCallback:
 
     def for_backend(self, client):
         import pickle
+
         from jaxlib import xla_client
 
         def shapes(avals):

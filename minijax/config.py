@@ -11,7 +11,6 @@ import os
 import warnings
 from typing import Any
 
-
 # JAX's 0.10.2 options that minijax does not model: `update` keeps the value and warns once
 _JAX_ONLY = frozenset("""
     check_vma jax2tf_associative_scan_reductions

@@ -12,15 +12,14 @@ from typing import Callable
 from minijax import core
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.lax.control_flow.loops import map as lax_map
 from minijax.tree_util import tree_flatten, tree_map, tree_structure, tree_unflatten
 
 
 # JAX: jax/_src/custom_batching.py custom_vmap — differs: reverse mode works (JAX's fails to
 # linearize it)
-class custom_vmap:  # noqa: N801 (JAX's name)
+class custom_vmap:  # JAX's name
     """`f = custom_vmap(fun)`, then `@f.def_vmap def rule(axis_size, in_batched, *args)`:
     `f(*args)` is `fun(*args)`; under `vmap`, `rule` is called instead with the batched
     arguments (batch axis first), `in_batched` (one pytree of bools per argument: which

@@ -18,21 +18,23 @@ Taught in chapters/09-primitives.md (custom rules).
 
 from __future__ import annotations
 
-from minijax import traceback_util
-
 import functools
 import inspect
 from typing import Callable, Sequence
 
-from minijax import core, dtypes
+from minijax import core, dtypes, traceback_util
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray, Tracer
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
-from minijax.tree_util import (PyTreeDef, register_pytree_node, tree_flatten, tree_map,
-                               tree_unflatten)
-from minijax.util import safe_zip, split_list
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.lax import lax
+from minijax.tree_util import (
+    PyTreeDef,
+    register_pytree_node,
+    tree_flatten,
+    tree_map,
+    tree_unflatten,
+)
+from minijax.util import safe_zip, split_list
 
 _CHAPTER = "chapters/09-primitives.md"
 
@@ -136,7 +138,7 @@ class CustomDerivativeCallPrimitive(core.Primitive):
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/custom_derivatives.py custom_jvp — differs: no symbolic_zeros=True
-class custom_jvp:  # noqa: N801 (JAX's name)
+class custom_jvp:  # JAX's name
     """Give `fun` a hand-written forward-mode rule, used by jvp, grad, linearize, vjp.
 
     Use as a decorator, then register the rule with `defjvp` (or `defjvps`):
@@ -373,7 +375,7 @@ pe.dce_rules[custom_jvp_call_p] = _custom_jvp_call_dce_rule
 # ---------------------------------------------------------------------------------------------
 
 # JAX: jax/_src/custom_derivatives.py custom_vjp — differs: no symbolic_zeros / optimize_remat
-class custom_vjp:  # noqa: N801 (JAX's name)
+class custom_vjp:  # JAX's name
     """Give `fun` a hand-written reverse-mode rule, used by grad, vjp and jacrev.
 
         @custom_vjp

@@ -22,12 +22,11 @@ import numpy as np
 from minijax import core, effects
 from minijax.array import array_from_numpy
 from minijax.callback import emit_python_callback, index_in_dim
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.lax import parallel
-from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.mesh import AxisType
 from minijax.named_sharding import Sharding
+from minijax.tree_util import tree_flatten, tree_unflatten
 
 
 # JAX: jax/_src/debugging.py DebugEffect

@@ -27,20 +27,19 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from numpy._core._ufunc_config import _extobj_contextvar as _np_errors
 
-from minijax import array as array_mod
-from minijax import compiler, core, dtypes, xla_bridge
+from minijax import array as array_mod, compiler, core, dtypes, xla_bridge
+from minijax.ad_util import Zero
 from minijax.array import Array
 from minijax.config import config
-from minijax.tree_util import tree_map
-from minijax.util import BoundedCache
+from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.mesh import get_concrete_mesh
 from minijax.named_sharding import NamedSharding, Sharding
 from minijax.partition_spec import _Unconstrained
-from minijax.sharding_impls import SingleDeviceSharding
-from minijax.ad_util import Zero
-from minijax.xla_bridge import default_device
-from minijax.interpreters import ad, batching, mlir, pxla
 from minijax.pjit import jit, sharding_constraint_p
+from minijax.sharding_impls import SingleDeviceSharding
+from minijax.tree_util import tree_map
+from minijax.util import BoundedCache
+from minijax.xla_bridge import default_device
 
 # (primitive, eager context, avals, params...) -> callable on the concrete operands. Bounded:
 # an eager loop over many shapes empties it rather than growing without end.

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import dtypes
-from minijax import numpy as jnp
+from minijax import dtypes, numpy as jnp
 from minijax.api import device_put
 
 # JAX: jax/_src/dlpack.py SUPPORTED_DTYPES

@@ -99,7 +99,7 @@ def _join_strict(a, b):
         if _strict_upper_set(n) >= common:
             return n
     name = lambda n: f"<class '{ {_WEAK_INT: 'int', _WEAK_FLOAT: 'float'}.get(n, 'complex')}'>" \
-        if n in _WEAK_KIND else str(n)  # noqa: E731
+        if n in _WEAK_KIND else str(n)
     raise TypePromotionError(
         f"Input dtypes {(name(a), name(b))} have no available implicit dtype promotion path "
         "when jax_numpy_dtype_promotion=strict. Try explicitly casting inputs to the desired "

@@ -8,9 +8,13 @@ import numpy as np
 
 from minijax import xla_bridge
 from minijax.core import (  # noqa: F401
-    ConcretizationTypeError, JaxprTypeError, NonConcreteBooleanIndexError,
+    ConcretizationTypeError,
+    JaxprTypeError,
+    NonConcreteBooleanIndexError,
     TracerArrayConversionError,
-    TracerBoolConversionError, TracerIntegerConversionError, UnexpectedTracerError,
+    TracerBoolConversionError,
+    TracerIntegerConversionError,
+    UnexpectedTracerError,
 )
 
 

@@ -11,8 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from minijax import lax
-from minijax import numpy as jnp
+from minijax import lax, numpy as jnp
 from minijax.tree_util import tree_flatten, tree_unflatten
 
 

@@ -16,8 +16,7 @@ import enum
 
 import numpy as np
 
-from minijax import dtypes, lax
-from minijax import numpy as jnp
+from minijax import dtypes, lax, numpy as jnp
 from minijax.numpy.util import canonicalize_shape
 
 

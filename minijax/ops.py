@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import core, dtypes
-from minijax import numpy as jnp
+from minijax import core, dtypes, numpy as jnp
 
 
 def _identity(op: str, dtype):

@@ -17,26 +17,25 @@ import warnings
 import weakref
 from typing import Any, Callable, Sequence
 
-from minijax import api_util, compiler, core
-from minijax import _tree_fastpath, traceback_util
-from minijax.config import config
+from minijax import _tree_fastpath, api_util, array as array_mod, compiler, core, traceback_util
 from minijax.ad_util import Zero
-from minijax import array as array_mod
 from minijax.array import Array, execution_results
+from minijax.config import config
 from minijax.core import ClosedJaxpr, Tracer, eval_trace, trace_ctx
-from minijax.interpreters import ad, batching, mlir, pxla
-from minijax.interpreters import partial_eval as pe
-from minijax.stages import (Compiled, Lowered, Traced, cache_stats,  # noqa: F401 (cache_stats)
-                            prune_unused_inputs)
-from minijax.tree_util import (keystr, tree_flatten, tree_flatten_with_path, tree_map,
-                               tree_unflatten)
-from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
-from minijax.util import safe_zip, split_list
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe, pxla
 from minijax.mesh import AxisType, Mesh, get_abstract_mesh, get_concrete_mesh, set_mesh
+from minijax.named_sharding import IndivisibleError, NamedSharding, Sharding
 from minijax.partition_spec import PartitionSpec, _axes_of, _Unconstrained
-from minijax.sharding_impls import (SingleDeviceSharding, aval_sharding,
-                                    canonicalize_out_sharding, canonicalize_sharding,
-                                    normalize_to_ndim)
+from minijax.sharding_impls import (
+    SingleDeviceSharding,
+    aval_sharding,
+    canonicalize_out_sharding,
+    canonicalize_sharding,
+    normalize_to_ndim,
+)
+from minijax.stages import Lowered, Traced, cache_stats, prune_unused_inputs
+from minijax.tree_util import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
+from minijax.util import safe_zip, split_list
 
 # JAX: jax/_src/dispatch.py logger — jax_log_compiles writes here, at WARNING as JAX does
 logger = logging.getLogger("minijax")
@@ -49,8 +48,8 @@ def _const_free(closed: ClosedJaxpr) -> ClosedJaxpr:
 
 class _Consts(tuple):
     """A jit's consts as a cache key: equal when they are the same objects."""
-    __hash__ = lambda self: hash(tuple(map(id, self)))  # noqa: E731
-    __eq__ = lambda self, other: len(self) == len(other) and all(  # noqa: E731
+    __hash__ = lambda self: hash(tuple(map(id, self)))
+    __eq__ = lambda self, other: len(self) == len(other) and all(
         a is b for a, b in zip(self, other))
 
 
@@ -590,7 +589,7 @@ class JitWrapped:
         fast = _get_fastpath_data(executor, consts, kept, unflatten)
         if kept is not None:
             run = executor
-            executor = lambda leaves, consts: run([leaves[i] for i in kept], consts)  # noqa: E731
+            executor = lambda leaves, consts: run([leaves[i] for i in kept], consts)
         if unflatten is None:
             return (lambda leaves: executor(leaves, consts)[0]), fast
         return (lambda leaves: unflatten(executor(leaves, consts))), fast
@@ -658,7 +657,7 @@ class JitWrapped:
         """Call `fun` compiled. A top-level call of a cached signature is looked up by its
         avals, and a plain program (`_get_fastpath_data`) on device Arrays runs right here;
         anything else goes through `_call`."""
-        __tracebackhide__ = True  # noqa: F841 — read by pytest and IPython
+        __tracebackhide__ = True  # read by pytest and IPython
         try:
             if (kwargs or self.static_argnums or trace_ctx.trace is not eval_trace
                     or config.trace_context is not self._trace_context

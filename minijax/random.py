@@ -23,18 +23,16 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import config, core, dtypes, prng
-from minijax import numpy as jnp
+from minijax import config, core, dtypes, numpy as jnp, prng
 from minijax.api import vmap
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax import lax
-from minijax.lax.control_flow.loops import cumsum, scan, while_loop
-from minijax.lax.control_flow.loops import map as lax_map
+from minijax.lax.control_flow.loops import cumsum, map as lax_map, scan, while_loop
 from minijax.lax.lax import _const
 from minijax.lax.special import erf, erf_inv, lgamma, random_gamma_grad
+from minijax.numpy.util import check_arraylike, promote_args_inexact, promote_dtypes
 from minijax.pjit import jit
 from minijax.prng import PRNGKeyArray
-from minijax.numpy.util import check_arraylike, promote_args_inexact, promote_dtypes
 
 __all__ = ["PRNGKey", "key", "key_data", "wrap_key_data", "key_impl", "split", "fold_in",
            "bits", "uniform", "normal", "truncated_normal", "bernoulli", "randint",
@@ -116,7 +114,7 @@ def key(seed, *, impl=None) -> PRNGKeyArray:
 
 
 # JAX: jax/_src/random/core.py PRNGKey
-def PRNGKey(seed, *, impl=None):  # noqa: N802 (JAX's name)
+def PRNGKey(seed, *, impl=None):  # JAX's name
     """A legacy raw key: u32[2] `[seed >> 32, seed & 0xFFFFFFFF]`."""
     return prng.random_unwrap(_seed_key("PRNGKey", seed, impl))
 

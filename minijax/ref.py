@@ -18,10 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from minijax import core
-from minijax import numpy as jnp
+from minijax import core, numpy as jnp
 from minijax.interpreters.batching import BatchTracer, not_mapped
-from minijax.state.types import AbstractRef  # noqa: F401  (jax.ref.AbstractRef)
+from minijax.state.types import AbstractRef  # jax.ref.AbstractRef
 
 
 # JAX: jax/_src/core.py Ref — differs: a functional value holder (see the module docstring)
@@ -57,7 +56,7 @@ class Ref:
         if core.trace_ctx.trace is not self._trace:
             if (type(new) is BatchTracer and new._trace is core.trace_ctx.trace
                     and new.batch_dim is not not_mapped):  # JAX's error, in its family
-                raise Exception(  # noqa: TRY002 (JAX raises a plain Exception here)
+                raise Exception(  # JAX raises a plain Exception here
                     "performing a set/swap operation with vmapped value on an unbatched array "
                     f"reference of type Ref{{{value.dtype.name}"
                     f"{str(list(value.shape)).replace(' ', '')}}}. Move the array reference "
@@ -124,7 +123,7 @@ def swap(ref: Ref, idx, value):
 
 
 # JAX: jax/_src/state/primitives.py ref_set
-def set(ref: Ref, idx, value) -> None:  # noqa: A001 (JAX's name)
+def set(ref: Ref, idx, value) -> None:  # JAX's name
     """`ref[idx] = value`."""
     ref[idx] = value
 

@@ -19,27 +19,22 @@ chapters/13-shard-map.md.
 
 from __future__ import annotations
 
-from minijax import traceback_util
-
 import contextlib
 import functools
 import math
 import re
 from typing import Callable
 
-from minijax import api_util, core
+from minijax import api_util, core, pjit, traceback_util
 from minijax.core import ClosedJaxpr, ShapedArray
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
-from minijax.lax import parallel
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
+from minijax.lax import lax, parallel
 from minijax.mesh import AbstractMesh, AxisType, Mesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec, _axes_of
 from minijax.sharding_impls import aval_sharding
 from minijax.tree_util import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from minijax.util import BoundedCache, safe_zip, split_list
-from minijax import pjit
-from minijax.lax import lax
 
 _CHAPTER = "chapters/13-shard-map.md"
 

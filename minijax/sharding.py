@@ -11,14 +11,25 @@ minijax/debugging.py. Mirrors jax/sharding.py. Taught in chapters/12-sharding.md
 
 # ruff: noqa: F401
 from minijax.mesh import (
-    AbstractDevice, AbstractMesh, AxisType, ManualAxisType, Mesh, get_abstract_mesh,
-    get_concrete_mesh, make_mesh, set_mesh, use_abstract_mesh,
+    AbstractDevice,
+    AbstractMesh,
+    AxisType,
+    ManualAxisType,
+    Mesh,
+    get_abstract_mesh,
+    get_concrete_mesh,
+    make_mesh,
+    set_mesh,
+    use_abstract_mesh,
 )
 from minijax.named_sharding import DuplicateSpecError, IndivisibleError, NamedSharding, Sharding
 from minijax.partition_spec import P, PartitionSpec
 from minijax.pjit import auto_axes, explicit_axes, reshard
 from minijax.sharding_impls import (
-    ShardingTypeError, SingleDeviceSharding, get_mesh, make_single_device_sharding,
+    ShardingTypeError,
+    SingleDeviceSharding,
+    get_mesh,
+    make_single_device_sharding,
 )
 
 

@@ -14,15 +14,13 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import api_util, compiler, core
+from minijax import api_util, compiler, core, effects
 from minijax.core import ClosedJaxpr, ShapeDtypeStruct
+from minijax.interpreters import mlir, partial_eval as pe, pxla
 from minijax.mesh import AbstractMesh, get_concrete_mesh
 from minijax.named_sharding import NamedSharding
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding
-from minijax.interpreters import mlir, pxla
-from minijax.interpreters import partial_eval as pe
 from minijax.tree_util import tree_flatten, tree_unflatten
-from minijax import effects
 
 # Counters tests read to check caching: how many times jit traced and compiled.
 cache_stats = {"traces": 0, "compiles": 0}

@@ -142,7 +142,7 @@ def api_boundary(fun: C) -> C:
 
     @functools.wraps(fun)
     def reraise_with_filtered_traceback(*args, **kwargs):
-        __tracebackhide__ = True  # noqa: F841 — read by pytest and IPython
+        __tracebackhide__ = True  # read by pytest and IPython
         try:
             return fun(*args, **kwargs)
         except Exception as e:

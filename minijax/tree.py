@@ -9,7 +9,6 @@ import dataclasses
 from minijax.tree_util import (  # noqa: F401
     tree_all as all,
     tree_broadcast as broadcast,
-    tree_reduce_associative as reduce_associative,
     tree_flatten as flatten,
     tree_flatten_with_path as flatten_with_path,
     tree_leaves as leaves,
@@ -17,11 +16,11 @@ from minijax.tree_util import (  # noqa: F401
     tree_map as map,
     tree_map_with_path as map_with_path,
     tree_reduce as reduce,
+    tree_reduce_associative as reduce_associative,
     tree_structure as structure,
     tree_transpose as transpose,
     tree_unflatten as unflatten,
 )
-
 
 
 # JAX: jax/_src/tree.py static

@@ -18,9 +18,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from minijax import core
+from minijax import core, prng, tree_util
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, Literal, Var
-from minijax import prng, tree_util
 
 _INSTALL_HINT = ("install Graphviz, which provides it: `apt-get install graphviz` (Debian/"
                  "Ubuntu), `brew install graphviz` (macOS) or `conda install graphviz`")

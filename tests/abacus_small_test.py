@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from compare import addition, gpt
-from tools import abacus_small as A
-from tools import addition_tpu as T
+from tools import abacus_small as A, addition_tpu as T
 
 pytestmark = pytest.mark.skipif(jax.devices()[0].platform != "cpu",
                                 reason="the CPU path; on a TPU, run the script itself")

@@ -9,7 +9,7 @@ of JAX's tests/api_test.py.
 import collections
 
 import jax
-import jax.ad_checkpoint  # noqa: F401
+import jax.ad_checkpoint
 import numpy as np
 import pytest
 

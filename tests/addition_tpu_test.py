@@ -108,7 +108,7 @@ def test_a_run_past_its_budget_stops_and_says_so(tmp_path):
 def test_abacus_writes_numbers_units_first_and_numbers_their_places():
     x, places, y = T.abacus_encode([47, 12345678901234567890], [385, 9], 3 * 20 + 4,
                                    np.array([0, 3]))
-    text = lambda row: "".join(addition.CHARS[t] for t in row)  # noqa: E731
+    text = lambda row: "".join(addition.CHARS[t] for t in row)
     assert text(x[0]).startswith("74+583=234.") and set(text(x[0])[11:]) == {"."}
     assert places[0, :11].tolist() == [1, 2, 0, 1, 2, 3, 0, 1, 2, 3, 0]  # '=' at offset 0
     answer = "".join(addition.CHARS[t] for t in y[0] if t != addition.IGNORE)

@@ -796,7 +796,7 @@ def test_config_enable_checks_type_checks_every_traced_jaxpr(monkeypatch):
     checked = []
     real = core.check_jaxpr
     monkeypatch.setattr(core, "check_jaxpr", lambda j: checked.append(j) or real(j))
-    f = lambda x: minijax.lax.cond(x > 0, mjnp.sin, mjnp.cos, x)  # noqa: E731
+    f = lambda x: minijax.lax.cond(x > 0, mjnp.sin, mjnp.cos, x)
     minijax.make_jaxpr(f)(1.0)
     assert checked == []
     with _option(minijax, "jax_enable_checks", True):
@@ -863,7 +863,7 @@ def test_transfer_guard_as_jax():
                     try:
                         c()
                         out.append("ok")
-                    except Exception as e:  # noqa: BLE001 - JAX's JaxRuntimeError
+                    except Exception as e:  # JAX's JaxRuntimeError
                         out.append(f"{type(e).__name__}: {e}")
         with J.transfer_guard_host_to_device("disallow"):
             out.append(str(pytest.raises(jax.errors.JaxRuntimeError, f,
@@ -902,7 +902,7 @@ def test_check_tracer_leaks_as_jax():
                 try:
                     run()
                     out.append("ok")
-                except Exception as e:  # noqa: BLE001 - JAX raises a bare Exception
+                except Exception as e:  # JAX raises a bare Exception
                     out.append(str(e).split(".")[0])
         return out
     want = outcomes(jax)

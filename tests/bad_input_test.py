@@ -211,7 +211,7 @@ def _same_kind(ours: BaseException, theirs: BaseException) -> bool:
 def _raised(program, J) -> BaseException:
     try:
         program(J)
-    except Exception as e:  # noqa: BLE001 — the test is about which exception
+    except Exception as e:  # the test is about which exception
         return e
     raise AssertionError(f"{J.__name__} raised nothing")
 

@@ -359,7 +359,7 @@ def test_wrong_result_shape_or_dtype_names_the_callback(jit):
 
     for cb in (wrong_shape, wrong_dtype):
         for J in (jax, minijax):
-            f = lambda a, J=J, cb=cb: J.pure_callback(cb, sds(J, a), a)  # noqa: E731
+            f = lambda a, J=J, cb=cb: J.pure_callback(cb, sds(J, a), a)
             f = J.jit(f) if jit else f
             with pytest.raises(Exception) as info:
                 J.block_until_ready(f(X3))
@@ -498,7 +498,7 @@ def test_ordered_effects_in_while_cond_run_in_program_order_as_jax(capsys):
 def test_64_bit_result_shape_dtypes_raise_as_jax(api, dtype, staged):
     def run(J):
         call = J.pure_callback if api == "pure" else J.experimental.io_callback
-        f = lambda x: call(lambda v: v.astype(dtype), J.ShapeDtypeStruct((3,), dtype), x)  # noqa: E731
+        f = lambda x: call(lambda v: v.astype(dtype), J.ShapeDtypeStruct((3,), dtype), x)
         return (J.jit(f) if staged else f)(np.ones(3, np.float32))
     with pytest.raises(ValueError) as want:
         run(jax)
@@ -525,7 +525,7 @@ def _boom(x):
 def test_exception_inside_a_callback_surfaces_as_jax(api, staged):
     def run(J):
         call = J.pure_callback if api == "pure" else J.experimental.io_callback
-        f = lambda x: call(_boom, J.ShapeDtypeStruct((3,), np.float32), x)  # noqa: E731
+        f = lambda x: call(_boom, J.ShapeDtypeStruct((3,), np.float32), x)
         return (J.jit(f) if staged else f)(np.ones(3, np.float32))
     with pytest.raises(Exception) as want:
         run(jax)

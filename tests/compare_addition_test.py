@@ -4,10 +4,9 @@ JAX and Flax NNX from the same weights, the attention recorder and the carry pro
 
 import dataclasses
 
+import jax
 import numpy as np
 import pytest
-
-import jax
 from model_checks import assert_grads_checked_and_profiled
 
 from compare import addition, gpt
@@ -16,7 +15,7 @@ from compare import addition, gpt
 def test_encode_writes_reversed_padded_sums_and_scores_only_the_answer():
     a, b = np.array([47, 999]), np.array([385, 1])
     x, y = addition.encode(a, b, 3)
-    seq = lambda row: "".join(addition.CHARS[t] for t in row)  # noqa: E731
+    seq = lambda row: "".join(addition.CHARS[t] for t in row)
     assert seq(x[0]) == "047+385=234"          # 432 -> "0432" reversed; last digit is a target
     assert seq(x[1]) == "999+001=000"
     answer = [addition.CHARS[t] for t in y[0] if t != addition.IGNORE]

@@ -8,7 +8,6 @@ import pickle
 
 import numpy as np
 import pytest
-
 from model_checks import assert_grads_checked_and_profiled
 
 from compare import cnn_bn

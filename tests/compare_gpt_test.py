@@ -5,7 +5,6 @@ decoding with the KV cache gives the tokens of decoding without it."""
 
 import numpy as np
 import pytest
-
 from model_checks import assert_grads_checked_and_profiled
 
 from compare import gpt

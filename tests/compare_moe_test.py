@@ -5,7 +5,6 @@ for step the same under minijax and JAX (bit for bit)."""
 
 import numpy as np
 import pytest
-
 from model_checks import assert_grads_checked_and_profiled
 
 from compare import moe

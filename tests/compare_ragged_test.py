@@ -6,7 +6,6 @@ layout `topics.ragged = {ragged_dot, gmm, fused_mlp, roofline, gpu}`."""
 import json
 
 import numpy as np
-
 import pytest
 
 from compare import __main__ as cmain

@@ -123,6 +123,6 @@ def test_fits_recover_known_exponents():
 def test_bootstrap_intervals_widen_with_seed_noise():
     quiet = sl.exponents(sl.grid(_synthetic(sd=0.002), "dense"), n_boot=300)
     noisy = sl.exponents(sl.grid(_synthetic(sd=0.02), "dense"), n_boot=300)
-    width = lambda f: f["a_ci"][1] - f["a_ci"][0]  # noqa: E731
+    width = lambda f: f["a_ci"][1] - f["a_ci"][0]
     assert quiet["a_ci"][0] <= quiet["a"] <= quiet["a_ci"][1]
     assert width(noisy) > 3 * width(quiet)

@@ -7,14 +7,19 @@ tests/compute_on_test.py."""
 import functools
 
 import jax
-import jax.experimental.compute_on  # noqa: F401
+import jax.experimental.compute_on
 import numpy as np
 import pytest
 
 import minijax
-import minijax.experimental.compute_on  # noqa: F401
-from compare.compute_on import (compiled_marks, compute_on2_program, lowered_marks,
-                                nested_and_cache, scan_program)
+import minijax.experimental.compute_on
+from compare.compute_on import (
+    compiled_marks,
+    compute_on2_program,
+    lowered_marks,
+    nested_and_cache,
+    scan_program,
+)
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 

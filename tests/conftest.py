@@ -13,6 +13,6 @@ _direct = os.environ.get("MINIJAX_DIRECT_LINEARIZE")
 if _direct is not None:
     if _direct not in ("0", "1"):
         raise ValueError(f"MINIJAX_DIRECT_LINEARIZE must be 0 or 1, got {_direct!r}")
-    import minijax  # noqa: E402 - after XLA_FLAGS, which must be set before JAX loads
+    import minijax  # after XLA_FLAGS, which must be set before JAX loads
 
     minijax.config.update("jax_use_direct_linearize", _direct == "1")

@@ -4,12 +4,10 @@ network initialised from the same key, its outputs, and training steps of every 
 import jax
 import numpy as np
 import pytest
-from jax.example_libraries import optimizers as j_opt
-from jax.example_libraries import stax as j_stax
+from jax.example_libraries import optimizers as j_opt, stax as j_stax
 
 import minijax
-from minijax.example_libraries import optimizers as m_opt
-from minijax.example_libraries import stax as m_stax
+from minijax.example_libraries import optimizers as m_opt, stax as m_stax
 
 # Slow (CI runs it, `make test-fast` does not): optimizer training steps under both modules.
 pytestmark = pytest.mark.slow
@@ -64,7 +62,7 @@ def test_optimizer_steps_as_jax(name):
         init, update, get_params = OPTIMIZERS[name](opt)
         params = {"w": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3),
                   "b": (np.float32(0.5), np.ones(3, np.float32))}
-        loss = lambda p: (J.numpy.sum(p["w"] ** 2) + p["b"][0] ** 2  # noqa: E731
+        loss = lambda p: (J.numpy.sum(p["w"] ** 2) + p["b"][0] ** 2
                           + J.numpy.sum(J.numpy.sin(p["b"][1])))
         step = J.jit(lambda i, s: update(i, opt.clip_grads(J.grad(loss)(get_params(s)), 2.0),
                                          s))

@@ -10,10 +10,9 @@ import functools
 import os
 import re
 
+import jax
 import numpy as np
 import pytest
-
-import jax
 from jax import export as jexport
 
 import minijax
@@ -383,7 +382,7 @@ def outcome(fn):
     """What `fn()` gives: its str, or the name of the exception it raises."""
     try:
         return str(fn())
-    except Exception as e:  # noqa: BLE001 - the exception's kind is the outcome compared
+    except Exception as e:  # the exception's kind is the outcome compared
         return type(e).__name__
 
 

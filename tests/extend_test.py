@@ -27,7 +27,7 @@ def tutorial(J):
     prim.def_abstract_eval(lambda x, y, z: J.core.ShapedArray(x.shape, x.dtype))
     mlir.register_lowering(prim, mlir.lower_fun(lambda x, y, z: x * y + z,
                                                 multiple_results=False))
-    mul_add = lambda x, y, z: prim.bind(x, y, z)  # noqa: E731
+    mul_add = lambda x, y, z: prim.bind(x, y, z)
     ad.defjvp(prim, lambda g, x, y, z: mul_add(g, y, J.numpy.zeros_like(z)),
               lambda g, x, y, z: mul_add(x, g, J.numpy.zeros_like(z)),
               lambda g, x, y, z: g)
@@ -84,7 +84,7 @@ def tutorial_rules(J):
     def jvp(primals, tangents):
         seen.append((type(primals).__name__, type(tangents).__name__))
         (x, y, z), (xt, yt, zt) = primals, tangents
-        zeros = lambda t: J.numpy.zeros_like(x) if type(t).__name__ == "Zero" else t  # noqa
+        zeros = lambda t: J.numpy.zeros_like(x) if type(t).__name__ == "Zero" else t
         return prim.bind(x, y, z), prim.bind(zeros(xt), y, prim.bind(x, zeros(yt), zeros(zt)))
     ad.primitive_jvps[prim] = jvp
 

@@ -4,10 +4,10 @@ and gradients and vmap through the `fft` primitive's linear rules (minijax/lax/f
 import jax
 import numpy as np
 import pytest
+from lax_numpy_test_util import check
 
 import minijax
 import minijax.test_util
-from lax_numpy_test_util import check
 
 RNG = np.random.default_rng(7)
 X = RNG.standard_normal((4, 6, 5)).astype(np.float32)
@@ -66,7 +66,7 @@ def test_lax_fft_grad_vmap_and_jit(fft_type):
 
 
 def test_check_grads_through_rfft_and_irfft():
-    f = lambda v: minijax.numpy.fft.irfft(minijax.numpy.fft.rfft(v) * (1 + 1j), n=5)  # noqa: E731
+    f = lambda v: minijax.numpy.fft.irfft(minijax.numpy.fft.rfft(v) * (1 + 1j), n=5)
     minijax.test_util.check_grads(f, (X[0, 0],), order=2, modes=("fwd", "rev"), atol=1e-2,
                                   rtol=1e-2)
 
@@ -86,12 +86,12 @@ def test_bad_input_errors_name_the_operation():
 def test_fft_vmap_over_each_axis_and_check_jaxpr(in_axes):
     """vmap of jnp.fft.rfft2 / ifft against a per-example loop, and check_jaxpr of the
     batched, jvp'd and transposed programs."""
-    f = lambda v: (minijax.numpy.fft.rfft2(v.real), minijax.numpy.fft.ifft(v, n=4))  # noqa: E731
+    f = lambda v: (minijax.numpy.fft.rfft2(v.real), minijax.numpy.fft.ifft(v, n=4))
     got = minijax.vmap(f, in_axes=in_axes)(XC)
     rows = [f(np.take(XC, i, axis=in_axes)) for i in range(XC.shape[in_axes])]
     for g, want in zip(got, zip(*rows)):
         np.testing.assert_allclose(g, np.stack(want), rtol=1e-5, atol=1e-5)
-    loss = lambda v: minijax.numpy.abs(f(v)[0]).sum()  # noqa: E731
+    loss = lambda v: minijax.numpy.abs(f(v)[0]).sum()
     for fn in (minijax.vmap(f, in_axes=in_axes), minijax.grad(loss),
                lambda v: minijax.jvp(f, (v,), (v,))):
         minijax.core.check_jaxpr(minijax.make_jaxpr(fn)(XC).jaxpr)

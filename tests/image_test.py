@@ -40,7 +40,7 @@ def test_resize_method_enum_scale_and_translate_jit_grad_and_errors_as_jax():
     np.testing.assert_allclose(moved(minijax), moved(jax), rtol=1e-5, atol=1e-5)
 
     def jitted_grad(J):
-        loss = lambda x: (J.image.resize(x, (4, 5, 3), "cubic") ** 2).sum()  # noqa: E731
+        loss = lambda x: (J.image.resize(x, (4, 5, 3), "cubic") ** 2).sum()
         return J.jit(loss)(IMG), J.grad(loss)(IMG)
     for g, w in zip(jitted_grad(minijax), jitted_grad(jax)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)

@@ -19,11 +19,10 @@ docs/jaxpr_identity.md with the causes of what differs.
 from __future__ import annotations
 
 import jax
-from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 import numpy as np
 import pytest
-from hypothesis import Phase, given, settings
-from hypothesis import strategies as st
+from hypothesis import Phase, given, settings, strategies as st
+from jax.ad_checkpoint import checkpoint_name as jax_checkpoint_name
 
 import minijax
 
@@ -173,7 +172,7 @@ def jaxpr_texts(program) -> tuple[str, str | None]:
     want = str(jax.make_jaxpr(build(jax, program))(*xs))
     try:
         got = str(minijax.make_jaxpr(build(minijax, program))(*xs))
-    except Exception as e:  # noqa: BLE001 - counted as a difference, and reported
+    except Exception as e:  # counted as a difference, and reported
         got = f"raised {type(e).__name__}: {e}"
     return want, got
 
@@ -181,7 +180,7 @@ def jaxpr_texts(program) -> tuple[str, str | None]:
 def _valid(program) -> bool:
     try:
         jax.make_jaxpr(build(jax, program))(*inputs(program))
-    except Exception:  # noqa: BLE001 - a program JAX rejects (e.g. vmap of a rank-0 input)
+    except Exception:  # a program JAX rejects (e.g. vmap of a rank-0 input)
         return False
     return True
 
@@ -501,11 +500,11 @@ def family_texts(program) -> tuple[str, str] | None:
         x = np.stack([x, x + 0.25])
     try:
         want = str(jax.make_jaxpr(build_family(jax, program))(x))
-    except Exception:  # noqa: BLE001 - a program JAX rejects
+    except Exception:  # a program JAX rejects
         return None
     try:
         got = str(minijax.make_jaxpr(build_family(minijax, program))(x))
-    except Exception as e:  # noqa: BLE001 - counted as a difference, and reported
+    except Exception as e:  # counted as a difference, and reported
         got = f"raised {type(e).__name__}: {e}"
     return want, got
 

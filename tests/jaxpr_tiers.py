@@ -105,10 +105,10 @@ def _aval(expr: str, env: dict):
     """The ShapeDtypeStruct of `expr` with `env`'s names as abstract values, or None."""
     names = list(env)
     try:
-        fn = eval(f"lambda {', '.join(names)}: {expr}",  # noqa: S307 - our own source
+        fn = eval(f"lambda {', '.join(names)}: {expr}",  # our own source
                   {"jnp": jax.numpy, "lax": jax.lax, "J": jax, "np": np})
         return jax.eval_shape(fn, *env.values())
-    except Exception:  # noqa: BLE001 - a step JAX refuses is not drawn
+    except Exception:  # a step JAX refuses is not drawn
         return None
 
 
@@ -329,7 +329,7 @@ def generate(seed: int, tier: int) -> str:
 
 def jaxpr_text(src: str, J) -> str:
     ns: dict = {}
-    exec(HEADER + src, ns)  # noqa: S102 - the generator's own source
+    exec(HEADER + src, ns)  # the generator's own source
     fn, args = ns["program"](J)
     closed = J.make_jaxpr(fn)(*args)
     if J is jax and any(isinstance(c, jax.core.Tracer) for c in closed.consts):
@@ -344,11 +344,11 @@ def compare(seed: int, tier: int) -> tuple[str, str, str] | None:
     src = generate(seed, tier)
     try:
         want = jaxpr_text(src, jax)
-    except Exception:  # noqa: BLE001 - a program JAX refuses is not counted
+    except Exception:  # a program JAX refuses is not counted
         return None
     try:
         got = jaxpr_text(src, minijax)
-    except Exception as e:  # noqa: BLE001 - counted as a difference, and reported
+    except Exception as e:  # counted as a difference, and reported
         got = f"raised {type(e).__name__}: {e}"
     return src, want, got
 
@@ -373,7 +373,7 @@ def first_difference(want: str, got: str) -> str:
         return got.splitlines()[0][:120]
     for w, g in zip(want.splitlines(), got.splitlines()):
         if w != g:
-            blank = lambda s: re.sub(r"\b[a-z]{1,2}\b", "_", s.strip())[:100]  # noqa: E731
+            blank = lambda s: re.sub(r"\b[a-z]{1,2}\b", "_", s.strip())[:100]
             return f"{blank(w)}  ||  {blank(g)}"
     return "line count differs"
 

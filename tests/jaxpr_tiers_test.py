@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import jaxpr_tiers as tiers  # noqa: E402
+import jaxpr_tiers as tiers
 
 N_CI = 30
 CI_IDENTICAL = {1: 30, 2: 30, 3: 30, 4: 30, 5: 28}

@@ -244,7 +244,7 @@ def _nested_calls(J):
         new = [(w * 2.0, b - 1.0) for w, b in params]
         return {"params": new, "extra": extra, "sum": x.sum()}, (x + 1.0, None)
     g = J.jit(f)
-    put = lambda a: J.device_put(np.asarray(a, np.float32))  # noqa: E731
+    put = lambda a: J.device_put(np.asarray(a, np.float32))
     w = [(put(_f32(2, 2, seed=i)), put(_f32(2, seed=i + 9))) for i in range(3)]
     x, x4 = put(_f32(3, seed=20)), put(_f32(4, seed=21))
     calls = [
@@ -555,7 +555,7 @@ def _donation(J):
     try:
         np.asarray(x)
         result["read_error"] = None
-    except Exception as e:  # noqa: BLE001 (comparing which error each module raises)
+    except Exception as e:  # comparing which error each module raises
         result["read_error"] = (type(e), "deleted" in str(e))
     h = J.jit(lambda a: a.sum(), donate_argnums=0)
     z = jnp.arange(4.0)
@@ -853,7 +853,7 @@ def test_jit_retraces_when_x64_or_dtype_promotion_changes_like_jax():
             try:
                 add(f32, i32)
                 raised = None
-            except Exception as e:  # noqa: BLE001 - the kind is what is compared
+            except Exception as e:  # the kind is what is compared
                 raised = type(e).__name__
         results[J.__name__] = (tuple(str(d) for d in dtypes_seen), len(count), raised)
     assert results["minijax"] == results["jax"], results

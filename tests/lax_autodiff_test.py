@@ -10,12 +10,11 @@ import zlib
 import jax
 import numpy as np
 import pytest
+from lax_test_util import ALL_CASES, F32, STRUCTURAL_CASES, Case, assert_close, rand
 
 import minijax
-from minijax import core
-from minijax import lax as mlax
+from minijax import core, lax as mlax
 from minijax.test_util import check_grads
-from lax_test_util import ALL_CASES, F32, STRUCTURAL_CASES, Case, assert_close, rand
 
 
 def _rng(name: str) -> np.random.RandomState:
@@ -326,8 +325,8 @@ def test_check_grads_takes_pytree_arguments_as_jax_does(J):
     def wrong_sin(x):
         return J.numpy.sin(x)
     wrong_sin.defjvp(lambda p, t: (wrong_sin(p[0]), 2.0 * t[0]))
-    f = lambda p, x: J.numpy.sum(J.numpy.tanh(p["w"] @ x + p["b"][0]))  # noqa: E731
-    g = lambda p, x: J.numpy.sum(wrong_sin(p["w"] @ x))  # noqa: E731
+    f = lambda p, x: J.numpy.sum(J.numpy.tanh(p["w"] @ x + p["b"][0]))
+    g = lambda p, x: J.numpy.sum(wrong_sin(p["w"] @ x))
     J.test_util.check_grads(f, args, order=2, modes=("fwd", "rev"), atol=2e-2, rtol=2e-2)
     for mode in ("fwd", "rev"):
         with pytest.raises(AssertionError):
@@ -342,7 +341,7 @@ def test_top_k_second_order_and_batched_gradients_as_jax(axis):
     x, v = rand(rng, (3, 5), F32), rand(rng, (3, 5), F32)
     got, want = [], []
     for J, out in ((minijax, got), (jax, want)):
-        f = lambda x, J=J: (J.lax.top_k(x, 2, axis=axis)[0] ** 2).sum()  # noqa: E731
+        f = lambda x, J=J: (J.lax.top_k(x, 2, axis=axis)[0] ** 2).sum()
         out.append(J.jvp(J.grad(f), (x,), (v,))[1])
         out.append(J.grad(lambda x, J=J, f=f: (J.grad(f)(x) ** 2).sum())(x))
         out.append(J.vmap(J.grad(f))(np.stack([x, x + 1])))

@@ -10,8 +10,7 @@ Mirrors tests/lax_control_flow_test.py in JAX.
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import minijax
 from minijax import core, pjit
@@ -132,7 +131,7 @@ def test_eager_cond_and_switch_trace_each_branch_once_per_signature_as_jax():
 def test_cached_branches_do_not_keep_their_functions_alive():
     import gc
     import weakref
-    f = lambda x: x + 1.0  # noqa: E731
+    f = lambda x: x + 1.0
     ref = weakref.ref(f)
     assert float(minijax.lax.cond(True, f, lambda x: x, 1.0)) == 2.0
     del f

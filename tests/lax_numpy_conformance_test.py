@@ -6,9 +6,8 @@ until its entry is removed; docs/numpy_conformance.md must list exactly those ga
 JAX references are computed one jit per function and cached (see `jax_references`).
 """
 
-import pytest
-
 import numpy_conformance as nc
+import pytest
 
 
 def _param(case: nc.Case):

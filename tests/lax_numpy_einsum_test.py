@@ -8,11 +8,10 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from lax_numpy_test_util import A3, A, V, assert_same, check, check_raises, jnp
 
 import minijax
-from lax_numpy_test_util import A, A3, V, assert_same, check, check_raises, jnp
 
 SQ = A[:, :3]
 CUBE = np.arange(27, dtype=np.float32).reshape(3, 3, 3) / 10

@@ -7,10 +7,20 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
+from lax_numpy_test_util import (
+    A3,
+    A,
+    B,
+    I,
+    assert_same,
+    check,
+    check_grad,
+    check_jit_and_vmap,
+    check_raises,
+    jnp,
+)
 
 import minijax
-from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, B, I, assert_same, check,
-                                check_raises, jnp)
 
 # Slow (CI runs it, `make test-fast` does not): indexing under every transformation.
 pytestmark = pytest.mark.slow
@@ -182,7 +192,7 @@ def test_segment_reductions_as_jax(name, kw, dtype):
 
 def test_segment_reductions_infer_num_segments_and_differentiate_as_jax():
     ids = np.array([0, 0, 2, 1, 1, 3])
-    inferred = lambda J: [getattr(J.ops, n)(SEG_DATA, ids) for n in  # noqa: E731
+    inferred = lambda J: [getattr(J.ops, n)(SEG_DATA, ids) for n in
                           ("segment_sum", "segment_prod", "segment_max", "segment_min")]
     assert_same(inferred(minijax), inferred(jax))  # eagerly: the ids must be concrete
     check(lambda J: J.grad(lambda d: (J.ops.segment_sum(d, ids, 4) ** 2).sum())(SEG_DATA))
@@ -198,7 +208,7 @@ def test_segment_max_and_min_differentiate_as_jax(op):
     data = np.array([2.0, 2.0, 1.0, 5.0, -1.0, 7.0, 3.0], np.float32)
     ids = np.array([0, 0, 1, 1, 2, 2, 9])
     tangent = np.arange(1.0, 8.0, dtype=np.float32)
-    seg = lambda J, d: getattr(J.ops, op)(d, ids, 4)  # noqa: E731
+    seg = lambda J, d: getattr(J.ops, op)(d, ids, 4)
     check(lambda J: J.jvp(lambda d: seg(J, d), (data,), (tangent,)))
     check(lambda J: J.grad(lambda d: (seg(J, d)[:3] ** 2).sum())(data))
     check(lambda J: J.jit(J.vmap(J.grad(lambda d: seg(J, d)[:3].sum())))(

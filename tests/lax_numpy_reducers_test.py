@@ -8,10 +8,23 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
+from lax_numpy_test_util import (
+    A3,
+    WNAN,
+    A,
+    B,
+    I,
+    P,
+    V,
+    assert_same,
+    check,
+    check_grad,
+    check_jit_and_vmap,
+    check_raises,
+    jnp,
+)
 
 import minijax
-from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, B, I, P, V, WNAN,
-                                assert_same, check, check_raises, jnp)
 
 CASES = {
     "prod": lambda J: jnp(J).prod(A),
@@ -165,7 +178,7 @@ def test_initial_and_where(name):
 
 def test_initial_and_where_grad():
     def program(J):
-        f = lambda x: (J.numpy.max(x, axis=1, where=MASK, initial=0.0).sum()  # noqa: E731
+        f = lambda x: (J.numpy.max(x, axis=1, where=MASK, initial=0.0).sum()
                        + J.numpy.sum(x, where=MASK, initial=1.0))
         return J.grad(f)(A)
     assert_same(program(minijax), program(jax))

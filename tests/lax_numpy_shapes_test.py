@@ -8,10 +8,24 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
+from lax_numpy_test_util import (
+    A3,
+    DUP,
+    DUPI,
+    SORTED,
+    A,
+    B,
+    I,
+    P,
+    V,
+    assert_same,
+    check,
+    check_grad,
+    check_jit_and_vmap,
+    jnp,
+)
 
 import minijax
-from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, V, P, I, B, DUP, DUPI,
-                                SORTED, assert_same, check, jnp)
 
 # Slow (CI runs it, `make test-fast` does not): shape functions under every transformation.
 pytestmark = pytest.mark.slow

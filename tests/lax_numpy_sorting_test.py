@@ -8,10 +8,24 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 import jax
 import numpy as np
 import pytest
+from lax_numpy_test_util import (
+    A3,
+    DUP,
+    DUPI,
+    SORTED,
+    SPECIAL,
+    WNAN,
+    A,
+    I,
+    V,
+    assert_same,
+    check,
+    check_grad,
+    check_jit_and_vmap,
+    jnp,
+)
 
 import minijax
-from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, A3, DUP, DUPI, I, SORTED,
-                                SPECIAL, V, WNAN, assert_same, check, jnp)
 
 # int32[6,4,2] with a repeated row (axis 0) and a repeated column (axis 1); f32[4,2] with NaNs
 ROWS = np.random.default_rng(0).integers(0, 3, (6, 4, 2)).astype(np.int32)

@@ -10,9 +10,9 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from lax_numpy_test_util import A3, DUP, DUPI, A, I, P, V, assert_same, check
 
 import minijax
-from lax_numpy_test_util import A, A3, DUP, DUPI, I, P, V, assert_same, check
 
 RNG = np.random.default_rng(3)
 X = np.array([3, 1, 2, 3, 5, 7], np.int32)

@@ -7,8 +7,7 @@ shapes, dtypes and weak types must agree. A few gradients, and hypothesis over s
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import minijax
 import minijax.test_util
@@ -623,7 +622,7 @@ def test_convolve_rot90_errors_and_grad():
             J.numpy.rot90(V)
         with pytest.raises(ValueError):
             J.numpy.rot90(A, axes=(1, 1))
-    grad = lambda J: J.grad(lambda v: J.numpy.convolve(v, CONV, mode="same").sum() +  # noqa
+    grad = lambda J: J.grad(lambda v: J.numpy.convolve(v, CONV, mode="same").sum() +
                             J.numpy.rot90(J.numpy.outer(v, v))[0, 1])(V)
     np.testing.assert_allclose(grad(minijax), grad(jax), rtol=1e-5, atol=1e-6)
 

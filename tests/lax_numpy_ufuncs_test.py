@@ -7,9 +7,20 @@ shapes, dtypes and weak types must agree (tests/lax_numpy_test_util.py `check`).
 
 import numpy as np
 import pytest
-
-from lax_numpy_test_util import (check_grad, check_jit_and_vmap, A, P, U, G1, I, B, SPECIAL, HALF,
-                                check, jnp)
+from lax_numpy_test_util import (
+    G1,
+    HALF,
+    SPECIAL,
+    A,
+    B,
+    I,
+    P,
+    U,
+    check,
+    check_grad,
+    check_jit_and_vmap,
+    jnp,
+)
 
 CASES = {
     "tan": lambda J: jnp(J).tan(U),

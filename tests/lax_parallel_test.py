@@ -4,7 +4,6 @@ devices, against JAX: the checks run in one child process (tests/lax_parallel_ch
 import os
 
 import pytest
-
 from eight_devices import check_names, child_results
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so

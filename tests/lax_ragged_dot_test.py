@@ -10,8 +10,7 @@ import jax
 import jax.numpy as jjnp
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import minijax
 from minijax import core
@@ -70,7 +69,7 @@ def test_hypothesis_shapes_and_group_sizes(m, k, n, sizes, seed):
 
 def test_jaxprs_of_every_transformation_type_check():
     x, w, gs = operands(np.random.RandomState(9))
-    f = lambda x, w: minijax.lax.ragged_dot(x, w, gs)  # noqa: E731
+    f = lambda x, w: minijax.lax.ragged_dot(x, w, gs)
     for g in (f, minijax.grad(lambda x, w: f(x, w).sum(), (0, 1)),
               lambda x, w: minijax.jvp(f, (x, w), (x, w)),
               lambda x, w: minijax.vmap(f, (0, None))(x[None], w)):
@@ -105,7 +104,7 @@ def test_grads_with_preferred_element_type_match_jax():
     rng = np.random.RandomState(12)
     x, w, gs = operands(rng, m=8, g=3)
     x, w = x.astype(jjnp.bfloat16), w.astype(jjnp.bfloat16)
-    loss = lambda J: lambda x, w: J.lax.ragged_dot(  # noqa: E731
+    loss = lambda J: lambda x, w: J.lax.ragged_dot(
         x, w, gs, preferred_element_type=np.float32).sum()
     want = jax.grad(loss(jax), (0, 1))(x, w)
     for f in (minijax.grad(loss(minijax), (0, 1)), minijax.jit(minijax.grad(loss(minijax),

@@ -64,7 +64,7 @@ def test_conv_transpose_consistent_padding_and_vmap_as_jax():
     lhs, rhs = _rand(3, 2, 5, 6, 3), _rand(3, 3, 3, 4)
 
     def f(J):
-        one = lambda x: J.lax.conv_transpose(  # noqa: E731
+        one = lambda x: J.lax.conv_transpose(
             x, rhs, (2, 2), ((1, 1), (0, 2)), use_consistent_padding=True)
         return J.vmap(one)
     _close(_modes(f), lhs)
@@ -162,7 +162,7 @@ def test_copy_p_as_jax():
 
 
 def test_dce_sink_keeps_a_value_alive_as_jax():
-    f = lambda J: lambda x: (J.lax.dce_sink({"a": x, "b": [x * 3]}), x * 2)[1]  # noqa: E731
+    f = lambda J: lambda x: (J.lax.dce_sink({"a": x, "b": [x * 3]}), x * 2)[1]
     want, got = _jaxprs(f, 1.0)
     assert got == want and "dce_sink" in got
     want, got = _jaxprs(lambda J: J.grad(f(J)), 1.0)

@@ -9,15 +9,20 @@ import zlib
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
+from lax_test_util import (
+    ALL_CASES,
+    BINARY_CASES,
+    F32,
+    STRUCTURAL_CASES,
+    UNARY_CASES,
+    assert_close,
+    rand,
+)
 
 import minijax
-from minijax import core
-from minijax import lax as mlax
+from minijax import core, lax as mlax
 from minijax.public_test_util import check_grads
-from lax_test_util import (ALL_CASES, BINARY_CASES, STRUCTURAL_CASES, UNARY_CASES, F32,
-                           assert_close, rand)
 
 
 def _rng(name: str) -> np.random.RandomState:
@@ -421,7 +426,7 @@ def _dot_with(J, L, x, y, precision, how):
         return L.dot(x, y, precision=precision)
     try:
         out = f(x, y) if how == "eager" else J.jit(f)(x, y)
-    except Exception as e:  # noqa: BLE001 - the family is compared with JAX's
+    except Exception as e:  # the family is compared with JAX's
         return type(e), None, None
     ops = [line.split("=", 1)[1].strip() for line in J.jit(f).lower(x, y).as_text().splitlines()
            if "dot_general" in line or "convert" in line]

@@ -10,11 +10,10 @@ import zlib
 import jax
 import numpy as np
 import pytest
+from lax_test_util import ALL_CASES, F32, Case, assert_close, rand
 
 import minijax
-from minijax import core
-from minijax import lax as mlax
-from lax_test_util import ALL_CASES, F32, Case, assert_close, rand
+from minijax import core, lax as mlax
 
 B = 7  # the batch size: no argument of the table has a dimension of 7
 

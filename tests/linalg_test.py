@@ -15,8 +15,7 @@ import functools
 import jax
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import minijax
 from minijax.public_test_util import check_grads

@@ -24,13 +24,20 @@ import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from jaxpr_identity_test import (
+    _SETTINGS,
+    FAMILIES,
+    OPS,
+    _family_f,
+    build as build_program,
+    family_programs,
+    inputs,
+    programs,
+)
 
 import minijax
 from minijax import core
 from minijax.interpreters import ad
-from jaxpr_identity_test import (_SETTINGS, FAMILIES, OPS, _family_f, family_programs, inputs,
-                                 programs)
-from jaxpr_identity_test import build as build_program
 
 # Slow (CI runs it, `make test-fast` does not): whole programs linearized under both modules.
 pytestmark = pytest.mark.slow
@@ -54,7 +61,7 @@ def _function(J, family, program):
 def _attempt(fn):
     try:
         return fn()
-    except Exception:  # noqa: BLE001 - JAX refuses some: vjp of while_loop, custom_vjp's tangents
+    except Exception:  # JAX refuses some: vjp of while_loop, custom_vjp's tangents
         return None
 
 
@@ -88,7 +95,7 @@ def compare(family, program) -> dict | None:
     from JAX's or from the other path's."""
     try:
         want, want_values = _texts_and_values(jax, *_function(jax, family, program))
-    except Exception:  # noqa: BLE001 - a program JAX rejects
+    except Exception:  # a program JAX rejects
         return None
     result, path_values = {}, {}
     for path, direct in PATHS.items():
@@ -96,7 +103,7 @@ def compare(family, program) -> dict | None:
             try:
                 got, path_values[path] = _texts_and_values(
                     minijax, *_function(minijax, family, program))
-            except Exception as e:  # noqa: BLE001 - counted as a difference, and reported
+            except Exception as e:  # counted as a difference, and reported
                 got = {k: f"raised {type(e).__name__}: {e}" for k in want}
                 path_values[path] = dict.fromkeys(want)
         for kind in want:

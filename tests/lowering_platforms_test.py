@@ -14,15 +14,14 @@ from __future__ import annotations
 import re
 
 import jax
+import jax.export
+import mlir_test
 import numpy as np
 import pytest
 
 import minijax
-import minijax.export  # noqa: F401  (a submodule, as jax.export)
-import jax.export  # noqa: F401
+import minijax.export  # a submodule, as jax.export
 from minijax.interpreters import mlir
-
-import mlir_test
 
 A = np.array([[4.0, 1.0, 0.5], [1.0, 3.0, 0.2], [0.5, 0.2, 2.0]], np.float32)
 WIDE = np.arange(6, dtype=np.float32).reshape(2, 3) + 1.0

@@ -8,12 +8,12 @@ import contextlib
 import io
 
 import jax
-import jax.ad_checkpoint  # noqa: F401
+import jax.ad_checkpoint
 import numpy as np
 import pytest
 
 import minijax
-import minijax.ad_checkpoint  # noqa: F401
+import minijax.ad_checkpoint
 
 MODULES = [("jax", jax), ("minijax", minijax)]
 KINDS = ["device", "pinned_host", "unpinned_host"]

@@ -6,9 +6,9 @@ Mirrors tests/nn_test.py (its initializer tests) in JAX.
 import jax
 import numpy as np
 import pytest
+from random_test import BF16, assert_bits_equal
 
 import minijax
-from random_test import BF16, assert_bits_equal
 
 VARIANCE_SCALING = ["glorot_normal", "glorot_uniform", "he_normal", "he_uniform",
                     "lecun_normal", "lecun_uniform", "xavier_normal", "xavier_uniform",

@@ -502,7 +502,7 @@ def jax_references(name: str) -> tuple[dict[str, Ref], Ref | None]:
         try:
             _REFS[name] = pickle.loads(path.read_bytes())
             return _REFS[name]
-        except Exception:  # noqa: BLE001 - a torn cache file is recomputed
+        except Exception:  # a torn cache file is recomputed
             pass
     _REFS[name] = _compute_references(spec, mine, inputs)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
@@ -524,13 +524,13 @@ def _compute_references(spec: Spec, mine: list[Case], inputs: list):
         for c, args in zip(mine, inputs):
             try:
                 refs[c.id] = _ref_of(_call(spec, f, c, args))
-            except Exception as e:  # noqa: BLE001 - any JAX error is a result to compare
+            except Exception as e:  # any JAX error is a result to compare
                 refs[c.id] = Ref(error=_error(e))
         if gc is not None:
             args = inputs[mine.index(gc)]
             try:
                 grad_ref = _ref_of(list(_grad_fn(jax.grad, jnp, spec, f, gc, len(args))(*args)))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 grad_ref = Ref(error=_error(e))
         return refs, grad_ref
 
@@ -541,7 +541,7 @@ def _compute_references(spec: Spec, mine: list[Case], inputs: list):
         for c, args in zip(mine, all_args):
             try:
                 out = _call(spec, f, c, args)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 refs[c.id] = Ref(error=_error(e))
                 continue
             leaves = _leaves(out)
@@ -556,7 +556,7 @@ def _compute_references(spec: Spec, mine: list[Case], inputs: list):
                 g = _grad_fn(jax.grad, jnp, spec, f, gc, len(args))(*args)
                 ok_ids.append("grad")
                 outs.append(list(g))
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 nonlocal grad_ref
                 grad_ref = Ref(error=_error(e))
         return outs
@@ -621,7 +621,7 @@ def check_case(case: Case) -> str | None:
     args = case_inputs(case)
     try:
         out = _call(spec, f, case, args)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if ref.error is not None:
             return None
         return f"minijax raises {_error(e)}"
@@ -643,7 +643,7 @@ def check_grad(name: str) -> str | None:
     args = case_inputs(c)
     try:
         got = _grad_fn(minijax.grad, mnp, spec, f, c, len(args))(*args)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if ref.error is not None:
             return None
         return f"minijax grad raises {_error(e)}"

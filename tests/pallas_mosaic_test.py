@@ -21,11 +21,20 @@ import numpy as np
 import pytest
 
 import minijax
-from compare._mosaic_kernels import (F32, KERNELS, TPU_ONLY, X16, _pl, copy_kernel,
-                                    custom_call_config, custom_call_configs, normalise,
-                                    run_on_tpu, softmax_kernel)
+from compare._mosaic_kernels import (
+    F32,
+    KERNELS,
+    TPU_ONLY,
+    X16,
+    _pl,
+    copy_kernel,
+    custom_call_config,
+    custom_call_configs,
+    normalise,
+    run_on_tpu,
+    softmax_kernel,
+)
 from minijax.experimental.pallas.mosaic import lowering as mosaic_lowering
-
 
 # ---------------------------------------------------------------------------------------------
 # Decoding and normalising a tpu_custom_call
@@ -78,7 +87,7 @@ def test_custom_call_op_matches_jax(name):
 
 def test_a_wrong_index_map_is_caught():
     (jax_config,), _ = _lower_both(copy_kernel, [X16])
-    bug = lambda J: copy_kernel(J, index_map=lambda i, j: (j, i))  # noqa: E731
+    bug = lambda J: copy_kernel(J, index_map=lambda i, j: (j, i))
     bug_text = minijax.jit(bug(minijax)).trace(X16).lower().as_text()
     assert normalise(custom_call_config(bug_text)) != normalise(jax_config)
 

@@ -255,7 +255,7 @@ def test_estimate_cost_as_jax(case):
     def make(J):
         pl, _ = _pl(J)
         jnp = J.numpy
-        f32 = lambda *s: np.ones(s, F32)  # noqa: E731
+        f32 = lambda *s: np.ones(s, F32)
         fun, args, kwargs = {
             "matmul_tanh_sum": (lambda x, w: jnp.tanh(x @ w).sum(), (f32(8, 16), f32(16, 4)),
                                 {}),

@@ -18,15 +18,13 @@ import jax
 import numpy as np
 import pytest
 from jax.experimental import pallas as jpl
-from jax.experimental.pallas import tpu as jpltpu
-from jax.experimental.pallas import triton as jplgpu
+from jax.experimental.pallas import tpu as jpltpu, triton as jplgpu
 
 import minijax
 import minijax.numpy as mnp
 from compare import _pallas_kernels
 from minijax.experimental import pallas as mpl
-from minijax.experimental.pallas import tpu as mpltpu
-from minijax.experimental.pallas import triton as mplgpu
+from minijax.experimental.pallas import tpu as mpltpu, triton as mplgpu
 
 # Slow (CI runs it, `make test-fast` does not): kernels in interpret mode, grid step by step.
 pytestmark = pytest.mark.slow
@@ -591,7 +589,7 @@ def test_tpu_flash_attention_grads_in_tpu_interpret_mode(causal, bq, bk):
     q, k, v, ct = (rand(1, 256, 128) for _ in range(4))
 
     def grads(mod, att):
-        loss = lambda q, k, v: mod.numpy.sum(att(q, k, v) * ct)  # noqa: E731
+        loss = lambda q, k, v: mod.numpy.sum(att(q, k, v) * ct)
         return mod.grad(loss, argnums=(0, 1, 2))(q, k, v)
 
     with jax.default_matmul_precision("highest"):

@@ -14,10 +14,9 @@ import jax.numpy as jjnp
 import ml_dtypes
 import numpy as np
 import pytest
+from pallas_names_test import F32, X, _pl, both  # the same inputs and helpers
 
 import minijax
-
-from pallas_names_test import F32, X, _pl, both  # the same inputs and helpers
 
 
 def call(J, kernel, out_shape, *args, **kw):

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 import minijax
-from minijax import prng
-from minijax import lax as mlax
+from minijax import lax as mlax, prng
 from minijax.public_test_util import check_grads
 
 # Slow (CI runs it, `make test-fast` does not): every sampler's bits against JAX's.

@@ -13,6 +13,7 @@ import re
 import jax
 import numpy as np
 import pytest
+from lax_test_util import ALL_CASES, LINEAR_PRIMS
 
 import minijax
 import minijax.lax.lax as lax_module
@@ -21,7 +22,6 @@ from minijax.ad_util import add_jaxvals_p
 from minijax.core import ClosedJaxpr, Jaxpr, JaxprEqn, ShapedArray, Var
 from minijax.interpreters import ad, batching, mlir
 from minijax.pjit import jit_p
-from lax_test_util import ALL_CASES, LINEAR_PRIMS
 
 
 def _primitives() -> list[core.Primitive]:

@@ -5,14 +5,14 @@ values and dtypes; gradients are checked against JAX's too.
 """
 
 import jax
-import jax.scipy.special  # noqa: F401
-import jax.scipy.stats  # noqa: F401
+import jax.scipy.special
+import jax.scipy.stats
 import numpy as np
 import pytest
 
 import minijax
-import minijax.scipy.special  # noqa: F401
-import minijax.scipy.stats  # noqa: F401
+import minijax.scipy.special
+import minijax.scipy.stats
 
 # Slow (CI runs it, `make test-fast` does not): special functions and their gradients against JAX.
 pytestmark = pytest.mark.slow

@@ -473,8 +473,9 @@ def check_check_vma_false():
 
 
 def check_experimental_path():
-    from minijax.experimental.shard_map import shard_map as msm
     from jax.experimental.shard_map import shard_map as jsm
+
+    from minijax.experimental.shard_map import shard_map as msm
     outs = [sm(lambda a, L=J.lax: L.psum(a, "i"), mesh1(J), J.P("i"), J.P())(X)
             for sm, J in ((jsm, jax), (msm, minijax))]
     close(*outs)

@@ -316,7 +316,7 @@ def run_program(src: str, J) -> dict:
                         "spec": str(getattr(s, "spec", None)),
                         "type": str(J.typeof(x)), "value": np.asarray(x).tolist()})
         return {"ok": res}
-    except Exception as e:  # noqa: BLE001 - the error is part of the outcome
+    except Exception as e:  # the error is part of the outcome
         return {"error": _family(e), "message": f"{type(e).__name__}: {e}"[:600],
                 "frames": [f.name for f in traceback.extract_tb(e.__traceback__)],
                 "where": traceback.format_exc(limit=-3)[-1500:]}

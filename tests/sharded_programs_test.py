@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import sharded_programs as sp  # noqa: E402
+import sharded_programs as sp
 
 SLICE = list(range(40))
 CRASHER = 10_000  # a seed whose child kills itself (SIGSEGV): the sweep must report it

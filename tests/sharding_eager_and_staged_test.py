@@ -6,7 +6,6 @@ own test.
 import os
 
 import pytest
-
 from eight_devices import check_names, child_results
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so

@@ -8,7 +8,6 @@ each check is then reported here as its own test.
 import os
 
 import pytest
-
 from eight_devices import check_names, child_results
 
 # One xdist worker runs this module (`make test` distributes with --dist loadgroup), so

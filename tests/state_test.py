@@ -7,7 +7,7 @@ run_state, discharge_state) on the same program. Mirrors tests/state_test.py in 
 import re
 
 import jax
-import jax.experimental.pallas  # noqa: F401  (jax.experimental.pallas.ds)
+import jax.experimental.pallas  # jax.experimental.pallas.ds
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -168,8 +168,7 @@ def _ref_program(ds_, addupdate, swap):
 
 
 def _trace_jax(f, *avals):
-    from jax._src import api_util
-    from jax._src import linear_util as lu
+    from jax._src import api_util, linear_util as lu
     from jax._src.interpreters import partial_eval as jpe
     dbg = api_util.debug_info("f", f, avals, {})
     return jpe.trace_to_jaxpr_dynamic(lu.wrap_init(f, debug_info=dbg), list(avals))[0]
@@ -197,8 +196,8 @@ def test_state_primitives_and_ref_effects_print_as_jax():
 
 
 def test_ref_effects_name_their_ref_dce_keeps_writes_and_pallas_call_has_none():
-    from jax.experimental import pallas as jpl
     from jax._src.interpreters import partial_eval as jpe
+    from jax.experimental import pallas as jpl
 
     from minijax.experimental import pallas as mpl
     from minijax.interpreters import partial_eval as mpe

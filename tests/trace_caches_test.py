@@ -12,8 +12,7 @@ import pytest
 
 import minijax
 import minijax.numpy as mnp
-from minijax.interpreters import ad
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, partial_eval as pe
 
 
 def _mlp_loss(J):
@@ -76,8 +75,8 @@ def test_no_split_is_cached_outside_jit_or_for_a_param_that_is_not_a_value():
 @pytest.mark.parametrize("x", [np.float32(0.3), np.float32(-1.2)])
 def test_replayed_split_of_a_custom_jvp_function(x):
     ad._linearizations.clear()
-    f = lambda v: minijax.nn.gelu(v) * minijax.nn.relu(v + 1.0)  # noqa: E731
-    g = lambda v: jax.nn.gelu(v) * jax.nn.relu(v + 1.0)  # noqa: E731
+    f = lambda v: minijax.nn.gelu(v) * minijax.nn.relu(v + 1.0)
+    g = lambda v: jax.nn.gelu(v) * jax.nn.relu(v + 1.0)
     for _ in range(2):
         got = minijax.jit(minijax.grad(f))(x)
     np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(jax.grad(g))(x)), rtol=1e-5)
@@ -127,7 +126,7 @@ def test_a_rule_swapped_for_another_is_used():
     # is set aside, so that its jvp rule is split and cached)
     from minijax.lax import lax as lax_internal
     prim, x = lax_internal.sin_p, np.linspace(0.1, 1.0, 3, dtype=np.float32)
-    grad = lambda: minijax.jit(minijax.grad(lambda v: mnp.sum(mnp.sin(v))))(x)  # noqa: E731
+    grad = lambda: minijax.jit(minijax.grad(lambda v: mnp.sum(mnp.sin(v))))(x)
     old_lin, old_jvp = ad.primitive_linearizations.pop(prim), ad.primitive_jvps[prim]
     try:
         ad._linearizations.clear()

@@ -243,7 +243,7 @@ AUX = {"n": 3, "f": 1.5, "s": "hi", "none": None, "b": True, "od": collections.O
 @pytest.mark.parametrize("which", ["grad", "value_and_grad", "vjp", "jvp", "jacrev", "jit_grad"])
 def test_has_aux_payload_passes_through(which):
     def program(J):
-        f = lambda x: ((x * x).sum(), dict(AUX, arr=x * 2))  # noqa: E731
+        f = lambda x: ((x * x).sum(), dict(AUX, arr=x * 2))
         x = np.arange(3, dtype=np.float32)
         if which == "grad":
             return J.grad(f, has_aux=True)(x)
@@ -326,7 +326,7 @@ def test_vmap_axes_prefixes_follow_the_tree_structure():
     od = collections.OrderedDict(z=np.ones((3, 2), np.float32), a=np.arange(2.0, dtype=np.float32))
 
     def program(J):
-        f = lambda d: collections.OrderedDict(s=d["z"] * d["a"], a=d["a"])  # noqa: E731
+        f = lambda d: collections.OrderedDict(s=d["z"] * d["a"], a=d["a"])
         spec = collections.OrderedDict(z=0, a=None)
         out = J.vmap(f, in_axes=(spec,), out_axes=collections.OrderedDict(s=1, a=None))(od)
         return type(out).__name__, out["s"], out["a"]

@@ -186,7 +186,7 @@ def left_padded(rng, x, p, y, most: int):
     shift = rng.randint(0, most + 1, size=n)
     col = np.arange(t + most)[None, :] - shift[:, None]
     inside = (col >= 0) & (col < t)
-    take = lambda a, fill: np.where(  # noqa: E731
+    take = lambda a, fill: np.where(
         inside, np.take_along_axis(a, np.clip(col, 0, t - 1), axis=1), fill).astype(np.int32)
     return take(x, END), take(p, 0), take(y, IGNORE)
 

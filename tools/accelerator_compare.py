@@ -196,8 +196,7 @@ def build_gpt(smoke: bool, steps: int, modules):
 
 def build_gpt_nnx(smoke: bool, steps: int, modules):
     """"jax": the Flax NNX model and Optax optimizer; "minijax": the hand-written GPT."""
-    from compare import gpt
-    from compare import _gpt_nnx as gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx, gpt
     data, source = chars(smoke)
     cfg = _gpt_config(smoke, len(data.chars), steps)
     xs, ys = gpt.batches(data.train, steps, cfg.batch, cfg.block, 1)
@@ -670,7 +669,7 @@ def run(out_dir: Path, *, smoke: bool = False, only: tuple[str, ...] = (),
         watchdog = _watchdog(key, doc, paths, compare, measure, part_timeout_s)
         try:
             result = measure_part()
-        except Exception as e:  # noqa: BLE001 - keep the other parts
+        except Exception as e:  # keep the other parts
             result = {"error": _error(e)}
         finally:
             watchdog.cancel()

@@ -50,7 +50,7 @@ def timed_compile(lower, limit_s: float, run_args: tuple | None = None) -> dict:
                 for leaf in jax_leaves(compiled(*run_args)):
                     leaf.block_until_ready()
                 box["run_s"] = time.perf_counter() - t0
-        except Exception as e:  # noqa: BLE001 - recorded
+        except Exception as e:  # recorded
             box["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
@@ -70,7 +70,7 @@ def conv_pieces(step, args) -> list[tuple[str, dict, tuple]]:
     """(label, params, operand avals) of every `conv_general_dilated` in JAX's jaxpr of
     `step(*args)`, in program order."""
     import jax
-    import jax.extend.core  # noqa: F401 - jaxprs_in_params
+    import jax.extend.core  # jaxprs_in_params
     jaxpr = jax.make_jaxpr(step)(*args).jaxpr
     out, todo = [], [jaxpr]
     while todo:

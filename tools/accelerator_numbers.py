@@ -125,7 +125,7 @@ def measure_memory(oom_bytes: int | None = None) -> dict:
         try:
             J.block_until_ready(J.jit(lambda J=J: J.numpy.zeros((oom_bytes // 4,), np.float32))())
             report["oom"][name] = None  # it fitted: no report
-        except Exception as e:  # noqa: BLE001 - jaxlib's JaxRuntimeError
+        except Exception as e:  # jaxlib's JaxRuntimeError
             report["oom"][name] = "\n".join(f"{type(e).__name__}: {e}".splitlines()[:60])
     return report
 
@@ -182,7 +182,7 @@ def measure_flash(seqs, dims, *, tokens: int, hidden: int, block: int, causal: b
                         row[f"{key}_ms"] = 1e3 * s
                         row[f"{key}_tflops"] = attention_flops(
                             b * n, seq, d, causal=causal, backward=bwd) / s / 1e12
-                except Exception as e:  # noqa: BLE001 - a backend that cannot run this shape
+                except Exception as e:  # a backend that cannot run this shape
                     row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
                 rows.append(row)
             for row in rows[-len(impls):]:  # agreement with XLA's attention, in float32
@@ -323,7 +323,7 @@ def run(out: Path, *, seqs, dims, reps: int, tokens: int, hidden: int, block: in
         t0 = time.perf_counter()
         try:
             results[name] = measure()
-        except Exception as e:  # noqa: BLE001 - keep the other sections
+        except Exception as e:  # keep the other sections
             results[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
         print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
         out.write_text(json.dumps(results, indent=1, default=float) + "\n")
@@ -338,6 +338,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=10)
     args = parser.parse_args(argv)
     import jax
+
     from tools._chip import no_accelerator
     if no_accelerator(f"nothing measured, {args.out} not written", platform="gpu"):
         return 0

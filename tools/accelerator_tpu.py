@@ -168,8 +168,7 @@ class Bench:
     def __init__(self, *, interpret, reps: int, search_reps: int, smoke: bool) -> None:
         import jax
         from jax.experimental import pallas as jpl
-        from jax.experimental.pallas import tpu as jpltpu
-        from jax.experimental.pallas import triton as jplgpu
+        from jax.experimental.pallas import tpu as jpltpu, triton as jplgpu
 
         from compare import _pallas_kernels, _ragged_kernels
         self.jax, self.jnp = jax, jax.numpy
@@ -200,7 +199,7 @@ class Bench:
                 table.append({"tiling": list(c) if isinstance(c, tuple) else c, "ms": 1e3 * s})
                 if s < best[0]:
                     best = (s, c, f)
-            except Exception as e:  # noqa: BLE001 - a tiling Mosaic refuses (VMEM, layout)
+            except Exception as e:  # a tiling Mosaic refuses (VMEM, layout)
                 table.append({"tiling": list(c) if isinstance(c, tuple) else c,
                               "error": _error(e)})
         self.autotune[key] = table
@@ -306,7 +305,7 @@ def _flash_vs_xla(b: Bench, name, shape, q, k, v, causal, *, ms, flops, err, c) 
     q4, k4, v4 = (jnp.transpose(x, (1, 0, 2))[None] for x in (q, k, v))
     try:
         x_ms, xerr = 1e3 * median_seconds(xla, q4, k4, v4, reps=max(3, b.reps // 4)), None
-    except Exception as e:  # noqa: BLE001 - out of memory at long sequences
+    except Exception as e:  # out of memory at long sequences
         x_ms, xerr = None, _error(e)
     bh, seq, d = shape
     b.row(f"{name}_vs_xla", shape, "bfloat16", ms=ms, flops=flops, nbytes=2 * bh * seq * d * 4,
@@ -417,7 +416,7 @@ def _mlp_shape(b: Bench, m: int, d: int, f_dim: int, g: int) -> None:
     up = b.normal((g, d, f_dim), scale=1 / math.sqrt(d))
     down = b.normal((g, f_dim, d), scale=1 / math.sqrt(f_dim))
     dy = b.normal((m, d))
-    unfused = lambda x, u, w: R.ragged_mlp(x, u, w, gs)  # noqa: E731
+    unfused = lambda x, u, w: R.ragged_mlp(x, u, w, gs)
     ref, ref_g = _references(b, unfused, (x, up, down, dy))
     cands = [c for c in CANDIDATES["mlp"] if m % c[0] == 0 and f_dim % c[1] == 0]
     if b.smoke:
@@ -460,11 +459,9 @@ def measure_minijax(b: Bench, shapes) -> None:
     `"jax_pallas"` (JAX's Pallas compiling the same source) and whether the bits are equal.
     The small kernels of compare/_mosaic_kernels.py go under "minijax_small_kernels"."""
     import minijax
-    from minijax.experimental import pallas as mpl
-    from minijax.experimental.pallas import tpu as mpltpu
-    from minijax.experimental.pallas import triton as mplgpu
-
     from compare import _mosaic_kernels, _pallas_kernels, _ragged_kernels
+    from minijax.experimental import pallas as mpl
+    from minijax.experimental.pallas import tpu as mpltpu, triton as mplgpu
     jax = b.jax
     M = _pallas_kernels.build(minijax, mpl, mplgpu, pltpu=mpltpu, interpret=b.smoke)
     MR = _ragged_kernels.build(minijax, mpl, mpltpu, interpret=b.smoke)
@@ -528,7 +525,7 @@ def measure_minijax(b: Bench, shapes) -> None:
                      "ref_pipelined_ms": 1e3 * pipelined_seconds(jf, *args, reps=b.reps),
                      **compare_compiled(compiled_ops(mf, margs), compiled_ops(jf, args))}
             error = None
-        except Exception as e:  # noqa: BLE001 - a primitive minijax cannot lower yet
+        except Exception as e:  # a primitive minijax cannot lower yet
             ms, bits, err, error, extra = None, False, None, _error(e), {}
         ref_ms = 1e3 * median_seconds(jf, *args, reps=b.reps)
         b.row(name, [a.shape for a in args][0], "bfloat16", ms=ms, flops=flops,
@@ -539,7 +536,7 @@ def measure_minijax(b: Bench, shapes) -> None:
         for kernel in sorted({**_mosaic_kernels.KERNELS, **_mosaic_kernels.TPU_ONLY}):
             try:
                 small += _mosaic_kernels.run_on_tpu(names=[kernel], reps=b.reps)
-            except Exception as e:  # noqa: BLE001 - keep the others
+            except Exception as e:  # keep the others
                 small.append({"kernel": kernel, "impl": "minijax_pallas", "ref": "jax_pallas",
                               "error": _error(e)})
         b.small_kernels = small
@@ -598,7 +595,7 @@ def run(out: Path, *, quick: bool = False, smoke: bool = False, reps: int = 20,
         t0 = time.perf_counter()
         try:
             measure(bench, shapes[name])
-        except Exception as e:  # noqa: BLE001 - keep the other families
+        except Exception as e:  # keep the other families
             results["errors"][name] = _error(e)
             print(f"{name}: {_error(e)}", flush=True)
         results["seconds"][name] = round(time.perf_counter() - t0, 1)

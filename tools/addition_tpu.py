@@ -190,8 +190,7 @@ def nnx_trainer(s) -> Trainer:
     import jax
     from flax import nnx
 
-    from compare import addition, gpt
-    from compare import _gpt_nnx as gpt_nnx
+    from compare import _gpt_nnx as gpt_nnx, addition, gpt
 
     _, prog, first = addition.nnx_runner(s, gpt.init_params(s.model, 0))
 
@@ -330,7 +329,7 @@ def encode_digits(da, la, db, lb, length: int, offsets: np.ndarray):
     la, lb, ls = la[:, None], lb[:, None], ls[:, None]
     j = np.arange(length)[None, :]
     kb, ks = j - la - 1, j - la - lb - 2  # the digit index within b and within the answer
-    pick = lambda d, k: np.take_along_axis(d, np.clip(k, 0, width), axis=1)  # noqa: E731
+    pick = lambda d, k: np.take_along_axis(d, np.clip(k, 0, width), axis=1)
     in_a, in_b, in_s = j < la, (kb >= 0) & (kb < lb), (ks >= 0) & (ks < ls)
     seq = np.select([in_a, j == la, in_b, j == la + lb + 1, in_s],
                     [pick(da, j), PLUS, pick(db, kb), EQUALS, pick(ds, ks)], END)

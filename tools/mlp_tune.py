@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import jax  # noqa: E402
+import jax
 
-from compare import _ragged_kernels as RK  # noqa: E402
-from tools import accelerator_tpu as A  # noqa: E402
+from compare import _ragged_kernels as RK
+from tools import accelerator_tpu as A
 
 # name: (shapes (M, D, F, G), forward candidates, backward candidates)
 SETS = {
@@ -73,7 +73,7 @@ def study(out: Path, b: A.Bench, shapes, fwd_cands, bwd_cands) -> list[dict]:
                     fn = make(c)
                     e = {"tiling": c, "ms": 1e3 * A.median_seconds(fn, *args, reps=8),
                          "err": A.rel_err(fn(*args), want), "tanh": tanh}
-                except Exception as ex:  # noqa: BLE001 - a tiling Mosaic refuses
+                except Exception as ex:  # a tiling Mosaic refuses
                     e = {"tiling": c, "error": A._error(ex)}
                 RK.SIGMOID_VIA_TANH = False
                 e["s"] = time.perf_counter() - t0

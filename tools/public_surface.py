@@ -78,7 +78,7 @@ def reason(jax_name: str, name: str) -> str:
         return "backend-specific"
     try:
         kind = type(getattr(jax_mod, name)).__name__
-    except Exception:  # noqa: BLE001 (a name JAX lists but cannot give: say only that)
+    except Exception:  # a name JAX lists but cannot give: say only that
         kind = ""
     return _KINDS.get(kind, "not implemented yet")
 

@@ -342,6 +342,7 @@ def main(argv=None) -> dict:
                       "runs here)", allow=Path(args.out).resolve() != DEFAULT_OUT):
         return {}
     import jax  # the reference, and the device
+
     import minijax
     start = time.perf_counter()
     ops = []

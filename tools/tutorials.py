@@ -174,7 +174,7 @@ def run_cell(source: str, namespace: dict) -> dict:
                 value = eval(compile(last, "<cell>", "eval"), namespace)
                 if value is not None and not source.rstrip().endswith(";"):
                     print(repr(value))
-        except BaseException as e:  # noqa: BLE001 - a cell's error is part of its output
+        except BaseException as e:  # a cell's error is part of its output
             if isinstance(e, KeyboardInterrupt):
                 raise
             error = type(e).__name__

@@ -15,7 +15,7 @@ sums whose carry travels far are the ones a model gets wrong first.
 
 from __future__ import annotations
 
-import numpy as np  # noqa: F401
+import numpy as np
 
 from compare import addition  # noqa: F401
 

@@ -38,8 +38,7 @@ from typing import NamedTuple
 import numpy as np
 from jax.extend import backend
 from jax.extend.mlir import ir
-from jax.extend.mlir.dialects import func
-from jax.extend.mlir.dialects import stablehlo as hlo
+from jax.extend.mlir.dialects import func, stablehlo as hlo
 
 
 class LoweringRuleContext(NamedTuple):

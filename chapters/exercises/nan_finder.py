@@ -10,10 +10,10 @@ primitive JAX's error names.
 
 from __future__ import annotations
 
-import numpy as np  # noqa: F401 (for your code)
+import numpy as np  # for your code
 
 import minijax
-from minijax import core  # noqa: F401 (core.Literal, eqn.primitive.bind)
+from minijax import core  # core.Literal, eqn.primitive.bind
 
 
 def nonfinite(x) -> bool:

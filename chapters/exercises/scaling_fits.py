@@ -12,7 +12,7 @@ known in closed form, and against `compare/scaling_laws.py`.
 
 from __future__ import annotations
 
-import numpy as np  # noqa: F401
+import numpy as np
 
 
 def isoflop_minimum(n: np.ndarray, loss: np.ndarray) -> tuple[float, float]:

@@ -36,12 +36,12 @@ class CliDebugger(cmd.Cmd):
 
     def evaluate(self, expr: str):
         frame = self.frames[self.frame_index]
-        return eval(expr, {}, {**frame.globals, **frame.locals})  # noqa: S307 - a debugger
+        return eval(expr, {}, {**frame.globals, **frame.locals})  # a debugger
 
     def _show(self, expr: str, fmt) -> None:
         try:
             self._say(fmt(self.evaluate(expr)))
-        except Exception:  # noqa: BLE001 - any error is the user's to read
+        except Exception:  # any error is the user's to read
             kind, err = sys.exc_info()[:2]
             self._say("*** " + traceback.format_exception_only(kind, err)[-1].strip())
 

@@ -37,7 +37,7 @@ def _flatten_vars(variables: dict[str, Any]) -> tuple[list, Any, list[str]]:
     for v in variables.values():
         try:
             tree_flatten(v)
-        except Exception:  # noqa: BLE001 - anything that does not flatten is shown opaque
+        except Exception:  # anything that does not flatten is shown opaque
             v = _OPAQUE
         values.append(v)
     leaves, tree = tree_flatten(values)

@@ -13,8 +13,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, NamedTuple
 
-from minijax import numpy as jnp
-from minijax import tree_util
+from minijax import numpy as jnp, tree_util
 
 
 # JAX: jax/example_libraries/optimizers.py OptimizerState

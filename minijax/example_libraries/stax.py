@@ -15,8 +15,7 @@ import functools
 
 import numpy as np
 
-from minijax import eval_shape, lax, random
-from minijax import numpy as jnp
+from minijax import eval_shape, lax, numpy as jnp, random
 from minijax.core import ShapeDtypeStruct
 from minijax.nn import gelu, log_softmax, relu, sigmoid, softmax, softplus
 from minijax.nn.initializers import glorot_normal, normal

@@ -20,12 +20,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from minijax import core
+from minijax import core, lax, numpy as jnp
 from minijax.array import Array
-from minijax.interpreters import ad, batching
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, partial_eval as pe
 from minijax.tree_util import register_pytree_node, tree_flatten, tree_unflatten
-from minijax import lax, numpy as jnp
 
 __all__ = ["Error", "JaxRuntimeError", "all_checks", "automatic_checks", "check", "checkify",
            "div_checks", "float_checks", "index_checks", "nan_checks", "user_checks"]

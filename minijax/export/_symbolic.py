@@ -13,6 +13,7 @@ from minijax import core
 from minijax.export import shape_poly
 from minijax.interpreters import mlir
 
+
 def _shape_assertion(ok, operands, message: str) -> None:
     """A `shape_assertion` custom call: `message` with `{k}` for `operands[k]` when `ok` is
     false (checked by shape refinement)."""

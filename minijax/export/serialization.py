@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 
 from minijax import core, dtypes
+from minijax.export import shape_poly
 from minijax.mesh import AbstractMesh, AxisType
 from minijax.named_sharding import NamedSharding
 from minijax.partition_spec import PartitionSpec
-from minijax.export import shape_poly
 from minijax.tree_util import PyTreeDef, tree_structure
 
 # JAX: jax/_src/export/serialization.py _SERIALIZATION_VERSION — differs: JAX writes 3 in

@@ -345,10 +345,10 @@ class DimExpr:
             "integer >= 1 that the scope's constraints allow), so it cannot be one Python "
             f"bool.\n{_HELP}")
 
-    __ge__ = lambda self, other: self._compare(other, ">=")  # noqa: E731
-    __gt__ = lambda self, other: self._compare(other, ">")  # noqa: E731
-    __le__ = lambda self, other: self._compare(other, "<=")  # noqa: E731
-    __lt__ = lambda self, other: self._compare(other, "<")  # noqa: E731
+    __ge__ = lambda self, other: self._compare(other, ">=")
+    __gt__ = lambda self, other: self._compare(other, ">")
+    __le__ = lambda self, other: self._compare(other, "<=")
+    __lt__ = lambda self, other: self._compare(other, "<")
 
     def __index__(self) -> int:
         raise InconclusiveDimensionOperation(

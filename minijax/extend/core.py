@@ -3,6 +3,14 @@
 """
 
 from minijax.core import (  # noqa: F401
-    ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, Primitive, Var, check_jaxpr, jaxpr_as_fun,
+    ClosedJaxpr,
+    DropVar,
+    Jaxpr,
+    JaxprEqn,
+    Literal,
+    Primitive,
+    Var,
+    check_jaxpr,
+    jaxpr_as_fun,
     set_current_trace,
 )

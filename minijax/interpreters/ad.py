@@ -24,9 +24,9 @@ from __future__ import annotations
 from typing import Any, Callable, NamedTuple, Sequence
 
 from minijax import core
-from minijax.config import config
 from minijax.ad_util import Zero, add_jaxvals_p, zeros_like_aval
 from minijax.array import Array
+from minijax.config import config
 from minijax.core import ClosedJaxpr, Jaxpr, Literal, ShapedArray, Tracer, Var
 from minijax.interpreters import partial_eval as pe
 from minijax.util import safe_zip
@@ -85,7 +85,7 @@ class JVPTracer(Tracer):
     # JAX: jax/_src/interpreters/ad.py JVPTracer._short_repr, LinearizeTracer._short_repr —
     # reverse mode here is jvp into a JaxprTrace; JAX's LinearizeTracer prints as GradTracer
     def _short_repr(self) -> str:
-        pp = lambda x: x._short_repr() if isinstance(x, Tracer) else str(x)  # noqa: E731
+        pp = lambda x: x._short_repr() if isinstance(x, Tracer) else str(x)
         if isinstance(self.tangent, Tracer) and isinstance(self.tangent._trace, pe.JaxprTrace):
             tangent = core.get_aval(self.tangent).str_short()
             return f"GradTracer(primal={pp(self.primal)}, typeof(tangent)={tangent})"

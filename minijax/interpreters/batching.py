@@ -16,8 +16,8 @@ import numpy as np
 
 from minijax import core
 from minijax.core import ShapedArray, Tracer
-from minijax.util import safe_zip
 from minijax.interpreters import partial_eval as pe
+from minijax.util import safe_zip
 
 _CHAPTER = "chapters/05-batching.md"
 

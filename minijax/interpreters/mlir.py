@@ -70,10 +70,12 @@ def _load() -> None:
     global ir, hlo, func, chlo, sdy
     if ir is None:
         from jax.extend.mlir import ir as _ir
-        from jax.extend.mlir.dialects import chlo as _chlo
-        from jax.extend.mlir.dialects import func as _func
-        from jax.extend.mlir.dialects import sdy as _sdy
-        from jax.extend.mlir.dialects import stablehlo as _hlo
+        from jax.extend.mlir.dialects import (
+            chlo as _chlo,
+            func as _func,
+            sdy as _sdy,
+            stablehlo as _hlo,
+        )
         ir, hlo, func, chlo, sdy = _ir, _hlo, _func, _chlo, _sdy
 
 

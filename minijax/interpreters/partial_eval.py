@@ -18,9 +18,8 @@ import numpy as np
 
 from minijax import core, dtypes, effects
 from minijax.config import config
+from minijax.core import ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer, Var
 from minijax.mesh import empty_abstract_mesh, get_abstract_mesh
-from minijax.core import (ClosedJaxpr, DropVar, Jaxpr, JaxprEqn, Literal, ShapedArray, Tracer,
-                          Var)
 from minijax.util import merge_lists, safe_zip, split_list
 
 # ---------------------------------------------------------------------------------------------
@@ -587,7 +586,7 @@ class _CustomSplit:
 
 def _device_put_eqn(x: Var, out: Var, kind: str) -> JaxprEqn:
     # not at the top: dispatch sits above the interpreters (JAX imports device_put_p here too)
-    from minijax.dispatch import device_put_p, MemorySpace
+    from minijax.dispatch import MemorySpace, device_put_p
     return JaxprEqn([x], [out], device_put_p, dict(devices=(MemorySpace.of_kind(kind),),
                                                    srcs=(None,)))
 

@@ -24,7 +24,6 @@ from minijax.partition_spec import P
 from minijax.sharding_impls import SingleDeviceSharding, aval_sharding, spec_for_device_map
 from minijax.xla_bridge import default_device
 
-
 # ---------------------------------------------------------------------------------------------
 # Running a program on one device: result handlers, runtime tokens, the executors
 # ---------------------------------------------------------------------------------------------

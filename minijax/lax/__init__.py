@@ -68,15 +68,15 @@ from minijax.lax.windowed_reductions import (
     reduce_window, reduce_window_max_p, reduce_window_min_p, reduce_window_sum_p,
     select_and_gather_add_p, select_and_scatter_add_p, reduce_window_shape_tuple,
 )
-from minijax.lax import linalg  # noqa: F401,E402
-from minijax.pjit import sharding_constraint_p, with_sharding_constraint  # noqa: F401,E402
-from minijax.lax.parallel import (  # noqa: F401,E402
+from minijax.lax import linalg
+from minijax.pjit import sharding_constraint_p, with_sharding_constraint
+from minijax.lax.parallel import (
     all_gather, all_gather_p, all_to_all,
     all_to_all_p, axis_index, axis_index_p, axis_size, pmax, pmax_p, pmean, pmin, pmin_p,
     pbroadcast, pcast, ppermute, ppermute_p, pshuffle, pswapaxes, psum, psum_invariant_p,
     psum_scatter, pvary, pvary_p, reduce_scatter_p,
 )
-from minijax.dispatch import device_put_p  # noqa: F401,E402 (as jax.lax re-exports it)
+from minijax.dispatch import device_put_p  # as jax.lax re-exports it
 
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)

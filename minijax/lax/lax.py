@@ -12,32 +12,35 @@ from __future__ import annotations
 import builtins
 import dataclasses
 import enum
-import math
 import functools
+import math
 import operator
 from typing import Sequence
 
 import numpy as np
 
 from minijax import core, dispatch, dtypes, effects
-from minijax.lax.utils import (broadcasting_sharding_rule, context_mesh, dot_general_sharding_rule,
-                               reshape_sharding_rule, same_sharding_rule,
-                               varying_shape_sharding_rule)
-from minijax.named_sharding import NamedSharding
-from minijax.partition_spec import P
-from minijax.sharding_impls import (ShardingTypeError, canonicalize_out_sharding,
-                                    normalize_to_ndim)
 from minijax.ad_util import Zero, add_jaxvals_p, aval_zeros_likers
 from minijax.array import Array, array_from_numpy
 from minijax.config import config
 from minijax.core import Primitive, ShapedArray
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.interpreters.ad import defjvp, defjvp2, defjvp_zero, deflinear, is_undefined_primal
 from minijax.interpreters.batching import defbroadcasting, defreducer, defvectorized, not_mapped
-from minijax.util import canonicalize_axis
+from minijax.lax.utils import (
+    broadcasting_sharding_rule,
+    context_mesh,
+    dot_general_sharding_rule,
+    reshape_sharding_rule,
+    same_sharding_rule,
+    varying_shape_sharding_rule,
+)
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
 from minijax.pjit import reshard_p
+from minijax.sharding_impls import ShardingTypeError, canonicalize_out_sharding, normalize_to_ndim
 from minijax.tree_util import tree_map
+from minijax.util import canonicalize_axis
 
 _max, _min, _abs = builtins.max, builtins.min, builtins.abs
 
@@ -2773,7 +2776,7 @@ def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
 def _slice_batch_rule(vals, dims, *, axis_size, start_indices, limit_indices, strides):
     # JAX: jax/_src/lax/slicing.py _slice_batching_rule — the batch axis stays where it is
     (x,), (d,) = vals, dims
-    ins = lambda seq, v: (*seq[:d], v, *seq[d:])  # noqa: E731
+    ins = lambda seq, v: (*seq[:d], v, *seq[d:])
     strides = None if strides is None else ins(tuple(strides), 1)
     return slice(x, ins(tuple(start_indices), 0), ins(tuple(limit_indices), axis_size),
                  strides), d
@@ -3521,7 +3524,7 @@ def _round_impl(x, *, rounding_method):
     return np.where(np.abs(x - whole) >= 0.5, whole + np.sign(x), whole).astype(x.dtype)
 
 
-def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # noqa: A001 (JAX's name)
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):  # JAX's name
     """Elementwise rounding to an integer value (float dtypes), ties broken by
     `rounding_method`. Same aval in and out; zero derivative."""
     return round_p.bind(x, rounding_method=RoundingMethod(rounding_method))
@@ -3713,7 +3716,7 @@ def _monoid_reducer(jaxpr, init_values):
     identity, reducer = _MONOIDS[eqn.primitive.name]
     try:
         init = np.asarray(init_values[0])  # only a concrete init value can be compared
-    except Exception:  # noqa: BLE001 (a tracer: not known to be the identity)
+    except Exception:  # a tracer: not known to be the identity
         return None
     if init.shape or init != np.array(identity(init.dtype), init.dtype):
         return None
@@ -3726,7 +3729,7 @@ def reduce(operands, init_values, computation, dimensions: Sequence[int]):
     structure. A computation that is one add/mul/max/min/and/or/xor with its identity as
     init becomes reduce_sum, reduce_prod, ... (so it differentiates); any other binds
     `reduce_p` with the computation's jaxpr (no derivative). JAX: jax/_src/lax/lax.py reduce."""
-    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+    from minijax.tree_util import tree_flatten, tree_unflatten  # beside its use
     flat_ops, tree = tree_flatten(operands)
     flat_inits, init_tree = tree_flatten(init_values)
     if tree != init_tree:
@@ -4019,7 +4022,7 @@ def _optimization_barrier_transpose(cts, *xs):
 def optimization_barrier(operand, /):
     """`operand` (a pytree of arrays) unchanged, but XLA may not move computation across
     it: what `remat` uses to keep a recomputation from being merged back."""
-    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+    from minijax.tree_util import tree_flatten, tree_unflatten  # beside its use
     flat, tree = tree_flatten(operand)
     return tree_unflatten(tree, optimization_barrier_p.bind(*flat))
 
@@ -4206,7 +4209,7 @@ def composite(decomposition, name: str, version: int = 0):
     """`decomposition` as one operation named `name`: calling the result traces it into a
     `composite` equation holding its jaxpr; keyword arguments are static attributes. Its
     values are the decomposition's. Not differentiable (as JAX: use custom_jvp)."""
-    from minijax.tree_util import tree_flatten, tree_unflatten  # noqa: I001 (beside its use)
+    from minijax.tree_util import tree_flatten, tree_unflatten  # beside its use
 
     @functools.wraps(decomposition)
     def wrapped(*args, **kwargs):
@@ -4272,7 +4275,7 @@ _RNG_NAMES = {0: "DEFAULT", 1: "THREE_FRY", 2: "PHILOX"}
 
 def _rng_bit_generator_impl(key, **params):
     # no NumPy version: compiled and run by XLA, whose bits these are
-    from minijax.pjit import jit  # noqa: I001 (beside its use; pjit is loaded by now)
+    from minijax.pjit import jit  # beside its use; pjit is loaded by now
     return jit(lambda k: rng_bit_generator_p.bind(k, **params))(key)
 
 
@@ -4355,9 +4358,9 @@ mlir.register_lowering(copy_p, lambda ctx, x: [x])
 # JAX: jax/_src/lax/lax.py NoDCEEffect
 class NoDCEEffect(effects.Effect):
     """What keeps a `dce_sink` (and the computation of its operand) from dead-code removal."""
-    __hash__ = lambda self: hash(type(self))  # noqa: E731 (one instance's worth of identity)
-    __eq__ = lambda self, other: type(self) is type(other)  # noqa: E731
-    __str__ = lambda self: "NoDCE"  # noqa: E731
+    __hash__ = lambda self: hash(type(self))  # one instance's worth of identity
+    __eq__ = lambda self, other: type(self) is type(other)
+    __str__ = lambda self: "NoDCE"
 
 
 no_dce_effect = NoDCEEffect()
@@ -4425,7 +4428,7 @@ def _rng_uniform_lowering(ctx, a, b, *, shape):
 
 def _rng_uniform_impl(a, b, *, shape):
     # no NumPy version: XLA's generator, compiled and run (each run draws anew, as in JAX)
-    from minijax.pjit import jit  # noqa: I001 (beside its use; pjit is loaded by now)
+    from minijax.pjit import jit  # beside its use; pjit is loaded by now
     # (as NumPy: dispatch wraps it with the abstract eval's type, weak for Python scalars)
     return np.asarray(jit(lambda a, b: rng_uniform_p.bind(a, b, shape=shape))(a, b))
 

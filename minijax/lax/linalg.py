@@ -25,8 +25,7 @@ import numpy as np
 from minijax import core, dtypes, xla_bridge
 from minijax.ad_util import Zero
 from minijax.core import Primitive, ShapedArray
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.lax import lax
 from minijax.lax.control_flow import fori_loop
 

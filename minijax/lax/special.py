@@ -20,10 +20,39 @@ from minijax.interpreters import mlir
 from minijax.interpreters.ad import defjvp, instantiate_zeros, jvp_flat
 from minijax.interpreters.batching import defbroadcasting, defvectorized
 from minijax.lax.control_flow.loops import fori_loop
-from minijax.lax.lax import (_broadcasting_shape, _const, _float, abs, add, bitwise_and,
-                             bitwise_or, broadcast_in_dim, convert_element_type, cos, div, eq,
-                             exp, floor, full_like, iota, le, log, log1p, lt, mul, naryop, neg,
-                             reduce_sum, rsqrt, select, sign, sin, square, sub, unop)
+from minijax.lax.lax import (
+    _broadcasting_shape,
+    _const,
+    _float,
+    abs,
+    add,
+    bitwise_and,
+    bitwise_or,
+    broadcast_in_dim,
+    convert_element_type,
+    cos,
+    div,
+    eq,
+    exp,
+    floor,
+    full_like,
+    iota,
+    le,
+    log,
+    log1p,
+    lt,
+    mul,
+    naryop,
+    neg,
+    reduce_sum,
+    rsqrt,
+    select,
+    sign,
+    sin,
+    square,
+    sub,
+    unop,
+)
 from minijax.pjit import jit
 
 _erf_f64 = np.vectorize(math.erf, otypes=[np.float64])

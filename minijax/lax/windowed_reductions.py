@@ -24,8 +24,7 @@ from minijax.ad_util import Zero
 from minijax.core import Primitive, ShapedArray
 from minijax.interpreters import ad, batching, mlir
 from minijax.lax import lax
-from minijax.lax.convolution import (_conv_general_vjp_lhs_padding, _dilate_shape,
-                                     padtype_to_pads)
+from minijax.lax.convolution import _conv_general_vjp_lhs_padding, _dilate_shape, padtype_to_pads
 
 
 def _init(name: str, dtype):

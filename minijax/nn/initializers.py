@@ -14,8 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import dtypes, random
-from minijax import numpy as jnp
+from minijax import dtypes, numpy as jnp, random
 
 
 def _float_dtype(dtype) -> np.dtype:

@@ -80,7 +80,7 @@ from minijax.numpy.index_tricks import c_, index_exp, ix_, mgrid, ogrid, r_, s_ 
 from minijax.numpy.ufunc_api import frompyfunc, ufunc  # noqa: F401
 from minijax.numpy.vectorize import vectorize  # noqa: F401
 from minijax.numpy.util import broadcast_shapes  # noqa: F401
-from minijax.numpy import fft, linalg  # noqa: F401,E402
+from minijax.numpy import fft, linalg  # noqa: F401
 
 _array_methods.install()
 

@@ -9,11 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from minijax import core, dtypes, prng
-from minijax import lax
-from minijax.lax import lax as lax_internal
+from minijax import core, dtypes, lax, prng
 from minijax.array import Array, array_from_numpy
 from minijax.core import Tracer
+from minijax.lax import lax as lax_internal
 
 
 # JAX: jax/_src/numpy/array_constructors.py array
@@ -136,7 +135,7 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
     dimension, so it sees scalar indices (as JAX's)."""
     from minijax import api  # not at the top: minijax.api imports minijax.numpy
     shape = tuple(int(d) for d in shape)
-    fn = lambda *idx: function(*idx, **kwargs)  # noqa: E731
+    fn = lambda *idx: function(*idx, **kwargs)
     for i in range(len(shape)):
         fn = api.vmap(fn, in_axes=tuple(0 if j == len(shape) - 1 - i else None
                                         for j in range(len(shape))))

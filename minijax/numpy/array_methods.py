@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from minijax import core
+from minijax import core, numpy as jnp
 from minijax.array import Array
 from minijax.lax import slicing
 from minijax.numpy import indexing
-from minijax import numpy as jnp
 
 
 def _defer_to_unrecognized(binary):

@@ -11,14 +11,13 @@ import string
 
 import numpy as np
 
-from minijax import core, dtypes
-from minijax import lax
+from minijax import core, dtypes, lax
 from minijax.named_sharding import NamedSharding
-from minijax.partition_spec import P
-from minijax.sharding_impls import canonicalize_out_sharding
 from minijax.numpy import lax_numpy
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import check_arraylike, promote_dtypes
+from minijax.partition_spec import P
+from minijax.sharding_impls import canonicalize_out_sharding
 
 
 def einsum(subscripts: str, *operands, out=None, optimize=None, precision=None,

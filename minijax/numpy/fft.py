@@ -15,8 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes
-from minijax import lax
+from minijax import core, dtypes, lax
 from minijax.lax.fft import FftType
 from minijax.lax.lax import _const
 from minijax.numpy import lax_numpy, ufuncs

@@ -26,16 +26,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, lax
 from minijax.array import Array
 from minijax.core import Tracer
-from minijax import lax
-from minijax.lax import slicing
+from minijax.lax import lax as lax_internal, slicing
 from minijax.numpy import ufuncs
 from minijax.numpy.array_constructors import asarray
-from minijax.lax import lax as lax_internal
-from minijax.numpy.util import (broadcast_arrays, broadcast_to, canonicalize_axis, dtype_kind,
-                                jit_when_traced, promote_dtypes, where)
+from minijax.numpy.util import (
+    broadcast_arrays,
+    broadcast_to,
+    canonicalize_axis,
+    dtype_kind,
+    jit_when_traced,
+    promote_dtypes,
+    where,
+)
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
 

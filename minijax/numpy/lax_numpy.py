@@ -18,20 +18,29 @@ from typing import Sequence
 
 import numpy as np
 
-from minijax import core, dtypes, prng
-from minijax import lax
+from minijax import core, dtypes, lax, prng
 from minijax.array import Array
 from minijax.core import Tracer
 from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing, reductions, ufuncs, util
 from minijax.numpy.array_constructors import array, asarray
-from minijax.numpy.vectorize import vectorize
 from minijax.numpy.util import (
-    canonicalize_axis, canonicalize_shape, concrete_or_none, dtype_kind,
-    dtype_of, is_floating, keep_weak, promote_args, promote_args_inexact, promote_dtypes,
+    canonicalize_axis,
+    canonicalize_shape,
+    concrete_or_none,
+    dtype_kind,
+    dtype_of,
+    is_floating,
+    keep_weak,
+    promote_args,
+    promote_args_inexact,
+    promote_dtypes,
     reduction_axes,
-    shape_of, size_error, slice_axis,
+    shape_of,
+    size_error,
+    slice_axis,
 )
+from minijax.numpy.vectorize import vectorize
 
 _const = lax_internal._const
 _int = np.int32
@@ -1228,7 +1237,7 @@ def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis: int | N
     a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
     if shape_of(a)[-1] not in (2, 3) or shape_of(b)[-1] not in (2, 3):
         raise ValueError("Dimension must be either 2 or 3 for cross product")
-    comp = lambda x, i: indexing.rewriting_take(x, (Ellipsis, i))  # noqa: E731
+    comp = lambda x, i: indexing.rewriting_take(x, (Ellipsis, i))
     mul, sub = ufuncs.multiply, ufuncs.subtract
     if shape_of(a)[-1] == 2 and shape_of(b)[-1] == 2:
         return sub(mul(comp(a, 0), comp(b, 1)), mul(comp(a, 1), comp(b, 0)))
@@ -1749,7 +1758,7 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 
     def along(ax, h):
         n = shape_of(f)[ax]
-        s = lambda lo, hi, v=f: slice_axis(v, ax, lo, hi)  # noqa: E731
+        s = lambda lo, hi, v=f: slice_axis(v, ax, lo, hi)
         first, last = s(1, 2) - s(0, 1), s(n - 1, n) - s(n - 2, n - 1)
         if ndim(h) == 0:
             return concatenate([first / h, (s(2, n) - s(0, n - 2)) / (2 * h), last / h], ax)
@@ -1757,7 +1766,7 @@ def gradient(f, *varargs, axis=None, edge_order=None):
             raise ValueError("jnp.gradient: spacing arrays must be 1-D with the length of "
                              "their axis")
         h = reshape(h, tuple(n if i == ax else 1 for i in builtins.range(nd)))
-        x = lambda lo, hi: slice_axis(h, ax, lo, hi)  # noqa: E731
+        x = lambda lo, hi: slice_axis(h, ax, lo, hi)
         d1, d2 = x(1, n - 1) - x(0, n - 2), x(2, n) - x(1, n - 1)
         inner = (-d2 / (d1 * (d1 + d2)) * s(0, n - 2) + (d2 - d1) / (d1 * d2) * s(1, n - 1)
                  + d1 / (d2 * (d1 + d2)) * s(2, n))
@@ -1775,7 +1784,7 @@ def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
     arr = asarray(arr)
     nd = ndim(arr)
     axis = canonicalize_axis(axis, nd)
-    fn = lambda x: func1d(x, *args, **kwargs)  # noqa: E731
+    fn = lambda x: func1d(x, *args, **kwargs)
     for i in builtins.range(1, nd - axis):
         fn = api.vmap(fn, in_axes=i, out_axes=-1)
     for _ in builtins.range(axis):

@@ -16,13 +16,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minijax import core, dtypes, lax
+from minijax import core, dtypes, lax, numpy as jnp
 from minijax.custom_derivatives import custom_jvp
-from minijax.lax import lax as lax_internal
-from minijax.lax import linalg as lax_linalg
-from minijax import numpy as jnp
-from minijax.numpy.util import (canonicalize_axis, check_arraylike, jit_when_traced,
-                                promote_args_inexact, promote_dtypes)
+from minijax.lax import lax as lax_internal, linalg as lax_linalg
+from minijax.numpy.util import (
+    canonicalize_axis,
+    check_arraylike,
+    jit_when_traced,
+    promote_args_inexact,
+    promote_dtypes,
+)
 
 
 def _sum_sq(x, axis, keepdims):

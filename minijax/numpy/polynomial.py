@@ -15,7 +15,11 @@ from minijax.lax.control_flow import fori_loop
 from minijax.numpy import indexing, lax_numpy, linalg, reductions, ufuncs
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    dtype_of, is_floating, promote_args_inexact, promote_dtypes, shape_of,
+    dtype_of,
+    is_floating,
+    promote_args_inexact,
+    promote_dtypes,
+    shape_of,
 )
 
 

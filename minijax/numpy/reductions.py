@@ -11,21 +11,27 @@ import math
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, lax
 from minijax.core import Tracer
-from minijax import lax
 from minijax.lax import lax as lax_internal
-from minijax.numpy import indexing
-from minijax.numpy import ufuncs
+from minijax.numpy import indexing, ufuncs
 from minijax.numpy.array_constructors import asarray
-from minijax.pjit import jit
 from minijax.numpy.util import (
-    broadcast_to, canonicalize_axis, check_arraylike, dtype_kind, dtype_of, is_floating,
+    broadcast_to,
+    canonicalize_axis,
+    check_arraylike,
+    dtype_kind,
+    dtype_of,
+    is_floating,
     jit_when_traced,
-    promote_args_inexact, promote_dtypes,
-    reduction_axes, shape_of, where,
+    promote_args_inexact,
+    promote_dtypes,
+    reduction_axes,
+    shape_of,
+    where,
+    where as _where,  # for functions whose `where=` shadows it
 )
-from minijax.numpy.util import where as _where  # for functions whose `where=` shadows it
+from minijax.pjit import jit
 
 _const = lax_internal._const
 _int = np.int32

@@ -68,7 +68,7 @@ float64 = _make_scalar_type(np.float64)
 bfloat16 = _make_scalar_type(dtypes.bfloat16.type)
 complex64 = _make_scalar_type(np.complex64)
 complex128 = _make_scalar_type(np.complex128)
-bool = bool_  # noqa: A001 (NumPy 2's name, as jnp.bool)
+bool = bool_  # NumPy 2's name, as jnp.bool
 # NumPy's C-style aliases: the same objects as the sized types, as in JAX
 single, double, float_ = float32, float64, float64
 csingle, cdouble, complex_ = complex64, complex128, complex128

@@ -11,16 +11,18 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from minijax import core
-from minijax import lax
-from minijax.numpy import indexing
-from minijax.numpy import lax_numpy
-from minijax.numpy import reductions
-from minijax.numpy import ufuncs
+from minijax import core, lax
+from minijax.numpy import indexing, lax_numpy, reductions, ufuncs
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    canonicalize_axis, concrete_or_none, dtype_of, is_floating, promote_dtypes, shape_of,
-    size_error, slice_axis,
+    canonicalize_axis,
+    concrete_or_none,
+    dtype_of,
+    is_floating,
+    promote_dtypes,
+    shape_of,
+    size_error,
+    slice_axis,
 )
 
 _int = np.int32

@@ -9,8 +9,7 @@ import builtins
 
 import numpy as np
 
-from minijax import core
-from minijax import lax
+from minijax import core, lax
 from minijax.lax import lax as lax_internal
 from minijax.numpy import indexing, lax_numpy
 from minijax.numpy.array_constructors import asarray

@@ -11,17 +11,15 @@ import functools
 
 import numpy as np
 
-from minijax import core
+from minijax import core, lax
 from minijax.array import Array
-from minijax import lax
 from minijax.named_sharding import NamedSharding
+from minijax.numpy import lax_numpy, ufuncs
+from minijax.numpy.array_constructors import asarray
+from minijax.numpy.util import canonicalize_axis, dtype_of, promote_dtypes, shape_of
+from minijax.numpy.vectorize import vectorize
 from minijax.partition_spec import P
 from minijax.sharding_impls import canonicalize_out_sharding
-from minijax.numpy import lax_numpy
-from minijax.numpy import ufuncs
-from minijax.numpy.array_constructors import asarray
-from minijax.numpy.vectorize import vectorize
-from minijax.numpy.util import canonicalize_axis, dtype_of, promote_dtypes, shape_of
 
 
 def _promote_pair(a, b):

@@ -66,7 +66,7 @@ class ufunc:
             init, rest = a[0], a[1:]
         else:
             init, rest = lax_numpy.full(shape_of(a)[1:], initial, a.dtype), a
-        step = lambda c, x: (self._call(c, x).astype(a.dtype),) * 2  # noqa: E731
+        step = lambda c, x: (self._call(c, x).astype(a.dtype),) * 2
         last, carries = lax.scan(step, init, rest)
         if keep_all:
             return carries if initial is not None else \

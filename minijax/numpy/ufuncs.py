@@ -11,15 +11,24 @@ import math
 
 import numpy as np
 
-from minijax import core, dtypes
-from minijax import lax
-from minijax.custom_derivatives import custom_jvp
+from minijax import core, dtypes, lax
 from minijax.array import Array
+from minijax.custom_derivatives import custom_jvp
 from minijax.lax import lax as lax_internal
 from minijax.numpy.array_constructors import asarray
 from minijax.numpy.util import (
-    broadcast_arrays, check_arraylike, dtype_kind, dtype_of, is_floating, keep_weak, promote_args,
-    promote_args_inexact, promote_args_numeric, promote_shapes, shape_of, where,
+    broadcast_arrays,
+    check_arraylike,
+    dtype_kind,
+    dtype_of,
+    is_floating,
+    keep_weak,
+    promote_args,
+    promote_args_inexact,
+    promote_args_numeric,
+    promote_shapes,
+    shape_of,
+    where,
 )
 
 _const = lax_internal._const
@@ -648,7 +657,7 @@ def frexp(x, /):
     tiny = lax.lt(lax.abs(x), _const(x, info.tiny))
     x1 = _bitcast(where(tiny, lax.mul(x, _const(x, 1 << nmant)), x), int_type)
     x2 = where(tiny, lax.full_like(x1, -nmant), lax.full_like(x1, 0))
-    c = lambda v: np.array(v, int_type)  # noqa: E731
+    c = lambda v: np.array(v, int_type)
     x2 = lax.add(x2, lax.sub(lax.bitwise_and(lax.shift_right_arithmetic(x1, c(nmant)),
                                              c(mask)), c(bias - 1)))
     x1 = lax.bitwise_and(x1, c(~(mask << nmant)))

@@ -15,16 +15,14 @@ import warnings
 
 import numpy as np
 
-from minijax import core, dtypes, tree_util
-from minijax import lax
-from minijax.lax.utils import broadcasting_sharding_rule
-from minijax.named_sharding import NamedSharding
-from minijax.partition_spec import P
+from minijax import core, dtypes, lax, tree_util
 from minijax.array import Array
 from minijax.config import config
 from minijax.core import Tracer
+from minijax.lax.utils import broadcasting_sharding_rule
+from minijax.named_sharding import NamedSharding
+from minijax.partition_spec import P
 from minijax.pjit import jit
-
 
 # ---------------------------------------------------------------------------------------------
 # Promotion and broadcasting

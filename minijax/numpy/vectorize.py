@@ -25,7 +25,7 @@ def _parse_signature(signature: str):
     if not _SIGNATURE.match(signature):
         raise ValueError(f"jnp.vectorize: not a valid gufunc signature: {signature!r}")
     ins, outs = signature.split("->")
-    parse = lambda part: [tuple(d.strip() for d in dims.split(",") if d.strip())  # noqa: E731
+    parse = lambda part: [tuple(d.strip() for d in dims.split(",") if d.strip())
                           for dims in re.findall(r"\(([^)]*)\)", part)]
     return parse(ins), parse(outs)
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import core, dtypes
-from minijax import lax
+from minijax import core, dtypes, lax
 from minijax.numpy import lax_numpy, ufuncs
 from minijax.numpy.util import concrete_or_none
 

@@ -19,8 +19,7 @@ import operator
 
 import numpy as np
 
-from minijax import lax
-from minijax import numpy as jnp
+from minijax import lax, numpy as jnp
 from minijax.custom_derivatives import custom_jvp
 from minijax.lax import special as lax_special
 from minijax.numpy.util import promote_args_inexact
@@ -32,9 +31,11 @@ def _const(x, value):
 
 # JAX: jax/_src/ops/special.py logsumexp — one function for jax.nn and jax.scipy.special, as
 # in JAX: minijax/nn/__init__.py: logsumexp
-from minijax.nn import log_softmax as _nn_log_softmax  # noqa: E402
-from minijax.nn import logsumexp  # noqa: E402,F401
-from minijax.nn import softmax as _nn_softmax  # noqa: E402
+from minijax.nn import (  # noqa: E402
+    log_softmax as _nn_log_softmax,
+    logsumexp,  # noqa: F401
+    softmax as _nn_softmax,
+)
 
 
 # JAX: jax/_src/scipy/special.py erf
@@ -174,7 +175,7 @@ def ndtri(p):
     inf at 1, NaN outside. TypeError for non-float inputs."""
     p = jnp.asarray(p)
     _check_ndtr_dtype("ndtri", p)
-    c = lambda v: _const(p, v)  # noqa: E731
+    c = lambda v: _const(p, v)
     # Work with the smaller of p and 1 - p; the sign is restored at the end.
     q = jnp.where(p > c(-np.expm1(-2.0)), c(1) - p, p)
     q = jnp.where(q == c(0), c(0.5), q)  # keeps log() finite; p == 0 is handled below
@@ -499,8 +500,20 @@ def _log_ndtr_jvp(series_order, primals, tangents):
 
 
 from minijax.scipy.special_expansions import (  # noqa: E402,F401 (the second half of the names)
-    bessel_jn, dawsn, erfcx, exp1, expi, expn, fresnel, hyp1f1, hyp2f1, owens_t, sici, spence,
+    bessel_jn,
+    dawsn,
+    erfcx,
+    exp1,
+    expi,
+    expn,
+    fresnel,
+    hyp1f1,
+    hyp2f1,
+    owens_t,
+    sici,
+    spence,
 )
+
 
 def __getattr__(name):  # a JAX public name minijax lacks: say so (docs/public_surface.md)
     from minijax._unimplemented import missing  # not at the top: only a missing name needs it

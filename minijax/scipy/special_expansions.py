@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import lax
-from minijax import numpy as jnp
+from minijax import lax, numpy as jnp
 from minijax.custom_derivatives import custom_jvp
 from minijax.lax import special as lax_special
 from minijax.numpy.util import promote_args_inexact

@@ -15,16 +15,15 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core
+from minijax import core, lax, numpy as jnp
 from minijax.core import ClosedJaxpr, DropVar, Jaxpr, Literal
 from minijax.interpreters import partial_eval as pe
-from minijax.state.primitives import addupdate_p, get_p, swap_p
-from minijax.state.types import AbstractRef, indexed_shape
-from minijax.util import safe_zip, split_list
-from minijax import lax, numpy as jnp
 from minijax.lax.control_flow.conditionals import cond_p
 from minijax.lax.control_flow.loops import scan_p, while_p
+from minijax.state.primitives import addupdate_p, get_p, swap_p
+from minijax.state.types import AbstractRef, indexed_shape
 from minijax.tree_util import tree_flatten, tree_unflatten
+from minijax.util import safe_zip, split_list
 
 
 def _starts(starts):

@@ -14,12 +14,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import core, dtypes
+from minijax import core, dtypes, lax, numpy as jnp
 from minijax.ad_util import Zero
 from minijax.interpreters import ad, batching
-from minijax.state.types import (AbstractRef, AccumEffect, ReadEffect, WriteEffect,
-                                 indexed_shape, make_indexer, pp_indexer)
-from minijax import lax, numpy as jnp
+from minijax.state.types import (
+    AbstractRef,
+    AccumEffect,
+    ReadEffect,
+    WriteEffect,
+    indexed_shape,
+    make_indexer,
+    pp_indexer,
+)
 
 
 def _no_eager(name):

@@ -13,10 +13,10 @@ skeletons, so the suite stays green while the learner works. The modules are loa
 from __future__ import annotations
 
 import importlib.util
-from functools import partial
 import os
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
 import jax
@@ -526,7 +526,7 @@ def _types_or_error(J, f, *args):
     """The types of the outputs of `f`'s jaxpr (`float32[4,8@x]`, ...), or its error."""
     try:
         return [str(a) for a in J.make_jaxpr(f)(*args).out_avals]
-    except Exception as e:  # noqa: BLE001 - the error is what we compare
+    except Exception as e:  # the error is what we compare
         return f"{type(e).__name__}: {e}"
 
 

@@ -219,7 +219,7 @@ def test_rung09_cond_value_jvp_grad(tj, pred):
     want = jax.jvp(lambda x: _cond_program(jax, pred, x), (X3,), (Y3,))
     for g, w in zip(got, want):
         close(g, w, 1e-5)
-    loss = lambda J: (lambda x: ops(J)["sum"](_cond_program(J, pred, x), (0,)))  # noqa: E731
+    loss = lambda J: (lambda x: ops(J)["sum"](_cond_program(J, pred, x), (0,)))
     close(tj.grad.grad(loss(tj))(X3), jax.grad(loss(jax))(X3), 1e-5)
 
 

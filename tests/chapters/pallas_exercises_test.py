@@ -166,7 +166,7 @@ def test_gmm(path, which):
 def test_fused_mlp(path, which):
     x, up, down = rand(24, 8), rand(3, 8, 16) * 0.3, rand(3, 16, 8) * 0.3
     offsets, gid, tid = _visits([9, 0, 6], 24, 8)
-    silu = lambda h: h / (1 + np.exp(-h))  # noqa: E731
+    silu = lambda h: h / (1 + np.exp(-h))
     want = _by_group(x, offsets, lambda rows, g: silu(rows @ up[g]) @ down[g])
     _close(_run(path, which, "fused_mlp", x, up, down, offsets, gid, tid, bm=8, bf=8), want,
            tol=2e-5)

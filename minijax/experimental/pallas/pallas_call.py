@@ -20,20 +20,27 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core, effects
+from minijax import core, effects, lax, numpy as jnp
 from minijax.ad_util import Zero
 from minijax.core import ClosedJaxpr, ShapedArray
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.experimental.pallas.blocks import (
+    Blocked,
+    BoundedSlice,
+    Buffered,
+    CostEstimate,
+    Element,
+    Indirect,
+    NoBlockSpec,
+    Squeezed,
+    block_dim_size,
+    canonical_block_dim,
+)
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
+from minijax.pjit import jit
 from minijax.state.discharge import _eval_discharged, always_discharge, discharge_rules
 from minijax.state.types import AbstractRef
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import split_list
-from minijax import lax, numpy as jnp
-from minijax.pjit import jit
-from minijax.experimental.pallas.blocks import (
-    Blocked, BoundedSlice, Buffered, CostEstimate, Element, Indirect, NoBlockSpec, Squeezed,
-    block_dim_size, canonical_block_dim)
 
 _CHAPTER = "chapters/16-pallas.md"
 

@@ -14,15 +14,16 @@ import numpy as np
 from minijax import core, effects, lax, numpy as jnp
 from minijax.core import ClosedJaxpr
 from minijax.debugging import debug_print as _debug_print
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
-from minijax.state.discharge import _eval_discharged, always_discharge, discharge_rules
-from minijax.state.discharge import run_state  # noqa: F401 (pl.run_state)
+from minijax.experimental.pallas.pallas_call import _scratch_aval, cdiv, uninitialized_value
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
+from minijax.state.discharge import (
+    _eval_discharged,
+    always_discharge,
+    discharge_rules,
+    run_state,  # noqa: F401 (pl.run_state)
+)
 from minijax.state.types import AbstractRef
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
-from minijax.experimental.pallas.pallas_call import (
-    _scratch_aval, cdiv, uninitialized_value)
-
 
 # ---------------------------------------------------------------------------------------------
 # Integer helpers

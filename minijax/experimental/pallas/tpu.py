@@ -18,21 +18,50 @@ from minijax import core, lax, numpy as jnp, xla_bridge
 from minijax.experimental.pallas import blocks, tpu_primitives as _tpu_primitives
 from minijax.experimental.pallas.mosaic.lowering import LoweringException  # noqa: F401
 from minijax.experimental.pallas.pallas_call import (
-    GridSpec, MemoryRef, _forced, _forced_global, when,
+    GridSpec,
+    MemoryRef,
+    _forced,
+    _forced_global,
+    when,
 )
 from minijax.experimental.pallas.primitives import (
-    DeviceIdType, _check_semaphore, run_scoped, semaphore_signal, semaphore_wait,
+    DeviceIdType,
+    _check_semaphore,
+    run_scoped,
+    semaphore_signal,
+    semaphore_wait,
 )
 from minijax.experimental.pallas.tpu_info import (  # noqa: F401
-    ChipVersion, Tiling, TpuInfo, get_tpu_info, get_tpu_info_for_chip, is_tpu_device,
+    ChipVersion,
+    Tiling,
+    TpuInfo,
+    get_tpu_info,
+    get_tpu_info_for_chip,
+    is_tpu_device,
 )
 from minijax.experimental.pallas.tpu_pipeline import (  # noqa: F401
-    BufferedRef, BufferedRefBase, BufferType, emit_pipeline, emit_pipeline_with_allocations,
+    BufferedRef,
+    BufferedRefBase,
+    BufferType,
+    emit_pipeline,
+    emit_pipeline_with_allocations,
 )
 from minijax.experimental.pallas.tpu_primitives import (  # noqa: F401
-    einshape, matmul_acc_lhs, matmul_pop, matmul_push_rhs, pack_elementwise, prng_random_bits,
-    prng_seed, stateful_bernoulli, stateful_bits, stateful_normal, stateful_uniform,
-    stochastic_round, touch, trace_value, unpack_elementwise,
+    einshape,
+    matmul_acc_lhs,
+    matmul_pop,
+    matmul_push_rhs,
+    pack_elementwise,
+    prng_random_bits,
+    prng_seed,
+    stateful_bernoulli,
+    stateful_bits,
+    stateful_normal,
+    stateful_uniform,
+    stochastic_round,
+    touch,
+    trace_value,
+    unpack_elementwise,
 )
 from minijax.tree_util import tree_leaves
 
@@ -134,7 +163,7 @@ def create_tensorcore_mesh(axis_name: str, devices=None, num_cores: int | None =
 
 
 # JAX: jax/_src/pallas/mosaic/core.py dma_semaphore
-class dma_semaphore:  # noqa: N801 (JAX's name)
+class dma_semaphore:  # JAX's name
     """The dtype of a DMA semaphore, as `pl.semaphore` is a regular one's: interpret mode
     stores either as int16 (`SemaphoreType.DMA((2,))` makes an array of them)."""
 

@@ -1,4 +1,5 @@
 from minijax import numpy as jnp
+
 """minijax.experimental.pallas.triton: `load`/`store` with masks, as in
 jax.experimental.pallas.triton (JAX 0.10 moved them here from `pl`). In interpret mode a
 masked load is a read plus a select, and a masked store a read, a select and a write."""

@@ -13,13 +13,12 @@ from typing import Any, Callable, Sequence
 from minijax import core, dtypes
 from minijax.ad_util import Zero
 from minijax.array import array_from_numpy
+from minijax.config import config
 from minijax.core import ClosedJaxpr, Jaxpr, ShapedArray, Tracer, Var
-from minijax.interpreters import batching
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import batching, partial_eval as pe
+from minijax.lax import lax
 from minijax.tree_util import PyTreeDef
 from minijax.util import safe_zip, split_list
-from minijax.config import config
-from minijax.lax import lax
 
 # ---------------------------------------------------------------------------------------------
 # disable_jit: control flow run as Python

@@ -10,26 +10,36 @@ Mirrors jax/_src/lax/control_flow/conditionals.py. Taught in chapters/08-control
 
 from __future__ import annotations
 
-from minijax import traceback_util
-
 import weakref
 from typing import Callable, Sequence
 
 import numpy as np
 
-from minijax import core
-from minijax.config import config
+from minijax import core, traceback_util
 from minijax.ad_util import Zero
+from minijax.config import config
 from minijax.core import ClosedJaxpr, ShapedArray, Var
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
-from minijax.mesh import get_abstract_mesh
 from minijax.lax.control_flow.common import (
-    as_array, avals_short, batch_jaxpr_flags, check_branch_outputs, eval_closed,
-    initial_style_jaxpr, is_zero, jaxpr_forwarding, merge_common_consts, prune_outputs,
-    python_control_flow, to_concrete_value, trace_closed, typematch_all, with_invars)
+    as_array,
+    avals_short,
+    batch_jaxpr_flags,
+    check_branch_outputs,
+    eval_closed,
+    initial_style_jaxpr,
+    is_zero,
+    jaxpr_forwarding,
+    merge_common_consts,
+    prune_outputs,
+    python_control_flow,
+    to_concrete_value,
+    trace_closed,
+    typematch_all,
+    with_invars,
+)
+from minijax.mesh import get_abstract_mesh
 from minijax.tree_util import tree_flatten, tree_unflatten
 from minijax.util import merge_lists, safe_zip, split_list
 

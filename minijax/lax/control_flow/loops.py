@@ -11,29 +11,38 @@ Mirrors jax/_src/lax/control_flow/loops.py. Taught in chapters/08-control-flow.m
 
 from __future__ import annotations
 
-from minijax import traceback_util
-
 import functools
 import itertools
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from minijax import core
-from minijax import sharding_impls
-from minijax.array import Array
+from minijax import core, sharding_impls, traceback_util
 from minijax.ad_util import Zero
+from minijax.array import Array
 from minijax.core import ClosedJaxpr, Jaxpr, ShapedArray
-from minijax.interpreters import ad, batching, mlir
-from minijax.interpreters import partial_eval as pe
+from minijax.interpreters import ad, batching, mlir, partial_eval as pe
 from minijax.interpreters.batching import not_mapped
 from minijax.lax import lax
-from minijax.pjit import jit
 from minijax.lax.control_flow.common import (
-    as_array, avals_short, batch_jaxpr_flags, check_carry_type, eval_closed, hoist_consts,
-    initial_style_jaxpr, is_zero, jaxpr_forwarding, promote_weak_typed_input,
-    prune_outputs, python_control_flow, rearrange_binders, trace_closed, typematch_all,
-    with_invars)
+    as_array,
+    avals_short,
+    batch_jaxpr_flags,
+    check_carry_type,
+    eval_closed,
+    hoist_consts,
+    initial_style_jaxpr,
+    is_zero,
+    jaxpr_forwarding,
+    promote_weak_typed_input,
+    prune_outputs,
+    python_control_flow,
+    rearrange_binders,
+    trace_closed,
+    typematch_all,
+    with_invars,
+)
+from minijax.pjit import jit
 from minijax.tree_util import tree_flatten, tree_map, tree_unflatten
 from minijax.util import canonicalize_axis, merge_lists, partition_list, safe_zip, split_list
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from minijax import lax
-from minijax import numpy as jnp
+from minijax import lax, numpy as jnp
 from minijax.numpy.util import promote_args_inexact
 from minijax.scipy import special
 

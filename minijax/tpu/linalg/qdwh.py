@@ -14,8 +14,7 @@ import numpy as np
 
 from minijax import numpy as jnp
 from minijax.config import default_matmul_precision
-from minijax.lax import lax
-from minijax.lax import linalg as lax_linalg
+from minijax.lax import lax, linalg as lax_linalg
 from minijax.lax.control_flow import fori_loop, while_loop
 from minijax.lax.slicing import dynamic_index_in_dim
 

@@ -67,7 +67,7 @@ def svd(a, full_matrices: bool, compute_uv: bool = True, max_iterations: int = 1
             u_out = q @ u_out
     if u_out_null is not None:
         u_out = jnp.hstack((u_out, u_out_null))
-    nan = lambda s: (True, *(jnp.full_like(x, np.nan) for x in s[1:]))  # noqa: E731
+    nan = lambda s: (True, *(jnp.full_like(x, np.nan) for x in s[1:]))
     _, u_out, s_out, v_out = while_loop(lambda s: jnp.logical_not(s[0]), nan,
                                         (jnp.all(jnp.isfinite(a)), u_out, s_out, v_out))
     if is_flip:

@@ -48,8 +48,8 @@ def cond(pred, true_fn, false_fn, *operands):
 def _branch_fns(args, branches, n_consts):
     k = n_consts[0] + n_consts[1]
     consts, ops = args[:k], args[k:]
-    t = lambda *xs: eval_jaxpr(branches[0], consts[:n_consts[0]], *xs)[0]  # noqa: E731
-    f = lambda *xs: eval_jaxpr(branches[1], consts[n_consts[0]:], *xs)[0]  # noqa: E731
+    t = lambda *xs: eval_jaxpr(branches[0], consts[:n_consts[0]], *xs)[0]
+    f = lambda *xs: eval_jaxpr(branches[1], consts[n_consts[0]:], *xs)[0]
     return t, f, list(ops)
 
 

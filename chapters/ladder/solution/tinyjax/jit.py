@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core import shape_dtype
 from . import core as c
+from .core import shape_dtype
 from .jaxpr import Var, trace_to_jaxpr
 
 

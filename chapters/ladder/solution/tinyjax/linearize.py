@@ -5,7 +5,7 @@ minijax/interpreters/partial_eval.py; jax/_src/interpreters/partial_eval.py)."""
 from __future__ import annotations
 
 from .core import set_current_trace, shape_dtype
-from .jaxpr import JaxprTrace, Jaxpr, eval_jaxpr
+from .jaxpr import Jaxpr, JaxprTrace, eval_jaxpr
 from .jvp import jvp
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .core import set_current_trace, shape_dtype
-from .jaxpr import JaxprTrace, Jaxpr
 from .grad import backward_pass
+from .jaxpr import Jaxpr, JaxprTrace
 from .jvp import jvp
 
 

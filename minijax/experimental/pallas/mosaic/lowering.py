@@ -44,8 +44,14 @@ def _load() -> None:
     global ir, func, arith, math, vector, memref, scf, tpu
     if ir is None:
         from jaxlib.mlir import ir as _ir
-        from jaxlib.mlir.dialects import arith as _arith, func as _func, math as _math
-        from jaxlib.mlir.dialects import memref as _memref, scf as _scf, vector as _vector
+        from jaxlib.mlir.dialects import (
+            arith as _arith,
+            func as _func,
+            math as _math,
+            memref as _memref,
+            scf as _scf,
+            vector as _vector,
+        )
         from jaxlib.mosaic.python import tpu as _tpu
         ir, func, arith, math, vector, memref, scf, tpu = (
             _ir, _func, _arith, _math, _vector, _memref, _scf, _tpu)
@@ -569,7 +575,7 @@ for _prim in [lax.eq_p, lax.ne_p, lax.lt_p, lax.le_p, lax.gt_p, lax.ge_p]:
 def _clamp_lowering_rule(ctx: LoweringRuleContext, lo, x, hi):
     lo_aval, x_aval, hi_aval = ctx.avals_in
     (out,) = ctx.avals_out
-    ctx_of = lambda *avals: LoweringRuleContext(ctx.lowering_context, avals, [out])  # noqa: E731
+    ctx_of = lambda *avals: LoweringRuleContext(ctx.lowering_context, avals, [out])
     x = lowering_rules[lax.max_p](ctx_of(x_aval, lo_aval), x, lo)
     return lowering_rules[lax.min_p](ctx_of(out, hi_aval), x, hi)
 

@@ -16,8 +16,8 @@ import re
 
 import numpy as np
 
-from minijax.experimental.pallas.pallas_call import _pallas_call_interpret_lowering, pallas_call_p
 from minijax.experimental.pallas.mosaic import lowering
+from minijax.experimental.pallas.pallas_call import _pallas_call_interpret_lowering, pallas_call_p
 from minijax.interpreters import mlir
 
 # JAX: jax/_src/tpu_custom_call.py _FWD_COMPAT_VERSION — differs: always this version (the
