@@ -72,6 +72,13 @@ class Array:
                     and sharding.mesh.explicit_axes):
                 self.aval = aval.update(sharding=aval_sharding(sharding, aval.ndim))
 
+    def __getstate__(self):
+        # a copy or an unpickled Array does not share the flag of the execution that made
+        # this one: unpickled, its buffer is a transfer of its own
+        state, slots = object.__getstate__(self)
+        slots["_execution"] = None
+        return state, slots
+
     shape = property(lambda self: self.aval.shape)
     dtype = property(lambda self: self.aval.dtype)
     ndim = property(lambda self: self.aval.ndim)
@@ -198,6 +205,8 @@ class Array:
             elif not execution[0]:
                 buf.block_until_ready()
                 execution[0] = True
+            elif buf.is_deleted():  # donated through another reference: XLA's error, as JAX
+                buf.block_until_ready()
         elif self._deleted:
             self._check_alive()  # raises
         return self
@@ -303,7 +312,6 @@ def array_from_numpy(val: np.ndarray, weak_type: bool = False, literal: bool = F
     out = Array(core.ShapedArray(val.shape, val.dtype, weak_type), npy=val)
     out._literal = literal
     return out
-
 
 
 # JAX: jaxlib's ExecuteResults.consume_with_handlers (the Arrays of one execution, in C++)

@@ -4,6 +4,9 @@ One program, two modules: `def program(J): ...` runs with `J=jax` and `J=minijax
 results (values, dtypes, weak types, pytree structure, and the fact of raising) are expected.
 """
 
+import copy
+import pickle
+
 import jax
 import jax.numpy as jjnp
 import numpy as np
@@ -544,8 +547,38 @@ def test_outputs_of_one_execution_are_ready_together():
     want = jax.jit(lambda x: jax.lax.fori_loop(0, 12, lambda i, y: jjnp.tanh(y @ y) * 0.5, x))(x)
     np.testing.assert_allclose(np.asarray(heavy), np.asarray(want), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(np.asarray(rest["z"]), 2 * np.asarray(want), rtol=1e-4, atol=1e-6)
-    heavy.delete()  # a deleted sibling: the others still wait and read
-    assert float(cheap.block_until_ready()) == float(want[0, 0] * 0 + x[0, 0] + 1.0)
+    cheap, heavy, _ = f(x)
+    heavy.delete()  # a deleted sibling, before any wait: the others wait and read
+    assert float(cheap.block_until_ready()) == float(x[0, 0] + 1.0)
+
+
+def test_a_sibling_donated_through_an_alias_or_pickled_waits_for_itself():
+    f = minijax.jit(lambda x: (x[:1] + 1.0, x * 2.0))
+    p, q = f(np.ones(4, np.float32))
+    p.block_until_ready()  # the execution's flag is now set
+    # q's buffer donated through another Array holding it: XLA's error, as in JAX (which
+    # raises it from q.block_until_ready() too)
+    minijax.jit(lambda y: y + 1.0, donate_argnums=0)(q.addressable_shards[0].data)
+    with pytest.raises(Exception, match="deleted or donated"):
+        q.block_until_ready()
+    with pytest.raises(Exception, match="deleted or donated"):
+        _jax_alias_donated_wait()
+    # an unpickled pair are two transfers, not one execution: no shared flag
+    p, q = f(np.full(4, 3.0, np.float32))
+    p.block_until_ready()
+    p2, q2 = pickle.loads(pickle.dumps((p, q)))
+    assert p2._execution is None and q2._execution is None and p._execution == [True]
+    assert q2.block_until_ready() is q2 and q2._buf.is_ready()
+    np.testing.assert_array_equal(np.asarray(q2), np.full(4, 6.0, np.float32))
+    assert copy.copy(q)._execution is None
+
+
+def _jax_alias_donated_wait():
+    """JAX's behaviour for the same steps: a donated buffer read through an alias."""
+    p, q = jax.jit(lambda x: (x[:1] + 1.0, x * 2.0))(np.ones(4, np.float32))
+    p.block_until_ready()
+    jax.jit(lambda y: y + 1.0, donate_argnums=0)(q.addressable_shards[0].data)
+    return q.block_until_ready()
 
 
 def test_chained_jit_calls_stay_on_device():

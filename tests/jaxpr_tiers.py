@@ -105,7 +105,7 @@ def _aval(expr: str, env: dict):
     """The ShapeDtypeStruct of `expr` with `env`'s names as abstract values, or None."""
     names = list(env)
     try:
-        fn = eval(f"lambda {', '.join(names)}: {expr}",  # our own source
+        fn = eval(f"lambda {', '.join(names)}: {expr}",  # safe: the expression is our own source
                   {"jnp": jax.numpy, "lax": jax.lax, "J": jax, "np": np})
         return jax.eval_shape(fn, *env.values())
     except Exception:  # a step JAX refuses is not drawn
@@ -329,7 +329,7 @@ def generate(seed: int, tier: int) -> str:
 
 def jaxpr_text(src: str, J) -> str:
     ns: dict = {}
-    exec(HEADER + src, ns)  # the generator's own source
+    exec(HEADER + src, ns)  # safe: the generator's own source
     fn, args = ns["program"](J)
     closed = J.make_jaxpr(fn)(*args)
     if J is jax and any(isinstance(c, jax.core.Tracer) for c in closed.consts):

@@ -32,7 +32,8 @@ BUDGETS = {
     #            + device_get, clear_caches, linear_transpose, fwd_and_bwd... (35);
     #            vmap's spmd_axis_name and JAX's checks of Explicit batch axes (~30, 45)
     "api_util": 140,
-    "array": 245,  # + __dlpack__ (35); + execution_results, one wait per execution (20)
+    "array": 251,  # + __dlpack__ (35); + execution_results, one wait per execution, and
+    #                 its flag kept out of copies (26)
     "callback": 375,  # the TPU's host callbacks: sends and receives (~45, issue 43)
     "compute_on": 70,  # compute_on, extend_compute_type, compute_on2 over jit (issue 34)
     "compiler": 330,  # compile and the persistent cache, buffers; split by role (issue 46):

@@ -36,7 +36,7 @@ class CliDebugger(cmd.Cmd):
 
     def evaluate(self, expr: str):
         frame = self.frames[self.frame_index]
-        return eval(expr, {}, {**frame.globals, **frame.locals})  # a debugger
+        return eval(expr, {}, {**frame.globals, **frame.locals})  # the user's input: the point
 
     def _show(self, expr: str, fmt) -> None:
         try:
