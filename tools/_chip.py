@@ -1,6 +1,6 @@
 """The one "no accelerator" guard of the chip scripts (`tools/accelerator_tpu.py`,
 `accelerator_compare.py`, `accelerator_eager.py`, `accelerator_numbers.py`, `tpu_ops.py`,
-`addition_tpu.py`, `scaling_tpu.py`).
+`addition_tpu.py`, `scaling_tpu.py`, `dispatch_tpu.py`).
 
 Each measures a chip and writes its results under `chapters/data/`, where the chapters read
 them as the chip's. Run on a machine without that chip, a script would time the CPU and write
