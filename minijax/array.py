@@ -195,18 +195,18 @@ class Array:
     def block_until_ready(self) -> "Array":
         """Wait until the value has been computed; returns self. The outputs of one execution
         are made ready together (XLA's runtime marks them done by one event): once one of
-        them was waited for, the others return at once, with no call into XLA. Blocking
-        every leaf of a jitted function's result, one by one, then waits once."""
+        them was waited for, the others return at once, XLA asked only whether the buffer
+        was deleted. Blocking every leaf of a jitted function's result, one by one, then
+        waits once. Raises XLA's JaxRuntimeError for a buffer donated through another
+        reference, as JAX does."""
         buf = self._buf
         if buf is not None:
             execution = self._execution
             if execution is None:
                 buf.block_until_ready()
-            elif not execution[0]:
+            elif not execution[0] or buf.is_deleted():  # (deleted: XLA's error, as in JAX)
                 buf.block_until_ready()
                 execution[0] = True
-            elif buf.is_deleted():  # donated through another reference: XLA's error, as JAX
-                buf.block_until_ready()
         elif self._deleted:
             self._check_alive()  # raises
         return self
